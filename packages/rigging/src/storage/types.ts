@@ -1,0 +1,68 @@
+/**
+ * @module The storage contract every backend (`file://`, `memory://`, `s3://`, `gs://`)
+ * implements. Paths are relative to the storage root, use `/` and never `..`.
+ */
+import type { Readable, Writable } from 'node:stream'
+
+/** What `stat` and `list` report about one object. */
+export type ObjectInfo = {
+  /** Path relative to the storage root, `/`-separated. */
+  readonly path: string
+  readonly size: number
+  readonly mtimeMs: number
+  /**
+   * Opaque token that changes on every write of the object. Pass it back in
+   * `{ ifGeneration }` to replace the object only if nobody wrote it since.
+   */
+  readonly generation: string
+}
+
+/**
+ * A conditional write: the building block for compare-and-swap (finestore HEAD,
+ * leases). A write whose condition does not hold throws
+ * `RiggingError('STORAGE_CONDITION_FAILED')` and changes nothing.
+ */
+export type WriteCondition =
+  /** Create the object only if it does not exist. */
+  | { readonly ifAbsent: true }
+  /** Replace the object only if its current generation is this one. */
+  | { readonly ifGeneration: string }
+
+export type WriteOptions = {
+  /** @default undefined (unconditional) */
+  readonly condition?: WriteCondition
+}
+
+export type ListOptions = {
+  /** Descend into sub-"directories". @default true */
+  readonly recursive?: boolean
+}
+
+export interface Storage {
+  /** The URL this storage was opened at, e.g. `file:///data/prefix` or `memory://test`. */
+  readonly url: string
+  /** Whole-object read. Missing object: `RiggingError('STORAGE_NOT_FOUND')`. */
+  read(path: string): Promise<Uint8Array>
+  readText(path: string): Promise<string>
+  /**
+   * Whole-object write, always atomic: readers see the old bytes or the new
+   * bytes, never a mix, even if the process dies mid-write.
+   */
+  write(path: string, data: Uint8Array | string, opts?: WriteOptions): Promise<ObjectInfo>
+  /** Streaming read, optionally of a byte range `[start, end)`. */
+  readStream(path: string, range?: { start?: number; end?: number }): Promise<Readable>
+  /**
+   * Streaming write; the object appears atomically when the stream finishes
+   * and not at all if it errors or is destroyed.
+   */
+  writeStream(path: string, opts?: WriteOptions): Promise<Writable>
+  /** Objects whose path starts with `prefix` (a folder prefix like `a/b/` or any string prefix). */
+  list(prefix?: string, opts?: ListOptions): AsyncIterable<ObjectInfo>
+  /** `undefined` when the object does not exist. */
+  stat(path: string): Promise<ObjectInfo | undefined>
+  exists(path: string): Promise<boolean>
+  /** Deleting a missing object is not an error. */
+  delete(path: string, opts?: { readonly ifGeneration?: string }): Promise<void>
+  /** For `file://` only: the local filesystem path of `path`; `undefined` elsewhere. */
+  localPath(path: string): string | undefined
+}

@@ -1,0 +1,23 @@
+import { basename } from 'node:path'
+import { defineConfig } from 'vitest/config'
+import projects from './vitest.workspace.js'
+import SummaryReporter from './scripts/vitest-summary-reporter.js'
+
+export default defineConfig({
+  test: {
+    projects: projects.map((dir) => ({
+      extends: true,
+      test: {
+        name: basename(dir),
+        root: dir,
+        include: ['**/*.test.ts'],
+        exclude: ['**/node_modules/**', '**/fixtures/**'],
+      },
+    })),
+    reporters: ['default', new SummaryReporter()],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // Tests start real servers and child processes: two cores is the budget.
+    maxWorkers: 2,
+  },
+})
