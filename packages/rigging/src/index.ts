@@ -3,3 +3,12 @@ import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name
 export const version: string = pkg.version
+
+// Errors
+export { RIGGING_ERROR_CODES, RiggingError, isRiggingError } from './errors.js'
+export type { RiggingErrorCode } from './errors.js'
+
+// Logging
+export { LOG_LEVELS, configureLogging, logger, parseLogLevel, rootLogger, setLogLevel } from './logger.js'
+export type { LogDestination, LogLevel, Logger, LoggingOptions } from './logger.js'
+export { REDACTED, isSecretKey, redactSecrets, registerSecretValue, scrubSecretValues } from './redaction.js'
