@@ -12,3 +12,10 @@ export type { RiggingErrorCode } from './errors.js'
 export { LOG_LEVELS, configureLogging, logger, parseLogLevel, rootLogger, setLogLevel } from './logger.js'
 export type { LogDestination, LogLevel, Logger, LoggingOptions } from './logger.js'
 export { REDACTED, isSecretKey, redactSecrets, registerSecretValue, scrubSecretValues } from './redaction.js'
+
+// Secrets
+export { SecretNotFoundError, SecretStore, defaultSecretsDir } from './secrets.js'
+export type { SecretStoreOptions } from './secrets.js'
+export { dirSource, envSource, parseSecretSpec, readSecretFile, resolveSecretSpec, secretEnvName, specSource } from './secret-sources.js'
+export type { SecretSource, SecretSpec } from './secret-sources.js'
+export { writeSecretFile } from './secret-file.js'
