@@ -1,0 +1,87 @@
+/** @module What a job asks for: the user-facing request (`JobRequest`) and the resolved spec the controller stores. */
+import { z } from 'zod'
+import { IrisError } from './errors.js'
+import { DEFAULT_RESOURCES, parseResources, type Resources } from './resources.js'
+import { PRIORITIES } from './states.js'
+import { parseMount, type Mount } from './mount-spec.js'
+
+export const ResourcesSchema = z.strictObject({
+  cpu: z.number().positive(),
+  memory: z.number().int().nonnegative(),
+  gpu: z.number().int().nonnegative(),
+})
+
+export const MountSchema = z.strictObject({
+  artifact: z.string().min(1),
+  version: z.string().min(1).optional(),
+  path: z.string().min(1),
+})
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
+const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/** The resolved job spec: what the controller stores and what the wire carries. */
+export const JobSpecSchema = z.strictObject({
+  name: z.string().regex(NAME, 'a job name is 1-100 of A-Z a-z 0-9 . _ - and starts with a letter or digit'),
+  command: z.array(z.string()).min(1, 'command must have at least the program to run'),
+  resources: ResourcesSchema,
+  replicas: z.number().int().min(1).max(10_000),
+  image: z.string().min(1).optional(),
+  env: z.record(z.string().regex(ENV_KEY, 'environment keys are [A-Za-z_][A-Za-z0-9_]*'), z.string()),
+  priority: z.enum(PRIORITIES),
+  mounts: z.array(MountSchema),
+  maxRetriesFailure: z.number().int().min(0).max(1000),
+  maxRetriesWorker: z.number().int().min(0).max(1000),
+})
+export type JobSpec = z.infer<typeof JobSpecSchema>
+
+/** What a user writes to submit a job; everything but `name` and `command` has a default. */
+export type JobRequest = {
+  name: string
+  command: readonly string[]
+  /** `'cpu=1,memory=2G,gpu=0'` or an object; missing keys take the default. @default cpu=1,memory=512M,gpu=0 */
+  resources?: string | Partial<Resources>
+  /** Number of tasks (replicas) of the job. @default 1 */
+  replicas?: number
+  /** Container image; runs only on workers where a docker engine answers. */
+  image?: string
+  env?: Record<string, string>
+  /** @default 'batch' */
+  priority?: (typeof PRIORITIES)[number]
+  /** `ARTIFACT[@VERSION]:path` strings or parsed mounts. */
+  mounts?: ReadonlyArray<string | Mount>
+  /** Retries after a task exits non-zero. @default 0 */
+  maxRetriesFailure?: number
+  /** Retries after a task's worker is lost. @default 3 */
+  maxRetriesWorker?: number
+}
+
+/** Resolves defaults and validates a request; throws `IrisError('BAD_REQUEST')` naming the field. */
+export function resolveJobRequest(req: JobRequest): JobSpec {
+  const resources =
+    typeof req.resources === 'string' ? parseResources(req.resources) : { ...DEFAULT_RESOURCES, ...(req.resources ?? {}) }
+  const candidate = {
+    name: req.name,
+    command: [...req.command],
+    resources,
+    replicas: req.replicas ?? 1,
+    ...(req.image !== undefined ? { image: req.image } : {}),
+    env: { ...(req.env ?? {}) },
+    priority: req.priority ?? 'batch',
+    mounts: (req.mounts ?? []).map((m) => (typeof m === 'string' ? parseMount(m) : m)),
+    maxRetriesFailure: req.maxRetriesFailure ?? 0,
+    maxRetriesWorker: req.maxRetriesWorker ?? 3,
+  }
+  return parseJobSpec(candidate)
+}
+
+/** Validates a resolved spec (from the wire or the state store). */
+export function parseJobSpec(value: unknown): JobSpec {
+  const r = JobSpecSchema.safeParse(value)
+  if (!r.success) {
+    const issue = r.error.issues[0]!
+    const field = issue.path.join('.') || '(request)'
+    throw new IrisError('BAD_REQUEST', `job request: field "${field}": ${issue.message}; fix it and submit again`)
+  }
+  return r.data
+}
