@@ -8,6 +8,14 @@ export const version: string = pkg.version
 export { RIGGING_ERROR_CODES, RiggingError, isRiggingError } from './errors.js'
 export type { RiggingErrorCode } from './errors.js'
 
+// Config
+export { ConfigError, loadConfig } from './config.js'
+export type { ConfigIssue, LoadConfigOptions } from './config.js'
+export { envOverrides } from './config-env.js'
+export type { EnvOverride } from './config-env.js'
+export { readConfigFile } from './config-file.js'
+export type { ConfigFile } from './config-file.js'
+
 // Logging
 export { LOG_LEVELS, configureLogging, logger, parseLogLevel, rootLogger, setLogLevel } from './logger.js'
 export type { LogDestination, LogLevel, Logger, LoggingOptions } from './logger.js'
