@@ -27,3 +27,11 @@ export type { SecretStoreOptions } from './secrets.js'
 export { dirSource, envSource, parseSecretSpec, readSecretFile, resolveSecretSpec, secretEnvName, specSource } from './secret-sources.js'
 export type { SecretSource, SecretSpec } from './secret-sources.js'
 export { writeSecretFile } from './secret-file.js'
+
+// Storage
+export { openStorage, STORAGE_SCHEMES } from './storage/open-storage.js'
+export { FileStorage } from './storage/file.js'
+export type { FileStorageOptions } from './storage/file.js'
+export type { FileLockOptions } from './storage/file-lock.js'
+export { MemoryStorage } from './storage/memory.js'
+export type { ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './storage/types.js'

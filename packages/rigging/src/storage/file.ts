@@ -1,0 +1,343 @@
+/**
+ * @module `file://` storage: objects are plain files under a root directory.
+ *
+ * Every write goes to a temp file in the target's directory, is fsynced, and
+ * is renamed into place (then the directory is fsynced), so readers see the old
+ * bytes or the new bytes and a crash leaves the old file intact. The commit
+ * step holds the object's lock (see `file-lock.ts`), which makes the two
+ * conditional writes atomic across processes:
+ *
+ * - `ifAbsent`: the temp file is `link()`ed to the target, which fails with
+ *   EEXIST atomically if anything is there, even a file written by a tool that
+ *   does not take our lock.
+ * - `ifGeneration`: the current generation is checked and the temp file renamed
+ *   while holding the lock, so no other writer of ours can slip in between.
+ *
+ * The generation is `inode-mtimeNs-size`. Inode numbers are reused after a
+ * file is deleted and the kernel's mtime clock is coarse, so on its own that
+ * triple could repeat (ABA). Under the lock each commit therefore sets the new
+ * file's mtime to at least 2 µs past the current object's mtime: an object's
+ * generation never repeats while it exists. (After a delete, a re-created
+ * object would need the same inode, the same size and the same microsecond
+ * mtime to collide.) Files written behind our back still get a new generation
+ * from the kernel's inode and mtime.
+ */
+import { randomBytes } from 'node:crypto'
+import type { BigIntStats } from 'node:fs'
+import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises'
+import type { FileHandle } from 'node:fs/promises'
+import { basename, dirname, join, resolve } from 'node:path'
+import { Readable, Writable } from 'node:stream'
+import { pathToFileURL } from 'node:url'
+import { RiggingError } from '../errors.js'
+import { withFileLock } from './file-lock.js'
+import type { FileLockOptions } from './file-lock.js'
+import { fsError } from './fs-errors.js'
+import { checkPath, checkPrefix, matchesPrefix } from './paths.js'
+import type { ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './types.js'
+
+/** Names of our temp and lock files; `list` never shows them. */
+const INTERNAL = /^\..*\.rigging-(tmp-[0-9a-f]+|lock|lock\.break)$/
+
+// A wall clock with sub-millisecond resolution (Date.now() is only ms).
+const clockOffset = BigInt(Date.now()) * 1_000_000n - process.hrtime.bigint()
+const nowNs = (): bigint => process.hrtime.bigint() + clockOffset
+
+const errno = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
+
+const generationOf = (st: BigIntStats): string =>
+  `${st.ino.toString(16)}-${st.mtimeNs.toString(16)}-${st.size.toString(16)}`
+
+const infoOf = (path: string, st: BigIntStats): ObjectInfo => ({
+  path,
+  size: Number(st.size),
+  mtimeMs: Number(st.mtimeNs / 1000n) / 1000,
+  generation: generationOf(st),
+})
+
+async function statFile(abs: string): Promise<BigIntStats | undefined> {
+  try {
+    const st = await stat(abs, { bigint: true })
+    return st.isFile() ? st : undefined
+  } catch (err) {
+    if (errno(err) === 'ENOENT' || errno(err) === 'ENOTDIR') return undefined
+    throw err
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r')
+  try {
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+}
+
+/** A temp file being filled, not yet visible under its target name. */
+type Staged = { readonly rel: string; readonly target: string; readonly tmp: string; readonly fh: FileHandle; closed: boolean }
+
+export type FileStorageOptions = { readonly lock?: FileLockOptions }
+
+/** Storage over a local directory; see the module comment for the guarantees. */
+export class FileStorage implements Storage {
+  readonly url: string
+  /** Absolute path of the storage root. */
+  readonly root: string
+
+  constructor(root: string, private readonly opts: FileStorageOptions = {}) {
+    this.root = resolve(root)
+    this.url = pathToFileURL(this.root).href
+  }
+
+  private abs(rel: string): string {
+    return join(this.root, rel)
+  }
+
+  private fail(err: unknown, op: string, rel: string): RiggingError {
+    return fsError(err, op, rel, this.url)
+  }
+
+  localPath(path: string): string {
+    return this.abs(checkPath(path, this.url))
+  }
+
+  async read(path: string): Promise<Uint8Array> {
+    const rel = checkPath(path, this.url)
+    try {
+      const buf = await readFile(this.abs(rel))
+      return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength)
+    } catch (err) {
+      throw this.notFoundOr(err, 'read', rel)
+    }
+  }
+
+  async readText(path: string): Promise<string> {
+    return new TextDecoder().decode(await this.read(path))
+  }
+
+  private notFoundOr(err: unknown, op: string, rel: string): RiggingError {
+    if (errno(err) === 'ENOENT' || errno(err) === 'ENOTDIR' || errno(err) === 'EISDIR') {
+      return new RiggingError('STORAGE_NOT_FOUND', `storage ${this.url}: object ${rel} does not exist`, { cause: err })
+    }
+    return this.fail(err, op, rel)
+  }
+
+  private async stage(rel: string): Promise<Staged> {
+    const target = this.abs(rel)
+    try {
+      await mkdir(dirname(target), { recursive: true })
+      const tmp = join(dirname(target), `.${basename(target)}.rigging-tmp-${randomBytes(6).toString('hex')}`)
+      const fh = await open(tmp, 'wx', 0o666)
+      return { rel, target, tmp, fh, closed: false }
+    } catch (err) {
+      throw this.fail(err, 'write', rel)
+    }
+  }
+
+  private async discard(s: Staged): Promise<void> {
+    if (!s.closed) {
+      s.closed = true
+      await s.fh.close().catch(() => undefined)
+    }
+    await unlink(s.tmp).catch(() => undefined)
+  }
+
+  private conditionFailed(rel: string, why: string): RiggingError {
+    return new RiggingError('STORAGE_CONDITION_FAILED', `storage ${this.url}: ${rel} ${why}`)
+  }
+
+  /** fsync the staged data, then (under the object lock) check the condition and make it visible. */
+  private async commit(s: Staged, condition: WriteCondition | undefined): Promise<ObjectInfo> {
+    try {
+      await s.fh.sync()
+      return await withFileLock(
+        s.target,
+        async () => {
+          const cur = await statFile(s.target)
+          if (condition && 'ifAbsent' in condition && cur) throw this.conditionFailed(s.rel, 'already exists (write with ifAbsent)')
+          if (condition && 'ifGeneration' in condition) {
+            const have = cur ? generationOf(cur) : '(absent)'
+            if (have !== condition.ifGeneration) {
+              throw this.conditionFailed(s.rel, `is at generation ${have}, not ${condition.ifGeneration}; re-read it and retry`)
+            }
+          }
+          // Make the new generation differ from every earlier one of this object (see module comment).
+          let want = nowNs()
+          if (cur && want < cur.mtimeNs + 2000n) want = cur.mtimeNs + 2000n
+          let st: BigIntStats
+          for (;;) {
+            const sec = Number(want) / 1e9
+            await s.fh.utimes(sec, sec)
+            st = await s.fh.stat({ bigint: true })
+            if (!cur || st.mtimeNs > cur.mtimeNs) break
+            want += 1000n
+          }
+          s.closed = true
+          await s.fh.close()
+          if (condition && 'ifAbsent' in condition) {
+            try {
+              await link(s.tmp, s.target)
+            } catch (err) {
+              if (errno(err) === 'EEXIST') throw this.conditionFailed(s.rel, 'already exists (write with ifAbsent)')
+              throw err
+            }
+            await unlink(s.tmp)
+          } else {
+            await rename(s.tmp, s.target)
+          }
+          await fsyncDir(dirname(s.target))
+          return infoOf(s.rel, st)
+        },
+        this.opts.lock,
+      )
+    } catch (err) {
+      await this.discard(s)
+      throw this.fail(err, 'write', s.rel)
+    }
+  }
+
+  async write(path: string, data: Uint8Array | string, opts: WriteOptions = {}): Promise<ObjectInfo> {
+    const rel = checkPath(path, this.url)
+    const s = await this.stage(rel)
+    try {
+      await s.fh.writeFile(data)
+    } catch (err) {
+      await this.discard(s)
+      throw this.fail(err, 'write', rel)
+    }
+    return this.commit(s, opts.condition)
+  }
+
+  async readStream(path: string, range: { start?: number; end?: number } = {}): Promise<Readable> {
+    const rel = checkPath(path, this.url)
+    const start = range.start ?? 0
+    if (!Number.isInteger(start) || start < 0 || (range.end !== undefined && (!Number.isInteger(range.end) || range.end < start))) {
+      throw new RiggingError(
+        'STORAGE_INVALID_PATH',
+        `storage ${this.url}: invalid byte range ${JSON.stringify(range)} for ${rel}; use integers with 0 <= start <= end`,
+      )
+    }
+    let fh: FileHandle
+    try {
+      fh = await open(this.abs(rel), 'r')
+    } catch (err) {
+      throw this.notFoundOr(err, 'read', rel)
+    }
+    if (range.end === start) {
+      await fh.close()
+      return Readable.from([])
+    }
+    // createReadStream's `end` is inclusive; ours is exclusive.
+    return fh.createReadStream({ start, ...(range.end !== undefined ? { end: range.end - 1 } : {}) })
+  }
+
+  async writeStream(path: string, opts: WriteOptions = {}): Promise<Writable> {
+    const rel = checkPath(path, this.url)
+    const s = await this.stage(rel)
+    let committing = false
+    const writeAll = async (buf: Buffer): Promise<void> => {
+      let off = 0
+      while (off < buf.byteLength) off += (await s.fh.write(buf, off, buf.byteLength - off)).bytesWritten
+    }
+    return new Writable({
+      highWaterMark: 1 << 20,
+      write: (chunk: Buffer, _enc, cb) => {
+        writeAll(chunk).then(() => cb(), (err: unknown) => cb(this.fail(err, 'write', rel)))
+      },
+      writev: (chunks, cb) => {
+        writeAll(Buffer.concat(chunks.map((c) => c.chunk as Buffer))).then(
+          () => cb(),
+          (err: unknown) => cb(this.fail(err, 'write', rel)),
+        )
+      },
+      final: (cb) => {
+        committing = true
+        this.commit(s, opts.condition).then(() => cb(), (err: Error) => cb(err))
+      },
+      // An errored or destroyed stream never reaches final(): drop the temp file.
+      destroy: (err, cb) => {
+        if (committing) return cb(err)
+        this.discard(s).then(() => cb(err), () => cb(err))
+      },
+    })
+  }
+
+  async *list(prefix = '', opts: ListOptions = {}): AsyncIterable<ObjectInfo> {
+    const pre = checkPrefix(prefix, this.url)
+    const recursive = opts.recursive ?? true
+    yield* this.walk(pre.slice(0, pre.lastIndexOf('/') + 1), pre, recursive)
+  }
+
+  /** Lists folder `dir` ('' or 'a/b/') in path order, descending only where `pre` can still match. */
+  private async *walk(dir: string, pre: string, recursive: boolean): AsyncGenerator<ObjectInfo> {
+    let entries
+    try {
+      entries = await readdir(this.abs(dir), { withFileTypes: true })
+    } catch (err) {
+      if (errno(err) === 'ENOENT' || errno(err) === 'ENOTDIR') return
+      throw this.fail(err, 'list', dir || '/')
+    }
+    // Sort as full paths would sort: a folder "a" holds paths "a/…", which sort after "a-b".
+    const named = entries
+      .filter((e) => !INTERNAL.test(e.name))
+      .map((e) => ({ e, key: e.isDirectory() ? `${e.name}/` : e.name }))
+      .sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0))
+    for (const { e, key } of named) {
+      const rel = dir + e.name
+      if (e.isDirectory()) {
+        const sub = dir + key
+        if (recursive && (sub.startsWith(pre) || pre.startsWith(sub))) yield* this.walk(sub, pre, recursive)
+        continue
+      }
+      if (!matchesPrefix(rel, pre, recursive)) continue
+      const st = await statFile(this.abs(rel)).catch((err: unknown) => {
+        throw this.fail(err, 'list', rel)
+      })
+      if (st) yield infoOf(rel, st)
+    }
+  }
+
+  async stat(path: string): Promise<ObjectInfo | undefined> {
+    const rel = checkPath(path, this.url)
+    try {
+      const st = await statFile(this.abs(rel))
+      return st ? infoOf(rel, st) : undefined
+    } catch (err) {
+      throw this.fail(err, 'stat', rel)
+    }
+  }
+
+  async exists(path: string): Promise<boolean> {
+    return (await this.stat(path)) !== undefined
+  }
+
+  async delete(path: string, opts: { readonly ifGeneration?: string } = {}): Promise<void> {
+    const rel = checkPath(path, this.url)
+    const target = this.abs(rel)
+    const mismatch = (have: string) =>
+      this.conditionFailed(rel, `is at generation ${have}, not ${opts.ifGeneration}; not deleted`)
+    try {
+      await withFileLock(
+        target,
+        async () => {
+          const cur = await statFile(target)
+          if (opts.ifGeneration !== undefined && (!cur || generationOf(cur) !== opts.ifGeneration)) {
+            throw mismatch(cur ? generationOf(cur) : '(absent)')
+          }
+          if (!cur) return
+          await unlink(target)
+          await fsyncDir(dirname(target))
+        },
+        this.opts.lock,
+      )
+    } catch (err) {
+      // The folder does not exist, so neither does the object.
+      if (errno(err) === 'ENOENT' || errno(err) === 'ENOTDIR') {
+        if (opts.ifGeneration !== undefined) throw mismatch('(absent)')
+        return
+      }
+      throw this.fail(err, 'delete', rel)
+    }
+  }
+}

@@ -1,0 +1,57 @@
+/** @module `openStorage(url)`: the one way packages get a `Storage` for a URL. */
+import { isAbsolute, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { RiggingError } from '../errors.js'
+import { FileStorage } from './file.js'
+import { MemoryStorage } from './memory.js'
+import type { Storage } from './types.js'
+
+/** The URL schemes `openStorage` understands. */
+export const STORAGE_SCHEMES = ['file://', 'memory://'] as const
+
+const SCHEME = /^([a-zA-Z][a-zA-Z0-9+.-]*):\/\//
+
+/**
+ * Opens the storage a URL names:
+ * - `file:///abs/dir` or a plain local path (`./.marin`, `/data/x`): files under that directory;
+ * - `memory://name`: a process-wide in-memory store shared by every opener of that name.
+ *
+ * @example
+ * const store = await openStorage(process.env.MARIN_PREFIX ?? './.marin')
+ * await store.write('artifacts/x/HEAD', 'v1', { condition: { ifAbsent: true } })
+ * @throws RiggingError('STORAGE_UNKNOWN_SCHEME') for any other scheme.
+ */
+export async function openStorage(url: string): Promise<Storage> {
+  const m = SCHEME.exec(url)
+  if (!m) {
+    if (url === '') throw new RiggingError('STORAGE_INVALID_PATH', 'storage URL is empty; pass e.g. file:///data/marin or ./.marin')
+    return new FileStorage(resolve(url))
+  }
+  const scheme = m[1]!.toLowerCase()
+  const rest = url.slice(m[0].length)
+  switch (scheme) {
+    case 'file': {
+      let path: string
+      try {
+        path = fileURLToPath(url)
+      } catch (err) {
+        throw new RiggingError(
+          'STORAGE_INVALID_PATH',
+          `storage URL ${url}: not a local file URL (${(err as Error).message}); use file:///absolute/path`,
+          { cause: err },
+        )
+      }
+      if (!isAbsolute(path)) {
+        throw new RiggingError('STORAGE_INVALID_PATH', `storage URL ${url}: file URLs need an absolute path; use file:///absolute/path`)
+      }
+      return new FileStorage(path)
+    }
+    case 'memory':
+      return new MemoryStorage(rest.replace(/\/+$/, ''))
+    default:
+      throw new RiggingError(
+        'STORAGE_UNKNOWN_SCHEME',
+        `storage URL ${url}: unknown scheme "${scheme}://"; supported: ${STORAGE_SCHEMES.join(', ')} (or a plain local path)`,
+      )
+  }
+}
