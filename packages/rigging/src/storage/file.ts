@@ -65,6 +65,23 @@ async function statFile(abs: string): Promise<BigIntStats | undefined> {
   }
 }
 
+/**
+ * `mkdir -p` that reports the real cause: Node's recursive mkdir turns e.g. EROFS
+ * on a read-only filesystem into a misleading ENOENT.
+ */
+async function makeDirs(dir: string): Promise<void> {
+  try {
+    await mkdir(dir)
+  } catch (err) {
+    if (errno(err) === 'EEXIST') return
+    if (errno(err) !== 'ENOENT' || dirname(dir) === dir) throw err
+    await makeDirs(dirname(dir))
+    await mkdir(dir).catch((e: unknown) => {
+      if (errno(e) !== 'EEXIST') throw e
+    })
+  }
+}
+
 async function fsyncDir(dir: string): Promise<void> {
   const fh = await open(dir, 'r')
   try {
@@ -126,7 +143,7 @@ export class FileStorage implements Storage {
   private async stage(rel: string): Promise<Staged> {
     const target = this.abs(rel)
     try {
-      await mkdir(dirname(target), { recursive: true })
+      await makeDirs(dirname(target))
       const tmp = join(dirname(target), `.${basename(target)}.rigging-tmp-${randomBytes(6).toString('hex')}`)
       const fh = await open(tmp, 'wx', 0o666)
       return { rel, target, tmp, fh, closed: false }
