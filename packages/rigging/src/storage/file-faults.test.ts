@@ -65,7 +65,9 @@ function readOnlyDir(): { dir: string; kind: string } {
   }
   try {
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=64k', 'tmpfs', d], { stdio: 'ignore' })
-    cleanups.push(() => execFileSync('umount', [d]))
+    cleanups.push(() => {
+      execFileSync('umount', [d])
+    })
     return { dir: d, kind: 'read-only tmpfs' }
   } catch {
     return { dir: '/sys/kernel', kind: '/sys' }
