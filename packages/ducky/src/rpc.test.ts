@@ -1,0 +1,235 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { afterEach, describe, expect, test } from 'vitest'
+import { connect } from './client.js'
+import { RpcError } from './errors.js'
+import type { ServiceImpl } from './handlers.js'
+import { serve, type DuckyServer } from './server.js'
+import { Demo, recordingLogger } from './test-helpers.js'
+
+const open: { close(): void }[] = []
+const servers: DuckyServer[] = []
+afterEach(async () => {
+  for (const c of open.splice(0)) c.close()
+  await Promise.all(servers.splice(0).map((s) => s.shutdown({ graceMs: 100 })))
+})
+
+const impl: ServiceImpl<typeof Demo> = {
+  echo: ({ text, times }) => ({ text: text.repeat(times) }),
+  tensor: ({ data }) => {
+    let sum = 0
+    for (const x of data) sum += x
+    return { sum, data: data.map((x) => x * 2) }
+  },
+  count: async function* ({ to, delayMs }, ctx) {
+    for (let i = 0; i < to && !ctx.signal.aborted; i++) {
+      if (delayMs) await sleep(delayMs)
+      yield { i }
+    }
+  },
+  chunks: function* ({ n, floats }) {
+    for (let k = 0; k < n; k++) yield { chunk: new Float32Array(floats).fill(k) }
+  },
+  sum: async function* (requests) {
+    let total = 0
+    for await (const { x } of requests) yield { total: (total += x) }
+  },
+  slow: async ({ ms }, ctx) => {
+    await sleep(ms, undefined, { signal: ctx.signal }).catch(() => {})
+    return { done: !ctx.signal.aborted }
+  },
+  broken: ({ kind }) => {
+    if (kind === 'rpc') throw new RpcError('FAILED_PRECONDITION', 'the demo refuses; ask again later')
+    if (kind === 'crash') throw new Error('boom: secret internals')
+    return { ok: 'yes' } as unknown as { ok: boolean }
+  },
+}
+
+async function start(log = recordingLogger()) {
+  const server = await serve(Demo, impl, { logger: log })
+  servers.push(server)
+  const client = connect(Demo, server.address, { logger: log })
+  open.push(client)
+  return { server, client, log }
+}
+
+async function rejection(p: Promise<unknown>): Promise<RpcError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  expect(err).toBeInstanceOf(RpcError)
+  return err as RpcError
+}
+
+describe('typed round trips', () => {
+  test('unary applies request defaults on the server', async () => {
+    const { client } = await start()
+    expect(await client.echo({ text: 'ab' })).toEqual({ text: 'ab' })
+    expect(await client.echo({ text: 'ab', times: 3 })).toEqual({ text: 'ababab' })
+  })
+
+  test('server stream yields every message in order', async () => {
+    const { client } = await start()
+    const got: number[] = []
+    for await (const { i } of client.count({ to: 5 })) got.push(i)
+    expect(got).toEqual([0, 1, 2, 3, 4])
+  })
+
+  test('bidi stream answers each request while requests still flow', async () => {
+    const { client } = await start()
+    const got: number[] = []
+    for await (const { total } of client.sum([{ x: 1 }, { x: 2 }, { x: 3 }])) got.push(total)
+    expect(got).toEqual([1, 3, 6])
+  })
+
+  test('a Float32Array arrives as a Float32Array with the same values', async () => {
+    const { client } = await start()
+    const data = Float32Array.from({ length: 1000 }, (_, i) => i / 8)
+    const res = await client.tensor({ name: 't', data })
+    expect(res.data).toBeInstanceOf(Float32Array)
+    expect(res.sum).toBeCloseTo(data.reduce((a, b) => a + b, 0), 3)
+    expect(Array.from(res.data.subarray(0, 4))).toEqual([0, 0.25, 0.5, 0.75])
+  })
+
+  test('a 64 MiB binary payload goes both ways intact', async () => {
+    const { client } = await start()
+    const data = new Float32Array(16 * 1024 * 1024)
+    for (let i = 0; i < data.length; i += 4096) data[i] = i % 1000
+    data[data.length - 1] = 7
+    const res = await client.tensor({ name: 'big', data }, { deadlineMs: 60_000 })
+    expect(res.data.byteLength).toBe(64 * 1024 * 1024)
+    expect(res.data[4096 * 3]).toBe(((4096 * 3) % 1000) * 2)
+    expect(res.data[res.data.length - 1]).toBe(14)
+  })
+
+  test('streams of binary chunks', async () => {
+    const { client } = await start()
+    let k = 0
+    for await (const { chunk } of client.chunks({ n: 4, floats: 1024 })) {
+      expect(chunk).toBeInstanceOf(Float32Array)
+      expect(chunk.length).toBe(1024)
+      expect(chunk[1023]).toBe(k++)
+    }
+    expect(k).toBe(4)
+  })
+})
+
+describe('failures', () => {
+  test('a malformed request is refused with INVALID_ARGUMENT naming the field, before the handler runs', async () => {
+    const { client } = await start()
+    let ran = false
+    impl.echo = ((orig) => (req, ctx) => ((ran = true), orig(req, ctx)))(impl.echo)
+    const err = await rejection(client.echo({ text: 5 } as unknown as { text: string }))
+    expect(err.code).toBe('INVALID_ARGUMENT')
+    expect(err.grpcCode).toBe(3)
+    expect(err.method).toBe('/ducky.test.Demo/echo')
+    expect(err.details).toMatch(/field "text": .*expected string/i)
+    expect(ran).toBe(false)
+  })
+
+  test('nested field paths are named', async () => {
+    const { client } = await start()
+    const err = await rejection(client.tensor({ name: 'x', data: [1, 2] as unknown as Float32Array }))
+    expect(err.details).toMatch(/field "data": .*Float32Array/)
+  })
+
+  test('a handler RpcError reaches the client with its code and details', async () => {
+    const { client, log } = await start()
+    const err = await rejection(client.broken({ kind: 'rpc' }))
+    expect(err.code).toBe('FAILED_PRECONDITION')
+    expect(err.details).toBe('the demo refuses; ask again later')
+    expect(log.lines.filter((l) => l.level === 'error')).toEqual([])
+  })
+
+  test('any other handler error is INTERNAL, logged, and its message stays on the server', async () => {
+    const { client, log } = await start()
+    const err = await rejection(client.broken({ kind: 'crash' }))
+    expect(err.code).toBe('INTERNAL')
+    expect(err.details).not.toContain('secret internals')
+    const line = log.lines.find((l) => l.level === 'error')
+    expect(line?.obj.method).toBe('/ducky.test.Demo/broken')
+    expect((line?.obj.err as Error).message).toContain('boom')
+  })
+
+  test('a handler response that fails its schema is INTERNAL and logged', async () => {
+    const { client, log } = await start()
+    const err = await rejection(client.broken({ kind: 'bad-response' }))
+    expect(err.code).toBe('INTERNAL')
+    expect(err.details).toMatch(/invalid response: field "ok"/)
+    expect(log.lines.some((l) => l.level === 'error' && String((l.obj.err as Error).message).includes('field "ok"'))).toBe(true)
+  })
+
+  test('a call past its deadline fails with DEADLINE_EXCEEDED and the handler sees the abort', async () => {
+    const { client } = await start()
+    const err = await rejection(client.slow({ ms: 5000 }, { deadlineMs: 100 }))
+    expect(err.code).toBe('DEADLINE_EXCEEDED')
+  })
+
+  test('the client default deadline applies when the call sets none', async () => {
+    const { server } = await start()
+    const client = connect(Demo, server.address, { deadlineMs: 100, logger: recordingLogger() })
+    open.push(client)
+    expect((await rejection(client.slow({ ms: 5000 }))).code).toBe('DEADLINE_EXCEEDED')
+    expect(await client.slow({ ms: 10 }, { deadlineMs: 5000 })).toEqual({ done: true })
+  })
+
+  test('aborting a signal cancels a stream mid-way', async () => {
+    const { client } = await start()
+    const ac = new AbortController()
+    const got: number[] = []
+    const err = await (async () => {
+      try {
+        for await (const { i } of client.count({ to: 1000, delayMs: 5 }, { signal: ac.signal })) {
+          got.push(i)
+          if (i === 3) ac.abort()
+        }
+      } catch (e) {
+        return e as RpcError
+      }
+      return undefined
+    })()
+    expect(err?.code).toBe('CANCELLED')
+    expect(got.length).toBeGreaterThanOrEqual(4)
+    expect(got.length).toBeLessThan(1000)
+  })
+
+  test('aborting a unary call rejects with CANCELLED', async () => {
+    const { client } = await start()
+    const ac = new AbortController()
+    const p = client.slow({ ms: 5000 }, { signal: ac.signal })
+    setTimeout(() => ac.abort(), 50)
+    expect((await rejection(p)).code).toBe('CANCELLED')
+  })
+
+  test('leaving a stream loop early cancels the call on the server', async () => {
+    const { client } = await start()
+    let seen = 0
+    for await (const _ of client.count({ to: 1_000_000 })) if (++seen === 3) break
+    expect(seen).toBe(3)
+    expect(await client.echo({ text: 'still fine' })).toEqual({ text: 'still fine' })
+  })
+
+  test('an idempotent call is retried until the server is back on the same port', async () => {
+    const log = recordingLogger()
+    const first = await serve(Demo, impl, { logger: log })
+    const port = first.port
+    await first.shutdown({ graceMs: 100 })
+    const client = connect(Demo, `127.0.0.1:${port}`, { logger: log, retry: { initialMs: 50, maxMs: 400, maxAttempts: 20 } })
+    open.push(client)
+    const pending = client.echo({ text: 'back' })
+    await sleep(300)
+    servers.push(await serve(Demo, impl, { port, logger: log }))
+    expect(await pending).toEqual({ text: 'back' })
+    expect(log.lines.some((l) => l.msg === 'retrying call' && l.obj.code === 'UNAVAILABLE')).toBe(true)
+  })
+
+  test('a non-idempotent call is not retried', async () => {
+    const log = recordingLogger()
+    const first = await serve(Demo, impl, { logger: log })
+    await first.shutdown({ graceMs: 100 })
+    const client = connect(Demo, first.address, { logger: log })
+    open.push(client)
+    expect((await rejection(client.slow({ ms: 1 }))).code).toBe('UNAVAILABLE')
+    expect(log.lines.some((l) => l.msg === 'retrying call')).toBe(false)
+  })
+})

@@ -1,0 +1,139 @@
+/** @module `serve(def, impl, opts)`: a gRPC server for ducky services, with health, auth and drain. */
+import { Server as GrpcServer } from '@grpc/grpc-js'
+import type { ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js'
+import { digest, prepareToken, type TokenSource } from './auth.js'
+import { RpcError } from './errors.js'
+import { bind, type ServiceBinding, type ServiceImpl } from './handlers.js'
+import { HealthStatus } from './health.js'
+import { defaultLogger, type DuckyLogger } from './log.js'
+import { bidiCall, serverStreamCall, unaryCall, type CallEnv } from './server-calls.js'
+import { methodPath, type ServiceDef } from './service.js'
+import { grpcOptions, serverCredentials, type ServerTlsOptions, type TransportOptions } from './transport.js'
+import { decodeMessage, encodeMessage } from './wire.js'
+
+export type ServeOptions = TransportOptions & {
+  /** Interface to listen on. @default '127.0.0.1' */
+  host?: string
+  /** Port to listen on; 0 picks a free one (read it from `server.port`). @default 0 */
+  port?: number
+  /** Bearer token every call must carry (the Health service stays open). @default none: no auth */
+  token?: TokenSource
+  /** Serve TLS with these PEM files. @default plaintext */
+  tls?: ServerTlsOptions
+  /** More services on the same port, e.g. `tunnelService({ allow })`. */
+  services?: readonly ServiceBinding[]
+  /** @default logger('ducky') from rigging */
+  logger?: DuckyLogger
+}
+
+export type ShutdownOptions = {
+  /** How long in-flight calls may run before they are cancelled, in ms. @default 10000 */
+  graceMs?: number
+}
+
+/** A running server. */
+export type DuckyServer = {
+  /** `host:port` to pass to `connect`. */
+  readonly address: string
+  readonly host: string
+  readonly port: number
+  /** Serving status reported by `grpc.health.v1.Health`; '' is the whole server. */
+  readonly health: HealthStatus
+  /** Stops accepting calls, lets in-flight calls finish for up to `graceMs`, then cancels the rest. */
+  shutdown(opts?: ShutdownOptions): Promise<void>
+  /** Cancels every call and closes every connection now. */
+  forceShutdown(): void
+}
+
+function grpcService(binding: ServiceBinding, env: CallEnv): { definition: ServiceDefinition; implementation: UntypedServiceImplementation } {
+  const { def, impl } = binding
+  const definition: Record<string, ServiceDefinition[string]> = {}
+  const implementation: UntypedServiceImplementation = {}
+  for (const [name, m] of Object.entries(def.methods)) {
+    const handler = impl[name]
+    if (typeof handler !== 'function') {
+      throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: no handler for method ${name}; add ${name} to the implementation`)
+    }
+    const path = methodPath(def, name)
+    definition[name] = {
+      path,
+      requestStream: m.kind === 'bidi',
+      responseStream: m.kind !== 'unary',
+      requestSerialize: encodeMessage,
+      requestDeserialize: decodeMessage,
+      responseSerialize: encodeMessage,
+      responseDeserialize: decodeMessage,
+    }
+    const h = handler.bind(impl) as never
+    implementation[name] = m.kind === 'unary' ? unaryCall(env, m, path, h) : m.kind === 'serverStream' ? serverStreamCall(env, m, path, h) : bidiCall(env, m, path, h)
+  }
+  return { definition, implementation }
+}
+
+/**
+ * Starts a server for `def` (and `opts.services`) and resolves once it listens.
+ * @example
+ * const server = await serve(Echo, { ping: ({ text }) => ({ text }) , watch: async function* ({ n }) { for (let i = 0; i < n; i++) yield { i } } }, { port: 0 })
+ * const client = connect(Echo, server.address)
+ * await server.shutdown({ graceMs: 5000 })
+ */
+export async function serve<S extends ServiceDef>(def: S, impl: ServiceImpl<S>, opts: ServeOptions = {}): Promise<DuckyServer> {
+  const log = opts.logger ?? defaultLogger()
+  const host = opts.host ?? '127.0.0.1'
+  const port = opts.port ?? 0
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new RpcError('INVALID_ARGUMENT', `port=${port} is not a TCP port; pass 0..65535 (0 picks a free port)`)
+  }
+  const token = opts.token === undefined ? undefined : prepareToken(opts.token)
+  const env: CallEnv = { log, token, tokenDigest: token && 'sync' in token ? digest(token.sync) : undefined }
+  const creds = serverCredentials(opts.tls)
+  const bindings = [bind(def, impl), ...(opts.services ?? [])]
+  const names = new Set<string>()
+  const grpc = new GrpcServer(grpcOptions(opts))
+  const health = new HealthStatus()
+  for (const b of bindings) {
+    if (names.has(b.def.name)) throw new RpcError('ALREADY_EXISTS', `service ${b.def.name} is added twice; pass each service once`)
+    names.add(b.def.name)
+    const s = grpcService(b, env)
+    grpc.addService(s.definition, s.implementation)
+  }
+  const h = health.grpcService()
+  grpc.addService(h.definition, h.implementation)
+
+  const bracketed = host.includes(':') ? `[${host}]` : host
+  const bound = await new Promise<number>((resolve, reject) =>
+    grpc.bindAsync(`${bracketed}:${port}`, creds, (err, p) =>
+      err ? reject(new RpcError('UNAVAILABLE', `cannot listen on ${bracketed}:${port}: ${err.message}; pick a free port or another host`, { cause: err })) : resolve(p),
+    ),
+  )
+  health.set('', 'SERVING')
+  for (const n of names) health.set(n, 'SERVING')
+  log.info({ address: `${bracketed}:${bound}`, services: [...names], tls: opts.tls !== undefined, auth: token !== undefined }, 'server listening')
+
+  let stopping: Promise<void> | undefined
+  return {
+    address: `${bracketed}:${bound}`,
+    host,
+    port: bound,
+    health,
+    shutdown({ graceMs = 10_000 }: ShutdownOptions = {}) {
+      stopping ??= new Promise<void>((resolve) => {
+        health.close()
+        const timer = setTimeout(() => {
+          log.warn({ address: `${bracketed}:${bound}`, graceMs }, 'grace period over: cancelling in-flight calls')
+          grpc.forceShutdown()
+          resolve()
+        }, graceMs)
+        grpc.tryShutdown(() => {
+          clearTimeout(timer)
+          resolve()
+        })
+      }).then(() => log.info({ address: `${bracketed}:${bound}` }, 'server stopped'))
+      return stopping
+    },
+    forceShutdown() {
+      health.close()
+      grpc.forceShutdown()
+    },
+  }
+}

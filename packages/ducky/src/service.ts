@@ -1,0 +1,86 @@
+/**
+ * @module Service definitions: a name and methods, each a kind plus zod request and response
+ * schemas. One definition gives both the server (`serve`) and the typed client (`connect`).
+ */
+import type { z } from 'zod'
+import { RpcError } from './errors.js'
+
+export const METHOD_KINDS = ['unary', 'serverStream', 'bidi'] as const
+export type MethodKind = (typeof METHOD_KINDS)[number]
+
+/** One method of a service: its kind, schemas and retry safety. */
+export type MethodDef<K extends MethodKind = MethodKind, Req extends z.ZodType = z.ZodType, Res extends z.ZodType = z.ZodType> = {
+  readonly kind: K
+  readonly request: Req
+  readonly response: Res
+  /** Safe to send twice: the client retries it on UNAVAILABLE and DEADLINE_EXCEEDED. */
+  readonly idempotent: boolean
+}
+
+export type MethodOptions = {
+  /** The method may run more than once for one call; enables client retries. @default false */
+  idempotent?: boolean
+}
+
+/** A request → one response method. */
+export function unary<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: MethodOptions = {}): MethodDef<'unary', Req, Res> {
+  return { kind: 'unary', request, response, idempotent: opts.idempotent ?? false }
+}
+
+/** A request → a stream of responses. `idempotent` lets the client retry before the first response. */
+export function serverStream<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: MethodOptions = {}): MethodDef<'serverStream', Req, Res> {
+  return { kind: 'serverStream', request, response, idempotent: opts.idempotent ?? false }
+}
+
+/** A stream of requests ↔ a stream of responses, both open at once. Never retried. */
+export function bidi<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res): MethodDef<'bidi', Req, Res> {
+  return { kind: 'bidi', request, response, idempotent: false }
+}
+
+export type Methods = Record<string, MethodDef>
+
+/** A service: a dotted name (`marin.iris.Controller`) and its methods. */
+export type ServiceDef<M extends Methods = Methods> = {
+  readonly name: string
+  readonly methods: M
+}
+
+/** Names a client keeps for itself, so no method may use them. */
+export const RESERVED_METHOD_NAMES = ['close', 'ready', 'then'] as const
+
+const SERVICE_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/
+const METHOD_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/**
+ * Defines a service. Method paths on the wire are `/<name>/<method>`.
+ * @example
+ * const Echo = defineService({
+ *   name: 'demo.Echo',
+ *   methods: {
+ *     ping: unary(z.object({ text: z.string() }), z.object({ text: z.string() }), { idempotent: true }),
+ *     watch: serverStream(z.object({ n: z.number() }), z.object({ i: z.number() })),
+ *   },
+ * })
+ */
+export function defineService<const M extends Methods>(def: { name: string; methods: M }): ServiceDef<M> {
+  if (!SERVICE_NAME.test(def.name)) {
+    throw new RpcError('INVALID_ARGUMENT', `service name ${JSON.stringify(def.name)} is not a dotted identifier; use a name like "marin.iris.Controller"`)
+  }
+  for (const [name, m] of Object.entries(def.methods)) {
+    if (!METHOD_NAME.test(name) || (RESERVED_METHOD_NAMES as readonly string[]).includes(name)) {
+      throw new RpcError(
+        'INVALID_ARGUMENT',
+        `service ${def.name}: method name ${JSON.stringify(name)} is not allowed; use an identifier other than ${RESERVED_METHOD_NAMES.join(', ')}`,
+      )
+    }
+    if (!(METHOD_KINDS as readonly string[]).includes(m.kind)) {
+      throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: method ${name} has kind ${JSON.stringify(m.kind)}; build it with unary(), serverStream() or bidi()`)
+    }
+  }
+  return Object.freeze({ name: def.name, methods: Object.freeze({ ...def.methods }) })
+}
+
+/** The gRPC path of a method: `/<service>/<method>`. */
+export function methodPath(def: ServiceDef, method: string): string {
+  return `/${def.name}/${method}`
+}

@@ -1,0 +1,73 @@
+/** @module Connection settings shared by servers and clients: keepalive, message size, TLS files. */
+import { readFileSync } from 'node:fs'
+import { credentials, ServerCredentials } from '@grpc/grpc-js'
+import type { ChannelCredentials, ChannelOptions } from '@grpc/grpc-js'
+import { RpcError } from './errors.js'
+
+/** 256 MiB: room for a 64 MiB tensor plus its neighbours in one message. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+export type KeepaliveOptions = {
+  /** Ping the peer after this long without activity, in ms. @default 30000 */
+  timeMs?: number
+  /** Drop the connection if a ping is not answered within this, in ms. @default 10000 */
+  timeoutMs?: number
+  /** Ping even when no call is open. @default true */
+  permitWithoutCalls?: boolean
+}
+
+export type TransportOptions = {
+  keepalive?: KeepaliveOptions
+  /** Largest message sent or received, in bytes. @default 256 MiB */
+  maxMessageBytes?: number
+}
+
+/** The grpc-js channel/server options for these settings. */
+export function grpcOptions(opts: TransportOptions): ChannelOptions {
+  const max = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
+  if (!Number.isSafeInteger(max) || max <= 0) {
+    throw new RpcError('INVALID_ARGUMENT', `maxMessageBytes=${max} is not a positive integer; pass a byte count such as ${DEFAULT_MAX_MESSAGE_BYTES}`)
+  }
+  const ka = opts.keepalive ?? {}
+  return {
+    'grpc.max_send_message_length': max,
+    'grpc.max_receive_message_length': max,
+    'grpc.keepalive_time_ms': ka.timeMs ?? 30_000,
+    'grpc.keepalive_timeout_ms': ka.timeoutMs ?? 10_000,
+    'grpc.keepalive_permit_without_calls': (ka.permitWithoutCalls ?? true) ? 1 : 0,
+  }
+}
+
+/** TLS for a server: PEM files of its certificate chain and private key. */
+export type ServerTlsOptions = { certFile: string; keyFile: string }
+
+/** TLS for a client: the CA that signed the server's certificate (system roots if omitted). */
+export type ClientTlsOptions = {
+  /** PEM file of the trusted CA or of the server's self-signed certificate. */
+  caFile?: string
+  /** Name to verify the certificate against instead of the address's host. */
+  serverName?: string
+}
+
+function readPem(path: string, field: string): Buffer {
+  try {
+    return readFileSync(path)
+  } catch (err) {
+    throw new RpcError('INVALID_ARGUMENT', `${field}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? err}); pass the path of a readable PEM file`, { cause: err })
+  }
+}
+
+export function serverCredentials(tls: ServerTlsOptions | undefined): ServerCredentials {
+  if (tls === undefined) return ServerCredentials.createInsecure()
+  return ServerCredentials.createSsl(null, [{ cert_chain: readPem(tls.certFile, 'tls.certFile'), private_key: readPem(tls.keyFile, 'tls.keyFile') }], false)
+}
+
+export function clientCredentials(tls: ClientTlsOptions | true | undefined): { creds: ChannelCredentials; options: ChannelOptions } {
+  if (tls === undefined) return { creds: credentials.createInsecure(), options: {} }
+  const opts = tls === true ? {} : tls
+  const ca = opts.caFile === undefined ? null : readPem(opts.caFile, 'tls.caFile')
+  return {
+    creds: credentials.createSsl(ca),
+    options: opts.serverName ? { 'grpc.ssl_target_name_override': opts.serverName, 'grpc.default_authority': opts.serverName } : {},
+  }
+}
