@@ -3,3 +3,33 @@ import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name
 export const version: string = pkg.version
+
+// The store
+export { Store, openStore, storeUrl } from './store.js'
+export type { RebuildReport, StoreOptions, VersionRef } from './store.js'
+export { Transaction } from './transaction.js'
+export type { CommitResult, TransactionOptions } from './transaction.js'
+export { ArtifactView } from './view.js'
+
+// Errors
+export { ConflictError, FINESTORE_ERROR_CODES, FinestoreError, IntegrityError, isFinestoreError } from './errors.js'
+export type { FinestoreErrorCode } from './errors.js'
+
+// Blobs and cache
+export { BlobStore, checkHash } from './blob-store.js'
+export type { BlobInfo, BlobSource, ReadContext } from './blob-store.js'
+export { BlobCache } from './cache.js'
+export type { BlobCacheOptions, CacheStats } from './cache.js'
+
+// Manifests, names, schemas
+export { FileEntry, LineageEntry, Manifest, parseManifest, serializeManifest } from './manifest.js'
+export type { JsonObject } from './manifest.js'
+export { LATEST, checkArtifactName, checkFilePath, checkTagName, formatRef, parseRef } from './names.js'
+export type { ArtifactRef } from './names.js'
+export { SchemaRegistry, defaultKind } from './schemas.js'
+
+// Catalog and gc
+export { Catalog } from './catalog.js'
+export type { ArtifactRow, LineageRow, MetadataCondition, SearchQuery, VersionRow } from './catalog.js'
+export { GC_DEFAULTS, collectGarbage } from './gc.js'
+export type { GcOptions, GcReport } from './gc.js'

@@ -1,0 +1,238 @@
+/**
+ * @module Content-addressed blobs: streaming put that hashes while it writes,
+ * reads verified against the hash, and dedup of identical content.
+ *
+ * A streamed upload goes to `tmp/<id>` first (its hash is known only at the end)
+ * and then gets its name by a conditional create of `blobs/sha256/ab/<hash>`:
+ * a hard link on `file://` storage (no second copy), a copy elsewhere. If the
+ * name already exists the content is already stored: that is the dedup.
+ */
+import { createReadStream } from 'node:fs'
+import { link, mkdir } from 'node:fs/promises'
+import { dirname } from 'node:path'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import type { Storage } from '@marin/rigging'
+import type { BlobCache } from './cache.js'
+import { FinestoreError, IntegrityError } from './errors.js'
+import { HASH_RE, HashingTransform, VerifyingTransform, sha256Hex } from './internal/hashing.js'
+import { newId } from './internal/ids.js'
+import { isConditionFailed, isNotFound } from './internal/storage-errors.js'
+import { blobPath, tmpPath } from './layout.js'
+
+/** Bytes, UTF-8 text, a stream of chunks, or a local file to read. */
+export type BlobSource = Uint8Array | string | AsyncIterable<Uint8Array> | { readonly file: string }
+
+export type BlobInfo = { readonly hash: string; readonly size: number }
+
+/** What the upload keeps so that the blob can be put back if a concurrent gc removed it before commit. */
+export type Retained = { readonly tmp?: string; readonly bytes?: Uint8Array }
+
+export type PutResult = BlobInfo & {
+  /** The content was already stored under its hash; nothing new was written. */
+  readonly deduped: boolean
+  readonly retained: Retained
+}
+
+export type PutOptions = {
+  /** Called once the hash is known and before the blob is created or found: transactions pin it here. */
+  readonly pin?: (hash: string) => Promise<void>
+}
+
+/** Where a blob is used, so that an integrity failure can say what is damaged. */
+export type ReadContext = { readonly artifact?: string; readonly file?: string }
+
+const where = (ctx: ReadContext | undefined): string =>
+  ctx?.artifact ? ` (file "${ctx.file ?? '?'}" of ${ctx.artifact})` : ''
+
+export function checkHash(hash: string): string {
+  if (!HASH_RE.test(hash)) throw new FinestoreError('INVALID_HASH', `blob hash "${hash}" is invalid: expected 64 lowercase hex digits of a sha256`)
+  return hash
+}
+
+export class BlobStore {
+  constructor(
+    readonly storage: Storage,
+    readonly cache?: BlobCache,
+  ) {}
+
+  /** Stores `source` under its sha256 and returns its hash and size. */
+  async put(source: BlobSource, opts: PutOptions = {}): Promise<PutResult> {
+    if (typeof source === 'string') return this.#putBytes(Buffer.from(source, 'utf8'), opts)
+    if (source instanceof Uint8Array) return this.#putBytes(source, opts)
+    if ('file' in source) return this.#putStream(createReadStream(source.file), opts)
+    return this.#putStream(source, opts)
+  }
+
+  async exists(hash: string): Promise<boolean> {
+    return this.storage.exists(blobPath(checkHash(hash)))
+  }
+
+  /** Whole blob, verified. */
+  async read(hash: string, ctx?: ReadContext, size?: number): Promise<Uint8Array> {
+    checkHash(hash)
+    if (this.cache) {
+      const local = await this.#cached(hash, ctx, size)
+      if (local !== undefined) {
+        const chunks: Buffer[] = []
+        try {
+          for await (const c of this.cache.readStream(hash, size, this.#mismatch(hash, ctx))) chunks.push(c as Buffer)
+          return Buffer.concat(chunks)
+        } catch (err) {
+          // The cached copy rotted on local disk: drop it and read the source of truth once more.
+          if (!(err instanceof IntegrityError)) throw err
+          await this.cache.remove(hash)
+        }
+      }
+    }
+    let data: Uint8Array
+    try {
+      data = await this.storage.read(blobPath(hash))
+    } catch (err) {
+      throw this.#readError(err, hash, ctx)
+    }
+    const actual = sha256Hex(data)
+    if (actual !== hash || (size !== undefined && data.length !== size)) throw this.#mismatch(hash, ctx)(actual, data.length)
+    return data
+  }
+
+  /**
+   * Streaming read. The stream errors with `IntegrityError` at its end when the
+   * bytes do not match, so consume it with `pipeline` (or wait for `end`) before
+   * trusting what it delivered.
+   */
+  async readStream(hash: string, ctx?: ReadContext, size?: number): Promise<Readable> {
+    checkHash(hash)
+    if (this.cache) {
+      const local = await this.#cached(hash, ctx, size)
+      if (local !== undefined) return this.cache.readStream(hash, size, this.#mismatch(hash, ctx))
+    }
+    return this.#rawVerified(hash, ctx, size)
+  }
+
+  /** Reads the whole blob through the verifier; throws `IntegrityError` if it is damaged or missing. */
+  async verify(hash: string, ctx?: ReadContext, size?: number): Promise<void> {
+    const s = await this.#rawVerified(checkHash(hash), ctx, size)
+    for await (const _ of s);
+  }
+
+  /** Puts a blob back from what its upload retained; false when nothing was retained. */
+  async restore(info: BlobInfo, retained: Retained): Promise<boolean> {
+    const path = blobPath(info.hash)
+    if (await this.storage.exists(path)) return true
+    if (retained.bytes) {
+      await this.#createIfAbsent(() => this.storage.write(path, retained.bytes!, { condition: { ifAbsent: true } }))
+      return true
+    }
+    if (retained.tmp !== undefined && (await this.storage.exists(retained.tmp))) {
+      await this.#promote(retained.tmp, path)
+      return true
+    }
+    return false
+  }
+
+  /** Releases what an upload retained. */
+  async discard(retained: Retained): Promise<void> {
+    if (retained.tmp !== undefined) await this.storage.delete(retained.tmp)
+  }
+
+  async #putBytes(bytes: Uint8Array, opts: PutOptions): Promise<PutResult> {
+    const hash = sha256Hex(bytes)
+    await opts.pin?.(hash)
+    const path = blobPath(hash)
+    let deduped = await this.storage.exists(path)
+    if (!deduped) deduped = !(await this.#createIfAbsent(() => this.storage.write(path, bytes, { condition: { ifAbsent: true } })))
+    return { hash, size: bytes.length, deduped, retained: { bytes } }
+  }
+
+  async #putStream(src: AsyncIterable<Uint8Array>, opts: PutOptions): Promise<PutResult> {
+    const tmp = tmpPath(newId())
+    const hasher = new HashingTransform()
+    try {
+      await pipeline(Readable.from(src, { objectMode: false }), hasher, await this.storage.writeStream(tmp))
+      const hash = hasher.digest()
+      const size = hasher.size
+      await opts.pin?.(hash)
+      const path = blobPath(hash)
+      const deduped = (await this.storage.exists(path)) || !(await this.#promote(tmp, path))
+      // On file:// the temp is a second hard link to the same bytes (free to keep); elsewhere a
+      // copy is kept only when the blob already existed, the one case a concurrent gc can hurt.
+      if (!deduped && this.storage.localPath(tmp) === undefined) {
+        await this.storage.delete(tmp)
+        return { hash, size, deduped, retained: {} }
+      }
+      return { hash, size, deduped, retained: { tmp } }
+    } catch (err) {
+      await this.storage.delete(tmp).catch(() => {})
+      throw err
+    }
+  }
+
+  /** Gives the bytes at `tmp` the name `path` unless it exists; true when this call created it. */
+  async #promote(tmp: string, path: string): Promise<boolean> {
+    const from = this.storage.localPath(tmp)
+    const to = this.storage.localPath(path)
+    if (from !== undefined && to !== undefined) {
+      await mkdir(dirname(to), { recursive: true })
+      try {
+        // link(2) fails with EEXIST instead of replacing: a conditional create without a copy.
+        await link(from, to)
+        return true
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false
+        throw err
+      }
+    }
+    return this.#createIfAbsent(async () => {
+      await pipeline(await this.storage.readStream(tmp), await this.storage.writeStream(path, { condition: { ifAbsent: true } }))
+    })
+  }
+
+  async #createIfAbsent(create: () => Promise<unknown>): Promise<boolean> {
+    try {
+      await create()
+      return true
+    } catch (err) {
+      if (isConditionFailed(err)) return false
+      throw err
+    }
+  }
+
+  async #cached(hash: string, ctx: ReadContext | undefined, size: number | undefined): Promise<string | undefined> {
+    try {
+      return await this.cache!.get(hash, size, () => this.storage.readStream(blobPath(hash)), this.#mismatch(hash, ctx))
+    } catch (err) {
+      throw this.#readError(err, hash, ctx)
+    }
+  }
+
+  async #rawVerified(hash: string, ctx: ReadContext | undefined, size: number | undefined): Promise<Readable> {
+    let src: Readable
+    try {
+      src = await this.storage.readStream(blobPath(hash))
+    } catch (err) {
+      throw this.#readError(err, hash, ctx)
+    }
+    const verify = new VerifyingTransform(hash, size, this.#mismatch(hash, ctx))
+    src.on('error', (err) => verify.destroy(this.#readError(err, hash, ctx)))
+    return src.pipe(verify)
+  }
+
+  #mismatch(hash: string, ctx: ReadContext | undefined): (actual: string, actualSize: number) => IntegrityError {
+    return (actual, actualSize) =>
+      new IntegrityError(
+        hash,
+        `blob ${hash}${where(ctx)} is corrupt: its ${actualSize} bytes hash to ${actual}. ` +
+          `Restore ${blobPath(hash)} from a copy of the store, or commit the data again as a new version.`,
+        ctx?.artifact,
+      )
+  }
+
+  #readError(err: unknown, hash: string, ctx: ReadContext | undefined): Error {
+    if (!isNotFound(err)) return err as Error
+    if (ctx?.artifact) {
+      return new IntegrityError(hash, `blob ${hash}${where(ctx)} is missing from the store (${blobPath(hash)}); restore it from a copy of the store or commit the data again`, ctx.artifact)
+    }
+    return new FinestoreError('NOT_FOUND', `blob ${hash} is not in the store (${blobPath(hash)}); put it first`, false, { cause: err })
+  }
+}

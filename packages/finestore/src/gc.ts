@@ -1,0 +1,195 @@
+/**
+ * @module Garbage collection of blobs no version references.
+ *
+ * Safety against commits running at the same time rests on a mark protocol
+ * (see `pins.ts` and `gc-state.ts`), not on timing:
+ * 1. the collector makes the epoch odd (compare-and-swap, with a lease);
+ * 2. it lists blobs, then reads the pins of live transactions, then every
+ *    manifest: a blob created after step 2 started is not in its list, and one
+ *    created before was pinned before it existed, so its pin or its manifest is
+ *    seen (a transaction removes its pin only after its manifest is written);
+ * 3. it deletes each unreferenced, unpinned blob by its listed generation;
+ * 4. it makes the epoch even again.
+ * A transaction that found an existing blob by dedup while a collector was
+ * between steps 2 and 3 sees the epoch change, waits, and restores the blob
+ * from its own upload before it commits.
+ *
+ * A grace period applies on top, to what no protocol covers: blobs put outside
+ * a transaction (`putBlob`) and temp uploads are kept until they are older
+ * than `graceMs`. Dead transactions' pins expire after `txnTtlMs`.
+ */
+import type { Storage } from '@marin/rigging'
+import { FinestoreError } from './errors.js'
+import { readGcState, gcRunning } from './gc-state.js'
+import { isConditionFailed, isNotFound } from './internal/storage-errors.js'
+import { BLOBS_PREFIX, GC_STATE_PATH, TMP_PREFIX, parseBlobPath } from './layout.js'
+import { parseManifest } from './manifest.js'
+import { scanPins } from './pins.js'
+import { scanArtifacts } from './scan.js'
+
+export type GcOptions = {
+  /** Report what would be removed without removing anything. @default false */
+  readonly dryRun?: boolean
+  /** Loose blobs and temp uploads younger than this are kept. @default 3_600_000 (1 h) */
+  readonly graceMs?: number
+  /** A transaction whose heartbeat is older than this is dead and pins nothing. @default 3_600_000 (1 h) */
+  readonly txnTtlMs?: number
+  /** How long the collector's hold lasts without renewal (a crashed collector is replaced after it). @default 600_000 */
+  readonly leaseMs?: number
+}
+
+export type GcReport = {
+  readonly dryRun: boolean
+  readonly blobsScanned: number
+  readonly referenced: number
+  readonly pinned: number
+  /** Unreferenced blobs kept because they are younger than the grace period. */
+  readonly young: number
+  /** Unreferenced blobs removed (or that would be, in a dry run). */
+  readonly deleted: readonly { readonly hash: string; readonly size: number }[]
+  readonly bytesDeleted: number
+  readonly tmpsDeleted: number
+  readonly txnsExpired: number
+  /** Why blobs were not swept at all, when that happened. */
+  readonly skipped?: string
+}
+
+export const GC_DEFAULTS = { graceMs: 3_600_000, txnTtlMs: 3_600_000, leaseMs: 600_000 } as const
+
+export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Promise<GcReport> {
+  const dryRun = opts.dryRun ?? false
+  const graceMs = opts.graceMs ?? GC_DEFAULTS.graceMs
+  const txnTtlMs = opts.txnTtlMs ?? GC_DEFAULTS.txnTtlMs
+  const leaseMs = opts.leaseMs ?? GC_DEFAULTS.leaseMs
+  // A dry run deletes nothing, so it needs no hold and does not make committers re-check.
+  const lease = dryRun ? undefined : await acquire(storage, leaseMs)
+  try {
+    const start = Date.now()
+    const blobs: { hash: string; size: number; mtimeMs: number; generation: string }[] = []
+    for await (const info of storage.list(BLOBS_PREFIX)) {
+      const hash = parseBlobPath(info.path)
+      if (hash) blobs.push({ hash, size: info.size, mtimeMs: info.mtimeMs, generation: info.generation })
+    }
+    const pins = await scanPins(storage, txnTtlMs)
+    const referenced = new Set<string>()
+    const scan = await scanArtifacts(storage)
+    for (const m of scan.manifests) {
+      let text: string
+      try {
+        text = await storage.readText(m.path)
+      } catch (err) {
+        if (isNotFound(err)) continue
+        throw err
+      }
+      let manifest
+      try {
+        manifest = parseManifest(text, m.path)
+      } catch (err) {
+        throw new FinestoreError(
+          'MANIFEST_INVALID',
+          `gc stopped before removing anything: it cannot tell which blobs ${m.path} references (${(err as Error).message})`,
+          false,
+          { cause: err },
+        )
+      }
+      for (const f of Object.values(manifest.files)) referenced.add(f.blob)
+    }
+
+    let young = 0
+    let pinned = 0
+    const doomed: typeof blobs = []
+    for (const b of blobs) {
+      if (referenced.has(b.hash)) continue
+      if (pins.blobs.has(b.hash)) pinned++
+      else if (start - b.mtimeMs < graceMs) young++
+      else doomed.push(b)
+    }
+    let skipped: string | undefined
+    if (pins.unreadable.length > 0) {
+      skipped = `pin records ${pins.unreadable.join(', ')} are unreadable and not yet expired; no blob was removed`
+      doomed.length = 0
+    }
+
+    const deleted: { hash: string; size: number }[] = []
+    for (const b of doomed) {
+      if (lease) await lease.renew()
+      if (!dryRun) {
+        try {
+          await storage.delete(`${BLOBS_PREFIX}${b.hash.slice(0, 2)}/${b.hash}`, { ifGeneration: b.generation })
+        } catch (err) {
+          // Rewritten since we listed it: someone put it back, so it is wanted again.
+          if (isConditionFailed(err)) continue
+          throw err
+        }
+      }
+      deleted.push({ hash: b.hash, size: b.size })
+    }
+
+    let tmpsDeleted = 0
+    for await (const info of storage.list(TMP_PREFIX)) {
+      if (pins.tmps.has(info.path) || start - info.mtimeMs < graceMs) continue
+      if (lease) await lease.renew()
+      if (!dryRun) await storage.delete(info.path, { ifGeneration: info.generation }).catch((err: unknown) => { if (!isConditionFailed(err)) throw err })
+      tmpsDeleted++
+    }
+    if (!dryRun) {
+      for (const t of pins.expired) await storage.delete(t.path, { ifGeneration: t.generation }).catch((err: unknown) => { if (!isConditionFailed(err)) throw err })
+    }
+    return {
+      dryRun,
+      blobsScanned: blobs.length,
+      referenced: blobs.filter((b) => referenced.has(b.hash)).length,
+      pinned,
+      young,
+      deleted,
+      bytesDeleted: deleted.reduce((s, d) => s + d.size, 0),
+      tmpsDeleted,
+      txnsExpired: pins.expired.length,
+      ...(skipped ? { skipped } : {}),
+    }
+  } finally {
+    await lease?.release()
+  }
+}
+
+type Lease = { renew(): Promise<void>; release(): Promise<void> }
+
+async function acquire(storage: Storage, leaseMs: number): Promise<Lease> {
+  const { state, generation } = await readGcState(storage)
+  if (gcRunning(state)) {
+    throw new FinestoreError('GC_RUNNING', `another gc (${state.owner ?? 'unknown'}) holds the store until ${new Date(state.expiresAt ?? 0).toISOString()}; wait for it to finish`, true)
+  }
+  const owner = `${process.pid}@${Date.now().toString(36)}`
+  // Odd = running. A crashed collector left an odd epoch: step over it to the next odd one.
+  let epoch = state.epoch % 2 === 0 ? state.epoch + 1 : state.epoch + 2
+  let expiresAt = Date.now() + leaseMs
+  let gen: string
+  try {
+    const info = await storage.write(GC_STATE_PATH, JSON.stringify({ epoch, owner, startedAt: Date.now(), expiresAt }), {
+      condition: generation ? { ifGeneration: generation } : { ifAbsent: true },
+    })
+    gen = info.generation
+  } catch (err) {
+    if (isConditionFailed(err)) throw new FinestoreError('GC_RUNNING', 'another gc started at the same moment; wait for it to finish', true, { cause: err })
+    throw err
+  }
+  const write = async (next: object): Promise<void> => {
+    try {
+      gen = (await storage.write(GC_STATE_PATH, JSON.stringify(next), { condition: { ifGeneration: gen } })).generation
+    } catch (err) {
+      if (!isConditionFailed(err)) throw err
+      throw new FinestoreError('GC_RUNNING', 'this gc lost its hold on the store (its lease expired and another gc took over); stopped', true, { cause: err })
+    }
+  }
+  return {
+    async renew() {
+      if (Date.now() < expiresAt - leaseMs / 2) return
+      expiresAt = Date.now() + leaseMs
+      await write({ epoch, owner, expiresAt })
+    },
+    async release() {
+      epoch += 1
+      await write({ epoch, owner }).catch(() => {})
+    },
+  }
+}

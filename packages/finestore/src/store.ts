@@ -1,0 +1,329 @@
+/**
+ * @module The store: versioned artifacts on top of any rigging `Storage`.
+ *
+ * @example
+ * const store = await openStore({ url: 'file:///data/.marin/store' })
+ * const txn = await store.begin('datasets/brown', { metadata: { docs: 500 }, lineage: ['raw/brown@1'] })
+ * await txn.put('part-0.jsonl', { file: './part-0.jsonl' })
+ * const { version } = await txn.commit()               // ConflictError if another writer won
+ * const view = await store.open(`datasets/brown@${version}`)
+ * const text = await view.readText('part-0.jsonl')     // verified against its sha256
+ */
+import { mkdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { logger, openStorage } from '@marin/rigging'
+import type { Storage } from '@marin/rigging'
+import type { z } from 'zod'
+import { BlobStore } from './blob-store.js'
+import type { BlobInfo, BlobSource } from './blob-store.js'
+import { BlobCache } from './cache.js'
+import type { BlobCacheOptions } from './cache.js'
+import { Catalog } from './catalog.js'
+import type { ArtifactRow, LineageRow, SearchQuery, VersionRow } from './catalog.js'
+import { ConflictError, FinestoreError } from './errors.js'
+import { GC_DEFAULTS, collectGarbage } from './gc.js'
+import type { GcOptions, GcReport } from './gc.js'
+import { deleteTag, listTags, moveTag, readPointer, readTag, resolveHead } from './heads.js'
+import { isNotFound } from './internal/storage-errors.js'
+import { CATALOG_FILE, manifestPath, tagPath, versionsPrefix } from './layout.js'
+import { parseManifest } from './manifest.js'
+import type { LineageEntry, Manifest } from './manifest.js'
+import { checkArtifactName, checkTagName, formatRef, parseRef } from './names.js'
+import type { ArtifactRef } from './names.js'
+import { scanArtifacts } from './scan.js'
+import { SchemaRegistry } from './schemas.js'
+import { Transaction } from './transaction.js'
+import type { CommitResult, TransactionOptions, TxnContext } from './transaction.js'
+import { ArtifactView } from './view.js'
+
+const log = logger('finestore')
+
+export type StoreOptions = {
+  /** Storage URL (or local path) of the store root, e.g. `file:///data/.marin/store`. Give this or `storage`. */
+  readonly url?: string
+  /** An opened storage to use as the store root. */
+  readonly storage?: Storage
+  /**
+   * SQLite file of the catalog, or `':memory:'`.
+   * @default `<store>/catalog.sqlite` on `file://`; `<cache.dir>/catalog.sqlite` with a cache; else `':memory:'`
+   */
+  readonly catalog?: string
+  /** Local disk cache of blobs, for remote storage. @default none */
+  readonly cache?: BlobCacheOptions
+  /** A transaction whose heartbeat is older than this is dead for gc. @default 3_600_000 */
+  readonly txnTtlMs?: number
+}
+
+/** What `rebuildCatalog` found in storage. */
+export type RebuildReport = {
+  readonly artifacts: number
+  readonly versions: number
+  readonly tags: number
+  /** Manifests that could not be parsed; they are left out of the catalog and named here. */
+  readonly unreadable: readonly { readonly path: string; readonly error: string }[]
+}
+
+/** A resolved version: `{ artifact, version }`. */
+export type VersionRef = LineageEntry
+
+export class Store {
+  readonly schemas = new SchemaRegistry()
+  readonly blobs: BlobStore
+  readonly #ctx: TxnContext
+
+  private constructor(
+    readonly storage: Storage,
+    readonly catalog: Catalog,
+    readonly cache: BlobCache | undefined,
+    readonly txnTtlMs: number,
+  ) {
+    this.blobs = new BlobStore(storage, cache)
+    this.#ctx = {
+      storage,
+      blobs: this.blobs,
+      schemas: this.schemas,
+      txnTtlMs,
+      resolve: (ref) => (typeof ref === 'string' ? this.resolve(ref) : this.#checkExists(ref)),
+      headOf: (artifact) => this.head(artifact),
+      manifestOf: (artifact, version) => this.manifest(artifact, version),
+      onCommit: (m) => {
+        try {
+          this.catalog.indexVersion(m)
+        } catch (err) {
+          // The version is committed in storage; the index catches up with syncCatalog/rebuildCatalog.
+          log.warn({ err, artifact: m.artifact, version: m.version }, 'catalog update failed after commit')
+        }
+      },
+    }
+  }
+
+  /** Opens a store; fills the catalog from storage the first time it is used. */
+  static async open(opts: StoreOptions): Promise<Store> {
+    const storage = opts.storage ?? (opts.url !== undefined ? await openStorage(opts.url) : undefined)
+    if (!storage) throw new FinestoreError('INVALID_INPUT', 'openStore needs `url` (e.g. "file:///data/.marin/store") or `storage`')
+    const cache = opts.cache ? await BlobCache.open(opts.cache) : undefined
+    const catalogPath = opts.catalog ?? storage.localPath(CATALOG_FILE) ?? (opts.cache ? join(opts.cache.dir, CATALOG_FILE) : ':memory:')
+    if (catalogPath !== ':memory:') mkdirSync(dirname(catalogPath), { recursive: true })
+    const store = new Store(storage, new Catalog(catalogPath), cache, opts.txnTtlMs ?? GC_DEFAULTS.txnTtlMs)
+    if (!store.catalog.built) await store.rebuildCatalog()
+    return store
+  }
+
+  /** Registers the zod schema that metadata of `kind` must satisfy at commit. */
+  registerSchema(kind: string, schema: z.ZodType): void {
+    this.schemas.register(kind, schema)
+  }
+
+  /** Stores loose bytes by hash (outside any version; gc keeps them for its grace period only). */
+  async putBlob(source: BlobSource): Promise<BlobInfo> {
+    const r = await this.blobs.put(source)
+    await this.blobs.discard(r.retained)
+    return { hash: r.hash, size: r.size }
+  }
+
+  /** A blob's bytes, verified. */
+  getBlob(hash: string): Promise<Uint8Array> {
+    return this.blobs.read(hash)
+  }
+
+  /** Starts a transaction on `artifact`, based on its current HEAD. */
+  async begin(artifact: string, opts: TransactionOptions = {}): Promise<Transaction> {
+    return Transaction.begin(this.#ctx, checkArtifactName(artifact), opts)
+  }
+
+  /**
+   * Runs `build` in a transaction and commits it; on `ConflictError` starts over
+   * on the new HEAD, up to `retries` times.
+   */
+  async commit(artifact: string, build: (txn: Transaction) => Promise<void>, opts: TransactionOptions & { readonly retries?: number } = {}): Promise<CommitResult> {
+    const retries = opts.retries ?? 10
+    for (let attempt = 0; ; attempt++) {
+      const txn = await this.begin(artifact, opts)
+      try {
+        await build(txn)
+        return await txn.commit()
+      } catch (err) {
+        await txn.abort()
+        if (!(err instanceof ConflictError) || attempt >= retries) throw err
+        await new Promise((r) => setTimeout(r, Math.random() * Math.min(100, 5 * 2 ** attempt)))
+      }
+    }
+  }
+
+  /** The artifact's current version, or `undefined` when it has none. */
+  async head(artifact: string): Promise<number | undefined> {
+    return resolveHead(this.storage, checkArtifactName(artifact))
+  }
+
+  /** Resolves `name`, `name@3`, `name@tag` (or a parsed ref) to a committed version. */
+  async resolve(ref: string | ArtifactRef): Promise<VersionRef> {
+    const r = typeof ref === 'string' ? parseRef(ref) : ref
+    const artifact = checkArtifactName(r.artifact)
+    if (r.selector === undefined) {
+      const v = await this.head(artifact)
+      if (v === undefined) throw new FinestoreError('NOT_FOUND', `artifact ${artifact} has no versions; commit one first (store.begin("${artifact}"))`)
+      return { artifact, version: v }
+    }
+    if (typeof r.selector === 'number') return this.#checkExists({ artifact, version: r.selector })
+    const v = await readTag(this.storage, artifact, checkTagName(r.selector))
+    if (v === undefined) throw new FinestoreError('NOT_FOUND', `artifact ${artifact} has no tag "${r.selector}"; tags: ${Object.keys(await this.tags(artifact)).join(', ') || '(none)'}`)
+    return { artifact, version: v }
+  }
+
+  /** The manifest of one version. `MANIFEST_INVALID` (naming the file) when it cannot be parsed. */
+  async manifest(artifact: string, version: number): Promise<Manifest> {
+    const path = manifestPath(checkArtifactName(artifact), version)
+    let text: string
+    try {
+      text = await this.storage.readText(path)
+    } catch (err) {
+      if (!isNotFound(err)) throw err
+      const head = await this.head(artifact)
+      throw new FinestoreError('NOT_FOUND', `${formatRef(artifact, version)} does not exist; ${head === undefined ? 'the artifact has no versions' : `versions are 1…${head}`}`, false, { cause: err })
+    }
+    return parseManifest(text, path, { artifact, version })
+  }
+
+  /** A read view pinned to the version `ref` names now. */
+  async open(ref: string | ArtifactRef): Promise<ArtifactView> {
+    const { artifact, version } = await this.resolve(ref)
+    return new ArtifactView(this.blobs, await this.manifest(artifact, version))
+  }
+
+  /** Artifact names in storage (the source of truth), sorted. */
+  async artifacts(prefix = ''): Promise<string[]> {
+    return [...(await scanArtifacts(this.storage, prefix)).artifacts].sort()
+  }
+
+  /** Version numbers of an artifact in storage, ascending. */
+  async versions(artifact: string): Promise<number[]> {
+    const out: number[] = []
+    const prefix = versionsPrefix(checkArtifactName(artifact))
+    for await (const info of this.storage.list(prefix, { recursive: false })) {
+      const m = /^([1-9][0-9]*)\.json$/.exec(info.path.slice(prefix.length))
+      if (m) out.push(Number(m[1]))
+    }
+    return out.sort((a, b) => a - b)
+  }
+
+  /**
+   * Points `tag` at the version `ref` names, by compare-and-swap. With `expect`
+   * the move happens only if the tag is at that version now (`null`: absent).
+   */
+  async tag(ref: string | ArtifactRef, tag: string, opts: { readonly expect?: number | null } = {}): Promise<VersionRef> {
+    const target = await this.resolve(ref)
+    await moveTag(this.storage, target.artifact, checkTagName(tag), target.version, opts.expect)
+    this.catalog.setTag(target.artifact, tag, target.version)
+    return target
+  }
+
+  async untag(artifact: string, tag: string): Promise<void> {
+    await deleteTag(this.storage, checkArtifactName(artifact), checkTagName(tag))
+    this.catalog.deleteTag(artifact, tag)
+  }
+
+  /** Tags of an artifact and the versions they name (from storage). */
+  async tags(artifact: string): Promise<Record<string, number>> {
+    return listTags(this.storage, checkArtifactName(artifact))
+  }
+
+  /** Versions `ref` was derived from, transitively (catalog query). */
+  async ancestors(ref: string | ArtifactRef): Promise<LineageRow[]> {
+    const { artifact, version } = await this.resolve(ref)
+    return this.catalog.ancestors(artifact, version)
+  }
+
+  /** Versions derived from `ref`, transitively (catalog query). */
+  async descendants(ref: string | ArtifactRef): Promise<LineageRow[]> {
+    const { artifact, version } = await this.resolve(ref)
+    return this.catalog.descendants(artifact, version)
+  }
+
+  /** Versions whose metadata matches (catalog query). */
+  search(q: SearchQuery = {}): VersionRow[] {
+    return this.catalog.search(q)
+  }
+
+  /** Artifacts as the catalog lists them. */
+  list(prefix = ''): ArtifactRow[] {
+    return this.catalog.artifacts(prefix)
+  }
+
+  /** Removes blobs no version references; see gc.ts for why this is safe during commits. */
+  gc(opts: GcOptions = {}): Promise<GcReport> {
+    return collectGarbage(this.storage, { txnTtlMs: this.txnTtlMs, ...opts })
+  }
+
+  /** Recreates the catalog from storage alone. Unparsable manifests are reported, not fatal. */
+  async rebuildCatalog(): Promise<RebuildReport> {
+    const { manifests, tags, artifacts } = await this.#readAll()
+    this.catalog.replaceAll(manifests.ok, tags)
+    return { artifacts: artifacts.size, versions: manifests.ok.length, tags: tags.length, unreadable: manifests.bad }
+  }
+
+  /** Adds to the catalog what storage has and the catalog lacks (e.g. commits of other machines). */
+  async syncCatalog(): Promise<{ readonly added: number }> {
+    const scan = await scanArtifacts(this.storage)
+    const missing: Manifest[] = []
+    for (const m of scan.manifests) {
+      if (this.catalog.version(m.artifact, m.version)) continue
+      try {
+        missing.push(await this.manifest(m.artifact, m.version))
+      } catch (err) {
+        log.warn({ err, path: m.path }, 'manifest left out of the catalog')
+      }
+    }
+    this.catalog.indexVersions(missing)
+    for (const t of scan.tags) {
+      const p = await readPointer(this.storage, t.path).catch(() => undefined)
+      if (p) this.catalog.setTag(t.artifact, t.tag, p.version)
+    }
+    return { added: missing.length }
+  }
+
+  close(): void {
+    this.catalog.close()
+  }
+
+  async #readAll(): Promise<{
+    manifests: { ok: Manifest[]; bad: { path: string; error: string }[] }
+    tags: { artifact: string; tag: string; version: number }[]
+    artifacts: Set<string>
+  }> {
+    const scan = await scanArtifacts(this.storage)
+    const ok: Manifest[] = []
+    const bad: { path: string; error: string }[] = []
+    for (const m of scan.manifests) {
+      try {
+        ok.push(parseManifest(await this.storage.readText(m.path), m.path, { artifact: m.artifact, version: m.version }))
+      } catch (err) {
+        bad.push({ path: m.path, error: (err as Error).message })
+      }
+    }
+    const tags: { artifact: string; tag: string; version: number }[] = []
+    for (const t of scan.tags) {
+      const p = await readPointer(this.storage, tagPath(t.artifact, t.tag)).catch(() => undefined)
+      if (p) tags.push({ artifact: t.artifact, tag: t.tag, version: p.version })
+    }
+    return { manifests: { ok, bad }, tags, artifacts: scan.artifacts }
+  }
+
+  async #checkExists(ref: LineageEntry): Promise<VersionRef> {
+    const artifact = checkArtifactName(ref.artifact)
+    if (!(await this.storage.exists(manifestPath(artifact, ref.version)))) {
+      const head = await this.head(artifact)
+      throw new FinestoreError('NOT_FOUND', `${formatRef(artifact, ref.version)} does not exist; ${head === undefined ? `artifact ${artifact} has no versions` : `versions are 1…${head}`}`)
+    }
+    return { artifact, version: ref.version }
+  }
+}
+
+/** Opens the store at `opts.url` (or on `opts.storage`). */
+export function openStore(opts: StoreOptions): Promise<Store> {
+  return Store.open(opts)
+}
+
+/** The store URL under a marin prefix: `<prefix>/store`. */
+export function storeUrl(prefix: string): string {
+  return `${prefix.replace(/\/+$/, '')}/store`
+}
