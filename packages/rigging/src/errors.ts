@@ -20,6 +20,7 @@ export const RIGGING_ERROR_CODES = [
   'LEASE_HELD',
   'LEASE_NOT_OWNER',
   'LEASE_LOST',
+  'LEASE_INVALID',
 ] as const
 
 export type RiggingErrorCode = (typeof RIGGING_ERROR_CODES)[number]

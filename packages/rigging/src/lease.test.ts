@@ -1,0 +1,163 @@
+import { mkdtempSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, test } from 'vitest'
+import { isRiggingError } from './errors.js'
+import { Lease, readLease, releaseLease } from './lease.js'
+import { exited, spawnFixture } from './storage/fixtures/spawn.js'
+import { openStorage } from './storage/open-storage.js'
+import type { Storage } from './storage/types.js'
+
+const dirs: string[] = []
+afterAll(async () => {
+  await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })))
+})
+const fileStore = async () => {
+  const d = mkdtempSync(join(tmpdir(), 'rigging-lease-'))
+  dirs.push(d)
+  return openStorage(d)
+}
+let n = 0
+const memStore = () => openStorage(`memory://lease-${process.pid}-${n++}`)
+
+/** A clock the test moves by hand. */
+const clock = (start = 1_000_000) => {
+  const c = { t: start, now: () => c.t }
+  return c
+}
+
+describe.each([
+  ['file', fileStore],
+  ['memory', memStore],
+])('%s leases', (_kind, open) => {
+  test('acquire writes {owner, expiresAt}; a second owner gets LEASE_HELD naming the holder', async () => {
+    const s = await open()
+    const c = clock()
+    const a = await Lease.acquire(s, 'step/.lock', { ttlMs: 1000, owner: 'alice', now: c.now })
+    expect(a.expiresAt).toBe(c.t + 1000)
+    const onDisk = JSON.parse(await s.readText('step/.lock')) as Record<string, unknown>
+    expect(onDisk).toMatchObject({ owner: 'alice', expiresAt: c.t + 1000, pid: process.pid })
+    const err = await Lease.acquire(s, 'step/.lock', { ttlMs: 1000, owner: 'bob', now: c.now }).catch((e: unknown) => e)
+    expect(isRiggingError(err, 'LEASE_HELD')).toBe(true)
+    expect((err as Error).message).toMatch(/held by alice until .*wait for it to be released or to expire/)
+    expect(await Lease.tryAcquire(s, 'step/.lock', { ttlMs: 1000, owner: 'bob', now: c.now })).toBeUndefined()
+  })
+
+  test('an expired lease is stolen; the old holder then cannot renew (LEASE_LOST) or release (LEASE_NOT_OWNER)', async () => {
+    const s = await open()
+    const c = clock()
+    const a = await Lease.acquire(s, 'l', { ttlMs: 1000, owner: 'alice', now: c.now })
+    c.t += 999
+    expect(await Lease.tryAcquire(s, 'l', { ttlMs: 1000, owner: 'bob', now: c.now })).toBeUndefined()
+    c.t += 2
+    const b = await Lease.acquire(s, 'l', { ttlMs: 1000, owner: 'bob', now: c.now })
+    expect(b.record.owner).toBe('bob')
+    const lost = await a.renew().catch((e: unknown) => e)
+    expect(isRiggingError(lost, 'LEASE_LOST')).toBe(true)
+    expect((lost as Error).message).toMatch(/lost by alice: it is now held by bob/)
+    const notOwner = await a.release().catch((e: unknown) => e)
+    expect(isRiggingError(notOwner, 'LEASE_NOT_OWNER')).toBe(true)
+    expect((notOwner as Error).message).toMatch(/held by bob, not alice; only its owner may release it/)
+    expect((await readLease(s, 'l'))?.record?.owner).toBe('bob')
+  })
+
+  test('renew extends expiry and keeps a challenger out; release frees it', async () => {
+    const s = await open()
+    const c = clock()
+    const a = await Lease.acquire(s, 'l', { ttlMs: 1000, owner: 'alice', now: c.now })
+    c.t += 800
+    await a.renew()
+    expect(a.expiresAt).toBe(c.t + 1000)
+    c.t += 800
+    expect(await Lease.tryAcquire(s, 'l', { ttlMs: 1000, owner: 'bob', now: c.now })).toBeUndefined()
+    await a.release()
+    expect(await s.exists('l')).toBe(false)
+    await a.release() // already gone: a no-op
+    const b = await Lease.acquire(s, 'l', { ttlMs: 1000, owner: 'bob', now: c.now })
+    expect(b.record.owner).toBe('bob')
+  })
+
+  test('releaseLease by a non-owner is LEASE_NOT_OWNER and leaves the lease', async () => {
+    const s = await open()
+    await Lease.acquire(s, 'l', { ttlMs: 60_000, owner: 'alice' })
+    await expect(releaseLease(s, 'l', 'mallory')).rejects.toSatisfy((e) => isRiggingError(e, 'LEASE_NOT_OWNER'))
+    expect(await s.exists('l')).toBe(true)
+    await releaseLease(s, 'l', 'alice')
+    expect(await s.exists('l')).toBe(false)
+  })
+
+  test('the same owner acquiring again renews rather than failing', async () => {
+    const s = await open()
+    const c = clock()
+    const a1 = await Lease.acquire(s, 'l', { ttlMs: 1000, owner: 'alice', now: c.now })
+    c.t += 500
+    const a2 = await Lease.acquire(s, 'l', { ttlMs: 1000, owner: 'alice', now: c.now })
+    expect(a2.expiresAt).toBe(c.t + 1000)
+    expect(a2.record.acquiredAt).toBe(a1.record.acquiredAt)
+  })
+
+  test('a file that is not a lease counts as expired and is replaced', async () => {
+    const s = await open()
+    await s.write('l', 'not json')
+    const a = await Lease.acquire(s, 'l', { ttlMs: 1000, owner: 'alice' })
+    expect(a.record.owner).toBe('alice')
+  })
+
+  test('two holders racing in one process: exactly one wins each round', async () => {
+    const s = await open()
+    for (let r = 0; r < 20; r++) {
+      const got = await Promise.all(['a', 'b', 'c'].map((owner) => Lease.tryAcquire(s, `race/${r}`, { ttlMs: 60_000, owner })))
+      const winners = got.filter((l) => l !== undefined)
+      expect(winners).toHaveLength(1)
+      expect((await readLease(s, `race/${r}`))?.record?.owner).toBe(winners[0]!.owner)
+    }
+  })
+
+  test('keepAlive renews in the background and reports LEASE_LOST once taken over', async () => {
+    const s = await open()
+    const a = await Lease.acquire(s, 'l', { ttlMs: 60_000, owner: 'alice' })
+    const first = a.record.renewedAt
+    const lost = new Promise<unknown>((resolve) => a.keepAlive({ intervalMs: 10, onLost: resolve }))
+    // Renewals really happen: the file's renewedAt moves.
+    for (;;) {
+      const rec = (await readLease(s, 'l'))?.record
+      if (rec && rec.renewedAt > first) break
+      await new Promise((r) => setTimeout(r, 5))
+    }
+    // Someone overwrites the lease behind alice's back (e.g. an operator forcing it).
+    await s.write('l', JSON.stringify({ owner: 'bob', expiresAt: Date.now() + 60_000, acquiredAt: 0, renewedAt: 0, host: 'h', pid: 1 }))
+    const err = await lost
+    expect(isRiggingError(err, 'LEASE_LOST')).toBe(true)
+    expect(a.lost.aborted).toBe(true)
+    expect(a.lost.reason).toBe(err)
+    expect((await readLease(s, 'l'))?.record?.owner).toBe('bob')
+  })
+
+  test('ttlMs must be positive', async () => {
+    const s: Storage = await open()
+    await expect(Lease.acquire(s, 'l', { ttlMs: 0 })).rejects.toSatisfy((e) => isRiggingError(e, 'LEASE_INVALID'))
+  })
+})
+
+describe('leases across processes', () => {
+  test('two child processes race for 40 leases (fresh and expired): exactly one wins each round', async () => {
+    const s = await fileStore()
+    const rounds = 40
+    // Odd rounds start with an expired lease of a dead holder: both racers try to steal it.
+    for (let r = 1; r < rounds; r += 2) {
+      await s.write(`leases/${r}`, JSON.stringify({ owner: 'dead', expiresAt: Date.now() - 1000, acquiredAt: 0, renewedAt: 0, host: 'h', pid: 1 }))
+    }
+    const racers = ['1', '2'].map((id) => spawnFixture('lease-racer.ts', [s.url, id, String(rounds)]))
+    const outs = await Promise.all(racers.map(exited))
+    const won = outs.map((o) => new Set((JSON.parse(o.stdout.trim()) as { won: number[] }).won))
+    for (let r = 0; r < rounds; r++) {
+      const winners = ['1', '2'].filter((_, i) => won[i]!.has(r))
+      expect(winners, `round ${r}`).toHaveLength(1)
+      expect((await readLease(s, `leases/${r}`))?.record?.owner).toBe(`racer-${winners[0]}`)
+    }
+    // Both racers won some rounds: the race was real, not one process running alone.
+    expect(won[0]!.size + won[1]!.size).toBe(rounds)
+    expect(Math.min(won[0]!.size, won[1]!.size)).toBeGreaterThan(0)
+  })
+})
