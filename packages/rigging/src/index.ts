@@ -28,6 +28,28 @@ export { dirSource, envSource, parseSecretSpec, readSecretFile, resolveSecretSpe
 export type { SecretSource, SecretSpec } from './secret-sources.js'
 export { writeSecretFile } from './secret-file.js'
 
+// Telemetry
+export { Counter, DEFAULT_BUCKETS, Gauge, Histogram } from './telemetry/metrics.js'
+export type {
+  CounterSnapshot,
+  GaugeSnapshot,
+  HistogramOptions,
+  HistogramSample,
+  HistogramSnapshot,
+  Labels,
+  Metric,
+  MetricOptions,
+  MetricSnapshot,
+  MetricType,
+  ScalarSample,
+} from './telemetry/metrics.js'
+export { MetricsRegistry, metrics } from './telemetry/registry.js'
+export type { RegistrySnapshot } from './telemetry/registry.js'
+export { DEFAULT_QUANTILES, quantileKey } from './telemetry/reservoir.js'
+export { PROMETHEUS_CONTENT_TYPE, toPrometheusText } from './telemetry/prometheus.js'
+export { JsonlSink } from './telemetry/jsonl-sink.js'
+export type { JsonlSinkOptions } from './telemetry/jsonl-sink.js'
+
 // Storage
 export { openStorage, STORAGE_SCHEMES } from './storage/open-storage.js'
 export { FileStorage } from './storage/file.js'
