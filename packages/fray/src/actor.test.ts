@@ -1,0 +1,114 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { actorClass } from './actor.js'
+import { isFrayError } from './errors.js'
+import type { Broken, Counter } from './fixtures/counter.js'
+import { LocalClient } from './local-client.js'
+
+const CounterClass = actorClass<typeof Counter>(new URL('./fixtures/counter.ts', import.meta.url), 'Counter')
+const BrokenClass = actorClass<typeof Broken>(new URL('./fixtures/counter.ts', import.meta.url), 'Broken')
+
+describe.each(['process', 'inline'] as const)('actors in %s mode', (mode) => {
+  let client: LocalClient
+  beforeAll(() => {
+    client = new LocalClient({ mode })
+  })
+  afterAll(() => client.shutdown())
+
+  test('method calls round-trip and keep state', async () => {
+    const c = await client.createActor(CounterClass, [10])
+    expect(await c.add(5)).toBe(15)
+    expect(await c.add(-3)).toBe(12)
+    expect(await c.get()).toBe(12)
+    expect(await c.slow(1)).toBe('done')
+    expect(c.$actor.status()).toBe('ready')
+  })
+
+  test('runs in its own process only in process mode', async () => {
+    const c = await client.createActor(CounterClass, [0], { name: 'who' })
+    const me = await c.whoami()
+    expect(me).toMatchObject({ name: 'who', index: 0, groupSize: 1 })
+    if (mode === 'process') {
+      expect(me.pid).not.toBe(process.pid)
+      expect(c.$actor.pid()).toBe(me.pid)
+    } else expect(me.pid).toBe(process.pid)
+  })
+
+  test('typed arrays go through intact', async () => {
+    const c = await client.createActor(CounterClass, [0])
+    const x = Float32Array.from({ length: 100_000 }, (_, i) => i * 0.5)
+    const y = await c.scale(x, 2)
+    expect(y).toBeInstanceOf(Float32Array)
+    expect(y.length).toBe(x.length)
+    expect(y[99_999]).toBe(99_999)
+    const bytes = new Uint8Array([1, 2, 255])
+    expect(await c.echo(bytes)).toEqual(bytes)
+    expect(await c.echo({ a: [1, 'x'], b: null })).toEqual({ a: [1, 'x'], b: null })
+  })
+
+  test('a method that throws rejects with ACTOR_METHOD_FAILED and the original message', async () => {
+    const c = await client.createActor(CounterClass, [0], { name: 'thrower' })
+    const err = await c.fail('bad input x').catch((e: unknown) => e)
+    expect(isFrayError(err, 'ACTOR_METHOD_FAILED')).toBe(true)
+    expect((err as Error).message).toMatch(/actor thrower\.fail threw RangeError: bad input x/)
+    expect(await c.add(1)).toBe(1) // the actor survives its method's error
+  })
+
+  test('an unknown method rejects with ACTOR_NO_SUCH_METHOD', async () => {
+    const c = await client.createActor(CounterClass, [0])
+    const untyped = c as unknown as Record<string, () => Promise<unknown>>
+    await expect(untyped['nope']!()).rejects.toMatchObject({ code: 'ACTOR_NO_SUCH_METHOD', message: expect.stringMatching(/no method "nope"/) })
+    await expect(untyped['toString']!()).rejects.toMatchObject({ code: 'ACTOR_NO_SUCH_METHOD' })
+  })
+
+  test('a constructor that throws fails creation with ACTOR_START_FAILED', async () => {
+    await expect(client.createActor(BrokenClass, [])).rejects.toMatchObject({ code: 'ACTOR_START_FAILED', message: expect.stringMatching(/cannot build Broken/) })
+  })
+
+  test('a missing export fails creation and lists the exports', async () => {
+    const ref = actorClass<typeof Counter>(new URL('./fixtures/counter.ts', import.meta.url), 'Nope')
+    await expect(client.createActor(ref, [0])).rejects.toMatchObject({ code: 'ACTOR_START_FAILED', message: expect.stringMatching(/no exported class "Nope".*Counter/) })
+  })
+
+  test('per-call timeout rejects with CALL_TIMEOUT and the actor stays usable', async () => {
+    const c = await client.createActor(CounterClass, [1])
+    await expect(c.$actor.withOptions({ timeoutMs: 30 }).slow(2_000)).rejects.toMatchObject({ code: 'CALL_TIMEOUT', message: expect.stringMatching(/slow did not answer within 30 ms/) })
+    expect(await c.get()).toBe(1)
+  })
+
+  test('a group: per-member arguments, broadcast calls, per-member handles', async () => {
+    const g = await client.createActorGroup(CounterClass, 3, (i) => [i * 10], { name: 'grp' })
+    const ready = await g.waitReady()
+    expect(ready).toHaveLength(3)
+    expect(await g.broadcast.add(1)).toEqual([1, 11, 21])
+    expect(await g.member(2).get()).toBe(21)
+    const who = await g.broadcast.whoami()
+    expect(who.map((w) => [w.name, w.index, w.groupSize])).toEqual([
+      ['grp/0', 0, 3],
+      ['grp/1', 1, 3],
+      ['grp/2', 2, 3],
+    ])
+    expect(g.gone()).toEqual([])
+    expect(() => g.member(3)).toThrow(/has 3 members; member 3 does not exist/)
+    await g.shutdown()
+    expect(g.gone()).toEqual([0, 1, 2])
+  })
+
+  test('waitReady rejects when too few members can start', async () => {
+    const g = await client.createActorGroup(BrokenClass, 2, [])
+    await expect(g.waitReady({ count: 1 })).rejects.toMatchObject({ code: 'ACTOR_START_FAILED' })
+  })
+})
+
+describe('process mode only', () => {
+  test('a result that cannot be cloned rejects with NOT_SERIALIZABLE', async () => {
+    const client = new LocalClient()
+    try {
+      const c = await client.createActor(CounterClass, [0])
+      await expect(c.returnsFunction()).rejects.toMatchObject({ code: 'NOT_SERIALIZABLE' })
+      await expect(c.echo(() => 1)).rejects.toMatchObject({ code: 'NOT_SERIALIZABLE' })
+      expect(await c.add(2)).toBe(2)
+    } finally {
+      await client.shutdown()
+    }
+  })
+})

@@ -1,0 +1,44 @@
+/**
+ * @module Broadcast and barrier. Broadcast is direct: the root sends each chunk to every
+ * other member (on one host the root's links run in parallel; a tree only pays off when
+ * links are shared). Barrier: every member tells every other member it arrived.
+ */
+import { type Comm, DEFAULT_CHUNK_BYTES, KIND } from './comm.js'
+
+/**
+ * Every member passes a buffer of the same byte length; afterwards each holds the root's bytes
+ * (written in place and returned). `root` is a position in the communicator.
+ */
+export async function broadcast<T extends ArrayBufferView>(comm: Comm, buf: T, root = 0, chunkBytes = DEFAULT_CHUNK_BYTES): Promise<T> {
+  const seq = comm.seq++
+  const n = comm.ranks.length
+  const bytes = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength)
+  const total = bytes.byteLength
+  const chunks = Math.max(1, Math.ceil(total / chunkBytes))
+  if (comm.me === root) {
+    const sends: Promise<void>[] = []
+    for (let k = 0; k < chunks; k++) {
+      const part = bytes.subarray(k * chunkBytes, Math.min(total, (k + 1) * chunkBytes))
+      for (let j = 0; j < n; j++) {
+        if (j !== root) sends.push(comm.peers.send(comm.ranks[j]!, { comm: comm.id, seq, kind: KIND.broadcast, chunk: k, total }, part))
+      }
+    }
+    await Promise.all(sends)
+    return buf
+  }
+  const from = comm.ranks[root]!
+  await Promise.all(
+    Array.from({ length: chunks }, (_, k) =>
+      comm.peers.recv(from, comm.id, seq, KIND.broadcast, k, total).then((b) => bytes.set(b, k * chunkBytes)),
+    ),
+  )
+  return buf
+}
+
+/** Resolves once every member of the communicator has called `barrier`. */
+export async function barrier(comm: Comm): Promise<void> {
+  const seq = comm.seq++
+  const others = comm.ranks.filter((_, j) => j !== comm.me)
+  await Promise.all(others.map((r) => comm.peers.send(r, { comm: comm.id, seq, kind: KIND.barrier, chunk: 0, total: 0 })))
+  await Promise.all(others.map((r) => comm.peers.recv(r, comm.id, seq, KIND.barrier, 0, 0)))
+}

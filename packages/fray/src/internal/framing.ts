@@ -1,0 +1,95 @@
+/**
+ * @module Raw binary frames over a byte stream: a fixed header of u32 fields and a
+ * payload of bytes. Typed arrays go on the wire as their own bytes (no JSON, no copy
+ * on the sending side); the receiver copies each payload once into an aligned buffer
+ * so it can be viewed as a Float32Array.
+ */
+import type { Socket } from 'node:net'
+
+/** Header fields after the payload length. */
+export type FrameHeader = {
+  /** Which communicator (mesh sub-group) or service. */
+  comm: number
+  /** Which operation in that communicator's sequence. */
+  seq: number
+  kind: number
+  /** Chunk index within the operation. */
+  chunk: number
+  /** Sender's rank (or a request id). */
+  from: number
+  /** Total byte length of the whole operation's buffer: both sides must agree. */
+  total: number
+}
+
+export const HEADER_BYTES = 28
+
+/** Writes one frame; resolves when the bytes are handed to the kernel, so the caller may reuse its buffer. */
+export function writeFrame(sock: Socket, h: FrameHeader, payload?: ArrayBufferView): Promise<void> {
+  const head = Buffer.allocUnsafe(HEADER_BYTES)
+  head.writeUInt32LE(payload ? payload.byteLength : 0, 0)
+  head.writeUInt32LE(h.comm, 4)
+  head.writeUInt32LE(h.seq, 8)
+  head.writeUInt32LE(h.kind, 12)
+  head.writeUInt32LE(h.chunk, 16)
+  head.writeUInt32LE(h.from, 20)
+  head.writeUInt32LE(h.total, 24)
+  if (!payload || payload.byteLength === 0) {
+    return new Promise((res, rej) => sock.write(head, (err) => (err ? rej(err) : res())))
+  }
+  sock.cork()
+  sock.write(head)
+  const body = Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength)
+  const done = new Promise<void>((res, rej) => sock.write(body, (err) => (err ? rej(err) : res())))
+  sock.uncork()
+  return done
+}
+
+/** Incremental parser: feed it the socket's chunks, get whole frames back. */
+export class FrameReader {
+  private head = Buffer.allocUnsafe(HEADER_BYTES)
+  private headFill = 0
+  private header: FrameHeader | null = null
+  private body: Uint8Array | null = null
+  private bodyFill = 0
+
+  constructor(private readonly onFrame: (h: FrameHeader, payload: Uint8Array) => void) {}
+
+  push(chunk: Buffer): void {
+    let off = 0
+    while (off < chunk.length) {
+      if (this.header === null) {
+        const n = Math.min(HEADER_BYTES - this.headFill, chunk.length - off)
+        chunk.copy(this.head, this.headFill, off, off + n)
+        this.headFill += n
+        off += n
+        if (this.headFill < HEADER_BYTES) return
+        this.headFill = 0
+        const len = this.head.readUInt32LE(0)
+        this.header = {
+          comm: this.head.readUInt32LE(4),
+          seq: this.head.readUInt32LE(8),
+          kind: this.head.readUInt32LE(12),
+          chunk: this.head.readUInt32LE(16),
+          from: this.head.readUInt32LE(20),
+          total: this.head.readUInt32LE(24),
+        }
+        // A fresh ArrayBuffer starts at offset 0, so the payload can be viewed as any typed array.
+        this.body = new Uint8Array(len)
+        this.bodyFill = 0
+      } else {
+        const body = this.body!
+        const n = Math.min(body.length - this.bodyFill, chunk.length - off)
+        body.set(chunk.subarray(off, off + n), this.bodyFill)
+        this.bodyFill += n
+        off += n
+      }
+      if (this.header !== null && this.bodyFill === this.body!.length) {
+        const h = this.header
+        const b = this.body!
+        this.header = null
+        this.body = null
+        this.onFrame(h, b)
+      }
+    }
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * @module The local backend: actors in worker processes (`mode: 'process'`, the default) or in
+ * this process (`mode: 'inline'`, for tests), and jobs as child processes.
+ *
+ * @example
+ * const client = new LocalClient()
+ * const group = await client.createActorGroup(Worker, 4, (i) => [i])
+ * await group.waitReady()
+ * const results = await group.broadcast.run(task)
+ * await client.shutdown()
+ */
+import { type ActorClass, type ActorClassRef, type ActorConnection, type ActorHandle, makeHandle } from './actor.js'
+import { ActorGroup } from './actor-group.js'
+import type { ActorOptions } from './actor-options.js'
+import type { ActorSpec } from './actor-runtime.js'
+import type { Client, GroupArgs } from './client.js'
+import { FrayError } from './errors.js'
+import { InlineActor } from './inline-actor.js'
+import { type JobHandle, type JobRequestInput, jobRequest } from './job.js'
+import { LocalJob } from './local-job.js'
+import { ProcessActor } from './process-actor.js'
+import { resources } from './resources.js'
+
+export type LocalClientOptions = {
+  /** `'process'`: one worker process per actor; `'inline'`: actors in this process. @default 'process' */
+  mode?: 'process' | 'inline'
+}
+
+let counter = 0
+
+export class LocalClient implements Client {
+  readonly backend: 'process' | 'inline'
+  private readonly actors = new Set<ActorConnection>()
+  private readonly jobs = new Set<JobHandle>()
+  private closed = false
+
+  constructor(opts: LocalClientOptions = {}) {
+    this.backend = opts.mode ?? 'process'
+  }
+
+  private launch(cls: ActorClassRef, args: readonly unknown[], opts: ActorOptions, index: number, groupSize: number, name: string): ActorConnection {
+    if (this.closed) throw new FrayError('CLIENT_SHUT_DOWN', 'this LocalClient was shut down; create a new one')
+    resources(opts.resources)
+    const spec: ActorSpec = { name, cls: { module: cls.module, export: cls.export }, args, index, groupSize }
+    const conn = this.backend === 'inline' ? InlineActor.launch(spec, opts) : ProcessActor.launch(spec, opts)
+    this.actors.add(conn)
+    return conn
+  }
+
+  async createActor<C extends ActorClass>(cls: ActorClassRef<C>, args: NoInfer<ConstructorParameters<C>>, opts: ActorOptions = {}): Promise<ActorHandle<InstanceType<C>>> {
+    const conn = this.launch(cls, args, opts, 0, 1, opts.name ?? `${cls.export}-${++counter}`)
+    await conn.ready()
+    return makeHandle<InstanceType<C>>(conn)
+  }
+
+  async createActorGroup<C extends ActorClass>(cls: ActorClassRef<C>, n: number, args: NoInfer<GroupArgs<C>>, opts: ActorOptions = {}): Promise<ActorGroup<InstanceType<C>>> {
+    if (!Number.isInteger(n) || n < 1) throw new FrayError('INVALID_RESOURCES', `createActorGroup: n=${n} must be a positive integer`)
+    const base = opts.name ?? `${cls.export}-${++counter}`
+    const members = Array.from({ length: n }, (_, i) => {
+      const a = typeof args === 'function' ? args(i) : args
+      return makeHandle<InstanceType<C>>(this.launch(cls, a, opts, i, n, `${base}/${i}`))
+    })
+    return new ActorGroup(members)
+  }
+
+  async submit(req: JobRequestInput): Promise<JobHandle> {
+    if (this.closed) throw new FrayError('CLIENT_SHUT_DOWN', 'this LocalClient was shut down; create a new one')
+    const r = jobRequest(req)
+    const job = new LocalJob(`${r.name}-${++counter}`, r)
+    this.jobs.add(job)
+    return job
+  }
+
+  async shutdown(): Promise<void> {
+    this.closed = true
+    await Promise.all([...this.actors].map((a) => a.stop().catch(() => {})))
+    await Promise.all([...this.jobs].map((j) => j.terminate().catch(() => {})))
+    this.actors.clear()
+    this.jobs.clear()
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * @module An actor in its own worker process (`child_process.fork`): real parallelism on the
+ * machine's cores, and a crash or SIGKILL takes down only that actor. Calls travel over the
+ * process's IPC channel with structured-clone serialization, so typed arrays move as bytes.
+ *
+ * Why processes and not worker_threads: a process can be killed, restarted and limited on its
+ * own, its death has an exit code and signal to report, and it is what iris runs as a task,
+ * so the local backend fails the way a cluster does.
+ */
+import { type ChildProcess, fork } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import type { ActorConnection, ActorStatus, CallOptions } from './actor.js'
+import type { ActorOptions } from './actor-options.js'
+import type { ActorSpec } from './actor-runtime.js'
+import { ActorDiedError, FrayError } from './errors.js'
+import { PendingCalls } from './internal/pending.js'
+import { errorFromPayload, type FromWorker, MSG, type ToWorker } from './internal/wire.js'
+
+const here = import.meta.url
+const WORKER_MAIN = fileURLToPath(new URL(here.endsWith('.ts') ? './worker-main.ts' : './worker-main.js', here))
+
+/** Node flags for the worker: the TypeScript loader when fray (or the actor) runs from source. */
+function workerExecArgv(): string[] {
+  const loader = pathToFileURL(createRequire(here).resolve('tsx')).href
+  return ['--import', loader]
+}
+
+export class ProcessActor implements ActorConnection {
+  private child: ChildProcess | null = null
+  private state: ActorStatus = 'starting'
+  private readonly pending = new PendingCalls()
+  private readyPromise: Promise<void>
+  private restartCount = 0
+  private stopping = false
+  private death: Error | null = null
+  private exited: Promise<void> = Promise.resolve()
+
+  private constructor(
+    private readonly spec: ActorSpec,
+    private readonly opts: ActorOptions,
+  ) {
+    this.readyPromise = this.spawn()
+    this.readyPromise.catch(() => {})
+  }
+
+  get name(): string {
+    return this.spec.name
+  }
+
+  /** Forks the process; `ready()` resolves once the actor is constructed. */
+  static launch(spec: ActorSpec, opts: ActorOptions): ProcessActor {
+    return new ProcessActor(spec, opts)
+  }
+
+  // An idle actor must not keep the driver alive, a pending call must.
+  private hold(on: boolean): void {
+    const ch = this.child?.channel as { ref?: () => void; unref?: () => void } | undefined
+    if (on) ch?.ref?.()
+    else ch?.unref?.()
+  }
+
+  private spawn(): Promise<void> {
+    const child = fork(WORKER_MAIN, [], {
+      execArgv: workerExecArgv(),
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, ...this.opts.env },
+    })
+    this.child = child
+    let exited!: () => void
+    this.exited = new Promise((r) => (exited = r))
+    return new Promise<void>((resolve, reject) => {
+      let started = false
+      const timeoutMs = this.opts.startTimeoutMs ?? 60_000
+      const timer = setTimeout(() => {
+        if (started) return
+        reject(new FrayError('ACTOR_START_FAILED', `actor ${this.name} was not ready within ${timeoutMs} ms; raise startTimeoutMs or check its constructor`))
+        child.kill('SIGKILL')
+      }, timeoutMs)
+      child.on('message', (raw) => {
+        const m = raw as FromWorker
+        switch (m[0]) {
+          case MSG.ok:
+            this.pending.resolve(m[1], m[2])
+            if (this.pending.size === 0) this.hold(false)
+            return
+          case MSG.err:
+            this.pending.reject(m[1], errorFromPayload(this.name, this.pending.methodOf(m[1]), m[2]))
+            if (this.pending.size === 0) this.hold(false)
+            return
+          case MSG.ready:
+            started = true
+            clearTimeout(timer)
+            this.state = 'ready'
+            child.unref()
+            if (this.pending.size === 0) this.hold(false)
+            resolve()
+            return
+          case MSG.initFailed:
+            started = true
+            clearTimeout(timer)
+            reject(new FrayError('ACTOR_START_FAILED', m[1].message))
+            return
+        }
+      })
+      child.on('error', (err) => {
+        if (!started) reject(new FrayError('ACTOR_START_FAILED', `actor ${this.name}: cannot start its process: ${err.message}`, { cause: err }))
+      })
+      child.on('exit', (code, signal) => {
+        clearTimeout(timer)
+        exited()
+        if (!started) {
+          started = true
+          reject(new FrayError('ACTOR_START_FAILED', `actor ${this.name}: its process exited (${signal ? `signal ${signal}` : `code ${code}`}) before the actor was ready; see its stderr above`))
+        }
+        this.onExit(child, code, signal)
+      })
+      child.send([MSG.init, this.spec] satisfies ToWorker)
+    })
+  }
+
+  private onExit(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+    if (child !== this.child) return
+    this.child = null
+    const died = new ActorDiedError(this.name, code, signal)
+    this.pending.rejectAll(died)
+    if (this.stopping) {
+      this.state = 'stopped'
+      return
+    }
+    if (this.state !== 'starting' && this.restartCount < (this.opts.maxRestarts ?? 0)) {
+      this.restartCount++
+      this.state = 'restarting'
+      this.readyPromise = this.spawn()
+      this.readyPromise.catch((err: Error) => {
+        this.state = 'dead'
+        this.death = err
+      })
+      return
+    }
+    this.state = 'dead'
+    this.death = died
+  }
+
+  call(method: string, args: unknown[], opts: CallOptions): Promise<unknown> {
+    return this.request(MSG.call, method, args, opts.timeoutMs ?? this.opts.callTimeoutMs)
+  }
+
+  control(op: string, arg: unknown): Promise<unknown> {
+    return this.request(MSG.control, op, arg, undefined)
+  }
+
+  private request(kind: typeof MSG.call | typeof MSG.control, what: string, payload: unknown, timeoutMs: number | undefined): Promise<unknown> {
+    const child = this.child
+    if (this.state === 'ready' && child) {
+      if (this.pending.size === 0) this.hold(true)
+      const { id, promise } = this.pending.add(this.name, what, timeoutMs)
+      try {
+        child.send([kind, id, what, payload] as ToWorker)
+      } catch (err) {
+        this.pending.reject(id, new FrayError('NOT_SERIALIZABLE', `actor ${this.name}.${what}: arguments cannot be sent to the actor (${(err as Error).message}); pass plain data or typed arrays`))
+      }
+      return promise
+    }
+    if (this.state === 'dead') return Promise.reject(this.death ?? new ActorDiedError(this.name, null, null))
+    if (this.state === 'stopped') return Promise.reject(new FrayError('CLIENT_SHUT_DOWN', `actor ${this.name} was stopped; create it again`))
+    return this.readyPromise.then(() => this.request(kind, what, payload, timeoutMs))
+  }
+
+  status(): ActorStatus {
+    return this.state
+  }
+
+  pid(): number | undefined {
+    return this.child?.pid
+  }
+
+  restarts(): number {
+    return this.restartCount
+  }
+
+  ready(): Promise<void> {
+    return this.readyPromise
+  }
+
+  kill(signal: NodeJS.Signals = 'SIGKILL'): void {
+    this.child?.kill(signal)
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true
+    const child = this.child
+    if (!child) {
+      if (this.state !== 'dead') this.state = 'stopped'
+      return
+    }
+    // Ask nicely, then insist: a wedged actor must not keep the driver from exiting.
+    const force = setTimeout(() => child.kill('SIGKILL'), 5_000)
+    try {
+      if (child.connected) child.send([MSG.stop] satisfies ToWorker)
+      else child.kill('SIGTERM')
+    } catch {
+      child.kill('SIGKILL')
+    }
+    await this.exited
+    clearTimeout(force)
+    this.state = 'stopped'
+  }
+}
