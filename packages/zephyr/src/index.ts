@@ -3,3 +3,24 @@ import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name
 export const version: string = pkg.version
+
+export { ZEPHYR_ERROR_CODES, ZephyrError, isZephyrError } from './errors.js'
+export type { ZephyrErrorCode } from './errors.js'
+export { Dataset } from './dataset.js'
+export type { Row } from './dataset.js'
+export { col, evaluate, mayMatch } from './expr.js'
+export type { ColumnRef, ColumnStats, Expr, ExprBuilder, Scalar } from './expr.js'
+export { ZephyrContext } from './context.js'
+export type { ZephyrContextOptions } from './context.js'
+export type { ExecuteOptions, ExecuteResult } from './executor.js'
+export type { StageCounters, TaskCounters } from './counters.js'
+export type { ShardInfo } from './fuse.js'
+export type { KeySpec } from './keys.js'
+export { ParquetReader } from './parquet-reader.js'
+export type { ParquetReaderOptions } from './parquet-reader.js'
+export { formatPattern } from './output-pattern.js'
+export { wikitextToText } from './wikitext.js'
+export type { WikiPage, WikiXmlOptions } from './readers/wiki-xml.js'
+export type { CorruptLinePolicy, JsonlOptions } from './readers/jsonl.js'
+export type { ParquetWriteOptions } from './writers/parquet.js'
+export type { ProgressMode } from './progress.js'

@@ -1,0 +1,51 @@
+/**
+ * @module `ZephyrContext`: runs a Dataset. In this process by default, or on
+ * fray worker processes when given a fray client.
+ *
+ * @example
+ * const ctx = new ZephyrContext({ client: new LocalClient(), maxWorkers: 4, memoryBudget: 256 * 2 ** 20 })
+ * const { outputs, counters } = await ctx.execute(ds)
+ */
+import { resolve } from 'node:path'
+import type { Dataset } from './dataset.js'
+import { executeStages } from './executor.js'
+import type { ExecuteOptions, ExecuteResult, TaskRunner } from './executor.js'
+import { planStages } from './plan.js'
+import type { StagePlan } from './plan.js'
+import { runTask } from './run-task.js'
+import type { Op } from './ops.js'
+
+export type ZephyrContextOptions = ExecuteOptions & {
+  /** Tasks in flight at once (in process: concurrent async tasks). @default 1 */
+  readonly maxWorkers?: number
+}
+
+/** A plain local path becomes absolute, so every process resolves it the same way. */
+function absolutePattern(pattern: string): string {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(pattern) ? pattern : resolve(pattern)
+}
+
+export function normalizeOps(ops: readonly Op[]): Op[] {
+  return ops.map((op) => (op.kind === 'write' ? { ...op, writer: { ...op.writer, pattern: absolutePattern(op.writer.pattern) } } : op))
+}
+
+/** Runs tasks in this process. */
+export function inProcessRunner(concurrency: number): TaskRunner {
+  return { concurrency, run: (stage, shard, env) => runTask(stage, shard, env) }
+}
+
+export class ZephyrContext {
+  constructor(readonly options: ZephyrContextOptions = {}) {}
+
+  /** Plans the stages of a dataset (globs expanded) without running them. */
+  async plan<T>(ds: Dataset<T>): Promise<StagePlan[]> {
+    return planStages(ds.source, normalizeOps(ds.ops))
+  }
+
+  /** Runs the dataset; returns outputs (writers) or records, and counters per stage. */
+  async execute<T>(ds: Dataset<T>, overrides: ExecuteOptions = {}): Promise<ExecuteResult<T>> {
+    const opts = { ...this.options, ...overrides }
+    const stages = await this.plan(ds)
+    return executeStages<T>(stages, inProcessRunner(opts.maxWorkers ?? 1), opts)
+  }
+}

@@ -1,0 +1,176 @@
+/**
+ * @module `Dataset`: a lazy, immutable pipeline plan. Every method returns a
+ * new Dataset; nothing runs until a `ZephyrContext` executes it.
+ *
+ * @example
+ * const ds = Dataset.fromFiles('data/*.jsonl.gz')
+ *   .loadJsonl<{ text: string; lang: string }>()
+ *   .filter(col('lang').eq('en'))
+ *   .map((r) => ({ text: r.text.trim() }))
+ *   .writeParquet('out/part-{shard:05d}-of-{total:05d}.parquet')
+ * const { outputs, counters } = await new ZephyrContext().execute(ds)
+ */
+import { ZephyrError } from './errors.js'
+import { isExprBuilder } from './expr.js'
+import type { ExprBuilder } from './expr.js'
+import type { ShardInfo } from './fuse.js'
+import type { KeySpec } from './keys.js'
+import { opLabel } from './ops.js'
+import type { Op, Source } from './ops.js'
+import { checkPattern } from './output-pattern.js'
+import type { ArrowReadOptions } from './readers/arrow.js'
+import type { JsonlOptions } from './readers/jsonl.js'
+import type { WikiPage, WikiXmlOptions } from './readers/wiki-xml.js'
+import type { ParquetWriteOptions } from './writers/parquet.js'
+
+export type Row = Record<string, unknown>
+
+function positiveInt(n: unknown, what: string): number {
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) throw new ZephyrError('INVALID_PLAN', `${what} must be a positive integer, got ${String(n)}`)
+  return n
+}
+
+function fn<F>(f: F, what: string): F {
+  if (typeof f !== 'function') throw new ZephyrError('INVALID_PLAN', `${what} needs a function, got ${typeof f}`)
+  return f
+}
+
+export class Dataset<T> {
+  private constructor(
+    readonly source: Source,
+    readonly ops: readonly Op[],
+  ) {}
+
+  /** One shard per file matching the glob (`*`, `**`, `?`, `{a,b}`); records are the file URLs. */
+  static fromFiles(pattern: string): Dataset<string> {
+    if (typeof pattern !== 'string' || pattern === '') throw new ZephyrError('INVALID_PLAN', 'fromFiles needs a glob or URL, e.g. "data/*.jsonl"')
+    return new Dataset<string>({ kind: 'files', pattern }, [])
+  }
+
+  /** In-memory records split into `numShards` contiguous shards. @default numShards 1 */
+  static fromList<T>(items: readonly T[], opts: { numShards?: number } = {}): Dataset<T> {
+    if (!Array.isArray(items)) throw new ZephyrError('INVALID_PLAN', `fromList needs an array, got ${typeof items}`)
+    return new Dataset<T>({ kind: 'list', items, numShards: positiveInt(opts.numShards ?? 1, 'fromList numShards') }, [])
+  }
+
+  /** Records from a (possibly async) iterable, as one shard. It is consumed once per run. */
+  static fromIterable<T>(iterable: Iterable<T> | AsyncIterable<T>): Dataset<T> {
+    if (iterable == null || (typeof (iterable as Iterable<T>)[Symbol.iterator] !== 'function' && typeof (iterable as AsyncIterable<T>)[Symbol.asyncIterator] !== 'function')) {
+      throw new ZephyrError('INVALID_PLAN', 'fromIterable needs an iterable or async iterable')
+    }
+    return new Dataset<T>({ kind: 'iterable', iterable }, [])
+  }
+
+  private then<U>(op: Op): Dataset<U> {
+    const last = this.ops[this.ops.length - 1]
+    if (last?.kind === 'write') throw new ZephyrError('INVALID_PLAN', `${opLabel(op)} after ${opLabel(last)}: a writer must be the last operation of a pipeline`)
+    return new Dataset<U>(this.source, [...this.ops, op])
+  }
+
+  /** Each file → its JSON lines. Corrupt lines fail (naming file and line) or are skipped and counted. */
+  loadJsonl<U = Row>(options: JsonlOptions = {}): Dataset<U> {
+    if (options.onError !== undefined && options.onError !== 'fail' && options.onError !== 'skip') {
+      throw new ZephyrError('INVALID_PLAN', `loadJsonl onError must be 'fail' or 'skip', got ${String(options.onError)}`)
+    }
+    return this.then({ kind: 'load', loader: { format: 'jsonl', options } })
+  }
+
+  /** Each file → its Parquet rows; `columns` projects, `filter` skips row groups by statistics. */
+  loadParquet<U = Row>(options: { columns?: readonly string[]; filter?: ExprBuilder } = {}): Dataset<U> {
+    const { columns, filter } = options
+    return this.then({ kind: 'load', loader: { format: 'parquet', options: { columns, filter: filter?.expr } } })
+  }
+
+  /** Each file → its Arrow IPC rows (file or stream format). */
+  loadArrow<U = Row>(options: ArrowReadOptions = {}): Dataset<U> {
+    return this.then({ kind: 'load', loader: { format: 'arrow', options } })
+  }
+
+  /** Each file → one string per line, or one `{ path, text }` per file. */
+  loadText(options?: { per?: 'line' }): Dataset<string>
+  loadText(options: { per: 'file' }): Dataset<{ path: string; text: string }>
+  loadText(options: { per?: 'line' | 'file' } = {}): Dataset<unknown> {
+    if (options.per !== undefined && options.per !== 'line' && options.per !== 'file') throw new ZephyrError('INVALID_PLAN', `loadText per must be 'line' or 'file', got ${String(options.per)}`)
+    return this.then({ kind: 'load', loader: { format: 'text', options } })
+  }
+
+  /** Each MediaWiki XML export (plain, .gz or .bz2) → `{ id, title, text }` per page, text as plain text. */
+  loadWikiXml(options: WikiXmlOptions = {}): Dataset<WikiPage> {
+    return this.then({ kind: 'load', loader: { format: 'wikiXml', options } })
+  }
+
+  map<U>(f: (record: T) => U): Dataset<U> {
+    return this.then({ kind: 'map', fn: fn(f, 'map') })
+  }
+
+  /** Keeps records for which `pred` is truthy; an expression (`col('x').eq(1)`) can also skip Parquet row groups. */
+  filter(pred: ((record: T) => unknown) | ExprBuilder): Dataset<T> {
+    if (isExprBuilder(pred)) return this.then({ kind: 'filterExpr', expr: pred.expr })
+    return this.then({ kind: 'filter', fn: fn(pred, 'filter') })
+  }
+
+  flatMap<U>(f: (record: T) => Iterable<U>): Dataset<U> {
+    return this.then({ kind: 'flatMap', fn: fn(f, 'flatMap') })
+  }
+
+  /** Keeps only these fields of each record. */
+  select<K extends keyof T & string>(...columns: K[]): Dataset<Pick<T, K>> {
+    if (columns.length === 0 || columns.some((c) => typeof c !== 'string')) throw new ZephyrError('INVALID_PLAN', 'select needs one or more field names')
+    return this.then({ kind: 'select', columns })
+  }
+
+  /** A function over a whole shard's records (e.g. to batch model calls or keep state). */
+  mapShard<U>(f: (records: AsyncIterable<T>, shard: ShardInfo) => Iterable<U> | AsyncIterable<U>): Dataset<U> {
+    return this.then({ kind: 'mapShard', fn: fn(f, 'mapShard') })
+  }
+
+  /** Consecutive records of a shard in arrays of `size` (the last may be shorter). */
+  window(size: number): Dataset<T[]> {
+    return this.then({ kind: 'window', size: positiveInt(size, 'window size') })
+  }
+
+  /** At most `n` records from each shard; reading stops once they are taken. */
+  take(n: number): Dataset<T> {
+    if (!Number.isInteger(n) || n < 0) throw new ZephyrError('INVALID_PLAN', `take needs a non-negative integer, got ${String(n)}`)
+    return this.then({ kind: 'take', n })
+  }
+
+  /** Redistributes records evenly over `numShards` shards (a stage boundary). */
+  reshard(numShards: number): Dataset<T> {
+    return this.then({ kind: 'reshard', numShards: positiveInt(numShards, 'reshard numShards') })
+  }
+
+  /**
+   * Groups records by key and reduces each group to one record (a stage boundary).
+   * Groups larger in total than the memory budget spill to disk.
+   * @example ds.groupBy('lang', (lang, docs) => ({ lang, n: docs.length }), { numShards: 4 })
+   */
+  groupBy<R, K = unknown>(key: KeySpec<T>, reducer: (key: K, items: T[]) => R, opts: { numShards?: number } = {}): Dataset<R> {
+    if (typeof key !== 'string' && typeof key !== 'function') throw new ZephyrError('INVALID_PLAN', 'groupBy key must be a field name or a function')
+    return this.then({ kind: 'groupBy', key: key as KeySpec, reducer: fn(reducer, 'groupBy reducer'), numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'groupBy numShards') })
+  }
+
+  /** Keeps the first record (in input order) of each key (a stage boundary). */
+  deduplicate(key: KeySpec<T>, opts: { numShards?: number } = {}): Dataset<T> {
+    if (typeof key !== 'string' && typeof key !== 'function') throw new ZephyrError('INVALID_PLAN', 'deduplicate key must be a field name or a function')
+    return this.then({ kind: 'deduplicate', key: key as KeySpec, numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'deduplicate numShards') })
+  }
+
+  /** Writes each shard as JSON lines; `.gz`/`.zst` in the pattern compress. Records become the output URLs. */
+  writeJsonl(pattern: string): Dataset<string> {
+    return this.then({ kind: 'write', writer: { format: 'jsonl', pattern: checkPattern(pattern, 'writeJsonl') } })
+  }
+
+  writeParquet(pattern: string, options: ParquetWriteOptions = {}): Dataset<string> {
+    return this.then({ kind: 'write', writer: { format: 'parquet', pattern: checkPattern(pattern, 'writeParquet'), options } })
+  }
+
+  writeArrow(pattern: string): Dataset<string> {
+    return this.then({ kind: 'write', writer: { format: 'arrow', pattern: checkPattern(pattern, 'writeArrow') } })
+  }
+
+  /** `fromFiles → loadJsonl → filter → map → writeParquet`. */
+  describe(): string {
+    return [this.source.kind === 'files' ? 'fromFiles' : this.source.kind === 'list' ? 'fromList' : 'fromIterable', ...this.ops.map(opLabel)].join(' → ')
+  }
+}

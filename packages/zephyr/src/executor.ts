@@ -1,0 +1,191 @@
+/**
+ * @module Drives the stages of a plan: one stage at a time, its shards as
+ * tasks on a runner (in process, or on fray workers), with retries, resume and
+ * per-stage counters. Every decision about what to run lives here; runners only
+ * run tasks.
+ */
+import { createHash, randomBytes } from 'node:crypto'
+import { rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { logger } from '@marin/rigging'
+import { addTaskCounters } from './counters.js'
+import type { StageCounters } from './counters.js'
+import { isZephyrError, ZephyrError } from './errors.js'
+import { decodeFrames } from './internal/frames.js'
+import { locate, splitUrl } from './internal/location.js'
+import type { StagePlan } from './plan.js'
+import { StageProgress } from './progress.js'
+import type { ProgressMode } from './progress.js'
+import { outputUrl, scratchPaths } from './run-task.js'
+import type { TaskEnv, TaskResult } from './run-task.js'
+
+const log = logger('zephyr')
+
+/** Runs tasks somewhere. `concurrency` tasks may be in flight at once. */
+export type TaskRunner = {
+  readonly concurrency: number
+  run(stage: StagePlan, shard: number, env: TaskEnv): Promise<TaskResult>
+}
+
+export type ExecuteOptions = {
+  /** Keep output shards that already exist and run only the missing ones. @default false */
+  readonly skipExisting?: boolean
+  /** Replace existing outputs. Without this or `skipExisting`, an existing output is an error. @default false */
+  readonly overwrite?: boolean
+  /** Where shuffle buckets go. @default next to the outputs (`.zephyr-scratch-<plan hash>`), or a temp folder */
+  readonly scratch?: string
+  /** Bytes one groupBy/deduplicate task may hold before spilling to disk. @default 512 MiB */
+  readonly memoryBudget?: number
+  /** Attempts per task before the run fails. @default 3 */
+  readonly maxAttempts?: number
+  /** @default 'auto' (a bar on a terminal, log lines otherwise) */
+  readonly progress?: ProgressMode
+  /** Local folder for spill files. @default os.tmpdir() */
+  readonly spillRoot?: string
+}
+
+export type ExecuteResult<T> = {
+  /** The written files (writers), in shard order. */
+  readonly outputs: string[]
+  /** The written files for writer pipelines, else the records themselves, in shard order. */
+  readonly results: T[]
+  readonly counters: StageCounters[]
+}
+
+/** A stable name for a plan's scratch folder, so a rerun finds the buckets of a crashed run. */
+export function planHash(stages: readonly StagePlan[]): string {
+  const h = createHash('sha256')
+  for (const s of stages) {
+    h.update(s.name)
+    h.update(JSON.stringify(s.input.kind === 'files' ? s.input.urls : s.input.kind))
+    h.update(JSON.stringify(s.ops, (_k, v: unknown) => (typeof v === 'function' ? v.toString() : typeof v === 'bigint' ? `${v}n` : v)))
+    h.update(JSON.stringify(s.output, (_k, v: unknown) => (typeof v === 'function' ? v.toString() : v)))
+    h.update(String(s.numShards))
+  }
+  return h.digest('hex').slice(0, 16)
+}
+
+function defaultScratch(stages: readonly StagePlan[]): { url: string; persistent: boolean } {
+  const last = stages[stages.length - 1]!
+  const inMemorySource = stages[0]!.input.kind !== 'files'
+  if (last.output.kind === 'write' && !inMemorySource) {
+    const dir = last.output.writer.pattern.slice(0, last.output.writer.pattern.lastIndexOf('/') + 1) || './'
+    const { url } = splitUrl(dir)
+    return { url: `${url.endsWith('/') ? url : `${url}/`}.zephyr-scratch-${planHash(stages)}/`, persistent: true }
+  }
+  return { url: `${splitUrl(join(tmpdir(), `zephyr-${planHash(stages)}-${randomBytes(4).toString('hex')}`)).url}/`, persistent: false }
+}
+
+async function removeScratch(url: string): Promise<void> {
+  const loc = await locate(url)
+  const local = loc.storage.localPath(loc.path.replace(/\/$/, ''))
+  if (local) {
+    await rm(local, { recursive: true, force: true })
+    return
+  }
+  for await (const info of loc.storage.list(loc.path)) await loc.storage.delete(info.path)
+}
+
+async function exists(url: string): Promise<boolean> {
+  const loc = await locate(url)
+  return loc.storage.exists(loc.path)
+}
+
+/** Runs `fn` over 0..n-1 with at most `limit` in flight; the first error stops new work and is thrown. */
+async function pool(items: readonly number[], limit: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0
+  let failed: unknown
+  const lanes = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async () => {
+    while (failed === undefined && next < items.length) {
+      const i = items[next++]!
+      try {
+        await fn(i)
+      } catch (err) {
+        failed ??= err
+      }
+    }
+  })
+  await Promise.all(lanes)
+  if (failed !== undefined) throw failed
+}
+
+function retryable(err: unknown): boolean {
+  if (isZephyrError(err)) return err.retryable
+  return true // the process died, a storage hiccup: try again
+}
+
+export async function executeStages<T>(stages: readonly StagePlan[], runner: TaskRunner, opts: ExecuteOptions = {}): Promise<ExecuteResult<T>> {
+  const maxAttempts = opts.maxAttempts ?? 3
+  const last = stages[stages.length - 1]!
+  const scratch = opts.scratch ? { url: opts.scratch.endsWith('/') ? opts.scratch : `${opts.scratch}/`, persistent: true } : defaultScratch(stages)
+  const env: TaskEnv = { scratch: scratch.url, memoryBudget: opts.memoryBudget ?? 512 * 2 ** 20, spillRoot: opts.spillRoot }
+
+  // Which final shards must run: all, or (skipExisting) only the missing ones.
+  let finalShards = Array.from({ length: last.numShards }, (_, i) => i)
+  let skippedFinal = 0
+  if (last.output.kind === 'write') {
+    const present = await Promise.all(finalShards.map((i) => exists(outputUrl(last, i)!)))
+    if (present.some(Boolean) && !opts.skipExisting && !opts.overwrite) {
+      const first = outputUrl(last, present.indexOf(true))!
+      throw new ZephyrError('OUTPUT_EXISTS', `${first} already exists (${present.filter(Boolean).length} of ${present.length} outputs); pass skipExisting to resume or overwrite to replace`)
+    }
+    if (opts.skipExisting) {
+      finalShards = finalShards.filter((i) => !present[i])
+      skippedFinal = last.numShards - finalShards.length
+    }
+  }
+
+  const counters: StageCounters[] = stages.map((s) => ({
+    stage: s.index, name: s.name, shards: s.numShards, shardsSkipped: 0, retries: 0, timeMs: 0,
+    recordsIn: 0, recordsOut: 0, bytesRead: 0, bytesWritten: 0, skippedLines: 0, rowGroupsSkipped: 0, spilledBytes: 0,
+  }))
+  counters[counters.length - 1]!.shardsSkipped = skippedFinal
+  const nothingToDo = finalShards.length === 0
+  const scratchLoc = await locate(scratch.url)
+
+  for (const stage of stages) {
+    const c = counters[stage.index]!
+    const t0 = performance.now()
+    let shards = stage === last ? finalShards : Array.from({ length: stage.numShards }, (_, i) => i)
+    if (nothingToDo) shards = []
+    if (stage !== last && shards.length) {
+      // resume: a shard whose done marker exists already has committed buckets
+      const done = await Promise.all(shards.map((i) => scratchLoc.storage.exists(`${scratchLoc.path}${scratchPaths.done(stage.index, i)}`)))
+      c.shardsSkipped = done.filter(Boolean).length
+      shards = shards.filter((_, k) => !done[k])
+    } else if (stage !== last) c.shardsSkipped = stage.numShards
+    const progress = new StageProgress(stage.index, stages.length, stage.name, shards.length, opts.progress)
+    await pool(shards, runner.concurrency, async (shard) => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const r = await runner.run(stage, shard, env)
+          addTaskCounters(c, r.counters)
+          progress.shardDone(r.counters.recordsOut)
+          return
+        } catch (err) {
+          if (attempt >= maxAttempts || !retryable(err)) {
+            if (isZephyrError(err) && !err.retryable) throw err
+            throw new ZephyrError('TASK_FAILED', `stage ${stage.index} (${stage.name}) shard ${shard} failed ${attempt} time(s): ${(err as Error).message}; see the cause, fix it, and rerun with skipExisting to keep finished shards`, false, { cause: err })
+          }
+          c.retries++
+          log.warn({ stage: stage.index, shard, attempt, err }, 'task failed; retrying')
+        }
+      }
+    })
+    c.timeMs = performance.now() - t0
+    progress.finish(c.timeMs)
+  }
+
+  const outputs = last.output.kind === 'write' ? Array.from({ length: last.numShards }, (_, i) => outputUrl(last, i)!) : []
+  let results: T[]
+  if (last.output.kind === 'collect') {
+    results = []
+    for (let i = 0; i < last.numShards; i++) {
+      const stream = await scratchLoc.storage.readStream(`${scratchLoc.path}${scratchPaths.collected(last.index, i)}`)
+      for await (const frames of decodeFrames(stream)) for (const f of frames) results.push(f.value as T)
+    }
+  } else results = outputs as T[]
+  if (!nothingToDo || !scratch.persistent) await removeScratch(scratch.url)
+  return { outputs, results, counters }
+}

@@ -1,0 +1,66 @@
+/** @module Opening inputs: storage read stream → byte counting → decompression. */
+import { Transform } from 'node:stream'
+import type { Readable } from 'node:stream'
+import { isRiggingError } from '@marin/rigging'
+import type { TaskCounters } from '../counters.js'
+import { codecOf, decompress } from '../compression.js'
+import { ZephyrError } from '../errors.js'
+import { locate } from './location.js'
+
+/** Counts bytes that pass through into `counters.bytesRead`. */
+export function countingTransform(counters: TaskCounters | undefined, key: 'bytesRead' | 'bytesWritten'): Transform {
+  return new Transform({
+    transform(chunk: Buffer, _e, cb) {
+      if (counters) counters[key] += chunk.length
+      cb(null, chunk)
+    },
+  })
+}
+
+export function notFound(url: string, err: unknown): ZephyrError {
+  return new ZephyrError('INPUT_NOT_FOUND', `${url}: input file does not exist; check the path or the glob`, false, { cause: err })
+}
+
+/** A decompressed byte stream of the object at `url`. */
+export async function openInput(url: string, counters?: TaskCounters): Promise<Readable> {
+  const loc = await locate(url)
+  let raw: Readable
+  try {
+    raw = await loc.storage.readStream(loc.path)
+  } catch (err) {
+    if (isRiggingError(err, 'STORAGE_NOT_FOUND')) throw notFound(url, err)
+    throw err
+  }
+  const counted = countingTransform(counters, 'bytesRead')
+  raw.on('error', (err) => counted.destroy(isRiggingError(err, 'STORAGE_NOT_FOUND') ? notFound(url, err) : err))
+  return decompress(raw.pipe(counted), codecOf(loc.path), loc.url)
+}
+
+/** The whole object at `url`, decompressed. */
+export async function readInput(url: string, counters?: TaskCounters): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  for await (const c of await openInput(url, counters)) chunks.push(c as Buffer)
+  return Buffer.concat(chunks)
+}
+
+/**
+ * Splits a text stream into lines, yielding them in arrays with the 1-based
+ * number of the first line. `\r\n` endings lose their `\r`.
+ */
+export async function* lines(stream: Readable, maxBatch = 1024): AsyncGenerator<{ first: number; lines: string[] }> {
+  stream.setEncoding('utf8')
+  let rest = ''
+  let lineNo = 1
+  for await (const chunk of stream as AsyncIterable<string>) {
+    const text = rest + chunk
+    const parts = text.split('\n')
+    rest = parts.pop()!
+    for (let i = 0; i < parts.length; i += maxBatch) {
+      const slice = parts.slice(i, i + maxBatch)
+      for (let j = 0; j < slice.length; j++) if (slice[j]!.endsWith('\r')) slice[j] = slice[j]!.slice(0, -1)
+      yield { first: lineNo, lines: slice }
+      lineNo += slice.length
+    }
+  }
+  if (rest.length > 0) yield { first: lineNo, lines: [rest.endsWith('\r') ? rest.slice(0, -1) : rest] }
+}

@@ -1,0 +1,123 @@
+/**
+ * @module Parquet writer (hyparquet-writer), streamed row group by row group
+ * into an atomic storage write.
+ *
+ * The schema is inferred from the first row group: strings → STRING, numbers →
+ * DOUBLE (exact for integers up to 2^53 and read back as numbers, unlike INT64),
+ * bigints → INT64, booleans → BOOLEAN, Dates → TIMESTAMP, bytes → BYTE_ARRAY,
+ * objects, arrays and mixed columns → JSON. Later rows must fit that schema.
+ */
+import { ByteWriter, ParquetWriter, schemaFromColumnData } from 'hyparquet-writer'
+import type { BasicType } from 'hyparquet-writer'
+import type { TaskCounters } from '../counters.js'
+import { ZephyrError } from '../errors.js'
+import { openOutput } from '../internal/output.js'
+import type { Output } from '../internal/output.js'
+import type { ShardWriter } from './writer.js'
+
+export type ParquetWriteOptions = {
+  /** Rows per row group. @default 50_000 */
+  readonly rowGroupSize?: number
+  /** Page codec. @default 'SNAPPY' */
+  readonly codec?: 'SNAPPY' | 'UNCOMPRESSED'
+  /** Column types to use instead of inferring them. */
+  readonly types?: Readonly<Record<string, BasicType>>
+}
+
+function typeOf(v: unknown): BasicType | undefined {
+  if (v === null || v === undefined) return undefined
+  switch (typeof v) {
+    case 'string': return 'STRING'
+    case 'number': return 'DOUBLE'
+    case 'bigint': return 'INT64'
+    case 'boolean': return 'BOOLEAN'
+  }
+  if (v instanceof Date) return 'TIMESTAMP'
+  if (v instanceof Uint8Array) return 'BYTE_ARRAY'
+  return 'JSON'
+}
+
+/** A hyparquet `Writer` that hands each finished row group's bytes to an output stream. */
+class StreamingByteWriter extends ByteWriter {
+  constructor(private readonly out: Output) {
+    super(1 << 20)
+  }
+  flush(): Promise<void> {
+    const bytes = new Uint8Array(this.buffer.slice(0, this.index))
+    this.index = 0
+    return this.out.write(bytes)
+  }
+  override finish(): void {
+    // the footer is flushed by the caller, which can await it
+  }
+}
+
+export async function parquetWriter(url: string, opts: ParquetWriteOptions = {}, counters?: TaskCounters): Promise<ShardWriter> {
+  const rowGroupSize = opts.rowGroupSize ?? 50_000
+  const out = await openOutput(url, counters)
+  const sink = new StreamingByteWriter(out)
+  let writer: ParquetWriter | undefined
+  let columns: string[] = []
+  let pending: unknown[] = []
+
+  const writeGroup = async (rows: unknown[]) => {
+    if (!writer) {
+      const names = new Map<string, BasicType | 'MIXED' | undefined>()
+      for (const r of rows) {
+        if (typeof r !== 'object' || r === null || Array.isArray(r)) {
+          throw new ZephyrError('UNWRITABLE_RECORD', `${url}: Parquet rows must be objects, got ${Array.isArray(r) ? 'an array' : typeof r}; map records to objects first`)
+        }
+        for (const [k, v] of Object.entries(r)) {
+          const t = typeOf(v)
+          const seen = names.get(k)
+          if (!names.has(k)) names.set(k, t)
+          else if (t && seen === undefined) names.set(k, t)
+          else if (t && seen !== t) names.set(k, 'MIXED')
+        }
+      }
+      if (names.size === 0) throw new ZephyrError('UNWRITABLE_RECORD', `${url}: the records have no fields; a Parquet file needs at least one column`)
+      columns = [...names.keys()]
+      const columnData = columns.map((name) => {
+        const t = opts.types?.[name] ?? names.get(name)
+        return { name, data: [], type: t === 'MIXED' || t === undefined ? (t === 'MIXED' ? 'JSON' : 'STRING') : t } as { name: string; data: unknown[]; type: BasicType }
+      })
+      writer = new ParquetWriter({ writer: sink, schema: schemaFromColumnData({ columnData: columnData as never }), codec: opts.codec ?? 'SNAPPY', createdBy: '@marin/zephyr' })
+    }
+    const columnData = columns.map((name) => ({ name, data: rows.map((r) => (r as Record<string, unknown>)[name] ?? null) }))
+    for (const r of rows) {
+      for (const k of Object.keys(r as object)) {
+        if (!columns.includes(k)) throw new ZephyrError('UNWRITABLE_RECORD', `${url}: field "${k}" is not in the Parquet schema (${columns.join(', ')}), which was inferred from the first ${rowGroupSize} rows; give every record the same fields`)
+      }
+    }
+    try {
+      await writer.write({ columnData: columnData as never, rowGroupSize: rows.length })
+    } catch (err) {
+      if (err instanceof ZephyrError) throw err
+      throw new ZephyrError('UNWRITABLE_RECORD', `${url}: cannot encode rows as Parquet (${(err as Error).message}); check that each column keeps one type`, false, { cause: err })
+    }
+  }
+
+  return {
+    async write(batch) {
+      for (const r of batch) pending.push(r)
+      while (pending.length >= rowGroupSize) {
+        const rows = pending.slice(0, rowGroupSize)
+        pending = pending.slice(rowGroupSize)
+        await writeGroup(rows)
+      }
+    },
+    async close() {
+      if (pending.length || !writer) {
+        if (!pending.length && !writer) {
+          // an empty shard still gets a valid file, with a placeholder schema
+          writer = new ParquetWriter({ writer: sink, schema: [{ name: 'root', num_children: 0 }], createdBy: '@marin/zephyr' })
+        } else await writeGroup(pending)
+        pending = []
+      }
+      await writer!.finish()
+      await sink.flush()
+      await out.close()
+    },
+    abort: (err) => out.abort(err),
+  }
+}
