@@ -61,3 +61,7 @@ export type { ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } f
 // Leases
 export { Lease, defaultLeaseOwner, readLease, releaseLease } from './lease.js'
 export type { KeepAliveOptions, LeaseOptions, LeaseRecord, LeaseState } from './lease.js'
+
+// Provenance
+export { provenance, scopedPackageVersions } from './provenance.js'
+export type { Provenance, ProvenanceOptions } from './provenance.js'
