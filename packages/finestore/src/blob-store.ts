@@ -71,18 +71,16 @@ export class BlobStore {
   /** Whole blob, verified. */
   async read(hash: string, ctx?: ReadContext, size?: number): Promise<Uint8Array> {
     checkHash(hash)
-    if (this.cache) {
-      const local = await this.#cached(hash, ctx, size)
-      if (local !== undefined) {
-        const chunks: Buffer[] = []
-        try {
-          for await (const c of this.cache.readStream(hash, size, this.#mismatch(hash, ctx))) chunks.push(c as Buffer)
-          return Buffer.concat(chunks)
-        } catch (err) {
-          // The cached copy rotted on local disk: drop it and read the source of truth once more.
-          if (!(err instanceof IntegrityError)) throw err
-          await this.cache.remove(hash)
-        }
+    // A cached copy that rotted on local disk is dropped and fetched once more from storage.
+    for (let attempt = 0; this.cache && attempt < 2; attempt++) {
+      if ((await this.#cached(hash, ctx, size)) === undefined) break
+      const chunks: Buffer[] = []
+      try {
+        for await (const c of this.cache.readStream(hash, size, this.#mismatch(hash, ctx))) chunks.push(c as Buffer)
+        return Buffer.concat(chunks)
+      } catch (err) {
+        if (!(err instanceof IntegrityError) || attempt === 1) throw err
+        await this.cache.remove(hash)
       }
     }
     let data: Uint8Array

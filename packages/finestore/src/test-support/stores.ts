@@ -21,14 +21,14 @@ export function tempDir(prefix = 'finestore-'): { dir: string; cleanup: () => vo
 export async function newStore(backend: Backend, opts: Omit<StoreOptions, 'url' | 'storage'> = {}): Promise<TestStore> {
   const { dir, cleanup } = tempDir()
   const url = backend === 'file' ? pathToFileURL(join(dir, 'store')).href : `memory://finestore-test-${randomBytes(6).toString('hex')}`
-  const store = await openStore({ url, ...opts })
-  return {
-    store,
+  const t: TestStore = {
+    store: await openStore({ url, ...opts }),
     url,
     dir,
     cleanup: () => {
-      store.close()
+      t.store.close()
       cleanup()
     },
   }
+  return t
 }
