@@ -8,9 +8,20 @@
  */
 import { KERNELS_WASM_BASE64 } from './kernels-wasm.js'
 
+// The workspace compiles without DOM typings, where the WebAssembly globals live;
+// these are the few members used here.
+type WasmMemory = { readonly buffer: ArrayBuffer; grow(pages: number): number }
+/** A compiled WebAssembly module (structured-cloneable to worker threads). */
+export type WasmModule = object
+type WasmApi = {
+  Module: new (bytes: Uint8Array) => WasmModule
+  Instance: new (module: WasmModule, imports: object) => { exports: unknown }
+}
+const WA = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly
+
 /** The exports of `assembly/kernels.ts`. Pointers and lengths are byte offsets. */
 export type Kernels = {
-  memory: WebAssembly.Memory
+  memory: WasmMemory
   heapBase(): number
   xxh64(p: number, len: number, seed: bigint): bigint
   xxh3(p: number, len: number, seed: bigint): bigint
@@ -23,11 +34,11 @@ export type Kernels = {
   minhash(hashes: number, n: number, params: number, groups: number, out: number): void
 }
 
-let compiled: WebAssembly.Module | undefined
+let compiled: WasmModule | undefined
 
 /** The compiled module; it can be posted to worker threads, which then skip compiling. */
-export function kernelsModule(): WebAssembly.Module {
-  compiled ??= new WebAssembly.Module(Buffer.from(KERNELS_WASM_BASE64, 'base64'))
+export function kernelsModule(): WasmModule {
+  compiled ??= new WA.Module(Buffer.from(KERNELS_WASM_BASE64, 'base64'))
   return compiled
 }
 
@@ -73,7 +84,7 @@ let mem: KernelMemory | undefined
 /** This thread's kernels and memory. */
 export function kernels(): KernelMemory {
   if (mem === undefined) {
-    const instance = new WebAssembly.Instance(kernelsModule(), { env: { abort: kernelAbort } })
+    const instance = new WA.Instance(kernelsModule(), { env: { abort: kernelAbort } })
     mem = new KernelMemory(instance.exports as unknown as Kernels)
   }
   return mem
