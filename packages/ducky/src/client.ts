@@ -9,7 +9,7 @@ import { defaultLogger, type DuckyLogger } from './log.js'
 import { backoffMs, retryPolicy, type RetryOptions, type RetryPolicy } from './retry-policy.js'
 import { methodPath, type MethodDef, type ServiceDef } from './service.js'
 import { clientCredentials, grpcOptions, type ClientTlsOptions, type TransportOptions } from './transport.js'
-import { decodeMessage, encodeMessage } from './wire.js'
+import { decodeBoxed, encodeBoxed, type Boxed } from './wire.js'
 
 export type CallOptions = {
   /** Give up after this long, in ms (per attempt when retrying). Overrides the client's default. */
@@ -103,10 +103,10 @@ function unaryMethod(env: Env, def: MethodDef, method: string) {
       new Promise<unknown>((resolve, reject) => {
         if (signal?.aborted) return reject(cancelledError(method, signal))
         const onAbort = () => call.cancel()
-        const call = env.grpc.makeUnaryRequest(method, encodeMessage, decodeMessage, request, md, { deadline: deadlineOf(opts.deadlineMs ?? env.deadlineMs) }, (err, res) => {
+        const call = env.grpc.makeUnaryRequest(method, encodeBoxed, decodeBoxed, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.deadlineMs) }, (err, res) => {
           signal?.removeEventListener('abort', onAbort)
           if (err) reject(signal?.aborted ? cancelledError(method, signal) : fromServiceError(err, method))
-          else resolve(res)
+          else resolve((res as Boxed).value)
         })
         signal?.addEventListener('abort', onAbort, { once: true })
       })
@@ -115,13 +115,13 @@ function unaryMethod(env: Env, def: MethodDef, method: string) {
 }
 
 /** Iterates one call's responses; cancels the call when the consumer leaves early. */
-async function* responses(call: ClientReadableStream<unknown> | ClientDuplexStream<unknown, unknown>, method: string, signal: AbortSignal | undefined, received: { any: boolean }, failure: () => unknown): AsyncGenerator<unknown> {
+async function* responses(call: ClientReadableStream<Boxed> | ClientDuplexStream<Boxed, Boxed>, method: string, signal: AbortSignal | undefined, received: { any: boolean }, failure: () => unknown): AsyncGenerator<unknown> {
   const onAbort = () => call.cancel()
   signal?.addEventListener('abort', onAbort, { once: true })
   try {
     for await (const m of call) {
       received.any = true
-      yield m
+      yield (m as Boxed).value
     }
   } catch (err) {
     const why = failure()
@@ -143,14 +143,14 @@ function streamHandle(gen: () => AsyncGenerator<unknown>, cancel: () => void): R
 
 function serverStreamMethod(env: Env, def: MethodDef, method: string) {
   return (request: unknown, opts: CallOptions = {}) => {
-    let call: ClientReadableStream<unknown> | undefined
+    let call: ClientReadableStream<Boxed> | undefined
     let cancelled = false
     const { signal } = opts
     async function* gen(): AsyncGenerator<unknown> {
       const md = await env.metadata(opts)
       for (let retry = 0; ; retry++) {
         if (signal?.aborted || cancelled) throw signal?.aborted ? cancelledError(method, signal) : new RpcError('CANCELLED', 'cancelled by the caller', { method })
-        call = env.grpc.makeServerStreamRequest(method, encodeMessage, decodeMessage, request, md, { deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs) })
+        call = env.grpc.makeServerStreamRequest(method, encodeBoxed, decodeBoxed, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs) })
         const received = { any: false }
         try {
           yield* responses(call, method, signal, received, () => undefined)
@@ -172,13 +172,13 @@ function serverStreamMethod(env: Env, def: MethodDef, method: string) {
 
 function bidiMethod(env: Env, _def: MethodDef, method: string) {
   return (requests: AsyncIterable<unknown> | Iterable<unknown>, opts: CallOptions = {}) => {
-    let call: ClientDuplexStream<unknown, unknown> | undefined
+    let call: ClientDuplexStream<Boxed, Boxed> | undefined
     let cancelled = false
     const { signal } = opts
     async function* gen(): AsyncGenerator<unknown> {
       const md = await env.metadata(opts)
       if (signal?.aborted || cancelled) throw signal?.aborted ? cancelledError(method, signal) : new RpcError('CANCELLED', 'cancelled by the caller', { method })
-      const c = (call = env.grpc.makeBidiStreamRequest(method, encodeMessage, decodeMessage, md, { deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs) }))
+      const c = (call = env.grpc.makeBidiStreamRequest(method, encodeBoxed, decodeBoxed, md, { deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs) }))
       let finished = false
       let pumpError: unknown
       c.on('status', () => (finished = true))
@@ -197,7 +197,7 @@ function bidiMethod(env: Env, _def: MethodDef, method: string) {
         try {
           for await (const r of requests) {
             if (finished) return
-            if (!c.write(r)) await waitDrain()
+            if (!c.write({ value: r })) await waitDrain()
           }
           if (!finished) c.end()
         } catch (err) {

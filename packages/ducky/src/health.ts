@@ -35,6 +35,11 @@ function writeVarint(n: number, out: number[]): void {
   out.push(n)
 }
 
+/** Decodes a HealthCheckRequest (boxed: grpc-js takes a falsy request for a missing one). */
+function decodeRequestBoxed(buf: Buffer): { service: string } {
+  return { service: decodeHealthRequest(buf) }
+}
+
 /** Decodes a HealthCheckRequest: field 1 (string) is the service name; unknown fields are skipped. */
 export function decodeHealthRequest(buf: Buffer): string {
   let service = ''
@@ -122,7 +127,7 @@ export class HealthStatus {
         requestStream: false,
         responseStream: false,
         requestSerialize: id,
-        requestDeserialize: decodeHealthRequest,
+        requestDeserialize: decodeRequestBoxed,
         responseSerialize: encodeHealthResponse,
         responseDeserialize: decodeHealthResponse,
       },
@@ -131,19 +136,19 @@ export class HealthStatus {
         requestStream: false,
         responseStream: true,
         requestSerialize: id,
-        requestDeserialize: decodeHealthRequest,
+        requestDeserialize: decodeRequestBoxed,
         responseSerialize: encodeHealthResponse,
         responseDeserialize: decodeHealthResponse,
       },
     }
     const implementation: UntypedServiceImplementation = {
-      Check: (call: ServerUnaryCall<string, ServingStatus>, callback: sendUnaryData<ServingStatus>) => {
-        const status = this.#statuses.get(call.request)
-        if (status === undefined) callback({ code: grpcStatus('NOT_FOUND'), details: `unknown service ${JSON.stringify(call.request)}` })
+      Check: (call: ServerUnaryCall<{ service: string }, ServingStatus>, callback: sendUnaryData<ServingStatus>) => {
+        const status = this.#statuses.get(call.request.service)
+        if (status === undefined) callback({ code: grpcStatus('NOT_FOUND'), details: `unknown service ${JSON.stringify(call.request.service)}` })
         else callback(null, status)
       },
-      Watch: (call: ServerWritableStream<string, ServingStatus>) => {
-        const service = call.request
+      Watch: (call: ServerWritableStream<{ service: string }, ServingStatus>) => {
+        const service = call.request.service
         const watcher = (s: ServingStatus) => call.write(s)
         let set = this.#watchers.get(service)
         if (set === undefined) this.#watchers.set(service, (set = new Set()))

@@ -9,6 +9,7 @@ import type { BidiHandler, CallContext, ServerStreamHandler, UnaryHandler } from
 import type { DuckyLogger } from './log.js'
 import type { MethodDef } from './service.js'
 import { parseRequest, parseResponse } from './validation.js'
+import type { Boxed } from './wire.js'
 
 /** What every call of one server shares. */
 export type CallEnv = {
@@ -83,7 +84,7 @@ async function writeAll(
 ): Promise<void> {
   for await (const item of items) {
     if (signal.aborted) return
-    if (!call.write(parseResponse(def.response, item, method))) await drained(call, signal)
+    if (!call.write({ value: parseResponse(def.response, item, method) })) await drained(call, signal)
     if (signal.aborted) return
   }
   call.end()
@@ -95,8 +96,8 @@ export function unaryCall(env: CallEnv, def: MethodDef, method: string, handler:
     const run = async () => {
       const auth = authorize(env, call, method)
       if (auth) await auth
-      const req = parseRequest(def.request, call.request, method)
-      return parseResponse(def.response, await handler(req, ctx), method)
+      const req = parseRequest(def.request, (call.request as Boxed).value, method)
+      return { value: parseResponse(def.response, await handler(req, ctx), method) }
     }
     run().then(
       (res) => callback(null, res),
@@ -111,7 +112,7 @@ export function serverStreamCall(env: CallEnv, def: MethodDef, method: string, h
     const run = async () => {
       const auth = authorize(env, call, method)
       if (auth) await auth
-      const req = parseRequest(def.request, call.request, method)
+      const req = parseRequest(def.request, (call.request as Boxed).value, method)
       await writeAll(call, handler(req, ctx), def, method, ctx.signal)
     }
     run().catch((err) => {
@@ -130,7 +131,7 @@ export function bidiCall(env: CallEnv, def: MethodDef, method: string, handler: 
       // the response side the handler still writes to.
       for await (const raw of call.iterator({ destroyOnReturn: false })) {
         try {
-          yield parseRequest(def.request, raw, method)
+          yield parseRequest(def.request, (raw as Boxed).value, method)
         } catch (err) {
           badRequest = err as RpcError
           abort.abort(badRequest)

@@ -9,7 +9,7 @@ import { defaultLogger, type DuckyLogger } from './log.js'
 import { bidiCall, serverStreamCall, unaryCall, type CallEnv } from './server-calls.js'
 import { methodPath, type ServiceDef } from './service.js'
 import { grpcOptions, serverCredentials, type ServerTlsOptions, type TransportOptions } from './transport.js'
-import { decodeMessage, encodeMessage } from './wire.js'
+import { decodeBoxed, encodeBoxed } from './wire.js'
 
 export type ServeOptions = TransportOptions & {
   /** Interface to listen on. @default '127.0.0.1' */
@@ -59,10 +59,10 @@ function grpcService(binding: ServiceBinding, env: CallEnv): { definition: Servi
       path,
       requestStream: m.kind === 'bidi',
       responseStream: m.kind !== 'unary',
-      requestSerialize: encodeMessage,
-      requestDeserialize: decodeMessage,
-      responseSerialize: encodeMessage,
-      responseDeserialize: decodeMessage,
+      requestSerialize: encodeBoxed,
+      requestDeserialize: decodeBoxed,
+      responseSerialize: encodeBoxed,
+      responseDeserialize: decodeBoxed,
     }
     const h = handler.bind(impl) as never
     implementation[name] = m.kind === 'unary' ? unaryCall(env, m, path, h) : m.kind === 'serverStream' ? serverStreamCall(env, m, path, h) : bidiCall(env, m, path, h)

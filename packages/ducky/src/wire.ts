@@ -189,3 +189,18 @@ export function decodeMessage(buf: Buffer): unknown {
   }
   return value
 }
+
+/**
+ * A decoded message in a box. grpc-js treats a falsy decoded value as "no message" (and a
+ * `null` pushed into a stream as its end, and refuses to write `null`), so messages such as `0`,
+ * `''` or `null` travel boxed between ducky's code and the (de)serializers.
+ */
+export type Boxed = { readonly value: unknown }
+
+export function decodeBoxed(buf: Buffer): Boxed {
+  return { value: decodeMessage(buf) }
+}
+
+export function encodeBoxed(box: Boxed): Buffer {
+  return encodeMessage(box.value)
+}
