@@ -14,4 +14,5 @@ export default [
   'packages/levanter',
   'packages/marin',
   'scripts',
+  'experiments',
 ]
