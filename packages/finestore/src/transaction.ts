@@ -15,7 +15,7 @@ import { MANIFEST_FORMAT, serializeManifest } from './manifest.js'
 import type { FileEntry, JsonObject, LineageEntry, Manifest } from './manifest.js'
 import { checkFilePath, formatRef } from './names.js'
 import { PinSet } from './pins.js'
-import type { SchemaRegistry } from './schemas.js'
+import { defaultKind, type SchemaRegistry } from './schemas.js'
 
 /** What a transaction needs from its store. */
 export type TxnContext = {
@@ -157,7 +157,7 @@ export class Transaction {
   async commit(): Promise<CommitResult> {
     this.#checkOpen()
     await Promise.allSettled([...this.#inflight])
-    const kind = this.opts.kind ?? this.artifact.split('/')[0]!
+    const kind = this.opts.kind ?? defaultKind(this.artifact)
     const metadata = this.ctx.schemas.validate(kind, this.artifact, this.#metadata)
     const lineage: LineageEntry[] = []
     for (const ref of this.#lineage) {
