@@ -7,6 +7,9 @@
  * const { outputs, counters } = await ctx.execute(ds)
  */
 import { resolve } from 'node:path'
+import type { Client } from '@marin/fray'
+import { frayRunner } from './fray-runner.js'
+import type { FrayRunner } from './fray-runner.js'
 import type { Dataset } from './dataset.js'
 import { executeStages } from './executor.js'
 import type { ExecuteOptions, ExecuteResult, TaskRunner } from './executor.js'
@@ -16,7 +19,12 @@ import { runTask } from './run-task.js'
 import type { Op } from './ops.js'
 
 export type ZephyrContextOptions = ExecuteOptions & {
-  /** Tasks in flight at once (in process: concurrent async tasks). @default 1 */
+  /**
+   * A fray client: tasks run on `maxWorkers` worker actors it creates (worker
+   * processes with `LocalClient`). Without one, tasks run in this process.
+   */
+  readonly client?: Client
+  /** Worker actors (with a client), or tasks in flight in this process. @default 1 */
   readonly maxWorkers?: number
 }
 
@@ -35,7 +43,24 @@ export function inProcessRunner(concurrency: number): TaskRunner {
 }
 
 export class ZephyrContext {
+  private runner: Promise<FrayRunner> | undefined
+
   constructor(readonly options: ZephyrContextOptions = {}) {}
+
+  /** The fray workers, started on first use and kept until `close()`. */
+  workers(): Promise<FrayRunner> | undefined {
+    if (!this.options.client) return undefined
+    this.runner ??= frayRunner(this.options.client, this.options.maxWorkers ?? 1)
+    this.runner.catch(() => (this.runner = undefined))
+    return this.runner
+  }
+
+  /** Stops the worker actors (a no-op in process). */
+  async close(): Promise<void> {
+    const r = this.runner
+    this.runner = undefined
+    if (r) await (await r).close()
+  }
 
   /** Plans the stages of a dataset (globs expanded) without running them. */
   async plan<T>(ds: Dataset<T>): Promise<StagePlan[]> {
@@ -46,6 +71,7 @@ export class ZephyrContext {
   async execute<T>(ds: Dataset<T>, overrides: ExecuteOptions = {}): Promise<ExecuteResult<T>> {
     const opts = { ...this.options, ...overrides }
     const stages = await this.plan(ds)
-    return executeStages<T>(stages, inProcessRunner(opts.maxWorkers ?? 1), opts)
+    const runner = (await this.workers()) ?? inProcessRunner(opts.maxWorkers ?? 1)
+    return executeStages<T>(stages, runner, opts)
   }
 }

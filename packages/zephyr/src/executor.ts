@@ -12,7 +12,8 @@ import { logger } from '@marin/rigging'
 import { addTaskCounters } from './counters.js'
 import type { StageCounters } from './counters.js'
 import { isZephyrError, ZephyrError } from './errors.js'
-import { decodeFrames } from './internal/frames.js'
+import { decodeFrames, FrameEncoder } from './internal/frames.js'
+import { openOutput } from './internal/output.js'
 import { locate, splitUrl } from './internal/location.js'
 import type { StagePlan } from './plan.js'
 import { StageProgress } from './progress.js'
@@ -25,6 +26,8 @@ const log = logger('zephyr')
 /** Runs tasks somewhere. `concurrency` tasks may be in flight at once. */
 export type TaskRunner = {
   readonly concurrency: number
+  /** Tasks run in other processes: in-memory sources must be written to scratch first. */
+  readonly remote?: boolean
   run(stage: StagePlan, shard: number, env: TaskEnv): Promise<TaskResult>
 }
 
@@ -115,7 +118,23 @@ function retryable(err: unknown): boolean {
   return true // the process died, a storage hiccup: try again
 }
 
-export async function executeStages<T>(stages: readonly StagePlan[], runner: TaskRunner, opts: ExecuteOptions = {}): Promise<ExecuteResult<T>> {
+/** Writes an iterable source to a frames file in scratch, so worker processes can read it. */
+async function materialize(stage: StagePlan, scratchUrl: string): Promise<StagePlan> {
+  if (stage.input.kind !== 'iterable') return stage
+  const url = `${scratchUrl}source/00000.bin`
+  const out = await openOutput(url)
+  const enc = new FrameEncoder()
+  for await (const r of stage.input.iterable) {
+    const chunk = enc.add(r)
+    if (chunk) await out.write(chunk)
+  }
+  await out.write(enc.take())
+  await out.close()
+  return { ...stage, input: { kind: 'frames', urls: [url] } }
+}
+
+export async function executeStages<T>(planned: readonly StagePlan[], runner: TaskRunner, opts: ExecuteOptions = {}): Promise<ExecuteResult<T>> {
+  let stages = planned
   const maxAttempts = opts.maxAttempts ?? 3
   const last = stages[stages.length - 1]!
   const scratch = opts.scratch ? { url: opts.scratch.endsWith('/') ? opts.scratch : `${opts.scratch}/`, persistent: true } : defaultScratch(stages)
@@ -143,18 +162,19 @@ export async function executeStages<T>(stages: readonly StagePlan[], runner: Tas
   counters[counters.length - 1]!.shardsSkipped = skippedFinal
   const nothingToDo = finalShards.length === 0
   const scratchLoc = await locate(scratch.url)
+  if (runner.remote && !nothingToDo) stages = [await materialize(stages[0]!, scratch.url), ...stages.slice(1)]
 
   for (const stage of stages) {
     const c = counters[stage.index]!
     const t0 = performance.now()
-    let shards = stage === last ? finalShards : Array.from({ length: stage.numShards }, (_, i) => i)
+    let shards = stage.index === last.index ? finalShards : Array.from({ length: stage.numShards }, (_, i) => i)
     if (nothingToDo) shards = []
-    if (stage !== last && shards.length) {
+    if (stage.index !== last.index && shards.length) {
       // resume: a shard whose done marker exists already has committed buckets
       const done = await Promise.all(shards.map((i) => scratchLoc.storage.exists(`${scratchLoc.path}${scratchPaths.done(stage.index, i)}`)))
       c.shardsSkipped = done.filter(Boolean).length
       shards = shards.filter((_, k) => !done[k])
-    } else if (stage !== last) c.shardsSkipped = stage.numShards
+    } else if (stage.index !== last.index) c.shardsSkipped = stage.numShards
     const progress = new StageProgress(stage.index, stages.length, stage.name, shards.length, opts.progress)
     await pool(shards, runner.concurrency, async (shard) => {
       for (let attempt = 1; ; attempt++) {

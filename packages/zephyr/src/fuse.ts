@@ -26,6 +26,9 @@ const BATCH = 1024
 function userError(op: string, where: ShardInfo, err: unknown): ZephyrError {
   if (err instanceof ZephyrError) return err
   const msg = err instanceof Error ? err.message : String(err)
+  if (err instanceof ReferenceError && process.env.ZEPHYR_WORKER === '1') {
+    return new ZephyrError('FUNCTION_NOT_PORTABLE', `stage ${where.stage} shard ${where.shard}: ${op} uses a variable the worker does not have (${msg}); functions sent to workers must be self-contained — inline the value, or run in process`, false, { cause: err })
+  }
   return new ZephyrError('USER_FUNCTION_FAILED', `stage ${where.stage} shard ${where.shard}: ${op} threw: ${msg}; fix the function or filter out the record first`, false, { cause: err })
 }
 

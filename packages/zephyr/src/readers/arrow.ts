@@ -2,7 +2,7 @@
  * @module Arrow IPC reader (file or stream format), streaming record batches.
  * Columns written by zephyr as JSON text (field metadata `zephyr:json`) come back as values.
  */
-import { RecordBatchReader } from 'apache-arrow'
+import { DataType, RecordBatchReader } from 'apache-arrow'
 import type { RecordBatch } from 'apache-arrow'
 import type { TaskCounters } from '../counters.js'
 import { ZephyrError } from '../errors.js'
@@ -24,10 +24,12 @@ export function batchToRows(batch: RecordBatch, columns?: readonly string[]): Re
     const vec = batch.getChild(f.name)
     if (!vec) continue
     const json = f.metadata.get(JSON_FIELD_META) === 'true'
+    const timestamp = DataType.isTimestamp(f.type) || DataType.isDate(f.type)
     let i = 0
     for (const v of vec) {
       let value: unknown = v ?? null
       if (json && typeof value === 'string') value = JSON.parse(value)
+      else if (timestamp && (typeof value === 'number' || typeof value === 'bigint')) value = new Date(Number(value))
       else if (value !== null && typeof value === 'object' && 'toJSON' in value && !(value instanceof Date)) value = (value as { toJSON(): unknown }).toJSON()
       rows[i++]![f.name] = value
     }

@@ -1,0 +1,106 @@
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parquetMetadata } from 'hyparquet'
+import { describe, expect, test } from 'vitest'
+import { ZephyrContext } from './context.js'
+import { emptyTaskCounters } from './counters.js'
+import { Dataset } from './dataset.js'
+import { col } from './expr.js'
+import { foreignParquet } from './fixtures/parquet-wasm.js'
+import type { ForeignCodec } from './fixtures/parquet-wasm.js'
+import { tempDir } from './fixtures/tmp.js'
+import { ParquetReader } from './parquet-reader.js'
+
+const ctx = new ZephyrContext({ progress: 'off' })
+const N = 5000
+const langs = ['en', 'fr', 'de', 'es']
+// sorted by lang, as a crawler's output often is, so row groups have narrow lang ranges
+const rows = Array.from({ length: N }, (_, i) => ({ id: i, lang: langs[Math.floor((i * langs.length) / N)]!, score: (i % 100) / 100, text: `text number ${i}` }))
+const columns = {
+  id: Int32Array.from(rows.map((r) => r.id)),
+  lang: rows.map((r) => r.lang),
+  score: Float64Array.from(rows.map((r) => r.score)),
+  text: rows.map((r) => r.text),
+}
+
+describe('Parquet from another writer', () => {
+  test.each<ForeignCodec>(['SNAPPY', 'GZIP', 'ZSTD', 'UNCOMPRESSED'])('%s pages are read correctly', async (codec) => {
+    const dir = tempDir()
+    const bytes = foreignParquet(columns, codec)
+    const meta = parquetMetadata(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer)
+    expect(new Set(meta.row_groups.flatMap((g) => g.columns.map((c) => c.meta_data!.codec)))).toEqual(new Set([codec]))
+    expect(meta.created_by).toMatch(/parquet-rs/)
+    writeFileSync(join(dir, 'x.parquet'), bytes)
+    const got: unknown[] = []
+    for await (const r of new ParquetReader({ path: join(dir, 'x.parquet') })) got.push(r)
+    expect(got).toEqual(rows)
+  })
+
+  test('column projection reads only the named columns', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'x.parquet'), foreignParquet(columns, 'ZSTD'))
+    const r = await ctx.execute(Dataset.fromFiles(join(dir, 'x.parquet')).loadParquet({ columns: ['id', 'lang'] }))
+    expect(r.results).toEqual(rows.map(({ id, lang }) => ({ id, lang })))
+  })
+
+  test('an expression filter skips row groups by statistics and filters rows', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'x.parquet'), foreignParquet(columns, 'SNAPPY', 500))
+    const counters = emptyTaskCounters()
+    const got: unknown[] = []
+    for await (const r of new ParquetReader({ path: join(dir, 'x.parquet'), columns: ['id'], filter: col('lang').eq('fr'), counters })) got.push(r)
+    expect(got).toEqual(rows.filter((r) => r.lang === 'fr').map(({ id }) => ({ id })))
+    // 10 groups of 500 rows; only the groups holding 'fr' (ids 1250..2499) can match
+    expect(counters.rowGroupsSkipped).toBe(7)
+  })
+
+  test('a filter after loadParquet is pushed into the reader', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'x.parquet'), foreignParquet(columns, 'GZIP', 500))
+    const ds = Dataset.fromFiles(join(dir, 'x.parquet')).loadParquet().filter(col('id').lt(600).and(col('score').gte(0.5))).select('id')
+    const [stage] = await ctx.plan(ds)
+    expect(stage!.ops.map((o) => o.kind)).toEqual(['load'])
+    const r = await ctx.execute(ds)
+    expect(r.results).toEqual(rows.filter((x) => x.id < 600 && x.score >= 0.5).map(({ id }) => ({ id })))
+    expect(r.counters[0]!.rowGroupsSkipped).toBe(8)
+  })
+
+  test('a truncated file is a CORRUPT_PARQUET error naming the file', async () => {
+    const dir = tempDir()
+    const bytes = foreignParquet(columns, 'SNAPPY')
+    writeFileSync(join(dir, 'cut.parquet'), bytes.subarray(0, bytes.length - 100))
+    await expect(ctx.execute(Dataset.fromFiles(join(dir, 'cut.parquet')).loadParquet())).rejects.toMatchObject({
+      code: 'CORRUPT_PARQUET',
+      message: expect.stringMatching(/cut\.parquet: not a readable Parquet file.*truncated/),
+    })
+    writeFileSync(join(dir, 'mid.parquet'), Buffer.concat([bytes.subarray(0, 2000), bytes.subarray(bytes.length - 3000)]))
+    await expect(ctx.execute(Dataset.fromFiles(join(dir, 'mid.parquet')).loadParquet())).rejects.toMatchObject({ code: 'CORRUPT_PARQUET', message: expect.stringContaining('mid.parquet') })
+  })
+
+  test('a missing column in the projection is an INVALID_PLAN error', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'x.parquet'), foreignParquet(columns, 'SNAPPY'))
+    await expect(ctx.execute(Dataset.fromFiles(join(dir, 'x.parquet')).loadParquet({ columns: ['nope'] }))).rejects.toMatchObject({ code: 'INVALID_PLAN', message: expect.stringMatching(/no column "nope"/) })
+  })
+})
+
+describe('writeParquet', () => {
+  test('round trip keeps types: strings, numbers, bigints, booleans, nulls, nested values', async () => {
+    const dir = tempDir()
+    const docs = Array.from({ length: 1200 }, (_, i) => ({ id: i, big: BigInt(i) * 10_000_000_000n, ok: i % 2 === 0, text: i % 5 ? `t${i}` : null, meta: { tags: ['a', i] }, score: i / 3 }))
+    const w = await ctx.execute(Dataset.fromList(docs, { numShards: 2 }).writeParquet(join(dir, 'part-{shard:05d}-of-{total:05d}.parquet'), { rowGroupSize: 250 }))
+    expect(w.outputs).toHaveLength(2)
+    const back = await ctx.execute(Dataset.fromFiles(join(dir, '*.parquet')).loadParquet())
+    expect(back.results).toEqual(docs)
+    const meta = parquetMetadata(readFileSync(w.outputs[0]!).buffer as ArrayBuffer)
+    expect(meta.row_groups.map((g) => Number(g.num_rows))).toEqual([250, 250, 100])
+  })
+
+  test('a record with a field outside the inferred schema is UNWRITABLE_RECORD; nothing is left behind', async () => {
+    const dir = tempDir()
+    const docs = [{ a: 1 }, { a: 2 }, { a: 3, b: 'surprise' }]
+    await expect(ctx.execute(Dataset.fromList(docs).writeParquet(join(dir, 'p-{shard}.parquet'), { rowGroupSize: 2 }))).rejects.toMatchObject({ code: 'UNWRITABLE_RECORD', message: expect.stringContaining('"b"') })
+    const { readdirSync } = await import('node:fs')
+    expect(readdirSync(dir).filter((f) => f.endsWith('.parquet'))).toEqual([])
+  })
+})
