@@ -3,29 +3,46 @@ import { isAbsolute, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { RiggingError } from '../errors.js'
 import { FileStorage } from './file.js'
+import type { FileLockOptions } from './file-lock.js'
+import { openGcsStorage } from './gcs.js'
+import type { GcsStorageOptions } from './gcs.js'
 import { MemoryStorage } from './memory.js'
+import { openS3Storage } from './s3.js'
+import type { S3StorageOptions } from './s3.js'
 import type { Storage } from './types.js'
 
 /** The URL schemes `openStorage` understands. */
-export const STORAGE_SCHEMES = ['file://', 'memory://'] as const
+export const STORAGE_SCHEMES = ['file://', 'memory://', 's3://', 'gs://'] as const
+
+export type OpenStorageOptions = {
+  /** For `file://`: how object locks wait and when a lock counts as stale. */
+  readonly lock?: FileLockOptions
+  /** For `s3://`: options of the S3 client (region, endpoint, forcePathStyle, credentials). */
+  readonly s3?: S3StorageOptions
+  /** For `gs://`: options of the GCS client (projectId, keyFilename, apiEndpoint). */
+  readonly gcs?: GcsStorageOptions
+}
 
 const SCHEME = /^([a-zA-Z][a-zA-Z0-9+.-]*):\/\//
 
 /**
  * Opens the storage a URL names:
  * - `file:///abs/dir` or a plain local path (`./.marin`, `/data/x`): files under that directory;
- * - `memory://name`: a process-wide in-memory store shared by every opener of that name.
+ * - `memory://name`: a process-wide in-memory store shared by every opener of that name;
+ * - `s3://bucket/prefix`, `gs://bucket/prefix`: object stores, through the optional
+ *   peers `@aws-sdk/client-s3` and `@google-cloud/storage` (STORAGE_ADAPTER_MISSING
+ *   names the package to add when it is not installed).
  *
  * @example
  * const store = await openStorage(process.env.MARIN_PREFIX ?? './.marin')
  * await store.write('artifacts/x/HEAD', 'v1', { condition: { ifAbsent: true } })
  * @throws RiggingError('STORAGE_UNKNOWN_SCHEME') for any other scheme.
  */
-export async function openStorage(url: string): Promise<Storage> {
+export async function openStorage(url: string, opts: OpenStorageOptions = {}): Promise<Storage> {
   const m = SCHEME.exec(url)
   if (!m) {
     if (url === '') throw new RiggingError('STORAGE_INVALID_PATH', 'storage URL is empty; pass e.g. file:///data/marin or ./.marin')
-    return new FileStorage(resolve(url))
+    return new FileStorage(resolve(url), { ...(opts.lock ? { lock: opts.lock } : {}) })
   }
   const scheme = m[1]!.toLowerCase()
   const rest = url.slice(m[0].length)
@@ -44,10 +61,14 @@ export async function openStorage(url: string): Promise<Storage> {
       if (!isAbsolute(path)) {
         throw new RiggingError('STORAGE_INVALID_PATH', `storage URL ${url}: file URLs need an absolute path; use file:///absolute/path`)
       }
-      return new FileStorage(path)
+      return new FileStorage(path, { ...(opts.lock ? { lock: opts.lock } : {}) })
     }
     case 'memory':
       return new MemoryStorage(rest.replace(/\/+$/, ''))
+    case 's3':
+      return openS3Storage(url, opts.s3)
+    case 'gs':
+      return openGcsStorage(url, opts.gcs)
     default:
       throw new RiggingError(
         'STORAGE_UNKNOWN_SCHEME',

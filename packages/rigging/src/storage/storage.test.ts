@@ -231,7 +231,7 @@ describe('openStorage', () => {
   test('an unknown scheme is STORAGE_UNKNOWN_SCHEME listing the supported ones', async () => {
     const err = await openStorage('ftp://host/x').catch((e: unknown) => e)
     expect(isRiggingError(err, 'STORAGE_UNKNOWN_SCHEME')).toBe(true)
-    expect((err as Error).message).toMatch(/unknown scheme "ftp:\/\/"; supported: file:\/\/, memory:\/\//)
+    expect((err as Error).message).toMatch(/unknown scheme "ftp:\/\/"; supported: file:\/\/, memory:\/\/, s3:\/\/, gs:\/\/ \(or a plain local path\)/)
   })
 
   test('a file URL with a host or an empty URL is rejected with what to write instead', async () => {
