@@ -52,6 +52,11 @@ export type { JsonlSinkOptions } from './telemetry/jsonl-sink.js'
 
 // Storage
 export { openStorage, STORAGE_SCHEMES } from './storage/open-storage.js'
+export type { OpenStorageOptions } from './storage/open-storage.js'
+export { S3_PEER } from './storage/s3.js'
+export type { S3StorageOptions } from './storage/s3.js'
+export { GCS_PEER } from './storage/gcs.js'
+export type { GcsStorageOptions } from './storage/gcs.js'
 export { FileStorage } from './storage/file.js'
 export type { FileStorageOptions } from './storage/file.js'
 export type { FileLockOptions } from './storage/file-lock.js'
