@@ -99,6 +99,10 @@ describe('redaction', () => {
       password: 'hunter22',
       numTokens: 512,
       tokenizer: 'gpt2',
+      eos_token: '<|endoftext|>',
+      hf_token: 'hf_abc',
+      awsSecretAccessKey: 'aws-s',
+      key: 'blobs/sha256/ab',
       request: { headers: { Authorization: 'Bearer abc', accept: 'json' }, body: { api_key: 'k-1', nested: { clientSecret: 's' } } },
       list: [{ token: 't-1' }, { secrets: { a: 1 } }],
     }
@@ -109,6 +113,10 @@ describe('redaction', () => {
       password: '[REDACTED]',
       numTokens: 512,
       tokenizer: 'gpt2',
+      eos_token: '<|endoftext|>',
+      hf_token: '[REDACTED]',
+      awsSecretAccessKey: '[REDACTED]',
+      key: 'blobs/sha256/ab',
       request: { headers: { Authorization: '[REDACTED]', accept: 'json' }, body: { api_key: '[REDACTED]', nested: { clientSecret: '[REDACTED]' } } },
       list: [{ token: '[REDACTED]' }, { secrets: '[REDACTED]' }],
     })

@@ -75,17 +75,25 @@ abstract class Family<S> {
   protected state(labels: Labels | undefined): S
   protected state(labels: Labels | undefined, create: false): S | undefined
   protected state(labels: Labels | undefined, create = true): S | undefined {
-    const keys = labels === undefined ? [] : Object.keys(labels).sort()
-    if (keys.length !== this.labelNames.length || keys.some((k, i) => k !== this.labelNames[i])) {
-      throw new RiggingError('TELEMETRY_INVALID', `metric ${this.name}: got labels [${keys.join(', ')}], but it was declared with [${this.labelNames.join(', ')}]; pass exactly those`)
+    // Hot path: read the declared names in their (sorted) order; no per-call sort.
+    const names = this.labelNames
+    const given = labels === undefined ? 0 : Object.keys(labels).length
+    let id = ''
+    let ok = given === names.length
+    for (let i = 0; ok && i < names.length; i++) {
+      const v = labels![names[i]!]
+      if (v === undefined) ok = false
+      else id += (i === 0 ? '' : '\u0000') + String(v)
     }
-    const values = keys.map((k) => String(labels![k]))
-    const id = values.join('\u0000')
+    if (!ok) {
+      const keys = labels === undefined ? [] : Object.keys(labels).sort()
+      throw new RiggingError('TELEMETRY_INVALID', `metric ${this.name}: got labels [${keys.join(', ')}], but it was declared with [${names.join(', ')}]; pass exactly those`)
+    }
     let entry = this.series.get(id)
     if (entry === undefined && !create) return undefined
     if (entry === undefined) {
       const text: Record<string, string> = {}
-      keys.forEach((k, i) => (text[k] = values[i]!))
+      for (const k of names) text[k] = String(labels![k])
       entry = { labels: text, state: this.init() }
       this.series.set(id, entry)
     }
