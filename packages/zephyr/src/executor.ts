@@ -56,14 +56,21 @@ export type ExecuteResult<T> = {
   readonly counters: StageCounters[]
 }
 
-/** A stable name for a plan's scratch folder, so a rerun finds the buckets of a crashed run. */
+/**
+ * A stable name for a plan's scratch folder, so that a rerun with
+ * `skipExisting` finds the committed shards of a crashed run. It covers the
+ * plan's shape (inputs, operations and their settings, outputs, shard counts)
+ * but not function bodies, whose source text differs between loaders; like
+ * `skipExisting` itself, resuming trusts that the code did not change.
+ */
 export function planHash(stages: readonly StagePlan[]): string {
   const h = createHash('sha256')
+  const data = (_k: string, v: unknown) => (typeof v === 'function' ? 'fn' : typeof v === 'bigint' ? `${v}n` : v)
   for (const s of stages) {
     h.update(s.name)
     h.update(JSON.stringify(s.input.kind === 'files' ? s.input.urls : s.input.kind))
-    h.update(JSON.stringify(s.ops, (_k, v: unknown) => (typeof v === 'function' ? v.toString() : typeof v === 'bigint' ? `${v}n` : v)))
-    h.update(JSON.stringify(s.output, (_k, v: unknown) => (typeof v === 'function' ? v.toString() : v)))
+    h.update(JSON.stringify(s.ops, data))
+    h.update(JSON.stringify(s.output, data))
     h.update(String(s.numShards))
   }
   return h.digest('hex').slice(0, 16)
@@ -162,6 +169,8 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
   counters[counters.length - 1]!.shardsSkipped = skippedFinal
   const nothingToDo = finalShards.length === 0
   const scratchLoc = await locate(scratch.url)
+  // Only a resume may reuse what an earlier run left in scratch.
+  if (scratch.persistent && !opts.skipExisting && !nothingToDo) await removeScratch(scratch.url)
   if (runner.remote && !nothingToDo) stages = [await materialize(stages[0]!, scratch.url), ...stages.slice(1)]
 
   for (const stage of stages) {

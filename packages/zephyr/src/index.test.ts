@@ -1,0 +1,21 @@
+import { expect, test } from 'vitest'
+
+test('exports', async () => {
+  expect(Object.keys(await import('./index.js')).sort()).toMatchInlineSnapshot(`
+    [
+      "Dataset",
+      "ParquetReader",
+      "ZEPHYR_ERROR_CODES",
+      "ZephyrContext",
+      "ZephyrError",
+      "col",
+      "evaluate",
+      "formatPattern",
+      "isZephyrError",
+      "mayMatch",
+      "name",
+      "version",
+      "wikitextToText",
+    ]
+  `)
+})

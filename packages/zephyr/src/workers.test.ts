@@ -1,0 +1,123 @@
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { LocalClient } from '@marin/fray'
+import { afterAll, describe, expect, test } from 'vitest'
+import { ZephyrContext } from './context.js'
+import { Dataset } from './dataset.js'
+import { col } from './expr.js'
+import { tempDir } from './fixtures/tmp.js'
+
+const client = new LocalClient()
+afterAll(() => client.shutdown())
+
+function inputs(files: number, perFile: number): string {
+  const dir = tempDir()
+  mkdirSync(join(dir, 'in'))
+  for (let f = 0; f < files; f++) {
+    const lines = Array.from({ length: perFile }, (_, i) => {
+      const id = f * perFile + i
+      return JSON.stringify({ id, lang: ['en', 'fr', 'de'][id % 3], text: `document ${id} ${'lorem '.repeat(id % 11)}` })
+    })
+    writeFileSync(join(dir, 'in', `${String(f).padStart(3, '0')}.jsonl`), lines.join('\n'))
+  }
+  return dir
+}
+
+function readAll(dir: string, sub: string): string[] {
+  return readdirSync(join(dir, sub))
+    .filter((f) => f.endsWith('.jsonl'))
+    .sort()
+    .map((f) => `${f}\n${readFileSync(join(dir, sub, f), 'utf8')}`)
+}
+
+describe('ZephyrContext on fray workers', () => {
+  test('1 and 4 workers write identical outputs (map, filter, groupBy, deduplicate)', async () => {
+    const dir = inputs(8, 150)
+    const ds = (out: string) =>
+      Dataset.fromFiles(join(dir, 'in/*.jsonl'))
+        .loadJsonl<{ id: number; lang: string; text: string }>()
+        .filter(col('lang').ne('de'))
+        .map((r) => ({ ...r, words: r.text.split(' ').filter(Boolean).length }))
+        .deduplicate((r) => r.words, { numShards: 3 })
+        .groupBy('lang', (lang: string, rs: { id: number }[]) => ({ lang, n: rs.length, ids: rs.map((r) => r.id) }), { numShards: 2 })
+        .writeJsonl(join(dir, out, 'part-{shard:05d}-of-{total:05d}.jsonl'))
+    const one = new ZephyrContext({ client, maxWorkers: 1, progress: 'off' })
+    const four = new ZephyrContext({ client, maxWorkers: 4, progress: 'off' })
+    try {
+      const a = await one.execute(ds('one'))
+      const b = await four.execute(ds('four'))
+      expect(readAll(dir, 'four')).toEqual(readAll(dir, 'one'))
+      expect(a.counters.map((c) => [c.recordsIn, c.recordsOut])).toEqual(b.counters.map((c) => [c.recordsIn, c.recordsOut]))
+      expect(a.counters[0]!.recordsIn).toBe(1200)
+      const workerPids = new Set((await four.workers()!).pids())
+      expect(workerPids.size).toBe(4)
+      expect(workerPids.has(process.pid)).toBe(false)
+    } finally {
+      await one.close()
+      await four.close()
+    }
+  }, 120_000)
+
+  test('a worker killed mid-shard: the shard is retried and each record is written once', async () => {
+    const dir = inputs(6, 40)
+    const marks = join(dir, 'marks')
+    mkdirSync(marks)
+    process.env.ZEPHYR_TEST_MARKS = marks
+    const ctx = new ZephyrContext({ client, maxWorkers: 2, progress: 'off' })
+    try {
+      const runner = await ctx.workers()!
+      const ds = Dataset.fromFiles(join(dir, 'in/*.jsonl'))
+        .loadJsonl<{ id: number }>()
+        .mapShard(async function* (rs, shard) {
+          const fs = process.getBuiltinModule('node:fs') as typeof import('node:fs')
+          fs.writeFileSync(`${process.env.ZEPHYR_TEST_MARKS}/${shard.shard}-${process.pid}-${Date.now()}`, '')
+          for await (const r of rs) {
+            await new Promise((res) => setTimeout(res, 10))
+            yield r
+          }
+        })
+        .writeJsonl(join(dir, 'out/part-{shard:05d}-of-{total:05d}.jsonl'))
+      const run = ctx.execute(ds)
+      // wait until some worker is inside a shard, then kill that worker's process
+      let victim: number | undefined
+      while (victim === undefined) {
+        await new Promise((r) => setTimeout(r, 20))
+        const pids = runner.pids()
+        const mark = readdirSync(marks).find((m) => pids.includes(Number(m.split('-')[1])))
+        if (mark) victim = Number(mark.split('-')[1])
+      }
+      process.kill(victim, 'SIGKILL')
+      const r = await run
+      expect(r.counters[0]!.retries).toBeGreaterThanOrEqual(1)
+      const ids = readAll(dir, 'out')
+        .flatMap((t) => t.split('\n').slice(1))
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { id: number }).id)
+        .sort((a, b) => a - b)
+      expect(ids).toEqual(Array.from({ length: 240 }, (_, i) => i))
+      // the killed shard started twice, in two different processes
+      const starts = readdirSync(marks).map((m) => m.split('-'))
+      const byShard = new Map<string, Set<string>>()
+      for (const [s, pid] of starts) byShard.set(s!, (byShard.get(s!) ?? new Set()).add(pid!))
+      expect([...byShard.values()].some((pids) => pids.size >= 2 && pids.has(String(victim)))).toBe(true)
+    } finally {
+      delete process.env.ZEPHYR_TEST_MARKS
+      await ctx.close()
+    }
+  }, 120_000)
+
+  test('a function that captures a local variable is FUNCTION_NOT_PORTABLE on workers', async () => {
+    const ctx = new ZephyrContext({ client, maxWorkers: 1, progress: 'off' })
+    const factor = 3
+    try {
+      await expect(ctx.execute(Dataset.fromList([1, 2]).map((x) => x * factor))).rejects.toMatchObject({
+        code: 'FUNCTION_NOT_PORTABLE',
+        message: expect.stringMatching(/factor is not defined.*self-contained/),
+      })
+      // the same pipeline without the capture runs
+      expect((await ctx.execute(Dataset.fromList([1, 2]).map((x) => x * 3))).results).toEqual([3, 6])
+    } finally {
+      await ctx.close()
+    }
+  }, 120_000)
+})
