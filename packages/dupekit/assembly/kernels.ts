@@ -157,26 +157,21 @@ let mulHi: u64 = 0
   return mulFold64(load<u64>(p) ^ (load<u64>(s) + seed), load<u64>(p, 8) ^ (load<u64>(s, 8) - seed))
 }
 
-function accumulate512(p: usize, s: usize): void {
-  for (let i: usize = 0; i < 8; i++) {
-    const dataVal = load<u64>(p + i * 8)
-    const dataKey = dataVal ^ load<u64>(s + i * 8)
-    const a1 = ACC + ((i ^ 1) << 3)
-    store<u64>(a1, load<u64>(a1) + dataVal)
-    const a0 = ACC + (i << 3)
-    store<u64>(a0, load<u64>(a0) + (dataKey & 0xffffffff) * (dataKey >> 32))
-  }
+// Long inputs: the eight 64-bit accumulators live in four SIMD registers (lanes 2j, 2j+1).
+// Per 16 input bytes: acc += swap(data) + lo32(data^key) * hi32(data^key), lane-wise.
+@inline function accLanes(acc: v128, p: usize, s: usize): v128 {
+  const data = v128.load(p)
+  const key = v128.xor(data, v128.load(s))
+  const lo = i32x4.shuffle(key, key, 0, 2, 0, 2)
+  const hi = i32x4.shuffle(key, key, 1, 3, 1, 3)
+  const prod = i64x2.extmul_low_i32x4_u(lo, hi)
+  return i64x2.add(i64x2.add(acc, i64x2.shuffle(data, data, 1, 0)), prod)
 }
 
-function scramble(s: usize): void {
-  for (let i: usize = 0; i < 8; i++) {
-    const a = ACC + (i << 3)
-    let v = load<u64>(a)
-    v ^= v >> 47
-    v ^= load<u64>(s + i * 8)
-    v *= P32_1
-    store<u64>(a, v)
-  }
+@inline function scrambleLanes(acc: v128, s: usize): v128 {
+  let v = v128.xor(acc, i64x2.shr_u(acc, 47))
+  v = v128.xor(v, v128.load(s))
+  return i64x2.mul(v, i64x2.splat(P32_1))
 }
 
 function mergeAccs(s: usize, start: u64): u64 {
@@ -197,26 +192,49 @@ function hashLongInto(p: usize, len: usize, seed: u64): usize {
     }
     secret = CUSTOM_SECRET
   }
-  store<u64>(ACC, P32_3)
-  store<u64>(ACC, P64_1, 8)
-  store<u64>(ACC, P64_2, 16)
-  store<u64>(ACC, P64_3, 24)
-  store<u64>(ACC, P64_4, 32)
-  store<u64>(ACC, P32_2, 40)
-  store<u64>(ACC, P64_5, 48)
-  store<u64>(ACC, P32_1, 56)
+  let a0 = i64x2(<i64>P32_3, <i64>P64_1)
+  let a1 = i64x2(<i64>P64_2, <i64>P64_3)
+  let a2 = i64x2(<i64>P64_4, <i64>P32_2)
+  let a3 = i64x2(<i64>P64_5, <i64>P32_1)
   const stripesPerBlock: usize = (SECRET_SIZE - 64) / 8
   const blockLen: usize = 64 * stripesPerBlock
   const blocks = (len - 1) / blockLen
+  const last = secret + SECRET_SIZE - 64
   for (let n: usize = 0; n < blocks; n++) {
     const b = p + n * blockLen
-    for (let s: usize = 0; s < stripesPerBlock; s++) accumulate512(b + s * 64, secret + s * 8)
-    scramble(secret + SECRET_SIZE - 64)
+    for (let st: usize = 0; st < stripesPerBlock; st++) {
+      const q = b + st * 64
+      const k = secret + st * 8
+      a0 = accLanes(a0, q, k)
+      a1 = accLanes(a1, q + 16, k + 16)
+      a2 = accLanes(a2, q + 32, k + 32)
+      a3 = accLanes(a3, q + 48, k + 48)
+    }
+    a0 = scrambleLanes(a0, last)
+    a1 = scrambleLanes(a1, last + 16)
+    a2 = scrambleLanes(a2, last + 32)
+    a3 = scrambleLanes(a3, last + 48)
   }
   const stripes = (len - 1 - blockLen * blocks) / 64
   const b = p + blocks * blockLen
-  for (let s: usize = 0; s < stripes; s++) accumulate512(b + s * 64, secret + s * 8)
-  accumulate512(p + len - 64, secret + SECRET_SIZE - 64 - 7)
+  for (let st: usize = 0; st < stripes; st++) {
+    const q = b + st * 64
+    const k = secret + st * 8
+    a0 = accLanes(a0, q, k)
+    a1 = accLanes(a1, q + 16, k + 16)
+    a2 = accLanes(a2, q + 32, k + 32)
+    a3 = accLanes(a3, q + 48, k + 48)
+  }
+  const q = p + len - 64
+  const k = secret + SECRET_SIZE - 64 - 7
+  a0 = accLanes(a0, q, k)
+  a1 = accLanes(a1, q + 16, k + 16)
+  a2 = accLanes(a2, q + 32, k + 32)
+  a3 = accLanes(a3, q + 48, k + 48)
+  v128.store(ACC, a0)
+  v128.store(ACC, a1, 16)
+  v128.store(ACC, a2, 32)
+  v128.store(ACC, a3, 48)
   return secret
 }
 
@@ -377,29 +395,22 @@ export function xxh128(p: usize, len: usize, seed: u64, out: usize): void {
   store<u64>(out, hi, 8)
 }
 
-/** Hashes `n` inputs: input i is bytes `data + offsets[i] .. data + offsets[i+1]` (u32 offsets). */
-export function xxh64Batch(data: usize, offsets: usize, n: u32, seed: u64, out: usize): void {
-  for (let i: usize = 0; i < <usize>n; i++) {
-    const a = <usize>load<u32>(offsets + i * 4)
-    const b = <usize>load<u32>(offsets + i * 4 + 4)
-    store<u64>(out + i * 8, xxh64(data + a, b - a, seed))
-  }
+// Per-document entry points for batches: the seed comes as two u32 halves and the
+// result goes to memory, so no BigInt is made or converted per call.
+
+/** XXH64 of `len` bytes at `p`, stored at `out`. */
+export function xxh64To(p: usize, len: usize, seedLo: u32, seedHi: u32, out: usize): void {
+  store<u64>(out, xxh64(p, len, ((<u64>seedHi) << 32) | seedLo))
 }
 
-export function xxh3Batch(data: usize, offsets: usize, n: u32, seed: u64, out: usize): void {
-  for (let i: usize = 0; i < <usize>n; i++) {
-    const a = <usize>load<u32>(offsets + i * 4)
-    const b = <usize>load<u32>(offsets + i * 4 + 4)
-    store<u64>(out + i * 8, xxh3(data + a, b - a, seed))
-  }
+/** XXH3-64 of `len` bytes at `p`, stored at `out`. */
+export function xxh3To(p: usize, len: usize, seedLo: u32, seedHi: u32, out: usize): void {
+  store<u64>(out, xxh3(p, len, ((<u64>seedHi) << 32) | seedLo))
 }
 
-export function xxh128Batch(data: usize, offsets: usize, n: u32, seed: u64, out: usize): void {
-  for (let i: usize = 0; i < <usize>n; i++) {
-    const a = <usize>load<u32>(offsets + i * 4)
-    const b = <usize>load<u32>(offsets + i * 4 + 4)
-    xxh128(data + a, b - a, seed, out + i * 16)
-  }
+/** XXH3-128 of `len` bytes at `p`, stored at `out` (low u64, then high). */
+export function xxh128To(p: usize, len: usize, seedLo: u32, seedHi: u32, out: usize): void {
+  xxh128(p, len, ((<u64>seedHi) << 32) | seedLo, out)
 }
 
 // ---------------------------------------------------------------- MinHash

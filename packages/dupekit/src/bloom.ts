@@ -58,7 +58,6 @@ export class BloomFilter {
   readonly seed: number
   /** The bit array; bit `i` is `(words[i >>> 5] >>> (i & 31)) & 1`. */
   readonly words: Uint32Array
-  private readonly seed64: bigint
   /** Keys whose add() set at least one new bit. */
   added: number
 
@@ -78,7 +77,6 @@ export class BloomFilter {
     this.bits = bits
     this.hashes = hashes
     this.seed = seed
-    this.seed64 = BigInt(seed)
     this.words = words ?? new Uint32Array(bits / 32)
     this.added = added
   }
@@ -89,12 +87,11 @@ export class BloomFilter {
     return new BloomFilter(bits, hashes, options.seed ?? 0)
   }
 
-  /** Hashes `key`; leaves h1 and h2 in kernel memory at u32 index `base>>2` and `+1`. */
+  /** Hashes `key`; returns the u32 index in kernel memory of h1 (h2 follows). */
   private hashKey(key: HashInput): number {
     const m = kernels()
-    const offsets = m.base
-    const out = m.base + 16
-    const data = m.base + 32
+    const out = m.base
+    const data = m.base + 16
     let len: number
     if (typeof key === 'string') {
       m.ensure(data + key.length * 3)
@@ -104,10 +101,7 @@ export class BloomFilter {
       m.u8.set(key, data)
       len = key.length
     }
-    const o = offsets >>> 2
-    m.u32[o] = 0
-    m.u32[o + 1] = len
-    m.k.xxh3Batch(data, offsets, 1, this.seed64, out)
+    m.k.xxh3To(data, len, this.seed, 0, out)
     return out >>> 2
   }
 

@@ -3,8 +3,8 @@
  *
  * Results are byte-exact with the reference xxHash (0.8) for every length and seed,
  * so keys computed here match keys computed by any other xxHash implementation.
- * The batch functions hash many inputs per call into one typed array; they are
- * the fast path for exact dedup (one call into WebAssembly per batch, not per document).
+ * The batch functions hash many inputs per call into one typed array; they are the
+ * fast path for exact dedup (no allocation and no BigInt per document).
  *
  * @example
  * xxh3('hello')                    // 64-bit bigint
@@ -19,9 +19,6 @@ export type HashInput = string | Uint8Array
 
 const encoder = new TextEncoder()
 const MASK64 = (1n << 64n) - 1n
-
-/** Largest input bytes staged per kernel call; bigger batches are split. */
-const CHUNK_BYTES = 8 << 20
 
 /** Copies one input to `at`; returns its byte length. */
 function stage(m: KernelMemory, input: HashInput, at: number): number {
@@ -67,48 +64,67 @@ export function xxh128(input: HashInput, seed = 0n): bigint {
   return (w[1]! << 64n) | w[0]!
 }
 
-type BatchKernel = 'xxh64Batch' | 'xxh3Batch' | 'xxh128Batch'
+type OneKernel = 'xxh64To' | 'xxh3To' | 'xxh128To'
 
-/** Hashes `inputs` in chunks; `words` u64s per result. */
-function batch(inputs: readonly HashInput[], seed: bigint, kernel: BatchKernel, words: number): BigUint64Array {
+/** Results kept in kernel memory before they are copied out. */
+const RESULT_CHUNK = 4096
+
+/**
+ * Hashes `inputs`, `words` u64s per result. Each input is staged at one fixed place
+ * through a view made once (encodeInto on a fresh subarray per document would
+ * allocate), hashed by one kernel call that stores its result in kernel memory, and
+ * results are copied out a chunk at a time: no allocation and no BigInt per document.
+ */
+function batch(inputs: readonly HashInput[], seed: bigint, kernel: OneKernel, words: number): BigUint64Array {
   const n = inputs.length
   const result = new BigUint64Array(n * words)
   const m = kernels()
-  let i = 0
-  while (i < n) {
-    // Lay out: offsets (u32 × (count+1)), results (u64 × words × count), then the bytes.
-    let count = 0
-    let bytes = 0
-    for (let j = i; j < n && (count === 0 || bytes < CHUNK_BYTES); j++) {
-      const x = inputs[j]!
-      bytes += typeof x === 'string' ? x.length * 3 : x.length
-      count++
+  const out = m.base
+  const stageAt = out + RESULT_CHUNK * 16
+  const fn = m.k[kernel]
+  const seedLo = Number(seed & 0xffffffffn)
+  const seedHi = Number(seed >> 32n)
+  m.ensure(stageAt + 65536)
+  let buf = m.buffer
+  let view = new Uint8Array(buf, stageAt)
+  let room = view.length
+  let done = 0
+  for (let i = 0; i < n; i++) {
+    const x = inputs[i]!
+    const need = typeof x === 'string' ? x.length * 3 : x.length
+    if (need > room) {
+      m.ensure(stageAt + need)
+      if (m.buffer !== buf) {
+        buf = m.buffer
+        view = new Uint8Array(buf, stageAt)
+        room = view.length
+      }
     }
-    const offsets = m.base
-    const out = (offsets + (count + 1) * 4 + 15) & ~15
-    const data = out + count * 8 * words
-    m.ensure(data + bytes)
-    let pos = 0
-    m.u32[offsets >>> 2] = 0
-    for (let j = 0; j < count; j++) {
-      pos += stage(m, inputs[i + j]!, data + pos)
-      m.u32[(offsets >>> 2) + j + 1] = pos
+    let len: number
+    if (typeof x === 'string') {
+      len = encoder.encodeInto(x, view).written
+    } else {
+      view.set(x)
+      len = x.length
     }
-    m.k[kernel](data, offsets, count, seed, out)
-    result.set(new BigUint64Array(m.buffer, out, count * words), i * words)
-    i += count
+    const j = i - done
+    fn(stageAt, len, seedLo, seedHi, out + j * 8 * words)
+    if (j + 1 === RESULT_CHUNK || i + 1 === n) {
+      result.set(new BigUint64Array(buf, out, (j + 1) * words), done * words)
+      done = i + 1
+    }
   }
   return result
 }
 
 /** XXH64 of each input: result `i` is the hash of `inputs[i]`. @default seed 0n */
 export function xxh64Batch(inputs: readonly HashInput[], seed = 0n): BigUint64Array {
-  return batch(inputs, checkSeed(seed, 'xxh64Batch'), 'xxh64Batch', 1)
+  return batch(inputs, checkSeed(seed, 'xxh64Batch'), 'xxh64To', 1)
 }
 
 /** XXH3-64 of each input: result `i` is the hash of `inputs[i]`. @default seed 0n */
 export function xxh3Batch(inputs: readonly HashInput[], seed = 0n): BigUint64Array {
-  return batch(inputs, checkSeed(seed, 'xxh3Batch'), 'xxh3Batch', 1)
+  return batch(inputs, checkSeed(seed, 'xxh3Batch'), 'xxh3To', 1)
 }
 
 /**
@@ -116,7 +132,7 @@ export function xxh3Batch(inputs: readonly HashInput[], seed = 0n): BigUint64Arr
  * high half of the hash of `inputs[i]`. @default seed 0n
  */
 export function xxh128Batch(inputs: readonly HashInput[], seed = 0n): BigUint64Array {
-  return batch(inputs, checkSeed(seed, 'xxh128Batch'), 'xxh128Batch', 2)
+  return batch(inputs, checkSeed(seed, 'xxh128Batch'), 'xxh128To', 2)
 }
 
 /** Lower-case hex of a hash, zero-padded to its width (16 digits for 64 bits, 32 for 128). */

@@ -26,9 +26,9 @@ export type Kernels = {
   xxh64(p: number, len: number, seed: bigint): bigint
   xxh3(p: number, len: number, seed: bigint): bigint
   xxh128(p: number, len: number, seed: bigint, out: number): void
-  xxh64Batch(data: number, offsets: number, n: number, seed: bigint, out: number): void
-  xxh3Batch(data: number, offsets: number, n: number, seed: bigint, out: number): void
-  xxh128Batch(data: number, offsets: number, n: number, seed: bigint, out: number): void
+  xxh64To(p: number, len: number, seedLo: number, seedHi: number, out: number): void
+  xxh3To(p: number, len: number, seedLo: number, seedHi: number, out: number): void
+  xxh128To(p: number, len: number, seedLo: number, seedHi: number, out: number): void
   charShingles(text: number, len: number, n: number, seed: number, scratch: number, out: number): number
   wordShingles(text: number, len: number, n: number, seed: number, scratch: number, out: number): number
   minhash(hashes: number, n: number, params: number, groups: number, out: number): void
