@@ -1,8 +1,10 @@
 /**
  * The `s3://` adapter through the real `@aws-sdk/client-s3` against s3rver, an
  * S3-compatible server from npm, on loopback. s3rver predates S3's conditional
- * writes (it ignores If-None-Match / If-Match on PUT), so conditional writes are
- * not exercised here; everything else in the contract is.
+ * writes (it ignores If-None-Match / If-Match on PUT), so the conditional tests
+ * go through a loopback proxy that answers those headers the way S3 does
+ * (fixtures/s3-preconditions.ts); what the adapter sends and how it reads the
+ * 412 are real, the precondition check itself is the proxy's.
  */
 import { mkdtempSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
@@ -12,24 +14,30 @@ import { text } from 'node:stream/consumers'
 import S3rver from 's3rver'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { isRiggingError } from '../errors.js'
+import { Lease, releaseLease } from '../lease.js'
+import { startPreconditionProxy } from './fixtures/s3-preconditions.js'
+import type { PreconditionProxy } from './fixtures/s3-preconditions.js'
 import { openStorage } from './open-storage.js'
 import type { Storage } from './types.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'rigging-s3rver-'))
 const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: dir, configureBuckets: [{ name: 'marin-test' }] })
 let endpoint = ''
+let proxy: PreconditionProxy
 
 beforeAll(async () => {
   const addr = await server.run()
   endpoint = `http://127.0.0.1:${addr.port}`
+  proxy = await startPreconditionProxy(endpoint)
 })
 afterAll(async () => {
+  await proxy.close()
   await server.close()
   await rm(dir, { recursive: true, force: true })
 })
 
-const client = (accessKeyId = 'S3RVER') => ({
-  endpoint,
+const client = (accessKeyId = 'S3RVER', via = endpoint) => ({
+  endpoint: via,
   forcePathStyle: true,
   region: 'us-east-1',
   credentials: { accessKeyId, secretAccessKey: 'S3RVER' },
@@ -100,5 +108,64 @@ describe('s3:// against a local S3-compatible server', () => {
     const err = await s.read('anything').catch((e: unknown) => e)
     expect(isRiggingError(err, 'STORAGE_PERMISSION')).toBe(true)
     expect((err as Error).message).toMatch(/check the AWS credentials/)
+  })
+})
+
+describe('s3:// conditional writes (S3 preconditions answered by the loopback proxy)', () => {
+  const openC = (): Promise<Storage> => openStorage(`s3://marin-test/cond-${n++}`, { s3: { client: client('S3RVER', proxy.endpoint) } })
+
+  test('ifAbsent creates once; ifGeneration replaces only the ETag it names', async () => {
+    const s = await openC()
+    const g1 = (await s.write('HEAD', 'v1', { condition: { ifAbsent: true } })).generation
+    const again = await s.write('HEAD', 'v2', { condition: { ifAbsent: true } }).catch((e: unknown) => e)
+    expect(isRiggingError(again, 'STORAGE_CONDITION_FAILED')).toBe(true)
+    expect((again as Error).message).toMatch(/cannot write HEAD: its condition does not hold .*PreconditionFailed/)
+    const g2 = (await s.write('HEAD', 'v2', { condition: { ifGeneration: g1 } })).generation
+    expect(g2).toBe((await s.stat('HEAD'))!.generation)
+    await expect(s.write('HEAD', 'v3', { condition: { ifGeneration: g1 } })).rejects.toSatisfy((e) =>
+      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    )
+    expect(await s.readText('HEAD')).toBe('v2')
+    await expect(s.delete('HEAD', { ifGeneration: g1 })).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_CONDITION_FAILED'))
+    await s.delete('HEAD', { ifGeneration: g2 })
+    expect(await s.exists('HEAD')).toBe(false)
+  })
+
+  test('a conditional writeStream is refused at finish', async () => {
+    const s = await openC()
+    await s.write('x', 'one', { condition: { ifAbsent: true } })
+    const w = await s.writeStream('x', { condition: { ifAbsent: true } })
+    const failed = new Promise((r) => w.on('error', r))
+    w.end('two')
+    expect(isRiggingError(await failed, 'STORAGE_CONDITION_FAILED')).toBe(true)
+    expect(await s.readText('x')).toBe('one')
+  })
+
+  test('concurrent compare-and-swap increments never lose an update', async () => {
+    const s = await openC()
+    const inc = async () => {
+      for (;;) {
+        const st = await s.stat('n')
+        const cur = st ? Number(await s.readText('n')) : 0
+        try {
+          return await s.write('n', String(cur + 1), { condition: st ? { ifGeneration: st.generation } : { ifAbsent: true } })
+        } catch (err) {
+          if (!isRiggingError(err, 'STORAGE_CONDITION_FAILED')) throw err
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: 10 }, inc))
+    expect(await s.readText('n')).toBe('10')
+  })
+
+  test('leases: exactly one of three racers wins; release only by the owner', async () => {
+    const s = await openC()
+    const got = await Promise.all(['a', 'b', 'c'].map((owner) => Lease.tryAcquire(s, 'step/.lock', { ttlMs: 60_000, owner })))
+    const winners = got.filter((l) => l !== undefined)
+    expect(winners).toHaveLength(1)
+    const loser = ['a', 'b', 'c'].find((o) => o !== winners[0]!.owner)!
+    await expect(releaseLease(s, 'step/.lock', loser)).rejects.toSatisfy((e) => isRiggingError(e, 'LEASE_NOT_OWNER'))
+    await winners[0]!.release()
+    expect(await s.exists('step/.lock')).toBe(false)
   })
 })
