@@ -1,7 +1,6 @@
-import { spawnSync } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { beforeEach, describe, expect, test } from 'vitest'
 import { RiggingError } from './errors.js'
 import { configureLogging, logger } from './logger.js'
@@ -119,31 +118,31 @@ describe('unreadable secrets raise instead of falling through', () => {
   })
 
   test('a mode-000 file, read by an unprivileged user', () => {
-    // Root ignores file modes, so the read runs in a child process as `nobody` when we are root.
+    // Root ignores file modes, so as root the read runs with the effective uid of `nobody`
+    // (the real uid stays root, which lets us switch back afterwards). Tests run in forked
+    // processes, where seteuid is available; the switch lasts only for this read.
     chmodSync(dir, 0o755)
     writeSecretFile(join(dir, 'locked'), 'locked-value')
     chmodSync(join(dir, 'locked'), 0o000)
-    const script = join(dir, 'read.ts')
-    writeFileSync(
-      script,
-      `import { SecretStore } from ${JSON.stringify(resolve(import.meta.dirname, 'secrets.ts'))}\n` +
-        `import { dirSource } from ${JSON.stringify(resolve(import.meta.dirname, 'secret-sources.ts'))}\n` +
-        `try { new SecretStore({ sources: [dirSource(${JSON.stringify(dir)})] }).get('locked'); console.log('READ') }\n` +
-        `catch (err) { console.log(JSON.stringify({ code: err.code, message: err.message })) }\n`,
-    )
-    chmodSync(script, 0o644)
+    const store = new SecretStore({ sources: [dirSource(dir), envSource({ env: { LOCKED: 'would-hide-the-problem' } })] })
     const asRoot = process.getuid?.() === 0
-    const r = spawnSync(process.execPath, ['--import', 'tsx', script], {
-      cwd: resolve(import.meta.dirname, '../../..'),
-      env: { ...process.env, HOME: dir },
-      encoding: 'utf8',
-      ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
-    })
-    expect(r.stderr).toBe('')
-    const result = JSON.parse(r.stdout) as { code: string; message: string }
-    expect(result.code).toBe('SECRET_UNREADABLE')
-    expect(result.message).toContain('(EACCES)')
-    expect(result.message).not.toContain('locked-value')
+    if (asRoot) {
+      process.setegid!(65534)
+      process.seteuid!(65534)
+    }
+    let err: RiggingError
+    try {
+      err = thrown(() => store.get('locked'))
+    } finally {
+      if (asRoot) {
+        process.seteuid!(0)
+        process.setegid!(0)
+      }
+    }
+    expect(process.geteuid?.()).toBe(process.getuid?.())
+    expect(err.code).toBe('SECRET_UNREADABLE')
+    expect(err.message).toContain(`cannot read file:${join(dir, 'locked')} (EACCES)`)
+    expect(err.message).not.toContain('locked-value')
   })
 })
 
