@@ -42,16 +42,22 @@ describe('logger', () => {
     expect(out.json()[0]).toMatchObject({ level: 40, pkg: 'fray', actor: 'a7', msg: 'slow' })
   })
 
-  test('level filters lines and reaches loggers created earlier', () => {
+  test('level filters lines and reaches loggers created earlier, children included', () => {
     const log = logger('zephyr')
+    const job = log.child({ jobId: 'j1' }).child({ shard: 3 })
     log.debug('hidden')
+    job.debug('hidden too')
     expect(out.lines).toHaveLength(0)
     setLogLevel('debug')
     log.debug('shown')
-    expect(out.json().map((l) => l.msg)).toEqual(['shown'])
+    job.debug('shown too')
+    expect(out.json().map((l) => l.msg)).toEqual(['shown', 'shown too'])
+    expect(out.json()[1]).toMatchObject({ pkg: 'zephyr', jobId: 'j1', shard: 3 })
+    out.lines.length = 0
     setLogLevel('silent')
     log.fatal('nothing')
-    expect(out.lines).toHaveLength(1)
+    job.fatal('nothing either')
+    expect(out.lines).toHaveLength(0)
   })
 
   test('LOG_LEVEL sets the level when none is given', () => {

@@ -63,6 +63,15 @@ type Output = { destination: LogDestination; prettify: ((line: string) => string
 let output: Output | undefined
 let root: PinoLogger | undefined
 const children = new Map<string, PinoLogger>()
+// pino children keep the level they were born with; every descendant is tracked (weakly,
+// so per-job children are still collected) so that setLogLevel reaches all of them.
+const descendants = new Set<WeakRef<PinoLogger>>()
+const forget = new FinalizationRegistry<WeakRef<PinoLogger>>((ref) => descendants.delete(ref))
+function track(child: PinoLogger): void {
+  const ref = new WeakRef(child)
+  descendants.add(ref)
+  forget.register(child, ref)
+}
 
 // The root logger writes into this fixed stream, which forwards to the configured output:
 // reconfiguring (tests inject a sink) then reaches loggers that modules created at import time.
@@ -96,6 +105,7 @@ function createRoot(level: LogLevel): PinoLogger {
         bindings: (bindings) => redactSecrets(bindings),
       },
       serializers: { err: (err: unknown) => redactSecrets(pino.stdSerializers.err(err as Error)) },
+      onChild: track,
     },
     forward,
   )
@@ -134,12 +144,15 @@ export function logger(pkg: string): Logger {
   return child
 }
 
-/** Sets the level of the root and of every package logger made by {@link logger}. */
+/** Sets the level of the root and of every logger below it, including children made earlier. */
 export function setLogLevel(level: LogLevel): void {
   const parsed = parseLogLevel(level, 'log level')
-  const r = rootLogger()
-  r.level = parsed
-  for (const child of children.values()) child.level = parsed
+  rootLogger().level = parsed
+  for (const ref of descendants) {
+    const child = ref.deref()
+    if (child === undefined) descendants.delete(ref)
+    else child.level = parsed
+  }
 }
 
 /**
