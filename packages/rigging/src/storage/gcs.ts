@@ -145,19 +145,23 @@ class GcsStorage implements Storage {
   async *list(prefix = '', opts: ListOptions = {}): AsyncIterable<ObjectInfo> {
     const pre = checkPrefix(prefix, this.url)
     const strip = this.prefix ? this.prefix.length + 1 : 0
-    let query: Record<string, unknown> | null | undefined = {
+    let query: Record<string, unknown> | undefined = {
       prefix: this.key(pre),
       autoPaginate: false,
       ...(opts.recursive === false ? { delimiter: '/' } : {}),
     }
     while (query) {
-      let files: GcsFile[]
+      let page: Awaited<ReturnType<GcsBucket['getFiles']>>
       try {
-        ;[files, query] = await this.bucket.getFiles(query)
+        page = await this.bucket.getFiles(query)
       } catch (err) {
         throw this.fail(err, 'list', pre || '/')
       }
-      for (const f of files) yield this.info(f.name.slice(strip), f.metadata)
+      for (const f of page[0]) yield this.info(f.name.slice(strip), f.metadata)
+      // Follow the API's nextPageToken: with autoPaginate off, the library hands the
+      // last query back even after the last page, so its "next query" never ends.
+      const token = (page[2] as { nextPageToken?: string } | undefined)?.nextPageToken
+      query = page[1] && token ? { ...query, pageToken: token } : undefined
     }
   }
 
