@@ -24,7 +24,7 @@ export { REDACTED, isSecretKey, redactSecrets, registerSecretValue, scrubSecretV
 // Secrets
 export { SecretNotFoundError, SecretStore, defaultSecretsDir } from './secrets.js'
 export type { SecretStoreOptions } from './secrets.js'
-export { dirSource, envSource, parseSecretSpec, readSecretFile, resolveSecretSpec, secretEnvName, specSource } from './secret-sources.js'
+export { describeSpec, dirSource, envSource, parseSecretSpec, readSecretFile, resolveSecretSpec, secretEnvName, specSource } from './secret-sources.js'
 export type { SecretSource, SecretSpec } from './secret-sources.js'
 export { writeSecretFile } from './secret-file.js'
 

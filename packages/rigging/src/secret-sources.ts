@@ -92,7 +92,8 @@ export function resolveSecretSpec(spec: SecretSpec, secret: string, env: NodeJS.
   }
 }
 
-function describeSpec(spec: SecretSpec): string {
+/** What a spec tries, for messages: `env:NAME`, `file:PATH` or `literal value` (never the value). */
+export function describeSpec(spec: SecretSpec): string {
   return spec.kind === 'env' ? `env:${spec.name}` : spec.kind === 'file' ? `file:${spec.path}` : 'literal value'
 }
 

@@ -38,6 +38,16 @@ describe('specs', () => {
     expect(store.get('odd')).toBe('env:NOT_A_VAR')
   })
 
+  test('resolve() takes one spec directly', () => {
+    writeSecretFile(join(dir, 'tok'), 'file-token')
+    const store = new SecretStore({ sources: [] })
+    expect(store.resolve(`file:${join(dir, 'tok')}`, 'ducky_token')).toBe('file-token')
+    expect(store.resolve('literal-token-value')).toBe('literal-token-value')
+    const err = thrown(() => store.resolve('env:SURELY_UNSET_VARIABLE_42', 'ducky_token')) as SecretNotFoundError
+    expect(err.code).toBe('SECRET_NOT_FOUND')
+    expect(err.message).toContain('secret "ducky_token" not found; tried env:SURELY_UNSET_VARIABLE_42')
+  })
+
   test('a malformed spec is SECRET_INVALID_SPEC naming the secret', () => {
     const err = thrown(() => new SecretStore({ specs: { openai_api_key: 'env:1BAD' } }))
     expect(err.code).toBe('SECRET_INVALID_SPEC')

@@ -10,7 +10,7 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { RiggingError } from './errors.js'
 import { registerSecretValue } from './redaction.js'
-import { dirSource, envSource, specSource } from './secret-sources.js'
+import { describeSpec, dirSource, envSource, parseSecretSpec, resolveSecretSpec, specSource } from './secret-sources.js'
 import type { SecretSource } from './secret-sources.js'
 
 /** A secret no source had. Names the secret and what was tried; never holds a value. */
@@ -79,6 +79,19 @@ export class SecretStore {
       }
     }
     return undefined
+  }
+
+  /**
+   * Resolves one spec directly (`env:NAME`, `file:PATH` or a literal), e.g. a config field
+   * that holds a spec. The value is registered for log scrubbing like any other.
+   * @example store.resolve(cfg.auth.tokenSpec, 'ducky_token')
+   */
+  resolve(spec: string, name = 'secret'): string {
+    const parsed = parseSecretSpec(spec, `secret "${name}"`)
+    const value = resolveSecretSpec(parsed, name)
+    if (value === undefined) throw new SecretNotFoundError(name, [describeSpec(parsed)])
+    registerSecretValue(value)
+    return value
   }
 
   /** Whether some source has `name`. */
