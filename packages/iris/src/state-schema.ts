@@ -66,9 +66,11 @@ CREATE TABLE IF NOT EXISTS logs (
   job_id TEXT NOT NULL,
   task_index INTEGER NOT NULL,
   attempt INTEGER NOT NULL,
+  line_no INTEGER NOT NULL,
   stream TEXT NOT NULL,
   ts INTEGER NOT NULL,
-  line TEXT NOT NULL
+  line TEXT NOT NULL,
+  UNIQUE (job_id, task_index, attempt, line_no)
 );
 CREATE INDEX IF NOT EXISTS logs_job ON logs(job_id, seq);
 `

@@ -9,7 +9,7 @@ let dir: string
 let store: StateStore
 const spec = (over: Parameters<typeof resolveJobRequest>[0] extends infer R ? Partial<R> : never = {}) =>
   resolveJobRequest({ name: 'job', command: ['true'], ...over })
-const worker = { workerId: 'w1', address: 'local', resources: { cpu: 4, memory: 8 << 30, gpu: 0 }, docker: false }
+const worker = { workerId: 'w1', address: 'local', resources: { cpu: 4, memory: 8 * 2 ** 30, gpu: 0 }, docker: false }
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'iris-store-'))
@@ -96,7 +96,8 @@ describe('StateStore', () => {
   test('state survives reopening the file', () => {
     const id = store.insertJob(spec({ replicas: 3 }))
     store.assign(id, 0, 'w1')
-    store.appendLogs([{ jobId: id, taskIndex: 0, attempt: 1, stream: 'stdout', ts: 5, line: 'hello' }])
+    expect(store.appendLogs([{ jobId: id, taskIndex: 0, attempt: 1, lineNo: 0, stream: 'stdout', ts: 5, line: 'hello' }])).toBe(1)
+    expect(store.appendLogs([{ jobId: id, taskIndex: 0, attempt: 1, lineNo: 0, stream: 'stdout', ts: 5, line: 'hello' }])).toBe(0)
     store.close()
     store = new StateStore(join(dir, 'iris.sqlite'))
     expect(store.getJob(id).tasks.map((t) => t.state)).toEqual(['ASSIGNED', 'PENDING', 'PENDING'])
@@ -108,9 +109,9 @@ describe('StateStore', () => {
   test('logs filter by sequence, time and task', () => {
     const id = store.insertJob(spec({ replicas: 2 }))
     store.appendLogs([
-      { jobId: id, taskIndex: 0, attempt: 1, stream: 'stdout', ts: 10, line: 'a' },
-      { jobId: id, taskIndex: 1, attempt: 1, stream: 'stderr', ts: 20, line: 'b' },
-      { jobId: id, taskIndex: 0, attempt: 1, stream: 'stdout', ts: 30, line: 'c' },
+      { jobId: id, taskIndex: 0, attempt: 1, lineNo: 0, stream: 'stdout', ts: 10, line: 'a' },
+      { jobId: id, taskIndex: 1, attempt: 1, lineNo: 0, stream: 'stderr', ts: 20, line: 'b' },
+      { jobId: id, taskIndex: 0, attempt: 1, lineNo: 1, stream: 'stdout', ts: 30, line: 'c' },
     ])
     const all = store.readLogs(id)
     expect(all.map((l) => l.line)).toEqual(['a', 'b', 'c'])

@@ -318,11 +318,17 @@ export class StateStore {
 
   // ---- logs ---------------------------------------------------------------
 
-  appendLogs(lines: readonly Omit<LogLine, 'seq'>[]): void {
-    if (lines.length === 0) return
-    const ins = this.db.prepare('INSERT INTO logs (job_id, task_index, attempt, stream, ts, line) VALUES (?, ?, ?, ?, ?, ?)')
-    this.db.transaction(() => {
-      for (const l of lines) ins.run(l.jobId, l.taskIndex, l.attempt, l.stream, l.ts, l.line)
+  /**
+   * Stores log lines. `lineNo` numbers the lines of one attempt, so a batch sent
+   * twice (a retried call) is stored once. Returns how many lines were new.
+   */
+  appendLogs(lines: readonly (Omit<LogLine, 'seq'> & { lineNo: number })[]): number {
+    if (lines.length === 0) return 0
+    const ins = this.db.prepare('INSERT OR IGNORE INTO logs (job_id, task_index, attempt, line_no, stream, ts, line) VALUES (?, ?, ?, ?, ?, ?, ?)')
+    return this.db.transaction(() => {
+      let n = 0
+      for (const l of lines) n += ins.run(l.jobId, l.taskIndex, l.attempt, l.lineNo, l.stream, l.ts, l.line).changes
+      return n
     })()
   }
 

@@ -1,0 +1,377 @@
+/**
+ * @module The worker: registers its resources with the controller, heartbeats
+ * (a long poll that also brings new attempts and kill requests), runs each
+ * attempt as a child process in its own directory, and reports states and
+ * output lines. Reports are retried until the controller takes them, so a
+ * controller restart loses nothing the worker saw.
+ */
+import { randomBytes } from 'node:crypto'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { availableParallelism, hostname, totalmem } from 'node:os'
+import { join, resolve } from 'node:path'
+import { logger } from '@marin/rigging'
+import { dockerRunArgs, probeDocker, type DockerProbe } from './container.js'
+import type { ControllerLink } from './controller-link.js'
+import type { Mount } from './mount-spec.js'
+import { checkMountPath } from './mount-spec.js'
+import type { AttemptReport, LogInput, TaskAssignment } from './protocol.js'
+import type { Resources } from './resources.js'
+import type { AttemptState } from './states.js'
+import { isFinalAttemptState } from './states.js'
+import { orphanGuard, runTask, type TaskHandle, type TaskOutcome } from './task-runner.js'
+
+const log = logger('iris')
+
+/** Puts a read-only copy of an artifact version at `dest` (an absolute directory that does not exist yet). */
+export type MountMaterializer = (mount: Mount, dest: string) => Promise<void>
+
+export type WorkerOptions = {
+  link: ControllerLink
+  /** The controller address tasks see as IRIS_CONTROLLER. */
+  controllerAddress: string
+  /** Attempt directories are created under `<workDir>/<jobId>/`. */
+  workDir: string
+  /** @default `<hostname>-<random>` */
+  workerId?: string
+  /** What this worker offers. @default all cpus, all memory, gpu=0 */
+  resources?: Resources
+  /** Time between SIGTERM and SIGKILL when a task is killed. @default 10000 */
+  killGraceMs?: number
+  /** Finished attempt directories are deleted after this long. @default 86400000 (a day) */
+  cleanupTtlMs?: number
+  /** Pause after a failed call to the controller. @default 1000 */
+  retryDelayMs?: number
+  /** Materializes `--mount` artifacts; without it, jobs with mounts fail with a reason. */
+  materialize?: MountMaterializer
+  /** Docker command to probe and run images with. @default 'docker' */
+  dockerBinary?: string
+  /** Environment added to every task (e.g. IRIS_TOKEN for tasks that call the controller). */
+  extraEnv?: Record<string, string>
+}
+
+type Held = {
+  assignment: TaskAssignment
+  state: AttemptState
+  exitCode?: number
+  error?: string
+  at: number
+  handle?: TaskHandle
+  killRequested: boolean
+  lineNo: number
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const MAX_BUFFERED_LINES = 200_000
+
+export class Worker {
+  readonly workerId: string
+  readonly resources: Resources
+  readonly workDir: string
+  private readonly held = new Map<string, Held>()
+  private readonly seen = new Set<string>()
+  private readonly dirty = new Set<string>()
+  private logs: LogInput[] = []
+  private droppedLines = 0
+  private flushing = false
+  private silenced = false
+  private flushAgain = false
+  private running = false
+  private loop: Promise<void> | undefined
+  private docker: DockerProbe = { available: false, reason: 'not probed yet' }
+  private waitMs = 1000
+  private cleanupTimer: NodeJS.Timeout | undefined
+  private readonly guard = orphanGuard()
+  private readonly abort = new AbortController()
+
+  constructor(private readonly opts: WorkerOptions) {
+    this.workerId = opts.workerId ?? `${hostname()}-${randomBytes(3).toString('hex')}`
+    this.resources = opts.resources ?? { cpu: availableParallelism(), memory: totalmem(), gpu: 0 }
+    this.workDir = resolve(opts.workDir)
+  }
+
+  /** Probes docker, registers (retrying until the controller answers) and starts heartbeating. */
+  async start(): Promise<void> {
+    mkdirSync(this.workDir, { recursive: true })
+    this.docker = await probeDocker(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {})
+    if (!this.docker.available) log.info({ reason: this.docker.reason }, 'docker unavailable: jobs with an image will be refused')
+    this.running = true
+    await this.register()
+    this.loop = this.heartbeatLoop()
+    const ttl = this.opts.cleanupTtlMs ?? 86_400_000
+    this.cleanup(ttl)
+    this.cleanupTimer = setInterval(() => this.cleanup(ttl), Math.max(100, Math.min(ttl / 2, 60_000)))
+    this.cleanupTimer.unref()
+  }
+
+  /** Stops heartbeating; with `killTasks`, kills running attempts and waits for them. */
+  async stop(opts: { killTasks?: boolean } = {}): Promise<void> {
+    this.running = false
+    this.abort.abort()
+    clearInterval(this.cleanupTimer)
+    // Left running, tasks are no longer reported: to the controller this worker is gone.
+    if (!(opts.killTasks ?? true)) this.silenced = true
+    if (opts.killTasks ?? true) {
+      const done: Promise<unknown>[] = []
+      for (const h of this.held.values()) {
+        if (h.handle && !isFinalAttemptState(h.state)) {
+          h.killRequested = true
+          h.handle.kill(this.opts.killGraceMs ?? 10_000)
+          done.push(h.handle.done)
+        }
+      }
+      await Promise.all(done)
+      await this.flush().catch(() => {})
+    }
+    await this.loop?.catch(() => {})
+  }
+
+  /** Attempts this worker holds now, with their states. */
+  attempts(): AttemptReport[] {
+    return [...this.held.values()].map((h) => ({
+      attemptId: h.assignment.attemptId,
+      state: h.state,
+      at: h.at,
+      ...(h.exitCode !== undefined ? { exitCode: h.exitCode } : {}),
+      ...(h.error !== undefined ? { error: h.error } : {}),
+    }))
+  }
+
+  private async register(): Promise<void> {
+    while (this.running) {
+      try {
+        const res = await this.opts.link.register({
+          workerId: this.workerId,
+          address: hostname(),
+          resources: this.resources,
+          docker: this.docker.available,
+          ...(this.docker.reason ? { dockerReason: this.docker.reason } : {}),
+          attempts: this.attempts(),
+        })
+        this.waitMs = res.heartbeatMs
+        log.info({ workerId: this.workerId, resources: this.resources }, 'registered with controller')
+        return
+      } catch (err) {
+        log.warn({ err, workerId: this.workerId }, 'register failed; retrying')
+        await sleep(this.opts.retryDelayMs ?? 1000)
+      }
+    }
+  }
+
+  private async heartbeatLoop(): Promise<void> {
+    while (this.running) {
+      let res
+      try {
+        res = await this.opts.link.heartbeat({ workerId: this.workerId, attempts: this.attempts(), waitMs: this.waitMs }, this.abort.signal)
+      } catch (err) {
+        if (!this.running) return
+        log.warn({ err, workerId: this.workerId }, 'heartbeat failed; retrying')
+        await sleep(this.opts.retryDelayMs ?? 1000)
+        continue
+      }
+      if (!this.running) return
+      // A macrotask between calls: an in-process link answers in microtasks only.
+      await new Promise((r) => setImmediate(r))
+      for (const id of res.kill) this.killAttempt(id)
+      if (res.reregister) {
+        // The controller gave up on this worker and retried its tasks elsewhere.
+        for (const h of this.held.values()) this.killAttempt(h.assignment.attemptId)
+        await this.register()
+        continue
+      }
+      for (const a of res.assign) this.startAttempt(a)
+    }
+  }
+
+  private killAttempt(attemptId: string): void {
+    const h = this.held.get(attemptId)
+    if (!h || isFinalAttemptState(h.state)) return
+    h.killRequested = true
+    if (h.handle) h.handle.kill(this.opts.killGraceMs ?? 10_000)
+  }
+
+  private startAttempt(a: TaskAssignment): void {
+    if (this.held.has(a.attemptId) || this.seen.has(a.attemptId)) return
+    this.seen.add(a.attemptId)
+    const h: Held = { assignment: a, state: 'ASSIGNED', at: Date.now(), killRequested: false, lineNo: 0 }
+    this.held.set(a.attemptId, h)
+    this.launch(h).catch((err: unknown) => this.finish(h, { state: 'FAILED', error: `worker could not start the task: ${(err as Error).message}` }))
+  }
+
+  private async launch(h: Held): Promise<void> {
+    const a = h.assignment
+    const dir = join(this.workDir, a.jobId, `${a.taskIndex}-${a.attempt}`)
+    const work = join(dir, 'work')
+    mkdirSync(work, { recursive: true })
+    const env: Record<string, string> = {
+      ...(process.env as Record<string, string>),
+      ...(this.opts.extraEnv ?? {}),
+      ...a.spec.env,
+      IRIS_JOB_ID: a.jobId,
+      IRIS_TASK_INDEX: String(a.taskIndex),
+      IRIS_NUM_TASKS: String(a.numTasks),
+      IRIS_ATTEMPT: String(a.attempt),
+      IRIS_CONTROLLER: this.opts.controllerAddress,
+      IRIS_WORKER_ID: this.workerId,
+      IRIS_TASK_DIR: work,
+    }
+    if (a.spec.image !== undefined && !this.docker.available) {
+      return this.finish(h, { state: 'FAILED', error: `refused: job has image ${a.spec.image} but this worker cannot run images (${this.docker.reason}); it never runs an image job without its image` })
+    }
+    if (a.spec.mounts.length > 0) {
+      if (!this.opts.materialize) {
+        return this.finish(h, { state: 'FAILED', error: 'the job has --mount but this worker has no artifact store; start it with --store URL' })
+      }
+      for (const m of a.spec.mounts) {
+        const dest = join(work, checkMountPath(m.path))
+        await this.opts.materialize(m, dest)
+        env[`IRIS_MOUNT_${m.path.replace(/[^A-Za-z0-9]/g, '_').toUpperCase()}`] = dest
+      }
+      env.IRIS_MOUNTS = JSON.stringify(Object.fromEntries(a.spec.mounts.map((m) => [m.path, join(work, m.path)])))
+    }
+    if (h.killRequested) return this.finish(h, { state: 'KILLED', error: 'killed before it started' })
+    let command = a.spec.command
+    if (a.spec.image !== undefined) {
+      const inner = Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('IRIS_') || k in a.spec.env))
+      inner.IRIS_TASK_DIR = '/workspace'
+      command = dockerRunArgs({ ...(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {}), image: a.spec.image, name: `iris-${a.attemptId.replace(/[^A-Za-z0-9_.-]/g, '-')}`, workDir: work, env: inner, command, gpu: a.spec.resources.gpu })
+    }
+    writeFileSync(join(dir, 'attempt.json'), JSON.stringify({ attemptId: a.attemptId, command, startedAt: Date.now() }))
+    h.handle = runTask({
+      command,
+      cwd: work,
+      env,
+      logDir: dir,
+      prefix: this.guard,
+      onLine: (stream, line, ts) => this.pushLine({ attemptId: a.attemptId, lineNo: h.lineNo++, stream, ts, line }),
+    })
+    h.state = 'RUNNING'
+    h.at = Date.now()
+    this.markDirty(a.attemptId)
+    const outcome = await h.handle.done
+    this.finish(h, outcome)
+  }
+
+  private finish(h: Held, o: Partial<TaskOutcome> & { state: AttemptState }): void {
+    if (isFinalAttemptState(h.state)) return
+    h.state = h.killRequested && o.state !== 'SUCCEEDED' ? 'KILLED' : o.state
+    if (o.exitCode !== undefined) h.exitCode = o.exitCode
+    if (o.error !== undefined) h.error = o.error
+    h.at = Date.now()
+    const a = h.assignment
+    const dir = join(this.workDir, a.jobId, `${a.taskIndex}-${a.attempt}`)
+    try {
+      writeFileSync(join(dir, '.iris-finished'), JSON.stringify({ state: h.state, exitCode: h.exitCode, at: h.at }))
+    } catch {
+      // The directory may not exist when the attempt failed before creating it.
+    }
+    if (h.state !== 'SUCCEEDED') log.info({ attemptId: a.attemptId, state: h.state, exitCode: h.exitCode, error: h.error }, 'attempt ended')
+    this.markDirty(a.attemptId)
+  }
+
+  private pushLine(l: LogInput): void {
+    if (this.logs.length >= MAX_BUFFERED_LINES) {
+      // The controller is unreachable for long: keep the newest lines, count the rest.
+      this.logs.shift()
+      this.droppedLines++
+    }
+    this.logs.push(l)
+    this.scheduleFlush()
+  }
+
+  private markDirty(attemptId: string): void {
+    this.dirty.add(attemptId)
+    this.scheduleFlush()
+  }
+
+  private flushQueued = false
+  private scheduleFlush(): void {
+    if (this.flushQueued) return
+    this.flushQueued = true
+    // One tick of coalescing batches a burst of lines into one call.
+    setImmediate(() => {
+      this.flushQueued = false
+      this.flush().catch(() => {})
+    })
+  }
+
+  /** Sends pending states and lines; retries until the controller takes them. */
+  private async flush(): Promise<void> {
+    if (this.flushing) {
+      this.flushAgain = true
+      return
+    }
+    this.flushing = true
+    try {
+      while ((this.dirty.size > 0 || this.logs.length > 0) && !this.silenced) {
+        const ids = [...this.dirty]
+        this.dirty.clear()
+        const reports = ids.map((id) => this.held.get(id)).filter((h): h is Held => h !== undefined)
+        const states = reports.map((h) => ({ id: h.assignment.attemptId, state: h.state }))
+        const logs = this.logs.splice(0, 5000)
+        try {
+          const attempts = this.attempts().filter((r) => ids.includes(r.attemptId))
+          const res = await this.opts.link.report({ workerId: this.workerId, attempts, logs })
+          // Finished attempts the controller has taken are forgotten (their ids stay in `seen`).
+          for (const s of states) {
+            const h = this.held.get(s.id)
+            if (h && h.state === s.state && isFinalAttemptState(s.state) && !res.reregister) this.held.delete(s.id)
+          }
+        } catch (err) {
+          this.logs = logs.concat(this.logs)
+          for (const id of ids) this.dirty.add(id)
+          if (!this.running && this.abort.signal.aborted) return
+          log.warn({ err }, 'report to controller failed; retrying')
+          await sleep(this.opts.retryDelayMs ?? 1000)
+        }
+      }
+    } finally {
+      this.flushing = false
+      if (this.flushAgain) {
+        this.flushAgain = false
+        this.scheduleFlush()
+      }
+    }
+  }
+
+  /** Deletes attempt directories that finished more than `ttlMs` ago. */
+  cleanup(ttlMs: number): number {
+    let removed = 0
+    const now = Date.now()
+    let jobs: string[]
+    try {
+      jobs = readdirSync(this.workDir)
+    } catch {
+      return 0
+    }
+    for (const job of jobs) {
+      const jobDir = join(this.workDir, job)
+      let entries: string[]
+      try {
+        entries = readdirSync(jobDir)
+      } catch {
+        continue
+      }
+      for (const e of entries) {
+        const m = /^(\d+)-(\d+)$/.exec(e)
+        if (!m || this.held.has(`${job}/${m[1]}/${m[2]}`)) continue
+        const dir = join(jobDir, e)
+        const marker = join(dir, '.iris-finished')
+        let finishedAt: number
+        try {
+          finishedAt = existsSync(marker) ? (JSON.parse(readFileSync(marker, 'utf8')) as { at: number }).at : statSync(dir).mtimeMs
+        } catch {
+          finishedAt = statSync(dir).mtimeMs
+        }
+        if (now - finishedAt < ttlMs) continue
+        rmSync(dir, { recursive: true, force: true })
+        removed++
+      }
+      try {
+        if (readdirSync(jobDir).length === 0) rmSync(jobDir, { recursive: true, force: true })
+      } catch {
+        // Raced with a new attempt of the same job.
+      }
+    }
+    return removed
+  }
+}
