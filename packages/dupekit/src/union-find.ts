@@ -90,15 +90,19 @@ export class UnionFind {
    * ordered by canonical id. @default minSize 2
    */
   clusters(minSize = 2): number[][] {
+    // Count first, so that singletons (most documents) cost no allocation.
+    const roots = this.canonicalIds()
+    const count = new Uint32Array(this.n)
+    for (let i = 0; i < this.n; i++) count[roots[i]!]!++
     const byRoot = new Map<number, number[]>()
     for (let i = 0; i < this.n; i++) {
-      const r = this.find(i)
+      const r = roots[i]!
+      if (count[r]! < minSize) continue
       let members = byRoot.get(r)
       if (members === undefined) byRoot.set(r, (members = []))
       members.push(i)
     }
-    const out: number[][] = []
-    for (const members of byRoot.values()) if (members.length >= minSize) out.push(members)
-    return out.sort((x, y) => x[0]! - y[0]!)
+    // Roots are smallest members and first seen in id order: already sorted by canonical id.
+    return [...byRoot.values()]
   }
 }
