@@ -90,7 +90,7 @@ function configureOutput(opts: LoggingOptions): Output {
   output = {
     destination,
     prettify: pretty
-      ? prettyFactory({ colorize, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' })
+      ? prettyFactory({ colorize, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,pkg', messageFormat: '{if pkg}[{pkg}] {end}{msg}' })
       : undefined,
   }
   return output
