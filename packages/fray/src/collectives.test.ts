@@ -1,0 +1,168 @@
+import { createHash } from 'node:crypto'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { actorClass } from './actor.js'
+import type { ActorGroup } from './actor-group.js'
+import { testData } from './fixtures/data.js'
+import type { Reducer } from './fixtures/reducer.js'
+import { LocalClient } from './local-client.js'
+import { Mesh } from './mesh.js'
+
+const ReducerClass = actorClass<typeof Reducer>(new URL('./fixtures/reducer.ts', import.meta.url), 'Reducer')
+const seed = (i: number) => 1000 + i
+const digest = (x: Float32Array) => createHash('sha256').update(new Uint8Array(x.buffer, x.byteOffset, x.byteLength)).digest('hex')
+
+/** The float32 sum in rank order: what the all-reduce promises to equal bit for bit. */
+function f32RankOrderSum(parts: Float32Array[]): Float32Array {
+  const acc = Float32Array.from(parts[0]!)
+  for (const p of parts.slice(1)) for (let i = 0; i < acc.length; i++) acc[i]! += p[i]!
+  return acc
+}
+
+/** Float64 sums and sums of magnitudes, element by element (tight loops: these run on 1e7 floats). */
+function f64Sums(parts: Float32Array[]): { exact: Float64Array; scale: Float64Array } {
+  const n = parts[0]!.length
+  const exact = new Float64Array(n)
+  const scale = new Float64Array(n)
+  for (const p of parts) {
+    for (let i = 0; i < n; i++) {
+      exact[i]! += p[i]!
+      scale[i]! += Math.abs(p[i]!)
+    }
+  }
+  return { exact, scale }
+}
+
+const MODES = [
+  { mode: 'process' as const, sizes: [1e3, 1e5 + 3, 1e7] },
+  { mode: 'inline' as const, sizes: [3, 1e3, 1e5 + 3] },
+]
+
+describe.each(MODES)('collectives, $mode mode', ({ mode, sizes }) => {
+  let client: LocalClient
+  const groups = new Map<number, ActorGroup<Reducer>>()
+  beforeAll(async () => {
+    client = new LocalClient({ mode })
+    for (const n of [2, 4]) {
+      const g = await client.createActorGroup(ReducerClass, n, (i) => [seed(i)])
+      await Mesh.create(g, { data: -1 })
+      groups.set(n, g)
+    }
+  }, 60_000)
+  afterAll(() => client.shutdown())
+
+  const cases = [2, 4].flatMap((members) => sizes.flatMap((size) => (['ints', 'random'] as const).map((kind) => ({ members, size, kind }))))
+  test.each(cases)('allReduce sum of $size $kind floats over $members members', async ({ members, size, kind }) => {
+    const results = await groups.get(members)!.broadcast.allReduce(size, kind, 'sum')
+    const parts = Array.from({ length: members }, (_, i) => testData(seed(i), size, kind))
+    const ours = results[0]!.full!
+    expect(ours.length).toBe(size)
+    // Identical on every member, bit for bit.
+    expect(new Set(results.map((r) => r.digest)).size).toBe(1)
+    // Equal to the sequential float32 sum in rank order, bit for bit.
+    expect(results[0]!.digest).toBe(digest(f32RankOrderSum(parts)))
+    const { exact, scale } = f64Sums(parts)
+    let wrong = 0
+    let worst = 0
+    for (let i = 0; i < size; i++) {
+      if (ours[i] !== exact[i]) wrong++
+      worst = Math.max(worst, Math.abs(ours[i]! - exact[i]!) / Math.max(scale[i]!, 1e-30))
+    }
+    // Integers this small add exactly in float32; random data is within 1e-6 of the float64 sum,
+    // relative to the sum of magnitudes (the bound float32 summation can promise).
+    if (kind === 'ints') expect(wrong).toBe(0)
+    else expect(worst).toBeLessThanOrEqual(1e-6)
+  })
+
+  test('mean and max', async () => {
+    const g = groups.get(4)!
+    const parts = Array.from({ length: 4 }, (_, i) => testData(seed(i), 1000, 'ints'))
+    const [mean] = await g.broadcast.allReduce(1000, 'ints', 'mean')
+    const [max] = await g.broadcast.allReduce(1000, 'ints', 'max')
+    for (let i = 0; i < 1000; i++) {
+      expect(mean!.full![i]).toBe(Math.fround(parts.reduce((s, p) => s + p[i]!, 0) / 4))
+      expect(max!.full![i]).toBe(Math.max(...parts.map((p) => p[i]!)))
+    }
+  })
+
+  test('two collectives in flight at once do not mix', async () => {
+    expect(await groups.get(4)!.broadcast.twoAtOnce(300_000)).toEqual([
+      [4, 8],
+      [4, 8],
+      [4, 8],
+      [4, 8],
+    ])
+  })
+
+  test('broadcast gives every member the root bytes', async () => {
+    const g = groups.get(4)!
+    const got = await g.broadcast.broadcast(250_001, 2)
+    expect(got).toEqual(Array(4).fill(digest(testData(seed(2), 250_001, 'random'))))
+  })
+
+  test('barrier: nobody leaves before the last one arrives', async () => {
+    const g = groups.get(4)!
+    const times = await Promise.all(g.members.map((m, i) => m.barrier(i * 60)))
+    const lastArrival = Math.max(...times.map((t) => t.arrived))
+    for (const t of times) expect(t.left).toBeGreaterThanOrEqual(lastArrival)
+    expect(lastArrival - Math.min(...times.map((t) => t.arrived))).toBeGreaterThanOrEqual(150)
+  })
+})
+
+describe('mesh axes and failures', () => {
+  let client: LocalClient
+  beforeAll(() => {
+    client = new LocalClient()
+  })
+  afterAll(() => client.shutdown())
+
+  test('collectives over one axis of a 2×2 mesh stay within their sub-groups', async () => {
+    const g = await client.createActorGroup(ReducerClass, 4, (i) => [seed(i)])
+    const mesh = await Mesh.create(g, { data: -1, model: 2 })
+    expect(mesh.shape()).toEqual({ data: 2, model: 2 })
+    expect(await g.broadcast.coords()).toEqual([
+      { data: 0, model: 0 },
+      { data: 0, model: 1 },
+      { data: 1, model: 0 },
+      { data: 1, model: 1 },
+    ])
+    const parts = Array.from({ length: 4 }, (_, i) => testData(seed(i), 5000, 'ints'))
+    const res = await g.broadcast.allReduce(5000, 'ints', 'sum', 'data')
+    // Over `data`: ranks {0, 2} (model 0) and {1, 3} (model 1).
+    expect(res[0]!.digest).toBe(digest(f32RankOrderSum([parts[0]!, parts[2]!])))
+    expect(res[1]!.digest).toBe(digest(f32RankOrderSum([parts[1]!, parts[3]!])))
+    expect(res[0]!.full![0]).toBe(parts[0]![0]! + parts[2]![0]!)
+    expect(res[2]!.digest).toBe(res[0]!.digest)
+    expect(res[3]!.digest).toBe(res[1]!.digest)
+    // Broadcast over `model` from position 0: ranks 0→1 and 2→3.
+    const b = await g.broadcast.broadcast(1000, 0, 'model')
+    const d0 = digest(testData(seed(0), 1000, 'random'))
+    const d2 = digest(testData(seed(2), 1000, 'random'))
+    expect(b).toEqual([d0, d0, d2, d2])
+    await mesh.close()
+    await expect(g.member(0).coords()).rejects.toMatchObject({ code: 'NOT_IN_MESH' })
+    await g.shutdown()
+  })
+
+  test('buffers of different lengths fail with COLLECTIVE_MISMATCH', async () => {
+    const g = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)])
+    await Mesh.create(g)
+    const r = await Promise.allSettled([g.member(0).reduceGiven(new Float32Array(10), 'sum'), g.member(1).reduceGiven(new Float32Array(12), 'sum')])
+    expect(r[0]).toMatchObject({ status: 'rejected', reason: { code: 'COLLECTIVE_MISMATCH', message: expect.stringMatching(/got 48 bytes from member 1 but expected 40/) } })
+    await g.shutdown()
+  })
+
+  test('a member dying mid-collective fails the others with COLLECTIVE_PEER_LOST', async () => {
+    const g = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)])
+    await Mesh.create(g)
+    const waiting = g.member(0).reduceGiven(new Float32Array(100), 'sum')
+    g.member(1).$actor.kill('SIGKILL')
+    await expect(waiting).rejects.toMatchObject({ code: 'COLLECTIVE_PEER_LOST' })
+    await g.shutdown()
+  })
+
+  test('axes that do not fit the group are refused', async () => {
+    const g = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)])
+    await expect(Mesh.create(g, { data: 3 })).rejects.toThrow(/do not fit 2 members/)
+    await g.shutdown()
+  })
+})

@@ -1,0 +1,84 @@
+import { afterEach, describe, expect, test } from 'vitest'
+import { actorClass } from './actor.js'
+import { ActorDiedError } from './errors.js'
+import type { Counter } from './fixtures/counter.js'
+import { LocalClient } from './local-client.js'
+
+const CounterClass = actorClass<typeof Counter>(new URL('./fixtures/counter.ts', import.meta.url), 'Counter')
+const clients: LocalClient[] = []
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.shutdown()))
+})
+function client(mode: 'process' | 'inline'): LocalClient {
+  const c = new LocalClient({ mode })
+  clients.push(c)
+  return c
+}
+
+describe('an actor process killed with SIGKILL', () => {
+  test('rejects every pending call with ActorDiedError carrying the signal; later calls too', async () => {
+    const c = await client('process').createActor(CounterClass, [0], { name: 'victim' })
+    const pid = c.$actor.pid()!
+    const pending = [c.slow(10_000), c.slow(10_000), c.slow(10_000)]
+    process.kill(pid, 'SIGKILL')
+    const errs = await Promise.all(pending.map((p) => p.catch((e: unknown) => e)))
+    for (const e of errs) {
+      expect(e).toBeInstanceOf(ActorDiedError)
+      expect(e).toMatchObject({ code: 'ACTOR_DIED', actor: 'victim', signal: 'SIGKILL', exitCode: null })
+    }
+    expect((errs[0] as Error).message).toMatch(/actor victim died \(signal SIGKILL\).*maxRestarts/)
+    expect(c.$actor.status()).toBe('dead')
+    await expect(c.get()).rejects.toBeInstanceOf(ActorDiedError)
+  })
+
+  test('an actor that exits reports its exit code', async () => {
+    const c = await client('process').createActor(CounterClass, [0])
+    const pending = c.slow(10_000)
+    await c.exit(3)
+    await expect(pending).rejects.toMatchObject({ code: 'ACTOR_DIED', exitCode: 3, signal: null })
+  })
+
+  test('maxRestarts brings it back with its constructor arguments, as many times as allowed', async () => {
+    const c = await client('process').createActor(CounterClass, [100], { maxRestarts: 1 })
+    expect(await c.add(5)).toBe(105)
+    const firstPid = c.$actor.pid()
+    const pending = c.slow(10_000)
+    c.$actor.kill('SIGKILL')
+    await expect(pending).rejects.toMatchObject({ code: 'ACTOR_DIED', signal: 'SIGKILL' })
+    // A call made while it restarts waits for the new process; state starts over.
+    expect(await c.get()).toBe(100)
+    expect(c.$actor.restarts()).toBe(1)
+    expect(c.$actor.pid()).not.toBe(firstPid)
+    const again = c.slow(10_000)
+    c.$actor.kill('SIGKILL')
+    await expect(again).rejects.toBeInstanceOf(ActorDiedError)
+    expect(c.$actor.status()).toBe('dead')
+    await expect(c.get()).rejects.toBeInstanceOf(ActorDiedError)
+  })
+
+  test('a group reports which members are gone', async () => {
+    const g = await client('process').createActorGroup(CounterClass, 3, (i) => [i], { maxRestarts: 0 })
+    await g.waitReady()
+    const pending = g.member(1).slow(10_000)
+    g.member(1).$actor.kill('SIGKILL')
+    await expect(pending).rejects.toBeInstanceOf(ActorDiedError)
+    expect(g.gone()).toEqual([1])
+    expect(g.alive()).toEqual([0, 2])
+    await expect(g.broadcast.get()).rejects.toBeInstanceOf(ActorDiedError)
+    expect(await g.member(2).get()).toBe(2)
+  })
+})
+
+describe('inline mode simulates death the same way', () => {
+  test('kill rejects pending calls and honours maxRestarts', async () => {
+    const c = await client('inline').createActor(CounterClass, [7], { maxRestarts: 1 })
+    await c.add(1)
+    const pending = c.slow(10_000)
+    c.$actor.kill('SIGKILL')
+    await expect(pending).rejects.toMatchObject({ code: 'ACTOR_DIED', signal: 'SIGKILL' })
+    expect(await c.get()).toBe(7)
+    c.$actor.kill()
+    expect(c.$actor.status()).toBe('dead')
+    await expect(c.get()).rejects.toBeInstanceOf(ActorDiedError)
+  })
+})
