@@ -454,67 +454,123 @@ function shingleRuns(units: usize, count: u32, n: u32, seed: u32, out: usize): u
   return windows
 }
 
+/** Kernel flags: fold ASCII A-Z to a-z; collapse whitespace runs to one space and trim. */
+const LOWER_ASCII: u32 = 1
+const COLLAPSE_SPACE: u32 = 2
+
+/** Exactly JavaScript's `\s` (WhiteSpace and LineTerminator), as code points. */
+@inline function isSpace(c: u32): bool {
+  if (c > 32 && c < 0xa0) return false
+  return (
+    c == 32 || (c >= 9 && c <= 13) || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) ||
+    c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000 || c == 0xfeff
+  )
+}
+
+// Length in bytes of the UTF-8 sequence decoded by the last decode().
+let seqLen: usize = 1
+
+/** Decodes the code point at `p` (valid UTF-8 from TextEncoder; a cut sequence yields its first byte). */
+@inline function decode(p: usize, end: usize): u32 {
+  const b0 = <u32>load<u8>(p)
+  if (b0 < 0x80) {
+    seqLen = 1
+    return b0
+  }
+  if (b0 < 0xe0 && p + 1 < end) {
+    seqLen = 2
+    return ((b0 & 0x1f) << 6) | (<u32>load<u8>(p, 1) & 0x3f)
+  }
+  if (b0 < 0xf0 && p + 2 < end) {
+    seqLen = 3
+    return ((b0 & 0x0f) << 12) | ((<u32>load<u8>(p, 1) & 0x3f) << 6) | (<u32>load<u8>(p, 2) & 0x3f)
+  }
+  if (p + 3 < end) {
+    seqLen = 4
+    return ((b0 & 0x07) << 18) | ((<u32>load<u8>(p, 1) & 0x3f) << 12) | ((<u32>load<u8>(p, 2) & 0x3f) << 6) | (<u32>load<u8>(p, 3) & 0x3f)
+  }
+  seqLen = 1
+  return b0
+}
+
 /**
  * Character n-gram hashes of UTF-8 text: decodes to code points into `scratch`
- * (4 bytes per byte of input is enough), then hashes each window of `n` code points.
+ * (4 bytes per byte of input is enough), applying `flags`, then hashes each window
+ * of `n` code points.
  */
-export function charShingles(text: usize, len: usize, n: u32, seed: u32, scratch: usize, out: usize): u32 {
+export function charShingles(text: usize, len: usize, n: u32, seed: u32, scratch: usize, out: usize, flags: u32): u32 {
   const end = text + len
+  const lower = (flags & LOWER_ASCII) != 0
+  const collapse = (flags & COLLAPSE_SPACE) != 0
   let p = text
   let count: u32 = 0
+  let pendingSpace = false
   while (p < end) {
-    const b0 = <u32>load<u8>(p)
-    let cp: u32
-    if (b0 < 0x80) {
-      cp = b0
-      p += 1
-    } else if (b0 < 0xe0 && p + 1 < end) {
-      cp = ((b0 & 0x1f) << 6) | (<u32>load<u8>(p, 1) & 0x3f)
-      p += 2
-    } else if (b0 < 0xf0 && p + 2 < end) {
-      cp = ((b0 & 0x0f) << 12) | ((<u32>load<u8>(p, 1) & 0x3f) << 6) | (<u32>load<u8>(p, 2) & 0x3f)
-      p += 3
-    } else if (p + 3 < end) {
-      cp = ((b0 & 0x07) << 18) | ((<u32>load<u8>(p, 1) & 0x3f) << 12) | ((<u32>load<u8>(p, 2) & 0x3f) << 6) | (<u32>load<u8>(p, 3) & 0x3f)
-      p += 4
-    } else {
-      // A truncated sequence at the end: keep the byte as its own unit.
-      cp = b0
-      p += 1
+    let cp = decode(p, end)
+    p += seqLen
+    if (collapse && isSpace(cp)) {
+      pendingSpace = true
+      continue
     }
-    store<u32>(scratch + (<usize>count << 2), cp)
-    count++
+    if (lower && cp - 65 < 26) cp += 32
+    if (pendingSpace) {
+      // Leading whitespace is dropped; trailing whitespace never gets here.
+      if (count > 0) store<u32>(scratch + ((<usize>(count++)) << 2), 32)
+      pendingSpace = false
+    }
+    store<u32>(scratch + ((<usize>(count++)) << 2), cp)
   }
   return shingleRuns(scratch, count, n, seed, out)
 }
 
-@inline function isSpace(b: u32): bool {
-  return b == 0x20 || (b >= 0x09 && b <= 0x0d)
-}
-
 /**
- * Word n-gram hashes of UTF-8 text: words are maximal runs of bytes other than
- * ASCII whitespace; each word hashes to a u32 in `scratch`, then each window of
- * `n` word hashes is hashed.
+ * Word n-gram hashes of UTF-8 text: words are maximal runs of code points that are
+ * not whitespace (JavaScript `\s`); each word hashes to a u32 in `scratch` (FNV-1a
+ * over its UTF-8 bytes, ASCII folded to lower case under LOWER_ASCII, then fmix32),
+ * then each window of `n` word hashes is hashed.
  */
-export function wordShingles(text: usize, len: usize, n: u32, seed: u32, scratch: usize, out: usize): u32 {
+export function wordShingles(text: usize, len: usize, n: u32, seed: u32, scratch: usize, out: usize, flags: u32): u32 {
   const end = text + len
+  const lower = (flags & LOWER_ASCII) != 0
   let p = text
   let count: u32 = 0
+  let inWord = false
+  let h: u32 = 0
   while (p < end) {
-    while (p < end && isSpace(<u32>load<u8>(p))) p++
-    if (p >= end) break
-    // FNV-1a over the word's bytes, finished with fmix32.
-    let h: u32 = 0x811c9dc5 ^ seed
-    while (p < end) {
-      const b = <u32>load<u8>(p)
-      if (isSpace(b)) break
-      h = (h ^ b) * 0x01000193
+    const b = <u32>load<u8>(p)
+    if (b < 0x80) {
+      if (b == 32 || (b >= 9 && b <= 13)) {
+        if (inWord) {
+          store<u32>(scratch + ((<usize>(count++)) << 2), fmix32(h))
+          inWord = false
+        }
+      } else {
+        if (!inWord) {
+          h = 0x811c9dc5 ^ seed
+          inWord = true
+        }
+        h = (h ^ (lower && b - 65 < 26 ? b + 32 : b)) * 0x01000193
+      }
       p++
+      continue
     }
-    store<u32>(scratch + (<usize>count << 2), fmix32(h))
-    count++
+    const cp = decode(p, end)
+    const l = seqLen
+    if (isSpace(cp)) {
+      if (inWord) {
+        store<u32>(scratch + ((<usize>(count++)) << 2), fmix32(h))
+        inWord = false
+      }
+    } else {
+      if (!inWord) {
+        h = 0x811c9dc5 ^ seed
+        inWord = true
+      }
+      for (let k: usize = 0; k < l; k++) h = (h ^ <u32>load<u8>(p + k)) * 0x01000193
+    }
+    p += l
   }
+  if (inWord) store<u32>(scratch + ((<usize>(count++)) << 2), fmix32(h))
   return shingleRuns(scratch, count, n, seed ^ 0x5bd1e995, out)
 }
 

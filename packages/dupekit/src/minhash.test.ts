@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { estimateJaccard, MINHASH_DEFAULTS, MinHasher, minhashSignature } from './minhash.js'
+import { normalizeText } from './normalize.js'
 import { makeCorpus, rng } from '../bench/corpus.js'
 
 /** Two token sets with exactly `common` shared tokens out of `union`, as texts of 1-word shingles. */
@@ -158,5 +159,36 @@ describe('MinHash Jaccard estimates (statistical)', () => {
     const [c] = pairWithJaccard(union, union, 'one')
     const shuffled = c.split(' ').sort(() => (rng(3)() < 0.5 ? -1 : 1)).join(' ')
     expect(estimateJaccard(mh.signature(c), mh.signature(shuffled))).toBe(1)
+  })
+})
+
+describe('kernel-side normalization', () => {
+  // The kernels fold ASCII case and collapse whitespace while decoding; the result
+  // must be exactly the shingles of normalizeText's output.
+  const alphabet = ['a', 'B', 'c', 'Ä', 'é', 'ﬁ', 'Ｑ', '🙂', ' ', '  ', '\t', '\n', '\u00a0', '\u2003', '\u2028', '\ufeff', '\u1680', ',', '!', '-', 'İ', 'ß', 'Σ']
+  let s = 99
+  const next = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s >>> 8)
+  const samples = Array.from({ length: 400 }, () => {
+    let str = ''
+    const len = next() % 40
+    for (let i = 0; i < len; i++) str += alphabet[next() % alphabet.length]
+    return str
+  })
+
+  test.each([
+    ['char', 1],
+    ['char', 3],
+    ['word', 1],
+    ['word', 2],
+  ] as const)('%s %i-grams: signature(text) = signature(normalizeText(text)) without normalization', (shingle, ngram) => {
+    for (const stripPunctuation of [false, true]) {
+      const fast = new MinHasher({ shingle, ngram, numPerm: 16, normalize: { stripPunctuation } })
+      const plain = new MinHasher({ shingle, ngram, numPerm: 16, normalize: false })
+      for (const text of samples) {
+        expect(Array.from(fast.signature(text)), JSON.stringify(text)).toEqual(
+          Array.from(plain.signature(normalizeText(text, { stripPunctuation }))),
+        )
+      }
+    }
   })
 })

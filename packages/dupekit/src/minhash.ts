@@ -19,7 +19,7 @@
  */
 import { DupekitError } from './errors.js'
 import { kernels, type KernelMemory } from './internal/wasm.js'
-import { normalizeText, type NormalizeOptions } from './normalize.js'
+import { normalizeForKernels, normalizeText, type NormalizeOptions } from './normalize.js'
 
 /** What a shingle is made of: code points (`char`) or whitespace-separated words (`word`). */
 export type ShingleKind = 'char' | 'word'
@@ -134,7 +134,11 @@ export class MinHasher {
 
   /** Writes the signature of `text` into `out[offset .. offset+numPerm)`; returns the shingle count. */
   signatureInto(text: string, out: Uint32Array, offset: number): number {
-    const t = this.prepare(text)
+    // Normalization is split: JavaScript does what needs Unicode tables, the kernel
+    // folds ASCII case and collapses whitespace while decoding (flags 1 | 2).
+    const norm = this.params.normalize
+    const t = norm === false ? text : normalizeForKernels(text, norm)
+    const flags = norm === false ? 0 : 3
     const m = kernels()
     const lanes = this.groups * 4
     // Layout above base: permutations | signature | shingle hashes | scratch | UTF-8 text.
@@ -153,8 +157,8 @@ export class MinHasher {
     const len = encoder.encodeInto(t, m.u8.subarray(textAt)).written
     const n =
       this.params.shingle === 'char'
-        ? m.k.charShingles(textAt, len, this.params.ngram, this.shingleSeed, scratch, hashes)
-        : m.k.wordShingles(textAt, len, this.params.ngram, this.shingleSeed, scratch, hashes)
+        ? m.k.charShingles(textAt, len, this.params.ngram, this.shingleSeed, scratch, hashes, flags)
+        : m.k.wordShingles(textAt, len, this.params.ngram, this.shingleSeed, scratch, hashes, flags)
     m.k.minhash(hashes, n, perm, this.groups, sig)
     const s = sig >>> 2
     out.set(m.u32.subarray(s, s + this.params.numPerm), offset)

@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest'
-import { normalizeText } from './normalize.js'
+import { collapseWhitespace, normalizeText } from './normalize.js'
 
 test.each([
   ['Hello World', 'hello world'],
@@ -37,5 +37,17 @@ test('normalization is idempotent', () => {
     expect(normalizeText(once)).toBe(once)
     const stripped = normalizeText(s, { stripPunctuation: true })
     expect(normalizeText(stripped, { stripPunctuation: true })).toBe(stripped)
+  }
+})
+
+test('collapseWhitespace equals the regex definition on random whitespace-heavy strings', () => {
+  const alphabet = ['a', 'b', ' ', ' ', '\t', '\n', '\r\n', '\u00a0', '\u2003', '\u3000', '\ufeff', '\u2028', 'é', '\u180e', '\u200b']
+  let s = 12345
+  const next = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s >>> 8)
+  for (let k = 0; k < 3000; k++) {
+    const len = next() % 12
+    let str = ''
+    for (let i = 0; i < len; i++) str += alphabet[next() % alphabet.length]
+    expect(collapseWhitespace(str), JSON.stringify(str)).toBe(str.replace(/\s+/g, ' ').trim())
   }
 })

@@ -29,8 +29,8 @@ export type Kernels = {
   xxh64To(p: number, len: number, seedLo: number, seedHi: number, out: number): void
   xxh3To(p: number, len: number, seedLo: number, seedHi: number, out: number): void
   xxh128To(p: number, len: number, seedLo: number, seedHi: number, out: number): void
-  charShingles(text: number, len: number, n: number, seed: number, scratch: number, out: number): number
-  wordShingles(text: number, len: number, n: number, seed: number, scratch: number, out: number): number
+  charShingles(text: number, len: number, n: number, seed: number, scratch: number, out: number, flags: number): number
+  wordShingles(text: number, len: number, n: number, seed: number, scratch: number, out: number, flags: number): number
   minhash(hashes: number, n: number, params: number, groups: number, out: number): void
 }
 
