@@ -21,6 +21,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { endianness } from 'node:os'
+import { logger } from '@marin/rigging'
 import { readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { BloomFilter } from './bloom.js'
 import { DupekitError } from './errors.js'
@@ -113,6 +114,7 @@ export async function saveBloom(filter: BloomFilter, path: string): Promise<void
   try {
     await writeFile(tmp, bloomToBytes(filter))
     await rename(tmp, path)
+    logger('dupekit').debug({ path, bits: filter.bits, hashes: filter.hashes, added: filter.added }, 'saved bloom filter')
   } catch (err) {
     await rm(tmp, { force: true })
     throw new DupekitError('BLOOM_IO', `cannot save Bloom filter to ${path}: ${(err as Error).message}; check the directory exists and is writable`, { cause: err })

@@ -28,3 +28,11 @@ test('a closed pool refuses work', async () => {
   await expect(pool.signatures(['a'])).rejects.toMatchObject({ code: 'POOL_FAILED' })
   expect(() => new MinHashPool({ threads: 0 })).toThrow(/threads must be a positive integer, got 0/)
 })
+
+test('a batch that fails in a worker rejects with POOL_FAILED; the pool keeps working', async () => {
+  const pool = new MinHashPool({ threads: 1 })
+  pools.push(pool)
+  await expect(pool.signatures([42 as unknown as string])).rejects.toMatchObject({ code: 'POOL_FAILED' })
+  await expect(pool.signatures([42 as unknown as string])).rejects.toThrow(/MinHashPool worker failed on a batch/)
+  expect(await pool.signatures(['still fine'])).toEqual(new MinHasher().signature('still fine'))
+})

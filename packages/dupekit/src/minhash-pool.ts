@@ -15,6 +15,7 @@ import { createRequire } from 'node:module'
 import { availableParallelism } from 'node:os'
 import { pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
+import { logger } from '@marin/rigging'
 import { DupekitError } from './errors.js'
 import { resolveMinHashParams, type MinHashOptions, type MinHashParams } from './minhash.js'
 import type { WorkerReply, WorkerRequest } from './minhash-worker.js'
@@ -79,6 +80,7 @@ export class MinHashPool {
       this.pump()
     })
     const die = (err: Error) => {
+      logger('dupekit').error({ err, threads: this.threads, pending: this.queue.length }, 'minhash pool worker died')
       const task = slot.busy
       slot.busy = undefined
       const i = this.slots.indexOf(slot)
