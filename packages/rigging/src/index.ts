@@ -29,20 +29,24 @@ export type { SecretSource, SecretSpec } from './secret-sources.js'
 export { writeSecretFile } from './secret-file.js'
 
 // Telemetry
-export { Counter, DEFAULT_BUCKETS, Gauge, Histogram } from './telemetry/metrics.js'
+export { Counter } from './telemetry/counter.js'
+export type { BoundCounter } from './telemetry/counter.js'
+export { Gauge } from './telemetry/gauge.js'
+export type { BoundGauge } from './telemetry/gauge.js'
+export { DEFAULT_BUCKETS, Histogram } from './telemetry/histogram.js'
+export type { BoundHistogram, HistogramOptions } from './telemetry/histogram.js'
+export type { Metric } from './telemetry/metric.js'
 export type {
   CounterSnapshot,
   GaugeSnapshot,
-  HistogramOptions,
   HistogramSample,
   HistogramSnapshot,
   Labels,
-  Metric,
   MetricOptions,
   MetricSnapshot,
   MetricType,
   ScalarSample,
-} from './telemetry/metrics.js'
+} from './telemetry/types.js'
 export { MetricsRegistry, metrics } from './telemetry/registry.js'
 export type { RegistrySnapshot } from './telemetry/registry.js'
 export { DEFAULT_QUANTILES, quantileKey } from './telemetry/reservoir.js'

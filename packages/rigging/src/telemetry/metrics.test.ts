@@ -119,6 +119,35 @@ describe('histogram', () => {
   })
 })
 
+describe('bound series', () => {
+  test('with(labels) checks labels once and records into that series', () => {
+    const reg = new MetricsRegistry()
+    const jobs = reg.counter('jobs_total', { help: 'j', labelNames: ['state'] })
+    const done = jobs.with({ state: 'done' })
+    done.inc()
+    done.inc(2)
+    jobs.inc(1, { state: 'done' })
+    expect(done.value()).toBe(4)
+    expect(jobs.value({ state: 'done' })).toBe(4)
+    expect(thrown(() => done.inc(-1)).code).toBe('TELEMETRY_INVALID')
+    expect(thrown(() => jobs.with({ status: 'done' })).code).toBe('TELEMETRY_INVALID')
+
+    const depth = reg.gauge('depth', { help: 'd', labelNames: ['queue'] }).with({ queue: 'a' })
+    depth.set(5)
+    depth.inc(2)
+    depth.dec()
+    expect(depth.value()).toBe(6)
+    expect(thrown(() => depth.set(Number.NaN)).code).toBe('TELEMETRY_INVALID')
+
+    const lat = reg.histogram('lat', { help: 'l', labelNames: ['method'], buckets: [1] })
+    const get = lat.with({ method: 'Get' })
+    get.observe(0.5)
+    get.observe(2)
+    expect(lat.snapshot().samples).toEqual([expect.objectContaining({ labels: { method: 'Get' }, count: 2, sum: 2.5, buckets: [1] })])
+    expect(thrown(() => get.observe(Number.NaN)).code).toBe('TELEMETRY_INVALID')
+  })
+})
+
 describe('registry', () => {
   test('the same definition returns the same metric; a different one is an error', () => {
     const reg = new MetricsRegistry()

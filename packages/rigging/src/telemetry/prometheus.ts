@@ -3,7 +3,7 @@
  * per family, then its samples; histograms as cumulative `_bucket{le=…}` series ending in
  * `+Inf`, plus `_sum` and `_count`; summaries as `{quantile=…}` series plus `_sum` and `_count`.
  */
-import type { MetricSnapshot } from './metrics.js'
+import type { MetricSnapshot } from './types.js'
 import { quantileKey } from './reservoir.js'
 
 /** The content type to serve the exposition with. */

@@ -4,8 +4,12 @@
  * so modules can declare their metrics where they use them.
  */
 import { RiggingError } from '../errors.js'
-import { Counter, Gauge, Histogram } from './metrics.js'
-import type { HistogramOptions, Metric, MetricOptions, MetricSnapshot } from './metrics.js'
+import { Counter } from './counter.js'
+import { Gauge } from './gauge.js'
+import { Histogram } from './histogram.js'
+import type { HistogramOptions } from './histogram.js'
+import type { Metric } from './metric.js'
+import type { MetricOptions, MetricSnapshot } from './types.js'
 import { toPrometheusText } from './prometheus.js'
 
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/
