@@ -2,14 +2,15 @@
  * Faults on `file://`: a writer killed mid-write, and writes into directories
  * that cannot be written.
  */
-import { execFileSync } from 'node:child_process'
-import { chmodSync, mkdtempSync, readdirSync, statSync } from 'node:fs'
+import { execFileSync, spawn } from 'node:child_process'
+import { chmodSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, test } from 'vitest'
 import { isRiggingError } from '../errors.js'
 import { FileStorage } from './file.js'
+import { lockPathFor } from './file-lock.js'
 import { exited, printed, spawnFixture } from './fixtures/spawn.js'
 import { openStorage } from './open-storage.js'
 
@@ -46,6 +47,25 @@ describe('a crash in the middle of an atomic write', () => {
     // No lock was held while data streamed, so the next writer goes straight through.
     await s.write('big.bin', 'new content', { condition: { ifGeneration: generation } })
     expect(await s.readText('big.bin')).toBe('new content')
+    // The dead writer's temp file is still there, hidden; removeOrphans takes it away.
+    expect(readdirSync(d).sort()).toEqual([temps[0], 'big.bin'])
+    expect(await s.removeOrphans()).toEqual([temps[0]])
+    expect(readdirSync(d)).toEqual(['big.bin'])
+  })
+
+  test('removeOrphans keeps the files of live writers and removes locks of dead ones', async () => {
+    const d = tempDir()
+    const s = new FileStorage(d)
+    const live = await s.writeStream('sub/live.bin')
+    live.write('in flight')
+    const dead = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' })
+    await new Promise((r) => dead.on('exit', r))
+    writeFileSync(lockPathFor(join(d, 'sub', 'x')), JSON.stringify({ pid: dead.pid, host: hostname(), token: 't', at: Date.now() }))
+    expect(await s.removeOrphans()).toEqual(['sub/.x.rigging-lock'])
+    expect(readdirSync(join(d, 'sub')).filter((n) => n.startsWith('.live.bin.rigging-tmp-'))).toHaveLength(1)
+    await new Promise<void>((res, rej) => live.end((err?: Error | null) => (err ? rej(err) : res())))
+    expect(await s.readText('sub/live.bin')).toBe('in flight')
+    expect(readdirSync(join(d, 'sub'))).toEqual(['live.bin'])
   })
 })
 

@@ -39,7 +39,8 @@ export function lockPathFor(target: string): string {
 
 const errno = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
 
-function pidAlive(pid: number): boolean {
+/** Whether a process with this pid exists on this host. */
+export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0)
     return true
@@ -48,7 +49,8 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-async function isStale(lockPath: string, raw: string, staleMs: number): Promise<boolean> {
+/** Whether the lock file at `lockPath`, holding `raw`, is stale (see the module comment). */
+export async function isStale(lockPath: string, raw: string, staleMs: number): Promise<boolean> {
   let body: LockBody | undefined
   try {
     body = JSON.parse(raw) as LockBody

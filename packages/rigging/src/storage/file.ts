@@ -22,22 +22,21 @@
  * mtime to collide.) Files written behind our back still get a new generation
  * from the kernel's inode and mtime.
  */
-import { randomBytes } from 'node:crypto'
 import type { BigIntStats } from 'node:fs'
 import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
-import { basename, dirname, join, resolve } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import { Readable, Writable } from 'node:stream'
 import { pathToFileURL } from 'node:url'
 import { RiggingError } from '../errors.js'
 import { withFileLock } from './file-lock.js'
 import type { FileLockOptions } from './file-lock.js'
+import { INTERNAL_NAME, removeOrphanFiles, tempPathFor } from './file-orphans.js'
+import type { RemoveOrphansOptions } from './file-orphans.js'
 import { fsError } from './fs-errors.js'
 import { checkPath, checkPrefix, matchesPrefix } from './paths.js'
 import type { ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './types.js'
 
-/** Names of our temp and lock files; `list` never shows them. */
-const INTERNAL = /^\..*\.rigging-(tmp-[0-9a-f]+|lock|lock\.break)$/
 
 // A wall clock with sub-millisecond resolution (Date.now() is only ms).
 const clockOffset = BigInt(Date.now()) * 1_000_000n - process.hrtime.bigint()
@@ -144,7 +143,7 @@ export class FileStorage implements Storage {
     const target = this.abs(rel)
     try {
       await makeDirs(dirname(target))
-      const tmp = join(dirname(target), `.${basename(target)}.rigging-tmp-${randomBytes(6).toString('hex')}`)
+      const tmp = tempPathFor(target)
       const fh = await open(tmp, 'wx', 0o666)
       return { rel, target, tmp, fh, closed: false }
     } catch (err) {
@@ -297,7 +296,7 @@ export class FileStorage implements Storage {
     }
     // Sort as full paths would sort: a folder "a" holds paths "a/…", which sort after "a-b".
     const named = entries
-      .filter((e) => !INTERNAL.test(e.name))
+      .filter((e) => !INTERNAL_NAME.test(e.name))
       .map((e) => ({ e, key: e.isDirectory() ? `${e.name}/` : e.name }))
       .sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0))
     for (const { e, key } of named) {
@@ -312,6 +311,21 @@ export class FileStorage implements Storage {
         throw this.fail(err, 'list', rel)
       })
       if (st) yield infoOf(rel, st)
+    }
+  }
+
+  /**
+   * Deletes temp files and locks under `prefix` that killed processes left
+   * behind (a crash mid-write leaves the target intact but its temp file
+   * remains). Returns the removed paths. Safe to run while others write: files
+   * of live processes on this host are kept.
+   */
+  async removeOrphans(prefix = '', opts: RemoveOrphansOptions = {}): Promise<string[]> {
+    const pre = checkPrefix(prefix, this.url)
+    try {
+      return await removeOrphanFiles(this.root, pre.slice(0, pre.lastIndexOf('/') + 1), opts)
+    } catch (err) {
+      throw this.fail(err, 'clean up', pre || '/')
     }
   }
 
