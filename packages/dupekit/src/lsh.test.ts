@@ -82,3 +82,32 @@ describe('LshIndex', () => {
     expect(() => new LshIndex().add(-1, new Uint32Array(286))).toThrow(/id must be an integer/)
   })
 })
+
+test('matches a naive bucket map over many documents, through table growth', () => {
+  // 6000 documents × 20 bands = 120,000 buckets: the table grows from 65,536 slots twice.
+  const numPerm = 40
+  const numBands = 20
+  const rows = 2
+  const n = 6000
+  let s = 7
+  const next = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0), s)
+  const sigs = new Uint32Array(n * numPerm)
+  // Small slot values make many bands collide, so there are plenty of real buckets.
+  for (let i = 0; i < sigs.length; i++) sigs[i] = next() % 300
+  const lsh = new LshIndex({ numPerm, numBands })
+  lsh.addAll(sigs)
+  const want: number[] = []
+  const first = new Map<string, number>()
+  for (let id = 0; id < n; id++) {
+    const partners: number[] = []
+    for (let b = 0; b < numBands; b++) {
+      const key = `${b}:${Array.from(sigs.subarray(id * numPerm + b * rows, id * numPerm + (b + 1) * rows)).join(',')}`
+      const f = first.get(key)
+      if (f === undefined) first.set(key, id)
+      else if (!partners.includes(f)) partners.push(f)
+    }
+    for (const f of partners) want.push(f, id)
+  }
+  expect(want.length).toBeGreaterThan(1000)
+  expect(Array.from(lsh.candidatePairs())).toEqual(want)
+})
