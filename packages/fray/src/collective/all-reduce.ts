@@ -66,9 +66,11 @@ export async function allReduce(comm: Comm, data: Float32Array, op: ReduceOp = '
     const c = chunks[k]!
     if (c.owner === comm.me) work.push(reduceOwned(comm, seq, k, c, data, out, op, total, sends))
     else {
+      const dest = new Uint8Array(out.buffer, c.lo * 4, (c.hi - c.lo) * 4)
       work.push(
-        comm.peers.recv(comm.ranks[c.owner]!, comm.id, seq, KIND.allGather, k, total).then((b) => {
-          out.set(new Float32Array(b.buffer, b.byteOffset, c.hi - c.lo), c.lo)
+        comm.peers.recv(comm.ranks[c.owner]!, comm.id, seq, KIND.allGather, k, total, dest).then((b) => {
+          // Landed in place unless it arrived before we asked for it.
+          if (b !== dest) dest.set(b)
         }),
       )
     }

@@ -29,7 +29,12 @@ export async function broadcast<T extends ArrayBufferView>(comm: Comm, buf: T, r
   const from = comm.ranks[root]!
   await Promise.all(
     Array.from({ length: chunks }, (_, k) =>
-      comm.peers.recv(from, comm.id, seq, KIND.broadcast, k, total).then((b) => bytes.set(b, k * chunkBytes)),
+      {
+        const dest = bytes.subarray(k * chunkBytes, Math.min(total, (k + 1) * chunkBytes))
+        return comm.peers.recv(from, comm.id, seq, KIND.broadcast, k, total, dest).then((b) => {
+          if (b !== dest) dest.set(b)
+        })
+      },
     ),
   )
   return buf

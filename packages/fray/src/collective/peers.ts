@@ -13,7 +13,7 @@ export type PeerAddress = { host: string; port: number }
 
 const HELLO = 0xffff
 
-type Waiter = { resolve: (b: Uint8Array) => void; reject: (e: Error) => void; total: number }
+type Waiter = { resolve: (b: Uint8Array) => void; reject: (e: Error) => void; total: number; into?: Uint8Array | undefined }
 
 export class Peers {
   private readonly sockets = new Map<number, net.Socket>()
@@ -72,15 +72,18 @@ export class Peers {
   private accept(s: net.Socket): void {
     // The first frame on an accepted socket names the connecting rank.
     let known = false
-    const reader = new FrameReader((h, b) => {
-      if (!known && h.kind === HELLO) {
-        known = true
-        this.attach(s, h.from, reader)
-        this.checkConnected()
-        return
-      }
-      this.deliver(h, b)
-    })
+    const reader = new FrameReader(
+      (h, b) => {
+        if (!known && h.kind === HELLO) {
+          known = true
+          this.attach(s, h.from, reader)
+          this.checkConnected()
+          return
+        }
+        this.deliver(h, b)
+      },
+      (h, len) => this.destination(h, len),
+    )
     s.on('data', (d: Buffer) => reader.push(d))
     s.on('error', () => {})
   }
@@ -89,7 +92,10 @@ export class Peers {
     s.setNoDelay(true)
     this.sockets.set(peer, s)
     if (!reader) {
-      const r = new FrameReader((h, b) => this.deliver(h, b))
+      const r = new FrameReader(
+        (h, b) => this.deliver(h, b),
+        (h, len) => this.destination(h, len),
+      )
       s.on('data', (d: Buffer) => r.push(d))
     }
     s.on('error', () => {})
@@ -107,6 +113,11 @@ export class Peers {
 
   private key(comm: number, seq: number, kind: number, chunk: number, from: number): string {
     return `${comm}.${seq}.${kind}.${chunk}.${from}`
+  }
+
+  private destination(h: FrameHeader, len: number): Uint8Array | undefined {
+    const w = this.waiters.get(this.key(h.comm, h.seq, h.kind, h.chunk, h.from))
+    return w && w.total === h.total && w.into?.byteLength === len ? w.into : undefined
   }
 
   private deliver(h: FrameHeader, b: Uint8Array): void {
@@ -129,8 +140,11 @@ export class Peers {
     return writeFrame(s, { ...h, from: this.rank }, payload)
   }
 
-  /** The payload of the frame `peer` sent with these fields. */
-  recv(peer: number, comm: number, seq: number, kind: number, chunk: number, total: number): Promise<Uint8Array> {
+  /**
+   * The payload of the frame `peer` sent with these fields. With `into`, a payload of that
+   * length that has not arrived yet is written straight into it (and `into` is returned).
+   */
+  recv(peer: number, comm: number, seq: number, kind: number, chunk: number, total: number, into?: Uint8Array): Promise<Uint8Array> {
     const k = this.key(comm, seq, kind, chunk, peer)
     const got = this.inbox.get(k)
     if (got) {
@@ -138,7 +152,7 @@ export class Peers {
       return got.h.total === total ? Promise.resolve(got.b) : Promise.reject(mismatch(got.h, total, this.rank))
     }
     if (this.failure) return Promise.reject(this.failure)
-    return new Promise((resolve, reject) => this.waiters.set(k, { resolve, reject, total }))
+    return new Promise((resolve, reject) => this.waiters.set(k, { resolve, reject, total, into }))
   }
 
   private fail(err: FrayError): void {

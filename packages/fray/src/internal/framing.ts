@@ -52,7 +52,14 @@ export class FrameReader {
   private body: Uint8Array | null = null
   private bodyFill = 0
 
-  constructor(private readonly onFrame: (h: FrameHeader, payload: Uint8Array) => void) {}
+  /**
+   * `bodyFor` may name where a frame's payload should land (a receiver waiting with its own
+   * buffer), which saves allocating and copying it again.
+   */
+  constructor(
+    private readonly onFrame: (h: FrameHeader, payload: Uint8Array) => void,
+    private readonly bodyFor?: (h: FrameHeader, length: number) => Uint8Array | undefined,
+  ) {}
 
   push(chunk: Buffer): void {
     let off = 0
@@ -74,7 +81,8 @@ export class FrameReader {
           total: this.head.readUInt32LE(24),
         }
         // A fresh ArrayBuffer starts at offset 0, so the payload can be viewed as any typed array.
-        this.body = new Uint8Array(len)
+        const dest = this.bodyFor?.(this.header, len)
+        this.body = dest && dest.byteLength === len ? dest : new Uint8Array(len)
         this.bodyFill = 0
       } else {
         const body = this.body!

@@ -1,0 +1,111 @@
+/**
+ * @module `pnpm bench fray`: actor call round trips against a bare child_process message round
+ * trip, and all-reduce of 16 MiB across 2 local members against a single memcpy (bandwidth)
+ * and a bare loopback TCP transfer of the same bytes (time).
+ */
+import { fork } from 'node:child_process'
+import net from 'node:net'
+import { fileURLToPath } from 'node:url'
+import { emit, median } from '@marin/rigging/bench'
+import { actorClass } from '../src/actor.js'
+import { LocalClient } from '../src/local-client.js'
+import { Mesh } from '../src/mesh.js'
+import type { AllReducer, Pinger } from './bench-actors.js'
+
+const CALLS = 5_000
+const RUNS = 5
+const actors = new URL('./bench-actors.ts', import.meta.url)
+
+async function bareRoundTrips(): Promise<number[]> {
+  const child = fork(fileURLToPath(new URL('./echo-child.mjs', import.meta.url)), [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  let next: ((v: unknown) => void) | null = null
+  child.on('message', (m) => next?.(m))
+  const once = (id: number) =>
+    new Promise((res) => {
+      next = res
+      child.send([1, id, 'ping', [id]])
+    })
+  const rates: number[] = []
+  for (let r = 0; r <= RUNS; r++) {
+    const t0 = performance.now()
+    for (let i = 0; i < CALLS; i++) await once(i)
+    if (r > 0) rates.push(CALLS / ((performance.now() - t0) / 1000)) // run 0 warms up
+  }
+  child.kill()
+  return rates
+}
+
+async function actorRoundTrips(client: LocalClient): Promise<number[]> {
+  const p = await client.createActor(actorClass<typeof Pinger>(actors, 'Pinger'), [])
+  const rates: number[] = []
+  for (let r = 0; r <= RUNS; r++) {
+    const t0 = performance.now()
+    for (let i = 0; i < CALLS; i++) await p.ping(i)
+    if (r > 0) rates.push(CALLS / ((performance.now() - t0) / 1000))
+  }
+  await p.$actor.stop()
+  return rates
+}
+
+/** Context for the all-reduce time: 16 MiB sent one way through a bare loopback TCP socket. */
+async function bareTcpMs(bytes: number): Promise<number> {
+  const server = net.createServer((s) => {
+    let got = 0
+    s.on('data', (d: Buffer) => {
+      got += d.length
+      if (got >= bytes) {
+        got = 0
+        s.write(Buffer.alloc(1))
+      }
+    })
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  const sock = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1')
+  await new Promise((r) => sock.once('connect', r))
+  sock.setNoDelay(true)
+  const buf = Buffer.alloc(bytes, 1)
+  const times: number[] = []
+  for (let i = 0; i < 11; i++) {
+    const t0 = performance.now()
+    sock.write(buf)
+    await new Promise((r) => sock.once('data', r))
+    if (i > 0) times.push(performance.now() - t0)
+  }
+  sock.destroy()
+  server.close()
+  return median(times)
+}
+
+const client = new LocalClient()
+const bare: number[] = []
+const ours: number[] = []
+// Interleave so that both see the same machine load.
+for (let i = 0; i < 3; i++) {
+  bare.push(...(await bareRoundTrips()))
+  ours.push(...(await actorRoundTrips(client)))
+}
+emit({ bench: 'fray', metric: 'actor_call_round_trips_per_s', value: median(ours), unit: 'calls/s', baseline: median(bare) })
+
+// All-reduce: 16 MiB of floats over 2 members; per iteration the slowest member's time counts.
+const BYTES = 16 * 1024 * 1024
+const group = await client.createActorGroup(actorClass<typeof AllReducer>(actors, 'AllReducer'), 2, [])
+await Mesh.create(group, { data: -1 })
+const perMember = await group.broadcast.timeAllReduce(BYTES / 4, 15)
+const iterMs = perMember[0]!.wallMs.map((_, i) => Math.max(...perMember.map((t) => t.wallMs[i]!)))
+const ms = median(iterMs)
+// Bus bandwidth (NCCL's convention): bytes × 2(n−1)/n ÷ time; for n = 2 it is bytes ÷ time.
+const busGBs = (BYTES * 2 * (2 - 1)) / 2 / (ms / 1000) / 1e9
+
+const src = new Float32Array(BYTES / 4).fill(1)
+const dst = new Float32Array(BYTES / 4)
+const copies: number[] = []
+for (let i = 0; i < 21; i++) {
+  const t0 = performance.now()
+  dst.set(src)
+  copies.push(performance.now() - t0)
+}
+const memcpyGBs = BYTES / (median(copies.slice(1)) / 1000) / 1e9
+emit({ bench: 'fray', metric: 'allreduce_16mib_2_members_bus_bandwidth', value: busGBs, unit: 'GB/s', baseline: memcpyGBs })
+emit({ bench: 'fray', metric: 'allreduce_16mib_2_members_ms', value: ms, unit: 'ms', baseline: await bareTcpMs(BYTES), lowerIsBetter: true })
+emit({ bench: 'fray', metric: 'allreduce_16mib_cpu_ms_per_member', value: median(perMember.map((t) => t.cpuMs)), unit: 'ms' })
+await client.shutdown()
