@@ -64,6 +64,7 @@ export type { GcsStorageOptions } from './storage/gcs.js'
 export { FileStorage } from './storage/file.js'
 export type { FileStorageOptions } from './storage/file.js'
 export type { FileLockOptions } from './storage/file-lock.js'
+export type { RemoveOrphansOptions } from './storage/file-orphans.js'
 export { MemoryStorage } from './storage/memory.js'
 export type { ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './storage/types.js'
 
