@@ -6,9 +6,11 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { isAbsolute } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { logger } from '@marin/rigging'
 import { FrayError } from './errors.js'
 import type { JobHandle, JobRequest, JobStatus, JobWaitOptions } from './job.js'
 
+const log = logger('fray')
 const here = import.meta.url
 const JOB_MAIN = fileURLToPath(new URL(here.endsWith('.ts') ? './job-main.ts' : './job-main.js', here))
 const MAX_LOG_LINES = 10_000
@@ -86,6 +88,7 @@ export class LocalJob implements JobHandle {
     r.exit = { code, signal }
     if (code !== 0 && !this.terminated && r.attempts <= this.req.maxRetries) {
       this.log(`replica ${i} exited (${signal ?? `code ${code}`}); retry ${r.attempts} of ${this.req.maxRetries}`)
+      log.info({ jobId: this.jobId, replica: i, exitCode: code, signal, attempt: r.attempts }, 'retrying job replica')
       this.start(i)
       return
     }

@@ -13,6 +13,7 @@
  * await group.broadcast.trainStep() // inside: currentMesh().allReduce(grad, { op: 'mean', axis: 'data' })
  */
 import { randomUUID } from 'node:crypto'
+import { logger } from '@marin/rigging'
 import { connectionOf } from './actor.js'
 import type { ActorGroup } from './actor-group.js'
 import type { MeshJoin } from './actor-runtime.js'
@@ -39,6 +40,7 @@ export class Mesh<T> {
     const conns = group.members.map((m) => connectionOf(m))
     const peers = (await Promise.all(conns.map((c) => c.control('mesh.listen', { meshId: id, host: opts.host })))) as PeerAddress[]
     await Promise.all(conns.map((c, rank) => c.control('mesh.join', { meshId: id, rank, axes: resolved, peers } satisfies MeshJoin)))
+    logger('fray').debug({ meshId: id, axes: Object.fromEntries(resolved) }, 'mesh linked')
     return new Mesh(id, group, resolved)
   }
 

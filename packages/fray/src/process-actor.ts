@@ -10,6 +10,7 @@
 import { type ChildProcess, fork } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { logger } from '@marin/rigging'
 import type { ActorConnection, ActorStatus, CallOptions } from './actor.js'
 import type { ActorOptions } from './actor-options.js'
 import type { ActorSpec } from './actor-runtime.js'
@@ -17,6 +18,7 @@ import { ActorDiedError, FrayError } from './errors.js'
 import { PendingCalls } from './internal/pending.js'
 import { errorFromPayload, type FromWorker, MSG, type ToWorker } from './internal/wire.js'
 
+const log = logger('fray')
 const here = import.meta.url
 const WORKER_MAIN = fileURLToPath(new URL(here.endsWith('.ts') ? './worker-main.ts' : './worker-main.js', here))
 
@@ -124,6 +126,7 @@ export class ProcessActor implements ActorConnection {
     if (child !== this.child) return
     this.child = null
     const died = new ActorDiedError(this.name, code, signal)
+    if (!this.stopping) log.warn({ actor: this.name, exitCode: code, signal, pendingCalls: this.pending.size }, 'actor process died')
     this.pending.rejectAll(died)
     if (this.stopping) {
       this.state = 'stopped'
@@ -132,8 +135,10 @@ export class ProcessActor implements ActorConnection {
     if (this.state !== 'starting' && this.restartCount < (this.opts.maxRestarts ?? 0)) {
       this.restartCount++
       this.state = 'restarting'
+      log.info({ actor: this.name, restart: this.restartCount, maxRestarts: this.opts.maxRestarts }, 'restarting actor')
       this.readyPromise = this.spawn()
       this.readyPromise.catch((err: Error) => {
+        log.error({ actor: this.name, err }, 'actor restart failed')
         this.state = 'dead'
         this.death = err
       })
