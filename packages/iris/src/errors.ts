@@ -12,6 +12,7 @@ export const IRIS_ERROR_CODES = [
   'STATE_CORRUPT',
   'CONTROLLER_UNAVAILABLE',
   'TIMEOUT',
+  'UNAUTHENTICATED',
 ] as const
 
 export type IrisErrorCode = (typeof IRIS_ERROR_CODES)[number]

@@ -6,10 +6,11 @@
  * controller restart loses nothing the worker saw.
  */
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { availableParallelism, hostname, totalmem } from 'node:os'
 import { join, resolve } from 'node:path'
 import { logger } from '@marin/rigging'
+import { removeTree } from './internal/tree.js'
 import { dockerRunArgs, probeDocker, type DockerProbe } from './container.js'
 import type { ControllerLink } from './controller-link.js'
 import type { Mount } from './mount-spec.js'
@@ -363,11 +364,11 @@ export class Worker {
           finishedAt = statSync(dir).mtimeMs
         }
         if (now - finishedAt < ttlMs) continue
-        rmSync(dir, { recursive: true, force: true })
+        removeTree(dir)
         removed++
       }
       try {
-        if (readdirSync(jobDir).length === 0) rmSync(jobDir, { recursive: true, force: true })
+        if (readdirSync(jobDir).length === 0) removeTree(jobDir)
       } catch {
         // Raced with a new attempt of the same job.
       }

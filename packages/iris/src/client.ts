@@ -1,0 +1,133 @@
+/** @module `IrisClient`: submit, status, wait, logs and kill against a controller over gRPC. */
+import { connect, type DuckyClient } from '@marin/ducky'
+import { ControllerService, fromRpc } from './controller-service.js'
+import { parseDuration } from './duration.js'
+import { IrisError, isIrisError } from './errors.js'
+import { normalizeAddress } from './grpc-link.js'
+import { resolveJobRequest, type JobRequest, type JobSpec } from './job-spec.js'
+import type { AttemptStatus, JobStatus, LogLine, WorkerStatus } from './records.js'
+import { isFinalJobState, type JobState } from './states.js'
+
+export type IrisClientOptions = {
+  /** `host:port` of the controller (a scheme such as `http://` is ignored). */
+  controller: string
+  /** Bearer token, when the controller requires one. */
+  token?: string
+  /** Deadline of each call. @default 30000 */
+  deadlineMs?: number
+}
+
+export type LogsOptions = {
+  /** Keep streaming until the job ends. */
+  follow?: boolean
+  /** Only lines this recent: a duration (`'5m'`) or milliseconds. */
+  since?: string | number
+  /** Only this task's lines. */
+  taskIndex?: number
+}
+
+export type WaitOptions = {
+  /** Give up after this long (IrisError TIMEOUT). @default forever */
+  timeoutMs?: number
+  /** First poll interval; it grows to 1 s. @default 50 */
+  pollMs?: number
+  signal?: AbortSignal
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+/**
+ * A client of one controller.
+ * @example
+ * const iris = new IrisClient({ controller: '127.0.0.1:10000' })
+ * const id = await iris.submit({ name: 'hello', command: ['echo', 'hi'] })
+ * const job = await iris.wait(id) // job.state === 'SUCCEEDED'
+ */
+export class IrisClient {
+  readonly address: string
+  private readonly rpc: DuckyClient<typeof ControllerService>
+
+  constructor(opts: IrisClientOptions) {
+    this.address = normalizeAddress(opts.controller)
+    this.rpc = connect(ControllerService, this.address, { ...(opts.token ? { token: opts.token } : {}), deadlineMs: opts.deadlineMs ?? 30_000 })
+  }
+
+  private async call<T>(p: Promise<T>): Promise<T> {
+    try {
+      return await p
+    } catch (e) {
+      throw fromRpc(e, this.address)
+    }
+  }
+
+  /** Submits a job and returns its id. */
+  async submit(req: JobRequest | JobSpec): Promise<string> {
+    const spec = resolveJobRequest(req as JobRequest)
+    return (await this.call(this.rpc.submit({ spec }))).jobId
+  }
+
+  async status(jobId: string): Promise<JobStatus> {
+    return (await this.call(this.rpc.getJob({ jobId }))).job as JobStatus
+  }
+
+  async attempts(jobId: string): Promise<AttemptStatus[]> {
+    return (await this.call(this.rpc.getJob({ jobId }))).attempts as AttemptStatus[]
+  }
+
+  /** Jobs, newest first. */
+  async list(opts: { states?: JobState[]; limit?: number } = {}): Promise<JobStatus[]> {
+    return (await this.call(this.rpc.listJobs(opts))).jobs as JobStatus[]
+  }
+
+  async workers(): Promise<WorkerStatus[]> {
+    return (await this.call(this.rpc.listWorkers({}))).workers as WorkerStatus[]
+  }
+
+  /** Kills a job; returns its state afterwards (KILLED, or the final state it had already reached). */
+  async kill(jobId: string): Promise<JobState> {
+    return (await this.call(this.rpc.kill({ jobId }))).state
+  }
+
+  /**
+   * Waits until the job is final. Survives controller restarts: while the
+   * controller is unreachable it keeps polling until `timeoutMs`.
+   */
+  async wait(jobId: string, opts: WaitOptions = {}): Promise<JobStatus> {
+    const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs
+    let delay = opts.pollMs ?? 50
+    let last: JobStatus | undefined
+    for (;;) {
+      try {
+        last = await this.status(jobId)
+        if (isFinalJobState(last.state)) return last
+      } catch (e) {
+        if (!isIrisError(e, 'CONTROLLER_UNAVAILABLE')) throw e
+      }
+      if (opts.signal?.aborted || Date.now() + delay > deadline) {
+        throw new IrisError('TIMEOUT', `job ${jobId}: still ${last?.state ?? 'unknown'} after waiting; wait longer or check "iris status ${jobId}"`)
+      }
+      await sleep(delay)
+      delay = Math.min(1000, delay * 1.5)
+    }
+  }
+
+  /** The job's log lines in order; with `follow`, new lines as they come until the job ends. */
+  async *logs(jobId: string, opts: LogsOptions = {}): AsyncGenerator<LogLine> {
+    const since = opts.since === undefined ? undefined : typeof opts.since === 'number' ? opts.since : parseDuration(opts.since, 'since')
+    const stream = this.rpc.logs({
+      jobId,
+      ...(since !== undefined ? { sinceTs: Date.now() - since } : {}),
+      ...(opts.taskIndex !== undefined ? { taskIndex: opts.taskIndex } : {}),
+      ...(opts.follow ? { follow: true } : {}),
+    })
+    try {
+      for await (const l of stream) yield l as LogLine
+    } catch (e) {
+      throw fromRpc(e, this.address)
+    }
+  }
+
+  close(): void {
+    this.rpc.close()
+  }
+}

@@ -1,0 +1,59 @@
+/** @module A controller on gRPC: the state, the scheduler and the ducky server in one object. */
+import { serve, type DuckyServer } from '@marin/ducky'
+import { Controller, type ControllerOptions } from './controller.js'
+import { ControllerService, controllerImpl } from './controller-service.js'
+
+export type ControllerServerOptions = ControllerOptions & {
+  /** Interface to listen on. @default '127.0.0.1' */
+  host?: string
+  /** Port; 0 picks a free one. @default 0 */
+  port?: number
+  /** When set, every call must carry this bearer token. */
+  token?: string
+  /**
+   * The address workers and tasks should use to reach this controller (IRIS_CONTROLLER).
+   * @default `<host>:<port>` as bound
+   */
+  advertise?: string
+}
+
+export type ControllerServer = {
+  readonly controller: Controller
+  readonly server: DuckyServer
+  /** `host:port` for clients and workers. */
+  readonly address: string
+  /** Stops serving (in-flight calls get `graceMs`) and closes the state file. */
+  close(opts?: { graceMs?: number }): Promise<void>
+}
+
+/**
+ * Opens the state, starts scheduling and serves the controller API.
+ * @example
+ * const { address, close } = await startController({ statePath: '.marin/iris/iris.sqlite', port: 10000 })
+ */
+export async function startController(opts: ControllerServerOptions): Promise<ControllerServer> {
+  const controller = new Controller(opts)
+  let server: DuckyServer
+  try {
+    server = await serve(ControllerService, controllerImpl(controller), {
+      host: opts.host ?? '127.0.0.1',
+      port: opts.port ?? 0,
+      ...(opts.token ? { token: opts.token } : {}),
+    })
+  } catch (err) {
+    controller.close()
+    throw err
+  }
+  const address = opts.advertise ?? (server.host === '0.0.0.0' || server.host === '::' ? `127.0.0.1:${server.port}` : server.address)
+  controller.address = address
+  return {
+    controller,
+    server,
+    address,
+    async close(o = {}) {
+      // Long-polling heartbeats would hold the grace period open: release them first.
+      controller.close()
+      await server.shutdown({ graceMs: o.graceMs ?? 1000 })
+    },
+  }
+}

@@ -1,0 +1,69 @@
+/** @module Test support: start `iris` commands as real processes and read what they print. */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { createWriteStream } from 'node:fs'
+import { join, resolve } from 'node:path'
+
+export const IRIS_BIN = resolve(import.meta.dirname, '..', '..', 'bin', 'iris.js')
+
+export type IrisProcess = {
+  child: ChildProcess
+  /** Everything printed to stdout so far. */
+  stdout(): string
+  /** Resolves with the first stdout line matching `re`. */
+  waitFor(re: RegExp, timeoutMs?: number): Promise<RegExpExecArray>
+  /** Resolves with the exit code (or 128 + signal). */
+  exited: Promise<number>
+}
+
+/** Starts `iris ...args`; stderr goes to `<logDir>/<name>.log`. */
+export function startIris(args: readonly string[], opts: { logDir: string; name: string; env?: Record<string, string> }): IrisProcess {
+  const child = spawn(process.execPath, [IRIS_BIN, ...args], {
+    env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', LOG_FORMAT: 'json', ...(opts.env ?? {}) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const log = createWriteStream(join(opts.logDir, `${opts.name}.log`), { flags: 'a' })
+  child.stderr!.pipe(log)
+  let out = ''
+  const listeners = new Set<() => void>()
+  child.stdout!.setEncoding('utf8')
+  child.stdout!.on('data', (c: string) => {
+    out += c
+    for (const l of listeners) l()
+  })
+  const exited = new Promise<number>((r) => child.once('exit', (code, sig) => r(code ?? (sig ? 128 : 1))))
+  return {
+    child,
+    stdout: () => out,
+    exited,
+    waitFor(re, timeoutMs = 30_000) {
+      return new Promise((resolvePromise, reject) => {
+        const check = () => {
+          const m = re.exec(out)
+          if (m) {
+            listeners.delete(check)
+            clearTimeout(timer)
+            resolvePromise(m)
+          }
+        }
+        const timer = setTimeout(() => {
+          listeners.delete(check)
+          reject(new Error(`${opts.name}: no output matching ${re} within ${timeoutMs} ms; stdout so far: ${out.slice(-500)}; see ${opts.name}.log`))
+        }, timeoutMs)
+        listeners.add(check)
+        child.once('exit', () => setTimeout(check, 10))
+        check()
+      })
+    },
+  }
+}
+
+/** Runs `iris ...args` to completion. */
+export async function runIris(args: readonly string[], opts: { logDir: string; name: string; env?: Record<string, string> }): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [IRIS_BIN, ...args], { env: { ...process.env, LOG_FORMAT: 'json', ...(opts.env ?? {}) }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout!.on('data', (c) => (stdout += c))
+  child.stderr!.on('data', (c) => (stderr += c))
+  const code = await new Promise<number>((r) => child.once('exit', (c) => r(c ?? 1)))
+  return { code, stdout, stderr }
+}

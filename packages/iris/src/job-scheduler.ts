@@ -1,0 +1,101 @@
+/**
+ * @module `JobScheduler`: submit job requests (one, or anything that yields
+ * them, such as marin's `Experiment`) to a local cluster or a controller, and
+ * get handles to wait on.
+ */
+import { join, resolve } from 'node:path'
+import { IrisClient, type LogsOptions, type WaitOptions } from './client.js'
+import type { JobRequest } from './job-spec.js'
+import { LocalCluster, type LocalClusterOptions } from './local-cluster.js'
+import type { JobStatus, LogLine } from './records.js'
+import type { JobState } from './states.js'
+
+/** One job request, or anything that yields job requests. */
+export type JobSource = JobRequest | Iterable<JobRequest> | AsyncIterable<JobRequest> | (() => Iterable<JobRequest> | AsyncIterable<JobRequest>)
+
+export type JobSchedulerOptions = {
+  /** `'local'` starts a cluster in this process; anything else is a controller address. @default 'local' */
+  cluster?: 'local' | string
+  token?: string
+  /** For `'local'`: where its state lives (`<prefix>/iris`). @default $MARIN_PREFIX or ./.marin */
+  prefix?: string
+  /** For `'local'`: more options of the local cluster. */
+  local?: Omit<LocalClusterOptions, 'prefix' | 'token'>
+}
+
+/** A submitted job. */
+export type JobHandle = {
+  readonly jobId: string
+  readonly name: string
+  /** Resolves with the final status (SUCCEEDED, FAILED, KILLED or UNSCHEDULABLE); never rejects on job failure. */
+  wait(opts?: WaitOptions): Promise<JobStatus>
+  status(): Promise<JobStatus>
+  logs(opts?: LogsOptions): AsyncGenerator<LogLine>
+  kill(): Promise<JobState>
+}
+
+function isRequest(x: unknown): x is JobRequest {
+  return typeof x === 'object' && x !== null && 'command' in x && 'name' in x && !(Symbol.iterator in x)
+}
+
+async function* requestsOf(src: JobSource): AsyncGenerator<JobRequest> {
+  if (typeof src === 'function') return yield* requestsOf(src())
+  if (isRequest(src)) return yield src
+  if (Symbol.asyncIterator in src) {
+    for await (const r of src as AsyncIterable<JobRequest>) yield r
+    return
+  }
+  yield* src as Iterable<JobRequest>
+}
+
+/**
+ * @example
+ * const scheduler = new JobScheduler({ cluster: 'local' })
+ * const [job] = await scheduler.submit({ name: 'hello', command: ['echo', 'hi'] })
+ * console.log((await job.wait()).state)
+ * await scheduler.close()
+ */
+export class JobScheduler {
+  private clientPromise: Promise<IrisClient> | undefined
+  private local: LocalCluster | undefined
+
+  constructor(readonly opts: JobSchedulerOptions = {}) {}
+
+  /** The client, starting the local cluster on first use. */
+  client(): Promise<IrisClient> {
+    this.clientPromise ??= (async () => {
+      const cluster = this.opts.cluster ?? 'local'
+      if (cluster !== 'local') return new IrisClient({ controller: cluster, ...(this.opts.token ? { token: this.opts.token } : {}) })
+      const prefix = resolve(this.opts.prefix ?? process.env.MARIN_PREFIX ?? join(process.cwd(), '.marin'))
+      this.local = await LocalCluster.start({ ...(this.opts.local ?? {}), prefix, ...(this.opts.token ? { token: this.opts.token } : {}) })
+      return this.local.client()
+    })()
+    return this.clientPromise
+  }
+
+  /** Submits every request `src` yields, in order; returns one handle per job. */
+  async submit(src: JobSource): Promise<JobHandle[]> {
+    const client = await this.client()
+    const handles: JobHandle[] = []
+    for await (const req of requestsOf(src)) {
+      const jobId = await client.submit(req)
+      handles.push({
+        jobId,
+        name: req.name,
+        wait: (o) => client.wait(jobId, o),
+        status: () => client.status(jobId),
+        logs: (o) => client.logs(jobId, o),
+        kill: () => client.kill(jobId),
+      })
+    }
+    return handles
+  }
+
+  /** Closes the client and, for a local cluster, stops it (killing tasks still running). */
+  async close(): Promise<void> {
+    if (!this.clientPromise) return
+    const client = await this.clientPromise
+    client.close()
+    await this.local?.stop()
+  }
+}
