@@ -3,7 +3,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterEach, describe, expect, test } from 'vitest'
-import { checkLayering, packageOf } from './check-layering.js'
+import { checkLayering, isTestCode, packageOf } from './check-layering.js'
 
 const root = resolve(import.meta.dirname, '..')
 const tsx = join(root, 'node_modules/.bin/tsx')
@@ -42,7 +42,9 @@ describe('layering check', () => {
       join(dir, 'packages/ducky/src/planted.ts'),
       [`export const a = () => import('@marin/ducky/package.json')`, `import lodash from 'lodash'`, `import '../../rigging/src/index.js'`, `export { lodash }`].join('\n'),
     )
-    const rules = checkLayering(dir).map((v) => `${v.line}:${v.rule}`)
+    const rules = checkLayering(dir)
+      .filter((v) => v.file === 'packages/ducky/src/planted.ts')
+      .map((v) => `${v.line}:${v.rule}`)
     expect(rules).toEqual(['1:upward-import', '2:undeclared-dependency', '3:outside-package'])
   })
 
@@ -53,7 +55,17 @@ describe('layering check', () => {
     json.dependencies = { ...json.dependencies, '@marin/rigging': 'workspace:*' }
     writeFileSync(pj, JSON.stringify(json))
     writeFileSync(join(dir, 'packages/ducky/src/planted.ts'), `export { name } from '@marin/rigging'\n`)
-    expect(checkLayering(dir)).toEqual([])
+    expect(checkLayering(dir).filter((v) => v.file.endsWith('planted.ts'))).toEqual([])
+  })
+
+  test('test code is told apart by name and folder', () => {
+    expect(isTestCode('src/lease.test.ts')).toBe(true)
+    expect(isTestCode('src/fixtures/child.ts')).toBe(true)
+    expect(isTestCode('src/test-support/server.ts')).toBe(true)
+    expect(isTestCode('src/test-helpers.ts')).toBe(true)
+    expect(isTestCode('src/internal/test-processes.ts')).toBe(true)
+    expect(isTestCode('src/contest-rules.ts')).toBe(false)
+    expect(isTestCode('src/lease.ts')).toBe(false)
   })
 
   test('packageOf keeps the scope', () => {

@@ -6,7 +6,7 @@
  * - an import of a `@marin/*` package of equal or higher rank (rank is `marin.rank`
  *   in each package.json, taken from ARCHITECTURE.md);
  * - an import of any package the importing package does not declare
- *   (test files may also use devDependencies);
+ *   (test code, see `isTestCode`, may also use devDependencies);
  * - a relative import that leaves the package's own folder.
  *
  * Usage: `tsx scripts/check-layering.ts [--root DIR]`; exits 1 on any violation.
@@ -68,6 +68,14 @@ export function packageOf(specifier: string): string {
   return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!
 }
 
+/**
+ * Test code may also use devDependencies: `*.test.ts` files, anything under a
+ * `fixtures/` or `test-support/` folder, and `test-*.ts` helper files.
+ */
+export function isTestCode(pathInPackage: string): boolean {
+  return /\.test\.[cm]?[tj]s$/.test(pathInPackage) || /(^|\/)(fixtures|test-support)\//.test(pathInPackage) || /(^|\/)test-[^/]+$/.test(pathInPackage)
+}
+
 function lineOf(text: string, pos: number): number {
   let line = 1
   for (let i = text.indexOf('\n'); i !== -1 && i < pos; i = text.indexOf('\n', i + 1)) line++
@@ -87,7 +95,7 @@ export function checkLayering(root: string): Violation[] {
     }
     for (const file of files) {
       const text = readFileSync(file, 'utf8')
-      const isTest = /\.test\.[cm]?[tj]s$/.test(file)
+      const isTest = isTestCode(relative(pkg.dir, file))
       const info = ts.preProcessFile(text, true, true)
       for (const imp of info.importedFiles) {
         const spec = imp.fileName
