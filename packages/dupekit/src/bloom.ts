@@ -90,8 +90,8 @@ export class BloomFilter {
   /** Hashes `key`; returns the u32 index in kernel memory of h1 (h2 follows). */
   private hashKey(key: HashInput): number {
     const m = kernels()
-    const out = m.base
-    const data = m.base + 16
+    const out = m.scratch()
+    const data = out + 16
     let len: number
     if (typeof key === 'string') {
       m.ensure(data + key.length * 3)

@@ -42,22 +42,24 @@ function checkSeed(seed: bigint, fn: string): bigint {
 /** XXH64 of `input` (UTF-8 for strings). @default seed 0n */
 export function xxh64(input: HashInput, seed = 0n): bigint {
   const m = kernels()
-  const len = stage(m, input, m.base)
-  return BigInt.asUintN(64, m.k.xxh64(m.base, len, checkSeed(seed, 'xxh64')))
+  const at = m.scratch()
+  const len = stage(m, input, at)
+  return BigInt.asUintN(64, m.k.xxh64(at, len, checkSeed(seed, 'xxh64')))
 }
 
 /** XXH3-64 of `input` (UTF-8 for strings). @default seed 0n */
 export function xxh3(input: HashInput, seed = 0n): bigint {
   const m = kernels()
-  const len = stage(m, input, m.base)
-  return BigInt.asUintN(64, m.k.xxh3(m.base, len, checkSeed(seed, 'xxh3')))
+  const at = m.scratch()
+  const len = stage(m, input, at)
+  return BigInt.asUintN(64, m.k.xxh3(at, len, checkSeed(seed, 'xxh3')))
 }
 
 /** XXH3-128 of `input` (UTF-8 for strings), as one 128-bit bigint (high 64 bits first). @default seed 0n */
 export function xxh128(input: HashInput, seed = 0n): bigint {
   const m = kernels()
-  const out = m.base
-  const at = m.base + 16
+  const out = m.scratch()
+  const at = out + 16
   const len = stage(m, input, at)
   m.k.xxh128(at, len, checkSeed(seed, 'xxh128'), out)
   const w = new BigUint64Array(m.buffer, out, 2)
@@ -79,7 +81,7 @@ function batch(inputs: readonly HashInput[], seed: bigint, kernel: OneKernel, wo
   const n = inputs.length
   const result = new BigUint64Array(n * words)
   const m = kernels()
-  const out = m.base
+  const out = m.scratch()
   const stageAt = out + RESULT_CHUNK * 16
   const fn = m.k[kernel]
   const seedLo = Number(seed & 0xffffffffn)

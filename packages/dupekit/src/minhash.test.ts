@@ -192,3 +192,23 @@ describe('kernel-side normalization', () => {
     }
   })
 })
+
+test('signatures stay right when hashing and Bloom calls share the kernel memory in between', async () => {
+  const { xxh3, xxh128Batch } = await import('./hash.js')
+  const { BloomFilter } = await import('./bloom.js')
+  const docs = makeCorpus(6, 8)
+  const want = docs.map((d) => new MinHasher({ shingle: 'word' }).signature(d))
+  const mh = new MinHasher({ shingle: 'word' })
+  const other = new MinHasher({ seed: 1 })
+  const bf = BloomFilter.create({ expectedItems: 10 })
+  docs.forEach((d, i) => {
+    expect(mh.signature(d)).toEqual(want[i])
+    xxh3(d.repeat(3))
+    expect(mh.signature(d)).toEqual(want[i])
+    xxh128Batch([d, d])
+    expect(mh.signature(d)).toEqual(want[i])
+    bf.add(d.repeat(2))
+    other.signature(d)
+    expect(mh.signature(d)).toEqual(want[i])
+  })
+})

@@ -18,7 +18,7 @@
  * estimateJaccard(a, mh.signature('the quick brown fox jumped over the lazy dog'))
  */
 import { DupekitError } from './errors.js'
-import { kernels, type KernelMemory } from './internal/wasm.js'
+import { kernels } from './internal/wasm.js'
 import { normalizeForKernels, normalizeText, type NormalizeOptions } from './normalize.js'
 
 /** What a shingle is made of: code points (`char`) or whitespace-separated words (`word`). */
@@ -149,10 +149,9 @@ export class MinHasher {
     const scratch = hashes + maxBytes * 4 + 16
     const textAt = scratch + maxBytes * 4 + 16
     m.ensure(textAt + maxBytes + 16)
-    if (residentPerm !== this.perm || residentMemory !== m) {
+    if (m.resident !== this.perm) {
       m.u32.set(this.perm, perm >>> 2)
-      residentPerm = this.perm
-      residentMemory = m
+      m.resident = this.perm
     }
     const len = encoder.encodeInto(t, m.u8.subarray(textAt)).written
     const n =
@@ -165,11 +164,6 @@ export class MinHasher {
     return n
   }
 }
-
-// The permutations last written into this thread's kernel memory: consecutive
-// calls of one hasher skip rewriting them.
-let residentPerm: Uint32Array | undefined
-let residentMemory: KernelMemory | undefined
 
 /** The signature of `text` with the given options (builds a MinHasher; reuse one for many documents). */
 export function minhashSignature(text: string, options: MinHashOptions = {}): Uint32Array {

@@ -77,6 +77,18 @@ export class KernelMemory {
   get buffer(): ArrayBuffer {
     return this.buf
   }
+
+  /**
+   * What MinHash permutations sit at `base` (so that consecutive signatures skip
+   * rewriting them); anyone else writing there must go through `scratch()`.
+   */
+  resident: unknown = undefined
+
+  /** The start of the caller's area, for callers that do not keep data resident. */
+  scratch(): number {
+    this.resident = undefined
+    return this.base
+  }
 }
 
 let mem: KernelMemory | undefined
