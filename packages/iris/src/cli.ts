@@ -139,7 +139,10 @@ function statusCommand(name: string, io: CliIo, run: (fn: () => Promise<void>) =
 function listCommand(name: string, io: CliIo, run: (fn: () => Promise<void>) => Promise<void>): Command {
   return withConnection(new Command(name), io)
     .description('list jobs, newest first')
-    .addOption(new Option('--state <state>', 'only jobs in this state (repeatable)').choices(JOB_STATES).argParser(collect))
+    .option('--state <state>', `only jobs in this state (repeatable): ${JOB_STATES.join(', ')}`, (v: string, prev: string[] = []) => {
+      if (!(JOB_STATES as readonly string[]).includes(v)) throw new InvalidArgumentError(`Allowed choices are ${JOB_STATES.join(', ')}.`)
+      return [...prev, v]
+    })
     .option('--limit <n>', 'at most this many jobs', intArg('a limit', 1), 100)
     .option('--json', 'print JSON')
     .action((o) =>
