@@ -68,3 +68,9 @@ test('exact-only grouping when fuzzy candidates are verified above 1', () => {
   expect(findDuplicateClusters(texts, { exact: false, verifyThreshold: 1.01 }).clusters).toEqual([])
   expect(findDuplicateClusters([]).clusters).toEqual([])
 })
+
+test('signatures of the wrong shape are rejected', () => {
+  expect(() => findDuplicateClusters(['a', 'b'], { signatures: new Uint32Array(286) })).toThrow(
+    /signatures has 286 slots, expected 2 texts × 286 permutations/,
+  )
+})

@@ -7,6 +7,7 @@
  * const { clusters, canonical } = findDuplicateClusters(texts)
  * const keep = texts.filter((_, i) => canonical[i] === i)
  */
+import { DupekitError } from './errors.js'
 import { exactKeys } from './exact-key.js'
 import { LshIndex } from './lsh.js'
 import { estimateJaccard, MINHASH_DEFAULTS, MinHasher, type MinHashOptions } from './minhash.js'
@@ -17,7 +18,9 @@ export type FindDuplicatesOptions = MinHashOptions & {
   numBands?: number
   /**
    * Keep an LSH candidate pair only if its estimated Jaccard similarity is at least
-   * this; `undefined` keeps every candidate (like Marin's fuzzy dedup). @default undefined
+   * this; `undefined` keeps every candidate (like Marin's fuzzy dedup). Candidates
+   * pair each document with its buckets' first members, so verification is against
+   * those. @default undefined
    */
   verifyThreshold?: number
   /** Also group documents whose normalized texts are identical. @default true */
@@ -48,6 +51,12 @@ export function findDuplicateClusters(texts: readonly string[], options: FindDup
       if (j === undefined) first.set(key, i)
       else uf.union(j, i)
     })
+  }
+  if (signatures !== undefined && signatures.length !== texts.length * k) {
+    throw new DupekitError(
+      'INVALID_ARGUMENT',
+      `findDuplicateClusters: signatures has ${signatures.length} slots, expected ${texts.length} texts × ${k} permutations; compute them with the same numPerm`,
+    )
   }
   const sigs = signatures ?? hasher.signatures(texts)
   const lsh = new LshIndex({ numPerm: k, numBands })
