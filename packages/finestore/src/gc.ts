@@ -18,8 +18,6 @@
  * a transaction (`putBlob`) and temp uploads are kept until they are older
  * than `graceMs`. Dead transactions' pins expire after `txnTtlMs`.
  */
-import { readdir, rm, stat } from 'node:fs/promises'
-import { dirname, join } from 'node:path'
 import type { Storage } from '@marin/rigging'
 import { FinestoreError } from './errors.js'
 import { readGcState, gcRunning } from './gc-state.js'
@@ -134,7 +132,6 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
       if (!dryRun) await storage.delete(info.path, { ifGeneration: info.generation }).catch((err: unknown) => { if (!isConditionFailed(err)) throw err })
       tmpsDeleted++
     }
-    tmpsDeleted += await sweepHiddenTemps(storage, start - graceMs, dryRun)
     if (!dryRun) {
       for (const t of pins.expired) await storage.delete(t.path, { ifGeneration: t.generation }).catch((err: unknown) => { if (!isConditionFailed(err)) throw err })
     }
@@ -153,32 +150,6 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
   } finally {
     await lease?.release()
   }
-}
-
-/**
- * A writer killed mid-upload leaves the storage backend's own partial file (on
- * `file://`, a hidden `.<name>.rigging-tmp-…` beside the target) that `list`
- * never shows. Under `tmp/` every such file is ours to reclaim once it is old.
- */
-async function sweepHiddenTemps(storage: Storage, olderThanMs: number, dryRun: boolean): Promise<number> {
-  const dir = storage.localPath(`${TMP_PREFIX}x`)
-  if (dir === undefined) return 0
-  let n = 0
-  const root = dirname(dir)
-  let names: string[]
-  try {
-    names = await readdir(root)
-  } catch {
-    return 0
-  }
-  for (const name of names) {
-    if (!name.startsWith('.') || !name.includes('.rigging-tmp-')) continue
-    const st = await stat(join(root, name)).catch(() => undefined)
-    if (!st || st.mtimeMs >= olderThanMs) continue
-    if (!dryRun) await rm(join(root, name), { force: true })
-    n++
-  }
-  return n
 }
 
 type Lease = { renew(): Promise<void>; release(): Promise<void> }

@@ -1,29 +1,50 @@
 /** @module sha256 while bytes flow: the hash of an upload, and the check of a download. */
-import { createHash, type Hash } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import { Transform, type TransformCallback } from 'node:stream'
+import { WorkerHash } from './hash-worker.js'
 
 export const HASH_RE = /^[0-9a-f]{64}$/
 
 export const sha256Hex = (data: Uint8Array): string => createHash('sha256').update(data).digest('hex')
 
-/** Passes bytes through unchanged and hashes them; read `digest()` after the stream ends. */
+// Bytes a stream may run ahead of its hash; bounds the memory of the worker's queue.
+const AHEAD = 16 << 20
+
+/**
+ * Passes bytes through unchanged and hashes them on the hash worker; `digest()`
+ * resolves after the stream ended. Chunks go downstream without waiting for the
+ * hash, so hashing and writing overlap.
+ */
 export class HashingTransform extends Transform {
-  readonly #hash: Hash = createHash('sha256')
+  readonly #hash = new WorkerHash()
   #size = 0
-  #digest: string | undefined
+  #digest: Promise<string> | undefined
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.#hash.update(chunk)
     this.#size += chunk.length
-    cb(null, chunk)
+    this.push(chunk)
+    if (this.#hash.pending <= AHEAD) cb()
+    else this.#hash.drain(AHEAD / 2).then(() => cb(), cb)
+  }
+
+  override _flush(cb: TransformCallback): void {
+    this.#digest = this.#hash.digest()
+    this.#digest.then(() => cb(), cb)
+  }
+
+  override _destroy(err: Error | null, cb: (error?: Error | null) => void): void {
+    if (!this.#digest) this.#hash.discard()
+    cb(err)
   }
 
   get size(): number {
     return this.#size
   }
 
-  digest(): string {
-    this.#digest ??= this.#hash.digest('hex')
+  /** The hex sha256 of everything that passed; only after the stream finished. */
+  digest(): Promise<string> {
+    if (!this.#digest) throw new Error('HashingTransform.digest() called before the stream ended')
     return this.#digest
   }
 }
@@ -34,8 +55,9 @@ export class HashingTransform extends Transform {
  * waits for the end (e.g. `pipeline`) therefore never accepts corrupt bytes.
  */
 export class VerifyingTransform extends Transform {
-  readonly #hash: Hash = createHash('sha256')
+  readonly #hash = new WorkerHash()
   #size = 0
+  #done = false
   constructor(
     private readonly expected: string,
     private readonly expectedSize: number | undefined,
@@ -47,13 +69,21 @@ export class VerifyingTransform extends Transform {
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.#hash.update(chunk)
     this.#size += chunk.length
-    cb(null, chunk)
+    this.push(chunk)
+    if (this.#hash.pending <= AHEAD) cb()
+    else this.#hash.drain(AHEAD / 2).then(() => cb(), cb)
   }
 
   override _flush(cb: TransformCallback): void {
-    const actual = this.#hash.digest('hex')
-    if (actual !== this.expected || (this.expectedSize !== undefined && this.#size !== this.expectedSize)) {
-      cb(this.onMismatch(actual, this.#size))
-    } else cb()
+    this.#done = true
+    this.#hash.digest().then((actual) => {
+      if (actual !== this.expected || (this.expectedSize !== undefined && this.#size !== this.expectedSize)) cb(this.onMismatch(actual, this.#size))
+      else cb()
+    }, cb)
+  }
+
+  override _destroy(err: Error | null, cb: (error?: Error | null) => void): void {
+    if (!this.#done) this.#hash.discard()
+    cb(err)
   }
 }
