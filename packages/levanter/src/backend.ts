@@ -1,0 +1,98 @@
+/**
+ * @module Tensor backend selection: `tensorflow` (tfjs-node-gpu, then tfjs-node, optional peers),
+ * else `wasm` (XNNPACK, SIMD), else `cpu`. `LEVANTER_BACKEND` overrides the order.
+ */
+import { createRequire } from 'node:module'
+import path from 'node:path'
+import * as tf from '@tensorflow/tfjs'
+import { logger } from '@marin/rigging'
+import { LevanterError } from './errors.js'
+import { registerLevanterKernels } from './kernels/register.js'
+
+const log = logger('levanter')
+
+export const BACKEND_NAMES = ['tensorflow', 'wasm', 'cpu'] as const
+export type BackendName = (typeof BACKEND_NAMES)[number]
+
+/** What {@link initBackend} chose. */
+export type BackendInfo = {
+  readonly name: BackendName
+  /** Threads the backend computes with (1 for single-threaded wasm and cpu). */
+  readonly threads: number
+  /** Whether the wasm backend runs its SIMD build. */
+  readonly simd: boolean
+}
+
+let chosen: Promise<BackendInfo> | undefined
+
+// Optional peers are loaded by a computed specifier so that bundlers and tsc never require them.
+async function importOptional(spec: string): Promise<unknown> {
+  return import(/* @vite-ignore */ spec)
+}
+
+async function tryTensorflow(): Promise<BackendInfo | undefined> {
+  for (const spec of ['@tensorflow/tfjs-node-gpu', '@tensorflow/tfjs-node']) {
+    try {
+      await importOptional(spec) // registers the 'tensorflow' backend as a side effect
+      if (await tf.setBackend('tensorflow')) return { name: 'tensorflow', threads: 0, simd: false }
+    } catch (err) {
+      log.debug({ err, spec }, 'tensorflow backend not loadable')
+    }
+  }
+  return undefined
+}
+
+async function tryWasm(): Promise<BackendInfo | undefined> {
+  try {
+    const wasm = await import('@tensorflow/tfjs-backend-wasm')
+    // In Node the backend cannot locate its .wasm files next to a bundle: point it at the package's dist.
+    const require = createRequire(import.meta.url)
+    const dist = path.join(path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json')), 'dist') + path.sep
+    wasm.setWasmPaths(dist)
+    if (!(await tf.setBackend('wasm'))) return undefined
+    await tf.ready()
+    const simd = Boolean(await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT'))
+    return { name: 'wasm', threads: wasm.getThreadsCount(), simd }
+  } catch (err) {
+    log.debug({ err }, 'wasm backend not loadable')
+    return undefined
+  }
+}
+
+async function tryCpu(): Promise<BackendInfo | undefined> {
+  return (await tf.setBackend('cpu')) ? { name: 'cpu', threads: 1, simd: false } : undefined
+}
+
+const TRY: Record<BackendName, () => Promise<BackendInfo | undefined>> = { tensorflow: tryTensorflow, wasm: tryWasm, cpu: tryCpu }
+
+/**
+ * Pick and initialize the tensor backend once per process, register levanter's kernels and
+ * gradients, and log the choice. Later calls return the first answer.
+ * @param prefer a backend name; @default process.env.LEVANTER_BACKEND, else tensorflow → wasm → cpu
+ */
+export function initBackend(prefer: string | undefined = process.env.LEVANTER_BACKEND): Promise<BackendInfo> {
+  chosen ??= (async () => {
+    tf.env().set('IS_NODE', true)
+    tf.env().set('PROD', true) // no per-op NaN checks or deprecation chatter
+    let order: readonly BackendName[] = BACKEND_NAMES
+    if (prefer !== undefined && prefer !== '') {
+      if (!(BACKEND_NAMES as readonly string[]).includes(prefer)) {
+        throw new LevanterError('BACKEND_UNAVAILABLE', `LEVANTER_BACKEND=${prefer} is not one of ${BACKEND_NAMES.join(', ')}; unset it or pick one of those`)
+      }
+      order = [prefer as BackendName]
+    }
+    for (const name of order) {
+      const info = await TRY[name]()
+      if (info) {
+        registerLevanterKernels()
+        log.info(info, 'tensor backend selected')
+        return info
+      }
+    }
+    throw new LevanterError(
+      'BACKEND_UNAVAILABLE',
+      `backend ${order.join(', ')} could not be initialized; unset LEVANTER_BACKEND or install the backend's package`,
+    )
+  })()
+  return chosen
+}
