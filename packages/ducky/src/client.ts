@@ -9,7 +9,7 @@ import { defaultLogger, type DuckyLogger } from './log.js'
 import { backoffMs, retryPolicy, type RetryOptions, type RetryPolicy } from './retry-policy.js'
 import { methodPath, type MethodDef, type ServiceDef } from './service.js'
 import { clientCredentials, grpcOptions, type ClientTlsOptions, type TransportOptions } from './transport.js'
-import { decodeBoxed, encodeBoxed, type Boxed } from './wire.js'
+import { codecOf, type Boxed } from './wire.js'
 
 export type CallOptions = {
   /** Give up after this long, in ms (per attempt when retrying). Overrides the client's default. */
@@ -96,6 +96,7 @@ async function withRetries<T>(env: Env, def: MethodDef, method: string, signal: 
 }
 
 function unaryMethod(env: Env, def: MethodDef, method: string) {
+  const codec = codecOf(def.codec)
   return async (request: unknown, opts: CallOptions = {}) => {
     const md = await env.metadata(opts)
     const { signal } = opts
@@ -103,7 +104,7 @@ function unaryMethod(env: Env, def: MethodDef, method: string) {
       new Promise<unknown>((resolve, reject) => {
         if (signal?.aborted) return reject(cancelledError(method, signal))
         const onAbort = () => call.cancel()
-        const call = env.grpc.makeUnaryRequest(method, encodeBoxed, decodeBoxed, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.deadlineMs) }, (err, res) => {
+        const call = env.grpc.makeUnaryRequest(method, codec.encode, codec.decode, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.deadlineMs) }, (err, res) => {
           signal?.removeEventListener('abort', onAbort)
           if (err) reject(signal?.aborted ? cancelledError(method, signal) : fromServiceError(err, method))
           else resolve((res as Boxed).value)
@@ -142,6 +143,7 @@ function streamHandle(gen: () => AsyncGenerator<unknown>, cancel: () => void): R
 }
 
 function serverStreamMethod(env: Env, def: MethodDef, method: string) {
+  const codec = codecOf(def.codec)
   return (request: unknown, opts: CallOptions = {}) => {
     let call: ClientReadableStream<Boxed> | undefined
     let cancelled = false
@@ -150,7 +152,7 @@ function serverStreamMethod(env: Env, def: MethodDef, method: string) {
       const md = await env.metadata(opts)
       for (let retry = 0; ; retry++) {
         if (signal?.aborted || cancelled) throw signal?.aborted ? cancelledError(method, signal) : new RpcError('CANCELLED', 'cancelled by the caller', { method })
-        call = env.grpc.makeServerStreamRequest(method, encodeBoxed, decodeBoxed, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs) })
+        call = env.grpc.makeServerStreamRequest(method, codec.encode, codec.decode, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs) })
         const received = { any: false }
         try {
           yield* responses(call, method, signal, received, () => undefined)
@@ -170,7 +172,8 @@ function serverStreamMethod(env: Env, def: MethodDef, method: string) {
   }
 }
 
-function bidiMethod(env: Env, _def: MethodDef, method: string) {
+function bidiMethod(env: Env, def: MethodDef, method: string) {
+  const codec = codecOf(def.codec)
   return (requests: AsyncIterable<unknown> | Iterable<unknown>, opts: CallOptions = {}) => {
     let call: ClientDuplexStream<Boxed, Boxed> | undefined
     let cancelled = false
@@ -178,7 +181,7 @@ function bidiMethod(env: Env, _def: MethodDef, method: string) {
     async function* gen(): AsyncGenerator<unknown> {
       const md = await env.metadata(opts)
       if (signal?.aborted || cancelled) throw signal?.aborted ? cancelledError(method, signal) : new RpcError('CANCELLED', 'cancelled by the caller', { method })
-      const c = (call = env.grpc.makeBidiStreamRequest(method, encodeBoxed, decodeBoxed, md, { deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs) }))
+      const c = (call = env.grpc.makeBidiStreamRequest(method, codec.encode, codec.decode, md, { deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs) }))
       let finished = false
       let pumpError: unknown
       c.on('status', () => (finished = true))

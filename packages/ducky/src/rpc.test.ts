@@ -143,6 +143,29 @@ test('falsy messages (0, empty string, null) travel in every kind of call', asyn
   expect(nulls).toEqual([null, null, null])
 })
 
+test('a handler signal stays quiet after a call that completed normally', async () => {
+  const One = defineService({ name: 'ducky.test.One', methods: { get: unary(z.null(), z.null()), list: serverStream(z.null(), z.number()) } })
+  const signals: AbortSignal[] = []
+  const server = await serve(
+    One,
+    {
+      get: (_req, ctx) => (signals.push(ctx.signal), null),
+      list: function* (_req, ctx) {
+        signals.push(ctx.signal)
+        yield 1
+      },
+    },
+    { logger: recordingLogger() },
+  )
+  servers.push(server)
+  const client = connect(One, server.address, { logger: recordingLogger() })
+  open.push(client)
+  await client.get(null)
+  for await (const _ of client.list(null));
+  await sleep(100)
+  expect(signals.map((s) => s.aborted)).toEqual([false, false])
+})
+
 describe('failures', () => {
   test('a malformed request is refused with INVALID_ARGUMENT naming the field, before the handler runs', async () => {
     const { client } = await start()

@@ -20,16 +20,56 @@ export type CallEnv = {
   tokenDigest: Buffer | undefined
 }
 
-type AnyCall = { metadata: Metadata; getPeer(): string; getDeadline(): Date | number; on(ev: 'cancelled', fn: () => void): unknown; cancelled: boolean }
+type AnyCall = {
+  metadata: Metadata
+  getPeer(): string
+  getDeadline(): Date | number
+  on(ev: 'cancelled', fn: () => void): unknown
+  off(ev: 'cancelled', fn: () => void): unknown
+  cancelled: boolean
+}
 
-function context(call: AnyCall, method: string): { ctx: CallContext; abort: AbortController } {
-  const abort = new AbortController()
-  const onCancel = () => abort.abort(new RpcError('CANCELLED', 'the client cancelled the call, its deadline passed or the server shut down', { method }))
-  if (call.cancelled) onCancel()
-  else call.on('cancelled', onCancel)
-  const d = call.getDeadline()
-  const deadline = d instanceof Date ? d : Number.isFinite(d) ? new Date(d) : undefined
-  return { abort, ctx: { method, signal: abort.signal, metadata: call.metadata, peer: call.getPeer(), deadline } }
+function context(call: AnyCall, method: string): { ctx: CallContext; abort: (reason: unknown) => void; done: () => void } {
+  // The AbortController and the 'cancelled' listener are made only when a handler reads
+  // `ctx.signal`: most unary handlers never do, and a call then costs neither.
+  let abort: AbortController | undefined
+  let finished = false
+  const onCancel = () => abort?.abort(new RpcError('CANCELLED', 'the client cancelled the call, its deadline passed or the server shut down', { method }))
+  const signal = () => {
+    if (abort === undefined) {
+      abort = new AbortController()
+      if (call.cancelled && !finished) onCancel()
+      // grpc-js also reports 'cancelled' when a finished call's stream closes: `done` detaches
+      // the listener once ducky has sent the status, so only a real cancellation aborts.
+      else if (!finished) call.on('cancelled', onCancel)
+    }
+    return abort.signal
+  }
+  const ctx: CallContext = {
+    method,
+    get signal() {
+      return signal()
+    },
+    metadata: call.metadata,
+    get peer() {
+      return call.getPeer()
+    },
+    get deadline() {
+      const d = call.getDeadline()
+      return d instanceof Date ? d : Number.isFinite(d) ? new Date(d) : undefined
+    },
+  }
+  return {
+    ctx,
+    abort: (reason) => {
+      signal()
+      abort!.abort(reason)
+    },
+    done: () => {
+      finished = true
+      call.off('cancelled', onCancel)
+    },
+  }
 }
 
 /** Refuses the call unless it carries the server's bearer token. Sync when the token is a literal. */
@@ -81,18 +121,20 @@ async function writeAll(
   def: MethodDef,
   method: string,
   signal: AbortSignal,
+  done: () => void,
 ): Promise<void> {
   for await (const item of items) {
     if (signal.aborted) return
     if (!call.write({ value: parseResponse(def.response, item, method) })) await drained(call, signal)
     if (signal.aborted) return
   }
+  done()
   call.end()
 }
 
 export function unaryCall(env: CallEnv, def: MethodDef, method: string, handler: UnaryHandler<unknown, unknown>): handleUnaryCall<unknown, unknown> {
   return (call, callback) => {
-    const { ctx } = context(call, method)
+    const { ctx, done } = context(call, method)
     const run = async () => {
       const auth = authorize(env, call, method)
       if (auth) await auth
@@ -100,22 +142,29 @@ export function unaryCall(env: CallEnv, def: MethodDef, method: string, handler:
       return { value: parseResponse(def.response, await handler(req, ctx), method) }
     }
     run().then(
-      (res) => callback(null, res),
-      (err) => callback(toStatus(env, err, method)),
+      (res) => {
+        done()
+        callback(null, res)
+      },
+      (err) => {
+        done()
+        callback(toStatus(env, err, method))
+      },
     )
   }
 }
 
 export function serverStreamCall(env: CallEnv, def: MethodDef, method: string, handler: ServerStreamHandler<unknown, unknown>): handleServerStreamingCall<unknown, unknown> {
   return (call) => {
-    const { ctx } = context(call, method)
+    const { ctx, done } = context(call, method)
     const run = async () => {
       const auth = authorize(env, call, method)
       if (auth) await auth
       const req = parseRequest(def.request, (call.request as Boxed).value, method)
-      await writeAll(call, handler(req, ctx), def, method, ctx.signal)
+      await writeAll(call, handler(req, ctx), def, method, ctx.signal, done)
     }
     run().catch((err) => {
+      done()
       if (!call.cancelled) call.emit('error', toStatus(env, err, method))
     })
   }
@@ -123,7 +172,7 @@ export function serverStreamCall(env: CallEnv, def: MethodDef, method: string, h
 
 export function bidiCall(env: CallEnv, def: MethodDef, method: string, handler: BidiHandler<unknown, unknown>): handleBidiStreamingCall<unknown, unknown> {
   return (call) => {
-    const { ctx, abort } = context(call, method)
+    const { ctx, abort, done } = context(call, method)
     // A bad request fails the call with INVALID_ARGUMENT even if the handler swallows the error.
     let badRequest: RpcError | undefined
     async function* requests(): AsyncGenerator<unknown> {
@@ -134,7 +183,7 @@ export function bidiCall(env: CallEnv, def: MethodDef, method: string, handler: 
           yield parseRequest(def.request, (raw as Boxed).value, method)
         } catch (err) {
           badRequest = err as RpcError
-          abort.abort(badRequest)
+          abort(badRequest)
           throw err
         }
       }
@@ -142,10 +191,11 @@ export function bidiCall(env: CallEnv, def: MethodDef, method: string, handler: 
     const run = async () => {
       const auth = authorize(env, call, method)
       if (auth) await auth
-      await writeAll(call, handler(requests(), ctx), def, method, ctx.signal)
+      await writeAll(call, handler(requests(), ctx), def, method, ctx.signal, done)
       if (badRequest) throw badRequest
     }
     run().catch((err) => {
+      done()
       if (!call.cancelled) call.emit('error', toStatus(env, badRequest ?? err, method))
     })
   }

@@ -9,7 +9,7 @@ import { defaultLogger, type DuckyLogger } from './log.js'
 import { bidiCall, serverStreamCall, unaryCall, type CallEnv } from './server-calls.js'
 import { methodPath, type ServiceDef } from './service.js'
 import { grpcOptions, serverCredentials, type ServerTlsOptions, type TransportOptions } from './transport.js'
-import { decodeBoxed, encodeBoxed } from './wire.js'
+import { codecOf } from './wire.js'
 
 export type ServeOptions = TransportOptions & {
   /** Interface to listen on. @default '127.0.0.1' */
@@ -55,14 +55,15 @@ function grpcService(binding: ServiceBinding, env: CallEnv): { definition: Servi
       throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: no handler for method ${name}; add ${name} to the implementation`)
     }
     const path = methodPath(def, name)
+    const { encode, decode } = codecOf(m.codec)
     definition[name] = {
       path,
       requestStream: m.kind === 'bidi',
       responseStream: m.kind !== 'unary',
-      requestSerialize: encodeBoxed,
-      requestDeserialize: decodeBoxed,
-      responseSerialize: encodeBoxed,
-      responseDeserialize: decodeBoxed,
+      requestSerialize: encode,
+      requestDeserialize: decode,
+      responseSerialize: encode,
+      responseDeserialize: decode,
     }
     const h = handler.bind(impl) as never
     implementation[name] = m.kind === 'unary' ? unaryCall(env, m, path, h) : m.kind === 'serverStream' ? serverStreamCall(env, m, path, h) : bidiCall(env, m, path, h)

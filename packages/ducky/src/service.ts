@@ -15,26 +15,37 @@ export type MethodDef<K extends MethodKind = MethodKind, Req extends z.ZodType =
   readonly response: Res
   /** Safe to send twice: the client retries it on UNAVAILABLE and DEADLINE_EXCEEDED. */
   readonly idempotent: boolean
+  /** How messages are encoded; see {@link MessageCodec}. */
+  readonly codec: MessageCodec
 }
+
+/**
+ * `ducky`: JSON structure plus raw binary segments (the default, see wire.ts).
+ * `bytes`: every message is a single Uint8Array sent as the gRPC message itself, with no header
+ * and no copy; for byte pipes such as tunnels. Both schemas must accept (only) Uint8Array.
+ */
+export type MessageCodec = 'ducky' | 'bytes'
 
 export type MethodOptions = {
   /** The method may run more than once for one call; enables client retries. @default false */
   idempotent?: boolean
+  /** @default 'ducky' */
+  codec?: MessageCodec
 }
 
 /** A request → one response method. */
 export function unary<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: MethodOptions = {}): MethodDef<'unary', Req, Res> {
-  return { kind: 'unary', request, response, idempotent: opts.idempotent ?? false }
+  return { kind: 'unary', request, response, idempotent: opts.idempotent ?? false, codec: opts.codec ?? 'ducky' }
 }
 
 /** A request → a stream of responses. `idempotent` lets the client retry before the first response. */
 export function serverStream<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: MethodOptions = {}): MethodDef<'serverStream', Req, Res> {
-  return { kind: 'serverStream', request, response, idempotent: opts.idempotent ?? false }
+  return { kind: 'serverStream', request, response, idempotent: opts.idempotent ?? false, codec: opts.codec ?? 'ducky' }
 }
 
 /** A stream of requests ↔ a stream of responses, both open at once. Never retried. */
-export function bidi<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res): MethodDef<'bidi', Req, Res> {
-  return { kind: 'bidi', request, response, idempotent: false }
+export function bidi<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: Pick<MethodOptions, 'codec'> = {}): MethodDef<'bidi', Req, Res> {
+  return { kind: 'bidi', request, response, idempotent: false, codec: opts.codec ?? 'ducky' }
 }
 
 export type Methods = Record<string, MethodDef>
@@ -72,6 +83,9 @@ export function defineService<const M extends Methods>(def: { name: string; meth
         'INVALID_ARGUMENT',
         `service ${def.name}: method name ${JSON.stringify(name)} is not allowed; use an identifier other than ${RESERVED_METHOD_NAMES.join(', ')}`,
       )
+    }
+    if (m.codec !== 'ducky' && m.codec !== 'bytes') {
+      throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: method ${name} has codec ${JSON.stringify(m.codec)}; use 'ducky' or 'bytes'`)
     }
     if (!(METHOD_KINDS as readonly string[]).includes(m.kind)) {
       throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: method ${name} has kind ${JSON.stringify(m.kind)}; build it with unary(), serverStream() or bidi()`)

@@ -110,7 +110,7 @@ test('a tunnel to a target outside the allow-list is refused with PERMISSION_DEN
   cleanup.push(() => client.close())
   const raw = await (async () => {
     try {
-      for await (const _ of client.open([{ data: Buffer.from('GET / HTTP/1.0\r\n\r\n') }], { metadata: { 'ducky-tunnel-to': `127.0.0.1:${httpPort}` } })) return 'answered'
+      for await (const _ of client.open([Buffer.from('GET / HTTP/1.0\r\n\r\n')], { metadata: { 'ducky-tunnel-to': `127.0.0.1:${httpPort}` } })) return 'answered'
     } catch (e) {
       return e as RpcError
     }

@@ -6,8 +6,9 @@
  * call whose metadata names the target. The server checks the target against its allow-list
  * (anything else: PERMISSION_DENIED), connects to it and copies bytes both ways. Half-close
  * travels too: the client's end of input is the gRPC half-close, the target's end of input is
- * an `eof` frame, and the call ends once both directions are done, so protocols that send a
+ * an empty message, and the call ends once both directions are done, so protocols that send a
  * request, shut down their write side and then read the answer work through the tunnel.
+ * Messages use the `bytes` codec: each is a chunk of the TCP stream, sent without a header or copy.
  */
 import { once } from 'node:events'
 import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net'
@@ -21,9 +22,9 @@ import { defaultLogger, type DuckyLogger } from './log.js'
 import { bidi, defineService, unary } from './service.js'
 import type { ClientTlsOptions } from './transport.js'
 
-/** One frame of tunnel traffic: bytes, or (server → client only) the end of the target's output. */
-const Bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'expected Uint8Array')
-const TunnelFrame = z.strictObject({ data: Bytes.optional(), eof: z.literal(true).optional() })
+/** One chunk of tunnel traffic; an empty chunk from the server means the target ended its output. */
+const Chunk = z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'expected Uint8Array')
+const EOF = new Uint8Array(0)
 
 /** The tunnel service; add it to a server with `tunnelService({ allow })`. */
 export const TunnelService = defineService({
@@ -32,7 +33,7 @@ export const TunnelService = defineService({
     /** Whether `to` may be reached; refuses with PERMISSION_DENIED otherwise. */
     check: unary(z.strictObject({ to: z.string() }), z.strictObject({ to: z.string() }), { idempotent: true }),
     /** One TCP connection to the target named by the `ducky-tunnel-to` metadata. */
-    open: bidi(TunnelFrame, TunnelFrame),
+    open: bidi(Chunk, Chunk, { codec: 'bytes' }),
   },
 })
 
@@ -109,16 +110,16 @@ export function tunnelService(opts: TunnelServiceOptions): ServiceBinding {
       log.debug({ to: target.key, peer: ctx.peer }, 'tunnel connection opened')
       // Client → target; the client's half-close becomes a TCP half-close.
       const upstream = (async () => {
-        for await (const f of frames) {
-          if (f.data && !socket.write(f.data)) await waitDrain(socket, ctx.signal)
+        for await (const chunk of frames) {
+          if (chunk.length > 0 && !socket.write(chunk)) await waitDrain(socket, ctx.signal)
         }
         socket.end()
       })()
       upstream.catch(() => socket.destroy())
       try {
         // Target → client, with backpressure: the socket pauses while the call's buffer is full.
-        for await (const chunk of socket.iterator({ destroyOnReturn: false })) yield { data: chunk as Buffer }
-        yield { eof: true as const }
+        for await (const chunk of socket.iterator({ destroyOnReturn: false })) yield chunk as Buffer
+        yield EOF
         await upstream
       } finally {
         socket.destroy()
@@ -183,13 +184,13 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
       ac.abort()
     })
     async function* up() {
-      for await (const chunk of sock.iterator({ destroyOnReturn: false })) yield { data: chunk as Buffer }
+      for await (const chunk of sock.iterator({ destroyOnReturn: false })) yield chunk as Buffer
     }
     void (async () => {
       try {
         for await (const f of client.open(up(), { signal: ac.signal, metadata: { [TARGET_HEADER]: to } })) {
-          if (f.data && !sock.write(f.data)) await waitDrain(sock, ac.signal)
-          if (f.eof) sock.end()
+          if (f.length === 0) sock.end()
+          else if (!sock.write(f)) await waitDrain(sock, ac.signal)
         }
         sock.end()
       } catch (err) {

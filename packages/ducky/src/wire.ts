@@ -204,3 +204,20 @@ export function decodeBoxed(buf: Buffer): Boxed {
 export function encodeBoxed(box: Boxed): Buffer {
   return encodeMessage(box.value)
 }
+
+/** The `bytes` codec: the message is the Uint8Array itself (a view, never a copy). */
+export function encodeBytes(box: Boxed): Buffer {
+  const v = box.value
+  if (Buffer.isBuffer(v)) return v
+  if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength)
+  throw new RpcError('INTERNAL', `a bytes-codec message must be a Uint8Array, got ${v === null ? 'null' : typeof v}; fix the method's schema`)
+}
+
+export function decodeBytes(buf: Buffer): Boxed {
+  return { value: buf }
+}
+
+/** Serializers of a codec, for grpc-js. */
+export function codecOf(codec: 'ducky' | 'bytes'): { encode: (b: Boxed) => Buffer; decode: (buf: Buffer) => Boxed } {
+  return codec === 'bytes' ? { encode: encodeBytes, decode: decodeBytes } : { encode: encodeBoxed, decode: decodeBoxed }
+}
