@@ -8,7 +8,6 @@
  */
 import { resolve } from 'node:path'
 import type { Client } from '@marin/fray'
-import { frayRunner } from './fray-runner.js'
 import type { FrayRunner } from './fray-runner.js'
 import type { Dataset } from './dataset.js'
 import { executeStages } from './executor.js'
@@ -50,7 +49,9 @@ export class ZephyrContext {
   /** The fray workers, started on first use and kept until `close()`. */
   workers(): Promise<FrayRunner> | undefined {
     if (!this.options.client) return undefined
-    this.runner ??= frayRunner(this.options.client, this.options.maxWorkers ?? 1)
+    const client = this.options.client
+    // fray's worker machinery loads only when a context runs on workers
+    this.runner ??= import('./fray-runner.js').then((m) => m.frayRunner(client, this.options.maxWorkers ?? 1))
     this.runner.catch(() => (this.runner = undefined))
     return this.runner
   }

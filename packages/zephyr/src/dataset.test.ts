@@ -149,6 +149,29 @@ describe('outputs', () => {
     expect(back.results).toEqual([95, 96, 97, 98, 99].map((i) => ({ i })))
   })
 
+  test('the local cache downloads a bucket object once and again only after it changes', async () => {
+    const cacheDir = tempDir()
+    const cached = new ZephyrContext({ progress: 'off', cacheDir })
+    await ctx.execute(Dataset.fromList(nums).map((i) => ({ i, lang: i % 2 ? 'en' : 'fr' })).writeParquet('memory://zephyr-cache/in/part-{shard}.parquet'))
+    await ctx.execute(Dataset.fromList(nums).map((i) => ({ i })).writeJsonl('memory://zephyr-cache/in/part-{shard}.jsonl.gz'))
+    const pq = Dataset.fromFiles('memory://zephyr-cache/in/*.parquet').loadParquet({ columns: ['i'] })
+    const js = Dataset.fromFiles('memory://zephyr-cache/in/*.jsonl.gz').loadJsonl()
+    const first = await cached.execute(pq)
+    const again = await cached.execute(pq)
+    expect(first.counters[0]!.bytesRead).toBeGreaterThan(0)
+    expect(again.counters[0]!.bytesRead).toBe(0)
+    expect(again.results).toEqual(first.results)
+    expect((await cached.execute(js)).counters[0]!.bytesRead).toBeGreaterThan(0)
+    expect((await cached.execute(js)).results).toEqual(nums.map((i) => ({ i })))
+    expect((await cached.execute(js)).counters[0]!.bytesRead).toBe(0)
+    // a rewritten object has a new generation: fetched again, never read stale
+    await ctx.execute(Dataset.fromList([7]).map((i) => ({ i })).writeJsonl('memory://zephyr-cache/in/part-{shard}.jsonl.gz'), { overwrite: true })
+    const fresh = await cached.execute(js)
+    expect(fresh.results).toEqual([{ i: 7 }])
+    expect(fresh.counters[0]!.bytesRead).toBeGreaterThan(0)
+    expect(readdirSync(cacheDir, { recursive: true }).filter((f) => String(f).endsWith('.jsonl.gz'))).toHaveLength(2)
+  })
+
   test('a glob that matches nothing is INPUT_NOT_FOUND', async () => {
     const dir = tempDir()
     await expect(ctx.execute(Dataset.fromFiles(join(dir, '*.jsonl')).loadJsonl())).rejects.toMatchObject({ code: 'INPUT_NOT_FOUND', message: expect.stringMatching(/no files match .*\*\.jsonl/) })

@@ -46,6 +46,11 @@ export type ExecuteOptions = {
   readonly progress?: ProgressMode
   /** Local folder for spill files. @default os.tmpdir() */
   readonly spillRoot?: string
+  /**
+   * Local folder where inputs from non-local storage (buckets, `memory://`) are
+   * downloaded once and read from then on. @default none: read remotely each time
+   */
+  readonly cacheDir?: string
 }
 
 export type ExecuteResult<T> = {
@@ -145,7 +150,7 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
   const maxAttempts = opts.maxAttempts ?? 3
   const last = stages[stages.length - 1]!
   const scratch = opts.scratch ? { url: opts.scratch.endsWith('/') ? opts.scratch : `${opts.scratch}/`, persistent: true } : defaultScratch(stages)
-  const env: TaskEnv = { scratch: scratch.url, memoryBudget: opts.memoryBudget ?? 512 * 2 ** 20, spillRoot: opts.spillRoot }
+  const env: TaskEnv = { scratch: scratch.url, memoryBudget: opts.memoryBudget ?? 512 * 2 ** 20, spillRoot: opts.spillRoot, cacheDir: opts.cacheDir }
 
   // Which final shards must run: all, or (skipExisting) only the missing ones.
   let finalShards = Array.from({ length: last.numShards }, (_, i) => i)

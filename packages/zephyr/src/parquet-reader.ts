@@ -15,6 +15,7 @@ import type { TaskCounters } from './counters.js'
 import { ZephyrError } from './errors.js'
 import { evaluate, exprColumns, isExprBuilder, mayMatch } from './expr.js'
 import type { ColumnStats, Expr, ExprBuilder } from './expr.js'
+import { localCopy } from './internal/cache.js'
 import { notFound } from './internal/input.js'
 import { locate } from './internal/location.js'
 
@@ -60,7 +61,13 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
   private async openFile(): Promise<{ buffer: AsyncBuffer; close(): Promise<void> }> {
     const loc = await locate(this.path)
     const counters = this.counters
-    const local = loc.storage.localPath(loc.path)
+    const own = loc.storage.localPath(loc.path)
+    let local: string | undefined
+    try {
+      local = own ?? (await localCopy(loc, counters))
+    } catch (err) {
+      throw isRiggingError(err, 'STORAGE_NOT_FOUND') ? notFound(this.path, err) : err
+    }
     if (local !== undefined) {
       let fh
       try {
@@ -81,7 +88,8 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
               if (bytesRead === 0) break
               off += bytesRead
             }
-            if (counters) counters.bytesRead += off
+            // a cached copy was counted while it downloaded
+            if (counters && own !== undefined) counters.bytesRead += off
             return buf.buffer
           },
         },

@@ -19,6 +19,7 @@ import { ZephyrError } from './errors.js'
 import { fusePipeline } from './fuse.js'
 import type { Batches, ShardInfo } from './fuse.js'
 import { Grouper } from './grouper.js'
+import { setInputCache } from './internal/cache.js'
 import { decodeFrames, FrameEncoder } from './internal/frames.js'
 import { locate } from './internal/location.js'
 import { openOutput } from './internal/output.js'
@@ -38,6 +39,8 @@ export type TaskEnv = {
   readonly memoryBudget: number
   /** Local folder for spill files. @default os.tmpdir() */
   readonly spillRoot?: string
+  /** Local folder caching inputs from non-local storage. @default none (read remotely) */
+  readonly cacheDir?: string
 }
 
 export type TaskResult = { readonly counters: TaskCounters; readonly output?: string }
@@ -180,6 +183,7 @@ export function outputUrl(stage: StagePlan, shard: number): string | undefined {
 
 /** Runs one shard of one stage. */
 export async function runTask(stage: StagePlan, shard: number, env: TaskEnv): Promise<TaskResult> {
+  setInputCache(env.cacheDir)
   const counters = emptyTaskCounters()
   const where: ShardInfo = { stage: stage.index, shard, total: stage.numShards }
   const stream = fusePipeline(await stageInput(stage, shard, env, counters), stage.ops, where, counters, stage.input.kind === 'shuffle')

@@ -116,6 +116,11 @@ describe('ZephyrContext on fray workers', () => {
       })
       // the same pipeline without the capture runs
       expect((await ctx.execute(Dataset.fromList([1, 2]).map((x) => x * 3))).results).toEqual([3, 6])
+      // an in-memory iterable is written to scratch for the workers to read
+      function* gen() {
+        yield* [5, 6, 7]
+      }
+      expect((await ctx.execute(Dataset.fromIterable(gen()).map((x) => x + 1))).results).toEqual([6, 7, 8])
     } finally {
       await ctx.close()
     }

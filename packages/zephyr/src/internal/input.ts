@@ -1,10 +1,12 @@
 /** @module Opening inputs: storage read stream → byte counting → decompression. */
+import { createReadStream } from 'node:fs'
 import { Transform } from 'node:stream'
 import type { Readable } from 'node:stream'
 import { isRiggingError } from '@marin/rigging'
 import type { TaskCounters } from '../counters.js'
 import { codecOf, decompress } from '../compression.js'
 import { ZephyrError } from '../errors.js'
+import { localCopy } from './cache.js'
 import { locate } from './location.js'
 
 /** Counts bytes that pass through into `counters.bytesRead`. */
@@ -26,6 +28,9 @@ export async function openInput(url: string, counters?: TaskCounters): Promise<R
   const loc = await locate(url)
   let raw: Readable
   try {
+    const cached = loc.storage.localPath(loc.path) === undefined ? await localCopy(loc, counters) : undefined
+    // a cached copy was counted while it downloaded
+    if (cached !== undefined) return decompress(createReadStream(cached), codecOf(loc.path), loc.url)
     raw = await loc.storage.readStream(loc.path)
   } catch (err) {
     if (isRiggingError(err, 'STORAGE_NOT_FOUND')) throw notFound(url, err)
