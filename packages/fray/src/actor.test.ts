@@ -7,7 +7,7 @@ import { LocalClient } from './local-client.js'
 const CounterClass = actorClass<typeof Counter>(new URL('./fixtures/counter.ts', import.meta.url), 'Counter')
 const BrokenClass = actorClass<typeof Broken>(new URL('./fixtures/counter.ts', import.meta.url), 'Broken')
 
-describe.each(['process', 'inline'] as const)('actors in %s mode', (mode) => {
+describe.each(['process', 'inline', 'grpc'] as const)('actors in %s mode', (mode) => {
   let client: LocalClient
   beforeAll(() => {
     client = new LocalClient({ mode })
@@ -27,7 +27,7 @@ describe.each(['process', 'inline'] as const)('actors in %s mode', (mode) => {
     const c = await client.createActor(CounterClass, [0], { name: 'who' })
     const me = await c.whoami()
     expect(me).toMatchObject({ name: 'who', index: 0, groupSize: 1 })
-    if (mode === 'process') {
+    if (mode !== 'inline') {
       expect(me.pid).not.toBe(process.pid)
       expect(c.$actor.pid()).toBe(me.pid)
     } else expect(me.pid).toBe(process.pid)

@@ -14,8 +14,8 @@ import { LocalClient } from './local-client.js'
 export type GroupArgs<C extends ActorClass> = ConstructorParameters<C> | ((index: number) => ConstructorParameters<C>)
 
 export type Client = {
-  /** `'process'` and `'inline'` are the local backend's two modes. */
-  readonly backend: 'process' | 'inline' | 'iris'
+  /** `'process'`, `'inline'` and `'grpc'` are the local backend's modes. */
+  readonly backend: 'process' | 'inline' | 'grpc' | 'iris'
   /** Builds one actor and resolves once it is constructed. */
   createActor<C extends ActorClass>(cls: ActorClassRef<C>, args: NoInfer<ConstructorParameters<C>>, opts?: ActorOptions): Promise<ActorHandle<InstanceType<C>>>
   /** Starts `n` actors of one class; `await group.waitReady()` before relying on all of them. */

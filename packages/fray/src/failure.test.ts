@@ -9,15 +9,15 @@ const clients: LocalClient[] = []
 afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.shutdown()))
 })
-function client(mode: 'process' | 'inline'): LocalClient {
+function client(mode: 'process' | 'inline' | 'grpc'): LocalClient {
   const c = new LocalClient({ mode })
   clients.push(c)
   return c
 }
 
-describe('an actor process killed with SIGKILL', () => {
+describe.each(['process', 'grpc'] as const)('an actor process killed with SIGKILL (%s mode)', (mode) => {
   test('rejects every pending call with ActorDiedError carrying the signal; later calls too', async () => {
-    const c = await client('process').createActor(CounterClass, [0], { name: 'victim' })
+    const c = await client(mode).createActor(CounterClass, [0], { name: 'victim' })
     const pid = c.$actor.pid()!
     const pending = [c.slow(10_000), c.slow(10_000), c.slow(10_000)]
     process.kill(pid, 'SIGKILL')
@@ -32,14 +32,14 @@ describe('an actor process killed with SIGKILL', () => {
   })
 
   test('an actor that exits reports its exit code', async () => {
-    const c = await client('process').createActor(CounterClass, [0])
+    const c = await client(mode).createActor(CounterClass, [0])
     const pending = c.slow(10_000)
     await c.exit(3)
     await expect(pending).rejects.toMatchObject({ code: 'ACTOR_DIED', exitCode: 3, signal: null })
   })
 
   test('maxRestarts brings it back with its constructor arguments, as many times as allowed', async () => {
-    const c = await client('process').createActor(CounterClass, [100], { maxRestarts: 1 })
+    const c = await client(mode).createActor(CounterClass, [100], { maxRestarts: 1 })
     expect(await c.add(5)).toBe(105)
     const firstPid = c.$actor.pid()
     const pending = c.slow(10_000)
@@ -57,7 +57,7 @@ describe('an actor process killed with SIGKILL', () => {
   })
 
   test('a group reports which members are gone', async () => {
-    const g = await client('process').createActorGroup(CounterClass, 3, (i) => [i], { maxRestarts: 0 })
+    const g = await client(mode).createActorGroup(CounterClass, 3, (i) => [i], { maxRestarts: 0 })
     await g.waitReady()
     const pending = g.member(1).slow(10_000)
     g.member(1).$actor.kill('SIGKILL')

@@ -20,16 +20,26 @@ import { type JobHandle, type JobRequestInput, jobRequest } from './job.js'
 import { LocalJob } from './local-job.js'
 import { ProcessActor } from './process-actor.js'
 import { resources } from './resources.js'
+import { DeferredActor } from './remote/deferred-actor.js'
+import { DriverRegistry } from './remote/registry.js'
+import { RemoteActor } from './remote/remote-actor.js'
+import { localSpawner } from './remote/spawner.js'
 
 export type LocalClientOptions = {
-  /** `'process'`: one worker process per actor; `'inline'`: actors in this process. @default 'process' */
-  mode?: 'process' | 'inline'
+  /**
+   * `'process'`: one worker process per actor, calls over its IPC channel;
+   * `'inline'`: actors in this process (tests);
+   * `'grpc'`: one host process per actor reached over ducky, the iris backend's transport.
+   * @default 'process'
+   */
+  mode?: 'process' | 'inline' | 'grpc'
 }
 
 let counter = 0
 
 export class LocalClient implements Client {
-  readonly backend: 'process' | 'inline'
+  readonly backend: 'process' | 'inline' | 'grpc'
+  private registry: Promise<DriverRegistry> | null = null
   private readonly actors = new Set<ActorConnection>()
   private readonly jobs = new Set<JobHandle>()
   private closed = false
@@ -42,7 +52,12 @@ export class LocalClient implements Client {
     if (this.closed) throw new FrayError('CLIENT_SHUT_DOWN', 'this LocalClient was shut down; create a new one')
     resources(opts.resources)
     const spec: ActorSpec = { name, cls: { module: cls.module, export: cls.export }, args, index, groupSize }
-    const conn = this.backend === 'inline' ? InlineActor.launch(spec, opts) : ProcessActor.launch(spec, opts)
+    const conn =
+      this.backend === 'inline'
+        ? InlineActor.launch(spec, opts)
+        : this.backend === 'grpc'
+          ? new DeferredActor(name, (this.registry ??= DriverRegistry.start()).then((reg) => RemoteActor.launch(spec, opts, reg, localSpawner)))
+          : ProcessActor.launch(spec, opts)
     this.actors.add(conn)
     return conn
   }
@@ -77,5 +92,6 @@ export class LocalClient implements Client {
     await Promise.all([...this.jobs].map((j) => j.terminate().catch(() => {})))
     this.actors.clear()
     this.jobs.clear()
+    if (this.registry) await (await this.registry).close()
   }
 }
