@@ -7,8 +7,8 @@
  * a hard link on `file://` storage (no second copy), a copy elsewhere. If the
  * name already exists the content is already stored: that is the dedup.
  */
-import { createReadStream, createWriteStream } from 'node:fs'
-import { link, mkdir, open, rm } from 'node:fs/promises'
+import { createReadStream } from 'node:fs'
+import { link, mkdir, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -17,6 +17,7 @@ import type { BlobCache } from './cache.js'
 import { FinestoreError, IntegrityError } from './errors.js'
 import { HASH_RE, HashingTransform, VerifyingTransform, sha256Hex } from './internal/hashing.js'
 import { newId } from './internal/ids.js'
+import { fsyncDir, openLocal, writeLocalDurably } from './internal/local-files.js'
 import { isConditionFailed, isNotFound } from './internal/storage-errors.js'
 import { blobPath, tmpPath } from './layout.js'
 
@@ -239,47 +240,5 @@ export class BlobStore {
       return new IntegrityError(hash, `blob ${hash}${where(ctx)} is missing from the store (${blobPath(hash)}); restore it from a copy of the store or commit the data again`, ctx.artifact)
     }
     return new FinestoreError('NOT_FOUND', `blob ${hash} is not in the store (${blobPath(hash)}); put it first`, false, { cause: err })
-  }
-}
-
-const CHUNK = 1 << 20
-
-/**
- * On `file://` the temp upload is written straight to its file (`localPath`),
- * in large chunks, and fsynced before it can get a blob name: the storage's own
- * object writes would add a lock and a rename per object we do not need for a
- * name nobody else uses.
- */
-async function writeLocalDurably(src: Readable, hasher: HashingTransform, file: string): Promise<void> {
-  await mkdir(dirname(file), { recursive: true })
-  await pipeline(src, hasher, createWriteStream(file, { flags: 'wx', highWaterMark: CHUNK }))
-  // fsync through a second descriptor: it flushes the file's data whichever descriptor wrote it.
-  const fh = await open(file, 'r')
-  try {
-    await fh.sync()
-  } finally {
-    await fh.close()
-  }
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r')
-  try {
-    await fh.sync()
-  } finally {
-    await fh.close()
-  }
-}
-
-/** A local blob file as a stream; a missing file reads as the storage's not-found error. */
-async function openLocal(file: string, path: string): Promise<Readable> {
-  try {
-    const fh = await open(file, 'r')
-    return fh.createReadStream({ highWaterMark: CHUNK })
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw Object.assign(new Error(`object ${path} does not exist`), { code: 'STORAGE_NOT_FOUND', cause: err })
-    }
-    throw err
   }
 }

@@ -6,7 +6,8 @@ export const version: string = pkg.version
 
 // The store
 export { Store, openStore, storeUrl } from './store.js'
-export type { RebuildReport, StoreOptions, VersionRef } from './store.js'
+export type { StoreOptions, VersionRef } from './store.js'
+export type { RebuildReport, SyncReport } from './catalog-sync.js'
 export { Transaction } from './transaction.js'
 export type { CommitResult, TransactionOptions } from './transaction.js'
 export { ArtifactView } from './view.js'

@@ -20,12 +20,14 @@ import { BlobCache } from './cache.js'
 import type { BlobCacheOptions } from './cache.js'
 import { Catalog } from './catalog.js'
 import type { ArtifactRow, LineageRow, SearchQuery, VersionRow } from './catalog.js'
+import { rebuildCatalog, syncCatalog } from './catalog-sync.js'
+import type { RebuildReport, SyncReport } from './catalog-sync.js'
 import { ConflictError, FinestoreError } from './errors.js'
 import { GC_DEFAULTS, collectGarbage } from './gc.js'
 import type { GcOptions, GcReport } from './gc.js'
-import { deleteTag, listTags, moveTag, readPointer, readTag, resolveHead } from './heads.js'
+import { deleteTag, listTags, moveTag, readTag, resolveHead } from './heads.js'
 import { isNotFound } from './internal/storage-errors.js'
-import { CATALOG_FILE, manifestPath, tagPath, versionsPrefix } from './layout.js'
+import { CATALOG_FILE, manifestPath, versionsPrefix } from './layout.js'
 import { parseManifest } from './manifest.js'
 import type { LineageEntry, Manifest } from './manifest.js'
 import { checkArtifactName, checkTagName, formatRef, parseRef } from './names.js'
@@ -52,15 +54,6 @@ export type StoreOptions = {
   readonly cache?: BlobCacheOptions
   /** A transaction whose heartbeat is older than this is dead for gc. @default 3_600_000 */
   readonly txnTtlMs?: number
-}
-
-/** What `rebuildCatalog` found in storage. */
-export type RebuildReport = {
-  readonly artifacts: number
-  readonly versions: number
-  readonly tags: number
-  /** Manifests that could not be parsed; they are left out of the catalog and named here. */
-  readonly unreadable: readonly { readonly path: string; readonly error: string }[]
 }
 
 /** A resolved version: `{ artifact, version }`. */
@@ -250,62 +243,24 @@ export class Store {
   }
 
   /** Removes blobs no version references; see gc.ts for why this is safe during commits. */
-  gc(opts: GcOptions = {}): Promise<GcReport> {
-    return collectGarbage(this.storage, { txnTtlMs: this.txnTtlMs, ...opts })
+  async gc(opts: GcOptions = {}): Promise<GcReport> {
+    const r = await collectGarbage(this.storage, { txnTtlMs: this.txnTtlMs, ...opts })
+    log.info({ dryRun: r.dryRun, deleted: r.deleted.length, bytes: r.bytesDeleted, scanned: r.blobsScanned, pinned: r.pinned }, 'gc finished')
+    return r
   }
 
   /** Recreates the catalog from storage alone. Unparsable manifests are reported, not fatal. */
-  async rebuildCatalog(): Promise<RebuildReport> {
-    const { manifests, tags, artifacts } = await this.#readAll()
-    this.catalog.replaceAll(manifests.ok, tags)
-    return { artifacts: artifacts.size, versions: manifests.ok.length, tags: tags.length, unreadable: manifests.bad }
+  rebuildCatalog(): Promise<RebuildReport> {
+    return rebuildCatalog(this.storage, this.catalog)
   }
 
   /** Adds to the catalog what storage has and the catalog lacks (e.g. commits of other machines). */
-  async syncCatalog(): Promise<{ readonly added: number }> {
-    const scan = await scanArtifacts(this.storage)
-    const missing: Manifest[] = []
-    for (const m of scan.manifests) {
-      if (this.catalog.version(m.artifact, m.version)) continue
-      try {
-        missing.push(await this.manifest(m.artifact, m.version))
-      } catch (err) {
-        log.warn({ err, path: m.path }, 'manifest left out of the catalog')
-      }
-    }
-    this.catalog.indexVersions(missing)
-    for (const t of scan.tags) {
-      const p = await readPointer(this.storage, t.path).catch(() => undefined)
-      if (p) this.catalog.setTag(t.artifact, t.tag, p.version)
-    }
-    return { added: missing.length }
+  syncCatalog(): Promise<SyncReport> {
+    return syncCatalog(this.storage, this.catalog)
   }
 
   close(): void {
     this.catalog.close()
-  }
-
-  async #readAll(): Promise<{
-    manifests: { ok: Manifest[]; bad: { path: string; error: string }[] }
-    tags: { artifact: string; tag: string; version: number }[]
-    artifacts: Set<string>
-  }> {
-    const scan = await scanArtifacts(this.storage)
-    const ok: Manifest[] = []
-    const bad: { path: string; error: string }[] = []
-    for (const m of scan.manifests) {
-      try {
-        ok.push(parseManifest(await this.storage.readText(m.path), m.path, { artifact: m.artifact, version: m.version }))
-      } catch (err) {
-        bad.push({ path: m.path, error: (err as Error).message })
-      }
-    }
-    const tags: { artifact: string; tag: string; version: number }[] = []
-    for (const t of scan.tags) {
-      const p = await readPointer(this.storage, tagPath(t.artifact, t.tag)).catch(() => undefined)
-      if (p) tags.push({ artifact: t.artifact, tag: t.tag, version: p.version })
-    }
-    return { manifests: { ok, bad }, tags, artifacts: scan.artifacts }
   }
 
   async #checkExists(ref: LineageEntry): Promise<VersionRef> {
