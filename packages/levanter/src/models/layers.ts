@@ -1,0 +1,81 @@
+/** @module Transformer building blocks as plain tensor functions. Shapes: B batch, T query positions, S key positions, H heads, K head size. */
+import * as tf from '@tensorflow/tfjs'
+import { swapLast } from '../kernels/transpose-last.js'
+
+/** x [..., in] · w [in, out] (+ b [out]) as one 2-D matMul: [..., out]. */
+export function linear(x: tf.Tensor, w: tf.Tensor, b?: tf.Tensor): tf.Tensor {
+  const inDim = x.shape[x.rank - 1]!, outDim = w.shape[1]!
+  let y = tf.matMul(tf.reshape(x, [-1, inDim]), w)
+  if (b) y = tf.add(y, b)
+  return tf.reshape(y, [...x.shape.slice(0, -1), outDim])
+}
+
+/** LayerNorm over the last axis. */
+export function layerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor, eps: number): tf.Tensor {
+  const { mean, variance } = tf.moments(x, -1, true)
+  return tf.add(tf.mul(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, eps))), g), b)
+}
+
+/** RMSNorm over the last axis. */
+export function rmsNorm(x: tf.Tensor, g: tf.Tensor, eps: number): tf.Tensor {
+  return tf.mul(tf.mul(x, tf.rsqrt(tf.add(tf.mean(tf.square(x), -1, true), eps))), g)
+}
+
+/** GELU with GPT-2's tanh approximation: ½x(1 + tanh(√(2/π)(x + 0.044715x³))). */
+export function geluTanh(x: tf.Tensor): tf.Tensor {
+  const inner = tf.mul(tf.add(x, tf.mul(tf.pow(x, 3), 0.044715)), Math.sqrt(2 / Math.PI))
+  return tf.mul(tf.mul(x, 0.5), tf.add(tf.tanh(inner), 1))
+}
+
+/** [B, T, H·K] → [B, H, T, K]. */
+export function splitHeads(x: tf.Tensor, nHeads: number): tf.Tensor {
+  const [B, T, D] = x.shape as [number, number, number]
+  return tf.transpose(tf.reshape(x, [B, T, nHeads, D / nHeads]), [0, 2, 1, 3])
+}
+
+/** [B, H, T, K] → [B, T, H·K]. */
+export function mergeHeads(x: tf.Tensor): tf.Tensor {
+  const [B, H, T, K] = x.shape as [number, number, number, number]
+  return tf.reshape(tf.transpose(x, [0, 2, 1, 3]), [B, T, H * K])
+}
+
+/** Additive causal mask [T, S]: query t (absolute position offset+t) sees keys 0…offset+t. */
+export function causalBias(T: number, S: number, offset: number): tf.Tensor {
+  const m = new Float32Array(T * S)
+  for (let t = 0; t < T; t++) for (let s = offset + t + 1; s < S; s++) m[t * S + s] = -1e9
+  return tf.tensor2d(m, [T, S])
+}
+
+/**
+ * Causal attention. q [B, H, T, K], k and v [B, H, S, K] (S ≥ T; the last T keys are the queries'
+ * own positions) → [B, H, T, K]. Multiplies are rank-3 with explicit transposes (see kernels/).
+ */
+export function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, offset: number): tf.Tensor {
+  const [B, H, T, K] = q.shape as [number, number, number, number]
+  const S = k.shape[2]!
+  const q3 = tf.reshape(q, [B * H, T, K]), k3 = tf.reshape(k, [B * H, S, K]), v3 = tf.reshape(v, [B * H, S, K])
+  const scores = tf.add(tf.mul(tf.matMul(q3, swapLast(k3)), 1 / Math.sqrt(K)), causalBias(T, S, offset)) // [B·H, T, S]
+  const out = tf.matMul(tf.softmax(scores), v3) // [B·H, T, K]
+  return tf.reshape(out, [B, H, T, K])
+}
+
+/** Rotary tables cos/sin [T, K] for absolute positions offset…offset+T-1 (half-split layout, as Hugging Face Llama). */
+export function ropeTables(T: number, K: number, offset: number, theta: number): { cos: tf.Tensor; sin: tf.Tensor } {
+  const cos = new Float32Array(T * K), sin = new Float32Array(T * K), half = K / 2
+  for (let t = 0; t < T; t++) {
+    for (let i = 0; i < half; i++) {
+      const a = (offset + t) / Math.pow(theta, (2 * i) / K)
+      cos[t * K + i] = cos[t * K + i + half] = Math.cos(a)
+      sin[t * K + i] = sin[t * K + i + half] = Math.sin(a)
+    }
+  }
+  return { cos: tf.tensor2d(cos, [T, K]), sin: tf.tensor2d(sin, [T, K]) }
+}
+
+/** x·cos + rotate_half(x)·sin for x [B, H, T, K]. */
+export function applyRope(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor): tf.Tensor {
+  const K = x.shape[3]!
+  const [x1, x2] = tf.split(x, [K / 2, K / 2], 3) as [tf.Tensor, tf.Tensor]
+  const rotated = tf.concat([tf.neg(x2), x1], 3)
+  return tf.add(tf.mul(x, cos), tf.mul(rotated, sin))
+}

@@ -1,0 +1,56 @@
+/**
+ * @module Llama: RMSNorm, rotary positions, SwiGLU, untied head. Names are LlamaForCausalLM's;
+ * linear weights are stored [in, out] here (Hugging Face stores [out, in]; export transposes).
+ */
+import * as tf from '@tensorflow/tfjs'
+import { llamaHidden } from './config.js'
+import type { LlamaConfig } from './config.js'
+import type { LayerKv } from './kv-cache.js'
+import { applyRope, causalAttention, linear, mergeHeads, rmsNorm, ropeTables, splitHeads } from './layers.js'
+import { mat, ones } from './param-spec.js'
+import type { ParamSpec } from './param-spec.js'
+
+export function llamaSpecs(c: LlamaConfig): ParamSpec[] {
+  const D = c.dModel, F = llamaHidden(c), s = c.initStd, proj = s / Math.sqrt(2 * c.nLayers)
+  const specs: ParamSpec[] = [mat('model.embed_tokens.weight', [c.vocabSize, D], s)]
+  for (let i = 0; i < c.nLayers; i++) {
+    const l = `model.layers.${i}`
+    specs.push(
+      ones(`${l}.input_layernorm.weight`, D),
+      mat(`${l}.self_attn.q_proj.weight`, [D, D], s), mat(`${l}.self_attn.k_proj.weight`, [D, D], s),
+      mat(`${l}.self_attn.v_proj.weight`, [D, D], s), mat(`${l}.self_attn.o_proj.weight`, [D, D], proj),
+      ones(`${l}.post_attention_layernorm.weight`, D),
+      mat(`${l}.mlp.gate_proj.weight`, [D, F], s), mat(`${l}.mlp.up_proj.weight`, [D, F], s), mat(`${l}.mlp.down_proj.weight`, [F, D], proj),
+    )
+  }
+  specs.push(ones('model.norm.weight', D), mat('lm_head.weight', [D, c.vocabSize], s))
+  return specs
+}
+
+/** ids [B, T] at positions offset… → logits [B, T, V], plus each layer's keys/values including `past`. */
+export function llamaForward(
+  c: LlamaConfig, p: (name: string) => tf.Tensor, ids: tf.Tensor, offset: number, past?: readonly LayerKv[],
+): { logits: tf.Tensor; kv: LayerKv[] } {
+  const [B, T] = ids.shape as [number, number]
+  const K = c.dModel / c.nHeads
+  const { cos, sin } = ropeTables(T, K, offset, c.ropeTheta) // [T, K]
+  let x = tf.reshape(tf.gather(p('model.embed_tokens.weight'), tf.reshape(ids, [-1])), [B, T, c.dModel])
+  const kv: LayerKv[] = []
+  for (let i = 0; i < c.nLayers; i++) {
+    const w = (n: string) => p(`model.layers.${i}.${n}.weight`)
+    const a = rmsNorm(x, w('input_layernorm'), c.rmsNormEps)
+    const q = applyRope(splitHeads(linear(a, w('self_attn.q_proj')), c.nHeads), cos, sin)
+    const k = applyRope(splitHeads(linear(a, w('self_attn.k_proj')), c.nHeads), cos, sin)
+    const v = splitHeads(linear(a, w('self_attn.v_proj')), c.nHeads)
+    const prev = past?.[i]
+    const kAll = prev ? tf.concat([prev.k, k], 2) : k, vAll = prev ? tf.concat([prev.v, v], 2) : v
+    kv.push({ k: kAll, v: vAll })
+    x = tf.add(x, linear(mergeHeads(causalAttention(q, kAll, vAll, offset)), w('self_attn.o_proj')))
+    const m = rmsNorm(x, w('post_attention_layernorm'), c.rmsNormEps)
+    const gate = linear(m, w('mlp.gate_proj'))
+    const gated = tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, w('mlp.up_proj'))) // silu(gate)·up
+    x = tf.add(x, linear(gated, w('mlp.down_proj')))
+  }
+  x = rmsNorm(x, p('model.norm.weight'), c.rmsNormEps)
+  return { logits: linear(x, p('lm_head.weight')), kv }
+}

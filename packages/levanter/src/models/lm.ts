@@ -1,0 +1,128 @@
+/** @module Causal language models: `Gpt2LM` and `LlamaLM` hold a config and their parameters as tf.Variables. */
+import * as tf from '@tensorflow/tfjs'
+import { LevanterError } from '../errors.js'
+import { normalArray, seedFor } from '../rng.js'
+import { Gpt2Config, LlamaConfig, ModelConfig } from './config.js'
+import type { Gpt2ConfigInput, LlamaConfigInput, ModelConfigInput } from './config.js'
+import { gpt2Forward, gpt2Specs } from './gpt2.js'
+import type { KvCache, LayerKv } from './kv-cache.js'
+import { llamaForward, llamaSpecs } from './llama.js'
+import type { ParamSpec } from './param-spec.js'
+
+/** What every model does: forward with an optional KV cache, over named parameters. */
+export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
+  readonly specs: readonly ParamSpec[]
+  readonly params = new Map<string, tf.Variable>()
+
+  protected constructor(readonly config: C, specs: ParamSpec[], seed: number) {
+    if (config.dModel % config.nHeads !== 0) {
+      throw new LevanterError('BAD_CONFIG', `model: dModel ${config.dModel} is not a multiple of nHeads ${config.nHeads}; change one of them`)
+    }
+    this.specs = specs
+    this.init(seed)
+  }
+
+  /** Re-initialize every parameter from `seed` (each from its own stream: stable across backends and layouts). */
+  init(seed: number): void {
+    for (const s of this.specs) {
+      const n = s.shape.reduce((a, b) => a * b, 1)
+      const data = s.init === 'ones' ? new Float32Array(n).fill(1) : s.init === 'zeros' ? new Float32Array(n) : normalArray(n, s.init.std, seedFor(seed, s.name))
+      this.set(s.name, data)
+    }
+  }
+
+  /** Overwrite one parameter's values (shape checked). */
+  set(name: string, data: Float32Array): void {
+    const spec = this.specs.find((s) => s.name === name)
+    if (!spec) throw new LevanterError('BAD_CHECKPOINT', `model has no parameter "${name}"; check the checkpoint matches the model type`)
+    const n = spec.shape.reduce((a, b) => a * b, 1)
+    if (data.length !== n) throw new LevanterError('BAD_SHAPE', `parameter "${name}": got ${data.length} values, expected ${n} for shape [${spec.shape.join(', ')}]`)
+    const old = this.params.get(name)
+    if (old) old.assign(tf.tensor(data, [...spec.shape]))
+    else this.params.set(name, tf.variable(tf.tensor(data, [...spec.shape]), true, `${name}#${Math.random().toString(36).slice(2)}`))
+  }
+
+  /** Number of scalar parameters. */
+  numParams(): number {
+    return this.specs.reduce((a, s) => a + s.shape.reduce((x, y) => x * y, 1), 0)
+  }
+
+  /** Parameters touched per token by matmuls, for model FLOPs (6·N + attention per token). */
+  flopsPerToken(seqLen: number): number {
+    const c = this.config
+    const embed = c.type === 'gpt2' ? c.seqLen * c.dModel : 0 // position table is a lookup, not a matmul
+    const n = this.numParams() - embed
+    return 6 * n + 12 * c.nLayers * c.dModel * seqLen
+  }
+
+  protected abstract run(p: (name: string) => tf.Tensor, ids: tf.Tensor, offset: number, past?: readonly LayerKv[]): { logits: tf.Tensor; kv: LayerKv[] }
+
+  /** ids [B, T] → logits [B, T, V]. With a cache, continues after its positions and extends it. */
+  forward(ids: tf.Tensor, cache?: KvCache): tf.Tensor {
+    return this.forwardWith((n) => this.param(n), ids, cache)
+  }
+
+  /** Forward with parameters from `p` (replicas, gradients over other tensors). */
+  forwardWith(p: (name: string) => tf.Tensor, ids: tf.Tensor, cache?: KvCache): tf.Tensor {
+    const offset = cache?.length ?? 0
+    const T = ids.shape[1]!
+    if (offset + T > this.config.seqLen) {
+      throw new LevanterError('BAD_SHAPE', `input: ${offset + T} positions exceed the model's seqLen ${this.config.seqLen}; shorten the input`)
+    }
+    if (!cache) return tf.tidy(() => this.run(p, ids, 0).logits)
+    const { logits, kv } = tf.tidy(() => {
+      const r = this.run(p, ids, offset, cache.layers.length ? cache.layers : undefined)
+      return { logits: r.logits, kv: r.kv }
+    })
+    cache.update(kv, T)
+    return logits
+  }
+
+  param(name: string): tf.Variable {
+    const v = this.params.get(name)
+    if (!v) throw new LevanterError('BAD_CONFIG', `model has no parameter "${name}"`)
+    return v
+  }
+
+  /** Values of every parameter, by name (copies). */
+  async weights(): Promise<Map<string, Float32Array>> {
+    const out = new Map<string, Float32Array>()
+    for (const [n, v] of this.params) out.set(n, (await v.data()) as Float32Array)
+    return out
+  }
+
+  dispose(): void {
+    for (const v of this.params.values()) v.dispose()
+    this.params.clear()
+  }
+}
+
+/** GPT-2 language model. @example new Gpt2LM({ vocabSize: 512, seqLen: 128, dModel: 256, nLayers: 4, nHeads: 4 }) */
+export class Gpt2LM extends CausalLM<Gpt2Config> {
+  constructor(config: Omit<Gpt2ConfigInput, 'type'> & { type?: 'gpt2' }, seed = 0) {
+    const c = Gpt2Config.parse({ ...config, type: 'gpt2' })
+    super(c, gpt2Specs(c), seed)
+  }
+  protected run(p: (name: string) => tf.Tensor, ids: tf.Tensor, offset: number, past?: readonly LayerKv[]) {
+    return gpt2Forward(this.config, p, ids, offset, past)
+  }
+}
+
+/** Llama language model. @example new LlamaLM({ vocabSize: 512, seqLen: 128, dModel: 256, nLayers: 4, nHeads: 4 }) */
+export class LlamaLM extends CausalLM<LlamaConfig> {
+  constructor(config: Omit<LlamaConfigInput, 'type'> & { type?: 'llama' }, seed = 0) {
+    const c = LlamaConfig.parse({ ...config, type: 'llama' })
+    super(c, llamaSpecs(c), seed)
+  }
+  protected run(p: (name: string) => tf.Tensor, ids: tf.Tensor, offset: number, past?: readonly LayerKv[]) {
+    return llamaForward(this.config, p, ids, offset, past)
+  }
+}
+
+/** Build the model a config names. */
+export function createModel(config: ModelConfigInput, seed = 0): CausalLM {
+  const parsed = ModelConfig.safeParse(config)
+  if (!parsed.success) throw new LevanterError('BAD_CONFIG', `model config: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`)
+  const c = parsed.data
+  return c.type === 'gpt2' ? new Gpt2LM(c, seed) : new LlamaLM(c, seed)
+}
