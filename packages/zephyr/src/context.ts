@@ -16,6 +16,7 @@ import { planStages } from './plan.js'
 import type { StagePlan } from './plan.js'
 import { runTask } from './run-task.js'
 import type { Op } from './ops.js'
+import { checkOptions, ContextOptionsSchema, ExecuteOptionsSchema } from './options.js'
 
 export type ZephyrContextOptions = ExecuteOptions & {
   /**
@@ -44,7 +45,12 @@ export function inProcessRunner(concurrency: number): TaskRunner {
 export class ZephyrContext {
   private runner: Promise<FrayRunner> | undefined
 
-  constructor(readonly options: ZephyrContextOptions = {}) {}
+  readonly options: ZephyrContextOptions
+
+  constructor(options: ZephyrContextOptions = {}) {
+    checkOptions(ContextOptionsSchema, options, 'ZephyrContext')
+    this.options = options
+  }
 
   /** The fray workers, started on first use and kept until `close()`. */
   workers(): Promise<FrayRunner> | undefined {
@@ -70,6 +76,7 @@ export class ZephyrContext {
 
   /** Runs the dataset; returns outputs (writers) or records, and counters per stage. */
   async execute<T>(ds: Dataset<T>, overrides: ExecuteOptions = {}): Promise<ExecuteResult<T>> {
+    checkOptions(ExecuteOptionsSchema, overrides, 'ZephyrContext.execute')
     const opts = { ...this.options, ...overrides }
     const stages = await this.plan(ds)
     const runner = (await this.workers()) ?? inProcessRunner(opts.maxWorkers ?? 1)

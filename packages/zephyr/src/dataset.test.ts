@@ -29,6 +29,13 @@ describe('Dataset is a lazy, immutable plan', () => {
     expect(() => Dataset.fromList(nums).writeJsonl('o/p-{shard}.jsonl').map((x) => x)).toThrow(/a writer must be the last operation/)
     expect(() => Dataset.fromList(nums).loadJsonl({ onError: 'ignore' as never })).toThrow(/onError must be 'fail' or 'skip'/)
   })
+
+  test('bad run options are INVALID_PLAN errors naming the option', async () => {
+    expect(() => new ZephyrContext({ memoryBudget: -1 })).toThrow(/ZephyrContext: invalid options \(memoryBudget: .*\)/)
+    expect(() => new ZephyrContext({ maxWorkers: 2, workers: 3 } as never)).toThrow(/Unrecognized key.*"workers"/)
+    expect(() => new ZephyrContext({ client: {} as never })).toThrow(/client: expected a fray client/)
+    await expect(ctx.execute(Dataset.fromList(nums), { progress: 'loud' as never })).rejects.toMatchObject({ code: 'INVALID_PLAN', message: expect.stringMatching(/progress/) })
+  })
 })
 
 describe('transforms fuse into one pass per stage', () => {
