@@ -158,3 +158,19 @@ describe('save and load', () => {
     expect(await readFile(join(dir, 'f.bloom'))).toBeTruthy()
   })
 })
+
+test('bit positions follow the documented formula (part of the file format)', async () => {
+  const { xxh3 } = await import('./hash.js')
+  const bf = new BloomFilter(64 * 1000 + 64, 7, 3)
+  for (const key of ['x', 'héllo', 'a longer key with spaces']) {
+    bf.add(key)
+    const h = xxh3(key, 3n)
+    const h1 = h & 0xffffffffn
+    const h2 = h >> 32n
+    for (let i = 0n; i < 7n; i++) {
+      const bit = Number((h1 + i * h2) % BigInt(bf.bits))
+      expect((bf.words[bit >>> 5]! >>> (bit & 31)) & 1, `${key} probe ${i}`).toBe(1)
+    }
+  }
+  expect(bf.bitCount()).toBeLessThanOrEqual(21)
+})

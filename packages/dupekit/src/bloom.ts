@@ -49,6 +49,7 @@ export function bloomSize(expectedItems: number, falsePositiveRate = 0.01): { bi
 }
 
 const encoder = new TextEncoder()
+let stage: Uint8Array | undefined
 
 export class BloomFilter {
   /** Number of bits, a multiple of 64. */
@@ -92,13 +93,17 @@ export class BloomFilter {
     const m = kernels()
     const out = m.scratch()
     const data = out + 16
+    const need = typeof key === 'string' ? key.length * 3 : key.length
+    // One staging view, remade only when memory grows: a subarray per key would allocate.
+    if (stage === undefined || stage.buffer !== m.buffer || stage.byteOffset !== data || stage.length < need) {
+      m.ensure(data + Math.max(need, 4096))
+      stage = new Uint8Array(m.buffer, data)
+    }
     let len: number
     if (typeof key === 'string') {
-      m.ensure(data + key.length * 3)
-      len = encoder.encodeInto(key, m.u8.subarray(data)).written
+      len = encoder.encodeInto(key, stage).written
     } else {
-      m.ensure(data + key.length)
-      m.u8.set(key, data)
+      stage.set(key)
       len = key.length
     }
     m.k.xxh3To(data, len, this.seed, 0, out)
@@ -114,8 +119,14 @@ export class BloomFilter {
     const w = this.words
     const m = this.bits
     let fresh = false
+    // bit_i = (h1 + i·h2) mod m, stepped without a division per probe.
+    let bit = h1 % m
+    const step = h2 % m
     for (let i = 0; i < this.hashes; i++) {
-      const bit = (h1 + i * h2) % m
+      if (i > 0) {
+        bit += step
+        if (bit >= m) bit -= m
+      }
       const word = bit >>> 5
       const mask = 1 << (bit & 31)
       if ((w[word]! & mask) === 0) {
@@ -135,8 +146,13 @@ export class BloomFilter {
     const h2 = u[at + 1]!
     const w = this.words
     const m = this.bits
+    let bit = h1 % m
+    const step = h2 % m
     for (let i = 0; i < this.hashes; i++) {
-      const bit = (h1 + i * h2) % m
+      if (i > 0) {
+        bit += step
+        if (bit >= m) bit -= m
+      }
       if ((w[bit >>> 5]! & (1 << (bit & 31))) === 0) return false
     }
     return true
