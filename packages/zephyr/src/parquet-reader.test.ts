@@ -6,7 +6,7 @@ import { ZephyrContext } from './context.js'
 import { emptyTaskCounters } from './counters.js'
 import { Dataset } from './dataset.js'
 import { col } from './expr.js'
-import { foreignParquet } from './fixtures/parquet-wasm.js'
+import { foreignParquet, readForeign } from './fixtures/parquet-wasm.js'
 import type { ForeignCodec } from './fixtures/parquet-wasm.js'
 import { tempDir } from './fixtures/tmp.js'
 import { ParquetReader } from './parquet-reader.js'
@@ -94,6 +94,13 @@ describe('writeParquet', () => {
     expect(back.results).toEqual(docs)
     const meta = parquetMetadata(readFileSync(w.outputs[0]!).buffer as ArrayBuffer)
     expect(meta.row_groups.map((g) => Number(g.num_rows))).toEqual([250, 250, 100])
+  })
+
+  test('files zephyr writes are read by another implementation (arrow-rs via parquet-wasm)', async () => {
+    const dir = tempDir()
+    const docs = Array.from({ length: 3000 }, (_, i) => ({ id: i, big: BigInt(i) * 3n, ok: i % 2 === 0, text: i % 5 ? `t${i} ${'é'.repeat(i % 4)}` : null, score: i / 7 }))
+    const w = await ctx.execute(Dataset.fromList(docs).writeParquet(join(dir, 'part-{shard}.parquet'), { rowGroupSize: 1000 }))
+    expect(readForeign(readFileSync(w.outputs[0]!))).toEqual(docs)
   })
 
   test('a record with a field outside the inferred schema is UNWRITABLE_RECORD; nothing is left behind', async () => {

@@ -84,9 +84,10 @@ export async function parquetWriter(url: string, opts: ParquetWriteOptions = {},
       writer = new ParquetWriter({ writer: sink, schema: schemaFromColumnData({ columnData: columnData as never }), codec: opts.codec ?? 'SNAPPY', createdBy: '@marin/zephyr' })
     }
     const columnData = columns.map((name) => ({ name, data: rows.map((r) => (r as Record<string, unknown>)[name] ?? null) }))
+    const known = new Set(columns)
     for (const r of rows) {
       for (const k of Object.keys(r as object)) {
-        if (!columns.includes(k)) throw new ZephyrError('UNWRITABLE_RECORD', `${url}: field "${k}" is not in the Parquet schema (${columns.join(', ')}), which was inferred from the first ${rowGroupSize} rows; give every record the same fields`)
+        if (!known.has(k)) throw new ZephyrError('UNWRITABLE_RECORD', `${url}: field "${k}" is not in the Parquet schema (${columns.join(', ')}), which was inferred from the first ${rowGroupSize} rows; give every record the same fields`)
       }
     }
     try {
