@@ -86,3 +86,18 @@ describe.each(BACKENDS)('blobs on %s', (backend) => {
     }
   })
 })
+
+test('a scratch store without fsync stores and verifies the same way', async () => {
+  const t = await newStore('file', { fsync: false })
+  try {
+    const data = randomBytes(2 * 1024 * 1024)
+    const c = await t.store.commit('scratch/x', async (txn) => void (await txn.put('d', (async function* () {
+      yield data.subarray(0, 1000)
+      yield data.subarray(1000)
+    })())))
+    expect(c.manifest.files.d).toEqual({ blob: createHash('sha256').update(data).digest('hex'), size: data.length })
+    expect(Buffer.from(await (await t.store.open(c.ref)).read('d')).equals(data)).toBe(true)
+  } finally {
+    t.cleanup()
+  }
+})

@@ -17,7 +17,7 @@ import type { BlobCache } from './cache.js'
 import { FinestoreError, IntegrityError } from './errors.js'
 import { HASH_RE, HashingTransform, VerifyingTransform, sha256Hex } from './internal/hashing.js'
 import { newId } from './internal/ids.js'
-import { fsyncDir, openLocal, writeLocalDurably } from './internal/local-files.js'
+import { fsyncDir, openLocal, writeLocalFile } from './internal/local-files.js'
 import { isConditionFailed, isNotFound } from './internal/storage-errors.js'
 import { blobPath, tmpPath } from './layout.js'
 
@@ -51,11 +51,25 @@ export function checkHash(hash: string): string {
   return hash
 }
 
+export type BlobStoreOptions = {
+  /**
+   * fsync streamed uploads on `file://` before they get their blob name, so that a
+   * blob name never outlives its bytes in a power loss. Turn off only for scratch stores.
+   * @default true
+   */
+  readonly fsync?: boolean
+}
+
 export class BlobStore {
+  readonly #fsync: boolean
+
   constructor(
     readonly storage: Storage,
     readonly cache?: BlobCache,
-  ) {}
+    opts: BlobStoreOptions = {},
+  ) {
+    this.#fsync = opts.fsync ?? true
+  }
 
   /** Stores `source` under its sha256 and returns its hash and size. */
   async put(source: BlobSource, opts: PutOptions = {}): Promise<PutResult> {
@@ -150,7 +164,7 @@ export class BlobStore {
     const readable = src instanceof Readable ? src : Readable.from(src, { objectMode: false })
     const localTmp = this.storage.localPath(tmp)
     try {
-      if (localTmp !== undefined) await writeLocalDurably(readable, hasher, localTmp)
+      if (localTmp !== undefined) await writeLocalFile(readable, hasher, localTmp, this.#fsync)
       else await pipeline(readable, hasher, await this.storage.writeStream(tmp))
       const hash = await hasher.digest()
       const size = hasher.size
@@ -180,7 +194,7 @@ export class BlobStore {
       try {
         // link(2) fails with EEXIST instead of replacing: a conditional create without a copy.
         await link(from, to)
-        await fsyncDir(dirname(to))
+        if (this.#fsync) await fsyncDir(dirname(to))
         return true
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false

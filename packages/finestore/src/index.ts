@@ -18,7 +18,7 @@ export type { FinestoreErrorCode } from './errors.js'
 
 // Blobs and cache
 export { BlobStore, checkHash } from './blob-store.js'
-export type { BlobInfo, BlobSource, ReadContext } from './blob-store.js'
+export type { BlobInfo, BlobSource, BlobStoreOptions, ReadContext } from './blob-store.js'
 export { BlobCache } from './cache.js'
 export type { BlobCacheOptions, CacheStats } from './cache.js'
 

@@ -54,6 +54,8 @@ export type StoreOptions = {
   readonly cache?: BlobCacheOptions
   /** A transaction whose heartbeat is older than this is dead for gc. @default 3_600_000 */
   readonly txnTtlMs?: number
+  /** fsync blob uploads on `file://` (see `BlobStoreOptions.fsync`). @default true */
+  readonly fsync?: boolean
 }
 
 /** A resolved version: `{ artifact, version }`. */
@@ -69,8 +71,9 @@ export class Store {
     readonly catalog: Catalog,
     readonly cache: BlobCache | undefined,
     readonly txnTtlMs: number,
+    fsync: boolean,
   ) {
-    this.blobs = new BlobStore(storage, cache)
+    this.blobs = new BlobStore(storage, cache, { fsync })
     this.#ctx = {
       storage,
       blobs: this.blobs,
@@ -97,7 +100,7 @@ export class Store {
     const cache = opts.cache ? await BlobCache.open(opts.cache) : undefined
     const catalogPath = opts.catalog ?? storage.localPath(CATALOG_FILE) ?? (opts.cache ? join(opts.cache.dir, CATALOG_FILE) : ':memory:')
     if (catalogPath !== ':memory:') mkdirSync(dirname(catalogPath), { recursive: true })
-    const store = new Store(storage, new Catalog(catalogPath), cache, opts.txnTtlMs ?? GC_DEFAULTS.txnTtlMs)
+    const store = new Store(storage, new Catalog(catalogPath), cache, opts.txnTtlMs ?? GC_DEFAULTS.txnTtlMs, opts.fsync ?? true)
     if (!store.catalog.built) await store.rebuildCatalog()
     return store
   }

@@ -9,13 +9,14 @@ const CHUNK = 1 << 20
 
 /**
  * On `file://` the temp upload is written straight to its file (`localPath`),
- * in large chunks, and fsynced before it can get a blob name: the storage's own
- * object writes would add a lock and a rename per object we do not need for a
- * name nobody else uses.
+ * in large chunks, and (with `fsync`) made durable before it can get a blob name:
+ * the storage's own object writes would add a lock and a rename per object that
+ * a name nobody else uses does not need.
  */
-export async function writeLocalDurably(src: Readable, hasher: Transform, file: string): Promise<void> {
+export async function writeLocalFile(src: Readable, hasher: Transform, file: string, fsync: boolean): Promise<void> {
   await mkdir(dirname(file), { recursive: true })
   await pipeline(src, hasher, createWriteStream(file, { flags: 'wx', highWaterMark: CHUNK }))
+  if (!fsync) return
   // fsync through a second descriptor: it flushes the file's data whichever descriptor wrote it.
   const fh = await open(file, 'r')
   try {
