@@ -21,24 +21,26 @@ describe('band formula', () => {
   })
 })
 
-describe('LSH recall follows the band formula (statistical)', () => {
+describe.each([
+  [26, 11],
+  [13, 11],
+  [20, 5],
+])('LSH recall follows the band formula with %i bands × %i rows (statistical)', (bands, rows) => {
   // A pair of Jaccard s becomes a candidate with probability p = 1-(1-s^r)^b. Over
   // N independent pairs the found fraction has standard deviation sqrt(p(1-p)/N);
   // each point must be within 4 of those (plus 1/N for the discreteness of a count).
-  const bands = 13
-  const rows = 11
   const numPerm = bands * rows
   const union = 100
   const N = 120
   const mh = new MinHasher({ numPerm, shingle: 'word', ngram: 1, normalize: false })
-  const sims = [0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]
+  const sims = [0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]
 
   test.each(sims)('s = %f', (s) => {
     const common = Math.round(s * union)
     const J = common / union
     const lsh = new LshIndex({ numPerm, numBands: bands })
     for (let i = 0; i < N; i++) {
-      const [a, b] = pair(union, common, `${s}-${i}`)
+      const [a, b] = pair(union, common, `${bands}-${s}-${i}`)
       lsh.add(2 * i, mh.signature(a))
       lsh.add(2 * i + 1, mh.signature(b))
     }
