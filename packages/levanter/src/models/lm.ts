@@ -9,12 +9,14 @@ import type { KvCache, LayerKv } from './kv-cache.js'
 import { llamaForward, llamaSpecs } from './llama.js'
 import type { ParamSpec } from './param-spec.js'
 
+let variableCount = 0 // tf variable names must be unique in a process
+
 /** What every model does: forward with an optional KV cache, over named parameters. */
 export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
   readonly specs: readonly ParamSpec[]
   readonly params = new Map<string, tf.Variable>()
 
-  protected constructor(readonly config: C, specs: ParamSpec[], seed: number) {
+  protected constructor(readonly config: C, specs: ParamSpec[], readonly seed: number) {
     if (config.dModel % config.nHeads !== 0) {
       throw new LevanterError('BAD_CONFIG', `model: dModel ${config.dModel} is not a multiple of nHeads ${config.nHeads}; change one of them`)
     }
@@ -39,7 +41,7 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
     if (data.length !== n) throw new LevanterError('BAD_SHAPE', `parameter "${name}": got ${data.length} values, expected ${n} for shape [${spec.shape.join(', ')}]`)
     const old = this.params.get(name)
     if (old) old.assign(tf.tensor(data, [...spec.shape]))
-    else this.params.set(name, tf.variable(tf.tensor(data, [...spec.shape]), true, `${name}#${Math.random().toString(36).slice(2)}`))
+    else this.params.set(name, tf.variable(tf.tensor(data, [...spec.shape]), true, `${name}#${++variableCount}`))
   }
 
   /** Number of scalar parameters. */

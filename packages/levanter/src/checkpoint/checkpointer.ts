@@ -1,0 +1,109 @@
+/**
+ * @module Checkpoints in finestore. Artifact `checkpoints/<run>`; each save commits a version
+ * holding `step-<N>/{model,optimizer}.safetensors` and `step-<N>/manifest.json` for every kept
+ * checkpoint. finestore writes a version's manifest after all its blobs, so a checkpoint whose
+ * save was interrupted is never visible. Keep policy: multiples of `keepEvery` stay in every later
+ * version; others only while among the `keepLatest` newest.
+ */
+import { openStore } from '@marin/finestore'
+import type { Store } from '@marin/finestore'
+import { logger } from '@marin/rigging'
+import type { TrainTensors } from '../engine.js'
+import { LevanterError } from '../errors.js'
+import { decodeSafetensors, encodeSafetensors } from './safetensors.js'
+import type { SafeTensor } from './safetensors.js'
+
+const log = logger('levanter')
+
+/** What a checkpoint records besides tensors. */
+export type CheckpointManifest = {
+  readonly step: number
+  /** Sequences consumed: step × batchSize (batches are a pure function of seed and step). */
+  readonly dataPosition: number
+  /** The batch-order seed; there is no other random state in training. */
+  readonly rng: { readonly seed: number }
+  readonly optimizerCount: number
+  readonly config: { readonly model: unknown; readonly trainer: unknown }
+  readonly metrics: Readonly<Record<string, number>>
+}
+
+export type CheckpointerOptions = {
+  /** finestore URL or local path. */
+  readonly store: string | Store
+  readonly run: string
+  readonly keepEvery?: number | null
+  readonly keepLatest?: number
+}
+
+const dir = (step: number) => `step-${String(step).padStart(9, '0')}`
+const toSafe = (m: ReadonlyMap<string, Float32Array>, shapes?: ReadonlyMap<string, readonly number[]>) =>
+  new Map<string, SafeTensor>([...m].map(([k, d]) => [k, { shape: shapes?.get(k) ?? [d.length], data: d }]))
+
+export class Checkpointer {
+  readonly artifact: string
+  private constructor(readonly store: Store, readonly opts: CheckpointerOptions, private readonly owned: boolean) {
+    this.artifact = `checkpoints/${opts.run}`
+  }
+
+  static async open(opts: CheckpointerOptions): Promise<Checkpointer> {
+    if (typeof opts.store !== 'string') return new Checkpointer(opts.store, opts, false)
+    return new Checkpointer(await openStore({ url: opts.store }), opts, true)
+  }
+
+  /** Steps of the checkpoints HEAD lists, ascending. */
+  async steps(): Promise<number[]> {
+    if ((await this.store.head(this.artifact)) === undefined) return []
+    const view = await this.store.open(this.artifact)
+    return ((view.metadata.steps as number[] | undefined) ?? []).slice().sort((a, b) => a - b)
+  }
+
+  /** Save tensors + manifest as step `manifest.step`; apply the keep policy. */
+  async save(manifest: CheckpointManifest, tensors: TrainTensors, shapes: ReadonlyMap<string, readonly number[]>): Promise<void> {
+    const step = manifest.step
+    const keepEvery = this.opts.keepEvery ?? null, keepLatest = this.opts.keepLatest ?? 2
+    const previous = await this.steps()
+    const all = [...new Set([...previous, step])].sort((a, b) => a - b)
+    const temporary = all.filter((s) => !(keepEvery && s % keepEvery === 0))
+    const dropped = new Set(temporary.slice(0, Math.max(0, temporary.length - keepLatest)))
+    const kept = all.filter((s) => !dropped.has(s))
+    const optShapes = new Map<string, readonly number[]>()
+    for (const [k, s] of shapes) {
+      optShapes.set(`m.${k}`, s)
+      optShapes.set(`v.${k}`, s)
+    }
+    await this.store.commit(
+      this.artifact,
+      async (txn) => {
+        for (const path of Object.keys(txn.files())) {
+          const s = Number(/^step-(\d+)\//.exec(path)?.[1])
+          if (dropped.has(s)) txn.remove(path)
+        }
+        await txn.put(`${dir(step)}/model.safetensors`, encodeSafetensors(toSafe(tensors.weights, shapes)))
+        await txn.put(`${dir(step)}/optimizer.safetensors`, encodeSafetensors(toSafe(tensors.optimizer, optShapes)))
+        await txn.put(`${dir(step)}/manifest.json`, JSON.stringify(manifest)) // the step's metadata, last
+        txn.setMetadata({ latest: step, steps: kept })
+      },
+      { inherit: true, message: `checkpoint at step ${step}` },
+    )
+    log.info({ artifact: this.artifact, step, kept }, 'checkpoint saved')
+  }
+
+  /** The newest checkpoint (or the one at `step`), or undefined when there is none. */
+  async load(step?: number): Promise<{ manifest: CheckpointManifest; tensors: TrainTensors } | undefined> {
+    const steps = await this.steps()
+    if (steps.length === 0) return undefined
+    const s = step ?? steps[steps.length - 1]!
+    if (!steps.includes(s)) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${this.artifact}: no checkpoint at step ${s}; kept steps are ${steps.join(', ')}`)
+    const view = await this.store.open(this.artifact)
+    const manifest = JSON.parse(new TextDecoder().decode(await view.read(`${dir(s)}/manifest.json`))) as CheckpointManifest
+    const read = async (f: string) => {
+      const { tensors } = decodeSafetensors(await view.read(`${dir(s)}/${f}`), `${this.artifact} ${dir(s)}/${f}`)
+      return new Map([...tensors].map(([k, t]) => [k, t.data as Float32Array]))
+    }
+    return { manifest, tensors: { weights: await read('model.safetensors'), optimizer: await read('optimizer.safetensors'), count: manifest.optimizerCount } }
+  }
+
+  close(): void {
+    if (this.owned) this.store.close()
+  }
+}

@@ -1,0 +1,67 @@
+/** @module Where a training step runs: in this process, or over data-parallel replicas. */
+import * as tf from '@tensorflow/tfjs'
+import type { Batch } from './data/batch.js'
+import { maskCount } from './data/batch.js'
+import { maskedCrossEntropy } from './loss.js'
+import type { CausalLM } from './models/lm.js'
+import { AdamW } from './optim/adamw.js'
+import type { AdamWConfig } from './optim/adamw.js'
+import { computeGrads } from './train-step.js'
+
+/** Model weights, optimizer moments and update count: everything a checkpoint holds of the math. */
+export type TrainTensors = {
+  readonly weights: Map<string, Float32Array>
+  readonly optimizer: Map<string, Float32Array>
+  readonly count: number
+}
+
+export type StepResult = { readonly loss: number; readonly gradNorm: number }
+
+/** A training step executor. */
+export interface Engine {
+  step(batch: Batch, lr: number): Promise<StepResult>
+  /** Mean masked loss of a batch (no update). */
+  evalLoss(batch: Batch): Promise<number>
+  state(): Promise<TrainTensors>
+  load(state: TrainTensors): Promise<void>
+  close(): Promise<void>
+}
+
+/** Mean masked loss of `batch` under `model`. */
+export function evalLossOf(model: CausalLM, batch: Batch): number {
+  return tf.tidy(() => {
+    const ids = tf.tensor2d(batch.inputs, [batch.batchSize, batch.seqLen], 'int32')
+    const t = tf.tensor2d(batch.targets, [batch.batchSize, batch.seqLen], 'int32')
+    const m = tf.tensor2d(batch.mask, [batch.batchSize, batch.seqLen])
+    return maskedCrossEntropy(model.forward(ids), t, m).dataSync()[0]!
+  })
+}
+
+/** Runs steps on the model in this process. */
+export class LocalEngine implements Engine {
+  readonly opt: AdamW
+  constructor(readonly model: CausalLM, adamw: AdamWConfig, readonly microbatches = 1) {
+    this.opt = new AdamW(adamw, model)
+  }
+  async step(batch: Batch, lr: number): Promise<StepResult> {
+    const { loss, grads } = computeGrads(this.model, batch, Math.max(1, maskCount(batch)), this.microbatches)
+    try {
+      return { loss, gradNorm: this.opt.apply(grads, lr) }
+    } finally {
+      tf.dispose([...grads.values()])
+    }
+  }
+  async evalLoss(batch: Batch): Promise<number> {
+    return evalLossOf(this.model, batch)
+  }
+  async state(): Promise<TrainTensors> {
+    return { weights: await this.model.weights(), optimizer: await this.opt.state(), count: this.opt.count }
+  }
+  async load(s: TrainTensors): Promise<void> {
+    for (const [n, d] of s.weights) this.model.set(n, d)
+    this.opt.load(s.optimizer, s.count)
+  }
+  async close(): Promise<void> {
+    this.opt.dispose()
+  }
+}

@@ -1,0 +1,67 @@
+/** @module Gradients of a batch, accumulated over microbatches, as named tensors. */
+import * as tf from '@tensorflow/tfjs'
+import { sliceBatch } from './data/batch.js'
+import type { Batch } from './data/batch.js'
+import { maskedCrossEntropy } from './loss.js'
+import type { CausalLM } from './models/lm.js'
+
+/** Loss and gradients of one batch; the caller owns (and disposes) the gradient tensors. */
+export type Grads = { readonly loss: number; readonly grads: Map<string, tf.Tensor> }
+
+/**
+ * Σ over microbatches of ∇(Σ mask·nll / denominator). With denominator = the global batch's
+ * mask count, microbatches and replicas add up to the gradient of the whole batch's mean loss.
+ */
+export function computeGrads(model: CausalLM, batch: Batch, denominator: number, microbatches = 1): Grads {
+  const names = [...model.params.keys()]
+  const vars = names.map((n) => model.params.get(n)!)
+  const per = Math.ceil(batch.batchSize / microbatches)
+  let loss = 0
+  let acc: tf.Tensor[] | undefined
+  for (let from = 0; from < batch.batchSize; from += per) {
+    const mb = sliceBatch(batch, from, Math.min(batch.batchSize, from + per))
+    const { value, grads } = tf.tidy(() => {
+      const ids = tf.tensor2d(mb.inputs, [mb.batchSize, mb.seqLen], 'int32')
+      const targets = tf.tensor2d(mb.targets, [mb.batchSize, mb.seqLen], 'int32')
+      const mask = tf.tensor2d(mb.mask, [mb.batchSize, mb.seqLen])
+      return tf.variableGrads(() => maskedCrossEntropy(model.forward(ids), targets, mask, denominator), vars)
+    })
+    loss += value.dataSync()[0]!
+    value.dispose()
+    const gs = names.map((n) => grads[model.params.get(n)!.name]!)
+    if (!acc) acc = gs
+    else {
+      const prev = acc
+      acc = prev.map((a, i) => tf.add(a, gs[i]!))
+      tf.dispose([...prev, ...gs])
+    }
+  }
+  const out = new Map<string, tf.Tensor>()
+  names.forEach((n, i) => out.set(n, acc![i]!))
+  return { loss, grads: out }
+}
+
+/** Flatten named gradients into one buffer (for all-reduce), in `names` order. */
+export function flattenGrads(grads: ReadonlyMap<string, tf.Tensor>, names: readonly string[]): Float32Array {
+  let n = 0
+  for (const k of names) n += grads.get(k)!.size
+  const out = new Float32Array(n)
+  let o = 0
+  for (const k of names) {
+    const d = grads.get(k)!.dataSync() as Float32Array
+    out.set(d, o)
+    o += d.length
+  }
+  return out
+}
+
+/** Inverse of {@link flattenGrads}. */
+export function unflattenGrads(flat: Float32Array, model: CausalLM): Map<string, tf.Tensor> {
+  const out = new Map<string, tf.Tensor>()
+  let o = 0
+  for (const [k, v] of model.params) {
+    out.set(k, tf.tensor(flat.subarray(o, o + v.size), v.shape))
+    o += v.size
+  }
+  return out
+}
