@@ -18,7 +18,7 @@ import { locate, splitUrl } from './internal/location.js'
 import type { StagePlan } from './plan.js'
 import { StageProgress } from './progress.js'
 import type { ProgressMode } from './progress.js'
-import { outputUrl, scratchPaths } from './run-task.js'
+import { committedAttempts, outputUrl, scratchPaths } from './run-task.js'
 import type { TaskEnv, TaskResult } from './run-task.js'
 
 const log = logger('zephyr')
@@ -178,7 +178,8 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
   if (scratch.persistent && !opts.skipExisting && !nothingToDo) await removeScratch(scratch.url)
   if (runner.remote && !nothingToDo) stages = [await materialize(stages[0]!, scratch.url), ...stages.slice(1)]
 
-  for (const stage of stages) {
+  for (const planned of stages) {
+    let stage = planned
     const c = counters[stage.index]!
     const t0 = performance.now()
     let shards = stage.index === last.index ? finalShards : Array.from({ length: stage.numShards }, (_, i) => i)
@@ -189,6 +190,11 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
       c.shardsSkipped = done.filter(Boolean).length
       shards = shards.filter((_, k) => !done[k])
     } else if (stage.index !== last.index) c.shardsSkipped = stage.numShards
+    if (shards.length && stage.input.kind === 'shuffle') {
+      // read the previous stage's done markers once, not once per task
+      const attempts = await committedAttempts(scratchLoc.storage, scratchLoc.path, stage.index - 1, stages[stage.index - 1]!.numShards)
+      stage = { ...stage, input: { ...stage.input, attempts } }
+    }
     const progress = new StageProgress(stage.index, stages.length, stage.name, shards.length, opts.progress)
     await pool(shards, runner.concurrency, async (shard) => {
       for (let attempt = 1; ; attempt++) {

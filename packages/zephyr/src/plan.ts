@@ -19,7 +19,12 @@ export type StageInput =
   /** One file of v8 frames per shard in scratch storage (an iterable materialized for workers). */
   | { readonly kind: 'frames'; readonly urls: readonly string[] }
   /** Records shuffled by the previous stage, combined on the way in. */
-  | { readonly kind: 'shuffle'; readonly reduce: ShuffleReduce }
+  | {
+      readonly kind: 'shuffle'
+      readonly reduce: ShuffleReduce
+      /** The committed attempt of each map shard, filled in by the executor when the stage starts. */
+      readonly attempts?: readonly string[]
+    }
 
 export type ShuffleReduce =
   | { readonly kind: 'concat' }

@@ -85,13 +85,21 @@ async function* values(frames: AsyncIterable<{ value: unknown }[]>): Batches {
   for await (const fs of frames) yield fs.map((f) => f.value)
 }
 
+/** The committed attempt of each shard of a stage, from its `done` markers. */
+export async function committedAttempts(scratch: Storage, base: string, stage: number, shards: number): Promise<string[]> {
+  return Promise.all(Array.from({ length: shards }, (_, i) => scratch.readText(`${base}${scratchPaths.done(stage, i)}`).then((t) => t.trim())))
+}
+
 /** The bucket files of `shard` written by committed attempts of the previous stage, in source order. */
-async function committedBuckets(scratch: Storage, base: string, stage: number, shard: number): Promise<string[]> {
+async function committedBuckets(scratch: Storage, base: string, stage: number, shard: number, known?: readonly string[]): Promise<string[]> {
   const dir = `${base}${scratchPaths.bucketDir(stage - 1, shard)}`
   const files: string[] = []
   const attempts = new Map<string, string>()
-  for await (const info of scratch.list(`${base}s${stage - 1}/done/`)) {
-    attempts.set(info.path.slice(info.path.lastIndexOf('/') + 1), (await scratch.readText(info.path)).trim())
+  if (known) known.forEach((a, i) => attempts.set(String(i).padStart(5, '0'), a))
+  else {
+    for await (const info of scratch.list(`${base}s${stage - 1}/done/`)) {
+      attempts.set(info.path.slice(info.path.lastIndexOf('/') + 1), (await scratch.readText(info.path)).trim())
+    }
   }
   for await (const info of scratch.list(dir)) {
     const m = /from-(\d+)-([0-9a-f]+)\.bin$/.exec(info.path)
@@ -115,7 +123,7 @@ async function stageInput(stage: StagePlan, shard: number, env: TaskEnv, counter
     }
     case 'shuffle': {
       const scratch = await locate(env.scratch.endsWith('/') ? env.scratch : `${env.scratch}/`)
-      const files = await committedBuckets(scratch.storage, scratch.path, stage.index, shard)
+      const files = await committedBuckets(scratch.storage, scratch.path, stage.index, shard, input.attempts)
       async function* allFrames() {
         for (const f of files) yield* readFrames(scratch.storage, f, counters, true)
       }
