@@ -29,7 +29,7 @@ export type LogsOptions = {
 export type WaitOptions = {
   /** Give up after this long (IrisError TIMEOUT). @default forever */
   timeoutMs?: number
-  /** First poll interval; it grows to 1 s. @default 50 */
+  /** First pause after a failed call (the controller restarting); it grows to 1 s. @default 50 */
   pollMs?: number
   signal?: AbortSignal
 }
@@ -89,25 +89,28 @@ export class IrisClient {
   }
 
   /**
-   * Waits until the job is final. Survives controller restarts: while the
-   * controller is unreachable it keeps polling until `timeoutMs`.
+   * Waits until the job is final, with long polls (no busy polling). Survives
+   * controller restarts: while the controller is unreachable it keeps trying
+   * until `timeoutMs`.
    */
   async wait(jobId: string, opts: WaitOptions = {}): Promise<JobStatus> {
     const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs
     let delay = opts.pollMs ?? 50
     let last: JobStatus | undefined
     for (;;) {
+      const left = deadline - Date.now()
       try {
-        last = await this.status(jobId)
+        const waitMs = Math.max(0, Math.min(20_000, left))
+        last = (await this.call(this.rpc.waitJob({ jobId, waitMs }, { deadlineMs: waitMs + 10_000, ...(opts.signal ? { signal: opts.signal } : {}) }))).job as JobStatus
         if (isFinalJobState(last.state)) return last
       } catch (e) {
         if (!isIrisError(e, 'CONTROLLER_UNAVAILABLE')) throw e
+        await sleep(Math.min(delay, Math.max(0, left)))
+        delay = Math.min(1000, delay * 1.5)
       }
-      if (opts.signal?.aborted || Date.now() + delay > deadline) {
+      if (opts.signal?.aborted || Date.now() >= deadline) {
         throw new IrisError('TIMEOUT', `job ${jobId}: still ${last?.state ?? 'unknown'} after waiting; wait longer or check "iris status ${jobId}"`)
       }
-      await sleep(delay)
-      delay = Math.min(1000, delay * 1.5)
     }
   }
 

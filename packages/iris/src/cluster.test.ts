@@ -2,7 +2,7 @@
  * A controller and two workers as separate processes on loopback, driven through
  * the gRPC client and the `iris` CLI.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -78,23 +78,25 @@ describe.sequential('iris cluster of separate processes', () => {
     expect(sub.code).toBe(0)
     const jobId = sub.stdout.trim()
     await client.wait(jobId, { timeoutMs: 30_000 })
-    const status = await cli(['status', jobId, '--json'])
+    const [status, logs] = await Promise.all([cli(['status', jobId, '--json']), cli(['logs', jobId])])
     expect(status.code).toBe(0)
     const { job } = JSON.parse(status.stdout)
     expect(job).toMatchObject({ state: 'FAILED', exitCode: 3, error: 'task 0: exited with code 3' })
-    const logs = await cli(['logs', jobId])
     expect(logs.stdout.split('\n').filter(Boolean).sort()).toEqual(['about to fail', 'on stderr'])
   }, 60_000)
 
   test('iris logs --follow streams output while the job runs', async () => {
-    const jobId = await client.submit({ name: 'chatty', resources: 'cpu=1,memory=64M', command: ['sh', '-c', 'for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.4; done'] })
+    // The job prints, then waits for a file the test creates only after the follower saw the output.
+    const gate = join(dir, 'gate')
+    const jobId = await client.submit({ name: 'chatty', resources: 'cpu=1,memory=64M', command: ['sh', '-c', `echo line-1; echo line-2; while [ ! -f ${gate} ]; do sleep 0.05; done; echo line-3`] })
     const follow = startIris(['logs', jobId, '--follow', '--controller', address], { logDir: dir, name: 'follow' })
     procs.push(follow)
-    await follow.waitFor(/line-1\n/)
-    // The first line arrived while the job was still running.
+    await follow.waitFor(/line-2\n/)
     expect((await client.status(jobId)).state).toBe('RUNNING')
+    expect(follow.child.exitCode).toBe(null)
+    writeFileSync(gate, '')
     expect(await follow.exited).toBe(0)
-    expect(follow.stdout()).toBe(['line-1', 'line-2', 'line-3', 'line-4', 'line-5', 'line-6', ''].join('\n'))
+    expect(follow.stdout()).toBe('line-1\nline-2\nline-3\n')
     expect((await client.status(jobId)).state).toBe('SUCCEEDED')
   }, 60_000)
 
@@ -107,15 +109,16 @@ describe.sequential('iris cluster of separate processes', () => {
   })
 
   test('bad --resources strings are refused with exit 2', async () => {
-    for (const [res, why] of [
+    const cases = [
       ['cpu=two', /cpu="two" must be a positive number/],
       ['memory=2Q', /memory="2Q" is not a size/],
       ['gpus=1', /unknown key "gpus"/],
-    ] as const) {
-      const r = await cli(['submit', '--job-name', 'bad', '--resources', res, '--', 'true'])
+    ] as const
+    const results = await Promise.all(cases.map(([res]) => cli(['submit', '--job-name', 'bad', '--resources', res, '--', 'true'])))
+    results.forEach((r, i) => {
       expect(r.code).toBe(2)
-      expect(r.stderr).toMatch(why)
-    }
+      expect(r.stderr).toMatch(cases[i]![1])
+    })
     expect((await client.list()).some((j) => j.name === 'bad')).toBe(false)
   }, 60_000)
 

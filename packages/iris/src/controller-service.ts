@@ -24,6 +24,8 @@ import {
   ReportResponse,
   SubmitRequest,
   SubmitResponse,
+  WaitJobRequest,
+  WaitJobResponse,
 } from './protocol.js'
 
 /** The iris controller service, `marin.iris.Controller`. */
@@ -32,6 +34,7 @@ export const ControllerService = defineService({
   methods: {
     submit: unary(SubmitRequest, SubmitResponse),
     getJob: unary(JobRef, GetJobResponse, { idempotent: true }),
+    waitJob: unary(WaitJobRequest, WaitJobResponse, { idempotent: true }),
     listJobs: unary(ListJobsRequest, ListJobsResponse, { idempotent: true }),
     kill: unary(JobRef, KillResponse, { idempotent: true }),
     listWorkers: unary(Empty, ListWorkersResponse, { idempotent: true }),
@@ -89,6 +92,16 @@ export function controllerImpl(c: Controller) {
   return {
     submit: guard(({ spec }: { spec: Parameters<Controller['submit']>[0] }) => ({ jobId: c.submit(spec) })),
     getJob: guard(({ jobId }: { jobId: string }) => ({ job: c.getJob(jobId), attempts: c.getAttempts(jobId) })),
+    waitJob: guard(async ({ jobId, waitMs }: { jobId: string; waitMs: number }, ctx: { signal: AbortSignal }) => {
+      const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(waitMs)])
+      try {
+        return { job: await c.waitForJob(jobId, { signal }) }
+      } catch (e) {
+        // The wait ran out: answer with the job as it is now.
+        if (signal.aborted && !ctx.signal.aborted) return { job: c.getJob(jobId) }
+        throw e
+      }
+    }),
     listJobs: guard((req: { states?: JobState[]; limit?: number }) => ({
       jobs: c.listJobs({ ...(req.states ? { states: req.states } : {}), ...(req.limit ? { limit: req.limit } : {}) }),
     })),

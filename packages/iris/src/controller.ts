@@ -149,7 +149,7 @@ export class Controller {
   }
 
   private isSettled(jobId: string): boolean {
-    return isFinalJobState(this.store.getJob(jobId).state) && !this.store.activeAttempts().some((a) => a.jobId === jobId)
+    return isFinalJobState(this.store.getJob(jobId).state) && this.store.activeAttempts({ jobId }).length === 0
   }
 
   // ---- worker API ---------------------------------------------------------
@@ -240,7 +240,7 @@ export class Controller {
   // started ones are sent again by workFor; started ones were lost with a
   // previous run of the worker; ones of ended jobs are simply closed.
   private reconcileMissing(workerId: string, held: ReadonlySet<string>): void {
-    for (const a of this.store.activeAttempts(workerId)) {
+    for (const a of this.store.activeAttempts({ workerId })) {
       if (held.has(a.attemptId)) continue
       const jobState = this.store.getJob(a.jobId).state
       let t: Transition | undefined
@@ -252,7 +252,7 @@ export class Controller {
 
   private workFor(workerId: string, reports: readonly AttemptReport[], held: ReadonlySet<string>): { assign: TaskAssignment[]; kill: string[] } {
     const assign: TaskAssignment[] = []
-    for (const a of this.store.activeAttempts(workerId)) {
+    for (const a of this.store.activeAttempts({ workerId })) {
       if (a.state !== 'ASSIGNED' || held.has(a.attemptId)) continue
       const job = this.store.getJob(a.jobId)
       if (isFinalJobState(job.state)) continue

@@ -144,4 +144,7 @@ export const LogsRequest = z.strictObject({
   /** Keep the stream open and send new lines until the job ends. */
   follow: z.boolean().optional(),
 })
+/** Long poll: answers when the job is final or after `waitMs`, whichever is first. */
+export const WaitJobRequest = z.strictObject({ jobId: z.string().min(1), waitMs: z.number().int().min(0).max(60_000) })
+export const WaitJobResponse = z.strictObject({ job: JobStatusSchema })
 export const Empty = z.strictObject({})

@@ -73,6 +73,8 @@ export function schedule(snapshot: ClusterSnapshot): Decision {
       unschedulable.push({ jobId: task.jobId, taskIndex: task.taskIndex, reason })
       continue
     }
+    // Once every worker is taken or reserved, later tasks are only checked for fit-ever.
+    if (reserved.size === snapshot.workers.length) continue
     const eligible = snapshot.workers.filter((w) => (!task.needsDocker || w.docker) && fits(task.resources, w.total))
     let best: WorkerView | undefined
     for (const w of eligible) {

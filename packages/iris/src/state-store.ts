@@ -25,6 +25,8 @@ export type Transition = { jobId: string; jobState: JobState; killAttempts: Acti
 
 export class StateStore {
   readonly db: Database.Database
+  // Specs never change once stored; parsing them on every scheduling pass would dominate its cost.
+  private readonly specs = new Map<string, JobSpec>()
 
   constructor(readonly path: string) {
     this.db = openStateDb(path)
@@ -92,7 +94,7 @@ export class StateStore {
       name: String(r.name),
       state: r.state as JobState,
       priority: r.priority as JobStatus['priority'],
-      spec: parseJobSpec(JSON.parse(String(r.spec))),
+      spec: this.specOf(String(r.job_id)),
       submittedAt: Number(r.submitted_at),
       tasks,
     }
@@ -104,37 +106,43 @@ export class StateStore {
     return job
   }
 
+  /** The stored spec of a job (cached: specs are immutable). */
+  specOf(jobId: string): JobSpec {
+    let spec = this.specs.get(jobId)
+    if (!spec) {
+      const row = this.db.prepare('SELECT spec FROM jobs WHERE job_id = ?').get(jobId) as Row | undefined
+      if (!row) throw new IrisError('JOB_NOT_FOUND', `job "${jobId}" does not exist; run "iris list" to see job ids`)
+      spec = parseJobSpec(JSON.parse(String(row.spec)))
+      this.specs.set(jobId, spec)
+    }
+    return spec
+  }
+
   /** Pending tasks with what the scheduler needs to know about their jobs. */
   pendingTasks(): { jobId: string; taskIndex: number; seq: number; spec: JobSpec }[] {
     const rows = this.db
-      .prepare(`SELECT t.job_id, t.task_index, j.seq, j.spec FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' ORDER BY j.seq, t.task_index`)
+      .prepare(`SELECT t.job_id, t.task_index, j.seq FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' ORDER BY j.seq, t.task_index`)
       .all() as Row[]
-    const specs = new Map<string, JobSpec>()
-    return rows.map((r) => {
-      const jobId = String(r.job_id)
-      let spec = specs.get(jobId)
-      if (!spec) specs.set(jobId, (spec = JSON.parse(String(r.spec)) as JobSpec))
-      return { jobId, taskIndex: Number(r.task_index), seq: Number(r.seq), spec }
-    })
+    return rows.map((r) => ({ jobId: String(r.job_id), taskIndex: Number(r.task_index), seq: Number(r.seq), spec: this.specOf(String(r.job_id)) }))
   }
 
   // ---- attempts -----------------------------------------------------------
 
-  /** ASSIGNED and RUNNING attempts, with the resources they hold. */
-  activeAttempts(workerId?: string): ActiveAttempt[] {
+  /** ASSIGNED and RUNNING attempts (of one worker, or one job), with the resources they hold. */
+  activeAttempts(filter: { workerId?: string; jobId?: string } = {}): ActiveAttempt[] {
     const rows = this.db
       .prepare(
-        `SELECT a.attempt_id, a.job_id, a.task_index, a.worker_id, a.state, j.spec FROM attempts a JOIN jobs j ON j.job_id = a.job_id
-         WHERE a.state IN ('ASSIGNED', 'RUNNING') ${workerId !== undefined ? 'AND a.worker_id = ?' : ''}`,
+        `SELECT attempt_id, job_id, task_index, worker_id, state FROM attempts
+         WHERE state IN ('ASSIGNED', 'RUNNING') ${filter.workerId !== undefined ? 'AND worker_id = @workerId' : ''} ${filter.jobId !== undefined ? 'AND job_id = @jobId' : ''}`,
       )
-      .all(...(workerId !== undefined ? [workerId] : [])) as Row[]
+      .all(filter) as Row[]
     return rows.map((r) => ({
       attemptId: String(r.attempt_id),
       jobId: String(r.job_id),
       taskIndex: Number(r.task_index),
       workerId: String(r.worker_id),
       state: r.state as AttemptState,
-      resources: (JSON.parse(String(r.spec)) as JobSpec).resources,
+      resources: this.specOf(String(r.job_id)).resources,
     }))
   }
 
@@ -206,8 +214,8 @@ export class StateStore {
       this.db
         .prepare('UPDATE attempts SET state = ?, finished_at = ?, exit_code = ?, error = ? WHERE attempt_id = ?')
         .run(state, now, outcome.exitCode ?? null, outcome.error ?? null, attemptId)
-      const job = this.db.prepare('SELECT state, spec FROM jobs WHERE job_id = ?').get(jobId) as Row
-      const spec = JSON.parse(String(job.spec)) as JobSpec
+      const job = this.db.prepare('SELECT state FROM jobs WHERE job_id = ?').get(jobId) as Row
+      const spec = this.specOf(jobId)
       const t = this.db.prepare('SELECT * FROM tasks WHERE job_id = ? AND task_index = ?').get(jobId, taskIndex) as Row
       if (isFinalTaskState(String(t.state))) return this.recompute(jobId, now)
       let taskState: string = state
@@ -243,7 +251,7 @@ export class StateStore {
         this.db.prepare(`UPDATE jobs SET state = 'KILLED', finished_at = ?, error = ? WHERE job_id = ?`).run(now, reason, jobId)
         this.db.prepare(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? AND state = 'PENDING'`).run(reason, jobId)
       }
-      return { jobId, jobState: this.getJob(jobId).state, killAttempts: this.activeAttempts().filter((a) => a.jobId === jobId) }
+      return { jobId, jobState: this.getJob(jobId).state, killAttempts: this.activeAttempts({ jobId }) }
     })()
   }
 
@@ -274,7 +282,7 @@ export class StateStore {
         this.db.prepare(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? AND state = 'PENDING'`).run(`job ${state}`, jobId)
       }
     }
-    const killAttempts = isFinalJobState(state) ? this.activeAttempts().filter((a) => a.jobId === jobId) : []
+    const killAttempts = isFinalJobState(state) ? this.activeAttempts({ jobId }) : []
     return { jobId, jobState: state, killAttempts }
   }
 
@@ -308,7 +316,7 @@ export class StateStore {
     return this.db.transaction(() => {
       this.db.prepare(`UPDATE workers SET state = 'LOST', lost_at = ? WHERE worker_id = ?`).run(now, workerId)
       const out: Transition[] = []
-      for (const a of this.activeAttempts(workerId)) {
+      for (const a of this.activeAttempts({ workerId })) {
         const t = this.finishAttempt(a.attemptId, 'WORKER_FAILED', { error: reason }, now)
         if (t) out.push(t)
       }
