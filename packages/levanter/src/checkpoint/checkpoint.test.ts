@@ -1,0 +1,88 @@
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { beforeAll, describe, expect, test } from 'vitest'
+import { initBackend } from '../backend.js'
+import { Dataset } from '../data/dataset.js'
+import { isLevanterError } from '../errors.js'
+import { Pipeline } from '../pipeline.js'
+import { Gpt2LM } from '../models/lm.js'
+import { CHILD_MODEL, CHILD_TOKENS, childTrainer } from '../test-support/train-child.js'
+import { Checkpointer } from './checkpointer.js'
+import { decodeSafetensors, encodeSafetensors } from './safetensors.js'
+
+const child = fileURLToPath(new URL('../test-support/train-child.ts', import.meta.url))
+
+beforeAll(async () => {
+  await initBackend()
+})
+
+function waitForLine(file: string, pred: (l: Record<string, number>) => boolean, ms = 60_000): Promise<void> {
+  const t0 = Date.now()
+  return new Promise((resolve, reject) => {
+    const tick = () => {
+      const lines = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []
+      if (lines.some(pred)) return resolve()
+      if (Date.now() - t0 > ms) return reject(new Error(`timed out waiting in ${file}`))
+      setTimeout(tick, 50)
+    }
+    tick()
+  })
+}
+
+describe('safetensors', () => {
+  test('round trip with metadata, 8-byte aligned data', () => {
+    const t = new Map([
+      ['a', { shape: [2, 3], data: new Float32Array([1, 2, 3, 4, 5, 6.5]) }],
+      ['b', { shape: [1], data: new Int32Array([-7]) }],
+    ])
+    const bytes = encodeSafetensors(t, { format: 'pt' })
+    const headerLen = Number(new DataView(bytes.buffer).getBigUint64(0, true))
+    expect((8 + headerLen) % 8).toBe(0)
+    const back = decodeSafetensors(bytes)
+    expect(back.metadata).toEqual({ format: 'pt' })
+    expect(Array.from(back.tensors.get('a')!.data)).toEqual([1, 2, 3, 4, 5, 6.5])
+    expect(back.tensors.get('b')!.data).toBeInstanceOf(Int32Array)
+    expect(() => decodeSafetensors(bytes.subarray(0, 30), 'x.safetensors')).toThrow(/x.safetensors: .* the file is truncated/)
+  })
+})
+
+describe('checkpoints', () => {
+  test('keep policy: multiples of keepEvery stay, otherwise only the latest few', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-keep-'))
+    const ck = await Checkpointer.open({ store: dir, run: 'k', keepEvery: 3, keepLatest: 2 })
+    const w = new Map([['x', new Float32Array([1])]])
+    for (let s = 1; s <= 7; s++) {
+      await ck.save({ step: s, dataPosition: s, rng: { seed: 0 }, optimizerCount: s, config: { model: {}, trainer: {} }, metrics: {} }, { weights: w, optimizer: new Map(), count: s }, new Map([['x', [1]]]))
+    }
+    expect(await ck.steps()).toEqual([3, 5, 6, 7])
+    expect((await ck.load(5))!.manifest.optimizerCount).toBe(5)
+    await expect(ck.load(4)).rejects.toSatisfy((e) => isLevanterError(e, 'CHECKPOINT_NOT_FOUND'))
+    ck.close()
+  })
+
+  test('resume after killing the training process gives the same losses', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-resume-'))
+    const store = path.join(dir, 'store'), out = path.join(dir, 'losses.jsonl')
+    // Uninterrupted reference run, in this process, without checkpoints.
+    const ref: number[] = []
+    await new Pipeline({
+      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }), model: new Gpt2LM(CHILD_MODEL, 1),
+      trainer: childTrainer(undefined, { hooks: [{ every: 1, run: ({ loss }) => void ref.push(loss) }] }), maxSteps: 8,
+    }).run()
+    // A training process that checkpoints every step, killed (SIGKILL) at step 4.
+    const p = spawn(process.execPath, ['--import', 'tsx', child, store, out, '4'], { stdio: 'ignore', env: { ...process.env, LEVANTER_BACKEND: 'wasm' } })
+    await waitForLine(out, (l) => l.waiting === 4)
+    p.kill('SIGKILL')
+    await new Promise((r) => p.once('exit', r))
+    // Resume in a new process.
+    const q = spawn(process.execPath, ['--import', 'tsx', child, store, out], { stdio: 'ignore', env: { ...process.env, LEVANTER_BACKEND: 'wasm' } })
+    const code = await new Promise((r) => q.once('exit', r))
+    expect(code).toBe(0)
+    const lines = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((l) => 'loss' in l)
+    expect(lines.map((l) => l.step)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+    lines.forEach((l, i) => expect(Math.abs(l.loss - ref[i]!)).toBeLessThan(1e-6))
+  }, 90_000)
+})
