@@ -85,6 +85,10 @@ for (let i = 0; i < 3; i++) {
   ours.push(...(await actorRoundTrips(client)))
 }
 emit({ bench: 'fray', metric: 'actor_call_round_trips_per_s', value: median(ours), unit: 'calls/s', baseline: median(bare) })
+// The transport of hosted (iris) actors: ducky over loopback gRPC, against the same bare IPC round trip.
+const grpc = new LocalClient({ mode: 'grpc' })
+emit({ bench: 'fray', metric: 'actor_call_round_trips_per_s_grpc', value: median(await actorRoundTrips(grpc)), unit: 'calls/s', baseline: median(bare) })
+await grpc.shutdown()
 
 // All-reduce: 16 MiB of floats over 2 members; per iteration the slowest member's time counts.
 const BYTES = 16 * 1024 * 1024

@@ -7,6 +7,7 @@ import { allReduce, type ReduceOp } from './collective/all-reduce.js'
 import { barrier, broadcast } from './collective/broadcast.js'
 import type { Comm } from './collective/comm.js'
 import type { Peers } from './collective/peers.js'
+import { ScratchPool } from './collective/scratch.js'
 import { coordsOf, type MeshAxes, subgroup } from './mesh-axes.js'
 
 /** Which axes a collective runs over. @default all of them */
@@ -17,6 +18,8 @@ export type AllReduceOptions = AxisSelector & {
   op?: ReduceOp
   /** Bytes per frame. @default 1 MiB */
   chunkBytes?: number
+  /** Where the result goes (same length as the input; may be the input itself, for in place). @default a new array */
+  out?: Float32Array
 }
 
 export type BroadcastOptions = AxisSelector & {
@@ -26,6 +29,7 @@ export type BroadcastOptions = AxisSelector & {
 
 export class MeshMember {
   private readonly comms = new Map<string, Comm>()
+  private readonly scratch = new ScratchPool()
 
   constructor(
     readonly meshId: string,
@@ -54,7 +58,7 @@ export class MeshMember {
     let c = this.comms.get(key)
     if (!c) {
       const g = subgroup(this.axes, this.rank, over)
-      c = { peers: this.peers, ranks: g.ranks, me: g.ranks.indexOf(this.rank), id: g.id, seq: 0 }
+      c = { peers: this.peers, ranks: g.ranks, me: g.ranks.indexOf(this.rank), id: g.id, seq: 0, scratch: this.scratch }
       this.comms.set(key, c)
     }
     return c
@@ -65,7 +69,7 @@ export class MeshMember {
    * @example const g = await currentMesh().allReduce(grad, { op: 'mean', axis: 'data' })
    */
   allReduce(data: Float32Array, opts: AllReduceOptions = {}): Promise<Float32Array> {
-    return allReduce(this.comm(opts), data, opts.op ?? 'sum', opts.chunkBytes)
+    return allReduce(this.comm(opts), data, opts.op ?? 'sum', opts.chunkBytes, opts.out)
   }
 
   /** Overwrites `buf` on every member with the root's bytes; all members pass the same byte length. */

@@ -39,16 +39,17 @@ function reduceInto(acc: Float32Array, x: Float32Array, op: ReduceOp): void {
 }
 
 /**
- * Reduces `data` across the communicator's members; every member gets the same new array.
- * `data` is not modified.
+ * Reduces `data` across the communicator's members; every member gets the same result, in
+ * `out` (a new array by default; `out === data` reduces in place). Otherwise `data` is not modified.
  */
-export async function allReduce(comm: Comm, data: Float32Array, op: ReduceOp = 'sum', chunkBytes = DEFAULT_CHUNK_BYTES): Promise<Float32Array> {
+export async function allReduce(comm: Comm, data: Float32Array, op: ReduceOp = 'sum', chunkBytes = DEFAULT_CHUNK_BYTES, into?: Float32Array): Promise<Float32Array> {
   if (!REDUCE_OPS.includes(op)) throw new FrayError('COLLECTIVE_MISMATCH', `allReduce: op "${op}" is not one of ${REDUCE_OPS.join(', ')}`)
+  if (into && into.length !== data.length) throw new FrayError('COLLECTIVE_MISMATCH', `allReduce: out has ${into.length} floats but the input has ${data.length}; pass an out of the same length`)
   const n = comm.ranks.length
-  const out = new Float32Array(data.length)
+  const out = into ?? new Float32Array(data.length)
   const seq = comm.seq++
   if (n === 1) {
-    out.set(data)
+    if (out !== data) out.set(data)
     return out
   }
   const chunks = plan(data.length, n, Math.max(1, chunkBytes >> 2))
@@ -83,16 +84,31 @@ export async function allReduce(comm: Comm, data: Float32Array, op: ReduceOp = '
 
 async function reduceOwned(comm: Comm, seq: number, k: number, c: Chunk, data: Float32Array, out: Float32Array, op: ReduceOp, total: number, sends: Promise<void>[]): Promise<void> {
   const n = comm.ranks.length
-  const parts = await Promise.all(
-    comm.ranks.map((rank, j) =>
-      j === comm.me
-        ? data.subarray(c.lo, c.hi)
-        : comm.peers.recv(rank, comm.id, seq, KIND.reduceScatter, k, total).then((b) => new Float32Array(b.buffer, b.byteOffset, c.hi - c.lo)),
-    ),
-  )
+  const bytes = (c.hi - c.lo) * 4
   const acc = out.subarray(c.lo, c.hi)
-  acc.set(parts[0]!)
+  // In place, our own contribution lives where the sum goes: keep a copy of it.
+  const aliased = out.buffer === data.buffer && out.byteOffset === data.byteOffset
+  const borrowed: Uint8Array[] = []
+  const parts = await Promise.all(
+    comm.ranks.map((rank, j) => {
+      if (j === comm.me) {
+        if (!aliased || j === 0) return data.subarray(c.lo, c.hi)
+        const copy = comm.scratch.take(bytes)
+        borrowed.push(copy)
+        copy.set(new Uint8Array(data.buffer, data.byteOffset + c.lo * 4, bytes))
+        return new Float32Array(copy.buffer, 0, c.hi - c.lo)
+      }
+      const into = comm.scratch.take(bytes)
+      return comm.peers.recv(rank, comm.id, seq, KIND.reduceScatter, k, total, into).then((b) => {
+        borrowed.push(b)
+        if (b !== into) borrowed.push(into)
+        return new Float32Array(b.buffer, b.byteOffset, c.hi - c.lo)
+      })
+    }),
+  )
+  if (parts[0] !== acc) acc.set(parts[0]!)
   for (let j = 1; j < n; j++) reduceInto(acc, parts[j]!, op)
+  for (const b of borrowed) comm.scratch.give(b)
   if (op === 'mean') for (let i = 0; i < acc.length; i++) acc[i] = acc[i]! / n
   for (let j = 0; j < n; j++) {
     if (j !== comm.me) sends.push(comm.peers.send(comm.ranks[j]!, { comm: comm.id, seq, kind: KIND.allGather, chunk: k, total }, acc))

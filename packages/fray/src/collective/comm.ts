@@ -1,5 +1,6 @@
 /** @module A communicator: the members of one mesh sub-group, in rank order, and its operation counter. */
 import type { Peers } from './peers.js'
+import type { ScratchPool } from './scratch.js'
 
 export type Comm = {
   readonly peers: Peers
@@ -9,6 +10,8 @@ export type Comm = {
   readonly me: number
   /** Identifies the sub-group on the wire. */
   readonly id: number
+  /** Receive buffers reused across operations. */
+  readonly scratch: ScratchPool
   /** Operations so far: every member calls collectives in the same order, so sequence numbers agree. */
   seq: number
 }
