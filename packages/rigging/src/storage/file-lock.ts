@@ -108,8 +108,12 @@ export async function withFileLock<T>(target: string, fn: () => Promise<T>, opts
       const fh = await open(lockPath, 'wx')
       try {
         await fh.writeFile(body)
-      } finally {
         await fh.close()
+      } catch (err) {
+        // A lock we could not fill in (e.g. a full disk) must not be left behind.
+        await fh.close().catch(() => undefined)
+        await unlink(lockPath).catch(() => undefined)
+        throw err
       }
       break
     } catch (err) {

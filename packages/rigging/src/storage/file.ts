@@ -13,14 +13,8 @@
  * - `ifGeneration`: the current generation is checked and the temp file renamed
  *   while holding the lock, so no other writer of ours can slip in between.
  *
- * The generation is `inode-mtimeNs-size`. Inode numbers are reused after a
- * file is deleted and the kernel's mtime clock is coarse, so on its own that
- * triple could repeat (ABA). Under the lock each commit therefore sets the new
- * file's mtime to at least 2 µs past the current object's mtime: an object's
- * generation never repeats while it exists. (After a delete, a re-created
- * object would need the same inode, the same size and the same microsecond
- * mtime to collide.) Files written behind our back still get a new generation
- * from the kernel's inode and mtime.
+ * The generation is `inode-mtimeNs-size`, made unique per object under the
+ * same lock (see `file-generation.ts`).
  */
 import type { BigIntStats } from 'node:fs'
 import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises'
@@ -29,6 +23,7 @@ import { dirname, join, resolve } from 'node:path'
 import { Readable, Writable } from 'node:stream'
 import { pathToFileURL } from 'node:url'
 import { RiggingError } from '../errors.js'
+import { generationOf, infoOf, stampGeneration } from './file-generation.js'
 import { withFileLock } from './file-lock.js'
 import type { FileLockOptions } from './file-lock.js'
 import { INTERNAL_NAME, removeOrphanFiles, tempPathFor } from './file-orphans.js'
@@ -37,22 +32,7 @@ import { fsError } from './fs-errors.js'
 import { checkPath, checkPrefix, matchesPrefix } from './paths.js'
 import type { ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './types.js'
 
-
-// A wall clock with sub-millisecond resolution (Date.now() is only ms).
-const clockOffset = BigInt(Date.now()) * 1_000_000n - process.hrtime.bigint()
-const nowNs = (): bigint => process.hrtime.bigint() + clockOffset
-
 const errno = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
-
-const generationOf = (st: BigIntStats): string =>
-  `${st.ino.toString(16)}-${st.mtimeNs.toString(16)}-${st.size.toString(16)}`
-
-const infoOf = (path: string, st: BigIntStats): ObjectInfo => ({
-  path,
-  size: Number(st.size),
-  mtimeMs: Number(st.mtimeNs / 1000n) / 1000,
-  generation: generationOf(st),
-})
 
 async function statFile(abs: string): Promise<BigIntStats | undefined> {
   try {
@@ -178,17 +158,8 @@ export class FileStorage implements Storage {
               throw this.conditionFailed(s.rel, `is at generation ${have}, not ${condition.ifGeneration}; re-read it and retry`)
             }
           }
-          // Make the new generation differ from every earlier one of this object (see module comment).
-          let want = nowNs()
-          if (cur && want < cur.mtimeNs + 2000n) want = cur.mtimeNs + 2000n
-          let st: BigIntStats
-          for (;;) {
-            const sec = Number(want) / 1e9
-            await s.fh.utimes(sec, sec)
-            st = await s.fh.stat({ bigint: true })
-            if (!cur || st.mtimeNs > cur.mtimeNs) break
-            want += 1000n
-          }
+          // The new generation must differ from every earlier one of this object.
+          const st = await stampGeneration(s.fh, cur)
           s.closed = true
           await s.fh.close()
           if (condition && 'ifAbsent' in condition) {
