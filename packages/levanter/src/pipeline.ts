@@ -36,6 +36,9 @@ export type RunResult = { readonly step: number; readonly losses: readonly numbe
  *                      trainer: new Trainer({ learningRate: 1e-4, optimizer: 'adamw' }), maxSteps: 1000 }).run()
  */
 export class Pipeline {
+  /** The step executor while `run` is in progress (a `DataParallelEngine` with a mesh). */
+  engine: Engine | undefined
+
   constructor(readonly options: PipelineOptions) {
     if (!(Number.isInteger(options.maxSteps) && options.maxSteps > 0)) {
       throw new LevanterError('BAD_CONFIG', `pipeline: maxSteps ${options.maxSteps} must be a positive integer`)
@@ -52,6 +55,7 @@ export class Pipeline {
     const ckpt = c.checkpointStore ? await Checkpointer.open({ store: c.checkpointStore, run: c.runName, keepEvery: c.keepEvery, keepLatest: c.keepLatest }) : undefined
     const adamw = { beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: c.weightDecay, maxGradNorm: c.maxGradNorm }
     const engine: Engine = c.mesh ? await DataParallelEngine.create(model, adamw, c.mesh.data, c.microbatches) : new LocalEngine(model, adamw, c.microbatches)
+    this.engine = engine
     const shapes = new Map([...model.params].map(([k, v]) => [k, v.shape]))
     const peak = c.peakFlops ?? measuredPeakFlops() * (c.mesh?.data ?? 1)
     const flopsPerToken = model.flopsPerToken(seqLen)

@@ -19,6 +19,8 @@ const copyRows = (b: Batch, from: number, to: number): Batch => {
 const ReplicaClass = actorClass<typeof Replica>(new URL('./replica.ts', import.meta.url), 'Replica')
 
 export class DataParallelEngine implements Engine {
+  /** Process ids of the replicas, in rank order (after the first load). */
+  pids: number[] = []
   private constructor(readonly group: ActorGroup<Replica>, readonly n: number) {}
 
   /** Start `n` replicas holding `model`'s current weights and fresh optimizer state. */
@@ -51,7 +53,7 @@ export class DataParallelEngine implements Engine {
   }
 
   async load(state: TrainTensors): Promise<void> {
-    await this.#all('load', this.group.members.map((m) => m.load(state)))
+    this.pids = await this.#all('load', this.group.members.map((m) => m.load(state)))
   }
 
   async step(batch: Batch, lr: number): Promise<StepResult> {

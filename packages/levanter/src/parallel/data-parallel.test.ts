@@ -1,0 +1,57 @@
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { beforeAll, describe, expect, test } from 'vitest'
+import { initBackend } from '../backend.js'
+import { Checkpointer } from '../checkpoint/checkpointer.js'
+import { Dataset } from '../data/dataset.js'
+import { isLevanterError } from '../errors.js'
+import { Gpt2LM } from '../models/lm.js'
+import { Pipeline } from '../pipeline.js'
+import { MemoryTracker } from '../trackers.js'
+import { Trainer } from '../trainer.js'
+import type { DataParallelEngine } from './data-parallel.js'
+
+const cfg = { vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 1, nHeads: 2 }
+const tokens = Array.from({ length: 1500 }, (_, i) => ((i * 3) % 10) + (i % 23 === 0 ? 1 : 0))
+
+beforeAll(async () => {
+  await initBackend()
+})
+
+describe('data-parallel over a fray mesh', () => {
+  test('2 replicas match single-process training on the same global batch over 20 steps', async () => {
+    const run = async (mesh?: { data: number }) => {
+      const model = new Gpt2LM(cfg, 2)
+      const trainer = new Trainer({ learningRate: 1e-2, batchSize: 4, seed: 1, ...(mesh ? { mesh } : {}) }, { trackers: [new MemoryTracker()] })
+      const r = await new Pipeline({ dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }), model, trainer, maxSteps: 20 }).run()
+      return { losses: r.losses, weights: await model.weights() }
+    }
+    const single = await run(), dp = await run({ data: 2 })
+    expect(dp.losses).toHaveLength(20)
+    dp.losses.forEach((l, i) => expect(Math.abs(l - single.losses[i]!)).toBeLessThan(1e-4))
+    for (const [n, w] of single.weights) {
+      const d = dp.weights.get(n)!
+      for (let i = 0; i < w.length; i++) expect(Math.abs(d[i]! - w[i]!)).toBeLessThan(1e-3)
+    }
+  }, 90_000)
+
+  test('a dead replica fails the step with a clear error and leaves the last checkpoint intact', async () => {
+    const store = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-dp-'))
+    const trainer = new Trainer(
+      { learningRate: 1e-2, batchSize: 4, mesh: { data: 2 }, checkpointStore: store, checkpointEvery: 1, runName: 'dp' },
+      { trackers: [new MemoryTracker()] },
+    )
+    const pipeline = new Pipeline({ dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }), model: new Gpt2LM(cfg, 2), trainer, maxSteps: 10 })
+    trainer.addHook(3, () => {
+      process.kill((pipeline.engine as DataParallelEngine).pids[1]!, 'SIGKILL')
+    })
+    await expect(pipeline.run()).rejects.toSatisfy((e) => isLevanterError(e, 'REPLICA_FAILED') && /replica 1 of 2 failed.*resume from the last checkpoint/.test((e as Error).message))
+    const ck = await Checkpointer.open({ store, run: 'dp' })
+    expect(await ck.steps()).toEqual([2, 3])
+    const last = await ck.load()
+    expect(last!.manifest.step).toBe(3)
+    expect(last!.tensors.weights.get('transformer.wte.weight')!.length).toBe(11 * 16)
+    ck.close()
+  }, 60_000)
+})
