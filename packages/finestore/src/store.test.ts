@@ -135,6 +135,10 @@ describe.each(BACKENDS)('store on %s', (backend) => {
     expect(ok.manifest.metadata).toEqual({ docs: 3, tokenizer: 'gpt2' })
     const txn = await store.begin('datasets/m', { metadata: { docs: 'many' } })
     await expect(txn.commit()).rejects.toThrow(/metadata of datasets\/m \(kind "datasets"\): field "docs"/)
+    // Nothing became visible and the transaction is still usable.
+    expect(await store.head('datasets/m')).toBe(1)
+    txn.setMetadata({ docs: 4 })
+    expect((await txn.commit()).version).toBe(2)
     // Other kinds are free-form.
     await store.commit('reports/m', async () => {}, { metadata: { anything: [1, 'two'] } })
   })

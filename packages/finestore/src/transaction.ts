@@ -56,7 +56,7 @@ export class Transaction {
   readonly #pins: PinSet
   #metadata: JsonObject
   #config: JsonObject
-  #state: 'open' | 'committed' | 'aborted' = 'open'
+  #state: 'open' | 'committing' | 'committed' | 'aborted' = 'open'
 
   private constructor(
     private readonly ctx: TxnContext,
@@ -156,6 +156,24 @@ export class Transaction {
    */
   async commit(): Promise<CommitResult> {
     this.#checkOpen()
+    this.#state = 'committing'
+    let manifest: Manifest
+    try {
+      manifest = await this.#commitManifest()
+    } catch (err) {
+      // Nothing became visible: the transaction stays usable (fix the input, or rebase after a conflict).
+      this.#state = 'open'
+      throw err
+    }
+    this.#state = 'committed'
+    await advanceHead(this.ctx.storage, this.artifact, manifest.version)
+    this.ctx.onCommit(manifest)
+    await this.#release()
+    return { artifact: this.artifact, version: manifest.version, ref: formatRef(this.artifact, manifest.version), manifest }
+  }
+
+  /** Everything up to and including the commit point: the conditional create of the manifest. */
+  async #commitManifest(): Promise<Manifest> {
     await Promise.allSettled([...this.#inflight])
     const kind = this.opts.kind ?? defaultKind(this.artifact)
     const metadata = this.ctx.schemas.validate(kind, this.artifact, this.#metadata)
@@ -191,11 +209,7 @@ export class Transaction {
         { cause: err },
       )
     }
-    this.#state = 'committed'
-    await advanceHead(this.ctx.storage, this.artifact, version)
-    this.ctx.onCommit(manifest)
-    await this.#release()
-    return { artifact: this.artifact, version, ref: formatRef(this.artifact, version), manifest }
+    return manifest
   }
 
   /** After a `ConflictError`: build on the artifact's current HEAD instead (staged files are kept as they are). */
@@ -206,7 +220,8 @@ export class Transaction {
 
   /** Drops everything staged; nothing becomes visible. */
   async abort(): Promise<void> {
-    if (this.#state !== 'open') return
+    if (this.#state === 'committed' || this.#state === 'aborted') return
+    if (this.#state === 'committing') throw new FinestoreError('TXN_CLOSED', `transaction on ${this.artifact} is committing; wait for commit() instead of aborting`)
     this.#state = 'aborted'
     await Promise.allSettled([...this.#inflight])
     await this.#release()
