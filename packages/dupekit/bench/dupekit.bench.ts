@@ -7,6 +7,9 @@
  * - minhash_{char,word}_docs_per_s_all_cores: the same through a MinHashPool on every core;
  * - minhash_{char,word}_updates_per_s_per_core: shingles × permutations per second, one thread, end to end
  *   (normalization and shingling included);
+ * - minhash_{char,word}_{docs,updates}_per_cpu_s: the same per second of CPU time, which stays meaningful
+ *   when other processes share the cores; minhash_{char,word}_pool_docs_per_cpu_s is the pool's rate per CPU
+ *   second of all its threads, against one thread's (ratio near 1 = no pool overhead);
  * - minhash_kernel_updates_per_s: the SIMD kernel alone, against a scalar JavaScript loop (Math.imul on typed arrays);
  * - exact_{xxh3,xxh64}_mb_per_s: batch hashing of the documents as strings, against xxhash-wasm's h64 called
  *   once per document; exact_xxh64_bytes_mb_per_s the same on Uint8Arrays against h64Raw;
@@ -27,6 +30,23 @@ import { makeCorpus, rng } from './corpus.js'
 
 const bench = 'dupekit'
 const RUNS = 7
+
+/**
+ * Median CPU seconds (user + system, whole process) of `fn`: on a machine shared with
+ * other busy processes, wall time overstates the cost of single-threaded work, while
+ * CPU time counts only the time this process actually ran on a core.
+ */
+async function cpuSeconds(fn: () => unknown, runs = RUNS): Promise<number> {
+  await fn()
+  const xs: number[] = []
+  for (let i = 0; i < runs; i++) {
+    const c0 = process.cpuUsage()
+    await fn()
+    const c = process.cpuUsage(c0)
+    xs.push((c.user + c.system) / 1e6)
+  }
+  return median(xs)
+}
 
 /**
  * Median seconds of `ours` and of `base`, timed in alternation, so that load from
@@ -65,10 +85,19 @@ for (const shingle of ['char', 'word'] as const) {
     },
     RUNS,
   )
+  // CPU time of the pool counts every worker thread: docs per CPU-second close to the
+  // single-thread figure means the pool adds little overhead and scales with free cores.
+  const poolCpu = await cpuSeconds(() => pool.signatures(set))
   await pool.close()
   emit({ bench, metric: `minhash_${shingle}_docs_per_s`, value: set.length / t, unit: 'docs/s' })
   emit({ bench, metric: `minhash_${shingle}_updates_per_s_per_core`, value: (shingles * mh.numPerm) / t, unit: 'updates/s' })
+  const cpu = await cpuSeconds(() => {
+    for (const d of set) mh.signatureInto(d, out, 0)
+  })
+  emit({ bench, metric: `minhash_${shingle}_docs_per_cpu_s`, value: set.length / cpu, unit: 'docs/s' })
+  emit({ bench, metric: `minhash_${shingle}_updates_per_cpu_s`, value: (shingles * mh.numPerm) / cpu, unit: 'updates/s' })
   emit({ bench, metric: `minhash_${shingle}_docs_per_s_all_cores`, value: set.length / tp, unit: 'docs/s', baseline: set.length / t })
+  emit({ bench, metric: `minhash_${shingle}_pool_docs_per_cpu_s`, value: set.length / poolCpu, unit: 'docs/s', baseline: set.length / cpu })
 }
 
 // ---- MinHash kernel alone vs a scalar JavaScript loop over the same shingle hashes
