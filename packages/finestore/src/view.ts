@@ -79,7 +79,7 @@ export class ArtifactView {
     const tmp = `${dest}.${newId()}.part`
     await mkdir(dirname(dest), { recursive: true })
     try {
-      await pipeline(await this.readStream(path), createWriteStream(tmp))
+      await pipeline(await this.readStream(path), createWriteStream(tmp, { highWaterMark: 4 << 20 }))
       await rename(tmp, dest)
     } finally {
       await rm(tmp, { force: true })

@@ -9,6 +9,8 @@ export const sha256Hex = (data: Uint8Array): string => createHash('sha256').upda
 
 // Bytes a stream may run ahead of its hash; bounds the memory of the worker's queue.
 const AHEAD = 16 << 20
+// Buffer a few large chunks on each side so that reading, hashing and writing overlap.
+const BUFFERED = { highWaterMark: 4 << 20 }
 
 /**
  * Passes bytes through unchanged and hashes them on the hash worker; `digest()`
@@ -19,6 +21,10 @@ export class HashingTransform extends Transform {
   readonly #hash = new WorkerHash()
   #size = 0
   #digest: Promise<string> | undefined
+
+  constructor() {
+    super(BUFFERED)
+  }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.#hash.update(chunk)
@@ -63,7 +69,7 @@ export class VerifyingTransform extends Transform {
     private readonly expectedSize: number | undefined,
     private readonly onMismatch: (actual: string, actualSize: number) => Error,
   ) {
-    super()
+    super(BUFFERED)
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
