@@ -101,6 +101,18 @@ describe('controller with in-process workers', () => {
     expect(readFileSync(join(dir, 'ran'), 'utf8')).toContain('w2')
   })
 
+  test('a worker that shuts down hands its running task to another worker', async () => {
+    const w1 = await startWorker('w1', { cpu: 1, memory: 2 ** 30, gpu: 0 })
+    const id = controller.submit(spec({ command: ['sh', '-c', 'sleep 0.5; echo finished on $IRIS_WORKER_ID'] }))
+    while (controller.getJob(id).state !== 'RUNNING') await new Promise((r) => setTimeout(r, 20))
+    await w1.stop()
+    await startWorker('w2', { cpu: 1, memory: 2 ** 30, gpu: 0 })
+    const job = await controller.waitForJob(id)
+    expect(job.state).toBe('SUCCEEDED')
+    expect(controller.getAttempts(id).map((a) => [a.workerId, a.state])).toEqual([['w1', 'WORKER_FAILED'], ['w2', 'SUCCEEDED']])
+    expect(controller.readLogs(id).map((l) => l.line)).toEqual(['finished on w2'])
+  })
+
   test('cleanup removes finished attempt directories after the TTL', async () => {
     const w = await startWorker('w1')
     const id = controller.submit(spec({ command: ['true'] }))

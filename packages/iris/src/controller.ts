@@ -192,7 +192,7 @@ export class Controller {
   }
 
   /** Attempt state changes and log lines from a worker. Logs are stored before states, so a finished job has all its lines. */
-  report(req: { workerId: string; attempts: AttemptReport[]; logs: LogInput[] }): { reregister: boolean } {
+  report(req: { workerId: string; attempts: AttemptReport[]; logs: LogInput[]; leaving?: boolean }): { reregister: boolean } {
     const alive = this.isAlive(req.workerId)
     if (alive) this.lastSeen.set(req.workerId, Date.now())
     const lines: (Omit<LogLine, 'seq'> & { lineNo: number })[] = []
@@ -207,6 +207,7 @@ export class Controller {
     this.store.appendLogs(lines)
     for (const jobId of touched) this.events.emit(`logs:${jobId}`)
     if (alive) this.applyReports(req.workerId, req.attempts)
+    if (alive && req.leaving) this.loseWorker(req.workerId, `worker ${req.workerId} shut down`)
     return { reregister: !alive }
   }
 
@@ -371,13 +372,16 @@ export class Controller {
     const now = Date.now()
     for (const [workerId, seen] of this.lastSeen) {
       if (now - seen <= this.workerTimeoutMs) continue
-      this.lastSeen.delete(workerId)
-      const reason = `worker ${workerId} stopped heartbeating (silent for ${now - seen} ms)`
-      log.warn({ workerId }, 'worker lost')
-      for (const t of this.store.markWorkerLost(workerId, reason)) this.afterTransition(t)
-      this.wake(workerId)
-      this.requestSchedule()
+      this.loseWorker(workerId, `worker ${workerId} stopped heartbeating (silent for ${now - seen} ms)`)
     }
+  }
+
+  private loseWorker(workerId: string, reason: string): void {
+    this.lastSeen.delete(workerId)
+    log.warn({ workerId, reason }, 'worker lost')
+    for (const t of this.store.markWorkerLost(workerId, reason)) this.afterTransition(t)
+    this.wake(workerId)
+    this.requestSchedule()
   }
 
   private assertOpen(): void {

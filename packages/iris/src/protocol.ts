@@ -64,7 +64,13 @@ export const LogInputSchema = z.strictObject({
 })
 export type LogInput = z.infer<typeof LogInputSchema>
 
-export const ReportRequest = z.strictObject({ workerId: z.string(), attempts: z.array(AttemptReportSchema), logs: z.array(LogInputSchema) })
+export const ReportRequest = z.strictObject({
+  workerId: z.string(),
+  attempts: z.array(AttemptReportSchema),
+  logs: z.array(LogInputSchema),
+  /** The worker is shutting down: take nothing more to it, retry what it still holds. */
+  leaving: z.boolean().optional(),
+})
 export const ReportResponse = z.strictObject({ reregister: z.boolean() })
 
 // ---- clients ↔ controller --------------------------------------------------

@@ -87,6 +87,15 @@ describe('StateStore', () => {
     expect(store.getJob(id).tasks.map((x) => x.state)).toEqual(['KILLED', 'KILLED'])
   })
 
+  test('a task killed on its worker while its job lives is a worker loss, retried', () => {
+    const id = store.insertJob(spec())
+    const a = store.assign(id, 0, 'w1')!
+    store.markRunning(a.attemptId)
+    store.finishAttempt(a.attemptId, 'KILLED', { error: 'worker w1 shut down while the task ran' })
+    expect(store.getJob(id)).toMatchObject({ state: 'RUNNING', tasks: [{ state: 'PENDING', workerLosses: 1 }] })
+    expect(store.attemptsOf(id)[0]).toMatchObject({ state: 'WORKER_FAILED', error: 'worker w1 shut down while the task ran' })
+  })
+
   test('unschedulable tasks make the job UNSCHEDULABLE with the reason', () => {
     const id = store.insertJob(spec())
     store.markUnschedulable(id, 0, 'needs gpu 8')

@@ -32,6 +32,14 @@ export class StateStore {
     this.db = openStateDb(path)
   }
 
+  private readonly statements = new Map<string, Database.Statement>()
+  // Preparing a statement costs more than running most of these; keep each one.
+  private stmt(sql: string): Database.Statement {
+    let s = this.statements.get(sql)
+    if (!s) this.statements.set(sql, (s = this.db.prepare(sql)))
+    return s
+  }
+
   close(): void {
     this.db.close()
   }
@@ -42,41 +50,40 @@ export class StateStore {
   insertJob(spec: JobSpec, now = Date.now()): string {
     const jobId = `${spec.name}-${randomBytes(4).toString('hex')}`
     this.db.transaction(() => {
-      const seq = (this.db.prepare('SELECT COALESCE(MAX(seq), 0) + 1 AS s FROM jobs').get() as { s: number }).s
-      this.db
-        .prepare('INSERT INTO jobs (job_id, seq, name, state, priority, spec, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      const seq = (this.stmt('SELECT COALESCE(MAX(seq), 0) + 1 AS s FROM jobs').get() as { s: number }).s
+      this.stmt('INSERT INTO jobs (job_id, seq, name, state, priority, spec, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
         .run(jobId, seq, spec.name, 'PENDING', spec.priority, JSON.stringify(spec), now)
-      const ins = this.db.prepare(`INSERT INTO tasks (job_id, task_index, state) VALUES (?, ?, 'PENDING')`)
+      const ins = this.stmt(`INSERT INTO tasks (job_id, task_index, state) VALUES (?, ?, 'PENDING')`)
       for (let i = 0; i < spec.replicas; i++) ins.run(jobId, i)
     })()
     return jobId
   }
 
   getJob(jobId: string): JobStatus {
-    const row = this.db.prepare('SELECT * FROM jobs WHERE job_id = ?').get(jobId) as Row | undefined
+    const row = this.stmt('SELECT * FROM jobs WHERE job_id = ?').get(jobId) as Row | undefined
     if (!row) throw new IrisError('JOB_NOT_FOUND', `job "${jobId}" does not exist; run "iris list" to see job ids`)
     return this.toJob(row, this.tasksOf(jobId))
   }
 
   hasJob(jobId: string): boolean {
-    return this.db.prepare('SELECT 1 FROM jobs WHERE job_id = ?').get(jobId) !== undefined
+    return this.stmt('SELECT 1 FROM jobs WHERE job_id = ?').get(jobId) !== undefined
   }
 
   /** Jobs newest first, optionally only some states. */
   listJobs(opts: { states?: readonly string[]; limit?: number } = {}): JobStatus[] {
     const where = opts.states?.length ? `WHERE state IN (${opts.states.map(() => '?').join(',')})` : ''
-    const rows = this.db.prepare(`SELECT * FROM jobs ${where} ORDER BY seq DESC LIMIT ?`).all(...(opts.states ?? []), opts.limit ?? 1000) as Row[]
+    const rows = this.stmt(`SELECT * FROM jobs ${where} ORDER BY seq DESC LIMIT ?`).all(...(opts.states ?? []), opts.limit ?? 1000) as Row[]
     return rows.map((r) => this.toJob(r, this.tasksOf(String(r.job_id))))
   }
 
   /** Counts of jobs per state. */
   jobCounts(): Record<string, number> {
-    const rows = this.db.prepare('SELECT state, COUNT(*) AS n FROM jobs GROUP BY state').all() as { state: string; n: number }[]
+    const rows = this.stmt('SELECT state, COUNT(*) AS n FROM jobs GROUP BY state').all() as { state: string; n: number }[]
     return Object.fromEntries(rows.map((r) => [r.state, r.n]))
   }
 
   private tasksOf(jobId: string): TaskStatus[] {
-    return (this.db.prepare('SELECT * FROM tasks WHERE job_id = ? ORDER BY task_index').all(jobId) as Row[]).map((t) => ({
+    return (this.stmt('SELECT * FROM tasks WHERE job_id = ? ORDER BY task_index').all(jobId) as Row[]).map((t) => ({
       taskIndex: Number(t.task_index),
       state: t.state as TaskStatus['state'],
       attempts: Number(t.attempts),
@@ -110,7 +117,7 @@ export class StateStore {
   specOf(jobId: string): JobSpec {
     let spec = this.specs.get(jobId)
     if (!spec) {
-      const row = this.db.prepare('SELECT spec FROM jobs WHERE job_id = ?').get(jobId) as Row | undefined
+      const row = this.stmt('SELECT spec FROM jobs WHERE job_id = ?').get(jobId) as Row | undefined
       if (!row) throw new IrisError('JOB_NOT_FOUND', `job "${jobId}" does not exist; run "iris list" to see job ids`)
       spec = parseJobSpec(JSON.parse(String(row.spec)))
       this.specs.set(jobId, spec)
@@ -120,8 +127,7 @@ export class StateStore {
 
   /** Pending tasks with what the scheduler needs to know about their jobs. */
   pendingTasks(): { jobId: string; taskIndex: number; seq: number; spec: JobSpec }[] {
-    const rows = this.db
-      .prepare(`SELECT t.job_id, t.task_index, j.seq FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' ORDER BY j.seq, t.task_index`)
+    const rows = this.stmt(`SELECT t.job_id, t.task_index, j.seq FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' ORDER BY j.seq, t.task_index`)
       .all() as Row[]
     return rows.map((r) => ({ jobId: String(r.job_id), taskIndex: Number(r.task_index), seq: Number(r.seq), spec: this.specOf(String(r.job_id)) }))
   }
@@ -130,8 +136,7 @@ export class StateStore {
 
   /** ASSIGNED and RUNNING attempts (of one worker, or one job), with the resources they hold. */
   activeAttempts(filter: { workerId?: string; jobId?: string } = {}): ActiveAttempt[] {
-    const rows = this.db
-      .prepare(
+    const rows = this.stmt(
         `SELECT attempt_id, job_id, task_index, worker_id, state FROM attempts
          WHERE state IN ('ASSIGNED', 'RUNNING') ${filter.workerId !== undefined ? 'AND worker_id = @workerId' : ''} ${filter.jobId !== undefined ? 'AND job_id = @jobId' : ''}`,
       )
@@ -147,12 +152,12 @@ export class StateStore {
   }
 
   getAttempt(attemptId: string): AttemptStatus | undefined {
-    const r = this.db.prepare('SELECT * FROM attempts WHERE attempt_id = ?').get(attemptId) as Row | undefined
+    const r = this.stmt('SELECT * FROM attempts WHERE attempt_id = ?').get(attemptId) as Row | undefined
     return r ? this.toAttempt(r) : undefined
   }
 
   attemptsOf(jobId: string): AttemptStatus[] {
-    return (this.db.prepare('SELECT * FROM attempts WHERE job_id = ? ORDER BY task_index, attempt').all(jobId) as Row[]).map((r) => this.toAttempt(r))
+    return (this.stmt('SELECT * FROM attempts WHERE job_id = ? ORDER BY task_index, attempt').all(jobId) as Row[]).map((r) => this.toAttempt(r))
   }
 
   private toAttempt(r: Row): AttemptStatus {
@@ -176,13 +181,12 @@ export class StateStore {
   /** Creates the next attempt of a PENDING task on `workerId`; returns undefined if the task is no longer pending. */
   assign(jobId: string, taskIndex: number, workerId: string, now = Date.now()): AttemptStatus | undefined {
     return this.db.transaction(() => {
-      const t = this.db.prepare('SELECT state, attempts FROM tasks WHERE job_id = ? AND task_index = ?').get(jobId, taskIndex) as Row | undefined
+      const t = this.stmt('SELECT state, attempts FROM tasks WHERE job_id = ? AND task_index = ?').get(jobId, taskIndex) as Row | undefined
       if (!t || t.state !== 'PENDING') return undefined
       const attempt = Number(t.attempts) + 1
       const attemptId = `${jobId}/${taskIndex}/${attempt}`
-      this.db.prepare(`UPDATE tasks SET state = 'ASSIGNED', attempts = ?, worker_id = ? WHERE job_id = ? AND task_index = ?`).run(attempt, workerId, jobId, taskIndex)
-      this.db
-        .prepare(`INSERT INTO attempts (attempt_id, job_id, task_index, attempt, worker_id, state, assigned_at) VALUES (?, ?, ?, ?, ?, 'ASSIGNED', ?)`)
+      this.stmt(`UPDATE tasks SET state = 'ASSIGNED', attempts = ?, worker_id = ? WHERE job_id = ? AND task_index = ?`).run(attempt, workerId, jobId, taskIndex)
+      this.stmt(`INSERT INTO attempts (attempt_id, job_id, task_index, attempt, worker_id, state, assigned_at) VALUES (?, ?, ?, ?, ?, 'ASSIGNED', ?)`)
         .run(attemptId, jobId, taskIndex, attempt, workerId, now)
       return this.getAttempt(attemptId)
     })()
@@ -191,11 +195,11 @@ export class StateStore {
   /** The worker started the attempt. Ignored unless the attempt is still ASSIGNED. */
   markRunning(attemptId: string, now = Date.now()): boolean {
     return this.db.transaction(() => {
-      const a = this.db.prepare('SELECT job_id, task_index, state FROM attempts WHERE attempt_id = ?').get(attemptId) as Row | undefined
+      const a = this.stmt('SELECT job_id, task_index, state FROM attempts WHERE attempt_id = ?').get(attemptId) as Row | undefined
       if (!a || a.state !== 'ASSIGNED') return false
-      this.db.prepare(`UPDATE attempts SET state = 'RUNNING', started_at = ? WHERE attempt_id = ?`).run(now, attemptId)
-      this.db.prepare(`UPDATE tasks SET state = 'RUNNING' WHERE job_id = ? AND task_index = ? AND state = 'ASSIGNED'`).run(a.job_id, a.task_index)
-      this.db.prepare(`UPDATE jobs SET state = 'RUNNING', started_at = COALESCE(started_at, ?) WHERE job_id = ? AND state = 'PENDING'`).run(now, a.job_id)
+      this.stmt(`UPDATE attempts SET state = 'RUNNING', started_at = ? WHERE attempt_id = ?`).run(now, attemptId)
+      this.stmt(`UPDATE tasks SET state = 'RUNNING' WHERE job_id = ? AND task_index = ? AND state = 'ASSIGNED'`).run(a.job_id, a.task_index)
+      this.stmt(`UPDATE jobs SET state = 'RUNNING', started_at = COALESCE(started_at, ?) WHERE job_id = ? AND state = 'PENDING'`).run(now, a.job_id)
       return true
     })()
   }
@@ -208,28 +212,32 @@ export class StateStore {
   finishAttempt(attemptId: string, state: AttemptState, outcome: { exitCode?: number; error?: string } = {}, now = Date.now()): Transition | undefined {
     if (!isFinalAttemptState(state)) throw new IrisError('BAD_REQUEST', `attempt ${attemptId}: ${state} is not a final state`)
     return this.db.transaction(() => {
-      const a = this.db.prepare('SELECT * FROM attempts WHERE attempt_id = ?').get(attemptId) as Row | undefined
+      const a = this.stmt('SELECT * FROM attempts WHERE attempt_id = ?').get(attemptId) as Row | undefined
       if (!a || isFinalAttemptState(String(a.state))) return undefined
       const jobId = String(a.job_id), taskIndex = Number(a.task_index)
-      this.db
-        .prepare('UPDATE attempts SET state = ?, finished_at = ?, exit_code = ?, error = ? WHERE attempt_id = ?')
+      const job = this.stmt('SELECT state FROM jobs WHERE job_id = ?').get(jobId) as Row
+      // Nobody asked to kill a task of a live job: it was killed on its worker (a worker
+      // shutting down), which is a worker loss, retried within that budget.
+      if (state === 'KILLED' && !isFinalJobState(String(job.state))) {
+        state = 'WORKER_FAILED'
+        outcome = { ...outcome, error: outcome.error ?? `killed on worker ${String(a.worker_id)}` }
+      }
+      this.stmt('UPDATE attempts SET state = ?, finished_at = ?, exit_code = ?, error = ? WHERE attempt_id = ?')
         .run(state, now, outcome.exitCode ?? null, outcome.error ?? null, attemptId)
-      const job = this.db.prepare('SELECT state FROM jobs WHERE job_id = ?').get(jobId) as Row
       const spec = this.specOf(jobId)
-      const t = this.db.prepare('SELECT * FROM tasks WHERE job_id = ? AND task_index = ?').get(jobId, taskIndex) as Row
+      const t = this.stmt('SELECT * FROM tasks WHERE job_id = ? AND task_index = ?').get(jobId, taskIndex) as Row
       if (isFinalTaskState(String(t.state))) return this.recompute(jobId, now)
       let taskState: string = state
       if (state === 'FAILED') {
         const failures = Number(t.failures) + 1
-        this.db.prepare('UPDATE tasks SET failures = ? WHERE job_id = ? AND task_index = ?').run(failures, jobId, taskIndex)
+        this.stmt('UPDATE tasks SET failures = ? WHERE job_id = ? AND task_index = ?').run(failures, jobId, taskIndex)
         if (failures <= spec.maxRetriesFailure && !isFinalJobState(String(job.state))) taskState = 'PENDING'
       } else if (state === 'WORKER_FAILED') {
         const losses = Number(t.worker_losses) + 1
-        this.db.prepare('UPDATE tasks SET worker_losses = ? WHERE job_id = ? AND task_index = ?').run(losses, jobId, taskIndex)
+        this.stmt('UPDATE tasks SET worker_losses = ? WHERE job_id = ? AND task_index = ?').run(losses, jobId, taskIndex)
         if (losses <= spec.maxRetriesWorker && !isFinalJobState(String(job.state))) taskState = 'PENDING'
       }
-      this.db
-        .prepare('UPDATE tasks SET state = ?, exit_code = ?, error = ?, worker_id = CASE WHEN ? = \'PENDING\' THEN NULL ELSE worker_id END WHERE job_id = ? AND task_index = ?')
+      this.stmt('UPDATE tasks SET state = ?, exit_code = ?, error = ?, worker_id = CASE WHEN ? = \'PENDING\' THEN NULL ELSE worker_id END WHERE job_id = ? AND task_index = ?')
         .run(taskState, outcome.exitCode ?? null, outcome.error ?? null, taskState, jobId, taskIndex)
       return this.recompute(jobId, now)
     })()
@@ -238,7 +246,7 @@ export class StateStore {
   /** Marks a PENDING task UNSCHEDULABLE with the reason, which makes its job UNSCHEDULABLE. */
   markUnschedulable(jobId: string, taskIndex: number, reason: string, now = Date.now()): Transition | undefined {
     return this.db.transaction(() => {
-      const r = this.db.prepare(`UPDATE tasks SET state = 'UNSCHEDULABLE', error = ? WHERE job_id = ? AND task_index = ? AND state = 'PENDING'`).run(reason, jobId, taskIndex)
+      const r = this.stmt(`UPDATE tasks SET state = 'UNSCHEDULABLE', error = ? WHERE job_id = ? AND task_index = ? AND state = 'PENDING'`).run(reason, jobId, taskIndex)
       return r.changes ? this.recompute(jobId, now) : undefined
     })()
   }
@@ -248,8 +256,8 @@ export class StateStore {
     return this.db.transaction(() => {
       const job = this.getJob(jobId)
       if (!isFinalJobState(job.state)) {
-        this.db.prepare(`UPDATE jobs SET state = 'KILLED', finished_at = ?, error = ? WHERE job_id = ?`).run(now, reason, jobId)
-        this.db.prepare(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? AND state = 'PENDING'`).run(reason, jobId)
+        this.stmt(`UPDATE jobs SET state = 'KILLED', finished_at = ?, error = ? WHERE job_id = ?`).run(now, reason, jobId)
+        this.stmt(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? AND state = 'PENDING'`).run(reason, jobId)
       }
       return { jobId, jobState: this.getJob(jobId).state, killAttempts: this.activeAttempts({ jobId }) }
     })()
@@ -258,7 +266,7 @@ export class StateStore {
   // The job's state follows from its tasks: any task failed → FAILED (and the
   // rest are killed), any unschedulable → UNSCHEDULABLE, all succeeded → SUCCEEDED.
   private recompute(jobId: string, now: number): Transition {
-    const job = this.db.prepare('SELECT state FROM jobs WHERE job_id = ?').get(jobId) as Row
+    const job = this.stmt('SELECT state FROM jobs WHERE job_id = ?').get(jobId) as Row
     const tasks = this.tasksOf(jobId)
     let state = String(job.state) as JobState
     if (!isFinalJobState(state)) {
@@ -278,8 +286,8 @@ export class StateStore {
         exitCode = 0
       }
       if (isFinalJobState(state)) {
-        this.db.prepare('UPDATE jobs SET state = ?, finished_at = ?, exit_code = ?, error = ? WHERE job_id = ?').run(state, now, exitCode, error, jobId)
-        this.db.prepare(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? AND state = 'PENDING'`).run(`job ${state}`, jobId)
+        this.stmt('UPDATE jobs SET state = ?, finished_at = ?, exit_code = ?, error = ? WHERE job_id = ?').run(state, now, exitCode, error, jobId)
+        this.stmt(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? AND state = 'PENDING'`).run(`job ${state}`, jobId)
       }
     }
     const killAttempts = isFinalJobState(state) ? this.activeAttempts({ jobId }) : []
@@ -289,8 +297,7 @@ export class StateStore {
   // ---- workers ------------------------------------------------------------
 
   upsertWorker(w: Omit<WorkerStatus, 'state' | 'registeredAt'>, now = Date.now()): void {
-    this.db
-      .prepare(
+    this.stmt(
         `INSERT INTO workers (worker_id, address, resources, docker, docker_reason, state, registered_at) VALUES (?, ?, ?, ?, ?, 'ALIVE', ?)
          ON CONFLICT(worker_id) DO UPDATE SET address = excluded.address, resources = excluded.resources, docker = excluded.docker,
            docker_reason = excluded.docker_reason, state = 'ALIVE', lost_at = NULL`,
@@ -299,7 +306,7 @@ export class StateStore {
   }
 
   listWorkers(state?: 'ALIVE' | 'LOST'): WorkerStatus[] {
-    const rows = this.db.prepare(`SELECT * FROM workers ${state ? 'WHERE state = ?' : ''} ORDER BY worker_id`).all(...(state ? [state] : [])) as Row[]
+    const rows = this.stmt(`SELECT * FROM workers ${state ? 'WHERE state = ?' : ''} ORDER BY worker_id`).all(...(state ? [state] : [])) as Row[]
     return rows.map((r) => ({
       workerId: String(r.worker_id),
       address: String(r.address),
@@ -314,7 +321,7 @@ export class StateStore {
   /** A worker stopped heartbeating: its attempts become WORKER_FAILED (and their tasks retry within budget). */
   markWorkerLost(workerId: string, reason: string, now = Date.now()): Transition[] {
     return this.db.transaction(() => {
-      this.db.prepare(`UPDATE workers SET state = 'LOST', lost_at = ? WHERE worker_id = ?`).run(now, workerId)
+      this.stmt(`UPDATE workers SET state = 'LOST', lost_at = ? WHERE worker_id = ?`).run(now, workerId)
       const out: Transition[] = []
       for (const a of this.activeAttempts({ workerId })) {
         const t = this.finishAttempt(a.attemptId, 'WORKER_FAILED', { error: reason }, now)
@@ -332,7 +339,7 @@ export class StateStore {
    */
   appendLogs(lines: readonly (Omit<LogLine, 'seq'> & { lineNo: number })[]): number {
     if (lines.length === 0) return 0
-    const ins = this.db.prepare('INSERT OR IGNORE INTO logs (job_id, task_index, attempt, line_no, stream, ts, line) VALUES (?, ?, ?, ?, ?, ?, ?)')
+    const ins = this.stmt('INSERT OR IGNORE INTO logs (job_id, task_index, attempt, line_no, stream, ts, line) VALUES (?, ?, ?, ?, ?, ?, ?)')
     return this.db.transaction(() => {
       let n = 0
       for (const l of lines) n += ins.run(l.jobId, l.taskIndex, l.attempt, l.lineNo, l.stream, l.ts, l.line).changes
@@ -342,8 +349,7 @@ export class StateStore {
 
   /** Log lines of a job in order, after `afterSeq` and at or after `sinceTs`. */
   readLogs(jobId: string, opts: { afterSeq?: number; sinceTs?: number; taskIndex?: number; limit?: number } = {}): LogLine[] {
-    const rows = this.db
-      .prepare(
+    const rows = this.stmt(
         `SELECT * FROM logs WHERE job_id = ? AND seq > ? AND ts >= ? ${opts.taskIndex !== undefined ? 'AND task_index = ?' : ''} ORDER BY seq LIMIT ?`,
       )
       .all(jobId, opts.afterSeq ?? 0, opts.sinceTs ?? 0, ...(opts.taskIndex !== undefined ? [opts.taskIndex] : []), opts.limit ?? 10_000) as Row[]

@@ -58,6 +58,8 @@ type Held = {
   at: number
   handle?: TaskHandle
   killRequested: boolean
+  /** Killed because this worker is stopping: the controller retries it elsewhere. */
+  shutdown?: boolean
   lineNo: number
 }
 
@@ -116,12 +118,15 @@ export class Worker {
       for (const h of this.held.values()) {
         if (h.handle && !isFinalAttemptState(h.state)) {
           h.killRequested = true
+          h.shutdown = true
           h.handle.kill(this.opts.killGraceMs ?? 10_000)
           done.push(h.handle.done)
         }
       }
       await Promise.all(done)
       await this.flush().catch(() => {})
+      // Say goodbye so that nothing more is assigned here while the controller waits for a heartbeat.
+      await this.opts.link.report({ workerId: this.workerId, attempts: this.attempts(), logs: [], leaving: true }).catch(() => {})
     }
     await this.loop?.catch(() => {})
   }
@@ -254,9 +259,10 @@ export class Worker {
 
   private finish(h: Held, o: Partial<TaskOutcome> & { state: AttemptState }): void {
     if (isFinalAttemptState(h.state)) return
-    h.state = h.killRequested && o.state !== 'SUCCEEDED' ? 'KILLED' : o.state
+    h.state = h.killRequested && o.state !== 'SUCCEEDED' ? (h.shutdown ? 'WORKER_FAILED' : 'KILLED') : o.state
     if (o.exitCode !== undefined) h.exitCode = o.exitCode
     if (o.error !== undefined) h.error = o.error
+    if (h.shutdown && h.state === 'WORKER_FAILED') h.error = `worker ${this.workerId} shut down while the task ran`
     h.at = Date.now()
     const a = h.assignment
     const dir = join(this.workDir, a.jobId, `${a.taskIndex}-${a.attempt}`)
