@@ -77,41 +77,48 @@ function cancelledError(method: string, signal: AbortSignal): RpcError {
   return new RpcError('CANCELLED', 'the caller aborted the call', { method, cause: signal.reason })
 }
 
-async function withRetries<T>(env: Env, def: MethodDef, method: string, signal: AbortSignal | undefined, attempt: () => Promise<T>): Promise<T> {
+/** Retries a failed first attempt while the policy allows; `first` is that attempt's failure. */
+async function retryAfter<T>(env: Env, def: MethodDef, method: string, signal: AbortSignal | undefined, first: unknown, attempt: () => Promise<T>): Promise<T> {
+  let err = first
   for (let retry = 0; ; retry++) {
+    const e = err as RpcError
+    if (!def.idempotent || retry + 1 >= env.retry.maxAttempts || !env.retry.codes.includes(e.code) || signal?.aborted) throw e
+    const delayMs = backoffMs(env.retry, retry)
+    env.log.debug({ method, code: e.code, attempt: retry + 1, delayMs }, 'retrying call')
+    try {
+      await sleep(delayMs, undefined, signal ? { signal } : {})
+    } catch {
+      throw cancelledError(method, signal!)
+    }
     try {
       return await attempt()
-    } catch (err) {
-      const e = err as RpcError
-      if (!def.idempotent || retry + 1 >= env.retry.maxAttempts || !env.retry.codes.includes(e.code) || signal?.aborted) throw e
-      const delayMs = backoffMs(env.retry, retry)
-      env.log.debug({ method, code: e.code, attempt: retry + 1, delayMs }, 'retrying call')
-      try {
-        await sleep(delayMs, undefined, signal ? { signal } : {})
-      } catch {
-        throw cancelledError(method, signal!)
-      }
+    } catch (next) {
+      err = next
     }
   }
 }
 
 function unaryMethod(env: Env, def: MethodDef, method: string) {
   const codec = codecOf(def.codec)
-  return async (request: unknown, opts: CallOptions = {}) => {
-    const md = await env.metadata(opts)
+  const run = (request: unknown, opts: CallOptions, md: Metadata): Promise<unknown> => {
     const { signal } = opts
     const once = () =>
       new Promise<unknown>((resolve, reject) => {
         if (signal?.aborted) return reject(cancelledError(method, signal))
         const onAbort = () => call.cancel()
         const call = env.grpc.makeUnaryRequest(method, codec.encode, codec.decode, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.deadlineMs) }, (err, res) => {
-          signal?.removeEventListener('abort', onAbort)
+          if (signal) signal.removeEventListener('abort', onAbort)
           if (err) reject(signal?.aborted ? cancelledError(method, signal) : fromServiceError(err, method))
           else resolve((res as Boxed).value)
         })
-        signal?.addEventListener('abort', onAbort, { once: true })
+        if (signal) signal.addEventListener('abort', onAbort, { once: true })
       })
-    return withRetries(env, def, method, signal, once)
+    // The common path is one promise; retries start only after a failure.
+    return once().catch((err: unknown) => retryAfter(env, def, method, signal, err, once))
+  }
+  return (request: unknown, opts: CallOptions = {}): Promise<unknown> => {
+    const md = env.metadata(opts)
+    return md instanceof Promise ? md.then((m) => run(request, opts, m)) : run(request, opts, md)
   }
 }
 

@@ -135,22 +135,32 @@ async function writeAll(
 export function unaryCall(env: CallEnv, def: MethodDef, method: string, handler: UnaryHandler<unknown, unknown>): handleUnaryCall<unknown, unknown> {
   return (call, callback) => {
     const { ctx, done } = context(call, method)
-    const run = async () => {
-      const auth = authorize(env, call, method)
-      if (auth) await auth
-      const req = parseRequest(def.request, (call.request as Boxed).value, method)
-      return { value: parseResponse(def.response, await handler(req, ctx), method) }
+    const fail = (err: unknown) => {
+      done()
+      callback(toStatus(env, err, method))
     }
-    run().then(
-      (res) => {
+    const reply = (res: unknown) => {
+      try {
+        const value = parseResponse(def.response, res, method)
         done()
-        callback(null, res)
-      },
-      (err) => {
-        done()
-        callback(toStatus(env, err, method))
-      },
-    )
+        callback(null, { value })
+      } catch (err) {
+        fail(err)
+      }
+    }
+    const handle = () => {
+      const res = handler(parseRequest(def.request, (call.request as Boxed).value, method), ctx)
+      if (typeof (res as PromiseLike<unknown> | undefined)?.then === 'function') (res as PromiseLike<unknown>).then(reply, fail)
+      else reply(res)
+    }
+    // Synchronous as far as the handler allows: no promise unless auth or the handler needs one.
+    try {
+      const auth = authorize(env, call, method)
+      if (auth) auth.then(() => handle()).catch(fail)
+      else handle()
+    } catch (err) {
+      fail(err)
+    }
   }
 }
 
