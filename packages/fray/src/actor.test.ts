@@ -2,17 +2,21 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { actorClass } from './actor.js'
 import { isFrayError } from './errors.js'
 import type { Broken, Counter } from './fixtures/counter.js'
+import type { Client } from './client.js'
+import { openClient, type Opened } from './fixtures/backends.js'
 import { LocalClient } from './local-client.js'
 
 const CounterClass = actorClass<typeof Counter>(new URL('./fixtures/counter.ts', import.meta.url), 'Counter')
 const BrokenClass = actorClass<typeof Broken>(new URL('./fixtures/counter.ts', import.meta.url), 'Broken')
 
-describe.each(['process', 'inline', 'grpc'] as const)('actors in %s mode', (mode) => {
-  let client: LocalClient
-  beforeAll(() => {
-    client = new LocalClient({ mode })
+describe.each(['process', 'inline', 'grpc', 'iris'] as const)('actors in %s mode', (mode) => {
+  let opened: Opened
+  let client: Client
+  beforeAll(async () => {
+    opened = await openClient(mode)
+    client = opened.client
   })
-  afterAll(() => client.shutdown())
+  afterAll(() => opened.close())
 
   test('method calls round-trip and keep state', async () => {
     const c = await client.createActor(CounterClass, [10])

@@ -72,7 +72,10 @@ export type ActorControl<T> = {
   ready(): Promise<void>
   /** The same methods, with call options. */
   withOptions(opts: CallOptions): Remote<T>
-  /** Sends a signal to the actor's process (inline mode: marks it dead). Death handling and restarts follow. */
+  /**
+   * Ends the actor's process as a crash would: sends `signal` to it (inline mode: simulates it;
+   * iris backend: iris kills the task, SIGTERM then SIGKILL). Death handling and restarts follow.
+   */
   kill(signal?: NodeJS.Signals): void
   /** Stops the actor for good: no restart, pending calls rejected. */
   stop(): Promise<void>

@@ -4,6 +4,8 @@ import { actorClass } from './actor.js'
 import type { ActorGroup } from './actor-group.js'
 import { testData } from './fixtures/data.js'
 import type { Reducer } from './fixtures/reducer.js'
+import type { Client } from './client.js'
+import { openClient, type Opened } from './fixtures/backends.js'
 import { LocalClient } from './local-client.js'
 import { Mesh } from './mesh.js'
 
@@ -36,20 +38,23 @@ const MODES = [
   { mode: 'process' as const, sizes: [1e3, 1e5 + 3, 1e6, 1e7] },
   { mode: 'inline' as const, sizes: [3, 1e3, 1e5 + 3] },
   { mode: 'grpc' as const, sizes: [1e3, 1e6] },
+  { mode: 'iris' as const, sizes: [1e3, 1e6] },
 ]
 
 describe.each(MODES)('collectives, $mode mode', ({ mode, sizes }) => {
-  let client: LocalClient
+  let opened: Opened
+  let client: Client
   const groups = new Map<number, ActorGroup<Reducer>>()
   beforeAll(async () => {
-    client = new LocalClient({ mode })
+    opened = await openClient(mode)
+    client = opened.client
     for (const n of [2, 4]) {
       const g = await client.createActorGroup(ReducerClass, n, (i) => [seed(i)])
       await Mesh.create(g, { data: -1 })
       groups.set(n, g)
     }
   }, 60_000)
-  afterAll(() => client.shutdown())
+  afterAll(() => opened.close())
 
   // Integer data is checked up to 1e6 floats, random data up to 1e7 (the suite must stay fast on 2 cores).
   const cases = [2, 4].flatMap((members) =>

@@ -2,22 +2,23 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { actorClass } from './actor.js'
 import { ActorDiedError } from './errors.js'
 import type { Counter } from './fixtures/counter.js'
-import { LocalClient } from './local-client.js'
+import type { Client } from './client.js'
+import { type Mode, openClient, type Opened } from './fixtures/backends.js'
 
 const CounterClass = actorClass<typeof Counter>(new URL('./fixtures/counter.ts', import.meta.url), 'Counter')
-const clients: LocalClient[] = []
+const opened: Opened[] = []
 afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.shutdown()))
+  await Promise.all(opened.splice(0).map((o) => o.close()))
 })
-function client(mode: 'process' | 'inline' | 'grpc'): LocalClient {
-  const c = new LocalClient({ mode })
-  clients.push(c)
-  return c
+async function client(mode: Mode): Promise<Client> {
+  const o = await openClient(mode)
+  opened.push(o)
+  return o.client
 }
 
-describe.each(['process', 'grpc'] as const)('an actor process killed with SIGKILL (%s mode)', (mode) => {
+describe.each(['process', 'grpc', 'iris'] as const)('an actor process killed with SIGKILL (%s mode)', (mode) => {
   test('rejects every pending call with ActorDiedError carrying the signal; later calls too', async () => {
-    const c = await client(mode).createActor(CounterClass, [0], { name: 'victim' })
+    const c = await (await client(mode)).createActor(CounterClass, [0], { name: 'victim' })
     const pid = c.$actor.pid()!
     const pending = [c.slow(10_000), c.slow(10_000), c.slow(10_000)]
     process.kill(pid, 'SIGKILL')
@@ -32,7 +33,7 @@ describe.each(['process', 'grpc'] as const)('an actor process killed with SIGKIL
   })
 
   test('an actor that exits reports its exit code', async () => {
-    const c = await client(mode).createActor(CounterClass, [0])
+    const c = await (await client(mode)).createActor(CounterClass, [0])
     const pending = c.slow(10_000).catch((e: unknown) => e)
     // The exit may overtake exit()'s own answer; either way the pending call must learn the code.
     await c.exit(3).catch(() => undefined)
@@ -40,11 +41,11 @@ describe.each(['process', 'grpc'] as const)('an actor process killed with SIGKIL
   })
 
   test('maxRestarts brings it back with its constructor arguments, as many times as allowed', async () => {
-    const c = await client(mode).createActor(CounterClass, [100], { maxRestarts: 1 })
+    const c = await (await client(mode)).createActor(CounterClass, [100], { maxRestarts: 1 })
     expect(await c.add(5)).toBe(105)
     const firstPid = c.$actor.pid()
     const pending = c.slow(10_000)
-    c.$actor.kill('SIGKILL')
+    process.kill(c.$actor.pid()!, 'SIGKILL')
     await expect(pending).rejects.toMatchObject({ code: 'ACTOR_DIED', signal: 'SIGKILL' })
     // A call made while it restarts waits for the new process; state starts over.
     expect(await c.get()).toBe(100)
@@ -58,7 +59,7 @@ describe.each(['process', 'grpc'] as const)('an actor process killed with SIGKIL
   })
 
   test('a group reports which members are gone', async () => {
-    const g = await client(mode).createActorGroup(CounterClass, 3, (i) => [i], { maxRestarts: 0 })
+    const g = await (await client(mode)).createActorGroup(CounterClass, 3, (i) => [i], { maxRestarts: 0 })
     await g.waitReady()
     const pending = g.member(1).slow(10_000)
     g.member(1).$actor.kill('SIGKILL')
@@ -72,10 +73,10 @@ describe.each(['process', 'grpc'] as const)('an actor process killed with SIGKIL
 
 describe('inline mode simulates death the same way', () => {
   test('kill rejects pending calls and honours maxRestarts', async () => {
-    const c = await client('inline').createActor(CounterClass, [7], { maxRestarts: 1 })
+    const c = await (await client('inline')).createActor(CounterClass, [7], { maxRestarts: 1 })
     await c.add(1)
     const pending = c.slow(10_000)
-    c.$actor.kill('SIGKILL')
+    process.kill(c.$actor.pid()!, 'SIGKILL')
     await expect(pending).rejects.toMatchObject({ code: 'ACTOR_DIED', signal: 'SIGKILL' })
     expect(await c.get()).toBe(7)
     c.$actor.kill()

@@ -7,6 +7,7 @@ test('exports', async () => {
       "ActorGroup",
       "FRAY_ERROR_CODES",
       "FrayError",
+      "FrayIrisClient",
       "JobRequest",
       "LocalClient",
       "Mesh",

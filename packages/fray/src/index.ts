@@ -17,6 +17,8 @@ export { ActorDiedError, FRAY_ERROR_CODES, FrayError, isFrayError } from './erro
 export type { FrayErrorCode } from './errors.js'
 export { JobRequest, jobRequest } from './job.js'
 export type { JobHandle, JobRequestInput, JobStatus, JobWaitOptions } from './job.js'
+export { FrayIrisClient } from './iris-client.js'
+export type { FrayIrisClientOptions } from './iris-client.js'
 export { LocalClient } from './local-client.js'
 export type { LocalClientOptions } from './local-client.js'
 export { Mesh } from './mesh.js'

@@ -15,6 +15,15 @@ const here = import.meta.url
 const JOB_MAIN = fileURLToPath(new URL(here.endsWith('.ts') ? './job-main.ts' : './job-main.js', here))
 const MAX_LOG_LINES = 10_000
 
+/** The argv and extra environment that run a request's entrypoint (a callable runs through job-main). */
+export function jobCommand(req: JobRequest): { command: string[]; env: Record<string, string> } {
+  const e = req.entrypoint
+  if ('command' in e) return { command: [...e.command], env: {} }
+  const loader = pathToFileURL(createRequire(here).resolve('tsx')).href
+  const module = isAbsolute(e.module) ? pathToFileURL(e.module).href : e.module
+  return { command: [process.execPath, '--import', loader, JOB_MAIN], env: { FRAY_JOB_SPEC: JSON.stringify({ module, export: e.export, args: e.args }) } }
+}
+
 type Replica = { child: ChildProcess | null; attempts: number; exit: { code: number | null; signal: string | null } | null; done: boolean }
 
 export class LocalJob implements JobHandle {
@@ -36,28 +45,18 @@ export class LocalJob implements JobHandle {
     this.state = 'running'
   }
 
-  private argv(): [string, string[]] {
-    const e = this.req.entrypoint
-    if ('command' in e) return [e.command[0]!, e.command.slice(1)]
-    const loader = pathToFileURL(createRequire(here).resolve('tsx')).href
-    return [process.execPath, ['--import', loader, JOB_MAIN]]
-  }
-
   private start(i: number): void {
     const r = this.replicas[i]!
     r.attempts++
-    const [cmd, args] = this.argv()
-    const e = this.req.entrypoint
+    const { command, env: jobEnv } = jobCommand(this.req)
+    const [cmd, ...args] = command as [string, ...string[]]
     const env: Record<string, string | undefined> = {
       ...process.env,
       ...this.req.env,
+      ...jobEnv,
       FRAY_JOB_ID: this.jobId,
       FRAY_REPLICA_INDEX: String(i),
       FRAY_REPLICA_COUNT: String(this.replicas.length),
-    }
-    if (!('command' in e)) {
-      const module = isAbsolute(e.module) ? pathToFileURL(e.module).href : e.module
-      env['FRAY_JOB_SPEC'] = JSON.stringify({ module, export: e.export, args: e.args })
     }
     const child = spawn(cmd, args, { cwd: this.req.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
     r.child = child

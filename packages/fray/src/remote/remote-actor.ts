@@ -80,7 +80,7 @@ export class RemoteActor implements ActorConnection {
         } catch {
           /* broken: the host is gone */
         }
-        const exit = await Promise.race([host.exited, new Promise<HostExit>((r) => setTimeout(() => r({ code: null, signal: null }), 2_000))])
+        const exit = await Promise.race([host.exited, new Promise<HostExit>((r) => setTimeout(() => r({ code: null, signal: null }), 10_000))])
         this.onDeath(gen, exit)
       })()
       host.exited.then((e) => this.onDeath(gen, e))
@@ -183,5 +183,6 @@ export class RemoteActor implements ActorConnection {
 }
 
 function describe(e: HostExit): string {
-  return e.signal ? `signal ${e.signal}` : `code ${e.code}`
+  const how = e.signal ? `signal ${e.signal}` : `code ${e.code}`
+  return e.error ? `${how}: ${e.error}` : how
 }

@@ -7,7 +7,8 @@ import { createRequire } from 'node:module'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { Resources } from '../resources.js'
 
-export type HostExit = { code: number | null; signal: string | null }
+/** How a host ended; `error` is the backend's explanation when it has one. */
+export type HostExit = { code: number | null; signal: string | null; error?: string }
 
 /** One started host process. */
 export type SpawnedHost = {
