@@ -179,6 +179,22 @@ describe('outputs', () => {
     expect(readdirSync(cacheDir, { recursive: true }).filter((f) => String(f).endsWith('.jsonl.gz'))).toHaveLength(2)
   })
 
+  test('a given scratch folder: the run uses and removes only its own subfolder', async () => {
+    const scratch = tempDir()
+    writeFileSync(join(scratch, 'keep.txt'), 'mine')
+    const seen: string[] = []
+    const r = await ctx.execute(
+      Dataset.fromList(nums, { numShards: 2 }).reshard(3).mapShard(async function* (rs) {
+        seen.push(...readdirSync(scratch))
+        for await (const x of rs) yield x
+      }),
+      { scratch },
+    )
+    expect(r.results).toHaveLength(100)
+    expect(seen.filter((n) => /^zephyr-[0-9a-f]{16}$/.test(n)).length).toBeGreaterThan(0)
+    expect(readdirSync(scratch)).toEqual(['keep.txt'])
+  })
+
   test('a glob that matches nothing is INPUT_NOT_FOUND', async () => {
     const dir = tempDir()
     await expect(ctx.execute(Dataset.fromFiles(join(dir, '*.jsonl')).loadJsonl())).rejects.toMatchObject({ code: 'INPUT_NOT_FOUND', message: expect.stringMatching(/no files match .*\*\.jsonl/) })

@@ -149,7 +149,8 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
   let stages = planned
   const maxAttempts = opts.maxAttempts ?? 3
   const last = stages[stages.length - 1]!
-  const scratch = opts.scratch ? { url: opts.scratch.endsWith('/') ? opts.scratch : `${opts.scratch}/`, persistent: true } : defaultScratch(stages)
+  // a run only ever deletes its own subfolder of a user-given scratch location
+  const scratch = opts.scratch ? { url: `${opts.scratch.replace(/\/+$/, '')}/zephyr-${planHash(stages)}/`, persistent: true } : defaultScratch(stages)
   const env: TaskEnv = { scratch: scratch.url, memoryBudget: opts.memoryBudget ?? 512 * 2 ** 20, spillRoot: opts.spillRoot, cacheDir: opts.cacheDir }
 
   // Which final shards must run: all, or (skipExisting) only the missing ones.
@@ -176,56 +177,61 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
   const scratchLoc = await locate(scratch.url)
   // Only a resume may reuse what an earlier run left in scratch.
   if (scratch.persistent && !opts.skipExisting && !nothingToDo) await removeScratch(scratch.url)
-  if (runner.remote && !nothingToDo) stages = [await materialize(stages[0]!, scratch.url), ...stages.slice(1)]
 
-  for (const planned of stages) {
-    let stage = planned
-    const c = counters[stage.index]!
-    const t0 = performance.now()
-    let shards = stage.index === last.index ? finalShards : Array.from({ length: stage.numShards }, (_, i) => i)
-    if (nothingToDo) shards = []
-    if (stage.index !== last.index && shards.length) {
-      // resume: a shard whose done marker exists already has committed buckets
-      const done = await Promise.all(shards.map((i) => scratchLoc.storage.exists(`${scratchLoc.path}${scratchPaths.done(stage.index, i)}`)))
-      c.shardsSkipped = done.filter(Boolean).length
-      shards = shards.filter((_, k) => !done[k])
-    } else if (stage.index !== last.index) c.shardsSkipped = stage.numShards
-    if (shards.length && stage.input.kind === 'shuffle') {
-      // read the previous stage's done markers once, not once per task
-      const attempts = await committedAttempts(scratchLoc.storage, scratchLoc.path, stage.index - 1, stages[stage.index - 1]!.numShards)
-      stage = { ...stage, input: { ...stage.input, attempts } }
-    }
-    const progress = new StageProgress(stage.index, stages.length, stage.name, shards.length, opts.progress)
-    await pool(shards, runner.concurrency, async (shard) => {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const r = await runner.run(stage, shard, env)
-          addTaskCounters(c, r.counters)
-          progress.shardDone(r.counters.recordsOut)
-          return
-        } catch (err) {
-          if (attempt >= maxAttempts || !retryable(err)) {
-            if (isZephyrError(err) && !err.retryable) throw err
-            throw new ZephyrError('TASK_FAILED', `stage ${stage.index} (${stage.name}) shard ${shard} failed ${attempt} time(s): ${(err as Error).message}; see the cause, fix it, and rerun with skipExisting to keep finished shards`, false, { cause: err })
-          }
-          c.retries++
-          log.warn({ stage: stage.index, shard, attempt, err }, 'task failed; retrying')
-        }
+  try {
+    if (runner.remote && !nothingToDo) stages = [await materialize(stages[0]!, scratch.url), ...stages.slice(1)]
+    for (const planned of stages) {
+      let stage = planned
+      const c = counters[stage.index]!
+      const t0 = performance.now()
+      let shards = stage.index === last.index ? finalShards : Array.from({ length: stage.numShards }, (_, i) => i)
+      if (nothingToDo) shards = []
+      if (stage.index !== last.index && shards.length) {
+        // resume: a shard whose done marker exists already has committed buckets
+        const done = await Promise.all(shards.map((i) => scratchLoc.storage.exists(`${scratchLoc.path}${scratchPaths.done(stage.index, i)}`)))
+        c.shardsSkipped = done.filter(Boolean).length
+        shards = shards.filter((_, k) => !done[k])
+      } else if (stage.index !== last.index) c.shardsSkipped = stage.numShards
+      if (shards.length && stage.input.kind === 'shuffle') {
+        // read the previous stage's done markers once, not once per task
+        const attempts = await committedAttempts(scratchLoc.storage, scratchLoc.path, stage.index - 1, stages[stage.index - 1]!.numShards)
+        stage = { ...stage, input: { ...stage.input, attempts } }
       }
-    })
-    c.timeMs = performance.now() - t0
-    progress.finish(c.timeMs)
-  }
-
-  const outputs = last.output.kind === 'write' ? Array.from({ length: last.numShards }, (_, i) => outputUrl(last, i)!) : []
-  let results: T[]
-  if (last.output.kind === 'collect') {
-    results = []
-    for (let i = 0; i < last.numShards; i++) {
-      const stream = await scratchLoc.storage.readStream(`${scratchLoc.path}${scratchPaths.collected(last.index, i)}`)
-      for await (const frames of decodeFrames(stream)) for (const f of frames) results.push(f.value as T)
+      const progress = new StageProgress(stage.index, stages.length, stage.name, shards.length, opts.progress)
+      await pool(shards, runner.concurrency, async (shard) => {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            const r = await runner.run(stage, shard, env)
+            addTaskCounters(c, r.counters)
+            progress.shardDone(r.counters.recordsOut)
+            return
+          } catch (err) {
+            if (attempt >= maxAttempts || !retryable(err)) {
+              if (isZephyrError(err) && !err.retryable) throw err
+              throw new ZephyrError('TASK_FAILED', `stage ${stage.index} (${stage.name}) shard ${shard} failed ${attempt} time(s): ${(err as Error).message}; see the cause, fix it, and rerun with skipExisting to keep finished shards`, false, { cause: err })
+            }
+            c.retries++
+            log.warn({ stage: stage.index, shard, attempt, err }, 'task failed; retrying')
+          }
+        }
+      })
+      c.timeMs = performance.now() - t0
+      progress.finish(c.timeMs)
     }
-  } else results = outputs as T[]
-  if (!nothingToDo || !scratch.persistent) await removeScratch(scratch.url)
-  return { outputs, results, counters }
+
+    const outputs = last.output.kind === 'write' ? Array.from({ length: last.numShards }, (_, i) => outputUrl(last, i)!) : []
+    let results: T[]
+    if (last.output.kind === 'collect') {
+      results = []
+      for (let i = 0; i < last.numShards; i++) {
+        const stream = await scratchLoc.storage.readStream(`${scratchLoc.path}${scratchPaths.collected(last.index, i)}`)
+        for await (const frames of decodeFrames(stream)) for (const f of frames) results.push(f.value as T)
+      }
+    } else results = outputs as T[]
+    if (!nothingToDo && scratch.persistent) await removeScratch(scratch.url)
+    return { outputs, results, counters }
+  } finally {
+    // a temp scratch folder goes either way; a persistent one stays after a failure, for resume
+    if (!scratch.persistent) await removeScratch(scratch.url).catch(() => {})
+  }
 }
