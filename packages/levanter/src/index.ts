@@ -12,3 +12,49 @@ export { registerLevanterKernels, unregisterLevanterKernels } from './kernels/re
 // Errors
 export { LEVANTER_ERROR_CODES, LevanterError, isLevanterError } from './errors.js'
 export type { LevanterErrorCode } from './errors.js'
+
+// Models
+export { Gpt2Config, LlamaConfig, ModelConfig, llamaHidden } from './models/config.js'
+export type { Gpt2ConfigInput, LlamaConfigInput, ModelConfigInput } from './models/config.js'
+export { CausalLM, Gpt2LM, LlamaLM, createModel } from './models/lm.js'
+export { KvCache } from './models/kv-cache.js'
+export type { LayerKv } from './models/kv-cache.js'
+export type { ParamSpec } from './models/param-spec.js'
+export { maskedCrossEntropy } from './loss.js'
+
+// Data
+export { Dataset } from './data/dataset.js'
+export type { DatasetOptions } from './data/dataset.js'
+export { InMemoryTokenSource } from './data/token-source.js'
+export type { TokenSource } from './data/token-source.js'
+export { maskCount, sliceBatch } from './data/batch.js'
+export type { Batch } from './data/batch.js'
+
+// Optimization and training
+export { AdamW, AdamWConfig, globalNorm } from './optim/adamw.js'
+export type { AdamWConfigInput } from './optim/adamw.js'
+export { LrSchedule, learningRateAt } from './optim/schedule.js'
+export type { LrScheduleInput } from './optim/schedule.js'
+export { computeGrads } from './train-step.js'
+export type { Grads } from './train-step.js'
+export { LocalEngine } from './engine.js'
+export type { Engine, StepResult, TrainTensors } from './engine.js'
+export { Trainer, TrainerConfig } from './trainer.js'
+export type { Hook, StepInfo, TrainerConfigInput, TrainerExtras } from './trainer.js'
+export { Pipeline } from './pipeline.js'
+export type { PipelineOptions, RunResult } from './pipeline.js'
+export { ConsoleTracker, JsonlTracker, MemoryTracker } from './trackers.js'
+export type { Tracker } from './trackers.js'
+export { DataParallelEngine } from './parallel/data-parallel.js'
+
+// Checkpoints
+export { Checkpointer } from './checkpoint/checkpointer.js'
+export type { CheckpointManifest, CheckpointerOptions } from './checkpoint/checkpointer.js'
+export { decodeSafetensors, encodeSafetensors } from './checkpoint/safetensors.js'
+export type { SafeTensor } from './checkpoint/safetensors.js'
+export { exportHf, importHf } from './checkpoint/hf.js'
+
+// Generation
+export { generate, sampleToken, score } from './generate.js'
+export type { GenerateOptions, Generation } from './generate.js'
+export { Rng, seedFor } from './rng.js'

@@ -63,9 +63,9 @@ export class Replica {
     return { weights: await this.#model!.weights(), optimizer: await this.#opt!.state(), count: this.#opt!.count }
   }
 
-  /** Live tensors in this replica (leak checks). */
-  memory(): { numTensors: number; numBytes: number } {
+  /** Live tensors in this replica (leak checks) and its peak resident memory. */
+  memory(): { numTensors: number; numBytes: number; peakRssMiB: number } {
     const m = tf.memory()
-    return { numTensors: m.numTensors, numBytes: m.numBytes }
+    return { numTensors: m.numTensors, numBytes: m.numBytes, peakRssMiB: process.resourceUsage().maxRSS / 1024 }
   }
 }

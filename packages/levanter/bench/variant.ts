@@ -1,0 +1,71 @@
+/**
+ * One benchmark variant in its own process (so peak RSS is its own). Prints one JSON line:
+ * { tokensPerSec, flopsPerSec, peakRssMiB, ... }. Variants: stock, levanter, levanter-dp2, generate.
+ */
+import * as tf from '@tensorflow/tfjs'
+import { initBackend } from '../src/backend.js'
+import { Dataset } from '../src/data/dataset.js'
+import { generate } from '../src/generate.js'
+import { unregisterLevanterKernels } from '../src/kernels/register.js'
+import { Gpt2LM } from '../src/models/lm.js'
+import { DataParallelEngine } from '../src/parallel/data-parallel.js'
+import { Pipeline } from '../src/pipeline.js'
+import { MemoryTracker } from '../src/trackers.js'
+import { Trainer } from '../src/trainer.js'
+import { stockTrainStep } from './stock-gpt2.js'
+
+export const REFERENCE = { vocabSize: 512, seqLen: 128, dModel: 256, nLayers: 4, nHeads: 4 }
+const BATCH = 16
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+const rssMiB = () => process.resourceUsage().maxRSS / 1024
+
+const variant = process.argv[2]
+const steps = Number(process.argv[3] ?? 3)
+const info = await initBackend()
+const model = new Gpt2LM(REFERENCE, 0)
+const flopsPerToken = model.flopsPerToken(REFERENCE.seqLen)
+const tokens = Array.from({ length: 200_000 }, (_, i) => (i * 7919 + (i >> 7)) % 512)
+const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
+const out: Record<string, unknown> = { variant, backend: info.name, simd: info.simd }
+
+if (variant === 'stock') {
+  unregisterLevanterKernels()
+  const step = stockTrainStep(model, tf.train.adam(1e-3, 0.9, 0.95))
+  const times: number[] = []
+  for (let s = 0; s <= steps; s++) {
+    const b = await dataset.trainBatch(s, BATCH, REFERENCE.seqLen, 0)
+    const ids = tf.tensor2d(b.inputs, [BATCH, REFERENCE.seqLen], 'int32'), tg = tf.tensor2d(b.targets, [BATCH, REFERENCE.seqLen], 'int32')
+    const t = performance.now()
+    step(ids, tg)
+    if (s > 0) times.push((performance.now() - t) / 1000) // step 0 warms up
+    tf.dispose([ids, tg])
+  }
+  out.tokensPerSec = (BATCH * REFERENCE.seqLen) / median(times)
+} else if (variant === 'levanter' || variant === 'levanter-dp2') {
+  const tps: number[] = []
+  const trainer = new Trainer(
+    { learningRate: 1e-3, batchSize: BATCH, ...(variant === 'levanter-dp2' ? { mesh: { data: 2 } } : {}) },
+    { trackers: [new MemoryTracker()], hooks: [{ every: 1, run: (i) => void tps.push(i.tokensPerSec) }] },
+  )
+  const pipeline = new Pipeline({ dataset, model, trainer, maxSteps: steps + 1 })
+  trainer.addHook(steps + 1, async () => {
+    if (pipeline.engine instanceof DataParallelEngine) out.replicaPeakRssMiB = Math.max(...(await pipeline.engine.group.broadcast.memory()).map((m) => m.peakRssMiB))
+  })
+  await pipeline.run()
+  out.tokensPerSec = median(tps.slice(1))
+} else if (variant === 'generate') {
+  const prompt = Array.from({ length: 16 }, (_, i) => i)
+  for (const useCache of [true, false]) {
+    generate(model, prompt, { maxNewTokens: 4, useCache, temperature: 0 })
+    const t = performance.now()
+    const g = generate(model, prompt, { maxNewTokens: 64, useCache, temperature: 0 })
+    out[useCache ? 'cachedTokensPerSec' : 'uncachedTokensPerSec'] = g.tokens.length / ((performance.now() - t) / 1000)
+  }
+} else {
+  console.error(`usage: variant.ts stock|levanter|levanter-dp2|generate [steps]`)
+  process.exit(2)
+}
+if (typeof out.tokensPerSec === 'number') out.flopsPerSec = out.tokensPerSec * flopsPerToken
+out.peakRssMiB = rssMiB()
+console.log(JSON.stringify(out))
+process.exit(0)
