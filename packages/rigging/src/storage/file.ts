@@ -145,19 +145,24 @@ export class FileStorage implements Storage {
 
   /** fsync the staged data, then (under the object lock) check the condition and make it visible. */
   private async commit(s: Staged, condition: WriteCondition | undefined): Promise<ObjectInfo> {
+    const check = (cur: BigIntStats | undefined) => {
+      if (condition && 'ifAbsent' in condition && cur) throw this.conditionFailed(s.rel, 'already exists (write with ifAbsent)')
+      if (condition && 'ifGeneration' in condition) {
+        const have = cur ? generationOf(cur) : '(absent)'
+        if (have !== condition.ifGeneration) {
+          throw this.conditionFailed(s.rel, `is at generation ${have}, not ${condition.ifGeneration}; re-read it and retry`)
+        }
+      }
+    }
     try {
+      // A write that has already lost its race fails here, before paying for fsync and the lock.
+      if (condition) check(await statFile(s.target))
       await s.fh.sync()
       return await withFileLock(
         s.target,
         async () => {
           const cur = await statFile(s.target)
-          if (condition && 'ifAbsent' in condition && cur) throw this.conditionFailed(s.rel, 'already exists (write with ifAbsent)')
-          if (condition && 'ifGeneration' in condition) {
-            const have = cur ? generationOf(cur) : '(absent)'
-            if (have !== condition.ifGeneration) {
-              throw this.conditionFailed(s.rel, `is at generation ${have}, not ${condition.ifGeneration}; re-read it and retry`)
-            }
-          }
+          check(cur)
           // The new generation must differ from every earlier one of this object.
           const st = await stampGeneration(s.fh, cur)
           s.closed = true
