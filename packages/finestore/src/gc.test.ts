@@ -68,7 +68,7 @@ describe.each(BACKENDS)('gc on %s', (backend) => {
     expect(await listed(store, 'tmp/')).toEqual([])
   })
 
-  test('a commit that dedups against an orphan while gc removes it still lands complete', async () => {
+  test.each(['bytes', 'stream'] as const)('a commit that dedups (%s) against an orphan while gc removes it still lands complete', async (source) => {
     // A store whose gc pauses after reading pins and before reading manifests:
     // exactly the window in which a transaction can find a blob that gc is about to remove.
     const { dir, cleanup } = tempDir()
@@ -84,7 +84,15 @@ describe.each(BACKENDS)('gc on %s', (backend) => {
     const gc = store.gc({ graceMs: 0 })
     await gate.reached
     // gc has listed the orphan and read the (empty) pins; now the transaction finds it by dedup.
-    const staged = await txn.put('f', 'shared content')
+    const staged = await txn.put(
+      'f',
+      source === 'bytes'
+        ? 'shared content'
+        : (async function* () {
+            yield Buffer.from('shared ')
+            yield Buffer.from('content')
+          })(),
+    )
     expect(staged.blob).toBe(orphan.hash)
     let committed = false
     const commit = txn.commit().then((r) => {

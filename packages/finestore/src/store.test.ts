@@ -111,6 +111,18 @@ describe.each(BACKENDS)('store on %s', (backend) => {
     await expect(txn.commit()).rejects.toMatchObject({ code: 'TXN_CLOSED' })
   })
 
+  test('putBlob stages a stored blob under a new path; an unknown one is NOT_FOUND', async () => {
+    t = await newStore(backend)
+    const { store } = t
+    const a = await store.commit('datasets/src', async (txn) => void (await txn.put('x', 'reuse me')))
+    const txn = await store.begin('datasets/dst', { lineage: [a.ref] })
+    await txn.putBlob('renamed', { hash: a.manifest.files.x!.blob, size: 8 })
+    await expect(txn.putBlob('nope', { hash: 'f'.repeat(64), size: 1 })).rejects.toMatchObject({ code: 'NOT_FOUND' })
+    const c = await txn.commit()
+    expect(c.manifest.files).toEqual({ renamed: a.manifest.files.x })
+    expect(await (await store.open(c.ref)).readText('renamed')).toBe('reuse me')
+  })
+
   test('inherit starts from HEAD files; remove drops one', async () => {
     t = await newStore(backend)
     const { store } = t
