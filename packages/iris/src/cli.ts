@@ -74,7 +74,7 @@ function parseEnv(pairs: readonly string[]): Record<string, string> {
   return env
 }
 
-function submitCommand(name: string, io: CliIo, run: (fn: () => Promise<void>) => Promise<void>): Command {
+function submitCommand(name: string, io: CliIo, run: (fn: () => Promise<void>) => Promise<void>, exit: { code: number }): Command {
   return withConnection(new Command(name), io)
     .description('submit a job; prints its id')
     .requiredOption('--job-name <name>', 'job name (the id is the name plus a suffix)')
@@ -109,7 +109,7 @@ function submitCommand(name: string, io: CliIo, run: (fn: () => Promise<void>) =
           if (o.wait) {
             const job = await client.wait(jobId)
             io.err(`${jobId}: ${job.state}${job.error ? `: ${job.error}` : ''}`)
-            if (job.state !== 'SUCCEEDED') process.exitCode = job.exitCode && job.exitCode > 0 ? job.exitCode : 1
+            if (job.state !== 'SUCCEEDED') exit.code = job.exitCode && job.exitCode > 0 ? job.exitCode : 1
           }
         } finally {
           client.close()
@@ -199,14 +199,14 @@ function killCommand(name: string, io: CliIo, run: (fn: () => Promise<void>) => 
 }
 
 /** Builds the program. Exposed so tests can check every flag that infra/ uses. */
-export function buildProgram(io: CliIo, run: (fn: () => Promise<void>) => Promise<void> = (fn) => fn()): Command {
+export function buildProgram(io: CliIo, run: (fn: () => Promise<void>) => Promise<void> = (fn) => fn(), exit: { code: number } = { code: 0 }): Command {
   const program = new Command('iris')
     .description('iris: run jobs on a cluster of workers')
     .version(pkg.version)
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
     .showHelpAfterError(false)
-  program.addCommand(submitCommand('submit', io, run))
+  program.addCommand(submitCommand('submit', io, run, exit))
   program.addCommand(statusCommand('status', io, run))
   program.addCommand(listCommand('list', io, run))
   program.addCommand(logsCommand('logs', io, run))
@@ -228,7 +228,7 @@ export function buildProgram(io: CliIo, run: (fn: () => Promise<void>) => Promis
       ),
   )
   const job = new Command('job').description('the same commands under the names of Python iris')
-  job.addCommand(submitCommand('run', io, run))
+  job.addCommand(submitCommand('run', io, run, exit))
   job.addCommand(logsCommand('logs', io, run))
   job.addCommand(killCommand('stop', io, run))
   job.addCommand(statusCommand('status', io, run))
@@ -352,7 +352,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       failure = e
     }
   }
-  const program = buildProgram(io, run)
+  const exit = { code: 0 }
+  const program = buildProgram(io, run, exit)
   try {
     await program.parseAsync([...argv], { from: 'user' })
   } catch (e) {
@@ -362,7 +363,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     }
     failure = e
   }
-  if (failure === undefined) return typeof process.exitCode === 'number' ? process.exitCode : 0
+  if (failure === undefined) return exit.code
   if (failure instanceof UsageError || (isIrisError(failure) && USAGE_CODES.has(failure.code))) {
     io.err(`iris: ${(failure as Error).message}`)
     return 2

@@ -77,6 +77,17 @@ describe('controller with in-process workers', () => {
     expect(job.error).toMatch(/gpu 8 > 0/)
   })
 
+  test('a request that can never fit is UNSCHEDULABLE even far behind the head of the queue', async () => {
+    await startWorker('w1', { cpu: 1, memory: 2 ** 30, gpu: 0 })
+    const blocker = controller.submit(spec({ resources: 'cpu=1,memory=64M', command: ['sleep', '30'] }))
+    while (controller.getJob(blocker).state !== 'RUNNING') await new Promise((r) => setTimeout(r, 20))
+    for (let i = 0; i < 600; i++) controller.submit(spec({ resources: 'cpu=1,memory=64M', command: ['true'] }))
+    const greedy = controller.submit(spec({ resources: 'cpu=1,memory=64M,gpu=8', command: ['true'] }))
+    const job = await controller.waitForJob(greedy)
+    expect(job.state).toBe('UNSCHEDULABLE')
+    expect(controller.listJobs({ states: ['PENDING'] })).toHaveLength(600)
+  })
+
   test('an image job is refused when no docker engine answers', async () => {
     const w = new Worker({ link: inProcessLink(controller), controllerAddress: 'x', workDir: join(dir, 'wd'), workerId: 'nodocker', dockerBinary: '/nonexistent/docker', retryDelayMs: 50 })
     await w.start()

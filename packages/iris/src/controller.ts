@@ -13,11 +13,14 @@ import type { JobSpec } from './job-spec.js'
 import type { AttemptReport, LogInput, TaskAssignment } from './protocol.js'
 import type { AttemptStatus, JobStatus, LogLine, WorkerStatus } from './records.js'
 import { addResources, subtractResources, type Resources } from './resources.js'
-import { schedule, type PendingTask, type WorkerView } from './scheduler.js'
+import { neverFitsReason, schedule, type PendingTask, type Unschedulable, type WorkerView } from './scheduler.js'
 import { StateStore, type Transition } from './state-store.js'
 import { isFinalAttemptState, isFinalJobState, type JobState } from './states.js'
 
 const log = logger('iris')
+
+/** How many tasks at the head of the queue one scheduling pass considers for placement. */
+const SCHEDULE_WINDOW = 512
 
 export type ControllerOptions = {
   /** The SQLite state file; `:memory:` for a throwaway controller. */
@@ -159,6 +162,7 @@ export class Controller {
     this.store.upsertWorker({ workerId: req.workerId, address: req.address, resources: req.resources, docker: req.docker, ...(req.dockerReason ? { dockerReason: req.dockerReason } : {}) })
     this.lastSeen.set(req.workerId, Date.now())
     log.info({ workerId: req.workerId, resources: req.resources, docker: req.docker }, 'worker registered')
+    this.checkedSeq = 0
     this.applyReports(req.workerId, req.attempts)
     this.requestSchedule()
     return { heartbeatMs: this.heartbeatMs, workerTimeoutMs: this.workerTimeoutMs, controller: this.address }
@@ -332,9 +336,15 @@ export class Controller {
     })
   }
 
+  /** Tasks of jobs up to this sequence were checked for fit-ever against the current workers. */
+  private checkedSeq = 0
+
+  // Only the head of the queue can be placed, so a pass reads a window of it; the
+  // fit-ever check is needed once per task per set of workers, so only new jobs get it.
   private runSchedule(): void {
-    const pending = this.store.pendingTasks()
-    if (pending.length === 0) return
+    const window = this.store.pendingTasks({ limit: SCHEDULE_WINDOW })
+    const fresh = this.store.pendingTasks({ afterSeq: this.checkedSeq })
+    if (window.length === 0 && fresh.length === 0) return
     const alive = this.store.listWorkers('ALIVE').filter((w) => this.lastSeen.has(w.workerId))
     const used = new Map<string, Resources>()
     for (const a of this.store.activeAttempts()) used.set(a.workerId, addResources(used.get(a.workerId) ?? { cpu: 0, memory: 0, gpu: 0 }, a.resources))
@@ -345,20 +355,30 @@ export class Controller {
       docker: w.docker,
       ...(w.dockerReason ? { dockerReason: w.dockerReason } : {}),
     }))
-    const tasks: PendingTask[] = pending.map((p) => ({
+    const toTask = (p: (typeof window)[number]): PendingTask => ({
       jobId: p.jobId,
       taskIndex: p.taskIndex,
       priority: p.spec.priority,
       submitSeq: p.seq,
       resources: p.spec.resources,
       needsDocker: p.spec.image !== undefined,
-    }))
+    })
+    const tasks = window.map(toTask)
+    const inWindow = new Set(window.map((p) => `${p.jobId}/${p.taskIndex}`))
+    const extra: Unschedulable[] = []
+    for (const p of fresh) {
+      if (inWindow.has(`${p.jobId}/${p.taskIndex}`)) continue
+      const reason = neverFitsReason(toTask(p), workers)
+      if (reason !== undefined) extra.push({ jobId: p.jobId, taskIndex: p.taskIndex, reason })
+    }
+    // With no worker nothing was decided; check again once workers come.
+    if (workers.length > 0) for (const p of fresh) this.checkedSeq = Math.max(this.checkedSeq, p.seq)
     const decision = schedule({ pending: tasks, workers })
     const woken = new Set<string>()
     for (const a of decision.assign) {
       if (this.store.assign(a.jobId, a.taskIndex, a.workerId)) woken.add(a.workerId)
     }
-    for (const u of decision.unschedulable) {
+    for (const u of [...decision.unschedulable, ...extra]) {
       const t = this.store.markUnschedulable(u.jobId, u.taskIndex, u.reason)
       if (t) {
         log.warn({ jobId: u.jobId, taskIndex: u.taskIndex, reason: u.reason }, 'task unschedulable')
@@ -378,6 +398,8 @@ export class Controller {
 
   private loseWorker(workerId: string, reason: string): void {
     this.lastSeen.delete(workerId)
+    // Less capacity: pending tasks that fit before may fit nowhere now.
+    this.checkedSeq = 0
     log.warn({ workerId, reason }, 'worker lost')
     for (const t of this.store.markWorkerLost(workerId, reason)) this.afterTransition(t)
     this.wake(workerId)

@@ -125,10 +125,16 @@ export class StateStore {
     return spec
   }
 
-  /** Pending tasks with what the scheduler needs to know about their jobs. */
-  pendingTasks(): { jobId: string; taskIndex: number; seq: number; spec: JobSpec }[] {
-    const rows = this.stmt(`SELECT t.job_id, t.task_index, j.seq FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' ORDER BY j.seq, t.task_index`)
-      .all() as Row[]
+  /**
+   * Pending tasks in the order the scheduler considers them (band, then submit
+   * order, then task index): the first `limit`, or those of jobs after `afterSeq`.
+   */
+  pendingTasks(opts: { limit?: number; afterSeq?: number } = {}): { jobId: string; taskIndex: number; seq: number; spec: JobSpec }[] {
+    const rows = this.stmt(
+      `SELECT t.job_id, t.task_index, j.seq FROM tasks t JOIN jobs j ON j.job_id = t.job_id
+       WHERE t.state = 'PENDING' AND j.seq > @afterSeq
+       ORDER BY CASE j.priority WHEN 'production' THEN 0 WHEN 'interactive' THEN 1 ELSE 2 END, j.seq, t.task_index LIMIT @limit`,
+    ).all({ afterSeq: opts.afterSeq ?? 0, limit: opts.limit ?? -1 }) as Row[]
     return rows.map((r) => ({ jobId: String(r.job_id), taskIndex: Number(r.task_index), seq: Number(r.seq), spec: this.specOf(String(r.job_id)) }))
   }
 

@@ -5,6 +5,7 @@
  * output lines. Reports are retried until the controller takes them, so a
  * controller restart loses nothing the worker saw.
  */
+import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { availableParallelism, hostname, totalmem } from 'node:os'
@@ -58,6 +59,8 @@ type Held = {
   at: number
   handle?: TaskHandle
   killRequested: boolean
+  /** Name of the docker container running the attempt, if it has an image. */
+  container?: string
   /** Killed because this worker is stopping: the controller retries it elsewhere. */
   shutdown?: boolean
   lineNo: number
@@ -193,11 +196,18 @@ export class Worker {
     if (!h || isFinalAttemptState(h.state)) return
     h.killRequested = true
     if (h.handle) h.handle.kill(this.opts.killGraceMs ?? 10_000)
+    // A container may outlive its `docker run` client: stop it by name after the grace period too.
+    if (h.container) {
+      const name = h.container
+      setTimeout(() => execFile(this.opts.dockerBinary ?? 'docker', ['kill', name], () => {}), this.opts.killGraceMs ?? 10_000).unref()
+    }
   }
 
   private startAttempt(a: TaskAssignment): void {
     if (this.held.has(a.attemptId) || this.seen.has(a.attemptId)) return
     this.seen.add(a.attemptId)
+    // Remember recent attempt ids only: the controller never resends an attempt it has seen finish.
+    if (this.seen.size > 100_000) this.seen.delete(this.seen.values().next().value!)
     const h: Held = { assignment: a, state: 'ASSIGNED', at: Date.now(), killRequested: false, lineNo: 0 }
     this.held.set(a.attemptId, h)
     this.launch(h).catch((err: unknown) => this.finish(h, { state: 'FAILED', error: `worker could not start the task: ${(err as Error).message}` }))
@@ -239,7 +249,8 @@ export class Worker {
     if (a.spec.image !== undefined) {
       const inner = Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('IRIS_') || k in a.spec.env))
       inner.IRIS_TASK_DIR = '/workspace'
-      command = dockerRunArgs({ ...(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {}), image: a.spec.image, name: `iris-${a.attemptId.replace(/[^A-Za-z0-9_.-]/g, '-')}`, workDir: work, env: inner, command, gpu: a.spec.resources.gpu })
+      h.container = `iris-${a.attemptId.replace(/[^A-Za-z0-9_.-]/g, '-')}`
+      command = dockerRunArgs({ ...(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {}), image: a.spec.image, name: h.container, workDir: work, env: inner, command, gpu: a.spec.resources.gpu })
     }
     writeFileSync(join(dir, 'attempt.json'), JSON.stringify({ attemptId: a.attemptId, command, startedAt: Date.now() }))
     h.handle = runTask({
