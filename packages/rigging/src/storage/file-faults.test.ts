@@ -31,12 +31,16 @@ describe('a crash in the middle of an atomic write', () => {
     const { generation } = await s.write('big.bin', 'old content')
     const child = spawnFixture('slow-writer.ts', [`file://${d}`, 'big.bin'])
     const done = exited(child)
-    await printed(child, 'midway')
-    // The write is really under way: its temp file already holds megabytes.
-    const temps = readdirSync(d).filter((n) => n.includes('.rigging-tmp-'))
-    expect(temps).toHaveLength(1)
-    expect(statSync(join(d, temps[0]!)).size).toBeGreaterThanOrEqual(8 << 20)
-    child.kill('SIGKILL')
+    let temps: string[]
+    try {
+      await printed(child, 'midway')
+      // The write is really under way: its temp file already holds megabytes.
+      temps = readdirSync(d).filter((n) => n.includes('.rigging-tmp-'))
+      expect(temps).toHaveLength(1)
+      expect(statSync(join(d, temps[0]!)).size).toBeGreaterThanOrEqual(8 << 20)
+    } finally {
+      child.kill('SIGKILL')
+    }
     expect((await done).signal).toBe('SIGKILL')
 
     expect(await s.readText('big.bin')).toBe('old content')
