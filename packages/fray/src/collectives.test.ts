@@ -37,7 +37,6 @@ function f64Sums(parts: Float32Array[]): { exact: Float64Array; scale: Float64Ar
 const MODES = [
   { mode: 'process' as const, sizes: [1e3, 1e5 + 3, 1e6, 1e7] },
   { mode: 'inline' as const, sizes: [3, 1e3, 1e5 + 3] },
-  { mode: 'grpc' as const, sizes: [1e3, 1e6] },
   { mode: 'iris' as const, sizes: [1e3, 1e6] },
 ]
 

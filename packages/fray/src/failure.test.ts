@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, test } from 'vitest'
+import { afterAll, describe, expect, test } from 'vitest'
 import { actorClass } from './actor.js'
 import { ActorDiedError } from './errors.js'
 import type { Counter } from './fixtures/counter.js'
@@ -7,16 +7,19 @@ import { type Mode, openClient, type Opened } from './fixtures/backends.js'
 
 const CounterClass = actorClass<typeof Counter>(new URL('./fixtures/counter.ts', import.meta.url), 'Counter')
 const opened: Opened[] = []
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((o) => o.close()))
-})
-async function client(mode: Mode): Promise<Client> {
+async function open(mode: Mode): Promise<Client> {
   const o = await openClient(mode)
   opened.push(o)
   return o.client
 }
 
 describe.each(['process', 'grpc', 'iris'] as const)('an actor process killed with SIGKILL (%s mode)', (mode) => {
+  let shared: Promise<Client> | null = null
+  const client = (_mode: Mode) => (shared ??= open(mode))
+  afterAll(async () => {
+    await Promise.all(opened.splice(0).map((o) => o.close()))
+  })
+
   test('rejects every pending call with ActorDiedError carrying the signal; later calls too', async () => {
     const c = await (await client(mode)).createActor(CounterClass, [0], { name: 'victim' })
     const pid = c.$actor.pid()!
@@ -72,11 +75,16 @@ describe.each(['process', 'grpc', 'iris'] as const)('an actor process killed wit
 })
 
 describe('inline mode simulates death the same way', () => {
+  afterAll(async () => {
+    await Promise.all(opened.splice(0).map((o) => o.close()))
+  })
+  const client = open
+
   test('kill rejects pending calls and honours maxRestarts', async () => {
     const c = await (await client('inline')).createActor(CounterClass, [7], { maxRestarts: 1 })
     await c.add(1)
     const pending = c.slow(10_000)
-    process.kill(c.$actor.pid()!, 'SIGKILL')
+    c.$actor.kill('SIGKILL')
     await expect(pending).rejects.toMatchObject({ code: 'ACTOR_DIED', signal: 'SIGKILL' })
     expect(await c.get()).toBe(7)
     c.$actor.kill()
