@@ -13,6 +13,8 @@ export type ObjectInfo = {
   /**
    * Opaque token that changes on every write of the object. Pass it back in
    * `{ ifGeneration }` to replace the object only if nobody wrote it since.
+   * (On `s3://` it is the ETag, which stays the same when the exact same bytes
+   * are written again; `file://`, `memory://` and `gs://` change it on every write.)
    */
   readonly generation: string
 }
