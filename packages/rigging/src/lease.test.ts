@@ -3,11 +3,11 @@ import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, test } from 'vitest'
-import { isRiggingError } from './errors.js'
+import { RiggingError, isRiggingError } from './errors.js'
 import { Lease, readLease, releaseLease } from './lease.js'
 import { exited, spawnFixture } from './storage/fixtures/spawn.js'
 import { openStorage } from './storage/open-storage.js'
-import type { Storage } from './storage/types.js'
+import type { Storage, WriteOptions } from './storage/types.js'
 
 const dirs: string[] = []
 afterAll(async () => {
@@ -132,6 +132,28 @@ describe.each([
     expect(a.lost.aborted).toBe(true)
     expect(a.lost.reason).toBe(err)
     expect((await readLease(s, 'l'))?.record?.owner).toBe('bob')
+  })
+
+  test('keepAlive reports LEASE_LOST when renewals keep failing until the lease expires', async () => {
+    const inner = await open()
+    let broken = false
+    // The same storage, with writes failing on demand (a disk or network outage).
+    const s: Storage = Object.assign(Object.create(inner) as Storage, {
+      write: (path: string, data: Uint8Array | string, opts?: WriteOptions) => {
+        if (broken) return Promise.reject(new RiggingError('STORAGE_IO', `storage ${inner.url}: cannot write ${path}: outage`))
+        return inner.write(path, data, opts)
+      },
+    })
+    const c = clock()
+    const a = await Lease.acquire(s, 'l', { ttlMs: 1000, owner: 'alice', now: c.now })
+    broken = true
+    const lost = new Promise<unknown>((resolve) => a.keepAlive({ intervalMs: 5, onLost: resolve }))
+    await new Promise((r) => setTimeout(r, 30)) // a few failed renewals, still within the TTL
+    expect(a.lost.aborted).toBe(false)
+    c.t += 1001
+    const err = await lost
+    expect(isRiggingError(err, 'LEASE_LOST')).toBe(true)
+    expect((err as Error).message).toMatch(/renewal kept failing until it expired .*outage/)
   })
 
   test('ttlMs must be positive', async () => {
