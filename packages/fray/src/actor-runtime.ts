@@ -79,9 +79,11 @@ export class ActorRuntime {
     switch (op) {
       case 'mesh.listen': {
         const { meshId, host } = arg as { meshId: string; host?: string }
-        const peers = await Peers.listen(host)
+        // A hosted actor listens where its host was told to and gives out the address others can reach.
+        const peers = await Peers.listen(host ?? process.env['FRAY_LISTEN_HOST'])
         this.pendingPeers.set(meshId, peers)
-        return peers.address()
+        const addr = peers.address()
+        return host === undefined && process.env['FRAY_ADVERTISE_HOST'] ? { ...addr, host: process.env['FRAY_ADVERTISE_HOST'] } : addr
       }
       case 'mesh.join': {
         const j = arg as MeshJoin

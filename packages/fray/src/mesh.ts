@@ -21,7 +21,7 @@ import type { PeerAddress } from './collective/peers.js'
 import { coordsOf, type MeshAxes, type MeshAxesInput, resolveAxes } from './mesh-axes.js'
 
 export type MeshOptions = {
-  /** Interface the members listen on. @default '127.0.0.1' */
+  /** Interface the members listen on. @default a hosted actor's FRAY_LISTEN_HOST, else '127.0.0.1' */
   host?: string
 }
 
@@ -38,7 +38,7 @@ export class Mesh<T> {
     await group.waitReady()
     const id = randomUUID()
     const conns = group.members.map((m) => connectionOf(m))
-    const peers = (await Promise.all(conns.map((c) => c.control('mesh.listen', { meshId: id, host: opts.host })))) as PeerAddress[]
+    const peers = (await Promise.all(conns.map((c) => c.control('mesh.listen', opts.host === undefined ? { meshId: id } : { meshId: id, host: opts.host })))) as PeerAddress[]
     await Promise.all(conns.map((c, rank) => c.control('mesh.join', { meshId: id, rank, axes: resolved, peers } satisfies MeshJoin)))
     logger('fray').debug({ meshId: id, axes: Object.fromEntries(resolved) }, 'mesh linked')
     return new Mesh(id, group, resolved)

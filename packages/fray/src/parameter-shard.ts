@@ -23,7 +23,7 @@ export class ParameterShard {
   }
 
   /** Opens the shard's socket (once) and returns where replicas connect. */
-  async address(host = '127.0.0.1'): Promise<{ host: string; port: number }> {
+  async address(host = process.env['FRAY_LISTEN_HOST'] ?? '127.0.0.1'): Promise<{ host: string; port: number }> {
     if (!this.server) {
       const server = net.createServer((s) => this.serve(s))
       await new Promise<void>((res, rej) => {
@@ -33,7 +33,7 @@ export class ParameterShard {
       this.server = server
     }
     const a = this.server.address() as net.AddressInfo
-    return { host: a.address, port: a.port }
+    return { host: process.env['FRAY_ADVERTISE_HOST'] ?? a.address, port: a.port }
   }
 
   private serve(s: net.Socket): void {

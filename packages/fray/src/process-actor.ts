@@ -15,6 +15,7 @@ import type { ActorConnection, ActorStatus, CallOptions } from './actor.js'
 import type { ActorOptions } from './actor-options.js'
 import type { ActorSpec } from './actor-runtime.js'
 import { ActorDiedError, FrayError } from './errors.js'
+import { actorDeaths, actorRestarts } from './internal/telemetry.js'
 import { PendingCalls } from './internal/pending.js'
 import { errorFromPayload, type FromWorker, MSG, type ToWorker } from './internal/wire.js'
 
@@ -31,7 +32,7 @@ function workerExecArgv(): string[] {
 export class ProcessActor implements ActorConnection {
   private child: ChildProcess | null = null
   private state: ActorStatus = 'starting'
-  private readonly pending = new PendingCalls()
+  private readonly pending = new PendingCalls(() => this.hold(false))
   private readyPromise: Promise<void>
   private restartCount = 0
   private stopping = false
@@ -127,6 +128,7 @@ export class ProcessActor implements ActorConnection {
     this.child = null
     const died = new ActorDiedError(this.name, code, signal)
     if (!this.stopping) log.warn({ actor: this.name, exitCode: code, signal, pendingCalls: this.pending.size }, 'actor process died')
+    if (!this.stopping) actorDeaths.inc()
     this.pending.rejectAll(died)
     if (this.stopping) {
       this.state = 'stopped'
@@ -134,6 +136,7 @@ export class ProcessActor implements ActorConnection {
     }
     if (this.state !== 'starting' && this.restartCount < (this.opts.maxRestarts ?? 0)) {
       this.restartCount++
+      actorRestarts.inc()
       this.state = 'restarting'
       log.info({ actor: this.name, restart: this.restartCount, maxRestarts: this.opts.maxRestarts }, 'restarting actor')
       this.readyPromise = this.spawn()

@@ -12,6 +12,7 @@
  * order, which differs per shard.
  */
 import { FrayError } from '../errors.js'
+import { collectiveBytes } from '../internal/telemetry.js'
 import { type Comm, DEFAULT_CHUNK_BYTES, KIND } from './comm.js'
 
 export type ReduceOp = 'sum' | 'mean' | 'max'
@@ -48,6 +49,7 @@ export async function allReduce(comm: Comm, data: Float32Array, op: ReduceOp = '
   const n = comm.ranks.length
   const out = into ?? new Float32Array(data.length)
   const seq = comm.seq++
+  collectiveBytes.inc(data.byteLength, { op })
   if (n === 1) {
     if (out !== data) out.set(data)
     return out

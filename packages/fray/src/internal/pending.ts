@@ -7,6 +7,9 @@ export class PendingCalls {
   private readonly calls = new Map<number, Entry>()
   private next = 1
 
+  /** `onIdle` runs when a timeout empties the table (answers and rejections are the owner's to see). */
+  constructor(private readonly onIdle?: () => void) {}
+
   /** Registers a call; the returned promise settles through `resolve`/`reject`/`rejectAll` or the timeout. */
   add(actor: string, method: string, timeoutMs: number | undefined): { id: number; promise: Promise<unknown> } {
     const id = this.next++
@@ -15,6 +18,7 @@ export class PendingCalls {
       if (timeoutMs !== undefined && timeoutMs > 0) {
         timer = setTimeout(() => {
           this.calls.delete(id)
+          if (this.calls.size === 0) this.onIdle?.()
           reject(new FrayError('CALL_TIMEOUT', `actor ${actor}.${method} did not answer within ${timeoutMs} ms; raise timeoutMs or check the actor (it keeps running the call)`))
         }, timeoutMs)
       }

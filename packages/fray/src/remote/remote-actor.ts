@@ -9,6 +9,7 @@ import type { ActorConnection, ActorStatus, CallOptions } from '../actor.js'
 import type { ActorOptions } from '../actor-options.js'
 import type { ActorSpec } from '../actor-runtime.js'
 import { ActorDiedError, FrayError } from '../errors.js'
+import { actorDeaths, actorRestarts } from '../internal/telemetry.js'
 import { PendingCalls } from '../internal/pending.js'
 import { errorFromPayload } from '../internal/wire.js'
 import { resources } from '../resources.js'
@@ -98,6 +99,7 @@ export class RemoteActor implements ActorConnection {
     this.hostPid = undefined
     const died = new ActorDiedError(this.name, exit.code, exit.signal)
     if (!this.stopping) log.warn({ actor: this.name, exitCode: exit.code, signal: exit.signal, pendingCalls: this.pending.size }, 'hosted actor died')
+    if (!this.stopping) actorDeaths.inc()
     this.pending.rejectAll(died)
     if (this.stopping) {
       this.state = 'stopped'
@@ -105,6 +107,7 @@ export class RemoteActor implements ActorConnection {
     }
     if (this.restartCount < (this.opts.maxRestarts ?? 0)) {
       this.restartCount++
+      actorRestarts.inc()
       this.state = 'restarting'
       this.readyPromise = this.start()
       this.readyPromise.catch((err: Error) => {
