@@ -400,7 +400,8 @@ export class Controller {
     this.lastSeen.delete(workerId)
     // Less capacity: pending tasks that fit before may fit nowhere now.
     this.checkedSeq = 0
-    log.warn({ workerId, reason }, 'worker lost')
+    if (reason.endsWith('shut down')) log.info({ workerId }, 'worker left')
+    else log.warn({ workerId, reason }, 'worker lost')
     for (const t of this.store.markWorkerLost(workerId, reason)) this.afterTransition(t)
     this.wake(workerId)
     this.requestSchedule()
