@@ -77,6 +77,19 @@ describe('Parquet from another writer', () => {
     await expect(ctx.execute(Dataset.fromFiles(join(dir, 'mid.parquet')).loadParquet())).rejects.toMatchObject({ code: 'CORRUPT_PARQUET', message: expect.stringContaining('mid.parquet') })
   })
 
+  test('ParquetReader reads any storage URL with ranged reads, and reports a missing file', async () => {
+    await ctx.execute(Dataset.fromList(rows).writeParquet('memory://zephyr-reader/x-{shard}.parquet', { rowGroupSize: 1000 }))
+    const counters = emptyTaskCounters()
+    const reader = new ParquetReader({ path: 'memory://zephyr-reader/x-0.parquet', columns: ['id', 'lang'], filter: col('id').gte(4500), counters })
+    const got: unknown[] = []
+    for await (const r of reader) got.push(r)
+    expect(got).toEqual(rows.filter((r) => r.id >= 4500).map(({ id, lang }) => ({ id, lang })))
+    expect(counters.rowGroupsSkipped).toBe(4)
+    const whole = (await new ParquetReader({ path: 'memory://zephyr-reader/x-0.parquet' }).metadata()).num_rows
+    expect(Number(whole)).toBe(N)
+    await expect(new ParquetReader({ path: 'memory://zephyr-reader/none.parquet' }).metadata()).rejects.toMatchObject({ code: 'INPUT_NOT_FOUND', message: expect.stringContaining('none.parquet') })
+  })
+
   test('a missing column in the projection is an INVALID_PLAN error', async () => {
     const dir = tempDir()
     writeFileSync(join(dir, 'x.parquet'), foreignParquet(columns, 'SNAPPY'))
