@@ -143,24 +143,36 @@ const rawEchoReq = Buffer.from(JSON.stringify(echoReq))
 const rawUnary = (b: Buffer) =>
   new Promise<Buffer>((res, rej) => rawClient.makeUnaryRequest('/raw.Bench/echo', id, id, b, new Metadata(), { deadline: Date.now() + 30_000 }, (e, r) => (e ? rej(e) : res(r!))))
 
-async function seconds(fn: () => Promise<unknown>): Promise<number> {
+/** Wall and CPU seconds of one run. Client and server share this process, so CPU time is the
+ * whole cost of the work, and it is far less disturbed than wall time on a busy machine. */
+async function seconds(fn: () => Promise<unknown>): Promise<{ wall: number; cpu: number }> {
+  const c0 = process.cpuUsage()
   const t0 = process.hrtime.bigint()
   await fn()
-  return Number(process.hrtime.bigint() - t0) / 1e9
+  const c = process.cpuUsage(c0)
+  return { wall: Number(process.hrtime.bigint() - t0) / 1e9, cpu: (c.user + c.system) / 1e6 }
 }
 
+type Timing = { ours: number; base: number; oursCpu: number; baseCpu: number }
+
 /** Alternates ours and baseline for ROUNDS rounds after one warm-up of each; medians in seconds. */
-async function compare(name: string, ours: () => Promise<unknown>, base: () => Promise<unknown>): Promise<{ ours: number; base: number }> {
+async function compare(name: string, ours: () => Promise<unknown>, base: () => Promise<unknown>): Promise<Timing> {
   await ours()
   await base()
-  const a: number[] = []
-  const b: number[] = []
+  const a: { wall: number; cpu: number }[] = []
+  const b: { wall: number; cpu: number }[] = []
   for (let r = 0; r < ROUNDS; r++) {
     a.push(await seconds(ours))
     b.push(await seconds(base))
   }
-  log(`${name}: ours ${a.map((x) => x.toFixed(3)).join(' ')} s; baseline ${b.map((x) => x.toFixed(3)).join(' ')} s`)
-  return { ours: median(a), base: median(b) }
+  const show = (xs: { wall: number; cpu: number }[]) => xs.map((x) => `${x.wall.toFixed(3)}/${x.cpu.toFixed(3)}`).join(' ')
+  log(`${name} (wall/cpu s): ours ${show(a)}; baseline ${show(b)}`)
+  return { ours: median(a.map((x) => x.wall)), base: median(b.map((x) => x.wall)), oursCpu: median(a.map((x) => x.cpu)), baseCpu: median(b.map((x) => x.cpu)) }
+}
+
+/** The CPU cost per unit of work, ours against baseline (lower is better). */
+function emitCpu(metric: string, t: Timing, units: number, unit: string, scale: number): void {
+  emit({ bench: 'ducky', metric, value: (t.oursCpu / units) * scale, unit, baseline: (t.baseCpu / units) * scale, lowerIsBetter: true })
 }
 
 async function inFlight(total: number, width: number, call: () => Promise<unknown>): Promise<void> {
@@ -183,6 +195,7 @@ async function inFlight(total: number, width: number, call: () => Promise<unknow
     },
   )
   emit({ bench: 'ducky', metric: 'unary_calls_per_s_sequential', value: SEQ_CALLS / t.ours, unit: 'calls/s', baseline: SEQ_CALLS / t.base })
+  emitCpu('unary_cpu_us_per_call_sequential', t, SEQ_CALLS, 'us/call', 1e6)
 }
 {
   const t = await compare(
@@ -191,6 +204,7 @@ async function inFlight(total: number, width: number, call: () => Promise<unknow
     () => inFlight(PAR_CALLS, IN_FLIGHT, () => rawUnary(rawEchoReq)),
   )
   emit({ bench: 'ducky', metric: `unary_calls_per_s_${IN_FLIGHT}_in_flight`, value: PAR_CALLS / t.ours, unit: 'calls/s', baseline: PAR_CALLS / t.base })
+  emitCpu(`unary_cpu_us_per_call_${IN_FLIGHT}_in_flight`, t, PAR_CALLS, 'us/call', 1e6)
 }
 {
   const mb = (STREAM_CHUNKS * chunk.byteLength) / 1e6
@@ -212,6 +226,7 @@ async function inFlight(total: number, width: number, call: () => Promise<unknow
     },
   )
   emit({ bench: 'ducky', metric: 'server_stream_mb_per_s', value: mb / t.ours, unit: 'MB/s', baseline: mb / t.base })
+  emitCpu('server_stream_cpu_ms_per_mb', t, mb, 'ms/MB', 1e3)
 }
 {
   const mb = TUNNEL_BYTES / 1e6
@@ -221,6 +236,7 @@ async function inFlight(total: number, width: number, call: () => Promise<unknow
     () => drainTunnel(rawTun.port),
   )
   emit({ bench: 'ducky', metric: 'tunnel_mb_per_s', value: mb / t.ours, unit: 'MB/s', baseline: mb / t.base })
+  emitCpu('tunnel_cpu_ms_per_mb', t, mb, 'ms/MB', 1e3)
 }
 
 await duckyTunnel.close()

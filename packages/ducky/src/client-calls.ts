@@ -132,7 +132,11 @@ export function serverStreamMethod(env: Env, def: MethodDef, method: string) {
           // Retry only before the first response: after it, a retry would repeat messages.
           const e = err as RpcError
           if (received.any || !def.idempotent || retry + 1 >= env.retry.maxAttempts || !env.retry.codes.includes(e.code) || signal?.aborted || cancelled) throw e
-          await sleep(backoffMs(env.retry, retry))
+          const delayMs = backoffMs(env.retry, retry)
+          env.log.debug({ method, code: e.code, attempt: retry + 1, delayMs }, 'retrying call')
+          await sleep(delayMs, undefined, signal ? { signal } : {}).catch(() => {
+            throw cancelledError(method, signal!)
+          })
         }
       }
     }

@@ -274,6 +274,25 @@ describe('failures', () => {
     expect(log.lines.some((l) => l.msg === 'retrying call' && l.obj.code === 'UNAVAILABLE')).toBe(true)
   })
 
+  test('an idempotent stream is retried before its first response', async () => {
+    const Ticks = defineService({ name: 'ducky.test.Ticks', methods: { ticks: serverStream(z.number(), z.number(), { idempotent: true }) } })
+    const impl = { ticks: function* (n: number) {
+      for (let i = 0; i < n; i++) yield i
+    } }
+    const first = await serve(Ticks, impl, { logger: recordingLogger() })
+    await first.shutdown({ graceMs: 100 })
+    const client = connect(Ticks, first.address, { logger: recordingLogger(), retry: { initialMs: 50, maxMs: 400, maxAttempts: 20 } })
+    open.push(client)
+    const got: number[] = []
+    const reading = (async () => {
+      for await (const i of client.ticks(3)) got.push(i)
+    })()
+    await sleep(300)
+    servers.push(await serve(Ticks, impl, { port: first.port, logger: recordingLogger() }))
+    await reading
+    expect(got).toEqual([0, 1, 2])
+  })
+
   test('a non-idempotent call is not retried', async () => {
     const log = recordingLogger()
     const first = await serve(Demo, impl, { logger: log })
