@@ -75,3 +75,15 @@ describe('models', () => {
     expect(maskedCrossEntropy(tf.zeros([1, 4, 5]), targets, tf.ones([1, 4])).dataSync()[0]!).toBeCloseTo(Math.log(5), 5)
   })
 })
+
+describe('layers', () => {
+  test('linear with bias: values and gradients equal the plain ops', async () => {
+    const { linear } = await import('./layers.js')
+    const x = tf.randomNormal([2, 3, 4], 0, 1, 'float32', 1), w = tf.randomNormal([4, 5], 0, 1, 'float32', 2), b = tf.randomNormal([5], 0, 1, 'float32', 3)
+    const ours = (a: tf.Tensor, c: tf.Tensor, d: tf.Tensor) => tf.sum(tf.square(linear(a, c, d)))
+    const plain = (a: tf.Tensor, c: tf.Tensor, d: tf.Tensor) => tf.sum(tf.square(tf.add(tf.matMul(tf.reshape(a, [6, 4]), c), d)))
+    expect(maxDiff(linear(x, w, b), tf.reshape(tf.add(tf.matMul(tf.reshape(x, [6, 4]), w), b), [2, 3, 5]))).toBeLessThan(1e-6)
+    const g1 = tf.grads(ours)([x, w, b]), g2 = tf.grads(plain)([x, w, b])
+    g1.forEach((g, i) => expect(maxDiff(g, g2[i]!)).toBeLessThan(1e-4))
+  })
+})
