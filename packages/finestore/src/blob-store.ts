@@ -38,6 +38,8 @@ export type PutResult = BlobInfo & {
 export type PutOptions = {
   /** Called once the hash is known and before the blob is created or found: transactions pin it here. */
   readonly pin?: (hash: string) => Promise<void>
+  /** Called with the temp upload's path before it is created, for the same reason. */
+  readonly pinTmp?: (tmp: string) => Promise<void>
 }
 
 /** Where a blob is used, so that an integrity failure can say what is damaged. */
@@ -160,6 +162,7 @@ export class BlobStore {
 
   async #putStream(src: AsyncIterable<Uint8Array>, opts: PutOptions): Promise<PutResult> {
     const tmp = tmpPath(newId())
+    await opts.pinTmp?.(tmp)
     const hasher = new HashingTransform()
     const readable = src instanceof Readable ? src : Readable.from(src, { objectMode: false })
     const localTmp = this.storage.localPath(tmp)

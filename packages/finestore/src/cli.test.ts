@@ -66,6 +66,8 @@ test('ls, show, lineage and gc --dry-run through the bin', async () => {
   expect(gc.code, gc.err).toBe(0)
   expect(gc.out).toMatch(/^would remove 1 blobs \(27 B\)/)
   const again = await finestore(['--prefix', prefix, 'gc', '--dry-run', '--grace', '0', '--json'])
+  expect(again.code, again.err).toBe(0)
+  expect(again.out, again.err).not.toBe('')
   expect(JSON.parse(again.out)).toMatchObject({ dryRun: true, deleted: [{ size: 27 }] })
 })
 

@@ -4,10 +4,11 @@
  * Safety against commits running at the same time rests on a mark protocol
  * (see `pins.ts` and `gc-state.ts`), not on timing:
  * 1. the collector makes the epoch odd (compare-and-swap, with a lease);
- * 2. it lists blobs, then reads the pins of live transactions, then every
- *    manifest: a blob created after step 2 started is not in its list, and one
- *    created before was pinned before it existed, so its pin or its manifest is
- *    seen (a transaction removes its pin only after its manifest is written);
+ * 2. it lists blobs and temp uploads, then reads the pins of live transactions,
+ *    then every manifest: a blob (or temp) created after step 2 started is not in
+ *    its list, and one created before was pinned before it existed, so its pin or
+ *    its manifest is seen (a transaction removes its pin only after its manifest
+ *    is written);
  * 3. it deletes each unreferenced, unpinned blob by its listed generation;
  * 4. it makes the epoch even again.
  * A transaction that found an existing blob by dedup while a collector was
@@ -70,6 +71,9 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
       const hash = parseBlobPath(info.path)
       if (hash) blobs.push({ hash, size: info.size, mtimeMs: info.mtimeMs, generation: info.generation })
     }
+    // Temp uploads are listed before the pins too: a transaction pins a temp before creating it.
+    const tmps: { path: string; mtimeMs: number; generation: string }[] = []
+    for await (const info of storage.list(TMP_PREFIX)) tmps.push({ path: info.path, mtimeMs: info.mtimeMs, generation: info.generation })
     const pins = await scanPins(storage, txnTtlMs)
     const referenced = new Set<string>()
     const scan = await scanArtifacts(storage)
@@ -126,7 +130,7 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
     }
 
     let tmpsDeleted = 0
-    for await (const info of storage.list(TMP_PREFIX)) {
+    for (const info of tmps) {
       if (pins.tmps.has(info.path) || start - info.mtimeMs < graceMs) continue
       if (lease) await lease.renew()
       if (!dryRun) await storage.delete(info.path, { ifGeneration: info.generation }).catch((err: unknown) => { if (!isConditionFailed(err)) throw err })

@@ -56,7 +56,7 @@ export class PinSet {
     await this.#write()
   }
 
-  /** Pins a temp upload whose hash is not known yet, so that gc leaves it alone. */
+  /** Pins a temp upload before it is created (its hash is not known yet), so that gc leaves it alone. */
   async addTmp(tmp: string): Promise<void> {
     this.#tmps.add(tmp)
     await this.#write()

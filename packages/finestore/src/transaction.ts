@@ -93,8 +93,7 @@ export class Transaction {
     this.#checkOpen()
     checkFilePath(path)
     const work = (async () => {
-      const r = await this.ctx.blobs.put(source, { pin: (hash) => this.#pins.add(hash) })
-      if (r.retained.tmp !== undefined) await this.#pins.addTmp(r.retained.tmp)
+      const r = await this.ctx.blobs.put(source, { pin: (hash) => this.#pins.add(hash), pinTmp: (tmp) => this.#pins.addTmp(tmp) })
       if (this.#retained.has(r.hash)) await this.ctx.blobs.discard(r.retained)
       else this.#retained.set(r.hash, r.retained)
       const entry: FileEntry = { blob: r.hash, size: r.size }
