@@ -36,6 +36,19 @@ test('reads go through a verified local copy: first a miss, then hits', async ()
   expect(existsSync(join(dir, 'catalog.sqlite'))).toBe(true)
 })
 
+test('streaming reads are served from the verified local copy too', async () => {
+  const { store } = await remoteWithCache(1 << 20)
+  const data = Buffer.alloc(300_000, 7)
+  const c = await store.commit('ckpt/s', async (txn) => void (await txn.put('w', data)))
+  const view = await store.open(c.ref)
+  for (let i = 0; i < 2; i++) {
+    const chunks: Buffer[] = []
+    for await (const chunk of await view.readStream('w')) chunks.push(chunk as Buffer)
+    expect(Buffer.concat(chunks).equals(data)).toBe(true)
+  }
+  expect(store.cache!.stats()).toMatchObject({ entries: 1, hits: 1, misses: 1 })
+})
+
 test('the cache stays under maxBytes by evicting the least recently used blob', async () => {
   const { store } = await remoteWithCache(250)
   const c = await store.commit('ckpt/b', async (txn) => {
