@@ -46,5 +46,6 @@ export { JobScheduler } from './job-scheduler.js'
 export type { JobHandle, JobSchedulerOptions, JobSource } from './job-scheduler.js'
 
 // CLI
-export { buildProgram, runCli, DEFAULT_CONTROLLER } from './cli.js'
-export type { CliIo } from './cli.js'
+export { buildProgram, runCli } from './cli.js'
+export { DEFAULT_CONTROLLER } from './cli-io.js'
+export type { CliIo } from './cli-io.js'
