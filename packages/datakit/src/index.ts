@@ -15,3 +15,31 @@ export { trainBpe } from './tokenizer/train-bpe.js'
 export type { TrainBpeOptions } from './tokenizer/train-bpe.js'
 export { BYTE_TO_CHAR } from './tokenizer/byte-level.js'
 export { GPT2_PATTERN } from './tokenizer/pretokenize.js'
+
+// Datasets
+export { ingest, INGEST_FORMATS } from './dataset/ingest.js'
+export type { DatasetMetadata, IngestFormat, IngestOptions, IngestResult } from './dataset/ingest.js'
+export { contentId, normalizeDocument, resolveNormalize } from './dataset/record.js'
+export type { DatakitRecord, NormalizeConfig } from './dataset/record.js'
+export { Dataset, fromDatakit } from './dataset/from-datakit.js'
+export { openDataset, parseDatasetRef } from './dataset/open-dataset.js'
+export type { DatasetVersion, OpenOptions } from './dataset/open-dataset.js'
+export { idUnit, sample, split } from './dataset/sample.js'
+export type { SampleOptions, SplitOptions } from './dataset/sample.js'
+export { datasetArtifact, cacheArtifact } from './store.js'
+export type { StoreAccess } from './store.js'
+
+// Dedup
+export { dedup } from './dedup/dedup.js'
+export type { DedupOptions, DedupReport, DedupResult } from './dedup/dedup.js'
+
+// Token caches
+export { buildTokenCache } from './cache/build-token-cache.js'
+export type { BuildTokenCacheOptions, BuildTokenCacheResult, TokenCacheLedger } from './cache/build-token-cache.js'
+export type { ShardSummary } from './cache/tokenize-shard.js'
+export { TokenCache } from './cache/token-cache.js'
+export type { BatchOptions, OpenTokenCacheOptions } from './cache/token-cache.js'
+export { FeistelPermutation } from './cache/feistel.js'
+
+// CLI
+export { runCli } from './cli.js'

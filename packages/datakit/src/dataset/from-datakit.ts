@@ -1,0 +1,64 @@
+/**
+ * @module `Dataset.fromDatakit(name)`: a zephyr Dataset over a datakit dataset version
+ * (the latest unless pinned), so a training run names a dataset and reads the same bytes
+ * every time. It is synchronous because a zephyr Dataset cannot be the value of a
+ * promise (it has a `then` method): the version is resolved from the store's manifests on
+ * local disk (the layout in ARCHITECTURE.md), and each shard task fetches its Parquet
+ * shard through finestore, verified against its hash, when the plan runs.
+ *
+ * @example
+ * const ds = Dataset.fromDatakit('brown', { version: 3 })
+ * const { results } = await new ZephyrContext().execute(ds.map((r) => r.text.length))
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parseManifest } from '@marin/finestore'
+import type { Manifest } from '@marin/finestore'
+import { Dataset as ZephyrDataset, ParquetReader } from '@marin/zephyr'
+import { DatakitError } from '../errors.js'
+import { datasetArtifact, resolvePrefix } from '../store.js'
+import { openDataset } from './open-dataset.js'
+import type { OpenOptions } from './open-dataset.js'
+import type { DatakitRecord } from './record.js'
+
+/** The manifest of a dataset version, read synchronously from a local store; errors list what exists. */
+export function readManifestSync(name: string, opts: OpenOptions = {}, kind = 'datasets'): Manifest {
+  const root = join(resolvePrefix(opts.prefix), 'store', 'artifacts')
+  const dir = join(root, kind === 'datasets' ? datasetArtifact(name) : `${kind}/${name}`, 'versions')
+  const label = kind === 'datasets' ? 'dataset' : 'token cache'
+  if (!existsSync(dir)) {
+    const names = existsSync(join(root, kind)) ? readdirSync(join(root, kind)).sort() : []
+    throw new DatakitError('DATASET_NOT_FOUND', `no ${label} "${name}" under ${root}; ${names.length ? `existing: ${names.join(', ')}` : 'the store has none yet; create one first'}`)
+  }
+  const versions = readdirSync(dir).map((f) => /^(\d+)\.json$/.exec(f)?.[1]).filter((v) => v !== undefined).map(Number).sort((a, b) => a - b)
+  const version = opts.version ?? versions.at(-1)
+  if (version === undefined || !versions.includes(version)) {
+    throw new DatakitError('VERSION_NOT_FOUND', `${label} "${name}" has no version ${String(version)}; existing versions: ${versions.join(', ') || '(none)'}`)
+  }
+  const path = join(dir, `${version}.json`)
+  return parseManifest(readFileSync(path, 'utf8'), path)
+}
+
+/** The records of dataset `name` (one zephyr shard per Parquet shard). */
+export function fromDatakit(name: string, opts: OpenOptions = {}): ZephyrDataset<DatakitRecord> {
+  if (opts.store) throw new DatakitError('INVALID_ARGUMENT', `fromDatakit ${name}: pass prefix, not store; the plan opens the store itself when it runs`)
+  const m = readManifestSync(name, opts)
+  const shards = Object.keys(m.files).filter((f) => f.endsWith('.parquet')).sort()
+  const pinned = { prefix: resolvePrefix(opts.prefix), version: m.version }
+  let local: Promise<readonly string[]> | undefined
+  return ZephyrDataset.fromList(shards.map((_, i) => i), { numShards: shards.length }).mapShard(async function* (items) {
+    local ??= openDataset(name, pinned).then((v) => v.shards)
+    const urls = await local
+    for await (const i of items) {
+      for await (const row of new ParquetReader({ path: urls[i]! })) yield row as DatakitRecord
+    }
+  })
+}
+
+/** zephyr's `Dataset`, with `fromDatakit` added. */
+export const Dataset: typeof ZephyrDataset & { readonly fromDatakit: typeof fromDatakit } = Object.assign(
+  Object.create(ZephyrDataset) as typeof ZephyrDataset,
+  { fromDatakit },
+)
+/** A zephyr dataset of records of type `T`. */
+export type Dataset<T> = ZephyrDataset<T>

@@ -1,0 +1,170 @@
+/**
+ * @module Dedup passes over a dataset version: exact (normalized-text hash) and fuzzy
+ * (MinHash LSH at the dupekit defaults, clustered by connected components). The
+ * first document of each group in shard order is kept; the kept records are written
+ * by zephyr into a new version of the dataset, with the input as its lineage and a
+ * report of what was removed.
+ *
+ * @example
+ * const { ref, report } = await dedup('brown')
+ * report.exactDuplicates, report.fuzzyClusters, report.kept
+ */
+import { createHash } from 'node:crypto'
+import { readdir, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { exactKeys, findDuplicateClusters, MINHASH_DEFAULTS } from '@marin/dupekit'
+import type { JsonObject } from '@marin/finestore'
+import { logger } from '@marin/rigging'
+import { Dataset, ParquetReader, ZephyrContext } from '@marin/zephyr'
+import { DatakitError } from '../errors.js'
+import { findVersionByKey, summarizeShards } from '../dataset/ingest.js'
+import { openDataset } from '../dataset/open-dataset.js'
+import type { OpenOptions } from '../dataset/open-dataset.js'
+import type { DatakitRecord } from '../dataset/record.js'
+import { datasetArtifact, withStore, workDir } from '../store.js'
+
+const log = logger('datakit')
+
+export type DedupOptions = OpenOptions & {
+  /** Remove documents whose normalized text equals an earlier one's. @default true */
+  readonly exact?: boolean
+  /** Remove near-duplicates found by MinHash LSH. @default true */
+  readonly fuzzy?: boolean
+  /** MinHash permutations. @default 286 */
+  readonly numPerm?: number
+  /** LSH bands. @default 26 */
+  readonly numBands?: number
+  /** Shingle length (characters). @default 5 */
+  readonly ngram?: number
+  /** @default 42 */
+  readonly seed?: number
+  /** Dataset to write the result to. @default the input dataset (a new version of it) */
+  readonly output?: string
+  /** Example clusters in the report. @default 5 */
+  readonly examples?: number
+  readonly context?: ZephyrContext
+}
+
+/** What a dedup pass found and kept. */
+export type DedupReport = {
+  readonly input: string
+  readonly documentsIn: number
+  /** Documents removed because their normalized text matched an earlier one. */
+  readonly exactDuplicates: number
+  /** Clusters (two or more exact-unique documents) found by MinHash LSH. */
+  readonly fuzzyClusters: number
+  /** Documents removed as members of a fuzzy cluster other than its first. */
+  readonly fuzzyDuplicates: number
+  readonly kept: number
+  /** A few clusters: ids, and the first 100 characters of each text. */
+  readonly exampleClusters: { kind: 'exact' | 'fuzzy'; ids: string[]; texts: string[] }[]
+}
+
+export type DedupResult = { readonly name: string; readonly version: number; readonly ref: string; readonly reused: boolean; readonly report: DedupReport }
+
+/** Runs the dedup passes on a dataset version and commits the kept documents as a new version. */
+export async function dedup(name: string, opts: DedupOptions = {}): Promise<DedupResult> {
+  const exact = opts.exact ?? true
+  const fuzzy = opts.fuzzy ?? true
+  const mh = { numPerm: opts.numPerm ?? MINHASH_DEFAULTS.numPerm, numBands: opts.numBands ?? MINHASH_DEFAULTS.numBands, ngram: opts.ngram ?? MINHASH_DEFAULTS.ngram, seed: opts.seed ?? MINHASH_DEFAULTS.seed }
+  if (!exact && !fuzzy) throw new DatakitError('INVALID_ARGUMENT', `dedup ${name}: both exact and fuzzy are off; enable at least one`)
+  const input = await openDataset(name, opts)
+  const outName = opts.output ?? name
+  const artifact = datasetArtifact(outName)
+  const config = { pass: 'dedup', input: input.ref, datasetHash: input.metadata.datasetHash ?? null, exact, fuzzy, ...mh }
+  const key = createHash('sha256').update(JSON.stringify(config)).digest('hex')
+
+  return withStore(opts, async (store) => {
+    const found = await findVersionByKey(store, artifact, key)
+    if (found !== undefined) {
+      const view = await store.open(`${artifact}@${found}`)
+      return { name: outName, version: found, ref: view.ref, reused: true, report: JSON.parse(await view.readText('dedup-report.json')) as DedupReport }
+    }
+    // Every document, in shard order: position i is what the clustering numbers.
+    const ids: string[] = []
+    const texts: string[] = []
+    const shardStart: number[] = []
+    for (const path of input.shards) {
+      shardStart.push(ids.length)
+      for await (const row of new ParquetReader({ path })) {
+        const r = row as { id: string; text: string }
+        ids.push(r.id)
+        texts.push(r.text)
+      }
+    }
+    const keep = new Uint8Array(texts.length).fill(1)
+    const exactExamples: DedupReport['exampleClusters'] = []
+    const fuzzyExamples: DedupReport['exampleClusters'] = []
+    const maxExamples = opts.examples ?? 5
+    const snippet = (i: number): string => texts[i]!.slice(0, 100)
+    // Exact pass: the first document of each normalized-text group stays.
+    let exactDuplicates = 0
+    const reps: number[] = []
+    if (exact) {
+      const groups = new Map<string, number[]>()
+      exactKeys(texts).forEach((k, i) => {
+        const g = groups.get(k)
+        if (g) g.push(i)
+        else groups.set(k, [i])
+      })
+      for (const g of groups.values()) {
+        reps.push(g[0]!)
+        for (const i of g.slice(1)) keep[i] = 0
+        exactDuplicates += g.length - 1
+        if (g.length > 1 && exactExamples.length < maxExamples) exactExamples.push({ kind: 'exact', ids: g.map((i) => ids[i]!), texts: g.map(snippet) })
+      }
+      reps.sort((a, b) => a - b)
+    } else {
+      for (let i = 0; i < texts.length; i++) reps.push(i)
+    }
+    // Fuzzy pass over the exact-unique documents: connected components of LSH candidates.
+    let fuzzyClusters = 0
+    let fuzzyDuplicates = 0
+    if (fuzzy && reps.length > 1) {
+      const { clusters } = findDuplicateClusters(reps.map((i) => texts[i]!), { ...mh, exact: false })
+      for (const c of clusters) {
+        const members = c.map((j) => reps[j]!)
+        fuzzyClusters++
+        fuzzyDuplicates += members.length - 1
+        for (const i of members.slice(1)) keep[i] = 0
+        if (fuzzyExamples.length < maxExamples) fuzzyExamples.push({ kind: 'fuzzy', ids: members.map((i) => ids[i]!), texts: members.map(snippet) })
+      }
+    }
+    // Show both kinds: fuzzy clusters first, exact ones after, up to maxExamples in all.
+    const nFuzzy = Math.min(fuzzyExamples.length, Math.max(Math.ceil(maxExamples / 2), maxExamples - exactExamples.length))
+    const examples = [...fuzzyExamples.slice(0, nFuzzy), ...exactExamples.slice(0, maxExamples - nFuzzy)]
+    const kept = keep.reduce((a, b) => a + b, 0)
+    const report: DedupReport = { input: input.ref, documentsIn: texts.length, exactDuplicates, fuzzyClusters, fuzzyDuplicates, kept, exampleClusters: examples }
+
+    const dir = workDir(opts, 'dedup', outName, key.slice(0, 16))
+    await rm(dir, { recursive: true, force: true })
+    const ds = Dataset.fromList([...input.shards], { numShards: input.shards.length })
+      .loadParquet<DatakitRecord>()
+      .mapShard(async function* (records, info) {
+        let i = shardStart[info.shard]!
+        for await (const r of records) if (keep[i++] === 1) yield { id: r.id, text: r.text, source: r.source, meta: r.meta }
+      })
+      .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`)
+    const ctx = opts.context ?? new ZephyrContext({ progress: 'off' })
+    try {
+      await ctx.execute(ds)
+    } finally {
+      if (!opts.context) await ctx.close()
+    }
+    const shards = (await readdir(dir)).filter((f) => /^part-\d+-of-\d+\.parquet$/.test(f)).sort()
+    const summary = await summarizeShards(shards.map((f) => join(dir, f)))
+    const metadata: JsonObject = {
+      ...summary,
+      shards: shards.length,
+      source: `dedup of ${input.ref}`,
+      dedup: { documentsIn: report.documentsIn, exactDuplicates, fuzzyClusters, fuzzyDuplicates, kept },
+    }
+    const { version, ref } = await store.commit(artifact, async (txn) => {
+      for (const f of shards) await txn.put(f, { file: join(dir, f) })
+      await txn.put('dedup-report.json', JSON.stringify(report, null, 2))
+    }, { kind: 'datasets', metadata, config: { ...config, buildKey: key }, lineage: [input.ref], message: `dedup of ${input.ref}` })
+    await rm(dir, { recursive: true, force: true })
+    log.info({ input: input.ref, output: ref, documentsIn: report.documentsIn, kept }, 'dedup done')
+    return { name: outName, version, ref, reused: false, report }
+  })
+}

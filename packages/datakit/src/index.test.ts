@@ -1,0 +1,36 @@
+import { expect, test } from 'vitest'
+
+test('exports', async () => {
+  expect(Object.keys(await import('./index.js')).sort()).toMatchInlineSnapshot(`
+    [
+      "BYTE_TO_CHAR",
+      "BpeTokenizer",
+      "DATAKIT_ERROR_CODES",
+      "DatakitError",
+      "Dataset",
+      "FeistelPermutation",
+      "GPT2_PATTERN",
+      "INGEST_FORMATS",
+      "TokenCache",
+      "buildTokenCache",
+      "cacheArtifact",
+      "contentId",
+      "datasetArtifact",
+      "dedup",
+      "fromDatakit",
+      "idUnit",
+      "ingest",
+      "name",
+      "normalizeDocument",
+      "openDataset",
+      "parseDatasetRef",
+      "parseTokenizerJson",
+      "resolveNormalize",
+      "runCli",
+      "sample",
+      "split",
+      "trainBpe",
+      "version",
+    ]
+  `)
+})
