@@ -94,5 +94,8 @@ export function initBackend(prefer: string | undefined = process.env.LEVANTER_BA
       `backend ${order.join(', ')} could not be initialized; unset LEVANTER_BACKEND or install the backend's package`,
     )
   })()
+  chosen.catch(() => {
+    chosen = undefined // a failed choice may be retried with another preference
+  })
   return chosen
 }
