@@ -43,6 +43,14 @@ describe('parseResources', () => {
     expect(parseResources(formatResources(r))).toEqual(r)
   })
 
+  test('memory prints in the largest sensible unit', async () => {
+    const { formatMemory } = await import('./resources.js')
+    expect(formatMemory(24684084 * 1024)).toBe('23.5G')
+    expect(formatMemory(512 * 1024 ** 2)).toBe('512M')
+    expect(formatMemory(4096)).toBe('4K')
+    expect(formatMemory(1000)).toBe('1000')
+  })
+
   test('fits compares every axis', () => {
     expect(fits(parseResources('cpu=1,memory=1G'), parseResources('cpu=1,memory=1G'))).toBe(true)
     expect(fits(parseResources('cpu=1,memory=2G'), parseResources('cpu=4,memory=1G'))).toBe(false)

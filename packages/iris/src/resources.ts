@@ -65,10 +65,13 @@ export function formatResources(r: Resources): string {
 }
 
 export function formatMemory(bytes: number): string {
-  for (const [unit, size] of [['T', 1024 ** 4], ['G', 1024 ** 3], ['M', 1024 ** 2], ['K', 1024]] as const) {
+  for (const [unit, size] of [['T', 1024 ** 4], ['G', 1024 ** 3], ['M', 1024 ** 2]] as const) {
     if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`
   }
-  return bytes >= 1024 ** 3 ? `${(bytes / 1024 ** 3).toFixed(2)}G` : String(bytes)
+  // Machine totals are rarely whole gibibytes: one decimal reads better than kibibytes.
+  if (bytes >= 1024 ** 3) return `${Number((bytes / 1024 ** 3).toFixed(1))}G`
+  if (bytes >= 1024 ** 2) return `${Number((bytes / 1024 ** 2).toFixed(1))}M`
+  return bytes >= 1024 && bytes % 1024 === 0 ? `${bytes / 1024}K` : String(bytes)
 }
 
 // A small epsilon keeps fractional cpu sums (0.1 + 0.2) from refusing an exact fit.

@@ -7,11 +7,11 @@
  */
 import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { availableParallelism, hostname, totalmem } from 'node:os'
 import { join, resolve } from 'node:path'
 import { logger } from '@marin/rigging'
-import { removeTree } from './internal/tree.js'
+import { attemptDir, removeExpiredAttemptDirs } from './attempt-dirs.js'
 import { dockerRunArgs, probeDocker, type DockerProbe } from './container.js'
 import type { ControllerLink } from './controller-link.js'
 import type { Mount } from './mount-spec.js'
@@ -215,7 +215,7 @@ export class Worker {
 
   private async launch(h: Held): Promise<void> {
     const a = h.assignment
-    const dir = join(this.workDir, a.jobId, `${a.taskIndex}-${a.attempt}`)
+    const dir = attemptDir(this.workDir, a.jobId, a.taskIndex, a.attempt)
     const work = join(dir, 'work')
     mkdirSync(work, { recursive: true })
     const env: Record<string, string> = {
@@ -276,7 +276,7 @@ export class Worker {
     if (h.shutdown && h.state === 'WORKER_FAILED') h.error = `worker ${this.workerId} shut down while the task ran`
     h.at = Date.now()
     const a = h.assignment
-    const dir = join(this.workDir, a.jobId, `${a.taskIndex}-${a.attempt}`)
+    const dir = attemptDir(this.workDir, a.jobId, a.taskIndex, a.attempt)
     try {
       writeFileSync(join(dir, '.iris-finished'), JSON.stringify({ state: h.state, exitCode: h.exitCode, at: h.at }))
     } catch {
@@ -351,45 +351,8 @@ export class Worker {
     }
   }
 
-  /** Deletes attempt directories that finished more than `ttlMs` ago. */
+  /** Deletes this worker's attempt directories that finished more than `ttlMs` ago; returns how many. */
   cleanup(ttlMs: number): number {
-    let removed = 0
-    const now = Date.now()
-    let jobs: string[]
-    try {
-      jobs = readdirSync(this.workDir)
-    } catch {
-      return 0
-    }
-    for (const job of jobs) {
-      const jobDir = join(this.workDir, job)
-      let entries: string[]
-      try {
-        entries = readdirSync(jobDir)
-      } catch {
-        continue
-      }
-      for (const e of entries) {
-        const m = /^(\d+)-(\d+)$/.exec(e)
-        if (!m || this.held.has(`${job}/${m[1]}/${m[2]}`)) continue
-        const dir = join(jobDir, e)
-        const marker = join(dir, '.iris-finished')
-        let finishedAt: number
-        try {
-          finishedAt = existsSync(marker) ? (JSON.parse(readFileSync(marker, 'utf8')) as { at: number }).at : statSync(dir).mtimeMs
-        } catch {
-          finishedAt = statSync(dir).mtimeMs
-        }
-        if (now - finishedAt < ttlMs) continue
-        removeTree(dir)
-        removed++
-      }
-      try {
-        if (readdirSync(jobDir).length === 0) removeTree(jobDir)
-      } catch {
-        // Raced with a new attempt of the same job.
-      }
-    }
-    return removed
+    return removeExpiredAttemptDirs(this.workDir, (attemptId) => this.held.has(attemptId), ttlMs)
   }
 }
