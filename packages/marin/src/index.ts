@@ -3,3 +3,43 @@ import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name
 export const version: string = pkg.version
+
+// Errors
+export { MARIN_ERROR_CODES, MarinError, isMarinError } from './errors.js'
+export type { MarinErrorCode } from './errors.js'
+
+// Declaring experiments
+export { Versioned, isVersioned, versioned } from './versioned.js'
+export { OutputRef, Step, isOutputRef, step } from './step.js'
+export type { Resolved, StepContext, StepFn, StepOptions } from './step.js'
+export { Config, Experiment, isExperiment, runIfMain } from './experiment.js'
+export type { ExperimentOptions } from './experiment.js'
+export { loadExperiment } from './load-script.js'
+
+// Versions and the DAG
+export { canonicalJson } from './canonical-json.js'
+export { computeVersions, resolveConfig } from './version.js'
+export type { StepVersion } from './version.js'
+export { dependenciesOf, topoSort } from './graph.js'
+
+// The executor
+export { Executor, defaultPrefix, localRunner, outputPathOf, prepare } from './executor.js'
+export type { ExecutorOptions, ExperimentRecord, ExperimentRun, StepRecord, StepRunner, StepTask } from './executor.js'
+export { formatPlan, planStep } from './plan.js'
+export type { PlanEntry, PlannedAction } from './plan.js'
+export { runStepHere, waitForLease } from './step-runner.js'
+export type { RunStepOptions, StepResult } from './step-runner.js'
+export { STEP_STATUSES, readHistory, readInfo, readStatus } from './status-files.js'
+export type { HistoryEntry, StatusRecord, StepInfo, StepStatus } from './status-files.js'
+export { explainStep, formatExplanation } from './explain.js'
+export type { Explanation, FieldChange } from './explain.js'
+export { runExperiment } from './run-experiment.js'
+export type { RunOptions } from './run-experiment.js'
+export { irisRunner } from './iris-runner.js'
+export { experimentJobs } from './experiment-jobs.js'
+
+// CLI
+export { COMMANDS, buildProgram, runCli } from './cli.js'
+export type { CommandFactory, Run } from './cli.js'
+export { UsageError } from './cli-io.js'
+export type { CliIo } from './cli-io.js'

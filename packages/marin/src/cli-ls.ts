@@ -1,0 +1,31 @@
+/** @module `marin ls`: the steps under the prefix, each version with its status and output. */
+import { Command } from 'commander'
+import { openStorage } from '@marin/rigging'
+import { historyNames, readHistory, readStatus } from './status-files.js'
+import { outputPathOf } from './executor.js'
+import { prefixOf, type CliIo } from './cli-io.js'
+
+export function lsCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
+  return new Command('ls')
+    .description('steps and their outputs under the prefix ($MARIN_PREFIX, default ./.marin)')
+    .option('--json', 'print JSON')
+    .action((o: { json?: boolean }) =>
+      run(async () => {
+        const storage = await openStorage(prefixOf(io))
+        const rows: { name: string; nameHash: string; status: string; at: string; outputPath: string }[] = []
+        for (const name of await historyNames(storage)) {
+          for (const e of await readHistory(storage, name)) {
+            const st = await readStatus(storage, e.nameHash)
+            rows.push({ name, nameHash: e.nameHash, status: st?.status ?? 'NONE', at: st ? new Date(st.at).toISOString() : e.at, outputPath: outputPathOf(storage, e.nameHash) })
+          }
+        }
+        if (o.json) io.out(JSON.stringify(rows, null, 2))
+        else if (rows.length === 0) io.out(`no steps under ${storage.url}`)
+        else {
+          const w = Math.max(...rows.map((r) => r.nameHash.length))
+          for (const r of rows) io.out(`${r.nameHash.padEnd(w)}  ${r.status.padEnd(10)} ${r.at}  ${r.outputPath}`)
+        }
+        return 0
+      }),
+    )
+}

@@ -1,0 +1,37 @@
+/** @module Running steps as iris jobs: one job per step, logs copied into the step's `logs/` folder. */
+import { logger } from '@marin/rigging'
+import type { JobScheduler } from '@marin/iris'
+import type { StepRunner } from './executor.js'
+import { failAbandoned, newAttempt, readResult, stepJobRequest } from './step-job.js'
+import { readStatus } from './status-files.js'
+import { waitForLease } from './step-runner.js'
+
+const log = logger('marin')
+
+/** A runner that submits each step to `scheduler` and waits for it. */
+export function irisRunner(scheduler: JobScheduler, script: string | undefined, experiment: string): StepRunner {
+  return async (task) => {
+    const startedAt = new Date().toISOString()
+    const nameHash = task.version.nameHash
+    // A step running elsewhere is waited on here, so that no job is started just to wait.
+    const waited = await waitForLease(task.storage, nameHash, task.leaseTtlMs)
+    if (waited) {
+      const st = await readStatus(task.storage, nameHash)
+      if (st?.status === 'SUCCESS') return { status: 'SKIPPED', detail: `done at ${new Date(st.at).toISOString()} (by a concurrent run)`, startedAt, finishedAt: new Date().toISOString() }
+    }
+    const attempt = newAttempt()
+    const [job] = await scheduler.submit(stepJobRequest(task, script, experiment, attempt))
+    const final = await job!.wait()
+    // Keep the job's output (stdout and stderr of the step process) with the step.
+    try {
+      const lines: string[] = []
+      for await (const l of job!.logs()) lines.push(l.line)
+      if (lines.length) await task.storage.write(`${nameHash}/logs/${attempt.id}.job.log`, `${lines.join('\n')}\n`)
+    } catch (err) {
+      log.warn({ err, step: nameHash, jobId: job!.jobId }, 'could not copy the job log')
+    }
+    const result = await readResult(task.storage, nameHash, attempt)
+    if (result) return result
+    return failAbandoned(task.storage, nameHash, attempt, task.leaseTtlMs, `iris job ${job!.jobId} ended ${final.state} without a result${final.error ? `: ${final.error}` : ''}`, startedAt)
+  }
+}
