@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto'
 import { isAbsolute, resolve } from 'node:path'
-import { pathToFileURL } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { openStorage } from '@marin/rigging'
 import { Dataset, ZephyrContext } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
@@ -19,6 +19,15 @@ const SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i
 export function toUrl(p: string): string {
   if (SCHEME.test(p)) return p
   return pathToFileURL(isAbsolute(p) ? p : resolve(p)).href
+}
+
+/** A URL as (storage root, object path): `scheme://bucket` + the rest; local files under `file:///`. */
+export function splitUrl(url: string): { root: string; path: string } {
+  const m = /^([a-z][a-z0-9+.-]*):\/\/([^/]*)(\/.*)?$/i.exec(url)
+  if (!m || m[1]!.toLowerCase() === 'file') {
+    return { root: 'file:///', path: fileURLToPath(toUrl(url)).replace(/^\/+/, '') }
+  }
+  return { root: `${m[1]!.toLowerCase()}://${m[2]}`, path: (m[3] ?? '').replace(/^\/+/, '') }
 }
 
 /** Every file matched by the patterns, sorted and unique; no match at all → `SOURCE_NOT_FOUND`. */
@@ -40,9 +49,9 @@ export async function expandSources(patterns: readonly string[]): Promise<string
 
 /** Reads a file once: its SHA-256, size and invalid UTF-8 count (a U+FFFD the decoder made, not one the file encodes). */
 export async function fingerprint(url: string, checkUtf8: boolean): Promise<SourceFile> {
-  const cut = url.lastIndexOf('/')
-  const storage = await openStorage(url.slice(0, cut))
-  const stream = await storage.readStream(decodeURIComponent(url.slice(cut + 1)))
+  const { root, path } = splitUrl(url)
+  const storage = await openStorage(root)
+  const stream = await storage.readStream(path)
   const hash = createHash('sha256')
   const decoder = new TextDecoder('utf-8')
   let bytes = 0

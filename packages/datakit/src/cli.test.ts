@@ -1,0 +1,45 @@
+import { execFile } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import { runCli } from './cli.js'
+import { ingest } from './dataset/ingest.js'
+
+const root = mkdtempSync(join(tmpdir(), 'datakit-cli-'))
+const prefix = join(root, 'marin')
+afterAll(() => rmSync(root, { recursive: true, force: true }))
+beforeAll(async () => {
+  writeFileSync(join(root, 'a.jsonl'), '{"text":"one"}\n{"text":"two"}\n')
+  await ingest({ name: 'tiny', source: join(root, 'a.jsonl'), format: 'jsonl', prefix })
+})
+
+async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = ''
+  let err = ''
+  const code = await runCli(['--prefix', prefix, ...argv], { out: (s) => (out += s), err: (s) => (err += s) })
+  return { code, out, err }
+}
+
+test('ls and show', async () => {
+  expect(await run('ls')).toMatchObject({ code: 0, out: expect.stringMatching(/^tiny@1\t1 version\(s\)\t2 records\t6 bytes/) })
+  const show = await run('show', 'tiny@1', '--json')
+  expect(show.code).toBe(0)
+  expect(JSON.parse(show.out)).toMatchObject({ name: 'tiny', version: 1, metadata: { records: 2, shards: 1 }, files: ['part-00000-of-00001.parquet'] })
+  expect((await run('show', 'tiny')).out).toContain('tiny@1')
+})
+
+test('unknown names and versions list what exists; bad usage exits 2', async () => {
+  expect(await run('show', 'nope')).toMatchObject({ code: 1, err: expect.stringContaining('no dataset "nope"; existing: tiny') })
+  expect(await run('show', 'tiny@5')).toMatchObject({ code: 1, err: expect.stringContaining('existing versions: 1') })
+  expect((await run('show', 'tiny@x')).code).toBe(2)
+  expect((await run('frobnicate')).code).toBe(2)
+  expect((await run('show')).code).toBe(2)
+})
+
+test('the bin runs through tsx', async () => {
+  const bin = new URL('../bin/datakit.js', import.meta.url).pathname
+  const { stdout } = await promisify(execFile)(process.execPath, [bin, '--prefix', prefix, 'ls', '--json'])
+  expect(JSON.parse(stdout)).toEqual([{ name: 'tiny', latest: 1, versions: 1, records: 2, bytes: 6 }])
+}, 60_000)

@@ -1,0 +1,130 @@
+import { spawn } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { openStorage } from '@marin/rigging'
+import { ZephyrContext } from '@marin/zephyr'
+import { afterAll, describe, expect, test } from 'vitest'
+import { DatakitError } from '../errors.js'
+import { Dataset } from './from-datakit.js'
+import { ingest } from './ingest.js'
+import { openDataset } from './open-dataset.js'
+import { contentId } from './record.js'
+
+const root = mkdtempSync(join(tmpdir(), 'datakit-ingest-'))
+const prefix = join(root, 'marin')
+afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+function file(name: string, data: string | Uint8Array): string {
+  const p = join(root, 'src', name)
+  mkdirSync(join(root, 'src'), { recursive: true })
+  writeFileSync(p, data)
+  return p
+}
+
+async function texts(name: string, version?: number): Promise<string[]> {
+  const ctx = new ZephyrContext({ progress: 'off' })
+  const { results } = await ctx.execute(Dataset.fromDatakit(name, { prefix, ...(version ? { version } : {}) }).map((r) => r.text))
+  await ctx.close()
+  return results
+}
+
+describe('sources and formats', () => {
+  test('plain text by line and by file, with normalization', async () => {
+    const p = file('lines.txt', 'first line  \n\n  second line\ncafe\u0301\n')
+    expect((await ingest({ name: 'lines', source: p, format: 'text', textUnit: 'line', prefix })).records).toBe(3)
+    expect(await texts('lines')).toEqual(['first line', 'second line', 'caf\u00e9'])
+    const whole = await ingest({ name: 'whole', source: p, format: 'text', prefix })
+    expect(whole.records).toBe(1)
+  })
+
+  test('MediaWiki XML pages keep title and page id in meta', async () => {
+    const xml = `<mediawiki><page><title>Cat</title><ns>0</ns><id>7</id><revision><text>The '''cat''' is a [[mammal|small mammal]].</text></revision></page></mediawiki>`
+    await ingest({ name: 'wiki', source: file('dump.xml', xml), format: 'wiki-xml', prefix })
+    const v = await openDataset('wiki', { prefix })
+    const ctx = new ZephyrContext({ progress: 'off' })
+    const { results } = await ctx.execute(Dataset.fromDatakit('wiki', { prefix }))
+    await ctx.close()
+    expect(results[0]!.text).toContain('small mammal')
+    expect(JSON.parse(results[0]!.meta)).toEqual({ title: 'Cat', pageId: 7 })
+    expect(results[0]!.id).toBe(contentId(results[0]!.text))
+    expect(v.metadata).toMatchObject({ records: 1, format: 'wiki-xml', shards: 1 })
+  })
+
+  test('Parquet written by datakit ingests again, with other columns in meta', async () => {
+    const v = await openDataset('lines', { prefix })
+    await ingest({ name: 'from-parquet', source: v.shards[0]!, format: 'parquet', prefix })
+    const again = await openDataset('from-parquet', { prefix })
+    expect(again.metadata.datasetHash).toBe(v.metadata.datasetHash)
+  })
+
+  test('any rigging storage URL is a source (memory://)', async () => {
+    const s = await openStorage('memory://datakit-test')
+    await s.write('in/a.jsonl', '{"text":"from memory"}\n')
+    await s.write('in/b.jsonl', '{"text":"also from memory"}\n')
+    const r = await ingest({ name: 'mem', source: 'memory://datakit-test/in/*.jsonl', format: 'jsonl', prefix })
+    expect(r.records).toBe(2)
+    expect(await texts('mem')).toEqual(['from memory', 'also from memory'])
+  })
+})
+
+describe('bad input', () => {
+  test('invalid UTF-8 is replaced and counted, or refused by policy', async () => {
+    const bad = new Uint8Array([...Buffer.from('{"text":"ok \u00ef\u00bf\u00bd? '), 0xff, 0xfe, ...Buffer.from(' end"}\n')])
+    const p = file('bad.jsonl', bad)
+    const r = await ingest({ name: 'bad', source: p, format: 'jsonl', prefix })
+    expect(r.invalidUtf8).toBe(2)
+    expect((await openDataset('bad', { prefix })).metadata.invalidUtf8).toBe(2)
+    const err = await ingest({ name: 'bad2', source: p, format: 'jsonl', invalidUtf8: 'refuse', prefix }).catch((e: unknown) => e)
+    expect(err).toMatchObject({ code: 'INVALID_UTF8', message: expect.stringContaining('bad.jsonl holds 2 invalid UTF-8') })
+  })
+
+  test('an empty source is a clear error', async () => {
+    const e1 = await ingest({ name: 'empty', source: file('empty.jsonl', ''), format: 'jsonl', prefix }).catch((e: unknown) => e)
+    expect(e1).toMatchObject({ code: 'SOURCE_EMPTY', message: expect.stringContaining('every source file is empty') })
+    const e2 = await ingest({ name: 'empty', source: file('blank.txt', '\n\n  \n'), format: 'text', textUnit: 'line', prefix }).catch((e: unknown) => e)
+    expect(e2).toMatchObject({ code: 'SOURCE_EMPTY', message: expect.stringContaining('no documents left') })
+    const e3 = await ingest({ name: 'empty', source: join(root, 'nothing-*.jsonl'), format: 'jsonl', prefix }).catch((e: unknown) => e)
+    expect(e3).toMatchObject({ code: 'SOURCE_NOT_FOUND' })
+    const e4 = await ingest({ name: 'empty', source: [], format: 'jsonl', prefix }).catch((e: unknown) => e)
+    expect(e4).toMatchObject({ code: 'SOURCE_EMPTY' })
+  })
+
+  test('unknown dataset names and versions list what exists', async () => {
+    expect(() => Dataset.fromDatakit('nope', { prefix })).toThrow(/no dataset "nope".*existing: .*lines/)
+    expect(() => Dataset.fromDatakit('lines', { prefix, version: 9 })).toThrow(/"lines" has no version 9; existing versions: 1/)
+    const err = await openDataset('nope', { prefix }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(DatakitError)
+    expect(err).toMatchObject({ code: 'DATASET_NOT_FOUND', message: expect.stringMatching(/existing: .*lines/) })
+    await expect(openDataset('lines', { prefix, version: 4 })).rejects.toMatchObject({ code: 'VERSION_NOT_FOUND' })
+  })
+})
+
+test('a crashed ingest resumes with the shards it finished', async () => {
+  const small = file('r-0.jsonl', '{"text":"small shard"}\n')
+  const doc = JSON.stringify({ text: 'x '.repeat(2000) })
+  const lines: string[] = []
+  for (let i = 0; i < 6000; i++) lines.push(doc.replace('x ', `${i} `))
+  const big = file('r-1.jsonl', `${lines.join('\n')}\n`)
+  const script = file('crash.mts', `import { ingest } from ${JSON.stringify(new URL('./ingest.ts', import.meta.url).pathname)}\nawait ingest({ name: 'resume', source: ${JSON.stringify([small, big])}, format: 'jsonl', prefix: ${JSON.stringify(prefix)} })\n`)
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: 'ignore', cwd: new URL('../..', import.meta.url).pathname })
+  const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)))
+  const work = join(prefix, 'datakit-work', 'ingest', 'resume')
+  const first = (): string | undefined => {
+    if (!existsSync(work)) return undefined
+    const d = readdirSync(work)[0]
+    const p = d && join(work, d, 'part-00000-of-00002.parquet')
+    return p && existsSync(p) ? p : undefined
+  }
+  const deadline = Date.now() + 120_000
+  while (!first() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  child.kill('SIGKILL')
+  await exited
+  const shard0 = first()!
+  expect(shard0).toBeDefined()
+  expect(existsSync(join(prefix, 'store', 'artifacts', 'datasets', 'resume'))).toBe(false) // killed before the commit
+  const before = statSync(shard0).mtimeMs
+  const r = await ingest({ name: 'resume', source: [small, big], format: 'jsonl', prefix })
+  expect(r).toMatchObject({ version: 1, records: 6001, reused: false })
+  expect(statSync(shard0).mtimeMs).toBe(before)
+}, 180_000)
