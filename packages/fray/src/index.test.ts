@@ -5,6 +5,7 @@ test('exports', async () => {
     [
       "ActorDiedError",
       "ActorGroup",
+      "ActorPool",
       "FRAY_ERROR_CODES",
       "FrayError",
       "FrayIrisClient",

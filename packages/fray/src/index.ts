@@ -7,6 +7,8 @@ export const version: string = pkg.version
 export { actorClass } from './actor.js'
 export type { ActorClass, ActorClassRef, ActorControl, ActorHandle, ActorStatus, CallOptions, Remote } from './actor.js'
 export { ActorGroup } from './actor-group.js'
+export { ActorPool } from './actor-pool.js'
+export type { PoolOptions } from './actor-pool.js'
 export type { Broadcast, WaitReadyOptions } from './actor-group.js'
 export type { ActorOptions } from './actor-options.js'
 export { currentClient, setDefaultClient, withClient } from './client.js'
