@@ -9,6 +9,10 @@ import { dirname, resolve } from 'node:path'
 import type { JobRequest } from '@marin/iris'
 import { MarinError } from './errors.js'
 import type { Step } from './step.js'
+
+// A step of any config type: Step<C> is invariant in C (C is both read and passed to fn).
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type AnyStep = Step<any>
 import type { ExperimentRecord } from './executor.js'
 
 /**
@@ -49,7 +53,7 @@ export type ExperimentOptions<T extends Record<string, unknown> = Record<string,
   /** Names the experiment and its records (`experiments/<name>/`): letters, digits, `. _ -`. */
   readonly name: string
   /** The steps to run (their dependencies come along), or a function building them from `config`. */
-  readonly steps: readonly Step[] | ((config: Config<T>) => readonly Step[])
+  readonly steps: readonly AnyStep[] | ((config: Config<T>) => readonly AnyStep[])
   readonly config?: Config<T>
   readonly description?: string
   /** The module that defines it, so that iris jobs can import it again. @default found from the call stack */
@@ -155,11 +159,11 @@ export function isExperiment(x: unknown): x is Experiment {
  * export default experiment
  * await runIfMain(import.meta.url, experiment)
  */
-export async function runIfMain(importMetaUrl: string, experiment: Experiment<never> | Experiment): Promise<void> {
+export async function runIfMain(importMetaUrl: string, experiment: { main(): Promise<number> }): Promise<void> {
   const entry = process.argv[1]
   if (!entry || process.env.MARIN_STEP_CHILD === '1') return
   const self = fileURLToPath(importMetaUrl)
   const strip = (p: string) => p.replace(/\.[cm]?[jt]sx?$/, '')
   if (resolve(entry) !== self && strip(resolve(entry)) !== strip(self)) return
-  await (experiment as Experiment).main()
+  await experiment.main()
 }
