@@ -16,6 +16,20 @@ export function compilePattern(pattern: string): RegExp {
  * stretch the pattern does not match becomes a piece of its own, so no byte is lost.
  */
 export function pretokenize(text: string, re: RegExp): string[] {
+  // Fast path: one native match call. Ordered, non-overlapping matches whose lengths sum
+  // to the text's length cover it without gaps, so they are the pieces.
+  const all = text.match(re)
+  if (all !== null) {
+    let n = 0
+    let empty = false
+    for (let i = 0; i < all.length; i++) {
+      n += all[i]!.length
+      if (all[i]!.length === 0) empty = true
+    }
+    if (n === text.length && !empty) return all
+  } else if (text.length === 0) {
+    return []
+  }
   const out: string[] = []
   let last = 0
   re.lastIndex = 0
