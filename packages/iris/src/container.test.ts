@@ -42,8 +42,8 @@ process.exit(r.status ?? 1)
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
 test('dockerRunArgs mounts the task directory and passes the environment', () => {
-  expect(dockerRunArgs({ image: 'python:3.12', name: 'iris-j-1', workDir: '/w/j/0-1/work', env: { IRIS_JOB_ID: 'j' }, command: ['python', '-V'], gpu: 2 })).toEqual([
-    'docker', 'run', '--rm', '--init', '--name', 'iris-j-1', '-v', '/w/j/0-1/work:/workspace', '-w', '/workspace', '--network', 'host', '--gpus', '2', '-e', 'IRIS_JOB_ID=j', 'python:3.12', 'python', '-V',
+  expect(dockerRunArgs({ image: 'python:3.12', name: 'iris-j-1', workDir: '/w/j/0-1/work', env: { IRIS_JOB_ID: 'j' }, command: ['python', '-V'], gpus: [2, 3] })).toEqual([
+    'docker', 'run', '--rm', '--init', '--name', 'iris-j-1', '-v', '/w/j/0-1/work:/workspace', '-w', '/workspace', '--network', 'host', '--gpus', '"device=2,3"', '-e', 'IRIS_JOB_ID=j', 'python:3.12', 'python', '-V',
   ])
 })
 

@@ -32,12 +32,13 @@ export function dockerRunArgs(opts: {
   workDir: string
   env: Record<string, string>
   command: readonly string[]
-  gpu: number
+  /** Host GPU indices the task may use. */
+  gpus?: readonly number[]
 }): string[] {
   const args = [opts.binary ?? 'docker', 'run', '--rm', '--init', '--name', opts.name, '-v', `${opts.workDir}:/workspace`, '-w', '/workspace']
   // The controller address is loopback-relative on the host; share the host network so it still resolves.
   args.push('--network', 'host')
-  if (opts.gpu > 0) args.push('--gpus', String(opts.gpu))
+  if (opts.gpus && opts.gpus.length > 0) args.push('--gpus', `"device=${opts.gpus.join(',')}"`)
   for (const [k, v] of Object.entries(opts.env)) args.push('-e', `${k}=${v}`)
   args.push(opts.image, ...opts.command)
   return args

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
@@ -86,6 +86,21 @@ describe('controller with in-process workers', () => {
     const job = await controller.waitForJob(greedy)
     expect(job.state).toBe('UNSCHEDULABLE')
     expect(controller.listJobs({ states: ['PENDING'] })).toHaveLength(600)
+  })
+
+  test('gpu tasks get their own devices in CUDA_VISIBLE_DEVICES', async () => {
+    await startWorker('g', { cpu: 4, memory: 4 * 2 ** 30, gpu: 3 })
+    const gate = join(dir, 'gate')
+    const a = controller.submit(spec({ resources: 'cpu=1,memory=64M,gpu=2', command: ['sh', '-c', `echo "$CUDA_VISIBLE_DEVICES"; while [ ! -f ${gate} ]; do sleep 0.05; done`] }))
+    const b = controller.submit(spec({ resources: 'cpu=1,memory=64M,gpu=1', command: ['sh', '-c', `echo "$CUDA_VISIBLE_DEVICES"; while [ ! -f ${gate} ]; do sleep 0.05; done`] }))
+    while (controller.readLogs(a).length + controller.readLogs(b).length < 2) await new Promise((r) => setTimeout(r, 20))
+    expect([controller.readLogs(a)[0]!.line, controller.readLogs(b)[0]!.line]).toEqual(['0,1', '2'])
+    writeFileSync(gate, '')
+    expect((await controller.waitForJob(a)).state).toBe('SUCCEEDED')
+    await controller.waitForJob(b)
+    const c = controller.submit(spec({ resources: 'cpu=1,memory=64M,gpu=3', command: ['sh', '-c', 'echo "$CUDA_VISIBLE_DEVICES"'] }))
+    await controller.waitForJob(c)
+    expect(controller.readLogs(c)[0]!.line).toBe('0,1,2')
   })
 
   test('an image job is refused when no docker engine answers', async () => {

@@ -59,6 +59,8 @@ type Held = {
   at: number
   handle?: TaskHandle
   killRequested: boolean
+  /** GPU indices given to the attempt (CUDA_VISIBLE_DEVICES). */
+  gpus?: number[]
   /** Name of the docker container running the attempt, if it has an image. */
   container?: string
   /** Killed because this worker is stopping: the controller retries it elsewhere. */
@@ -87,12 +89,15 @@ export class Worker {
   private waitMs = 1000
   private cleanupTimer: NodeJS.Timeout | undefined
   private readonly guard = orphanGuard()
+  /** GPU indices not given to a running attempt. */
+  private readonly freeGpus: number[]
   private readonly abort = new AbortController()
 
   constructor(private readonly opts: WorkerOptions) {
     this.workerId = opts.workerId ?? `${hostname()}-${randomBytes(3).toString('hex')}`
     this.resources = opts.resources ?? { cpu: availableParallelism(), memory: totalmem(), gpu: 0 }
     this.workDir = resolve(opts.workDir)
+    this.freeGpus = Array.from({ length: this.resources.gpu }, (_, i) => i)
   }
 
   /** Probes docker, registers (retrying until the controller answers) and starts heartbeating. */
@@ -230,6 +235,12 @@ export class Worker {
       IRIS_WORKER_ID: this.workerId,
       IRIS_TASK_DIR: work,
     }
+    // Each attempt gets its own devices; the scheduler never sends more than there are free.
+    if (a.spec.resources.gpu > 0) {
+      h.gpus = this.freeGpus.splice(0, a.spec.resources.gpu)
+      env.CUDA_VISIBLE_DEVICES = h.gpus.join(',')
+      env.IRIS_GPUS = h.gpus.join(',')
+    }
     if (a.spec.image !== undefined && !this.docker.available) {
       return this.finish(h, { state: 'FAILED', error: `refused: job has image ${a.spec.image} but this worker cannot run images (${this.docker.reason}); it never runs an image job without its image` })
     }
@@ -250,7 +261,7 @@ export class Worker {
       const inner = Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('IRIS_') || k in a.spec.env))
       inner.IRIS_TASK_DIR = '/workspace'
       h.container = `iris-${a.attemptId.replace(/[^A-Za-z0-9_.-]/g, '-')}`
-      command = dockerRunArgs({ ...(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {}), image: a.spec.image, name: h.container, workDir: work, env: inner, command, gpu: a.spec.resources.gpu })
+      command = dockerRunArgs({ ...(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {}), image: a.spec.image, name: h.container, workDir: work, env: inner, command, ...(h.gpus ? { gpus: h.gpus } : {}) })
     }
     writeFileSync(join(dir, 'attempt.json'), JSON.stringify({ attemptId: a.attemptId, command, startedAt: Date.now() }))
     h.handle = runTask({
@@ -270,6 +281,11 @@ export class Worker {
 
   private finish(h: Held, o: Partial<TaskOutcome> & { state: AttemptState }): void {
     if (isFinalAttemptState(h.state)) return
+    if (h.gpus) {
+      this.freeGpus.push(...h.gpus)
+      this.freeGpus.sort((x, y) => x - y)
+      h.gpus = undefined
+    }
     h.state = h.killRequested && o.state !== 'SUCCEEDED' ? (h.shutdown ? 'WORKER_FAILED' : 'KILLED') : o.state
     if (o.exitCode !== undefined) h.exitCode = o.exitCode
     if (o.error !== undefined) h.error = o.error
