@@ -179,9 +179,11 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
     const ac = new AbortController()
     // An abrupt local close (reset, error) cancels the call, which closes the target connection.
     sock.on('error', () => ac.abort())
-    sock.on('close', () => {
+    sock.on('close', (hadError) => {
       sockets.delete(sock)
-      ac.abort()
+      // After a clean close (both directions ended) the call finishes by itself, still delivering
+      // what it carries; cancelling it then could drop the last bytes on their way to the target.
+      if (hadError || !sock.readableEnded) ac.abort()
     })
     async function* up() {
       for await (const chunk of sock.iterator({ destroyOnReturn: false })) yield chunk as Buffer
