@@ -9,10 +9,6 @@ import { dirname, resolve } from 'node:path'
 import type { JobRequest } from '@marin/iris'
 import { MarinError } from './errors.js'
 import type { Step } from './step.js'
-
-// A step of any config type: Step<C> is invariant in C (C is both read and passed to fn).
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type AnyStep = Step<any>
 import type { ExperimentRecord } from './executor.js'
 
 /**
@@ -53,7 +49,7 @@ export type ExperimentOptions<T extends Record<string, unknown> = Record<string,
   /** Names the experiment and its records (`experiments/<name>/`): letters, digits, `. _ -`. */
   readonly name: string
   /** The steps to run (their dependencies come along), or a function building them from `config`. */
-  readonly steps: readonly AnyStep[] | ((config: Config<T>) => readonly AnyStep[])
+  readonly steps: readonly Step[] | ((config: Config<T>) => readonly Step[])
   readonly config?: Config<T>
   readonly description?: string
   /** The module that defines it, so that iris jobs can import it again. @default found from the call stack */

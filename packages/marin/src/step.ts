@@ -65,8 +65,12 @@ export type StepOptions<C> = {
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)*$/
 
-/** One step of an experiment. Create with `step()`. */
-export class Step<C = unknown> {
+/**
+ * One step of an experiment. Create with `step()`.
+ * `Step` alone means a step of any config (C is invariant: it is read and passed to `fn`).
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export class Step<C = any> {
   readonly name: string
   readonly fn: StepFn<C>
   readonly resources: string | undefined

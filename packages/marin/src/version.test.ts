@@ -4,7 +4,7 @@ import { canonicalJson } from './canonical-json.js'
 import { Config } from './experiment.js'
 import { prepare } from './executor.js'
 import { topoSort } from './graph.js'
-import { step } from './step.js'
+import { step, type Step } from './step.js'
 import { computeVersions } from './version.js'
 import { versioned } from './versioned.js'
 
@@ -84,11 +84,11 @@ describe('step versions', () => {
   })
 
   test('a cycle is named; two different steps with one name are refused', () => {
-    const refs: Record<string, ReturnType<typeof step>> = {}
+    const refs: Record<string, Step> = {}
     refs.a = step({ name: 'a', config: () => ({ x: refs.c!.output() }), fn: noop })
     refs.b = step({ name: 'b', config: () => ({ x: refs.a!.output() }), fn: noop })
     refs.c = step({ name: 'c', config: () => ({ x: refs.b!.output() }), fn: noop })
-    expect(() => topoSort([refs.a])).toThrow(/steps depend on each other in a cycle: a -> c -> b -> a/)
+    expect(() => topoSort([refs.a!])).toThrow(/steps depend on each other in a cycle: a -> c -> b -> a/)
     const x1 = step({ name: 'x', config: {}, fn: noop })
     const x2 = step({ name: 'x', config: {}, fn: noop })
     const y = step({ name: 'y', config: { a: x1.output(), b: x2.output() }, fn: noop })
