@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openStore, storeUrl } from '@marin/finestore'
+import { LocalClient } from '@marin/fray'
 import { ZephyrContext } from '@marin/zephyr'
 import { afterAll, describe, expect, test } from 'vitest'
 import { buildTokenCache } from './cache/build-token-cache.js'
@@ -108,6 +109,22 @@ describe('ingest → dedup → tokenize on the Brown corpus', () => {
     expect([...first.subarray(0, Math.min(64, d0.length))]).toEqual(d0.slice(0, 64))
     expect((await buildTokenCache({ dataset: 'brown', tokenizer: tok, name: 'brown-w1', prefix })).reused).toBe(true)
   })
+
+  test('a cache built by 2 worker processes matches the in-process one', async () => {
+    const client = new LocalClient()
+    try {
+      const { encoderJson, vocabBpe } = gpt2Files()
+      const tok = BpeTokenizer.fromGpt2Files(encoderJson, vocabBpe)
+      const procs = await buildTokenCache({ dataset: 'brown', tokenizer: tok, name: 'brown-procs', workers: 2, zephyr: { client }, prefix })
+      const one = await TokenCache.open('brown-w1', { prefix })
+      expect(procs.ledger.shards).toEqual(one.ledger.shards)
+      const c = await TokenCache.open('brown-procs', { prefix })
+      const idx = [0, 3, 5, 8]
+      expect(c.getBatch(idx, 32, { seed: 11 })).toEqual(one.getBatch(idx, 32, { seed: 11 }))
+    } finally {
+      await client.shutdown()
+    }
+  }, 120_000)
 
   test('a ledger that disagrees with its shards is refused, naming the shard', async () => {
     const store = await openStore({ url: storeUrl(prefix) })

@@ -23,10 +23,19 @@ import { DatakitError } from '../errors.js'
 import { cacheArtifact, withStore, workDir } from '../store.js'
 import type { StoreAccess } from '../store.js'
 import type { BpeTokenizer } from '../tokenizer/bpe-tokenizer.js'
-import { shardName } from './tokenize-shard.js'
+import { shardName, tokenizeShard } from './tokenize-shard.js'
 import type { ShardSummary, ShardTask } from './tokenize-shard.js'
 
 const log = logger('datakit')
+
+const TOKENIZE_SHARD_MODULE = new URL('./tokenize-shard.ts', import.meta.url).href
+
+// What worker processes run: self-contained source (the module travels in each task as a URL),
+// built from text so that no bundler rewrites its `import()`.
+const PORTABLE_RUN = new Function(
+  'items',
+  'return (async function* () { for await (const t of items) { const m = await import(t.module); yield await m.tokenizeShard(t) } })()',
+) as (items: AsyncIterable<ShardTask & { module: string }>) => AsyncIterable<ShardSummary>
 
 /** The ledger of a token cache: what every shard must hold. */
 export type TokenCacheLedger = {
@@ -90,14 +99,11 @@ export async function buildTokenCache(opts: BuildTokenCacheOptions): Promise<Bui
     await writeFile(tokenizerPath, tokJson)
     const total = input.shards.length
     const tasks: ShardTask[] = input.shards.map((url, shard) => ({ url, shard, total, dir, tokenizer: tokenizerPath, dtype }))
-    // The task function is self-contained (its module travels as a URL), so it also runs in worker processes.
-    const module = new URL('./tokenize-shard.ts', import.meta.url).href
-    const plan = Dataset.fromList(tasks.map((t) => ({ ...t, module })), { numShards: total }).mapShard(async function* (items) {
-      for await (const t of items) {
-        const m = (await import(t.module)) as { tokenizeShard: (task: unknown) => Promise<unknown> }
-        yield await m.tokenizeShard(t)
-      }
-    })
+    const plan = Dataset.fromList(tasks.map((t) => ({ ...t, module: TOKENIZE_SHARD_MODULE })), { numShards: total }).mapShard(
+      opts.zephyr?.client ? PORTABLE_RUN : async function* (items) {
+        for await (const t of items) yield await tokenizeShard(t)
+      },
+    )
     const ctx = new ZephyrContext({ progress: 'off', ...opts.zephyr, maxWorkers: opts.workers ?? opts.zephyr?.maxWorkers ?? 1 })
     let results: unknown[]
     try {
