@@ -12,6 +12,8 @@ export const MARIN_ERROR_CODES = [
   'STEP_FAILED',
   'VERSION_MISMATCH',
   'EXPERIMENT_NOT_FOUND',
+  'REPORT_SOURCE_INVALID',
+  'PUBLISH_FAILED',
 ] as const
 
 export type MarinErrorCode = (typeof MARIN_ERROR_CODES)[number]

@@ -26,7 +26,7 @@ export function irisRunner(scheduler: JobScheduler, script: string | undefined, 
     try {
       const lines: string[] = []
       for await (const l of job!.logs()) lines.push(l.line)
-      if (lines.length) await task.storage.write(`${nameHash}/logs/${attempt.id}.job.log`, `${lines.join('\n')}\n`)
+      await task.storage.write(`${nameHash}/logs/${attempt.id}.job.log`, lines.map((l) => `${l}\n`).join(''))
     } catch (err) {
       log.warn({ err, step: nameHash, jobId: job!.jobId }, 'could not copy the job log')
     }

@@ -19,9 +19,12 @@ export function openStepLog(storage: Storage, path: string, bindings: Record<str
     mkdirSync(dirname(local), { recursive: true })
     file = createWriteStream(local, { flags: 'a' })
   }
+  // The file keeps info and above whatever LOG_LEVEL says; stderr follows LOG_LEVEL.
+  const envLevel = process.env.LOG_LEVEL ?? 'info'
+  const stderrMin = pino.levels.values[envLevel] ?? 30
   const log = pino(
     {
-      level: process.env.LOG_LEVEL ?? 'info',
+      level: stderrMin < 30 ? envLevel : 'info',
       base: redactSecrets({ pkg: 'marin', ...bindings }) as Record<string, unknown>,
       formatters: { log: (obj) => redactSecrets(obj) as Record<string, unknown> },
       serializers: { err: (err: unknown) => redactSecrets(pino.stdSerializers.err(err as Error)) },
@@ -31,7 +34,8 @@ export function openStepLog(storage: Storage, path: string, bindings: Record<str
         const clean = scrubSecretValues(line)
         if (file) file.write(clean)
         else buffered.push(clean)
-        process.stderr.write(clean)
+        const level = Number(/"level":(\d+)/.exec(clean)?.[1] ?? 30)
+        if (level >= stderrMin) process.stderr.write(clean)
       },
     },
   ) as unknown as Logger

@@ -1,0 +1,69 @@
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { configureLogging } from '@marin/rigging'
+import { runCli } from './cli.js'
+
+const fixture = (f: string) => join(import.meta.dirname, 'fixtures', f)
+let prefix: string
+beforeAll(() => {
+  prefix = mkdtempSync(join(tmpdir(), 'marin-cli-'))
+  configureLogging({ destination: { write: () => {} }, pretty: false })
+})
+afterAll(() => rmSync(prefix, { recursive: true, force: true }))
+
+async function cli(...argv: string[]) {
+  const out: string[] = []
+  const err: string[] = []
+  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l), env: { MARIN_PREFIX: prefix } })
+  return { code, out: out.join('\n'), err: err.join('\n') }
+}
+
+describe('marin CLI', () => {
+  test('bad usage exits 2 naming the problem', async () => {
+    expect(await cli('run')).toMatchObject({ code: 2, err: expect.stringMatching(/missing required argument 'file'/) })
+    expect(await cli('run', 'x.ts', '--max-concurrent', '0')).toMatchObject({ code: 2, err: expect.stringMatching(/--max-concurrent.*whole number >= 1/) })
+    expect(await cli('run', 'x.ts', '--run-only', '(')).toMatchObject({ code: 2, err: expect.stringMatching(/--run-only.*not a regular expression/) })
+    expect(await cli('run', 'missing.ts')).toMatchObject({ code: 2, err: expect.stringMatching(/experiment script missing.ts does not exist/) })
+    expect(await cli('run', fixture('not-experiment.ts'))).toMatchObject({ code: 2, err: expect.stringMatching(/must `export default` an Experiment.*its default export is object/) })
+    expect(await cli('frobnicate')).toMatchObject({ code: 2, err: expect.stringMatching(/unknown command 'frobnicate'/) })
+    expect(await cli('status', 'nope')).toMatchObject({ code: 2, err: expect.stringMatching(/no experiment named "nope" has run under/) })
+    expect(await cli('explain', 'nope')).toMatchObject({ code: 2, err: expect.stringMatching(/no step named "nope" has run under/) })
+    expect(await cli('ls')).toMatchObject({ code: 0, out: expect.stringMatching(/no steps under/) })
+  })
+
+  test('a script that throws while building steps: its own stack, nothing run', async () => {
+    const r = await cli('run', fixture('throws.ts'), '--local')
+    expect(r.code).toBe(1)
+    expect(r.err).toMatch(/experiment script .*throws\.ts threw while building its steps; nothing was run/)
+    expect(r.err).toMatch(/unknown dataset "nope"/)
+    expect(r.err).toMatch(/at datasetSteps \(.*fixtures\/throws\.ts:5:/)
+    expect(readdirSync(prefix)).toEqual([])
+  })
+
+  test('a dependency cycle is named and nothing runs', async () => {
+    const r = await cli('run', fixture('cycle.ts'), '--local')
+    expect(r.code).toBe(1)
+    expect(r.err).toMatch(/steps depend on each other in a cycle: a -> b -> a/)
+    expect(existsSync(join(prefix, 'experiments'))).toBe(false)
+  })
+
+  test('run --local, status, ls, explain, run --dry-run', async () => {
+    const run = await cli('run', fixture('three-steps.ts'), '--local', '--max-concurrent', '2')
+    expect(run).toMatchObject({ code: 0 })
+    expect(run.out).toMatch(/SUCCESS train_\w{8}/)
+    const status = await cli('status')
+    expect(status.out).toMatch(/three_steps +SUCCESS +\S+ +3 steps/)
+    const one = await cli('status', 'three_steps')
+    expect(one.out).toMatch(/tokenize_\w{8} +SUCCESS +now SUCCESS/)
+    const ls = await cli('ls')
+    expect(ls.out.split('\n')).toHaveLength(3)
+    expect(ls.out).toContain(join(prefix, 'ingest_'))
+    const explain = await cli('explain', 'tokenize')
+    expect(explain.out).toMatch(/this is the only completed version/)
+    const dry = await cli('run', fixture('three-steps.ts'), '--dry-run')
+    expect(dry.out).toMatch(/plan three_steps: 3 steps/)
+    expect(dry.out.match(/skip {2}\w+_\w{8} +done at /g)).toHaveLength(3)
+  })
+})

@@ -1,0 +1,232 @@
+/**
+ * @module The continuous-batching engine. Requests queue; each scheduler step admits waiting
+ * requests into free slots (one prefill forward each), then advances every active sequence by one
+ * token in a single batched forward pass (`decodeStep`). A request that arrives mid-generation
+ * joins at the next step instead of waiting for the others to finish.
+ */
+import * as tf from '@tensorflow/tfjs'
+import { KvCache, Rng, sampleToken } from '@marin/levanter'
+import type { CausalLM, LayerKv } from '@marin/levanter'
+import type { MetricsRegistry } from '@marin/rigging'
+import { decodeStep } from './batch-decode.js'
+import { logSoftmax, topLogprobs } from './sampling.js'
+
+/** One generated (or, for the prompt, scored) token. */
+export type TokenEvent = { readonly token: number; readonly logprob: number; readonly top: readonly [number, number][] }
+
+/** What a caller asks the engine for. */
+export type SequenceRequest = {
+  readonly prompt: readonly number[]
+  readonly maxTokens: number
+  /** 0 is greedy. */
+  readonly temperature: number
+  readonly topP: number
+  readonly topK?: number
+  readonly seed: number
+  /** How many alternatives to report per token (0: none). */
+  readonly topLogprobs: number
+  /** Also score the prompt tokens (OpenAI `echo` with `logprobs`). */
+  readonly promptLogprobs?: boolean
+  readonly signal?: AbortSignal
+  /** Called for each new token; return true to stop (a stop string matched). */
+  readonly onToken: (e: TokenEvent) => boolean | void
+}
+
+export type FinishReason = 'stop' | 'length' | 'cancelled'
+
+export type SequenceResult = {
+  readonly finish: FinishReason
+  /** log p of each prompt token after the first, when asked for. */
+  readonly promptLogprobs?: readonly TokenEvent[]
+  readonly completionTokens: number
+}
+
+type Active = {
+  readonly req: SequenceRequest
+  readonly rng: Rng
+  kv: LayerKv[]
+  position: number
+  last: number
+  generated: number
+  readonly done: (r: SequenceResult) => void
+  readonly fail: (e: unknown) => void
+  promptLogprobs?: TokenEvent[]
+}
+
+export type EngineOptions = {
+  /** Sequences decoded together at most; more requests wait in the queue. @default 16 */
+  readonly maxBatch?: number
+  readonly metrics?: MetricsRegistry
+}
+
+/** Runs generation requests against one model with continuous batching. */
+export class Engine {
+  private readonly queue: Active[] = []
+  private readonly active: Active[] = []
+  private running = false
+  private idle: (() => void)[] = []
+  readonly maxBatch: number
+  private readonly m
+
+  constructor(readonly model: CausalLM, opts: EngineOptions = {}) {
+    this.maxBatch = opts.maxBatch ?? 16
+    const reg = opts.metrics
+    this.m = reg && {
+      tokens: reg.counter('marin_serve_generated_tokens_total', { help: 'tokens generated' }),
+      prompt: reg.counter('marin_serve_prompt_tokens_total', { help: 'prompt tokens prefilled' }),
+      steps: reg.counter('marin_serve_decode_steps_total', { help: 'batched decode forward passes' }),
+      batch: reg.histogram('marin_serve_batch_size', { help: 'sequences per decode step', buckets: [1, 2, 4, 8, 16, 32, 64] }),
+      active: reg.gauge('marin_serve_active_sequences', { help: 'sequences in the running batch' }),
+      queued: reg.gauge('marin_serve_queued_sequences', { help: 'sequences waiting for a slot' }),
+    }
+  }
+
+  /** Sequences running and waiting. */
+  get load(): { active: number; queued: number } {
+    return { active: this.active.length, queued: this.queue.length }
+  }
+
+  /** Generate for one request; resolves when it stops, reaches `maxTokens` or the context, or is cancelled. */
+  submit(req: SequenceRequest): Promise<SequenceResult> {
+    return new Promise((done, fail) => {
+      this.queue.push({ req, rng: new Rng(req.seed), kv: [], position: 0, last: 0, generated: 0, done, fail })
+      this.kick()
+    })
+  }
+
+  /** Resolves once nothing is running or waiting. */
+  whenIdle(): Promise<void> {
+    if (!this.running) return Promise.resolve()
+    return new Promise((r) => this.idle.push(r))
+  }
+
+  /** Cancel every running and waiting sequence (they finish with 'cancelled'). */
+  cancelAll(): void {
+    for (const s of [...this.queue.splice(0), ...this.active.splice(0)]) this.finish(s, 'cancelled')
+  }
+
+  private kick(): void {
+    if (this.running) return
+    this.running = true
+    setImmediate(() => void this.loop())
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      while (this.queue.length > 0 || this.active.length > 0) {
+        this.dropCancelled()
+        while (this.queue.length > 0 && this.active.length < this.maxBatch) this.admit(this.queue.shift()!)
+        this.m?.queued.set(this.queue.length)
+        this.m?.active.set(this.active.length)
+        if (this.active.length > 0) this.step()
+        // Let the event loop deliver new requests, stream bytes and notice disconnects.
+        await new Promise((r) => setImmediate(r))
+      }
+    } finally {
+      this.running = false
+      this.m?.active.set(0)
+      for (const r of this.idle.splice(0)) r()
+    }
+  }
+
+  private dropCancelled(): void {
+    for (const list of [this.queue, this.active]) {
+      for (let i = list.length - 1; i >= 0; i--) {
+        const s = list[i]!
+        if (s.req.signal?.aborted) {
+          list.splice(i, 1)
+          this.finish(s, 'cancelled')
+        }
+      }
+    }
+  }
+
+  /** Prefill the prompt, sample the first token. */
+  private admit(s: Active): void {
+    const { req } = s
+    const cache = new KvCache()
+    let rows: Float32Array
+    const T = req.prompt.length, V = this.model.config.vocabSize
+    try {
+      const ids = tf.tensor2d([[...req.prompt]], [1, T], 'int32')
+      const logits = this.model.forward(ids, cache)
+      rows = logits.dataSync() as Float32Array
+      tf.dispose([ids, logits])
+    } catch (err) {
+      cache.dispose()
+      s.fail(err)
+      return
+    }
+    s.kv = cache.layers
+    cache.layers = [] // the sequence owns the tensors now
+    s.position = T
+    this.m?.prompt.inc(T)
+    if (req.promptLogprobs) {
+      s.promptLogprobs = []
+      for (let t = 1; t < T; t++) {
+        const lp = logSoftmax(rows.subarray((t - 1) * V, t * V))
+        s.promptLogprobs.push({ token: req.prompt[t]!, logprob: lp[req.prompt[t]!]!, top: topLogprobs(lp, req.topLogprobs) })
+      }
+    }
+    if (req.maxTokens <= 0) return this.finish(s, 'length')
+    this.active.push(s)
+    this.take(s, rows.subarray((T - 1) * V, T * V))
+  }
+
+  /** Sample from one row of logits, report it, and decide whether the sequence goes on. */
+  private take(s: Active, logits: Float32Array): void {
+    const { req } = s
+    const token = sampleToken(logits, { temperature: req.temperature, topP: req.topP, ...(req.topK !== undefined ? { topK: req.topK } : {}) }, s.rng)
+    const lp = logSoftmax(logits)
+    s.last = token
+    s.generated++
+    this.m?.tokens.inc()
+    let stop: boolean | void
+    try {
+      stop = req.onToken({ token, logprob: lp[token]!, top: topLogprobs(lp, req.topLogprobs) })
+    } catch (err) {
+      this.remove(s)
+      this.release(s)
+      s.fail(err)
+      return
+    }
+    if (stop) this.end(s, 'stop')
+    else if (s.generated >= req.maxTokens || s.position >= this.model.config.seqLen) this.end(s, 'length')
+  }
+
+  private step(): void {
+    const batch = [...this.active]
+    this.m?.steps.inc()
+    this.m?.batch.observe(batch.length)
+    const out = decodeStep(this.model, batch.map((s) => ({ kv: s.kv, position: s.position, token: s.last })))
+    const V = this.model.config.vocabSize
+    batch.forEach((s, b) => {
+      this.release(s)
+      s.kv = out.kv[b]!
+      s.position++
+    })
+    batch.forEach((s, b) => {
+      if (this.active.includes(s)) this.take(s, out.logits.subarray(b * V, (b + 1) * V))
+    })
+  }
+
+  private remove(s: Active): void {
+    const i = this.active.indexOf(s)
+    if (i >= 0) this.active.splice(i, 1)
+  }
+
+  private release(s: Active): void {
+    for (const { k, v } of s.kv) tf.dispose([k, v])
+    s.kv = []
+  }
+
+  private end(s: Active, finish: FinishReason): void {
+    this.remove(s)
+    this.finish(s, finish)
+  }
+
+  private finish(s: Active, finish: FinishReason): void {
+    this.release(s)
+    s.done({ finish, completionTokens: s.generated, ...(s.promptLogprobs ? { promptLogprobs: s.promptLogprobs } : {}) })
+  }
+}

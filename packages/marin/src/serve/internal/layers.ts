@@ -1,0 +1,77 @@
+/**
+ * @module Tensor functions for one decode step over many sequences. levanter's own layers take a
+ * single position offset for the whole batch; a continuous batch holds sequences at different
+ * positions, so positions, rotary tables and attention are per row here.
+ */
+import * as tf from '@tensorflow/tfjs'
+
+/** x [..., in] · w [in, out] (+ b) as one 2-D matMul. */
+export function linear(x: tf.Tensor, w: tf.Tensor, b?: tf.Tensor): tf.Tensor {
+  const inDim = x.shape[x.rank - 1]!, outDim = w.shape[1]!
+  const y = tf.matMul(tf.reshape(x, [-1, inDim]), w)
+  return tf.reshape(b ? tf.add(y, b) : y, [...x.shape.slice(0, -1), outDim])
+}
+
+export function layerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor, eps: number): tf.Tensor {
+  const { mean, variance } = tf.moments(x, -1, true)
+  return tf.add(tf.mul(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, eps))), g), b)
+}
+
+export function rmsNorm(x: tf.Tensor, g: tf.Tensor, eps: number): tf.Tensor {
+  return tf.mul(tf.mul(x, tf.rsqrt(tf.add(tf.mean(tf.square(x), -1, true), eps))), g)
+}
+
+export function geluTanh(x: tf.Tensor): tf.Tensor {
+  const inner = tf.mul(tf.add(x, tf.mul(tf.mul(tf.square(x), x), 0.044715)), Math.sqrt(2 / Math.PI))
+  return tf.mul(tf.mul(x, 0.5), tf.add(tf.tanh(inner), 1))
+}
+
+/** [B, 1, H·K] → [B, H, 1, K]. */
+export function splitHeads(x: tf.Tensor, nHeads: number): tf.Tensor {
+  const [B, T, D] = x.shape as [number, number, number]
+  return tf.transpose(tf.reshape(x, [B, T, nHeads, D / nHeads]), [0, 2, 1, 3])
+}
+
+/** [B, H, 1, K] → [B, 1, H·K]. */
+export function mergeHeads(x: tf.Tensor): tf.Tensor {
+  const [B, H, T, K] = x.shape as [number, number, number, number]
+  return tf.reshape(tf.transpose(x, [0, 2, 1, 3]), [B, T, H * K])
+}
+
+/** Rotary cos/sin [B, 1, 1, K] for one absolute position per row (half-split layout). */
+export function ropeRows(positions: readonly number[], K: number, theta: number): { cos: tf.Tensor; sin: tf.Tensor } {
+  const B = positions.length, half = K / 2
+  const cos = new Float32Array(B * K), sin = new Float32Array(B * K)
+  positions.forEach((p, r) => {
+    for (let i = 0; i < half; i++) {
+      const a = p / Math.pow(theta, (2 * i) / K)
+      cos[r * K + i] = cos[r * K + i + half] = Math.cos(a)
+      sin[r * K + i] = sin[r * K + i + half] = Math.sin(a)
+    }
+  })
+  return { cos: tf.tensor4d(cos, [B, 1, 1, K]), sin: tf.tensor4d(sin, [B, 1, 1, K]) }
+}
+
+export function applyRope(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor): tf.Tensor {
+  const K = x.shape[3]!
+  const [x1, x2] = tf.split(x, [K / 2, K / 2], 3) as [tf.Tensor, tf.Tensor]
+  return tf.add(tf.mul(x, cos), tf.mul(tf.concat([tf.neg(x2), x1], 3), sin))
+}
+
+/**
+ * One query position per row against that row's own keys: q [B, H, 1, K], keys/values of row r
+ * [1, H, S_r, K] (its cache plus this step) → [B, H, 1, K]. Rows have different lengths, so the
+ * products run per row; the projections around them are the batched part.
+ */
+export function raggedAttention(q: tf.Tensor, ks: readonly tf.Tensor[], vs: readonly tf.Tensor[]): tf.Tensor {
+  const [B, H, , K] = q.shape as [number, number, number, number]
+  const rows: tf.Tensor[] = []
+  for (let r = 0; r < B; r++) {
+    const qr = tf.reshape(tf.slice(q, [r, 0, 0, 0], [1, H, 1, K]), [H, 1, K])
+    const S = ks[r]!.shape[2]!
+    const kT = tf.transpose(tf.reshape(ks[r]!, [H, S, K]), [0, 2, 1]) // [H, K, S]
+    const p = tf.softmax(tf.mul(tf.matMul(qr, kT), 1 / Math.sqrt(K))) // [H, 1, S]
+    rows.push(tf.reshape(tf.matMul(p, tf.reshape(vs[r]!, [H, S, K])), [1, H, 1, K]))
+  }
+  return rows.length === 1 ? rows[0]! : tf.concat(rows, 0)
+}
