@@ -101,7 +101,7 @@ export async function buildTokenCache(opts: BuildTokenCacheOptions): Promise<Bui
     const tasks: ShardTask[] = input.shards.map((url, shard) => ({ url, shard, total, dir, tokenizer: tokenizerPath, dtype }))
     const plan = Dataset.fromList(tasks.map((t) => ({ ...t, module: TOKENIZE_SHARD_MODULE })), { numShards: total }).mapShard(
       opts.zephyr?.client ? PORTABLE_RUN : async function* (items) {
-        for await (const t of items) yield await tokenizeShard(t)
+        for await (const t of items) yield await tokenizeShard(t, tok)
       },
     )
     const ctx = new ZephyrContext({ progress: 'off', ...opts.zephyr, maxWorkers: opts.workers ?? opts.zephyr?.maxWorkers ?? 1 })

@@ -49,13 +49,13 @@ async function atomicWrite(path: string, data: Uint8Array | string): Promise<voi
   await rename(tmp, path)
 }
 
-/** Tokenizes one shard (or returns the summary of the run that already did). */
-export async function tokenizeShard(task: ShardTask): Promise<ShardSummary> {
+/** Tokenizes one shard (or returns the summary of the run that already did); `tokenizer` skips loading the task's file. */
+export async function tokenizeShard(task: ShardTask, tokenizer?: BpeTokenizer): Promise<ShardSummary> {
   const name = shardName(task.shard, task.total)
   const done = `${task.dir}/${name}.done.json`
   if (existsSync(done)) return JSON.parse(await readFile(done, 'utf8')) as ShardSummary
-  if (!tokenizers.has(task.tokenizer)) tokenizers.set(task.tokenizer, BpeTokenizer.load(task.tokenizer))
-  const tok = await tokenizers.get(task.tokenizer)!
+  if (!tokenizer && !tokenizers.has(task.tokenizer)) tokenizers.set(task.tokenizer, BpeTokenizer.load(task.tokenizer))
+  const tok = tokenizer ?? (await tokenizers.get(task.tokenizer)!)
   let ids = task.dtype === 'uint16' ? new Uint16Array(1 << 16) : new Uint32Array(1 << 16)
   let n = 0
   const offsets: number[] = [0]

@@ -161,7 +161,7 @@ export class BpeTokenizer {
     for (const piece of pretokenize(text, this.re)) {
       let ids = this.cache.get(piece)
       if (ids === undefined) {
-        ids = this.bpe(utf8.encode(piece))
+        ids = this.bpe(piece)
         if (this.cache.size >= CACHE_LIMIT) this.cache.clear()
         this.cache.set(piece, ids)
       }
@@ -170,8 +170,18 @@ export class BpeTokenizer {
   }
 
   /** Applies merges to one piece's bytes, lowest rank first, until none applies. */
-  private bpe(bytes: Uint8Array): number[] {
-    const word: number[] = Array.from(bytes, (b) => this.byteIds[b]!)
+  private bpe(piece: string): number[] {
+    const word: number[] = []
+    for (let i = 0; i < piece.length; i++) {
+      const c = piece.charCodeAt(i)
+      if (c >= 0x80) {
+        // Not ASCII: start over from the UTF-8 bytes.
+        word.length = 0
+        for (const b of utf8.encode(piece)) word.push(this.byteIds[b]!)
+        break
+      }
+      word.push(this.byteIds[c]!)
+    }
     while (word.length > 1) {
       let best = -1
       let bestRank = Infinity
