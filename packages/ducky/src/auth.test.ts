@@ -2,6 +2,8 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { writeFileSync } from 'node:fs'
+import { SecretStore } from '@marin/rigging'
 import { afterAll, afterEach, expect, test } from 'vitest'
 import { connect } from './client.js'
 import { RpcError } from './errors.js'
@@ -78,6 +80,17 @@ test('tokens from a function and from a secret store, read on every call', async
 
 const dir = mkdtempSync(join(tmpdir(), 'ducky-tls-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+test("rigging's SecretStore supplies the token on both ends", async () => {
+  const file = join(dir, 'ducky_token')
+  writeFileSync(file, 'from-a-secret-file\n')
+  const store = new SecretStore({ specs: { ducky_token: `file:${file}` }, sources: [] })
+  const { server } = await authServer({ secrets: store, name: 'ducky_token' })
+  const c = connect(Demo, server.address, { logger: recordingLogger(), token: { secrets: store, name: 'ducky_token' } })
+  open.push(c)
+  expect(await c.echo({ text: 'secret' })).toEqual({ text: 'secret' })
+  expect(((await client(server.address, 'other').echo({ text: 'x' }).catch((e: unknown) => e)) as RpcError).code).toBe('UNAUTHENTICATED')
+})
 
 function selfSignedCert(): { certFile: string; keyFile: string } {
   const certFile = join(dir, 'cert.pem')

@@ -8,7 +8,7 @@ import type { Metadata } from '@grpc/grpc-js'
 import { RpcError } from './errors.js'
 
 /** Anything with `get(name)`, such as rigging's `SecretStore`. */
-export type SecretSource = { get(name: string): string | Promise<string> }
+export type SecretGetter = { get(name: string): string | Promise<string> }
 
 /**
  * Where a bearer token comes from: the token itself, a function (read on every call, so a rotated
@@ -16,7 +16,7 @@ export type SecretSource = { get(name: string): string | Promise<string> }
  * @example
  * { token: { secrets: store, name: 'iris_token' } }
  */
-export type TokenSource = string | (() => string | Promise<string>) | { secrets: SecretSource; name: string }
+export type TokenSource = string | (() => string | Promise<string>) | { secrets: SecretGetter; name: string }
 
 export type ResolvedToken = { sync: string } | { load: () => Promise<string> }
 
