@@ -7,6 +7,8 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { JobScheduler } from '@marin/iris'
+import { loadExperiment } from './load-script.js'
 
 const pkg = join(import.meta.dirname, '..')
 const repo = join(pkg, '..', '..')
@@ -58,9 +60,11 @@ describe('experiment processes', () => {
     const r = await done
     expect(r.code, r.err).toBe(0)
     expect(names(counter)).toEqual(['ingest', 'tokenize', 'train'])
-    const again = await start(['--loader', 'ts-node/esm', script, '--dry-run'], { MARIN_PREFIX: prefix, TS_NODE_TRANSPILE_ONLY: '1', NODE_NO_WARNINGS: '1' }).done
-    expect(again.code, again.err).toBe(0)
-    expect(again.out.match(/skip {2}\w+ +done at /g)).toHaveLength(3)
+    // The record names the script and each step's version and timing.
+    const recs = readdirSync(join(prefix, 'experiments', 'three_steps'))
+    const rec = JSON.parse(readFileSync(join(prefix, 'experiments', 'three_steps', recs[0]!), 'utf8'))
+    expect(rec).toMatchObject({ experiment: 'three_steps', status: 'SUCCESS', script, config: { dataset: 'tiny', seed: 1 } })
+    expect(rec.steps.map((x: { name: string; status: string }) => `${x.name}:${x.status}`)).toEqual(['ingest:SUCCESS', 'tokenize:SUCCESS', 'train:SUCCESS'])
   }, 60_000)
 
   test('two marin run of one experiment at once: each step runs exactly once', async () => {
@@ -93,5 +97,46 @@ describe('experiment processes', () => {
     expect(second.out).toMatch(/(wait {2}tokenize_\w+ +running elsewhere|run {3}tokenize_\w+ +take over)/)
     expect(names(counter)).toEqual(['ingest', 'tokenize', 'tokenize', 'train'])
     expect(readFileSync(join(prefix, tok, '.executor_status'), 'utf8')).toBe('SUCCESS\n')
+  }, 60_000)
+
+  test('a step process killed mid-run: FAILED, dependents DEP_FAILED, the next run redoes that step only', async () => {
+    const prefix = join(root, 'killed-job')
+    const counter = join(root, 'killed-job.count')
+    const env = { MARIN_PREFIX: prefix, FIX_COUNTER: counter, MARIN_LEASE_TTL_MS: '1000' }
+    const first = start(['--import', 'tsx', script], { ...env, FIX_SLEEP_STEP: 'tokenize', FIX_SLEEP_MS: '60000' })
+    for (let i = 0; i < 600 && !names(counter).includes('tokenize'); i++) await new Promise((r) => setTimeout(r, 50))
+    const [, pid] = runs(counter).find(([n]) => n === 'tokenize')!
+    process.kill(Number(pid), 'SIGKILL')
+    const r = await first.done
+    expect(r.code).toBe(1)
+    expect(r.out).toMatch(/FAILED tokenize_\w+ \(.*\n\s+iris job \S+ ended FAILED without a result: task 0: terminated by signal SIGKILL/)
+    expect(r.out).toMatch(/DEP_FAILED train_/)
+    const tok = readdirSync(prefix).find((d) => d.startsWith('tokenize_'))!
+    expect(readFileSync(join(prefix, tok, '.executor_status'), 'utf8')).toBe('FAILED\n')
+    const again = await start([marinBin, 'run', script, '--local'], env).done
+    expect(again.code, again.err).toBe(0)
+    expect(again.out).toMatch(/run {3}tokenize_\w+ +failed at /)
+    expect(names(counter)).toEqual(['ingest', 'tokenize', 'tokenize', 'train'])
+  }, 60_000)
+
+  test("iris's JobScheduler.submit(experiment) runs it as jobs, each when its dependencies are done", async () => {
+    const prefix = join(root, 'scheduler')
+    const counter = join(root, 'scheduler.count')
+    const saved = { ...process.env }
+    Object.assign(process.env, { MARIN_PREFIX: prefix, FIX_COUNTER: counter, LOG_LEVEL: 'warn' })
+    const scheduler = new JobScheduler({ cluster: 'local', prefix })
+    try {
+      const experiment = await loadExperiment(script)
+      const jobs = await scheduler.submit(experiment)
+      expect(jobs.map((j) => j.name.replace(/_\w{8}$/, ''))).toEqual(['three_steps.ingest', 'three_steps.tokenize', 'three_steps.train'])
+      for (const j of jobs) expect((await j.wait()).state).toBe('SUCCEEDED')
+      expect(names(counter)).toEqual(['ingest', 'tokenize', 'train'])
+      const again = await scheduler.submit(experiment)
+      expect(again).toEqual([])
+      expect(readdirSync(join(prefix, 'experiments', 'three_steps'))).toHaveLength(2)
+    } finally {
+      await scheduler.close()
+      process.env = saved
+    }
   }, 60_000)
 })
