@@ -3,8 +3,11 @@
  * and serves calls until the driver says stop or goes away.
  */
 import { ActorRuntime } from './actor-runtime.js'
+import { cleanUpOnSigterm } from './collective/peers.js'
 import { FrayError } from './errors.js'
 import { errorPayload, type FromWorker, MSG, type ToWorker } from './internal/wire.js'
+
+cleanUpOnSigterm()
 
 let runtime: ActorRuntime | null = null
 function send(m: FromWorker): void {

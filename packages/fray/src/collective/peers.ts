@@ -4,12 +4,55 @@
  * binary frames. Frames are matched to receivers by (communicator, sequence, kind,
  * chunk, sender), so collectives on different sub-groups can run at the same time.
  */
+import { randomUUID } from 'node:crypto'
+import { readFileSync, rmSync } from 'node:fs'
 import net from 'node:net'
+import { hostname, tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { FrayError } from '../errors.js'
 import { FrameReader, writeFrame, type FrameHeader } from '../internal/framing.js'
 
-/** A member's listening address. */
-export type PeerAddress = { host: string; port: number }
+/**
+ * A member's listening address: TCP always, and a Unix socket that members on the same machine
+ * use instead (it costs about half the CPU of loopback TCP per byte).
+ */
+export type PeerAddress = { host: string; port: number; path?: string; machine?: string }
+
+const socketPaths = new Set<string>()
+/** Socket files go with the process even when nobody closes the mesh (a SIGKILL still leaves them). */
+function removeAtExit(path: string): void {
+  if (socketPaths.size === 0) process.once('exit', removeSocketFiles)
+  socketPaths.add(path)
+}
+
+/** Removes this process's mesh socket files; for signal handlers, which skip 'exit' hooks. */
+export function removeSocketFiles(): void {
+  for (const p of socketPaths) rmSync(p, { force: true })
+  socketPaths.clear()
+}
+
+/** On SIGTERM, removes the socket files and dies of the same signal (so the exit still reads as SIGTERM). */
+export function cleanUpOnSigterm(): void {
+  process.once('SIGTERM', () => {
+    removeSocketFiles()
+    process.kill(process.pid, 'SIGTERM')
+  })
+}
+
+let machineId: string | undefined
+/** Identifies this machine (and boot), so that a Unix socket path is only used where it exists. */
+function thisMachine(): string {
+  if (machineId === undefined) {
+    let boot = ''
+    try {
+      boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
+    } catch {
+      /* not Linux: the host name alone */
+    }
+    machineId = `${hostname()}/${boot}`
+  }
+  return machineId
+}
 
 const HELLO = 0xffff
 
@@ -24,23 +67,44 @@ export class Peers {
   private expected = 0
   private onAllConnected: (() => void) | null = null
 
-  private constructor(private readonly server: net.Server) {}
+  private constructor(
+    private readonly server: net.Server,
+    private readonly local: net.Server | null,
+    private readonly path: string | null,
+  ) {}
 
-  /** Opens this member's listening socket. */
+  /** Opens this member's listening sockets (TCP on `host`, and a Unix socket where there are some). */
   static async listen(host = '127.0.0.1'): Promise<Peers> {
+    const listen = (srv: net.Server, ...args: unknown[]) =>
+      new Promise<void>((res, rej) => {
+        srv.once('error', rej)
+        ;(srv.listen as (...a: unknown[]) => void)(...args, () => res())
+      })
     const server = net.createServer()
-    const peers = new Peers(server)
+    await listen(server, 0, host)
+    let local: net.Server | null = null
+    let path: string | null = null
+    if (process.platform !== 'win32') {
+      const p = join(tmpdir(), `fray-${randomUUID().slice(0, 12)}.sock`)
+      const srv = net.createServer()
+      try {
+        await listen(srv, p)
+        local = srv
+        path = p
+        removeAtExit(p)
+      } catch {
+        srv.close() // no Unix sockets here: TCP only
+      }
+    }
+    const peers = new Peers(server, local, path)
     server.on('connection', (s) => peers.accept(s))
-    await new Promise<void>((res, rej) => {
-      server.once('error', rej)
-      server.listen(0, host, () => res())
-    })
+    local?.on('connection', (s) => peers.accept(s))
     return peers
   }
 
   address(): PeerAddress {
     const a = this.server.address() as net.AddressInfo
-    return { host: a.address, port: a.port }
+    return { host: a.address, port: a.port, ...(this.path ? { path: this.path, machine: thisMachine() } : {}) }
   }
 
   /** Connects to every lower rank and waits for every higher rank to connect. */
@@ -54,7 +118,7 @@ export class Peers {
       addresses.slice(0, rank).map(
         (a, peer) =>
           new Promise<void>((res, rej) => {
-            const s = net.connect(a.port, a.host)
+            const s = a.path && a.machine === thisMachine() ? net.connect(a.path) : net.connect(a.port, a.host)
             s.once('error', rej)
             s.once('connect', () => {
               s.off('error', rej)
@@ -167,6 +231,11 @@ export class Peers {
     for (const s of this.sockets.values()) s.destroy()
     this.sockets.clear()
     this.server.close()
+    this.local?.close()
+    if (this.path) {
+      rmSync(this.path, { force: true })
+      socketPaths.delete(this.path)
+    }
     for (const w of this.waiters.values()) w.reject(this.failure)
     this.waiters.clear()
   }

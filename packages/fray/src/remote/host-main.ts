@@ -5,9 +5,12 @@
  */
 import { connect, serve } from '@marin/ducky'
 import { ActorRuntime } from '../actor-runtime.js'
+import { cleanUpOnSigterm } from '../collective/peers.js'
 import { FrayError } from '../errors.js'
 import { errorPayload } from '../internal/wire.js'
 import { ActorService, DriverService } from './services.js'
+
+cleanUpOnSigterm()
 
 const driverAddress = process.env['FRAY_DRIVER_ADDRESS']
 const name = process.env['FRAY_ACTOR_NAME']
