@@ -101,6 +101,8 @@ describe('ingest → dedup → tokenize on the Brown corpus', () => {
     const n = c1.numSequences(64)
     const idx = Array.from({ length: 16 }, (_, i) => (i * 7) % n)
     expect(c1.getBatch(idx, 64)).toEqual(c2.getBatch(idx, 64))
+    expect(c1.read(64, 64)).toEqual(c1.getBatch([1], 64)) // the flat stream training reads
+    expect(c1.numBytes).toBe(one.ledger.bytes)
     expect(c1.getBatch(idx, 64, { seed: 5 })).toEqual(c2.getBatch(idx, 64, { seed: 5 }))
     expect(c1.getBatch(idx, 64, { seed: 5 })).not.toEqual(c1.getBatch(idx, 64))
     // Packing: the stream is the documents, each followed by EOS.

@@ -90,6 +90,14 @@ describe('bad input', () => {
     expect(e4).toMatchObject({ code: 'SOURCE_EMPTY' })
   })
 
+  test('the exported Dataset is zephyr\'s, with fromDatakit added', async () => {
+    const ctx = new ZephyrContext({ progress: 'off' })
+    const { results } = await ctx.execute(Dataset.fromList([1, 2, 3], { numShards: 2 }).map((x) => x * 2))
+    await ctx.close()
+    expect(results.sort()).toEqual([2, 4, 6])
+    expect(typeof Dataset.fromDatakit).toBe('function')
+  })
+
   test('unknown dataset names and versions list what exists', async () => {
     expect(() => Dataset.fromDatakit('nope', { prefix })).toThrow(/no dataset "nope".*existing: .*lines/)
     expect(() => Dataset.fromDatakit('lines', { prefix, version: 9 })).toThrow(/"lines" has no version 9; existing versions: 1/)
