@@ -10,6 +10,7 @@ import { explainCommand } from './cli-explain.js'
 import { lsCommand } from './cli-ls.js'
 import { runCommand } from './cli-run.js'
 import { statusCommand } from './cli-status.js'
+import { publishReportCommand } from './report/cli.js'
 import { isMarinError, type MarinErrorCode } from './errors.js'
 
 /** A command body: resolves with an exit code. */
@@ -19,9 +20,9 @@ export type Run = (fn: () => Promise<number>) => Promise<void>
 export type CommandFactory = (io: CliIo, run: Run) => Command
 
 /** The commands of `marin`, in help order. Add a factory here to add a command. */
-export const COMMANDS: readonly CommandFactory[] = [runCommand, statusCommand, explainCommand, lsCommand]
+export const COMMANDS: readonly CommandFactory[] = [runCommand, statusCommand, explainCommand, lsCommand, publishReportCommand]
 
-const USAGE_CODES: ReadonlySet<MarinErrorCode> = new Set(['BAD_USAGE', 'SCRIPT_INVALID', 'STEP_NOT_FOUND', 'EXPERIMENT_NOT_FOUND'])
+const USAGE_CODES: ReadonlySet<MarinErrorCode> = new Set(['BAD_USAGE', 'SCRIPT_INVALID', 'STEP_NOT_FOUND', 'EXPERIMENT_NOT_FOUND', 'REPORT_SOURCE_INVALID'])
 
 /** Builds the program. */
 export function buildProgram(io: CliIo, run: Run, commands: readonly CommandFactory[] = COMMANDS): Command {

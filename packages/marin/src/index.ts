@@ -38,6 +38,20 @@ export type { RunOptions } from './run-experiment.js'
 export { irisRunner } from './iris-runner.js'
 export { experimentJobs } from './experiment-jobs.js'
 
+// Reports
+export { buildReport, buildSite } from './report/build.js'
+export type { Site } from './report/build.js'
+export { collectReport, parseArtifactList, parseEvals, parseMetrics } from './report/collect.js'
+export { resolveSource } from './report/source.js'
+export type { ResolvedSource } from './report/source.js'
+export { renderCharts, renderSvg } from './report/charts.js'
+export type { Chart } from './report/charts.js'
+export { stepGraphSvg } from './report/step-graph.js'
+export { MANIFEST_FILE, publishSite } from './report/publish.js'
+export type { PublishResult } from './report/publish.js'
+export { publishReportCommand } from './report/cli.js'
+export type { EvalRow, MetricRow, ReportArtifact, ReportData, ReportStep, SampleRow, StepLogFile } from './report/types.js'
+
 // CLI
 export { COMMANDS, buildProgram, runCli } from './cli.js'
 export type { CommandFactory, Run } from './cli.js'

@@ -35,15 +35,15 @@ function points(rows: readonly MetricRow[], keys: readonly string[]): Point[] {
 /** The vega-lite spec of one chart: a line per series, points on top so single values show. */
 export function chartSpec(title: string, y: string, values: readonly Point[]): TopLevelSpec {
   return {
-    width: 520,
-    height: 220,
+    width: 400,
+    height: 200,
     title,
     data: { values: values as Point[] },
     config: { font: 'sans-serif', background: 'white' },
     encoding: {
       x: { field: 'step', type: 'quantitative', title: 'step' },
       y: { field: 'value', type: 'quantitative', title: y, scale: { zero: false } },
-      color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom' } },
+      color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom', labelLimit: 400 } },
     },
     layer: [{ mark: { type: 'line', strokeWidth: 2 } }, { mark: { type: 'point', filled: true, size: 18 } }],
   }

@@ -1,0 +1,73 @@
+/**
+ * @module A tiny experiment for report tests: real executor steps that commit a finestore
+ * dataset, write levanter JSONL metrics through `JsonlTracker`, commit a checkpoint artifact,
+ * and write eval results and sample generations, the files a report reads.
+ */
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { openStore, storeUrl } from '@marin/finestore'
+import { JsonlTracker } from '@marin/levanter'
+import { Experiment } from '../experiment.js'
+import { step } from '../step.js'
+import { versioned } from '../versioned.js'
+
+const DOCS = ['the cat sat on the mat', 'the dog sat on the log', 'the cat sat on the mat', 'a bird flew over the house']
+
+async function commit(prefix: string, name: string, files: Record<string, string>, metadata: Record<string, number | string | number[]>, lineage: string[] = []) {
+  const store = await openStore({ url: storeUrl(prefix), fsync: false })
+  try {
+    const txn = await store.begin(name, { metadata, lineage })
+    for (const [p, text] of Object.entries(files)) await txn.put(p, text)
+    return (await txn.commit()).version
+  } finally {
+    store.close()
+  }
+}
+
+/** The experiment `name`: ingest → dedup → train → eval, `trainSteps` logged training steps. */
+export function reportFixture(prefix: string, name = 'tiny-report', trainSteps = 20): Experiment {
+  const ingest = step({
+    name: 'ingest',
+    config: { corpus: versioned('four-sentences') },
+    fn: async (_c, ctx) => {
+      const v = await commit(prefix, 'datasets/raw', { 'part-0.jsonl': DOCS.map((text, id) => JSON.stringify({ id, text })).join('\n') }, { documents: DOCS.length })
+      writeFileSync(join(ctx.outputPath, 'artifacts.json'), JSON.stringify([`datasets/raw@${v}`]))
+      ctx.log.info({ documents: DOCS.length }, 'ingested')
+    },
+  })
+  const dedup = step({
+    name: 'dedup',
+    config: { input: ingest.output(), mode: versioned('exact') },
+    fn: async (_c, ctx) => {
+      const kept = [...new Set(DOCS)]
+      const v = await commit(prefix, 'datasets/dedup', { 'part-0.jsonl': kept.join('\n') }, { documentsIn: DOCS.length, documentsOut: kept.length, duplicatesRemoved: DOCS.length - kept.length, tokens: kept.join(' ').split(' ').length }, ['datasets/raw@1'])
+      writeFileSync(join(ctx.outputPath, 'artifacts.json'), JSON.stringify({ artifacts: [{ artifact: 'datasets/dedup', version: v }] }))
+      ctx.log.info({ kept: kept.length }, 'deduplicated')
+    },
+  })
+  const train = step({
+    name: 'train',
+    config: { data: dedup.output(), lr: versioned(3e-3), steps: versioned(trainSteps) },
+    fn: async (c, ctx) => {
+      const tracker = new JsonlTracker(join(ctx.outputPath, 'run', 'metrics.jsonl'))
+      for (let s = 1; s <= c.steps; s++) {
+        const lr = c.lr * Math.min(1, s / 5)
+        tracker.log(s, { 'train/loss': 5.5 * Math.exp(-s / 8) + 1.2, 'train/lr': lr, 'throughput/tokens_per_sec': 1000 + 20 * s })
+        if (s % 5 === 0) tracker.log(s, { 'eval/loss': 5.5 * Math.exp(-s / 9) + 1.4, 'eval/bpb': 2 + 3 * Math.exp(-s / 9) })
+      }
+      const v = await commit(prefix, 'checkpoints/tiny', { [`step-${c.steps}/manifest.json`]: JSON.stringify({ step: c.steps }) }, { steps: [c.steps] }, ['datasets/dedup@1'])
+      writeFileSync(join(ctx.outputPath, 'artifacts.json'), JSON.stringify([{ artifact: 'checkpoints/tiny', version: v }]))
+      ctx.log.info({ steps: c.steps }, 'trained')
+    },
+  })
+  const evaluate = step({
+    name: 'eval',
+    config: { model: train.output() },
+    fn: async (_c, ctx) => {
+      writeFileSync(join(ctx.outputPath, 'eval_results.json'), JSON.stringify({ results: { 'cloze<brown>': { accuracy: 0.25, logprob: -3.5 }, 'next-word': { accuracy: 0.5 } } }))
+      writeFileSync(join(ctx.outputPath, 'samples.jsonl'), `${JSON.stringify({ prompt: 'the cat', completion: ' sat on the <mat>' })}\n`)
+      ctx.log.info('evaluated')
+    },
+  })
+  return new Experiment({ name, steps: [evaluate] })
+}
