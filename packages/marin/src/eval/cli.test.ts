@@ -1,0 +1,81 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { trainBpe } from '@marin/datakit'
+import { openStore } from '@marin/finestore'
+import { Gpt2LM, exportHf, initBackend } from '@marin/levanter'
+import { beforeAll, describe, expect, test } from 'vitest'
+import { runCli } from '../cli.js'
+import { Executor } from '../executor.js'
+import { Experiment } from '../experiment.js'
+import { evalStep } from './eval-step.js'
+import { LocalLanguageModel } from './local-model.js'
+import { readTaskFile } from './task.js'
+import { runTask } from './run-task.js'
+
+const cfg = { vocabSize: 260, seqLen: 32, dModel: 16, nLayers: 1, nHeads: 2 }
+let dir: string, ckpt: string, taskFile: string
+const lines = ['a b c d e', 'x y z', 'the cat sat on the mat']
+
+async function cli(argv: string[], prefix: string) {
+  const out: string[] = [], err: string[] = []
+  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l), env: { MARIN_PREFIX: prefix } })
+  return { code, out: out.join('\n'), err: err.join('\n') }
+}
+
+beforeAll(async () => {
+  await initBackend()
+  dir = mkdtempSync(join(tmpdir(), 'eval-cli-'))
+  ckpt = join(dir, 'hf')
+  const tok = trainBpe(lines, { vocabSize: 260 })
+  await exportHf(new Gpt2LM(cfg, 3), ckpt)
+  writeFileSync(join(ckpt, 'tokenizer.json'), JSON.stringify(tok.toJSON()))
+  taskFile = join(dir, 'toy.jsonl')
+  writeFileSync(taskFile, lines.map((l, i) => JSON.stringify({ context: l, choices: [' q', ' r', ' s'], gold: i })).join('\n') + '\n')
+})
+
+describe('marin eval', () => {
+  test('evaluates a checkpoint folder on a task file, stores and prints JSON equal to in-process scoring', async () => {
+    const prefix = join(dir, 'prefix')
+    const r = await cli(['eval', '--model-checkpoint', ckpt, '--tasks', `${taskFile},brown_cloze`, '--size', '5', '--json'], prefix)
+    expect(r.err).toBe('')
+    expect(r.code).toBe(0)
+    const json = JSON.parse(r.out)
+    expect(json.ref).toBe('eval/results@1')
+    expect(json.tasks.brown_cloze.samples).toBe(5)
+    const { importHf } = await import('@marin/levanter')
+    const { BpeTokenizer } = await import('@marin/datakit')
+    const local = await runTask(new LocalLanguageModel(await importHf(ckpt), await BpeTokenizer.load(join(ckpt, 'tokenizer.json'))), await readTaskFile(taskFile))
+    expect(json.tasks.toy.metrics.acc.value).toBeCloseTo(local.metrics[0]!.value, 10)
+    const store = await openStore({ url: join(prefix, 'store') })
+    expect(JSON.parse(await (await store.open('eval/results@1')).readText('summary.json')).tasks.toy.samples).toBe(3)
+  })
+
+  test('exports built-in tasks that read back unchanged', async () => {
+    const out = join(dir, 'tasks')
+    const r = await cli(['eval', '--export-tasks', out, '--tasks', 'brown_cloze', '--size', '7'], join(dir, 'p2'))
+    expect(r.code).toBe(0)
+    expect((await readTaskFile(join(out, 'brown_cloze.jsonl'))).items).toHaveLength(7)
+  })
+
+  test('bad usage exits 2 and names the problem', async () => {
+    const p = join(dir, 'p3')
+    expect(await cli(['eval', '--tasks', 'brown_cloze'], p)).toMatchObject({ code: 2, err: expect.stringMatching(/exactly one of --model-checkpoint/) })
+    expect(await cli(['eval', '--model-checkpoint', ckpt, '--tasks', 'nope'], p)).toMatchObject({ code: 2, err: expect.stringMatching(/task "nope" is not built in/) })
+    expect(await cli(['eval', '--model-checkpoint', ckpt, '--tasks', join(dir, 'none.jsonl')], p)).toMatchObject({ code: 2, err: expect.stringMatching(/none\.jsonl: cannot read it/) })
+    expect(await cli(['eval', '--model-checkpoint', join(dir, 'nowhere'), '--tasks', taskFile], p)).toMatchObject({ code: 2, err: expect.stringMatching(/checkpoint .*nowhere: not a folder and not an artifact/) })
+    expect((await cli(['eval', '--limit', 'x'], p)).code).toBe(2)
+  })
+
+  test('as an executor step: results in the step output and in finestore', async () => {
+    const prefix = join(dir, 'p4')
+    const s = evalStep('eval-toy', { checkpoint: ckpt, tasks: [taskFile], limit: 2 }, { prefix })
+    await new Executor({ prefix, out: () => {} }).run(new Experiment({ name: 'eval-exp', steps: [s] }))
+    const store = await openStore({ url: join(prefix, 'store') })
+    const summary = JSON.parse(await (await store.open('eval/eval-toy')).readText('summary.json'))
+    expect(summary.tasks.toy.samples).toBe(2)
+    const { readdirSync } = await import('node:fs')
+    const outDir = readdirSync(prefix).find((d) => d.startsWith('eval-toy'))!
+    expect(JSON.parse(readFileSync(join(prefix, outDir, 'results.json'), 'utf8'))).toMatchObject({ ref: 'eval/eval-toy@1', tasks: { toy: { samples: 2 } } })
+  })
+})
