@@ -10,6 +10,7 @@ import { explainCommand } from './cli-explain.js'
 import { lsCommand } from './cli-ls.js'
 import { runCommand } from './cli-run.js'
 import { statusCommand } from './cli-status.js'
+import { serveCommand } from './serve/cli.js'
 import { evalCommand } from './eval/cli.js'
 import { publishReportCommand } from './report/cli.js'
 import { isMarinError, type MarinErrorCode } from './errors.js'
@@ -21,7 +22,7 @@ export type Run = (fn: () => Promise<number>) => Promise<void>
 export type CommandFactory = (io: CliIo, run: Run) => Command
 
 /** The commands of `marin`, in help order. Add a factory here to add a command. */
-export const COMMANDS: readonly CommandFactory[] = [runCommand, statusCommand, explainCommand, lsCommand, publishReportCommand, evalCommand]
+export const COMMANDS: readonly CommandFactory[] = [runCommand, statusCommand, explainCommand, lsCommand, publishReportCommand, evalCommand, serveCommand]
 
 const USAGE_CODES: ReadonlySet<MarinErrorCode> = new Set(['BAD_USAGE', 'SCRIPT_INVALID', 'STEP_NOT_FOUND', 'EXPERIMENT_NOT_FOUND', 'REPORT_SOURCE_INVALID'])
 

@@ -75,6 +75,18 @@ export { evalStep } from './eval/eval-step.js'
 export type { EvalStepConfig } from './eval/eval-step.js'
 export { evalCommand } from './eval/cli.js'
 
+// Serving
+export { startServer } from './serve/server.js'
+export type { RunningServer, ServeOptions } from './serve/server.js'
+export { loadModel } from './serve/load-model.js'
+export type { LoadModelOptions, LoadedModel } from './serve/load-model.js'
+export { Engine } from './serve/engine.js'
+export type { EngineOptions, FinishReason, SequenceRequest, SequenceResult, TokenEvent } from './serve/engine.js'
+export { decodeStep } from './serve/batch-decode.js'
+export type { DecodeOutput, DecodeRow } from './serve/batch-decode.js'
+export { createApp } from './serve/app.js'
+export type { AppOptions } from './serve/app.js'
+
 // CLI
 export { COMMANDS, buildProgram, runCli } from './cli.js'
 export type { CommandFactory, Run } from './cli.js'

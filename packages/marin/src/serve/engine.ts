@@ -57,6 +57,8 @@ export type EngineOptions = {
   /** Sequences decoded together at most; more requests wait in the queue. @default 16 */
   readonly maxBatch?: number
   readonly metrics?: MetricsRegistry
+  /** Only ids below this are ever sampled (models often pad their vocabulary past the tokenizer's). @default the model's vocabulary size */
+  readonly vocabLimit?: number
 }
 
 /** Runs generation requests against one model with continuous batching. */
@@ -66,10 +68,12 @@ export class Engine {
   private running = false
   private idle: (() => void)[] = []
   readonly maxBatch: number
+  private readonly vocabLimit: number
   private readonly m
 
   constructor(readonly model: CausalLM, opts: EngineOptions = {}) {
     this.maxBatch = opts.maxBatch ?? 16
+    this.vocabLimit = Math.min(opts.vocabLimit ?? model.config.vocabSize, model.config.vocabSize)
     const reg = opts.metrics
     this.m = reg && {
       tokens: reg.counter('marin_serve_generated_tokens_total', { help: 'tokens generated' }),
@@ -174,8 +178,10 @@ export class Engine {
   }
 
   /** Sample from one row of logits, report it, and decide whether the sequence goes on. */
-  private take(s: Active, logits: Float32Array): void {
+  private take(s: Active, raw: Float32Array): void {
     const { req } = s
+    const logits = this.vocabLimit < raw.length ? raw.slice() : raw
+    if (logits !== raw) logits.fill(-Infinity, this.vocabLimit)
     const token = sampleToken(logits, { temperature: req.temperature, topP: req.topP, ...(req.topK !== undefined ? { topK: req.topK } : {}) }, s.rng)
     const lp = logSoftmax(logits)
     s.last = token

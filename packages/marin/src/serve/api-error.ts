@@ -1,0 +1,27 @@
+/** @module Errors in OpenAI's shape: `{ error: { message, type, param, code } }` with an HTTP status. */
+
+export type ApiErrorBody = { error: { message: string; type: string; param: string | null; code: string | null } }
+
+/** A request the API rejects; the app turns it into its status and OpenAI-shaped body. */
+export class ApiError extends Error {
+  override name = 'ApiError'
+  constructor(
+    readonly status: 400 | 401 | 404 | 413 | 500 | 503,
+    message: string,
+    readonly param: string | null = null,
+    readonly code: string | null = null,
+  ) {
+    super(message)
+  }
+
+  get type(): string {
+    if (this.status === 401) return 'authentication_error'
+    if (this.status === 503) return 'service_unavailable'
+    if (this.status === 500) return 'server_error'
+    return 'invalid_request_error'
+  }
+
+  body(): ApiErrorBody {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } }
+  }
+}

@@ -1,0 +1,46 @@
+/** @module `marin serve`: load a checkpoint and serve it with the OpenAI-compatible API until SIGINT/SIGTERM. */
+import fs from 'node:fs'
+import { Command } from 'commander'
+import { initBackend } from '@marin/levanter'
+import { UsageError, intArg, prefixOf } from '../cli-io.js'
+import type { CliIo } from '../cli-io.js'
+import { loadModel } from './load-model.js'
+import { startServer } from './server.js'
+
+export function serveCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
+  return new Command('serve')
+    .description('serve a checkpoint with an OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)')
+    .requiredOption('--model-checkpoint <ref>', 'directory (config.json + model.safetensors [+ tokenizer.json]) or finestore ARTIFACT[@VERSION]')
+    .option('--tokenizer <path>', 'tokenizer.json, when the checkpoint carries none')
+    .option('--port <n>', 'port (0: any free port)', intArg('a port', 0), 8000)
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--api-key-file <path>', 'file holding the bearer key clients must send')
+    .option('--max-batch <n>', 'sequences decoded together', intArg('a batch size'), 16)
+    .option('--max-tokens <n>', 'largest max_tokens accepted (default: the context length)', intArg('a token count'))
+    .option('--max-body-bytes <n>', 'largest request body', intArg('a byte count'), 1 << 20)
+    .option('--name <id>', 'model id to report (default: from the checkpoint)')
+    .action((o: { modelCheckpoint: string; tokenizer?: string; port: number; host: string; apiKeyFile?: string; maxBatch: number; maxTokens?: number; maxBodyBytes: number; name?: string }) =>
+      run(async () => {
+        let apiKey: string | undefined
+        if (o.apiKeyFile !== undefined) {
+          if (!fs.existsSync(o.apiKeyFile)) throw new UsageError(`--api-key-file ${o.apiKeyFile}: no such file`)
+          apiKey = fs.readFileSync(o.apiKeyFile, 'utf8').trim()
+        }
+        await initBackend()
+        const loaded = await loadModel({ checkpoint: o.modelCheckpoint, prefix: prefixOf(io), ...(o.tokenizer ? { tokenizerPath: o.tokenizer } : {}) })
+        const server = await startServer({
+          model: loaded.model, tokenizer: loaded.tokenizer, name: o.name ?? loaded.name, port: o.port, host: o.host, maxBatch: o.maxBatch, maxBodyBytes: o.maxBodyBytes,
+          ...(apiKey !== undefined ? { apiKey } : {}), ...(o.maxTokens !== undefined ? { maxTokensCap: o.maxTokens } : {}),
+        })
+        io.out(`serving ${o.name ?? loaded.name} at ${server.url}/v1`)
+        await new Promise<void>((resolve) => {
+          const stop = () => resolve()
+          process.once('SIGINT', stop)
+          process.once('SIGTERM', stop)
+        })
+        await server.close()
+        io.out('stopped')
+        return 0
+      }),
+    )
+}

@@ -1,0 +1,69 @@
+import { beforeAll, describe, expect, test } from 'vitest'
+import { createModel, generate, initBackend } from '@marin/levanter'
+import { MetricsRegistry } from '@marin/rigging'
+import { Engine } from './engine.js'
+import type { TokenEvent } from './engine.js'
+
+const tiny = { vocabSize: 40, seqLen: 32, dModel: 16, nLayers: 2, nHeads: 2 }
+
+beforeAll(async () => {
+  await initBackend()
+})
+
+describe.each(['gpt2', 'llama'] as const)('%s engine', (type) => {
+  test('sequences of different lengths decoded in one batch match levanter generate one by one', async () => {
+    const model = createModel({ type, ...tiny }, 4)
+    const engine = new Engine(model)
+    const prompts = [[1, 2, 3], [7], [5, 6, 7, 8, 9, 10, 11]]
+    const o = { temperature: 0.9, topP: 0.95, topK: 10 }
+    const runs = await Promise.all(prompts.map(async (prompt, i) => {
+      const ev: TokenEvent[] = []
+      const r = await engine.submit({ prompt, maxTokens: 8, ...o, seed: i, topLogprobs: 2, onToken: (e) => void ev.push(e) })
+      return { r, ev }
+    }))
+    prompts.forEach((prompt, i) => {
+      const want = generate(model, prompt, { maxNewTokens: 8, ...o, seed: i })
+      expect(runs[i]!.ev.map((e) => e.token)).toEqual(want.tokens)
+      runs[i]!.ev.forEach((e, j) => expect(e.logprob).toBeCloseTo(want.logprobs[j]!, 4))
+      expect(runs[i]!.r).toMatchObject({ finish: 'length', completionTokens: 8 })
+      expect(runs[i]!.ev[0]!.top[0]![1]).toBeGreaterThanOrEqual(runs[i]!.ev[0]!.top[1]![1])
+    })
+    model.dispose()
+  })
+})
+
+test('a request that arrives mid-generation joins the running batch at the next step', async () => {
+  const model = createModel({ type: 'gpt2', ...tiny }, 1)
+  const metrics = new MetricsRegistry()
+  const engine = new Engine(model, { metrics })
+  const order: string[] = []
+  let late: Promise<unknown> | undefined
+  const first = engine.submit({
+    prompt: [1, 2], maxTokens: 20, temperature: 0, topP: 1, seed: 0, topLogprobs: 0,
+    onToken: () => {
+      order.push('a')
+      if (order.length === 3) late = engine.submit({ prompt: [3], maxTokens: 2, temperature: 0, topP: 1, seed: 0, topLogprobs: 0, onToken: () => void order.push('b') })
+    },
+  })
+  await first
+  await late
+  // b's tokens come while a is still generating, not after it.
+  expect(order.lastIndexOf('b')).toBeLessThan(order.lastIndexOf('a'))
+  const batch = metrics.snapshot().metrics.find((m) => m.name === 'marin_serve_batch_size')
+  // 19 decode steps for a's 20 tokens (the first comes from its prefill); b rode along in one of them.
+  expect(batch).toMatchObject({ samples: [{ count: 19, sum: 20, max: 2 }] })
+  model.dispose()
+})
+
+test('an aborted request is cancelled and frees its slot; the prompt can be scored', async () => {
+  const model = createModel({ type: 'gpt2', ...tiny }, 2)
+  const engine = new Engine(model)
+  const ac = new AbortController()
+  let n = 0
+  const r = await engine.submit({ prompt: [1, 2, 3, 4], maxTokens: 25, temperature: 1, topP: 1, seed: 0, topLogprobs: 1, promptLogprobs: true, signal: ac.signal, onToken: () => void (++n === 2 && ac.abort()) })
+  expect(r.finish).toBe('cancelled')
+  expect(r.completionTokens).toBeLessThan(5)
+  expect(r.promptLogprobs?.map((e) => e.token)).toEqual([2, 3, 4])
+  expect(engine.load).toEqual({ active: 0, queued: 0 })
+  model.dispose()
+})

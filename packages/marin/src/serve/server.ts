@@ -1,0 +1,90 @@
+/**
+ * @module `startServer`: the API on @hono/node-server with its engine. `close()` shuts down
+ * gracefully: new requests get 503, running ones may finish for `graceMs`, then the rest are
+ * cancelled (streams end with finish_reason "abort", others get 503) and the port is freed.
+ */
+import { serve } from '@hono/node-server'
+import type { ServerType } from '@hono/node-server'
+import type { AddressInfo } from 'node:net'
+import type { BpeTokenizer } from '@marin/datakit'
+import type { CausalLM } from '@marin/levanter'
+import { MetricsRegistry, logger } from '@marin/rigging'
+import { createApp } from './app.js'
+import { Engine } from './engine.js'
+
+const log = logger('marin')
+
+export type ServeOptions = {
+  readonly model: CausalLM
+  readonly tokenizer: BpeTokenizer
+  /** The id `/v1/models` lists and requests may name. @default 'marin' */
+  readonly name?: string
+  /** 0 picks a free port. @default 8000 */
+  readonly port?: number
+  /** @default '127.0.0.1' */
+  readonly host?: string
+  /** Bearer key every /v1 request must carry; none means open. */
+  readonly apiKey?: string
+  /** @default 16 */
+  readonly maxBatch?: number
+  /** @default the model's context length */
+  readonly maxTokensCap?: number
+  /** @default 1 MiB */
+  readonly maxBodyBytes?: number
+  /** Metrics land here (served at /metrics). @default a new registry */
+  readonly metrics?: MetricsRegistry
+}
+
+export type RunningServer = {
+  readonly url: string
+  readonly port: number
+  readonly engine: Engine
+  readonly metrics: MetricsRegistry
+  /** Stop accepting, let running requests finish for `graceMs` (default 5000), cancel the rest, close. */
+  close(opts?: { graceMs?: number }): Promise<void>
+}
+
+/** Serves `model` with the OpenAI-compatible API; resolves once listening. */
+export async function startServer(o: ServeOptions): Promise<RunningServer> {
+  if (o.tokenizer.vocabSize > o.model.config.vocabSize) {
+    throw new Error(`tokenizer has ${o.tokenizer.vocabSize} ids but the model only ${o.model.config.vocabSize}; use the tokenizer the model was trained with`)
+  }
+  const metrics = o.metrics ?? new MetricsRegistry()
+  const engine = new Engine(o.model, { maxBatch: o.maxBatch ?? 16, metrics, vocabLimit: o.tokenizer.vocabSize })
+  const stopping = new AbortController()
+  let draining = false
+  const name = o.name ?? 'marin'
+  const app = createApp({
+    name, model: o.model, tokenizer: o.tokenizer, engine, metrics, shutdown: stopping.signal, draining: () => draining,
+    maxTokensCap: o.maxTokensCap ?? o.model.config.seqLen, maxBodyBytes: o.maxBodyBytes ?? 1 << 20,
+    ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
+  })
+  const host = o.host ?? '127.0.0.1'
+  const server = await new Promise<ServerType>((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, port: o.port ?? 8000, hostname: host }, () => resolve(s))
+    s.once('error', reject)
+  })
+  const port = (server.address() as AddressInfo).port
+  const url = `http://${host}:${port}`
+  log.info({ url, model: name, maxBatch: engine.maxBatch }, 'serving')
+  let closing: Promise<void> | undefined
+  return {
+    url, port, engine, metrics,
+    close: (opts = {}) => (closing ??= (async () => {
+      draining = true
+      log.info({ url }, 'shutting down')
+      const closed = new Promise<void>((r) => server.close(() => r()))
+      const grace = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), opts.graceMs ?? 5000).unref())
+      if ((await Promise.race([engine.whenIdle(), grace])) === 'timeout') {
+        stopping.abort()
+        engine.cancelAll()
+        await engine.whenIdle()
+      }
+      stopping.abort()
+      // Responses of cancelled requests are flushed before sockets are dropped.
+      await new Promise((r) => setTimeout(r, 50))
+      if ('closeAllConnections' in server) server.closeAllConnections()
+      await closed
+    })()),
+  }
+}
