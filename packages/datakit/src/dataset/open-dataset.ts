@@ -2,7 +2,7 @@
  * @module Resolving `name[@version]` to a dataset version and its shards on local disk.
  * Unknown names and versions fail with the list of what exists.
  */
-import { existsSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { JsonObject, LineageEntry, Store } from '@marin/finestore'
 import { DatakitError } from '../errors.js'
@@ -68,7 +68,8 @@ export async function openDataset(name: string, opts: OpenOptions = {}): Promise
     const shards: string[] = []
     for (const f of view.files().filter((p) => p.endsWith('.parquet'))) {
       const local = join(cache, `${view.entry(f).blob}.parquet`)
-      if (!existsSync(local)) await view.copyTo(f, local)
+      // A copy is made once and verified then; one of the wrong size (cut short) is fetched again.
+      if (!existsSync(local) || statSync(local).size !== view.entry(f).size) await view.copyTo(f, local)
       shards.push(toUrl(local))
     }
     return { name, version, ref: view.ref, metadata: view.metadata, config: view.config, lineage: view.lineage, createdAt: view.manifest.createdAt, shards }
