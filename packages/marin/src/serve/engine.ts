@@ -119,7 +119,12 @@ export class Engine {
     try {
       while (this.queue.length > 0 || this.active.length > 0) {
         this.dropCancelled()
-        while (this.queue.length > 0 && this.active.length < this.maxBatch) this.admit(this.queue.shift()!)
+        while (this.queue.length > 0 && this.active.length < this.maxBatch) {
+          this.admit(this.queue.shift()!)
+          // Flush this request's first token before the next prefill: time to first token.
+          await new Promise((r) => setImmediate(r))
+          this.dropCancelled()
+        }
         this.m?.queued.set(this.queue.length)
         this.m?.active.set(this.active.length)
         if (this.active.length > 0) this.step()

@@ -5,6 +5,7 @@
  */
 import { serve } from '@hono/node-server'
 import type { ServerType } from '@hono/node-server'
+import { setMaxListeners } from 'node:events'
 import type { AddressInfo } from 'node:net'
 import type { BpeTokenizer } from '@marin/datakit'
 import type { CausalLM } from '@marin/levanter'
@@ -52,6 +53,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   const metrics = o.metrics ?? new MetricsRegistry()
   const engine = new Engine(o.model, { maxBatch: o.maxBatch ?? 16, metrics, vocabLimit: o.tokenizer.vocabSize })
   const stopping = new AbortController()
+  setMaxListeners(0, stopping.signal) // every running request listens for shutdown
   let draining = false
   const name = o.name ?? 'marin'
   const app = createApp({
