@@ -16,6 +16,12 @@ export { Config, Experiment, isExperiment, runIfMain } from './experiment.js'
 export type { ExperimentOptions } from './experiment.js'
 export { loadExperiment } from './load-script.js'
 
+// Steps for the usual data work
+export { dedupStep, ingestStep, tokenizeStep } from './steps/datakit-steps.js'
+export type { DedupStepOptions, IngestStepOptions, TokenizeStepOptions } from './steps/datakit-steps.js'
+export { mainArtifact, writeArtifacts } from './steps/artifacts.js'
+export type { StepArtifacts } from './steps/artifacts.js'
+
 // Versions and the DAG
 export { canonicalJson } from './canonical-json.js'
 export { computeVersions, resolveConfig } from './version.js'
@@ -37,6 +43,18 @@ export { runExperiment } from './run-experiment.js'
 export type { RunOptions } from './run-experiment.js'
 export { irisRunner } from './iris-runner.js'
 export { experimentJobs } from './experiment-jobs.js'
+
+// Serving
+export { startServer } from './serve/server.js'
+export type { RunningServer, ServeOptions } from './serve/server.js'
+export { loadModel } from './serve/load-model.js'
+export type { LoadModelOptions, LoadedModel } from './serve/load-model.js'
+export { Engine } from './serve/engine.js'
+export type { EngineOptions, FinishReason, SequenceRequest, SequenceResult, TokenEvent } from './serve/engine.js'
+export { decodeStep } from './serve/batch-decode.js'
+export type { DecodeOutput, DecodeRow } from './serve/batch-decode.js'
+export { createApp } from './serve/app.js'
+export type { AppOptions } from './serve/app.js'
 
 // Reports
 export { buildReport, buildSite } from './report/build.js'
@@ -74,18 +92,6 @@ export { loadCheckpointModel, loadTokenizer } from './eval/load-model.js'
 export { evalStep } from './eval/eval-step.js'
 export type { EvalStepConfig } from './eval/eval-step.js'
 export { evalCommand } from './eval/cli.js'
-
-// Serving
-export { startServer } from './serve/server.js'
-export type { RunningServer, ServeOptions } from './serve/server.js'
-export { loadModel } from './serve/load-model.js'
-export type { LoadModelOptions, LoadedModel } from './serve/load-model.js'
-export { Engine } from './serve/engine.js'
-export type { EngineOptions, FinishReason, SequenceRequest, SequenceResult, TokenEvent } from './serve/engine.js'
-export { decodeStep } from './serve/batch-decode.js'
-export type { DecodeOutput, DecodeRow } from './serve/batch-decode.js'
-export { createApp } from './serve/app.js'
-export type { AppOptions } from './serve/app.js'
 
 // CLI
 export { COMMANDS, buildProgram, runCli } from './cli.js'

@@ -1,0 +1,77 @@
+/**
+ * @module Steps for the usual data work, on datakit: ingest raw text into a
+ * versioned dataset, deduplicate it, train a byte-level BPE tokenizer and
+ * tokenize into a token cache. Each writes `artifacts.json` naming the finestore
+ * version it made; the next step reads it through `output('artifacts.json')`.
+ */
+import { dirname } from 'node:path'
+import { mkdir } from 'node:fs/promises'
+import { buildTokenCache, dedup, ingest, openDataset, parseDatasetRef, trainBpe, type IngestFormat } from '@marin/datakit'
+import { ParquetReader } from '@marin/zephyr'
+import { step, type Step } from '../step.js'
+import { versioned } from '../versioned.js'
+import { mainArtifact, writeArtifacts } from './artifacts.js'
+
+/** The Marin prefix of a step's local output folder (its parent). */
+const prefixOf = (outputPath: string) => dirname(outputPath)
+
+export type IngestStepOptions = {
+  /** Step name and dataset name. */
+  readonly name: string
+  readonly source: string | readonly string[]
+  readonly format: IngestFormat
+  readonly textUnit?: 'file' | 'paragraph' | 'line'
+}
+
+/** Ingests `source` into the dataset `name`. */
+export function ingestStep(o: IngestStepOptions): Step {
+  return step({
+    name: o.name,
+    config: { dataset: versioned(o.name), source: versioned(o.source), format: versioned(o.format), textUnit: versioned(o.textUnit ?? 'file') },
+    fn: async (c, { outputPath, log }) => {
+      await mkdir(outputPath, { recursive: true })
+      const r = await ingest({ name: c.dataset, source: c.source, format: c.format, textUnit: c.textUnit, prefix: prefixOf(outputPath) })
+      log.info({ ref: r.ref, records: r.records, reused: r.reused }, 'ingested')
+      await writeArtifacts(outputPath, { artifacts: [r.ref], records: r.records, bytes: r.bytes, datasetHash: r.datasetHash })
+    },
+  })
+}
+
+export type DedupStepOptions = { readonly name: string; readonly exact?: boolean; readonly fuzzy?: boolean; readonly seed?: number }
+
+/** Exact and MinHash near-duplicate removal of the dataset `input` made; writes `<name>` as a dataset. */
+export function dedupStep(input: Step, o: DedupStepOptions): Step {
+  return step({
+    name: o.name,
+    config: { input: input.output('artifacts.json'), output: versioned(o.name), exact: versioned(o.exact ?? true), fuzzy: versioned(o.fuzzy ?? true), seed: versioned(o.seed ?? 42) },
+    fn: async (c, { outputPath, log }) => {
+      await mkdir(outputPath, { recursive: true })
+      const ref = parseDatasetRef((await mainArtifact(c.input)).replace(/^datasets\//, ''))
+      const r = await dedup(ref.name, { ...(ref.version ? { version: ref.version } : {}), output: c.output, exact: c.exact, fuzzy: c.fuzzy, seed: c.seed, prefix: prefixOf(outputPath) })
+      log.info({ ref: r.ref, kept: r.report.kept, documentsIn: r.report.documentsIn }, 'deduplicated')
+      await writeArtifacts(outputPath, { artifacts: [r.ref], report: r.report })
+    },
+  })
+}
+
+export type TokenizeStepOptions = { readonly name: string; readonly vocabSize: number }
+
+/** Trains a byte-level BPE tokenizer (`<|endoftext|>` appended) on the dataset `input` made and tokenizes it into the token cache `<name>`. */
+export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
+  return step({
+    name: o.name,
+    config: { input: input.output('artifacts.json'), cache: versioned(o.name), vocabSize: versioned(o.vocabSize) },
+    fn: async (c, { outputPath, log }) => {
+      await mkdir(outputPath, { recursive: true })
+      const prefix = prefixOf(outputPath)
+      const ref = parseDatasetRef((await mainArtifact(c.input)).replace(/^datasets\//, ''))
+      const ds = await openDataset(ref.name, { ...(ref.version ? { version: ref.version } : {}), prefix })
+      const texts: string[] = []
+      for (const path of ds.shards) for await (const row of new ParquetReader({ path })) texts.push((row as { text: string }).text)
+      const tokenizer = trainBpe(texts, { vocabSize: c.vocabSize, specialTokens: ['<|endoftext|>'] })
+      const r = await buildTokenCache({ dataset: ref.name, version: ds.version, tokenizer, name: c.cache, prefix })
+      log.info({ ref: r.ref, tokens: r.ledger.tokens }, 'tokenized')
+      await writeArtifacts(outputPath, { artifacts: [r.ref], tokens: r.ledger.tokens, documents: r.ledger.documents, vocabSize: tokenizer.vocabSize })
+    },
+  })
+}
