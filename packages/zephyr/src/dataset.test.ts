@@ -10,6 +10,12 @@ const ctx = new ZephyrContext({ progress: 'off', maxWorkers: 2 })
 const nums = Array.from({ length: 100 }, (_, i) => i)
 
 describe('Dataset is a lazy, immutable plan', () => {
+  test('is not a thenable: async functions can return a Dataset', async () => {
+    const ds = Dataset.fromList(nums).map((x: number) => x + 1)
+    const make = async () => ds
+    expect(await make()).toBe(ds)
+  })
+
   test('methods return new datasets and run nothing', () => {
     let calls = 0
     const a = Dataset.fromList(nums)

@@ -61,7 +61,7 @@ export class Dataset<T> {
     return new Dataset<T>({ kind: 'iterable', iterable }, [])
   }
 
-  private then<U>(op: Op): Dataset<U> {
+  private append<U>(op: Op): Dataset<U> {
     const last = this.ops[this.ops.length - 1]
     if (last?.kind === 'write') throw new ZephyrError('INVALID_PLAN', `${opLabel(op)} after ${opLabel(last)}: a writer must be the last operation of a pipeline`)
     return new Dataset<U>(this.source, [...this.ops, op])
@@ -72,18 +72,18 @@ export class Dataset<T> {
     if (options.onError !== undefined && options.onError !== 'fail' && options.onError !== 'skip') {
       throw new ZephyrError('INVALID_PLAN', `loadJsonl onError must be 'fail' or 'skip', got ${String(options.onError)}`)
     }
-    return this.then({ kind: 'load', loader: { format: 'jsonl', options } })
+    return this.append({ kind: 'load', loader: { format: 'jsonl', options } })
   }
 
   /** Each file → its Parquet rows; `columns` projects, `filter` skips row groups by statistics. */
   loadParquet<U = Row>(options: { columns?: readonly string[]; filter?: ExprBuilder } = {}): Dataset<U> {
     const { columns, filter } = options
-    return this.then({ kind: 'load', loader: { format: 'parquet', options: { columns, filter: filter?.expr } } })
+    return this.append({ kind: 'load', loader: { format: 'parquet', options: { columns, filter: filter?.expr } } })
   }
 
   /** Each file → its Arrow IPC rows (file or stream format). */
   loadArrow<U = Row>(options: ArrowReadOptions = {}): Dataset<U> {
-    return this.then({ kind: 'load', loader: { format: 'arrow', options } })
+    return this.append({ kind: 'load', loader: { format: 'arrow', options } })
   }
 
   /** Each file → one string per line, or one `{ path, text }` per file. */
@@ -91,53 +91,53 @@ export class Dataset<T> {
   loadText(options: { per: 'file' }): Dataset<{ path: string; text: string }>
   loadText(options: { per?: 'line' | 'file' } = {}): Dataset<unknown> {
     if (options.per !== undefined && options.per !== 'line' && options.per !== 'file') throw new ZephyrError('INVALID_PLAN', `loadText per must be 'line' or 'file', got ${String(options.per)}`)
-    return this.then({ kind: 'load', loader: { format: 'text', options } })
+    return this.append({ kind: 'load', loader: { format: 'text', options } })
   }
 
   /** Each MediaWiki XML export (plain, .gz or .bz2) → `{ id, title, text }` per page, text as plain text. */
   loadWikiXml(options: WikiXmlOptions = {}): Dataset<WikiPage> {
-    return this.then({ kind: 'load', loader: { format: 'wikiXml', options } })
+    return this.append({ kind: 'load', loader: { format: 'wikiXml', options } })
   }
 
   map<U>(f: (record: T) => U): Dataset<U> {
-    return this.then({ kind: 'map', fn: fn(f, 'map') })
+    return this.append({ kind: 'map', fn: fn(f, 'map') })
   }
 
   /** Keeps records for which `pred` is truthy; an expression (`col('x').eq(1)`) can also skip Parquet row groups. */
   filter(pred: ((record: T) => unknown) | ExprBuilder): Dataset<T> {
-    if (isExprBuilder(pred)) return this.then({ kind: 'filterExpr', expr: pred.expr })
-    return this.then({ kind: 'filter', fn: fn(pred, 'filter') })
+    if (isExprBuilder(pred)) return this.append({ kind: 'filterExpr', expr: pred.expr })
+    return this.append({ kind: 'filter', fn: fn(pred, 'filter') })
   }
 
   flatMap<U>(f: (record: T) => Iterable<U>): Dataset<U> {
-    return this.then({ kind: 'flatMap', fn: fn(f, 'flatMap') })
+    return this.append({ kind: 'flatMap', fn: fn(f, 'flatMap') })
   }
 
   /** Keeps only these fields of each record. */
   select<K extends keyof T & string>(...columns: K[]): Dataset<Pick<T, K>> {
     if (columns.length === 0 || columns.some((c) => typeof c !== 'string')) throw new ZephyrError('INVALID_PLAN', 'select needs one or more field names')
-    return this.then({ kind: 'select', columns })
+    return this.append({ kind: 'select', columns })
   }
 
   /** A function over a whole shard's records (e.g. to batch model calls or keep state). */
   mapShard<U>(f: (records: AsyncIterable<T>, shard: ShardInfo) => Iterable<U> | AsyncIterable<U>): Dataset<U> {
-    return this.then({ kind: 'mapShard', fn: fn(f, 'mapShard') })
+    return this.append({ kind: 'mapShard', fn: fn(f, 'mapShard') })
   }
 
   /** Consecutive records of a shard in arrays of `size` (the last may be shorter). */
   window(size: number): Dataset<T[]> {
-    return this.then({ kind: 'window', size: positiveInt(size, 'window size') })
+    return this.append({ kind: 'window', size: positiveInt(size, 'window size') })
   }
 
   /** At most `n` records from each shard; reading stops once they are taken. */
   take(n: number): Dataset<T> {
     if (!Number.isInteger(n) || n < 0) throw new ZephyrError('INVALID_PLAN', `take needs a non-negative integer, got ${String(n)}`)
-    return this.then({ kind: 'take', n })
+    return this.append({ kind: 'take', n })
   }
 
   /** Redistributes records evenly over `numShards` shards (a stage boundary). */
   reshard(numShards: number): Dataset<T> {
-    return this.then({ kind: 'reshard', numShards: positiveInt(numShards, 'reshard numShards') })
+    return this.append({ kind: 'reshard', numShards: positiveInt(numShards, 'reshard numShards') })
   }
 
   /**
@@ -147,26 +147,26 @@ export class Dataset<T> {
    */
   groupBy<R, K = unknown>(key: KeySpec<T>, reducer: (key: K, items: T[]) => R, opts: { numShards?: number } = {}): Dataset<R> {
     if (typeof key !== 'string' && typeof key !== 'function') throw new ZephyrError('INVALID_PLAN', 'groupBy key must be a field name or a function')
-    return this.then({ kind: 'groupBy', key: key as KeySpec, reducer: fn(reducer, 'groupBy reducer'), numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'groupBy numShards') })
+    return this.append({ kind: 'groupBy', key: key as KeySpec, reducer: fn(reducer, 'groupBy reducer'), numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'groupBy numShards') })
   }
 
   /** Keeps the first record (in input order) of each key (a stage boundary). */
   deduplicate(key: KeySpec<T>, opts: { numShards?: number } = {}): Dataset<T> {
     if (typeof key !== 'string' && typeof key !== 'function') throw new ZephyrError('INVALID_PLAN', 'deduplicate key must be a field name or a function')
-    return this.then({ kind: 'deduplicate', key: key as KeySpec, numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'deduplicate numShards') })
+    return this.append({ kind: 'deduplicate', key: key as KeySpec, numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'deduplicate numShards') })
   }
 
   /** Writes each shard as JSON lines; `.gz`/`.zst` in the pattern compress. Records become the output URLs. */
   writeJsonl(pattern: string): Dataset<string> {
-    return this.then({ kind: 'write', writer: { format: 'jsonl', pattern: checkPattern(pattern, 'writeJsonl') } })
+    return this.append({ kind: 'write', writer: { format: 'jsonl', pattern: checkPattern(pattern, 'writeJsonl') } })
   }
 
   writeParquet(pattern: string, options: ParquetWriteOptions = {}): Dataset<string> {
-    return this.then({ kind: 'write', writer: { format: 'parquet', pattern: checkPattern(pattern, 'writeParquet'), options } })
+    return this.append({ kind: 'write', writer: { format: 'parquet', pattern: checkPattern(pattern, 'writeParquet'), options } })
   }
 
   writeArrow(pattern: string): Dataset<string> {
-    return this.then({ kind: 'write', writer: { format: 'arrow', pattern: checkPattern(pattern, 'writeArrow') } })
+    return this.append({ kind: 'write', writer: { format: 'arrow', pattern: checkPattern(pattern, 'writeArrow') } })
   }
 
   /** `fromFiles → loadJsonl → filter → map → writeParquet`. */
