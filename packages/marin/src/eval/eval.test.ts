@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { isMarinError } from '../errors.js'
 import { builtinTask } from './brown-tasks.js'
 import { evaluate } from './evaluate.js'
+import { loadCheckpointModel } from './load-model.js'
 import { LocalLanguageModel } from './local-model.js'
 import { OpenAICompletionsModel } from './openai-model.js'
 import { applyStops, runTask } from './run-task.js'
@@ -16,6 +17,7 @@ import { meanStderr } from './stats.js'
 import { parseTaskJsonl, readTaskFile } from './task.js'
 import type { EvalTask } from './task.js'
 import { startLoopbackCompletions } from './test-support/loopback-completions.js'
+import { startServer } from '../serve/server.js'
 
 // The toy task: lowercase letters counting up, "k l m n o". Given a run, the next letter is certain.
 const A = 'a'.charCodeAt(0)
@@ -52,6 +54,8 @@ const cfg = { vocabSize: 260, seqLen: 24, dModel: 32, nLayers: 2, nHeads: 2 }
 let tok: BpeTokenizer
 let trained: Gpt2LM
 let random: Gpt2LM
+let storeDir: string
+const STEPS = 200
 const tasks = toyTasks()
 
 beforeAll(async () => {
@@ -62,8 +66,12 @@ beforeAll(async () => {
   const ids: number[] = []
   for (const l of lines) ids.push(...tok.encode(`${l}\n`))
   trained = new Gpt2LM(cfg, 1)
-  const trainer = new Trainer({ learningRate: 3e-3, batchSize: 16, logEvery: 1000, evalEvery: 0, checkpointEvery: 0, schedule: { warmupSteps: 10, decay: 'constant' }, runDir: mkdtempSync(join(tmpdir(), 'eval-train-')) })
-  await new Pipeline({ dataset: Dataset.fromTokens(ids, { evalFraction: 0 }), model: trained, trainer, maxSteps: 250 }).run()
+  storeDir = mkdtempSync(join(tmpdir(), 'eval-ckpt-'))
+  const trainer = new Trainer({
+    learningRate: 6e-3, batchSize: 16, logEvery: 1000, evalEvery: 0, checkpointEvery: STEPS, checkpointStore: `file://${storeDir}`, runName: 'toy',
+    schedule: { warmupSteps: 10, decay: 'constant' }, runDir: mkdtempSync(join(tmpdir(), 'eval-train-')),
+  })
+  await new Pipeline({ dataset: Dataset.fromTokens(ids, { evalFraction: 0 }), model: trained, trainer, maxSteps: STEPS }).run()
   random = new Gpt2LM(cfg, 2)
 }, 120_000)
 
@@ -85,8 +93,16 @@ describe('evaluation', () => {
     expect(gb).toBeLessThan(rb / 3)
   })
 
-  test('in-process and over-HTTP scoring agree within 1e-4', async () => {
-    const server = await startLoopbackCompletions(trained, tok)
+  // Both the `marin serve` server and a minimal reference endpoint (built on the OpenAI response shape alone).
+  const servers = {
+    'marin serve': async () => {
+      const s = await startServer({ model: trained, tokenizer: tok, name: 'toy', port: 0 })
+      return { baseUrl: `${s.url}/v1`, close: () => s.close({ graceMs: 0 }) }
+    },
+    'reference endpoint': () => startLoopbackCompletions(trained, tok),
+  }
+  test.each(Object.keys(servers))('in-process and over-HTTP (%s) scoring agree within 1e-4', async (which) => {
+    const server = await servers[which as keyof typeof servers]()
     try {
       const http = new OpenAICompletionsModel({ baseUrl: server.baseUrl, model: 'toy', batchSize: 5 })
       const local = new LocalLanguageModel(trained, tok)
@@ -101,6 +117,15 @@ describe('evaluation', () => {
     } finally {
       await server.close()
     }
+  })
+
+  test('a checkpoint artifact in finestore loads back to the same scores', async () => {
+    const store = await openStore({ url: `file://${storeDir}` })
+    const loaded = await loadCheckpointModel('checkpoints/toy', store)
+    const a = await runTask(new LocalLanguageModel(trained, tok), tasks.mc, { limit: 5 }), b = await runTask(new LocalLanguageModel(loaded, tok), tasks.mc, { limit: 5 })
+    expect(b.records.map((r) => r.loglikelihoods)).toEqual(a.records.map((r) => r.loglikelihoods))
+    await expect(loadCheckpointModel('checkpoints/toy', store, 7)).rejects.toThrow(/no model at step 7; kept steps: 200/)
+    await expect(loadCheckpointModel('checkpoints/none', store)).rejects.toThrow(/checkpoint checkpoints\/none: not a folder and not an artifact/)
   })
 
   test('results are stored in finestore and returned as JSON', async () => {
