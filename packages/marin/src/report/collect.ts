@@ -13,7 +13,9 @@ import type { EvalRow, MetricRow, ReportArtifact, ReportData, ReportStep, Sample
 /** How much of each log file the report keeps (its end). */
 export const LOG_TAIL_BYTES = 64 * 1024
 
-const EVAL_FILE = /(^|\/)[^/]*eval[^/]*\.json$/i
+const EVAL_FILE = /(^|\/)([^/]*eval[^/]*|results)\.json$/i
+/** Sample generations kept per eval task read from an eval artifact. */
+export const SAMPLES_PER_TASK = 5
 const SAMPLES_FILE = /(^|\/)(samples|generations)\.jsonl$/i
 const METRICS_FILE = /(^|\/)metrics\.jsonl$/
 
@@ -68,23 +70,35 @@ export function parseEvals(text: string, source: string): EvalRow[] {
   }
   const obj = parsed as Record<string, unknown>
   const tasks = (obj.results ?? obj.tasks ?? obj) as Record<string, unknown>
-  for (const [task, metrics] of Object.entries(tasks)) {
-    if (typeof metrics === 'number') rows.push({ source, task, metric: 'score', value: metrics })
-    else if (metrics && typeof metrics === 'object') {
-      for (const [metric, value] of Object.entries(metrics)) if (typeof value === 'number') rows.push({ source, task, metric, value })
+  for (const [task, entry] of Object.entries(tasks)) {
+    if (typeof entry === 'number') rows.push({ source, task, metric: 'score', value: entry })
+    else if (entry && typeof entry === 'object') {
+      // marin's eval summary nests `{kind, samples, metrics: {name: {value, stderr}}}` per task.
+      const inner = (entry as { metrics?: unknown }).metrics
+      const metrics = (inner && typeof inner === 'object' ? inner : entry) as Record<string, unknown>
+      for (const [metric, v] of Object.entries(metrics)) {
+        if (typeof v === 'number') rows.push({ source, task, metric, value: v })
+        else if (v && typeof (v as { value?: unknown }).value === 'number') {
+          const { value, stderr } = v as { value: number; stderr?: unknown }
+          rows.push({ source, task, metric, value, ...(typeof stderr === 'number' ? { stderr } : {}) })
+        }
+      }
     }
   }
   return rows
 }
 
-function parseSamples(text: string, source: string): SampleRow[] {
+/** `{prompt, completion}` lines, or marin eval generation records `{context, generated, answer}`. */
+export function parseSamples(text: string, source: string, limit = Infinity): SampleRow[] {
   const rows: SampleRow[] = []
   for (const line of text.split('\n')) {
+    if (rows.length >= limit) break
     if (!line.trim()) continue
     const o = JSON.parse(line) as Record<string, unknown>
-    const prompt = o.prompt ?? o.input ?? ''
-    const completion = o.completion ?? o.output ?? o.text ?? ''
-    rows.push({ source, prompt: String(prompt), completion: String(completion) })
+    const completion = o.completion ?? o.generated ?? o.output
+    if (completion === undefined) continue
+    const prompt = o.prompt ?? o.context ?? o.input ?? ''
+    rows.push({ source, prompt: String(prompt), completion: String(completion), ...(o.answer !== undefined ? { expected: String(o.answer) } : {}) })
   }
   return rows
 }
@@ -138,7 +152,12 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
       store = await openStore({ url: storeUrl(storage.url) })
       for (const r of refs) {
         try {
-          const m = (await store.open(`${r.artifact}@${r.version}`)).manifest
+          const view = await store.open(`${r.artifact}@${r.version}`)
+          const m = view.manifest
+          // Eval artifacts keep per-sample records; generation tasks give the sample generations.
+          for (const f of view.files().filter((f) => /^samples\/[^/]+\.jsonl$/.test(f))) {
+            samples.push(...parseSamples(await view.readText(f), `${r.step}: ${f.slice('samples/'.length, -'.jsonl'.length)}`, SAMPLES_PER_TASK))
+          }
           artifacts.push({
             ref: `${m.artifact}@${m.version}`,
             artifact: m.artifact,

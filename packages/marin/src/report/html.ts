@@ -93,11 +93,11 @@ export function renderHtml(p: SiteParts): string {
 
   out.push('<h2 id="evals">Evaluation</h2>')
   if (data.evals.length === 0) out.push('<p class="muted">No eval results (eval*.json) in any step.</p>')
-  else out.push(table(['task', 'metric', 'value', 'step'], data.evals.map((e) => [x(e.task), x(e.metric), x(formatNumber(e.value)), x(e.source)]), new Set([2])))
+  else out.push(table(['task', 'metric', 'value', '± stderr', 'step'], data.evals.map((e) => [x(e.task), x(e.metric), x(formatNumber(e.value)), e.stderr !== undefined ? x(formatNumber(e.stderr)) : '', x(e.source)]), new Set([2, 3])))
 
   out.push('<h2 id="samples">Sample generations</h2>')
   if (data.samples.length === 0) out.push('<p class="muted">No sample generations (samples.jsonl) in any step.</p>')
-  else out.push(table(['prompt', 'completion', 'step'], data.samples.map((s) => [`<pre>${x(s.prompt)}</pre>`, `<pre>${x(s.completion)}</pre>`, x(s.source)])))
+  else out.push(table(['prompt', 'completion', 'expected', 'from'], data.samples.map((s) => [`<pre>${x(s.prompt)}</pre>`, `<pre>${x(s.completion)}</pre>`, s.expected !== undefined ? `<pre>${x(s.expected)}</pre>` : '', x(s.source)])))
 
   out.push('<h2 id="provenance">Provenance</h2>')
   out.push(

@@ -48,8 +48,8 @@ export function renderMarkdown(p: SiteParts): string {
   for (const ch of charts) out.push(`![${ch.title}](${ch.file})`, '')
   if (checkpoints.length) out.push('### Checkpoints', '', table(['checkpoint', 'step', 'files', 'size', 'metadata'], checkpoints.map((a) => [`\`${a.ref}\``, a.step, formatNumber(a.files), formatBytes(a.bytes), meta(a.metadata)])), '')
 
-  out.push('## Evaluation', '', data.evals.length ? table(['task', 'metric', 'value', 'step'], data.evals.map((e) => [e.task, e.metric, formatNumber(e.value), e.source])) : '_No eval results (eval*.json) in any step._', '')
-  out.push('## Sample generations', '', data.samples.length ? table(['prompt', 'completion', 'step'], data.samples.map((s) => [s.prompt, s.completion, s.source])) : '_No sample generations (samples.jsonl) in any step._', '')
+  out.push('## Evaluation', '', data.evals.length ? table(['task', 'metric', 'value', '± stderr', 'step'], data.evals.map((e) => [e.task, e.metric, formatNumber(e.value), e.stderr !== undefined ? formatNumber(e.stderr) : '', e.source])) : '_No eval results (eval*.json) in any step._', '')
+  out.push('## Sample generations', '', data.samples.length ? table(['prompt', 'completion', 'expected', 'from'], data.samples.map((s) => [s.prompt, s.completion, s.expected ?? '', s.source])) : '_No sample generations (samples.jsonl) in any step._', '')
 
   out.push(
     '## Provenance',

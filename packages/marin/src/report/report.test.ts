@@ -35,11 +35,15 @@ describe('buildReport', () => {
     expect(data.record.run).toBe(record.run)
     expect(data.steps.map((s) => [s.name, s.status])).toEqual([['ingest', 'SUCCESS'], ['dedup', 'SUCCESS'], ['train', 'SUCCESS'], ['eval', 'SUCCESS']])
     expect(data.steps.every((s) => s.logs.length > 0 && s.seconds !== undefined)).toBe(true)
-    expect(data.artifacts.map((a) => a.ref)).toEqual(['datasets/raw@1', 'datasets/dedup@1', 'checkpoints/tiny@1'])
+    expect(data.artifacts.map((a) => a.ref)).toEqual(['datasets/raw@1', 'datasets/dedup@1', 'checkpoints/tiny@1', 'eval/tiny@1'])
     expect(data.artifacts[1]!.metadata).toMatchObject({ documentsIn: 4, documentsOut: 3, duplicatesRemoved: 1 })
     expect(data.metrics.filter((m) => m.values['train/loss'] !== undefined)).toHaveLength(20)
     expect(data.evals).toContainEqual({ source: 'eval', task: 'cloze<brown>', metric: 'accuracy', value: 0.25 })
-    expect(data.samples).toEqual([{ source: 'eval', prompt: 'the cat', completion: ' sat on the <mat>' }])
+    expect(data.evals).toContainEqual({ source: 'eval', task: 'next-word', metric: 'exact_match', value: 0.5, stderr: 0.1 })
+    expect(data.samples[0]).toEqual({ source: 'eval', prompt: 'the cat', completion: ' sat on the <mat>' })
+    // Generation records of the eval artifact, at most SAMPLES_PER_TASK of them.
+    expect(data.samples.slice(1)).toHaveLength(5)
+    expect(data.samples[1]).toEqual({ source: 'eval: next-word', prompt: 'the dog sat', completion: ' on the', expected: 'on' })
     expect(data.warnings).toEqual([])
     expect([...site.keys()].sort()).toEqual(expect.arrayContaining(['index.html', 'report.md', 'step-graph.svg', 'charts/loss.svg', 'charts/lr.svg', 'charts/tokens-per-sec.svg', 'charts/eval-bpb.svg', 'data.json']))
     const html = site.get('index.html')!
@@ -50,7 +54,8 @@ describe('buildReport', () => {
     expect(html).toContain('duplicatesRemoved')
     const md = site.get('report.md')!
     expect(md).toContain('![Loss (train and eval)](charts/loss.svg)')
-    expect(md).toContain('| cloze<brown> | accuracy | 0.2500 | eval |')
+    expect(md).toContain('| cloze<brown> | accuracy | 0.2500 |  | eval |')
+    expect(md).toContain('| next-word | exact_match | 0.5000 | 0.1000 | eval |')
     expect(site.get('charts/loss.svg')).toMatch(/^<svg[^>]*width="\d+"[\s\S]*<path/)
   })
 

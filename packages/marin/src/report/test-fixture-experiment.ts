@@ -64,8 +64,14 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
     name: 'eval',
     config: { model: train.output() },
     fn: async (_c, ctx) => {
-      writeFileSync(join(ctx.outputPath, 'eval_results.json'), JSON.stringify({ results: { 'cloze<brown>': { accuracy: 0.25, logprob: -3.5 }, 'next-word': { accuracy: 0.5 } } }))
+      // The lm-eval-harness shape and marin's eval summary (results.json + an eval artifact with per-sample records).
+      writeFileSync(join(ctx.outputPath, 'eval_results.json'), JSON.stringify({ results: { 'cloze<brown>': { accuracy: 0.25, logprob: -3.5 } } }))
       writeFileSync(join(ctx.outputPath, 'samples.jsonl'), `${JSON.stringify({ prompt: 'the cat', completion: ' sat on the <mat>' })}\n`)
+      const records = ['the dog sat', 'a bird flew', 'the cat sat', 'on the mat', 'over the', 'the log', 'the house'].map((context, index) => ({ index, context, answer: 'on', generated: ' on the', prediction: 'on the', exactMatch: 0 }))
+      const tasks = { 'next-word': { kind: 'generation', samples: records.length, metrics: { exact_match: { value: 0.5, stderr: 0.1 } } } }
+      const v = await commit(prefix, 'eval/tiny', { 'summary.json': JSON.stringify({ tasks }), 'samples/next-word.jsonl': records.map((r) => JSON.stringify(r)).join('\n') }, { model: 'checkpoints/tiny@1' }, ['checkpoints/tiny@1'])
+      writeFileSync(join(ctx.outputPath, 'results.json'), JSON.stringify({ ref: `eval/tiny@${v}`, tasks }))
+      writeFileSync(join(ctx.outputPath, 'artifacts.json'), JSON.stringify({ artifacts: [`eval/tiny@${v}`] }))
       ctx.log.info('evaluated')
     },
   })
