@@ -112,10 +112,12 @@ async function tail(storage: Storage, path: string, size: number): Promise<strin
   return text.slice(text.indexOf('\n') + 1)
 }
 
-function outputUrl(storage: Storage, nameHash: string): string {
-  const local = storage.localPath(nameHash)
-  return local ? pathToFileURL(local).href + '/' : `${storage.url.replace(/\/+$/, '')}/${nameHash}/`
+function linkTo(storage: Storage, path: string): string {
+  const local = storage.localPath(path)
+  return local ? pathToFileURL(local).href : `${storage.url.replace(/\/+$/, '')}/${path}`
 }
+
+const outputUrl = (storage: Storage, nameHash: string) => `${linkTo(storage, nameHash)}/`
 
 /** Reads everything a report shows about `record` from its prefix. */
 export async function collectReport(record: ExperimentRecord, recordUrl: string): Promise<ReportData> {
@@ -169,6 +171,7 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
             metadata: m.metadata,
             lineage: m.lineage.map((l) => `${l.artifact}@${l.version}`),
             step: r.step,
+            url: linkTo(storage, `store/artifacts/${m.artifact}/versions/${m.version}.json`),
           })
         } catch (err) {
           warn(`${r.step}: artifact ${r.artifact}@${r.version} not readable (${(err as Error).message})`)

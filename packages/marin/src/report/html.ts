@@ -12,7 +12,7 @@ code,pre{font-family:monospace;font-size:12px}pre{background:#f7f7f7;padding:8px
 .status{display:inline-block;padding:1px 6px;border-radius:4px;border:1px solid #999;font-size:12px}
 .charts{display:flex;flex-wrap:wrap;gap:16px}.chart{border:1px solid #eee;padding:4px;margin:0}
 .graph{overflow:auto;border:1px solid #eee;padding:4px}.muted{color:#666}.warn{color:#a40}
-details{margin:4px 0}`
+details{margin:4px 0}td pre{margin:0;padding:2px 4px;white-space:pre-wrap}`
 
 function status(s: string): string {
   return `<span class="status" style="background:${STATUS_COLORS[s] ?? '#eee'}">${x(s)}</span>`
@@ -65,7 +65,7 @@ export function renderHtml(p: SiteParts): string {
       table(
         ['artifact', 'kind', 'step', 'files', 'size', 'statistics', 'lineage'],
         datasets.map((a) => [
-          `<code>${x(a.ref)}</code>`,
+          `<a href="${x(a.url)}"><code>${x(a.ref)}</code></a>`,
           x(a.kind),
           x(a.step),
           x(formatNumber(a.files)),
@@ -85,7 +85,7 @@ export function renderHtml(p: SiteParts): string {
       '<h3>Checkpoints</h3>',
       table(
         ['checkpoint', 'step', 'files', 'size', 'metadata'],
-        checkpoints.map((a) => [`<code>${x(a.ref)}</code>`, x(a.step), x(formatNumber(a.files)), x(formatBytes(a.bytes)), Object.entries(a.metadata).map(([k, v]) => `${x(k)}: <b>${x(formatValue(v))}</b>`).join('<br>')]),
+        checkpoints.map((a) => [`<a href="${x(a.url)}"><code>${x(a.ref)}</code></a>`, x(a.step), x(formatNumber(a.files)), x(formatBytes(a.bytes)), Object.entries(a.metadata).map(([k, v]) => `${x(k)}: <b>${x(formatValue(v))}</b>`).join('<br>')]),
         new Set([2, 3]),
       ),
     )
@@ -117,7 +117,7 @@ export function renderHtml(p: SiteParts): string {
     '<h3>Step versions</h3>',
     table(['step', 'version hash', 'depends on'], data.steps.map((s) => [x(s.name), `<code>${x(s.version)}</code>`, s.dependencies.map((d) => `<code>${x(d)}</code>`).join('<br>')])),
     '<h3>Artifact versions</h3>',
-    data.artifacts.length ? table(['artifact', 'created', 'from'], data.artifacts.map((a) => [`<code>${x(a.ref)}</code>`, x(a.createdAt), a.lineage.map((l) => `<code>${x(l)}</code>`).join(', ')])) : '<p class="muted">none</p>',
+    data.artifacts.length ? table(['artifact', 'created', 'from'], data.artifacts.map((a) => [`<a href="${x(a.url)}"><code>${x(a.ref)}</code></a>`, x(a.createdAt), a.lineage.map((l) => `<code>${x(l)}</code>`).join(', ')])) : '<p class="muted">none</p>',
     '<p><a href="report.md">report.md</a> · <a href="data.json">data.json</a> (everything above as JSON)</p>',
   )
   if (data.warnings.length) out.push('<h2 id="warnings">Warnings</h2>', `<ul>${data.warnings.map((w) => `<li class="warn">${x(w)}</li>`).join('')}</ul>`)

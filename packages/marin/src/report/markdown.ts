@@ -38,7 +38,7 @@ export function renderMarkdown(p: SiteParts): string {
   out.push('## Datasets and artifacts', '')
   out.push(
     datasets.length
-      ? table(['artifact', 'kind', 'step', 'files', 'size', 'statistics', 'lineage'], datasets.map((a) => [`\`${a.ref}\``, a.kind, a.step, formatNumber(a.files), formatBytes(a.bytes), meta(a.metadata), a.lineage.join(', ')]))
+      ? table(['artifact', 'kind', 'step', 'files', 'size', 'statistics', 'lineage'], datasets.map((a) => [`[\`${a.ref}\`](${a.url})`, a.kind, a.step, formatNumber(a.files), formatBytes(a.bytes), meta(a.metadata), a.lineage.join(', ')]))
       : '_No step listed a finestore artifact (artifacts.json)._',
     '',
   )
@@ -46,7 +46,7 @@ export function renderMarkdown(p: SiteParts): string {
   out.push('## Training', '')
   if (charts.length === 0) out.push('_No training metrics (metrics.jsonl) in any step._', '')
   for (const ch of charts) out.push(`![${ch.title}](${ch.file})`, '')
-  if (checkpoints.length) out.push('### Checkpoints', '', table(['checkpoint', 'step', 'files', 'size', 'metadata'], checkpoints.map((a) => [`\`${a.ref}\``, a.step, formatNumber(a.files), formatBytes(a.bytes), meta(a.metadata)])), '')
+  if (checkpoints.length) out.push('### Checkpoints', '', table(['checkpoint', 'step', 'files', 'size', 'metadata'], checkpoints.map((a) => [`[\`${a.ref}\`](${a.url})`, a.step, formatNumber(a.files), formatBytes(a.bytes), meta(a.metadata)])), '')
 
   out.push('## Evaluation', '', data.evals.length ? table(['task', 'metric', 'value', '± stderr', 'step'], data.evals.map((e) => [e.task, e.metric, formatNumber(e.value), e.stderr !== undefined ? formatNumber(e.stderr) : '', e.source])) : '_No eval results (eval*.json) in any step._', '')
   out.push('## Sample generations', '', data.samples.length ? table(['prompt', 'completion', 'expected', 'from'], data.samples.map((s) => [s.prompt, s.completion, s.expected ?? '', s.source])) : '_No sample generations (samples.jsonl) in any step._', '')
@@ -62,7 +62,7 @@ export function renderMarkdown(p: SiteParts): string {
     '',
     table(['step', 'version hash', 'depends on'], data.steps.map((s) => [s.name, `\`${s.version}\``, s.dependencies.join(', ')])),
     '',
-    data.artifacts.length ? table(['artifact', 'created', 'from'], data.artifacts.map((a) => [`\`${a.ref}\``, a.createdAt, a.lineage.join(', ')])) : '',
+    data.artifacts.length ? table(['artifact', 'created', 'from'], data.artifacts.map((a) => [`[\`${a.ref}\`](${a.url})`, a.createdAt, a.lineage.join(', ')])) : '',
     '',
   )
   if (data.warnings.length) out.push('## Warnings', '', ...data.warnings.map((w) => `- ${w}`), '')

@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { pathToFileURL } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chromium } from 'playwright-core'
 import { Executor, type ExperimentRecord } from '../executor.js'
@@ -37,6 +37,8 @@ describe('buildReport', () => {
     expect(data.steps.every((s) => s.logs.length > 0 && s.seconds !== undefined)).toBe(true)
     expect(data.artifacts.map((a) => a.ref)).toEqual(['datasets/raw@1', 'datasets/dedup@1', 'checkpoints/tiny@1', 'eval/tiny@1'])
     expect(data.artifacts[1]!.metadata).toMatchObject({ documentsIn: 4, documentsOut: 3, duplicatesRemoved: 1 })
+    // Links to artifacts and step outputs point at what exists under the prefix.
+    for (const u of [...data.artifacts.map((a) => a.url), ...data.steps.map((s) => s.outputUrl)]) expect(existsSync(fileURLToPath(u)), u).toBe(true)
     expect(data.metrics.filter((m) => m.values['train/loss'] !== undefined)).toHaveLength(20)
     expect(data.evals).toContainEqual({ source: 'eval', task: 'cloze<brown>', metric: 'accuracy', value: 0.25 })
     expect(data.evals).toContainEqual({ source: 'eval', task: 'next-word', metric: 'exact_match', value: 0.5, stderr: 0.1 })

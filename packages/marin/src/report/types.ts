@@ -33,6 +33,8 @@ export type ReportArtifact = {
   readonly lineage: readonly string[]
   /** The step that listed it in its `artifacts.json`. */
   readonly step: string
+  /** A link to the version's manifest in the store (`file://` on a local prefix). */
+  readonly url: string
 }
 
 /** One line of a levanter `metrics.jsonl`, with the step that wrote it. */
