@@ -52,7 +52,7 @@ export type { LoadModelOptions, LoadedModel } from './serve/load-model.js'
 export { Engine } from './serve/engine.js'
 export type { EngineOptions, FinishReason, SequenceRequest, SequenceResult, TokenEvent } from './serve/engine.js'
 export { decodeStep } from './serve/batch-decode.js'
-export type { DecodeOutput, DecodeRow } from './serve/batch-decode.js'
+export { BatchCache } from './serve/batch-cache.js'
 export { createApp } from './serve/app.js'
 export type { AppOptions } from './serve/app.js'
 

@@ -1,34 +1,30 @@
 /**
- * @module One decode step for a continuous batch: B sequences, each at its own position with its
- * own per-layer keys/values, advance by one token in a single forward pass. The weight products
- * (QKV, projections, MLP, head) run once over [B, D]; only attention is per row.
+ * @module One decode step for a continuous batch: B sequences, each at its own position, advance
+ * by one token in a single forward pass over the shared `BatchCache`: the weight products (QKV,
+ * projections, MLP, head) run once over [B, D], attention once over [B, H, 1, S] with each row's
+ * padding masked.
  */
 import * as tf from '@tensorflow/tfjs'
 import type { CausalLM, LayerKv } from '@marin/levanter'
-import { applyRope, geluTanh, layerNorm, linear, mergeHeads, raggedAttention, ropeRows, rmsNorm, splitHeads } from './internal/layers.js'
+import type { BatchCache } from './batch-cache.js'
+import { applyRope, geluTanh, layerNorm, linear, maskedAttention, mergeHeads, ropeRows, rmsNorm, splitHeads } from './internal/layers.js'
 
-/** A sequence entering a decode step: its cached keys/values, the position and id of its next input token. */
-export type DecodeRow = { readonly kv: readonly LayerKv[]; readonly position: number; readonly token: number }
-
-/** Logits [B·V] of the next token of each row, and each row's keys/values extended by one position (the caller owns them). */
-export type DecodeOutput = { readonly logits: Float32Array; readonly kv: LayerKv[][] }
-
-/** Runs one step for every row in one forward pass. */
-export function decodeStep(model: CausalLM, rows: readonly DecodeRow[]): DecodeOutput {
-  const c = model.config, B = rows.length, H = c.nHeads, K = c.dModel / H
+/**
+ * Feeds `tokens[r]` at absolute position `lengths[r]` to row r of `cache`, extends the cache by one
+ * column, and returns the next-token logits of every row, [B·V].
+ */
+export function decodeStep(model: CausalLM, cache: BatchCache, tokens: readonly number[]): Float32Array {
+  const c = model.config, B = cache.rows, H = c.nHeads, K = c.dModel / H
   const p = (n: string): tf.Tensor => model.param(n)
   const flat = tf.tidy(() => {
-    const ids = tf.tensor1d(rows.map((r) => r.token), 'int32')
-    const positions = rows.map((r) => r.position)
+    const ids = tf.tensor1d([...tokens], 'int32')
+    const positions = cache.lengths
+    const bias = cache.stepBias()
     const out: tf.Tensor[] = []
     const attend = (i: number, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) => {
-      const ks: tf.Tensor[] = [], vs: tf.Tensor[] = []
-      rows.forEach((r, b) => {
-        ks.push(tf.concat([r.kv[i]!.k, tf.slice(k, [b, 0, 0, 0], [1, H, 1, K])], 2))
-        vs.push(tf.concat([r.kv[i]!.v, tf.slice(v, [b, 0, 0, 0], [1, H, 1, K])], 2))
-      })
-      out.push(...ks.flatMap((kk, b) => [kk, vs[b]!]))
-      return mergeHeads(raggedAttention(q, ks, vs))
+      const kAll = tf.concat([cache.layers[i]!.k, k], 2), vAll = tf.concat([cache.layers[i]!.v, v], 2)
+      out.push(kAll, vAll)
+      return mergeHeads(maskedAttention(q, kAll, vAll, bias))
     }
     let x: tf.Tensor
     if (c.type === 'gpt2') {
@@ -65,10 +61,8 @@ export function decodeStep(model: CausalLM, rows: readonly DecodeRow[]): DecodeO
   const [logitsT, ...kvFlat] = flat
   const logits = logitsT!.dataSync() as Float32Array
   logitsT!.dispose()
-  // kvFlat is ordered layer-major, then row: [L0 r0 k, L0 r0 v, L0 r1 k, ...].
-  const kv: LayerKv[][] = rows.map(() => [])
-  for (let i = 0; i < c.nLayers; i++) {
-    for (let b = 0; b < B; b++) kv[b]!.push({ k: kvFlat[(i * B + b) * 2]!, v: kvFlat[(i * B + b) * 2 + 1]! })
-  }
-  return { logits, kv }
+  const next: LayerKv[] = []
+  for (let i = 0; i < c.nLayers; i++) next.push({ k: kvFlat[2 * i]!, v: kvFlat[2 * i + 1]! })
+  cache.advance(next)
+  return logits
 }

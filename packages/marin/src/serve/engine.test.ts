@@ -1,3 +1,4 @@
+import * as tf from '@tensorflow/tfjs'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { createModel, generate, initBackend } from '@marin/levanter'
 import { MetricsRegistry } from '@marin/rigging'
@@ -36,6 +37,7 @@ test('a request that arrives mid-generation joins the running batch at the next 
   const model = createModel({ type: 'gpt2', ...tiny }, 1)
   const metrics = new MetricsRegistry()
   const engine = new Engine(model, { metrics })
+  const before = tf.memory().numTensors
   const order: string[] = []
   let late: Promise<unknown> | undefined
   const first = engine.submit({
@@ -52,6 +54,7 @@ test('a request that arrives mid-generation joins the running batch at the next 
   const batch = metrics.snapshot().metrics.find((m) => m.name === 'marin_serve_batch_size')
   // 19 decode steps for a's 20 tokens (the first comes from its prefill); b rode along in one of them.
   expect(batch).toMatchObject({ samples: [{ count: 19, sum: 20, max: 2 }] })
+  expect(tf.memory().numTensors).toBe(before) // every cache row was freed
   model.dispose()
 })
 

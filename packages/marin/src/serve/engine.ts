@@ -6,9 +6,10 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import { KvCache, Rng, sampleToken } from '@marin/levanter'
-import type { CausalLM, LayerKv } from '@marin/levanter'
+import type { CausalLM } from '@marin/levanter'
 import type { MetricsRegistry } from '@marin/rigging'
 import { decodeStep } from './batch-decode.js'
+import { BatchCache } from './batch-cache.js'
 import { logSoftmax, topLogprobs } from './sampling.js'
 
 /** One generated (or, for the prompt, scored) token. */
@@ -44,7 +45,6 @@ export type SequenceResult = {
 type Active = {
   readonly req: SequenceRequest
   readonly rng: Rng
-  kv: LayerKv[]
   position: number
   last: number
   generated: number
@@ -64,7 +64,9 @@ export type EngineOptions = {
 /** Runs generation requests against one model with continuous batching. */
 export class Engine {
   private readonly queue: Active[] = []
+  /** Running sequences, in the order of the cache's rows. */
   private readonly active: Active[] = []
+  private readonly cache = new BatchCache()
   private running = false
   private idle: (() => void)[] = []
   readonly maxBatch: number
@@ -93,7 +95,7 @@ export class Engine {
   /** Generate for one request; resolves when it stops, reaches `maxTokens` or the context, or is cancelled. */
   submit(req: SequenceRequest): Promise<SequenceResult> {
     return new Promise((done, fail) => {
-      this.queue.push({ req, rng: new Rng(req.seed), kv: [], position: 0, last: 0, generated: 0, done, fail })
+      this.queue.push({ req, rng: new Rng(req.seed), position: 0, last: 0, generated: 0, done, fail })
       this.kick()
     })
   }
@@ -106,6 +108,7 @@ export class Engine {
 
   /** Cancel every running and waiting sequence (they finish with 'cancelled'). */
   cancelAll(): void {
+    this.cache.dispose()
     for (const s of [...this.queue.splice(0), ...this.active.splice(0)]) this.finish(s, 'cancelled')
   }
 
@@ -139,14 +142,17 @@ export class Engine {
   }
 
   private dropCancelled(): void {
-    for (const list of [this.queue, this.active]) {
-      for (let i = list.length - 1; i >= 0; i--) {
-        const s = list[i]!
-        if (s.req.signal?.aborted) {
-          list.splice(i, 1)
-          this.finish(s, 'cancelled')
-        }
+    for (let i = this.queue.length - 1; i >= 0; i--) {
+      const s = this.queue[i]!
+      if (s.req.signal?.aborted) {
+        this.queue.splice(i, 1)
+        this.finish(s, 'cancelled')
       }
+    }
+    const gone = this.active.filter((s) => s.req.signal?.aborted)
+    if (gone.length > 0) {
+      this.remove(gone)
+      for (const s of gone) this.finish(s, 'cancelled')
     }
   }
 
@@ -166,8 +172,6 @@ export class Engine {
       s.fail(err)
       return
     }
-    s.kv = cache.layers
-    cache.layers = [] // the sequence owns the tensors now
     s.position = T
     this.m?.prompt.inc(T)
     if (req.promptLogprobs) {
@@ -177,7 +181,12 @@ export class Engine {
         s.promptLogprobs.push({ token: req.prompt[t]!, logprob: lp[req.prompt[t]!]!, top: topLogprobs(lp, req.topLogprobs) })
       }
     }
-    if (req.maxTokens <= 0) return this.finish(s, 'length')
+    if (req.maxTokens <= 0) {
+      cache.dispose()
+      return this.finish(s, 'length')
+    }
+    this.cache.add(cache.layers, T) // the batch cache owns the tensors now
+    cache.layers = []
     this.active.push(s)
     this.take(s, rows.subarray((T - 1) * V, T * V))
   }
@@ -196,8 +205,7 @@ export class Engine {
     try {
       stop = req.onToken({ token, logprob: lp[token]!, top: topLogprobs(lp, req.topLogprobs) })
     } catch (err) {
-      this.remove(s)
-      this.release(s)
+      this.remove([s])
       s.fail(err)
       return
     }
@@ -209,35 +217,32 @@ export class Engine {
     const batch = [...this.active]
     this.m?.steps.inc()
     this.m?.batch.observe(batch.length)
-    const out = decodeStep(this.model, batch.map((s) => ({ kv: s.kv, position: s.position, token: s.last })))
+    const logits = decodeStep(this.model, this.cache, batch.map((s) => s.last))
     const V = this.model.config.vocabSize
+    for (const s of batch) s.position++
     batch.forEach((s, b) => {
-      this.release(s)
-      s.kv = out.kv[b]!
-      s.position++
-    })
-    batch.forEach((s, b) => {
-      if (this.active.includes(s)) this.take(s, out.logits.subarray(b * V, (b + 1) * V))
+      if (this.active.includes(s)) this.take(s, logits.subarray(b * V, (b + 1) * V))
     })
   }
 
-  private remove(s: Active): void {
-    const i = this.active.indexOf(s)
-    if (i >= 0) this.active.splice(i, 1)
-  }
-
-  private release(s: Active): void {
-    for (const { k, v } of s.kv) tf.dispose([k, v])
-    s.kv = []
+  /** Take sequences out of the running batch and their rows out of the cache. */
+  private remove(gone: readonly Active[]): void {
+    const keep: number[] = []
+    this.active.forEach((s, i) => {
+      if (!gone.includes(s)) keep.push(i)
+    })
+    if (keep.length === this.active.length) return
+    this.cache.keep(keep)
+    const kept = keep.map((i) => this.active[i]!)
+    this.active.splice(0, this.active.length, ...kept)
   }
 
   private end(s: Active, finish: FinishReason): void {
-    this.remove(s)
+    this.remove([s])
     this.finish(s, finish)
   }
 
   private finish(s: Active, finish: FinishReason): void {
-    this.release(s)
     s.done({ finish, completionTokens: s.generated, ...(s.promptLogprobs ? { promptLogprobs: s.promptLogprobs } : {}) })
   }
 }

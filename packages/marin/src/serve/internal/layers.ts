@@ -59,19 +59,14 @@ export function applyRope(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor): tf.Tens
 }
 
 /**
- * One query position per row against that row's own keys: q [B, H, 1, K], keys/values of row r
- * [1, H, S_r, K] (its cache plus this step) → [B, H, 1, K]. Rows have different lengths, so the
- * products run per row; the projections around them are the batched part.
+ * One query position per row over the batch cache: q [B, H, 1, K], keys/values [B, H, S, K],
+ * bias [B, 1, 1, S] (-1e9 on each row's padding) → [B, H, 1, K], as one batched product.
  */
-export function raggedAttention(q: tf.Tensor, ks: readonly tf.Tensor[], vs: readonly tf.Tensor[]): tf.Tensor {
+export function maskedAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, bias: tf.Tensor): tf.Tensor {
   const [B, H, , K] = q.shape as [number, number, number, number]
-  const rows: tf.Tensor[] = []
-  for (let r = 0; r < B; r++) {
-    const qr = tf.reshape(tf.slice(q, [r, 0, 0, 0], [1, H, 1, K]), [H, 1, K])
-    const S = ks[r]!.shape[2]!
-    const kT = tf.transpose(tf.reshape(ks[r]!, [H, S, K]), [0, 2, 1]) // [H, K, S]
-    const p = tf.softmax(tf.mul(tf.matMul(qr, kT), 1 / Math.sqrt(K))) // [H, 1, S]
-    rows.push(tf.reshape(tf.matMul(p, tf.reshape(vs[r]!, [H, S, K])), [1, H, 1, K]))
-  }
-  return rows.length === 1 ? rows[0]! : tf.concat(rows, 0)
+  const S = k.shape[2]!
+  const kT = tf.transpose(tf.reshape(k, [B * H, S, K]), [0, 2, 1]) // [B·H, K, S]
+  const scores = tf.add(tf.reshape(tf.mul(tf.matMul(tf.reshape(q, [B * H, 1, K]), kT), 1 / Math.sqrt(K)), [B, H, 1, S]), bias)
+  const p = tf.reshape(tf.softmax(scores), [B * H, 1, S])
+  return tf.reshape(tf.matMul(p, tf.reshape(v, [B * H, S, K])), [B, H, 1, K])
 }

@@ -1,0 +1,85 @@
+/**
+ * @module The keys and values of every running sequence in one tensor per layer, [B, H, S, K],
+ * right-aligned: row r's `lengths[r]` positions are the last columns, earlier columns are padding
+ * masked out of attention. Rows sit at different positions, yet each decode step appends one
+ * column for all rows with a single concat, and attention over the batch is one product. Rows
+ * join (left-padded to the common width) and leave (gathered out; all-padding columns dropped).
+ * Keys carry their absolute positions already (learned positions or rotary applied before caching),
+ * so where a key is stored does not change attention.
+ */
+import * as tf from '@tensorflow/tfjs'
+import type { LayerKv } from '@marin/levanter'
+
+export class BatchCache {
+  layers: LayerKv[] = []
+  /** Valid positions per row. */
+  lengths: number[] = []
+
+  get rows(): number {
+    return this.lengths.length
+  }
+
+  get width(): number {
+    return this.layers[0]?.k.shape[2] ?? 0
+  }
+
+  /** Add a row from one sequence's prefill cache ([1, H, T, K] per layer); takes ownership of `kv`. */
+  add(kv: readonly LayerKv[], length: number): void {
+    if (this.rows === 0) {
+      this.layers = [...kv]
+      this.lengths = [length]
+      return
+    }
+    const S = this.width, W = Math.max(S, length)
+    const padLeft = (t: tf.Tensor, n: number) => (n === 0 ? tf.clone(t) : tf.pad(t, [[0, 0], [0, 0], [n, 0], [0, 0]]))
+    const next = tf.tidy(() => this.layers.map((l, i) => ({
+      k: tf.concat([padLeft(l.k, W - S), padLeft(kv[i]!.k, W - length)], 0),
+      v: tf.concat([padLeft(l.v, W - S), padLeft(kv[i]!.v, W - length)], 0),
+    })))
+    this.replace(next)
+    for (const l of kv) tf.dispose([l.k, l.v])
+    this.lengths.push(length)
+  }
+
+  /** Keep only the rows at `keep` (in that order); drop columns that are padding for every row left. */
+  keep(keep: readonly number[]): void {
+    if (keep.length === 0) return this.dispose()
+    const lengths = keep.map((r) => this.lengths[r]!)
+    const trim = this.width - Math.max(...lengths)
+    const next = tf.tidy(() => {
+      const idx = tf.tensor1d([...keep], 'int32')
+      const cut = (t: tf.Tensor) => {
+        const g = keep.length === this.rows && keep.every((r, i) => r === i) ? t : tf.gather(t, idx, 0)
+        return trim > 0 ? tf.slice(g, [0, 0, trim, 0], [-1, -1, -1, -1]) : tf.clone(g)
+      }
+      return this.layers.map((l) => ({ k: cut(l.k), v: cut(l.v) }))
+    })
+    this.replace(next)
+    this.lengths = lengths
+  }
+
+  /** Additive mask [B, 1, 1, S+1] for a step that appends one column: row r sees its last lengths[r]+1 columns. */
+  stepBias(): tf.Tensor {
+    const B = this.rows, S1 = this.width + 1
+    const m = new Float32Array(B * S1)
+    this.lengths.forEach((len, r) => m.fill(-1e9, r * S1, r * S1 + S1 - (len + 1)))
+    return tf.tensor4d(m, [B, 1, 1, S1])
+  }
+
+  /** Install the layers a step produced (one column wider) and advance every row. */
+  advance(next: LayerKv[]): void {
+    this.replace(next)
+    this.lengths = this.lengths.map((l) => l + 1)
+  }
+
+  dispose(): void {
+    for (const { k, v } of this.layers) tf.dispose([k, v])
+    this.layers = []
+    this.lengths = []
+  }
+
+  private replace(next: LayerKv[]): void {
+    for (const { k, v } of this.layers) tf.dispose([k, v])
+    this.layers = next
+  }
+}
