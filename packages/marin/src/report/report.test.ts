@@ -71,10 +71,28 @@ describe('buildReport', () => {
 
   it('accepts the prefix, the experiment folder and the record file as source', async () => {
     const recordFile = join(prefix, 'experiments', 'tiny-report', `${record.run}.json`)
-    for (const source of [prefix, join(prefix, 'experiments', 'tiny-report'), recordFile]) {
+    for (const source of [prefix, join(prefix, 'experiments', 'tiny-report'), recordFile, pathToFileURL(prefix).href, pathToFileURL(recordFile).href]) {
       expect((await buildReport(source, '/nonexistent')).data.record.run).toBe(record.run)
     }
     expect((await buildReport(`tiny-report/${record.run}`, prefix)).data.record.run).toBe(record.run)
+  })
+})
+
+describe('a second run', () => {
+  it('shows every step SKIPPED with the artifacts and metrics of the first run', async () => {
+    const again = await new Executor({ prefix, leaseTtlMs: 2000 }).run(reportFixture(prefix))
+    try {
+      expect(again.run).not.toBe(record.run)
+      const { data, site } = await buildReport('tiny-report', prefix)
+      expect(data.record.run).toBe(again.run)
+      expect(data.steps.map((s) => s.status)).toEqual(['SKIPPED', 'SKIPPED', 'SKIPPED', 'SKIPPED'])
+      expect(data.steps.map((s) => s.diskStatus)).toEqual(['SUCCESS', 'SUCCESS', 'SUCCESS', 'SUCCESS'])
+      expect(data.artifacts.map((a) => a.ref)).toEqual(['datasets/raw@1', 'datasets/dedup@1', 'checkpoints/tiny@1', 'eval/tiny@1'])
+      expect(data.metrics.length).toBeGreaterThan(0)
+      expect(site.get('step-graph.svg')!.match(/data-status="SKIPPED"/g)).toHaveLength(4)
+    } finally {
+      rmSync(join(prefix, 'experiments', 'tiny-report', `${again.run}.json`))
+    }
   })
 })
 

@@ -53,6 +53,17 @@ async function newestRun(storage: Storage, dir: string, what: string): Promise<R
   return readRecord(storage, last)
 }
 
+/** A prefix holding exactly one experiment (its newest run), or a folder of runs (the newest). */
+async function fromFolder(storage: Storage, where: string): Promise<ResolvedSource> {
+  if ((await storage.exists('.executor_history')) || (await experimentsIn(storage)).length > 0) {
+    const names = await experimentsIn(storage)
+    if (names.length === 1) return newestRun(storage, `experiments/${names[0]}`, `${where}/experiments/${names[0]}`)
+    if (names.length === 0) throw new MarinError('EXPERIMENT_NOT_FOUND', `--source: ${where} is a prefix without experiment records; run an experiment first`)
+    throw new MarinError('BAD_USAGE', `--source: ${where} holds ${names.length} experiments (${names.join(', ')}); pass one by name, e.g. --source ${names[0]}`)
+  }
+  return newestRun(storage, '', where)
+}
+
 /**
  * Resolves `--source`: a record file, a folder of records (newest run), a prefix with exactly one
  * experiment (its newest run), or `NAME` / `NAME/RUN` under `prefix`.
@@ -67,14 +78,15 @@ export async function resolveSource(source: string, prefix: string): Promise<Res
       const storage = await openStorage(resolve(local, '..'))
       return readRecord(storage, local.split('/').at(-1)!)
     }
-    const storage = await openStorage(local)
-    if (await storage.exists('.executor_history') || (await experimentsIn(storage)).length > 0) {
-      const names = await experimentsIn(storage)
-      if (names.length === 1) return newestRun(storage, `experiments/${names[0]}`, `${local}/experiments/${names[0]}`)
-      if (names.length === 0) throw new MarinError('EXPERIMENT_NOT_FOUND', `--source: ${local} is a prefix without experiment records; run an experiment first`)
-      throw new MarinError('BAD_USAGE', `--source: ${local} holds ${names.length} experiments (${names.join(', ')}); pass one by name, e.g. --source ${names[0]}`)
+    return fromFolder(await openStorage(local), local)
+  }
+  if (isUrl) {
+    // A storage URL: a record file when it ends in .json, else a prefix or a folder of runs.
+    if (source.endsWith('.json')) {
+      const cut = source.lastIndexOf('/')
+      return readRecord(await openStorage(source.slice(0, cut)), source.slice(cut + 1))
     }
-    return newestRun(storage, '', local)
+    return fromFolder(await openStorage(source), source)
   }
   const [name, run, ...rest] = source.split('/')
   if (!name || !NAME.test(name) || rest.length > 0 || (run !== undefined && !NAME.test(run.replace(/\.json$/, '')))) {
