@@ -96,6 +96,20 @@ describe('a second run', () => {
   })
 })
 
+describe('a failed run', () => {
+  it('shows the failure, its dependents and the metrics logged before it', async () => {
+    const failed = await new Executor({ prefix, leaseTtlMs: 2000 }).run(reportFixture(prefix, 'tiny-fail', 12, 7))
+    expect(failed.status).toBe('FAILED')
+    const { data, site } = await buildReport('tiny-fail', prefix)
+    expect(data.steps.map((s) => s.status)).toEqual(['SKIPPED', 'SKIPPED', 'FAILED', 'DEP_FAILED'])
+    expect(data.metrics.filter((m) => m.values['train/loss'] !== undefined)).toHaveLength(7)
+    const html = site.get('index.html')!
+    expect(html).toContain('loss diverged at step 7')
+    expect(site.get('step-graph.svg')).toContain('data-status="FAILED"')
+    expect(site.has('charts/loss.svg')).toBe(true)
+  })
+})
+
 describe('publishSite', () => {
   it('writes a folder and re-uploads only what changed', async () => {
     const target = join(dir, 'site-dir')

@@ -25,7 +25,8 @@ async function commit(prefix: string, name: string, files: Record<string, string
 }
 
 /** The experiment `name`: ingest → dedup → train → eval, `trainSteps` logged training steps. */
-export function reportFixture(prefix: string, name = 'tiny-report', trainSteps = 20): Experiment {
+/** With `failAfter`, training throws after logging that many steps (its dependents become DEP_FAILED). */
+export function reportFixture(prefix: string, name = 'tiny-report', trainSteps = 20, failAfter?: number): Experiment {
   const ingest = step({
     name: 'ingest',
     config: { corpus: versioned('four-sentences') },
@@ -54,6 +55,7 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
         const lr = c.lr * Math.min(1, s / 5)
         tracker.log(s, { 'train/loss': 5.5 * Math.exp(-s / 8) + 1.2, 'train/lr': lr, 'throughput/tokens_per_sec': 1000 + 20 * s })
         if (s % 5 === 0) tracker.log(s, { 'eval/loss': 5.5 * Math.exp(-s / 9) + 1.4, 'eval/bpb': 2 + 3 * Math.exp(-s / 9) })
+        if (s === failAfter) throw new Error(`loss diverged at step ${s}`)
       }
       const v = await commit(prefix, 'checkpoints/tiny', { [`step-${c.steps}/manifest.json`]: JSON.stringify({ step: c.steps }) }, { steps: [c.steps] }, ['datasets/dedup@1'])
       writeFileSync(join(ctx.outputPath, 'artifacts.json'), JSON.stringify([{ artifact: 'checkpoints/tiny', version: v }]))
