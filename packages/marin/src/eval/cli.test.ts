@@ -63,7 +63,7 @@ describe('marin eval', () => {
     expect(await cli(['eval', '--tasks', 'brown_cloze'], p)).toMatchObject({ code: 2, err: expect.stringMatching(/exactly one of --model-checkpoint/) })
     expect(await cli(['eval', '--model-checkpoint', ckpt, '--tasks', 'nope'], p)).toMatchObject({ code: 2, err: expect.stringMatching(/task "nope" is not built in/) })
     expect(await cli(['eval', '--model-checkpoint', ckpt, '--tasks', join(dir, 'none.jsonl')], p)).toMatchObject({ code: 2, err: expect.stringMatching(/none\.jsonl: cannot read it/) })
-    expect(await cli(['eval', '--model-checkpoint', join(dir, 'nowhere'), '--tasks', taskFile], p)).toMatchObject({ code: 2, err: expect.stringMatching(/checkpoint .*nowhere: not a folder and not an artifact/) })
+    expect(await cli(['eval', '--model-checkpoint', join(dir, 'nowhere'), '--tasks', taskFile], p)).toMatchObject({ code: 2, err: expect.stringMatching(/--model-checkpoint .*nowhere: /) })
     expect((await cli(['eval', '--limit', 'x'], p)).code).toBe(2)
   })
 

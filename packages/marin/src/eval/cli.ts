@@ -10,14 +10,13 @@ import { isMarinError } from '../errors.js'
 import { BUILTIN_TASKS, builtinTask } from './brown-tasks.js'
 import { evaluate, resolveTasks } from './evaluate.js'
 import type { LanguageModel } from './language-model.js'
-import { loadCheckpointModel, loadTokenizer } from './load-model.js'
+import { loadModel } from '../serve/load-model.js'
 import { LocalLanguageModel } from './local-model.js'
 import { OpenAICompletionsModel } from './openai-model.js'
 import { taskToJsonl } from './task.js'
 
 type EvalOptions = {
   modelCheckpoint?: string
-  step?: number
   tokenizer?: string
   endpoint?: string
   model?: string
@@ -46,8 +45,7 @@ export function evalCommand(io: CliIo, run: (fn: () => Promise<number>) => Promi
   return new Command('eval')
     .description('evaluate a model on tasks; results go to finestore and are printed')
     .option('--model-checkpoint <ref>', 'a folder with config.json + model.safetensors, or a checkpoint artifact checkpoints/<run>[@version]')
-    .option('--step <n>', 'checkpoint step (default: the newest kept)', intArg('a step', 0))
-    .option('--tokenizer <path>', 'tokenizer.json (or its folder) for --model-checkpoint; default: the checkpoint folder')
+    .option('--tokenizer <path>', 'tokenizer.json for --model-checkpoint when the checkpoint holds none')
     .option('--endpoint <url>', 'an OpenAI-compatible base URL ending in /v1, instead of --model-checkpoint')
     .option('--model <name>', 'the model name sent to --endpoint', 'default')
     .option('--api-key-file <file>', 'a file holding the API key for --endpoint')
@@ -77,9 +75,8 @@ export function evalCommand(io: CliIo, run: (fn: () => Promise<number>) => Promi
         const lineage: string[] = []
         if (o.modelCheckpoint) {
           await initBackend()
-          const lm = await usage(() => loadCheckpointModel(o.modelCheckpoint!, store, o.step))
-          const tok = await usage(() => loadTokenizer(o.tokenizer ?? o.modelCheckpoint!))
-          model = new LocalLanguageModel(lm, tok, `local:${o.modelCheckpoint}`)
+          const loaded = await loadModel({ checkpoint: o.modelCheckpoint, prefix: prefixOf(io), ...(o.tokenizer ? { tokenizerPath: o.tokenizer } : {}) })
+          model = new LocalLanguageModel(loaded.model, loaded.tokenizer, `local:${o.modelCheckpoint}`)
           if (o.modelCheckpoint.startsWith('checkpoints/')) lineage.push(o.modelCheckpoint)
         } else {
           let apiKey: string | undefined

@@ -8,7 +8,7 @@ import { defaultPrefix } from '../executor.js'
 import { step } from '../step.js'
 import type { OutputRef, Step } from '../step.js'
 import { evaluate, resolveTasks } from './evaluate.js'
-import { loadCheckpointModel, loadTokenizer } from './load-model.js'
+import { loadModel } from '../serve/load-model.js'
 import { LocalLanguageModel } from './local-model.js'
 import { OpenAICompletionsModel } from './openai-model.js'
 
@@ -16,7 +16,7 @@ import { OpenAICompletionsModel } from './openai-model.js'
 export type EvalStepConfig = {
   /** A folder with config.json + model.safetensors (another step's output), or `checkpoints/<run>[@version]`. */
   readonly checkpoint?: string | OutputRef
-  /** tokenizer.json or its folder. @default the checkpoint folder */
+  /** tokenizer.json, when the checkpoint holds none. */
   readonly tokenizer?: string | OutputRef
   /** An OpenAI-compatible base URL ending in /v1, instead of `checkpoint`. */
   readonly endpoint?: string
@@ -43,13 +43,16 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
     config,
     description: `evaluate on ${config.tasks.join(', ')}`,
     fn: async (c, ctx) => {
-      const store = await openStore({ url: storeUrl(defaultPrefix(options.prefix)) })
+      const prefix = defaultPrefix(options.prefix)
+      const store = await openStore({ url: storeUrl(prefix) })
       const tasks = await resolveTasks(c.tasks as string[], { size: c.size })
       const checkpoint = c.checkpoint as string | undefined
       let model
       if (checkpoint) {
         await initBackend()
-        model = new LocalLanguageModel(await loadCheckpointModel(checkpoint, store), await loadTokenizer((c.tokenizer as string | undefined) ?? checkpoint), `local:${checkpoint}`)
+        const tokenizerPath = c.tokenizer as string | undefined
+        const loaded = await loadModel({ checkpoint, prefix, ...(tokenizerPath ? { tokenizerPath } : {}) })
+        model = new LocalLanguageModel(loaded.model, loaded.tokenizer, `local:${checkpoint}`)
       } else if (c.endpoint) {
         model = new OpenAICompletionsModel({ baseUrl: c.endpoint, model: c.model ?? 'default' })
       } else {
