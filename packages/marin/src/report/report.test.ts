@@ -10,6 +10,7 @@ import { Executor, type ExperimentRecord } from '../executor.js'
 import { runCli } from '../cli.js'
 import { isMarinError } from '../errors.js'
 import { buildReport } from './build.js'
+import { LOG_TAIL_BYTES } from './collect.js'
 import { MANIFEST_FILE, publishSite } from './publish.js'
 import { reportFixture } from './test-fixture-experiment.js'
 
@@ -247,4 +248,19 @@ describe('the published page in headless Chromium', () => {
       await browser.close()
     }
   }, 120_000)
+})
+
+describe('logs', () => {
+  it('keeps the end of a long log, cut at a line start', async () => {
+    const train = record.steps.find((s) => s.name === 'train')!
+    const lines = Array.from({ length: 4000 }, (_, i) => `line ${i} ${'x'.repeat(40)}`)
+    writeFileSync(join(prefix, train.nameHash, 'logs', 'big.log'), `${lines.join('\n')}\n`)
+    const { data, site } = await buildReport(`tiny-report/${record.run}`, prefix)
+    const log = data.steps.find((s) => s.name === 'train')!.logs.find((l) => l.path === 'logs/big.log')!
+    expect(log.bytes).toBeGreaterThan(LOG_TAIL_BYTES)
+    expect(log.tail.length).toBeLessThanOrEqual(LOG_TAIL_BYTES)
+    expect(log.tail).toMatch(/^line \d+ x+\n/)
+    expect(log.tail.endsWith(`${lines.at(-1)}\n`)).toBe(true)
+    expect(site.get(`logs/${train.nameHash}/big.log`)).toBe(log.tail)
+  })
 })
