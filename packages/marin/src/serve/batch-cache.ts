@@ -23,22 +23,22 @@ export class BatchCache {
     return this.layers[0]?.k.shape[2] ?? 0
   }
 
-  /** Add a row from one sequence's prefill cache ([1, H, T, K] per layer); takes ownership of `kv`. */
-  add(kv: readonly LayerKv[], length: number): void {
+  /** Add rows from a prefill ([R, H, W, K] per layer, right-aligned, `lengths` valid positions each); takes ownership of `kv`. */
+  add(kv: readonly LayerKv[], lengths: readonly number[]): void {
     if (this.rows === 0) {
       this.layers = [...kv]
-      this.lengths = [length]
+      this.lengths = [...lengths]
       return
     }
-    const S = this.width, W = Math.max(S, length)
+    const S = this.width, width = kv[0]!.k.shape[2]!, W = Math.max(S, width)
     const padLeft = (t: tf.Tensor, n: number) => (n === 0 ? tf.clone(t) : tf.pad(t, [[0, 0], [0, 0], [n, 0], [0, 0]]))
     const next = tf.tidy(() => this.layers.map((l, i) => ({
-      k: tf.concat([padLeft(l.k, W - S), padLeft(kv[i]!.k, W - length)], 0),
-      v: tf.concat([padLeft(l.v, W - S), padLeft(kv[i]!.v, W - length)], 0),
+      k: tf.concat([padLeft(l.k, W - S), padLeft(kv[i]!.k, W - width)], 0),
+      v: tf.concat([padLeft(l.v, W - S), padLeft(kv[i]!.v, W - width)], 0),
     })))
     this.replace(next)
     for (const l of kv) tf.dispose([l.k, l.v])
-    this.lengths.push(length)
+    this.lengths.push(...lengths)
   }
 
   /** Keep only the rows at `keep` (in that order); drop columns that are padding for every row left. */

@@ -1,14 +1,13 @@
 /**
  * @module The continuous-batching engine. Requests queue; each scheduler step admits waiting
- * requests into free slots (one prefill forward each), then advances every active sequence by one
+ * requests into free slots (their prompts prefilled together in one forward pass), then advances every active sequence by one
  * token in a single batched forward pass (`decodeStep`). A request that arrives mid-generation
  * joins at the next step instead of waiting for the others to finish.
  */
-import * as tf from '@tensorflow/tfjs'
-import { KvCache, Rng, sampleToken } from '@marin/levanter'
+import { Rng, sampleToken } from '@marin/levanter'
 import type { CausalLM } from '@marin/levanter'
 import type { MetricsRegistry } from '@marin/rigging'
-import { decodeStep } from './batch-decode.js'
+import { decodeStep, prefill } from './batch-decode.js'
 import { BatchCache } from './batch-cache.js'
 import { logSoftmax, topLogprobs } from './sampling.js'
 
@@ -122,9 +121,10 @@ export class Engine {
     try {
       while (this.queue.length > 0 || this.active.length > 0) {
         this.dropCancelled()
-        while (this.queue.length > 0 && this.active.length < this.maxBatch) {
-          this.admit(this.queue.shift()!)
-          // Flush this request's first token before the next prefill: time to first token.
+        const free = this.maxBatch - this.active.length
+        if (this.queue.length > 0 && free > 0) {
+          this.admit(this.queue.splice(0, free))
+          // Flush the first tokens before the next forward pass: time to first token.
           await new Promise((r) => setImmediate(r))
           this.dropCancelled()
         }
@@ -156,39 +156,33 @@ export class Engine {
     }
   }
 
-  /** Prefill the prompt, sample the first token. */
-  private admit(s: Active): void {
-    const { req } = s
-    const cache = new KvCache()
-    let rows: Float32Array
-    const T = req.prompt.length, V = this.model.config.vocabSize
+  /** Prefill the prompts of `group` in one forward pass, add them to the batch, sample their first tokens. */
+  private admit(group: Active[]): void {
+    const V = this.model.config.vocabSize
+    const all = group.some((s) => s.req.promptLogprobs)
+    let out: ReturnType<typeof prefill>
     try {
-      const ids = tf.tensor2d([[...req.prompt]], [1, T], 'int32')
-      const logits = this.model.forward(ids, cache)
-      rows = logits.dataSync() as Float32Array
-      tf.dispose([ids, logits])
+      out = prefill(this.model, group.map((s) => s.req.prompt), all)
     } catch (err) {
-      cache.dispose()
-      s.fail(err)
+      for (const s of group) s.fail(err)
       return
     }
-    s.position = T
-    this.m?.prompt.inc(T)
-    if (req.promptLogprobs) {
-      s.promptLogprobs = []
-      for (let t = 1; t < T; t++) {
-        const lp = logSoftmax(rows.subarray((t - 1) * V, t * V))
-        s.promptLogprobs.push({ token: req.prompt[t]!, logprob: lp[req.prompt[t]!]!, top: topLogprobs(lp, req.topLogprobs) })
+    this.cache.add(out.kv, group.map((s) => s.req.prompt.length)) // the batch cache owns the tensors now
+    this.active.push(...group)
+    group.forEach((s, r) => {
+      const { req } = s, T = req.prompt.length, rows = out.logits[r]!
+      s.position = T
+      this.m?.prompt.inc(T)
+      if (req.promptLogprobs) {
+        s.promptLogprobs = []
+        for (let t = 1; t < T; t++) {
+          const lp = logSoftmax(rows.subarray((t - 1) * V, t * V))
+          s.promptLogprobs.push({ token: req.prompt[t]!, logprob: lp[req.prompt[t]!]!, top: topLogprobs(lp, req.topLogprobs) })
+        }
       }
-    }
-    if (req.maxTokens <= 0) {
-      cache.dispose()
-      return this.finish(s, 'length')
-    }
-    this.cache.add(cache.layers, T) // the batch cache owns the tensors now
-    cache.layers = []
-    this.active.push(s)
-    this.take(s, rows.subarray((T - 1) * V, T * V))
+      if (req.maxTokens <= 0) this.end(s, 'length')
+      else this.take(s, all ? rows.subarray((T - 1) * V, T * V) : rows)
+    })
   }
 
   /** Sample from one row of logits, report it, and decide whether the sequence goes on. */

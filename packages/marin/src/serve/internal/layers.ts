@@ -26,30 +26,31 @@ export function geluTanh(x: tf.Tensor): tf.Tensor {
   return tf.mul(tf.mul(x, 0.5), tf.add(tf.tanh(inner), 1))
 }
 
-/** [B, 1, H·K] → [B, H, 1, K]. */
+/** [B, T, H·K] → [B, H, T, K]. */
 export function splitHeads(x: tf.Tensor, nHeads: number): tf.Tensor {
   const [B, T, D] = x.shape as [number, number, number]
   return tf.transpose(tf.reshape(x, [B, T, nHeads, D / nHeads]), [0, 2, 1, 3])
 }
 
-/** [B, H, 1, K] → [B, 1, H·K]. */
+/** [B, H, T, K] → [B, T, H·K]. */
 export function mergeHeads(x: tf.Tensor): tf.Tensor {
   const [B, H, T, K] = x.shape as [number, number, number, number]
   return tf.reshape(tf.transpose(x, [0, 2, 1, 3]), [B, T, H * K])
 }
 
-/** Rotary cos/sin [B, 1, 1, K] for one absolute position per row (half-split layout). */
-export function ropeRows(positions: readonly number[], K: number, theta: number): { cos: tf.Tensor; sin: tf.Tensor } {
-  const B = positions.length, half = K / 2
-  const cos = new Float32Array(B * K), sin = new Float32Array(B * K)
-  positions.forEach((p, r) => {
+/** Rotary cos/sin [B, 1, T, K] for each row's absolute positions [B][T] (half-split layout). */
+export function ropeRows(positions: readonly (readonly number[])[], K: number, theta: number): { cos: tf.Tensor; sin: tf.Tensor } {
+  const B = positions.length, T = positions[0]!.length, half = K / 2
+  const cos = new Float32Array(B * T * K), sin = new Float32Array(B * T * K)
+  positions.forEach((row, r) => row.forEach((p, t) => {
+    const o = (r * T + t) * K
     for (let i = 0; i < half; i++) {
       const a = p / Math.pow(theta, (2 * i) / K)
-      cos[r * K + i] = cos[r * K + i + half] = Math.cos(a)
-      sin[r * K + i] = sin[r * K + i + half] = Math.sin(a)
+      cos[o + i] = cos[o + i + half] = Math.cos(a)
+      sin[o + i] = sin[o + i + half] = Math.sin(a)
     }
-  })
-  return { cos: tf.tensor4d(cos, [B, 1, 1, K]), sin: tf.tensor4d(sin, [B, 1, 1, K]) }
+  }))
+  return { cos: tf.tensor4d(cos, [B, 1, T, K]), sin: tf.tensor4d(sin, [B, 1, T, K]) }
 }
 
 export function applyRope(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor): tf.Tensor {
@@ -59,14 +60,14 @@ export function applyRope(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor): tf.Tens
 }
 
 /**
- * One query position per row over the batch cache: q [B, H, 1, K], keys/values [B, H, S, K],
- * bias [B, 1, 1, S] (-1e9 on each row's padding) → [B, H, 1, K], as one batched product.
+ * Attention over the batch: q [B, H, T, K], keys/values [B, H, S, K], bias [B, 1, T, S] (-1e9 where a
+ * query may not look: the future, and each row's padding) → [B, H, T, K], as one batched product.
  */
 export function maskedAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, bias: tf.Tensor): tf.Tensor {
-  const [B, H, , K] = q.shape as [number, number, number, number]
+  const [B, H, T, K] = q.shape as [number, number, number, number]
   const S = k.shape[2]!
   const kT = tf.transpose(tf.reshape(k, [B * H, S, K]), [0, 2, 1]) // [B·H, K, S]
-  const scores = tf.add(tf.reshape(tf.mul(tf.matMul(tf.reshape(q, [B * H, 1, K]), kT), 1 / Math.sqrt(K)), [B, H, 1, S]), bias)
-  const p = tf.reshape(tf.softmax(scores), [B * H, 1, S])
-  return tf.reshape(tf.matMul(p, tf.reshape(v, [B * H, S, K])), [B, H, 1, K])
+  const scores = tf.add(tf.reshape(tf.mul(tf.matMul(tf.reshape(q, [B * H, T, K]), kT), 1 / Math.sqrt(K)), [B, H, T, S]), bias)
+  const p = tf.reshape(tf.softmax(scores), [B * H, T, S])
+  return tf.reshape(tf.matMul(p, tf.reshape(v, [B * H, S, K])), [B, H, T, K])
 }
