@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs'
 import { beforeAll, describe, expect, test } from 'vitest'
-import { createModel, generate, initBackend } from '@marin/levanter'
+import { createModel, generate, initBackend, score } from '@marin/levanter'
 import { MetricsRegistry } from '@marin/rigging'
 import { Engine } from './engine.js'
 import type { TokenEvent } from './engine.js'
@@ -28,6 +28,19 @@ describe.each(['gpt2', 'llama'] as const)('%s engine', (type) => {
       runs[i]!.ev.forEach((e, j) => expect(e.logprob).toBeCloseTo(want.logprobs[j]!, 4))
       expect(runs[i]!.r).toMatchObject({ finish: 'length', completionTokens: 8 })
       expect(runs[i]!.ev[0]!.top[0]![1]).toBeGreaterThanOrEqual(runs[i]!.ev[0]!.top[1]![1])
+    })
+    model.dispose()
+  })
+
+  test('prompt log-probs from a batched prefill of different lengths equal levanter score', async () => {
+    const model = createModel({ type, ...tiny }, 5)
+    const engine = new Engine(model)
+    const prompts = [[3, 9, 4, 1, 7, 2], [8, 8], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]]
+    const got = await Promise.all(prompts.map((prompt) => engine.submit({ prompt, maxTokens: 0, temperature: 0, topP: 1, seed: 0, topLogprobs: 1, promptLogprobs: true, onToken: () => {} })))
+    prompts.forEach((prompt, i) => {
+      const want = score(model, prompt.slice(0, 1), prompt.slice(1))
+      expect(got[i]!.promptLogprobs!.map((e) => e.token)).toEqual(prompt.slice(1))
+      got[i]!.promptLogprobs!.forEach((e, j) => expect(e.logprob).toBeCloseTo(want.tokenLogprobs[j]!, 4))
     })
     model.dispose()
   })
