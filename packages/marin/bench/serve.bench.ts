@@ -3,11 +3,14 @@
  * for 16 concurrent streams (their ratio is the continuous-batching gain), and time to first token
  * p50/p99 under the 16-stream load, all over HTTP with streaming completions on loopback.
  * Model: GPT-2, vocab 512, context 128, 4 layers, d_model 256, 4 heads, random init (speed does
- * not depend on the weights); prompts of ~16 tokens, 32 new tokens each.
+ * not depend on the weights); prompts of ~16 tokens, 32 new tokens each. Also the forward pass
+ * alone: tokens/s of one decode step over 1 and 16 rows of a 40-position cache.
  */
 import { trainBpe } from '@marin/datakit'
 import { Gpt2LM, initBackend } from '@marin/levanter'
 import { emit, median } from '@marin/rigging/bench'
+import { BatchCache } from '../src/serve/batch-cache.js'
+import { decodeStep, prefill } from '../src/serve/batch-decode.js'
 import { startServer } from '../src/serve/server.js'
 
 const NEW_TOKENS = 32, STREAMS = 16, ROUNDS = 3
@@ -75,4 +78,23 @@ emit({ bench: 'serve', metric: `tokens_per_s_${STREAMS}_streams`, value: median(
 emit({ bench: 'serve', metric: `ttft_p50_${STREAMS}_streams`, value: q(ttfts, 0.5), unit: 'ms', baseline: median(singleTtft), lowerIsBetter: true })
 emit({ bench: 'serve', metric: `ttft_p99_${STREAMS}_streams`, value: q(ttfts, 0.99), unit: 'ms', baseline: median(singleTtft), lowerIsBetter: true })
 await server.close()
+
+/** Tokens/s of decode steps over `rows` sequences (median of 5 steps of 10). */
+async function stepRate(rows: number): Promise<number> {
+  const cache = new BatchCache()
+  const pf = prefill(model, Array.from({ length: rows }, (_, i) => Array.from({ length: 40 }, (_, j) => (i + j) % 256)), false)
+  cache.add(pf.kv, new Array<number>(rows).fill(40))
+  const toks = new Array<number>(rows).fill(5)
+  const rates: number[] = []
+  for (let r = 0; r < 6; r++) {
+    const t0 = performance.now()
+    for (let i = 0; i < 10; i++) decodeStep(model, cache, toks)
+    if (r > 0) rates.push((rows * 10) / ((performance.now() - t0) / 1000))
+  }
+  cache.dispose()
+  return median(rates)
+}
+const step1 = await stepRate(1)
+emit({ bench: 'serve', metric: 'decode_step_tokens_per_s_1_row', value: step1, unit: 'tokens/s' })
+emit({ bench: 'serve', metric: `decode_step_tokens_per_s_${STREAMS}_rows`, value: await stepRate(STREAMS), unit: 'tokens/s', baseline: step1 })
 model.dispose()
