@@ -5,6 +5,7 @@ test('exports', async () => {
     [
       "BROWN_HELD_OUT_FILES",
       "BUILTIN_TASKS",
+      "BatchCache",
       "COMMANDS",
       "Config",
       "Engine",

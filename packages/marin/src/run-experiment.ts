@@ -1,6 +1,8 @@
 /** @module Running an Experiment: in this process (`local`) or as jobs on an iris cluster (a local one by default). */
-import { resolve } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { join, resolve } from 'node:path'
 import { JobScheduler } from '@marin/iris'
+import { Lease, openStorage } from '@marin/rigging'
 import { Executor, defaultPrefix, type ExecutorOptions, type ExperimentRecord } from './executor.js'
 import type { Experiment } from './experiment.js'
 import { irisRunner } from './iris-runner.js'
@@ -24,10 +26,21 @@ export async function runExperiment(experiment: Experiment, opts: RunOptions = {
   if (opts.local || opts.dryRun) return new Executor(base).run(experiment)
   const isUrl = /^[a-z][a-z0-9+.-]*:\/\//i.test(prefix)
   const localPrefix = prefix.startsWith('file://') ? new URL(prefix).pathname : isUrl ? resolve('.marin') : prefix
-  const scheduler = new JobScheduler({ cluster: opts.cluster ?? 'local', prefix: localPrefix, ...(opts.token ? { token: opts.token } : {}) })
+  const cluster = opts.cluster ?? 'local'
+  // One local cluster owns `<prefix>/iris` at a time (its SQLite state and work folders);
+  // a second driver on the same prefix starts its own cluster in a folder of its own.
+  let owner: Lease | undefined
+  let irisPrefix = localPrefix
+  if (cluster === 'local') {
+    owner = await Lease.tryAcquire(await openStorage(localPrefix), 'iris/.local-cluster.lock', { ttlMs: 30_000 })
+    owner?.keepAlive()
+    if (!owner) irisPrefix = join(localPrefix, 'iris', 'concurrent', `${Date.now()}-${randomBytes(3).toString('hex')}`)
+  }
+  const scheduler = new JobScheduler({ cluster, prefix: irisPrefix, ...(opts.token ? { token: opts.token } : {}) })
   try {
     return await new Executor({ ...base, runner: irisRunner(scheduler, experiment.script, experiment.name) }).run(experiment)
   } finally {
     await scheduler.close()
+    await owner?.release().catch(() => {})
   }
 }

@@ -6,11 +6,14 @@
  */
 import { dirname } from 'node:path'
 import { mkdir } from 'node:fs/promises'
-import { buildTokenCache, dedup, ingest, openDataset, parseDatasetRef, trainBpe, type IngestFormat } from '@marin/datakit'
-import { ParquetReader } from '@marin/zephyr'
+import type { IngestFormat } from '@marin/datakit'
 import { step, type Step } from '../step.js'
 import { versioned } from '../versioned.js'
 import { mainArtifact, writeArtifacts } from './artifacts.js'
+
+// datakit (and zephyr's Parquet stack under it) load when a step runs, not when an experiment
+// script imports @marin/marin: planning, dry runs and `marin status` stay light.
+const datakit = () => import('@marin/datakit')
 
 /** The Marin prefix of a step's local output folder (its parent). */
 const prefixOf = (outputPath: string) => dirname(outputPath)
@@ -30,6 +33,7 @@ export function ingestStep(o: IngestStepOptions): Step {
     config: { dataset: versioned(o.name), source: versioned(o.source), format: versioned(o.format), textUnit: versioned(o.textUnit ?? 'file') },
     fn: async (c, { outputPath, log }) => {
       await mkdir(outputPath, { recursive: true })
+      const { ingest } = await datakit()
       const r = await ingest({ name: c.dataset, source: c.source, format: c.format, textUnit: c.textUnit, prefix: prefixOf(outputPath) })
       log.info({ ref: r.ref, records: r.records, reused: r.reused }, 'ingested')
       await writeArtifacts(outputPath, { artifacts: [r.ref], records: r.records, bytes: r.bytes, datasetHash: r.datasetHash })
@@ -46,6 +50,7 @@ export function dedupStep(input: Step, o: DedupStepOptions): Step {
     config: { input: input.output('artifacts.json'), output: versioned(o.name), exact: versioned(o.exact ?? true), fuzzy: versioned(o.fuzzy ?? true), seed: versioned(o.seed ?? 42) },
     fn: async (c, { outputPath, log }) => {
       await mkdir(outputPath, { recursive: true })
+      const { dedup, parseDatasetRef } = await datakit()
       const ref = parseDatasetRef((await mainArtifact(c.input)).replace(/^datasets\//, ''))
       const r = await dedup(ref.name, { ...(ref.version ? { version: ref.version } : {}), output: c.output, exact: c.exact, fuzzy: c.fuzzy, seed: c.seed, prefix: prefixOf(outputPath) })
       log.info({ ref: r.ref, kept: r.report.kept, documentsIn: r.report.documentsIn }, 'deduplicated')
@@ -64,6 +69,8 @@ export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
     fn: async (c, { outputPath, log }) => {
       await mkdir(outputPath, { recursive: true })
       const prefix = prefixOf(outputPath)
+      const { buildTokenCache, openDataset, parseDatasetRef, trainBpe } = await datakit()
+      const { ParquetReader } = await import('@marin/zephyr')
       const ref = parseDatasetRef((await mainArtifact(c.input)).replace(/^datasets\//, ''))
       const ds = await openDataset(ref.name, { ...(ref.version ? { version: ref.version } : {}), prefix })
       const texts: string[] = []
