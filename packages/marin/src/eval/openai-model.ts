@@ -36,11 +36,17 @@ export class OpenAICompletionsModel implements LanguageModel {
   private async post(body: Record<string, unknown>): Promise<Choice[]> {
     const headers: Record<string, string> = { 'content-type': 'application/json' }
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`
-    let res: Response
-    try {
-      res = await fetch(this.url, { method: 'POST', headers, body: JSON.stringify({ model: this.options.model, ...body }), signal: AbortSignal.timeout(this.options.timeoutMs ?? 120_000) })
-    } catch (err) {
-      throw new MarinError('BAD_CONFIG', `eval endpoint ${this.url}: request failed (${(err as Error).message}); check the server is running and --endpoint is right`, { cause: err })
+    let res: Response | undefined
+    // Scoring requests are idempotent: retry a dropped connection (a pooled keep-alive socket the
+    // server closed while the client was busy) before giving up.
+    for (let attempt = 1; !res; attempt++) {
+      try {
+        res = await fetch(this.url, { method: 'POST', headers, body: JSON.stringify({ model: this.options.model, ...body }), signal: AbortSignal.timeout(this.options.timeoutMs ?? 120_000) })
+      } catch (err) {
+        const code = ((err as { cause?: { code?: string } }).cause?.code) ?? ''
+        if (attempt < 3 && /ECONNRESET|UND_ERR_SOCKET|EPIPE/.test(code)) continue
+        throw new MarinError('BAD_CONFIG', `eval endpoint ${this.url}: request failed (${(err as Error).message}${code ? ` ${code}` : ''}); check the server is running and --endpoint is right`, { cause: err })
+      }
     }
     const text = await res.text()
     if (!res.ok) throw new MarinError('BAD_CONFIG', `eval endpoint ${this.url}: HTTP ${res.status}: ${text.slice(0, 300)}`)
