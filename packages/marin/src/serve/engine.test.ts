@@ -83,3 +83,14 @@ test('an aborted request is cancelled and frees its slot; the prompt can be scor
   expect(engine.load).toEqual({ active: 0, queued: 0 })
   model.dispose()
 })
+
+test('a forward pass that fails rejects every sequence in flight instead of leaving them hanging', async () => {
+  const model = createModel({ type: 'gpt2', ...tiny }, 3)
+  const engine = new Engine(model)
+  let n = 0
+  const req = (onToken: () => void) => engine.submit({ prompt: [1, 2], maxTokens: 10, temperature: 0, topP: 1, seed: 0, topLogprobs: 0, onToken })
+  const results = await Promise.allSettled([req(() => void (++n === 3 && model.dispose())), req(() => {})])
+  expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected'])
+  expect(String((results[0] as PromiseRejectedResult).reason)).toMatch(/no parameter/)
+  expect(engine.load).toEqual({ active: 0, queued: 0 })
+})

@@ -134,6 +134,10 @@ export class Engine {
         // Let the event loop deliver new requests, stream bytes and notice disconnects.
         await new Promise((r) => setImmediate(r))
       }
+    } catch (err) {
+      // A failed forward pass fails every sequence in flight rather than leaving them hanging.
+      this.cache.dispose()
+      for (const s of [...this.queue.splice(0), ...this.active.splice(0)]) s.fail(err)
     } finally {
       this.running = false
       this.m?.active.set(0)
