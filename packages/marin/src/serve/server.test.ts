@@ -202,6 +202,17 @@ describe('lifecycle', () => {
     await expect(fetch(`${s.url}/health`)).rejects.toThrow()
   })
 
+  test('graceful shutdown lets a running request finish within the grace period', async () => {
+    const s = await startServer({ model, tokenizer, name: 'tiny', port: 0 })
+    const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0 })
+    const running = c.completions.create({ model: 'tiny', prompt: 'the', max_tokens: 30, seed: 2 })
+    await until(() => s.engine.load.active === 1)
+    await s.close({ graceMs: 30_000 })
+    const r = await running
+    expect(r.usage!.completion_tokens).toBe(30)
+    expect(r.choices[0]!.finish_reason).toBe('length')
+  })
+
   test('loads a model and its tokenizer from an exported directory', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'serve-load-'))
     try {
