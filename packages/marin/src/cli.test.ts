@@ -42,6 +42,15 @@ describe('marin CLI', () => {
     expect(readdirSync(prefix)).toEqual([])
   })
 
+  test('a script that calls experiment.main() itself runs once under marin run', async () => {
+    const before = process.exitCode
+    const r = await cli('run', fixture('calls-main.ts'), '--local', '--dry-run')
+    expect(r.code).toBe(0)
+    // main() would have parsed this process's own arguments and set its exit code.
+    expect(process.exitCode).toBe(before)
+    expect(r.out.match(/plan calls_main/g)).toHaveLength(1)
+  })
+
   test('a dependency cycle is named and nothing runs', async () => {
     const r = await cli('run', fixture('cycle.ts'), '--local')
     expect(r.code).toBe(1)

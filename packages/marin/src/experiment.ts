@@ -72,6 +72,9 @@ function callerScript(): string | undefined {
   return undefined
 }
 
+/** Set on globalThis (a count) while `loadExperiment` imports a script. */
+export const LOADING = Symbol.for('marin.loadingScript')
+
 /** Marks Experiment instances so that scripts loaded through another module instance are recognized. */
 export const EXPERIMENT_MARK = Symbol.for('marin.experiment')
 
@@ -120,11 +123,11 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
 
   /**
    * Runs this experiment with `marin run`'s flags taken from `argv`; sets `process.exitCode`.
-   * Does nothing inside an iris job that imported the script to run one step.
+   * Does nothing while `marin run` or an iris job imports the script.
    * @example await experiment.main()
    */
   async main(argv: readonly string[] = process.argv.slice(2)): Promise<number> {
-    if (process.env.MARIN_STEP_CHILD === '1') return 0
+    if (process.env.MARIN_STEP_CHILD === '1' || ((globalThis as Record<symbol, unknown>)[LOADING] as number) > 0) return 0
     const { runMain } = await import('./cli-run.js')
     return runMain(this as unknown as Experiment, argv)
   }

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { MarinError } from './errors.js'
-import { isExperiment, type Experiment } from './experiment.js'
+import { LOADING, isExperiment, type Experiment } from './experiment.js'
 
 /**
  * Imports `file` and returns its default-exported Experiment. Nothing runs:
@@ -13,11 +13,16 @@ export async function loadExperiment(file: string): Promise<Experiment> {
   const path = resolve(file)
   if (!existsSync(path)) throw new MarinError('SCRIPT_INVALID', `experiment script ${file} does not exist; pass the path of a .ts or .js file`)
   let mod: { default?: unknown }
+  const g = globalThis as Record<symbol, unknown>
+  // While a script is imported by `marin run` or a step job, its own `experiment.main()` stays quiet.
+  g[LOADING] = ((g[LOADING] as number | undefined) ?? 0) + 1
   try {
     mod = (await import(pathToFileURL(path).href)) as { default?: unknown }
   } catch (err) {
     const detail = err instanceof Error ? (err.stack ?? err.message) : String(err)
     throw new MarinError('SCRIPT_FAILED', `experiment script ${file} threw while building its steps; nothing was run:\n${detail}`, { cause: err })
+  } finally {
+    g[LOADING] = (g[LOADING] as number) - 1
   }
   const exp = mod.default
   if (!isExperiment(exp)) {
