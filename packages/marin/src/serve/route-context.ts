@@ -1,0 +1,68 @@
+/** @module What the API's routes share: body parsing and validation, limits, running choices. */
+import type { Context } from 'hono'
+import type { ZodError } from 'zod'
+import { ApiError } from './api-error.js'
+import { describeIssue } from './api-types.js'
+import type { AppOptions } from './app.js'
+import { runChoice } from './choice-runner.js'
+import type { ChoiceParams, ChoiceResult } from './choice-runner.js'
+
+export type Schema<T> = { safeParse(x: unknown): { success: true; data: T } | { success: false; error: ZodError } }
+
+/** Helpers bound to one server's options. */
+export type RouteContext = ReturnType<typeof routeContext>
+
+export const now = () => Math.floor(Date.now() / 1000)
+
+export function routeContext(o: AppOptions, observeTtft: (seconds: number) => void) {
+  const seqLen = o.model.config.seqLen
+  const tokStr = (id: number) => o.tokenizer.decode([id])
+  async function parse<T>(c: Context, schema: Schema<T>): Promise<T> {
+    if (o.draining()) throw new ApiError(503, 'the server is shutting down; retry on another replica', null, 'shutting_down')
+    let json: unknown
+    try {
+      json = JSON.parse(await c.req.text())
+    } catch {
+      throw new ApiError(400, 'request body is not valid JSON', null, 'invalid_json')
+    }
+    if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new ApiError(400, 'request body must be a JSON object', null, 'invalid_request')
+    const r = schema.safeParse(json)
+    if (!r.success) {
+      const { param, message } = describeIssue(r.error)
+      throw new ApiError(400, message, param, 'invalid_value')
+    }
+    return r.data
+  }
+
+  function checkModel(model: string | undefined): void {
+    if (model !== undefined && model !== o.name) throw new ApiError(404, `model "${model}" is not served here; this server serves "${o.name}"`, 'model', 'model_not_found')
+  }
+
+  function encode(text: string, param: string): number[] {
+    const ids = o.tokenizer.encode(text)
+    if (ids.length === 0) throw new ApiError(400, `${param}: is empty; give at least one token of text`, param, 'invalid_value')
+    if (ids.length > seqLen) throw new ApiError(400, `${param}: ${ids.length} tokens exceed the model's context of ${seqLen}; shorten it`, param, 'context_length_exceeded')
+    return ids
+  }
+
+  function checkMax(n: number, param: string): number {
+    if (n > o.maxTokensCap) throw new ApiError(400, `${param}: ${n} is above this server's limit of ${o.maxTokensCap}`, param, 'invalid_value')
+    return n
+  }
+
+  /** Runs every choice; aborts them all when the client goes away or the server stops. */
+  async function runAll(c: Context, params: ChoiceParams[], abort: AbortController): Promise<ChoiceResult[]> {
+    const onStop = () => abort.abort()
+    o.shutdown.addEventListener('abort', onStop)
+    c.req.raw.signal.addEventListener('abort', onStop)
+    try {
+      const results = await Promise.all(params.map((p) => runChoice(o.engine, o.tokenizer, { ...p, signal: abort.signal })))
+      for (const r of results) if (r.ttftMs !== undefined) observeTtft(r.ttftMs / 1000)
+      return results
+    } finally {
+      o.shutdown.removeEventListener('abort', onStop)
+    }
+  }
+
+  return { o, seqLen, tokStr, parse, checkModel, encode, checkMax, runAll }
+}
