@@ -51,6 +51,27 @@ describe('marin eval', () => {
     expect(JSON.parse(await (await store.open('eval/results@1')).readText('summary.json')).tasks.toy.samples).toBe(3)
   })
 
+  test('--endpoint evaluates over HTTP (marin serve) with the same scores; --no-store stores nothing', async () => {
+    const { importHf } = await import('@marin/levanter')
+    const { BpeTokenizer } = await import('@marin/datakit')
+    const { startServer } = await import('../serve/server.js')
+    const keyFile = join(dir, 'key')
+    writeFileSync(keyFile, 'sekrit\n')
+    const server = await startServer({ model: await importHf(ckpt), tokenizer: await BpeTokenizer.load(join(ckpt, 'tokenizer.json')), name: 'toy', port: 0, apiKey: 'sekrit' })
+    try {
+      const prefix = join(dir, 'p-http')
+      const viaHttp = await cli(['eval', '--endpoint', `${server.url}/v1`, '--model', 'toy', '--api-key-file', keyFile, '--tasks', taskFile, '--no-store', '--json'], prefix)
+      expect(viaHttp.code).toBe(0)
+      const local = await cli(['eval', '--model-checkpoint', ckpt, '--tasks', taskFile, '--no-store', '--json'], prefix)
+      const h = JSON.parse(viaHttp.out), l = JSON.parse(local.out)
+      expect(h.ref).toBeNull()
+      expect(h.tasks.toy.metrics.acc.value).toBe(l.tasks.toy.metrics.acc.value)
+      expect((await cli(['eval', '--endpoint', `${server.url}/v1`, '--model', 'toy', '--tasks', taskFile], prefix))).toMatchObject({ code: 1, err: expect.stringMatching(/HTTP 401/) })
+    } finally {
+      await server.close({ graceMs: 0 })
+    }
+  })
+
   test('exports built-in tasks that read back unchanged', async () => {
     const out = join(dir, 'tasks')
     const r = await cli(['eval', '--export-tasks', out, '--tasks', 'brown_cloze', '--size', '7'], join(dir, 'p2'))
