@@ -39,17 +39,19 @@ export class DataParallelEngine implements Engine {
   }
 
   async #all<T>(what: string, calls: Promise<T>[]): Promise<T[]> {
-    try {
-      return await Promise.all(calls)
-    } catch (err) {
-      const gone = this.group.gone()
-      log.error({ err, gone }, 'replica failed')
-      throw new LevanterError(
-        'REPLICA_FAILED',
-        `data-parallel ${what}: replica ${gone.length ? gone.join(', ') : '?'} of ${this.n} failed (${(err as Error).message}); the step was not applied — resume from the last checkpoint`,
-        { cause: err },
-      )
-    }
+    // Wait for every call to settle: when one replica dies, a survivor's collective
+    // often fails first (its peer disconnected), before the dead one is known as gone.
+    const settled = await Promise.allSettled(calls)
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+    if (!failed) return settled.map((r) => (r as PromiseFulfilledResult<T>).value)
+    const err: unknown = failed.reason
+    const gone = this.group.gone()
+    log.error({ err, gone }, 'replica failed')
+    throw new LevanterError(
+      'REPLICA_FAILED',
+      `data-parallel ${what}: replica ${gone.length ? gone.join(', ') : '?'} of ${this.n} failed (${(err as Error).message}); the step was not applied — resume from the last checkpoint`,
+      { cause: err },
+    )
   }
 
   async load(state: TrainTensors): Promise<void> {
