@@ -49,7 +49,7 @@ export class DataParallelEngine implements Engine {
     log.error({ err, gone }, 'replica failed')
     throw new LevanterError(
       'REPLICA_FAILED',
-      `data-parallel ${what}: replica ${gone.length ? gone.join(', ') : '?'} of ${this.n} failed (${(err as Error).message}); the step was not applied — resume from the last checkpoint`,
+      `data-parallel ${what}: ${gone.length > 1 ? 'replicas' : 'replica'} ${gone.length ? gone.join(', ') : '?'} of ${this.n} failed (${(err as Error).message}); the step was not applied — resume from the last checkpoint`,
       { cause: err },
     )
   }
