@@ -139,7 +139,8 @@ export class ParameterServerClient {
     const p = new Promise<Uint8Array>((res, rej) =>
       this.waiting.set(id, (b) => (b ? res(b) : rej(new FrayError('PARAMETER_SERVER', `parameter shard ${shard} at ${s.host}:${s.port} closed the connection; is the server still running?`)))),
     )
-    void writeFrame(this.sockets[shard]!, { comm: 0, seq: 0, kind, chunk: 0, from: id, total: payload?.byteLength ?? 0 }, payload)
+    // A failed write means the shard is gone: the waiter above rejects when its socket closes.
+    writeFrame(this.sockets[shard]!, { comm: 0, seq: 0, kind, chunk: 0, from: id, total: payload?.byteLength ?? 0 }, payload).catch(() => {})
     return p
   }
 

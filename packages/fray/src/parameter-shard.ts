@@ -44,11 +44,11 @@ export class ParameterShard {
     const reader = new FrameReader((h, b) => {
       if (h.kind === PS_KIND.push) {
         this.push(new Float32Array(b.buffer, b.byteOffset, b.byteLength >> 2))
-        void writeFrame(s, { comm: 0, seq: this.version, kind: PS_KIND.pushAck, chunk: 0, from: h.from, total: 0 })
+        writeFrame(s, { comm: 0, seq: this.version, kind: PS_KIND.pushAck, chunk: 0, from: h.from, total: 0 }).catch(() => {}) // a gone client needs no ack
       } else if (h.kind === PS_KIND.pull) {
         // Copy: the socket sends asynchronously and a push could land before it flushes.
         const snapshot = this.params.slice()
-        void writeFrame(s, { comm: 0, seq: this.version, kind: PS_KIND.pullReply, chunk: 0, from: h.from, total: snapshot.byteLength }, snapshot)
+        writeFrame(s, { comm: 0, seq: this.version, kind: PS_KIND.pullReply, chunk: 0, from: h.from, total: snapshot.byteLength }, snapshot).catch(() => {}) // a gone client needs no reply
       }
     })
     s.on('data', (d: Buffer) => reader.push(d))

@@ -123,7 +123,7 @@ export class Peers {
             s.once('connect', () => {
               s.off('error', rej)
               this.attach(s, peer)
-              void writeFrame(s, { comm: 0, seq: 0, kind: HELLO, chunk: 0, from: rank, total: 0 })
+              writeFrame(s, { comm: 0, seq: 0, kind: HELLO, chunk: 0, from: rank, total: 0 }).catch(() => {}) // a lost peer shows up on 'close'
               res()
             })
           }),
@@ -201,7 +201,12 @@ export class Peers {
     if (this.failure) return Promise.reject(this.failure)
     const s = this.sockets.get(peer)
     if (!s) return Promise.reject(new FrayError('NOT_IN_MESH', `member ${this.rank} has no link to member ${peer}; is it in this mesh?`))
-    return writeFrame(s, { ...h, from: this.rank }, payload)
+    const sent = writeFrame(s, { ...h, from: this.rank }, payload)
+    // A write to a peer that died fails too; the collective learns of the loss through
+    // `fail`, and a caller that already gave up must not leave an unhandled rejection
+    // that would take this member's process down with its peer.
+    sent.catch(() => {})
+    return sent
   }
 
   /**
