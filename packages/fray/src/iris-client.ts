@@ -9,12 +9,13 @@
  * const group = await client.createActorGroup(Replica, 2, (i) => [i])
  */
 import type { IrisClient } from '@marin/iris'
-import { type ActorClass, type ActorClassRef, type ActorConnection, type ActorHandle, makeHandle } from './actor.js'
-import { ActorGroup } from './actor-group.js'
+import type { ActorClass, ActorClassRef, ActorConnection, ActorHandle } from './actor.js'
+import type { ActorGroup } from './actor-group.js'
 import type { ActorOptions } from './actor-options.js'
 import type { ActorSpec } from './actor-runtime.js'
 import type { Client, GroupArgs } from './client.js'
 import { FrayError } from './errors.js'
+import { createActorGroupWith, createActorWith, type Launch } from './internal/create-actors.js'
 import { type JobHandle, type JobRequestInput, jobRequest } from './job.js'
 import { resources } from './resources.js'
 import { DeferredActor } from './remote/deferred-actor.js'
@@ -47,7 +48,7 @@ export class FrayIrisClient implements Client {
     this.iris = opts.iris
   }
 
-  private launch(cls: ActorClassRef, args: readonly unknown[], opts: ActorOptions, index: number, groupSize: number, name: string): ActorConnection {
+  private readonly launch: Launch = (cls: ActorClassRef, args: readonly unknown[], opts: ActorOptions, index: number, groupSize: number, name: string): ActorConnection => {
     if (this.closed) throw new FrayError('CLIENT_SHUT_DOWN', 'this FrayIrisClient was shut down; create a new one')
     resources(opts.resources)
     const spec: ActorSpec = { name, cls: { module: cls.module, export: cls.export }, args, index, groupSize }
@@ -64,19 +65,11 @@ export class FrayIrisClient implements Client {
   }
 
   async createActor<C extends ActorClass>(cls: ActorClassRef<C>, args: NoInfer<ConstructorParameters<C>>, opts: ActorOptions = {}): Promise<ActorHandle<InstanceType<C>>> {
-    const conn = this.launch(cls, args, opts, 0, 1, opts.name ?? `${cls.export}-${++counter}`)
-    await conn.ready()
-    return makeHandle<InstanceType<C>>(conn)
+    return createActorWith(this.launch, opts.name ?? `${cls.export}-${++counter}`, cls, args, opts)
   }
 
   async createActorGroup<C extends ActorClass>(cls: ActorClassRef<C>, n: number, args: NoInfer<GroupArgs<C>>, opts: ActorOptions = {}): Promise<ActorGroup<InstanceType<C>>> {
-    if (!Number.isInteger(n) || n < 1) throw new FrayError('INVALID_RESOURCES', `createActorGroup: n=${n} must be a positive integer`)
-    const base = opts.name ?? `${cls.export}-${++counter}`
-    const members = Array.from({ length: n }, (_, i) => {
-      const a = typeof args === 'function' ? args(i) : args
-      return makeHandle<InstanceType<C>>(this.launch(cls, a, opts, i, n, `${base}/${i}`))
-    })
-    return new ActorGroup(members)
+    return createActorGroupWith(this.launch, opts.name ?? `${cls.export}-${++counter}`, cls, n, args, opts)
   }
 
   async submit(req: JobRequestInput): Promise<JobHandle> {
