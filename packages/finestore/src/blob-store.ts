@@ -8,7 +8,7 @@
  * name already exists the content is already stored: that is the dedup.
  */
 import { createReadStream } from 'node:fs'
-import { link, mkdir, rm } from 'node:fs/promises'
+import { type FileHandle, link, mkdir, open, rename, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -17,7 +17,8 @@ import type { BlobCache } from './cache.js'
 import { FinestoreError, IntegrityError } from './errors.js'
 import { HASH_RE, HashingTransform, VerifyingTransform, sha256Hex } from './internal/hashing.js'
 import { newId } from './internal/ids.js'
-import { fsyncDir, openLocal, writeLocalFile } from './internal/local-files.js'
+import { type Copied, copyHashing, writeHashing } from './internal/copy-hashing.js'
+import { fsyncDir, openLocal, openLocalHandle, writeLocalHashing } from './internal/local-files.js'
 import { isConditionFailed, isNotFound } from './internal/storage-errors.js'
 import { blobPath, tmpPath } from './layout.js'
 
@@ -77,7 +78,6 @@ export class BlobStore {
   async put(source: BlobSource, opts: PutOptions = {}): Promise<PutResult> {
     if (typeof source === 'string') return this.#putBytes(Buffer.from(source, 'utf8'), opts)
     if (source instanceof Uint8Array) return this.#putBytes(source, opts)
-    if ('file' in source) return this.#putStream(createReadStream(source.file, { highWaterMark: 1 << 20 }), opts)
     return this.#putStream(source, opts)
   }
 
@@ -125,6 +125,55 @@ export class BlobStore {
     return this.#rawVerified(hash, ctx, size)
   }
 
+  /**
+   * Writes the blob to the local file `dest`, which appears (by rename) only once
+   * the bytes written are verified; on `file://` or from the cache the bytes are
+   * hashed in the same pass as the copy.
+   */
+  async copyTo(hash: string, dest: string, ctx?: ReadContext, size?: number): Promise<void> {
+    checkHash(hash)
+    await mkdir(dirname(dest), { recursive: true })
+    const tmp = `${dest}.${newId()}.part`
+    try {
+      // A cached copy that rotted on local disk is dropped and fetched once more from storage.
+      for (let attempt = 0; ; attempt++) {
+        const cached = this.cache ? await this.#cached(hash, ctx, size) : undefined
+        const local = cached ?? this.storage.localPath(blobPath(hash))
+        const got = await this.#copyOut(hash, ctx, local, tmp)
+        if (got.hash === hash && (size === undefined || got.size === size)) break
+        await rm(tmp, { force: true })
+        if (cached === undefined || attempt === 1) throw this.#mismatch(hash, ctx)(got.hash, got.size)
+        await this.cache!.remove(hash)
+      }
+      await rename(tmp, dest)
+    } finally {
+      await rm(tmp, { force: true })
+    }
+  }
+
+  async #copyOut(hash: string, ctx: ReadContext | undefined, local: string | undefined, tmp: string): Promise<Copied> {
+    const path = blobPath(hash)
+    let from: FileHandle | Readable
+    try {
+      from = local !== undefined ? await openLocalHandle(local, path) : await this.storage.readStream(path)
+    } catch (err) {
+      throw this.#readError(err, hash, ctx)
+    }
+    try {
+      const out = await open(tmp, 'wx')
+      try {
+        return from instanceof Readable ? await writeHashing(from, out, { fsync: false }) : await copyHashing(from, out, { fsync: false })
+      } finally {
+        await out.close()
+      }
+    } catch (err) {
+      throw this.#readError(err, hash, ctx)
+    } finally {
+      if (from instanceof Readable) from.destroy()
+      else await from.close()
+    }
+  }
+
   /** Reads the whole blob through the verifier; throws `IntegrityError` if it is damaged or missing. */
   async verify(hash: string, ctx?: ReadContext, size?: number): Promise<void> {
     const s = await this.#rawVerified(checkHash(hash), ctx, size)
@@ -160,17 +209,12 @@ export class BlobStore {
     return { hash, size: bytes.length, deduped, retained: { bytes } }
   }
 
-  async #putStream(src: AsyncIterable<Uint8Array>, opts: PutOptions): Promise<PutResult> {
+  async #putStream(src: AsyncIterable<Uint8Array> | { readonly file: string }, opts: PutOptions): Promise<PutResult> {
     const tmp = tmpPath(newId())
     await opts.pinTmp?.(tmp)
-    const hasher = new HashingTransform()
-    const readable = src instanceof Readable ? src : Readable.from(src, { objectMode: false })
     const localTmp = this.storage.localPath(tmp)
     try {
-      if (localTmp !== undefined) await writeLocalFile(readable, hasher, localTmp, this.#fsync)
-      else await pipeline(readable, hasher, await this.storage.writeStream(tmp))
-      const hash = await hasher.digest()
-      const size = hasher.size
+      const { hash, size } = localTmp !== undefined ? await writeLocalHashing(src, localTmp, this.#fsync) : await this.#upload(src, tmp)
       await opts.pin?.(hash)
       const path = blobPath(hash)
       const deduped = (await this.storage.exists(path)) || !(await this.#promote(tmp, path))
@@ -186,6 +230,14 @@ export class BlobStore {
       else await this.storage.delete(tmp).catch(() => {})
       throw err
     }
+  }
+
+  /** Streams `src` to the object `tmp` of a storage without local files, hashing on the way. */
+  async #upload(src: AsyncIterable<Uint8Array> | { readonly file: string }, tmp: string): Promise<{ hash: string; size: number }> {
+    const hasher = new HashingTransform()
+    const readable = 'file' in src ? createReadStream(src.file, { highWaterMark: 512 << 10 }) : src instanceof Readable ? src : Readable.from(src, { objectMode: false })
+    await pipeline(readable, hasher, await this.storage.writeStream(tmp))
+    return { hash: hasher.digest(), size: hasher.size }
   }
 
   /** Gives the bytes at `tmp` the name `path` unless it exists; true when this call created it. */

@@ -2,14 +2,9 @@
  * @module A read view pinned to one version. Versions never change, so a view
  * stays a consistent snapshot however many versions land after it was opened.
  */
-import { createWriteStream } from 'node:fs'
-import { mkdir, rename, rm } from 'node:fs/promises'
-import { dirname } from 'node:path'
 import type { Readable } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
 import type { BlobStore } from './blob-store.js'
 import { FinestoreError } from './errors.js'
-import { newId } from './internal/ids.js'
 import type { FileEntry, JsonObject, LineageEntry, Manifest } from './manifest.js'
 import { formatRef } from './names.js'
 
@@ -76,14 +71,8 @@ export class ArtifactView {
 
   /** Writes file `path` to the local file `dest`, which appears only once the bytes are verified. */
   async copyTo(path: string, dest: string): Promise<void> {
-    const tmp = `${dest}.${newId()}.part`
-    await mkdir(dirname(dest), { recursive: true })
-    try {
-      await pipeline(await this.readStream(path), createWriteStream(tmp, { highWaterMark: 4 << 20 }))
-      await rename(tmp, dest)
-    } finally {
-      await rm(tmp, { force: true })
-    }
+    const e = this.entry(path)
+    await this.blobs.copyTo(e.blob, dest, { artifact: this.ref, file: path }, e.size)
   }
 
   /** Reads every file through its hash; throws the first `IntegrityError`. */

@@ -1,26 +1,25 @@
-/** @module sha256 while bytes flow: the hash of an upload, and the check of a download. */
-import { createHash } from 'node:crypto'
+/**
+ * @module sha256 while bytes flow: the hash of an upload, and the check of a download.
+ *
+ * Chunks are hashed on this thread as they pass. Handing them to a worker thread
+ * would need a copy of each chunk (it also goes downstream), and on this kind of
+ * CPU (SHA extensions) that copy costs about as much as hashing it.
+ */
+import { createHash, type Hash } from 'node:crypto'
 import { Transform, type TransformCallback } from 'node:stream'
-import { WorkerHash } from './hash-worker.js'
 
 export const HASH_RE = /^[0-9a-f]{64}$/
 
 export const sha256Hex = (data: Uint8Array): string => createHash('sha256').update(data).digest('hex')
 
-// Bytes a stream may run ahead of its hash; bounds the memory of the worker's queue.
-const AHEAD = 16 << 20
-// Buffer a few large chunks on each side so that reading, hashing and writing overlap.
-const BUFFERED = { highWaterMark: 4 << 20 }
+// Keep a few chunks on each side so that the source, the hashing and the sink overlap.
+const BUFFERED = { highWaterMark: 2 << 20 }
 
-/**
- * Passes bytes through unchanged and hashes them on the hash worker; `digest()`
- * resolves after the stream ended. Chunks go downstream without waiting for the
- * hash, so hashing and writing overlap.
- */
+/** Passes bytes through unchanged and hashes them; `digest()` is available once the stream ended. */
 export class HashingTransform extends Transform {
-  readonly #hash = new WorkerHash()
+  readonly #hash: Hash = createHash('sha256')
   #size = 0
-  #digest: Promise<string> | undefined
+  #digest: string | undefined
 
   constructor() {
     super(BUFFERED)
@@ -29,19 +28,12 @@ export class HashingTransform extends Transform {
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.#hash.update(chunk)
     this.#size += chunk.length
-    this.push(chunk)
-    if (this.#hash.pending <= AHEAD) cb()
-    else this.#hash.drain(AHEAD / 2).then(() => cb(), cb)
+    cb(null, chunk)
   }
 
   override _flush(cb: TransformCallback): void {
-    this.#digest = this.#hash.digest()
-    this.#digest.then(() => cb(), cb)
-  }
-
-  override _destroy(err: Error | null, cb: (error?: Error | null) => void): void {
-    if (!this.#digest) this.#hash.discard()
-    cb(err)
+    this.#digest = this.#hash.digest('hex')
+    cb()
   }
 
   get size(): number {
@@ -49,8 +41,8 @@ export class HashingTransform extends Transform {
   }
 
   /** The hex sha256 of everything that passed; only after the stream finished. */
-  digest(): Promise<string> {
-    if (!this.#digest) throw new Error('HashingTransform.digest() called before the stream ended')
+  digest(): string {
+    if (this.#digest === undefined) throw new Error('HashingTransform.digest() called before the stream ended')
     return this.#digest
   }
 }
@@ -61,9 +53,8 @@ export class HashingTransform extends Transform {
  * waits for the end (e.g. `pipeline`) therefore never accepts corrupt bytes.
  */
 export class VerifyingTransform extends Transform {
-  readonly #hash = new WorkerHash()
+  readonly #hash: Hash = createHash('sha256')
   #size = 0
-  #done = false
   constructor(
     private readonly expected: string,
     private readonly expectedSize: number | undefined,
@@ -75,21 +66,12 @@ export class VerifyingTransform extends Transform {
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.#hash.update(chunk)
     this.#size += chunk.length
-    this.push(chunk)
-    if (this.#hash.pending <= AHEAD) cb()
-    else this.#hash.drain(AHEAD / 2).then(() => cb(), cb)
+    cb(null, chunk)
   }
 
   override _flush(cb: TransformCallback): void {
-    this.#done = true
-    this.#hash.digest().then((actual) => {
-      if (actual !== this.expected || (this.expectedSize !== undefined && this.#size !== this.expectedSize)) cb(this.onMismatch(actual, this.#size))
-      else cb()
-    }, cb)
-  }
-
-  override _destroy(err: Error | null, cb: (error?: Error | null) => void): void {
-    if (!this.#done) this.#hash.discard()
-    cb(err)
+    const actual = this.#hash.digest('hex')
+    if (actual !== this.expected || (this.expectedSize !== undefined && this.#size !== this.expectedSize)) cb(this.onMismatch(actual, this.#size))
+    else cb()
   }
 }
