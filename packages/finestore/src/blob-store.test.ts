@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { createReadStream, readFileSync, writeFileSync } from 'node:fs'
+import { createReadStream, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -45,6 +45,21 @@ describe.each(BACKENDS)('blobs on %s', (backend) => {
     await view.copyTo('d.bin', join(out.dir, 'sub', 'd.bin'))
     expect(readFileSync(join(out.dir, 'sub', 'd.bin')).equals(data)).toBe(true)
     await view.verify()
+  })
+
+  test('copyTo of damaged bytes raises IntegrityError and leaves no file behind', async () => {
+    t = await newStore(backend)
+    const data = randomBytes(1024 * 1024 + 5)
+    const c = await t.store.commit('datasets/copyrot', async (txn) => void (await txn.put('d.bin', data)))
+    const hash = c.manifest.files['d.bin']!.blob
+    data[700_000] = data[700_000]! ^ 1
+    await t.store.storage.write(blobPath(hash), data)
+    const out = tempDir()
+    cleanups.push(out.cleanup)
+    const err = await (await t.store.open('datasets/copyrot')).copyTo('d.bin', join(out.dir, 'd.bin')).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(IntegrityError)
+    expect(err).toMatchObject({ code: 'INTEGRITY', blob: hash, artifact: 'datasets/copyrot@1' })
+    expect(readdirSync(out.dir)).toEqual([])
   })
 
   test('bytes that no longer match their hash raise IntegrityError naming the blob and the artifact', async () => {

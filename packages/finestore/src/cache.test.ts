@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { existsSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { BlobCache } from './cache.js'
@@ -75,6 +75,24 @@ test('a cached copy damaged on local disk is dropped and fetched again', async (
   writeFileSync(join(dir, hash.slice(0, 2), hash), 'evil bytes')
   expect(await view.readText('w')).toBe('good bytes')
   expect(store.cache!.stats().misses).toBe(2)
+  // copyTo copies out of the cache, and drops a damaged copy the same way.
+  writeFileSync(join(dir, hash.slice(0, 2), hash), 'evil bytes')
+  const out = join(dir, 'out', 'w')
+  await view.copyTo('w', out)
+  expect(readFileSync(out, 'utf8')).toBe('good bytes')
+  expect(store.cache!.stats().misses).toBe(3)
+})
+
+test('copyTo from a store with a cache fills the cache once, then copies from it', async () => {
+  const { store, dir } = await remoteWithCache(8 << 20)
+  const data = randomBytes(3 << 20)
+  const c = await store.commit('ckpt/big', async (txn) => void (await txn.put('w', data)))
+  const view = await store.open(c.ref)
+  for (const name of ['a', 'b']) {
+    await view.copyTo('w', join(dir, 'out', name))
+    expect(readFileSync(join(dir, 'out', name)).equals(data)).toBe(true)
+  }
+  expect(store.cache!.stats()).toMatchObject({ entries: 1, hits: 1, misses: 1 })
 })
 
 test('damaged remote bytes are never cached', async () => {

@@ -131,7 +131,7 @@ test('bit rot on disk under a file:// store is an IntegrityError naming the blob
   expect((err as Error).message).toContain('datasets/disk@1')
 })
 
-test('a process that streams a put exits on its own when it is done (the hash worker does not hold it)', async () => {
+test('a process that streams a put exits on its own when it is done', async () => {
   t = await newStore('file')
   const child = runNode([fixture('committer.ts'), t.url, 'stream', 'datasets/streamed'])
   const e = await child.exited

@@ -12,10 +12,6 @@ import type { FileHandle } from 'node:fs/promises'
 
 const CHUNK = 512 << 10
 const SLOTS = 4
-/**
- * With `fsync`, written bytes are flushed to disk every this many bytes while
- * the copy goes on, so that the final fsync has little left to wait for.
- */
 const FLUSH_EVERY = 32 << 20
 
 export type Copied = { readonly hash: string; readonly size: number }
@@ -23,6 +19,12 @@ export type Copied = { readonly hash: string; readonly size: number }
 export type CopyOptions = {
   /** Make the written bytes durable (fsync) before resolving. */
   readonly fsync: boolean
+  /**
+   * With `fsync`, written bytes are flushed to disk every this many bytes while
+   * the copy goes on, so that the final fsync has little left to wait for.
+   * @default 32 MiB
+   */
+  readonly flushEvery?: number
 }
 
 const ignore = (): void => {}
@@ -33,10 +35,17 @@ class Sink {
   #flushing: Promise<void> | undefined
   #failed: unknown
 
+  readonly #fsync: boolean
+  readonly #flushEvery: number
+
   constructor(
     private readonly out: FileHandle,
-    private readonly fsync: boolean,
-  ) {}
+    opts: CopyOptions,
+  ) {
+    this.#fsync = opts.fsync
+    this.#flushEvery = opts.flushEvery ?? FLUSH_EVERY
+  }
+
 
   /** Writes all of `chunk` at `pos`. The returned promise never goes unhandled. */
   write(chunk: Uint8Array, pos: number): Promise<void> {
@@ -47,9 +56,9 @@ class Sink {
 
   async #writeAll(chunk: Uint8Array, pos: number): Promise<void> {
     for (let off = 0; off < chunk.byteLength; ) off += (await this.out.write(chunk, off, chunk.byteLength - off, pos + off)).bytesWritten
-    if (!this.fsync) return
+    if (!this.#fsync) return
     this.#unflushed += chunk.byteLength
-    if (this.#unflushed < FLUSH_EVERY || this.#flushing) return
+    if (this.#unflushed < this.#flushEvery || this.#flushing) return
     this.#unflushed = 0
     this.#flushing = this.out.datasync().then(
       () => void (this.#flushing = undefined),
@@ -61,7 +70,7 @@ class Sink {
   async finish(): Promise<void> {
     await this.#flushing
     if (this.#failed !== undefined) throw this.#failed
-    if (this.fsync) await this.out.sync()
+    if (this.#fsync) await this.out.sync()
   }
 }
 
@@ -72,7 +81,7 @@ class Sink {
  */
 export async function copyHashing(from: FileHandle, out: FileHandle, opts: CopyOptions): Promise<Copied> {
   const hash = createHash('sha256')
-  const sink = new Sink(out, opts.fsync)
+  const sink = new Sink(out, opts)
   const bufs = Array.from({ length: SLOTS }, () => Buffer.allocUnsafeSlow(CHUNK))
   const writes: (Promise<void> | undefined)[] = []
   let size = 0
@@ -107,7 +116,7 @@ export async function copyHashing(from: FileHandle, out: FileHandle, opts: CopyO
  */
 export async function writeHashing(src: AsyncIterable<Uint8Array | string>, out: FileHandle, opts: CopyOptions): Promise<Copied> {
   const hash = createHash('sha256')
-  const sink = new Sink(out, opts.fsync)
+  const sink = new Sink(out, opts)
   let size = 0
   for await (const c of src) {
     const chunk = typeof c === 'string' ? Buffer.from(c, 'utf8') : c
