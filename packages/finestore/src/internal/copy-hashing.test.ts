@@ -77,7 +77,7 @@ test('a failing write rejects the copy (and leaves no unhandled rejection behind
   const readOnly = await open(join(d, 'ro'), 'r')
   try {
     await expect(copyHashing(from, readOnly, { fsync: false })).rejects.toMatchObject({ code: 'EBADF' })
-    await expect(writeHashing([Buffer.from('x')], readOnly, { fsync: false })).rejects.toMatchObject({ code: 'EBADF' })
+    await expect(writeHashing((async function* () { yield Buffer.from('x') })(), readOnly, { fsync: false })).rejects.toMatchObject({ code: 'EBADF' })
   } finally {
     await from.close()
     await readOnly.close()
