@@ -3,7 +3,8 @@ import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, test } from 'vitest'
+import { open as openFile } from 'node:fs/promises'
+import { afterAll, describe, expect, test, vi } from 'vitest'
 import { isRiggingError } from '../errors.js'
 import { FileStorage } from './file.js'
 import { lockPathFor } from './file-lock.js'
@@ -78,5 +79,29 @@ describe('file:// object locks', () => {
     await rm(lock)
     await s.write('x', 'new')
     expect(await s.readText('x')).toBe('new')
+  })
+})
+
+describe('file:// durability knob', () => {
+  test('durable writes fsync the file and its folder; durable: false skips both', async () => {
+    const s = new FileStorage(tempDir())
+    const probe = await openFile(join(s.root, '.probe'), 'w')
+    const proto = Object.getPrototypeOf(probe) as { sync: () => Promise<void> }
+    await probe.close()
+    const sync = vi.spyOn(proto, 'sync')
+    try {
+      await s.write('a', 'x')
+      expect(sync.mock.calls.length).toBe(2) // the temp file, then the folder
+      sync.mockClear()
+      await s.write('b', 'x', { durable: false })
+      await s.copy('a', 'c', { durable: false })
+      await s.rename('c', 'd', { durable: false })
+      await s.delete('d', { durable: false })
+      expect(sync.mock.calls.length).toBe(0)
+      await s.rename('b', 'e')
+      expect(sync.mock.calls.length).toBe(1) // the folder
+    } finally {
+      sync.mockRestore()
+    }
   })
 })

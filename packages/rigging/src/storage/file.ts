@@ -17,7 +17,8 @@
  * same lock (see `file-generation.ts`).
  */
 import type { BigIntStats } from 'node:fs'
-import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises'
+import { constants as fsConstants } from 'node:fs'
+import { copyFile, link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { Readable, Writable } from 'node:stream'
@@ -30,7 +31,7 @@ import { INTERNAL_NAME, removeOrphanFiles, tempPathFor } from './file-orphans.js
 import type { RemoveOrphansOptions } from './file-orphans.js'
 import { fsError } from './fs-errors.js'
 import { checkPath, checkPrefix, matchesPrefix } from './paths.js'
-import type { ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './types.js'
+import type { DeleteOptions, ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './types.js'
 
 const errno = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | undefined)?.code
 
@@ -143,21 +144,13 @@ export class FileStorage implements Storage {
     return new RiggingError('STORAGE_CONDITION_FAILED', `storage ${this.url}: ${rel} ${why}`)
   }
 
-  /** fsync the staged data, then (under the object lock) check the condition and make it visible. */
-  private async commit(s: Staged, condition: WriteCondition | undefined): Promise<ObjectInfo> {
-    const check = (cur: BigIntStats | undefined) => {
-      if (condition && 'ifAbsent' in condition && cur) throw this.conditionFailed(s.rel, 'already exists (write with ifAbsent)')
-      if (condition && 'ifGeneration' in condition) {
-        const have = cur ? generationOf(cur) : '(absent)'
-        if (have !== condition.ifGeneration) {
-          throw this.conditionFailed(s.rel, `is at generation ${have}, not ${condition.ifGeneration}; re-read it and retry`)
-        }
-      }
-    }
+  /** fsync the staged data (if durable), then (under the object lock) check the condition and make it visible. */
+  private async commit(s: Staged, condition: WriteCondition | undefined, durable = true): Promise<ObjectInfo> {
+    const check = (cur: BigIntStats | undefined) => this.checkCondition(s.rel, condition, cur)
     try {
       // A write that has already lost its race fails here, before paying for fsync and the lock.
       if (condition) check(await statFile(s.target))
-      await s.fh.sync()
+      if (durable) await s.fh.sync()
       return await withFileLock(
         s.target,
         async () => {
@@ -178,7 +171,7 @@ export class FileStorage implements Storage {
           } else {
             await rename(s.tmp, s.target)
           }
-          await fsyncDir(dirname(s.target))
+          if (durable) await fsyncDir(dirname(s.target))
           return infoOf(s.rel, st)
         },
         this.opts.lock,
@@ -198,7 +191,7 @@ export class FileStorage implements Storage {
       await this.discard(s)
       throw this.fail(err, 'write', rel)
     }
-    return this.commit(s, opts.condition)
+    return this.commit(s, opts.condition, opts.durable)
   }
 
   async readStream(path: string, range: { start?: number; end?: number } = {}): Promise<Readable> {
@@ -245,7 +238,7 @@ export class FileStorage implements Storage {
       },
       final: (cb) => {
         committing = true
-        this.commit(s, opts.condition).then(() => cb(), (err: Error) => cb(err))
+        this.commit(s, opts.condition, opts.durable).then(() => cb(), (err: Error) => cb(err))
       },
       // An errored or destroyed stream never reaches final(): drop the temp file.
       destroy: (err, cb) => {
@@ -253,6 +246,95 @@ export class FileStorage implements Storage {
         this.discard(s).then(() => cb(err), () => cb(err))
       },
     })
+  }
+
+  /**
+   * A kernel-side copy (`copy_file_range`, or a reflink where the filesystem
+   * supports it) into a temp file, then committed like any write.
+   */
+  async copy(from: string, to: string, opts: WriteOptions = {}): Promise<ObjectInfo> {
+    const src = checkPath(from, this.url)
+    const rel = checkPath(to, this.url)
+    if (opts.condition) await this.precheck(rel, opts.condition)
+    const s = await this.stage(rel)
+    try {
+      await copyFile(this.abs(src), s.tmp, fsConstants.COPYFILE_FICLONE)
+    } catch (err) {
+      await this.discard(s)
+      throw this.notFoundOr(err, 'copy', src)
+    }
+    return this.commit(s, opts.condition, opts.durable)
+  }
+
+  /**
+   * rename(2) under the locks of both objects (taken in path order), so that no
+   * writer of ours slips in between the check and the move. With `ifAbsent` the
+   * move is `link` + `unlink`, which fails atomically if `to` exists.
+   */
+  async rename(from: string, to: string, opts: WriteOptions = {}): Promise<ObjectInfo> {
+    const srcRel = checkPath(from, this.url)
+    const rel = checkPath(to, this.url)
+    const src = this.abs(srcRel)
+    const target = this.abs(rel)
+    const condition = opts.condition
+    const durable = opts.durable ?? true
+    const move = async (): Promise<ObjectInfo> => {
+      const st = await statFile(src)
+      if (!st) throw new RiggingError('STORAGE_NOT_FOUND', `storage ${this.url}: object ${srcRel} does not exist (rename to ${rel})`)
+      const cur = srcRel === rel ? st : await statFile(target)
+      this.checkCondition(rel, condition, cur)
+      if (srcRel === rel) return infoOf(rel, st)
+      // The moved object gets a generation newer than the one it replaces, as a write would.
+      const fh = await open(src, 'r')
+      let stamped: BigIntStats
+      try {
+        stamped = await stampGeneration(fh, cur)
+      } finally {
+        await fh.close()
+      }
+      if (condition && 'ifAbsent' in condition) {
+        try {
+          await link(src, target)
+        } catch (err) {
+          if (errno(err) === 'EEXIST') throw this.conditionFailed(rel, 'already exists (write with ifAbsent)')
+          throw err
+        }
+        await unlink(src)
+      } else {
+        await rename(src, target)
+      }
+      if (durable) {
+        await fsyncDir(dirname(target))
+        if (dirname(src) !== dirname(target)) await fsyncDir(dirname(src))
+      }
+      return infoOf(rel, stamped)
+    }
+    try {
+      if (condition) await this.precheck(rel, condition)
+      await makeDirs(dirname(target))
+      const [first, second] = src < target ? [src, target] : [target, src]
+      if (first === second) return await withFileLock(first, move, this.opts.lock)
+      return await withFileLock(first, () => withFileLock(second, move, this.opts.lock), this.opts.lock)
+    } catch (err) {
+      throw this.fail(err, 'rename', `${srcRel} to ${rel}`)
+    }
+  }
+
+  /** Fails early, before any work, when the condition on `rel` already does not hold. */
+  private async precheck(rel: string, condition: WriteCondition): Promise<void> {
+    try {
+      this.checkCondition(rel, condition, await statFile(this.abs(rel)))
+    } catch (err) {
+      throw this.fail(err, 'write', rel)
+    }
+  }
+
+  private checkCondition(rel: string, condition: WriteCondition | undefined, cur: BigIntStats | undefined): void {
+    if (condition && 'ifAbsent' in condition && cur) throw this.conditionFailed(rel, 'already exists (write with ifAbsent)')
+    if (condition && 'ifGeneration' in condition) {
+      const have = cur ? generationOf(cur) : '(absent)'
+      if (have !== condition.ifGeneration) throw this.conditionFailed(rel, `is at generation ${have}, not ${condition.ifGeneration}; re-read it and retry`)
+    }
   }
 
   async *list(prefix = '', opts: ListOptions = {}): AsyncIterable<ObjectInfo> {
@@ -319,7 +401,7 @@ export class FileStorage implements Storage {
     return (await this.stat(path)) !== undefined
   }
 
-  async delete(path: string, opts: { readonly ifGeneration?: string } = {}): Promise<void> {
+  async delete(path: string, opts: DeleteOptions = {}): Promise<void> {
     const rel = checkPath(path, this.url)
     const target = this.abs(rel)
     const mismatch = (have: string) =>
@@ -334,7 +416,7 @@ export class FileStorage implements Storage {
           }
           if (!cur) return
           await unlink(target)
-          await fsyncDir(dirname(target))
+          if (opts.durable ?? true) await fsyncDir(dirname(target))
         },
         this.opts.lock,
       )

@@ -6,7 +6,7 @@
 import { Readable, Writable } from 'node:stream'
 import { RiggingError } from '../errors.js'
 import { checkPath, checkPrefix, matchesPrefix } from './paths.js'
-import type { ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './types.js'
+import type { DeleteOptions, ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './types.js'
 
 type Entry = { readonly data: Uint8Array; readonly mtimeMs: number; readonly generation: string }
 
@@ -58,6 +58,13 @@ export class MemoryStorage implements Storage {
 
   private put(path: string, data: Uint8Array, condition: WriteCondition | undefined): ObjectInfo {
     const p = checkPath(path, this.url)
+    this.check(p, condition)
+    const e: Entry = { data, mtimeMs: Date.now(), generation: String(nextGeneration++) }
+    this.objects.set(p, e)
+    return info(p, e)
+  }
+
+  private check(p: string, condition: WriteCondition | undefined): void {
     const cur = this.objects.get(p)
     if (condition && 'ifAbsent' in condition && cur) {
       throw new RiggingError('STORAGE_CONDITION_FAILED', `storage ${this.url}: ${p} already exists (write with ifAbsent)`)
@@ -68,13 +75,28 @@ export class MemoryStorage implements Storage {
         `storage ${this.url}: ${p} is at generation ${cur?.generation ?? '(absent)'}, not ${condition.ifGeneration}; re-read it and retry`,
       )
     }
-    const e: Entry = { data, mtimeMs: Date.now(), generation: String(nextGeneration++) }
-    this.objects.set(p, e)
-    return info(p, e)
   }
 
   async write(path: string, data: Uint8Array | string, opts: WriteOptions = {}): Promise<ObjectInfo> {
     return this.put(path, toBytes(data), opts.condition)
+  }
+
+  /** Shares the bytes (objects are never changed in place) under a new generation. */
+  async copy(from: string, to: string, opts: WriteOptions = {}): Promise<ObjectInfo> {
+    return this.put(to, this.get(from).data, opts.condition)
+  }
+
+  async rename(from: string, to: string, opts: WriteOptions = {}): Promise<ObjectInfo> {
+    const src = checkPath(from, this.url)
+    const e = this.get(src)
+    const p = checkPath(to, this.url)
+    if (src === p) {
+      this.check(p, opts.condition)
+      return info(p, e)
+    }
+    const moved = this.put(p, e.data, opts.condition)
+    this.objects.delete(src)
+    return moved
   }
 
   async readStream(path: string, range: { start?: number; end?: number } = {}): Promise<Readable> {
@@ -122,7 +144,7 @@ export class MemoryStorage implements Storage {
     return (await this.stat(path)) !== undefined
   }
 
-  async delete(path: string, opts: { readonly ifGeneration?: string } = {}): Promise<void> {
+  async delete(path: string, opts: DeleteOptions = {}): Promise<void> {
     const p = checkPath(path, this.url)
     const cur = this.objects.get(p)
     if (opts.ifGeneration !== undefined && cur?.generation !== opts.ifGeneration) {

@@ -202,6 +202,67 @@ describe.each(Object.keys(backends))('%s storage', (kind) => {
     expect(await s.readText('c')).toBe('one')
     expect(await paths(s)).toEqual(['c'])
   })
+
+  test('copy makes an independent object with its own generation; conditions apply to the target', async () => {
+    const s = await open()
+    const a = await s.write('src/a.bin', 'alpha')
+    const c = await s.copy!('src/a.bin', 'dst/deep/c.bin')
+    expect(c).toMatchObject({ path: 'dst/deep/c.bin', size: 5 })
+    expect(c.generation).not.toBe(a.generation)
+    expect(await s.readText('dst/deep/c.bin')).toBe('alpha')
+    // Rewriting the source leaves the copy alone.
+    await s.write('src/a.bin', 'beta')
+    expect(await s.readText('dst/deep/c.bin')).toBe('alpha')
+    await expect(s.copy!('src/a.bin', 'dst/deep/c.bin', { condition: { ifAbsent: true } })).rejects.toSatisfy((e) =>
+      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    )
+    await expect(s.copy!('src/a.bin', 'dst/deep/c.bin', { condition: { ifGeneration: a.generation } })).rejects.toSatisfy((e) =>
+      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    )
+    expect(await s.readText('dst/deep/c.bin')).toBe('alpha')
+    const c2 = await s.copy!('src/a.bin', 'dst/deep/c.bin', { condition: { ifGeneration: c.generation }, durable: false })
+    expect(c2.generation).not.toBe(c.generation)
+    expect(await s.readText('dst/deep/c.bin')).toBe('beta')
+    await expect(s.copy!('nope', 'x')).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_NOT_FOUND'))
+    expect(await s.exists('x')).toBe(false)
+    expect(await paths(s)).toEqual(['dst/deep/c.bin', 'src/a.bin'])
+  })
+
+  test('rename moves an object; a failed condition changes nothing', async () => {
+    const s = await open()
+    await s.write('tmp/up', 'payload')
+    const old = await s.write('named/x', 'older')
+    await expect(s.rename!('tmp/up', 'named/x', { condition: { ifAbsent: true } })).rejects.toSatisfy((e) =>
+      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    )
+    expect(await s.readText('tmp/up')).toBe('payload')
+    expect(await s.readText('named/x')).toBe('older')
+    const moved = await s.rename!('tmp/up', 'named/x', { condition: { ifGeneration: old.generation } })
+    expect(moved).toMatchObject({ path: 'named/x', size: 7 })
+    expect(moved.generation).not.toBe(old.generation)
+    expect((await s.stat('named/x'))?.generation).toBe(moved.generation)
+    expect(await s.readText('named/x')).toBe('payload')
+    expect(await s.exists('tmp/up')).toBe(false)
+    await s.write('tmp/up2', 'second')
+    await s.rename!('tmp/up2', 'fresh/dir/y', { condition: { ifAbsent: true }, durable: false })
+    expect(await s.readText('fresh/dir/y')).toBe('second')
+    await expect(s.rename!('tmp/up2', 'z')).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_NOT_FOUND'))
+    expect(await paths(s)).toEqual(['fresh/dir/y', 'named/x'])
+  })
+
+  test('durable: false writes, streams and deletes keep their atomicity and conditions', async () => {
+    const s = await open()
+    const a = await s.write('scratch/a', 'one', { durable: false })
+    await expect(s.write('scratch/a', 'two', { condition: { ifAbsent: true }, durable: false })).rejects.toSatisfy((e) =>
+      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    )
+    await s.write('scratch/a', 'two', { condition: { ifGeneration: a.generation }, durable: false })
+    await pipeline(Readable.from([Buffer.from('stre'), Buffer.from('amed')]), await s.writeStream('scratch/b', { durable: false }))
+    expect(await s.readText('scratch/a')).toBe('two')
+    expect(await s.readText('scratch/b')).toBe('streamed')
+    await s.delete('scratch/a', { durable: false })
+    expect(await paths(s, 'scratch/')).toEqual(['scratch/b'])
+  })
 })
 
 describe('openStorage', () => {

@@ -33,6 +33,21 @@ export type WriteCondition =
 export type WriteOptions = {
   /** @default undefined (unconditional) */
   readonly condition?: WriteCondition
+  /**
+   * Whether the object must survive a power loss once the call resolves (on
+   * `file://`: fsync of the file and its folder). Pass `false` for scratch and
+   * temporary objects: they still appear atomically and conditions still hold,
+   * but a power loss may lose them. Object stores are always durable.
+   * @default true
+   */
+  readonly durable?: boolean
+}
+
+export type DeleteOptions = {
+  /** Delete only if the object is at this generation. */
+  readonly ifGeneration?: string
+  /** As in `WriteOptions`: `false` skips the folder fsync on `file://`. @default true */
+  readonly durable?: boolean
 }
 
 export type ListOptions = {
@@ -64,7 +79,22 @@ export interface Storage {
   stat(path: string): Promise<ObjectInfo | undefined>
   exists(path: string): Promise<boolean>
   /** Deleting a missing object is not an error. */
-  delete(path: string, opts?: { readonly ifGeneration?: string }): Promise<void>
+  delete(path: string, opts?: DeleteOptions): Promise<void>
+  /**
+   * Copies object `from` to `to` inside this storage without moving the bytes
+   * through this process where the backend can (`file://`: a kernel-side copy,
+   * a reflink where the filesystem has them). `to` appears atomically and
+   * `opts.condition` applies to `to`; a missing `from` is `STORAGE_NOT_FOUND`.
+   * Optional: for a storage without it, stream `readStream(from)` into `writeStream(to)`.
+   */
+  copy?(from: string, to: string, opts?: WriteOptions): Promise<ObjectInfo>
+  /**
+   * Moves object `from` to `to`: on success `to` holds the bytes and `from` is
+   * gone (atomic on `file://` and `memory://`; `opts.condition` applies to `to`,
+   * and when it fails nothing changes). A missing `from` is `STORAGE_NOT_FOUND`.
+   * Optional: for a storage without it, `copy` (or stream) and then `delete(from)`.
+   */
+  rename?(from: string, to: string, opts?: WriteOptions): Promise<ObjectInfo>
   /** For `file://` only: the local filesystem path of `path`; `undefined` elsewhere. */
   localPath(path: string): string | undefined
 }
