@@ -1,34 +1,56 @@
-/** @module Register levanter's gradients over the stock ones (once), and put the stock ones back (tests). */
+/**
+ * @module Register levanter's gradients over the stock ones and its kernels over the wasm
+ * backend's (once), and put the stock ones back (tests compare against them).
+ */
 import * as tf from '@tensorflow/tfjs'
-import type { GradConfig } from '@tensorflow/tfjs'
+import type { GradConfig, KernelConfig } from '@tensorflow/tfjs'
 import { batchMatMulGrad } from './batch-matmul-grad.js'
 import { gatherGrad } from './gather-grad.js'
+import { wasmBatchMatMul } from './wasm-batch-matmul.js'
+import { wasmCast, wasmIdentity } from './wasm-identity.js'
+import { wasmTranspose } from './wasm-transpose.js'
 
 let stock: Map<string, GradConfig | undefined> | undefined
+let stockKernels: KernelConfig[] | undefined
 
 // Registering twice under one name makes tfjs warn; silence that one message while we override.
-function quietRegister(g: GradConfig): void {
+function quietly(f: () => void): void {
   const warn = console.warn
   console.warn = () => {}
   try {
-    tf.registerGradient(g)
+    f()
   } finally {
     console.warn = warn
   }
 }
 
-/** Install the fast/correct gradients. Idempotent; `initBackend` calls it. */
+/** Kernels levanter replaces on the wasm backend, built over the stock kernel they defer to. */
+const WASM_KERNELS: Record<string, (stock: tf.KernelFunc) => KernelConfig> = {
+  BatchMatMul: wasmBatchMatMul, Transpose: wasmTranspose, Identity: wasmIdentity, Cast: wasmCast,
+}
+
+/** Install the fast/correct gradients, and the wasm kernels when that backend is registered. Idempotent; `initBackend` calls it. */
 export function registerLevanterKernels(): void {
   if (stock) return
   stock = new Map()
   for (const name of ['BatchMatMul', 'GatherV2']) stock.set(name, tf.getGradient(name))
-  quietRegister(batchMatMulGrad)
-  quietRegister(gatherGrad(stock.get('GatherV2')?.gradFunc))
+  quietly(() => tf.registerGradient(batchMatMulGrad))
+  quietly(() => tf.registerGradient(gatherGrad(stock!.get('GatherV2')?.gradFunc)))
+  stockKernels = []
+  for (const [name, make] of Object.entries(WASM_KERNELS)) {
+    const k = tf.getKernel(name, 'wasm')
+    if (!k) continue
+    stockKernels.push(k)
+    // Keep the stock setup: it prepares the stock kernel we defer to, should the backend start later.
+    quietly(() => tf.registerKernel({ ...make(k.kernelFunc), ...(k.setupFunc ? { setupFunc: k.setupFunc } : {}) }))
+  }
 }
 
-/** Restore the stock gradients (to compare against them). */
+/** Restore the stock gradients and kernels (to compare against them). */
 export function unregisterLevanterKernels(): void {
   if (!stock) return
-  for (const g of stock.values()) if (g) quietRegister(g)
+  for (const g of stock.values()) if (g) quietly(() => tf.registerGradient(g))
+  for (const k of stockKernels ?? []) quietly(() => tf.registerKernel(k))
   stock = undefined
+  stockKernels = undefined
 }
