@@ -19,13 +19,15 @@ export type ActorSpec = {
   readonly groupSize: number
 }
 
-export type MeshJoin = { meshId: string; rank: number; axes: MeshAxes; peers: PeerAddress[] }
+/** Opens a member's links; `epoch` counts relinks of the same mesh (0 when it is created). */
+export type MeshListen = { meshId: string; rank: number; axes: MeshAxes; epoch: number; host?: string; restarted?: number }
+export type MeshJoin = { meshId: string; rank: number; axes: MeshAxes; peers: PeerAddress[]; epoch: number }
 
 const OBJECT_METHODS = new Set(Object.getOwnPropertyNames(Object.prototype))
 
 export class ActorRuntime {
   private readonly meshes = new Map<string, MeshMember>()
-  private readonly pendingPeers = new Map<string, Peers>()
+  private readonly pendingPeers = new Map<string, { peers: Peers; epoch: number }>()
   private lastMesh: string | null = null
   private instance!: Record<string, unknown>
   readonly ctx: ActorContext
@@ -74,31 +76,51 @@ export class ActorRuntime {
     return runAsActor(this.ctx, async () => fn.apply(this.instance, args))
   }
 
-  /** Fray's own requests: `mesh.listen` opens a member's socket, `mesh.join` links it to the others. */
+  /**
+   * Fray's own requests: `mesh.listen` opens a member's sockets, `mesh.join` links it to the
+   * others (both again when a member restarted), `mesh.broken` says the links cannot come back.
+   */
   async control(op: string, arg: unknown): Promise<unknown> {
     switch (op) {
       case 'mesh.listen': {
-        const { meshId, host } = arg as { meshId: string; host?: string }
+        const { meshId, host, rank, axes, epoch, restarted } = arg as MeshListen
+        // Relinking after a member restarted: collectives wait for the new links from here on.
+        const member = this.meshes.get(meshId)
+        if (member) member.unlink(new FrayError('COLLECTIVE_PEER_LOST', `mesh member ${restarted ?? '?'} died and restarted; member ${rank} is relinking to it: call the collective again`))
+        else {
+          this.meshes.set(meshId, new MeshMember(meshId, rank, axes, null))
+          this.lastMesh = meshId
+        }
+        this.pendingPeers.get(meshId)?.peers.close()
         // A hosted actor listens where its host was told to and gives out the address others can reach.
         const peers = await Peers.listen(host ?? process.env['FRAY_LISTEN_HOST'])
-        this.pendingPeers.set(meshId, peers)
+        this.pendingPeers.set(meshId, { peers, epoch })
         const addr = peers.address()
         return host === undefined && process.env['FRAY_ADVERTISE_HOST'] ? { ...addr, host: process.env['FRAY_ADVERTISE_HOST'] } : addr
       }
       case 'mesh.join': {
         const j = arg as MeshJoin
-        const peers = this.pendingPeers.get(j.meshId)
-        if (!peers) throw new FrayError('NOT_IN_MESH', `actor ${this.spec.name}: mesh ${j.meshId} was not opened here`)
+        const pending = this.pendingPeers.get(j.meshId)
+        if (!pending || pending.epoch !== j.epoch) throw new FrayError('NOT_IN_MESH', `actor ${this.spec.name}: mesh ${j.meshId} (link ${j.epoch}) was not opened here`)
         this.pendingPeers.delete(j.meshId)
-        await peers.connect(j.rank, j.peers)
-        this.meshes.set(j.meshId, new MeshMember(j.meshId, j.rank, j.axes, peers))
+        await pending.peers.connect(j.rank, j.peers)
+        let member = this.meshes.get(j.meshId)
+        if (!member) this.meshes.set(j.meshId, (member = new MeshMember(j.meshId, j.rank, j.axes, null)))
+        member.relink(pending.peers)
         this.lastMesh = j.meshId
+        return null
+      }
+      case 'mesh.broken': {
+        const { meshId, message } = arg as { meshId: string; message: string }
+        this.meshes.get(meshId)?.fail(new FrayError('COLLECTIVE_PEER_LOST', message))
         return null
       }
       case 'mesh.leave': {
         const { meshId } = arg as { meshId: string }
         this.meshes.get(meshId)?.close()
         this.meshes.delete(meshId)
+        this.pendingPeers.get(meshId)?.peers.close()
+        this.pendingPeers.delete(meshId)
         if (this.lastMesh === meshId) this.lastMesh = null
         return null
       }
@@ -110,7 +132,7 @@ export class ActorRuntime {
   /** Leaves every mesh and lets the instance clean up (`close()` if it has one). */
   async close(): Promise<void> {
     for (const m of this.meshes.values()) m.close()
-    for (const p of this.pendingPeers.values()) p.close()
+    for (const p of this.pendingPeers.values()) p.peers.close()
     this.meshes.clear()
     const close = this.instance?.['close']
     if (typeof close === 'function') await runAsActor(this.ctx, async () => close.call(this.instance))

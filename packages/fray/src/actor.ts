@@ -96,6 +96,11 @@ export type ActorConnection = {
   ready(): Promise<void>
   kill(signal?: NodeJS.Signals): void
   stop(): Promise<void>
+  /**
+   * Calls `fn` each time the actor died and its restart began (synchronously, before its pending
+   * calls are rejected), so requests `fn` makes reach the new incarnation first. Returns the removal.
+   */
+  onRestart?(fn: () => void): () => void
 }
 
 const CONNECTION = Symbol.for('marin.fray.connection')

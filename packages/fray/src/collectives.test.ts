@@ -34,6 +34,11 @@ function f64Sums(parts: Float32Array[]): { exact: Float64Array; scale: Float64Ar
   return { exact, scale }
 }
 
+/** Polls until `cond` holds (the driver learns of a death asynchronously). */
+async function until(cond: () => boolean): Promise<void> {
+  while (!cond()) await new Promise((r) => setTimeout(r, 10))
+}
+
 const MODES = [
   { mode: 'process' as const, sizes: [1e3, 1e5 + 3, 1e6, 1e7] },
   { mode: 'inline' as const, sizes: [3, 1e3, 1e5 + 3] },
@@ -123,13 +128,35 @@ describe.each(MODES)('collectives, $mode mode', ({ mode, sizes }) => {
     for (const t of times) expect(t.left).toBeGreaterThanOrEqual(lastArrival)
     expect(lastArrival - Math.min(...times.map((t) => t.arrived))).toBeGreaterThanOrEqual(150)
   })
+  test('a member dying mid-collective fails the others with COLLECTIVE_PEER_LOST; restarted, it rejoins the mesh', async () => {
+    const g = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)], { maxRestarts: 1 })
+    await Mesh.create(g)
+    const waiting = g.member(0).reduceGiven(new Float32Array(100), 'sum')
+    g.member(1).$actor.kill('SIGKILL')
+    await expect(waiting).rejects.toMatchObject({ code: 'COLLECTIVE_PEER_LOST', message: expect.stringMatching(/member 1/) })
+    await until(() => g.member(1).$actor.restarts() === 1)
+    // Calls made while it restarts wait for it and for the new links, on both members.
+    const res = await g.broadcast.allReduce(1000, 'ints', 'sum')
+    expect(res.map((r) => r.digest)).toEqual(Array(2).fill(digest(f32RankOrderSum([testData(seed(0), 1000, 'ints'), testData(seed(1), 1000, 'ints')]))))
+    expect(await g.member(1).coords()).toEqual({ data: 1 })
+    // No restart left: it stays gone, and the survivor's collectives say so.
+    g.member(1).$actor.kill('SIGKILL')
+    await expect(g.member(0).reduceGiven(new Float32Array(100), 'sum')).rejects.toMatchObject({ code: 'COLLECTIVE_PEER_LOST', message: expect.stringMatching(/member 1 disconnected/) })
+    await g.shutdown()
+  })
 })
+
+type Call = Parameters<Reducer['collective']>[0]
+const sum10: Call = { name: 'allReduce', op: 'sum', n: 10 }
 
 describe('mesh axes and failures', () => {
   let client: LocalClient
-  beforeAll(() => {
+  let pair: ActorGroup<Reducer>
+  beforeAll(async () => {
     client = new LocalClient()
-  })
+    pair = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)])
+    await Mesh.create(pair)
+  }, 60_000)
   afterAll(() => client.shutdown())
 
   test('collectives over one axis of a 2×2 mesh stay within their sub-groups', async () => {
@@ -160,26 +187,27 @@ describe('mesh axes and failures', () => {
     await g.shutdown()
   })
 
-  test('buffers of different lengths fail with COLLECTIVE_MISMATCH', async () => {
-    const g = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)])
-    await Mesh.create(g)
-    const r = await Promise.allSettled([g.member(0).reduceGiven(new Float32Array(10), 'sum'), g.member(1).reduceGiven(new Float32Array(12), 'sum')])
-    expect(r[0]).toMatchObject({ status: 'rejected', reason: { code: 'COLLECTIVE_MISMATCH', message: expect.stringMatching(/got 48 bytes from member 1 but expected 40/) } })
-    await g.shutdown()
-  })
-
-  test('a member dying mid-collective fails the others with COLLECTIVE_PEER_LOST', async () => {
-    const g = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)])
-    await Mesh.create(g)
-    const waiting = g.member(0).reduceGiven(new Float32Array(100), 'sum')
-    g.member(1).$actor.kill('SIGKILL')
-    await expect(waiting).rejects.toMatchObject({ code: 'COLLECTIVE_PEER_LOST' })
-    await g.shutdown()
+  test.each([
+    { what: 'allReduce against broadcast', calls: [sum10, { name: 'broadcast', root: 0, n: 10 }], says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called broadcast(root 0, 40 bytes)' },
+    { what: 'different ops', calls: [sum10, { name: 'allReduce', op: 'max', n: 10 }], says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called allReduce(op max, 40 bytes)' },
+    { what: 'different lengths', calls: [sum10, { name: 'allReduce', op: 'sum', n: 12 }], says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called allReduce(op sum, 48 bytes)' },
+    { what: 'barrier against allReduce', calls: [{ name: 'barrier' }, sum10], says: 'member 0 called barrier(), member 1 called allReduce(op sum, 40 bytes)' },
+    { what: 'different broadcast roots', calls: [{ name: 'broadcast', root: 0, n: 10 }, { name: 'broadcast', root: 1, n: 10 }], says: 'member 0 called broadcast(root 0, 40 bytes), member 1 called broadcast(root 1, 40 bytes)' },
+  ] as { what: string; calls: Call[]; says: string }[])('mismatched calls ($what) fail on every member, naming the calls', async ({ calls, says }) => {
+    const r = await Promise.allSettled(calls.map((c, i) => pair.member(i).collective(c)))
+    for (const x of r) {
+      expect(x).toMatchObject({ status: 'rejected', reason: { code: 'COLLECTIVE_MISMATCH' } })
+      const message = ((x as PromiseRejectedResult).reason as Error).message
+      expect(message).toMatch(/collective #\d+ over members \[0, 1\] does not match/)
+      expect(message).toContain(says)
+    }
+    // Both members counted the failed collective: the next one lines up again.
+    const after = await pair.broadcast.allReduce(1000, 'ints', 'sum')
+    expect(after[0]!.digest).toBe(digest(f32RankOrderSum([testData(seed(0), 1000, 'ints'), testData(seed(1), 1000, 'ints')])))
   })
 
   test('axes that do not fit the group are refused', async () => {
-    const g = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)])
-    await expect(Mesh.create(g, { data: 3 })).rejects.toThrow(/do not fit 2 members/)
-    await g.shutdown()
+    await expect(Mesh.create(pair, { data: 3 })).rejects.toThrow(/do not fit 2 members/)
   })
+
 })

@@ -8,11 +8,13 @@ import type { ActorOptions } from './actor-options.js'
 import { ActorRuntime, type ActorSpec } from './actor-runtime.js'
 import { ActorDiedError, FrayError, isFrayError } from './errors.js'
 import { PendingCalls } from './internal/pending.js'
+import { RestartListeners } from './internal/restart-listeners.js'
 
 export class InlineActor implements ActorConnection {
   private runtime: ActorRuntime | null = null
   private state: ActorStatus = 'starting'
   private readonly pending = new PendingCalls()
+  private readonly restartListeners = new RestartListeners()
   private readyPromise: Promise<void>
   private restartCount = 0
   private death: Error | null = null
@@ -80,6 +82,10 @@ export class InlineActor implements ActorConnection {
     return this.restartCount
   }
 
+  onRestart(fn: () => void): () => void {
+    return this.restartListeners.add(fn)
+  }
+
   ready(): Promise<void> {
     return this.readyPromise
   }
@@ -101,6 +107,7 @@ export class InlineActor implements ActorConnection {
         this.state = 'dead'
         this.death = err
       })
+      this.restartListeners.emit()
       return
     }
     this.state = 'dead'

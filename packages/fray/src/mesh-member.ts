@@ -2,12 +2,16 @@
  * @module A mesh as one member sees it, inside an actor: its rank and coordinates, and
  * the collectives (`allReduce`, `broadcast`, `barrier`) over all axes or some of them.
  * Every member must call the same collectives in the same order (SPMD).
+ *
+ * When a member restarts, the driver relinks the whole mesh: every member gets new links and
+ * starts counting collectives afresh. Meanwhile collectives wait for the new links.
  */
 import { allReduce, type ReduceOp } from './collective/all-reduce.js'
 import { barrier, broadcast } from './collective/broadcast.js'
 import type { Comm } from './collective/comm.js'
 import type { Peers } from './collective/peers.js'
 import { ScratchPool } from './collective/scratch.js'
+import { FrayError } from './errors.js'
 import { coordsOf, type MeshAxes, subgroup } from './mesh-axes.js'
 
 /** Which axes a collective runs over. @default all of them */
@@ -28,15 +32,24 @@ export type BroadcastOptions = AxisSelector & {
 }
 
 export class MeshMember {
-  private readonly comms = new Map<string, Comm>()
+  private comms = new Map<string, Comm>()
   private readonly scratch = new ScratchPool()
+  private peers: Peers | null
+  /** While relinking: settles when the new links are up (or can never be). */
+  private linked: Promise<void> = Promise.resolve()
+  private settleLink: { resolve: () => void; reject: (e: Error) => void } | null = null
+  private closed = false
 
+  /** `peers` null: links are on their way (`relink`). */
   constructor(
     readonly meshId: string,
     readonly rank: number,
     readonly axes: MeshAxes,
-    private readonly peers: Peers,
-  ) {}
+    peers: Peers | null,
+  ) {
+    this.peers = peers
+    if (!peers) this.unlink()
+  }
 
   get size(): number {
     return this.axes.reduce((p, [, s]) => p * s, 1)
@@ -52,16 +65,23 @@ export class MeshMember {
     return subgroup(this.axes, this.rank, [name]).ranks.length
   }
 
-  private comm(sel: AxisSelector): Comm {
+  private comm(peers: Peers, sel: AxisSelector): Comm {
     const over = sel.axis === undefined ? this.axes.map(([n]) => n) : typeof sel.axis === 'string' ? [sel.axis] : [...sel.axis]
     const key = [...over].sort().join(',')
     let c = this.comms.get(key)
     if (!c) {
       const g = subgroup(this.axes, this.rank, over)
-      c = { peers: this.peers, ranks: g.ranks, me: g.ranks.indexOf(this.rank), id: g.id, seq: 0, scratch: this.scratch }
+      c = { peers, ranks: g.ranks, me: g.ranks.indexOf(this.rank), id: g.id, seq: 0, scratch: this.scratch }
       this.comms.set(key, c)
     }
     return c
+  }
+
+  /** Runs `fn` on the current links, once they are up. */
+  private run<R>(sel: AxisSelector, fn: (c: Comm) => Promise<R>): Promise<R> {
+    const p = this.peers
+    if (p) return fn(this.comm(p, sel))
+    return this.linked.then(() => this.run(sel, fn))
   }
 
   /**
@@ -69,20 +89,53 @@ export class MeshMember {
    * @example const g = await currentMesh().allReduce(grad, { op: 'mean', axis: 'data' })
    */
   allReduce(data: Float32Array, opts: AllReduceOptions = {}): Promise<Float32Array> {
-    return allReduce(this.comm(opts), data, opts.op ?? 'sum', opts.chunkBytes, opts.out)
+    return this.run(opts, (c) => allReduce(c, data, opts.op ?? 'sum', opts.chunkBytes, opts.out))
   }
 
   /** Overwrites `buf` on every member with the root's bytes; all members pass the same byte length. */
   broadcast<T extends ArrayBufferView>(buf: T, opts: BroadcastOptions = {}): Promise<T> {
-    return broadcast(this.comm(opts), buf, opts.root ?? 0)
+    return this.run(opts, (c) => broadcast(c, buf, opts.root ?? 0))
   }
 
   /** Resolves when every member of the sub-group has reached it. */
   barrier(opts: AxisSelector = {}): Promise<void> {
-    return barrier(this.comm(opts))
+    return this.run(opts, (c) => barrier(c))
+  }
+
+  /** Drops the current links (collectives in flight fail with `reason`); later collectives wait for `relink`. */
+  unlink(reason?: FrayError): void {
+    this.peers?.close(reason)
+    this.peers = null
+    this.comms = new Map()
+    if (!this.settleLink) {
+      this.linked = new Promise<void>((resolve, reject) => (this.settleLink = { resolve, reject }))
+      this.linked.catch(() => {})
+    }
+  }
+
+  /** New links to every member: collectives count from zero again, as on every other member. */
+  relink(peers: Peers): void {
+    if (this.closed) return peers.close()
+    this.peers = peers
+    this.comms = new Map()
+    this.settleLink?.resolve()
+    this.settleLink = null
+  }
+
+  /** The links cannot come back: waiting and later collectives fail with `err`. */
+  fail(err: FrayError): void {
+    if (this.settleLink) this.settleLink.reject(err)
+    else {
+      this.linked = Promise.reject(err)
+      this.linked.catch(() => {})
+    }
+    this.settleLink = null
+    this.peers?.close(err)
+    this.peers = null
   }
 
   close(): void {
-    this.peers.close()
+    this.closed = true
+    this.fail(new FrayError('NOT_IN_MESH', `member ${this.rank} left mesh ${this.meshId}`))
   }
 }

@@ -17,6 +17,7 @@ import type { ActorSpec } from './actor-runtime.js'
 import { ActorDiedError, FrayError } from './errors.js'
 import { actorDeaths, actorRestarts } from './internal/telemetry.js'
 import { PendingCalls } from './internal/pending.js'
+import { RestartListeners } from './internal/restart-listeners.js'
 import { errorFromPayload, type FromWorker, MSG, type ToWorker } from './internal/wire.js'
 
 const log = logger('fray')
@@ -33,6 +34,7 @@ export class ProcessActor implements ActorConnection {
   private child: ChildProcess | null = null
   private state: ActorStatus = 'starting'
   private readonly pending = new PendingCalls(() => this.hold(false))
+  private readonly restartListeners = new RestartListeners()
   private readyPromise: Promise<void>
   private restartCount = 0
   private stopping = false
@@ -145,6 +147,7 @@ export class ProcessActor implements ActorConnection {
         this.state = 'dead'
         this.death = err
       })
+      this.restartListeners.emit()
       return
     }
     this.state = 'dead'
@@ -186,6 +189,10 @@ export class ProcessActor implements ActorConnection {
 
   restarts(): number {
     return this.restartCount
+  }
+
+  onRestart(fn: () => void): () => void {
+    return this.restartListeners.add(fn)
   }
 
   ready(): Promise<void> {

@@ -15,6 +15,8 @@ export async function broadcast<T extends ArrayBufferView>(comm: Comm, buf: T, r
   const bytes = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength)
   const total = bytes.byteLength
   const chunks = Math.max(1, Math.ceil(total / chunkBytes))
+  // Every member learns of a mismatched call, even those that receive nothing from the others.
+  const agreed = comm.peers.begin(comm, seq, { name: 'broadcast', root, bytes: total })
   if (comm.me === root) {
     const sends: Promise<void>[] = []
     for (let k = 0; k < chunks; k++) {
@@ -23,12 +25,13 @@ export async function broadcast<T extends ArrayBufferView>(comm: Comm, buf: T, r
         if (j !== root) sends.push(comm.peers.send(comm.ranks[j]!, { comm: comm.id, seq, kind: KIND.broadcast, chunk: k, total }, part))
       }
     }
-    await Promise.all(sends)
+    await Promise.all([agreed, ...sends])
     return buf
   }
   const from = comm.ranks[root]!
-  await Promise.all(
-    Array.from({ length: chunks }, (_, k) =>
+  await Promise.all([
+    agreed,
+    ...Array.from({ length: chunks }, (_, k) =>
       {
         const dest = bytes.subarray(k * chunkBytes, Math.min(total, (k + 1) * chunkBytes))
         return comm.peers.recv(from, comm.id, seq, KIND.broadcast, k, total, dest).then((b) => {
@@ -36,14 +39,12 @@ export async function broadcast<T extends ArrayBufferView>(comm: Comm, buf: T, r
         })
       },
     ),
-  )
+  ])
   return buf
 }
 
-/** Resolves once every member of the communicator has called `barrier`. */
+/** Resolves once every member of the communicator has called `barrier`: the announcements are the barrier. */
 export async function barrier(comm: Comm): Promise<void> {
   const seq = comm.seq++
-  const others = comm.ranks.filter((_, j) => j !== comm.me)
-  await Promise.all(others.map((r) => comm.peers.send(r, { comm: comm.id, seq, kind: KIND.barrier, chunk: 0, total: 0 })))
-  await Promise.all(others.map((r) => comm.peers.recv(r, comm.id, seq, KIND.barrier, 0, 0)))
+  if (comm.ranks.length > 1) await comm.peers.begin(comm, seq, { name: 'barrier' })
 }

@@ -16,7 +16,7 @@ export type Comm = {
   seq: number
 }
 
-export const KIND = { reduceScatter: 1, allGather: 2, broadcast: 3, barrier: 4 } as const
+export const KIND = { reduceScatter: 1, allGather: 2, broadcast: 3 } as const
 
 /** Default chunk: 1 MiB of payload per frame, so reduction overlaps the transfer of the next chunk. */
 export const DEFAULT_CHUNK_BYTES = 1 << 20

@@ -1,8 +1,14 @@
 /**
- * @module The links between the members of one mesh: a full mesh of TCP connections
- * (each member listens; each connects to every member of lower rank), carrying raw
- * binary frames. Frames are matched to receivers by (communicator, sequence, kind,
+ * @module The links between the members of one mesh, carrying raw binary frames. Every member
+ * listens and dials every other member; it reads on the connections it dialed and writes on the
+ * ones it accepted. Dialed sockets let the reader choose where each read lands (`FrameSink`), so
+ * a payload goes from the kernel straight into the receiver's array: no read allocates and no
+ * payload is copied again. Frames are matched to receivers by (communicator, sequence, kind,
  * chunk, sender), so collectives on different sub-groups can run at the same time.
+ *
+ * Every collective starts with an announcement to each other member of its sub-group of what
+ * this member called (`CollectiveCall`). Members whose calls differ fail at once, each naming
+ * the calls, instead of waiting for frames that never come.
  */
 import { randomUUID } from 'node:crypto'
 import { readFileSync, rmSync } from 'node:fs'
@@ -10,7 +16,8 @@ import net from 'node:net'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { FrayError } from '../errors.js'
-import { FrameReader, writeFrame, type FrameHeader } from '../internal/framing.js'
+import { FrameReader, FrameSink, writeFrame, type FrameHeader } from '../internal/framing.js'
+import { type CollectiveCall, decodeCall, describeCall, encodeCall, sameCall } from './call.js'
 
 /**
  * A member's listening address: TCP always, and a Unix socket that members on the same machine
@@ -55,17 +62,35 @@ function thisMachine(): string {
 }
 
 const HELLO = 0xffff
+/** Frame kind of a collective's announcement. */
+const ANNOUNCE = 0xfffe
 
 type Waiter = { resolve: (b: Uint8Array) => void; reject: (e: Error) => void; total: number; into?: Uint8Array | undefined }
 
+/** The sub-group a collective runs over, as the links need it. */
+export type OpGroup = { readonly id: number; readonly ranks: readonly number[] }
+
+/** A collective this member has begun: its call, and the peers whose announcement is still due. */
+type Op = { group: OpGroup; seq: number; call: CollectiveCall; due: Set<number>; resolve: () => void; reject: (e: Error) => void }
+
+const opKey = (comm: number, seq: number) => `${comm}.${seq}`
+
 export class Peers {
-  private readonly sockets = new Map<number, net.Socket>()
+  /** Accepted connections, which this member writes to. */
+  private readonly out = new Map<number, net.Socket>()
+  /** Dialed connections, which this member reads from. */
+  private readonly in = new Map<number, net.Socket>()
   private readonly inbox = new Map<string, { h: FrameHeader; b: Uint8Array }>()
   private readonly waiters = new Map<string, Waiter>()
+  /** Announcements of collectives this member has not begun yet: op key → sender → call. */
+  private readonly announced = new Map<string, Map<number, CollectiveCall>>()
+  private readonly ops = new Map<string, Op>()
+  /** Collectives that failed on a mismatch: their late frames are dropped. */
+  private readonly broken = new Set<string>()
   private failure: FrayError | null = null
   private rank = -1
   private expected = 0
-  private onAllConnected: (() => void) | null = null
+  private onAllAccepted: (() => void) | null = null
 
   private constructor(
     private readonly server: net.Server,
@@ -107,76 +132,71 @@ export class Peers {
     return { host: a.address, port: a.port, ...(this.path ? { path: this.path, machine: thisMachine() } : {}) }
   }
 
-  /** Connects to every lower rank and waits for every higher rank to connect. */
+  /** Dials every other member and waits for every other member to dial this one. */
   async connect(rank: number, addresses: readonly PeerAddress[]): Promise<void> {
     this.rank = rank
     this.expected = addresses.length - 1
-    const all = new Promise<void>((res) => {
-      this.onAllConnected = res
+    const accepted = new Promise<void>((res) => {
+      this.onAllAccepted = res
     })
-    await Promise.all(
-      addresses.slice(0, rank).map(
-        (a, peer) =>
-          new Promise<void>((res, rej) => {
-            const s = a.path && a.machine === thisMachine() ? net.connect(a.path) : net.connect(a.port, a.host)
-            s.once('error', rej)
-            s.once('connect', () => {
-              s.off('error', rej)
-              this.attach(s, peer)
-              writeFrame(s, { comm: 0, seq: 0, kind: HELLO, chunk: 0, from: rank, total: 0 }).catch(() => {}) // a lost peer shows up on 'close'
-              res()
-            })
-          }),
-      ),
-    )
-    this.checkConnected()
-    await all
+    this.checkAccepted()
+    await Promise.all(addresses.map((a, peer) => (peer === rank ? null : this.dial(peer, a))))
+    await accepted
+  }
+
+  private dial(peer: number, a: PeerAddress): Promise<void> {
+    const sink = new FrameSink({ onFrame: (h, b) => this.deliver(h, b), bodyFor: (h, len) => this.destination(h, len) })
+    const { buffer, callback } = sink.onread()
+    const onread = {
+      buffer,
+      callback: (n: number) => {
+        callback(n)
+        return true
+      },
+    }
+    return new Promise<void>((res, rej) => {
+      const s = a.path && a.machine === thisMachine() ? net.connect({ path: a.path, onread }) : net.connect({ port: a.port, host: a.host, onread })
+      s.once('error', rej)
+      s.once('connect', () => {
+        s.off('error', rej)
+        s.setNoDelay(true)
+        this.in.set(peer, s)
+        this.watch(s, peer, this.in)
+        writeFrame(s, { comm: 0, seq: 0, kind: HELLO, chunk: 0, from: this.rank, total: 0 }).catch(() => {}) // a lost peer shows up on 'close'
+        res()
+      })
+    })
   }
 
   private accept(s: net.Socket): void {
-    // The first frame on an accepted socket names the connecting rank.
-    let known = false
-    const reader = new FrameReader(
-      (h, b) => {
-        if (!known && h.kind === HELLO) {
-          known = true
-          this.attach(s, h.from, reader)
-          this.checkConnected()
-          return
-        }
-        this.deliver(h, b)
-      },
-      (h, len) => this.destination(h, len),
-    )
+    // The one frame on an accepted socket names the dialing rank; after it, this side only writes.
+    const reader = new FrameReader((h) => {
+      if (h.kind !== HELLO || this.out.has(h.from)) return
+      s.setNoDelay(true)
+      this.out.set(h.from, s)
+      this.watch(s, h.from, this.out)
+      this.checkAccepted()
+    })
     s.on('data', (d: Buffer) => reader.push(d))
     s.on('error', () => {})
   }
 
-  private attach(s: net.Socket, peer: number, reader?: FrameReader): void {
-    s.setNoDelay(true)
-    this.sockets.set(peer, s)
-    if (!reader) {
-      const r = new FrameReader(
-        (h, b) => this.deliver(h, b),
-        (h, len) => this.destination(h, len),
-      )
-      s.on('data', (d: Buffer) => r.push(d))
-    }
+  private watch(s: net.Socket, peer: number, links: Map<number, net.Socket>): void {
     s.on('error', () => {})
     s.on('close', () => {
-      if (this.sockets.get(peer) === s) this.fail(new FrayError('COLLECTIVE_PEER_LOST', `mesh member ${peer} disconnected from member ${this.rank}; recreate the mesh after restarting the member`))
+      if (links.get(peer) === s) this.fail(new FrayError('COLLECTIVE_PEER_LOST', `mesh member ${peer} disconnected from member ${this.rank}; a member restarted by maxRestarts rejoins the mesh by itself (retry once it is ready), otherwise create the mesh again`))
     })
   }
 
-  private checkConnected(): void {
-    if (this.sockets.size === this.expected && this.onAllConnected) {
-      this.onAllConnected()
-      this.onAllConnected = null
+  private checkAccepted(): void {
+    if (this.out.size === this.expected && this.onAllAccepted) {
+      this.onAllAccepted()
+      this.onAllAccepted = null
     }
   }
 
   private key(comm: number, seq: number, kind: number, chunk: number, from: number): string {
-    return `${comm}.${seq}.${kind}.${chunk}.${from}`
+    return `${comm}.${seq}|${kind}.${chunk}.${from}`
   }
 
   private destination(h: FrameHeader, len: number): Uint8Array | undefined {
@@ -185,10 +205,11 @@ export class Peers {
   }
 
   private deliver(h: FrameHeader, b: Uint8Array): void {
+    if (h.kind === ANNOUNCE) return this.announcement(h)
     const k = this.key(h.comm, h.seq, h.kind, h.chunk, h.from)
     const w = this.waiters.get(k)
     if (!w) {
-      this.inbox.set(k, { h, b })
+      if (!this.broken.has(opKey(h.comm, h.seq))) this.inbox.set(k, { h, b })
       return
     }
     this.waiters.delete(k)
@@ -196,10 +217,87 @@ export class Peers {
     else w.resolve(b)
   }
 
+  /**
+   * Starts a collective: tells every other member of `group` what this member called. Resolves
+   * once all of them announced the same call; on a different call, rejects (and fails the
+   * collective's pending receives) with `COLLECTIVE_MISMATCH` naming every call it knows of.
+   */
+  begin(group: OpGroup, seq: number, call: CollectiveCall): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure)
+    const me = this.rank
+    const { chunk, total } = encodeCall(call)
+    for (const r of group.ranks) if (r !== me) void this.send(r, { comm: group.id, seq, kind: ANNOUNCE, chunk, total })
+    const key = opKey(group.id, seq)
+    const early = this.announced.get(key)
+    this.announced.delete(key)
+    return new Promise<void>((resolve, reject) => {
+      const op: Op = { group, seq, call, due: new Set(group.ranks.filter((r) => r !== me)), resolve, reject }
+      this.ops.set(key, op)
+      for (const [from, c] of early ?? []) if (this.ops.get(key) === op) this.heard(key, op, from, c)
+      if (op.due.size === 0 && this.ops.get(key) === op) this.settle(key, op)
+    })
+  }
+
+  private announcement(h: FrameHeader): void {
+    const key = opKey(h.comm, h.seq)
+    if (this.broken.has(key)) return
+    const call = decodeCall(h.chunk, h.total)
+    const op = this.ops.get(key)
+    if (!op) {
+      let m = this.announced.get(key)
+      if (!m) this.announced.set(key, (m = new Map()))
+      m.set(h.from, call)
+      return
+    }
+    this.heard(key, op, h.from, call)
+    if (op.due.size === 0 && this.ops.get(key) === op) this.settle(key, op)
+  }
+
+  private readonly heardCalls = new Map<string, Map<number, CollectiveCall>>()
+
+  private heard(key: string, op: Op, from: number, call: CollectiveCall): void {
+    op.due.delete(from)
+    let calls = this.heardCalls.get(key)
+    if (!calls) this.heardCalls.set(key, (calls = new Map()))
+    calls.set(from, call)
+    if (sameCall(call, op.call)) return
+    // Name every call this member knows of: its own and what the others announced.
+    calls.set(this.rank, op.call)
+    const list = [...calls].sort((a, b) => a[0] - b[0]).map(([r, c]) => `member ${r} called ${describeCall(c)}`)
+    const err = new FrayError(
+      'COLLECTIVE_MISMATCH',
+      `collective #${op.seq} over members [${op.group.ranks.join(', ')}] does not match: ${list.join(', ')}; ` +
+        'every member must call the same collectives in the same order, with the same op, root and length',
+    )
+    this.breakOp(key, op, err)
+  }
+
+  private settle(key: string, op: Op): void {
+    this.ops.delete(key)
+    this.heardCalls.delete(key)
+    op.resolve()
+  }
+
+  /** Fails one collective: its announcement promise, its pending receives, and frames already in. */
+  private breakOp(key: string, op: Op, err: FrayError): void {
+    this.ops.delete(key)
+    this.heardCalls.delete(key)
+    this.broken.add(key)
+    const prefix = `${key}|`
+    for (const [k, w] of this.waiters) {
+      if (k.startsWith(prefix)) {
+        this.waiters.delete(k)
+        w.reject(err)
+      }
+    }
+    for (const k of this.inbox.keys()) if (k.startsWith(prefix)) this.inbox.delete(k)
+    op.reject(err)
+  }
+
   /** Sends one frame to `peer`; resolves when the payload buffer may be reused. */
   send(peer: number, h: Omit<FrameHeader, 'from'>, payload?: ArrayBufferView): Promise<void> {
     if (this.failure) return Promise.reject(this.failure)
-    const s = this.sockets.get(peer)
+    const s = this.out.get(peer)
     if (!s) return Promise.reject(new FrayError('NOT_IN_MESH', `member ${this.rank} has no link to member ${peer}; is it in this mesh?`))
     const sent = writeFrame(s, { ...h, from: this.rank }, payload)
     // A write to a peer that died fails too; the collective learns of the loss through
@@ -221,6 +319,7 @@ export class Peers {
       return got.h.total === total ? Promise.resolve(got.b) : Promise.reject(mismatch(got.h, total, this.rank))
     }
     if (this.failure) return Promise.reject(this.failure)
+    if (this.broken.has(opKey(comm, seq))) return Promise.reject(new FrayError('COLLECTIVE_MISMATCH', `collective #${seq} already failed on a mismatch`))
     return new Promise((resolve, reject) => this.waiters.set(k, { resolve, reject, total, into }))
   }
 
@@ -229,20 +328,23 @@ export class Peers {
     this.failure = err
     for (const w of this.waiters.values()) w.reject(err)
     this.waiters.clear()
+    for (const op of this.ops.values()) op.reject(err)
+    this.ops.clear()
   }
 
-  close(): void {
-    this.failure ??= new FrayError('NOT_IN_MESH', `member ${this.rank} left the mesh`)
-    for (const s of this.sockets.values()) s.destroy()
-    this.sockets.clear()
+  /** Closes every link; collectives in flight fail with `reason`. */
+  close(reason?: FrayError): void {
+    this.fail(reason ?? new FrayError('NOT_IN_MESH', `member ${this.rank} left the mesh`))
+    for (const s of this.out.values()) s.destroy()
+    for (const s of this.in.values()) s.destroy()
+    this.out.clear()
+    this.in.clear()
     this.server.close()
     this.local?.close()
     if (this.path) {
       rmSync(this.path, { force: true })
       socketPaths.delete(this.path)
     }
-    for (const w of this.waiters.values()) w.reject(this.failure)
-    this.waiters.clear()
   }
 }
 

@@ -1,8 +1,9 @@
 /**
  * @module Raw binary frames over a byte stream: a fixed header of u32 fields and a
  * payload of bytes. Typed arrays go on the wire as their own bytes (no JSON, no copy
- * on the sending side); the receiver copies each payload once into an aligned buffer
- * so it can be viewed as a Float32Array.
+ * on the sending side). `FrameReader` parses a socket's 'data' chunks (one copy into an
+ * aligned buffer); `FrameSink` tells the socket where each read should land, so a payload
+ * goes from the kernel straight into the receiver's own array.
  */
 import type { Socket } from 'node:net'
 
@@ -99,5 +100,70 @@ export class FrameReader {
         this.onFrame(h, b)
       }
     }
+  }
+}
+
+type FrameSinkOptions = {
+  onFrame: (h: FrameHeader, payload: Uint8Array) => void
+  /** Where a frame's payload should land (a receiver waiting with its buffer of that length), else a new buffer. */
+  bodyFor?: (h: FrameHeader, length: number) => Uint8Array | undefined
+}
+
+/**
+ * A frame parser that owns the read buffer: pass `sink.onread()` as a client socket's `onread`
+ * option. Each read lands where the frame being received goes (the header, or the rest of the
+ * payload), so large payloads are never copied after the kernel writes them, and no read
+ * allocates.
+ */
+export class FrameSink {
+  private readonly head = new Uint8Array(HEADER_BYTES)
+  private readonly view = new DataView(this.head.buffer)
+  private header: FrameHeader | null = null
+  private body: Uint8Array = this.head
+  private fill = 0
+
+  constructor(private readonly opts: FrameSinkOptions) {}
+
+  /** The socket option: reads go into `next()`, and `landed(n)` follows each. */
+  onread(): { buffer: () => Uint8Array; callback: (n: number) => void } {
+    return { buffer: () => this.next(), callback: (n) => this.landed(n) }
+  }
+
+  /** Where the socket's next read should go. */
+  next(): Uint8Array {
+    return this.fill === 0 ? this.body : this.body.subarray(this.fill)
+  }
+
+  /** `n` bytes arrived in the buffer `next()` returned. */
+  landed(n: number): void {
+    this.fill += n
+    if (this.fill < this.body.byteLength) return
+    this.fill = 0
+    if (this.header === null) {
+      const v = this.view
+      const len = v.getUint32(0, true)
+      const h: FrameHeader = {
+        comm: v.getUint32(4, true),
+        seq: v.getUint32(8, true),
+        kind: v.getUint32(12, true),
+        chunk: v.getUint32(16, true),
+        from: v.getUint32(20, true),
+        total: v.getUint32(24, true),
+      }
+      if (len === 0) {
+        this.opts.onFrame(h, new Uint8Array(0))
+        return
+      }
+      const dest = this.opts.bodyFor?.(h, len)
+      this.header = h
+      // A fresh ArrayBuffer starts at offset 0, so the payload can be viewed as any typed array.
+      this.body = dest && dest.byteLength === len ? dest : new Uint8Array(len)
+      return
+    }
+    const h = this.header
+    const b = this.body
+    this.header = null
+    this.body = this.head
+    this.opts.onFrame(h, b)
   }
 }

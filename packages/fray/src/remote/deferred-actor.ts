@@ -37,6 +37,21 @@ export class DeferredActor implements ActorConnection {
   ready(): Promise<void> {
     return this.get().then((c) => c.ready())
   }
+  onRestart(fn: () => void): () => void {
+    if (this.inner) return this.inner.onRestart?.(fn) ?? (() => {})
+    let off: (() => void) | undefined
+    let removed = false
+    void this.get().then(
+      (c) => {
+        if (!removed) off = c.onRestart?.(fn)
+      },
+      () => {},
+    )
+    return () => {
+      removed = true
+      off?.()
+    }
+  }
   kill(signal?: NodeJS.Signals): void {
     void this.get().then((c) => c.kill(signal))
   }

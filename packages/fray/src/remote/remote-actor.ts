@@ -11,6 +11,7 @@ import type { ActorSpec } from '../actor-runtime.js'
 import { ActorDiedError, FrayError } from '../errors.js'
 import { actorDeaths, actorRestarts } from '../internal/telemetry.js'
 import { PendingCalls } from '../internal/pending.js'
+import { RestartListeners } from '../internal/restart-listeners.js'
 import { errorFromPayload } from '../internal/wire.js'
 import { resources } from '../resources.js'
 import type { DriverRegistry } from './registry.js'
@@ -23,6 +24,7 @@ const DAY_MS = 24 * 3600 * 1000
 export class RemoteActor implements ActorConnection {
   private state: ActorStatus = 'starting'
   private readonly pending = new PendingCalls()
+  private readonly restartListeners = new RestartListeners()
   private client: DuckyClient<typeof ActorService> | null = null
   private host: SpawnedHost | null = null
   private hostPid: number | undefined
@@ -114,6 +116,7 @@ export class RemoteActor implements ActorConnection {
         this.state = 'dead'
         this.death = err
       })
+      this.restartListeners.emit()
       return
     }
     this.state = 'dead'
@@ -159,6 +162,10 @@ export class RemoteActor implements ActorConnection {
 
   restarts(): number {
     return this.restartCount
+  }
+
+  onRestart(fn: () => void): () => void {
+    return this.restartListeners.add(fn)
   }
 
   ready(): Promise<void> {
