@@ -6,8 +6,6 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openStore, storeUrl } from '@marin/finestore'
-import { LocalClient } from '@marin/fray'
-import { ZephyrContext } from '@marin/zephyr'
 import { afterAll, describe, expect, test } from 'vitest'
 import { buildTokenCache } from './cache/build-token-cache.js'
 import { TokenCache } from './cache/token-cache.js'
@@ -18,6 +16,7 @@ import { dedup } from './dedup/dedup.js'
 import { DatakitError } from './errors.js'
 import { brownParagraphs, gpt2Files } from './test-support/brown.js'
 import { BpeTokenizer } from './tokenizer/bpe-tokenizer.js'
+import { defaultContext } from './zephyr-context.js'
 
 const root = mkdtempSync(join(tmpdir(), 'datakit-pipeline-'))
 const prefix = join(root, 'marin')
@@ -36,12 +35,7 @@ const nearPlants = long.slice(6, 12).map((p) => {
 })
 
 async function readAll(ds: ReturnType<typeof Dataset.fromDatakit>): Promise<{ id: string; text: string }[]> {
-  const ctx = new ZephyrContext({ progress: 'off' })
-  try {
-    return (await ctx.execute(ds)).results
-  } finally {
-    await ctx.close()
-  }
+  return (await defaultContext().execute(ds)).results
 }
 
 describe('ingest → dedup → tokenize on the Brown corpus', () => {
@@ -112,20 +106,15 @@ describe('ingest → dedup → tokenize on the Brown corpus', () => {
     expect((await buildTokenCache({ dataset: 'brown', tokenizer: tok, name: 'brown-w1', prefix })).reused).toBe(true)
   })
 
-  test('a cache built by 2 worker processes matches the in-process one', async () => {
-    const client = new LocalClient()
-    try {
-      const { encoderJson, vocabBpe } = gpt2Files()
-      const tok = BpeTokenizer.fromGpt2Files(encoderJson, vocabBpe)
-      const procs = await buildTokenCache({ dataset: 'brown', tokenizer: tok, name: 'brown-procs', workers: 2, zephyr: { client }, prefix })
-      const one = await TokenCache.open('brown-w1', { prefix })
-      expect(procs.ledger.shards).toEqual(one.ledger.shards)
-      const c = await TokenCache.open('brown-procs', { prefix })
-      const idx = [0, 3, 5, 8]
-      expect(c.getBatch(idx, 32, { seed: 11 })).toEqual(one.getBatch(idx, 32, { seed: 11 }))
-    } finally {
-      await client.shutdown()
-    }
+  test('a cache built in process matches the one built by worker processes', async () => {
+    const { encoderJson, vocabBpe } = gpt2Files()
+    const tok = BpeTokenizer.fromGpt2Files(encoderJson, vocabBpe)
+    const local = await buildTokenCache({ dataset: 'brown', tokenizer: tok, name: 'brown-local', zephyr: { inProcess: true }, prefix })
+    const one = await TokenCache.open('brown-w1', { prefix })
+    expect(local.ledger.shards).toEqual(one.ledger.shards)
+    const c = await TokenCache.open('brown-local', { prefix })
+    const idx = [0, 3, 5, 8]
+    expect(c.getBatch(idx, 32, { seed: 11 })).toEqual(one.getBatch(idx, 32, { seed: 11 }))
   }, 120_000)
 
   test('a ledger that disagrees with its shards is refused, naming the shard', async () => {

@@ -1,11 +1,18 @@
 /**
- * @module `ZephyrContext`: runs a Dataset. In this process by default, or on
- * fray worker processes when given a fray client.
+ * @module `ZephyrContext`: runs a Dataset on fray workers. As in Python
+ * zephyr, the client defaults to fray's current client, which on one machine
+ * is a `LocalClient` whose actors are worker processes: stages run in
+ * parallel on the machine's cores. Functions reach the workers as source
+ * text, bound `args` or module references (`user-fn.ts`); `inProcess: true`
+ * runs tasks in this process instead, where closures work, for tests,
+ * debugging and data too small to be worth starting a process.
  *
  * @example
- * const ctx = new ZephyrContext({ client: new LocalClient(), maxWorkers: 4, memoryBudget: 256 * 2 ** 20 })
+ * const ctx = new ZephyrContext({ maxWorkers: 4, memoryBudget: 256 * 2 ** 20 })
  * const { outputs, counters } = await ctx.execute(ds)
+ * await ctx.close()
  */
+import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
 import type { Client } from '@marin/fray'
 import type { FrayRunner } from './fray-runner.js'
@@ -15,17 +22,27 @@ import type { ExecuteOptions, ExecuteResult, TaskRunner } from './executor.js'
 import { planStages } from './plan.js'
 import type { StagePlan } from './plan.js'
 import { runTask } from './run-task.js'
+import { resolveStage } from './resolve-stage.js'
 import type { Op } from './ops.js'
+import { logger } from '@marin/rigging'
+import { ZephyrError } from './errors.js'
 import { checkOptions, ContextOptionsSchema, ExecuteOptionsSchema } from './options.js'
+
+const log = logger('zephyr')
 
 export type ZephyrContextOptions = ExecuteOptions & {
   /**
-   * A fray client: tasks run on `maxWorkers` worker actors it creates (worker
-   * processes with `LocalClient`). Without one, tasks run in this process.
+   * The fray client whose actors run the tasks.
+   * @default fray's `currentClient()`: worker processes on this machine unless `withClient`/`setDefaultClient` chose another
    */
   readonly client?: Client
-  /** Worker actors (with a client), or tasks in flight in this process. @default 1 */
+  /**
+   * Worker actors at most, started as tasks need them; with `inProcess`, tasks in flight.
+   * @default os.availableParallelism() on workers, 1 in process
+   */
   readonly maxWorkers?: number
+  /** Run tasks in this process (closures allowed, no worker startup). @default false */
+  readonly inProcess?: boolean
 }
 
 /** A plain local path becomes absolute, so every process resolves it the same way. */
@@ -42,6 +59,30 @@ export function inProcessRunner(concurrency: number): TaskRunner {
   return { concurrency, run: (stage, shard, env) => runTask(stage, shard, env) }
 }
 
+const isMemory = (u: unknown): u is string => typeof u === 'string' && u.startsWith('memory://')
+
+/**
+ * A `memory://` URL the plan reads or writes, if any. Memory storage lives in
+ * one process, so such a plan runs in process even on a worker context.
+ */
+export function memoryUrl(stages: readonly StagePlan[], scratch?: string): string | undefined {
+  if (isMemory(scratch)) return scratch
+  for (const s of stages) {
+    if (s.input.kind === 'files') {
+      const u = s.input.urls.find(isMemory)
+      if (u) return u
+    }
+    if (s.input.kind === 'list') {
+      for (const shard of s.input.shards) {
+        const u = shard.find(isMemory)
+        if (u) return u
+      }
+    }
+    if (s.output.kind === 'write' && isMemory(s.output.writer.pattern)) return s.output.writer.pattern
+  }
+  return undefined
+}
+
 export class ZephyrContext {
   private runner: Promise<FrayRunner> | undefined
 
@@ -49,20 +90,21 @@ export class ZephyrContext {
 
   constructor(options: ZephyrContextOptions = {}) {
     checkOptions(ContextOptionsSchema, options, 'ZephyrContext')
+    if (options.inProcess && options.client) throw new ZephyrError('INVALID_PLAN', 'ZephyrContext: inProcess runs tasks in this process, so a client has no use; pass one or the other')
     this.options = options
   }
 
-  /** The fray workers, started on first use and kept until `close()`. */
+  /** The fray worker pool (undefined in process); workers start on demand and stay until `close()`. */
   workers(): Promise<FrayRunner> | undefined {
-    if (!this.options.client) return undefined
+    if (this.options.inProcess) return undefined
     const client = this.options.client
     // fray's worker machinery loads only when a context runs on workers
-    this.runner ??= import('./fray-runner.js').then((m) => m.frayRunner(client, this.options.maxWorkers ?? 1))
+    this.runner ??= import('./fray-runner.js').then((m) => m.frayRunner(client, this.options.maxWorkers ?? availableParallelism()))
     this.runner.catch(() => (this.runner = undefined))
     return this.runner
   }
 
-  /** Stops the worker actors (a no-op in process). */
+  /** Stops the worker processes (a no-op in process). Idle workers never keep Node alive, but close frees them. */
   async close(): Promise<void> {
     const r = this.runner
     this.runner = undefined
@@ -79,7 +121,11 @@ export class ZephyrContext {
     checkOptions(ExecuteOptionsSchema, overrides, 'ZephyrContext.execute')
     const opts = { ...this.options, ...overrides }
     const stages = await this.plan(ds)
-    const runner = (await this.workers()) ?? inProcessRunner(opts.maxWorkers ?? 1)
+    // module references are imported here first, so a bad one fails before any worker starts
+    await Promise.all(stages.map(resolveStage))
+    const memory = memoryUrl(stages, opts.scratch)
+    if (memory && !this.options.inProcess) log.info({ url: memory }, 'memory:// storage lives in this process only: running the plan in process')
+    const runner = (memory ? undefined : await this.workers()) ?? inProcessRunner(opts.maxWorkers ?? 1)
     return executeStages<T>(stages, runner, opts)
   }
 }

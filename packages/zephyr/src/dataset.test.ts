@@ -6,7 +6,7 @@ import { Dataset } from './dataset.js'
 import { col } from './expr.js'
 import { tempDir } from './fixtures/tmp.js'
 
-const ctx = new ZephyrContext({ progress: 'off', maxWorkers: 2 })
+const ctx = new ZephyrContext({ inProcess: true, progress: 'off', maxWorkers: 2 })
 const nums = Array.from({ length: 100 }, (_, i) => i)
 
 describe('Dataset is a lazy, immutable plan', () => {
@@ -73,7 +73,7 @@ describe('transforms fuse into one pass per stage', () => {
         yield i
       }
     }
-    const { results } = await new ZephyrContext({ progress: 'off' }).execute(Dataset.fromIterable(endless()).map((x) => x * 10).take(5))
+    const { results } = await new ZephyrContext({ inProcess: true, progress: 'off' }).execute(Dataset.fromIterable(endless()).map((x) => x * 10).take(5))
     expect(results).toEqual([0, 10, 20, 30, 40])
     expect(pulled).toBeLessThan(5000)
   })
@@ -164,7 +164,7 @@ describe('outputs', () => {
 
   test('the local cache downloads a bucket object once and again only after it changes', async () => {
     const cacheDir = tempDir()
-    const cached = new ZephyrContext({ progress: 'off', cacheDir })
+    const cached = new ZephyrContext({ inProcess: true, progress: 'off', cacheDir })
     await ctx.execute(Dataset.fromList(nums).map((i) => ({ i, lang: i % 2 ? 'en' : 'fr' })).writeParquet('memory://zephyr-cache/in/part-{shard}.parquet'))
     await ctx.execute(Dataset.fromList(nums).map((i) => ({ i })).writeJsonl('memory://zephyr-cache/in/part-{shard}.jsonl.gz'))
     const pq = Dataset.fromFiles('memory://zephyr-cache/in/*.parquet').loadParquet({ columns: ['i'] })

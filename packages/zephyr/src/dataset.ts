@@ -22,6 +22,8 @@ import type { ArrowReadOptions } from './readers/arrow.js'
 import type { JsonlOptions } from './readers/jsonl.js'
 import type { WikiPage, WikiXmlOptions } from './readers/wiki-xml.js'
 import type { ParquetWriteOptions } from './writers/parquet.js'
+import { checkFnSpec, isFunctionRef, snapshotArgs } from './user-fn.js'
+import type { FnSpec } from './user-fn.js'
 
 export type Row = Record<string, unknown>
 
@@ -30,9 +32,10 @@ function positiveInt(n: unknown, what: string): number {
   return n
 }
 
-function fn<F>(f: F, what: string): F {
-  if (typeof f !== 'function') throw new ZephyrError('INVALID_PLAN', `${what} needs a function, got ${typeof f}`)
-  return f
+function keySpec(key: unknown, what: string): KeySpec {
+  if (typeof key === 'string' || typeof key === 'function') return key as KeySpec
+  if (isFunctionRef(key)) return checkFnSpec(key, `${what} key`) as KeySpec
+  throw new ZephyrError('INVALID_PLAN', `${what} key must be a field name, a function or fnRef(import.meta.url, 'name')`)
 }
 
 export class Dataset<T> {
@@ -99,18 +102,29 @@ export class Dataset<T> {
     return this.append({ kind: 'load', loader: { format: 'wikiXml', options } })
   }
 
-  map<U>(f: (record: T) => U): Dataset<U> {
-    return this.append({ kind: 'map', fn: fn(f, 'map') })
+  /**
+   * Each record → `f(record)`, or `f(record, args)` with bound `args`. `f` is a
+   * function or `fnRef(import.meta.url, 'name')` (see `user-fn.ts` for what
+   * travels to worker processes).
+   */
+  map<U>(f: FnSpec<(record: T) => U>): Dataset<U>
+  map<U, A>(f: FnSpec<(record: T, args: A) => U>, opts: { args: A }): Dataset<U>
+  map<U>(f: FnSpec, opts: { args?: unknown } = {}): Dataset<U> {
+    return this.append({ kind: 'map', fn: checkFnSpec(f, 'map'), args: snapshotArgs(opts.args, 'map') })
   }
 
   /** Keeps records for which `pred` is truthy; an expression (`col('x').eq(1)`) can also skip Parquet row groups. */
-  filter(pred: ((record: T) => unknown) | ExprBuilder): Dataset<T> {
+  filter(pred: FnSpec<(record: T) => unknown> | ExprBuilder): Dataset<T>
+  filter<A>(pred: FnSpec<(record: T, args: A) => unknown>, opts: { args: A }): Dataset<T>
+  filter(pred: FnSpec | ExprBuilder, opts: { args?: unknown } = {}): Dataset<T> {
     if (isExprBuilder(pred)) return this.append({ kind: 'filterExpr', expr: pred.expr })
-    return this.append({ kind: 'filter', fn: fn(pred, 'filter') })
+    return this.append({ kind: 'filter', fn: checkFnSpec(pred, 'filter'), args: snapshotArgs(opts.args, 'filter') })
   }
 
-  flatMap<U>(f: (record: T) => Iterable<U>): Dataset<U> {
-    return this.append({ kind: 'flatMap', fn: fn(f, 'flatMap') })
+  flatMap<U>(f: FnSpec<(record: T) => Iterable<U>>): Dataset<U>
+  flatMap<U, A>(f: FnSpec<(record: T, args: A) => Iterable<U>>, opts: { args: A }): Dataset<U>
+  flatMap<U>(f: FnSpec, opts: { args?: unknown } = {}): Dataset<U> {
+    return this.append({ kind: 'flatMap', fn: checkFnSpec(f, 'flatMap'), args: snapshotArgs(opts.args, 'flatMap') })
   }
 
   /** Keeps only these fields of each record. */
@@ -120,8 +134,10 @@ export class Dataset<T> {
   }
 
   /** A function over a whole shard's records (e.g. to batch model calls or keep state). */
-  mapShard<U>(f: (records: AsyncIterable<T>, shard: ShardInfo) => Iterable<U> | AsyncIterable<U>): Dataset<U> {
-    return this.append({ kind: 'mapShard', fn: fn(f, 'mapShard') })
+  mapShard<U>(f: FnSpec<(records: AsyncIterable<T>, shard: ShardInfo) => Iterable<U> | AsyncIterable<U>>): Dataset<U>
+  mapShard<U, A>(f: FnSpec<(records: AsyncIterable<T>, shard: ShardInfo, args: A) => Iterable<U> | AsyncIterable<U>>, opts: { args: A }): Dataset<U>
+  mapShard<U>(f: FnSpec, opts: { args?: unknown } = {}): Dataset<U> {
+    return this.append({ kind: 'mapShard', fn: checkFnSpec(f, 'mapShard'), args: snapshotArgs(opts.args, 'mapShard') })
   }
 
   /** Consecutive records of a shard in arrays of `size` (the last may be shorter). */
@@ -143,17 +159,24 @@ export class Dataset<T> {
   /**
    * Groups records by key and reduces each group to one record (a stage boundary).
    * Groups larger in total than the memory budget spill to disk.
+   * `opts.args` are bound to the reducer (its third argument).
    * @example ds.groupBy('lang', (lang, docs) => ({ lang, n: docs.length }), { numShards: 4 })
    */
-  groupBy<R, K = unknown>(key: KeySpec<T>, reducer: (key: K, items: T[]) => R, opts: { numShards?: number } = {}): Dataset<R> {
-    if (typeof key !== 'string' && typeof key !== 'function') throw new ZephyrError('INVALID_PLAN', 'groupBy key must be a field name or a function')
-    return this.append({ kind: 'groupBy', key: key as KeySpec, reducer: fn(reducer, 'groupBy reducer'), numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'groupBy numShards') })
+  groupBy<R, K = unknown>(key: KeySpec<T>, reducer: FnSpec<(key: K, items: T[]) => R>, opts?: { numShards?: number }): Dataset<R>
+  groupBy<R, K, A>(key: KeySpec<T>, reducer: FnSpec<(key: K, items: T[], args: A) => R>, opts: { numShards?: number; args: A }): Dataset<R>
+  groupBy<R>(key: KeySpec<T>, reducer: FnSpec, opts: { numShards?: number; args?: unknown } = {}): Dataset<R> {
+    return this.append({
+      kind: 'groupBy',
+      key: keySpec(key, 'groupBy'),
+      reducer: checkFnSpec(reducer, 'groupBy reducer'),
+      args: snapshotArgs(opts.args, 'groupBy'),
+      numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'groupBy numShards'),
+    })
   }
 
   /** Keeps the first record (in input order) of each key (a stage boundary). */
   deduplicate(key: KeySpec<T>, opts: { numShards?: number } = {}): Dataset<T> {
-    if (typeof key !== 'string' && typeof key !== 'function') throw new ZephyrError('INVALID_PLAN', 'deduplicate key must be a field name or a function')
-    return this.append({ kind: 'deduplicate', key: key as KeySpec, numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'deduplicate numShards') })
+    return this.append({ kind: 'deduplicate', key: keySpec(key, 'deduplicate'), numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'deduplicate numShards') })
   }
 
   /** Writes each shard as JSON lines; `.gz`/`.zst` in the pattern compress. Records become the output URLs. */

@@ -8,6 +8,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { serialize } from 'node:v8'
 import { logger } from '@marin/rigging'
 import { addTaskCounters } from './counters.js'
 import type { StageCounters } from './counters.js'
@@ -65,15 +66,18 @@ export type ExecuteResult<T> = {
  * A stable name for a plan's scratch folder, so that a rerun with
  * `skipExisting` finds the committed shards of a crashed run. It covers the
  * plan's shape (inputs, operations and their settings, outputs, shard counts)
- * but not function bodies, whose source text differs between loaders; like
+ * and bound args, but not function bodies, whose source text differs between loaders; like
  * `skipExisting` itself, resuming trusts that the code did not change.
  */
 export function planHash(stages: readonly StagePlan[]): string {
   const h = createHash('sha256')
-  const data = (_k: string, v: unknown) => (typeof v === 'function' ? 'fn' : typeof v === 'bigint' ? `${v}n` : v)
+  // bound args (any structured-cloneable data) count by their serialized bytes
+  const data = (k: string, v: unknown) =>
+    k === 'args' && v !== undefined ? createHash('sha256').update(serialize(v)).digest('hex') : typeof v === 'function' ? 'fn' : typeof v === 'bigint' ? `${v}n` : v
   for (const s of stages) {
     h.update(s.name)
     h.update(JSON.stringify(s.input.kind === 'files' ? s.input.urls : s.input.kind))
+    if (s.input.kind === 'shuffle') h.update(JSON.stringify(s.input.reduce, data))
     h.update(JSON.stringify(s.ops, data))
     h.update(JSON.stringify(s.output, data))
     h.update(String(s.numShards))

@@ -1,16 +1,21 @@
 /**
- * @module Runs tasks on a group of fray worker actors (worker processes with
- * the local client). Each task goes to an idle worker; a worker that dies
- * mid-task is restarted by fray, and the executor retries the task.
+ * @module Runs tasks on fray worker actors (worker processes with the local
+ * client). Workers start as tasks need them, up to `maxWorkers`, so a plan
+ * with one shard starts one process; they stay for the next `execute` until
+ * `close()`. Each task goes to an idle worker; a worker that dies mid-task is
+ * restarted by fray, and the executor retries the task.
  */
-import type { ActorGroup, ActorHandle, Client } from '@marin/fray'
+import { actorClass, currentClient } from '@marin/fray'
+import type { ActorClassRef, ActorHandle, Client } from '@marin/fray'
 import { ZephyrError } from './errors.js'
 import type { TaskRunner } from './executor.js'
 import type { StagePlan } from './plan.js'
 import { toPortable } from './portable.js'
 import type { TaskEnv, TaskResult } from './run-task.js'
-import { ZephyrWorkerClass } from './worker.js'
 import type { ZephyrWorker } from './worker.js'
+
+/** Where fray finds the worker class (the worker module itself never loads fray's index). */
+export const ZephyrWorkerClass: ActorClassRef<typeof ZephyrWorker> = actorClass<typeof ZephyrWorker>(new URL('./worker.ts', import.meta.url), 'ZephyrWorker')
 
 export type FrayRunner = TaskRunner & {
   /** The worker processes' ids (undefined for a worker that is restarting). */
@@ -26,27 +31,39 @@ function sliceForShard(portable: unknown, stage: StagePlan, shard: number): unkn
   return { ...(portable as object), input: { kind: 'list', shards } }
 }
 
-export async function frayRunner(client: Client, workers: number): Promise<FrayRunner> {
-  const group: ActorGroup<ZephyrWorker> = await client.createActorGroup(ZephyrWorkerClass, workers, [], { name: 'zephyr-worker', maxRestarts: 1000 })
-  await group.waitReady()
-  const idle: ActorHandle<ZephyrWorker>[] = [...group.members]
+export async function frayRunner(clientOption: Client | undefined, maxWorkers: number): Promise<FrayRunner> {
+  const client = clientOption ?? currentClient()
+  const members: ActorHandle<ZephyrWorker>[] = []
+  const idle: ActorHandle<ZephyrWorker>[] = []
   const waiting: ((w: ActorHandle<ZephyrWorker>) => void)[] = []
   const portable = new WeakMap<StagePlan, unknown>()
+  let starting = 0
+  let closed = false
 
-  const acquire = () =>
-    new Promise<ActorHandle<ZephyrWorker>>((resolve) => {
-      const w = idle.shift()
-      if (w) resolve(w)
-      else waiting.push(resolve)
-    })
   const release = (w: ActorHandle<ZephyrWorker>) => {
     const next = waiting.shift()
     if (next) next(w)
     else idle.push(w)
   }
+  const acquire = async (): Promise<ActorHandle<ZephyrWorker>> => {
+    const w = idle.shift()
+    if (w) return w
+    if (members.length + starting < maxWorkers) {
+      starting++
+      try {
+        const h = await client.createActor(ZephyrWorkerClass, [], { name: `zephyr-worker-${members.length + starting - 1}`, maxRestarts: 1000 })
+        members.push(h)
+        if (closed) await h.$actor.stop().catch(() => {})
+        return h
+      } finally {
+        starting--
+      }
+    }
+    return new Promise((resolve) => waiting.push(resolve))
+  }
 
   return {
-    concurrency: workers,
+    concurrency: maxWorkers,
     remote: true,
     async run(stage: StagePlan, shard: number, env: TaskEnv): Promise<TaskResult> {
       let p = portable.get(stage)
@@ -66,9 +83,10 @@ export async function frayRunner(client: Client, workers: number): Promise<FrayR
         release(w)
       }
     },
-    pids: () => group.members.map((m) => m.$actor.pid()),
+    pids: () => members.map((m) => m.$actor.pid()),
     async close() {
-      await Promise.all(group.members.map((m) => m.$actor.stop().catch(() => {})))
+      closed = true
+      await Promise.all(members.map((m) => m.$actor.stop().catch(() => {})))
     },
   }
 }

@@ -7,12 +7,8 @@
 import type { TaskCounters } from './counters.js'
 import { ZephyrError } from './errors.js'
 import { evaluate } from './expr.js'
-import type { RecordOp } from './ops.js'
-import { readArrow } from './readers/arrow.js'
-import { readJsonl } from './readers/jsonl.js'
-import { readText } from './readers/text.js'
-import { readWikiXml } from './readers/wiki-xml.js'
-import { ParquetReader } from './parquet-reader.js'
+import type { AnyFn, RecordOp } from './ops.js'
+import type { FnSpec } from './user-fn.js'
 
 export type Batches = AsyncIterable<unknown[]>
 
@@ -27,15 +23,21 @@ function userError(op: string, where: ShardInfo, err: unknown): ZephyrError {
   if (err instanceof ZephyrError) return err
   const msg = err instanceof Error ? err.message : String(err)
   if (err instanceof ReferenceError && process.env.ZEPHYR_WORKER === '1') {
-    return new ZephyrError('FUNCTION_NOT_PORTABLE', `stage ${where.stage} shard ${where.shard}: ${op} uses a variable the worker does not have (${msg}); functions sent to workers must be self-contained — inline the value, or run in process`, false, { cause: err })
+    return new ZephyrError('FUNCTION_NOT_PORTABLE', `stage ${where.stage} shard ${where.shard}: ${op} uses a variable the worker does not have (${msg}); functions sent to workers must be self-contained: pass the value as bound args (${op}(fn, { args })), export the function and pass fnRef(import.meta.url, 'name'), or run in process (inProcess: true)`, false, { cause: err })
   }
   return new ZephyrError('USER_FUNCTION_FAILED', `stage ${where.stage} shard ${where.shard}: ${op} threw: ${msg}; fix the function or filter out the record first`, false, { cause: err })
+}
+
+/** A resolved user function (`resolve-stage.ts` runs before any task). */
+function callable(f: FnSpec): AnyFn {
+  if (typeof f !== 'function') throw new Error(`function ${f.module}#${f.name} was not resolved before the task ran`)
+  return f
 }
 
 function link(op: RecordOp, next: Sink, where: ShardInfo): Sink {
   switch (op.kind) {
     case 'map': {
-      const fn = op.fn
+      const fn = callable(op.fn)
       return {
         push(r) {
           let v
@@ -50,7 +52,7 @@ function link(op: RecordOp, next: Sink, where: ShardInfo): Sink {
       }
     }
     case 'filter': {
-      const fn = op.fn
+      const fn = callable(op.fn)
       return {
         push(r) {
           let keep
@@ -69,7 +71,7 @@ function link(op: RecordOp, next: Sink, where: ShardInfo): Sink {
       return { push: (r) => (evaluate(expr, r) ? next.push(r) : true), end: () => next.end() }
     }
     case 'flatMap': {
-      const fn = op.fn
+      const fn = callable(op.fn)
       return {
         push(r) {
           let xs: Iterable<unknown>
@@ -153,12 +155,17 @@ async function* load(input: Batches, op: Extract<RecordOp, { kind: 'load' }>, co
   for await (const batch of input) {
     for (const url of batch) {
       if (typeof url !== 'string') throw new ZephyrError('INVALID_PLAN', `load${loader.format}: expected file URLs from fromFiles(), got ${typeof url}; call the loader right after fromFiles()`)
+      // readers load on first use: a worker imports only the formats it reads
       switch (loader.format) {
-        case 'jsonl': yield* readJsonl(url, loader.options, counters); break
-        case 'text': yield* readText(url, loader.options, counters); break
-        case 'arrow': yield* readArrow(url, loader.options, counters); break
-        case 'wikiXml': yield* readWikiXml(url, loader.options, counters); break
-        case 'parquet': yield* new ParquetReader({ path: url, columns: loader.options.columns, filter: loader.options.filter, counters }).batches(); break
+        case 'jsonl': yield* (await import('./readers/jsonl.js')).readJsonl(url, loader.options, counters); break
+        case 'text': yield* (await import('./readers/text.js')).readText(url, loader.options, counters); break
+        case 'arrow': yield* (await import('./readers/arrow.js')).readArrow(url, loader.options, counters); break
+        case 'wikiXml': yield* (await import('./readers/wiki-xml.js')).readWikiXml(url, loader.options, counters); break
+        case 'parquet': {
+          const { ParquetReader } = await import('./parquet-reader.js')
+          yield* new ParquetReader({ path: url, columns: loader.options.columns, filter: loader.options.filter, counters }).batches()
+          break
+        }
       }
     }
   }
@@ -212,7 +219,7 @@ export function fusePipeline(input: Batches, ops: readonly RecordOp[], where: Sh
       if (i === lastLoad) stream = count(stream, counters)
     } else if (op.kind === 'mapShard') {
       flush()
-      stream = mapShard(stream, op.fn, where)
+      stream = mapShard(stream, callable(op.fn), where)
     } else chain.push(op)
   })
   flush()

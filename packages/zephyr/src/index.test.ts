@@ -10,6 +10,7 @@ test('exports', async () => {
       "ZephyrError",
       "col",
       "evaluate",
+      "fnRef",
       "formatPattern",
       "isZephyrError",
       "mayMatch",

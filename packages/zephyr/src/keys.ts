@@ -4,12 +4,15 @@
  * output shard and orders groups, so results do not depend on worker count.
  */
 import { xxh3Batch } from '@marin/dupekit'
+import type { FunctionRef } from './user-fn.js'
 
-/** A field name, or a function of the record. */
-export type KeySpec<T = unknown> = string | ((record: T) => unknown)
+/** A field name, a function of the record, or a module reference to one. */
+export type KeySpec<T = unknown> = string | ((record: T) => unknown) | FunctionRef<(record: T) => unknown>
 
+/** The key function of a resolved spec (module references are imported before a task runs). */
 export function keyFunction<T>(spec: KeySpec<T>): (record: T) => unknown {
   if (typeof spec === 'function') return spec
+  if (typeof spec !== 'string') throw new Error(`key ${spec.module}#${spec.name} was not resolved before the task ran`)
   return (r) => (r as Record<string, unknown> | null)?.[spec]
 }
 

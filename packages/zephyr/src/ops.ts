@@ -1,6 +1,8 @@
 /**
  * @module The operations of a plan, as data. Functions stay functions in
  * process; `portable.ts` turns them into source text for worker processes.
+ * A user function is inline or a module reference (`user-fn.ts`), with
+ * optional bound `args` passed as its last argument.
  */
 import type { Expr } from './expr.js'
 import type { KeySpec } from './keys.js'
@@ -9,6 +11,7 @@ import type { JsonlOptions } from './readers/jsonl.js'
 import type { TextOptions } from './readers/text.js'
 import type { WikiXmlOptions } from './readers/wiki-xml.js'
 import type { ParquetWriteOptions } from './writers/parquet.js'
+import type { FnSpec } from './user-fn.js'
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyFn = (...args: any[]) => any
@@ -28,19 +31,19 @@ export type WriterSpec =
 /** Operations fused into one pass over a shard. */
 export type RecordOp =
   | { readonly kind: 'load'; readonly loader: LoaderSpec }
-  | { readonly kind: 'map'; readonly fn: AnyFn }
-  | { readonly kind: 'filter'; readonly fn: AnyFn }
+  | { readonly kind: 'map'; readonly fn: FnSpec; readonly args?: unknown }
+  | { readonly kind: 'filter'; readonly fn: FnSpec; readonly args?: unknown }
   | { readonly kind: 'filterExpr'; readonly expr: Expr }
-  | { readonly kind: 'flatMap'; readonly fn: AnyFn }
+  | { readonly kind: 'flatMap'; readonly fn: FnSpec; readonly args?: unknown }
   | { readonly kind: 'select'; readonly columns: readonly string[] }
-  | { readonly kind: 'mapShard'; readonly fn: AnyFn }
+  | { readonly kind: 'mapShard'; readonly fn: FnSpec; readonly args?: unknown }
   | { readonly kind: 'window'; readonly size: number }
   | { readonly kind: 'take'; readonly n: number }
 
 /** Operations that end a stage: records move between shards. */
 export type BoundaryOp =
   | { readonly kind: 'reshard'; readonly numShards: number }
-  | { readonly kind: 'groupBy'; readonly key: KeySpec; readonly reducer: AnyFn; readonly numShards?: number }
+  | { readonly kind: 'groupBy'; readonly key: KeySpec; readonly reducer: FnSpec; readonly args?: unknown; readonly numShards?: number }
   | { readonly kind: 'deduplicate'; readonly key: KeySpec; readonly numShards?: number }
 
 export type Op = RecordOp | BoundaryOp | { readonly kind: 'write'; readonly writer: WriterSpec }

@@ -21,7 +21,8 @@ export const ContextOptionsSchema = ExecuteOptionsSchema.extend({
   client: z.custom<object>((v) => typeof v === 'object' && v !== null && typeof (v as { createActorGroup?: unknown }).createActorGroup === 'function', {
     message: 'expected a fray client (e.g. new LocalClient())',
   }).optional(),
-  maxWorkers: z.number().int().positive().optional().describe('worker actors, or tasks in flight in process'),
+  maxWorkers: z.number().int().positive().optional().describe('worker actors at most, or tasks in flight in process'),
+  inProcess: z.boolean().optional().describe('run tasks in this process'),
 })
 
 /** Validates options; the error names each bad option and what it expects. */

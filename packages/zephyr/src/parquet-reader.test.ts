@@ -11,7 +11,7 @@ import type { ForeignCodec } from './fixtures/parquet-wasm.js'
 import { tempDir } from './fixtures/tmp.js'
 import { ParquetReader } from './parquet-reader.js'
 
-const ctx = new ZephyrContext({ progress: 'off' })
+const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
 const N = 5000
 const langs = ['en', 'fr', 'de', 'es']
 // sorted by lang, as a crawler's output often is, so row groups have narrow lang ranges

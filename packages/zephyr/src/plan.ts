@@ -10,7 +10,8 @@ import { globPrefix, globToRegExp, hasGlob } from './internal/glob.js'
 import { joinUrl, splitUrl, storageAt } from './internal/location.js'
 import type { KeySpec } from './keys.js'
 import { isBoundary, opLabel } from './ops.js'
-import type { AnyFn, BoundaryOp, Op, RecordOp, Source, WriterSpec } from './ops.js'
+import type { FnSpec } from './user-fn.js'
+import type { BoundaryOp, Op, RecordOp, Source, WriterSpec } from './ops.js'
 
 export type StageInput =
   | { readonly kind: 'files'; readonly urls: readonly string[] }
@@ -28,7 +29,7 @@ export type StageInput =
 
 export type ShuffleReduce =
   | { readonly kind: 'concat' }
-  | { readonly kind: 'group'; readonly key: KeySpec; readonly reducer: AnyFn }
+  | { readonly kind: 'group'; readonly key: KeySpec; readonly reducer: FnSpec; readonly args?: unknown }
   | { readonly kind: 'first'; readonly key: KeySpec }
 
 export type StageOutput =
@@ -129,7 +130,7 @@ export async function planStages(source: Source, ops: readonly Op[]): Promise<St
       const next = b.kind === 'reshard' ? b.numShards : (b.numShards ?? shards)
       const partition = b.kind === 'reshard' ? ({ kind: 'roundRobin' } as const) : ({ kind: 'hash', key: b.key } as const)
       close({ kind: 'shuffle', numShards: next, partition }, `${b.kind}(${next})`)
-      input = { kind: 'shuffle', reduce: b.kind === 'reshard' ? { kind: 'concat' } : b.kind === 'groupBy' ? { kind: 'group', key: b.key, reducer: b.reducer } : { kind: 'first', key: b.key } }
+      input = { kind: 'shuffle', reduce: b.kind === 'reshard' ? { kind: 'concat' } : b.kind === 'groupBy' ? { kind: 'group', key: b.key, reducer: b.reducer, args: b.args } : { kind: 'first', key: b.key } }
       shards = next
       labels = [b.kind === 'reshard' ? 'read' : b.kind === 'groupBy' ? 'reduce' : 'dedup']
     } else if (op.kind === 'write') {

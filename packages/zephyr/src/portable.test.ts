@@ -16,9 +16,9 @@ test('a plan survives the trip to a worker: functions as source, data as data', 
   const wire = structuredClone(stages.map(toPortable))
   const back = wire.map(fromPortable)
   const map = back[0]!.ops[0]!
-  expect(map.kind === 'map' && map.fn(8)).toBe(4)
+  expect(map.kind === 'map' && (map.fn as (x: number) => number)(8)).toBe(4)
   const input = back[1]!.input
-  expect(input.kind === 'shuffle' && input.reduce.kind === 'group' && input.reduce.reducer(true, [1, 2])).toEqual({ k: true, n: 2 })
+  expect(input.kind === 'shuffle' && input.reduce.kind === 'group' && (input.reduce.reducer as (k: boolean, xs: number[]) => unknown)(true, [1, 2])).toEqual({ k: true, n: 2 })
   expect(back[0]!.input).toEqual(stages[0]!.input)
 })
 

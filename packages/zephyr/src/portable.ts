@@ -4,8 +4,9 @@
  * worker. Such a function must therefore be self-contained: it may use its
  * arguments, globals (`Math`, `JSON`, `process`) and `process.getBuiltinModule`,
  * but not variables captured from the surrounding code; a function that does
- * fails with `FUNCTION_NOT_PORTABLE` naming the variable. (Run in process —
- * a `ZephyrContext` without a client — to use closures freely.)
+ * fails with `FUNCTION_NOT_PORTABLE` naming the variable. Context travels as
+ * bound `args` (structured clone) or through a module reference that the
+ * worker imports (`user-fn.ts`); `inProcess: true` allows closures.
  */
 import { ZephyrError } from './errors.js'
 import type { StagePlan } from './plan.js'
@@ -32,13 +33,16 @@ export function functionSource(fn: (...args: never[]) => unknown, where: string)
   return src
 }
 
+// Data the user gave (bound args, list items) travels as is: never searched for functions.
+const DATA_KEYS = new Set(['args', 'shards'])
+
 function walk(value: unknown, fnToValue: (fn: unknown, path: string) => unknown, path: string): unknown {
   if (typeof value === 'function') return fnToValue(value, path)
   if (value && typeof value === 'object' && (value as FnRef).$fn !== undefined && typeof (value as FnRef).$fn === 'string') return fnToValue(value, path)
   if (Array.isArray(value)) return value.map((v, i) => walk(v, fnToValue, `${path}[${i}]`))
   if (value && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
     const o: Record<string, unknown> = {}
-    for (const [k, v] of Object.entries(value)) o[k] = walk(v, fnToValue, `${path}.${k}`)
+    for (const [k, v] of Object.entries(value)) o[k] = DATA_KEYS.has(k) ? v : walk(v, fnToValue, `${path}.${k}`)
     return o
   }
   return value

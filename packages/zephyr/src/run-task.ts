@@ -27,9 +27,7 @@ import type { Output } from './internal/output.js'
 import { canonicalKey, hashKeys, keyFunction, shardOf } from './keys.js'
 import { formatPattern } from './output-pattern.js'
 import type { StagePlan } from './plan.js'
-import { arrowWriter } from './writers/arrow.js'
-import { jsonlWriter } from './writers/jsonl.js'
-import { parquetWriter } from './writers/parquet.js'
+import { resolveStage } from './resolve-stage.js'
 import type { ShardWriter } from './writers/writer.js'
 
 export type TaskEnv = {
@@ -159,7 +157,7 @@ async function* grouped(
       if (reduce.kind === 'first') out.push(g.items[0])
       else {
         try {
-          out.push(reduce.reducer(g.keyValue, g.items))
+          out.push((reduce.reducer as (k: unknown, items: unknown[]) => unknown)(g.keyValue, g.items))
         } catch (err) {
           throw new ZephyrError('USER_FUNCTION_FAILED', `stage ${where.stage} shard ${where.shard}: groupBy reducer threw for key ${g.key.slice(1, 80)}: ${(err as Error).message}`, false, { cause: err })
         }
@@ -175,12 +173,13 @@ async function* grouped(
   }
 }
 
-function openWriter(stage: StagePlan, url: string, counters: TaskCounters): Promise<ShardWriter> {
+/** Writers load on first use: a worker imports only the format it writes. */
+async function openWriter(stage: StagePlan, url: string, counters: TaskCounters): Promise<ShardWriter> {
   const w = (stage.output as Extract<StagePlan['output'], { kind: 'write' }>).writer
   switch (w.format) {
-    case 'jsonl': return jsonlWriter(url, counters)
-    case 'parquet': return parquetWriter(url, w.options, counters)
-    case 'arrow': return arrowWriter(url, counters)
+    case 'jsonl': return (await import('./writers/jsonl.js')).jsonlWriter(url, counters)
+    case 'parquet': return (await import('./writers/parquet.js')).parquetWriter(url, w.options, counters)
+    case 'arrow': return (await import('./writers/arrow.js')).arrowWriter(url, counters)
   }
 }
 
@@ -190,8 +189,9 @@ export function outputUrl(stage: StagePlan, shard: number): string | undefined {
 }
 
 /** Runs one shard of one stage. */
-export async function runTask(stage: StagePlan, shard: number, env: TaskEnv): Promise<TaskResult> {
+export async function runTask(planned: StagePlan, shard: number, env: TaskEnv): Promise<TaskResult> {
   setInputCache(env.cacheDir)
+  const stage = await resolveStage(planned)
   const counters = emptyTaskCounters()
   const where: ShardInfo = { stage: stage.index, shard, total: stage.numShards }
   const stream = fusePipeline(await stageInput(stage, shard, env, counters), stage.ops, where, counters, stage.input.kind === 'shuffle')

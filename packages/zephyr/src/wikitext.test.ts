@@ -10,7 +10,7 @@ import { tempDir } from './fixtures/tmp.js'
 import { decodeEntities, wikitextToText } from './wikitext.js'
 
 const sample = new URL('./fixtures/wiki-sample.xml', import.meta.url)
-const ctx = new ZephyrContext({ progress: 'off' })
+const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
 
 describe('wikitextToText', () => {
   test('links keep their label, templates and refs go', () => {

@@ -1,11 +1,11 @@
 /**
  * @module The zephyr worker: a fray actor that runs tasks (one shard of one
  * stage) in its own process. The driver sends the stage plan with functions as
- * source text (`portable.ts`); results and failures come back as plain data so
- * that a ZephyrError keeps its code across the process boundary.
+ * source text or module references (`portable.ts`, `user-fn.ts`); results and
+ * failures come back as plain data so that a ZephyrError keeps its code across
+ * the process boundary. It imports only what a task needs (readers and
+ * writers load by format), so a worker starts quickly.
  */
-import { actorClass } from '@marin/fray'
-import type { ActorClassRef } from '@marin/fray'
 import type { TaskCounters } from './counters.js'
 import { isZephyrError } from './errors.js'
 import type { ZephyrErrorCode } from './errors.js'
@@ -41,6 +41,3 @@ export class ZephyrWorker {
     return process.pid
   }
 }
-
-/** Where fray finds the worker class. */
-export const ZephyrWorkerClass: ActorClassRef<typeof ZephyrWorker> = actorClass<typeof ZephyrWorker>(new URL('./worker.ts', import.meta.url), 'ZephyrWorker')

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { LocalClient } from '@marin/fray'
@@ -6,6 +7,8 @@ import { ZephyrContext } from './context.js'
 import { Dataset } from './dataset.js'
 import { col } from './expr.js'
 import { tempDir } from './fixtures/tmp.js'
+import type { tag } from './fixtures/user-fns.js'
+import { fnRef } from './user-fn.js'
 
 const client = new LocalClient()
 afterAll(() => client.shutdown())
@@ -125,4 +128,38 @@ describe('ZephyrContext on fray workers', () => {
       await ctx.close()
     }
   }, 120_000)
+
+  test('by default a context runs on worker processes of fray\'s current client; args and module references reach them', async () => {
+    const ctx = new ZephyrContext({ maxWorkers: 1, progress: 'off' })
+    const fns = new URL('./fixtures/user-fns.ts', import.meta.url)
+    try {
+      const docs = [{ id: 1, text: 'a' }, { id: 2, text: 'bb' }, { id: 3, text: 'ccc' }]
+      const { results } = await ctx.execute(
+        Dataset.fromList(docs)
+          .map(fnRef<typeof tag>(fns, 'tag'), { args: { salt: 'pepper' } })
+          .filter((d, a) => d.id >= a.min, { args: { min: 2 } })
+          .map((d) => ({ id: d.id, digest: d.digest, pid: process.pid })),
+      )
+      expect(results.map((r) => r.id)).toEqual([2, 3])
+      expect(results[0]!.digest).toBe(createHash('sha256').update('pepperbb').digest('hex').slice(0, 8))
+      expect(results[0]!.pid).not.toBe(process.pid)
+      expect((await ctx.workers()!).pids()).toEqual([results[0]!.pid])
+    } finally {
+      await ctx.close()
+    }
+  }, 120_000)
+
+  test('a plan on memory:// storage runs in process even on a worker context (that storage lives in one process)', async () => {
+    const ctx = new ZephyrContext({ client, maxWorkers: 2, progress: 'off' })
+    const offset = 10
+    try {
+      const r = await ctx.execute(Dataset.fromList([1, 2, 3], { numShards: 2 }).map((x) => x + offset).writeJsonl('memory://zephyr-workers-test/out/p-{shard}.jsonl'))
+      expect(r.outputs).toHaveLength(2)
+      expect(r.counters[0]!.recordsOut).toBe(3)
+      expect(ctx.workers()).toBeDefined()
+      expect((await ctx.workers()!).pids()).toEqual([]) // no worker was started
+    } finally {
+      await ctx.close()
+    }
+  })
 })

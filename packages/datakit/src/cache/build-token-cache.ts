@@ -20,22 +20,14 @@ import type { ZephyrContextOptions } from '@marin/zephyr'
 import { findVersionByKey } from '../dataset/ingest.js'
 import { openDataset } from '../dataset/open-dataset.js'
 import { DatakitError } from '../errors.js'
+import { defaultContext } from '../zephyr-context.js'
 import { cacheArtifact, withStore, workDir } from '../store.js'
 import type { StoreAccess } from '../store.js'
 import type { BpeTokenizer } from '../tokenizer/bpe-tokenizer.js'
-import { shardName, tokenizeShard } from './tokenize-shard.js'
+import { shardName, TOKENIZE_SHARDS } from './tokenize-shard.js'
 import type { ShardSummary, ShardTask } from './tokenize-shard.js'
 
 const log = logger('datakit')
-
-const TOKENIZE_SHARD_MODULE = new URL('./tokenize-shard.ts', import.meta.url).href
-
-// What worker processes run: self-contained source (the module travels in each task as a URL),
-// built from text so that no bundler rewrites its `import()`.
-const PORTABLE_RUN = new Function(
-  'items',
-  'return (async function* () { for await (const t of items) { const m = await import(t.module); yield await m.tokenizeShard(t) } })()',
-) as (items: AsyncIterable<ShardTask & { module: string }>) => AsyncIterable<ShardSummary>
 
 /** The ledger of a token cache: what every shard must hold. */
 export type TokenCacheLedger = {
@@ -63,9 +55,9 @@ export type BuildTokenCacheOptions = StoreAccess & {
   readonly name?: string
   /** EOS id. @default the id of `<|endoftext|>` among the tokenizer's special tokens */
   readonly eos?: number
-  /** Shard tasks run at once (worker actors when `zephyr.client` is set). @default 1 */
+  /** Worker processes tokenizing at once (zephyr's `maxWorkers`). @default the machine's cores (datakit's shared worker context) */
   readonly workers?: number
-  /** Extra zephyr context options, e.g. a fray `client` to tokenize in worker processes. */
+  /** Extra zephyr context options, e.g. a fray `client`, or `inProcess: true` to tokenize in this process. */
   readonly zephyr?: ZephyrContextOptions
 }
 
@@ -99,17 +91,16 @@ export async function buildTokenCache(opts: BuildTokenCacheOptions): Promise<Bui
     await writeFile(tokenizerPath, tokJson)
     const total = input.shards.length
     const tasks: ShardTask[] = input.shards.map((url, shard) => ({ url, shard, total, dir, tokenizer: tokenizerPath, dtype }))
-    const plan = Dataset.fromList(tasks.map((t) => ({ ...t, module: TOKENIZE_SHARD_MODULE })), { numShards: total }).mapShard(
-      opts.zephyr?.client ? PORTABLE_RUN : async function* (items) {
-        for await (const t of items) yield await tokenizeShard(t, tok)
-      },
-    )
-    const ctx = new ZephyrContext({ progress: 'off', ...opts.zephyr, maxWorkers: opts.workers ?? opts.zephyr?.maxWorkers ?? 1 })
+    // the tokenizer travels as its file: each worker loads it once
+    const plan = Dataset.fromList(tasks, { numShards: total }).mapShard(TOKENIZE_SHARDS)
+    // the shared worker context, unless the caller asked for a worker count or other options
+    const own = opts.workers !== undefined || opts.zephyr !== undefined
+    const ctx = own ? new ZephyrContext({ progress: 'off', ...opts.zephyr, ...(opts.workers ? { maxWorkers: opts.workers } : {}) }) : defaultContext()
     let results: unknown[]
     try {
       results = (await ctx.execute(plan)).results
     } finally {
-      await ctx.close()
+      if (own) await ctx.close()
     }
     // Results come back per shard; order them by name, never by completion.
     const shards = (results as ShardSummary[]).slice().sort((a, b) => (a.name < b.name ? -1 : 1))

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { readFile, rename, writeFile } from 'node:fs/promises'
-import { ParquetReader } from '@marin/zephyr'
+import { fnRef, ParquetReader } from '@marin/zephyr'
 import { BpeTokenizer } from '../tokenizer/bpe-tokenizer.js'
 
 /** What one shard task needs. */
@@ -88,3 +88,11 @@ export async function tokenizeShard(task: ShardTask, tokenizer?: BpeTokenizer): 
   await atomicWrite(done, JSON.stringify(summary))
   return summary
 }
+
+/** A zephyr shard of tasks → their summaries; the tokenizer is loaded from each task's file (once per process). */
+export async function* tokenizeShards(tasks: AsyncIterable<ShardTask>): AsyncGenerator<ShardSummary> {
+  for await (const t of tasks) yield await tokenizeShard(t)
+}
+
+/** `tokenizeShards` by module reference: worker processes import this module to run it. */
+export const TOKENIZE_SHARDS = fnRef<typeof tokenizeShards>(import.meta.url, 'tokenizeShards')

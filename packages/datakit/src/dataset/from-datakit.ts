@@ -14,12 +14,13 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseManifest } from '@marin/finestore'
 import type { Manifest } from '@marin/finestore'
-import { Dataset as ZephyrDataset, ParquetReader } from '@marin/zephyr'
+import { Dataset as ZephyrDataset } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
 import { datasetArtifact, resolvePrefix } from '../store.js'
-import { openDataset } from './open-dataset.js'
 import type { OpenOptions } from './open-dataset.js'
 import type { DatakitRecord } from './record.js'
+import { READ_DATAKIT_SHARDS } from './shard-fns.js'
+import type { PinnedDataset } from './shard-fns.js'
 
 /** The manifest of a dataset version, read synchronously from a local store; errors list what exists. */
 export function readManifestSync(name: string, opts: OpenOptions = {}, kind = 'datasets'): Manifest {
@@ -44,15 +45,9 @@ export function fromDatakit(name: string, opts: OpenOptions = {}): ZephyrDataset
   if (opts.store) throw new DatakitError('INVALID_ARGUMENT', `fromDatakit ${name}: pass prefix, not store; the plan opens the store itself when it runs`)
   const m = readManifestSync(name, opts)
   const shards = Object.keys(m.files).filter((f) => f.endsWith('.parquet')).sort()
-  const pinned = { prefix: resolvePrefix(opts.prefix), version: m.version }
-  let local: Promise<readonly string[]> | undefined
-  return ZephyrDataset.fromList(shards.map((_, i) => i), { numShards: shards.length }).mapShard(async function* (items) {
-    local ??= openDataset(name, pinned).then((v) => v.shards)
-    const urls = await local
-    for await (const i of items) {
-      for await (const row of new ParquetReader({ path: urls[i]! })) yield row as DatakitRecord
-    }
-  })
+  const pinned: PinnedDataset = { name, prefix: resolvePrefix(opts.prefix), version: m.version }
+  // the shards are resolved when the plan runs, once per worker process
+  return ZephyrDataset.fromList(shards.map((_, i) => i), { numShards: shards.length }).mapShard(READ_DATAKIT_SHARDS, { args: pinned })
 }
 
 /** zephyr's `Dataset`, with `fromDatakit` added. */

@@ -3,9 +3,9 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writ
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openStorage } from '@marin/rigging'
-import { ZephyrContext } from '@marin/zephyr'
 import { afterAll, describe, expect, test } from 'vitest'
 import { DatakitError } from '../errors.js'
+import { defaultContext } from '../zephyr-context.js'
 import { Dataset } from './from-datakit.js'
 import { ingest } from './ingest.js'
 import { openDataset } from './open-dataset.js'
@@ -23,9 +23,7 @@ function file(name: string, data: string | Uint8Array): string {
 }
 
 async function texts(name: string, version?: number): Promise<string[]> {
-  const ctx = new ZephyrContext({ progress: 'off' })
-  const { results } = await ctx.execute(Dataset.fromDatakit(name, { prefix, ...(version ? { version } : {}) }).map((r) => r.text))
-  await ctx.close()
+  const { results } = await defaultContext().execute(Dataset.fromDatakit(name, { prefix, ...(version ? { version } : {}) }).map((r) => r.text))
   return results
 }
 
@@ -42,9 +40,7 @@ describe('sources and formats', () => {
     const xml = `<mediawiki><page><title>Cat</title><ns>0</ns><id>7</id><revision><text>The '''cat''' is a [[mammal|small mammal]].</text></revision></page></mediawiki>`
     await ingest({ name: 'wiki', source: file('dump.xml', xml), format: 'wiki-xml', prefix })
     const v = await openDataset('wiki', { prefix })
-    const ctx = new ZephyrContext({ progress: 'off' })
-    const { results } = await ctx.execute(Dataset.fromDatakit('wiki', { prefix }))
-    await ctx.close()
+    const { results } = await defaultContext().execute(Dataset.fromDatakit('wiki', { prefix }))
     expect(results[0]!.text).toContain('small mammal')
     expect(JSON.parse(results[0]!.meta)).toEqual({ title: 'Cat', pageId: 7 })
     expect(results[0]!.id).toBe(contentId(results[0]!.text))
@@ -90,10 +86,17 @@ describe('bad input', () => {
     expect(e4).toMatchObject({ code: 'SOURCE_EMPTY' })
   })
 
+  test('a record without the text field is INVALID_ARGUMENT naming the file and field (raised on a worker)', async () => {
+    const p = file('notext.jsonl', '{"body":"no text here"}\n')
+    await expect(ingest({ name: 'notext', source: p, format: 'jsonl', prefix })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/ingest notext: .*notext.jsonl has no string field "text"; set textField/),
+    })
+    expect((await ingest({ name: 'notext', source: p, format: 'jsonl', textField: 'body', prefix })).records).toBe(1)
+  })
+
   test('the exported Dataset is zephyr\'s, with fromDatakit added', async () => {
-    const ctx = new ZephyrContext({ progress: 'off' })
-    const { results } = await ctx.execute(Dataset.fromList([1, 2, 3], { numShards: 2 }).map((x) => x * 2))
-    await ctx.close()
+    const { results } = await defaultContext().execute(Dataset.fromList([1, 2, 3], { numShards: 2 }).map((x) => x * 2))
     expect(results.sort()).toEqual([2, 4, 6])
     expect(typeof Dataset.fromDatakit).toBe('function')
   })

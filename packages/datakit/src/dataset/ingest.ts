@@ -13,15 +13,17 @@ import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { JsonObject, Store } from '@marin/finestore'
 import { logger } from '@marin/rigging'
-import { Dataset, ParquetReader, ZephyrContext } from '@marin/zephyr'
-import type { WikiPage } from '@marin/zephyr'
+import { Dataset, isZephyrError, ParquetReader, ZephyrContext } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
+import { defaultContext } from '../zephyr-context.js'
 import { datasetArtifact, withStore, workDir } from '../store.js'
 import type { StoreAccess } from '../store.js'
 import { expandSources, fingerprint } from './source-files.js'
 import type { SourceFile } from './source-files.js'
-import { contentId, normalizeDocument, resolveNormalize } from './record.js'
-import type { DatakitRecord, NormalizeConfig } from './record.js'
+import { INGEST_RECORDS } from './ingest-records.js'
+import type { IngestArgs } from './ingest-records.js'
+import { resolveNormalize } from './record.js'
+import type { NormalizeConfig } from './record.js'
 
 const log = logger('datakit')
 
@@ -42,7 +44,7 @@ export type IngestOptions = StoreAccess & {
   readonly textUnit?: 'file' | 'paragraph' | 'line'
   /** Invalid UTF-8 in a source file: replace with U+FFFD (counted) or refuse the file. @default 'replace' */
   readonly invalidUtf8?: 'replace' | 'refuse'
-  /** A zephyr context to run on (in process by default: datakit's steps capture their config). */
+  /** A zephyr context to run on (pass one to reuse its workers across calls). @default datakit's shared context on worker processes */
   readonly context?: ZephyrContext
 }
 
@@ -70,45 +72,23 @@ export type DatasetMetadata = {
   [k: string]: unknown
 }
 
-type RawRecord = { text: string; source: string; meta: string }
-
-function loader(files: string[], opts: IngestOptions): Dataset<RawRecord> {
-  const field = opts.textField ?? 'text'
+/** The source files, loaded by format: one shard per file. */
+function loader(files: string[], opts: IngestOptions): Dataset<unknown> {
   const base = Dataset.fromList(files, { numShards: files.length })
-  const sourceOf = (shard: number): string => files[shard]!.slice(files[shard]!.lastIndexOf('/') + 1)
-  const fromRow = (row: Record<string, unknown>, shard: number): RawRecord => {
-    const text = row[field]
-    if (typeof text !== 'string') {
-      throw new DatakitError('INVALID_ARGUMENT', `ingest ${opts.name}: a record of ${files[shard]} has no string field "${field}"; set textField`)
-    }
-    const { [field]: _, ...rest } = row
-    return { text, source: sourceOf(shard), meta: JSON.stringify(rest) }
-  }
-  const tag = <T>(ds: Dataset<T>, f: (r: T, shard: number) => RawRecord | RawRecord[]): Dataset<RawRecord> =>
-    ds.mapShard(async function* (records, shard) {
-      for await (const r of records) {
-        const out = f(r, shard.shard)
-        if (Array.isArray(out)) yield* out
-        else yield out
-      }
-    })
   switch (opts.format) {
-    case 'jsonl':
-      return tag(base.loadJsonl<Record<string, unknown>>(), fromRow)
-    case 'parquet':
-      return tag(base.loadParquet<Record<string, unknown>>(), fromRow)
-    case 'wiki-xml':
-      return tag(base.loadWikiXml(), (p: WikiPage, shard) => ({ text: p.text, source: sourceOf(shard), meta: JSON.stringify({ title: p.title, pageId: p.id }) }))
-    case 'text': {
-      const unit = opts.textUnit ?? 'file'
-      return tag(base.loadText({ per: 'file' }), (f, shard) => {
-        const parts = unit === 'file' ? [f.text] : f.text.split(unit === 'line' ? /\r?\n/ : /\r?\n\s*\r?\n/)
-        return parts.map((text, i) => ({ text, source: sourceOf(shard), meta: JSON.stringify(unit === 'file' ? {} : { [unit]: i }) }))
-      })
-    }
+    case 'jsonl': return base.loadJsonl()
+    case 'parquet': return base.loadParquet()
+    case 'wiki-xml': return base.loadWikiXml()
+    case 'text': return base.loadText({ per: 'file' })
     default:
       throw new DatakitError('INVALID_ARGUMENT', `ingest ${opts.name}: unknown format "${String(opts.format)}"; use one of ${INGEST_FORMATS.join(', ')}`)
   }
+}
+
+/** A zephyr failure of our own record function is bad input (e.g. a missing text field): say so as a DatakitError. */
+export function asDatakitError(err: unknown, what: string): unknown {
+  if (isZephyrError(err) && err.code === 'USER_FUNCTION_FAILED') return new DatakitError('INVALID_ARGUMENT', `${what}: ${err.message}`, { cause: err })
+  return err
 }
 
 /** Record count, text bytes and the dataset hash (SHA-256 over the ids in shard order) of finished shards. */
@@ -178,19 +158,14 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
       return { name: opts.name, version: existing, ref: `${artifact}@${existing}`, reused: true, records: m.records, bytes: m.bytes, datasetHash: m.datasetHash, invalidUtf8 }
     }
     const dir = workDir(opts, 'ingest', opts.name, ingestKey.slice(0, 16))
-    const norm = config.normalize
+    const args: IngestArgs = { name: opts.name, format: opts.format, files, textField: config.textField, textUnit: config.textUnit, normalize: config.normalize }
     const ds = loader(files, opts)
-      .map((r) => {
-        const text = normalizeDocument(r.text, norm)
-        return text === undefined ? undefined : ({ id: contentId(text), text, source: r.source, meta: r.meta } satisfies DatakitRecord)
-      })
-      .filter((r) => r !== undefined)
+      .mapShard(INGEST_RECORDS, { args })
       .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`)
-    const ctx = opts.context ?? new ZephyrContext({ progress: 'off' })
     try {
-      await ctx.execute(ds, { skipExisting: true })
-    } finally {
-      if (!opts.context) await ctx.close()
+      await (opts.context ?? defaultContext()).execute(ds, { skipExisting: true })
+    } catch (err) {
+      throw asDatakitError(err, `ingest ${opts.name}`)
     }
     const shards = (await readdir(dir)).filter((f) => /^part-\d+-of-\d+\.parquet$/.test(f)).sort()
     const summary = await summarizeShards(shards.map((f) => join(dir, f)))

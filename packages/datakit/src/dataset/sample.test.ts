@@ -1,21 +1,19 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { ZephyrContext } from '@marin/zephyr'
 import type { Dataset } from '@marin/zephyr'
 import { afterAll, expect, test } from 'vitest'
 import { ingest } from './ingest.js'
 import type { DatakitRecord } from './record.js'
 import { sample, split } from './sample.js'
+import { defaultContext } from '../zephyr-context.js'
 
 const root = mkdtempSync(join(tmpdir(), 'datakit-sample-'))
 const prefix = join(root, 'marin')
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
 async function ids(ds: Dataset<DatakitRecord>): Promise<string[]> {
-  const ctx = new ZephyrContext({ progress: 'off' })
-  const { results } = await ctx.execute(ds.map((r) => r.id))
-  await ctx.close()
+  const { results } = await defaultContext().execute(ds.map((r) => r.id))
   return results
 }
 

@@ -33,7 +33,8 @@ export function splitUrl(url: string): { root: string; path: string } {
 /** Every file matched by the patterns, sorted and unique; no match at all → `SOURCE_NOT_FOUND`. */
 export async function expandSources(patterns: readonly string[]): Promise<string[]> {
   if (patterns.length === 0) throw new DatakitError('SOURCE_EMPTY', 'ingest: source is empty; pass a path, glob or storage URL')
-  const ctx = new ZephyrContext({ progress: 'off' })
+  // Only glob expansion: no user code and a list of names, not worth starting a worker process.
+  const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
   const out = new Set<string>()
   for (const p of patterns) {
     try {

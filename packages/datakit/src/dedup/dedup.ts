@@ -17,6 +17,7 @@ import type { JsonObject } from '@marin/finestore'
 import { logger } from '@marin/rigging'
 import { Dataset, ParquetReader, ZephyrContext } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
+import { defaultContext } from '../zephyr-context.js'
 import { findVersionByKey, summarizeShards } from '../dataset/ingest.js'
 import { openDataset } from '../dataset/open-dataset.js'
 import type { OpenOptions } from '../dataset/open-dataset.js'
@@ -42,6 +43,7 @@ export type DedupOptions = OpenOptions & {
   readonly output?: string
   /** Example clusters in the report. @default 5 */
   readonly examples?: number
+  /** A zephyr context to run on (pass one to reuse its workers across calls). @default datakit's shared context on worker processes */
   readonly context?: ZephyrContext
 }
 
@@ -140,17 +142,13 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
     await rm(dir, { recursive: true, force: true })
     const ds = Dataset.fromList([...input.shards], { numShards: input.shards.length })
       .loadParquet<DatakitRecord>()
-      .mapShard(async function* (records, info) {
-        let i = shardStart[info.shard]!
-        for await (const r of records) if (keep[i++] === 1) yield { id: r.id, text: r.text, source: r.source, meta: r.meta }
-      })
+      // self-contained, with the keep bitmap as bound args: it runs on worker processes
+      .mapShard(async function* (records, info, a) {
+        let i = a.shardStart[info.shard]!
+        for await (const r of records) if (a.keep[i++] === 1) yield { id: r.id, text: r.text, source: r.source, meta: r.meta }
+      }, { args: { keep, shardStart } })
       .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`)
-    const ctx = opts.context ?? new ZephyrContext({ progress: 'off' })
-    try {
-      await ctx.execute(ds)
-    } finally {
-      if (!opts.context) await ctx.close()
-    }
+    await (opts.context ?? defaultContext()).execute(ds)
     const shards = (await readdir(dir)).filter((f) => /^part-\d+-of-\d+\.parquet$/.test(f)).sort()
     const summary = await summarizeShards(shards.map((f) => join(dir, f)))
     const metadata: JsonObject = {

@@ -6,7 +6,7 @@ import { ZephyrContext } from '../context.js'
 import { Dataset } from '../dataset.js'
 import { tempDir } from '../fixtures/tmp.js'
 
-const ctx = new ZephyrContext({ progress: 'off' })
+const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
 
 test('Arrow IPC round trip keeps types, nulls and nested values', async () => {
   const dir = tempDir()

@@ -7,7 +7,7 @@ import { ZephyrContext } from '../context.js'
 import { Dataset } from '../dataset.js'
 import { tempDir } from '../fixtures/tmp.js'
 
-const ctx = new ZephyrContext({ progress: 'off' })
+const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
 const docs = Array.from({ length: 2500 }, (_, i) => ({ id: i, text: `document ${i} ${'é'.repeat(i % 7)}`, tags: [i % 3, 'x'], nested: { ok: i % 2 === 0 } }))
 
 describe('JSONL', () => {

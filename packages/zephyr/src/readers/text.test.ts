@@ -6,7 +6,7 @@ import { ZephyrContext } from '../context.js'
 import { Dataset } from '../dataset.js'
 import { tempDir } from '../fixtures/tmp.js'
 
-const ctx = new ZephyrContext({ progress: 'off' })
+const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
 
 test('loadText: one string per line, or one record per file', async () => {
   const dir = tempDir()
