@@ -8,7 +8,7 @@
  * name already exists the content is already stored: that is the dedup.
  */
 import { createReadStream } from 'node:fs'
-import { type FileHandle, link, mkdir, open, rename, rm } from 'node:fs/promises'
+import { type FileHandle, mkdir, open, rename, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -18,7 +18,8 @@ import { FinestoreError, IntegrityError } from './errors.js'
 import { HASH_RE, HashingTransform, VerifyingTransform, sha256Hex } from './internal/hashing.js'
 import { newId } from './internal/ids.js'
 import { type Copied, copyHashing, writeHashing } from './internal/copy-hashing.js'
-import { fsyncDir, openLocal, openLocalHandle, writeLocalHashing } from './internal/local-files.js'
+import { openLocal, openLocalHandle, writeLocalHashing } from './internal/local-files.js'
+import { moveObject } from './internal/move-object.js'
 import { isConditionFailed, isNotFound } from './internal/storage-errors.js'
 import { blobPath, tmpPath } from './layout.js'
 
@@ -217,14 +218,10 @@ export class BlobStore {
       const { hash, size } = localTmp !== undefined ? await writeLocalHashing(src, localTmp, this.#fsync) : await this.#upload(src, tmp)
       await opts.pin?.(hash)
       const path = blobPath(hash)
+      // The temp upload is moved to its blob name; it is kept only when the blob already
+      // existed (dedup), the one case a concurrent gc can hurt before this upload's pin is seen.
       const deduped = (await this.storage.exists(path)) || !(await this.#promote(tmp, path))
-      // On file:// the temp is a second hard link to the same bytes (free to keep); elsewhere a
-      // copy is kept only when the blob already existed, the one case a concurrent gc can hurt.
-      if (!deduped && localTmp === undefined) {
-        await this.storage.delete(tmp)
-        return { hash, size, deduped, retained: {} }
-      }
-      return { hash, size, deduped, retained: { tmp } }
+      return { hash, size, deduped, retained: deduped ? { tmp } : {} }
     } catch (err) {
       if (localTmp !== undefined) await rm(localTmp, { force: true })
       else await this.storage.delete(tmp).catch(() => {})
@@ -236,29 +233,16 @@ export class BlobStore {
   async #upload(src: AsyncIterable<Uint8Array> | { readonly file: string }, tmp: string): Promise<{ hash: string; size: number }> {
     const hasher = new HashingTransform()
     const readable = 'file' in src ? createReadStream(src.file, { highWaterMark: 512 << 10 }) : src instanceof Readable ? src : Readable.from(src, { objectMode: false })
-    await pipeline(readable, hasher, await this.storage.writeStream(tmp))
+    await pipeline(readable, hasher, await this.storage.writeStream(tmp, { durable: this.#fsync }))
     return { hash: hasher.digest(), size: hasher.size }
   }
 
-  /** Gives the bytes at `tmp` the name `path` unless it exists; true when this call created it. */
+  /**
+   * Moves the bytes at `tmp` to the name `path` unless it exists; true when this call
+   * created it. On `file://` a locked rename(2) of the fsynced upload: no second copy.
+   */
   async #promote(tmp: string, path: string): Promise<boolean> {
-    const from = this.storage.localPath(tmp)
-    const to = this.storage.localPath(path)
-    if (from !== undefined && to !== undefined) {
-      await mkdir(dirname(to), { recursive: true })
-      try {
-        // link(2) fails with EEXIST instead of replacing: a conditional create without a copy.
-        await link(from, to)
-        if (this.#fsync) await fsyncDir(dirname(to))
-        return true
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false
-        throw err
-      }
-    }
-    return this.#createIfAbsent(async () => {
-      await pipeline(await this.storage.readStream(tmp), await this.storage.writeStream(path, { condition: { ifAbsent: true } }))
-    })
+    return this.#createIfAbsent(() => moveObject(this.storage, tmp, path, { condition: { ifAbsent: true }, durable: this.#fsync }))
   }
 
   async #createIfAbsent(create: () => Promise<unknown>): Promise<boolean> {

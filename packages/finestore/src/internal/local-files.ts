@@ -28,15 +28,6 @@ export async function writeLocalHashing(src: AsyncIterable<Uint8Array> | { reado
   }
 }
 
-export async function fsyncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r')
-  try {
-    await fh.sync()
-  } finally {
-    await fh.close()
-  }
-}
-
 /** A local blob file opened for reading; a missing file reads as the storage's not-found error. */
 export async function openLocalHandle(file: string, path: string): Promise<FileHandle> {
   try {
