@@ -1,37 +1,60 @@
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterAll, describe, expect, test } from 'vitest'
 
 const root = resolve(import.meta.dirname, '..')
 const prefix = mkdtempSync(join(tmpdir(), 'quickstart-'))
+const site = join(prefix, 'site')
 afterAll(() => rmSync(prefix, { recursive: true, force: true }))
 
-function runQuickstart(args: string[]) {
-  const run = spawnSync(process.execPath, [...args, 'experiments/quickstart.ts'], {
+function runQuickstart(loader: string[]) {
+  const t0 = performance.now()
+  const run = spawnSync(process.execPath, [...loader, 'experiments/quickstart.ts'], {
     cwd: root,
     encoding: 'utf8',
-    env: { ...process.env, QUICKSTART_SCALE: 'tiny', MARIN_PREFIX: prefix, LOG_LEVEL: 'warn' },
+    env: { ...process.env, QUICKSTART_SCALE: 'tiny', MARIN_PREFIX: prefix, QUICKSTART_SITE: site, LOG_LEVEL: 'warn', TS_NODE_TRANSPILE_ONLY: '1' },
   })
-  if (run.status !== 0) throw new Error(`quickstart exited ${run.status}: ${run.stderr}`)
-  return run.stdout.split('\n')[0]!
+  if (run.status !== 0) throw new Error(`quickstart exited ${run.status}:\n${run.stdout}\n${run.stderr}`)
+  return { out: run.stdout, seconds: (performance.now() - t0) / 1000 }
 }
 
-describe('the quickstart experiment', () => {
-  test('runs the same with tsx and with ts-node', () => {
-    const withTsx = runQuickstart(['--import', 'tsx'])
-    const withTsNode = runQuickstart(['--no-warnings', '--loader', 'ts-node/esm'])
-    expect(withTsx).toMatch(/^quickstart \(tiny\): 20 documents, \d+ paragraphs, \d+ words; \d+ duplicate paragraphs/)
-    expect(withTsNode).toBe(withTsx)
+describe('the quickstart, tiny scale', () => {
+  test('runs the whole pipeline with tsx; a second run (with ts-node) skips every step', () => {
+    const first = runQuickstart(['--import', 'tsx'])
+    for (const s of ['brown-text', 'brown', 'brown-dedup', 'brown-bpe', 'gpt-brown', 'eval-brown']) expect(first.out).toMatch(new RegExp(`SUCCESS ${s}_[0-9a-f]{8} `))
+    expect(first.out).toContain('quickstart (tiny): 6 steps, 0 already done')
+    const ckpt = /final checkpoint: (models\/gpt-brown@\d+)/.exec(first.out)?.[1]
+    expect(ckpt).toBeDefined()
+    expect(first.out).toMatch(/brown_cloze\s+acc\s+[\d.]+ ± [\d.]+ {2}\(n=10\)/)
+    expect(first.out).toMatch(/brown_bpb\s+bits_per_byte\s+[\d.]+/)
 
-    const records = readdirSync(join(prefix, 'experiments/quickstart'))
-    expect(records).toHaveLength(2)
-    const rec = JSON.parse(readFileSync(join(prefix, 'experiments/quickstart', records[0]!), 'utf8'))
-    expect(rec.corpus.documents).toBe(20)
-    // A unigram model of English words carries roughly 9–11 bits per word.
-    expect(rec.unigram.bitsPerWord).toBeGreaterThan(7)
-    expect(rec.unigram.bitsPerWord).toBeLessThan(12)
-    expect(rec.provenance.node).toBe(process.version)
-  }, 120_000)
+    // Every artifact the steps made is in finestore, and the eval ran against `marin serve` over HTTP.
+    const record = JSON.parse(readFileSync(join(prefix, 'experiments/quickstart-tiny', readdirSync(join(prefix, 'experiments/quickstart-tiny'))[0]!), 'utf8'))
+    const out = (name: string) => record.steps.find((s: { name: string }) => s.name === name).outputPath as string
+    const trained = JSON.parse(readFileSync(join(out('gpt-brown'), 'artifacts.json'), 'utf8'))
+    expect(trained.artifacts[0]).toBe(ckpt)
+    expect(trained.artifacts[1]).toMatch(/^checkpoints\/gpt-brown_[0-9a-f]{8}@\d+$/)
+    expect(trained.steps).toBe(40)
+    expect(trained.unigramEntropy).toBeGreaterThan(3)
+    const evalLogs = readdirSync(join(out('eval-brown'), 'logs')).map((f) => readFileSync(join(out('eval-brown'), 'logs', f), 'utf8')).join('')
+    expect(evalLogs).toContain('marin serve is up')
+    expect(evalLogs).toMatch(/"url":"http:\/\/127\.0\.0\.1:\d+\/v1"/)
+    const dedup = JSON.parse(readFileSync(join(out('brown-dedup'), 'artifacts.json'), 'utf8'))
+    expect(dedup.report.documentsIn).toBe(20)
+
+    // The report is published and names the run's steps.
+    const index = readFileSync(join(site, 'index.html'), 'utf8')
+    expect(index).toContain('quickstart-tiny')
+    expect(index).toContain('gpt-brown')
+    expect(existsSync(join(site, 'report.md'))).toBe(true)
+
+    // Again, under ts-node: nothing runs, the same model is reported, the site is republished unchanged.
+    const second = runQuickstart(['--no-warnings', '--loader', 'ts-node/esm'])
+    for (const s of ['brown-text', 'brown', 'brown-dedup', 'brown-bpe', 'gpt-brown', 'eval-brown']) expect(second.out).toMatch(new RegExp(`skip {2}${s}_[0-9a-f]{8}`))
+    expect(second.out).not.toMatch(/SUCCESS \S+_[0-9a-f]{8} /)
+    expect(second.out).toContain('quickstart (tiny): 6 steps, 6 already done')
+    expect(second.out).toContain(`final checkpoint: ${ckpt}`)
+  }, 300_000)
 })

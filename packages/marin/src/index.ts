@@ -19,6 +19,8 @@ export { loadExperiment } from './load-script.js'
 // Steps for the usual data work
 export { dedupStep, ingestStep, tokenizeStep } from './steps/datakit-steps.js'
 export type { DedupStepOptions, IngestStepOptions, TokenizeStepOptions } from './steps/datakit-steps.js'
+export { trainStep } from './steps/train-step.js'
+export type { TrainStepOptions, TrainStepTrainer, TrainSummary } from './steps/train-step.js'
 export { mainArtifact, writeArtifacts } from './steps/artifacts.js'
 export type { StepArtifacts } from './steps/artifacts.js'
 
@@ -91,6 +93,8 @@ export type { EvaluateOptions, EvaluateResult } from './eval/evaluate.js'
 export { evalStep } from './eval/eval-step.js'
 export type { EvalStepConfig } from './eval/eval-step.js'
 export { evalCommand } from './eval/cli.js'
+export { serveProcess } from './eval/serve-process.js'
+export type { ServeProcess, ServeProcessOptions } from './eval/serve-process.js'
 
 // CLI
 export { COMMANDS, buildProgram, runCli } from './cli.js'

@@ -3,6 +3,7 @@ import { logger } from '@marin/rigging'
 import type { JobScheduler } from '@marin/iris'
 import type { StepRunner } from './executor.js'
 import { failAbandoned, newAttempt, readResult, stepJobRequest } from './step-job.js'
+import { progressText } from './progress.js'
 import { readStatus } from './status-files.js'
 import { waitForLease } from './step-runner.js'
 
@@ -21,7 +22,20 @@ export function irisRunner(scheduler: JobScheduler, script: string | undefined, 
     }
     const attempt = newAttempt()
     const [job] = await scheduler.submit(stepJobRequest(task, script, experiment, attempt))
+    // Follow the job's log so the driver can show what the step is doing.
+    const following = (async () => {
+      if (!task.progress) return
+      try {
+        for await (const l of job!.logs({ follow: true })) {
+          const text = progressText(l.line)
+          if (text) task.progress(text)
+        }
+      } catch (err) {
+        log.debug({ err, jobId: job!.jobId }, 'stopped following the job log')
+      }
+    })()
     const final = await job!.wait()
+    await Promise.race([following, new Promise((r) => setTimeout(r, 2000).unref())])
     // Keep the job's output (stdout and stderr of the step process) with the step.
     try {
       const lines: string[] = []

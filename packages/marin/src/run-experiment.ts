@@ -21,6 +21,23 @@ export type RunOptions = Omit<ExecutorOptions, 'runner'> & {
  * const record = await runExperiment(experiment, { local: true, maxConcurrent: 2 })
  */
 export async function runExperiment(experiment: Experiment, opts: RunOptions = {}): Promise<ExperimentRecord> {
+  const record = await runSteps(experiment, opts)
+  if (experiment.report && record.status === 'SUCCESS') await publishReport(experiment, record, opts)
+  return record
+}
+
+/** Builds the run's report and publishes it to `experiment.report.target`. */
+async function publishReport(experiment: Experiment, record: ExperimentRecord, opts: RunOptions): Promise<void> {
+  const [{ buildReport }, { publishSite }] = await Promise.all([import('./report/build.js'), import('./report/publish.js')])
+  const source = `${record.prefix.replace(/\/+$/, '')}/experiments/${record.experiment}/${record.run}.json`
+  const { data, site } = await buildReport(source, record.prefix)
+  const res = await publishSite(site, experiment.report!.target)
+  const out = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`))
+  for (const w of data.warnings) out(`  report warning: ${w}`)
+  out(`report of ${record.experiment}: ${res.uploaded.length} files uploaded, ${res.unchanged.length} unchanged, ${res.deleted.length} deleted → ${res.target}`)
+}
+
+async function runSteps(experiment: Experiment, opts: RunOptions): Promise<ExperimentRecord> {
   const prefix = defaultPrefix(opts.prefix)
   const base = { ...opts, prefix }
   if (opts.local || opts.dryRun) return new Executor(base).run(experiment)

@@ -7,6 +7,7 @@
  * same step, one gets the lease and runs it; the other waits until the lease is
  * released (then sees SUCCESS and skips) or expires (its holder died: it takes over).
  */
+import { fileURLToPath } from 'node:url'
 import { Lease, isRiggingError, provenance, readLease, type Storage } from '@marin/rigging'
 import { logger } from '@marin/rigging'
 import { lockPath, readStatus, recordHistory, writeInfo, writeStatus, type StepInfo } from './status-files.js'
@@ -99,7 +100,7 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
     await writeInfo(storage, { ...info, status: 'RUNNING' })
     if (before && before.status !== 'SUCCESS') stepLog.log.info({ previous: before.status }, 'taking the step over')
     stepLog.log.info({ outputPath: o.outputPath, version: version.hash }, 'step started')
-    await o.step.fn(o.config as never, { outputPath: o.outputPath, log: stepLog.log, signal: abort.signal })
+    await o.step.fn(o.config as never, { outputPath: o.outputPath, prefix: storage.url.startsWith('file://') ? fileURLToPath(storage.url) : storage.url, log: stepLog.log, signal: abort.signal })
     if (abort.signal.aborted) throw abort.signal.reason
     stepLog.log.info('step succeeded')
   } catch (err) {

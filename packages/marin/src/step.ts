@@ -43,6 +43,8 @@ export type Resolved<C> = C extends Versioned<infer T>
 export type StepContext = {
   /** Where the step writes its output: a local directory for file:// prefixes, else a URL. */
   readonly outputPath: string
+  /** The Marin prefix the step runs under (a local directory for file:// prefixes, else a URL); finestore lives at `<prefix>/store`. */
+  readonly prefix: string
   /** A logger whose lines also go to the step's `logs/` folder. */
   readonly log: Logger
   /** Aborted when the step's lease is lost (someone else took the step over). */

@@ -1,11 +1,15 @@
 /** @module Evaluation as an executor step: evaluate a checkpoint on tasks, store results in finestore, write them to the step's output. */
+import { existsSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { openStore, storeUrl } from '@marin/finestore'
 import { initBackend } from '@marin/levanter'
 import { MarinError } from '../errors.js'
 import { defaultPrefix } from '../executor.js'
-import { step } from '../step.js'
+import { isOutputRef, step } from '../step.js'
+import { versioned } from '../versioned.js'
+import { mainArtifact } from '../steps/artifacts.js'
+import { serveProcess, type ServeProcess } from './serve-process.js'
 import type { OutputRef, Step } from '../step.js'
 import { evaluate, resolveTasks } from './evaluate.js'
 import { loadModel } from '../serve/load-model.js'
@@ -14,7 +18,7 @@ import { OpenAICompletionsModel } from './openai-model.js'
 
 /** What an evaluation step evaluates: a checkpoint (folder or artifact) in-process, or an endpoint. */
 export type EvalStepConfig = {
-  /** A folder with config.json + model.safetensors (another step's output), or `checkpoints/<run>[@version]`. */
+  /** A folder with config.json + model.safetensors, a finestore `ARTIFACT[@VERSION]` (`models/<name>`, `checkpoints/<run>`), or a step's `artifacts.json` (its main artifact: `train.output('artifacts.json')`). */
   readonly checkpoint?: string | OutputRef
   /** tokenizer.json, when the checkpoint holds none. */
   readonly tokenizer?: string | OutputRef
@@ -29,6 +33,8 @@ export type EvalStepConfig = {
   readonly size?: number
   /** finestore artifact for the results. @default 'eval/<step name>' */
   readonly artifact?: string
+  /** Evaluate over HTTP: start `marin serve` on the checkpoint for the step's duration and send every request to it. @default false */
+  readonly serve?: boolean
 }
 
 /**
@@ -36,19 +42,31 @@ export type EvalStepConfig = {
  * Results go to the finestore under `options.prefix` (default `$MARIN_PREFIX`, else ./.marin); the prefix is not part of the step's version.
  * @example evalStep('eval/tiny', { checkpoint: train.output('hf'), tasks: ['brown_cloze', 'brown_bpb'] })
  */
-export function evalStep(name: string, config: EvalStepConfig, options: { readonly prefix?: string } = {}): Step<EvalStepConfig> {
+export function evalStep(name: string, config: EvalStepConfig, options: { readonly prefix?: string } = {}): Step {
   if (!config.checkpoint === !config.endpoint) throw new MarinError('BAD_STEP', `step ${name}: give exactly one of checkpoint and endpoint`)
+  if (config.serve && !config.checkpoint) throw new MarinError('BAD_STEP', `step ${name}: serve needs a checkpoint to serve; give checkpoint, or drop serve to use endpoint`)
+  // Every setting that changes the results counts toward the step's version; output references count through their step.
+  const v = <T>(x: T) => (isOutputRef(x) || x === undefined ? x : versioned(x))
+  const versionedConfig = Object.fromEntries(Object.entries(config).map(([k, x]) => [k, v(x)])) as Record<string, unknown>
   return step({
     name,
-    config,
-    description: `evaluate on ${config.tasks.join(', ')}`,
-    fn: async (c, ctx) => {
-      const prefix = defaultPrefix(options.prefix)
+    config: versionedConfig,
+    description: `evaluate on ${config.tasks.join(', ')}${config.serve ? ' over HTTP (marin serve)' : ''}`,
+    fn: async (resolved, ctx) => {
+      const c = resolved as unknown as EvalStepConfig
+      const prefix = options.prefix ? defaultPrefix(options.prefix) : ctx.prefix
       const store = await openStore({ url: storeUrl(prefix) })
       const tasks = await resolveTasks(c.tasks as string[], { size: c.size })
-      const checkpoint = c.checkpoint as string | undefined
+      // A step's artifacts.json stands for the artifact it committed (`trainStep` → `models/<name>@v`).
+      const checkpoint = typeof c.checkpoint === 'string' && c.checkpoint.endsWith('artifacts.json') ? await mainArtifact(c.checkpoint) : (c.checkpoint as string | undefined)
       let model
-      if (checkpoint) {
+      let server: ServeProcess | undefined
+      if (checkpoint && c.serve) {
+        const tokenizer = c.tokenizer as string | undefined
+        server = await serveProcess({ checkpoint, prefix, ...(tokenizer ? { tokenizer } : {}) })
+        ctx.log.info({ url: server.baseUrl, pid: server.pid, checkpoint }, 'marin serve is up')
+        model = new OpenAICompletionsModel({ baseUrl: server.baseUrl, model: server.name })
+      } else if (checkpoint) {
         await initBackend()
         const tokenizerPath = c.tokenizer as string | undefined
         const loaded = await loadModel({ checkpoint, prefix, ...(tokenizerPath ? { tokenizerPath } : {}) })
@@ -58,7 +76,13 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
       } else {
         throw new MarinError('BAD_CONFIG', `step ${name}: config needs checkpoint or endpoint; set one of them`)
       }
-      const r = await evaluate({ model, tasks, limit: c.limit, store, artifact: c.artifact ?? `eval/${name.replace(/\//g, '-')}`, lineage: checkpoint?.startsWith('checkpoints/') ? [checkpoint] : [] })
+      const lineage = checkpoint && !existsSync(checkpoint) ? [checkpoint] : []
+      let r
+      try {
+        r = await evaluate({ model, tasks, limit: c.limit, store, artifact: c.artifact ?? `eval/${name.replace(/\//g, '-')}`, lineage })
+      } finally {
+        await server?.close()
+      }
       await mkdir(ctx.outputPath, { recursive: true })
       await writeFile(join(ctx.outputPath, 'results.json'), JSON.stringify({ ref: r.ref, ...r.summary }, null, 2) + '\n')
       ctx.log.info({ ref: r.ref }, 'evaluation stored')

@@ -4,10 +4,9 @@
  * tokenize into a token cache. Each writes `artifacts.json` naming the finestore
  * version it made; the next step reads it through `output('artifacts.json')`.
  */
-import { dirname } from 'node:path'
 import { mkdir } from 'node:fs/promises'
 import type { IngestFormat } from '@marin/datakit'
-import { step, type Step } from '../step.js'
+import { isOutputRef, step, type OutputRef, type Step } from '../step.js'
 import { versioned } from '../versioned.js'
 import { mainArtifact, writeArtifacts } from './artifacts.js'
 
@@ -15,13 +14,11 @@ import { mainArtifact, writeArtifacts } from './artifacts.js'
 // script imports @marin/marin: planning, dry runs and `marin status` stay light.
 const datakit = () => import('@marin/datakit')
 
-/** The Marin prefix of a step's local output folder (its parent). */
-const prefixOf = (outputPath: string) => dirname(outputPath)
-
 export type IngestStepOptions = {
   /** Step name and dataset name. */
   readonly name: string
-  readonly source: string | readonly string[]
+  /** Paths, globs or URLs; or another step's output (`prepare.output('docs.jsonl')`). */
+  readonly source: string | readonly string[] | OutputRef
   readonly format: IngestFormat
   readonly textUnit?: 'file' | 'paragraph' | 'line'
 }
@@ -30,11 +27,11 @@ export type IngestStepOptions = {
 export function ingestStep(o: IngestStepOptions): Step {
   return step({
     name: o.name,
-    config: { dataset: versioned(o.name), source: versioned(o.source), format: versioned(o.format), textUnit: versioned(o.textUnit ?? 'file') },
-    fn: async (c, { outputPath, log }) => {
+    config: { dataset: versioned(o.name), source: isOutputRef(o.source) ? o.source : versioned(o.source), format: versioned(o.format), textUnit: versioned(o.textUnit ?? 'file') },
+    fn: async (c, { outputPath, prefix, log }) => {
       await mkdir(outputPath, { recursive: true })
       const { ingest } = await datakit()
-      const r = await ingest({ name: c.dataset, source: c.source, format: c.format, textUnit: c.textUnit, prefix: prefixOf(outputPath) })
+      const r = await ingest({ name: c.dataset, source: c.source, format: c.format, textUnit: c.textUnit, prefix })
       log.info({ ref: r.ref, records: r.records, reused: r.reused }, 'ingested')
       await writeArtifacts(outputPath, { artifacts: [r.ref], records: r.records, bytes: r.bytes, datasetHash: r.datasetHash })
     },
@@ -48,11 +45,11 @@ export function dedupStep(input: Step, o: DedupStepOptions): Step {
   return step({
     name: o.name,
     config: { input: input.output('artifacts.json'), output: versioned(o.name), exact: versioned(o.exact ?? true), fuzzy: versioned(o.fuzzy ?? true), seed: versioned(o.seed ?? 42) },
-    fn: async (c, { outputPath, log }) => {
+    fn: async (c, { outputPath, prefix, log }) => {
       await mkdir(outputPath, { recursive: true })
       const { dedup, parseDatasetRef } = await datakit()
       const ref = parseDatasetRef((await mainArtifact(c.input)).replace(/^datasets\//, ''))
-      const r = await dedup(ref.name, { ...(ref.version ? { version: ref.version } : {}), output: c.output, exact: c.exact, fuzzy: c.fuzzy, seed: c.seed, prefix: prefixOf(outputPath) })
+      const r = await dedup(ref.name, { ...(ref.version ? { version: ref.version } : {}), output: c.output, exact: c.exact, fuzzy: c.fuzzy, seed: c.seed, prefix })
       log.info({ ref: r.ref, kept: r.report.kept, documentsIn: r.report.documentsIn }, 'deduplicated')
       await writeArtifacts(outputPath, { artifacts: [r.ref], report: r.report })
     },
@@ -66,9 +63,8 @@ export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
   return step({
     name: o.name,
     config: { input: input.output('artifacts.json'), cache: versioned(o.name), vocabSize: versioned(o.vocabSize) },
-    fn: async (c, { outputPath, log }) => {
+    fn: async (c, { outputPath, prefix, log }) => {
       await mkdir(outputPath, { recursive: true })
-      const prefix = prefixOf(outputPath)
       const { buildTokenCache, openDataset, parseDatasetRef, trainBpe } = await datakit()
       const { ParquetReader } = await import('@marin/zephyr')
       const ref = parseDatasetRef((await mainArtifact(c.input)).replace(/^datasets\//, ''))

@@ -1,0 +1,35 @@
+import { describe, expect, test } from 'vitest'
+import { progressSink, progressText } from './progress.js'
+
+describe('progressText', () => {
+  test('a pino line becomes its message and its small fields', () => {
+    const line = JSON.stringify({ level: 30, time: 1, pid: 2, hostname: 'h', pkg: 'marin', step: 'gpt_1234abcd', progress: '150/600', loss: 3.14159265, tokensPerSec: 812, msg: 'training' })
+    expect(progressText(line)).toBe('training progress=150/600 loss=3.142 tokensPerSec=812')
+  })
+  test('a numeric step comes first, with its total', () => {
+    expect(progressText(JSON.stringify({ msg: 'metrics', loss: 2, step: 5, of: 10 }))).toBe('metrics step=5/10 loss=2')
+  })
+  test('lines that are not pino JSON are ignored', () => {
+    expect(progressText('plain output')).toBeUndefined()
+    expect(progressText('{not json')).toBeUndefined()
+    expect(progressText('{"level":30}')).toBeUndefined()
+  })
+})
+
+describe('progressSink without a terminal', () => {
+  test('prints the newest line of each step at most once per interval, nothing after the step finished', () => {
+    const lines: string[] = []
+    const sink = progressSink((l) => lines.push(l), { everyMs: 0 })
+    sink.update('a', 'one')
+    sink.update('a', 'one')
+    sink.update('b', 'two')
+    sink.finish('a')
+    sink.update('a', 'late')
+    expect(lines).toEqual(['  … a: one', '  … b: two'])
+    const quiet: string[] = []
+    const slow = progressSink((l) => quiet.push(l), { everyMs: 60_000 })
+    slow.update('a', 'first')
+    slow.update('a', 'second')
+    expect(quiet).toEqual(['  … a: first'])
+  })
+})

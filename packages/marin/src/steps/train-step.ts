@@ -1,0 +1,126 @@
+/**
+ * @module The training step: a levanter model trained on the token cache another step made,
+ * checkpointed to finestore as it goes (a killed step resumes from its newest checkpoint), then
+ * exported with its tokenizer as the model artifact `models/<name>` that `marin serve` and
+ * `marin eval` load directly.
+ */
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { basename, join } from 'node:path'
+import type { ModelConfigInput, TrainerConfigInput } from '@marin/levanter'
+import { MarinError } from '../errors.js'
+import { step, type Step } from '../step.js'
+import { versioned } from '../versioned.js'
+import { mainArtifact, writeArtifacts } from './artifacts.js'
+
+/** Trainer settings a step may choose; where checkpoints and metrics go is the step's business. */
+export type TrainStepTrainer = Omit<TrainerConfigInput, 'checkpointStore' | 'runName' | 'runDir'>
+
+export type TrainStepOptions = {
+  /** Step name and model artifact name (`models/<name>`). */
+  readonly name: string
+  readonly model: ModelConfigInput
+  readonly trainer: TrainStepTrainer
+  readonly maxSteps: number
+  /** Seed of the initial weights. @default 0 */
+  readonly initSeed?: number
+  /** Fraction of the token cache held out for evaluation. @default 0.02 */
+  readonly evalFraction?: number
+}
+
+/** What `artifacts.json` of a training step holds besides the refs. */
+export type TrainSummary = {
+  readonly steps: number
+  readonly resumedFrom: number
+  readonly trainLoss: number | null
+  readonly evalLoss: number | null
+  readonly evalBpb: number | null
+  /** Entropy of the cache's token frequencies, in nats per token: the loss of a model that ignores context. */
+  readonly unigramEntropy: number
+  readonly tokensTrained: number
+  readonly parameters: number
+  readonly seconds: number
+}
+
+/** Entropy (nats) of the frequencies of `tokens`. */
+function unigramEntropy(tokens: Int32Array, vocabSize: number): number {
+  const counts = new Float64Array(vocabSize)
+  for (let i = 0; i < tokens.length; i++) counts[tokens[i]!]!++
+  let h = 0
+  for (const c of counts) if (c > 0) h -= (c / tokens.length) * Math.log(c / tokens.length)
+  return h
+}
+
+/** A run name levanter accepts, unique to this step version (its output folder's name). */
+const runNameOf = (outputPath: string) => basename(outputPath).toLowerCase().replace(/[^a-z0-9._-]+/g, '-')
+
+/**
+ * Trains `o.model` on the token cache `tokens` made, with `o.trainer` (`mesh: {data: N}` trains
+ * data-parallel over N fray worker processes). Writes `metrics.jsonl`, `hf/` (the exported model and
+ * tokenizer) and `artifacts.json` = `models/<name>@v`, `checkpoints/<run>` and a {@link TrainSummary}.
+ * @example trainStep(tokens, { name: 'gpt-brown', model: { type: 'gpt2', vocabSize: 512, seqLen: 128 }, trainer: { batchSize: 16, mesh: { data: 2 } }, maxSteps: 500 })
+ */
+export function trainStep(tokens: Step, o: TrainStepOptions): Step {
+  if (!(Number.isInteger(o.maxSteps) && o.maxSteps > 0)) throw new MarinError('BAD_STEP', `step ${o.name}: maxSteps ${o.maxSteps} must be a positive integer`)
+  return step({
+    name: o.name,
+    description: `train ${o.model.type ?? 'a model'} for ${o.maxSteps} steps`,
+    config: {
+      tokens: tokens.output('artifacts.json'),
+      model: versioned(o.model),
+      trainer: versioned(o.trainer),
+      maxSteps: versioned(o.maxSteps),
+      initSeed: versioned(o.initSeed ?? 0),
+      evalFraction: versioned(o.evalFraction ?? 0.02),
+      artifact: versioned(`models/${o.name}`),
+    },
+    fn: async (c, { outputPath, prefix, log }) => {
+      const t0 = performance.now()
+      await mkdir(outputPath, { recursive: true })
+      const [{ TokenCache, parseDatasetRef }, lv, { openStore, storeUrl }] = await Promise.all([import('@marin/datakit'), import('@marin/levanter'), import('@marin/finestore')])
+      const cacheRef = await mainArtifact(c.tokens)
+      const ref = parseDatasetRef(cacheRef.replace(/^token-caches\//, ''))
+      const cache = await TokenCache.open(ref.name, { ...(ref.version ? { version: ref.version } : {}), prefix })
+      const model = lv.createModel(c.model as ModelConfigInput, c.initSeed)
+      if (model.config.vocabSize < cache.ledger.vocabSize) {
+        throw new MarinError('BAD_CONFIG', `step ${o.name}: model.vocabSize ${model.config.vocabSize} is smaller than the tokenizer's ${cache.ledger.vocabSize} ids; raise model.vocabSize`)
+      }
+      const run = runNameOf(outputPath)
+      const memory = new lv.MemoryTracker()
+      const trainer = new lv.Trainer(
+        { ...(c.trainer as TrainerConfigInput), checkpointStore: storeUrl(prefix), runName: run, runDir: outputPath },
+        { trackers: [new lv.JsonlTracker(join(outputPath, 'metrics.jsonl')), memory] },
+      )
+      trainer.addHook(trainer.config.logEvery, (i) => log.info({ progress: `${i.step}/${c.maxSteps}`, loss: i.loss, tokensPerSec: Math.round(i.tokensPerSec) }, 'training'))
+      const dataset = lv.Dataset.fromDatakit(cache, { evalFraction: c.evalFraction, eosId: cache.ledger.eos })
+      log.info({ cache: cache.ref, tokens: cache.numTokens, run, parameters: model.numParams(), mesh: trainer.config.mesh ?? null }, 'training')
+      const result = await new lv.Pipeline({ dataset, model, trainer, maxSteps: c.maxSteps }).run()
+
+      // The exported model with its tokenizer is what serving and evaluation load.
+      const hf = join(outputPath, 'hf')
+      await lv.exportHf(model, hf)
+      const store = await openStore({ url: storeUrl(prefix) })
+      await writeFile(join(hf, 'tokenizer.json'), await (await store.open(cache.ref)).readText('tokenizer.json'))
+      const last = (key: string) => memory.rows.findLast((r) => r[key] !== undefined)?.[key] ?? null
+      const summary: TrainSummary = {
+        steps: result.step,
+        resumedFrom: result.resumedFrom,
+        trainLoss: last('train/loss'),
+        evalLoss: last('eval/loss'),
+        evalBpb: last('eval/bpb'),
+        unigramEntropy: unigramEntropy(cache.read(0, cache.numTokens), cache.ledger.vocabSize),
+        tokensTrained: result.step * trainer.config.batchSize * model.config.seqLen,
+        parameters: model.numParams(),
+        seconds: (performance.now() - t0) / 1000,
+      }
+      const ckptVersion = trainer.config.checkpointEvery > 0 ? await store.head(`checkpoints/${run}`) : undefined
+      const checkpoints = ckptVersion !== undefined ? [`checkpoints/${run}@${ckptVersion}`] : []
+      const files = ['config.json', 'model.safetensors', 'tokenizer.json']
+      const committed = await store.commit(c.artifact, async (txn) => {
+        for (const f of files) await txn.put(f, await readFile(join(hf, f)))
+      }, { metadata: { ...summary, run }, config: { model: model.config, trainer: trainer.config, maxSteps: c.maxSteps }, lineage: [cache.ref, ...checkpoints] })
+      log.info({ ref: committed.ref, ...summary }, 'trained')
+      await writeArtifacts(outputPath, { artifacts: [committed.ref, ...checkpoints], cache: cache.ref, ...summary })
+      return { ref: committed.ref, ...summary }
+    },
+  })
+}
