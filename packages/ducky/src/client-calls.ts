@@ -7,6 +7,8 @@ import { backoffMs, type RetryPolicy } from './retry-policy.js'
 import type { MethodDef } from './service.js'
 import { codecOf, type Boxed } from './wire.js'
 
+type Codec = ReturnType<typeof codecOf>
+
 
 export type CallOptions = {
   /** Give up after this long, in ms (per attempt when retrying). Overrides the client's default. */
@@ -33,8 +35,9 @@ export type Env = {
   log: DuckyLogger
 }
 
-function deadlineOf(ms: number | undefined): Date | number {
-  return ms === undefined ? Infinity : new Date(Date.now() + ms)
+/** A grpc-js deadline: milliseconds since the epoch (a number, cheaper than a Date per call). */
+function deadlineOf(ms: number | undefined): number {
+  return ms === undefined ? Infinity : Date.now() + ms
 }
 
 function cancelledError(method: string, signal: AbortSignal): RpcError {
@@ -62,27 +65,36 @@ async function retryAfter<T>(env: Env, def: MethodDef, method: string, signal: A
   }
 }
 
+/** One attempt of a unary call. A plain function with inline callbacks: no named closure per call. */
+function unaryAttempt(env: Env, codec: Codec, method: string, request: unknown, opts: CallOptions, md: Metadata): Promise<unknown> {
+  const { signal } = opts
+  return new Promise<unknown>((resolve, reject) => {
+    if (signal?.aborted) return reject(cancelledError(method, signal))
+    // Only a call with a signal pays for the listener.
+    const onAbort = signal ? () => call.cancel() : noop
+    const call = env.grpc.makeUnaryRequest(method, codec.encode, codec.decode, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.deadlineMs) }, (err, res) => {
+      if (signal) signal.removeEventListener('abort', onAbort)
+      if (err) reject(signal?.aborted ? cancelledError(method, signal) : fromServiceError(err, method))
+      else resolve((res as Boxed).value)
+    })
+    if (signal) signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+const noop = () => {}
+
+function unaryRun(env: Env, def: MethodDef, codec: Codec, method: string, request: unknown, opts: CallOptions, md: Metadata): Promise<unknown> {
+  // The common path is one promise; retries start only after a failure.
+  const first = unaryAttempt(env, codec, method, request, opts, md)
+  if (!def.idempotent) return first
+  return first.catch((err: unknown) => retryAfter(env, def, method, opts.signal, err, () => unaryAttempt(env, codec, method, request, opts, md)))
+}
+
 export function unaryMethod(env: Env, def: MethodDef, method: string) {
   const codec = codecOf(def.codec)
-  const run = (request: unknown, opts: CallOptions, md: Metadata): Promise<unknown> => {
-    const { signal } = opts
-    const once = () =>
-      new Promise<unknown>((resolve, reject) => {
-        if (signal?.aborted) return reject(cancelledError(method, signal))
-        const onAbort = () => call.cancel()
-        const call = env.grpc.makeUnaryRequest(method, codec.encode, codec.decode, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.deadlineMs) }, (err, res) => {
-          if (signal) signal.removeEventListener('abort', onAbort)
-          if (err) reject(signal?.aborted ? cancelledError(method, signal) : fromServiceError(err, method))
-          else resolve((res as Boxed).value)
-        })
-        if (signal) signal.addEventListener('abort', onAbort, { once: true })
-      })
-    // The common path is one promise; retries start only after a failure.
-    return once().catch((err: unknown) => retryAfter(env, def, method, signal, err, once))
-  }
   return (request: unknown, opts: CallOptions = {}): Promise<unknown> => {
     const md = env.metadata(opts)
-    return md instanceof Promise ? md.then((m) => run(request, opts, m)) : run(request, opts, md)
+    return md instanceof Promise ? md.then((m) => unaryRun(env, def, codec, method, request, opts, m)) : unaryRun(env, def, codec, method, request, opts, md)
   }
 }
 

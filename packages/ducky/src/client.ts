@@ -67,15 +67,17 @@ export function connect<S extends ServiceDef>(def: S, address: string, opts: Con
     ...tlsOptions,
   })
   const token = opts.token === undefined ? undefined : prepareToken(opts.token)
-  const build = (t: string | undefined, o: CallOptions | undefined) => {
+  const bearer = token !== undefined && 'sync' in token ? `Bearer ${token.sync}` : undefined
+  const build = (auth: string | undefined, o: CallOptions | undefined) => {
     const md = new Metadata()
-    for (const [k, v] of Object.entries(o?.metadata ?? {})) md.set(k, v)
-    if (t !== undefined) md.set('authorization', `Bearer ${t}`)
+    const extra = o?.metadata
+    if (extra !== undefined) for (const k of Object.keys(extra)) md.set(k, extra[k]!)
+    if (auth !== undefined) md.set('authorization', auth)
     return md
   }
   const env: Env = {
     grpc,
-    metadata: token === undefined ? (o) => build(undefined, o) : 'sync' in token ? (o) => build(token.sync, o) : async (o) => build(await token.load(), o),
+    metadata: token === undefined || 'sync' in token ? (o) => build(bearer, o) : async (o) => build(`Bearer ${await token.load()}`, o),
     deadlineMs: opts.deadlineMs ?? 30_000,
     streamDeadlineMs: opts.streamDeadlineMs,
     retry: retryPolicy(opts.retry),
