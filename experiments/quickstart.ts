@@ -39,7 +39,7 @@ const scale = tiny
       vocabSize: 512,
       model: { type: 'gpt2', vocabSize: 512, seqLen: 128, dModel: 128, nLayers: 2, nHeads: 4 },
       trainer: { batchSize: 16, learningRate: 3e-3, logEvery: 25, evalEvery: 100, evalBatches: 4, checkpointEvery: 100, schedule: { warmupSteps: 30, decay: 'cosine' }, mesh: { data: 2 } },
-      maxSteps: 600,
+      maxSteps: 300,
       evalSize: 100,
     }
 const name = tiny ? 'quickstart-tiny' : 'quickstart'
