@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { createReadStream, createWriteStream, mkdtempSync, openSync, closeSync, fsyncSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { open } from 'node:fs/promises'
+import { copyFile, open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { pathToFileURL } from 'node:url'
@@ -31,6 +31,31 @@ async function plainCopy(src: string, dst: string, fsync = false): Promise<void>
     const fd = openSync(dst, 'r')
     fsyncSync(fd)
     closeSync(fd)
+  }
+}
+
+/**
+ * Stronger copies than the baseline, to show what hashing itself costs: the kernel's
+ * own copy (`fs.copyFile`), and put's ring of reused 512 KiB buffers without the hash.
+ */
+async function ringCopy(src: string, dst: string): Promise<void> {
+  const from = await open(src, 'r')
+  const to = await open(dst, 'w')
+  const bufs = Array.from({ length: 4 }, () => Buffer.allocUnsafeSlow(512 << 10))
+  const writes: Promise<unknown>[] = []
+  try {
+    let pos = 0
+    for (let i = 0; ; i++) {
+      await writes[i % 4]
+      const { bytesRead } = await from.read(bufs[i % 4]!, 0, 512 << 10, pos)
+      if (bytesRead === 0) break
+      writes[i % 4] = to.write(bufs[i % 4]!, 0, bytesRead, pos)
+      pos += bytesRead
+    }
+    await Promise.all(writes)
+  } finally {
+    await from.close()
+    await to.close()
   }
 }
 
@@ -69,7 +94,7 @@ async function putGet(): Promise<void> {
   const storeDir = () => join(root, `store-${n}`)
   const freshStore = async (fsync: boolean) => openStore({ url: pathToFileURL(join(root, `store-${++n}`)).href, catalog: ':memory:', fsync })
   const dst = join(root, 'copy.bin')
-  const t = { durable: [] as number[], copyFsync: [] as number[], scratch: [] as number[], copy: [] as number[], hash: [] as number[] }
+  const t = { durable: [] as number[], copyFsync: [] as number[], scratch: [] as number[], copy: [] as number[], hash: [] as number[], kernel: [] as number[], ring: [] as number[] }
   // Interleave ours and the baselines so that noise from the shared machine hits both alike.
   for (let i = 0; i < RUNS; i++) {
     for (const fsync of [true, false]) {
@@ -81,10 +106,16 @@ async function putGet(): Promise<void> {
       rmSync(dst)
     }
     t.hash.push(await secs(() => sha256File(src)))
+    t.kernel.push(await secs(() => copyFile(src, dst)))
+    rmSync(dst)
+    t.ring.push(await secs(() => ringCopy(src, dst)))
+    rmSync(dst)
   }
   report('put_durable_vs_copy_fsync_mb_per_s', 'durable put (fsync before the blob is named) vs plain copy + fsync', mb, t.durable, t.copyFsync)
   report('put_no_fsync_vs_copy_mb_per_s', 'put into a store opened with fsync: false vs plain copy', mb, t.scratch, t.copy)
   report('sha256_only_vs_copy_mb_per_s', 'sha256 of the same bytes, nothing written (the bound) vs plain copy', mb, t.hash, t.copy)
+  report('put_no_fsync_vs_kernel_copy_mb_per_s', 'put with fsync: false vs fs.copyFile (copy_file_range, no user-space copy)', mb, t.scratch, t.kernel)
+  report('put_no_fsync_vs_ring_copy_mb_per_s', "put with fsync: false vs put's own buffer ring without the hash (what hashing costs)", mb, t.scratch, t.ring)
 
   const store = await freshStore(true)
   const c = await store.commit('bench/big', async (txn) => void (await txn.put('data.bin', { file: src })))
@@ -107,9 +138,9 @@ async function putGet(): Promise<void> {
 }
 
 async function commits(): Promise<void> {
-  for (const kind of ['file', 'memory'] as const) {
-    const url = kind === 'file' ? pathToFileURL(join(root, 'commits')).href : 'memory://finestore-bench-commits'
-    const store = await openStore({ url, ...(kind === 'memory' ? { catalog: ':memory:' } : {}) })
+  for (const kind of ['file', 'file_no_fsync', 'memory'] as const) {
+    const url = kind === 'memory' ? 'memory://finestore-bench-commits' : pathToFileURL(join(root, `commits-${kind}`)).href
+    const store = await openStore({ url, ...(kind === 'memory' ? { catalog: ':memory:' } : {}), fsync: kind !== 'file_no_fsync' })
     const n = kind === 'file' ? 200 : 1000
     let i = 0
     const one = async () => {

@@ -1,9 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { createReadStream, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { afterEach, describe, expect, test } from 'vitest'
+import { afterEach, describe, expect, test, vi } from 'vitest'
 import { IntegrityError } from './errors.js'
 import { blobPath } from './layout.js'
 import { BACKENDS, newStore, tempDir, type TestStore } from './test-support/stores.js'
@@ -114,5 +115,36 @@ test('a scratch store without fsync stores and verifies the same way', async () 
     expect(Buffer.from(await (await t.store.open(c.ref)).read('d')).equals(data)).toBe(true)
   } finally {
     t.cleanup()
+  }
+})
+
+test('a durable store fsyncs uploads and commits; a scratch store never waits for the disk', async () => {
+  const src = tempDir()
+  const file = join(src.dir, 'in.bin')
+  writeFileSync(file, randomBytes(1024 * 1024))
+  const probe = await open(file, 'r')
+  const proto = Object.getPrototypeOf(probe) as { sync: () => Promise<void>; datasync: () => Promise<void> }
+  await probe.close()
+  const sync = vi.spyOn(proto, 'sync')
+  const datasync = vi.spyOn(proto, 'datasync')
+  try {
+    for (const fsync of [true, false]) {
+      const t = await newStore('file', { fsync })
+      try {
+        sync.mockClear()
+        datasync.mockClear()
+        const c = await t.store.commit('scratch/sync', async (txn) => void (await txn.put('d', { file })))
+        await t.store.tag(c.ref, 'best')
+        await (await t.store.open('scratch/sync@best')).verify()
+        if (fsync) expect(sync.mock.calls.length).toBeGreaterThan(4)
+        else expect(sync.mock.calls.length + datasync.mock.calls.length).toBe(0)
+      } finally {
+        t.cleanup()
+      }
+    }
+  } finally {
+    sync.mockRestore()
+    datasync.mockRestore()
+    src.cleanup()
   }
 })

@@ -26,6 +26,7 @@ import { ConflictError, FinestoreError } from './errors.js'
 import { GC_DEFAULTS, collectGarbage } from './gc.js'
 import type { GcOptions, GcReport } from './gc.js'
 import { deleteTag, listTags, moveTag, readTag, resolveHead } from './heads.js'
+import { ScratchStorage } from './internal/scratch-storage.js'
 import { isNotFound } from './internal/storage-errors.js'
 import { CATALOG_FILE, manifestPath, versionsPrefix } from './layout.js'
 import { parseManifest } from './manifest.js'
@@ -54,7 +55,12 @@ export type StoreOptions = {
   readonly cache?: BlobCacheOptions
   /** A transaction whose heartbeat is older than this is dead for gc. @default 3_600_000 */
   readonly txnTtlMs?: number
-  /** fsync blob uploads on `file://` (see `BlobStoreOptions.fsync`). @default true */
+  /**
+   * Make every upload and commit durable before it resolves (fsync on `file://`).
+   * `false` is for scratch stores: uploads, manifests, HEAD and pins are written
+   * with `durable: false`, still atomic and still compare-and-swapped, but a power
+   * loss may lose recent commits. @default true
+   */
   readonly fsync?: boolean
 }
 
@@ -95,8 +101,9 @@ export class Store {
 
   /** Opens a store; fills the catalog from storage the first time it is used. */
   static async open(opts: StoreOptions): Promise<Store> {
-    const storage = opts.storage ?? (opts.url !== undefined ? await openStorage(opts.url) : undefined)
-    if (!storage) throw new FinestoreError('INVALID_INPUT', 'openStore needs `url` (e.g. "file:///data/.marin/store") or `storage`')
+    const given = opts.storage ?? (opts.url !== undefined ? await openStorage(opts.url) : undefined)
+    if (!given) throw new FinestoreError('INVALID_INPUT', 'openStore needs `url` (e.g. "file:///data/.marin/store") or `storage`')
+    const storage = opts.fsync === false ? new ScratchStorage(given) : given
     const cache = opts.cache ? await BlobCache.open(opts.cache) : undefined
     const catalogPath = opts.catalog ?? storage.localPath(CATALOG_FILE) ?? (opts.cache ? join(opts.cache.dir, CATALOG_FILE) : ':memory:')
     if (catalogPath !== ':memory:') mkdirSync(dirname(catalogPath), { recursive: true })
