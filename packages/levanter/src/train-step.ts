@@ -41,9 +41,9 @@ export function computeGrads(model: CausalLM, batch: Batch, denominator: number,
   return { loss, grads: out }
 }
 
-/** Flatten named gradients into one buffer (for all-reduce), in `names` order. */
-export function flattenGrads(grads: ReadonlyMap<string, tf.Tensor>, names: readonly string[]): Float32Array {
-  let n = 0
+/** Flatten named gradients into one buffer (for all-reduce), in `names` order, with `extra` free floats at the end. */
+export function flattenGrads(grads: ReadonlyMap<string, tf.Tensor>, names: readonly string[], extra = 0): Float32Array {
+  let n = extra
   for (const k of names) n += grads.get(k)!.size
   const out = new Float32Array(n)
   let o = 0
@@ -51,17 +51,6 @@ export function flattenGrads(grads: ReadonlyMap<string, tf.Tensor>, names: reado
     const d = grads.get(k)!.dataSync() as Float32Array
     out.set(d, o)
     o += d.length
-  }
-  return out
-}
-
-/** Inverse of {@link flattenGrads}. */
-export function unflattenGrads(flat: Float32Array, model: CausalLM): Map<string, tf.Tensor> {
-  const out = new Map<string, tf.Tensor>()
-  let o = 0
-  for (const [k, v] of model.params) {
-    out.set(k, tf.tensor(flat.subarray(o, o + v.size), v.shape))
-    o += v.size
   }
   return out
 }

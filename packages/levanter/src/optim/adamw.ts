@@ -1,6 +1,7 @@
 /** @module AdamW with decoupled weight decay, global grad-norm clipping, and state as named tensors for checkpoints. */
 import * as tf from '@tensorflow/tfjs'
 import { z } from 'zod'
+import { LevanterError } from '../errors.js'
 import type { CausalLM } from '../models/lm.js'
 
 export const AdamWConfig = z.strictObject({
@@ -18,50 +19,84 @@ export function globalNorm(grads: Iterable<tf.Tensor>): number {
   return tf.tidy(() => Math.sqrt(tf.addN([...grads].map((g) => tf.sum(tf.square(g)))).dataSync()[0]!))
 }
 
-/** First and second moments per parameter, plus the update count. */
+/**
+ * First and second moments per parameter, plus the update count. The update runs as one fused
+ * pass per parameter over plain arrays (float64 arithmetic, float32 storage): one read of the
+ * gradient and the parameter and one write of the parameter, instead of a dozen tensor ops per
+ * parameter (each a full pass over memory and a kernel dispatch).
+ */
 export class AdamW {
-  readonly m = new Map<string, tf.Variable>()
-  readonly v = new Map<string, tf.Variable>()
+  /** First moments by parameter name. */
+  readonly m = new Map<string, Float32Array>()
+  /** Second moments by parameter name. */
+  readonly v = new Map<string, Float32Array>()
   count = 0
+  readonly #decay: ReadonlySet<string>
 
   constructor(readonly config: AdamWConfig, readonly model: CausalLM) {
     for (const [name, p] of model.params) {
-      this.m.set(name, tf.variable(tf.zerosLike(p), false))
-      this.v.set(name, tf.variable(tf.zerosLike(p), false))
+      this.m.set(name, new Float32Array(p.size))
+      this.v.set(name, new Float32Array(p.size))
     }
+    this.#decay = new Set(model.specs.filter((s) => s.decay).map((s) => s.name))
   }
 
   /** Clip by global norm, then one AdamW update at `lr`. Returns the norm before clipping. */
   apply(grads: ReadonlyMap<string, tf.Tensor>, lr: number): number {
+    const arrays = new Map<string, Float32Array>()
+    for (const name of this.model.params.keys()) {
+      const g = grads.get(name)
+      if (g) arrays.set(name, g.dataSync() as Float32Array)
+    }
+    return this.#update(arrays, lr)
+  }
+
+  /** {@link apply} with the gradients as one buffer, parameters in `model.params` order (as `flattenGrads` lays them out). */
+  applyFlat(flat: Float32Array, lr: number): number {
+    const arrays = new Map<string, Float32Array>()
+    let o = 0
+    for (const [name, p] of this.model.params) {
+      arrays.set(name, flat.subarray(o, o + p.size))
+      o += p.size
+    }
+    return this.#update(arrays, lr)
+  }
+
+  #update(grads: ReadonlyMap<string, Float32Array>, lr: number): number {
     const c = this.config
-    const norm = globalNorm(grads.values())
+    let sq = 0
+    for (const g of grads.values()) for (let i = 0; i < g.length; i++) sq += g[i]! * g[i]!
+    const norm = Math.sqrt(sq)
     const scale = c.maxGradNorm !== null && norm > c.maxGradNorm ? c.maxGradNorm / (norm + 1e-6) : 1
     this.count++
-    const bc1 = 1 - Math.pow(c.beta1, this.count), bc2 = 1 - Math.pow(c.beta2, this.count)
-    const decay = new Set(this.model.specs.filter((s) => s.decay).map((s) => s.name))
-    tf.tidy(() => {
-      for (const [name, p] of this.model.params) {
-        const g0 = grads.get(name)
-        if (!g0) continue
-        const g = scale === 1 ? g0 : tf.mul(g0, scale)
-        const m = this.m.get(name)!, v = this.v.get(name)!
-        const m1 = tf.add(tf.mul(m, c.beta1), tf.mul(g, 1 - c.beta1))
-        const v1 = tf.add(tf.mul(v, c.beta2), tf.mul(tf.square(g), 1 - c.beta2))
-        m.assign(m1)
-        v.assign(v1)
-        let step = tf.div(tf.mul(m1, 1 / bc1), tf.add(tf.sqrt(tf.mul(v1, 1 / bc2)), c.eps))
-        if (decay.has(name) && c.weightDecay > 0) step = tf.add(step, tf.mul(p, c.weightDecay))
-        p.assign(tf.sub(p, tf.mul(step, lr)))
+    const b1 = c.beta1, b2 = c.beta2, eps = c.eps
+    const bc1 = 1 - Math.pow(b1, this.count), bc2 = 1 - Math.pow(b2, this.count)
+    for (const [name, p] of this.model.params) {
+      const g = grads.get(name)
+      if (!g) continue
+      const m = this.m.get(name)!, v = this.v.get(name)!
+      const wd = this.#decay.has(name) ? c.weightDecay : 0
+      const old = p.dataSync() as Float32Array // may be the tensor's own storage (cpu): read only
+      const out = new Float32Array(old.length)
+      for (let i = 0; i < out.length; i++) {
+        const gi = g[i]! * scale
+        const mi = (m[i] = b1 * m[i]! + (1 - b1) * gi)
+        const vi = (v[i] = b2 * v[i]! + (1 - b2) * gi * gi)
+        const pi = old[i]!
+        out[i] = pi - lr * ((mi / bc1) / (Math.sqrt(vi / bc2) + eps) + wd * pi)
       }
-    })
+      const t = tf.tensor(out, p.shape)
+      p.assign(t)
+      t.dispose()
+    }
     return norm
   }
 
-  /** Moments by name (`m.<param>`, `v.<param>`), for checkpoints. */
+  /** Moments by name (`m.<param>`, `v.<param>`), for checkpoints (copies). */
   async state(): Promise<Map<string, Float32Array>> {
     const out = new Map<string, Float32Array>()
-    for (const [n, t] of this.m) out.set(`m.${n}`, (await t.data()) as Float32Array)
-    for (const [n, t] of this.v) out.set(`v.${n}`, (await t.data()) as Float32Array)
+    for (const [n, t] of this.m) out.set(`m.${n}`, t.slice())
+    for (const [n, t] of this.v) out.set(`v.${n}`, t.slice())
     return out
   }
 
@@ -70,13 +105,14 @@ export class AdamW {
     for (const [prefix, map] of [['m', this.m], ['v', this.v]] as const) {
       for (const [n, t] of map) {
         const d = state.get(`${prefix}.${n}`)
-        if (d) t.assign(tf.tensor(d, t.shape))
+        if (!d) continue
+        if (d.length !== t.length) throw new LevanterError('BAD_SHAPE', `optimizer state "${prefix}.${n}": got ${d.length} values, expected ${t.length}; check the checkpoint matches the model`)
+        t.set(d)
       }
     }
     this.count = count
   }
 
-  dispose(): void {
-    for (const t of [...this.m.values(), ...this.v.values()]) t.dispose()
-  }
+  /** Nothing to release: the moments are plain arrays. Kept so callers can treat optimizers alike. */
+  dispose(): void {}
 }

@@ -15,11 +15,17 @@ import type { CausalLM } from '../models/lm.js'
 import type { ModelConfig } from '../models/config.js'
 import { AdamW } from '../optim/adamw.js'
 import type { AdamWConfig } from '../optim/adamw.js'
-import { computeGrads, flattenGrads, unflattenGrads } from '../train-step.js'
+import { computeGrads, flattenGrads } from '../train-step.js'
+
+/** Where one replica step's time went, in milliseconds. */
+export type StepPhases = { readonly grads: number; readonly flatten: number; readonly allReduce: number; readonly apply: number }
+
+const KEEP_PHASES = 100
 
 export class Replica {
   #model: CausalLM | undefined
   #opt: AdamW | undefined
+  readonly #phases: StepPhases[] = []
 
   constructor(
     readonly modelConfig: ModelConfig,
@@ -37,22 +43,29 @@ export class Replica {
     return process.pid
   }
 
-  /** Gradients on `slice`, summed over the mesh, then one AdamW step. Returns the global loss. */
+  /**
+   * Gradients on `slice`, summed over the mesh, then one AdamW step. Returns the global loss.
+   * The gradients travel as one flat buffer with the loss in its last slot: one collective per
+   * step, reduced in place, and the optimizer reads the sum straight from it.
+   */
   async step(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
     const model = this.#model!, opt = this.#opt!
     const names = [...model.params.keys()]
+    const t0 = performance.now()
     const local = computeGrads(model, slice, denominator, this.microbatches)
-    const flat = flattenGrads(local.grads, names)
+    const t1 = performance.now()
+    const flat = flattenGrads(local.grads, names, 1)
     tf.dispose([...local.grads.values()])
-    const mesh = currentMesh()
-    const summed = await mesh.allReduce(flat, { op: 'sum' })
-    const loss = (await mesh.allReduce(new Float32Array([local.loss]), { op: 'sum' }))[0]!
-    const grads = unflattenGrads(summed, model)
-    try {
-      return { loss, gradNorm: opt.apply(grads, lr) }
-    } finally {
-      tf.dispose([...grads.values()])
-    }
+    flat[flat.length - 1] = local.loss
+    const t2 = performance.now()
+    await currentMesh().allReduce(flat, { op: 'sum', out: flat })
+    const t3 = performance.now()
+    const loss = flat[flat.length - 1]!
+    const gradNorm = opt.applyFlat(flat.subarray(0, flat.length - 1), lr)
+    const t4 = performance.now()
+    this.#phases.push({ grads: t1 - t0, flatten: t2 - t1, allReduce: t3 - t2, apply: t4 - t3 })
+    if (this.#phases.length > KEEP_PHASES) this.#phases.shift()
+    return { loss, gradNorm }
   }
 
   async evalLoss(batch: Batch): Promise<number> {
@@ -61,6 +74,11 @@ export class Replica {
 
   async state(): Promise<TrainTensors> {
     return { weights: await this.#model!.weights(), optimizer: await this.#opt!.state(), count: this.#opt!.count }
+  }
+
+  /** The phases of this replica's latest steps (up to 100), oldest first. */
+  phases(): StepPhases[] {
+    return [...this.#phases]
   }
 
   /** Live tensors in this replica (leak checks) and its peak resident memory. */
