@@ -17,7 +17,7 @@ import type { BlobCache } from './cache.js'
 import { FinestoreError, IntegrityError } from './errors.js'
 import { HASH_RE, HashingTransform, VerifyingTransform, sha256Hex } from './internal/hashing.js'
 import { newId } from './internal/ids.js'
-import { type Copied, copyHashing, writeHashing } from './internal/copy-hashing.js'
+import { type Copied, copyHashing, readHashing, writeHashing } from './internal/copy-hashing.js'
 import { openLocal, openLocalHandle, writeLocalHashing } from './internal/local-files.js'
 import { moveObject } from './internal/move-object.js'
 import { isConditionFailed, isNotFound } from './internal/storage-errors.js'
@@ -90,26 +90,32 @@ export class BlobStore {
   async read(hash: string, ctx?: ReadContext, size?: number): Promise<Uint8Array> {
     checkHash(hash)
     // A cached copy that rotted on local disk is dropped and fetched once more from storage.
-    for (let attempt = 0; this.cache && attempt < 2; attempt++) {
-      if ((await this.#cached(hash, ctx, size)) === undefined) break
-      const chunks: Buffer[] = []
-      try {
-        for await (const c of this.cache.readStream(hash, size, this.#mismatch(hash, ctx))) chunks.push(c as Buffer)
-        return Buffer.concat(chunks)
-      } catch (err) {
-        if (!(err instanceof IntegrityError) || attempt === 1) throw err
-        await this.cache.remove(hash)
-      }
+    for (let attempt = 0; ; attempt++) {
+      const cached = this.cache ? await this.#cached(hash, ctx, size) : undefined
+      const got = await this.#readWhole(hash, ctx, cached ?? this.storage.localPath(blobPath(hash)))
+      if (got.hash === hash && (size === undefined || got.bytes.length === size)) return got.bytes
+      if (cached === undefined || attempt === 1) throw this.#mismatch(hash, ctx)(got.hash, got.bytes.length)
+      await this.cache!.remove(hash)
     }
-    let data: Uint8Array
+  }
+
+  /** The bytes and their sha256; a local file is hashed while it is read. */
+  async #readWhole(hash: string, ctx: ReadContext | undefined, local: string | undefined): Promise<{ bytes: Uint8Array; hash: string }> {
+    const path = blobPath(hash)
     try {
-      data = await this.storage.read(blobPath(hash))
+      if (local === undefined) {
+        const bytes = await this.storage.read(path)
+        return { bytes, hash: sha256Hex(bytes) }
+      }
+      const fh = await openLocalHandle(local, path)
+      try {
+        return await readHashing(fh)
+      } finally {
+        await fh.close()
+      }
     } catch (err) {
       throw this.#readError(err, hash, ctx)
     }
-    const actual = sha256Hex(data)
-    if (actual !== hash || (size !== undefined && data.length !== size)) throw this.#mismatch(hash, ctx)(actual, data.length)
-    return data
   }
 
   /**

@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
-import { open } from 'node:fs/promises'
+import { type FileHandle, open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { tempDir } from '../test-support/stores.js'
-import { copyHashing, writeHashing } from './copy-hashing.js'
+import { copyHashing, readHashing, writeHashing } from './copy-hashing.js'
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex')
 let cleanups: (() => void)[] = []
@@ -82,4 +82,27 @@ test('a failing write rejects the copy (and leaves no unhandled rejection behind
     await from.close()
     await readOnly.close()
   }
+})
+
+test('reads a whole file into memory hashing it chunk by chunk, empty or not', async () => {
+  const d = dir()
+  for (const data of [randomBytes(3 * 512 * 1024 + 9), Buffer.alloc(0)]) {
+    writeFileSync(join(d, 'f'), data)
+    const fh = await open(join(d, 'f'), 'r')
+    const got = await readHashing(fh).finally(() => fh.close())
+    expect(got.hash).toBe(sha(data))
+    expect(got.bytes.equals(data)).toBe(true)
+  }
+})
+
+test('a file that grew after its size was taken is still read to its end', async () => {
+  const d = dir()
+  const data = randomBytes(700 * 1024)
+  writeFileSync(join(d, 'f'), data)
+  const fh = await open(join(d, 'f'), 'r')
+  // Reports the size from before the growth.
+  const stale = { stat: async () => ({ size: 10 }), read: fh.read.bind(fh) } as unknown as FileHandle
+  const got = await readHashing(stale).finally(() => fh.close())
+  expect(got.hash).toBe(sha(data))
+  expect(got.bytes.equals(data)).toBe(true)
 })

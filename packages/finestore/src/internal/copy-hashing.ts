@@ -129,3 +129,29 @@ export async function writeHashing(src: AsyncIterable<Uint8Array | string>, out:
   await sink.finish()
   return { hash: hash.digest('hex'), size }
 }
+
+/**
+ * Reads all of `from` into memory, hashing each chunk while the next one is
+ * being read; returns the bytes and the sha256 of exactly those bytes.
+ */
+export async function readHashing(from: FileHandle): Promise<{ readonly bytes: Buffer; readonly hash: string }> {
+  const hash = createHash('sha256')
+  // One byte of room past the size seen now, so that the final empty read proves the end.
+  let buf = Buffer.allocUnsafe((await from.stat()).size + 1)
+  let size = 0
+  let reading = from.read(buf, 0, Math.min(CHUNK, buf.length), 0)
+  for (;;) {
+    const { bytesRead } = await reading
+    if (bytesRead === 0) break
+    size += bytesRead
+    if (size === buf.length) {
+      // The file grew while being read: make room (rare; blobs are never rewritten in place).
+      const bigger = Buffer.allocUnsafe(buf.length * 2)
+      buf.copy(bigger, 0, 0, size)
+      buf = bigger
+    }
+    reading = from.read(buf, size, Math.min(CHUNK, buf.length - size), size)
+    hash.update(buf.subarray(size - bytesRead, size))
+  }
+  return { bytes: buf.subarray(0, size), hash: hash.digest('hex') }
+}
