@@ -70,7 +70,7 @@ describe('training', () => {
       const grads = new Map([...m.params].map(([k, v], i) => [k, tf.randomNormal(v.shape, 0, 1 + step, 'float32', 10 * step + i) as tf.Tensor]))
       const norm = ours.apply(grads, 0.01)
       expect(norm).toBeCloseTo(globalNorm(grads.values()), 2)
-      stock.applyGradients(Object.fromEntries([...ref.params].map(([k, v]) => [v.name, grads.get(k)!])))
+      stock.applyGradients([...ref.params].map(([k, v]) => ({ name: v.name, tensor: grads.get(k)! })))
       tf.dispose([...grads.values()])
     }
     for (const [k, v] of m.params) {
