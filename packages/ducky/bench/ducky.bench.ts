@@ -1,9 +1,10 @@
 /**
  * @module ducky against raw @grpc/grpc-js on loopback, in the same run and process.
  *
- * The baseline is a hand-written grpc-js service moving the same payloads as raw Buffers
- * (identity serialization, no validation, no auth): what ducky adds is its wire format, zod
- * validation, boxing and the typed client. Each metric alternates ours and baseline for several
+ * The baseline is a hand-written grpc-js service moving the same payloads (unary messages as
+ * JSON, which any service must serialize somehow; stream chunks and tunnel bytes as raw Buffers
+ * with no copy; no validation, no auth): what ducky adds is its wire format's header and binary
+ * table, zod validation of requests and responses (server side), boxing and the typed client. Each metric alternates ours and baseline for several
  * rounds and reports the medians.
  */
 import { once } from 'node:events'
@@ -15,6 +16,9 @@ import { connect, defineService, openTunnel, serve, serverStream, tunnelService,
 import type { DuckyLogger } from '../src/index.js'
 
 const ROUNDS = Number(process.env.DUCKY_BENCH_ROUNDS ?? 5)
+/** `DUCKY_BENCH_ONLY=unary,stream,tunnel` (any subset) runs only those metrics. */
+const ONLY = process.env.DUCKY_BENCH_ONLY?.split(',')
+const runs = (topic: 'unary' | 'stream' | 'tunnel') => ONLY === undefined || ONLY.includes(topic)
 const SEQ_CALLS = 2000
 const PAR_CALLS = 6400
 const IN_FLIGHT = 64
@@ -37,8 +41,11 @@ const chunk = new Float32Array(CHUNK_FLOATS).fill(1.5)
 
 // ---- raw grpc-js side -------------------------------------------------------------------------
 const id = (b: Buffer) => b
+// A hand-written service still has to turn its messages into bytes: JSON, as ducky's body is.
+const toJson = (v: unknown) => Buffer.from(JSON.stringify(v))
+const fromJson = (b: Buffer): unknown => JSON.parse(b.toString('utf8'))
 const rawDef: ServiceDefinition = {
-  echo: { path: '/raw.Bench/echo', requestStream: false, responseStream: false, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id },
+  echo: { path: '/raw.Bench/echo', requestStream: false, responseStream: false, requestSerialize: toJson, requestDeserialize: fromJson, responseSerialize: toJson, responseDeserialize: fromJson },
   floats: { path: '/raw.Bench/floats', requestStream: false, responseStream: true, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id },
   tunnel: { path: '/raw.Bench/tunnel', requestStream: true, responseStream: true, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id },
 }
@@ -137,11 +144,10 @@ const duckyTunnel = await openTunnel({ via: ducky.address, to: `127.0.0.1:${sour
 const rawTun = await rawTunnel(rawClient)
 
 const echoReq = { text: 'ping from the benchmark', n: 42 }
-const rawEchoReq = Buffer.from(JSON.stringify(echoReq))
 // The baseline sets the same per-call deadline as ducky's default (30 s): grpc-js's deadline
 // timers are part of any production call, not something ducky adds.
-const rawUnary = (b: Buffer) =>
-  new Promise<Buffer>((res, rej) => rawClient.makeUnaryRequest('/raw.Bench/echo', id, id, b, new Metadata(), { deadline: Date.now() + 30_000 }, (e, r) => (e ? rej(e) : res(r!))))
+const rawUnary = (req: typeof echoReq) =>
+  new Promise<unknown>((res, rej) => rawClient.makeUnaryRequest('/raw.Bench/echo', toJson, fromJson, req, new Metadata(), { deadline: Date.now() + 30_000 }, (e, r) => (e ? rej(e) : res(r))))
 
 /** Wall and CPU seconds of one run. Client and server share this process, so CPU time is the
  * whole cost of the work, and it is far less disturbed than wall time on a busy machine. */
@@ -184,29 +190,29 @@ async function inFlight(total: number, width: number, call: () => Promise<unknow
   )
 }
 
-{
+if (runs('unary')) {
   const t = await compare(
     'unary sequential',
     async () => {
       for (let i = 0; i < SEQ_CALLS; i++) await client.echo(echoReq)
     },
     async () => {
-      for (let i = 0; i < SEQ_CALLS; i++) await rawUnary(rawEchoReq)
+      for (let i = 0; i < SEQ_CALLS; i++) await rawUnary(echoReq)
     },
   )
   emit({ bench: 'ducky', metric: 'unary_calls_per_s_sequential', value: SEQ_CALLS / t.ours, unit: 'calls/s', baseline: SEQ_CALLS / t.base })
   emitCpu('unary_cpu_us_per_call_sequential', t, SEQ_CALLS, 'us/call', 1e6)
 }
-{
+if (runs('unary')) {
   const t = await compare(
     `unary ${IN_FLIGHT} in flight`,
     () => inFlight(PAR_CALLS, IN_FLIGHT, () => client.echo(echoReq)),
-    () => inFlight(PAR_CALLS, IN_FLIGHT, () => rawUnary(rawEchoReq)),
+    () => inFlight(PAR_CALLS, IN_FLIGHT, () => rawUnary(echoReq)),
   )
   emit({ bench: 'ducky', metric: `unary_calls_per_s_${IN_FLIGHT}_in_flight`, value: PAR_CALLS / t.ours, unit: 'calls/s', baseline: PAR_CALLS / t.base })
   emitCpu(`unary_cpu_us_per_call_${IN_FLIGHT}_in_flight`, t, PAR_CALLS, 'us/call', 1e6)
 }
-{
+if (runs('stream')) {
   const mb = (STREAM_CHUNKS * chunk.byteLength) / 1e6
   const n = Buffer.alloc(4)
   n.writeUInt32LE(STREAM_CHUNKS)
@@ -228,7 +234,7 @@ async function inFlight(total: number, width: number, call: () => Promise<unknow
   emit({ bench: 'ducky', metric: 'server_stream_mb_per_s', value: mb / t.ours, unit: 'MB/s', baseline: mb / t.base })
   emitCpu('server_stream_cpu_ms_per_mb', t, mb, 'ms/MB', 1e3)
 }
-{
+if (runs('tunnel')) {
   const mb = TUNNEL_BYTES / 1e6
   const t = await compare(
     'tunnel',
