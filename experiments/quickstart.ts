@@ -21,6 +21,7 @@ import { join, resolve } from 'node:path'
 import {
   BROWN_HELD_OUT_FILES, BUILTIN_TASKS, Experiment, dedupStep, defaultPrefix, evalStep, ingestStep, runIfMain, step, tokenizeStep, trainStep, versioned,
 } from '@marin/marin'
+import { setLogLevel } from '@marin/rigging'
 import { readBrown } from './lib/brown.js'
 
 const tiny = process.env.QUICKSTART_SCALE === 'tiny'
@@ -70,6 +71,9 @@ const experiment = new Experiment({
 })
 export default experiment
 
+// The driver shows the plan, each step's progress and the summary; the steps' own logs (info and up)
+// are kept with each step. LOG_LEVEL=info shows the driver's too.
+if (process.env.MARIN_STEP_CHILD !== '1' && !process.env.LOG_LEVEL) setLogLevel('warn')
 const code = await runIfMain(import.meta.url, experiment)
 if (code === 0 && !process.argv.includes('--dry-run')) await printSummary()
 
