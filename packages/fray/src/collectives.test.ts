@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { actorClass } from './actor.js'
 import type { ActorGroup } from './actor-group.js'
-import { testData } from './fixtures/data.js'
+import { testData as makeTestData } from './fixtures/data.js'
 import type { Reducer } from './fixtures/reducer.js'
 import type { Client } from './client.js'
 import { openClient, type Opened } from './fixtures/backends.js'
@@ -11,11 +11,19 @@ import { Mesh } from './mesh.js'
 
 const ReducerClass = actorClass<typeof Reducer>(new URL('./fixtures/reducer.ts', import.meta.url), 'Reducer')
 const seed = (i: number) => 1000 + i
+// The same members' data recurs across tests (and 1e7 floats take a while to generate): made once.
+const made = new Map<string, Float32Array>()
+function testData(s: number, n: number, kind: 'ints' | 'random'): Float32Array {
+  const key = `${s}/${n}/${kind}`
+  let x = made.get(key)
+  if (!x) made.set(key, (x = makeTestData(s, n, kind)))
+  return x
+}
 const digest = (x: Float32Array) => createHash('sha256').update(new Uint8Array(x.buffer, x.byteOffset, x.byteLength)).digest('hex')
 
 /** The float32 sum in rank order: what the all-reduce promises to equal bit for bit. */
 function f32RankOrderSum(parts: Float32Array[]): Float32Array {
-  const acc = Float32Array.from(parts[0]!)
+  const acc = parts[0]!.slice()
   for (const p of parts.slice(1)) for (let i = 0; i < acc.length; i++) acc[i]! += p[i]!
   return acc
 }
