@@ -167,9 +167,16 @@ async function compare(name: string, ours: () => Promise<unknown>, base: () => P
   await base()
   const a: { wall: number; cpu: number }[] = []
   const b: { wall: number; cpu: number }[] = []
+  // The order flips every round, so neither side always runs right after the other (whose
+  // garbage the next run's collections would pay for).
   for (let r = 0; r < ROUNDS; r++) {
-    a.push(await seconds(ours))
-    b.push(await seconds(base))
+    if (r % 2 === 0) {
+      a.push(await seconds(ours))
+      b.push(await seconds(base))
+    } else {
+      b.push(await seconds(base))
+      a.push(await seconds(ours))
+    }
   }
   const show = (xs: { wall: number; cpu: number }[]) => xs.map((x) => `${x.wall.toFixed(3)}/${x.cpu.toFixed(3)}`).join(' ')
   log(`${name} (wall/cpu s): ours ${show(a)}; baseline ${show(b)}`)
