@@ -33,7 +33,8 @@ test('tasks of a member that dies go to the others', async () => {
   const victim = g.member(0)
   const done = new ActorPool(g).map(Array.from({ length: 6 }, (_, i) => i), async (w, x) => {
     if (w === victim && x === 0) setTimeout(() => victim.$actor.kill('SIGKILL'), 50)
-    await w.slow(x === 0 ? 5_000 : 10)
+    // Long only where it is killed: the retry on another member is quick.
+    await w.slow(x === 0 && w === victim ? 5_000 : 10)
     return x
   })
   expect(await done).toEqual([0, 1, 2, 3, 4, 5])
