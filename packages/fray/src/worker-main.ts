@@ -3,7 +3,7 @@
  * and serves calls until the driver says stop or goes away.
  */
 import { ActorRuntime } from './actor-runtime.js'
-import { cleanUpOnSigterm } from './collective/peers.js'
+import { cleanUpOnSigterm } from './collective/socket-files.js'
 import { FrayError } from './errors.js'
 import { errorPayload, type FromWorker, MSG, type ToWorker } from './internal/wire.js'
 

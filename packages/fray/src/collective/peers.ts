@@ -7,17 +7,18 @@
  * chunk, sender), so collectives on different sub-groups can run at the same time.
  *
  * Every collective starts with an announcement to each other member of its sub-group of what
- * this member called (`CollectiveCall`). Members whose calls differ fail at once, each naming
- * the calls, instead of waiting for frames that never come.
+ * this member called (`CollectiveCall`, checked by `Agreements`).
  */
 import { randomUUID } from 'node:crypto'
-import { readFileSync, rmSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import net from 'node:net'
-import { hostname, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { FrayError } from '../errors.js'
 import { FrameReader, FrameSink, writeFrame, type FrameHeader } from '../internal/framing.js'
-import { type CollectiveCall, decodeCall, describeCall, encodeCall, sameCall } from './call.js'
+import { Agreements, type OpGroup, opKey } from './agreement.js'
+import { type CollectiveCall, decodeCall, encodeCall } from './call.js'
+import { forgetSocketFile, removeAtExit, thisMachine } from './socket-files.js'
 
 /**
  * A member's listening address: TCP always, and a Unix socket that members on the same machine
@@ -25,55 +26,11 @@ import { type CollectiveCall, decodeCall, describeCall, encodeCall, sameCall } f
  */
 export type PeerAddress = { host: string; port: number; path?: string; machine?: string }
 
-const socketPaths = new Set<string>()
-/** Socket files go with the process even when nobody closes the mesh (a SIGKILL still leaves them). */
-function removeAtExit(path: string): void {
-  if (socketPaths.size === 0) process.once('exit', removeSocketFiles)
-  socketPaths.add(path)
-}
-
-/** Removes this process's mesh socket files; for signal handlers, which skip 'exit' hooks. */
-export function removeSocketFiles(): void {
-  for (const p of socketPaths) rmSync(p, { force: true })
-  socketPaths.clear()
-}
-
-/** On SIGTERM, removes the socket files and dies of the same signal (so the exit still reads as SIGTERM). */
-export function cleanUpOnSigterm(): void {
-  process.once('SIGTERM', () => {
-    removeSocketFiles()
-    process.kill(process.pid, 'SIGTERM')
-  })
-}
-
-let machineId: string | undefined
-/** Identifies this machine (and boot), so that a Unix socket path is only used where it exists. */
-function thisMachine(): string {
-  if (machineId === undefined) {
-    let boot = ''
-    try {
-      boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
-    } catch {
-      /* not Linux: the host name alone */
-    }
-    machineId = `${hostname()}/${boot}`
-  }
-  return machineId
-}
-
 const HELLO = 0xffff
 /** Frame kind of a collective's announcement. */
 const ANNOUNCE = 0xfffe
 
 type Waiter = { resolve: (b: Uint8Array) => void; reject: (e: Error) => void; total: number; into?: Uint8Array | undefined }
-
-/** The sub-group a collective runs over, as the links need it. */
-export type OpGroup = { readonly id: number; readonly ranks: readonly number[] }
-
-/** A collective this member has begun: its call, and the peers whose announcement is still due. */
-type Op = { group: OpGroup; seq: number; call: CollectiveCall; due: Set<number>; resolve: () => void; reject: (e: Error) => void }
-
-const opKey = (comm: number, seq: number) => `${comm}.${seq}`
 
 export class Peers {
   /** Accepted connections, which this member writes to. */
@@ -82,11 +39,10 @@ export class Peers {
   private readonly in = new Map<number, net.Socket>()
   private readonly inbox = new Map<string, { h: FrameHeader; b: Uint8Array }>()
   private readonly waiters = new Map<string, Waiter>()
-  /** Announcements of collectives this member has not begun yet: op key → sender → call. */
-  private readonly announced = new Map<string, Map<number, CollectiveCall>>()
-  private readonly ops = new Map<string, Op>()
-  /** Collectives that failed on a mismatch: their late frames are dropped. */
-  private readonly broken = new Set<string>()
+  private readonly agreements = new Agreements(
+    () => this.rank,
+    (key, err) => this.breakOp(key, err),
+  )
   private failure: FrayError | null = null
   private rank = -1
   private expected = 0
@@ -196,7 +152,7 @@ export class Peers {
   }
 
   private key(comm: number, seq: number, kind: number, chunk: number, from: number): string {
-    return `${comm}.${seq}|${kind}.${chunk}.${from}`
+    return `${opKey(comm, seq)}|${kind}.${chunk}.${from}`
   }
 
   private destination(h: FrameHeader, len: number): Uint8Array | undefined {
@@ -205,11 +161,11 @@ export class Peers {
   }
 
   private deliver(h: FrameHeader, b: Uint8Array): void {
-    if (h.kind === ANNOUNCE) return this.announcement(h)
+    if (h.kind === ANNOUNCE) return this.agreements.heard(h.comm, h.seq, h.from, decodeCall(h.chunk, h.total))
     const k = this.key(h.comm, h.seq, h.kind, h.chunk, h.from)
     const w = this.waiters.get(k)
     if (!w) {
-      if (!this.broken.has(opKey(h.comm, h.seq))) this.inbox.set(k, { h, b })
+      if (!this.agreements.isBroken(h.comm, h.seq)) this.inbox.set(k, { h, b })
       return
     }
     this.waiters.delete(k)
@@ -224,65 +180,13 @@ export class Peers {
    */
   begin(group: OpGroup, seq: number, call: CollectiveCall): Promise<void> {
     if (this.failure) return Promise.reject(this.failure)
-    const me = this.rank
     const { chunk, total } = encodeCall(call)
-    for (const r of group.ranks) if (r !== me) void this.send(r, { comm: group.id, seq, kind: ANNOUNCE, chunk, total })
-    const key = opKey(group.id, seq)
-    const early = this.announced.get(key)
-    this.announced.delete(key)
-    return new Promise<void>((resolve, reject) => {
-      const op: Op = { group, seq, call, due: new Set(group.ranks.filter((r) => r !== me)), resolve, reject }
-      this.ops.set(key, op)
-      for (const [from, c] of early ?? []) if (this.ops.get(key) === op) this.heard(key, op, from, c)
-      if (op.due.size === 0 && this.ops.get(key) === op) this.settle(key, op)
-    })
+    for (const r of group.ranks) if (r !== this.rank) void this.send(r, { comm: group.id, seq, kind: ANNOUNCE, chunk, total })
+    return this.agreements.begin(group, seq, call)
   }
 
-  private announcement(h: FrameHeader): void {
-    const key = opKey(h.comm, h.seq)
-    if (this.broken.has(key)) return
-    const call = decodeCall(h.chunk, h.total)
-    const op = this.ops.get(key)
-    if (!op) {
-      let m = this.announced.get(key)
-      if (!m) this.announced.set(key, (m = new Map()))
-      m.set(h.from, call)
-      return
-    }
-    this.heard(key, op, h.from, call)
-    if (op.due.size === 0 && this.ops.get(key) === op) this.settle(key, op)
-  }
-
-  private readonly heardCalls = new Map<string, Map<number, CollectiveCall>>()
-
-  private heard(key: string, op: Op, from: number, call: CollectiveCall): void {
-    op.due.delete(from)
-    let calls = this.heardCalls.get(key)
-    if (!calls) this.heardCalls.set(key, (calls = new Map()))
-    calls.set(from, call)
-    if (sameCall(call, op.call)) return
-    // Name every call this member knows of: its own and what the others announced.
-    calls.set(this.rank, op.call)
-    const list = [...calls].sort((a, b) => a[0] - b[0]).map(([r, c]) => `member ${r} called ${describeCall(c)}`)
-    const err = new FrayError(
-      'COLLECTIVE_MISMATCH',
-      `collective #${op.seq} over members [${op.group.ranks.join(', ')}] does not match: ${list.join(', ')}; ` +
-        'every member must call the same collectives in the same order, with the same op, root and length',
-    )
-    this.breakOp(key, op, err)
-  }
-
-  private settle(key: string, op: Op): void {
-    this.ops.delete(key)
-    this.heardCalls.delete(key)
-    op.resolve()
-  }
-
-  /** Fails one collective: its announcement promise, its pending receives, and frames already in. */
-  private breakOp(key: string, op: Op, err: FrayError): void {
-    this.ops.delete(key)
-    this.heardCalls.delete(key)
-    this.broken.add(key)
+  /** A collective failed on a mismatch: its pending receives fail too, and frames already in go. */
+  private breakOp(key: string, err: FrayError): void {
     const prefix = `${key}|`
     for (const [k, w] of this.waiters) {
       if (k.startsWith(prefix)) {
@@ -291,7 +195,6 @@ export class Peers {
       }
     }
     for (const k of this.inbox.keys()) if (k.startsWith(prefix)) this.inbox.delete(k)
-    op.reject(err)
   }
 
   /** Sends one frame to `peer`; resolves when the payload buffer may be reused. */
@@ -319,7 +222,7 @@ export class Peers {
       return got.h.total === total ? Promise.resolve(got.b) : Promise.reject(mismatch(got.h, total, this.rank))
     }
     if (this.failure) return Promise.reject(this.failure)
-    if (this.broken.has(opKey(comm, seq))) return Promise.reject(new FrayError('COLLECTIVE_MISMATCH', `collective #${seq} already failed on a mismatch`))
+    if (this.agreements.isBroken(comm, seq)) return Promise.reject(new FrayError('COLLECTIVE_MISMATCH', `collective #${seq} already failed on a mismatch`))
     return new Promise((resolve, reject) => this.waiters.set(k, { resolve, reject, total, into }))
   }
 
@@ -328,8 +231,7 @@ export class Peers {
     this.failure = err
     for (const w of this.waiters.values()) w.reject(err)
     this.waiters.clear()
-    for (const op of this.ops.values()) op.reject(err)
-    this.ops.clear()
+    this.agreements.fail(err)
   }
 
   /** Closes every link; collectives in flight fail with `reason`. */
@@ -343,7 +245,7 @@ export class Peers {
     this.local?.close()
     if (this.path) {
       rmSync(this.path, { force: true })
-      socketPaths.delete(this.path)
+      forgetSocketFile(this.path)
     }
   }
 }

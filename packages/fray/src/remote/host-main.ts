@@ -5,7 +5,7 @@
  */
 import { connect, serve } from '@marin/ducky'
 import { ActorRuntime } from '../actor-runtime.js'
-import { cleanUpOnSigterm } from '../collective/peers.js'
+import { cleanUpOnSigterm } from '../collective/socket-files.js'
 import { FrayError } from '../errors.js'
 import { errorPayload } from '../internal/wire.js'
 import { ActorService, DriverService } from './services.js'
