@@ -9,6 +9,7 @@ import { generate } from '../src/generate.js'
 import { unregisterLevanterKernels } from '../src/kernels/register.js'
 import { Gpt2LM } from '../src/models/lm.js'
 import { DataParallelEngine } from '../src/parallel/data-parallel.js'
+import type { StepPhases } from '../src/parallel/replica.js'
 import { Pipeline } from '../src/pipeline.js'
 import { MemoryTracker } from '../src/trackers.js'
 import { Trainer } from '../src/trainer.js'
@@ -18,6 +19,10 @@ export const REFERENCE = { vocabSize: 512, seqLen: 128, dModel: 256, nLayers: 4,
 const BATCH = 16
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const rssMiB = () => process.resourceUsage().maxRSS / 1024
+const cpuSeconds = () => {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1e6
+}
 
 const variant = process.argv[2]
 const steps = Number(process.argv[3] ?? 3)
@@ -31,16 +36,18 @@ const out: Record<string, unknown> = { variant, backend: info.name, simd: info.s
 if (variant === 'stock') {
   unregisterLevanterKernels()
   const step = stockTrainStep(model, tf.train.adam(1e-3, 0.9, 0.95))
-  const times: number[] = []
+  const times: number[] = [], cpu: number[] = []
   for (let s = 0; s <= steps; s++) {
     const b = await dataset.trainBatch(s, BATCH, REFERENCE.seqLen, 0)
     const ids = tf.tensor2d(b.inputs, [BATCH, REFERENCE.seqLen], 'int32'), tg = tf.tensor2d(b.targets, [BATCH, REFERENCE.seqLen], 'int32')
-    const t = performance.now()
+    const t = performance.now(), c = cpuSeconds()
     step(ids, tg)
     if (s > 0) times.push((performance.now() - t) / 1000) // step 0 warms up
+    if (s > 0) cpu.push(cpuSeconds() - c)
     tf.dispose([ids, tg])
   }
   out.tokensPerSec = (BATCH * REFERENCE.seqLen) / median(times)
+  out.tokensPerCpuSec = (BATCH * REFERENCE.seqLen) / median(cpu)
 } else if (variant === 'levanter' || variant === 'levanter-dp2') {
   const tps: number[] = []
   const trainer = new Trainer(
@@ -48,11 +55,32 @@ if (variant === 'stock') {
     { trackers: [new MemoryTracker()], hooks: [{ every: 1, run: (i) => void tps.push(i.tokensPerSec) }] },
   )
   const pipeline = new Pipeline({ dataset, model, trainer, maxSteps: steps + 1 })
+  const stepMs: number[] = [], cpu: number[] = []
+  let lastCpu = cpuSeconds()
+  trainer.addHook(1, (i) => {
+    stepMs.push(i.seconds * 1000)
+    cpu.push(cpuSeconds() - lastCpu) // this process, from hook to hook: the step plus loading its batch
+    lastCpu = cpuSeconds()
+  })
   trainer.addHook(steps + 1, async () => {
-    if (pipeline.engine instanceof DataParallelEngine) out.replicaPeakRssMiB = Math.max(...(await pipeline.engine.group.broadcast.memory()).map((m) => m.peakRssMiB))
+    if (!(pipeline.engine instanceof DataParallelEngine)) return
+    const group = pipeline.engine.group
+    out.replicaPeakRssMiB = Math.max(...(await group.broadcast.memory()).map((m) => m.peakRssMiB))
+    // Per-step phases (median over the timed steps) of the slowest replica, and what the driver adds on top.
+    const phases = (await group.broadcast.phases()).map((ps) => ps.slice(1))
+    const med = (k: keyof StepPhases) => Math.max(...phases.map((ps) => median(ps.map((p) => p[k]))))
+    const replica = { grads: med('grads'), flatten: med('flatten'), allReduce: med('allReduce'), apply: med('apply') }
+    // The driver's share of a step: the step's wall time less the longest replica's (phases of step i are entry i).
+    const total = (p: StepPhases) => p.grads + p.flatten + p.allReduce + p.apply
+    const driver = stepMs.slice(1).map((ms, i) => ms - Math.max(...phases.map((ps) => total(ps[i]!))))
+    out.phasesMs = { ...replica, driver: median(driver), replicaCpu: med('cpu') }
+    // Per CPU-second of the busiest replica: the rate were each replica to have a core of its own (communication waits excluded).
+    out.tokensPerCpuSec = (BATCH * REFERENCE.seqLen) / (med('cpu') / 1000)
   })
   await pipeline.run()
   out.tokensPerSec = median(tps.slice(1))
+  if (variant === 'levanter') out.tokensPerCpuSec = (BATCH * REFERENCE.seqLen) / median(cpu.slice(1))
+  out.stepMs = median(stepMs.slice(1))
 } else if (variant === 'generate') {
   const prompt = Array.from({ length: 16 }, (_, i) => i)
   for (const useCache of [true, false]) {

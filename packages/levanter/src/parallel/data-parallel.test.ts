@@ -11,6 +11,7 @@ import { Pipeline } from '../pipeline.js'
 import { MemoryTracker } from '../trackers.js'
 import { Trainer } from '../trainer.js'
 import type { DataParallelEngine } from './data-parallel.js'
+import type { StepPhases } from './replica.js'
 
 const cfg = { vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 1, nHeads: 2 }
 const tokens = Array.from({ length: 1500 }, (_, i) => ((i * 3) % 10) + (i % 23 === 0 ? 1 : 0))
@@ -24,10 +25,24 @@ describe('data-parallel over a fray mesh', () => {
     const run = async (mesh?: { data: number }) => {
       const model = new Gpt2LM(cfg, 2)
       const trainer = new Trainer({ learningRate: 1e-2, batchSize: 4, seed: 1, ...(mesh ? { mesh } : {}) }, { trackers: [new MemoryTracker()] })
-      const r = await new Pipeline({ dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }), model, trainer, maxSteps: 20 }).run()
-      return { losses: r.losses, weights: await model.weights() }
+      const pipeline = new Pipeline({ dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }), model, trainer, maxSteps: 20 })
+      const replicaTensors: number[][] = []
+      let phases: StepPhases[][] = []
+      trainer.addHook(5, async (info) => {
+        if (!mesh) return
+        const group = (pipeline.engine as DataParallelEngine).group
+        replicaTensors.push((await group.broadcast.memory()).map((m) => m.numTensors))
+        if (info.step === 20) phases = await group.broadcast.phases()
+      })
+      const r = await pipeline.run()
+      return { losses: r.losses, weights: await model.weights(), replicaTensors, phases }
     }
     const single = await run(), dp = await run({ data: 2 })
+    // Replicas hold steady too, and account for every step's phases.
+    expect(dp.replicaTensors).toHaveLength(4)
+    expect(dp.replicaTensors[3]).toEqual(dp.replicaTensors[0])
+    expect(dp.phases.map((p) => p.length)).toEqual([20, 20])
+    for (const p of dp.phases.flat()) expect(Math.min(p.grads, p.flatten, p.allReduce, p.apply, p.cpu)).toBeGreaterThanOrEqual(0)
     expect(dp.losses).toHaveLength(20)
     dp.losses.forEach((l, i) => expect(Math.abs(l - single.losses[i]!)).toBeLessThan(1e-4))
     for (const [n, w] of single.weights) {

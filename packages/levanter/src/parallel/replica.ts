@@ -17,8 +17,13 @@ import { AdamW } from '../optim/adamw.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import { computeGrads, flattenGrads } from '../train-step.js'
 
-/** Where one replica step's time went, in milliseconds. */
-export type StepPhases = { readonly grads: number; readonly flatten: number; readonly allReduce: number; readonly apply: number }
+/** Where one replica step's time went, in milliseconds of wall time, and the CPU time the process used (on a shared machine, the work itself). */
+export type StepPhases = { readonly grads: number; readonly flatten: number; readonly allReduce: number; readonly apply: number; readonly cpu: number }
+
+const cpuMs = (): number => {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1000
+}
 
 const KEEP_PHASES = 100
 
@@ -51,7 +56,7 @@ export class Replica {
   async step(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
     const model = this.#model!, opt = this.#opt!
     const names = [...model.params.keys()]
-    const t0 = performance.now()
+    const c0 = cpuMs(), t0 = performance.now()
     const local = computeGrads(model, slice, denominator, this.microbatches)
     const t1 = performance.now()
     const flat = flattenGrads(local.grads, names, 1)
@@ -63,7 +68,7 @@ export class Replica {
     const loss = flat[flat.length - 1]!
     const gradNorm = opt.applyFlat(flat.subarray(0, flat.length - 1), lr)
     const t4 = performance.now()
-    this.#phases.push({ grads: t1 - t0, flatten: t2 - t1, allReduce: t3 - t2, apply: t4 - t3 })
+    this.#phases.push({ grads: t1 - t0, flatten: t2 - t1, allReduce: t3 - t2, apply: t4 - t3, cpu: cpuMs() - c0 })
     if (this.#phases.length > KEEP_PHASES) this.#phases.shift()
     return { loss, gradNorm }
   }
