@@ -34,6 +34,7 @@ class Sink {
   #unflushed = 0
   #flushing: Promise<void> | undefined
   #failed: unknown
+  #tail: Promise<void> = Promise.resolve()
 
   readonly #fsync: boolean
   readonly #flushEvery: number
@@ -47,10 +48,16 @@ class Sink {
   }
 
 
-  /** Writes all of `chunk` at `pos`. The returned promise never goes unhandled. */
+  /**
+   * Writes all of `chunk` at `pos`, after every earlier chunk: one write at a time,
+   * in order (concurrent writes to one file contend for its lock and measured slower,
+   * and their fsync slower still). After a failed write every later one fails too.
+   * The returned promise never goes unhandled.
+   */
   write(chunk: Uint8Array, pos: number): Promise<void> {
-    const p = this.#writeAll(chunk, pos)
+    const p = this.#tail.then(() => this.#writeAll(chunk, pos))
     p.catch(ignore)
+    this.#tail = p
     return p
   }
 
