@@ -15,6 +15,7 @@
 import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
 import type { Client } from '@marin/fray'
+import { logger } from '@marin/rigging'
 import type { FrayRunner } from './fray-runner.js'
 import type { Dataset } from './dataset.js'
 import { executeStages } from './executor.js'
@@ -24,8 +25,8 @@ import type { StagePlan } from './plan.js'
 import { runTask } from './run-task.js'
 import { resolveStage } from './resolve-stage.js'
 import type { Op } from './ops.js'
-import { logger } from '@marin/rigging'
 import { ZephyrError } from './errors.js'
+import { memoryUrl } from './internal/memory-url.js'
 import { checkOptions, ContextOptionsSchema, ExecuteOptionsSchema } from './options.js'
 
 const log = logger('zephyr')
@@ -57,30 +58,6 @@ export function normalizeOps(ops: readonly Op[]): Op[] {
 /** Runs tasks in this process. */
 export function inProcessRunner(concurrency: number): TaskRunner {
   return { concurrency, run: (stage, shard, env) => runTask(stage, shard, env) }
-}
-
-const isMemory = (u: unknown): u is string => typeof u === 'string' && u.startsWith('memory://')
-
-/**
- * A `memory://` URL the plan reads or writes, if any. Memory storage lives in
- * one process, so such a plan runs in process even on a worker context.
- */
-export function memoryUrl(stages: readonly StagePlan[], scratch?: string): string | undefined {
-  if (isMemory(scratch)) return scratch
-  for (const s of stages) {
-    if (s.input.kind === 'files') {
-      const u = s.input.urls.find(isMemory)
-      if (u) return u
-    }
-    if (s.input.kind === 'list') {
-      for (const shard of s.input.shards) {
-        const u = shard.find(isMemory)
-        if (u) return u
-      }
-    }
-    if (s.output.kind === 'write' && isMemory(s.output.writer.pattern)) return s.output.writer.pattern
-  }
-  return undefined
 }
 
 export class ZephyrContext {

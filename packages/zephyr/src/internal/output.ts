@@ -20,10 +20,15 @@ export type Output = {
   abort(err: Error): Promise<void>
 }
 
-export async function openOutput(url: string, counters?: TaskCounters): Promise<Output> {
+/**
+ * `bufferBytes` is how much may wait to be written before `write` waits: a
+ * writer that emits large chunks (a Parquet row group) passes more, so the
+ * disk write of one chunk overlaps the encoding of the next. @default 1 MiB
+ */
+export async function openOutput(url: string, counters?: TaskCounters, bufferBytes = 1 << 20): Promise<Output> {
   const loc = await locate(url)
   const sink: Writable = await loc.storage.writeStream(loc.path)
-  const head = new PassThrough({ highWaterMark: 1 << 20 })
+  const head = new PassThrough({ highWaterMark: bufferBytes })
   const codec = await compressor(codecOf(loc.path), loc.url)
   const stages = codec ? [head, codec, countingTransform(counters, 'bytesWritten'), sink] : [head, countingTransform(counters, 'bytesWritten'), sink]
   const done = pipeline(stages as [PassThrough, ...Writable[]])

@@ -54,7 +54,8 @@ class StreamingByteWriter extends ByteWriter {
 
 export async function parquetWriter(url: string, opts: ParquetWriteOptions = {}, counters?: TaskCounters): Promise<ShardWriter> {
   const rowGroupSize = opts.rowGroupSize ?? 50_000
-  const out = await openOutput(url, counters)
+  // room for a row group's bytes: its write to disk overlaps encoding the next group
+  const out = await openOutput(url, counters, 64 << 20)
   const sink = new StreamingByteWriter(out)
   let writer: ParquetWriter | undefined
   let columns: string[] = []
