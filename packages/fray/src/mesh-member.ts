@@ -102,7 +102,7 @@ export class MeshMember {
     return this.run(opts, (c) => barrier(c))
   }
 
-  /** Drops the current links (collectives in flight fail with `reason`); later collectives wait for `relink`. */
+  /** @internal Drops the current links (collectives in flight fail with `reason`); later collectives wait for `relink`. */
   unlink(reason?: FrayError): void {
     this.peers?.close(reason)
     this.peers = null
@@ -113,7 +113,7 @@ export class MeshMember {
     }
   }
 
-  /** New links to every member: collectives count from zero again, as on every other member. */
+  /** @internal New links to every member: collectives count from zero again, as on every other member. */
   relink(peers: Peers): void {
     if (this.closed) return peers.close()
     this.peers = peers
@@ -122,7 +122,7 @@ export class MeshMember {
     this.settleLink = null
   }
 
-  /** The links cannot come back: waiting and later collectives fail with `err`. */
+  /** @internal The links cannot come back: waiting and later collectives fail with `err`. */
   fail(err: FrayError): void {
     if (this.settleLink) this.settleLink.reject(err)
     else {
