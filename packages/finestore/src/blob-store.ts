@@ -2,10 +2,11 @@
  * @module Content-addressed blobs: streaming put that hashes while it writes,
  * reads verified against the hash, and dedup of identical content.
  *
- * A streamed upload goes to `tmp/<id>` first (its hash is known only at the end)
- * and then gets its name by a conditional create of `blobs/sha256/ab/<hash>`:
- * a hard link on `file://` storage (no second copy), a copy elsewhere. If the
- * name already exists the content is already stored: that is the dedup.
+ * A streamed upload goes to `tmp/<id>` first (its hash is known only at the end,
+ * and is computed in the same pass as the copy) and then gets its name by a
+ * conditional move to `blobs/sha256/ab/<hash>` (`Storage.rename` with `ifAbsent`:
+ * a locked rename on `file://`, no second copy). If the name already exists the
+ * content is already stored: that is the dedup.
  */
 import { createReadStream } from 'node:fs'
 import { type FileHandle, mkdir, open, rename, rm } from 'node:fs/promises'
