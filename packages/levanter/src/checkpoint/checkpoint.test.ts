@@ -46,6 +46,12 @@ describe('safetensors', () => {
     expect(Array.from(back.tensors.get('a')!.data)).toEqual([1, 2, 3, 4, 5, 6.5])
     expect(back.tensors.get('b')!.data).toBeInstanceOf(Int32Array)
     expect(() => decodeSafetensors(bytes.subarray(0, 30), 'x.safetensors')).toThrow(/x.safetensors: .* the file is truncated/)
+    // A Node Buffer from a shared pool (its slice is a view, its buffer much larger), at an odd offset.
+    const pooled = Buffer.concat([Buffer.from([9, 9, 9]), Buffer.from(bytes)]).subarray(3)
+    expect(pooled.byteOffset).not.toBe(0)
+    const fromPool = decodeSafetensors(pooled)
+    expect(Array.from(fromPool.tensors.get('a')!.data)).toEqual([1, 2, 3, 4, 5, 6.5])
+    expect(Array.from(fromPool.tensors.get('b')!.data)).toEqual([-7])
   })
 })
 

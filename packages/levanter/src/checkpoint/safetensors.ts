@@ -59,7 +59,9 @@ export function decodeSafetensors(bytes: Uint8Array, what = 'safetensors'): { te
     if (!Ctor) throw bad(`tensor "${name}" has dtype ${dtype}; only F32 and I32 are read`)
     const [b, end] = data_offsets
     if (base + end > bytes.length || end - b !== shape.reduce((x, y) => x * y, 1) * 4) throw bad(`tensor "${name}" offsets [${b}, ${end}] do not fit its shape or the file`)
-    const copy = bytes.slice(base + b, base + end) // copy: aligned, and independent of the file buffer
+    // A real copy (a Node Buffer's slice is a view into a shared pool): aligned, and independent of the file buffer.
+    const copy = new Uint8Array(end - b)
+    copy.set(bytes.subarray(base + b, base + end))
     tensors.set(name, { shape, data: new Ctor(copy.buffer, 0, (end - b) / 4) })
   }
   return { tensors, metadata }
