@@ -1,5 +1,7 @@
 /** @module Transformer building blocks as plain tensor functions. Shapes: B batch, T query positions, S key positions, H heads, K head size. */
 import * as tf from '@tensorflow/tfjs'
+import { fusedGeluTanh } from '../kernels/gelu.js'
+import { fusedLayerNorm } from '../kernels/layer-norm.js'
 import { swapLast } from '../kernels/transpose-last.js'
 
 /**
@@ -28,10 +30,9 @@ export function linear(x: tf.Tensor, w: tf.Tensor, b?: tf.Tensor): tf.Tensor {
   return tf.reshape(y, [...x.shape.slice(0, -1), outDim])
 }
 
-/** LayerNorm over the last axis. */
+/** LayerNorm over the last axis (closed-form gradient: kernels/layer-norm.ts). */
 export function layerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor, eps: number): tf.Tensor {
-  const { mean, variance } = tf.moments(x, -1, true)
-  return tf.add(tf.mul(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, eps))), g), b)
+  return fusedLayerNorm(x, g, b, eps)
 }
 
 /** RMSNorm over the last axis. */
@@ -39,10 +40,9 @@ export function rmsNorm(x: tf.Tensor, g: tf.Tensor, eps: number): tf.Tensor {
   return tf.mul(tf.mul(x, tf.rsqrt(tf.add(tf.mean(tf.square(x), -1, true), eps))), g)
 }
 
-/** GELU with GPT-2's tanh approximation: ½x(1 + tanh(√(2/π)(x + 0.044715x³))). */
+/** GELU with GPT-2's tanh approximation: ½x(1 + tanh(√(2/π)(x + 0.044715x³))) (closed-form gradient: kernels/gelu.ts). */
 export function geluTanh(x: tf.Tensor): tf.Tensor {
-  const inner = tf.mul(tf.add(x, tf.mul(tf.mul(tf.square(x), x), 0.044715)), Math.sqrt(2 / Math.PI)) // x·x² (Pow is slow on wasm)
-  return tf.mul(tf.mul(x, 0.5), tf.add(tf.tanh(inner), 1))
+  return fusedGeluTanh(x)
 }
 
 /** [B, T, H·K] → [B, H, T, K]. */
