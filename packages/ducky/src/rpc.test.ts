@@ -118,6 +118,18 @@ describe('typed round trips', () => {
     }
     expect(k).toBe(4)
   })
+
+  test('streamed 1 MiB chunks stay distinct while the consumer lags behind the server', async () => {
+    // Responses are encoded into one reused buffer; each chunk must still arrive as it was sent.
+    const { client } = await start()
+    let k = 0
+    for await (const { chunk } of client.chunks({ n: 12, floats: 256 * 1024 })) {
+      if (k % 4 === 0) await sleep(20)
+      expect([chunk.length, chunk[0], chunk[chunk.length >> 1], chunk[chunk.length - 1]]).toEqual([256 * 1024, k, k, k])
+      k++
+    }
+    expect(k).toBe(12)
+  })
 })
 
 test('falsy messages (0, empty string, null) travel in every kind of call', async () => {

@@ -55,14 +55,16 @@ function grpcService(binding: ServiceBinding, env: CallEnv): { definition: Servi
       throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: no handler for method ${name}; add ${name} to the implementation`)
     }
     const path = methodPath(def, name)
-    const { encode, decode } = codecOf(m.codec)
+    const { encode, encodeResponse, decode } = codecOf(m.codec)
     definition[name] = {
       path,
       requestStream: m.kind === 'bidi',
       responseStream: m.kind !== 'unary',
       requestSerialize: encode,
       requestDeserialize: decode,
-      responseSerialize: encode,
+      // grpc-js copies each response into its frame before serialize returns, so responses
+      // are encoded into a reused buffer.
+      responseSerialize: encodeResponse,
       responseDeserialize: decode,
     }
     const h = handler.bind(impl) as never

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest'
 import { RpcError } from './errors.js'
-import { decodeMessage, encodeMessage } from './wire.js'
+import { decodeMessage, encodeMessage, encodeTransient, TRANSIENT_MAX_BYTES } from './wire.js'
 
 /** The message as grpc-js hands it over: a subarray after the 5-byte frame prefix. */
 function asReceived(msg: Buffer): Buffer {
@@ -96,5 +96,21 @@ describe('wire format', () => {
     const msg = Buffer.concat([head, Buffer.from(body), Buffer.from(table), Buffer.alloc(16)])
     expect(() => decodeMessage(msg)).toThrow(/does not exist/)
     expect(({} as Record<string, unknown>).polluted).toBeUndefined()
+  })
+
+  test('transient encoding reuses one buffer, writes every byte, and matches encodeMessage', () => {
+    const big = { name: 'big', data: new Float32Array(1000).fill(2.5) }
+    const first = encodeTransient(big)
+    expect(first.equals(encodeMessage(big))).toBe(true)
+    // A shorter message with a different layout overwrites the same memory completely.
+    const small = { n: 1, bytes: new Uint8Array([7]) }
+    const second = encodeTransient(small)
+    expect(second.buffer).toBe(first.buffer)
+    expect(second.equals(encodeMessage(small))).toBe(true)
+    expect(decodeMessage(asReceived(second))).toEqual(small)
+    // Beyond the limit a message gets its own buffer, so the reused one stays small.
+    const huge = encodeTransient({ data: new Uint8Array(TRANSIENT_MAX_BYTES + 1) })
+    expect(huge.buffer).not.toBe(first.buffer)
+    expect(encodeTransient(small).buffer).toBe(first.buffer)
   })
 })

@@ -100,6 +100,31 @@ const align = (off: number) => off + ((8 - ((off + FRAME_PREFIX) % 8)) % 8)
 
 /** Encodes one message; the only copy of binary data is into the returned buffer. */
 export function encodeMessage(value: unknown): Buffer {
+  return encodeInto(value, Buffer.allocUnsafe)
+}
+
+/** Messages up to this size are encoded into a reused buffer by {@link encodeTransient}. */
+export const TRANSIENT_MAX_BYTES = 4 * 1024 * 1024
+let scratch: Buffer = Buffer.allocUnsafe(0)
+
+function scratchOf(total: number): Buffer {
+  if (total > TRANSIENT_MAX_BYTES) return Buffer.allocUnsafe(total)
+  if (scratch.length < total) scratch = Buffer.allocUnsafeSlow(Math.min(TRANSIENT_MAX_BYTES, Math.max(total, 2 * scratch.length, 4096)))
+  return scratch.subarray(0, total)
+}
+
+/**
+ * Like {@link encodeMessage}, but messages up to {@link TRANSIENT_MAX_BYTES} land in one buffer
+ * reused by the next call, so the result is valid only until then. For grpc-js's server-side
+ * response serializer, which copies the message into its frame before it returns: a fresh
+ * megabyte per streamed chunk would cost more (page faults and garbage collection) than the copy.
+ * Never for client requests, which grpc-js keeps for retries.
+ */
+export function encodeTransient(value: unknown): Buffer {
+  return encodeInto(value, scratchOf)
+}
+
+function encodeInto(value: unknown, alloc: (total: number) => Buffer): Buffer {
   const segs: Segment[] = []
   const body = JSON.stringify(strip(value, [], segs)) ?? 'null'
   const table = segs.length === 0 ? '' : JSON.stringify(segs.map((s) => [s.path, s.type, s.bytes.byteLength]))
@@ -107,7 +132,9 @@ export function encodeMessage(value: unknown): Buffer {
   const tableLen = Buffer.byteLength(table)
   let total = HEADER + bodyLen + tableLen
   for (const s of segs) total = align(total) + s.bytes.byteLength
-  const buf = Buffer.allocUnsafe(total)
+  // Every byte of the result is written below (header, body, table, zeroed padding, segments):
+  // neither allocUnsafe memory nor a previous message may reach the wire.
+  const buf = alloc(total)
   buf[0] = MAGIC
   buf[1] = VERSION
   buf.writeUInt16LE(0, 2)
@@ -118,7 +145,6 @@ export function encodeMessage(value: unknown): Buffer {
   let off = HEADER + bodyLen + tableLen
   for (const s of segs) {
     const start = align(off)
-    // Padding is zeroed: allocUnsafe memory must never reach the wire.
     if (start > off) buf.fill(0, off, start)
     buf.set(s.bytes, start)
     off = start + s.bytes.byteLength
@@ -205,6 +231,11 @@ export function encodeBoxed(box: Boxed): Buffer {
   return encodeMessage(box.value)
 }
 
+/** {@link encodeTransient} of a boxed message: for server responses only. */
+export function encodeBoxedTransient(box: Boxed): Buffer {
+  return encodeTransient(box.value)
+}
+
 /** The `bytes` codec: the message is the Uint8Array itself (a view, never a copy). */
 export function encodeBytes(box: Boxed): Buffer {
   const v = box.value
@@ -217,7 +248,12 @@ export function decodeBytes(buf: Buffer): Boxed {
   return { value: buf }
 }
 
-/** Serializers of a codec, for grpc-js. */
-export function codecOf(codec: 'ducky' | 'bytes'): { encode: (b: Boxed) => Buffer; decode: (buf: Buffer) => Boxed } {
-  return codec === 'bytes' ? { encode: encodeBytes, decode: decodeBytes } : { encode: encodeBoxed, decode: decodeBoxed }
+/**
+ * Serializers of a codec, for grpc-js. `encodeResponse` is for the server's responses, which
+ * grpc-js copies into its frame at once (see {@link encodeTransient}).
+ */
+export function codecOf(codec: 'ducky' | 'bytes'): { encode: (b: Boxed) => Buffer; encodeResponse: (b: Boxed) => Buffer; decode: (buf: Buffer) => Boxed } {
+  return codec === 'bytes'
+    ? { encode: encodeBytes, encodeResponse: encodeBytes, decode: decodeBytes }
+    : { encode: encodeBoxed, encodeResponse: encodeBoxedTransient, decode: decodeBoxed }
 }
