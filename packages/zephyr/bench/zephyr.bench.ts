@@ -2,8 +2,10 @@
  * @module zephyr benchmarks (`pnpm bench zephyr`).
  *
  * 1. JSONL → filter → map → Parquet on generated documents, with 1 and 2 fray
- *    worker processes (scaling ratio). The input is ZEPHYR_BENCH_MB of JSONL
- *    (default 128; set ZEPHYR_BENCH_MB=1024 for the full 1 GiB run).
+ *    worker processes (scaling ratio), next to a control: the same kind of CPU
+ *    work in 1 and 2 plain node processes, which says what a second process can
+ *    gain on the machine at that moment. The input is ZEPHYR_BENCH_MB of JSONL
+ *    (default 1024, the full 1 GiB; smaller for a quick look).
  * 2. Reading a 1e6-row Parquet file through zephyr against hyparquet called
  *    directly (overhead ratio) and against parquetjs-lite (ratio).
  * Progress goes to stderr; stdout carries only the JSON lines. ZEPHYR_BENCH_ONLY=jsonl|parquet
@@ -26,7 +28,7 @@ import { ParquetReader } from '../src/parquet-reader.js'
 const say = (msg: string) => process.stderr.write(`[zephyr bench] ${msg}\n`)
 const root = join(tmpdir(), `zephyr-bench-${process.pid}`)
 mkdirSync(root, { recursive: true })
-const MB = Number(process.env.ZEPHYR_BENCH_MB ?? 128)
+const MB = Number(process.env.ZEPHYR_BENCH_MB ?? 1024)
 const FILES = 8
 const RUNS = Number(process.env.ZEPHYR_BENCH_RUNS ?? 3)
 

@@ -109,6 +109,17 @@ describe('writeParquet', () => {
     expect(meta.row_groups.map((g) => Number(g.num_rows))).toEqual([250, 250, 100])
   })
 
+  test('large records make smaller row groups (rowGroupBytes), small ones stop at rowGroupSize', async () => {
+    const dir = tempDir()
+    const big = Array.from({ length: 100 }, (_, i) => ({ id: i, text: String(i % 10).repeat(10_000) }))
+    const w = await ctx.execute(Dataset.fromList(big).writeParquet(join(dir, 'big-{shard}.parquet'), { rowGroupBytes: 100_000 }))
+    const groups = (url: string) => parquetMetadata(new Uint8Array(readFileSync(url)).buffer).row_groups.map((g) => Number(g.num_rows))
+    expect(groups(w.outputs[0]!)).toEqual(Array(10).fill(10))
+    const small = Array.from({ length: 300 }, (_, i) => ({ id: i }))
+    const s = await ctx.execute(Dataset.fromList(small).writeParquet(join(dir, 'small-{shard}.parquet'), { rowGroupBytes: 100_000, rowGroupSize: 128 }))
+    expect(groups(s.outputs[0]!)).toEqual([128, 128, 44])
+  })
+
   test('files zephyr writes are read by another implementation (arrow-rs via parquet-wasm)', async () => {
     const dir = tempDir()
     const docs = Array.from({ length: 3000 }, (_, i) => ({ id: i, big: BigInt(i) * 3n, ok: i % 2 === 0, text: i % 5 ? `t${i} ${'é'.repeat(i % 4)}` : null, score: i / 7 }))

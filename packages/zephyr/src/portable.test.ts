@@ -1,7 +1,10 @@
 import { expect, test } from 'vitest'
 import { Dataset } from './dataset.js'
 import { planStages } from './plan.js'
+import type { tag } from './fixtures/user-fns.js'
 import { fromPortable, functionSource, toPortable } from './portable.js'
+import { resolveStage } from './resolve-stage.js'
+import { fnRef } from './user-fn.js'
 
 test('a plan survives the trip to a worker: functions as source, data as data', async () => {
   const obj = {
@@ -25,4 +28,19 @@ test('a plan survives the trip to a worker: functions as source, data as data', 
 test('native and bound functions are FUNCTION_NOT_PORTABLE', () => {
   expect(() => functionSource(Math.max, 'stage 0 map')).toThrow(/stage 0 map: a native or bound function cannot be sent to a worker/)
   expect(() => functionSource(((x: number) => x).bind(null), 'stage 0 map')).toThrow(/native or bound/)
+})
+
+test('bound args and module references travel as data and resolve in the worker', async () => {
+  const fns = new URL('./fixtures/user-fns.ts', import.meta.url)
+  const ds = Dataset.fromList([{ id: 1, text: 'ab' }], { numShards: 1 })
+    .map(fnRef<typeof tag>(fns, 'tag'), { args: { salt: 'x' } })
+    .filter((d, a) => d.id >= a.min, { args: { min: 1, keep: new Uint8Array([1, 0, 1]) } })
+  const [stage] = await planStages(ds.source, ds.ops)
+  const wire = structuredClone(toPortable(stage!)) as { ops: { fn: unknown; args: unknown }[] }
+  expect(wire.ops[0]!.fn).toEqual({ module: fns.href, name: 'tag' })
+  expect(wire.ops[1]!.args).toEqual({ min: 1, keep: new Uint8Array([1, 0, 1]) })
+  const resolved = await resolveStage(fromPortable(wire))
+  const [map, filter] = resolved.ops as unknown as { fn: (r: unknown) => unknown }[]
+  expect(map!.fn({ id: 1, text: 'ab' })).toMatchObject({ id: 1, digest: expect.stringMatching(/^[0-9a-f]{8}$/) })
+  expect([filter!.fn({ id: 0 }), filter!.fn({ id: 1 })]).toEqual([false, true])
 })

@@ -16,8 +16,14 @@ import type { Output } from '../internal/output.js'
 import type { ShardWriter } from './writer.js'
 
 export type ParquetWriteOptions = {
-  /** Rows per row group. @default 50_000 */
+  /** Rows per row group at most. @default 50_000 */
   readonly rowGroupSize?: number
+  /**
+   * Approximate uncompressed bytes per row group: fewer rows when records are
+   * large, so a writer holds tens of MB, not hundreds (which mostly feeds the
+   * garbage collector). @default 16 MiB
+   */
+  readonly rowGroupBytes?: number
   /** Page codec. @default 'SNAPPY' */
   readonly codec?: 'SNAPPY' | 'UNCOMPRESSED'
   /** Column types to use instead of inferring them. */
@@ -52,8 +58,21 @@ class StreamingByteWriter extends ByteWriter {
   }
 }
 
+/** Rough in-memory size of a record's values (strings by length), from a sample of rows. */
+function bytesPerRow(rows: readonly unknown[]): number {
+  const sample = rows.slice(0, 64)
+  let bytes = 0
+  for (const r of sample) {
+    if (typeof r !== 'object' || r === null) continue
+    for (const v of Object.values(r)) bytes += typeof v === 'string' ? v.length : v instanceof Uint8Array ? v.byteLength : typeof v === 'object' && v !== null ? 64 : 8
+  }
+  return Math.max(1, bytes / Math.max(1, sample.length))
+}
+
 export async function parquetWriter(url: string, opts: ParquetWriteOptions = {}, counters?: TaskCounters): Promise<ShardWriter> {
-  const rowGroupSize = opts.rowGroupSize ?? 50_000
+  const maxRows = opts.rowGroupSize ?? 50_000
+  const targetBytes = opts.rowGroupBytes ?? 16 * 2 ** 20
+  let rowGroupSize = 0 // set from the first batch
   // room for a row group's bytes: its write to disk overlaps encoding the next group
   const out = await openOutput(url, counters, 64 << 20)
   const sink = new StreamingByteWriter(out)
@@ -101,6 +120,7 @@ export async function parquetWriter(url: string, opts: ParquetWriteOptions = {},
 
   return {
     async write(batch) {
+      if (rowGroupSize === 0 && batch.length) rowGroupSize = Math.max(1, Math.min(maxRows, Math.round(targetBytes / bytesPerRow(batch))))
       for (const r of batch) pending.push(r)
       while (pending.length >= rowGroupSize) {
         const rows = pending.slice(0, rowGroupSize)
