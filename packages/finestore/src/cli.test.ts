@@ -69,7 +69,7 @@ test('ls, show, lineage and gc --dry-run through the bin', async () => {
   expect(again.code, again.err).toBe(0)
   expect(again.out, again.err).not.toBe('')
   expect(JSON.parse(again.out)).toMatchObject({ dryRun: true, deleted: [{ size: 27 }] })
-})
+}, 120_000) // several child processes, each loading TypeScript: slow on a busy machine
 
 test('bad usage exits 2 with a message; missing things exit 1', async () => {
   const { prefix, store } = await prefixWithData()
@@ -97,7 +97,7 @@ test('bad usage exits 2 with a message; missing things exit 1', async () => {
   expect(await run(['show', 'datasets/web@1', '--json'])).toBe(0)
   expect(JSON.parse(io.out.join('')).version).toBe(1)
   expect(await run(['--help'])).toBe(0)
-})
+}, 120_000) // several child processes, each loading TypeScript: slow on a busy machine
 
 test('prefixes and durations', () => {
   expect(storeLocation('/data/m')).toEqual({ url: 'file:///data/m/store', localDir: '/data/m/store' })
