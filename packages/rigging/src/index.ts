@@ -66,7 +66,7 @@ export type { FileStorageOptions } from './storage/file.js'
 export type { FileLockOptions } from './storage/file-lock.js'
 export type { RemoveOrphansOptions } from './storage/file-orphans.js'
 export { MemoryStorage } from './storage/memory.js'
-export type { ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './storage/types.js'
+export type { DeleteOptions, ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './storage/types.js'
 
 // Leases
 export { Lease, defaultLeaseOwner, readLease, releaseLease } from './lease.js'
