@@ -180,6 +180,10 @@ async function compare(name: string, ours: () => Promise<unknown>, base: () => P
   }
   const show = (xs: { wall: number; cpu: number }[]) => xs.map((x) => `${x.wall.toFixed(3)}/${x.cpu.toFixed(3)}`).join(' ')
   log(`${name} (wall/cpu s): ours ${show(a)}; baseline ${show(b)}`)
+  // Each round's pair ran back to back under the same load; the median of their ratios is far
+  // steadier on a shared machine than the ratio of the medians the JSON lines carry.
+  const paired = (k: 'wall' | 'cpu') => median(a.map((x, i) => b[i]![k] / x[k])).toFixed(3)
+  log(`${name}: paired ratio (median over rounds, baseline ÷ ours time): wall ${paired('wall')}, cpu ${paired('cpu')}`)
   return { ours: median(a.map((x) => x.wall)), base: median(b.map((x) => x.wall)), oursCpu: median(a.map((x) => x.cpu)), baseCpu: median(b.map((x) => x.cpu)) }
 }
 
