@@ -3,8 +3,9 @@
  *
  * `socket.iterator()` reads in paused mode: once a 64 KiB read exceeds the socket's 16 KiB
  * high-water mark, the socket stops reading and starts again on the next `read()`, so every chunk
- * costs a stop and a restart. Here the socket keeps reading while at most `maxQueued` chunks wait
- * for the consumer and pauses only beyond that, which is how a hand-written `'data'` pipe behaves.
+ * costs a stop and a restart. Here the socket keeps reading while fewer than `maxQueued` chunks
+ * (16 by default: up to 1 MiB of 64 KiB reads) wait for the consumer and pauses only beyond that,
+ * which is how a hand-written `'data'` pipe behaves.
  */
 import type { Socket } from 'node:net'
 
@@ -20,7 +21,7 @@ function prematureClose(): Error {
  * @example
  * for await (const chunk of socketChunks(sock)) if (!call.write(chunk)) await drained()
  */
-export async function* socketChunks(sock: Socket, maxQueued = 4): AsyncGenerator<Buffer> {
+export async function* socketChunks(sock: Socket, maxQueued = 16): AsyncGenerator<Buffer> {
   const queue: Buffer[] = []
   let ended = false
   let closed = false
