@@ -5,6 +5,7 @@ import { fromServiceError, RpcError } from './errors.js'
 import type { DuckyLogger } from './log.js'
 import { backoffMs, type RetryPolicy } from './retry-policy.js'
 import type { MethodDef } from './service.js'
+import { flowingChunks } from './flowing-chunks.js'
 import { codecOf, type Boxed } from './wire.js'
 
 type Codec = ReturnType<typeof codecOf>
@@ -103,7 +104,8 @@ async function* responses(call: ClientReadableStream<Boxed> | ClientDuplexStream
   const onAbort = () => call.cancel()
   signal?.addEventListener('abort', onAbort, { once: true })
   try {
-    for await (const m of call) {
+    // Flowing reads: one async layer per message fewer than `for await (… of call)`.
+    for await (const m of flowingChunks<Boxed>(call)) {
       received.any = true
       yield (m as Boxed).value
     }

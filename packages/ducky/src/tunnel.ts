@@ -20,7 +20,7 @@ import { RpcError } from './errors.js'
 import { bind, type ServiceBinding } from './handlers.js'
 import { defaultLogger, type DuckyLogger } from './log.js'
 import { bidi, defineService, unary } from './service.js'
-import { socketChunks } from './socket-chunks.js'
+import { flowingChunks } from './flowing-chunks.js'
 import type { ClientTlsOptions } from './transport.js'
 
 /** One chunk of tunnel traffic; an empty chunk from the server means the target ended its output. */
@@ -119,7 +119,7 @@ export function tunnelService(opts: TunnelServiceOptions): ServiceBinding {
       upstream.catch(() => socket.destroy())
       try {
         // Target → client, with backpressure: the socket pauses while the call's buffer is full.
-        yield* socketChunks(socket)
+        yield* flowingChunks(socket)
         yield EOF
         await upstream
       } finally {
@@ -188,7 +188,7 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
     })
     void (async () => {
       try {
-        for await (const f of client.open(socketChunks(sock), { signal: ac.signal, metadata: { [TARGET_HEADER]: to } })) {
+        for await (const f of client.open(flowingChunks(sock), { signal: ac.signal, metadata: { [TARGET_HEADER]: to } })) {
           if (f.length === 0) sock.end()
           else if (!sock.write(f)) await waitDrain(sock, ac.signal)
         }

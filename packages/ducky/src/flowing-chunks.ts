@@ -1,28 +1,31 @@
 /**
- * @module The chunks a TCP socket receives, as an async iterable, read in flowing mode.
+ * @module The chunks (or messages) a readable stream delivers, as an async iterable, read in
+ * flowing mode: TCP sockets of tunnels and the response streams of grpc-js calls.
  *
- * `socket.iterator()` reads in paused mode: once a 64 KiB read exceeds the socket's 16 KiB
- * high-water mark, the socket stops reading and starts again on the next `read()`, so every chunk
- * costs a stop and a restart. Here the socket keeps reading while fewer than `maxQueued` chunks
- * (16 by default: up to 1 MiB of 64 KiB reads) wait for the consumer and pauses only beyond that,
- * which is how a hand-written `'data'` pipe behaves.
+ * `stream.iterator()` (and `for await … of stream`) reads in paused mode: for a socket, once a
+ * 64 KiB read exceeds its 16 KiB high-water mark, reading stops and starts again on the next
+ * `read()`, so every chunk costs a stop and a restart; for every stream it adds a layer of its own
+ * async generator per item. Here the stream keeps flowing while fewer than `maxQueued` items
+ * (16 by default, the same bound as an object-mode stream's high-water mark; up to 1 MiB of
+ * 64 KiB socket reads) wait for the consumer and pauses only beyond that, which is how a
+ * hand-written `'data'` pipe behaves.
  */
-import type { Socket } from 'node:net'
+import type { Readable } from 'node:stream'
 
-/** The error when the socket closes without an end of input or an error of its own. */
+/** The error when the stream closes without an end of input or an error of its own. */
 function prematureClose(): Error {
   return Object.assign(new Error('the connection closed before its end of input'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })
 }
 
 /**
- * Yields each chunk `sock` receives until its end of input; throws the socket's error, or a
+ * Yields each chunk `sock` delivers until its end of input; throws the stream's error, or a
  * premature-close error when it is destroyed first. Leaving the loop early neither ends nor
- * destroys the socket (it is paused): the caller owns it.
+ * destroys the stream (it is paused): the caller owns it.
  * @example
- * for await (const chunk of socketChunks(sock)) if (!call.write(chunk)) await drained()
+ * for await (const chunk of flowingChunks(sock)) if (!call.write(chunk)) await drained()
  */
-export async function* socketChunks(sock: Socket, maxQueued = 16): AsyncGenerator<Buffer> {
-  const queue: Buffer[] = []
+export async function* flowingChunks<T = Buffer>(sock: Readable, maxQueued = 16): AsyncGenerator<T> {
+  const queue: T[] = []
   let ended = false
   let closed = false
   let failure: Error | undefined
@@ -32,7 +35,7 @@ export async function* socketChunks(sock: Socket, maxQueued = 16): AsyncGenerato
     wake = undefined
     w?.()
   }
-  const onData = (d: Buffer) => {
+  const onData = (d: T) => {
     queue.push(d)
     if (queue.length >= maxQueued) sock.pause()
     poke()

@@ -1,7 +1,8 @@
 import { once } from 'node:events'
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net'
+import { Readable } from 'node:stream'
 import { afterEach, expect, test } from 'vitest'
-import { socketChunks } from './socket-chunks.js'
+import { flowingChunks } from './flowing-chunks.js'
 
 const servers: Server[] = []
 afterEach(() => {
@@ -26,7 +27,7 @@ test('yields every byte in order, pausing while the consumer is slow, and ends w
   remote.end(data)
   const got: Buffer[] = []
   let pausedSeen = false
-  for await (const chunk of socketChunks(local, 2)) {
+  for await (const chunk of flowingChunks(local, 2)) {
     got.push(chunk)
     // A slow consumer: the socket must stop reading instead of queueing without bound.
     if (got.length % 8 === 0) {
@@ -43,7 +44,7 @@ test('yields every byte in order, pausing while the consumer is slow, and ends w
 test('a connection reset is an error, not an end of input', async () => {
   const { local, remote } = await pair()
   remote.write('partial')
-  const it = socketChunks(local)
+  const it = flowingChunks(local)
   expect((await it.next()).value?.toString()).toBe('partial')
   remote.resetAndDestroy()
   await expect(it.next()).rejects.toThrow(/ECONNRESET|closed before its end of input/)
@@ -52,7 +53,7 @@ test('a connection reset is an error, not an end of input', async () => {
 
 test('a socket destroyed locally ends the iteration with a premature-close error', async () => {
   const { local, remote } = await pair()
-  const it = socketChunks(local)
+  const it = flowingChunks(local)
   const next = it.next()
   local.destroy()
   await expect(next).rejects.toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' })
@@ -62,7 +63,7 @@ test('a socket destroyed locally ends the iteration with a premature-close error
 test('leaving the loop early pauses the socket and leaves it open', async () => {
   const { local, remote } = await pair()
   remote.write('a')
-  for await (const chunk of socketChunks(local)) {
+  for await (const chunk of flowingChunks(local)) {
     expect(chunk.toString()).toBe('a')
     break
   }
@@ -72,7 +73,21 @@ test('leaving the loop early pauses the socket and leaves it open', async () => 
   // The socket is still usable by its owner.
   remote.end('b')
   const rest: Buffer[] = []
-  for await (const chunk of socketChunks(local)) rest.push(chunk)
+  for await (const chunk of flowingChunks(local)) rest.push(chunk)
   expect(Buffer.concat(rest).toString()).toBe('b')
   local.destroy()
+})
+
+test('an object-mode stream (as grpc-js calls are) yields its messages, then its error', async () => {
+  const stream = new Readable({ objectMode: true, read() {} })
+  stream.push({ value: 1 })
+  stream.push({ value: 0 })
+  setTimeout(() => stream.destroy(Object.assign(new Error('status 14'), { code: 14 })), 5)
+  const got: unknown[] = []
+  await expect(
+    (async () => {
+      for await (const m of flowingChunks<{ value: number }>(stream)) got.push(m.value)
+    })(),
+  ).rejects.toMatchObject({ code: 14 })
+  expect(got).toEqual([1, 0])
 })
