@@ -10,22 +10,20 @@
  * request, shut down their write side and then read the answer work through the tunnel.
  * Messages use the `bytes` codec: each is a chunk of the TCP stream, sent without a header or copy.
  */
-import { once } from 'node:events'
 import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net'
-import type { Writable } from 'node:stream'
+import { Client as GrpcClient, Metadata } from '@grpc/grpc-js'
 import { z } from 'zod'
-import type { TokenSource } from './auth.js'
+import { prepareToken, type TokenSource } from './auth.js'
 import { connect } from './client.js'
-import { RpcError } from './errors.js'
+import { fromServiceError, RpcError } from './errors.js'
 import { bind, type ServiceBinding } from './handlers.js'
 import { defaultLogger, type DuckyLogger } from './log.js'
-import { bidi, defineService, unary } from './service.js'
-import { flowingChunks } from './flowing-chunks.js'
-import type { ClientTlsOptions } from './transport.js'
+import { bidi, defineService, methodPath, unary } from './service.js'
+import { clientCredentials, grpcOptions, type ClientTlsOptions } from './transport.js'
+import { carryConnection, serveConnection, serverCallOf, type TunnelClientCall } from './tunnel-pipe.js'
 
 /** One chunk of tunnel traffic; an empty chunk from the server means the target ended its output. */
 const Chunk = z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'expected Uint8Array')
-const EOF = new Uint8Array(0)
 
 /** The tunnel service; add it to a server with `tunnelService({ allow })`. */
 export const TunnelService = defineService({
@@ -39,6 +37,8 @@ export const TunnelService = defineService({
 })
 
 const TARGET_HEADER = 'ducky-tunnel-to'
+const OPEN_PATH = methodPath(TunnelService, 'open')
+const same = (b: Buffer) => b
 
 /** `host:port` → its parts; IPv6 hosts in brackets (`[::1]:8080`). */
 export function parseHostPort(text: string, field: string): { host: string; port: number; key: string } {
@@ -58,13 +58,6 @@ export type TunnelServiceOptions = {
   connectTimeoutMs?: number
   /** @default logger('ducky') from rigging */
   logger?: DuckyLogger
-}
-
-function waitDrain(stream: Writable, signal?: AbortSignal): Promise<void> {
-  return once(stream, 'drain', signal ? { signal } : {}).then(
-    () => undefined,
-    () => undefined,
-  )
 }
 
 function dial(host: string, port: number, timeoutMs: number, signal: AbortSignal, to: string): Promise<Socket> {
@@ -103,25 +96,17 @@ export function tunnelService(opts: TunnelServiceOptions): ServiceBinding {
   }
   return bind(TunnelService, {
     check: ({ to }, ctx) => ({ to: permit(to, ctx.method).key }),
-    open: async function* (frames, ctx) {
+    // The byte path runs on the grpc-js call itself (see tunnel-pipe.ts): nothing is yielded
+    // here, and the call ends with OK once both directions of the connection ended.
+    open: async function* (_frames, ctx) {
+      const call = serverCallOf(ctx)
       const header = ctx.metadata.get(TARGET_HEADER)[0]
       if (typeof header !== 'string') throw new RpcError('INVALID_ARGUMENT', `missing ${TARGET_HEADER} metadata; open tunnels with openTunnel()`, { method: ctx.method })
       const target = permit(header, ctx.method)
       const socket = await dial(target.host, target.port, timeoutMs, ctx.signal, target.key)
       log.debug({ to: target.key, peer: ctx.peer }, 'tunnel connection opened')
-      // Client → target; the client's half-close becomes a TCP half-close.
-      const upstream = (async () => {
-        for await (const chunk of frames) {
-          if (chunk.length > 0 && !socket.write(chunk)) await waitDrain(socket, ctx.signal)
-        }
-        socket.end()
-      })()
-      upstream.catch(() => socket.destroy())
       try {
-        // Target → client, with backpressure: the socket pauses while the call's buffer is full.
-        yield* flowingChunks(socket)
-        yield EOF
-        await upstream
+        await serveConnection(call, socket, ctx.signal, target.key, ctx.method)
       } finally {
         socket.destroy()
         log.debug({ to: target.key }, 'tunnel connection closed')
@@ -174,30 +159,41 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
     client.close()
     throw err
   }
+  // Connections use grpc-js directly (see tunnel-pipe.ts); with the same settings as `connect`
+  // the two clients share one connection to the server.
+  const { creds, options: tlsOptions } = clientCredentials(opts.tls)
+  const grpc = new GrpcClient(opts.via, creds, { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1000, ...grpcOptions({}), ...tlsOptions })
+  const token = opts.token === undefined ? undefined : prepareToken(opts.token)
+  const metadata = (auth: string | undefined) => {
+    const md = new Metadata()
+    md.set(TARGET_HEADER, to)
+    if (auth !== undefined) md.set('authorization', auth)
+    return md
+  }
+  const closeClients = () => {
+    grpc.close()
+    client.close()
+  }
+  const failed = (err: unknown) => log.warn({ err: fromServiceError(err, OPEN_PATH), to, via: opts.via }, 'tunnel connection failed')
+  const start = (sock: Socket, md: Metadata) => {
+    if (sock.destroyed) return
+    const call: TunnelClientCall = grpc.makeBidiStreamRequest(OPEN_PATH, same, same, md, { deadline: Infinity })
+    carryConnection(sock, call, failed)
+  }
   const sockets = new Set<Socket>()
   const server = createServer({ allowHalfOpen: true, noDelay: true }, (sock) => {
     sockets.add(sock)
-    const ac = new AbortController()
-    // An abrupt local close (reset, error) cancels the call, which closes the target connection.
-    sock.on('error', () => ac.abort())
-    sock.on('close', (hadError) => {
-      sockets.delete(sock)
-      // After a clean close (both directions ended) the call finishes by itself, still delivering
-      // what it carries; cancelling it then could drop the last bytes on their way to the target.
-      if (hadError || !sock.readableEnded) ac.abort()
-    })
-    void (async () => {
-      try {
-        for await (const f of client.open(flowingChunks(sock), { signal: ac.signal, metadata: { [TARGET_HEADER]: to } })) {
-          if (f.length === 0) sock.end()
-          else if (!sock.write(f)) await waitDrain(sock, ac.signal)
-        }
-        sock.end()
-      } catch (err) {
-        if (!ac.signal.aborted) log.warn({ err, to, via: opts.via }, 'tunnel connection failed')
+    sock.on('close', () => sockets.delete(sock))
+    if (token === undefined || 'sync' in token) return start(sock, metadata(token && `Bearer ${token.sync}`))
+    // Until the call starts nobody reads the socket, so its bytes wait in the kernel.
+    sock.on('error', () => {})
+    token.load().then(
+      (t) => start(sock, metadata(`Bearer ${t}`)),
+      (err: unknown) => {
+        log.warn({ err, to, via: opts.via }, 'tunnel connection failed: no bearer token')
         sock.destroy()
-      }
-    })()
+      },
+    )
   })
   const host = opts.host ?? '127.0.0.1'
   try {
@@ -206,7 +202,7 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
       server.listen(opts.listen, host, () => resolve())
     })
   } catch (err) {
-    client.close()
+    closeClients()
     throw new RpcError('UNAVAILABLE', `cannot listen on ${host}:${opts.listen}: ${(err as NodeJS.ErrnoException).code}; pick a free local port`, { cause: err })
   }
   const port = (server.address() as AddressInfo).port
@@ -219,7 +215,7 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
       const closed = new Promise((resolve) => server.close(resolve))
       for (const s of sockets) s.destroy()
       await closed
-      client.close()
+      closeClients()
     },
   }
 }
