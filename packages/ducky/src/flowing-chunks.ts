@@ -1,6 +1,6 @@
 /**
  * @module The chunks (or messages) a readable stream delivers, as an async iterable, read in
- * flowing mode: TCP sockets of tunnels and the response streams of grpc-js calls.
+ * flowing mode: the response streams of grpc-js calls, or TCP sockets.
  *
  * `stream.iterator()` (and `for await … of stream`) reads in paused mode: for a socket, once a
  * 64 KiB read exceeds its 16 KiB high-water mark, reading stops and starts again on the next

@@ -9,6 +9,9 @@
  * an empty message, and the call ends once both directions are done, so protocols that send a
  * request, shut down their write side and then read the answer work through the tunnel.
  * Messages use the `bytes` codec: each is a chunk of the TCP stream, sent without a header or copy.
+ * The bytes travel between the sockets and the grpc-js call directly (tunnel-pipe.ts), not through
+ * the async iterables of the streaming API; the service definition and the protocol are the same,
+ * so a typed client can still call `open` (the tests do).
  */
 import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net'
 import { Client as GrpcClient, Metadata } from '@grpc/grpc-js'
@@ -159,8 +162,7 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
     client.close()
     throw err
   }
-  // Connections use grpc-js directly (see tunnel-pipe.ts); with the same settings as `connect`
-  // the two clients share one connection to the server.
+  // Connections use a grpc-js client directly (see tunnel-pipe.ts), with the settings `connect` uses.
   const { creds, options: tlsOptions } = clientCredentials(opts.tls)
   const grpc = new GrpcClient(opts.via, creds, { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1000, ...grpcOptions({}), ...tlsOptions })
   const token = opts.token === undefined ? undefined : prepareToken(opts.token)
