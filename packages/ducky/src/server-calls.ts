@@ -46,6 +46,12 @@ type AnyCall = {
  * the 'cancelled' listener are made only when a handler reads `signal`: most unary handlers
  * never do, and a call then costs neither.
  */
+/**
+ * @internal How ducky's own byte-stream services (tunnels) reach the grpc-js call behind a
+ * handler's context, to move bytes without the async-iterable layers.
+ */
+export const RAW_CALL: unique symbol = Symbol('ducky.rawCall')
+
 class ServerCallContext implements CallContext {
   readonly metadata: Metadata
   private controller: AbortController | undefined = undefined
@@ -57,6 +63,11 @@ class ServerCallContext implements CallContext {
     readonly method: string,
   ) {
     this.metadata = call.metadata
+  }
+
+  /** @internal see {@link RAW_CALL} */
+  [RAW_CALL](): AnyCall {
+    return this.call
   }
 
   get signal(): AbortSignal {

@@ -15,6 +15,7 @@ import type { ClientDuplexStream, ServerDuplexStream } from '@grpc/grpc-js'
 import { RpcError } from './errors.js'
 import type { CallContext } from './handlers.js'
 import type { Boxed } from './wire.js'
+import { RAW_CALL } from './server-calls.js'
 
 /** The server's half of a tunnel call; messages are boxed, as the `bytes` codec serializes them. */
 export type TunnelServerCall = ServerDuplexStream<Boxed, Boxed>
@@ -41,11 +42,11 @@ function forward<T>(from: Readable, write: (chunk: T) => boolean, to: Writable):
 }
 
 /**
- * The grpc-js call under a server call's context. The server keeps it as the context's `call`;
- * if that ever changes the tunnel fails loudly (INTERNAL) rather than silently.
+ * The grpc-js call under a server call's context, through the server's internal {@link RAW_CALL}
+ * accessor; a context without it (not made by ducky's server) fails loudly (INTERNAL).
  */
 export function serverCallOf(ctx: CallContext): TunnelServerCall {
-  const call = (ctx as unknown as { call?: Partial<TunnelServerCall> }).call
+  const call = (ctx as unknown as { [RAW_CALL]?: () => Partial<TunnelServerCall> })[RAW_CALL]?.()
   if (typeof call?.write !== 'function' || typeof call.on !== 'function' || typeof call.pause !== 'function') {
     throw new RpcError('INTERNAL', 'the tunnel cannot reach the grpc-js call of its context; the server and the tunnel service are out of step', { method: ctx.method })
   }
