@@ -8,11 +8,8 @@ import { afterAll, afterEach, expect, test } from 'vitest'
 import { connect } from './client.js'
 import { RpcError } from './errors.js'
 import { serve, type DuckyServer } from './server.js'
-import { Demo, recordingLogger } from './test-helpers.js'
+import { Demo, notUsed, recordingLogger } from './test-helpers.js'
 
-const notUsed = () => {
-  throw new RpcError('UNIMPLEMENTED', 'not used here')
-}
 const impl = { echo: ({ text }: { text: string }) => ({ text }), tensor: notUsed, count: notUsed, chunks: notUsed, sum: notUsed, slow: notUsed, broken: notUsed }
 
 const open: { close(): void }[] = []

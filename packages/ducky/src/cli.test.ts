@@ -8,7 +8,7 @@ import { afterEach, expect, test } from 'vitest'
 import { runCli } from './cli.js'
 import { RpcError } from './errors.js'
 import { serve } from './server.js'
-import { Demo, recordingLogger } from './test-helpers.js'
+import { Demo, recordingLogger, unusedDemo } from './test-helpers.js'
 import { tunnelService } from './tunnel.js'
 
 const BIN = join(import.meta.dirname, '..', 'bin', 'ducky.mjs')
@@ -43,10 +43,7 @@ test('ducky tunnel forwards an HTTP request, then stops cleanly on SIGTERM', asy
   cleanup.push(() => new Promise((r) => http.close(r)))
   const httpPort = (http.address() as AddressInfo).port
   const log = recordingLogger()
-  const notUsed = () => {
-    throw new RpcError('UNIMPLEMENTED', 'not used here')
-  }
-  const server = await serve(Demo, { echo: notUsed, tensor: notUsed, count: notUsed, chunks: notUsed, sum: notUsed, slow: notUsed, broken: notUsed }, {
+  const server = await serve(Demo, unusedDemo, {
     logger: log,
     token: 'cli-token',
     services: [tunnelService({ allow: [`127.0.0.1:${httpPort}`], logger: log })],
@@ -72,10 +69,7 @@ test('ducky tunnel forwards an HTTP request, then stops cleanly on SIGTERM', asy
 
 test('ducky tunnel to a refused target exits 1 with PERMISSION_DENIED', async () => {
   const log = recordingLogger()
-  const notUsed = () => {
-    throw new RpcError('UNIMPLEMENTED', 'not used here')
-  }
-  const server = await serve(Demo, { echo: notUsed, tensor: notUsed, count: notUsed, chunks: notUsed, sum: notUsed, slow: notUsed, broken: notUsed }, { logger: log, services: [tunnelService({ allow: [], logger: log })] })
+  const server = await serve(Demo, unusedDemo, { logger: log, services: [tunnelService({ allow: [], logger: log })] })
   cleanup.push(() => server.shutdown({ graceMs: 100 }))
   const out: string[] = []
   const err: string[] = []
@@ -86,10 +80,7 @@ test('ducky tunnel to a refused target exits 1 with PERMISSION_DENIED', async ()
 })
 
 test('ducky health prints SERVING and exits 0', async () => {
-  const notUsed = () => {
-    throw new RpcError('UNIMPLEMENTED', 'not used here')
-  }
-  const server = await serve(Demo, { echo: notUsed, tensor: notUsed, count: notUsed, chunks: notUsed, sum: notUsed, slow: notUsed, broken: notUsed }, { logger: recordingLogger() })
+  const server = await serve(Demo, unusedDemo, { logger: recordingLogger() })
   cleanup.push(() => server.shutdown({ graceMs: 100 }))
   const out: string[] = []
   const code = await runCli(['health', server.address], { out: (l) => out.push(l), err: () => {}, env: {}, stopped: Promise.resolve() })

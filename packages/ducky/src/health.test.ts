@@ -6,7 +6,7 @@ import { RpcError } from './errors.js'
 import { decodeHealthRequest, decodeHealthResponse, encodeHealthRequest, encodeHealthResponse } from './health.js'
 import { checkHealth } from './health-check.js'
 import { serve, type DuckyServer } from './server.js'
-import { Demo, recordingLogger } from './test-helpers.js'
+import { Demo, recordingLogger, unusedDemo } from './test-helpers.js'
 
 const servers: DuckyServer[] = []
 const clients: Client[] = []
@@ -14,11 +14,6 @@ afterEach(async () => {
   for (const c of clients.splice(0)) c.close()
   await Promise.all(servers.splice(0).map((s) => s.shutdown({ graceMs: 100 })))
 })
-
-const notUsed = () => {
-  throw new RpcError('UNIMPLEMENTED', 'not used here')
-}
-const impl = { echo: notUsed, tensor: notUsed, count: notUsed, chunks: notUsed, sum: notUsed, slow: notUsed, broken: notUsed }
 
 type HealthClient = Client & {
   Check(req: { service: string }, cb: (err: ServiceError | null, res?: { status: string }) => void): void
@@ -37,7 +32,7 @@ const check = (c: HealthClient, service: string) =>
   new Promise<{ status: string }>((resolve, reject) => c.Check({ service }, (err, res) => (err ? reject(err) : resolve(res!))))
 
 test('a standard health probe is answered for the server and each service, without a token', async () => {
-  const server = await serve(Demo, impl, { logger: recordingLogger(), token: 'needed-for-demo' })
+  const server = await serve(Demo, unusedDemo, { logger: recordingLogger(), token: 'needed-for-demo' })
   servers.push(server)
   const c = rawHealthClient(server.address)
   expect(await check(c, '')).toEqual({ status: 'SERVING' })
@@ -50,7 +45,7 @@ test('a standard health probe is answered for the server and each service, witho
 })
 
 test('Watch streams the current status, then each change, and ends at shutdown', async () => {
-  const server = await serve(Demo, impl, { logger: recordingLogger() })
+  const server = await serve(Demo, unusedDemo, { logger: recordingLogger() })
   const c = rawHealthClient(server.address)
   const seen: string[] = []
   const call = c.Watch({ service: 'ducky.test.Demo' })
@@ -69,7 +64,7 @@ test('Watch streams the current status, then each change, and ends at shutdown',
 })
 
 test('Watch on an unknown service says SERVICE_UNKNOWN', async () => {
-  const server = await serve(Demo, impl, { logger: recordingLogger() })
+  const server = await serve(Demo, unusedDemo, { logger: recordingLogger() })
   servers.push(server)
   const call = rawHealthClient(server.address).Watch({ service: 'later.Service' })
   const first = await new Promise<{ status: string }>((resolve) => call.on('data', resolve))
@@ -93,7 +88,7 @@ test('the hand-written protobuf codec matches the standard encoding', () => {
 })
 
 test('checkHealth on a dead address is UNAVAILABLE', async () => {
-  const server = await serve(Demo, impl, { logger: recordingLogger() })
+  const server = await serve(Demo, unusedDemo, { logger: recordingLogger() })
   await server.shutdown({ graceMs: 100 })
   const err = await checkHealth(server.address, { timeoutMs: 2000 }).catch((e: unknown) => e)
   expect((err as RpcError).code).toMatch(/UNAVAILABLE|DEADLINE_EXCEEDED/)

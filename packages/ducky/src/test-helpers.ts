@@ -1,5 +1,6 @@
 /** @module Shared pieces of ducky's tests: a demo service and a logger that records lines. */
 import { z } from 'zod'
+import { RpcError } from './errors.js'
 import type { DuckyLogger } from './log.js'
 import { bidi, defineService, serverStream, unary } from './service.js'
 
@@ -24,3 +25,11 @@ export function recordingLogger(): DuckyLogger & { lines: LogLine[] } {
   const at = (level: string) => (obj: object, msg?: string) => lines.push({ level, obj: obj as Record<string, unknown>, msg })
   return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
 }
+
+/** A handler for methods a test never calls. */
+export const notUsed = (): never => {
+  throw new RpcError('UNIMPLEMENTED', 'not used here')
+}
+
+/** A Demo implementation whose every method is {@link notUsed}: for servers that only host other services. */
+export const unusedDemo = { echo: notUsed, tensor: notUsed, count: notUsed, chunks: notUsed, sum: notUsed, slow: notUsed, broken: notUsed }

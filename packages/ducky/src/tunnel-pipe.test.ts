@@ -5,7 +5,7 @@ import { afterEach, expect, test } from 'vitest'
 import { connect } from './client.js'
 import { RpcError } from './errors.js'
 import { serve } from './server.js'
-import { Demo, recordingLogger } from './test-helpers.js'
+import { Demo, recordingLogger, unusedDemo } from './test-helpers.js'
 import { openTunnel, tunnelService, TunnelService, type Tunnel } from './tunnel.js'
 
 const cleanup: (() => unknown)[] = []
@@ -13,10 +13,6 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c()
 })
 
-const notUsed = () => {
-  throw new RpcError('UNIMPLEMENTED', 'not used here')
-}
-const demoImpl = { echo: notUsed, tensor: notUsed, count: notUsed, chunks: notUsed, sum: notUsed, slow: notUsed, broken: notUsed }
 
 async function target(onConnection: (sock: Socket) => void): Promise<number> {
   const server: NetServer = createNetServer(onConnection)
@@ -27,7 +23,7 @@ async function target(onConnection: (sock: Socket) => void): Promise<number> {
 
 async function tunnelTo(port: number): Promise<{ tunnel: Tunnel; address: string; log: ReturnType<typeof recordingLogger> }> {
   const log = recordingLogger()
-  const server = await serve(Demo, demoImpl, { logger: log, services: [tunnelService({ allow: [`127.0.0.1:${port}`], logger: log })] })
+  const server = await serve(Demo, unusedDemo, { logger: log, services: [tunnelService({ allow: [`127.0.0.1:${port}`], logger: log })] })
   cleanup.push(() => server.shutdown({ graceMs: 100 }))
   const tunnel = await openTunnel({ via: server.address, to: `127.0.0.1:${port}`, listen: 0, logger: log })
   cleanup.push(() => tunnel.close())
@@ -41,32 +37,39 @@ const patterned = (n: number) => {
   return b
 }
 
+/**
+ * Writes `payload` into `sock` in 1 MiB blocks while the socket takes them, then ends it.
+ * `written` stops growing once the other side pushes back; `sent` turns true when all of it is out.
+ */
+function pump(sock: Socket, payload: Buffer): { readonly written: number; readonly sent: boolean } {
+  const state = { written: 0, sent: false }
+  let off = 0
+  const more = () => {
+    while (off < payload.length) {
+      const block = payload.subarray(off, off + (1 << 20))
+      off += block.length
+      if (!sock.write(block, () => (state.written += block.length))) return void sock.once('drain', more)
+    }
+    sock.end(() => (state.sent = true))
+  }
+  more()
+  return state
+}
+
 test('a reader that stops reading holds the target back, and then gets every byte in order', async () => {
   const total = 48 * 1024 * 1024
   const payload = patterned(total)
-  let written = 0
-  let sent = false
+  let progress = { written: 0, sent: false }
   const port = await target((sock) => {
-    // Writes 1 MiB blocks while the tunnel takes them; `written` stops growing once it pushes back.
-    let off = 0
-    const pump = () => {
-      while (off < total) {
-        const block = payload.subarray(off, off + (1 << 20))
-        off += block.length
-        const more = sock.write(block, () => (written += block.length))
-        if (!more) return void sock.once('drain', pump)
-      }
-      sock.end(() => (sent = true))
-    }
-    pump()
+    progress = pump(sock, payload)
   })
   const { tunnel } = await tunnelTo(port)
   const sock = netConnect({ host: '127.0.0.1', port: tunnel.port })
   await once(sock, 'connect')
   // Nobody reads the local socket for a while: the tunnel must stop the target, not buffer 48 MiB.
   await sleep(400)
-  expect(sent).toBe(false)
-  expect(written).toBeLessThan(total)
+  expect(progress.sent).toBe(false)
+  expect(progress.written).toBeLessThan(total)
   const parts: Buffer[] = []
   sock.on('data', (d: Buffer) => parts.push(d))
   await once(sock, 'end')
@@ -90,24 +93,12 @@ test('a target that stops reading holds the local writer back, and then gets eve
     sock.on('end', () => received(Buffer.concat(parts)))
   })
   const { tunnel } = await tunnelTo(port)
-  let written = 0
-  let sent = false
   const sock = netConnect({ host: '127.0.0.1', port: tunnel.port })
-  let off = 0
-  const pump = () => {
-    while (off < total) {
-      const block = payload.subarray(off, off + (1 << 20))
-      off += block.length
-      const more = sock.write(block, () => (written += block.length))
-      if (!more) return void sock.once('drain', pump)
-    }
-    sock.end(() => (sent = true))
-  }
-  pump()
+  const progress = pump(sock, payload)
   await expect.poll(() => targetSock).toBeDefined()
   await sleep(400)
-  expect(sent).toBe(false)
-  expect(written).toBeLessThan(total)
+  expect(progress.sent).toBe(false)
+  expect(progress.written).toBeLessThan(total)
   targetSock!.resume()
   const all = await got
   expect(all.length).toBe(total)

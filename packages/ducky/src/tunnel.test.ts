@@ -4,7 +4,7 @@ import { afterEach, expect, test } from 'vitest'
 import { connect } from './client.js'
 import { RpcError } from './errors.js'
 import { serve, type DuckyServer } from './server.js'
-import { Demo, recordingLogger } from './test-helpers.js'
+import { Demo, recordingLogger, unusedDemo } from './test-helpers.js'
 import { openTunnel, parseHostPort, tunnelService, TunnelService, type Tunnel } from './tunnel.js'
 
 const cleanup: (() => unknown)[] = []
@@ -12,10 +12,6 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c()
 })
 
-const notUsed = () => {
-  throw new RpcError('UNIMPLEMENTED', 'not used here')
-}
-const demoImpl = { echo: notUsed, tensor: notUsed, count: notUsed, chunks: notUsed, sum: notUsed, slow: notUsed, broken: notUsed }
 
 async function listen<T extends HttpServer | NetServer>(server: T): Promise<number> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
@@ -25,7 +21,7 @@ async function listen<T extends HttpServer | NetServer>(server: T): Promise<numb
 
 async function tunnelServer(allow: string[], opts: { token?: string } = {}): Promise<{ server: DuckyServer; log: ReturnType<typeof recordingLogger> }> {
   const log = recordingLogger()
-  const server = await serve(Demo, demoImpl, { logger: log, services: [tunnelService({ allow, logger: log })], ...opts })
+  const server = await serve(Demo, unusedDemo, { logger: log, services: [tunnelService({ allow, logger: log })], ...opts })
   cleanup.push(() => server.shutdown({ graceMs: 100 }))
   return { server, log }
 }
