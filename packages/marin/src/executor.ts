@@ -101,6 +101,11 @@ export function defaultPrefix(prefix?: string): string {
   return /^[a-z][a-z0-9+.-]*:\/\//i.test(p) ? p : resolve(p)
 }
 
+/** Where the record of run `run` of `experiment` lives, relative to the prefix. */
+export function recordPath(experiment: string, run: string): string {
+  return `experiments/${experiment}/${run}.json`
+}
+
 /** Where a step's output is, as its function sees it: a local directory, else a URL. */
 export function outputPathOf(storage: Storage, nameHash: string, subPath = ''): string {
   const rel = subPath ? `${nameHash}/${subPath}` : nameHash
@@ -257,7 +262,7 @@ export class Executor {
       provenance: provenance(),
     }
     if (!dryRun) {
-      const path = `experiments/${exp.name}/${record.run}.json`
+      const path = recordPath(exp.name, record.run)
       await storage.write(path, `${JSON.stringify(record, null, 2)}\n`)
       out(`${record.status} ${exp.name}: record ${outputPathOf(storage, path)}`)
       log.info({ experiment: exp.name, run: record.run, status: record.status }, 'experiment finished')

@@ -22,14 +22,19 @@ export function irisRunner(scheduler: JobScheduler, script: string | undefined, 
     }
     const attempt = newAttempt()
     const [job] = await scheduler.submit(stepJobRequest(task, script, experiment, attempt))
-    // Follow the job's log so the driver can show what the step is doing.
+    // Follow the job's log so the driver can show what the step is doing; the lines followed to
+    // the job's end are also what is kept with the step, so the log is read once.
+    const followed: string[] = []
+    let followedToEnd = false
     const following = (async () => {
       if (!task.progress) return
       try {
         for await (const l of job!.logs({ follow: true })) {
+          followed.push(l.line)
           const text = progressText(l.line)
           if (text) task.progress(text)
         }
+        followedToEnd = true
       } catch (err) {
         log.debug({ err, jobId: job!.jobId }, 'stopped following the job log')
       }
@@ -38,8 +43,11 @@ export function irisRunner(scheduler: JobScheduler, script: string | undefined, 
     await Promise.race([following, new Promise((r) => setTimeout(r, 2000).unref())])
     // Keep the job's output (stdout and stderr of the step process) with the step.
     try {
-      const lines: string[] = []
-      for await (const l of job!.logs()) lines.push(l.line)
+      let lines = followed
+      if (!followedToEnd) {
+        lines = []
+        for await (const l of job!.logs()) lines.push(l.line)
+      }
       await task.storage.write(`${nameHash}/logs/${attempt.id}.job.log`, lines.map((l) => `${l}\n`).join(''))
     } catch (err) {
       log.warn({ err, step: nameHash, jobId: job!.jobId }, 'could not copy the job log')

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { join, resolve } from 'node:path'
 import { JobScheduler } from '@marin/iris'
 import { Lease, openStorage } from '@marin/rigging'
-import { Executor, defaultPrefix, type ExecutorOptions, type ExperimentRecord } from './executor.js'
+import { Executor, defaultPrefix, recordPath, type ExecutorOptions, type ExperimentRecord } from './executor.js'
 import type { Experiment } from './experiment.js'
 import { irisRunner } from './iris-runner.js'
 
@@ -29,7 +29,7 @@ export async function runExperiment(experiment: Experiment, opts: RunOptions = {
 /** Builds the run's report and publishes it to `experiment.report.target`. */
 async function publishReport(experiment: Experiment, record: ExperimentRecord, opts: RunOptions): Promise<void> {
   const [{ buildReport }, { publishSite }] = await Promise.all([import('./report/build.js'), import('./report/publish.js')])
-  const source = `${record.prefix.replace(/\/+$/, '')}/experiments/${record.experiment}/${record.run}.json`
+  const source = `${record.prefix.replace(/\/+$/, '')}/${recordPath(record.experiment, record.run)}`
   const { data, site } = await buildReport(source, record.prefix)
   const res = await publishSite(site, experiment.report!.target)
   const out = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`))

@@ -6,7 +6,7 @@ import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { openStorage, type Storage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
-import type { ExperimentRecord } from '../executor.js'
+import { recordPath, type ExperimentRecord } from '../executor.js'
 
 /** A record and where it was read from. */
 export type ResolvedSource = { readonly record: ExperimentRecord; readonly recordUrl: string }
@@ -94,7 +94,7 @@ export async function resolveSource(source: string, prefix: string): Promise<Res
   }
   const storage = await openStorage(prefix)
   if (run !== undefined) {
-    const path = `experiments/${name}/${run.replace(/\.json$/, '')}.json`
+    const path = recordPath(name, run.replace(/\.json$/, ''))
     if (!(await storage.exists(path))) throw new MarinError('EXPERIMENT_NOT_FOUND', `--source: no run "${run}" of experiment "${name}" under ${storage.url} (looked for ${path})`)
     return readRecord(storage, path)
   }
