@@ -121,4 +121,15 @@ describe('process mode only', () => {
       await client.shutdown()
     }
   })
+
+  test('a one-core actor runs V8 GC on its own thread; a bigger one keeps the helper threads', async () => {
+    const client = new LocalClient()
+    try {
+      const [small, big] = await Promise.all([client.createActor(CounterClass, [0]), client.createActor(CounterClass, [0], { resources: { cpu: 2 } })])
+      expect(await small.nodeFlags()).toContain('--single-threaded-gc')
+      expect(await big.nodeFlags()).not.toContain('--single-threaded-gc')
+    } finally {
+      await client.shutdown()
+    }
+  })
 })

@@ -14,7 +14,7 @@
  */
 import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
-import type { Client } from '@marin/fray'
+import type { Client, ResourcesInput } from '@marin/fray'
 import { logger } from '@marin/rigging'
 import type { FrayRunner } from './fray-runner.js'
 import type { Dataset } from './dataset.js'
@@ -44,6 +44,12 @@ export type ZephyrContextOptions = ExecuteOptions & {
   readonly maxWorkers?: number
   /** Run tasks in this process (closures allowed, no worker startup). @default false */
   readonly inProcess?: boolean
+  /**
+   * What each worker actor holds (fray resources: cpu, memory). A worker with one core runs V8's
+   * garbage collector on its own thread, so workers filling the machine do not compete for GC helpers.
+   * @default fray's default, `{ cpu: 1, memory: '1Gi' }`
+   */
+  readonly workerResources?: ResourcesInput
 }
 
 /** A plain local path becomes absolute, so every process resolves it the same way. */
@@ -76,7 +82,7 @@ export class ZephyrContext {
     if (this.options.inProcess) return undefined
     const client = this.options.client
     // fray's worker machinery loads only when a context runs on workers
-    this.runner ??= import('./fray-runner.js').then((m) => m.frayRunner(client, this.options.maxWorkers ?? availableParallelism()))
+    this.runner ??= import('./fray-runner.js').then((m) => m.frayRunner(client, this.options.maxWorkers ?? availableParallelism(), this.options.workerResources))
     this.runner.catch(() => (this.runner = undefined))
     return this.runner
   }

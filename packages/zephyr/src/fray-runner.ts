@@ -5,8 +5,8 @@
  * `close()`. Each task goes to an idle worker; a worker that dies mid-task is
  * restarted by fray, and the executor retries the task.
  */
-import { actorClass, currentClient } from '@marin/fray'
-import type { ActorClassRef, ActorHandle, Client } from '@marin/fray'
+import { actorClass, currentClient, resources } from '@marin/fray'
+import type { ActorClassRef, ActorHandle, Client, ResourcesInput } from '@marin/fray'
 import { ZephyrError } from './errors.js'
 import type { TaskRunner } from './executor.js'
 import type { StagePlan } from './plan.js'
@@ -31,7 +31,8 @@ function sliceForShard(portable: unknown, stage: StagePlan, shard: number): unkn
   return { ...(portable as object), input: { kind: 'list', shards } }
 }
 
-export async function frayRunner(clientOption: Client | undefined, maxWorkers: number): Promise<FrayRunner> {
+export async function frayRunner(clientOption: Client | undefined, maxWorkers: number, workerResources?: ResourcesInput): Promise<FrayRunner> {
+  if (workerResources) resources(workerResources) // a bad field fails here, naming it, before any worker starts
   const client = clientOption ?? currentClient()
   const members: ActorHandle<ZephyrWorker>[] = []
   const idle: ActorHandle<ZephyrWorker>[] = []
@@ -51,7 +52,7 @@ export async function frayRunner(clientOption: Client | undefined, maxWorkers: n
     if (members.length + starting < maxWorkers) {
       starting++
       try {
-        const h = await client.createActor(ZephyrWorkerClass, [], { name: `zephyr-worker-${members.length + starting - 1}`, maxRestarts: 1000 })
+        const h = await client.createActor(ZephyrWorkerClass, [], { name: `zephyr-worker-${members.length + starting - 1}`, maxRestarts: 1000, ...(workerResources ? { resources: workerResources } : {}) })
         members.push(h)
         if (closed) await h.$actor.stop().catch(() => {})
         return h

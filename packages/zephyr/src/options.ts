@@ -23,6 +23,7 @@ export const ContextOptionsSchema = ExecuteOptionsSchema.extend({
   }).optional(),
   maxWorkers: z.number().int().positive().optional().describe('worker actors at most, or tasks in flight in process'),
   inProcess: z.boolean().optional().describe('run tasks in this process'),
+  workerResources: z.record(z.string(), z.unknown()).optional().describe('fray resources of each worker, e.g. { cpu: 1, memory: "2Gi" }'),
 })
 
 /** Validates options; the error names each bad option and what it expects. */
