@@ -41,3 +41,14 @@ for (const k of prof.kernels) {
 }
 console.log(`kernels: ${prof.kernels.length}, total ${total.toFixed(0)} ms`)
 for (const [k, e] of [...by].sort((a, b) => b[1].ms - a[1].ms).slice(0, 40)) console.log(`${e.ms.toFixed(1).padStart(8)} ms ${String(e.n).padStart(4)}× ${k}`)
+// by kernel name, without the scopes of custom gradients (their kernels are counted on their own)
+const byName = new Map<string, { ms: number; n: number }>()
+for (const k of prof.kernels) {
+  if (k.name === 'unnamed scope') continue
+  const e = byName.get(k.name) ?? { ms: 0, n: 0 }
+  e.ms += k.kernelTimeMs as number
+  e.n++
+  byName.set(k.name, e)
+}
+console.log('by kernel:')
+for (const [k, e] of [...byName].sort((a, b) => b[1].ms - a[1].ms)) console.log(`${e.ms.toFixed(1).padStart(8)} ms ${String(e.n).padStart(4)}× ${k}`)

@@ -80,6 +80,23 @@ describe('training', () => {
     stock.dispose()
   })
 
+  test('AdamW updating parameters in place: matMuls after the update see the new weights, not a cached packing of the old', () => {
+    const m = new Gpt2LM(cfg, 3)
+    const opt = new AdamW(AdamWConfig.parse({}), m)
+    const name = 'transformer.h.0.mlp.c_fc.weight'
+    const w = m.param(name)
+    const x = tf.randomNormal([4, w.shape[0]!], 0, 1, 'float32', 5)
+    for (let step = 0; step < 3; step++) {
+      tf.tidy(() => tf.matMul(x, w).dataSync()) // the backend may cache w, packed, by its id
+      const grads = new Map([...m.params].map(([k, v], i) => [k, tf.randomNormal(v.shape, 0, 1, 'float32', 100 * step + i) as tf.Tensor]))
+      opt.apply(grads, 0.05)
+      tf.dispose([...grads.values()])
+      const [got, want] = tf.tidy(() => [tf.matMul(x, w).dataSync(), tf.matMul(x, tf.tensor(w.dataSync(), w.shape)).dataSync()])
+      got!.forEach((g, i) => expect(Math.abs(g - want![i]!)).toBeLessThan(1e-4))
+    }
+    x.dispose()
+  })
+
   test('AdamW clips by the global norm and applies the same update from a flat buffer', async () => {
     const a = new Gpt2LM(cfg, 2), b = new Gpt2LM(cfg, 2)
     const oa = new AdamW(AdamWConfig.parse({ maxGradNorm: 0.5 }), a), ob = new AdamW(AdamWConfig.parse({ maxGradNorm: 0.5 }), b)

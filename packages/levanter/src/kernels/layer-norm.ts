@@ -2,9 +2,10 @@
  * @module LayerNorm with its own gradient. Autodiff through mean/variance/normalize builds ~30
  * backward ops, several of them sums over the leading (batch) axes, which the wasm backend runs
  * as a transpose plus a reduction. The closed form needs half the ops, and its parameter
- * gradients are ones[1, N] · (…) products (XNNPACK) instead of column sums.
+ * gradients are one pass over the rows (kernels/column-sum.ts) instead of a transpose and a reduction.
  */
 import * as tf from '@tensorflow/tfjs'
+import { columnSum } from './column-sum.js'
 
 type Save = (s: tf.Tensor[]) => void
 
@@ -21,10 +22,8 @@ function core(eps: number) {
       gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
         const d = dy as tf.Tensor
         const [xh, rs, gamma] = saved as [tf.Tensor, tf.Tensor, tf.Tensor]
-        const [N, D] = d.shape as [number, number]
-        const ones = tf.ones([1, N])
-        const dg = tf.reshape(tf.matMul(ones, tf.mul(d, xh)), [D])
-        const db = tf.reshape(tf.matMul(ones, d), [D])
+                const dg = columnSum(tf.mul(d, xh))
+        const db = columnSum(d)
         // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ · x̂)), with dx̂ = dy · g.
         const dxh = tf.mul(d, gamma)
         const dx = tf.mul(tf.sub(tf.sub(dxh, tf.mean(dxh, -1, true)), tf.mul(xh, tf.mean(tf.mul(dxh, xh), -1, true))), rs)

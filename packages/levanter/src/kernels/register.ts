@@ -8,6 +8,7 @@ import { batchMatMulGrad } from './batch-matmul-grad.js'
 import { gatherGrad } from './gather-grad.js'
 import { wasmBatchMatMul } from './wasm-batch-matmul.js'
 import { wasmCast, wasmIdentity } from './wasm-identity.js'
+import { wasmSlice, wasmSplitV } from './wasm-slice.js'
 import { wasmTranspose } from './wasm-transpose.js'
 
 let stock: Map<string, GradConfig | undefined> | undefined
@@ -26,7 +27,7 @@ function quietly(f: () => void): void {
 
 /** Kernels levanter replaces on the wasm backend, built over the stock kernel they defer to. */
 const WASM_KERNELS: Record<string, (stock: tf.KernelFunc) => KernelConfig> = {
-  BatchMatMul: wasmBatchMatMul, Transpose: wasmTranspose, Identity: wasmIdentity, Cast: wasmCast,
+  BatchMatMul: wasmBatchMatMul, Transpose: wasmTranspose, Identity: wasmIdentity, Cast: wasmCast, Slice: wasmSlice, SplitV: wasmSplitV,
 }
 
 /** Install the fast/correct gradients, and the wasm kernels when that backend is registered. Idempotent; `initBackend` calls it. */

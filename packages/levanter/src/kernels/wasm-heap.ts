@@ -10,7 +10,7 @@ import type { TensorInfo } from '@tensorflow/tfjs'
 /** The parts of the wasm backend (tfjs-backend-wasm's BackendWasm) the kernels rely on. */
 export type WasmBackendLike = {
   dataIdNextNumber: number
-  dataIdMap: { get(dataId: object): { id: number; memoryOffset: number } | undefined }
+  dataIdMap: { get(dataId: object): { id: number; memoryOffset: number; refCount: number } | undefined }
   makeOutput(shape: number[], dtype: 'float32'): TensorInfo
   wasm: {
     HEAPF32: Float32Array
@@ -46,5 +46,37 @@ export class WasmHeap {
   /** The heap as floats (re-read after any allocation: the heap may have grown). */
   f32(): Float32Array {
     return this.backend.wasm.HEAPF32
+  }
+}
+
+/** A float32 tensor's data on the wasm heap, read in place (no copy); undefined on other backends. Valid until the next allocation. */
+export function heapFloats(t: TensorInfo, backend: unknown): Float32Array | undefined {
+  const b = backend as Partial<WasmBackendLike>
+  if (t.dtype !== 'float32' || !b.dataIdMap || !b.wasm) return undefined
+  const d = b.dataIdMap.get(t.dataId)
+  if (!d || typeof d.memoryOffset !== 'number') return undefined
+  return b.wasm.HEAPF32.subarray(d.memoryOffset / 4, d.memoryOffset / 4 + t.shape.reduce((p, q) => p * q, 1))
+}
+
+/**
+ * A float32 tensor's own storage on the wasm heap, to update in place, when nothing else shares its
+ * buffer (reshapes and levanter's copy-free Identity share buffers and raise the count); otherwise,
+ * and on other backends, undefined. `data` is valid until the next allocation (the heap may grow).
+ * Call `written()` after writing: the backend caches work derived from a tensor's values by its id
+ * (XNNPACK packs a matMul's right operand once), and re-registering the id drops that cache.
+ */
+export function writableHeapFloats(t: TensorInfo, backend: unknown): { data: Float32Array; written(): void } | undefined {
+  const b = backend as Partial<WasmBackendLike>
+  if (t.dtype !== 'float32' || !b.dataIdMap || !b.wasm?.tfjs) return undefined
+  const d = b.dataIdMap.get(t.dataId)
+  if (!d || d.refCount !== 1 || typeof d.memoryOffset !== 'number') return undefined
+  const size = t.shape.reduce((p, q) => p * q, 1)
+  const wasm = b.wasm
+  return {
+    data: wasm.HEAPF32.subarray(d.memoryOffset / 4, d.memoryOffset / 4 + size),
+    written() {
+      wasm.tfjs.disposeData(d.id)
+      wasm.tfjs.registerTensor(d.id, size, d.memoryOffset)
+    },
   }
 }

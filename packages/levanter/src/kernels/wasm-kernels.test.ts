@@ -117,6 +117,27 @@ describe('wasm kernels against the stock kernels', () => {
     await check([{ shape: [40, 33], values, dtype: 'int32' }], (x) => tf.transpose(x!), 0)
   })
 
+  test.each([
+    ['contiguous rows', [6, 5], [2, 0], [3, 5]],
+    ['a middle block of columns', [6, 5], [1, 2], [4, 2]],
+    ['rank 3, last axis cut', [3, 4, 9], [1, 1, 3], [2, 3, 3]],
+    ['rank 4, inner axes whole', [3, 4, 5, 2], [1, 2, 0, 0], [2, 2, 5, 2]],
+    ['rank 5, every axis cut', [3, 4, 3, 5, 4], [1, 1, 1, 2, 1], [2, 2, 1, 3, 2]],
+    ['empty', [4, 4], [1, 1], [0, 3]],
+  ] as const)('Slice %s: %j from %j size %j', async (_, shape, begin, size) => {
+    await check([rand([...shape], 6)], (x) => tf.slice(x!, [...begin], [...size]), 0)
+  })
+
+  test.each([
+    ['three equal pieces of the last axis', [2, 5, 12], 3, 2],
+    ['uneven sizes on a middle axis', [3, 7, 4], [2, 4, 1], 1],
+    ['leading axis', [6, 3, 2], [1, 5], 0],
+  ] as const)('SplitV %s', async (_, shape, split, axis) => {
+    await check([rand([...shape], 7)], (x) => tf.split(x!, split as number | number[], axis), 0)
+    const ints = { shape: [...shape], values: Array.from({ length: shape.reduce((a, b) => a * b, 1) }, (_, i) => i * 65_537 - 7), dtype: 'int32' as const }
+    await check([ints], (x) => tf.split(x!, split as number | number[], axis), 0)
+  })
+
   test('Identity and same-dtype Cast share the buffer; gradients through saved clones agree', async () => {
     await check([rand([4, 5], 5)], (x) => [tf.clone(x!), tf.cast(x!, 'float32'), tf.cast(tf.cast(x!, 'int32'), 'float32')], 0)
     const f = (x: tf.Tensor, y: tf.Tensor) => tf.sum(tf.mul(tf.mul(x, y), tf.tanh(x)))

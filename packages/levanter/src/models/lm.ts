@@ -40,8 +40,12 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
     const n = spec.shape.reduce((a, b) => a * b, 1)
     if (data.length !== n) throw new LevanterError('BAD_SHAPE', `parameter "${name}": got ${data.length} values, expected ${n} for shape [${spec.shape.join(', ')}]`)
     const old = this.params.get(name)
-    if (old) old.assign(tf.tensor(data, [...spec.shape]))
-    else this.params.set(name, tf.variable(tf.tensor(data, [...spec.shape]), true, `${name}#${++variableCount}`))
+    // the variable takes its own reference to the values: the temporary tensor is dropped, so the
+    // parameter's buffer has one owner (AdamW then updates it in place on wasm)
+    const t = tf.tensor(data, [...spec.shape])
+    if (old) old.assign(t)
+    else this.params.set(name, tf.variable(t, true, `${name}#${++variableCount}`))
+    t.dispose()
   }
 
   /** Number of scalar parameters. */

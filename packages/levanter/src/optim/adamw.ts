@@ -2,6 +2,7 @@
 import * as tf from '@tensorflow/tfjs'
 import { z } from 'zod'
 import { LevanterError } from '../errors.js'
+import { writableHeapFloats } from '../kernels/wasm-heap.js'
 import type { CausalLM } from '../models/lm.js'
 
 export const AdamWConfig = z.strictObject({
@@ -17,6 +18,27 @@ export type AdamWConfig = z.output<typeof AdamWConfig>
 /** Global L2 norm of a set of gradients. */
 export function globalNorm(grads: Iterable<tf.Tensor>): number {
   return tf.tidy(() => Math.sqrt(tf.addN([...grads].map((g) => tf.sum(tf.square(g)))).dataSync()[0]!))
+}
+
+function sumSquares(g: Float32Array): number {
+  let s0 = 0, s1 = 0
+  const n = g.length, even = n - (n % 2)
+  for (let i = 0; i < even; i += 2) {
+    s0 += g[i]! * g[i]!
+    s1 += g[i + 1]! * g[i + 1]!
+  }
+  if (even < n) s0 += g[even]! * g[even]!
+  return s0 + s1
+}
+
+/** One AdamW step over one parameter's arrays (a small top-level function: the JIT compiles the hot loop on its own). */
+function adamwUpdate(g: Float32Array, m: Float32Array, v: Float32Array, p: Float32Array, out: Float32Array, scale: number, b1: number, c1: number, b2: number, c2: number, keep: number, step: number, rbc2: number, eps: number): void {
+  for (let i = 0; i < out.length; i++) {
+    const gi = g[i]! * scale
+    const mi = (m[i] = b1 * m[i]! + c1 * gi)
+    const vi = (v[i] = b2 * v[i]! + c2 * gi * gi)
+    out[i] = p[i]! * keep - (step * mi) / (Math.sqrt(vi * rbc2) + eps)
+  }
 }
 
 /**
@@ -65,25 +87,28 @@ export class AdamW {
   #update(grads: ReadonlyMap<string, Float32Array>, lr: number): number {
     const c = this.config
     let sq = 0
-    for (const g of grads.values()) for (let i = 0; i < g.length; i++) sq += g[i]! * g[i]!
+    for (const g of grads.values()) sq += sumSquares(g)
     const norm = Math.sqrt(sq)
     const scale = c.maxGradNorm !== null && norm > c.maxGradNorm ? c.maxGradNorm / (norm + 1e-6) : 1
     this.count++
     const b1 = c.beta1, b2 = c.beta2, eps = c.eps
     const bc1 = 1 - Math.pow(b1, this.count), bc2 = 1 - Math.pow(b2, this.count)
+    // p ← p − lr·(m̂ / (√v̂ + ε) + wd·p), with m̂ = m / bc1 and v̂ = v / bc2, as p·(1 − lr·wd) − (lr / bc1)·m / (√(v / bc2) + ε)
+    const step = lr / bc1, rbc2 = 1 / bc2, c1 = 1 - b1, c2 = 1 - b2
     for (const [name, p] of this.model.params) {
       const g = grads.get(name)
       if (!g) continue
       const m = this.m.get(name)!, v = this.v.get(name)!
-      const wd = this.#decay.has(name) ? c.weightDecay : 0
-      const old = p.dataSync() as Float32Array // may be the tensor's own storage (cpu): read only
-      const out = new Float32Array(old.length)
-      for (let i = 0; i < out.length; i++) {
-        const gi = g[i]! * scale
-        const mi = (m[i] = b1 * m[i]! + (1 - b1) * gi)
-        const vi = (v[i] = b2 * v[i]! + (1 - b2) * gi * gi)
-        const pi = old[i]!
-        out[i] = pi - lr * ((mi / bc1) / (Math.sqrt(vi / bc2) + eps) + wd * pi)
+      const keep = 1 - lr * (this.#decay.has(name) ? c.weightDecay : 0)
+      // On wasm a parameter no other tensor shares is updated where it lives on the heap; otherwise
+      // (cpu's dataSync may return the tensor's own storage) into a new array assigned to it.
+      const own = writableHeapFloats(p, tf.backend())
+      const old = own?.data ?? (p.dataSync() as Float32Array)
+      const out = own?.data ?? new Float32Array(old.length)
+      adamwUpdate(g, m, v, old, out, scale, b1, c1, b2, c2, keep, step, rbc2, eps)
+      if (own) {
+        own.written()
+        continue
       }
       const t = tf.tensor(out, p.shape)
       p.assign(t)
