@@ -52,7 +52,7 @@ export function wasmSlice(stock: KernelFunc): KernelConfig {
     if (!takes(x)) return stock(args)
     const { begin, size } = args.attrs as NamedAttrMap & { begin: number | number[]; size: number | number[] }
     const [b, s] = slice_util.parseSliceParams(x as never, begin, size)
-    return heapSlice(args.backend as unknown as HeapBackend, x, b, s)
+    return heapSlice(args.backend as unknown as HeapBackend, x, b!, s!)
   }
   return { kernelName: 'Slice', backendName: 'wasm', kernelFunc }
 }
