@@ -40,7 +40,7 @@ for (const k of prof.kernels) {
   by.set(key, e)
 }
 console.log(`kernels: ${prof.kernels.length}, total ${total.toFixed(0)} ms`)
-for (const [k, e] of [...by].sort((a, b) => b[1].ms - a[1].ms).slice(0, 40)) console.log(`${e.ms.toFixed(1).padStart(8)} ms ${String(e.n).padStart(4)}× ${k}`)
+for (const [k, e] of [...by].sort((a, b) => b[1].ms - a[1].ms).slice(0, 80)) console.log(`${e.ms.toFixed(1).padStart(8)} ms ${String(e.n).padStart(4)}× ${k}`)
 // by kernel name, without the scopes of custom gradients (their kernels are counted on their own)
 const byName = new Map<string, { ms: number; n: number }>()
 for (const k of prof.kernels) {

@@ -1,11 +1,12 @@
 /**
  * @module LayerNorm with its own gradient. Autodiff through mean/variance/normalize builds ~30
  * backward ops, several of them sums over the leading (batch) axes, which the wasm backend runs
- * as a transpose plus a reduction. The closed form needs half the ops, and its parameter
- * gradients are one pass over the rows (kernels/column-sum.ts) instead of a transpose and a reduction.
+ * as a transpose plus a reduction. The closed form needs half the ops; on wasm it is one loop over
+ * the heap, two passes per row, gain and bias gradients included (≈10 kernels otherwise).
  */
 import * as tf from '@tensorflow/tfjs'
 import { columnSum } from './column-sum.js'
+import { heapFloats, heapOutput } from './wasm-heap.js'
 
 type Save = (s: tf.Tensor[]) => void
 
@@ -22,6 +23,8 @@ function core(eps: number) {
       gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
         const d = dy as tf.Tensor
         const [xh, rs, gamma] = saved as [tf.Tensor, tf.Tensor, tf.Tensor]
+        const fused = layerNormGradOnHeap(d, xh, rs, gamma)
+        if (fused) return fused
                 const dg = columnSum(tf.mul(d, xh))
         const db = columnSum(d)
         // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ · x̂)), with dx̂ = dy · g.
@@ -31,6 +34,41 @@ function core(eps: number) {
       },
     }
   })
+}
+
+/** dx, dgain, dbias for rows of D: two passes over each row, the parameter sums in float64. */
+function layerNormGradLoop(d: Float32Array, xh: Float32Array, rs: Float32Array, g: Float32Array, dx: Float32Array, dg: Float64Array, db: Float64Array): void {
+  const D = g.length, N = rs.length
+  for (let r = 0, o = 0; r < N; r++, o += D) {
+    let m1 = 0, m2 = 0
+    for (let j = 0; j < D; j++) {
+      const dj = d[o + j]!, xj = xh[o + j]!, dxh = dj * g[j]!
+      m1 += dxh
+      m2 += dxh * xj
+      dg[j]! += dj * xj
+      db[j]! += dj
+    }
+    m1 /= D
+    m2 /= D
+    const rr = rs[r]!
+    for (let j = 0; j < D; j++) dx[o + j] = (d[o + j]! * g[j]! - m1 - xh[o + j]! * m2) * rr
+  }
+}
+
+/** On wasm, the whole backward pass as one loop over the heap (about ten kernels otherwise). */
+function layerNormGradOnHeap(d: tf.Tensor, xh: tf.Tensor, rs: tf.Tensor, gamma: tf.Tensor): tf.Tensor[] | undefined {
+  const out = heapOutput(d.shape)
+  if (!out) return undefined
+  const b = tf.backend()
+  const [dv, xv, rv, gv] = [heapFloats(d, b), heapFloats(xh, b), heapFloats(rs, b), heapFloats(gamma, b)]
+  if (!dv || !xv || !rv || !gv) {
+    out.tensor.dispose()
+    return undefined
+  }
+  const D = gv.length
+  const dg = new Float64Array(D), db = new Float64Array(D)
+  layerNormGradLoop(dv, xv, rv, gv, out.data, dg, db)
+  return [out.tensor, tf.tensor1d(Float32Array.from(dg)), tf.tensor1d(Float32Array.from(db))]
 }
 
 const cores = new Map<number, ReturnType<typeof core>>()

@@ -5,6 +5,7 @@
  * without copying it. A view owns no memory; {@link WasmHeap.dropView} forgets it (and lets
  * the backend release whatever it cached for that id, e.g. packed XNNPACK weights).
  */
+import * as tf from '@tensorflow/tfjs'
 import type { TensorInfo } from '@tensorflow/tfjs'
 
 /** The parts of the wasm backend (tfjs-backend-wasm's BackendWasm) the kernels rely on. */
@@ -79,4 +80,16 @@ export function writableHeapFloats(t: TensorInfo, backend: unknown): { data: Flo
       wasm.tfjs.registerTensor(d.id, size, d.memoryOffset)
     },
   }
+}
+
+/**
+ * A new float32 tensor on the wasm heap and its data, for a kernel written in JS to fill; undefined
+ * on other backends. `data` is valid until the next allocation.
+ */
+export function heapOutput(shape: number[]): { tensor: tf.Tensor; data: Float32Array } | undefined {
+  const b = tf.backend() as unknown as Partial<WasmBackendLike>
+  if (!b.dataIdMap || !b.wasm || typeof b.makeOutput !== 'function') return undefined
+  const info = b.makeOutput(shape, 'float32')
+  const tensor = tf.engine().makeTensorFromTensorInfo(info, tf.backend())
+  return { tensor, data: heapFloats(tensor, b)! }
 }

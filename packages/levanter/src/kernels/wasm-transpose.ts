@@ -56,11 +56,24 @@ export function swapInto(x: Int32Array, xo: number, out: Int32Array, oo: number,
       }
       continue
     }
+    // four output rows per pass over a tile's input rows: each input cache line read once per
+    // four columns (≈1.7× faster than one column at a time for [2048, 1024])
+    const A2 = 2 * A, A3 = 3 * A
     for (let i0 = 0; i0 < A; i0 += TILE) {
       const i1 = Math.min(A, i0 + TILE)
       for (let j0 = 0; j0 < B; j0 += TILE) {
         const j1 = Math.min(B, j0 + TILE)
-        for (let j = j0; j < j1; j++) {
+        let j = j0
+        for (; j + 3 < j1; j += 4) {
+          let o = ob + j * A + i0, s = xb + i0 * B + j
+          for (let i = i0; i < i1; i++, o++, s += B) {
+            out[o] = x[s]!
+            out[o + A] = x[s + 1]!
+            out[o + A2] = x[s + 2]!
+            out[o + A3] = x[s + 3]!
+          }
+        }
+        for (; j < j1; j++) {
           let o = ob + j * A + i0, s = xb + i0 * B + j
           for (let i = i0; i < i1; i++, o++, s += B) out[o] = x[s]!
         }
