@@ -23,7 +23,7 @@ const affine = tf.customGrad((...args: (tf.Tensor | ((s: tf.Tensor[]) => void))[
   const save = args[3] as (s: tf.Tensor[]) => void
   save([x2, w])
   return {
-    value: tf.fused.matMul({ a: x2 as tf.Tensor2D, b: w as tf.Tensor2D, bias: b }), // the bias is added in the matMul's output pass
+    value: tf.add(tf.matMul(x2, w), b),
     gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
       const g = dy as tf.Tensor
       const [xs, ws] = saved as [tf.Tensor, tf.Tensor]
