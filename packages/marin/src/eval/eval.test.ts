@@ -55,13 +55,16 @@ let tok: BpeTokenizer
 let trained: Gpt2LM
 let random: Gpt2LM
 let storeDir: string
-const STEPS = 200
+// Enough steps to converge: at 200 exact-match sat near the 0.8 bar (0.85), and float-level changes
+// in training (fusing a bias add into the matMul) moved it to 0.5; at 400 it is 0.95–1.0 either way.
+const STEPS = 400
 const tasks = toyTasks()
 
 beforeAll(async () => {
   await initBackend()
   // A byte-level tokenizer (256 bytes + 4 merges): each letter and its leading space are separate tokens or a merge.
-  const lines = Array.from({ length: 300 }, (_, i) => run((i * 7) % 26, 4 + (i % 5)))
+  // Lines of 6–10 letters, longer than any task context (3–5), so the next letter is certain there.
+  const lines = Array.from({ length: 300 }, (_, i) => run((i * 7) % 26, 6 + (i % 5)))
   tok = trainBpe(lines, { vocabSize: 260 })
   const ids: number[] = []
   for (const l of lines) ids.push(...tok.encode(`${l}\n`))
