@@ -8,14 +8,14 @@
  * so the local backend fails the way a cluster does.
  */
 import { type ChildProcess, fork } from 'node:child_process'
-import { createRequire } from 'node:module'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
 import { logger } from '@marin/rigging'
 import type { ActorConnection, ActorStatus, CallOptions } from './actor.js'
 import type { ActorOptions } from './actor-options.js'
 import type { ActorSpec } from './actor-runtime.js'
 import { ActorDiedError, FrayError } from './errors.js'
 import { resources } from './resources.js'
+import { actorNodeArgs } from './internal/node-args.js'
 import { actorDeaths, actorRestarts } from './internal/telemetry.js'
 import { PendingCalls } from './internal/pending.js'
 import { RestartListeners } from './internal/restart-listeners.js'
@@ -24,19 +24,6 @@ import { errorFromPayload, type FromWorker, MSG, type ToWorker } from './interna
 const log = logger('fray')
 const here = import.meta.url
 const WORKER_MAIN = fileURLToPath(new URL(here.endsWith('.ts') ? './worker-main.ts' : './worker-main.js', here))
-
-/**
- * Node flags for the worker: the TypeScript loader when fray (or the actor) runs from source, and,
- * for an actor that holds at most one core (`resources.cpu`, default 1), V8's garbage collector on
- * the actor's own thread. Otherwise every worker also runs GC helper threads, and N one-core workers
- * on N cores compete for them (one allocation-heavy worker uses about 1.2 cores); Ray keeps its
- * one-CPU workers to one thread with `OMP_NUM_THREADS=1` for the same reason.
- */
-export function workerExecArgv(opts: ActorOptions): string[] {
-  const loader = pathToFileURL(createRequire(here).resolve('tsx')).href
-  const cores = resources(opts.resources).cpu
-  return ['--import', loader, ...(cores <= 1 ? ['--single-threaded-gc'] : [])]
-}
 
 export class ProcessActor implements ActorConnection {
   private child: ChildProcess | null = null
@@ -75,7 +62,7 @@ export class ProcessActor implements ActorConnection {
 
   private spawn(): Promise<void> {
     const child = fork(WORKER_MAIN, [], {
-      execArgv: workerExecArgv(this.opts),
+      execArgv: actorNodeArgs(resources(this.opts.resources).cpu),
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { ...process.env, ...this.opts.env },

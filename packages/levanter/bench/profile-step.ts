@@ -29,26 +29,26 @@ const step = async (s: number) => {
 await step(0)
 for (let s = 1; s <= Number(process.argv[2] ?? 2); s++) console.log(JSON.stringify(await step(s)))
 const prof = await tf.profile(async () => { await step(99); return [] })
-const by = new Map<string, { ms: number; n: number }>()
-let total = 0
-for (const k of prof.kernels) {
-  const key = `${k.name} ${k.inputShapes.map((s) => `[${s}]`).join('×')}`
-  const e = by.get(key) ?? { ms: 0, n: 0 }
-  e.ms += k.kernelTimeMs as number
-  e.n++
-  total += k.kernelTimeMs as number
-  by.set(key, e)
+type Kernel = (typeof prof.kernels)[number]
+/** Summed time and count of the kernels that `key` groups together (undefined: left out), largest first. */
+function tally(key: (k: Kernel) => string | undefined): [string, { ms: number; n: number }][] {
+  const by = new Map<string, { ms: number; n: number }>()
+  for (const k of prof.kernels) {
+    const name = key(k)
+    if (name === undefined) continue
+    const e = by.get(name) ?? { ms: 0, n: 0 }
+    e.ms += k.kernelTimeMs as number
+    e.n++
+    by.set(name, e)
+  }
+  return [...by].sort((a, b) => b[1].ms - a[1].ms)
 }
+const print = (rows: [string, { ms: number; n: number }][]) => {
+  for (const [k, e] of rows) console.log(`${e.ms.toFixed(1).padStart(8)} ms ${String(e.n).padStart(4)}× ${k}`)
+}
+const total = prof.kernels.reduce((t, k) => t + (k.kernelTimeMs as number), 0)
 console.log(`kernels: ${prof.kernels.length}, total ${total.toFixed(0)} ms`)
-for (const [k, e] of [...by].sort((a, b) => b[1].ms - a[1].ms).slice(0, 80)) console.log(`${e.ms.toFixed(1).padStart(8)} ms ${String(e.n).padStart(4)}× ${k}`)
+print(tally((k) => `${k.name} ${k.inputShapes.map((s) => `[${s}]`).join('×')}`).slice(0, 80))
 // by kernel name, without the scopes of custom gradients (their kernels are counted on their own)
-const byName = new Map<string, { ms: number; n: number }>()
-for (const k of prof.kernels) {
-  if (k.name === 'unnamed scope') continue
-  const e = byName.get(k.name) ?? { ms: 0, n: 0 }
-  e.ms += k.kernelTimeMs as number
-  e.n++
-  byName.set(k.name, e)
-}
 console.log('by kernel:')
-for (const [k, e] of [...byName].sort((a, b) => b[1].ms - a[1].ms)) console.log(`${e.ms.toFixed(1).padStart(8)} ms ${String(e.n).padStart(4)}× ${k}`)
+print(tally((k) => (k.name === 'unnamed scope' ? undefined : k.name)))

@@ -167,15 +167,13 @@ describe('ZephyrContext on fray workers', () => {
     const flags = (ctx: ZephyrContext) => ctx.execute(Dataset.fromList([0]).map(() => process.execArgv.includes('--single-threaded-gc')))
     const small = new ZephyrContext({ client, maxWorkers: 1, progress: 'off' })
     const big = new ZephyrContext({ client, maxWorkers: 1, progress: 'off', workerResources: { cpu: 2 } })
+    const bad = new ZephyrContext({ client, maxWorkers: 1, progress: 'off', workerResources: { cpu: -1 } })
     try {
       expect((await flags(small)).results).toEqual([true])
       expect((await flags(big)).results).toEqual([false])
-      const bad = new ZephyrContext({ client, maxWorkers: 1, progress: 'off', workerResources: { cpu: -1 } })
       await expect(flags(bad)).rejects.toThrow(/resources\.cpu/)
-      await bad.close()
     } finally {
-      await small.close()
-      await big.close()
+      await Promise.all([small.close(), big.close(), bad.close()])
     }
   }, 120_000)
 })

@@ -34,7 +34,7 @@ export function irisSpawner(iris: IrisClient, opts: IrisSpawnerOptions = {}): Sp
     spawn(name: string, env: Record<string, string>, res: Resources): SpawnedHost {
       const submitted = iris.submit({
         name: irisJobName(name),
-        command: hostCommand(),
+        command: hostCommand(res.cpu),
         env: { ...opts.env, ...env },
         resources: { cpu: res.cpu, memory: memoryBytes(res.memory), gpu: res.gpu },
         replicas: 1,

@@ -3,8 +3,8 @@
  * Either way the process runs `host-main.ts` and finds the driver through its environment.
  */
 import { spawn } from 'node:child_process'
-import { createRequire } from 'node:module'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
+import { actorNodeArgs } from '../internal/node-args.js'
 import type { Resources } from '../resources.js'
 
 /** How a host ended; `error` is the backend's explanation when it has one. */
@@ -23,17 +23,16 @@ export type Spawner = {
 
 const here = import.meta.url
 
-/** The command that runs an actor host: node with the TypeScript loader when running from source. */
-export function hostCommand(): string[] {
+/** The command that runs an actor host holding `cores` (node flags: internal/node-args.ts). */
+export function hostCommand(cores: number): string[] {
   const main = fileURLToPath(new URL(here.endsWith('.ts') ? './host-main.ts' : './host-main.js', here))
-  const loader = pathToFileURL(createRequire(here).resolve('tsx')).href
-  return [process.execPath, '--import', loader, main]
+  return [process.execPath, ...actorNodeArgs(cores), main]
 }
 
 /** Hosts as child processes of the driver. */
 export const localSpawner: Spawner = {
-  spawn(_name, env) {
-    const [cmd, ...args] = hostCommand()
+  spawn(_name, env, res) {
+    const [cmd, ...args] = hostCommand(res.cpu)
     const child = spawn(cmd!, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] })
     child.unref()
     const exited = new Promise<HostExit>((r) => child.once('exit', (code, signal) => r({ code, signal })))

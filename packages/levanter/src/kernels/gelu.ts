@@ -6,7 +6,7 @@
  * expression is one loop over the heap (≈3 ms for [16, 128, 1024] against ≈16 ms as kernels).
  */
 import * as tf from '@tensorflow/tfjs'
-import { heapFloats, heapOutput } from './wasm-heap.js'
+import { heapKernel } from './wasm-heap.js'
 
 const C = Math.sqrt(2 / Math.PI), A = 0.044715
 
@@ -23,7 +23,8 @@ const core = tf.customGrad((...args: (tf.Tensor | Save)[]) => {
     gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
       const [xs, ss] = saved as [tf.Tensor, tf.Tensor]
       // d/dx x·σ(2u) = σ + x·σ(1−σ)·2u' = σ·(1 + x(1−σ)·(2C + 6AC·x²))
-      const fused = geluGradOnHeap(dy as tf.Tensor, xs, ss)
+      // on wasm one loop over the heap, eight elementwise kernels otherwise
+      const fused = heapKernel(xs.shape, [dy as tf.Tensor, xs, ss], geluGradLoop)
       if (fused) return [fused]
       const du = tf.add(tf.mul(tf.square(xs), 6 * A * C), 2 * C)
       const grad = tf.mul(ss, tf.add(tf.mul(tf.mul(xs, tf.sub(1, ss)), du), 1))
@@ -32,26 +33,12 @@ const core = tf.customGrad((...args: (tf.Tensor | Save)[]) => {
   }
 })
 
-function geluGradLoop(dy: Float32Array, x: Float32Array, s: Float32Array, out: Float32Array): void {
+function geluGradLoop(out: Float32Array, dy: Float32Array, x: Float32Array, s: Float32Array): void {
   const k1 = 6 * A * C, k2 = 2 * C
   for (let i = 0; i < out.length; i++) {
     const xi = x[i]!, si = s[i]!
     out[i] = dy[i]! * si * (1 + xi * (1 - si) * (k1 * xi * xi + k2))
   }
-}
-
-/** On wasm, the backward pass as one loop over the heap (eight elementwise kernels otherwise). */
-function geluGradOnHeap(dy: tf.Tensor, x: tf.Tensor, s: tf.Tensor): tf.Tensor | undefined {
-  const out = heapOutput(dy.shape)
-  if (!out) return undefined
-  const b = tf.backend()
-  const [d, xv, sv] = [heapFloats(dy, b), heapFloats(x, b), heapFloats(s, b)]
-  if (!d || !xv || !sv) {
-    out.tensor.dispose()
-    return undefined
-  }
-  geluGradLoop(d, xv, sv, out.data)
-  return out.tensor
 }
 
 /** GELU with the tanh approximation: ½x(1 + tanh(√(2/π)(x + 0.044715x³))). */

@@ -6,7 +6,7 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import { columnSum } from './column-sum.js'
-import { heapFloats, heapOutput } from './wasm-heap.js'
+import { heapKernel } from './wasm-heap.js'
 
 type Save = (s: tf.Tensor[]) => void
 
@@ -23,9 +23,11 @@ function core(eps: number) {
       gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
         const d = dy as tf.Tensor
         const [xh, rs, gamma] = saved as [tf.Tensor, tf.Tensor, tf.Tensor]
-        const fused = layerNormGradOnHeap(d, xh, rs, gamma)
-        if (fused) return fused
-                const dg = columnSum(tf.mul(d, xh))
+        // on wasm one loop over the heap, about ten kernels otherwise
+        const dgSum = new Float64Array(gamma.size), dbSum = new Float64Array(gamma.size)
+        const dxFused = heapKernel(d.shape, [d, xh, rs, gamma], (dx, dv, xv, rv, gv) => layerNormGradLoop(dv!, xv!, rv!, gv!, dx, dgSum, dbSum))
+        if (dxFused) return [dxFused, tf.tensor1d(Float32Array.from(dgSum)), tf.tensor1d(Float32Array.from(dbSum))]
+        const dg = columnSum(tf.mul(d, xh))
         const db = columnSum(d)
         // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ · x̂)), with dx̂ = dy · g.
         const dxh = tf.mul(d, gamma)
@@ -53,22 +55,6 @@ function layerNormGradLoop(d: Float32Array, xh: Float32Array, rs: Float32Array, 
     const rr = rs[r]!
     for (let j = 0; j < D; j++) dx[o + j] = (d[o + j]! * g[j]! - m1 - xh[o + j]! * m2) * rr
   }
-}
-
-/** On wasm, the whole backward pass as one loop over the heap (about ten kernels otherwise). */
-function layerNormGradOnHeap(d: tf.Tensor, xh: tf.Tensor, rs: tf.Tensor, gamma: tf.Tensor): tf.Tensor[] | undefined {
-  const out = heapOutput(d.shape)
-  if (!out) return undefined
-  const b = tf.backend()
-  const [dv, xv, rv, gv] = [heapFloats(d, b), heapFloats(xh, b), heapFloats(rs, b), heapFloats(gamma, b)]
-  if (!dv || !xv || !rv || !gv) {
-    out.tensor.dispose()
-    return undefined
-  }
-  const D = gv.length
-  const dg = new Float64Array(D), db = new Float64Array(D)
-  layerNormGradLoop(dv, xv, rv, gv, out.data, dg, db)
-  return [out.tensor, tf.tensor1d(Float32Array.from(dg)), tf.tensor1d(Float32Array.from(db))]
 }
 
 const cores = new Map<number, ReturnType<typeof core>>()

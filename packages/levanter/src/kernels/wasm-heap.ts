@@ -50,13 +50,23 @@ export class WasmHeap {
   }
 }
 
-/** A float32 tensor's data on the wasm heap, read in place (no copy); undefined on other backends. Valid until the next allocation. */
-export function heapFloats(t: TensorInfo, backend: unknown): Float32Array | undefined {
+type HeapEntry = { wasm: WasmBackendLike['wasm']; id: number; offset: number; size: number; refCount: number }
+
+/** Where a float32 tensor lives on the wasm heap; undefined on other backends and for other dtypes. */
+function heapEntry(t: TensorInfo, backend: unknown): HeapEntry | undefined {
   const b = backend as Partial<WasmBackendLike>
   if (t.dtype !== 'float32' || !b.dataIdMap || !b.wasm) return undefined
   const d = b.dataIdMap.get(t.dataId)
   if (!d || typeof d.memoryOffset !== 'number') return undefined
-  return b.wasm.HEAPF32.subarray(d.memoryOffset / 4, d.memoryOffset / 4 + t.shape.reduce((p, q) => p * q, 1))
+  return { wasm: b.wasm, id: d.id, offset: d.memoryOffset, size: t.shape.reduce((p, q) => p * q, 1), refCount: d.refCount }
+}
+
+const floatsOf = (e: HeapEntry) => e.wasm.HEAPF32.subarray(e.offset / 4, e.offset / 4 + e.size)
+
+/** A float32 tensor's data on the wasm heap, read in place (no copy); undefined on other backends. Valid until the next allocation. */
+export function heapFloats(t: TensorInfo, backend: unknown): Float32Array | undefined {
+  const e = heapEntry(t, backend)
+  return e && floatsOf(e)
 }
 
 /**
@@ -67,29 +77,28 @@ export function heapFloats(t: TensorInfo, backend: unknown): Float32Array | unde
  * (XNNPACK packs a matMul's right operand once), and re-registering the id drops that cache.
  */
 export function writableHeapFloats(t: TensorInfo, backend: unknown): { data: Float32Array; written(): void } | undefined {
-  const b = backend as Partial<WasmBackendLike>
-  if (t.dtype !== 'float32' || !b.dataIdMap || !b.wasm?.tfjs) return undefined
-  const d = b.dataIdMap.get(t.dataId)
-  if (!d || d.refCount !== 1 || typeof d.memoryOffset !== 'number') return undefined
-  const size = t.shape.reduce((p, q) => p * q, 1)
-  const wasm = b.wasm
+  const e = heapEntry(t, backend)
+  if (!e || e.refCount !== 1) return undefined
   return {
-    data: wasm.HEAPF32.subarray(d.memoryOffset / 4, d.memoryOffset / 4 + size),
+    data: floatsOf(e),
     written() {
-      wasm.tfjs.disposeData(d.id)
-      wasm.tfjs.registerTensor(d.id, size, d.memoryOffset)
+      e.wasm.tfjs.disposeData(e.id)
+      e.wasm.tfjs.registerTensor(e.id, e.size, e.offset)
     },
   }
 }
 
 /**
- * A new float32 tensor on the wasm heap and its data, for a kernel written in JS to fill; undefined
- * on other backends. `data` is valid until the next allocation.
+ * On wasm, a new float32 tensor of `shape` filled by `fill(out, ...inputs)`, a JS loop over the
+ * heap in place (no copies in or out); undefined on other backends or when an input is not float32
+ * on the heap, for the caller to compute with tensor ops instead.
  */
-export function heapOutput(shape: number[]): { tensor: tf.Tensor; data: Float32Array } | undefined {
-  const b = tf.backend() as unknown as Partial<WasmBackendLike>
-  if (!b.dataIdMap || !b.wasm || typeof b.makeOutput !== 'function') return undefined
-  const info = b.makeOutput(shape, 'float32')
-  const tensor = tf.engine().makeTensorFromTensorInfo(info, tf.backend())
-  return { tensor, data: heapFloats(tensor, b)! }
+export function heapKernel(shape: number[], inputs: readonly tf.Tensor[], fill: (out: Float32Array, ...inputs: Float32Array[]) => void): tf.Tensor | undefined {
+  const backend = tf.backend()
+  const b = backend as unknown as Partial<WasmBackendLike>
+  if (!b.dataIdMap || !b.wasm || typeof b.makeOutput !== 'function' || inputs.some((t) => !heapEntry(t, b))) return undefined
+  const out = tf.engine().makeTensorFromTensorInfo(b.makeOutput(shape, 'float32'), backend)
+  // views after the allocation: it may have grown (and replaced) the heap buffer
+  fill(heapFloats(out, b)!, ...inputs.map((t) => heapFloats(t, b)!))
+  return out
 }
