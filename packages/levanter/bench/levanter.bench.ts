@@ -1,7 +1,8 @@
 /**
  * `pnpm bench levanter`: training throughput at the reference config (vocab 512, context 128,
  * 4 layers, 4 heads, d_model 256, MLP 4×, batch 16, AdamW) for the stock tfjs baseline, levanter on
- * one process and levanter data-parallel on two; generation with and without the KV cache.
+ * one process and levanter data-parallel on two; generation with and without the KV cache; the
+ * GFLOP/s of levanter's GEMM builds against XNNPACK on the reference MLP products.
  * Each variant runs in its own process (bench/variant.ts) so its peak RSS is its own.
  * LEVANTER_BENCH_STEPS sets the timed steps per levanter variant (median reported) @default 3;
  * LEVANTER_BENCH_STOCK_STEPS the stock baseline's @default 1; LEVANTER_BENCH_ROUNDS the rounds @default 3.
@@ -37,6 +38,7 @@ for (let r = 0; r < rounds; r++) {
   process.stderr.write(`round ${r + 1} (tokens/CPU-s: stock ${stock[r]!.tokensPerCpuSec!.toFixed(1)}, 1 process ${one[r]!.tokensPerCpuSec!.toFixed(1)}, per replica ${two[r]!.tokensPerCpuSec!.toFixed(1)}): stock ${t(stock[r]!)}, 1 process ${t(one[r]!)} (${(one[r]!.tokensPerSec! / stock[r]!.tokensPerSec!).toFixed(2)}×), 2 processes ${t(two[r]!)} (${(two[r]!.tokensPerSec! / stock[r]!.tokensPerSec!).toFixed(2)}×) ${JSON.stringify(two[r]!.phasesMs)}, load ${load[r + 1]!.toFixed(1)}\n`)
 }
 const gen = run('generate')
+const gemm = run('gemm', '7')
 const m = (xs: Result[], k: string) => median(xs.map((x) => x[k] as number))
 const ratio = (xs: Result[]) => median(xs.map((x, i) => x.tokensPerSec! / stock[i]!.tokensPerSec!))
 
@@ -61,3 +63,7 @@ for (const phase of ['grads', 'flatten', 'allReduce', 'apply', 'driver', 'replic
 emit({ bench: b, metric: 'step_ms_1_process', value: m(one, 'stepMs'), unit: 'ms' })
 emit({ bench: b, metric: 'generate_tokens_per_s_kv_cache', value: gen.cachedTokensPerSec!, unit: 'tokens/s', baseline: gen.uncachedTokensPerSec! })
 emit({ bench: b, metric: 'generate_tokens_per_s_no_cache', value: gen.uncachedTokensPerSec!, unit: 'tokens/s' })
+for (const build of ['fma', 'simd']) {
+  emit({ bench: b, metric: `gemm_${build}_gflops_forward`, value: gemm[`${build}Forward`]!, unit: 'GFLOP/s', baseline: gemm.xnnpackForward! })
+  emit({ bench: b, metric: `gemm_${build}_gflops_weight_grad`, value: gemm[`${build}WeightGrad`]!, unit: 'GFLOP/s', baseline: gemm.xnnpackWeightGrad! })
+}

@@ -1,12 +1,14 @@
 /**
  * One benchmark variant in its own process (so peak RSS is its own). Prints one JSON line:
- * { tokensPerSec, flopsPerSec, peakRssMiB, ... }. Variants: stock, levanter, levanter-dp2, generate.
+ * { tokensPerSec, flopsPerSec, peakRssMiB, ... }. Variants: stock, levanter, levanter-dp2, generate,
+ * gemm (GFLOP/s of the reference config's MLP products on each GEMM).
  */
 import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../src/backend.js'
 import { Dataset } from '../src/data/dataset.js'
 import { generate } from '../src/generate.js'
 import { unregisterLevanterKernels } from '../src/kernels/register.js'
+import { selectGemm } from '../src/kernels/wasm-gemm.js'
 import { Gpt2LM } from '../src/models/lm.js'
 import { DataParallelEngine } from '../src/parallel/data-parallel.js'
 import type { StepPhases } from '../src/parallel/replica.js'
@@ -31,7 +33,7 @@ const model = new Gpt2LM(REFERENCE, 0)
 const flopsPerToken = model.flopsPerToken(REFERENCE.seqLen)
 const tokens = Array.from({ length: 200_000 }, (_, i) => (i * 7919 + (i >> 7)) % 512)
 const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
-const out: Record<string, unknown> = { variant, backend: info.name, simd: info.simd }
+const out: Record<string, unknown> = { variant, backend: info.name, simd: info.simd, gemm: info.gemm }
 
 if (variant === 'stock') {
   unregisterLevanterKernels()
@@ -89,8 +91,27 @@ if (variant === 'stock') {
     const g = generate(model, prompt, { maxNewTokens: 64, useCache, temperature: 0 })
     out[useCache ? 'cachedTokensPerSec' : 'uncachedTokensPerSec'] = g.tokens.length / ((performance.now() - t) / 1000)
   }
+} else if (variant === 'gemm') {
+  // The first MLP product (x [2048, 256] · w [256, 1024]) and its weight gradient xᵀ · dy, on
+  // levanter's GEMM (flagged) and on XNNPACK (which needs xᵀ made first): GFLOP/s, median of `steps`.
+  const x = tf.randomNormal([BATCH * REFERENCE.seqLen, REFERENCE.dModel]), w = tf.randomNormal([REFERENCE.dModel, 4 * REFERENCE.dModel])
+  const dy = tf.randomNormal([BATCH * REFERENCE.seqLen, 4 * REFERENCE.dModel])
+  const gflops = (f: () => tf.Tensor) => {
+    const ms: number[] = []
+    for (let i = 0; i <= Math.max(steps, 3); i++) {
+      const t = performance.now()
+      f().dispose()
+      if (i > 0) ms.push(performance.now() - t) // the first call compiles and warms up
+    }
+    return (2 * x.shape[0]! * x.shape[1]! * w.shape[1]!) / median(ms) / 1e6
+  }
+  for (const g of ['fma', 'simd', 'xnnpack'] as const) {
+    selectGemm(g)
+    out[`${g}Forward`] = gflops(() => tf.matMul(x, w))
+    out[`${g}WeightGrad`] = gflops(() => (g === 'xnnpack' ? tf.tidy(() => tf.matMul(tf.transpose(x), dy)) : tf.matMul(x, dy, true, false)))
+  }
 } else {
-  console.error(`usage: variant.ts stock|levanter|levanter-dp2|generate [steps]`)
+  console.error(`usage: variant.ts stock|levanter|levanter-dp2|generate|gemm [steps]`)
   process.exit(2)
 }
 if (typeof out.tokensPerSec === 'number') out.flopsPerSec = out.tokensPerSec * flopsPerToken

@@ -8,6 +8,7 @@ import * as tf from '@tensorflow/tfjs'
 import { logger } from '@marin/rigging'
 import { LevanterError } from './errors.js'
 import { registerLevanterKernels } from './kernels/register.js'
+import { chooseGemmBuild } from './kernels/wasm-gemm.js'
 
 const log = logger('levanter')
 
@@ -21,6 +22,8 @@ export type BackendInfo = {
   readonly threads: number
   /** Whether the wasm backend runs its SIMD build. */
   readonly simd: boolean
+  /** On wasm, what runs matrix products: levanter's GEMM (`fma` or `simd` build, kernels/wasm-gemm.ts) or the backend's XNNPACK. */
+  readonly gemm?: 'fma' | 'simd' | 'xnnpack'
 }
 
 let chosen: Promise<BackendInfo> | undefined
@@ -82,8 +85,9 @@ export function initBackend(prefer: string | undefined = process.env.LEVANTER_BA
       order = [prefer as BackendName]
     }
     for (const name of order) {
-      const info = await TRY[name]()
+      let info = await TRY[name]()
       if (info) {
+        if (info.name === 'wasm') info = { ...info, gemm: chooseGemmBuild() ?? 'xnnpack' } // a bad LEVANTER_GEMM fails here, by name
         registerLevanterKernels()
         log.info(info, 'tensor backend selected')
         return info

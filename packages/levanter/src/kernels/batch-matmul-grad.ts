@@ -1,11 +1,11 @@
 /**
- * @module BatchMatMul gradient with explicit transposes. The stock gradient multiplies with
- * `transposeA`/`transposeB` set, which the wasm backend runs 13–35× slower than a plain matMul;
- * transposing first and multiplying plainly gives the same numbers, fast.
+ * @module BatchMatMul gradient through {@link matMulT}. The stock gradient multiplies with
+ * `transposeA`/`transposeB` set, which the stock wasm kernel runs 13–35× slower than a plain
+ * matMul; matMulT keeps the flags only where the backend reads transposes in place, and
+ * otherwise transposes first, which gives the same numbers, fast.
  */
-import * as tf from '@tensorflow/tfjs'
 import type { GradConfig, NamedAttrMap, Tensor } from '@tensorflow/tfjs'
-import { swapLast, unbroadcast } from './transpose-last.js'
+import { matMulT, unbroadcast } from './transpose-last.js'
 
 export const batchMatMulGrad: GradConfig = {
   kernelName: 'BatchMatMul',
@@ -14,15 +14,14 @@ export const batchMatMulGrad: GradConfig = {
     const g = dy as Tensor
     const [a, b] = saved as [Tensor, Tensor]
     const tA = Boolean(attrs.transposeA), tB = Boolean(attrs.transposeB)
-    const mm = (x: Tensor, y: Tensor): Tensor => tf.matMul(x, y)
     return {
       a: () => {
         // c = op(a)·op(b); da follows from which side was transposed.
-        const da = !tA && !tB ? mm(g, swapLast(b)) : !tA && tB ? mm(g, b) : tA && !tB ? mm(b, swapLast(g)) : mm(swapLast(b), swapLast(g))
+        const da = !tA && !tB ? matMulT(g, b, false, true) : !tA && tB ? matMulT(g, b) : tA && !tB ? matMulT(b, g, false, true) : matMulT(b, g, true, true)
         return unbroadcast(da, a.shape)
       },
       b: () => {
-        const db = !tA && !tB ? mm(swapLast(a), g) : !tA && tB ? mm(swapLast(g), a) : tA && !tB ? mm(a, g) : mm(swapLast(g), swapLast(a))
+        const db = !tA && !tB ? matMulT(a, g, true, false) : !tA && tB ? matMulT(g, a, true, false) : tA && !tB ? matMulT(a, g) : matMulT(g, a, true, true)
         return unbroadcast(db, b.shape)
       },
     }

@@ -7,6 +7,7 @@ import type { GradConfig, KernelConfig } from '@tensorflow/tfjs'
 import { batchMatMulGrad } from './batch-matmul-grad.js'
 import { gatherGrad } from './gather-grad.js'
 import { wasmBatchMatMul } from './wasm-batch-matmul.js'
+import { markGemmKernel } from './wasm-gemm.js'
 import { wasmCast, wasmIdentity } from './wasm-identity.js'
 import { wasmSlice, wasmSplitV } from './wasm-slice.js'
 import { wasmTranspose } from './wasm-transpose.js'
@@ -45,6 +46,7 @@ export function registerLevanterKernels(): void {
     // Keep the stock setup: it prepares the stock kernel we defer to, should the backend start later.
     quietly(() => tf.registerKernel({ ...make(k.kernelFunc), ...(k.setupFunc ? { setupFunc: k.setupFunc } : {}) }))
   }
+  markGemmKernel(stockKernels.some((k) => k.kernelName === 'BatchMatMul'))
 }
 
 /** Restore the stock gradients and kernels (to compare against them). */
@@ -54,4 +56,5 @@ export function unregisterLevanterKernels(): void {
   for (const k of stockKernels ?? []) quietly(() => tf.registerKernel(k))
   stock = undefined
   stockKernels = undefined
+  markGemmKernel(false)
 }

@@ -3,20 +3,23 @@ import * as tf from '@tensorflow/tfjs'
 import { columnSum } from '../kernels/column-sum.js'
 import { fusedGeluTanh } from '../kernels/gelu.js'
 import { fusedLayerNorm } from '../kernels/layer-norm.js'
-import { swapLast } from '../kernels/transpose-last.js'
+import { matMulT } from '../kernels/transpose-last.js'
+import { transposeIsFree } from '../kernels/wasm-gemm.js'
 
 /**
- * dW = xᵀ · dy for x [N, in], dy [N, out]. XNNPACK packs a product's right operand on every call,
- * so the narrower of x and dy goes on the right: for out > in, (dyᵀ · x)ᵀ (measured for N 2048,
- * in 256: 44 ms instead of 58 at out 1024, 34 instead of 37 at 768).
+ * dW = xᵀ · dy for x [N, in], dy [N, out]: one flagged product where transposes are free.
+ * Otherwise (XNNPACK packs a product's right operand on every call) the narrower of x and dy goes
+ * on the right: for out > in, (dyᵀ · x)ᵀ (measured for N 2048, in 256: 44 ms instead of 58 at
+ * out 1024, 34 instead of 37 at 768).
  */
 function weightGrad(x: tf.Tensor, dy: tf.Tensor): tf.Tensor {
+  if (transposeIsFree()) return tf.matMul(x, dy, true, false)
   return dy.shape[1]! > x.shape[1]! ? tf.transpose(tf.matMul(tf.transpose(dy), x)) : tf.matMul(tf.transpose(x), dy)
 }
 
 /**
- * x2 [N, in] · w [in, out] + b [out], with a gradient on plain 2-D matMuls (explicit transposes)
- * and the bias gradient as one pass over dy's rows (kernels/column-sum.ts).
+ * x2 [N, in] · w [in, out] + b [out], with a gradient on 2-D matMuls (transposed operands read in
+ * place where the backend can, kernels/wasm-gemm.ts) and the bias gradient as one pass over dy's rows (kernels/column-sum.ts).
  */
 const affine = tf.customGrad((...args: (tf.Tensor | ((s: tf.Tensor[]) => void))[]) => {
   const [x2, w, b] = args as [tf.Tensor, tf.Tensor, tf.Tensor]
@@ -27,7 +30,7 @@ const affine = tf.customGrad((...args: (tf.Tensor | ((s: tf.Tensor[]) => void))[
     gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
       const g = dy as tf.Tensor
       const [xs, ws] = saved as [tf.Tensor, tf.Tensor]
-      return [tf.matMul(g, tf.transpose(ws)), weightGrad(xs, g), columnSum(g)]
+      return [matMulT(g, ws, false, true), weightGrad(xs, g), columnSum(g)]
     },
   }
 })
@@ -76,13 +79,13 @@ export function causalBias(T: number, S: number, offset: number): tf.Tensor {
 
 /**
  * Causal attention. q [B, H, T, K], k and v [B, H, S, K] (S ≥ T; the last T keys are the queries'
- * own positions) → [B, H, T, K]. Multiplies are rank-3 with explicit transposes (see kernels/).
+ * own positions) → [B, H, T, K]. Multiplies are rank-3; kᵀ is read in place where the backend can (kernels/).
  */
 export function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, offset: number): tf.Tensor {
   const [B, H, T, K] = q.shape as [number, number, number, number]
   const S = k.shape[2]!
   const q3 = tf.reshape(q, [B * H, T, K]), k3 = tf.reshape(k, [B * H, S, K]), v3 = tf.reshape(v, [B * H, S, K])
-  const scores = tf.add(tf.mul(tf.matMul(q3, swapLast(k3)), 1 / Math.sqrt(K)), causalBias(T, S, offset)) // [B·H, T, S]
+  const scores = tf.add(tf.mul(matMulT(q3, k3, false, true), 1 / Math.sqrt(K)), causalBias(T, S, offset)) // [B·H, T, S]
   const out = tf.matMul(tf.softmax(scores), v3) // [B·H, T, K]
   return tf.reshape(out, [B, H, T, K])
 }
