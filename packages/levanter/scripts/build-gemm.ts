@@ -4,7 +4,7 @@
  * while the committed bytes differ from what this writes.
  */
 import { writeFileSync } from 'node:fs'
-import { assembleGemm } from '../src/kernels/gemm-assemble.js'
+import { assembleGemm } from './gemm-assemble.js'
 import { GEMM_BUILDS } from '../src/kernels/wasm-gemm.js'
 
 for (const build of GEMM_BUILDS) {
