@@ -133,6 +133,50 @@ export function gemmWat(fma: boolean): string {
         ]),
       ])}))`
 
+  // Few rows (decoding: one token at a time): B read in place, no packing. Each element takes the
+  // same operations in the same order as in the blocked path (an FMA chain per KC-deep pass, the
+  // passes added in order), so a row's numbers do not depend on how many rows come with it.
+  const aAt = (m: string, k: string) => `(v128.load32_splat ${add(get('a'), `(i32.shl ${add(mul(get(m), get('am')), mul(get(k), get('ak')))} ${c(2)})`)})`
+  const fewRows = `(func $fewRows (param $a i32) (param $b i32) (param $cm i32) (param $M i32) (param $K i32) (param $N i32) (param $am i32) (param $ak i32)
+  (local $m i32) (local $n0 i32) (local $k0 i32) (local $kb i32) (local $k i32) (local $j i32) (local $w i32) (local $p i32) (local $e i32)
+  (local $x v128) (local $a0 v128) (local $a1 v128) (local $t0 v128) (local $t1 v128)
+  ${forUp('m', c(0), get('M'), c(1), [
+    forUp('n0', c(0), get('N'), c(NR), [
+      set('w', min(`(i32.sub ${get('N')} ${get('n0')})`, c(NR))),
+      `(if (i32.eq ${get('w')} ${c(NR)})
+        (then
+          ${forUp('k0', c(0), get('K'), c(KC), [
+            set('kb', min(`(i32.sub ${get('K')} ${get('k0')})`, c(KC))),
+            set('a0', '(v128.const i32x4 0 0 0 0)'),
+            set('a1', '(v128.const i32x4 0 0 0 0)'),
+            forUp('k', get('k0'), add(get('k0'), get('kb')), c(1), [
+              set('x', aAt('m', 'k')),
+              set('p', add(get('b'), `(i32.shl ${add(mul(get('k'), get('N')), get('n0'))} ${c(2)})`)),
+              set('a0', madd(get('x'), `(v128.load ${get('p')})`, get('a0'))),
+              set('a1', madd(get('x'), `(v128.load offset=16 ${get('p')})`, get('a1'))),
+            ]),
+            `(if (i32.eqz ${get('k0')})
+              (then ${set('t0', get('a0'))} ${set('t1', get('a1'))})
+              (else ${set('t0', `(f32x4.add ${get('t0')} ${get('a0')})`)} ${set('t1', `(f32x4.add ${get('t1')} ${get('a1')})`)}))`,
+          ])}
+          ${set('e', add(get('cm'), `(i32.shl ${add(mul(get('m'), get('N')), get('n0'))} ${c(2)})`))}
+          (v128.store ${get('e')} ${get('t0')})
+          (v128.store offset=16 ${get('e')} ${get('t1')}))
+        (else
+          ${forUp('j', c(0), get('w'), c(1), [
+            forUp('k0', c(0), get('K'), c(KC), [
+              set('kb', min(`(i32.sub ${get('K')} ${get('k0')})`, c(KC))),
+              set('a0', '(v128.const i32x4 0 0 0 0)'),
+              forUp('k', get('k0'), add(get('k0'), get('kb')), c(1), [
+                set('a0', madd(aAt('m', 'k'), `(v128.load32_splat ${add(get('b'), `(i32.shl ${add(mul(get('k'), get('N')), add(get('n0'), get('j')))} ${c(2)})`)})`, get('a0'))),
+              ]),
+              `(if (i32.eqz ${get('k0')}) (then ${set('t0', get('a0'))}) (else ${set('t0', `(f32x4.add ${get('t0')} ${get('a0')})`)}))`,
+            ]),
+            `(f32.store ${add(get('cm'), `(i32.shl ${add(mul(get('m'), get('N')), add(get('n0'), get('j')))} ${c(2)})`)} (f32x4.extract_lane 0 ${get('t0')}))`,
+          ])}))`,
+    ]),
+  ])})`
+
   const gemm1 = `(func $gemm1 (param $a i32) (param $b i32) (param $cm i32) (param $M i32) (param $K i32) (param $N i32) (param $tA i32) (param $tB i32) (param $ws i32)
   (local $am i32) (local $ak i32) (local $sk i32) (local $sn i32) (local $pA i32) (local $pB i32) (local $tile i32) (local $rc i32)
   (local $n0 i32) (local $nb i32) (local $k0 i32) (local $kb i32) (local $m0 i32) (local $mb i32) (local $p i32)
@@ -146,6 +190,8 @@ export function gemmWat(fma: boolean): string {
   ${set('pA', add(get('ws'), c(KC * NC * 4)))}
   ${set('tile', add(get('pA'), c(KC * MR * 4)))}
   ${set('rc', `(i32.shl ${get('N')} ${c(2)})`)}
+  (if (i32.and (i32.le_u ${get('M')} ${c(MR)}) (i32.eqz ${get('tB')}))
+    (then (call $fewRows ${get('a')} ${get('b')} ${get('cm')} ${get('M')} ${get('K')} ${get('N')} ${get('am')} ${get('ak')}) (return)))
   ${forUp('n0', c(0), get('N'), c(NC), [
     set('nb', min(`(i32.sub ${get('N')} ${get('n0')})`, c(NC))),
     forUp('k0', c(0), get('K'), c(KC), [
@@ -169,5 +215,5 @@ export function gemmWat(fma: boolean): string {
     `(call $gemm1 ${add(get('a'), mul(get('i'), get('sa')))} ${add(get('b'), mul(get('i'), get('sb')))} ${add(get('cm'), mul(get('i'), get('sc')))} ${get('M')} ${get('K')} ${get('N')} ${get('tA')} ${get('tB')} ${get('ws')})`,
   ])})`
 
-  return `(module\n(import "env" "memory" (memory 1))\n${packB}\n${packA}\n${gemm1}\n${gemm}\n)\n`
+  return `(module\n(import "env" "memory" (memory 1))\n${packB}\n${packA}\n${fewRows}\n${gemm1}\n${gemm}\n)\n`
 }

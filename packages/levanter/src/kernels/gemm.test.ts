@@ -33,11 +33,13 @@ function reference({ sa, sb, tA, tB }: Case, a: Float32Array, b: Float32Array): 
   return { shape: [...outer, M, N], values: out }
 }
 
-// Shapes around every edge of the blocking: rows not a multiple of the tile, columns past a
+// Shapes around every edge of the blocking: few rows (no packing), rows not a multiple of the tile, columns past a
 // panel and past a packed block (NC), depth past one pass (KC), batches and broadcasts.
 const CASES: [string, Case][] = [
   ['one element', { sa: [1, 1], sb: [1, 1], tA: false, tB: false }],
-  ['a whole tile', { sa: [4, 8], sb: [8, 8], tA: false, tB: false }],
+  ['a whole tile', { sa: [8, 8], sb: [8, 8], tA: false, tB: false }],
+  ['few rows (B read in place), deeper than a pass, ragged columns', { sa: [3, KC + 10], sb: [KC + 10, 21], tA: false, tB: false }],
+  ['few rows, a transposed', { sa: [KC + 10, 2], sb: [KC + 10, 13], tA: true, tB: false }],
   ['ragged rows and columns', { sa: [5, 3], sb: [3, 7], tA: false, tB: false }],
   ['deeper than one pass', { sa: [13, KC + 44], sb: [KC + 44, 30], tA: false, tB: false }],
   ['wider than one block', { sa: [6, 9], sb: [9, NC + 17], tA: false, tB: false }],
