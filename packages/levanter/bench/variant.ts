@@ -37,6 +37,7 @@ const out: Record<string, unknown> = { variant, backend: info.name, simd: info.s
 
 if (variant === 'stock') {
   unregisterLevanterKernels()
+  out.gemm = 'stock' // the backend's own kernels, XNNPACK for plain 2-D products
   const step = stockTrainStep(model, tf.train.adam(1e-3, 0.9, 0.95))
   const times: number[] = [], cpu: number[] = []
   for (let s = 0; s <= steps; s++) {

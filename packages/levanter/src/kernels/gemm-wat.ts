@@ -4,7 +4,8 @@
  * classic blocked design: B is packed in blocks of KC×NC into panels of NR columns, A in slivers
  * of MR rows, and an MR×NR micro-kernel keeps its tile of C in eight SIMD registers for a whole
  * KC-deep pass. Transposed operands are read through strides while packing, so a transpose never
- * costs a pass over memory of its own.
+ * costs a pass over memory of its own. Products of at most MR rows (decoding) skip packing and read
+ * B in place, with the same operations per element in the same order.
  *
  * Two builds: `fma` multiplies and adds in one rounding (relaxed SIMD `f32x4.relaxed_madd`, which
  * V8 lowers to FMA), `simd` with separate multiply and add (plain SIMD128). The bytes are
