@@ -3,7 +3,7 @@
  * only when both operands have batch 1 and no transpose flag; anything batched (attention's
  * [B·H, T, K] products) or transposed falls to a naive loop 10–35× slower. This kernel runs every
  * float32 product, transposed or batched, on levanter's own GEMM (kernels/wasm-gemm.ts: FMA where
- * relaxed SIMD exists, ~1.3× XNNPACK's rate here, transposes read in place). Where that GEMM cannot
+ * relaxed SIMD exists, ~1.5× XNNPACK's rate here, transposes read in place). Where that GEMM cannot
  * run it keeps XNNPACK for batched products: a broadcast right operand makes the product one 2-D
  * matMul over the stacked rows, and otherwise each batch slice runs as its own 2-D matMul on views
  * of the operands and the output (no copies); transpose flags then go to the stock kernel.
