@@ -127,7 +127,7 @@ export function gemmWat(fma: boolean): string {
       ${forUp('r', c(0), get('mb'), c(1), [
         forUp('j', c(0), get('w'), c(1), [
           set('e', add(add(get('cp'), mul(get('r'), get('rc'))), `(i32.shl ${get('j')} ${c(2)})`)),
-          set('x', `(v128.load32_splat ${add(get('tile'), `(i32.shl ${add(`(i32.shl ${get('r')} ${c(3)})`, get('j'))} ${c(2)})`)})`),
+          set('x', `(v128.load32_splat ${add(get('tile'), `(i32.shl ${add(mul(get('r'), c(NR)), get('j'))} ${c(2)})`)})`),
           `(f32.store ${get('e')} (if (result f32) (i32.eqz ${get('k0')})
             (then (f32x4.extract_lane 0 ${get('x')}))
             (else (f32.add (f32.load ${get('e')}) (f32x4.extract_lane 0 ${get('x')})))))`,
