@@ -4,6 +4,7 @@ import { sliceBatch } from './data/batch.js'
 import type { Batch } from './data/batch.js'
 import { maskedCrossEntropy } from './loss.js'
 import type { CausalLM } from './models/lm.js'
+import { heapFloats } from './kernels/wasm-heap.js'
 
 /** Loss and gradients of one batch; the caller owns (and disposes) the gradient tensors. */
 export type Grads = { readonly loss: number; readonly grads: Map<string, tf.Tensor> }
@@ -41,16 +42,23 @@ export function computeGrads(model: CausalLM, batch: Batch, denominator: number,
   return { loss, grads: out }
 }
 
-/** Flatten named gradients into one buffer (for all-reduce), in `names` order, with `extra` free floats at the end. */
-export function flattenGrads(grads: ReadonlyMap<string, tf.Tensor>, names: readonly string[], extra = 0): Float32Array {
+/**
+ * Flatten named gradients into one buffer (for all-reduce), in `names` order, with `extra` free
+ * floats at the end. On wasm each gradient is copied straight off the heap (no intermediate
+ * array); `into` (of the right length) is reused instead of allocating and zeroing a new buffer.
+ */
+export function flattenGrads(grads: ReadonlyMap<string, tf.Tensor>, names: readonly string[], extra = 0, into?: Float32Array): Float32Array {
   let n = extra
   for (const k of names) n += grads.get(k)!.size
-  const out = new Float32Array(n)
+  const out = into?.length === n ? into : new Float32Array(n)
+  const backend = tf.backend()
   let o = 0
   for (const k of names) {
-    const d = grads.get(k)!.dataSync() as Float32Array
+    const g = grads.get(k)!
+    const d = heapFloats(g, backend) ?? (g.dataSync() as Float32Array)
     out.set(d, o)
     o += d.length
   }
+  if (extra > 0) out.fill(0, o)
   return out
 }

@@ -31,6 +31,7 @@ export class Replica {
   #model: CausalLM | undefined
   #opt: AdamW | undefined
   readonly #phases: StepPhases[] = []
+  #flat: Float32Array | undefined // the step's gradient buffer, reused: nothing holds it past the step
 
   constructor(
     readonly modelConfig: ModelConfig,
@@ -59,7 +60,7 @@ export class Replica {
     const c0 = cpuMs(), t0 = performance.now()
     const local = computeGrads(model, slice, denominator, this.microbatches)
     const t1 = performance.now()
-    const flat = flattenGrads(local.grads, names, 1)
+    const flat = (this.#flat = flattenGrads(local.grads, names, 1, this.#flat))
     tf.dispose([...local.grads.values()])
     flat[flat.length - 1] = local.loss
     const t2 = performance.now()
