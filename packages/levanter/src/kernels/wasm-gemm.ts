@@ -24,13 +24,13 @@ const WA = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly
 /** The parts of the wasm backend's emscripten module the GEMM needs. */
 export type WasmModuleLike = { asm: { memory: object }; _malloc(bytes: number): number }
 
+export const GEMM_BUILDS = ['fma', 'simd'] as const
+type Build = (typeof GEMM_BUILDS)[number]
+
 /** C = op(A)·op(B) over `batch` matrices; pointers and strides in bytes, strides 0 broadcast. */
 export type GemmFn = (a: number, b: number, c: number, M: number, K: number, N: number, tA: number, tB: number, ws: number, batch: number, sa: number, sb: number, sc: number) => void
 
-export type Gemm = { readonly build: 'fma' | 'simd'; readonly run: (a: number, b: number, c: number, M: number, K: number, N: number, tA: boolean, tB: boolean, batch?: number, sa?: number, sb?: number, sc?: number) => void }
-
-export const GEMM_BUILDS = ['fma', 'simd'] as const
-type Build = (typeof GEMM_BUILDS)[number]
+export type Gemm = { readonly build: Build; readonly run: (a: number, b: number, c: number, M: number, K: number, N: number, tA: boolean, tB: boolean, batch?: number, sa?: number, sb?: number, sc?: number) => void }
 
 const bytes = new Map<string, Uint8Array>()
 /** The assembled module of one build (kept next to this file; `scripts/build-gemm.ts` writes it). */
