@@ -47,16 +47,14 @@ export type DuckyClient<S extends ServiceDef> = { readonly [K in keyof S['method
 }
 
 /**
- * A typed client for `def` at `address` (`host:port`). Connects lazily on the first call.
- * @example
- * const client = connect(Echo, server.address, { token, deadlineMs: 5000 })
- * const { text } = await client.ping({ text: 'hi' })
- * for await (const { i } of client.watch({ n: 3 })) console.log(i)
+ * @internal The grpc-js channel `connect` builds for `address`, and the metadata of one call on it:
+ * `extra` entries plus the bearer token, synchronously unless the token loads asynchronously.
+ * ducky's tunnel makes its raw byte-stream calls through the same two.
  */
-export function connect<S extends ServiceDef>(def: S, address: string, opts: ConnectOptions = {}): DuckyClient<S> {
-  if (typeof address !== 'string' || address.trim() === '') {
-    throw new RpcError('INVALID_ARGUMENT', `address ${JSON.stringify(address)} is empty; pass host:port of a ducky server`)
-  }
+export function openChannel(
+  address: string,
+  opts: Pick<ConnectOptions, 'tls' | 'token' | 'channelOptions'> & TransportOptions,
+): { grpc: GrpcClient; metadata: (extra?: Readonly<Record<string, string>>) => Metadata | Promise<Metadata> } {
   const { creds, options: tlsOptions } = clientCredentials(opts.tls)
   const grpc = new GrpcClient(address, creds, {
     // Reconnect quickly after a server restart, so retries find it.
@@ -67,17 +65,34 @@ export function connect<S extends ServiceDef>(def: S, address: string, opts: Con
     ...tlsOptions,
   })
   const token = opts.token === undefined ? undefined : prepareToken(opts.token)
-  const bearer = token !== undefined && 'sync' in token ? `Bearer ${token.sync}` : undefined
-  const build = (auth: string | undefined, o: CallOptions | undefined) => {
+  const build = (auth: string | undefined, extra: Readonly<Record<string, string>> | undefined) => {
     const md = new Metadata()
-    const extra = o?.metadata
     if (extra !== undefined) for (const k of Object.keys(extra)) md.set(k, extra[k]!)
     if (auth !== undefined) md.set('authorization', auth)
     return md
   }
+  if (token === undefined || 'sync' in token) {
+    const bearer = token && `Bearer ${token.sync}`
+    return { grpc, metadata: (extra) => build(bearer, extra) }
+  }
+  return { grpc, metadata: async (extra) => build(`Bearer ${await token.load()}`, extra) }
+}
+
+/**
+ * A typed client for `def` at `address` (`host:port`). Connects lazily on the first call.
+ * @example
+ * const client = connect(Echo, server.address, { token, deadlineMs: 5000 })
+ * const { text } = await client.ping({ text: 'hi' })
+ * for await (const { i } of client.watch({ n: 3 })) console.log(i)
+ */
+export function connect<S extends ServiceDef>(def: S, address: string, opts: ConnectOptions = {}): DuckyClient<S> {
+  if (typeof address !== 'string' || address.trim() === '') {
+    throw new RpcError('INVALID_ARGUMENT', `address ${JSON.stringify(address)} is empty; pass host:port of a ducky server`)
+  }
+  const { grpc, metadata } = openChannel(address, opts)
   const env: Env = {
     grpc,
-    metadata: token === undefined || 'sync' in token ? (o) => build(bearer, o) : async (o) => build(`Bearer ${await token.load()}`, o),
+    metadata: (o) => metadata(o?.metadata),
     deadlineMs: opts.deadlineMs ?? 30_000,
     streamDeadlineMs: opts.streamDeadlineMs,
     retry: retryPolicy(opts.retry),

@@ -14,15 +14,15 @@
  * so a typed client can still call `open` (the tests do).
  */
 import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net'
-import { Client as GrpcClient, Metadata } from '@grpc/grpc-js'
+import { Metadata } from '@grpc/grpc-js'
 import { z } from 'zod'
-import { prepareToken, type TokenSource } from './auth.js'
-import { connect } from './client.js'
+import type { TokenSource } from './auth.js'
+import { connect, openChannel } from './client.js'
 import { fromServiceError, RpcError } from './errors.js'
 import { bind, type ServiceBinding } from './handlers.js'
 import { defaultLogger, type DuckyLogger } from './log.js'
 import { bidi, defineService, methodPath, unary } from './service.js'
-import { clientCredentials, grpcOptions, type ClientTlsOptions } from './transport.js'
+import type { ClientTlsOptions } from './transport.js'
 import { carryConnection, serveConnection, serverCallOf, type TunnelClientCall } from './tunnel-pipe.js'
 
 /** One chunk of tunnel traffic; an empty chunk from the server means the target ended its output. */
@@ -162,16 +162,8 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
     client.close()
     throw err
   }
-  // Connections use a grpc-js client directly (see tunnel-pipe.ts), with the settings `connect` uses.
-  const { creds, options: tlsOptions } = clientCredentials(opts.tls)
-  const grpc = new GrpcClient(opts.via, creds, { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1000, ...grpcOptions({}), ...tlsOptions })
-  const token = opts.token === undefined ? undefined : prepareToken(opts.token)
-  const metadata = (auth: string | undefined) => {
-    const md = new Metadata()
-    md.set(TARGET_HEADER, to)
-    if (auth !== undefined) md.set('authorization', auth)
-    return md
-  }
+  // Connections are raw grpc-js calls (see tunnel-pipe.ts) on a channel built as `connect` builds one.
+  const { grpc, metadata } = openChannel(opts.via, { tls: opts.tls, token: opts.token })
   const closeClients = () => {
     grpc.close()
     client.close()
@@ -186,11 +178,12 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
   const server = createServer({ allowHalfOpen: true, noDelay: true }, (sock) => {
     sockets.add(sock)
     sock.on('close', () => sockets.delete(sock))
-    if (token === undefined || 'sync' in token) return start(sock, metadata(token && `Bearer ${token.sync}`))
+    const md = metadata({ [TARGET_HEADER]: to })
+    if (md instanceof Metadata) return start(sock, md)
     // Until the call starts nobody reads the socket, so its bytes wait in the kernel.
     sock.on('error', () => {})
-    token.load().then(
-      (t) => start(sock, metadata(`Bearer ${t}`)),
+    md.then(
+      (m) => start(sock, m),
       (err: unknown) => {
         log.warn({ err, to, via: opts.via }, 'tunnel connection failed: no bearer token')
         sock.destroy()
