@@ -10,6 +10,7 @@ import { foreignParquet, readForeign } from './fixtures/parquet-wasm.js'
 import type { ForeignCodec } from './fixtures/parquet-wasm.js'
 import { tempDir } from './fixtures/tmp.js'
 import { ParquetReader } from './parquet-reader.js'
+import { parquetWriter } from './writers/parquet.js'
 
 const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
 const N = 5000
@@ -118,6 +119,17 @@ describe('writeParquet', () => {
     const small = Array.from({ length: 300 }, (_, i) => ({ id: i }))
     const s = await ctx.execute(Dataset.fromList(small).writeParquet(join(dir, 'small-{shard}.parquet'), { rowGroupBytes: 100_000, rowGroupSize: 128 }))
     expect(groups(s.outputs[0]!)).toEqual([128, 128, 44])
+  })
+
+  test('empty batches (a filter that kept nothing) write nothing, before or after rows', async () => {
+    const url = join(tempDir(), 'part.parquet')
+    const w = await parquetWriter(url)
+    await w.write([])
+    await w.write([{ id: 1 }, { id: 2 }])
+    await w.write([])
+    await w.close()
+    const back = await ctx.execute(Dataset.fromFiles(url).loadParquet())
+    expect(back.results).toEqual([{ id: 1 }, { id: 2 }])
   })
 
   test('files zephyr writes are read by another implementation (arrow-rs via parquet-wasm)', async () => {

@@ -120,13 +120,13 @@ export async function parquetWriter(url: string, opts: ParquetWriteOptions = {},
 
   return {
     async write(batch) {
-      if (rowGroupSize === 0 && batch.length) rowGroupSize = Math.max(1, Math.min(maxRows, Math.round(targetBytes / bytesPerRow(batch))))
+      if (batch.length === 0) return // (a size of 0 would loop here for ever)
+      rowGroupSize ||= Math.max(1, Math.min(maxRows, Math.round(targetBytes / bytesPerRow(batch))))
       for (const r of batch) pending.push(r)
-      while (pending.length >= rowGroupSize) {
-        const rows = pending.slice(0, rowGroupSize)
-        pending = pending.slice(rowGroupSize)
-        await writeGroup(rows)
-      }
+      // whole groups off the front, then one copy of the rest (not one copy of the rest per group)
+      let at = 0
+      for (; pending.length - at >= rowGroupSize; at += rowGroupSize) await writeGroup(pending.slice(at, at + rowGroupSize))
+      if (at > 0) pending = pending.slice(at)
     },
     async close() {
       if (pending.length || !writer) {
