@@ -11,7 +11,6 @@
  */
 import type { KernelConfig, KernelFunc, NamedAttrMap, TensorInfo } from '@tensorflow/tfjs'
 import { gemmFor } from './wasm-gemm.js'
-import type { WasmModuleLike } from './wasm-gemm.js'
 import { WasmHeap } from './wasm-heap.js'
 import type { WasmBackendLike } from './wasm-heap.js'
 
@@ -38,7 +37,7 @@ export function wasmBatchMatMul(stock: KernelFunc): KernelConfig {
     const tA = Boolean(attrs.transposeA), tB = Boolean(attrs.transposeB)
     if (a.dtype !== 'float32' || b.dtype !== 'float32' || a.shape.length < 2 || b.shape.length < 2) return stock(args)
     const backend = args.backend as unknown as WasmBackendLike
-    const gemm = gemmFor(backend.wasm as unknown as WasmModuleLike)
+    const gemm = gemmFor(backend.wasm)
     if (!gemm && (tA || tB)) return stock(args)
     const [a0, a1] = a.shape.slice(-2) as [number, number]
     const [b0, b1] = b.shape.slice(-2) as [number, number]

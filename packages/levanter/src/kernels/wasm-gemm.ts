@@ -11,6 +11,7 @@ import v8 from 'node:v8'
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'
 import { WORKSPACE_BYTES } from './gemm-wat.js'
+import type { WasmBackendLike } from './wasm-heap.js'
 
 // The WebAssembly API as far as used here (the project's type libraries do not declare it).
 type WasmApi = {
@@ -22,7 +23,7 @@ type WasmApi = {
 const WA = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly
 
 /** The parts of the wasm backend's emscripten module the GEMM needs. */
-export type WasmModuleLike = { asm: { memory: object }; _malloc(bytes: number): number }
+export type WasmModuleLike = Pick<WasmBackendLike['wasm'], 'asm' | '_malloc'>
 
 export const GEMM_BUILDS = ['fma', 'simd'] as const
 type Build = (typeof GEMM_BUILDS)[number]
@@ -101,5 +102,5 @@ export function transposeIsFree(): boolean {
   const name = tf.getBackend()
   if (name === 'tensorflow') return true
   if (name !== 'wasm' || !kernelRegistered) return false
-  return gemmFor((tf.backend() as unknown as { wasm: WasmModuleLike }).wasm) !== undefined
+  return gemmFor((tf.backend() as unknown as WasmBackendLike).wasm) !== undefined
 }

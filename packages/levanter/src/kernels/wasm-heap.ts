@@ -15,6 +15,9 @@ export type WasmBackendLike = {
   makeOutput(shape: number[], dtype: 'float32'): TensorInfo
   wasm: {
     HEAPF32: Float32Array
+    /** The module's memory (another wasm module can import it: kernels/wasm-gemm.ts) and its allocator. */
+    asm: { memory: object }
+    _malloc(bytes: number): number
     cwrap(name: string, ret: null, args: string[]): (...a: unknown[]) => void
     tfjs: { registerTensor(id: number, size: number, offset: number): void; disposeData(id: number): void }
   }
