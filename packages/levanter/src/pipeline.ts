@@ -6,6 +6,7 @@ import { logger } from '@marin/rigging'
 import path from 'node:path'
 import { initBackend } from './backend.js'
 import { Checkpointer } from './checkpoint/checkpointer.js'
+import type { DamagedCheckpoint } from './checkpoint/checkpointer.js'
 import type { Dataset } from './data/dataset.js'
 import { LocalEngine } from './engine.js'
 import type { Engine } from './engine.js'
@@ -28,7 +29,14 @@ export type PipelineOptions = {
 }
 
 /** What `run` returns. */
-export type RunResult = { readonly step: number; readonly losses: readonly number[]; readonly resumedFrom: number; readonly last?: StepInfo }
+export type RunResult = {
+  readonly step: number
+  readonly losses: readonly number[]
+  readonly resumedFrom: number
+  /** Newer checkpoints skipped at resume because their files were damaged (each also logged as a warning). */
+  readonly damagedCheckpoints: readonly DamagedCheckpoint[]
+  readonly last?: StepInfo
+}
 
 /**
  * @example
@@ -60,13 +68,14 @@ export class Pipeline {
     const peak = c.peakFlops ?? measuredPeakFlops() * (c.mesh?.data ?? 1)
     const flopsPerToken = model.flopsPerToken(seqLen)
     const losses: number[] = []
-    let start = 0, last: StepInfo | undefined
+    let start = 0, last: StepInfo | undefined, damagedCheckpoints: readonly DamagedCheckpoint[] = []
     try {
       const saved = await ckpt?.load()
       if (saved) {
         await engine.load(saved.tensors)
         start = saved.manifest.step
-        log.info({ step: start, artifact: ckpt!.artifact }, 'resumed from checkpoint')
+        damagedCheckpoints = saved.damaged
+        log.info({ step: start, artifact: ckpt!.artifact, ...(saved.damaged.length ? { skippedDamaged: saved.damaged.map((d) => d.step) } : {}) }, 'resumed from checkpoint')
       }
       for (let s = start; s < maxSteps; s++) {
         const batch = await dataset.trainBatch(s, c.batchSize, seqLen, c.seed)
@@ -107,6 +116,6 @@ export class Pipeline {
       ckpt?.close()
       for (const t of trackers) await t.close?.()
     }
-    return { step: Math.max(start, maxSteps), losses, resumedFrom: start, ...(last ? { last } : {}) }
+    return { step: Math.max(start, maxSteps), losses, resumedFrom: start, damagedCheckpoints, ...(last ? { last } : {}) }
   }
 }

@@ -91,4 +91,54 @@ describe('checkpoints', () => {
     expect(lines.map((l) => l.step)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
     lines.forEach((l, i) => expect(Math.abs(l.loss - ref[i]!)).toBeLessThan(1e-6))
   }, 90_000)
+
+  test('a damaged newest checkpoint is skipped with a warning; training resumes from the newest intact one', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-damaged-'))
+    const store = path.join(dir, 'store')
+    const ref: number[] = []
+    await new Pipeline({
+      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }), model: new Gpt2LM(CHILD_MODEL, 1),
+      trainer: childTrainer(undefined, { hooks: [{ every: 1, run: ({ loss }) => void ref.push(loss) }] }), maxSteps: 6,
+    }).run()
+    // Train 4 steps with a checkpoint every step: 3 (a multiple of keepEvery) and the two latest others are kept.
+    await new Pipeline({ dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }), model: new Gpt2LM(CHILD_MODEL, 1), trainer: childTrainer(store), maxSteps: 4 }).run()
+    // Flip one byte in the blob of step 4's weights, on disk, as a failing disk would.
+    const ck = await Checkpointer.open({ store, run: 'resume' })
+    expect(await ck.steps()).toEqual([2, 3, 4])
+    const blob = (await ck.store.open(ck.artifact)).entry('step-000000004/model.safetensors').blob
+    ck.close()
+    const file = path.join(store, 'blobs', 'sha256', blob.slice(0, 2), blob)
+    const bytes = fs.readFileSync(file)
+    bytes[bytes.length - 3]! ^= 0x40
+    fs.writeFileSync(file, bytes)
+    // Resuming skips step 4, names it, and continues from step 3 with the same losses as an uninterrupted run.
+    const losses: number[] = []
+    const result = await new Pipeline({
+      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }), model: new Gpt2LM(CHILD_MODEL, 1),
+      trainer: childTrainer(store, { hooks: [{ every: 1, run: ({ loss }) => void losses.push(loss) }] }), maxSteps: 6,
+    }).run()
+    expect(result.resumedFrom).toBe(3)
+    expect(result.damagedCheckpoints.map((d) => d.step)).toEqual([4])
+    expect(result.damagedCheckpoints[0]!.reason).toMatch(/step-000000004\/model\.safetensors/)
+    losses.forEach((l, i) => expect(Math.abs(l - ref[3 + i]!)).toBeLessThan(1e-6))
+    expect(losses).toHaveLength(3)
+  }, 90_000)
+
+  test('when every kept checkpoint is damaged, loading fails naming each one', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-all-damaged-'))
+    const ck = await Checkpointer.open({ store: dir, run: 'd', keepLatest: 2 })
+    const w = new Map([['x', new Float32Array([1, 2, 3])]])
+    for (let s = 1; s <= 2; s++) {
+      await ck.save({ step: s, dataPosition: s, rng: { seed: 0 }, optimizerCount: s, config: { model: {}, trainer: {} }, metrics: {} }, { weights: w, optimizer: new Map(), count: s }, new Map([['x', [3]]]))
+    }
+    // Both steps share the weights blob (same bytes); truncating it damages both.
+    const blob = (await ck.store.open(ck.artifact)).entry('step-000000002/model.safetensors').blob
+    fs.truncateSync(path.join(dir, 'blobs', 'sha256', blob.slice(0, 2), blob), 10)
+    const err = await ck.load().then(() => undefined, (e: unknown) => e)
+    expect(isLevanterError(err, 'CHECKPOINT_DAMAGED')).toBe(true)
+    expect(String((err as Error).message)).toMatch(/step-000000002.*step-000000001/)
+    // Asking for one step explicitly reports that step's own error.
+    await expect(ck.load(1)).rejects.toThrow(/step-000000001\/model\.safetensors/)
+    ck.close()
+  })
 })

@@ -5,11 +5,11 @@
  * save was interrupted is never visible. Keep policy: multiples of `keepEvery` stay in every later
  * version; others only while among the `keepLatest` newest.
  */
-import { openStore } from '@marin/finestore'
+import { isFinestoreError, openStore } from '@marin/finestore'
 import type { Store } from '@marin/finestore'
 import { logger } from '@marin/rigging'
 import type { TrainTensors } from '../engine.js'
-import { LevanterError } from '../errors.js'
+import { LevanterError, isLevanterError } from '../errors.js'
 import { decodeSafetensors, encodeSafetensors } from './safetensors.js'
 import type { SafeTensor } from './safetensors.js'
 
@@ -34,6 +34,20 @@ export type CheckpointerOptions = {
   readonly keepEvery?: number | null
   readonly keepLatest?: number
 }
+
+/** A kept checkpoint that could not be read, and why. */
+export type DamagedCheckpoint = { readonly step: number; readonly reason: string }
+
+/** A loaded checkpoint; `damaged` lists newer ones skipped because they could not be read. */
+export type LoadedCheckpoint = {
+  readonly manifest: CheckpointManifest
+  readonly tensors: TrainTensors
+  readonly damaged: readonly DamagedCheckpoint[]
+}
+
+/** Errors that mean a checkpoint's stored bytes are damaged, not that the store is unreachable. */
+const isDamage = (err: unknown): boolean =>
+  isFinestoreError(err, 'INTEGRITY') || isFinestoreError(err, 'NOT_FOUND') || isLevanterError(err, 'BAD_SAFETENSORS') || isLevanterError(err, 'BAD_CHECKPOINT')
 
 const dir = (step: number) => `step-${String(step).padStart(9, '0')}`
 const toSafe = (m: ReadonlyMap<string, Float32Array>, shapes?: ReadonlyMap<string, readonly number[]>) =>
@@ -88,16 +102,52 @@ export class Checkpointer {
     log.info({ artifact: this.artifact, step, kept }, 'checkpoint saved')
   }
 
-  /** The newest checkpoint (or the one at `step`), or undefined when there is none. */
-  async load(step?: number): Promise<{ manifest: CheckpointManifest; tensors: TrainTensors } | undefined> {
+  /**
+   * The checkpoint at `step`, or without `step` the newest intact one. A checkpoint whose files are
+   * damaged (a blob that fails its hash, a truncated safetensors file, an unreadable manifest) is
+   * skipped with a warning naming it, and the next older one is tried; `damaged` lists the skipped
+   * steps. When every kept checkpoint is damaged the error names each one. Undefined when there is none.
+   */
+  async load(step?: number): Promise<LoadedCheckpoint | undefined> {
     const steps = await this.steps()
     if (steps.length === 0) return undefined
-    const s = step ?? steps[steps.length - 1]!
-    if (!steps.includes(s)) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${this.artifact}: no checkpoint at step ${s}; kept steps are ${steps.join(', ')}`)
+    if (step !== undefined) {
+      if (!steps.includes(step)) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${this.artifact}: no checkpoint at step ${step}; kept steps are ${steps.join(', ')}`)
+      return { ...(await this.#read(step)), damaged: [] }
+    }
+    const damaged: DamagedCheckpoint[] = []
+    for (const s of steps.slice().reverse()) {
+      try {
+        return { ...(await this.#read(s)), damaged }
+      } catch (err) {
+        if (!isDamage(err)) throw err
+        const reason = err instanceof Error ? err.message : String(err)
+        damaged.push({ step: s, reason })
+        log.warn({ artifact: this.artifact, step: s, reason }, `checkpoint ${dir(s)} is damaged; trying the next older one`)
+      }
+    }
+    throw new LevanterError(
+      'CHECKPOINT_DAMAGED',
+      `${this.artifact}: every kept checkpoint is damaged (${damaged.map((d) => `${dir(d.step)}: ${d.reason}`).join('; ')}); ` +
+        'run `finestore verify` on the store, or delete the artifact to train from step 0',
+    )
+  }
+
+  async #read(s: number): Promise<{ manifest: CheckpointManifest; tensors: TrainTensors }> {
     const view = await this.store.open(this.artifact)
-    const manifest = JSON.parse(new TextDecoder().decode(await view.read(`${dir(s)}/manifest.json`))) as CheckpointManifest
+    const what = (f: string) => `${this.artifact} ${dir(s)}/${f}`
+    let manifest: CheckpointManifest
+    try {
+      manifest = JSON.parse(new TextDecoder().decode(await view.read(`${dir(s)}/manifest.json`))) as CheckpointManifest
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err
+      throw new LevanterError('BAD_CHECKPOINT', `${what('manifest.json')}: not JSON (${err.message})`)
+    }
+    if (manifest?.step !== s || typeof manifest.optimizerCount !== 'number') {
+      throw new LevanterError('BAD_CHECKPOINT', `${what('manifest.json')}: does not describe step ${s}`)
+    }
     const read = async (f: string) => {
-      const { tensors } = decodeSafetensors(await view.read(`${dir(s)}/${f}`), `${this.artifact} ${dir(s)}/${f}`)
+      const { tensors } = decodeSafetensors(await view.read(`${dir(s)}/${f}`), what(f))
       return new Map([...tensors].map(([k, t]) => [k, t.data as Float32Array]))
     }
     return { manifest, tensors: { weights: await read('model.safetensors'), optimizer: await read('optimizer.safetensors'), count: manifest.optimizerCount } }
