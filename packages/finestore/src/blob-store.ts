@@ -6,14 +6,19 @@
  * and is computed in the same pass as the copy) and then gets its name by a
  * conditional move to `blobs/sha256/ab/<hash>` (`Storage.rename` with `ifAbsent`:
  * a locked rename on `file://`, no second copy). If the name already exists the
- * content is already stored: that is the dedup.
+ * content is already stored: that is the dedup. A blob found that way is trusted
+ * only after its bytes hash to its name again: a damaged one (bit rot, a bad
+ * copy) is replaced by the fresh upload, by compare-and-swap on the generation
+ * that was checked, and a warning names it.
  */
+import { createHash } from 'node:crypto'
 import { createReadStream } from 'node:fs'
 import { type FileHandle, mkdir, open, rename, rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import type { Storage } from '@marin/rigging'
+import { logger } from '@marin/rigging'
+import type { Storage, WriteCondition } from '@marin/rigging'
 import type { BlobCache } from './cache.js'
 import { FinestoreError, IntegrityError } from './errors.js'
 import { HASH_RE, HashingTransform, VerifyingTransform, sha256Hex } from './internal/hashing.js'
@@ -24,6 +29,8 @@ import { moveObject } from './internal/move-object.js'
 import { isConditionFailed, isNotFound } from './internal/storage-errors.js'
 import { blobPath, tmpPath } from './layout.js'
 
+const log = logger('finestore')
+
 /** Bytes, UTF-8 text, a stream of chunks, or a local file to read. */
 export type BlobSource = Uint8Array | string | AsyncIterable<Uint8Array> | { readonly file: string }
 
@@ -33,10 +40,18 @@ export type BlobInfo = { readonly hash: string; readonly size: number }
 export type Retained = { readonly tmp?: string; readonly bytes?: Uint8Array }
 
 export type PutResult = BlobInfo & {
-  /** The content was already stored under its hash; nothing new was written. */
+  /** The content was already stored (and intact) under its hash; nothing new was written. */
   readonly deduped: boolean
+  /** A damaged blob of this hash was found and replaced by these verified bytes. */
+  readonly repaired: boolean
   readonly retained: Retained
 }
+
+/** What is stored under a hash: intact bytes, damaged bytes (with what they hash to), or nothing. */
+export type BlobState =
+  | { readonly state: 'intact'; readonly size: number; readonly generation: string }
+  | { readonly state: 'corrupt'; readonly size: number; readonly generation: string; readonly actualHash: string }
+  | { readonly state: 'missing' }
 
 export type PutOptions = {
   /** Called once the hash is known and before the blob is created or found: transactions pin it here. */
@@ -188,6 +203,33 @@ export class BlobStore {
     for await (const _ of s);
   }
 
+  /**
+   * Hashes the stored bytes of `hash` again (streamed, never held whole). The
+   * generation is the one the bytes were read at, for a compare-and-swap that
+   * replaces exactly the damaged bytes.
+   */
+  async inspect(hash: string): Promise<BlobState> {
+    const path = blobPath(checkHash(hash))
+    const info = await this.storage.stat(path)
+    if (!info) return { state: 'missing' }
+    let src: Readable
+    try {
+      const local = this.storage.localPath(path)
+      src = local !== undefined ? await openLocal(local, path) : await this.storage.readStream(path)
+    } catch (err) {
+      if (isNotFound(err)) return { state: 'missing' }
+      throw err
+    }
+    const h = createHash('sha256')
+    let size = 0
+    for await (const chunk of src as AsyncIterable<Buffer>) {
+      h.update(chunk)
+      size += chunk.length
+    }
+    const actualHash = h.digest('hex')
+    return actualHash === hash ? { state: 'intact', size, generation: info.generation } : { state: 'corrupt', size, generation: info.generation, actualHash }
+  }
+
   /** Puts a blob back from what its upload retained; false when nothing was retained. */
   async restore(info: BlobInfo, retained: Retained): Promise<boolean> {
     const path = blobPath(info.hash)
@@ -212,9 +254,8 @@ export class BlobStore {
     const hash = sha256Hex(bytes)
     await opts.pin?.(hash)
     const path = blobPath(hash)
-    let deduped = await this.storage.exists(path)
-    if (!deduped) deduped = !(await this.#createIfAbsent(() => this.storage.write(path, bytes, { condition: { ifAbsent: true } })))
-    return { hash, size: bytes.length, deduped, retained: { bytes } }
+    const placed = await this.#place(hash, (condition) => this.storage.write(path, bytes, { condition }))
+    return { hash, size: bytes.length, ...placed, retained: { bytes } }
   }
 
   async #putStream(src: AsyncIterable<Uint8Array> | { readonly file: string }, opts: PutOptions): Promise<PutResult> {
@@ -227,8 +268,8 @@ export class BlobStore {
       const path = blobPath(hash)
       // The temp upload is moved to its blob name; it is kept only when the blob already
       // existed (dedup), the one case a concurrent gc can hurt before this upload's pin is seen.
-      const deduped = (await this.storage.exists(path)) || !(await this.#promote(tmp, path))
-      return { hash, size, deduped, retained: deduped ? { tmp } : {} }
+      const placed = await this.#place(hash, (condition) => moveObject(this.storage, tmp, path, { condition, durable: this.#fsync }))
+      return { hash, size, ...placed, retained: placed.deduped ? { tmp } : {} }
     } catch (err) {
       if (localTmp !== undefined) await rm(localTmp, { force: true })
       else await this.storage.delete(tmp).catch(() => {})
@@ -242,6 +283,31 @@ export class BlobStore {
     const readable = 'file' in src ? createReadStream(src.file, { highWaterMark: 512 << 10 }) : src instanceof Readable ? src : Readable.from(src, { objectMode: false })
     await pipeline(readable, hasher, await this.storage.writeStream(tmp, { durable: this.#fsync }))
     return { hash: hasher.digest(), size: hasher.size }
+  }
+
+  /**
+   * Gives verified bytes of `hash` their blob name through `write`: creates it when
+   * absent, keeps an existing blob whose bytes still hash to `hash` (dedup), and
+   * replaces a damaged one, only if it is still at the generation that was checked.
+   */
+  async #place(hash: string, write: (condition: WriteCondition) => Promise<unknown>): Promise<{ deduped: boolean; repaired: boolean }> {
+    // Each round ends unless another writer changed the blob in between; a few rounds settle any race.
+    for (let round = 0; round < 5; round++) {
+      const found = await this.inspect(hash)
+      if (found.state === 'intact') return { deduped: true, repaired: false }
+      if (found.state === 'missing') {
+        if (await this.#createIfAbsent(() => write({ ifAbsent: true }))) return { deduped: false, repaired: false }
+        continue
+      }
+      if (await this.#createIfAbsent(() => write({ ifGeneration: found.generation }))) {
+        log.warn(
+          { blob: hash, path: blobPath(hash), damagedSize: found.size, damagedHash: found.actualHash },
+          `damaged blob ${hash} (its ${found.size} bytes hashed to ${found.actualHash}) replaced by a verified upload of the same content`,
+        )
+        return { deduped: false, repaired: true }
+      }
+    }
+    throw new FinestoreError('CONFLICT', `blob ${hash} kept changing while it was being stored (${blobPath(hash)}); put it again`, true)
   }
 
   /**
