@@ -19,7 +19,7 @@ export type { ConfigFile } from './config-file.js'
 // Logging
 export { LOG_LEVELS, configureLogging, logger, parseLogLevel, rootLogger, setLogLevel } from './logger.js'
 export type { LogDestination, LogLevel, Logger, LoggingOptions } from './logger.js'
-export { REDACTED, isSecretKey, redactSecrets, registerSecretValue, scrubSecretValues } from './redaction.js'
+export { REDACTED, isSecretKey, redactSecrets, registerSecretValue, scrubProcessOutput, scrubSecretValues, scrubSecrets, scrubWrites } from './redaction.js'
 
 // Secrets
 export { SecretNotFoundError, SecretStore, defaultSecretsDir } from './secrets.js'
@@ -66,6 +66,7 @@ export type { FileStorageOptions } from './storage/file.js'
 export type { FileLockOptions } from './storage/file-lock.js'
 export type { RemoveOrphansOptions } from './storage/file-orphans.js'
 export { MemoryStorage } from './storage/memory.js'
+export { scrubbingStorage } from './storage/scrubbing.js'
 export type { DeleteOptions, ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './storage/types.js'
 
 // Leases

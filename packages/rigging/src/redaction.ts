@@ -1,6 +1,8 @@
 /**
  * @module Redaction of secrets: by key name (any depth of a logged object) and by value
- * (every value a `SecretStore` resolved is scrubbed from each finished log line).
+ * (every value a `SecretStore` resolved is scrubbed from each finished log line, and from
+ * whatever else is persisted or printed through `scrubSecrets`, `scrubWrites` or a
+ * `scrubbingStorage`).
  */
 
 /** What a redacted field or a scrubbed secret value becomes. */
@@ -113,4 +115,117 @@ export function scrubSecretValues(text: string): string {
   let out = text
   for (const v of sortedValues) if (out.includes(v)) out = out.split(v).join(REDACTED)
   return out
+}
+
+/**
+ * `value` with every registered secret value (see {@link registerSecretValue}) replaced by
+ * `[REDACTED]` in every string it holds, at any depth: strings, arrays, plain objects and
+ * errors (message, stack, cause, `errors` of an AggregateError and any other own field). An
+ * error comes back as an error of the same class. Like {@link redactSecrets} it never
+ * modifies its input, copies only what it changes, and cuts cycles and deep nesting.
+ * Call it on whatever leaves the process that read a secret (an error sent to another process,
+ * a result written for one) when it is not written as text through a `scrubbingStorage`.
+ * @example scrubSecrets(new Error(`bad key ${key}`)).message // 'bad key [REDACTED]'
+ */
+export function scrubSecrets<T>(value: T): T {
+  return sortedValues.length === 0 ? value : (scrubAt(value, 0, []) as T)
+}
+
+function scrubAt(value: unknown, depth: number, path: object[]): unknown {
+  if (typeof value === 'string') return scrubSecretValues(value)
+  if (value === null || typeof value !== 'object') return value
+  if (depth > MAX_DEPTH) return '[Truncated]'
+  const isError = value instanceof Error
+  const proto: unknown = Object.getPrototypeOf(value)
+  if (!isError && !Array.isArray(value) && proto !== Object.prototype && proto !== null) return value
+  if (path.includes(value)) return '[Circular]'
+  path.push(value)
+  let out: unknown = value
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined
+    for (let i = 0; i < value.length; i++) {
+      const r = scrubAt(value[i], depth + 1, path)
+      if (r !== value[i]) (copy ??= value.slice())[i] = r
+    }
+    if (copy !== undefined) out = copy
+  } else {
+    // Own names, not keys: an error's message, stack and cause are not enumerable.
+    const obj = value as Record<string, unknown>
+    const names = isError ? Object.getOwnPropertyNames(obj) : Object.keys(obj)
+    const changed = new Map<string, unknown>()
+    for (const name of names) {
+      let v: unknown
+      try {
+        v = obj[name]
+      } catch {
+        continue
+      }
+      const r = scrubAt(v, depth + 1, path)
+      if (r !== v) changed.set(name, r)
+    }
+    if (changed.size > 0) {
+      if (isError) {
+        const copy = Object.create(proto as object) as Record<string, unknown>
+        for (const name of names) {
+          const d = Object.getOwnPropertyDescriptor(obj, name)!
+          const v = changed.has(name) ? changed.get(name) : 'value' in d ? d.value : obj[name]
+          Object.defineProperty(copy, name, { value: v, writable: true, configurable: true, enumerable: d.enumerable ?? false })
+        }
+        out = copy
+      } else {
+        out = { ...obj, ...Object.fromEntries(changed) }
+      }
+    }
+  }
+  path.pop()
+  return out
+}
+
+const scrubbedStreams = new WeakSet<object>()
+
+/**
+ * Makes `stream` replace every registered secret value by `[REDACTED]` in what is written
+ * to it from now on, text or bytes; a second call on the same stream changes nothing. A value
+ * split across two writes is not caught: `console.log` and loggers write whole lines.
+ * @example scrubWrites(process.stdout)
+ */
+export function scrubWrites(stream: NodeJS.WritableStream): void {
+  if (scrubbedStreams.has(stream)) return
+  scrubbedStreams.add(stream)
+  const write = stream.write as (this: NodeJS.WritableStream, chunk: unknown, ...rest: unknown[]) => boolean
+  stream.write = function (this: NodeJS.WritableStream, chunk: unknown, ...rest: unknown[]): boolean {
+    return write.call(this, scrubChunk(chunk, rest[0]), ...rest)
+  } as NodeJS.WritableStream['write']
+}
+
+/** Scrubs what this process writes to its stdout and stderr (see {@link scrubWrites}). */
+export function scrubProcessOutput(): void {
+  scrubWrites(process.stdout)
+  scrubWrites(process.stderr)
+}
+
+function scrubChunk(chunk: unknown, encoding: unknown): unknown {
+  if (sortedValues.length === 0) return chunk
+  if (typeof chunk === 'string') {
+    // Text in another encoding (hex, base64) is data, not a message.
+    return typeof encoding !== 'string' || /^utf-?8$/i.test(encoding) ? scrubSecretValues(chunk) : chunk
+  }
+  if (!(chunk instanceof Uint8Array)) return chunk
+  // Bytes are searched as bytes, so that whatever surrounds a secret is kept exactly.
+  let buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+  for (const v of sortedValues) {
+    let at = buf.indexOf(v)
+    if (at < 0) continue
+    const parts: Buffer[] = []
+    let from = 0
+    const len = Buffer.byteLength(v)
+    while (at >= 0) {
+      parts.push(buf.subarray(from, at), Buffer.from(REDACTED))
+      from = at + len
+      at = buf.indexOf(v, from)
+    }
+    parts.push(buf.subarray(from))
+    buf = Buffer.concat(parts)
+  }
+  return buf.byteLength === chunk.byteLength && buf.buffer === chunk.buffer ? chunk : buf
 }

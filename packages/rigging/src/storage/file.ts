@@ -49,14 +49,14 @@ async function statFile(abs: string): Promise<BigIntStats | undefined> {
  * `mkdir -p` that reports the real cause: Node's recursive mkdir turns e.g. EROFS
  * on a read-only filesystem into a misleading ENOENT.
  */
-async function makeDirs(dir: string): Promise<void> {
+async function makeDirs(dir: string, mode = 0o777): Promise<void> {
   try {
-    await mkdir(dir)
+    await mkdir(dir, mode)
   } catch (err) {
     if (errno(err) === 'EEXIST') return
     if (errno(err) !== 'ENOENT' || dirname(dir) === dir) throw err
-    await makeDirs(dirname(dir))
-    await mkdir(dir).catch((e: unknown) => {
+    await makeDirs(dirname(dir), mode)
+    await mkdir(dir, mode).catch((e: unknown) => {
       if (errno(e) !== 'EEXIST') throw e
     })
   }
@@ -74,7 +74,16 @@ async function fsyncDir(dir: string): Promise<void> {
 /** A temp file being filled, not yet visible under its target name. */
 type Staged = { readonly rel: string; readonly target: string; readonly tmp: string; readonly fh: FileHandle; closed: boolean }
 
-export type FileStorageOptions = { readonly lock?: FileLockOptions }
+export type FileStorageOptions = {
+  readonly lock?: FileLockOptions
+  /**
+   * Owner-only: objects are created 0600 and the folders the storage creates 0700 (the umask
+   * can only remove more), for status, logs and records that may hold what no one else should
+   * read. Folders that already exist keep their mode.
+   * @default false (0666 and 0777 less the umask)
+   */
+  readonly private?: boolean
+}
 
 /** Storage over a local directory; see the module comment for the guarantees. */
 export class FileStorage implements Storage {
@@ -120,12 +129,20 @@ export class FileStorage implements Storage {
     return this.fail(err, op, rel)
   }
 
+  private get fileMode(): number {
+    return this.opts.private ? 0o600 : 0o666
+  }
+
+  private get dirMode(): number {
+    return this.opts.private ? 0o700 : 0o777
+  }
+
   private async stage(rel: string): Promise<Staged> {
     const target = this.abs(rel)
     try {
-      await makeDirs(dirname(target))
+      await makeDirs(dirname(target), this.dirMode)
       const tmp = tempPathFor(target)
-      const fh = await open(tmp, 'wx', 0o666)
+      const fh = await open(tmp, 'wx', this.fileMode)
       return { rel, target, tmp, fh, closed: false }
     } catch (err) {
       throw this.fail(err, 'write', rel)
@@ -259,6 +276,8 @@ export class FileStorage implements Storage {
     const s = await this.stage(rel)
     try {
       await copyFile(this.abs(src), s.tmp, fsConstants.COPYFILE_FICLONE)
+      // copyFile gives the copy the mode of its source.
+      if (this.opts.private) await s.fh.chmod(this.fileMode)
     } catch (err) {
       await this.discard(s)
       throw this.notFoundOr(err, 'copy', src)
@@ -311,7 +330,7 @@ export class FileStorage implements Storage {
     }
     try {
       if (condition) await this.precheck(rel, condition)
-      await makeDirs(dirname(target))
+      await makeDirs(dirname(target), this.dirMode)
       const [first, second] = src < target ? [src, target] : [target, src]
       if (first === second) return await withFileLock(first, move, this.opts.lock)
       return await withFileLock(first, () => withFileLock(second, move, this.opts.lock), this.opts.lock)

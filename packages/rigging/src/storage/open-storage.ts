@@ -17,6 +17,8 @@ export const STORAGE_SCHEMES = ['file://', 'memory://', 's3://', 'gs://'] as con
 export type OpenStorageOptions = {
   /** For `file://`: how object locks wait and when a lock counts as stale. */
   readonly lock?: FileLockOptions
+  /** For `file://`: objects created 0600 and folders 0700 (see `FileStorageOptions.private`). @default false */
+  readonly private?: boolean
   /** For `s3://`: options of the S3 client (region, endpoint, forcePathStyle, credentials). */
   readonly s3?: S3StorageOptions
   /** For `gs://`: options of the GCS client (projectId, keyFilename, apiEndpoint). */
@@ -24,6 +26,8 @@ export type OpenStorageOptions = {
 }
 
 const SCHEME = /^([a-zA-Z][a-zA-Z0-9+.-]*):\/\//
+
+const fileOptions = (opts: OpenStorageOptions) => ({ ...(opts.lock ? { lock: opts.lock } : {}), ...(opts.private ? { private: true } : {}) })
 
 /**
  * Opens the storage a URL names:
@@ -42,7 +46,7 @@ export async function openStorage(url: string, opts: OpenStorageOptions = {}): P
   const m = SCHEME.exec(url)
   if (!m) {
     if (url === '') throw new RiggingError('STORAGE_INVALID_PATH', 'storage URL is empty; pass e.g. file:///data/marin or ./.marin')
-    return new FileStorage(resolve(url), { ...(opts.lock ? { lock: opts.lock } : {}) })
+    return new FileStorage(resolve(url), fileOptions(opts))
   }
   const scheme = m[1]!.toLowerCase()
   const rest = url.slice(m[0].length)
@@ -61,7 +65,7 @@ export async function openStorage(url: string, opts: OpenStorageOptions = {}): P
       if (!isAbsolute(path)) {
         throw new RiggingError('STORAGE_INVALID_PATH', `storage URL ${url}: file URLs need an absolute path; use file:///absolute/path`)
       }
-      return new FileStorage(path, { ...(opts.lock ? { lock: opts.lock } : {}) })
+      return new FileStorage(path, fileOptions(opts))
     }
     case 'memory':
       return new MemoryStorage(rest.replace(/\/+$/, ''))
