@@ -6,7 +6,7 @@ export const version: string = pkg.version
 
 // The store
 export { Store, openStore, storeUrl } from './store.js'
-export type { StoreOptions, VersionRef } from './store.js'
+export type { CommitOptions, StoreOptions, VersionRef } from './store.js'
 export type { RebuildReport, SyncReport } from './catalog-sync.js'
 export { Transaction } from './transaction.js'
 export type { CommitResult, TransactionOptions } from './transaction.js'
@@ -18,7 +18,7 @@ export type { FinestoreErrorCode } from './errors.js'
 
 // Blobs and cache
 export { BlobStore, checkHash } from './blob-store.js'
-export type { BlobInfo, BlobSource, BlobStoreOptions, ReadContext } from './blob-store.js'
+export type { BlobInfo, BlobSource, BlobState, BlobStoreOptions, ReadContext } from './blob-store.js'
 export { BlobCache } from './cache.js'
 export type { BlobCacheOptions, CacheStats } from './cache.js'
 

@@ -62,7 +62,29 @@ export type StoreOptions = {
    * loss may lose recent commits. @default true
    */
   readonly fsync?: boolean
+  /**
+   * How long `store.commit` keeps retrying a commit that lost to another writer
+   * (see `CommitOptions.retryBudgetMs`). @default 60_000
+   */
+  readonly commitRetryBudgetMs?: number
 }
+
+/** Options of `store.commit`: the transaction's, and how long to keep retrying after a conflict. */
+export type CommitOptions = TransactionOptions & {
+  /**
+   * Start over on the new HEAD after a `ConflictError` until this much time has
+   * passed since the first attempt, waiting a random time (full jitter) under an
+   * exponentially growing cap between attempts, so that many writers of one
+   * artifact all land. @default the store's `commitRetryBudgetMs` (60 s)
+   */
+  readonly retryBudgetMs?: number
+  /** At most this many retries, whatever time is left. @default unlimited */
+  readonly retries?: number
+}
+
+/** Backoff between commit attempts: the cap doubles from 10 ms up to 1 s. */
+const RETRY_BASE_MS = 10
+const RETRY_CAP_MS = 1000
 
 /** A resolved version: `{ artifact, version }`. */
 export type VersionRef = LineageEntry
@@ -78,6 +100,7 @@ export class Store {
     readonly cache: BlobCache | undefined,
     readonly txnTtlMs: number,
     fsync: boolean,
+    readonly commitRetryBudgetMs: number,
   ) {
     this.blobs = new BlobStore(storage, cache, { fsync })
     this.#ctx = {
@@ -107,7 +130,7 @@ export class Store {
     const cache = opts.cache ? await BlobCache.open(opts.cache) : undefined
     const catalogPath = opts.catalog ?? storage.localPath(CATALOG_FILE) ?? (opts.cache ? join(opts.cache.dir, CATALOG_FILE) : ':memory:')
     if (catalogPath !== ':memory:') mkdirSync(dirname(catalogPath), { recursive: true })
-    const store = new Store(storage, new Catalog(catalogPath), cache, opts.txnTtlMs ?? GC_DEFAULTS.txnTtlMs, opts.fsync ?? true)
+    const store = new Store(storage, new Catalog(catalogPath), cache, opts.txnTtlMs ?? GC_DEFAULTS.txnTtlMs, opts.fsync ?? true, opts.commitRetryBudgetMs ?? 60_000)
     if (!store.catalog.built) await store.rebuildCatalog()
     return store
   }
@@ -136,10 +159,13 @@ export class Store {
 
   /**
    * Runs `build` in a transaction and commits it; on `ConflictError` starts over
-   * on the new HEAD, up to `retries` times.
+   * on the new HEAD after a random backoff, until `retryBudgetMs` (default 60 s)
+   * is spent. `build` may run several times: stage everything inside it.
    */
-  async commit(artifact: string, build: (txn: Transaction) => Promise<void>, opts: TransactionOptions & { readonly retries?: number } = {}): Promise<CommitResult> {
-    const retries = opts.retries ?? 10
+  async commit(artifact: string, build: (txn: Transaction) => Promise<void>, opts: CommitOptions = {}): Promise<CommitResult> {
+    const budgetMs = opts.retryBudgetMs ?? this.commitRetryBudgetMs
+    const retries = opts.retries ?? Infinity
+    const started = Date.now()
     for (let attempt = 0; ; attempt++) {
       const txn = await this.begin(artifact, opts)
       try {
@@ -147,8 +173,18 @@ export class Store {
         return await txn.commit()
       } catch (err) {
         await txn.abort()
-        if (!(err instanceof ConflictError) || attempt >= retries) throw err
-        await new Promise((r) => setTimeout(r, Math.random() * Math.min(100, 5 * 2 ** attempt)))
+        if (!(err instanceof ConflictError)) throw err
+        const left = started + budgetMs - Date.now()
+        if (attempt >= retries || left <= 0) {
+          throw new ConflictError(
+            err.artifact,
+            `${err.artifact}: gave up after ${attempt + 1} attempts in ${((Date.now() - started) / 1000).toFixed(1)} s (retryBudgetMs ${budgetMs}): ` +
+              `another writer committed first each time (last: ${err.message}). Raise retryBudgetMs, or commit to this artifact from fewer writers at once`,
+            { cause: err },
+          )
+        }
+        const wait = Math.random() * Math.min(RETRY_CAP_MS, RETRY_BASE_MS * 2 ** Math.min(attempt, 20))
+        await new Promise((r) => setTimeout(r, Math.min(wait, left)))
       }
     }
   }
