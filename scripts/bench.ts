@@ -33,7 +33,27 @@ async function run(file: string): Promise<number> {
   return new Promise((res) => child.on('exit', (code, signal) => res(code ?? (signal ? 1 : 0))))
 }
 
+const USAGE = `usage: pnpm bench [name…]
+
+Runs the benchmarks in packages/<package>/bench/<topic>.bench.ts, one process each, one
+after another. A name selects a package (pnpm bench dupekit) or a topic (pnpm bench serve);
+no name runs them all. Results are JSON lines on stdout:
+  {"bench": package, "metric": name, "value": n, "unit": u[, "baseline": n, "ratio": n]}
+where ratio is ours ÷ baseline as a throughput (higher is better). Progress goes to stderr.
+
+benchmarks: ${findBenchmarks([]).map((f) => `${basename(join(f, '..', '..'))}/${basename(f, '.bench.ts')}`).join(', ')}
+`
+
 const names = process.argv.slice(2)
+if (names.includes('--help') || names.includes('-h')) {
+  process.stdout.write(USAGE)
+  process.exit(0)
+}
+const unknownFlag = names.find((n) => n.startsWith('-'))
+if (unknownFlag) {
+  process.stderr.write(`bench: unknown option ${unknownFlag}\n\n${USAGE}`)
+  process.exit(2)
+}
 const files = findBenchmarks(names)
 if (files.length === 0) {
   process.stderr.write(`bench: no benchmark matches ${names.join(', ') || '(any)'}; benchmarks live in packages/<name>/bench/<topic>.bench.ts\n`)
