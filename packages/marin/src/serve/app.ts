@@ -1,6 +1,7 @@
 /**
  * @module The OpenAI-compatible HTTP API on hono: `/v1/models`, `/v1/completions`,
- * `/v1/chat/completions` (both streaming as server-sent events), `/health` and `/metrics`.
+ * `/v1/chat/completions` (both streaming as server-sent events), `/health` and `/metrics`. A known
+ * path asked with another method gets 405 with `Allow`.
  */
 import { timingSafeEqual } from 'node:crypto'
 import { Hono } from 'hono'
@@ -23,6 +24,8 @@ export type AppOptions = {
   readonly metrics: MetricsRegistry
   /** Largest `max_tokens` accepted. */
   readonly maxTokensCap: number
+  /** Most sequences (prompts × n) one request may ask for. */
+  readonly maxSequencesPerRequest: number
   /** Largest request body, bytes. */
   readonly maxBodyBytes: number
   readonly apiKey?: string
@@ -44,7 +47,7 @@ export function createApp(o: AppOptions): Hono {
   })
   app.onError((err, c) => {
     const e = err instanceof ApiError ? err : new ApiError(500, `internal error: ${err.message}`, null, 'internal_error')
-    return c.json(e.body(), e.status)
+    return c.json(e.body(), e.status, e.headers)
   })
   app.notFound((c) => c.json(new ApiError(404, `no route ${c.req.method} ${c.req.path}; see /v1/models, /v1/completions, /v1/chat/completions`, null, 'not_found').body(), 404))
 
@@ -67,5 +70,13 @@ export function createApp(o: AppOptions): Hono {
   const x = routeContext(o, (s) => ttft.observe(s))
   completionsRoute(app, x)
   chatRoute(app, x)
+
+  // Registered after the routes: reached only when no handler took the method.
+  const allowed = { '/health': 'GET, HEAD', '/metrics': 'GET, HEAD', '/v1/models': 'GET, HEAD', '/v1/completions': 'POST', '/v1/chat/completions': 'POST' }
+  for (const [route, allow] of Object.entries(allowed)) {
+    app.all(route, (c) => {
+      throw new ApiError(405, `${c.req.method} is not allowed on ${route}; use ${allow.split(', ')[0]}`, null, 'method_not_allowed', { Allow: allow })
+    })
+  }
   return app
 }

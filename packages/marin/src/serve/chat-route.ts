@@ -13,10 +13,11 @@ import type { RouteContext } from './route-context.js'
 const reqId = () => `chatcmpl-${randomBytes(12).toString('hex')}`
 
 export function chatRoute(app: Hono, x: RouteContext): void {
-  const { o, seqLen, tokStr, parse, checkModel, encode, checkMax, runAll } = x
+  const { o, seqLen, tokStr, parse, checkModel, encode, checkMax, checkSequences, checkRoom, runAll } = x
   app.post('/v1/chat/completions', async (c) => {
     const r = await parse(c, ChatRequest)
     checkModel(r.model)
+    checkSequences(1, r.n ?? 1)
     const prompt = encode(renderChat(r.messages), 'messages')
     const asked = r.max_completion_tokens ?? r.max_tokens
     const maxTokens = asked != null ? checkMax(asked, r.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens') : Math.min(o.maxTokensCap, seqLen - prompt.length)
@@ -29,6 +30,7 @@ export function chatRoute(app: Hono, x: RouteContext): void {
     const base = (j: number): ChoiceParams => ({ prompt, maxTokens, temperature: r.temperature ?? 1, topP: r.top_p ?? 1, seed: seed + j, stops, topLogprobs: k, wantLogprobs: wantLp, ...(r.top_k != null ? { topK: r.top_k } : {}) })
     const id = reqId(), created = now(), abort = new AbortController()
     const promptTokens = prompt.length * n
+    checkRoom(n)
     if (r.stream) {
       return streamSSE(c, async (s) => {
         s.onAbort(() => abort.abort())

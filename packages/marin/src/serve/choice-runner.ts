@@ -18,6 +18,8 @@ export type ChoiceParams = {
   readonly wantLogprobs: boolean
   readonly promptLogprobs?: boolean
   readonly signal?: AbortSignal
+  /** Sequences of one request share admission turns (see `SequenceRequest.group`). */
+  readonly group?: object
   /** Streaming: text that became safe to show and the tokens generated since the last call. */
   readonly onDelta?: (text: string, events: readonly TokenEvent[]) => void
 }
@@ -42,7 +44,7 @@ export async function runChoice(engine: Engine, tokenizer: BpeTokenizer, p: Choi
     prompt: p.prompt, maxTokens: p.maxTokens, temperature: p.temperature, topP: p.topP, seed: p.seed,
     ...(p.topK !== undefined ? { topK: p.topK } : {}),
     topLogprobs: p.topLogprobs, promptLogprobs: p.promptLogprobs ?? false,
-    ...(p.signal ? { signal: p.signal } : {}),
+    ...(p.signal ? { signal: p.signal } : {}), ...(p.group ? { group: p.group } : {}),
     onToken: (e) => {
       ttftMs ??= performance.now() - t0
       events.push(e)

@@ -70,3 +70,21 @@ test('bad usage exits 2 naming the problem', async () => {
   expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(2)
   expect(err).toContain('--api-key-file')
 }, 60_000)
+
+test('--help names the admission limits; a per-request cap above the queue bound exits 2 naming both flags', async () => {
+  const env = { ...process.env, MARIN_PREFIX: prefix, LOG_LEVEL: 'warn' }
+  const run = (args: string[]) => new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+    const child = spawn(process.execPath, [bin, 'serve', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = '', err = ''
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+    child.once('exit', (code) => resolve({ code, out, err }))
+  })
+  const help = await run(['--help'])
+  expect(help.code).toBe(0)
+  expect(help.out).toMatch(/--max-sequences-per-request <n>[\s\S]*default: 256/)
+  expect(help.out).toMatch(/--max-queued-sequences <n>[\s\S]*default: 1024/)
+  const bad = await run(['--model-checkpoint', 'checkpoints/tiny', '--max-sequences-per-request', '8', '--max-queued-sequences', '4'])
+  expect(bad.code).toBe(2)
+  expect(bad.err).toMatch(/--max-sequences-per-request 8.*--max-queued-sequences 4/)
+}, 60_000)

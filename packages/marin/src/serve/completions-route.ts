@@ -12,7 +12,7 @@ import type { RouteContext } from './route-context.js'
 const reqId = () => `cmpl-${randomBytes(12).toString('hex')}`
 
 export function completionsRoute(app: Hono, x: RouteContext): void {
-  const { o, seqLen, tokStr, parse, checkModel, encode, checkMax, runAll } = x
+  const { o, seqLen, tokStr, parse, checkModel, encode, checkMax, checkSequences, checkRoom, runAll } = x
   const completionLogprobs = (events: readonly TokenEvent[], k: number, offset0: number, firstNull: boolean) => {
     let off = offset0
     return {
@@ -32,6 +32,7 @@ export function completionsRoute(app: Hono, x: RouteContext): void {
     const r = await parse(c, CompletionRequest)
     checkModel(r.model)
     const prompts = typeof r.prompt === 'string' ? [r.prompt] : r.prompt.every((x) => typeof x === 'number') ? [r.prompt as number[]] : (r.prompt as string[])
+    checkSequences(prompts.length, r.n ?? 1)
     const ids = prompts.map((p, i) => {
       const param = typeof r.prompt === 'string' ? 'prompt' : `prompt.${i}`
       if (typeof p !== 'string') {
@@ -53,6 +54,7 @@ export function completionsRoute(app: Hono, x: RouteContext): void {
     const id = reqId(), created = now(), abort = new AbortController()
     const promptTokens = ids.reduce((a, p) => a + p.length, 0) * n
     const echoLogprobs = (p: number[], ev: readonly TokenEvent[] | undefined) => (ev ? [{ token: p[0]!, logprob: 0, top: [] }, ...ev] : [])
+    checkRoom(ids.length * n)
     if (r.stream) {
       return streamSSE(c, async (s) => {
         s.onAbort(() => abort.abort())

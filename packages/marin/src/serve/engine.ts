@@ -3,6 +3,10 @@
  * requests into free slots (their prompts prefilled together in one forward pass), then advances every active sequence by one
  * token in a single batched forward pass (`decodeStep`). A request that arrives mid-generation
  * joins at the next step instead of waiting for the others to finish.
+ *
+ * Admission is fair between groups (one HTTP request's prompts × n form a group): a free slot goes
+ * to the waiting group with the fewest running sequences, the earliest on ties, so a small request
+ * waits for the next sequence to finish, not behind every sequence of a large one queued before it.
  */
 import { Rng, sampleToken } from '@marin/levanter'
 import type { CausalLM } from '@marin/levanter'
@@ -28,6 +32,8 @@ export type SequenceRequest = {
   /** Also score the prompt tokens (OpenAI `echo` with `logprobs`). */
   readonly promptLogprobs?: boolean
   readonly signal?: AbortSignal
+  /** Sequences with the same group (one request's prompts × n) share turns at admission. @default the sequence alone */
+  readonly group?: object
   /** Called for each new token; return true to stop (a stop string matched). */
   readonly onToken: (e: TokenEvent) => boolean | void
 }
@@ -43,6 +49,9 @@ export type SequenceResult = {
 
 type Active = {
   readonly req: SequenceRequest
+  readonly group: object
+  /** performance.now() at admission. */
+  admittedAt: number
   readonly rng: Rng
   position: number
   last: number
@@ -55,6 +64,8 @@ type Active = {
 export type EngineOptions = {
   /** Sequences decoded together at most; more requests wait in the queue. @default 16 */
   readonly maxBatch?: number
+  /** Sequences that may wait for a slot; `hasRoom` says whether more fit. @default unbounded */
+  readonly maxQueued?: number
   readonly metrics?: MetricsRegistry
   /** Only ids below this are ever sampled (models often pad their vocabulary past the tokenizer's). @default the model's vocabulary size */
   readonly vocabLimit?: number
@@ -69,11 +80,15 @@ export class Engine {
   private running = false
   private idle: (() => void)[] = []
   readonly maxBatch: number
+  readonly maxQueued: number
+  /** Mean time a sequence runs, admission to finish (exponentially weighted), ms; undefined before the first. */
+  private meanRunMs: number | undefined
   private readonly vocabLimit: number
   private readonly m
 
   constructor(readonly model: CausalLM, opts: EngineOptions = {}) {
     this.maxBatch = opts.maxBatch ?? 16
+    this.maxQueued = opts.maxQueued ?? Infinity
     this.vocabLimit = Math.min(opts.vocabLimit ?? model.config.vocabSize, model.config.vocabSize)
     const reg = opts.metrics
     this.m = reg && {
@@ -91,10 +106,26 @@ export class Engine {
     return { active: this.active.length, queued: this.queue.length }
   }
 
+  /** Whether `count` more sequences fit in the queue (`maxQueued`) now. */
+  hasRoom(count: number): boolean {
+    return this.queue.length + count <= this.maxQueued
+  }
+
+  /**
+   * About how many seconds until `count` more sequences fit in the queue: the overflow admitted
+   * `maxBatch` at a time, each round taking a sequence's mean run time (1 s before any finished);
+   * at least 1, at most 60.
+   */
+  retryAfterSeconds(count: number): number {
+    const over = Math.max(1, this.queue.length + count - this.maxQueued)
+    const s = Math.ceil((Math.ceil(over / this.maxBatch) * (this.meanRunMs ?? 1000)) / 1000)
+    return Math.min(60, Math.max(1, s))
+  }
+
   /** Generate for one request; resolves when it stops, reaches `maxTokens` or the context, or is cancelled. */
   submit(req: SequenceRequest): Promise<SequenceResult> {
     return new Promise((done, fail) => {
-      this.queue.push({ req, rng: new Rng(req.seed), position: 0, last: 0, generated: 0, done, fail })
+      this.queue.push({ req, group: req.group ?? {}, admittedAt: 0, rng: new Rng(req.seed), position: 0, last: 0, generated: 0, done, fail })
       this.kick()
     })
   }
@@ -123,7 +154,7 @@ export class Engine {
         this.dropCancelled()
         const free = this.maxBatch - this.active.length
         if (this.queue.length > 0 && free > 0) {
-          this.admit(this.queue.splice(0, free))
+          this.admit(this.pick(free))
           // Flush the first tokens before the next forward pass: time to first token.
           await new Promise((r) => setImmediate(r))
           this.dropCancelled()
@@ -160,20 +191,46 @@ export class Engine {
     }
   }
 
-  /** Prefill the prompts of `group` in one forward pass, add them to the batch, sample their first tokens. */
-  private admit(group: Active[]): void {
+  /**
+   * Take up to `free` sequences off the queue, one at a time to the group with the fewest running
+   * (and already picked) sequences, the group queued earliest on ties; each group's own in order.
+   */
+  private pick(free: number): Active[] {
+    const held = new Map<object, number>()
+    for (const s of this.active) held.set(s.group, (held.get(s.group) ?? 0) + 1)
+    const picked: Active[] = []
+    while (picked.length < free && this.queue.length > 0) {
+      let best = 0, bestHeld = Infinity
+      const seen = new Set<object>()
+      this.queue.forEach((s, i) => {
+        if (seen.has(s.group)) return
+        seen.add(s.group)
+        const h = held.get(s.group) ?? 0
+        if (h < bestHeld) [best, bestHeld] = [i, h]
+      })
+      const [s] = this.queue.splice(best, 1)
+      held.set(s!.group, bestHeld + 1)
+      picked.push(s!)
+    }
+    return picked
+  }
+
+  /** Prefill the prompts of `joining` in one forward pass, add them to the batch, sample their first tokens. */
+  private admit(joining: Active[]): void {
     const V = this.model.config.vocabSize
-    const all = group.some((s) => s.req.promptLogprobs)
+    const all = joining.some((s) => s.req.promptLogprobs)
     let out: ReturnType<typeof prefill>
     try {
-      out = prefill(this.model, group.map((s) => s.req.prompt), all)
+      out = prefill(this.model, joining.map((s) => s.req.prompt), all)
     } catch (err) {
-      for (const s of group) s.fail(err)
+      for (const s of joining) s.fail(err)
       return
     }
-    this.cache.add(out.kv, group.map((s) => s.req.prompt.length)) // the batch cache owns the tensors now
-    this.active.push(...group)
-    group.forEach((s, r) => {
+    this.cache.add(out.kv, joining.map((s) => s.req.prompt.length)) // the batch cache owns the tensors now
+    this.active.push(...joining)
+    const t = performance.now()
+    for (const s of joining) s.admittedAt = t
+    joining.forEach((s, r) => {
       const { req } = s, T = req.prompt.length, rows = out.logits[r]!
       s.position = T
       this.m?.prompt.inc(T)
@@ -237,6 +294,8 @@ export class Engine {
 
   private end(s: Active, finish: FinishReason): void {
     this.remove([s])
+    const ran = performance.now() - s.admittedAt
+    this.meanRunMs = this.meanRunMs === undefined ? ran : 0.8 * this.meanRunMs + 0.2 * ran
     this.finish(s, finish)
   }
 

@@ -1,4 +1,7 @@
-/** @module What the API's routes share: body parsing and validation, limits, running choices. */
+/**
+ * @module What the API's routes share: body parsing and validation, limits (sequences per request,
+ * `max_tokens`, the queue bound), running choices.
+ */
 import type { Context } from 'hono'
 import type { ZodError } from 'zod'
 import { ApiError } from './api-error.js'
@@ -35,7 +38,8 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
   }
 
   function checkModel(model: string | undefined): void {
-    if (model !== undefined && model !== o.name) throw new ApiError(404, `model "${model}" is not served here; this server serves "${o.name}"`, 'model', 'model_not_found')
+    if (model === undefined) throw new ApiError(400, `model: missing; name the served model, "${o.name}" (GET /v1/models lists it)`, 'model', 'invalid_value')
+    if (model !== o.name) throw new ApiError(404, `model "${model}" is not served here; this server serves "${o.name}"`, 'model', 'model_not_found')
   }
 
   function encode(text: string, param: string): number[] {
@@ -50,13 +54,33 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
     return n
   }
 
+  /** `prompts` × `n` sequences against the per-request cap; `param` names the one to lower (`n` unless the prompts alone are too many). */
+  function checkSequences(prompts: number, n: number): void {
+    const cap = o.maxSequencesPerRequest
+    if (prompts * n <= cap) return
+    const param = prompts > cap ? 'prompt' : 'n'
+    throw new ApiError(400, `${param}: ${prompts} prompt(s) × n ${n} = ${prompts * n} sequences is above this server's limit of ${cap} per request; lower ${param} or split the request`, param, 'invalid_value')
+  }
+
+  /**
+   * 429 with `Retry-After` when `count` more sequences do not fit in the engine's queue. Called
+   * right before the request's choices are submitted, with no await in between (a streaming
+   * route's callback runs synchronously up to its first submit), so no other request slips in.
+   */
+  function checkRoom(count: number): void {
+    if (o.engine.hasRoom(count)) return
+    const retry = o.engine.retryAfterSeconds(count)
+    throw new ApiError(429, `the server's queue is full (${o.engine.load.queued} sequences waiting, at most ${o.engine.maxQueued}); retry in ${retry} s`, null, 'queue_full', { 'Retry-After': String(retry) })
+  }
+
   /** Runs every choice; aborts them all when the client goes away or the server stops. */
   async function runAll(c: Context, params: ChoiceParams[], abort: AbortController): Promise<ChoiceResult[]> {
     const onStop = () => abort.abort()
     o.shutdown.addEventListener('abort', onStop)
     c.req.raw.signal.addEventListener('abort', onStop)
+    const group = {} // the request's sequences share admission turns
     try {
-      const results = await Promise.all(params.map((p) => runChoice(o.engine, o.tokenizer, { ...p, signal: abort.signal })))
+      const results = await Promise.all(params.map((p) => runChoice(o.engine, o.tokenizer, { ...p, signal: abort.signal, group })))
       for (const r of results) if (r.ttftMs !== undefined) observeTtft(r.ttftMs / 1000)
       return results
     } finally {
@@ -64,5 +88,5 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
     }
   }
 
-  return { o, seqLen, tokStr, parse, checkModel, encode, checkMax, runAll }
+  return { o, seqLen, tokStr, parse, checkModel, encode, checkMax, checkSequences, checkRoom, runAll }
 }

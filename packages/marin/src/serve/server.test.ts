@@ -129,8 +129,8 @@ describe('bad requests get their status and OpenAI error shape', () => {
     ['a wrong field type', JSON.stringify({ prompt: 'hi', temperature: 'hot' }), 'temperature', 'invalid_value'],
     ['a field out of range', JSON.stringify({ prompt: 'hi', top_p: 0 }), 'top_p', 'invalid_value'],
     ['a missing prompt', JSON.stringify({ max_tokens: 3 }), 'prompt', 'invalid_value'],
-    ['max_tokens above the cap', JSON.stringify({ prompt: 'hi', max_tokens: 41 }), 'max_tokens', 'invalid_value'],
-    ['a prompt longer than the context', JSON.stringify({ prompt: 'zq'.repeat(100) }), 'prompt', 'context_length_exceeded'],
+    ['max_tokens above the cap', JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 41 }), 'max_tokens', 'invalid_value'],
+    ['a prompt longer than the context', JSON.stringify({ model: 'tiny', prompt: 'zq'.repeat(100) }), 'prompt', 'context_length_exceeded'],
   ])('%s → 400', async (_, body, param, code) => {
     const res = await post(`${server.url}/v1/completions`, body)
     expect(res.status).toBe(400)
@@ -178,7 +178,7 @@ describe('lifecycle', () => {
 
   test('a client that disconnects mid-stream frees its slot', async () => {
     const ac = new AbortController()
-    const res = await fetch(`${server.url}/v1/completions`, { method: 'POST', signal: ac.signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'the', max_tokens: 40, stream: true, seed: 1 }) })
+    const res = await fetch(`${server.url}/v1/completions`, { method: 'POST', signal: ac.signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'the', max_tokens: 40, stream: true, seed: 1 }) })
     const reader = res.body!.getReader()
     await reader.read()
     expect(server.engine.load.active).toBe(1)
@@ -194,7 +194,8 @@ describe('lifecycle', () => {
       for await (const ch of await c.completions.create({ model: 'tiny', prompt: 'the', max_tokens: 60, stream: true })) finishes.push(ch.choices[0]?.finish_reason ?? null)
     })()
     await until(() => s.engine.load.active === 1)
-    const closing = s.close({ graceMs: 100 })
+    // A grace of 0 ms ends long before 60 tokens are generated.
+    const closing = s.close({ graceMs: 0 })
     await closing
     await streaming
     expect(finishes.at(-1)).toBe('abort')

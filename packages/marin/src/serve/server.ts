@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net'
 import type { BpeTokenizer } from '@marin/datakit'
 import type { CausalLM } from '@marin/levanter'
 import { MetricsRegistry, logger } from '@marin/rigging'
+import { MarinError } from '../errors.js'
 import { createApp } from './app.js'
 import { Engine } from './engine.js'
 
@@ -30,6 +31,10 @@ export type ServeOptions = {
   readonly maxBatch?: number
   /** @default the model's context length */
   readonly maxTokensCap?: number
+  /** Most sequences (prompts × n) one request may ask for; more → 400 naming `n` or `prompt`. @default 256 */
+  readonly maxSequencesPerRequest?: number
+  /** Most sequences waiting for a slot; a request that does not fit → 429 with `Retry-After`. At least `maxSequencesPerRequest`. @default 1024 */
+  readonly maxQueuedSequences?: number
   /** @default 1 MiB */
   readonly maxBodyBytes?: number
   /** Metrics land here (served at /metrics). @default a new registry */
@@ -50,15 +55,22 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   if (o.tokenizer.vocabSize > o.model.config.vocabSize) {
     throw new Error(`tokenizer has ${o.tokenizer.vocabSize} ids but the model only ${o.model.config.vocabSize}; use the tokenizer the model was trained with`)
   }
+  const maxSequencesPerRequest = o.maxSequencesPerRequest ?? 256, maxQueued = o.maxQueuedSequences ?? 1024
+  for (const [k, v] of [['maxBatch', o.maxBatch ?? 16], ['maxSequencesPerRequest', maxSequencesPerRequest], ['maxQueuedSequences', maxQueued]] as const) {
+    if (!Number.isInteger(v) || v < 1) throw new MarinError('BAD_USAGE', `serve: ${k} ${v} must be a whole number >= 1`)
+  }
+  if (maxSequencesPerRequest > maxQueued) {
+    throw new MarinError('BAD_USAGE', `serve: maxSequencesPerRequest ${maxSequencesPerRequest} is above maxQueuedSequences ${maxQueued}, so a request at the cap could never be queued; raise the queue bound or lower the cap`)
+  }
   const metrics = o.metrics ?? new MetricsRegistry()
-  const engine = new Engine(o.model, { maxBatch: o.maxBatch ?? 16, metrics, vocabLimit: o.tokenizer.vocabSize })
+  const engine = new Engine(o.model, { maxBatch: o.maxBatch ?? 16, maxQueued, metrics, vocabLimit: o.tokenizer.vocabSize })
   const stopping = new AbortController()
   setMaxListeners(0, stopping.signal) // every running request listens for shutdown
   let draining = false
   const name = o.name ?? 'marin'
   const app = createApp({
     name, model: o.model, tokenizer: o.tokenizer, engine, metrics, shutdown: stopping.signal, draining: () => draining,
-    maxTokensCap: o.maxTokensCap ?? o.model.config.seqLen, maxBodyBytes: o.maxBodyBytes ?? 1 << 20,
+    maxTokensCap: o.maxTokensCap ?? o.model.config.seqLen, maxBodyBytes: o.maxBodyBytes ?? 1 << 20, maxSequencesPerRequest,
     ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
   })
   const host = o.host ?? '127.0.0.1'
@@ -68,7 +80,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   })
   const port = (server.address() as AddressInfo).port
   const url = `http://${host}:${port}`
-  log.info({ url, model: name, maxBatch: engine.maxBatch }, 'serving')
+  log.info({ url, model: name, maxBatch: engine.maxBatch, maxSequencesPerRequest, maxQueuedSequences: maxQueued }, 'serving')
   let closing: Promise<void> | undefined
   return {
     url, port, engine, metrics,
