@@ -71,6 +71,23 @@ test('a request that arrives mid-generation joins the running batch at the next 
   model.dispose()
 })
 
+test('free slots go round-robin between the waiting groups, not to the first queued', async () => {
+  const model = createModel({ type: 'gpt2', ...tiny }, 6)
+  const engine = new Engine(model, { maxBatch: 2 })
+  const started: string[] = []
+  const run = (name: string, group: object) => {
+    let first = true
+    return engine.submit({ prompt: [1, 2], maxTokens: 3, temperature: 0, topP: 1, seed: 0, topLogprobs: 0, group, onToken: () => void (first && started.push(name), (first = false)) })
+  }
+  const large = {}, small = {}, other = {}
+  const all = [...['a0', 'a1', 'a2', 'a3', 'a4', 'a5'].map((n) => run(n, large)), run('b0', small), run('b1', small), run('c0', other)]
+  await Promise.all(all)
+  // Slots go round-robin between the three requests, not first come, first served (a0 … a5, b0, b1, c0).
+  expect(started).toEqual(['a0', 'b0', 'c0', 'a1', 'b1', 'a2', 'a3', 'a4', 'a5'])
+  expect(engine.load).toEqual({ active: 0, queued: 0 })
+  model.dispose()
+})
+
 test('an aborted request is cancelled and frees its slot; the prompt can be scored', async () => {
   const model = createModel({ type: 'gpt2', ...tiny }, 2)
   const engine = new Engine(model)

@@ -5,7 +5,7 @@
  * joins at the next step instead of waiting for the others to finish.
  *
  * Admission is fair between groups (one HTTP request's prompts × n form a group): a free slot goes
- * to the waiting group with the fewest running sequences, the earliest on ties, so a small request
+ * to the waiting group with the fewest running sequences, round-robin on ties, so a small request
  * waits for the next sequence to finish, not behind every sequence of a large one queued before it.
  */
 import { Rng, sampleToken } from '@marin/levanter'
@@ -78,6 +78,9 @@ export class Engine {
   private readonly active: Active[] = []
   private readonly cache = new BatchCache()
   private running = false
+  /** When each group last had a sequence admitted (a running count of admissions). */
+  private readonly lastTurn = new WeakMap<object, number>()
+  private turn = 0
   private idle: (() => void)[] = []
   readonly maxBatch: number
   readonly maxQueued: number
@@ -193,23 +196,25 @@ export class Engine {
 
   /**
    * Take up to `free` sequences off the queue, one at a time to the group with the fewest running
-   * (and already picked) sequences, the group queued earliest on ties; each group's own in order.
+   * (and already picked) sequences; among those, the group whose last turn is oldest (never first,
+   * then the one queued earliest): round-robin. Each group's own sequences go in order.
    */
   private pick(free: number): Active[] {
     const held = new Map<object, number>()
     for (const s of this.active) held.set(s.group, (held.get(s.group) ?? 0) + 1)
     const picked: Active[] = []
     while (picked.length < free && this.queue.length > 0) {
-      let best = 0, bestHeld = Infinity
+      let best = -1, bestHeld = Infinity, bestTurn = Infinity
       const seen = new Set<object>()
       this.queue.forEach((s, i) => {
         if (seen.has(s.group)) return
         seen.add(s.group)
-        const h = held.get(s.group) ?? 0
-        if (h < bestHeld) [best, bestHeld] = [i, h]
+        const h = held.get(s.group) ?? 0, t = this.lastTurn.get(s.group) ?? -1
+        if (h < bestHeld || (h === bestHeld && t < bestTurn)) [best, bestHeld, bestTurn] = [i, h, t]
       })
       const [s] = this.queue.splice(best, 1)
       held.set(s!.group, bestHeld + 1)
+      this.lastTurn.set(s!.group, this.turn++)
       picked.push(s!)
     }
     return picked
