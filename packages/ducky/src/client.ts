@@ -8,7 +8,7 @@ import { RpcError } from './errors.js'
 import { defaultLogger, type DuckyLogger } from './log.js'
 import { retryPolicy, type RetryOptions } from './retry-policy.js'
 import { methodPath, type MethodDef, type ServiceDef } from './service.js'
-import { clientCredentials, grpcOptions, type ClientTlsOptions, type TransportOptions } from './transport.js'
+import { clientCredentials, clientLimits, grpcOptions, type ClientTlsOptions, type TransportOptions } from './transport.js'
 
 export type { CallOptions, ResponseStream } from './client-calls.js'
 
@@ -47,12 +47,15 @@ export type DuckyClient<S extends ServiceDef> = { readonly [K in keyof S['method
 }
 
 /**
- * @internal The grpc-js channel `connect` builds for `address`, and the metadata of one call on it:
- * `extra` entries plus the bearer token, synchronously unless the token loads asynchronously.
- * ducky's tunnel makes its raw byte-stream calls through the same two.
+ * @internal The grpc-js channel `connect` builds for `address` to call `def`, and the metadata of
+ * one call on it: `extra` entries plus the bearer token, synchronously unless the token loads
+ * asynchronously. ducky's tunnel makes its raw byte-stream calls through the same two. The
+ * channel takes messages up to the largest limit `def` declares (the server holds each method
+ * to its own).
  */
 export function openChannel(
   address: string,
+  def: ServiceDef,
   opts: Pick<ConnectOptions, 'tls' | 'token' | 'channelOptions'> & TransportOptions,
 ): { grpc: GrpcClient; metadata: (extra?: Readonly<Record<string, string>>) => Metadata | Promise<Metadata> } {
   const { creds, options: tlsOptions } = clientCredentials(opts.tls)
@@ -61,7 +64,7 @@ export function openChannel(
     'grpc.initial_reconnect_backoff_ms': 100,
     'grpc.max_reconnect_backoff_ms': 1000,
     ...opts.channelOptions,
-    ...grpcOptions(opts),
+    ...grpcOptions(opts, clientLimits(def)),
     ...tlsOptions,
   })
   const token = opts.token === undefined ? undefined : prepareToken(opts.token)
@@ -89,7 +92,7 @@ export function connect<S extends ServiceDef>(def: S, address: string, opts: Con
   if (typeof address !== 'string' || address.trim() === '') {
     throw new RpcError('INVALID_ARGUMENT', `address ${JSON.stringify(address)} is empty; pass host:port of a ducky server`)
   }
-  const { grpc, metadata } = openChannel(address, opts)
+  const { grpc, metadata } = openChannel(address, def, opts)
   const env: Env = {
     grpc,
     metadata: (o) => metadata(o?.metadata),

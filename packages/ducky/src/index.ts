@@ -4,7 +4,7 @@ import pkg from '../package.json' with { type: 'json' }
 export const name: string = pkg.name
 export const version: string = pkg.version
 
-export { bidi, defineService, METHOD_KINDS, methodPath, serverStream, unary } from './service.js'
+export { bidi, DEFAULT_MAX_MESSAGE_BYTES, defineService, METHOD_KINDS, methodPath, serverStream, unary } from './service.js'
 export type { MethodDef, MethodKind, MethodOptions, Methods, ServiceDef } from './service.js'
 export { bind } from './handlers.js'
 export type { BidiHandler, CallContext, HandlerOf, ServerStreamHandler, ServiceBinding, ServiceImpl, UnaryHandler } from './handlers.js'
@@ -17,7 +17,6 @@ export type { RpcCode, RpcErrorOptions } from './errors.js'
 export type { SecretGetter, TokenSource } from './auth.js'
 export { backoffMs, DEFAULT_RETRY } from './retry-policy.js'
 export type { RetryOptions } from './retry-policy.js'
-export { DEFAULT_MAX_MESSAGE_BYTES } from './transport.js'
 export type { ClientTlsOptions, KeepaliveOptions, ServerTlsOptions, TransportOptions } from './transport.js'
 export { HEALTH_SERVICE, HealthStatus, SERVING_STATUSES } from './health.js'
 export { checkHealth } from './health-check.js'

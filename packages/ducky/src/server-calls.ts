@@ -1,6 +1,7 @@
 /**
- * @module The server side of one call of each kind: auth, request validation, the handler,
- * response validation, backpressure and the mapping of failures to gRPC statuses.
+ * @module The server side of one call of each kind: request validation, the handler, response
+ * validation, backpressure and the mapping of failures to gRPC statuses. (The bearer token and
+ * the size limits are checked before, by the gate: call-gate.ts.)
  */
 import type {
   handleBidiStreamingCall,
@@ -13,7 +14,6 @@ import type {
   ServerWritableStream,
   StatusObject,
 } from '@grpc/grpc-js'
-import { checkBearer, digest, type ResolvedToken } from './auth.js'
 import { grpcStatus, RpcError } from './errors.js'
 import type { BidiHandler, CallContext, ServerStreamHandler, UnaryHandler } from './handlers.js'
 import type { DuckyLogger } from './log.js'
@@ -24,10 +24,6 @@ import type { Boxed } from './wire.js'
 /** What every call of one server shares. */
 export type CallEnv = {
   log: DuckyLogger
-  /** The expected bearer token, or undefined when the server is open. */
-  token: ResolvedToken | undefined
-  /** Digest of a literal token, computed once. */
-  tokenDigest: Buffer | undefined
 }
 
 type AnyCall = {
@@ -107,28 +103,8 @@ class ServerCallContext implements CallContext {
   }
 }
 
-/** The refusal of a call without the right token; the log line names the caller and the reason, never the token. */
-function refuse(env: CallEnv, call: AnyCall, method: string, reason: string): RpcError {
-  env.log.warn({ method, peer: call.getPeer(), reason }, 'refused call: bad bearer token')
-  return new RpcError('UNAUTHENTICATED', reason === 'missing' ? 'missing bearer token; pass the server token to connect()' : `${reason} bearer token; check the token passed to connect()`, { method })
-}
-
-/** Refuses the call unless it carries the server's bearer token. Sync when the token is a literal. */
-function authorize(env: CallEnv, call: AnyCall, method: string): void | Promise<void> {
-  if (env.token === undefined) return
-  if (env.tokenDigest !== undefined) {
-    const reason = checkBearer(call.metadata, env.tokenDigest)
-    if (reason !== undefined) throw refuse(env, call, method, reason)
-    return
-  }
-  return (env.token as { load: () => Promise<string> }).load().then((t) => {
-    const reason = checkBearer(call.metadata, digest(t))
-    if (reason !== undefined) throw refuse(env, call, method, reason)
-  })
-}
-
 /** The status sent for a failure; anything but an RpcError is a server bug: logged, sent as INTERNAL. */
-function toStatus(env: CallEnv, err: unknown, method: string): Partial<StatusObject> {
+export function toStatus(env: CallEnv, err: unknown, method: string): Partial<StatusObject> {
   if (err instanceof RpcError) {
     if (err.code === 'INTERNAL' || err.code === 'UNKNOWN' || err.code === 'DATA_LOSS') env.log.error({ err, method }, 'call failed')
     return { code: err.grpcCode, details: err.details, ...(err.metadata ? { metadata: err.metadata } : {}) }
@@ -194,15 +170,12 @@ function handleUnary(env: CallEnv, def: MethodDef, handler: UnaryHandler<unknown
 }
 
 export function unaryCall(env: CallEnv, def: MethodDef, method: string, handler: UnaryHandler<unknown, unknown>): handleUnaryCall<unknown, unknown> {
-  // Synchronous as far as the handler allows: no promise and no closure per call unless auth or
-  // the handler needs one.
+  // Synchronous as far as the handler allows: no promise and no closure per call unless the
+  // handler needs one.
   return (call, callback) => {
     const ctx = new ServerCallContext(call, method)
     try {
-      const auth = authorize(env, call, method)
-      if (auth) {
-        auth.then(() => handleUnary(env, def, handler, call, ctx, callback)).catch((err: unknown) => failUnary(env, ctx, callback, err))
-      } else handleUnary(env, def, handler, call, ctx, callback)
+      handleUnary(env, def, handler, call, ctx, callback)
     } catch (err) {
       failUnary(env, ctx, callback, err)
     }
@@ -213,8 +186,6 @@ export function serverStreamCall(env: CallEnv, def: MethodDef, method: string, h
   return (call) => {
     const ctx = new ServerCallContext(call, method)
     const run = async () => {
-      const auth = authorize(env, call, method)
-      if (auth) await auth
       const req = parseRequest(def.request, (call.request as Boxed).value, method)
       await writeAll(call, handler(req, ctx), def, ctx)
     }
@@ -244,8 +215,6 @@ export function bidiCall(env: CallEnv, def: MethodDef, method: string, handler: 
       }
     }
     const run = async () => {
-      const auth = authorize(env, call, method)
-      if (auth) await auth
       await writeAll(call, handler(requests(), ctx), def, ctx)
       if (badRequest) throw badRequest
     }

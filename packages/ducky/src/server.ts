@@ -2,13 +2,14 @@
 import { Server as GrpcServer } from '@grpc/grpc-js'
 import type { ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js'
 import { digest, prepareToken, type TokenSource } from './auth.js'
+import { callGate, type MethodGate } from './call-gate.js'
 import { RpcError } from './errors.js'
 import { bind, type ServiceBinding, type ServiceImpl } from './handlers.js'
 import { HealthStatus } from './health.js'
 import { defaultLogger, type DuckyLogger } from './log.js'
-import { bidiCall, serverStreamCall, unaryCall, type CallEnv } from './server-calls.js'
-import { methodPath, type ServiceDef } from './service.js'
-import { grpcOptions, serverCredentials, type ServerTlsOptions, type TransportOptions } from './transport.js'
+import { bidiCall, serverStreamCall, toStatus, unaryCall, type CallEnv } from './server-calls.js'
+import { DEFAULT_MAX_MESSAGE_BYTES, methodPath, type ServiceDef } from './service.js'
+import { grpcOptions, serverCredentials, serverLimits, type ServerTlsOptions, type TransportOptions } from './transport.js'
 import { codecOf } from './wire.js'
 
 export type ServeOptions = TransportOptions & {
@@ -45,7 +46,10 @@ export type DuckyServer = {
   forceShutdown(): void
 }
 
-function grpcService(binding: ServiceBinding, env: CallEnv): { definition: ServiceDefinition; implementation: UntypedServiceImplementation } {
+const same = (b: Buffer) => b
+
+/** The grpc-js definition and implementation of a bound service, and the gate of each of its methods. */
+function grpcService(binding: ServiceBinding, env: CallEnv, gates: Map<string, MethodGate>): { definition: ServiceDefinition; implementation: UntypedServiceImplementation } {
   const { def, impl } = binding
   const definition: Record<string, ServiceDefinition[string]> = {}
   const implementation: UntypedServiceImplementation = {}
@@ -62,11 +66,11 @@ function grpcService(binding: ServiceBinding, env: CallEnv): { definition: Servi
       responseStream: m.kind !== 'unary',
       requestSerialize: encode,
       requestDeserialize: decode,
-      // grpc-js copies each response into its frame before serialize returns, so responses
-      // are encoded into a reused buffer.
-      responseSerialize: encodeResponse,
+      // Responses arrive encoded by the gate, which checks their size (call-gate.ts).
+      responseSerialize: same,
       responseDeserialize: decode,
     }
+    gates.set(path, { path, auth: true, maxRequestBytes: m.maxRequestBytes, maxResponseBytes: m.maxResponseBytes, encode: encodeResponse })
     const h = handler.bind(impl) as never
     implementation[name] = m.kind === 'unary' ? unaryCall(env, m, path, h) : m.kind === 'serverStream' ? serverStreamCall(env, m, path, h) : bidiCall(env, m, path, h)
   }
@@ -88,19 +92,25 @@ export async function serve<S extends ServiceDef>(def: S, impl: ServiceImpl<S>, 
     throw new RpcError('INVALID_ARGUMENT', `port=${port} is not a TCP port; pass 0..65535 (0 picks a free port)`)
   }
   const token = opts.token === undefined ? undefined : prepareToken(opts.token)
-  const env: CallEnv = { log, token, tokenDigest: token && 'sync' in token ? digest(token.sync) : undefined }
+  const env: CallEnv = { log }
   const creds = serverCredentials(opts.tls)
   const bindings = [bind(def, impl), ...(opts.services ?? [])]
   const names = new Set<string>()
-  const grpc = new GrpcServer(grpcOptions(opts))
+  const gates = new Map<string, MethodGate>()
+  const gate = callGate(gates, { log, token, tokenDigest: token && 'sync' in token ? digest(token.sync) : undefined, toStatus: (err, method) => toStatus(env, err, method) })
+  // The gate must be the only interceptor: it bounds the reader of the call grpc-js hands it.
+  const grpc = new GrpcServer({ ...grpcOptions(opts, serverLimits(bindings.flatMap((b) => Object.values(b.def.methods)))), interceptors: [gate] })
   const health = new HealthStatus()
   for (const b of bindings) {
     if (names.has(b.def.name)) throw new RpcError('ALREADY_EXISTS', `service ${b.def.name} is added twice; pass each service once`)
     names.add(b.def.name)
-    const s = grpcService(b, env)
+    const s = grpcService(b, env, gates)
     grpc.addService(s.definition, s.implementation)
   }
   const h = health.grpcService()
+  for (const { path } of Object.values(h.definition)) {
+    gates.set(path, { path, auth: false, maxRequestBytes: DEFAULT_MAX_MESSAGE_BYTES, maxResponseBytes: DEFAULT_MAX_MESSAGE_BYTES, encode: undefined })
+  }
   grpc.addService(h.definition, h.implementation)
 
   const bracketed = host.includes(':') ? `[${host}]` : host

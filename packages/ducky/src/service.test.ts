@@ -3,7 +3,7 @@ import { z } from 'zod'
 import type { DuckyClient, ResponseStream } from './client.js'
 import { RpcError } from './errors.js'
 import type { CallContext, ServiceImpl } from './handlers.js'
-import { bidi, defineService, methodPath, serverStream, unary } from './service.js'
+import { bidi, DEFAULT_MAX_MESSAGE_BYTES, defineService, methodPath, serverStream, unary } from './service.js'
 
 const Jobs = defineService({
   name: 'marin.test.Jobs',
@@ -22,6 +22,15 @@ describe('defineService', () => {
     expect(Jobs.methods.logs.idempotent).toBe(false)
     expect(Jobs.methods.chat.kind).toBe('bidi')
     expect(methodPath(Jobs, 'submit')).toBe('/marin.test.Jobs/submit')
+  })
+
+  test('methods get 4 MiB limits each way unless they declare their own, and bad limits are refused naming the method', () => {
+    expect(Jobs.methods.submit).toMatchObject({ maxRequestBytes: DEFAULT_MAX_MESSAGE_BYTES, maxResponseBytes: DEFAULT_MAX_MESSAGE_BYTES })
+    expect(DEFAULT_MAX_MESSAGE_BYTES).toBe(4 * 1024 * 1024)
+    expect(bidi(z.null(), z.null(), { maxRequestBytes: 100, maxResponseBytes: 200 })).toMatchObject({ maxRequestBytes: 100, maxResponseBytes: 200 })
+    expect(() => defineService({ name: 'a.B', methods: { put: unary(z.null(), z.null(), { maxRequestBytes: 0 }) } })).toThrow(/method put has maxRequestBytes=0; pass a byte count from 1 to 4294967295/)
+    expect(() => defineService({ name: 'a.B', methods: { get: serverStream(z.null(), z.null(), { maxResponseBytes: 1.5 }) } })).toThrow(/method get has maxResponseBytes=1\.5/)
+    expect(() => defineService({ name: 'a.B', methods: { get: unary(z.null(), z.null(), { maxResponseBytes: 2 ** 32 }) } })).toThrow(RpcError)
   })
 
   test('refuses bad service and method names with a message that says what to do', () => {

@@ -17,7 +17,14 @@ export type MethodDef<K extends MethodKind = MethodKind, Req extends z.ZodType =
   readonly idempotent: boolean
   /** How messages are encoded; see {@link MessageCodec}. */
   readonly codec: MessageCodec
+  /** Largest request message, in bytes; a larger one is refused (RESOURCE_EXHAUSTED) from its length prefix, unread. */
+  readonly maxRequestBytes: number
+  /** Largest response message, in bytes; the server refuses to send a larger one (RESOURCE_EXHAUSTED). */
+  readonly maxResponseBytes: number
 }
+
+/** 4 MiB: the message limit, each way, of a method that declares none (control calls). */
+export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 /**
  * `ducky`: JSON structure plus raw binary segments (the default, see wire.ts).
@@ -31,21 +38,37 @@ export type MethodOptions = {
   idempotent?: boolean
   /** @default 'ducky' */
   codec?: MessageCodec
+  /** Largest request message, in bytes, for methods that carry bulk data. @default 4 MiB ({@link DEFAULT_MAX_MESSAGE_BYTES}) */
+  maxRequestBytes?: number
+  /** Largest response message, in bytes, for methods that carry bulk data. @default 4 MiB ({@link DEFAULT_MAX_MESSAGE_BYTES}) */
+  maxResponseBytes?: number
+}
+
+function method<K extends MethodKind, Req extends z.ZodType, Res extends z.ZodType>(kind: K, request: Req, response: Res, idempotent: boolean, opts: MethodOptions): MethodDef<K, Req, Res> {
+  return {
+    kind,
+    request,
+    response,
+    idempotent,
+    codec: opts.codec ?? 'ducky',
+    maxRequestBytes: opts.maxRequestBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+  }
 }
 
 /** A request → one response method. */
 export function unary<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: MethodOptions = {}): MethodDef<'unary', Req, Res> {
-  return { kind: 'unary', request, response, idempotent: opts.idempotent ?? false, codec: opts.codec ?? 'ducky' }
+  return method('unary', request, response, opts.idempotent ?? false, opts)
 }
 
 /** A request → a stream of responses. `idempotent` lets the client retry before the first response. */
 export function serverStream<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: MethodOptions = {}): MethodDef<'serverStream', Req, Res> {
-  return { kind: 'serverStream', request, response, idempotent: opts.idempotent ?? false, codec: opts.codec ?? 'ducky' }
+  return method('serverStream', request, response, opts.idempotent ?? false, opts)
 }
 
-/** A stream of requests ↔ a stream of responses, both open at once. Never retried. */
-export function bidi<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: Pick<MethodOptions, 'codec'> = {}): MethodDef<'bidi', Req, Res> {
-  return { kind: 'bidi', request, response, idempotent: false, codec: opts.codec ?? 'ducky' }
+/** A stream of requests ↔ a stream of responses, both open at once. Never retried. The limits apply to each message. */
+export function bidi<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: Omit<MethodOptions, 'idempotent'> = {}): MethodDef<'bidi', Req, Res> {
+  return method('bidi', request, response, false, opts)
 }
 
 export type Methods = Record<string, MethodDef>
@@ -55,6 +78,9 @@ export type ServiceDef<M extends Methods = Methods> = {
   readonly name: string
   readonly methods: M
 }
+
+/** The largest message the 4-byte length prefix of a gRPC message can announce. */
+const MAX_MESSAGE_BYTES = 2 ** 32 - 1
 
 /** Names a client keeps for itself, so no method may use them. */
 export const RESERVED_METHOD_NAMES = ['close', 'ready', 'then'] as const
@@ -89,6 +115,12 @@ export function defineService<const M extends Methods>(def: { name: string; meth
     }
     if (!(METHOD_KINDS as readonly string[]).includes(m.kind)) {
       throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: method ${name} has kind ${JSON.stringify(m.kind)}; build it with unary(), serverStream() or bidi()`)
+    }
+    for (const field of ['maxRequestBytes', 'maxResponseBytes'] as const) {
+      const n = m[field]
+      if (!Number.isSafeInteger(n) || n <= 0 || n > MAX_MESSAGE_BYTES) {
+        throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: method ${name} has ${field}=${n}; pass a byte count from 1 to ${MAX_MESSAGE_BYTES} (the largest a gRPC message can say it is)`)
+      }
     }
   }
   return Object.freeze({ name: def.name, methods: Object.freeze({ ...def.methods }) })

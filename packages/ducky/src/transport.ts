@@ -1,11 +1,9 @@
-/** @module Connection settings shared by servers and clients: keepalive, message size, TLS files. */
+/** @module Connection settings shared by servers and clients: keepalive, message size limits, TLS files. */
 import { readFileSync } from 'node:fs'
 import { credentials, ServerCredentials } from '@grpc/grpc-js'
 import type { ChannelCredentials, ChannelOptions } from '@grpc/grpc-js'
 import { RpcError } from './errors.js'
-
-/** 256 MiB: room for a 64 MiB tensor plus its neighbours in one message. */
-export const DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+import { DEFAULT_MAX_MESSAGE_BYTES, type MethodDef, type ServiceDef } from './service.js'
 
 export type KeepaliveOptions = {
   /** Ping the peer after this long without activity, in ms. @default 30000 */
@@ -18,20 +16,37 @@ export type KeepaliveOptions = {
 
 export type TransportOptions = {
   keepalive?: KeepaliveOptions
-  /** Largest message sent or received, in bytes. @default 256 MiB */
-  maxMessageBytes?: number
+}
+
+/** The largest messages one end sends and receives: grpc-js takes them per channel or server. */
+export type MessageLimits = { sendBytes: number; receiveBytes: number }
+
+/**
+ * A server's channel-wide limits: the largest of its methods' (per-method limits are enforced
+ * on each call, see call-gate.ts).
+ */
+export function serverLimits(methods: Iterable<MethodDef>): MessageLimits {
+  let sendBytes = DEFAULT_MAX_MESSAGE_BYTES
+  let receiveBytes = DEFAULT_MAX_MESSAGE_BYTES
+  for (const m of methods) {
+    sendBytes = Math.max(sendBytes, m.maxResponseBytes)
+    receiveBytes = Math.max(receiveBytes, m.maxRequestBytes)
+  }
+  return { sendBytes, receiveBytes }
+}
+
+/** A client's limits for one service: it sends requests and receives responses. */
+export function clientLimits(def: ServiceDef): MessageLimits {
+  const { sendBytes, receiveBytes } = serverLimits(Object.values(def.methods))
+  return { sendBytes: receiveBytes, receiveBytes: sendBytes }
 }
 
 /** The grpc-js channel/server options for these settings. */
-export function grpcOptions(opts: TransportOptions): ChannelOptions {
-  const max = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
-  if (!Number.isSafeInteger(max) || max <= 0) {
-    throw new RpcError('INVALID_ARGUMENT', `maxMessageBytes=${max} is not a positive integer; pass a byte count such as ${DEFAULT_MAX_MESSAGE_BYTES}`)
-  }
+export function grpcOptions(opts: TransportOptions, limits: MessageLimits): ChannelOptions {
   const ka = opts.keepalive ?? {}
   return {
-    'grpc.max_send_message_length': max,
-    'grpc.max_receive_message_length': max,
+    'grpc.max_send_message_length': limits.sendBytes,
+    'grpc.max_receive_message_length': limits.receiveBytes,
     'grpc.keepalive_time_ms': ka.timeMs ?? 30_000,
     'grpc.keepalive_timeout_ms': ka.timeoutMs ?? 10_000,
     'grpc.keepalive_permit_without_calls': (ka.permitWithoutCalls ?? true) ? 1 : 0,

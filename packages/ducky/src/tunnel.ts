@@ -163,7 +163,7 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
     throw err
   }
   // Connections are raw grpc-js calls (see tunnel-pipe.ts) on a channel built as `connect` builds one.
-  const { grpc, metadata } = openChannel(opts.via, { tls: opts.tls, token: opts.token })
+  const { grpc, metadata } = openChannel(opts.via, TunnelService, { tls: opts.tls, token: opts.token })
   const closeClients = () => {
     grpc.close()
     client.close()
