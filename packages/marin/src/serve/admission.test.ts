@@ -109,7 +109,9 @@ describe('limits', () => {
     expect(full.status).toBe(429)
     expect(Number(full.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
     expect(full.headers.get('retry-after')).toMatch(/^\d+$/)
-    expect(await full.json()).toEqual(errorShape('rate_limit_error', null, 'queue_full'))
+    const fullBody = (await full.json()) as { error: { message: string } }
+    expect(fullBody).toEqual(errorShape('rate_limit_error', null, 'queue_full'))
+    expect(fullBody.error.message).toMatch(/no room for this request's 1 sequence.*4 waiting, at most 4/)
     const chat = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1, stream: true }).catch((e: unknown) => e)
     expect(chat).toBeInstanceOf(OpenAI.RateLimitError)
     ac.abort()

@@ -70,7 +70,7 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
   function checkRoom(count: number): void {
     if (o.engine.hasRoom(count)) return
     const retry = o.engine.retryAfterSeconds(count)
-    throw new ApiError(429, `the server's queue is full (${o.engine.load.queued} sequences waiting, at most ${o.engine.maxQueued}); retry in ${retry} s`, null, 'queue_full', { 'Retry-After': String(retry) })
+    throw new ApiError(429, `the server's queue has no room for this request's ${count} sequence(s) (${o.engine.load.queued} waiting, at most ${o.engine.maxQueued}); retry in ${retry} s`, null, 'queue_full', { 'Retry-After': String(retry) })
   }
 
   /** Runs every choice; aborts them all when the client goes away or the server stops. */
