@@ -33,7 +33,7 @@ async function stream(i: number): Promise<{ tokens: number; ttftMs: number }> {
   const res = await fetch(`${server.url}/v1/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' },
     // logprobs: 0 makes every token its own event, so the first event is the first token.
-    body: JSON.stringify({ prompt: TEXT[i % TEXT.length]!.slice(0, 60 + i), max_tokens: NEW_TOKENS, seed: i, stream: true, logprobs: 0, stream_options: { include_usage: true } }),
+    body: JSON.stringify({ model: 'bench', prompt: TEXT[i % TEXT.length]!.slice(0, 60 + i), max_tokens: NEW_TOKENS, seed: i, stream: true, logprobs: 0, stream_options: { include_usage: true } }),
   })
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader()
   let ttftMs = -1, tokens = 0, buf = ''
