@@ -16,8 +16,12 @@
  * from its own upload before it commits.
  *
  * A grace period applies on top, to what no protocol covers: blobs put outside
- * a transaction (`putBlob`) and temp uploads are kept until they are older
- * than `graceMs`. Dead transactions' pins expire after `txnTtlMs`.
+ * a transaction (`putBlob`) and temp uploads no pin names are kept until they
+ * are older than `graceMs`. Dead transactions' pins expire after `txnTtlMs`
+ * (or at once, with `expireGoneWriters`, when the writer's process on this
+ * host is gone); the temp uploads they name go with them, whatever their age.
+ * The report says what was kept and why: each pin held (whose, since when,
+ * until when) and each temp upload kept.
  */
 import type { Storage } from '@marin/rigging'
 import { FinestoreError } from './errors.js'
@@ -25,7 +29,8 @@ import { readGcState, gcRunning } from './gc-state.js'
 import { isConditionFailed, isNotFound } from './internal/storage-errors.js'
 import { BLOBS_PREFIX, GC_STATE_PATH, TMP_PREFIX, parseBlobPath } from './layout.js'
 import { parseManifest } from './manifest.js'
-import { scanPins } from './pins.js'
+import { formatAge, scanPins } from './pins.js'
+import type { ExpiredPin, PinReport } from './pins.js'
 import { scanArtifacts } from './scan.js'
 
 export type GcOptions = {
@@ -35,6 +40,12 @@ export type GcOptions = {
   readonly graceMs?: number
   /** A transaction whose heartbeat is older than this is dead and pins nothing. @default 3_600_000 (1 h) */
   readonly txnTtlMs?: number
+  /**
+   * Expire now the pins of writers on this host whose process is gone (and so free
+   * their temp uploads), whatever their heartbeat says. Off by default: a process in
+   * another pid namespace sharing the host name would look gone. @default false
+   */
+  readonly expireGoneWriters?: boolean
   /** How long the collector's hold lasts without renewal (a crashed collector is replaced after it). @default 600_000 */
   readonly leaseMs?: number
 }
@@ -50,7 +61,17 @@ export type GcReport = {
   readonly deleted: readonly { readonly hash: string; readonly size: number }[]
   readonly bytesDeleted: number
   readonly tmpsDeleted: number
+  /** Temp uploads removed (or that would be): their pin expired, or no pin names them and they are past the grace period. */
+  readonly tmpsRemoved: readonly { readonly path: string; readonly size: number }[]
+  /** Temp uploads kept, and why. */
+  readonly tmpsKept: readonly { readonly path: string; readonly size: number; readonly modifiedAt: string; readonly reason: string }[]
+  /** Blob and temp upload bytes removed (or that would be). */
+  readonly bytesFreed: number
   readonly txnsExpired: number
+  /** Pins of live transactions: they keep their blobs and temp uploads. */
+  readonly pinsHeld: readonly PinReport[]
+  /** Pins removed (or that would be), and why. */
+  readonly pinsExpired: readonly Omit<ExpiredPin, 'generation'>[]
   /** Why blobs were not swept at all, when that happened. */
   readonly skipped?: string
 }
@@ -72,9 +93,9 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
       if (hash) blobs.push({ hash, size: info.size, mtimeMs: info.mtimeMs, generation: info.generation })
     }
     // Temp uploads are listed before the pins too: a transaction pins a temp before creating it.
-    const tmps: { path: string; mtimeMs: number; generation: string }[] = []
-    for await (const info of storage.list(TMP_PREFIX)) tmps.push({ path: info.path, mtimeMs: info.mtimeMs, generation: info.generation })
-    const pins = await scanPins(storage, txnTtlMs)
+    const tmps: { path: string; size: number; mtimeMs: number; generation: string }[] = []
+    for await (const info of storage.list(TMP_PREFIX)) tmps.push({ path: info.path, size: info.size, mtimeMs: info.mtimeMs, generation: info.generation })
+    const pins = await scanPins(storage, { ttlMs: txnTtlMs, expireGoneWriters: opts.expireGoneWriters ?? false })
     const referenced = new Set<string>()
     const scan = await scanArtifacts(storage)
     for (const m of scan.manifests) {
@@ -129,16 +150,35 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
       deleted.push({ hash: b.hash, size: b.size })
     }
 
-    let tmpsDeleted = 0
+    const tmpsRemoved: { path: string; size: number }[] = []
+    const tmpsKept: { path: string; size: number; modifiedAt: string; reason: string }[] = []
     for (const info of tmps) {
-      if (pins.tmps.has(info.path) || start - info.mtimeMs < graceMs) continue
+      const owner = pins.tmps.get(info.path)
+      const keep = (reason: string) => tmpsKept.push({ path: info.path, size: info.size, modifiedAt: new Date(info.mtimeMs).toISOString(), reason })
+      if (owner) {
+        keep(`pinned by transaction ${owner.id} (${owner.artifact}, pid ${owner.pid} on ${owner.host}) until ${owner.expiresAt}`)
+        continue
+      }
+      // A temp upload of an expired pin is abandoned: its writer is gone and nobody else knows its name.
+      if (!pins.orphanTmps.has(info.path) && start - info.mtimeMs < graceMs) {
+        keep(`younger than the grace period (${formatAge(graceMs)}): kept until ${new Date(info.mtimeMs + graceMs).toISOString()}`)
+        continue
+      }
       if (lease) await lease.renew()
-      if (!dryRun) await storage.delete(info.path, { ifGeneration: info.generation }).catch((err: unknown) => { if (!isConditionFailed(err)) throw err })
-      tmpsDeleted++
+      if (!dryRun) {
+        try {
+          await storage.delete(info.path, { ifGeneration: info.generation })
+        } catch (err) {
+          if (isConditionFailed(err)) continue
+          throw err
+        }
+      }
+      tmpsRemoved.push({ path: info.path, size: info.size })
     }
     if (!dryRun) {
       for (const t of pins.expired) await storage.delete(t.path, { ifGeneration: t.generation }).catch((err: unknown) => { if (!isConditionFailed(err)) throw err })
     }
+    const bytesDeleted = deleted.reduce((s, d) => s + d.size, 0)
     return {
       dryRun,
       blobsScanned: blobs.length,
@@ -146,9 +186,14 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
       pinned,
       young,
       deleted,
-      bytesDeleted: deleted.reduce((s, d) => s + d.size, 0),
-      tmpsDeleted,
+      bytesDeleted,
+      tmpsDeleted: tmpsRemoved.length,
+      tmpsRemoved,
+      tmpsKept,
+      bytesFreed: bytesDeleted + tmpsRemoved.reduce((s, t) => s + t.size, 0),
       txnsExpired: pins.expired.length,
+      pinsHeld: pins.held,
+      pinsExpired: pins.expired.map(({ generation: _, ...p }) => p),
       ...(skipped ? { skipped } : {}),
     }
   } finally {
