@@ -29,8 +29,10 @@ export { LATEST, checkArtifactName, checkFilePath, checkTagName, formatRef, pars
 export type { ArtifactRef } from './names.js'
 export { SchemaRegistry, defaultKind } from './schemas.js'
 
-// Catalog and gc
+// Catalog, gc and verification
 export { Catalog } from './catalog.js'
 export type { ArtifactRow, LineageRow, MetadataCondition, SearchQuery, VersionRow } from './catalog.js'
 export { GC_DEFAULTS, collectGarbage } from './gc.js'
 export type { GcOptions, GcReport } from './gc.js'
+export type { ExpiredPin, PinReport } from './pins.js'
+export type { BlobUse, DamagedBlob, VerifyOptions, VerifyReport } from './verify.js'

@@ -36,6 +36,8 @@ import type { ArtifactRef } from './names.js'
 import { scanArtifacts } from './scan.js'
 import { SchemaRegistry } from './schemas.js'
 import { Transaction } from './transaction.js'
+import { verifyStore } from './verify.js'
+import type { VerifyOptions, VerifyReport } from './verify.js'
 import type { CommitResult, TransactionOptions, TxnContext } from './transaction.js'
 import { ArtifactView } from './view.js'
 
@@ -291,7 +293,21 @@ export class Store {
   /** Removes blobs no version references; see gc.ts for why this is safe during commits. */
   async gc(opts: GcOptions = {}): Promise<GcReport> {
     const r = await collectGarbage(this.storage, { txnTtlMs: this.txnTtlMs, ...opts })
-    log.info({ dryRun: r.dryRun, deleted: r.deleted.length, bytes: r.bytesDeleted, scanned: r.blobsScanned, pinned: r.pinned }, 'gc finished')
+    log.info(
+      { dryRun: r.dryRun, deleted: r.deleted.length, bytes: r.bytesFreed, tmps: r.tmpsDeleted, pinsExpired: r.txnsExpired, pinsHeld: r.pinsHeld.length, scanned: r.blobsScanned, pinned: r.pinned },
+      'gc finished',
+    )
+    return r
+  }
+
+  /**
+   * Rehashes every blob and lists the damaged (corrupt or missing) ones with the
+   * versions and files they break; with `repairFrom`, restores those whose bytes
+   * a file of that local folder has.
+   */
+  async verify(opts: VerifyOptions = {}): Promise<VerifyReport> {
+    const r = await verifyStore(this.storage, this.blobs, opts)
+    for (const d of r.repaired) log.warn({ blob: d.hash, problem: d.problem, from: d.from }, `blob ${d.hash} (${d.problem}) restored from ${d.from}`)
     return r
   }
 
