@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, readFileSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -181,5 +181,83 @@ describe('leases across processes', () => {
     // Both racers won some rounds: the race was real, not one process running alone.
     expect(won[0]!.size + won[1]!.size).toBe(rounds)
     expect(Math.min(won[0]!.size, won[1]!.size)).toBeGreaterThan(0)
+  })
+})
+
+describe('keep-alive off the main thread', () => {
+  /** Blocks this thread: no timer, I/O callback or promise of its event loop runs meanwhile. */
+  const blockFor = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+
+  test('a main thread blocked for 3 TTLs keeps its lease with keepAliveOffThread; with keepAlive it expires', async () => {
+    const s = await fileStore()
+    const ttlMs = 1000
+    const off = await Lease.acquire(s, 'off', { ttlMs, owner: 'alice' })
+    await off.keepAliveOffThread()
+    const on = await Lease.acquire(s, 'on', { ttlMs, owner: 'alice' })
+    on.keepAlive()
+    const blockedAt = Date.now()
+    blockFor(3 * ttlMs)
+    // Read before this thread's event loop runs again: the worker renewed during the block, the timer of this thread could not.
+    const onDisk = (p: string) => JSON.parse(readFileSync(s.localPath(p)!, 'utf8')) as { renewedAt: number; expiresAt: number }
+    expect(onDisk('off').renewedAt).toBeGreaterThan(blockedAt + ttlMs)
+    expect(onDisk('on').expiresAt).toBeLessThan(blockedAt + 2 * ttlMs)
+    expect(await Lease.tryAcquire(s, 'off', { ttlMs, owner: 'bob' })).toBeUndefined()
+    await off.fence()
+    expect(off.lost.aborted).toBe(false)
+    await on.release()
+    await off.release()
+    expect(await s.exists('off')).toBe(false)
+  })
+
+  test('the main thread follows the generations the worker writes: fence and release act at the latest one', async () => {
+    const s = await fileStore()
+    const a = await Lease.acquire(s, 'l', { ttlMs: 60_000, owner: 'alice' })
+    const first = a.generation
+    const renewed: number[] = []
+    await a.keepAliveOffThread({ intervalMs: 10, onRenewed: (r) => renewed.push(r.renewedAt) })
+    expect(a.generation).not.toBe(first)
+    for (let i = 0; i < 400 && renewed.length < 3; i++) await new Promise((r) => setTimeout(r, 10))
+    expect(renewed.length).toBeGreaterThanOrEqual(3)
+    await a.fence()
+    const onDisk = await readLease(s, 'l')
+    expect(a.generation).toBe(onDisk?.generation)
+    await a.release()
+    // Renewals stopped with the release: nothing writes the lease again.
+    await new Promise((r) => setTimeout(r, 100))
+    expect(await s.exists('l')).toBe(false)
+  })
+
+  test('a lease taken over behind the worker: LEASE_LOST through onLost, lost and fence', async () => {
+    const s = await fileStore()
+    const a = await Lease.acquire(s, 'l', { ttlMs: 60_000, owner: 'alice' })
+    const lost = new Promise<unknown>((resolve) => void a.keepAliveOffThread({ intervalMs: 10, onLost: resolve }))
+    await new Promise((r) => setTimeout(r, 50))
+    await s.write('l', JSON.stringify({ owner: 'bob', expiresAt: Date.now() + 60_000, acquiredAt: 0, renewedAt: 0, host: 'h', pid: 1 }))
+    const err = await lost
+    expect(isRiggingError(err, 'LEASE_LOST')).toBe(true)
+    expect((err as Error).message).toMatch(/lost by alice: it is now held by bob/)
+    expect(a.lost.reason).toBe(err)
+    await expect(a.fence()).rejects.toBe(err)
+    expect((await readLease(s, 'l'))?.record?.owner).toBe('bob')
+  })
+
+  test('fence right after a takeover fails even before keep-alive notices', async () => {
+    const s = await fileStore()
+    const a = await Lease.acquire(s, 'l', { ttlMs: 60_000, owner: 'alice' })
+    await a.keepAliveOffThread({ intervalMs: 60_000 })
+    await s.write('l', JSON.stringify({ owner: 'bob', expiresAt: Date.now() + 60_000, acquiredAt: 0, renewedAt: 0, host: 'h', pid: 1 }))
+    const err = await a.fence().catch((e: unknown) => e)
+    expect(isRiggingError(err, 'LEASE_LOST')).toBe(true)
+    expect(a.lost.aborted).toBe(true)
+  })
+
+  test('memory:// leases are renewed on this thread (the storage lives in it)', async () => {
+    const s = await memStore()
+    const a = await Lease.acquire(s, 'l', { ttlMs: 60_000, owner: 'alice' })
+    const renewed = new Promise<void>((resolve) => void a.keepAliveOffThread({ intervalMs: 10, onRenewed: () => resolve() }))
+    await renewed
+    await a.fence()
+    await a.release()
+    expect(await s.exists('l')).toBe(false)
   })
 })

@@ -13,11 +13,20 @@
  *
  * `expiresAt` is wall-clock time (ms since the epoch): hosts sharing a lease
  * need clocks that agree to well within the TTL.
+ *
+ * Keep-alive renews on a timer of this thread (`keepAlive`), or on a worker
+ * thread with its own event loop (`keepAliveOffThread`), so that a main thread
+ * blocked for longer than the TTL (a synchronous loop, `Atomics.wait`, a sync
+ * call) does not lose its lease unnoticed. A holder about to act on what the
+ * lease guards calls `fence()` first: a renewal at the generation it last
+ * wrote, which fails with LEASE_LOST if anyone else wrote the lease since.
  */
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import { RiggingError, isRiggingError } from './errors.js'
+import { holdOffThread, type OffThreadHold } from './lease-keeper.js'
 import { logger } from './logger.js'
+import type { OpenStorageOptions } from './storage/open-storage.js'
 import type { Storage } from './storage/types.js'
 
 /** What a lease file holds. */
@@ -45,6 +54,10 @@ export type KeepAliveOptions = {
   readonly intervalMs?: number
   /** Called once, with a LEASE_LOST error, if the lease is lost (taken over, deleted, or unrenewable until expiry). */
   readonly onLost?: (err: RiggingError) => void
+  /** Called after each renewal, on the thread that called `keepAlive`. */
+  readonly onRenewed?: (record: LeaseRecord) => void
+  /** For `keepAliveOffThread`: how that thread opens `storage.url` (as the caller opened it, e.g. `{ private: true }`). */
+  readonly storageOptions?: Pick<OpenStorageOptions, 'private' | 'lock'>
 }
 
 /** A lease file as read from storage. */
@@ -89,7 +102,11 @@ const conditionFailed = (err: unknown) => isRiggingError(err, 'STORAGE_CONDITION
 /** A lease this process holds. Get one with `Lease.acquire` or `Lease.tryAcquire`. */
 export class Lease {
   private timer: NodeJS.Timeout | undefined
+  private offThread: OffThreadHold | undefined
+  /** The renewal in flight, if any: renewals never overlap (each is conditional on the one before). */
+  private renewing: Promise<void> | undefined
   private readonly lostCtl = new AbortController()
+  private onLost: ((err: RiggingError) => void) | undefined
 
   private constructor(
     readonly storage: Storage,
@@ -100,16 +117,29 @@ export class Lease {
     private state: { record: LeaseRecord; generation: string },
   ) {}
 
+  /**
+   * A lease another thread acquired and hands over as `{record, generation}`
+   * (what keep-alive threads use). Its first `renew` shows whether it is still held.
+   */
+  static adopt(storage: Storage, path: string, held: { owner: string; ttlMs: number; record: LeaseRecord; generation: string; now?: () => number }): Lease {
+    return new Lease(storage, path, held.owner, held.ttlMs, held.now ?? Date.now, { record: held.record, generation: held.generation })
+  }
+
   /** The lease as we last wrote it. */
   get record(): LeaseRecord {
     return this.state.record
+  }
+
+  /** The generation of the lease file as we last wrote it. */
+  get generation(): string {
+    return this.state.generation
   }
 
   get expiresAt(): number {
     return this.state.record.expiresAt
   }
 
-  /** Aborted (with the LEASE_LOST error as reason) when keep-alive finds the lease lost. */
+  /** Aborted (with the LEASE_LOST error as reason) when keep-alive or `fence` finds the lease lost. */
   get lost(): AbortSignal {
     return this.lostCtl.signal
   }
@@ -177,10 +207,22 @@ export class Lease {
   }
 
   /**
-   * Extends the lease by `ttlMs` from now.
+   * Extends the lease by `ttlMs` from now, by a write conditional on the
+   * generation we last wrote (after any renewal in flight).
    * @throws RiggingError('LEASE_LOST') if someone else took it over or deleted it.
    */
   async renew(): Promise<void> {
+    while (this.renewing) await this.renewing.catch(() => {})
+    const p = this.renewOnce()
+    this.renewing = p
+    try {
+      await p
+    } finally {
+      if (this.renewing === p) this.renewing = undefined
+    }
+  }
+
+  private async renewOnce(): Promise<void> {
     const t = this.now()
     const record: LeaseRecord = { ...this.state.record, expiresAt: t + this.ttlMs, renewedAt: t }
     try {
@@ -193,42 +235,122 @@ export class Lease {
     }
   }
 
+  /** Marks the lease lost once: stops keep-alive, aborts `lost`, calls `onLost`. */
+  private lose(err: RiggingError): void {
+    this.stopTimer()
+    const hold = this.offThread
+    this.offThread = undefined
+    void hold?.drop().catch(() => {})
+    if (this.lostCtl.signal.aborted) return
+    log.warn({ err, path: this.path, owner: this.owner }, 'lease lost')
+    this.lostCtl.abort(err)
+    this.onLost?.(err)
+  }
+
   /**
-   * Renews every `intervalMs` in the background (the timer does not keep the
-   * process alive). On loss, stops, aborts `lost` and calls `onLost`. Storage
-   * errors are retried until the lease would have expired.
+   * Renews every `intervalMs` on a timer of this thread (the timer does not
+   * keep the process alive). On loss, stops, aborts `lost` and calls `onLost`.
+   * Storage errors are retried until the lease would have expired. A thread
+   * that blocks for longer than the TTL stops renewing: use `keepAliveOffThread` then.
    */
   keepAlive(opts: KeepAliveOptions = {}): this {
-    this.stopKeepAlive()
+    this.stopTimer()
+    this.onLost = opts.onLost
     const every = opts.intervalMs ?? Math.max(1, Math.floor(this.ttlMs / 3))
-    let busy = false
-    const lose = (err: RiggingError) => {
-      this.stopKeepAlive()
-      if (this.lostCtl.signal.aborted) return
-      log.warn({ err, path: this.path, owner: this.owner }, 'lease lost')
-      this.lostCtl.abort(err)
-      opts.onLost?.(err)
-    }
     this.timer = setInterval(() => {
-      if (busy) return
-      busy = true
+      if (this.renewing) return
       this.renew()
+        .then(() => opts.onRenewed?.(this.state.record))
         .catch((err: unknown) => {
-          if (isRiggingError(err, 'LEASE_LOST')) return lose(err)
-          if (this.now() >= this.expiresAt) return lose(this.lostError(`renewal kept failing until it expired (${(err as Error).message})`))
+          if (isRiggingError(err, 'LEASE_LOST')) return this.lose(err)
+          if (this.now() >= this.expiresAt) return this.lose(this.lostError(`renewal kept failing until it expired (${(err as Error).message})`))
           log.warn({ err, path: this.path }, 'lease renewal failed; retrying')
-        })
-        .finally(() => {
-          busy = false
         })
     }, every)
     this.timer.unref()
     return this
   }
 
-  stopKeepAlive(): void {
+  /**
+   * Like `keepAlive`, but renews from a worker thread with its own event loop
+   * (one per process, shared by its leases), which opens `storage.url` again:
+   * renewals go on while this thread is blocked. Resolves once that thread has
+   * renewed the lease, so renewal demonstrably works before the guarded work
+   * starts. `onLost` and `onRenewed` run on this thread, when it is free.
+   * A `memory://` storage lives in one thread and is renewed here (no other
+   * process can contend for it). That thread opens the URL with `storageOptions`
+   * and the environment: object-store clients configured in code (credentials,
+   * an endpoint) are not carried over.
+   */
+  async keepAliveOffThread(opts: KeepAliveOptions = {}): Promise<this> {
+    await this.stopKeepAlive()
+    if (this.storage.url.startsWith('memory://')) return this.keepAlive(opts)
+    this.onLost = opts.onLost
+    const hold = await holdOffThread(
+      {
+        url: this.storage.url,
+        storageOptions: opts.storageOptions ?? {},
+        path: this.path,
+        owner: this.owner,
+        ttlMs: this.ttlMs,
+        intervalMs: opts.intervalMs ?? Math.max(1, Math.floor(this.ttlMs / 3)),
+        ...this.state,
+      },
+      {
+        renewed: (s) => {
+          if (this.offThread !== hold) return
+          this.state = s
+          opts.onRenewed?.(s.record)
+        },
+        lost: (err) => {
+          if (this.offThread === hold) this.lose(err)
+        },
+      },
+    ).catch((err: unknown) => {
+      if (isRiggingError(err, 'LEASE_LOST')) {
+        this.lose(err)
+      }
+      throw err
+    })
+    this.offThread = hold
+    this.state = hold.initial
+    return this
+  }
+
+  /**
+   * Proves this process still holds the lease, right before acting on what it
+   * guards (publishing an output, writing a final status): throws the LEASE_LOST
+   * error if keep-alive already found the lease lost, else renews it at the
+   * generation we last wrote (on the keep-alive thread, if it is elsewhere),
+   * which fails with LEASE_LOST if anyone else wrote the lease since. Keep-alive
+   * goes on afterwards; the lease then has a full TTL ahead.
+   */
+  async fence(): Promise<void> {
+    if (this.lostCtl.signal.aborted) throw this.lostCtl.signal.reason
+    try {
+      if (this.offThread) this.state = await this.offThread.fence()
+      else await this.renew()
+    } catch (err) {
+      if (isRiggingError(err, 'LEASE_LOST')) this.lose(err)
+      throw err
+    }
+  }
+
+  private stopTimer(): void {
     if (this.timer) clearInterval(this.timer)
     this.timer = undefined
+  }
+
+  /** Stops renewing; resolves once no renewal is in flight (here or on the keep-alive thread). */
+  async stopKeepAlive(): Promise<void> {
+    this.stopTimer()
+    const hold = this.offThread
+    this.offThread = undefined
+    if (hold) {
+      const s = await hold.drop().catch(() => undefined)
+      if (s) this.state = s
+    }
+    await this.renewing?.catch(() => {})
   }
 
   /**
@@ -236,7 +358,7 @@ export class Lease {
    * @throws RiggingError('LEASE_NOT_OWNER') if someone else holds it now.
    */
   async release(): Promise<void> {
-    this.stopKeepAlive()
+    await this.stopKeepAlive()
     await releaseLease(this.storage, this.path, this.owner)
   }
 }
