@@ -7,6 +7,7 @@ import { SecretStore } from '@marin/rigging'
 import { afterAll, afterEach, expect, test } from 'vitest'
 import { connect } from './client.js'
 import { RpcError } from './errors.js'
+import { checkHealth } from './health-check.js'
 import { serve, type DuckyServer } from './server.js'
 import { Demo, notUsed, recordingLogger } from './test-helpers.js'
 
@@ -112,4 +113,30 @@ test('an unreadable certificate file is named in the error', async () => {
   const err = (await serve(Demo, impl, { tls: { certFile: join(dir, 'missing.pem'), keyFile: join(dir, 'missing.key') }, logger: recordingLogger() }).catch((e: unknown) => e)) as RpcError
   expect(err.code).toBe('INVALID_ARGUMENT')
   expect(err.message).toMatch(/tls\.certFile: cannot read .*missing\.pem \(ENOENT\)/)
+})
+
+test('an authorize hook decides from the metadata before the handler runs: its RpcError is the answer, it may be async, and Health skips it', async () => {
+  let handled = 0
+  const log = recordingLogger()
+  const server = await serve(
+    Demo,
+    { ...impl, echo: ({ text }: { text: string }) => (handled++, { text }) },
+    {
+      logger: log,
+      authorize: async (md, method) => {
+        const header = md.get('authorization')[0]
+        if (header === 'Bearer job-token' && method.endsWith('/echo')) return
+        throw new RpcError(header === undefined ? 'UNAUTHENTICATED' : 'PERMISSION_DENIED', `not allowed to call ${method}`)
+      },
+    },
+  )
+  servers.push(server)
+  expect(await client(server.address, 'job-token').echo({ text: 'ok' })).toEqual({ text: 'ok' })
+  const none = (await client(server.address).echo({ text: 'x' }).catch((e: unknown) => e)) as RpcError
+  expect({ code: none.code, details: none.details }).toEqual({ code: 'UNAUTHENTICATED', details: 'not allowed to call /ducky.test.Demo/echo' })
+  const other = (await client(server.address, 'job-token').slow({ ms: 1 }).catch((e: unknown) => e)) as RpcError
+  expect(other.code).toBe('PERMISSION_DENIED')
+  expect(handled).toBe(1)
+  expect(log.lines.filter((l) => l.msg === 'refused call').map((l) => l.obj['code'])).toEqual(['UNAUTHENTICATED', 'PERMISSION_DENIED'])
+  expect(await checkHealth(server.address)).toBe('SERVING')
 })

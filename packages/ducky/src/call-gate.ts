@@ -1,7 +1,8 @@
 /**
  * @module The gate every call passes on the server before its first message is read: the bearer
- * token is checked from the call's metadata, and the method's size limits are set on the call's
- * reader, so a refused call costs the server its headers and nothing more.
+ * token (and the server's own `authorize` check) is checked from the call's metadata, and the
+ * method's size limits are set on the call's reader, so a refused call costs the server its
+ * headers and nothing more.
  *
  * grpc-js reads a request only once the handler asks for it, and the handler runs only once the
  * gate passes the metadata on: a call without the right token is answered UNAUTHENTICATED while
@@ -18,6 +19,12 @@ import { grpcStatus, RpcError } from './errors.js'
 import type { DuckyLogger } from './log.js'
 import { DEFAULT_MAX_MESSAGE_BYTES } from './service.js'
 import type { Boxed } from './wire.js'
+
+/**
+ * A server's own check of a call's metadata: returns (or resolves) to let the call in, throws
+ * (or rejects with) an RpcError such as UNAUTHENTICATED or PERMISSION_DENIED to refuse it.
+ */
+export type Authorize = (metadata: Metadata, method: string) => void | Promise<void>
 
 /** What the gate knows about one method path. */
 export type MethodGate = {
@@ -37,6 +44,8 @@ export type GateEnv = {
   readonly token: ResolvedToken | undefined
   /** Digest of a literal token, computed once. */
   readonly tokenDigest: Buffer | undefined
+  /** The server's own check of the metadata (see `ServeOptions.authorize`), after the token. */
+  readonly authorize: Authorize | undefined
   /** How a failure becomes a status (the server's mapping: RpcError as is, anything else INTERNAL). */
   readonly toStatus: (err: unknown, method: string) => Partial<StatusObject>
 }
@@ -157,22 +166,45 @@ class GatedCall implements ServerInterceptingCallInterface, Listener {
       env.log.error({ method: gate.path }, 'refused call: this @grpc/grpc-js has no per-call message reader to bound; use the version ducky pins')
       return this.refuse(grpcStatus('INTERNAL'), `${gate.path}: the server cannot bound the size of requests; the server log has the cause`)
     }
-    if (!gate.auth || env.token === undefined) return this.listener!.onReceiveMetadata(metadata)
+    if (!gate.auth || env.token === undefined) return this.authorize(metadata)
     if (env.tokenDigest !== undefined) return this.admit(metadata, checkBearer(metadata, env.tokenDigest))
     ;(env.token as { load: () => Promise<string> }).load().then(
       (t) => this.admit(metadata, checkBearer(metadata, digest(t))),
-      (err: unknown) => {
-        const s = env.toStatus(err, gate.path)
-        this.refuse(s.code ?? grpcStatus('INTERNAL'), s.details ?? 'the server cannot read its token')
-      },
+      (err: unknown) => this.fail(err),
     )
   }
 
   private admit(metadata: Metadata, refusal: AuthRefusal | undefined): void {
     if (this.cancelled) return
-    if (refusal === undefined) return this.listener!.onReceiveMetadata(metadata)
+    if (refusal === undefined) return this.authorize(metadata)
     this.env.log.warn({ method: this.gate.path, peer: this.next.getPeer(), reason: refusal }, 'refused call: bad bearer token')
     this.refuse(UNAUTHENTICATED, refusal === 'missing' ? 'missing bearer token; pass the server token to connect()' : `${refusal} bearer token; check the token passed to connect()`)
+  }
+
+  /** Runs the server's own check, if any, then lets the handler have the call. */
+  private authorize(metadata: Metadata): void {
+    const check = this.gate.auth ? this.env.authorize : undefined
+    if (check === undefined) return this.listener!.onReceiveMetadata(metadata)
+    let verdict: void | Promise<void>
+    try {
+      verdict = check(metadata, this.gate.path)
+    } catch (err) {
+      return this.fail(err)
+    }
+    if (typeof (verdict as PromiseLike<void> | undefined)?.then !== 'function') return this.listener!.onReceiveMetadata(metadata)
+    ;(verdict as PromiseLike<void>).then(
+      () => {
+        if (!this.cancelled) this.listener!.onReceiveMetadata(metadata)
+      },
+      (err: unknown) => this.fail(err),
+    )
+  }
+
+  /** Refuses the call with the status of `err` (an RpcError's own; INTERNAL, logged, for anything else). */
+  private fail(err: unknown): void {
+    if (err instanceof RpcError) this.env.log.warn({ method: this.gate.path, peer: this.next.getPeer(), code: err.code }, 'refused call')
+    const s = this.env.toStatus(err, this.gate.path)
+    this.refuse(s.code ?? grpcStatus('INTERNAL'), s.details ?? `refused call to ${this.gate.path}`)
   }
 
   private refuse(code: number, details: string): void {

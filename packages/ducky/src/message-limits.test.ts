@@ -22,8 +22,8 @@ afterEach(async () => {
 type Memory = { maxRssBytes: number; rssBytes: number }
 
 /** Starts `fixtures/bulk-server.ts` in a child process; `memory()` asks it for its resident memory. */
-async function childServer(): Promise<{ address: string; memory(): Promise<Memory> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE], { env: { ...process.env, DUCKY_TEST_TOKEN: TOKEN }, stdio: ['pipe', 'pipe', 'inherit'] })
+async function childServer(auth: 'token' | 'authorize'): Promise<{ address: string; memory(): Promise<Memory> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE], { env: { ...process.env, DUCKY_TEST_TOKEN: TOKEN, DUCKY_TEST_AUTH: auth }, stdio: ['pipe', 'pipe', 'inherit'] })
   const exited = once(child, 'exit')
   cleanup.push(async () => {
     child.stdin.end()
@@ -57,8 +57,8 @@ async function sendConcurrently(address: string, method: string, message: Buffer
 }
 
 /** A warm server (one small call served) and its peak memory before the calls under test. */
-async function warmChildServer() {
-  const server = await childServer()
+async function warmChildServer(auth: 'token' | 'authorize' = 'token') {
+  const server = await childServer(auth)
   const client = connect(Bulk, server.address, { token: TOKEN, logger: recordingLogger() })
   expect(await client.note({ data: new Uint8Array(1000) })).toEqual({ bytes: 1000 })
   client.close()
@@ -75,6 +75,16 @@ test('four unauthenticated 200 MiB requests are refused before their bodies are 
   const after = await server.memory()
   const grewMiB = (after.maxRssBytes - server.before.maxRssBytes) / MiB
   console.log(`server peak RSS ${(server.before.maxRssBytes / MiB).toFixed(0)} → ${(after.maxRssBytes / MiB).toFixed(0)} MiB (+${grewMiB.toFixed(1)} MiB) for four unauthenticated 200 MiB requests`)
+  expect(grewMiB).toBeLessThan(50)
+})
+
+test('an authorize hook also runs before the request is read: four refused 200 MiB requests grow the server by < 50 MiB', { timeout: 120_000 }, async () => {
+  const server = await warmChildServer('authorize')
+  const results = await sendConcurrently(server.address, '/ducky.test.Bulk/upload', huge(), 4, 'not-ours')
+  const after = await server.memory()
+  const grewMiB = (after.maxRssBytes - server.before.maxRssBytes) / MiB
+  console.log(`server peak RSS ${(server.before.maxRssBytes / MiB).toFixed(0)} → ${(after.maxRssBytes / MiB).toFixed(0)} MiB (+${grewMiB.toFixed(1)} MiB) for four 200 MiB requests refused by authorize`)
+  for (const r of results) expect(r).toMatchObject({ code: 'UNAUTHENTICATED', details: 'not one of our tokens' })
   expect(grewMiB).toBeLessThan(50)
 })
 

@@ -2,7 +2,7 @@
 import { Server as GrpcServer } from '@grpc/grpc-js'
 import type { ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js'
 import { digest, prepareToken, type TokenSource } from './auth.js'
-import { callGate, type MethodGate } from './call-gate.js'
+import { callGate, type Authorize, type MethodGate } from './call-gate.js'
 import { RpcError } from './errors.js'
 import { bind, type ServiceBinding, type ServiceImpl } from './handlers.js'
 import { HealthStatus } from './health.js'
@@ -19,6 +19,15 @@ export type ServeOptions = TransportOptions & {
   port?: number
   /** Bearer token every call must carry (the Health service stays open). @default none: no auth */
   token?: TokenSource
+  /**
+   * The server's own check of each call's metadata, for more than one credential (per-job tokens,
+   * say): throw or reject with an RpcError (UNAUTHENTICATED, PERMISSION_DENIED) to refuse the call.
+   * Like `token` (and after it, when both are set), it runs before any request byte is read; the
+   * Health service skips it. @default none
+   * @example
+   * authorize: (md) => { if (!known(md.get('authorization')[0])) throw new RpcError('UNAUTHENTICATED', 'unknown token; pass …') }
+   */
+  authorize?: Authorize
   /** Serve TLS with these PEM files. @default plaintext */
   tls?: ServerTlsOptions
   /** More services on the same port, e.g. `tunnelService({ allow })`. */
@@ -97,7 +106,13 @@ export async function serve<S extends ServiceDef>(def: S, impl: ServiceImpl<S>, 
   const bindings = [bind(def, impl), ...(opts.services ?? [])]
   const names = new Set<string>()
   const gates = new Map<string, MethodGate>()
-  const gate = callGate(gates, { log, token, tokenDigest: token && 'sync' in token ? digest(token.sync) : undefined, toStatus: (err, method) => toStatus(env, err, method) })
+  const gate = callGate(gates, {
+    log,
+    token,
+    tokenDigest: token && 'sync' in token ? digest(token.sync) : undefined,
+    authorize: opts.authorize,
+    toStatus: (err, method) => toStatus(env, err, method),
+  })
   // The gate must be the only interceptor: it bounds the reader of the call grpc-js hands it.
   const grpc = new GrpcServer({ ...grpcOptions(opts, serverLimits(bindings.flatMap((b) => Object.values(b.def.methods)))), interceptors: [gate] })
   const health = new HealthStatus()
@@ -121,7 +136,7 @@ export async function serve<S extends ServiceDef>(def: S, impl: ServiceImpl<S>, 
   )
   health.set('', 'SERVING')
   for (const n of names) health.set(n, 'SERVING')
-  log.info({ address: `${bracketed}:${bound}`, services: [...names], tls: opts.tls !== undefined, auth: token !== undefined }, 'server listening')
+  log.info({ address: `${bracketed}:${bound}`, services: [...names], tls: opts.tls !== undefined, auth: token !== undefined || opts.authorize !== undefined }, 'server listening')
 
   let stopping: Promise<void> | undefined
   return {
