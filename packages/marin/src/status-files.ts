@@ -1,9 +1,10 @@
 /**
  * @module The files the executor keeps in each step's output folder
- * (`.executor_status`, `.executor_status.lock`, `.executor_info`, `logs/`)
- * and the per-name version history under `.executor_history/` that `explain` reads.
+ * (`.executor_status`, `.executor_status.lock`, `.executor_info`, `logs/`, and
+ * `.staging/` while a step runs: see `step-output.ts`) and the per-name version
+ * history under `.executor_history/` that `explain` reads.
  */
-import { isRiggingError, type Storage } from '@marin/rigging'
+import { isRiggingError, type ObjectInfo, type Storage, type WriteCondition } from '@marin/rigging'
 
 export const STEP_STATUSES = ['SUCCESS', 'FAILED', 'RUNNING', 'DEP_FAILED'] as const
 export type StepStatus = (typeof STEP_STATUSES)[number]
@@ -14,8 +15,11 @@ export const infoPath = (nameHash: string) => `${nameHash}/.executor_info`
 export const logsDir = (nameHash: string) => `${nameHash}/logs`
 export const historyPath = (name: string) => `.executor_history/${name}.json`
 
-/** A status as read: the word and when it was written. */
-export type StatusRecord = { readonly status: StepStatus; readonly at: number }
+/**
+ * A status as read: the word, when it was written, and the file's generation
+ * (a runner writes its final status only at the generation of its own RUNNING).
+ */
+export type StatusRecord = { readonly status: StepStatus; readonly at: number; readonly generation: string }
 
 export async function readStatus(storage: Storage, nameHash: string): Promise<StatusRecord | undefined> {
   const path = statusPath(nameHash)
@@ -30,11 +34,23 @@ export async function readStatus(storage: Storage, nameHash: string): Promise<St
   }
   const word = text.split('\n')[0] as StepStatus
   // An unreadable status file is treated like a failure: the step re-runs.
-  return { status: STEP_STATUSES.includes(word) ? word : 'FAILED', at: st.mtimeMs }
+  return { status: STEP_STATUSES.includes(word) ? word : 'FAILED', at: st.mtimeMs, generation: st.generation }
 }
 
-export async function writeStatus(storage: Storage, nameHash: string, status: StepStatus): Promise<void> {
-  await storage.write(statusPath(nameHash), `${status}\n`)
+export type WriteStatusOptions = {
+  /** Written on a second line (RUNNING names its lease owner, so that each run's RUNNING has bytes, and a generation, of its own). */
+  readonly owner?: string
+  /** E.g. `{ ifGeneration }` of the status this run read or wrote: STORAGE_CONDITION_FAILED if anyone wrote it since. */
+  readonly condition?: WriteCondition
+}
+
+export async function writeStatus(storage: Storage, nameHash: string, status: StepStatus, opts: WriteStatusOptions = {}): Promise<ObjectInfo> {
+  return storage.write(statusPath(nameHash), `${status}\n${opts.owner ? `${opts.owner}\n` : ''}`, opts.condition ? { condition: opts.condition } : {})
+}
+
+/** For a conditional status write that lost to another writer: their status stands. */
+export function ignoreLostRace(err: unknown): void {
+  if (!isRiggingError(err, 'STORAGE_CONDITION_FAILED')) throw err
 }
 
 /** What `.executor_info` holds. */
@@ -54,8 +70,8 @@ export type StepInfo = {
   readonly provenance: unknown
 }
 
-export async function writeInfo(storage: Storage, info: StepInfo): Promise<void> {
-  await storage.write(infoPath(info.nameHash), `${JSON.stringify(info, null, 2)}\n`)
+export async function writeInfo(storage: Storage, info: StepInfo, condition?: WriteCondition): Promise<ObjectInfo> {
+  return storage.write(infoPath(info.nameHash), `${JSON.stringify(info, null, 2)}\n`, condition ? { condition } : {})
 }
 
 export async function readInfo(storage: Storage, nameHash: string): Promise<StepInfo | undefined> {

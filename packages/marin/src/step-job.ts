@@ -12,7 +12,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Lease, isRiggingError, type Storage } from '@marin/rigging'
 import type { JobRequest } from '@marin/iris'
 import { MarinError } from './errors.js'
-import { lockPath, readStatus, writeStatus } from './status-files.js'
+import { ignoreLostRace, lockPath, readStatus, writeStatus } from './status-files.js'
 import type { StepResult } from './step-runner.js'
 import type { StepTask } from './executor.js'
 
@@ -73,7 +73,8 @@ export async function failAbandoned(storage: Storage, nameHash: string, attempt:
   if (lease) {
     try {
       const st = await readStatus(storage, nameHash)
-      if (st?.status === 'RUNNING' || st === undefined) await writeStatus(storage, nameHash, 'FAILED')
+      // Conditional: the child, if only frozen, may still have written its status since our read.
+      if (st?.status === 'RUNNING' || st === undefined) await writeStatus(storage, nameHash, 'FAILED', { condition: st ? { ifGeneration: st.generation } : { ifAbsent: true } }).catch(ignoreLostRace)
     } finally {
       await lease.release()
     }

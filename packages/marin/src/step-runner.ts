@@ -1,17 +1,28 @@
 /**
  * @module Running one step where we are (the executor's process with `--local`,
  * or an iris job's process): take the step's lease, mark it RUNNING, call its
- * function, mark SUCCESS or FAILED, give the lease back.
+ * function on a staging folder, publish the output and mark SUCCESS or FAILED,
+ * give the lease back.
  *
  * The lease is what makes concurrent runs safe: of two processes that reach the
  * same step, one gets the lease and runs it; the other waits until the lease is
  * released (then sees SUCCESS and skips) or expires (its holder died: it takes over).
+ * It is renewed from a worker thread, so a step function that blocks the event
+ * loop (a synchronous loop, a sync call) keeps it. A run that loses it anyway
+ * (its process was frozen, its storage unreachable past the TTL) is fenced:
+ * - before publishing, it proves it still holds the lease (`lease.fence()`, a
+ *   renewal conditional on the generation it last wrote), else fails LEASE_LOST;
+ * - its final `.executor_info` and `.executor_status` writes are conditional on
+ *   the generations of its own RUNNING writes, which whoever took the step over
+ *   has replaced with theirs;
+ * - its function wrote only into its own staging folder (`step-output.ts`).
  */
 import { fileURLToPath } from 'node:url'
-import { Lease, isRiggingError, provenance, readLease, type Storage } from '@marin/rigging'
+import { Lease, RiggingError, isRiggingError, provenance, readLease, type ObjectInfo, type Storage } from '@marin/rigging'
 import { logger } from '@marin/rigging'
-import { lockPath, readStatus, recordHistory, writeInfo, writeStatus, type StepInfo } from './status-files.js'
+import { lockPath, readStatus, recordHistory, writeInfo, writeStatus, type StatusRecord, type StepInfo } from './status-files.js'
 import { openStepLog } from './step-log.js'
+import { clearOtherStaging, discardStaging, newStaging, publishOutput } from './step-output.js'
 import type { Step } from './step.js'
 import type { StepVersion } from './version.js'
 
@@ -60,26 +71,57 @@ export async function waitForLease(storage: Storage, nameHash: string, ttlMs: nu
   }
 }
 
+const errorText = (err: unknown) => (err instanceof Error ? (err.stack ?? err.message) : String(err))
+const leaseLostText = (err: unknown, what: string) =>
+  `LEASE_LOST: ${err instanceof Error ? err.message : String(err)}; ${what}. Another run holds the step now; its status is theirs to write.`
+
+/**
+ * Takes the step's lease (waiting while someone else holds it) and marks the
+ * step RUNNING at the generation of the status just read. Returns the status
+ * seen before, or SKIPPED when the step is done and need not run again.
+ */
+async function takeStep(o: RunStepOptions, startedAt: string): Promise<StepResult | { lease: Lease; before: StatusRecord | undefined; running: ObjectInfo }> {
+  const { storage } = o
+  const nameHash = o.version.nameHash
+  let waited = false
+  for (;;) {
+    waited = (await waitForLease(storage, nameHash, o.leaseTtlMs)) || waited
+    const lease = await Lease.tryAcquire(storage, lockPath(nameHash), { ttlMs: o.leaseTtlMs, ...(o.owner ? { owner: o.owner } : {}) })
+    if (!lease) continue
+    try {
+      for (;;) {
+        const before = await readStatus(storage, nameHash)
+        if (before?.status === 'SUCCESS' && (!o.force || waited)) {
+          await lease.release()
+          const at = new Date(before.at).toISOString()
+          return { status: 'SKIPPED', detail: `done at ${at}${waited ? ' (by a concurrent run)' : ''}`, startedAt, finishedAt: new Date().toISOString() }
+        }
+        try {
+          const running = await writeStatus(storage, nameHash, 'RUNNING', { owner: lease.owner, condition: before ? { ifGeneration: before.generation } : { ifAbsent: true } })
+          return { lease, before, running }
+        } catch (err) {
+          // A run that had lost the lease wrote the status after our read: look again.
+          if (!isRiggingError(err, 'STORAGE_CONDITION_FAILED')) throw err
+          waited = true
+        }
+      }
+    } catch (err) {
+      await lease.release().catch(() => {})
+      throw err
+    }
+  }
+}
+
 /** Runs the step here under its lease; see the module comment. Never throws for a failing step function. */
 export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
   const { storage, version } = o
   const nameHash = version.nameHash
   const startedAt = new Date().toISOString()
-  let waited = false
-  let lease: Lease | undefined
-  for (;;) {
-    waited = (await waitForLease(storage, nameHash, o.leaseTtlMs)) || waited
-    lease = await Lease.tryAcquire(storage, lockPath(nameHash), { ttlMs: o.leaseTtlMs, ...(o.owner ? { owner: o.owner } : {}) })
-    if (lease) break
-  }
-  const before = await readStatus(storage, nameHash)
-  if (before?.status === 'SUCCESS' && (!o.force || waited)) {
-    await lease.release()
-    const at = new Date(before.at).toISOString()
-    return { status: 'SKIPPED', detail: `done at ${at}${waited ? ' (by a concurrent run)' : ''}`, startedAt, finishedAt: new Date().toISOString() }
-  }
+  const taken = await takeStep(o, startedAt)
+  if ('status' in taken) return taken
+  const { lease, before, running } = taken
   const abort = new AbortController()
-  lease.keepAlive({ onLost: (err) => abort.abort(err) })
+  const staging = newStaging(storage, nameHash, o.outputPath)
   const prov = provenance()
   const info: Omit<StepInfo, 'status'> = {
     name: version.name,
@@ -95,29 +137,59 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
   }
   const stepLog = openStepLog(storage, `${nameHash}/logs/${o.logName ?? `${startedAt.replace(/[:.]/g, '-')}-${process.pid}.log`}`, { step: nameHash })
   let error: unknown
+  let infoWritten: ObjectInfo | undefined
   try {
-    await writeStatus(storage, nameHash, 'RUNNING')
-    await writeInfo(storage, { ...info, status: 'RUNNING' })
+    // Renewals from a thread of their own, running before the function starts.
+    await lease.keepAliveOffThread({ onLost: (err) => abort.abort(err), storageOptions: { private: true } })
+    await clearOtherStaging(storage, staging)
+    infoWritten = await writeInfo(storage, { ...info, status: 'RUNNING' })
     if (before && before.status !== 'SUCCESS') stepLog.log.info({ previous: before.status }, 'taking the step over')
-    stepLog.log.info({ outputPath: o.outputPath, version: version.hash }, 'step started')
-    await o.step.fn(o.config as never, { outputPath: o.outputPath, prefix: storage.url.startsWith('file://') ? fileURLToPath(storage.url) : storage.url, log: stepLog.log, signal: abort.signal })
+    stepLog.log.info({ outputPath: o.outputPath, staging: staging.outputPath, version: version.hash }, 'step started')
+    await o.step.fn(o.config as never, { outputPath: staging.outputPath, prefix: storage.url.startsWith('file://') ? fileURLToPath(storage.url) : storage.url, log: stepLog.log, signal: abort.signal })
     if (abort.signal.aborted) throw abort.signal.reason
-    stepLog.log.info('step succeeded')
   } catch (err) {
     error = err
-    stepLog.log.error({ err }, 'step failed')
   }
+  // Fencing: nothing below happens unless the lease is still ours.
+  const fenced = await lease.fence().then(
+    () => undefined,
+    (err: unknown) => err,
+  )
+  if (fenced !== undefined) {
+    const message = leaseLostText(fenced, 'the step\'s output was not published and its status not written')
+    stepLog.log.error({ err: fenced }, 'lease lost: output not published, status not written')
+    await stepLog.close()
+    await discardStaging(storage, staging).catch(() => {})
+    await lease.release().catch(() => {})
+    return { status: 'FAILED', error: message, startedAt, finishedAt: new Date().toISOString() }
+  }
+  if (error === undefined) {
+    try {
+      await publishOutput(storage, staging)
+    } catch (err) {
+      error = err
+    }
+  }
+  if (error === undefined) stepLog.log.info('step succeeded')
+  else stepLog.log.error({ err: error }, 'step failed')
   await stepLog.close()
+  await discardStaging(storage, staging).catch((err: unknown) => log.warn({ err, step: nameHash }, 'cannot remove the staging folder'))
   const finishedAt = new Date().toISOString()
   const status = error === undefined ? 'SUCCESS' : 'FAILED'
-  const message = error === undefined ? undefined : error instanceof Error ? (error.stack ?? error.message) : String(error)
-  if (abort.signal.aborted) {
-    // Someone else holds the step now: its status is theirs to write.
-    return { status: 'FAILED', error: `lease lost while running: ${(abort.signal.reason as Error).message}`, startedAt, finishedAt }
+  const message = error === undefined ? undefined : errorText(error)
+  try {
+    await writeInfo(storage, { ...info, status, finishedAt, ...(message ? { error: message } : {}) }, infoWritten ? { ifGeneration: infoWritten.generation } : undefined)
+    await writeStatus(storage, nameHash, status, { condition: { ifGeneration: running.generation } })
+  } catch (err) {
+    if (!isRiggingError(err, 'STORAGE_CONDITION_FAILED')) {
+      await lease.release().catch(() => {})
+      throw err
+    }
+    await lease.release().catch(() => {})
+    const lost = new RiggingError('LEASE_LOST', `step ${nameHash}: another run wrote its status or info after this run's RUNNING (${err.message})`)
+    return { status: 'FAILED', error: leaseLostText(lost, `this run's ${status} was not written`), startedAt, finishedAt }
   }
   try {
-    await writeInfo(storage, { ...info, status, finishedAt, ...(message ? { error: message } : {}) })
-    await writeStatus(storage, nameHash, status)
     await recordHistory(storage, version.name, { nameHash, hash: version.hash, fields: version.fields, dependencies: version.dependencies, status, at: finishedAt })
   } finally {
     await lease.release().catch((err: unknown) => {

@@ -41,7 +41,12 @@ export type Resolved<C> = C extends Versioned<infer T>
 
 /** What a step function gets besides its config. */
 export type StepContext = {
-  /** Where the step writes its output: a local directory for file:// prefixes, else a URL. */
+  /**
+   * Where the step writes its output: a local directory for file:// prefixes, else a URL. It is
+   * a staging folder of this attempt (`<step>/.staging/<attempt>/<name_hash8>`, named like the
+   * step folder), moved into the step folder when the function returns, while the step's lease
+   * is still held; dependents get the step folder's path.
+   */
   readonly outputPath: string
   /** The Marin prefix the step runs under (a local directory for file:// prefixes, else a URL); finestore lives at `<prefix>/store`. */
   readonly prefix: string
