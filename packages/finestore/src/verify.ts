@@ -73,14 +73,16 @@ export async function verifyStore(storage: Storage, blobs: BlobStore, opts: Veri
   const damaged = new Map<string, DamagedBlob>()
   let intact = 0
   let bytes = 0
+  const present = new Set<string>()
   for (const [i, b] of listed.entries()) {
     const found = await blobs.inspect(b.hash)
+    if (found.state !== 'missing') present.add(b.hash)
     if (found.state === 'intact') intact++
-    else damaged.set(b.hash, describe(b.hash, found.state === 'corrupt' ? found : undefined, uses, sizes))
+    else if (found.state === 'corrupt') damaged.set(b.hash, describe(b.hash, found, uses, sizes))
+    // Gone since the listing: collected by gc if no version uses it, else missing (checked below).
     bytes += b.size
     opts.onProgress?.(i + 1, bytes)
   }
-  const present = new Set(listed.map((b) => b.hash))
   for (const hash of uses.keys()) {
     if (present.has(hash)) continue
     // Created since the listing (a commit landing now) is not missing.
