@@ -1,5 +1,6 @@
 /** @module `marin run FILE` and `experiment.main()`: the same flags, the same behaviour. */
 import { Command, CommanderError, Option } from 'commander'
+import { scrubProcessOutput } from '@marin/rigging'
 import type { Experiment } from './experiment.js'
 import { loadExperiment } from './load-script.js'
 import { runExperiment } from './run-experiment.js'
@@ -61,8 +62,12 @@ export async function runMain(experiment: Experiment, argv: readonly string[], i
   return code
 }
 
-const defaultIo = (): CliIo => ({
-  out: (l) => process.stdout.write(`${l}\n`),
-  err: (l) => process.stderr.write(`${l}\n`),
-  env: process.env,
-})
+/** The process's own I/O; a script run as a program may read secrets, so nothing printed holds one. */
+function defaultIo(): CliIo {
+  scrubProcessOutput()
+  return {
+    out: (l) => process.stdout.write(`${l}\n`),
+    err: (l) => process.stderr.write(`${l}\n`),
+    env: process.env,
+  }
+}

@@ -1,7 +1,9 @@
 /**
  * @module Progress of steps running elsewhere (iris jobs): the newest log line of each step, shown
  * as one line rewritten in place on a terminal, or printed every few seconds otherwise (CI logs).
+ * Secret values this process knows are scrubbed from what is shown.
  */
+import { scrubSecretValues } from '@marin/rigging'
 
 /** Fields of a pino line that say nothing about progress. */
 const NOISE = new Set(['level', 'time', 'pid', 'hostname', 'pkg', 'msg', 'step', 'err', 'v'])
@@ -67,7 +69,7 @@ export function progressSink(out: (line: string) => void, opts: { readonly tty?:
     update(label, text) {
       if (finished.has(label)) return
       latest.delete(label)
-      latest.set(label, text)
+      latest.set(label, scrubSecretValues(text))
       if (Date.now() - lastAt >= every) flush()
     },
     finish(label) {

@@ -2,10 +2,11 @@
 import { randomBytes } from 'node:crypto'
 import { join, resolve } from 'node:path'
 import { JobScheduler } from '@marin/iris'
-import { Lease, openStorage } from '@marin/rigging'
+import { Lease } from '@marin/rigging'
 import { Executor, defaultPrefix, recordPath, type ExecutorOptions, type ExperimentRecord } from './executor.js'
 import type { Experiment } from './experiment.js'
 import { irisRunner } from './iris-runner.js'
+import { openPrefixStorage } from './prefix-storage.js'
 
 export type RunOptions = Omit<ExecutorOptions, 'runner'> & {
   /** Run steps in this process instead of as iris jobs. */
@@ -49,7 +50,7 @@ async function runSteps(experiment: Experiment, opts: RunOptions): Promise<Exper
   let owner: Lease | undefined
   let irisPrefix = localPrefix
   if (cluster === 'local') {
-    owner = await Lease.tryAcquire(await openStorage(localPrefix), 'iris/.local-cluster.lock', { ttlMs: 30_000 })
+    owner = await Lease.tryAcquire(await openPrefixStorage(localPrefix), 'iris/.local-cluster.lock', { ttlMs: 30_000 })
     owner?.keepAlive()
     if (!owner) irisPrefix = join(localPrefix, 'iris', 'concurrent', `${Date.now()}-${randomBytes(3).toString('hex')}`)
   }

@@ -16,8 +16,9 @@ export function openStepLog(storage: Storage, path: string, bindings: Record<str
   let file: WriteStream | undefined
   const buffered: string[] = []
   if (local) {
-    mkdirSync(dirname(local), { recursive: true })
-    file = createWriteStream(local, { flags: 'a' })
+    // Owner-only, as the executor's other files (see prefix-storage.ts).
+    mkdirSync(dirname(local), { recursive: true, mode: 0o700 })
+    file = createWriteStream(local, { flags: 'a', mode: 0o600 })
   }
   // The file keeps info and above whatever LOG_LEVEL says; stderr follows LOG_LEVEL.
   const envLevel = process.env.LOG_LEVEL ?? 'info'

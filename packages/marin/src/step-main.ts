@@ -4,17 +4,20 @@
  * experiment script, checks that the step's version is the one the executor
  * planned, runs the step under its lease and writes a result file for the executor.
  */
-import { openStorage } from '@marin/rigging'
+import { scrubProcessOutput } from '@marin/rigging'
 import { MarinError } from './errors.js'
 import { outputPathOf, prepare } from './executor.js'
 import { loadExperiment } from './load-script.js'
+import { openPrefixStorage } from './prefix-storage.js'
 import { runStepHere, type StepResult } from './step-runner.js'
 import { resultPath } from './step-job.js'
 
+// This process may read secrets: what it prints (the job log the driver keeps and shows) holds none.
+scrubProcessOutput()
 const [script, stepName, expected] = process.argv.slice(2)
 const env = process.env
 const attempt = { id: env.MARIN_STEP_ATTEMPT ?? `${Date.now()}-${process.pid}`, owner: env.MARIN_STEP_OWNER ?? '' }
-const storage = await openStorage(env.MARIN_PREFIX ?? './.marin')
+const storage = await openPrefixStorage(env.MARIN_PREFIX ?? './.marin')
 const startedAt = new Date().toISOString()
 let result: StepResult
 try {

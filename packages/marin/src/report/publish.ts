@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto'
 import { resolve } from 'node:path'
-import { isRiggingError, openStorage, type Storage } from '@marin/rigging'
+import { isRiggingError, openStorage, scrubSecretValues, type Storage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import type { Site } from './build.js'
 
@@ -125,6 +125,7 @@ async function sinkFor(target: string): Promise<Sink> {
 /**
  * Writes the files of `site` that differ from what the target's manifest records (or that are
  * missing there), deletes files of the previous publish that are gone, then writes the manifest.
+ * A site is meant to be read by others: every secret value this process knows is scrubbed from it.
  */
 export async function publishSite(site: Site, target: string): Promise<PublishResult> {
   const sink = await sinkFor(target)
@@ -132,7 +133,8 @@ export async function publishSite(site: Site, target: string): Promise<PublishRe
   const next: Manifest = { format: 1, files: {} }
   const uploaded: string[] = []
   const unchanged: string[] = []
-  for (const [path, body] of [...site].sort(([a], [b]) => a.localeCompare(b))) {
+  for (const [path, raw] of [...site].sort(([a], [b]) => a.localeCompare(b))) {
+    const body = scrubSecretValues(raw)
     const hash = sha256(body)
     next.files[path] = hash
     if (old.files[path] === hash && (await sink.exists(path))) {
