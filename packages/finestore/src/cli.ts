@@ -122,6 +122,7 @@ function showVerify(r: VerifyReport, from: string | undefined): string {
   for (const u of r.unreadableManifests) lines.push(`unreadable manifest: ${u.error}`)
   if (r.damaged.length === 0) {
     lines.push(`all ${r.blobsChecked + r.repaired.filter((d) => d.problem === 'missing').length} blobs intact (${human(r.bytesChecked)} rehashed)`)
+    if (r.unreadableManifests.length > 0) lines.push(`but ${r.unreadableManifests.length} manifests are unreadable: restore them from a copy of the store`)
     return lines.join('\n')
   }
   if (from !== undefined) lines.push(`not repaired: no file under ${from} has the right bytes of ${r.damaged.length} damaged blobs`)
@@ -220,7 +221,7 @@ export async function runCli(argv: readonly string[], io: CliIo = STDIO): Promis
 
   program
     .command('verify')
-    .description('rehash every blob; list damaged (corrupt or missing) blobs and the versions they break; exit 1 if any')
+    .description('rehash every blob; list damaged (corrupt or missing) blobs and the versions they break; exit 1 if any (or if a manifest is unreadable)')
     .option('--repair-from <dir>', 'restore damaged or missing blobs from files of this local folder (any names, any depth) whose bytes match')
     .option('--json', 'print JSON')
     .action(async (o: { repairFrom?: string; json?: boolean }) => {
@@ -240,7 +241,7 @@ export async function runCli(argv: readonly string[], io: CliIo = STDIO): Promis
       })
       progress?.finish()
       print(o.json ? JSON.stringify(r, null, 2) : showVerify(r, from))
-      if (r.damaged.length > 0) exitCode = 1
+      if (r.damaged.length > 0 || r.unreadableManifests.length > 0) exitCode = 1
     })
 
   program

@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { runCli } from './cli.js'
-import { blobPath } from './layout.js'
+import { blobPath, manifestPath } from './layout.js'
 import { Progress } from './progress.js'
 import { PKG_DIR, runNode } from './test-support/child.js'
 import { newStore, tempDir, type TestStore } from './test-support/stores.js'
@@ -103,6 +103,12 @@ test('verify --repair-from a folder that does not exist is bad usage; a repair s
   cleanups.push(empty.cleanup)
   expect(await run(['verify', '--repair-from', empty.dir])).toBe(1)
   expect(io.out.join('')).toMatch(/not repaired: no file under .* has the right bytes/)
+  // Every blob intact but a manifest unreadable: still not well.
+  await store.putBlob('only copy')
+  await store.storage.write(manifestPath('datasets/x', 2), '{oops')
+  io.out.length = 0
+  expect(await run(['verify'])).toBe(1)
+  expect(io.out.join('')).toMatch(/unreadable manifest: .*artifacts\/datasets\/x\/versions\/2\.json/)
 })
 
 test('progress: a redrawn bar on a terminal, periodic lines otherwise', () => {
