@@ -1,6 +1,6 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { Lease, configureLogging, openStorage, type Storage } from '@marin/rigging'
 import { Executor, type ExecutorOptions } from './executor.js'
@@ -196,5 +196,52 @@ describe('executor', () => {
     await new Promise((r) => setTimeout(r, 10))
     const dry3 = await run(p2, build().exp, { dryRun: true })
     expect(dry3.lines.join('\n')).toMatch(/run {3}tokenize_\w+ +take over: RUNNING since .* but its lease expired at /)
+  })
+
+  test('the output is staged and published on success: a re-run replaces it whole, a failed run leaves it, executor names are refused', async () => {
+    const prefix = freshPrefix()
+    const o = { v: 1, fail: false, logs: false, staged: '', publishedDuringRun: true }
+    const out = step({
+      name: 'out',
+      config: { k: versioned(1) },
+      fn: (_c, { outputPath }) => {
+        o.staged = outputPath
+        mkdirSync(join(outputPath, 'dir'), { recursive: true })
+        writeFileSync(join(outputPath, 'dir', `v${o.v}.txt`), `${o.v}`)
+        writeFileSync(join(outputPath, `only-v${o.v}.txt`), `${o.v}`)
+        if (o.logs) mkdirSync(join(outputPath, 'logs'))
+        o.publishedDuringRun = existsSync(join(prefix, basename(outputPath), `only-v${o.v}.txt`))
+        if (o.fail) throw new Error('out broke')
+      },
+    })
+    const exp = new Experiment({ name: 'out', steps: [out] })
+    const first = await run(prefix, exp)
+    const dir = join(prefix, first.record.steps[0]!.nameHash)
+    // The function wrote into a staging folder named like the step folder; nothing appeared in place before it returned.
+    expect(o.staged.startsWith(join(dir, '.staging'))).toBe(true)
+    expect(basename(o.staged)).toBe(basename(dir))
+    expect(o.publishedDuringRun).toBe(false)
+    const entries = () => readdirSync(dir).filter((n) => !n.startsWith('.') && n !== 'logs').sort()
+    expect(entries()).toEqual(['dir', 'only-v1.txt'])
+    expect(existsSync(join(dir, '.staging'))).toBe(false)
+
+    o.v = 2
+    await run(prefix, exp, { force: true })
+    expect(entries()).toEqual(['dir', 'only-v2.txt'])
+    expect(readdirSync(join(dir, 'dir'))).toEqual(['v2.txt'])
+    expect(readdirSync(join(dir, 'logs'))).toHaveLength(2)
+
+    o.v = 3
+    o.fail = true
+    const failed = await run(prefix, exp, { force: true })
+    expect(failed.record.steps[0]!.status).toBe('FAILED')
+    expect(entries()).toEqual(['dir', 'only-v2.txt'])
+
+    o.fail = false
+    o.logs = true
+    const refused = await run(prefix, exp, { force: true })
+    expect(refused.record.steps[0]!.error).toMatch(/wrote "logs" into its output, a name the executor keeps for its own files/)
+    expect(entries()).toEqual(['dir', 'only-v2.txt'])
+    expect(existsSync(join(dir, '.staging'))).toBe(false)
   })
 })

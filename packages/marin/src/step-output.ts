@@ -13,7 +13,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { lstat, mkdir, readdir, rename, rm } from 'node:fs/promises'
+import { lstat, mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises'
 import { basename, join } from 'node:path'
 import type { Storage } from '@marin/rigging'
 import { MarinError } from './errors.js'
@@ -54,7 +54,7 @@ export async function discardStaging(storage: Storage, s: Staging): Promise<void
   const local = storage.localPath(s.attemptRel)
   if (local) {
     await rm(local, { recursive: true, force: true })
-    await rm(storage.localPath(`${s.nameHash}/${STAGING}`)!, { recursive: false, force: true }).catch(() => {}) // only if empty
+    await rmdir(storage.localPath(`${s.nameHash}/${STAGING}`)!).catch(() => {}) // only once empty
     return
   }
   for await (const o of storage.list(`${s.attemptRel}/`)) await storage.delete(o.path)
