@@ -6,10 +6,11 @@
  */
 import { randomBytes } from 'node:crypto'
 import { resolve } from 'node:path'
-import { Lease, logger, openStorage, provenance, type Storage } from '@marin/rigging'
+import { Lease, logger, provenance, scrubSecretValues, type Storage } from '@marin/rigging'
 import { MarinError } from './errors.js'
 import { dependenciesOf, topoSort } from './graph.js'
 import { formatPlan, planStep, selectSteps, type PlanEntry } from './plan.js'
+import { openPrefixStorage } from './prefix-storage.js'
 import { progressSink } from './progress.js'
 import { recordHistory, lockPath, readStatus, writeStatus } from './status-files.js'
 import { runStepHere, type StepResult } from './step-runner.js'
@@ -165,7 +166,7 @@ export class Executor {
   }
 
   storage(): Promise<Storage> {
-    this.storagePromise ??= openStorage(this.prefix)
+    this.storagePromise ??= openPrefixStorage(this.prefix)
     return this.storagePromise
   }
 
@@ -179,7 +180,9 @@ export class Executor {
 
   /** Plans and (unless dry-run) runs an experiment; writes and returns its record. */
   async run(exp: ExperimentRun): Promise<ExperimentRecord> {
-    const rawOut = this.opts.out ?? (() => {})
+    const given = this.opts.out
+    // A step run here may have read a secret, and its error is printed: every line is scrubbed.
+    const rawOut = given ? (line: string) => given(scrubSecretValues(line)) : () => {}
     const progress = progressSink(rawOut, this.opts.out && process.stdout.isTTY ? { tty: process.stdout } : {})
     const out = (line: string) => {
       progress.done()
