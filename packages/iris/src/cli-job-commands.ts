@@ -3,7 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander'
 import { clientOf, collect, intArg, UsageError, withConnection, type CliIo, type Run } from './cli-io.js'
 import { formatJob, formatJobList, formatLogLine, formatWorkers } from './cli-format.js'
 import { parseDuration } from './duration.js'
-import { resolveJobRequest } from './job-spec.js'
+import { resolveJobRequest, SECRET_SPEC_MESSAGE } from './job-spec.js'
 import { parseResources } from './resources.js'
 import { JOB_STATES, PRIORITIES, type JobState } from './states.js'
 
@@ -17,6 +17,17 @@ function parseEnv(pairs: readonly string[]): Record<string, string> {
   return env
 }
 
+function parseSecrets(pairs: readonly string[]): Record<string, string> {
+  const secrets: Record<string, string> = {}
+  for (const p of pairs) {
+    const eq = p.indexOf('=')
+    const spec = p.slice(eq + 1)
+    if (eq <= 0 || !/^(env:.|file:.)/.test(spec)) throw new UsageError(`--secret "${p}": expected NAME=env:VAR or NAME=file:PATH; ${SECRET_SPEC_MESSAGE}`)
+    secrets[p.slice(0, eq)] = spec
+  }
+  return secrets
+}
+
 export function submitCommand(name: string, io: CliIo, run: Run, exit: { code: number }): Command {
   return withConnection(new Command(name), io)
     .description('submit a job; prints its id')
@@ -24,7 +35,9 @@ export function submitCommand(name: string, io: CliIo, run: Run, exit: { code: n
     .option('--resources <spec>', 'per-task resources, e.g. cpu=1,memory=2G,gpu=0', 'cpu=1,memory=512M,gpu=0')
     .option('--replicas <n>', 'number of tasks', intArg('a replica count', 1), 1)
     .option('--image <image>', 'container image (needs a worker with a docker engine)')
-    .option('--env <K=V>', 'environment variable for the task (repeatable)', collect, [])
+    .option('--env <K=V>', 'environment variable for the task (repeatable); status and lists show its name only', collect, [])
+    .option('--secret <NAME=SPEC>', 'secret variable for the task, resolved on the worker from env:VAR or file:PATH (repeatable)', collect, [])
+    .option('--allow-children', "let the job's tasks submit child jobs with their job token")
     .addOption(new Option('--priority <band>', 'priority band').choices(PRIORITIES).default('batch'))
     .option('--mount <ARTIFACT[@VERSION]:path>', 'materialize a finestore artifact read-only in the task directory (repeatable)', collect, [])
     .option('--max-retries-failure <n>', 'retries after a non-zero exit', intArg('a retry count'), 0)
@@ -40,6 +53,8 @@ export function submitCommand(name: string, io: CliIo, run: Run, exit: { code: n
           replicas: o.replicas,
           ...(o.image ? { image: o.image } : {}),
           env: parseEnv(o.env),
+          secrets: parseSecrets(o.secret),
+          ...(o.allowChildren ? { allowChildren: true } : {}),
           priority: o.priority,
           mounts: o.mount,
           maxRetriesFailure: o.maxRetriesFailure,

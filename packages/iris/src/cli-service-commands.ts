@@ -1,8 +1,9 @@
 /** @module The long-running commands of `iris`: controller, worker and `cluster start --local`. */
 import { join, resolve } from 'node:path'
 import { Command, Option } from 'commander'
-import { DEFAULT_CONTROLLER, intArg, tokenOf, UsageError, type CliIo, type Run } from './cli-io.js'
+import { DEFAULT_CONTROLLER, intArg, tlsCaOption, tlsOf, tokenOf, UsageError, type CliIo, type Run } from './cli-io.js'
 import { startController } from './controller-server.js'
+import { ensureTokenFile, tokenPathFor } from './credentials.js'
 import { parseDuration } from './duration.js'
 import { grpcLink } from './grpc-link.js'
 import { LocalCluster } from './local-cluster.js'
@@ -18,14 +19,30 @@ export function controllerCommand(io: CliIo, run: Run): Command {
     .option('--state <path>', 'SQLite state file (default: <prefix>/iris/iris.sqlite)')
     .option('--prefix <dir>', 'marin prefix', io.env.MARIN_PREFIX || '.marin')
     .option('--advertise <address>', 'address workers and tasks use to reach this controller')
-    .addOption(new Option('--token-env <name>', 'environment variable holding the bearer token').default('IRIS_TOKEN'))
-    .option('--token-file <path>', 'file holding the bearer token')
+    .addOption(new Option('--token-env <name>', 'environment variable holding the cluster token').default('IRIS_TOKEN'))
+    .option('--token-file <path>', 'file holding the cluster token (default: a 0600 file "token" beside the state, made if missing)')
+    .option('--no-auth', 'serve without any token: anyone who reaches the port may run commands as this account')
+    .option('--tls-cert <path>', 'serve TLS with this certificate chain (PEM); needs --tls-key')
+    .option('--tls-key <path>', 'private key (PEM) of --tls-cert')
     .option('--heartbeat <duration>', 'longest a worker heartbeat waits for work', '5s')
     .option('--worker-timeout <duration>', 'a worker silent this long is lost', '30s')
     .action((o) =>
       run(async () => {
-        const token = tokenOf(o, io)
+        if (Boolean(o.tlsCert) !== Boolean(o.tlsKey)) throw new UsageError('controller: --tls-cert and --tls-key go together; pass both PEM files or neither')
         const statePath = resolve(o.state ?? join(o.prefix, 'iris', 'iris.sqlite'))
+        let token: string | undefined
+        let tokenNote = 'no auth: the API is open to anyone who reaches it'
+        if (o.auth) {
+          const given = o.tokenFile !== undefined ? tokenOf(o, io) : io.env[o.tokenEnv] || undefined
+          if (given) {
+            token = given
+            tokenNote = `token from ${o.tokenFile ?? `$${o.tokenEnv}`}`
+          } else {
+            const path = tokenPathFor(statePath)
+            token = ensureTokenFile(path)
+            tokenNote = `token in ${path}`
+          }
+        }
         const server = await startController({
           statePath,
           host: o.host,
@@ -34,8 +51,9 @@ export function controllerCommand(io: CliIo, run: Run): Command {
           workerTimeoutMs: parseDuration(o.workerTimeout, '--worker-timeout'),
           ...(o.advertise ? { advertise: o.advertise } : {}),
           ...(token ? { token } : {}),
+          ...(o.tlsCert ? { tls: { certFile: resolve(o.tlsCert), keyFile: resolve(o.tlsKey) } } : {}),
         })
-        io.out(`iris controller listening on ${server.address} (state ${statePath})`)
+        io.out(`iris controller listening on ${server.address} (state ${statePath}; ${tokenNote}; ${o.tlsCert ? 'TLS' : 'plaintext'})`)
         await io.stopped
         await server.close({ graceMs: 2000 })
       }),
@@ -46,8 +64,9 @@ export function workerCommand(io: CliIo, run: Run): Command {
   return new Command('worker')
     .description('run a worker that takes tasks from a controller')
     .addOption(new Option('--controller <address>', 'controller host:port').default(io.env.IRIS_CONTROLLER || DEFAULT_CONTROLLER))
-    .addOption(new Option('--token-env <name>', 'environment variable holding the bearer token').default('IRIS_TOKEN'))
-    .option('--token-file <path>', 'file holding the bearer token')
+    .addOption(new Option('--token-env <name>', 'environment variable holding the cluster token').default('IRIS_TOKEN'))
+    .option('--token-file <path>', 'file holding the cluster token (default: IRIS_TOKEN_FILE, then <MARIN_PREFIX>/iris/token)')
+    .addOption(tlsCaOption(io))
     .option('--work-dir <dir>', 'where task directories go', join(io.env.MARIN_PREFIX || '.marin', 'iris', 'work'))
     .option('--worker-id <id>', 'stable worker id (default: hostname plus a random suffix)')
     .option('--resources <spec>', 'what this worker offers (default: all cpus and memory, gpu=0)')
@@ -59,7 +78,8 @@ export function workerCommand(io: CliIo, run: Run): Command {
       run(async () => {
         const token = tokenOf(o, io)
         const resources = o.resources ? parseResources(o.resources, { cpu: 1, memory: 0, gpu: 0 }) : undefined
-        const link = grpcLink(o.controller, token ? { token } : {})
+        const tls = tlsOf(o)
+        const link = grpcLink(o.controller, { ...(token ? { token } : {}), ...(tls ? { tls } : {}) })
         const store = o.store ?? `file://${resolve(io.env.MARIN_PREFIX || '.marin', 'store')}`
         const worker = new Worker({
           link,
@@ -71,7 +91,8 @@ export function workerCommand(io: CliIo, run: Run): Command {
           cleanupTtlMs: parseDuration(o.cleanupTtl, '--cleanup-ttl'),
           retryDelayMs: parseDuration(o.retryDelay, '--retry-delay'),
           materialize: finestoreMounts(store),
-          ...(token ? { extraEnv: { IRIS_TOKEN: token } } : {}),
+          // Tasks reach a TLS controller with the same CA; their token is their job's own.
+          ...(tls ? { extraEnv: { IRIS_TLS_CA: tls.caFile! } } : {}),
         })
         await worker.start()
         io.out(`iris worker ${worker.workerId} registered with ${o.controller}`)
@@ -103,7 +124,7 @@ export function clusterCommand(io: CliIo, run: Run): Command {
             ...(o.resources ? { resources: parseResources(o.resources, { cpu: 1, memory: 0, gpu: 0 }) } : {}),
             materialize: finestoreMounts(store),
           })
-          io.out(`iris local cluster on ${c.address} (prefix ${c.prefix}); export IRIS_CONTROLLER=${c.address}`)
+          io.out(`iris local cluster on ${c.address} (prefix ${c.prefix}); export IRIS_CONTROLLER=${c.address} IRIS_TOKEN_FILE=${c.tokenFile}`)
           await io.stopped
           await c.stop()
         }),

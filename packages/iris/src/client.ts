@@ -1,5 +1,6 @@
 /** @module `IrisClient`: submit, status, wait, logs and kill against a controller over gRPC. */
-import { connect, type DuckyClient } from '@marin/ducky'
+import { randomUUID } from 'node:crypto'
+import { connect, RpcError, type ClientTlsOptions, type DuckyClient } from '@marin/ducky'
 import { ControllerService, fromRpc } from './controller-service.js'
 import { parseDuration } from './duration.js'
 import { IrisError, isIrisError } from './errors.js'
@@ -11,10 +12,17 @@ import { isFinalJobState, type JobState } from './states.js'
 export type IrisClientOptions = {
   /** `host:port` of the controller (a scheme such as `http://` is ignored). */
   controller: string
-  /** Bearer token, when the controller requires one. */
+  /** The cluster token, or a task's job token (IRIS_TOKEN), when the controller requires one. */
   token?: string
+  /** Talk TLS: the CA that signed the controller's certificate (`caFile`), and optionally the name to check. @default plaintext */
+  tls?: ClientTlsOptions
   /** Deadline of each call. @default 30000 */
   deadlineMs?: number
+  /**
+   * How long `submit` keeps retrying while the controller is unreachable. Every try carries
+   * the same request id, so a retry never makes a second job. @default 60000
+   */
+  submitRetryMs?: number
 }
 
 export type LogsOptions = {
@@ -46,10 +54,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 export class IrisClient {
   readonly address: string
   private readonly rpc: DuckyClient<typeof ControllerService>
+  private readonly submitRetryMs: number
 
   constructor(opts: IrisClientOptions) {
     this.address = normalizeAddress(opts.controller)
-    this.rpc = connect(ControllerService, this.address, { ...(opts.token ? { token: opts.token } : {}), deadlineMs: opts.deadlineMs ?? 30_000 })
+    this.submitRetryMs = opts.submitRetryMs ?? 60_000
+    this.rpc = connect(ControllerService, this.address, { ...(opts.token ? { token: opts.token } : {}), ...(opts.tls ? { tls: opts.tls } : {}), deadlineMs: opts.deadlineMs ?? 30_000 })
   }
 
   private async call<T>(p: Promise<T>): Promise<T> {
@@ -60,10 +70,27 @@ export class IrisClient {
     }
   }
 
-  /** Submits a job and returns its id. */
+  /**
+   * Submits a job and returns its id. While the controller is unreachable (restarting, or
+   * its answer lost) the call is retried for up to `submitRetryMs` with one request id, so
+   * the controller makes the job once however many tries reach it.
+   */
   async submit(req: JobRequest | JobSpec): Promise<string> {
     const spec = resolveJobRequest(req as JobRequest)
-    return (await this.call(this.rpc.submit({ spec }))).jobId
+    const requestId = randomUUID()
+    const deadline = Date.now() + this.submitRetryMs
+    let delay = 50
+    for (;;) {
+      try {
+        return (await this.call(this.rpc.submit({ spec, requestId }))).jobId
+      } catch (e) {
+        // A controller going down cancels the calls it holds (CANCELLED): as retryable as no answer.
+        const transient = isIrisError(e, 'CONTROLLER_UNAVAILABLE') || (e instanceof RpcError && e.code === 'CANCELLED')
+        if (!transient || Date.now() + delay > deadline) throw e
+        await sleep(delay)
+        delay = Math.min(1000, delay * 2)
+      }
+    }
   }
 
   async status(jobId: string): Promise<JobStatus> {

@@ -25,10 +25,13 @@ function startController(p: number): IrisProcess {
   return c
 }
 
+// The controller makes its token beside the state; workers and the CLI are pointed at it.
+const tokenFile = () => join(dir, 'state', 'token')
+
 async function startWorker(id: string): Promise<IrisProcess> {
   const w = startIris(
     ['worker', '--controller', address, '--worker-id', id, '--work-dir', join(dir, 'work', id), '--resources', 'cpu=4,memory=4G,gpu=0', '--retry-delay', '100ms', '--kill-grace', '1s'],
-    { logDir: dir, name: id },
+    { logDir: dir, name: id, env: { IRIS_TOKEN_FILE: tokenFile() } },
   )
   procs.push(w)
   await w.waitFor(/registered with/)
@@ -36,7 +39,7 @@ async function startWorker(id: string): Promise<IrisProcess> {
   return w
 }
 
-const cli = ([command, ...rest]: string[]) => runIris([command!, '--controller', address, ...rest], { logDir: dir, name: 'cli' })
+const cli = ([command, ...rest]: string[]) => runIris([command!, '--controller', address, ...rest], { logDir: dir, name: 'cli', env: { IRIS_TOKEN_FILE: tokenFile() } })
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'iris-cluster-'))
@@ -46,7 +49,7 @@ beforeAll(async () => {
   address = m[1]!
   port = Number(address.split(':').pop())
   await Promise.all([startWorker('wa'), startWorker('wb')])
-  client = new IrisClient({ controller: address })
+  client = new IrisClient({ controller: address, token: readFileSync(tokenFile(), 'utf8').trim() })
 }, 60_000)
 
 afterAll(async () => {
@@ -89,7 +92,7 @@ describe.sequential('iris cluster of separate processes', () => {
     // The job prints, then waits for a file the test creates only after the follower saw the output.
     const gate = join(dir, 'gate')
     const jobId = await client.submit({ name: 'chatty', resources: 'cpu=1,memory=64M', command: ['sh', '-c', `echo line-1; echo line-2; while [ ! -f ${gate} ]; do sleep 0.05; done; echo line-3`] })
-    const follow = startIris(['logs', jobId, '--follow', '--controller', address], { logDir: dir, name: 'follow' })
+    const follow = startIris(['logs', jobId, '--follow', '--controller', address], { logDir: dir, name: 'follow', env: { IRIS_TOKEN_FILE: tokenFile() } })
     procs.push(follow)
     await follow.waitFor(/line-2\n/)
     expect((await client.status(jobId)).state).toBe('RUNNING')

@@ -34,12 +34,14 @@ export function dockerRunArgs(opts: {
   command: readonly string[]
   /** Host GPU indices the task may use. */
   gpus?: readonly number[]
+  /** Variables passed by name only (`-e NAME`): docker reads their values from its own environment, so they stay out of the argv that `ps` shows. */
+  byName?: ReadonlySet<string>
 }): string[] {
   const args = [opts.binary ?? 'docker', 'run', '--rm', '--init', '--name', opts.name, '-v', `${opts.workDir}:/workspace`, '-w', '/workspace']
   // The controller address is loopback-relative on the host; share the host network so it still resolves.
   args.push('--network', 'host')
   if (opts.gpus && opts.gpus.length > 0) args.push('--gpus', `"device=${opts.gpus.join(',')}"`)
-  for (const [k, v] of Object.entries(opts.env)) args.push('-e', `${k}=${v}`)
+  for (const [k, v] of Object.entries(opts.env)) args.push('-e', opts.byName?.has(k) ? k : `${k}=${v}`)
   args.push(opts.image, ...opts.command)
   return args
 }

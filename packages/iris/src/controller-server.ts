@@ -1,15 +1,21 @@
 /** @module A controller on gRPC: the state, the scheduler and the ducky server in one object. */
-import { serve, type DuckyServer } from '@marin/ducky'
+import { serve, type DuckyServer, type ServerTlsOptions } from '@marin/ducky'
 import { Controller, type ControllerOptions } from './controller.js'
 import { ControllerService, controllerImpl } from './controller-service.js'
+import { ClusterAuth } from './credentials.js'
 
 export type ControllerServerOptions = ControllerOptions & {
   /** Interface to listen on. @default '127.0.0.1' */
   host?: string
   /** Port; 0 picks a free one. @default 0 */
   port?: number
-  /** When set, every call must carry this bearer token. */
+  /**
+   * The cluster token. When set, every call must carry it or a job token the controller
+   * made from it (tasks get one for their own job); without it the API is open.
+   */
   token?: string
+  /** Serve TLS with these PEM files (certificate chain and private key). @default plaintext */
+  tls?: ServerTlsOptions
   /**
    * The address workers and tasks should use to reach this controller (IRIS_CONTROLLER).
    * @default `<host>:<port>` as bound
@@ -32,13 +38,15 @@ export type ControllerServer = {
  * const { address, close } = await startController({ statePath: '.marin/iris/iris.sqlite', port: 10000 })
  */
 export async function startController(opts: ControllerServerOptions): Promise<ControllerServer> {
-  const controller = new Controller(opts)
+  const auth = opts.token ? new ClusterAuth(opts.token) : undefined
+  const controller = new Controller({ ...opts, ...(auth ? { jobToken: (jobId: string) => auth.jobToken(jobId) } : {}) })
   let server: DuckyServer
   try {
-    server = await serve(ControllerService, controllerImpl(controller), {
+    // Auth is iris's own (cluster and job tokens), checked in each method before any work.
+    server = await serve(ControllerService, controllerImpl(controller, auth), {
       host: opts.host ?? '127.0.0.1',
       port: opts.port ?? 0,
-      ...(opts.token ? { token: opts.token } : {}),
+      ...(opts.tls ? { tls: opts.tls } : {}),
     })
   } catch (err) {
     controller.close()

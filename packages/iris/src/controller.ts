@@ -31,6 +31,8 @@ export type ControllerOptions = {
   workerTimeoutMs?: number
   /** The address tasks see as IRIS_CONTROLLER; set by `serve` once the port is known. */
   address?: string
+  /** Mints the token a job's tasks get as IRIS_TOKEN; without it tasks get none (an open controller). */
+  jobToken?: (jobId: string) => string
 }
 
 export type RegisterInput = {
@@ -53,6 +55,7 @@ export class Controller {
   readonly heartbeatMs: number
   readonly workerTimeoutMs: number
   address: string
+  private readonly jobToken: ((jobId: string) => string) | undefined
   private readonly lastSeen = new Map<string, number>()
   private readonly killsSent = new Set<string>()
   private readonly waiters = new Map<string, Set<() => void>>()
@@ -66,6 +69,7 @@ export class Controller {
     this.heartbeatMs = opts.heartbeatMs ?? 5000
     this.workerTimeoutMs = opts.workerTimeoutMs ?? 30_000
     this.address = opts.address ?? ''
+    this.jobToken = opts.jobToken
     this.events.setMaxListeners(0)
     // After a restart every known worker gets a full timeout to come back and
     // report what it runs; only then are its tasks retried elsewhere.
@@ -78,10 +82,11 @@ export class Controller {
 
   // ---- client API ---------------------------------------------------------
 
-  submit(spec: JobSpec): string {
+  /** Stores a job; a `requestId` seen before returns that request's job instead of a new one. */
+  submit(spec: JobSpec, opts: { requestId?: string } = {}): string {
     this.assertOpen()
-    const jobId = this.store.insertJob(spec)
-    log.info({ jobId, replicas: spec.replicas, priority: spec.priority }, 'job submitted')
+    const jobId = this.store.insertJob(spec, Date.now(), opts.requestId)
+    log.info({ jobId, replicas: spec.replicas, priority: spec.priority, ...(spec.parent ? { parent: spec.parent } : {}) }, 'job submitted')
     this.requestSchedule()
     return jobId
   }
@@ -262,7 +267,7 @@ export class Controller {
       const job = this.store.getJob(a.jobId)
       if (isFinalJobState(job.state)) continue
       const attempt = parseAttemptId(a.attemptId)!.attempt
-      assign.push({ attemptId: a.attemptId, jobId: a.jobId, taskIndex: a.taskIndex, attempt, numTasks: job.spec.replicas, spec: job.spec })
+      assign.push({ attemptId: a.attemptId, jobId: a.jobId, taskIndex: a.taskIndex, attempt, numTasks: job.spec.replicas, spec: job.spec, ...(this.jobToken ? { token: this.jobToken(a.jobId) } : {}) })
     }
     const kill: string[] = []
     for (const r of reports) {

@@ -13,6 +13,7 @@ export const IRIS_ERROR_CODES = [
   'CONTROLLER_UNAVAILABLE',
   'TIMEOUT',
   'UNAUTHENTICATED',
+  'PERMISSION_DENIED',
 ] as const
 
 export type IrisErrorCode = (typeof IRIS_ERROR_CODES)[number]

@@ -1,5 +1,5 @@
 /** @module A worker's link to a controller over gRPC. */
-import { connect } from '@marin/ducky'
+import { connect, type ClientTlsOptions } from '@marin/ducky'
 import type { ControllerLink } from './controller-link.js'
 import { ControllerService, fromRpc } from './controller-service.js'
 
@@ -8,10 +8,11 @@ export function normalizeAddress(address: string): string {
   return address.replace(/^[a-z]+:\/\//i, '').replace(/\/+$/, '')
 }
 
-export function grpcLink(address: string, opts: { token?: string; deadlineMs?: number } = {}): ControllerLink & { close(): void } {
+export function grpcLink(address: string, opts: { token?: string; tls?: ClientTlsOptions; deadlineMs?: number } = {}): ControllerLink & { close(): void } {
   const target = normalizeAddress(address)
   const client = connect(ControllerService, target, {
     ...(opts.token ? { token: opts.token } : {}),
+    ...(opts.tls ? { tls: opts.tls } : {}),
     deadlineMs: opts.deadlineMs ?? 15_000,
     // The worker has its own retry loop; one quick retry smooths over a reconnect.
     retry: { maxAttempts: 2, initialMs: 50, maxMs: 200 },

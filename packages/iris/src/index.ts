@@ -37,6 +37,8 @@ export { inProcessLink } from './controller-link.js'
 export type { ControllerLink } from './controller-link.js'
 export { finestoreMounts } from './mounts.js'
 export { LocalCluster } from './local-cluster.js'
+export { ClusterAuth, ensureTokenFile, localTokenPath, readTokenFile } from './credentials.js'
+export type { Principal } from './credentials.js'
 export type { LocalClusterOptions } from './local-cluster.js'
 
 // Clients

@@ -4,7 +4,9 @@
  * get handles to wait on.
  */
 import { join, resolve } from 'node:path'
+import type { ClientTlsOptions } from '@marin/ducky'
 import { IrisClient, type LogsOptions, type WaitOptions } from './client.js'
+import { readTokenFile } from './credentials.js'
 import type { JobRequest } from './job-spec.js'
 import { LocalCluster, type LocalClusterOptions } from './local-cluster.js'
 import type { JobStatus, LogLine } from './records.js'
@@ -16,7 +18,10 @@ export type JobSource = JobRequest | Iterable<JobRequest> | AsyncIterable<JobReq
 export type JobSchedulerOptions = {
   /** `'local'` starts a cluster in this process; anything else is a controller address. @default 'local' */
   cluster?: 'local' | string
+  /** For a controller address: its cluster token. @default $IRIS_TOKEN, else the file in $IRIS_TOKEN_FILE; a local cluster uses its own */
   token?: string
+  /** For a controller address: TLS with this CA. @default { caFile: $IRIS_TLS_CA } when that is set */
+  tls?: ClientTlsOptions
   /** For `'local'`: where its state lives (`<prefix>/iris`). @default $MARIN_PREFIX or ./.marin */
   prefix?: string
   /** For `'local'`: more options of the local cluster. */
@@ -65,7 +70,12 @@ export class JobScheduler {
   client(): Promise<IrisClient> {
     this.clientPromise ??= (async () => {
       const cluster = this.opts.cluster ?? 'local'
-      if (cluster !== 'local') return new IrisClient({ controller: cluster, ...(this.opts.token ? { token: this.opts.token } : {}) })
+      if (cluster !== 'local') {
+        const env = process.env
+        const token = this.opts.token ?? (env.IRIS_TOKEN || (env.IRIS_TOKEN_FILE ? readTokenFile(env.IRIS_TOKEN_FILE, 'IRIS_TOKEN_FILE') : undefined))
+        const tls = this.opts.tls ?? (env.IRIS_TLS_CA ? { caFile: env.IRIS_TLS_CA } : undefined)
+        return new IrisClient({ controller: cluster, ...(token ? { token } : {}), ...(tls ? { tls } : {}) })
+      }
       const prefix = resolve(this.opts.prefix ?? process.env.MARIN_PREFIX ?? join(process.cwd(), '.marin'))
       this.local = await LocalCluster.start({ ...(this.opts.local ?? {}), prefix, ...(this.opts.token ? { token: this.opts.token } : {}) })
       return this.local.client()

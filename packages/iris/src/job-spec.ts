@@ -19,6 +19,9 @@ export const MountSchema = z.strictObject({
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/
+const SECRET_SPEC = /^(env:[A-Za-z_][A-Za-z0-9_]*|file:.+)$/
+/** Why a secret spec was refused; a literal value would travel and be stored in plain text. */
+export const SECRET_SPEC_MESSAGE = 'a secret is env:NAME or file:PATH (resolved on the worker); a literal value would be stored in plain text'
 
 /** The resolved job spec: what the controller stores and what the wire carries. */
 export const JobSpecSchema = z.strictObject({
@@ -32,6 +35,12 @@ export const JobSpecSchema = z.strictObject({
   mounts: z.array(MountSchema),
   maxRetriesFailure: z.number().int().min(0).max(1000),
   maxRetriesWorker: z.number().int().min(0).max(1000),
+  /** Environment variables resolved on the worker: name → `env:VAR` or `file:PATH`. Only the spec travels. */
+  secrets: z.record(z.string().regex(ENV_KEY, 'secret names are environment keys, [A-Za-z_][A-Za-z0-9_]*'), z.string().regex(SECRET_SPEC, SECRET_SPEC_MESSAGE)).optional(),
+  /** The job's tasks may submit child jobs with their job token. */
+  allowChildren: z.boolean().optional(),
+  /** The job whose task submitted this one; set by the controller. */
+  parent: z.string().min(1).optional(),
 })
 export type JobSpec = z.infer<typeof JobSpecSchema>
 
@@ -45,7 +54,12 @@ export type JobRequest = {
   replicas?: number
   /** Container image; runs only on workers where a docker engine answers. */
   image?: string
+  /** Plain settings for the task. Their values stay on the controller and workers: status and lists show names only. */
   env?: Record<string, string>
+  /** Secrets for the task, as `NAME: 'env:VAR'` or `NAME: 'file:PATH'` specs the worker resolves (rigging's SecretStore); values never reach the controller. */
+  secrets?: Record<string, string>
+  /** Let the job's tasks submit child jobs with their own job token. @default false */
+  allowChildren?: boolean
   /** @default 'batch' */
   priority?: (typeof PRIORITIES)[number]
   /** `ARTIFACT[@VERSION]:path` strings or parsed mounts. */
@@ -71,6 +85,9 @@ export function resolveJobRequest(req: JobRequest): JobSpec {
     mounts: (req.mounts ?? []).map((m) => (typeof m === 'string' ? parseMount(m) : m)),
     maxRetriesFailure: req.maxRetriesFailure ?? 0,
     maxRetriesWorker: req.maxRetriesWorker ?? 3,
+    ...(req.secrets && Object.keys(req.secrets).length > 0 ? { secrets: { ...req.secrets } } : {}),
+    ...(req.allowChildren ? { allowChildren: true } : {}),
+    ...((req as Partial<JobSpec>).parent !== undefined ? { parent: (req as Partial<JobSpec>).parent } : {}),
   }
   return parseJobSpec(candidate)
 }

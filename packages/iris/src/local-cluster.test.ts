@@ -1,5 +1,5 @@
 /** `iris cluster start --local` as a real process, used through the gRPC client. */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { expect, test } from 'vitest'
@@ -12,7 +12,7 @@ test('iris cluster start --local runs jobs and keeps their logs under the prefix
   let client: IrisClient | undefined
   try {
     const m = await cluster.waitFor(/local cluster on (\S+) /)
-    client = new IrisClient({ controller: m[1]! })
+    client = new IrisClient({ controller: m[1]!, token: readFileSync(join(dir, 'prefix', 'iris', 'token'), 'utf8').trim() })
     const id = await client.submit({ name: 'hello', replicas: 2, command: ['sh', '-c', 'echo "hello from $IRIS_TASK_INDEX"'] })
     const job = await client.wait(id, { timeoutMs: 30_000 })
     expect(job.state).toBe('SUCCEEDED')

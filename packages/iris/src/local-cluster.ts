@@ -1,14 +1,17 @@
 /**
  * @module `LocalCluster`: a controller and one or more workers in this process,
  * on a prefix directory. The controller serves gRPC on loopback so that the
- * `iris` CLI and other processes can use the cluster too.
+ * `iris` CLI and other processes can use the cluster too; it is private: calls
+ * need the cluster token, kept in `<prefix>/iris/token` (mode 0600, in a 0700
+ * directory), where the CLI of the same account finds it.
  */
-import { mkdirSync, mkdtempSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { IrisClient } from './client.js'
 import { inProcessLink } from './controller-link.js'
 import { startController, type ControllerServer } from './controller-server.js'
+import { ensureTokenFile, localTokenPath } from './credentials.js'
 import type { Resources } from './resources.js'
 import { Worker, type MountMaterializer } from './worker.js'
 
@@ -21,6 +24,7 @@ export type LocalClusterOptions = {
   resources?: Resources
   /** Port of the controller's gRPC server. @default 0 (a free port) */
   port?: number
+  /** The cluster token. @default the one in `<prefix>/iris/token`, made (0600) if there is none */
   token?: string
   /** @default 1000 */
   heartbeatMs?: number
@@ -39,7 +43,7 @@ export class LocalCluster {
     readonly prefix: string,
     readonly server: ControllerServer,
     readonly workers: readonly Worker[],
-    private readonly token: string | undefined,
+    private readonly token: string,
   ) {}
 
   /** `host:port` of the controller. */
@@ -55,13 +59,17 @@ export class LocalCluster {
    */
   static async start(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
     const prefix = resolve(opts.prefix ?? mkdtempSync(join(tmpdir(), 'iris-local-')))
-    mkdirSync(join(prefix, 'iris'), { recursive: true })
+    const irisDir = join(prefix, 'iris')
+    mkdirSync(irisDir, { recursive: true, mode: 0o700 })
+    // State, task directories and the token: this account's only.
+    chmodSync(irisDir, 0o700)
+    const token = opts.token ?? ensureTokenFile(localTokenPath(prefix))
     const server = await startController({
-      statePath: join(prefix, 'iris', 'iris.sqlite'),
+      statePath: join(irisDir, 'iris.sqlite'),
       port: opts.port ?? 0,
       heartbeatMs: opts.heartbeatMs ?? 1000,
       workerTimeoutMs: opts.workerTimeoutMs ?? 10_000,
-      ...(opts.token ? { token: opts.token } : {}),
+      token,
     })
     const workers: Worker[] = []
     try {
@@ -77,7 +85,6 @@ export class LocalCluster {
           ...(opts.resources ? { resources: opts.resources } : {}),
           ...(opts.cleanupTtlMs !== undefined ? { cleanupTtlMs: opts.cleanupTtlMs } : {}),
           ...(opts.materialize ? { materialize: opts.materialize } : {}),
-          ...(opts.token ? { extraEnv: { IRIS_TOKEN: opts.token } } : {}),
         })
         await w.start()
         workers.push(w)
@@ -87,12 +94,17 @@ export class LocalCluster {
       await server.close()
       throw err
     }
-    return new LocalCluster(prefix, server, workers, opts.token)
+    return new LocalCluster(prefix, server, workers, token)
   }
 
-  /** A gRPC client of this cluster's controller. */
+  /** Where the cluster token is, when it came from the prefix (`<prefix>/iris/token`). */
+  get tokenFile(): string {
+    return localTokenPath(this.prefix)
+  }
+
+  /** A gRPC client of this cluster's controller, with the cluster token. */
   client(): IrisClient {
-    return new IrisClient({ controller: this.address, ...(this.token ? { token: this.token } : {}) })
+    return new IrisClient({ controller: this.address, token: this.token })
   }
 
   /** Kills running tasks, stops the workers and the controller. State stays in the prefix. */

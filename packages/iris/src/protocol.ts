@@ -27,6 +27,8 @@ export const AssignmentSchema = z.strictObject({
   attempt: z.number().int(),
   numTasks: z.number().int(),
   spec: JobSpecSchema,
+  /** The job's own token, given to its tasks as IRIS_TOKEN (absent when the controller has no auth). */
+  token: z.string().optional(),
 })
 export type TaskAssignment = z.infer<typeof AssignmentSchema>
 
@@ -134,7 +136,11 @@ export const LogLineSchema = z.strictObject({
   line: z.string(),
 })
 
-export const SubmitRequest = z.strictObject({ spec: JobSpecSchema })
+export const SubmitRequest = z.strictObject({
+  spec: JobSpecSchema,
+  /** Made by the client once per submit: a retried call with the same id returns the job the first one made. */
+  requestId: z.string().min(8).max(128).optional(),
+})
 export const SubmitResponse = z.strictObject({ jobId: z.string() })
 export const JobRef = z.strictObject({ jobId: z.string().min(1) })
 export const GetJobResponse = z.strictObject({ job: JobStatusSchema, attempts: z.array(AttemptStatusSchema) })

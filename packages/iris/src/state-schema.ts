@@ -1,10 +1,13 @@
 /** @module The SQLite schema of the controller's state, and opening the database in WAL mode. */
-import { mkdirSync } from 'node:fs'
+import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
 import { IrisError } from './errors.js'
 
-/** Bump when the schema changes; `openStateDb` refuses a newer file instead of guessing. */
+/**
+ * Bump when the schema changes incompatibly; `openStateDb` refuses a newer file instead of
+ * guessing. Added tables (such as `submit_requests`) need no bump: an older iris ignores them.
+ */
 export const SCHEMA_VERSION = 1
 
 const DDL = `
@@ -73,11 +76,26 @@ CREATE TABLE IF NOT EXISTS logs (
   UNIQUE (job_id, task_index, attempt, line_no)
 );
 CREATE INDEX IF NOT EXISTS logs_job ON logs(job_id, seq);
+CREATE TABLE IF NOT EXISTS submit_requests (
+  request_id TEXT PRIMARY KEY,
+  job_id TEXT NOT NULL,
+  at INTEGER NOT NULL
+);
 `
 
 /** Opens (creating if needed) the state database at `path`, in WAL mode with a busy timeout. */
 export function openStateDb(path: string): Database.Database {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+  if (path !== ':memory:') {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+    // Job specs (env values included) live here: only this account may read it. SQLite gives
+    // the -wal and -shm files the mode of the database file.
+    closeSync(openSync(path, 'a', 0o600))
+    try {
+      chmodSync(path, 0o600)
+    } catch {
+      // Not ours to change (another account's file opened read-write): leave it.
+    }
+  }
   const db = new Database(path)
   db.pragma('journal_mode = WAL')
   // NORMAL is durable across process crashes in WAL mode; only an OS crash can lose the last commits.

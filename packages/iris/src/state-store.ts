@@ -46,10 +46,21 @@ export class StateStore {
 
   // ---- jobs ---------------------------------------------------------------
 
-  /** Stores a new job with `spec.replicas` PENDING tasks and returns its id. */
-  insertJob(spec: JobSpec, now = Date.now()): string {
-    const jobId = `${spec.name}-${randomBytes(4).toString('hex')}`
+  /**
+   * Stores a new job with `spec.replicas` PENDING tasks and returns its id. With a
+   * `requestId` already seen, returns the job that request made instead (a retried submit).
+   */
+  insertJob(spec: JobSpec, now = Date.now(), requestId?: string): string {
+    let jobId = `${spec.name}-${randomBytes(4).toString('hex')}`
     this.db.transaction(() => {
+      if (requestId !== undefined) {
+        const seen = this.stmt('SELECT job_id FROM submit_requests WHERE request_id = ?').get(requestId) as { job_id: string } | undefined
+        if (seen) {
+          jobId = seen.job_id
+          return
+        }
+        this.stmt('INSERT INTO submit_requests (request_id, job_id, at) VALUES (?, ?, ?)').run(requestId, jobId, now)
+      }
       const seq = (this.stmt('SELECT COALESCE(MAX(seq), 0) + 1 AS s FROM jobs').get() as { s: number }).s
       this.stmt('INSERT INTO jobs (job_id, seq, name, state, priority, spec, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
         .run(jobId, seq, spec.name, 'PENDING', spec.priority, JSON.stringify(spec), now)

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { availableParallelism, hostname, totalmem } from 'node:os'
 import { join, resolve } from 'node:path'
-import { logger } from '@marin/rigging'
+import { logger, scrubSecretValues, SecretStore } from '@marin/rigging'
 import { attemptDir, removeExpiredAttemptDirs } from './attempt-dirs.js'
 import { dockerRunArgs, probeDocker, type DockerProbe } from './container.js'
 import type { ControllerLink } from './controller-link.js'
@@ -47,9 +47,19 @@ export type WorkerOptions = {
   materialize?: MountMaterializer
   /** Docker command to probe and run images with. @default 'docker' */
   dockerBinary?: string
-  /** Environment added to every task (e.g. IRIS_TOKEN for tasks that call the controller). */
+  /** Environment added to every task (e.g. IRIS_TLS_CA, so that tasks reach a TLS controller). */
   extraEnv?: Record<string, string>
 }
+
+/**
+ * Variables of the worker's own environment that a task never inherits: the worker's
+ * credential. A task gets its job's own token as IRIS_TOKEN instead (when the controller
+ * has auth).
+ */
+export const WORKER_ONLY_ENV: readonly string[] = ['IRIS_TOKEN', 'IRIS_TOKEN_FILE']
+
+// Secrets are read from their specs only: a store with no chain after them.
+const secretStore = new SecretStore({ sources: [] })
 
 type Held = {
   assignment: TaskAssignment
@@ -223,10 +233,17 @@ export class Worker {
     const dir = attemptDir(this.workDir, a.jobId, a.taskIndex, a.attempt)
     const work = join(dir, 'work')
     mkdirSync(work, { recursive: true })
+    const inherited = { ...(process.env as Record<string, string>) }
+    for (const k of WORKER_ONLY_ENV) delete inherited[k]
+    // Resolved here, on the worker: the values never travel to or through the controller.
+    const secrets: Record<string, string> = {}
+    for (const [name, spec] of Object.entries(a.spec.secrets ?? {})) secrets[name] = secretStore.resolve(spec, name)
     const env: Record<string, string> = {
-      ...(process.env as Record<string, string>),
+      ...inherited,
       ...(this.opts.extraEnv ?? {}),
       ...a.spec.env,
+      ...secrets,
+      ...(a.token !== undefined ? { IRIS_TOKEN: a.token } : {}),
       IRIS_JOB_ID: a.jobId,
       IRIS_TASK_INDEX: String(a.taskIndex),
       IRIS_NUM_TASKS: String(a.numTasks),
@@ -258,10 +275,10 @@ export class Worker {
     if (h.killRequested) return this.finish(h, { state: 'KILLED', error: 'killed before it started' })
     let command = a.spec.command
     if (a.spec.image !== undefined) {
-      const inner = Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('IRIS_') || k in a.spec.env))
+      const inner = Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('IRIS_') || k in a.spec.env || k in secrets))
       inner.IRIS_TASK_DIR = '/workspace'
       h.container = `iris-${a.attemptId.replace(/[^A-Za-z0-9_.-]/g, '-')}`
-      command = dockerRunArgs({ ...(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {}), image: a.spec.image, name: h.container, workDir: work, env: inner, command, ...(h.gpus ? { gpus: h.gpus } : {}) })
+      command = dockerRunArgs({ ...(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {}), image: a.spec.image, name: h.container, workDir: work, env: inner, command, ...(h.gpus ? { gpus: h.gpus } : {}), byName: new Set([...Object.keys(secrets), 'IRIS_TOKEN']) })
     }
     writeFileSync(join(dir, 'attempt.json'), JSON.stringify({ attemptId: a.attemptId, command, startedAt: Date.now() }))
     h.handle = runTask({
@@ -270,7 +287,8 @@ export class Worker {
       env,
       logDir: dir,
       prefix: this.guard,
-      onLine: (stream, line, ts) => this.pushLine({ attemptId: a.attemptId, lineNo: h.lineNo++, stream, ts, line }),
+      // Resolved secret values never leave the worker, not even in the task's own output.
+      onLine: (stream, line, ts) => this.pushLine({ attemptId: a.attemptId, lineNo: h.lineNo++, stream, ts, line: scrubSecretValues(line) }),
     })
     h.state = 'RUNNING'
     h.at = Date.now()
