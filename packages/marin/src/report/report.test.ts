@@ -6,7 +6,6 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chromium } from 'playwright-core'
-import { SecretStore } from '@marin/rigging'
 import { Executor, type ExperimentRecord } from '../executor.js'
 import { runCli } from '../cli.js'
 import { isMarinError } from '../errors.js'
@@ -113,14 +112,6 @@ describe('a failed run', () => {
 })
 
 describe('publishSite', () => {
-  it('publishes no secret value this process read', async () => {
-    const key = new SecretStore({ specs: { api_key: `literal:sk-publish-${Date.now().toString(36)}-abcdef` }, sources: [] }).get('api_key')
-    const target = join(dir, 'site-secret')
-    await publishSite(new Map([['index.html', `<pre>Error: bad key ${key}</pre>`], ['data.json', JSON.stringify({ error: `bad key ${key}` })]]), target)
-    expect(readFileSync(join(target, 'index.html'), 'utf8')).toBe('<pre>Error: bad key [REDACTED]</pre>')
-    expect(readFileSync(join(target, 'data.json'), 'utf8')).not.toContain(key)
-  })
-
   it('writes a folder and re-uploads only what changed', async () => {
     const target = join(dir, 'site-dir')
     const { site } = await buildReport('tiny-report', prefix)
