@@ -1,5 +1,5 @@
 /** @module A controller on gRPC: the state, the scheduler and the ducky server in one object. */
-import { serve, type DuckyServer, type ServerTlsOptions } from '@marin/ducky'
+import { RpcError, serve, type CallContext, type DuckyServer, type ServerTlsOptions } from '@marin/ducky'
 import { Controller, type ControllerOptions } from './controller.js'
 import { ControllerService, controllerImpl } from './controller-service.js'
 import { ClusterAuth } from './credentials.js'
@@ -32,6 +32,12 @@ export type ControllerServer = {
   close(opts?: { graceMs?: number }): Promise<void>
 }
 
+/** Refuses a call whose token is neither the cluster token nor a job token (UNAUTHENTICATED, as the methods would). */
+function authenticated(auth: ClusterAuth, md: CallContext['metadata']): void {
+  const p = auth.authenticate(md.get('authorization')[0])
+  if ('refused' in p) throw new RpcError('UNAUTHENTICATED', p.refused)
+}
+
 /**
  * Opens the state, starts scheduling and serves the controller API.
  * @example
@@ -42,11 +48,13 @@ export async function startController(opts: ControllerServerOptions): Promise<Co
   const controller = new Controller({ ...opts, ...(auth ? { jobToken: (jobId: string) => auth.jobToken(jobId) } : {}) })
   let server: DuckyServer
   try {
-    // Auth is iris's own (cluster and job tokens), checked in each method before any work.
+    // Auth is iris's own (cluster and job tokens): ducky's gate refuses a call without a token
+    // iris accepts before reading its request; each method then checks what the caller may do.
     server = await serve(ControllerService, controllerImpl(controller, auth), {
       host: opts.host ?? '127.0.0.1',
       port: opts.port ?? 0,
       ...(opts.tls ? { tls: opts.tls } : {}),
+      ...(auth ? { authorize: (md: CallContext['metadata']) => authenticated(auth, md) } : {}),
     })
   } catch (err) {
     controller.close()

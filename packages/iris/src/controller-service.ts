@@ -45,7 +45,8 @@ export const ControllerService = defineService({
     logs: serverStream(LogsRequest, LogLineSchema, { idempotent: true }),
     register: unary(RegisterRequest, RegisterResponse, { idempotent: true }),
     heartbeat: unary(HeartbeatRequest, HeartbeatResponse, { idempotent: true }),
-    report: unary(ReportRequest, ReportResponse, { idempotent: true }),
+    // A worker's batch of up to 5000 log lines of up to 64 KiB: more than a control call's 4 MiB.
+    report: unary(ReportRequest, ReportResponse, { idempotent: true, maxRequestBytes: 256 * 1024 * 1024 }),
   },
 })
 export type ControllerServiceDef = typeof ControllerService
