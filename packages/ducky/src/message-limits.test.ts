@@ -9,7 +9,7 @@ import { connect } from './client.js'
 import { fromServiceError, RpcError } from './errors.js'
 import { checkHealth } from './health-check.js'
 import { serve } from './server.js'
-import { Bulk, bulkImpl, MiB, recordingLogger } from './test-helpers.js'
+import { Bulk, bulkImpl, Demo, MiB, recordingLogger, unusedDemo } from './test-helpers.js'
 import { encodeMessage } from './wire.js'
 
 const FIXTURE = join(import.meta.dirname, 'fixtures', 'bulk-server.ts')
@@ -159,4 +159,26 @@ test('the frame reader gives whole messages however the bytes are split, and ref
   const reader = new LimitedFrames(100, { tooLarge: (n) => new Error(`too large: ${n}`) })
   // Only the prefix of a message one byte over the limit: refused before any of its body comes.
   expect(() => reader.write(frame('x'.repeat(101)).subarray(0, 5))).toThrow('too large: 101')
+})
+
+test('a streamed response over its limit ends the stream with RESOURCE_EXHAUSTED, and a handler still yielding sees its signal abort', async () => {
+  let aborted: Promise<void> | undefined
+  const server = await serve(Demo, {
+    ...unusedDemo,
+    chunks: async function* ({ n, floats }, ctx) {
+      aborted = new Promise((resolve) => ctx.signal.addEventListener('abort', () => resolve()))
+      for (let i = 0; i < n && !ctx.signal.aborted; i++) yield { chunk: new Float32Array(i === 0 ? 16 : floats) }
+    },
+  }, { logger: recordingLogger() })
+  cleanup.push(() => server.shutdown({ graceMs: 100 }))
+  const client = connect(Demo, server.address, { logger: recordingLogger() })
+  cleanup.push(() => client.close())
+  const got: number[] = []
+  const err = await (async () => {
+    // 4.2 MB chunks after the first: each over the 4 MiB default; the handler would yield 100.
+    for await (const { chunk } of client.chunks({ n: 100, floats: 1_050_000 })) got.push(chunk.length)
+  })().catch((e: unknown) => e)
+  expect(got).toEqual([16])
+  expect(err).toMatchObject({ code: 'RESOURCE_EXHAUSTED', details: expect.stringMatching(/response of \/ducky\.test\.Demo\/chunks of \d+ bytes is over the limit of 4194304 bytes/) })
+  await aborted
 })
