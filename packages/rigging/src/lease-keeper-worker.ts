@@ -48,4 +48,5 @@ if (port !== null) {
   port.on('message', (m: KeeperRequest) => {
     handle(m).catch((err: unknown) => post({ op: 'reply', seq: m.seq, error: errorData(err) }))
   })
+  post({ op: 'ready' })
 }

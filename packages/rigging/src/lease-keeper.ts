@@ -34,6 +34,7 @@ export type KeeperRequest =
 
 /** Messages from the worker: a reply to request `seq`, or news of lease `id`. */
 export type KeeperEvent =
+  | { readonly op: 'ready' }
   | { readonly op: 'reply'; readonly seq: number; readonly state?: HeldState; readonly error?: ErrorData }
   | { readonly op: 'renewed'; readonly id: number; readonly state: HeldState }
   | { readonly op: 'lost'; readonly id: number; readonly error: ErrorData }
@@ -81,11 +82,23 @@ class Keeper {
   private readonly pending = new Map<number, { resolve(s: HeldState | undefined): void; reject(err: Error): void }>()
   private readonly held = new Map<number, Events>()
   dead: Error | undefined
+  /** Resolves once the worker has loaded (which takes a while when it loads TypeScript through tsx). */
+  readonly ready: Promise<void>
+  private onReady: (() => void) | undefined
+  private onDead: ((err: Error) => void) | undefined
 
   constructor() {
-    this.worker.unref()
+    this.ready = new Promise((resolve, reject) => {
+      this.onReady = resolve
+      this.onDead = reject
+    })
+    // Waiting for it keeps the process alive, like any reply.
+    this.worker.ref()
     this.worker.on('message', (m: KeeperEvent) => {
-      if (m.op === 'reply') {
+      if (m.op === 'ready') {
+        this.onReady?.()
+        this.refIfWaiting()
+      } else if (m.op === 'reply') {
         const p = this.pending.get(m.seq)
         this.pending.delete(m.seq)
         this.refIfWaiting()
@@ -103,6 +116,7 @@ class Keeper {
       if (this.dead) return
       this.dead = err
       if (keeper === this) keeper = undefined
+      this.onDead?.(err)
       for (const p of this.pending.values()) p.reject(err)
       this.pending.clear()
       const lost = new RiggingError('LEASE_LOST', `the lease keep-alive thread stopped (${err.message}); the leases it renewed are no longer renewed`, { cause: err })
@@ -129,6 +143,7 @@ class Keeper {
   }
 
   async hold(req: HoldRequest, events: Events): Promise<OffThreadHold> {
+    await this.ready
     const id = this.nextId++
     this.held.set(id, events)
     let initial: HeldState
@@ -150,6 +165,12 @@ class Keeper {
 }
 
 let keeper: Keeper | undefined
+
+/** Starts this process's keep-alive thread if it is not running; resolves once it has loaded. */
+export function keeperReady(): Promise<void> {
+  keeper ??= new Keeper()
+  return keeper.ready
+}
 
 /** Hands a lease to this process's keep-alive thread; resolves after its first renewal there. */
 export function holdOffThread(req: HoldRequest, events: Events): Promise<OffThreadHold> {

@@ -24,7 +24,7 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import { RiggingError, isRiggingError } from './errors.js'
-import { holdOffThread, type OffThreadHold } from './lease-keeper.js'
+import { holdOffThread, keeperReady, type OffThreadHold } from './lease-keeper.js'
 import { logger } from './logger.js'
 import type { OpenStorageOptions } from './storage/open-storage.js'
 import type { Storage } from './storage/types.js'
@@ -284,8 +284,12 @@ export class Lease {
    */
   async keepAliveOffThread(opts: KeepAliveOptions = {}): Promise<this> {
     await this.stopKeepAlive()
-    if (this.storage.url.startsWith('memory://')) return this.keepAlive(opts)
-    this.onLost = opts.onLost
+    // Renewed here until the thread has loaded (it may take longer than a short TTL).
+    this.keepAlive(opts)
+    if (this.storage.url.startsWith('memory://')) return this
+    await keeperReady()
+    await this.stopKeepAlive()
+    if (this.lostCtl.signal.aborted) throw this.lostCtl.signal.reason
     const hold = await holdOffThread(
       {
         url: this.storage.url,
