@@ -198,7 +198,7 @@ describe('executor', () => {
     expect(dry3.lines.join('\n')).toMatch(/run {3}tokenize_\w+ +take over: RUNNING since .* but its lease expired at /)
   })
 
-  test('the output is staged and published on success: a re-run replaces it whole, a failed run leaves it, executor names are refused', async () => {
+  test('the output is staged and published when the function returns: a re-run replaces it whole, executor names are refused', async () => {
     const prefix = freshPrefix()
     const o = { v: 1, fail: false, logs: false, staged: '', publishedDuringRun: true }
     const out = step({
@@ -234,14 +234,16 @@ describe('executor', () => {
     o.v = 3
     o.fail = true
     const failed = await run(prefix, exp, { force: true })
+    // A failed run's output is published with its FAILED status: what it wrote before failing explains it.
     expect(failed.record.steps[0]!.status).toBe('FAILED')
-    expect(entries()).toEqual(['dir', 'only-v2.txt'])
+    expect(entries()).toEqual(['dir', 'only-v3.txt'])
 
+    o.v = 4
     o.fail = false
     o.logs = true
     const refused = await run(prefix, exp, { force: true })
     expect(refused.record.steps[0]!.error).toMatch(/wrote "logs" into its output, a name the executor keeps for its own files/)
-    expect(entries()).toEqual(['dir', 'only-v2.txt'])
+    expect(entries()).toEqual(['dir', 'only-v3.txt'])
     expect(existsSync(join(dir, '.staging'))).toBe(false)
   })
 })

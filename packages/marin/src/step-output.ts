@@ -3,9 +3,10 @@
  * into a staging folder of its own attempt, `<step>/.staging/<attempt>/<name_hash8>`
  * (named like the step folder, for steps that name things after their folder);
  * the runner moves it into the step folder only after `fence()` proved it still
- * holds the step's lease, and then writes SUCCESS (conditionally: see
- * `step-runner.ts`). Dependents start only on SUCCESS, so they see a complete
- * output, and a run that lost its lease never touches the published one.
+ * holds the step's lease, and then writes SUCCESS, or FAILED (a failed run's
+ * partial output explains its failure), conditionally: see `step-runner.ts`.
+ * Dependents start only on SUCCESS, so they see a complete output, and a run
+ * that lost its lease never touches the published one.
  *
  * On a local prefix each top-level entry moves with one rename (a folder appears
  * whole); entries of the previous output that the new one lacks are removed. On

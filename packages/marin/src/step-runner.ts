@@ -17,6 +17,7 @@
  *   has replaced with theirs;
  * - its function wrote only into its own staging folder (`step-output.ts`).
  */
+import { mkdir } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { Lease, RiggingError, isRiggingError, provenance, readLease, type ObjectInfo, type Storage } from '@marin/rigging'
 import { logger } from '@marin/rigging'
@@ -142,6 +143,9 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
     // Renewals from a thread of their own, running before the function starts.
     await lease.keepAliveOffThread({ onLost: (err) => abort.abort(err), storageOptions: { private: true } })
     await clearOtherStaging(storage, staging)
+    // The folder exists when the function starts, as the step folder always did.
+    const localStaging = storage.localPath(staging.rel)
+    if (localStaging) await mkdir(localStaging, { recursive: true })
     infoWritten = await writeInfo(storage, { ...info, status: 'RUNNING' })
     if (before && before.status !== 'SUCCESS') stepLog.log.info({ previous: before.status }, 'taking the step over')
     stepLog.log.info({ outputPath: o.outputPath, staging: staging.outputPath, version: version.hash }, 'step started')
@@ -163,12 +167,11 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
     await lease.release().catch(() => {})
     return { status: 'FAILED', error: message, startedAt, finishedAt: new Date().toISOString() }
   }
-  if (error === undefined) {
-    try {
-      await publishOutput(storage, staging)
-    } catch (err) {
-      error = err
-    }
+  // A failed run's output is published too (its partial results explain the failure); dependents start only on SUCCESS.
+  try {
+    await publishOutput(storage, staging)
+  } catch (err) {
+    error ??= err
   }
   if (error === undefined) stepLog.log.info('step succeeded')
   else stepLog.log.error({ err: error }, 'step failed')

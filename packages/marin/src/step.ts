@@ -44,8 +44,8 @@ export type StepContext = {
   /**
    * Where the step writes its output: a local directory for file:// prefixes, else a URL. It is
    * a staging folder of this attempt (`<step>/.staging/<attempt>/<name_hash8>`, named like the
-   * step folder), moved into the step folder when the function returns, while the step's lease
-   * is still held; dependents get the step folder's path.
+   * step folder), moved into the step folder when the function returns or throws, if the step's
+   * lease is still held; dependents get the step folder's path.
    */
   readonly outputPath: string
   /** The Marin prefix the step runs under (a local directory for file:// prefixes, else a URL); finestore lives at `<prefix>/store`. */
