@@ -12,7 +12,7 @@ import { dependenciesOf, topoSort } from './graph.js'
 import { formatPlan, planStep, selectSteps, type PlanEntry } from './plan.js'
 import { openPrefixStorage } from './prefix-storage.js'
 import { progressSink } from './progress.js'
-import { recordHistory, lockPath, readStatus, writeStatus } from './status-files.js'
+import { ignoreLostRace, recordHistory, lockPath, readStatus, writeStatus } from './status-files.js'
 import { runStepHere, type StepResult } from './step-runner.js'
 import type { Step } from './step.js'
 import { computeVersions, resolveConfig, type StepVersion } from './version.js'
@@ -279,7 +279,8 @@ export class Executor {
     if (!lease) return
     try {
       const st = await readStatus(storage, nameHash)
-      if (st?.status !== 'SUCCESS') await writeStatus(storage, nameHash, 'DEP_FAILED')
+      // Conditional: a run that lost the lease may still have written SUCCESS since our read.
+      if (st?.status !== 'SUCCESS') await writeStatus(storage, nameHash, 'DEP_FAILED', { condition: st ? { ifGeneration: st.generation } : { ifAbsent: true } }).catch(ignoreLostRace)
     } finally {
       await lease.release()
     }
