@@ -88,25 +88,27 @@ export async function publishOutput(storage: Storage, s: Staging): Promise<void>
   }
   const prefix = `${s.rel}/`
   const fresh = new Set<string>()
-  for await (const o of storage.list(prefix)) {
-    const rel = o.path.slice(prefix.length)
-    const top = rel.split('/')[0]!
-    if (isExecutorEntry(top)) throw reservedError(s, top)
-    fresh.add(rel)
+  for await (const o of storage.list(prefix)) fresh.add(o.path.slice(prefix.length))
+  const bad = [...fresh].map((rel) => rel.split('/')[0]!).find(isExecutorEntry)
+  if (bad) throw reservedError(s, bad)
+  for (const rel of fresh) {
+    const from = `${prefix}${rel}`
     const target = `${s.nameHash}/${rel}`
-    if (storage.rename) await storage.rename(o.path, target)
+    if (storage.rename) await storage.rename(from, target)
     else if (storage.copy) {
-      await storage.copy(o.path, target)
-      await storage.delete(o.path)
+      await storage.copy(from, target)
+      await storage.delete(from)
     } else {
-      await storage.write(target, await storage.read(o.path))
-      await storage.delete(o.path)
+      await storage.write(target, await storage.read(from))
+      await storage.delete(from)
     }
   }
+  const stale: string[] = []
   for await (const o of storage.list(`${s.nameHash}/`)) {
     const rel = o.path.slice(s.nameHash.length + 1)
-    if (!isExecutorEntry(rel.split('/')[0]!) && !fresh.has(rel)) await storage.delete(o.path)
+    if (!isExecutorEntry(rel.split('/')[0]!) && !fresh.has(rel)) stale.push(o.path)
   }
+  for (const p of stale) await storage.delete(p)
 }
 
 const isDir = async (p: string) => (await lstat(p)).isDirectory()
