@@ -160,7 +160,8 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
     (err: unknown) => err,
   )
   if (fenced !== undefined) {
-    const message = leaseLostText(fenced, 'the step\'s output was not published and its status not written')
+    const notDone = "the step's output was not published and its status not written"
+    const message = isRiggingError(fenced, 'LEASE_LOST') ? leaseLostText(fenced, notDone) : `cannot confirm that this run still holds the step's lease (${errorText(fenced)}); ${notDone}`
     stepLog.log.error({ err: fenced }, 'lease lost: output not published, status not written')
     await stepLog.close()
     await discardStaging(storage, staging).catch(() => {})
