@@ -26,10 +26,8 @@ if (port !== null) {
       lease.keepAlive({
         intervalMs: m.intervalMs,
         onRenewed: () => post({ op: 'renewed', id: m.id, state: stateOf(lease) }),
-        onLost: (err) => {
-          leases.delete(m.id)
-          post({ op: 'lost', id: m.id, error: errorData(err) })
-        },
+        // Kept until dropped: a `fence` sent before the main thread saw this news gets the same LEASE_LOST.
+        onLost: (err) => post({ op: 'lost', id: m.id, error: errorData(err) }),
       })
       post({ op: 'reply', seq: m.seq, state: stateOf(lease) })
       return

@@ -251,6 +251,19 @@ describe('keep-alive off the main thread', () => {
     expect(a.lost.aborted).toBe(true)
   })
 
+  test('fence while the news of a loss is still on its way from the worker: LEASE_LOST', async () => {
+    const s = await fileStore()
+    const a = await Lease.acquire(s, 'l', { ttlMs: 60_000, owner: 'alice' })
+    await a.keepAliveOffThread({ intervalMs: 10 })
+    await s.write('l', JSON.stringify({ owner: 'bob', expiresAt: Date.now() + 60_000, acquiredAt: 0, renewedAt: 0, host: 'h', pid: 1 }))
+    // The worker finds the lease lost while this thread is blocked; fence is called before this thread reads that news.
+    blockFor(500)
+    const err = await a.fence().catch((e: unknown) => e)
+    expect(isRiggingError(err, 'LEASE_LOST')).toBe(true)
+    expect((err as Error).message).toMatch(/lost by alice: it is now held by bob/)
+    expect(a.lost.aborted).toBe(true)
+  })
+
   test('memory:// leases are renewed on this thread (the storage lives in it)', async () => {
     const s = await memStore()
     const a = await Lease.acquire(s, 'l', { ttlMs: 60_000, owner: 'alice' })
