@@ -49,3 +49,15 @@ test('with the token, an oversized submit is refused with the size limit named, 
     link.close()
   }
 })
+
+test('replies that grow with the cluster (listJobs over 4 MiB) are not held to a request limit', async () => {
+  const client = new IrisClient({ controller: server.address, token: 'gate-token' })
+  try {
+    // 30 pending jobs (no worker) whose commands carry 200 KB each: a 6 MB list.
+    for (let i = 0; i < 30; i++) await client.submit({ name: `long-${i}`, command: ['true', String(i).padEnd(200_000, 'z')] })
+    const jobs = await client.list()
+    expect(jobs.filter((j) => j.name.startsWith('long-'))).toHaveLength(30)
+  } finally {
+    client.close()
+  }
+})

@@ -32,16 +32,20 @@ import {
   WaitJobResponse,
 } from './protocol.js'
 
+const STATE_REPLY_BYTES = 64 * 1024 * 1024
+
 /** The iris controller service, `marin.iris.Controller`. */
 export const ControllerService = defineService({
   name: 'marin.iris.Controller',
   methods: {
     submit: unary(SubmitRequest, SubmitResponse),
-    getJob: unary(JobRef, GetJobResponse, { idempotent: true }),
-    waitJob: unary(WaitJobRequest, WaitJobResponse, { idempotent: true }),
-    listJobs: unary(ListJobsRequest, ListJobsResponse, { idempotent: true }),
+    // Replies that grow with the cluster's state (jobs, attempts, workers) come from the
+    // controller, which clients trust: they may be larger than a request may be.
+    getJob: unary(JobRef, GetJobResponse, { idempotent: true, maxResponseBytes: STATE_REPLY_BYTES }),
+    waitJob: unary(WaitJobRequest, WaitJobResponse, { idempotent: true, maxResponseBytes: STATE_REPLY_BYTES }),
+    listJobs: unary(ListJobsRequest, ListJobsResponse, { idempotent: true, maxResponseBytes: STATE_REPLY_BYTES }),
     kill: unary(JobRef, KillResponse, { idempotent: true }),
-    listWorkers: unary(Empty, ListWorkersResponse, { idempotent: true }),
+    listWorkers: unary(Empty, ListWorkersResponse, { idempotent: true, maxResponseBytes: STATE_REPLY_BYTES }),
     logs: serverStream(LogsRequest, LogLineSchema, { idempotent: true }),
     register: unary(RegisterRequest, RegisterResponse, { idempotent: true }),
     heartbeat: unary(HeartbeatRequest, HeartbeatResponse, { idempotent: true }),
