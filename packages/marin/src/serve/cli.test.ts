@@ -54,10 +54,15 @@ test('marin serve runs as a process, answers the openai client, and exits 0 on S
     })
     child.once('exit', (code) => reject(new Error(`marin serve exited ${code}: ${err}`)))
   })
-  const client = new OpenAI({ baseURL: url, apiKey: 'x', maxRetries: 0 })
-  const r = await client.completions.create({ model: 'tiny', prompt: 'the model', max_tokens: 5, seed: 1 })
-  expect(r.usage!.completion_tokens).toBe(5)
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  try {
+    const client = new OpenAI({ baseURL: url, apiKey: 'x', maxRetries: 0 })
+    const r = await client.completions.create({ model: 'tiny', prompt: 'the model', max_tokens: 5, seed: 1 })
+    expect(r.usage!.completion_tokens).toBe(5)
+  } catch (e) {
+    child.kill('SIGKILL') // a failed request must not leave the server running after the test
+    throw e
+  }
   child.kill('SIGTERM')
   expect(await exited).toBe(0)
   expect(out).toContain('stopped')
