@@ -4,7 +4,7 @@ import { statSync } from 'node:fs'
 import { afterEach, expect, test } from 'vitest'
 import { runCli } from './cli.js'
 import { PKG_DIR, fixture, runNode } from './test-support/child.js'
-import { newStore, type TestStore } from './test-support/stores.js'
+import { listedPaths, newStore, type TestStore } from './test-support/stores.js'
 
 let t: TestStore | undefined
 afterEach(() => {
@@ -12,11 +12,7 @@ afterEach(() => {
   t = undefined
 })
 
-async function listed(prefix: string): Promise<string[]> {
-  const out: string[] = []
-  for await (const o of t!.store.storage.list(prefix)) out.push(o.path)
-  return out
-}
+const listed = (prefix: string) => listedPaths(t!.store, prefix)
 
 /** Runs the real `finestore` bin in a child process. */
 async function finestore(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; out: string; err: string }> {

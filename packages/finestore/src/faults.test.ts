@@ -5,7 +5,7 @@ import { IntegrityError } from './errors.js'
 import { blobPath, headPath } from './layout.js'
 import { openStore } from './store.js'
 import { fixture, runNode } from './test-support/child.js'
-import { newStore, type TestStore } from './test-support/stores.js'
+import { listedPaths, newStore, type TestStore } from './test-support/stores.js'
 
 let t: TestStore | undefined
 afterEach(() => {
@@ -13,11 +13,7 @@ afterEach(() => {
   t = undefined
 })
 
-async function listed(prefix: string): Promise<string[]> {
-  const out: string[] = []
-  for await (const o of t!.store.storage.list(prefix)) out.push(o.path)
-  return out
-}
+const listed = (prefix: string) => listedPaths(t!.store, prefix)
 
 test('a process killed in the middle of a commit leaves the store consistent, and gc reclaims its orphans', async () => {
   t = await newStore('file')

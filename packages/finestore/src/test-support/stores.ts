@@ -32,3 +32,10 @@ export async function newStore(backend: Backend, opts: Omit<StoreOptions, 'url' 
   }
   return t
 }
+
+/** The paths a store's storage holds under `prefix` (e.g. `tmp/`, `txns/`). */
+export async function listedPaths(store: Store, prefix: string): Promise<string[]> {
+  const out: string[] = []
+  for await (const o of store.storage.list(prefix)) out.push(o.path)
+  return out
+}
