@@ -45,37 +45,71 @@ const MAX_DEPTH = 32
  * anything nested deeper than 32 levels becomes `[Truncated]`.
  */
 export function redactSecrets<T>(value: T): T {
-  return redactAt(value, 0, []) as T
+  return rewrite(value, BY_KEY, 0, []) as T
 }
 
-// `path` holds the objects from the root to here (at most 33): cheaper than a WeakSet per line.
-function redactAt(value: unknown, depth: number, path: object[]): unknown {
-  if (value === null || typeof value !== 'object') return value
+const BY_KEY: Rewrite = {
+  leaf: (v) => v,
+  enter: isWalkable,
+  field: (key, v, next) => (isSecretKey(key) && v !== undefined && v !== null ? REDACTED : next(v)),
+}
+
+/** How {@link rewrite} treats a tree: what a non-object becomes, which objects it enters, what a field becomes. */
+type Rewrite = {
+  readonly leaf: (value: unknown) => unknown
+  readonly enter: (value: object) => boolean
+  readonly field: (name: string, value: unknown, next: (value: unknown) => unknown) => unknown
+}
+
+// A copy of `value` rewritten by `w`, copying only the objects on the way to a change. Arrays
+// and plain objects are read by own enumerable keys; errors by own names (an error's message,
+// stack and cause are not enumerable) and copied with their class. `path` holds the objects
+// from the root to here (at most 33): cheaper than a WeakSet per line.
+function rewrite(value: unknown, w: Rewrite, depth: number, path: object[]): unknown {
+  if (value === null || typeof value !== 'object') return w.leaf(value)
   if (depth > MAX_DEPTH) return '[Truncated]'
-  if (!isWalkable(value)) return value
-  // A cycle is cut here: returning the object itself would let the serializer print it unredacted.
+  if (!w.enter(value)) return value
+  // A cycle is cut here: returning the object itself would let the serializer print it unchanged.
   if (path.includes(value)) return '[Circular]'
   path.push(value)
+  const next = (v: unknown) => rewrite(v, w, depth + 1, path)
   let out: unknown = value
   if (Array.isArray(value)) {
     let copy: unknown[] | undefined
     for (let i = 0; i < value.length; i++) {
-      const r = redactAt(value[i], depth + 1, path)
+      const r = next(value[i])
       if (r !== value[i]) (copy ??= value.slice())[i] = r
     }
     if (copy !== undefined) out = copy
   } else {
     const obj = value as Record<string, unknown>
-    let copy: Record<string, unknown> | undefined
-    for (const key of Object.keys(obj)) {
-      const v = obj[key]
-      const r = isSecretKey(key) && v !== undefined && v !== null ? REDACTED : redactAt(v, depth + 1, path)
-      if (r !== v) (copy ??= { ...obj })[key] = r
+    const isError = value instanceof Error
+    const names = isError ? Object.getOwnPropertyNames(obj) : Object.keys(obj)
+    const changed = new Map<string, unknown>()
+    for (const name of names) {
+      let v: unknown
+      try {
+        v = obj[name]
+      } catch {
+        continue
+      }
+      const r = w.field(name, v, next)
+      if (r !== v) changed.set(name, r)
     }
-    if (copy !== undefined) out = copy
+    if (changed.size > 0) out = isError ? copyError(obj, names, changed) : { ...obj, ...Object.fromEntries(changed) }
   }
   path.pop()
   return out
+}
+
+function copyError(err: Record<string, unknown>, names: readonly string[], changed: ReadonlyMap<string, unknown>): object {
+  const copy = Object.create(Object.getPrototypeOf(err) as object) as Record<string, unknown>
+  for (const name of names) {
+    const d = Object.getOwnPropertyDescriptor(err, name)!
+    const v = changed.has(name) ? changed.get(name) : 'value' in d ? d.value : err[name]
+    Object.defineProperty(copy, name, { value: v, writable: true, configurable: true, enumerable: d.enumerable ?? false })
+  }
+  return copy
 }
 
 // Errors go through the error serializer (which redacts its own output); values with
@@ -128,57 +162,16 @@ export function scrubSecretValues(text: string): string {
  * @example scrubSecrets(new Error(`bad key ${key}`)).message // 'bad key [REDACTED]'
  */
 export function scrubSecrets<T>(value: T): T {
-  return sortedValues.length === 0 ? value : (scrubAt(value, 0, []) as T)
+  return sortedValues.length === 0 ? value : (rewrite(value, BY_VALUE, 0, []) as T)
 }
 
-function scrubAt(value: unknown, depth: number, path: object[]): unknown {
-  if (typeof value === 'string') return scrubSecretValues(value)
-  if (value === null || typeof value !== 'object') return value
-  if (depth > MAX_DEPTH) return '[Truncated]'
-  const isError = value instanceof Error
-  const proto: unknown = Object.getPrototypeOf(value)
-  if (!isError && !Array.isArray(value) && proto !== Object.prototype && proto !== null) return value
-  if (path.includes(value)) return '[Circular]'
-  path.push(value)
-  let out: unknown = value
-  if (Array.isArray(value)) {
-    let copy: unknown[] | undefined
-    for (let i = 0; i < value.length; i++) {
-      const r = scrubAt(value[i], depth + 1, path)
-      if (r !== value[i]) (copy ??= value.slice())[i] = r
-    }
-    if (copy !== undefined) out = copy
-  } else {
-    // Own names, not keys: an error's message, stack and cause are not enumerable.
-    const obj = value as Record<string, unknown>
-    const names = isError ? Object.getOwnPropertyNames(obj) : Object.keys(obj)
-    const changed = new Map<string, unknown>()
-    for (const name of names) {
-      let v: unknown
-      try {
-        v = obj[name]
-      } catch {
-        continue
-      }
-      const r = scrubAt(v, depth + 1, path)
-      if (r !== v) changed.set(name, r)
-    }
-    if (changed.size > 0) {
-      if (isError) {
-        const copy = Object.create(proto as object) as Record<string, unknown>
-        for (const name of names) {
-          const d = Object.getOwnPropertyDescriptor(obj, name)!
-          const v = changed.has(name) ? changed.get(name) : 'value' in d ? d.value : obj[name]
-          Object.defineProperty(copy, name, { value: v, writable: true, configurable: true, enumerable: d.enumerable ?? false })
-        }
-        out = copy
-      } else {
-        out = { ...obj, ...Object.fromEntries(changed) }
-      }
-    }
-  }
-  path.pop()
-  return out
+const BY_VALUE: Rewrite = {
+  leaf: (v) => (typeof v === 'string' ? scrubSecretValues(v) : v),
+  enter: (v) => {
+    const proto: unknown = Object.getPrototypeOf(v)
+    return v instanceof Error || Array.isArray(v) || proto === Object.prototype || proto === null
+  },
+  field: (_name, v, next) => next(v),
 }
 
 const scrubbedStreams = new WeakSet<object>()
