@@ -21,6 +21,7 @@ export const RIGGING_ERROR_CODES = [
   'LEASE_NOT_OWNER',
   'LEASE_LOST',
   'LEASE_INVALID',
+  'BYTE_SIZE_INVALID',
 ] as const
 
 export type RiggingErrorCode = (typeof RIGGING_ERROR_CODES)[number]

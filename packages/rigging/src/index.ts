@@ -76,3 +76,6 @@ export type { KeepAliveOptions, LeaseOptions, LeaseRecord, LeaseState } from './
 // Provenance
 export { provenance, scopedPackageVersions } from './provenance.js'
 export type { Provenance, ProvenanceOptions } from './provenance.js'
+
+// Byte sizes
+export { formatByteSize, parseByteSize } from './byte-size.js'
