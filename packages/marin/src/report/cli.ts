@@ -1,6 +1,6 @@
 /** @module `marin publish-report --source DIR|EXPERIMENT --target DIR|URL`. */
 import { Command } from 'commander'
-import { prefixOf, type CliIo } from '../cli-io.js'
+import { prefixOf, type CliIo } from '../cli/io.js'
 import { buildReport } from './build.js'
 import { publishSite } from './publish.js'
 

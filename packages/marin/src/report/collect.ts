@@ -6,8 +6,8 @@
 import { pathToFileURL } from 'node:url'
 import { openStorage, type Storage } from '@marin/rigging'
 import { openStore, storeUrl, type Store } from '@marin/finestore'
-import { readStatus } from '../status-files.js'
-import type { ExperimentRecord } from '../executor.js'
+import { readStatus } from '../executor/status-files.js'
+import type { ExperimentRecord } from '../executor/executor.js'
 import type { EvalRow, MetricRow, ReportArtifact, ReportData, ReportStep, SampleRow, StepLogFile } from './types.js'
 
 /** How much of each log file the report keeps (its end). */

@@ -6,7 +6,7 @@ import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { openStorage, type Storage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
-import { recordPath, type ExperimentRecord } from '../executor.js'
+import { recordPath, type ExperimentRecord } from '../executor/executor.js'
 
 /** A record and where it was read from. */
 export type ResolvedSource = { readonly record: ExperimentRecord; readonly recordUrl: string }

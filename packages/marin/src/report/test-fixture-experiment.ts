@@ -7,9 +7,9 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openStore, storeUrl } from '@marin/finestore'
 import { JsonlTracker } from '@marin/levanter'
-import { Experiment } from '../experiment.js'
-import { step } from '../step.js'
-import { versioned } from '../versioned.js'
+import { Experiment } from '../executor/experiment.js'
+import { step } from '../executor/step.js'
+import { versioned } from '../executor/versioned.js'
 
 const DOCS = ['the cat sat on the mat', 'the dog sat on the log', 'the cat sat on the mat', 'a bird flew over the house']
 

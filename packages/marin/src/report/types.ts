@@ -1,5 +1,5 @@
 /** @module What a report is built from: everything gathered about one experiment run, as plain data. */
-import type { ExperimentRecord, StepRecord } from '../executor.js'
+import type { ExperimentRecord, StepRecord } from '../executor/executor.js'
 
 /** One log file of a step, with its last lines kept for the report. */
 export type StepLogFile = {

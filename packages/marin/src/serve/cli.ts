@@ -2,8 +2,8 @@
 import fs from 'node:fs'
 import { Command } from 'commander'
 import { initBackend } from '@marin/levanter'
-import { UsageError, intArg, prefixOf } from '../cli-io.js'
-import type { CliIo } from '../cli-io.js'
+import { UsageError, intArg, prefixOf } from '../cli/io.js'
+import type { CliIo } from '../cli/io.js'
 import { loadModel } from './load-model.js'
 import { startServer } from './server.js'
 

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { configureLogging } from '@marin/rigging'
-import { Executor } from '../executor.js'
-import { Experiment } from '../experiment.js'
+import { Executor } from '../executor/executor.js'
+import { Experiment } from '../executor/experiment.js'
 import { dedupStep, ingestStep, tokenizeStep } from './datakit-steps.js'
 
 let root: string

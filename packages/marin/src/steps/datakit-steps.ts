@@ -6,8 +6,8 @@
  */
 import { mkdir } from 'node:fs/promises'
 import type { IngestFormat } from '@marin/datakit'
-import { isOutputRef, step, type OutputRef, type Step } from '../step.js'
-import { versioned } from '../versioned.js'
+import { isOutputRef, step, type OutputRef, type Step } from '../executor/step.js'
+import { versioned } from '../executor/versioned.js'
 import { mainArtifact, writeArtifacts } from './artifacts.js'
 
 // datakit (and zephyr's Parquet stack under it) load when a step runs, not when an experiment

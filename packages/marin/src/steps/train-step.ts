@@ -8,8 +8,8 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { basename, join } from 'node:path'
 import type { ModelConfigInput, TrainerConfigInput } from '@marin/levanter'
 import { MarinError } from '../errors.js'
-import { step, type Step } from '../step.js'
-import { versioned } from '../versioned.js'
+import { step, type Step } from '../executor/step.js'
+import { versioned } from '../executor/versioned.js'
 import { mainArtifact, writeArtifacts } from './artifacts.js'
 
 /** Trainer settings a step may choose; where checkpoints and metrics go is the step's business. */

@@ -5,7 +5,7 @@
  * planned, runs the step under its lease and writes a result file for the executor.
  */
 import { scrubProcessOutput } from '@marin/rigging'
-import { MarinError } from './errors.js'
+import { MarinError } from '../errors.js'
 import { outputPathOf, prepare } from './executor.js'
 import { loadExperiment } from './load-script.js'
 import { openPrefixStorage } from './prefix-storage.js'

@@ -3,7 +3,7 @@
  * output lives at a content-addressed path; `other.output('sub/path')` in a
  * config is a dependency on another step's output.
  */
-import { MarinError } from './errors.js'
+import { MarinError } from '../errors.js'
 import type { Logger } from '@marin/rigging'
 import type { Versioned } from './versioned.js'
 

@@ -7,7 +7,7 @@
 import { fileURLToPath } from 'node:url'
 import { dirname, resolve } from 'node:path'
 import type { JobRequest } from '@marin/iris'
-import { MarinError } from './errors.js'
+import { MarinError } from '../errors.js'
 import type { Step } from './step.js'
 import type { ExperimentRecord } from './executor.js'
 
@@ -139,7 +139,7 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
    */
   async main(argv: readonly string[] = process.argv.slice(2)): Promise<number> {
     if (process.env.MARIN_STEP_CHILD === '1' || ((globalThis as Record<symbol, unknown>)[LOADING] as number) > 0) return 0
-    const { runMain } = await import('./cli-run.js')
+    const { runMain } = await import('../cli/run.js')
     return runMain(this as unknown as Experiment, argv)
   }
 

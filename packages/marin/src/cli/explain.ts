@@ -1,11 +1,11 @@
 /** @module `marin explain STEP`: which versioned fields and dependencies changed since the step last completed. */
 import { Command } from 'commander'
 import { openStorage } from '@marin/rigging'
-import { MarinError } from './errors.js'
-import { prepare } from './executor.js'
-import { explainStep, formatExplanation } from './explain.js'
-import { loadExperiment } from './load-script.js'
-import { prefixOf, type CliIo } from './cli-io.js'
+import { MarinError } from '../errors.js'
+import { prepare } from '../executor/executor.js'
+import { explainStep, formatExplanation } from '../executor/explain.js'
+import { loadExperiment } from '../executor/load-script.js'
+import { prefixOf, type CliIo } from './io.js'
 
 export function explainCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
   return new Command('explain')

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { JobScheduler } from '@marin/iris'
 import { loadExperiment } from './load-script.js'
-import { names, runs, script, start } from './fixtures/processes.js'
+import { names, runs, script, start } from '../fixtures/processes.js'
 
 let root: string
 beforeAll(() => {

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import { resolve } from 'node:path'
 import { Lease, logger, provenance, scrubSecretValues, type Storage } from '@marin/rigging'
-import { MarinError } from './errors.js'
+import { MarinError } from '../errors.js'
 import { dependenciesOf, topoSort } from './graph.js'
 import { formatPlan, planStep, selectSteps, type PlanEntry } from './plan.js'
 import { openPrefixStorage } from './prefix-storage.js'

@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { configureLogging, writeSecretFile } from '@marin/rigging'
-import { buildReport } from './report/build.js'
-import { publishSite } from './report/publish.js'
-import { start } from './fixtures/processes.js'
+import { buildReport } from '../report/build.js'
+import { publishSite } from '../report/publish.js'
+import { start } from '../fixtures/processes.js'
 
-const script = join(import.meta.dirname, 'fixtures', 'leaks-secret.ts')
+const script = join(import.meta.dirname, '..', 'fixtures', 'leaks-secret.ts')
 let root: string
 let secretFile: string
 // Unknown to this process: only the processes that read the file know it.

@@ -4,16 +4,16 @@
  * `publish-report`) slot in the same way. Bad usage exits 2 with the problem named.
  */
 import { Command, CommanderError } from 'commander'
-import pkg from '../package.json' with { type: 'json' }
-import { UsageError, type CliIo } from './cli-io.js'
-import { explainCommand } from './cli-explain.js'
-import { lsCommand } from './cli-ls.js'
-import { runCommand } from './cli-run.js'
-import { statusCommand } from './cli-status.js'
-import { serveCommand } from './serve/cli.js'
-import { evalCommand } from './eval/cli.js'
-import { publishReportCommand } from './report/cli.js'
-import { isMarinError, type MarinErrorCode } from './errors.js'
+import pkg from '../../package.json' with { type: 'json' }
+import { UsageError, type CliIo } from './io.js'
+import { explainCommand } from './explain.js'
+import { lsCommand } from './ls.js'
+import { runCommand } from './run.js'
+import { statusCommand } from './status.js'
+import { serveCommand } from '../serve/cli.js'
+import { evalCommand } from '../eval/cli.js'
+import { publishReportCommand } from '../report/cli.js'
+import { isMarinError, type MarinErrorCode } from '../errors.js'
 
 /** A command body: resolves with an exit code. */
 export type Run = (fn: () => Promise<number>) => Promise<void>

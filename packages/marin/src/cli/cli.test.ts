@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { configureLogging } from '@marin/rigging'
-import { runCli } from './cli.js'
+import { runCli } from './program.js'
 
-const fixture = (f: string) => join(import.meta.dirname, 'fixtures', f)
+const fixture = (f: string) => join(import.meta.dirname, '..', 'fixtures', f)
 let prefix: string
 beforeAll(() => {
   prefix = mkdtempSync(join(tmpdir(), 'marin-cli-'))

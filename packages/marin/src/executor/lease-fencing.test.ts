@@ -7,9 +7,9 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { marinBin, start, type Done } from './fixtures/processes.js'
+import { marinBin, start, type Done } from '../fixtures/processes.js'
 
-const script = join(import.meta.dirname, 'fixtures', 'blocking-steps.ts')
+const script = join(import.meta.dirname, '..', 'fixtures', 'blocking-steps.ts')
 let root: string
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'marin-fence-'))

@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { MarinError } from './errors.js'
+import { MarinError } from '../errors.js'
 import { LOADING, isExperiment, type Experiment } from './experiment.js'
 
 /**

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { marinBin, names, runs, script, start } from './fixtures/processes.js'
+import { marinBin, names, runs, script, start } from '../fixtures/processes.js'
 
 let root: string
 beforeAll(() => {

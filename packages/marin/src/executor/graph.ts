@@ -1,5 +1,5 @@
 /** @module The step DAG: every step an experiment reaches, in dependency order, with cycles named. */
-import { MarinError } from './errors.js'
+import { MarinError } from '../errors.js'
 import { isOutputRef, type Step } from './step.js'
 import { isVersioned } from './versioned.js'
 

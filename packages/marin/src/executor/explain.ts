@@ -1,6 +1,6 @@
 /** @module `marin explain STEP`: why a step's version differs from its last completed one, field by field. */
 import type { Storage } from '@marin/rigging'
-import { MarinError } from './errors.js'
+import { MarinError } from '../errors.js'
 import { readHistory, type HistoryEntry } from './status-files.js'
 import type { StepVersion } from './version.js'
 

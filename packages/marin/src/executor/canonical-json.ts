@@ -1,6 +1,6 @@
 /** @module Canonical JSON (sorted keys, no whitespace) and its sha256: the basis of step versions. */
 import { createHash } from 'node:crypto'
-import { MarinError } from './errors.js'
+import { MarinError } from '../errors.js'
 
 /**
  * JSON with object keys sorted at every depth, so that the same value always

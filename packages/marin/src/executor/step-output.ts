@@ -17,7 +17,7 @@ import { existsSync } from 'node:fs'
 import { lstat, mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises'
 import { basename, join } from 'node:path'
 import type { Storage } from '@marin/rigging'
-import { MarinError } from './errors.js'
+import { MarinError } from '../errors.js'
 
 export const STAGING = '.staging'
 

@@ -29,7 +29,7 @@ export async function runExperiment(experiment: Experiment, opts: RunOptions = {
 
 /** Builds the run's report and publishes it to `experiment.report.target`. */
 async function publishReport(experiment: Experiment, record: ExperimentRecord, opts: RunOptions): Promise<void> {
-  const [{ buildReport }, { publishSite }] = await Promise.all([import('./report/build.js'), import('./report/publish.js')])
+  const [{ buildReport }, { publishSite }] = await Promise.all([import('../report/build.js'), import('../report/publish.js')])
   const source = `${record.prefix.replace(/\/+$/, '')}/${recordPath(record.experiment, record.run)}`
   const { data, site } = await buildReport(source, record.prefix)
   const res = await publishSite(site, experiment.report!.target)

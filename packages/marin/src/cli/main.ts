@@ -1,6 +1,6 @@
 /** @module Entry point of the `marin` binary: real process I/O and exit code. */
 import { scrubProcessOutput } from '@marin/rigging'
-import { runCli } from './cli.js'
+import { runCli } from './program.js'
 
 // Steps run with --local, and scripts, may read secrets in this process: nothing printed holds one.
 scrubProcessOutput()

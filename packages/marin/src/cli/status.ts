@@ -1,10 +1,10 @@
 /** @module `marin status [EXPERIMENT]`: the latest run of each experiment, or the steps of one. */
 import { Command } from 'commander'
 import { openStorage, type Storage } from '@marin/rigging'
-import { MarinError } from './errors.js'
-import type { ExperimentRecord } from './executor.js'
-import { readStatus } from './status-files.js'
-import { prefixOf, type CliIo } from './cli-io.js'
+import { MarinError } from '../errors.js'
+import type { ExperimentRecord } from '../executor/executor.js'
+import { readStatus } from '../executor/status-files.js'
+import { prefixOf, type CliIo } from './io.js'
 
 /** Runs of each experiment under the prefix, oldest first. */
 export async function experimentRuns(storage: Storage): Promise<Map<string, string[]>> {

@@ -1,10 +1,10 @@
 /** @module `marin run FILE` and `experiment.main()`: the same flags, the same behaviour. */
 import { Command, CommanderError, Option } from 'commander'
 import { scrubProcessOutput } from '@marin/rigging'
-import type { Experiment } from './experiment.js'
-import { loadExperiment } from './load-script.js'
-import { runExperiment } from './run-experiment.js'
-import { intArg, prefixOf, regexArg, type CliIo } from './cli-io.js'
+import type { Experiment } from '../executor/experiment.js'
+import { loadExperiment } from '../executor/load-script.js'
+import { runExperiment } from '../executor/run-experiment.js'
+import { intArg, prefixOf, regexArg, type CliIo } from './io.js'
 
 export type RunFlags = { dryRun?: boolean; force?: boolean; runOnly?: RegExp; maxConcurrent?: number; local?: boolean; cluster?: string }
 

@@ -1,9 +1,9 @@
 /** @module `marin ls`: the steps under the prefix, each version with its status and output. */
 import { Command } from 'commander'
 import { openStorage } from '@marin/rigging'
-import { historyNames, readHistory, readStatus } from './status-files.js'
-import { outputPathOf } from './executor.js'
-import { prefixOf, type CliIo } from './cli-io.js'
+import { historyNames, readHistory, readStatus } from '../executor/status-files.js'
+import { outputPathOf } from '../executor/executor.js'
+import { prefixOf, type CliIo } from './io.js'
 
 export function lsCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
   return new Command('ls')
