@@ -22,6 +22,7 @@ export const RIGGING_ERROR_CODES = [
   'LEASE_LOST',
   'LEASE_INVALID',
   'BYTE_SIZE_INVALID',
+  'PREFIX_NOT_LOCAL',
 ] as const
 
 export type RiggingErrorCode = (typeof RIGGING_ERROR_CODES)[number]

@@ -69,6 +69,10 @@ export { MemoryStorage } from './storage/memory.js'
 export { scrubbingStorage } from './storage/scrubbing.js'
 export type { DeleteOptions, ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './storage/types.js'
 
+// The prefix and its layout
+export { DEFAULT_MARIN_PREFIX, MARIN_LAYOUT, experimentRecordPath, localMarinPrefix, marinPrefix, prefixDir, prefixPath, prefixUrl, stepDirName } from './prefix.js'
+export type { MarinPrefixOptions } from './prefix.js'
+
 // Leases
 export { Lease, defaultLeaseOwner, readLease, releaseLease } from './lease.js'
 export type { KeepAliveOptions, LeaseOptions, LeaseRecord, LeaseState } from './lease.js'
