@@ -24,13 +24,6 @@ export const CHAR_TO_BYTE: Int16Array = (() => {
   return out
 })()
 
-/** The byte-level string of a token's bytes (`[0x20, 0x61]` → `'Ġa'`). */
-export function bytesToSymbols(bytes: Uint8Array): string {
-  let s = ''
-  for (const b of bytes) s += BYTE_TO_CHAR[b]
-  return s
-}
-
 /** The bytes a byte-level token string stands for; `undefined` if it has a character outside the alphabet. */
 export function symbolsToBytes(token: string): Uint8Array | undefined {
   const out = new Uint8Array(token.length)
