@@ -53,7 +53,6 @@ export const ControllerService = defineService({
     report: unary(ReportRequest, ReportResponse, { idempotent: true, maxRequestBytes: 256 * 1024 * 1024 }),
   },
 })
-export type ControllerServiceDef = typeof ControllerService
 
 const TO_RPC: Partial<Record<IrisErrorCode, RpcCode>> = {
   JOB_NOT_FOUND: 'NOT_FOUND',
