@@ -24,11 +24,6 @@ export function codecOf(path: string): Codec {
   return 'none'
 }
 
-/** The path without its compression extension (`a.jsonl.gz` → `a.jsonl`). */
-export function stripCodec(path: string): string {
-  return path.replace(/\.(gz|zst|bz2)$/i, '')
-}
-
 function zstdDecoder(): Transform {
   let decoder: Decompress
   const t = new Transform({
