@@ -14,6 +14,7 @@ describe('resources', () => {
       [{ cpu: 0 }, /resources\.cpu/],
       [{ gpu: 1.5 }, /resources\.gpu/],
       [{ memory: 'lots' }, /resources\.memory/],
+      [{ memory: '4g' }, /resources\.memory: memory="4g" is not a byte size/],
       [{ replicas: 0 }, /resources\.replicas/],
       [{ tpu: 1 }, /allowed keys are cpu, memory, gpu, replicas/],
     ]
@@ -32,6 +33,8 @@ describe('resources', () => {
   test('memory sizes', () => {
     expect(memoryBytes('512Mi')).toBe(512 * 1024 * 1024)
     expect(memoryBytes('4G')).toBe(4e9)
+    expect(memoryBytes('4Gi')).toBe(4 * 2 ** 30)
+    expect(() => memoryBytes('4GB')).toThrow(/resources\.memory="4GB" is not a byte size/)
     expect(memoryBytes(123)).toBe(123)
   })
 })

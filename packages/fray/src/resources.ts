@@ -1,17 +1,23 @@
 /** @module Resources an actor or job asks for, as validated plain data (what iris schedules on). */
+import { isRiggingError, parseByteSize } from '@marin/rigging'
 import { z } from 'zod'
 import { FrayError } from './errors.js'
 
 /**
  * What one actor or one job replica needs. Plain data: it is passed to iris as is.
- * `memory` is in bytes or a string with a unit (`'512Mi'`, `'4G'`).
+ * `memory` is in bytes or a size read by rigging's `parseByteSize`, the rule iris uses too:
+ * `'4G'` is 4×10⁹ bytes, `'4Gi'` is 4×2³⁰. The default, 1Gi, is iris's default as well.
  */
 export const Resources = z.strictObject({
   /** Cores. @default 1 */
   cpu: z.number().positive().max(1024).default(1).describe('cores (fractions allowed)'),
   /** Bytes, or a size with a unit such as `'512Mi'` or `'4G'`. @default '1Gi' */
   memory: z
-    .union([z.number().int().positive(), z.string().regex(/^\d+(\.\d+)?\s*(B|K|Ki|M|Mi|G|Gi|T|Ti)?$/)])
+    .union([z.number().int().positive(), z.string()])
+    .superRefine((m, ctx) => {
+      const error = typeof m === 'string' ? byteSizeError(m) : undefined
+      if (error) ctx.addIssue({ code: 'custom', message: error })
+    })
     .default('1Gi')
     .describe('bytes or a size with a unit'),
   /** Accelerators. @default 0 */
@@ -22,17 +28,24 @@ export const Resources = z.strictObject({
 export type ResourcesInput = z.input<typeof Resources>
 export type Resources = z.output<typeof Resources>
 
-const UNITS: Record<string, number> = {
-  B: 1, K: 1e3, Ki: 1024, M: 1e6, Mi: 1024 ** 2, G: 1e9, Gi: 1024 ** 3, T: 1e12, Ti: 1024 ** 4,
+function byteSizeError(memory: string): string | undefined {
+  try {
+    parseByteSize(memory, 'memory')
+    return undefined
+  } catch (err) {
+    if (isRiggingError(err, 'BYTE_SIZE_INVALID')) return err.message
+    throw err
+  }
 }
 
-/** `'512Mi'` → 536870912. Numbers pass through. */
+/** Bytes of a validated `memory`: `'512Mi'` → 536870912, `'4G'` → 4000000000; numbers pass through. */
 export function memoryBytes(memory: number | string): number {
-  if (typeof memory === 'number') return memory
-  const m = /^(\d+(?:\.\d+)?)\s*([A-Za-z]*)$/.exec(memory)
-  const unit = UNITS[m?.[2] || 'B']
-  if (!m || unit === undefined) throw new FrayError('INVALID_RESOURCES', `resources.memory: cannot read "${memory}"; write bytes or a size such as "512Mi" or "4G"`)
-  return Math.round(Number(m[1]) * unit)
+  try {
+    return parseByteSize(memory, 'resources.memory')
+  } catch (err) {
+    if (isRiggingError(err, 'BYTE_SIZE_INVALID')) throw new FrayError('INVALID_RESOURCES', err.message, { cause: err })
+    throw err
+  }
 }
 
 /**

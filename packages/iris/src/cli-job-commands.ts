@@ -32,7 +32,7 @@ export function submitCommand(name: string, io: CliIo, run: Run, exit: { code: n
   return withConnection(new Command(name), io)
     .description('submit a job; prints its id')
     .requiredOption('--job-name <name>', 'job name (the id is the name plus a suffix)')
-    .option('--resources <spec>', 'per-task resources, e.g. cpu=1,memory=2G,gpu=0', 'cpu=1,memory=512M,gpu=0')
+    .option('--resources <spec>', 'per-task resources, e.g. cpu=1,memory=2Gi,gpu=0', 'cpu=1,memory=1Gi,gpu=0')
     .option('--replicas <n>', 'number of tasks', intArg('a replica count', 1), 1)
     .option('--image <image>', 'container image (needs a worker with a docker engine)')
     .option('--env <K=V>', 'environment variable for the task (repeatable); status and lists show its name only', collect, [])

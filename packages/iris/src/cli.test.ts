@@ -47,7 +47,7 @@ describe('read commands against a controller', () => {
   test('submit prints the id; status, list and workers take --json; kill kills', async () => {
     const env = { IRIS_CONTROLLER: server.address }
     const s = capture(env)
-    expect(await runCli(['submit', '--job-name', 'queued', '--resources', 'cpu=2,memory=1G', '--replicas', '2', '--env', 'A=1', '--priority', 'production', '--', 'echo', 'hi'], s.io)).toBe(0)
+    expect(await runCli(['submit', '--job-name', 'queued', '--resources', 'cpu=2,memory=1Gi', '--replicas', '2', '--env', 'A=1', '--priority', 'production', '--', 'echo', 'hi'], s.io)).toBe(0)
     const jobId = s.out[0]!
     expect(jobId).toMatch(/^queued-[0-9a-f]{8}$/)
 

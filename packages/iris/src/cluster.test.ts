@@ -114,7 +114,7 @@ describe.sequential('iris cluster of separate processes', () => {
   test('bad --resources strings are refused with exit 2', async () => {
     const cases = [
       ['cpu=two', /cpu="two" must be a positive number/],
-      ['memory=2Q', /memory="2Q" is not a size/],
+      ['memory=2Q', /memory="2Q" is not a byte size/],
       ['gpus=1', /unknown key "gpus"/],
     ] as const
     const results = await Promise.all(cases.map(([res]) => cli(['submit', '--job-name', 'bad', '--resources', res, '--', 'true'])))

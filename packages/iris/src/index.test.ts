@@ -33,7 +33,6 @@ test('exports', async () => {
       "name",
       "parseDuration",
       "parseJobSpec",
-      "parseMemory",
       "parseMount",
       "parseResources",
       "readTokenFile",

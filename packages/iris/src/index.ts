@@ -11,7 +11,7 @@ export type { IrisErrorCode } from './errors.js'
 // Jobs: requests, resources, states
 export { resolveJobRequest, parseJobSpec, JobSpecSchema } from './job-spec.js'
 export type { JobRequest, JobSpec } from './job-spec.js'
-export { DEFAULT_RESOURCES, fits, formatResources, parseMemory, parseResources } from './resources.js'
+export { DEFAULT_RESOURCES, fits, formatResources, parseResources } from './resources.js'
 export type { Resources } from './resources.js'
 export { parseMount } from './mount-spec.js'
 export type { Mount } from './mount-spec.js'

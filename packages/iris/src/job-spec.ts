@@ -48,7 +48,7 @@ export type JobSpec = z.infer<typeof JobSpecSchema>
 export type JobRequest = {
   name: string
   command: readonly string[]
-  /** `'cpu=1,memory=2G,gpu=0'` or an object; missing keys take the default. @default cpu=1,memory=512M,gpu=0 */
+  /** `'cpu=1,memory=2G,gpu=0'` or an object; missing keys take the default. @default cpu=1,memory=1Gi,gpu=0 */
   resources?: string | Partial<Resources>
   /** Number of tasks (replicas) of the job. @default 1 */
   replicas?: number

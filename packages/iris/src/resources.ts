@@ -1,35 +1,31 @@
-/** @module Resource requests and capacities: parse `cpu=1,memory=2G,gpu=0`, compare, add, subtract, print. */
+/** @module Resource requests and capacities: parse `cpu=1,memory=2Gi,gpu=0`, compare, add, subtract, print. */
+import { formatByteSize, isRiggingError, parseByteSize } from '@marin/rigging'
 import { IrisError } from './errors.js'
 
 /** What a task asks for or a worker offers. `memory` is in bytes; `cpu` may be fractional. */
 export type Resources = { readonly cpu: number; readonly memory: number; readonly gpu: number }
 
-/** The request a job gets when `--resources` is not given. */
-export const DEFAULT_RESOURCES: Resources = { cpu: 1, memory: 512 * 1024 ** 2, gpu: 0 }
+/**
+ * The request a job gets when `--resources` is not given: one core and 1Gi, fray's default for an
+ * actor or job replica too (a Node process that loads tfjs or a data shard outgrows 512Mi).
+ */
+export const DEFAULT_RESOURCES: Resources = { cpu: 1, memory: 2 ** 30, gpu: 0 }
 
-const UNITS: Record<string, number> = {
-  '': 1, b: 1,
-  k: 1024, kb: 1024, ki: 1024, kib: 1024,
-  m: 1024 ** 2, mb: 1024 ** 2, mi: 1024 ** 2, mib: 1024 ** 2,
-  g: 1024 ** 3, gb: 1024 ** 3, gi: 1024 ** 3, gib: 1024 ** 3,
-  t: 1024 ** 4, tb: 1024 ** 4, ti: 1024 ** 4, tib: 1024 ** 4,
-}
+const HINT = 'write it as cpu=1,memory=2Gi,gpu=0 (keys cpu, memory, gpu; memory in bytes or with k, M, G, T, Ki, Mi, Gi or Ti)'
 
-const HINT = 'write it as cpu=1,memory=2G,gpu=0 (keys cpu, memory, gpu; memory takes K, M, G or T)'
-
-/** Parses a byte size such as `2G`, `512M`, `1.5GiB` or `1048576` (binary units). */
-export function parseMemory(text: string, field = 'memory'): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(text)
-  const unit = m ? UNITS[m[2]!.toLowerCase()] : undefined
-  if (!m || unit === undefined) {
-    throw new IrisError('BAD_RESOURCES', `${field}="${text}" is not a size; use a number with an optional unit K, M, G or T, e.g. ${field}=2G`)
+/** Reads a byte size by rigging's one rule (`4G` = 4×10⁹ bytes, `4Gi` = 4×2³⁰); `BAD_RESOURCES` otherwise. */
+function parseMemory(text: string): number {
+  try {
+    return parseByteSize(text, 'resources: memory')
+  } catch (err) {
+    if (isRiggingError(err, 'BYTE_SIZE_INVALID')) throw new IrisError('BAD_RESOURCES', err.message, { cause: err })
+    throw err
   }
-  return Math.round(Number(m[1]) * unit)
 }
 
 /**
  * Parses a resource string. Keys not given keep their value from `defaults`.
- * @example parseResources('cpu=2,memory=4G,gpu=1') // { cpu: 2, memory: 4294967296, gpu: 1 }
+ * @example parseResources('cpu=2,memory=4G,gpu=1') // { cpu: 2, memory: 4000000000, gpu: 1 }
  */
 export function parseResources(text: string, defaults: Resources = DEFAULT_RESOURCES): Resources {
   const out = { ...defaults }
@@ -61,17 +57,7 @@ export function parseResources(text: string, defaults: Resources = DEFAULT_RESOU
 
 /** Prints resources in the form `parseResources` reads. */
 export function formatResources(r: Resources): string {
-  return `cpu=${r.cpu},memory=${formatMemory(r.memory)},gpu=${r.gpu}`
-}
-
-export function formatMemory(bytes: number): string {
-  for (const [unit, size] of [['T', 1024 ** 4], ['G', 1024 ** 3], ['M', 1024 ** 2]] as const) {
-    if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`
-  }
-  // Machine totals are rarely whole gibibytes: one decimal reads better than kibibytes.
-  if (bytes >= 1024 ** 3) return `${Number((bytes / 1024 ** 3).toFixed(1))}G`
-  if (bytes >= 1024 ** 2) return `${Number((bytes / 1024 ** 2).toFixed(1))}M`
-  return bytes >= 1024 && bytes % 1024 === 0 ? `${bytes / 1024}K` : String(bytes)
+  return `cpu=${r.cpu},memory=${formatByteSize(r.memory)},gpu=${r.gpu}`
 }
 
 // A small epsilon keeps fractional cpu sums (0.1 + 0.2) from refusing an exact fit.
@@ -94,7 +80,7 @@ export function subtractResources(a: Resources, b: Resources): Resources {
 export function shortfall(need: Resources, have: Resources): string[] {
   const out: string[] = []
   if (need.cpu > have.cpu + EPS) out.push(`cpu ${need.cpu} > ${have.cpu}`)
-  if (need.memory > have.memory) out.push(`memory ${formatMemory(need.memory)} > ${formatMemory(have.memory)}`)
+  if (need.memory > have.memory) out.push(`memory ${formatByteSize(need.memory)} > ${formatByteSize(have.memory)}`)
   if (need.gpu > have.gpu) out.push(`gpu ${need.gpu} > ${have.gpu}`)
   return out
 }

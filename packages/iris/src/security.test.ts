@@ -235,7 +235,7 @@ test('TLS: a controller with --tls-cert/--tls-key serves workers, the CLI and ta
     const address = (await controller.waitFor(/listening on (\S+)/))[1]!
     const tokenFile = join(dir, 'tls-state', 'token')
     expect(statSync(tokenFile).mode & 0o777).toBe(0o600)
-    worker = startIris(['worker', '--controller', address, '--token-file', tokenFile, '--tls-ca', join(tls, 'ca.pem'), '--worker-id', 'tw', '--work-dir', join(dir, 'tls-work'), '--resources', 'cpu=2,memory=1G', '--retry-delay', '100ms'], {
+    worker = startIris(['worker', '--controller', address, '--token-file', tokenFile, '--tls-ca', join(tls, 'ca.pem'), '--worker-id', 'tw', '--work-dir', join(dir, 'tls-work'), '--resources', 'cpu=2,memory=1Gi', '--retry-delay', '100ms'], {
       logDir: dir,
       name: 'tls-worker',
     })
