@@ -16,11 +16,12 @@
  * does the same, and takes `--dry-run`, `--force`, `--local`. `QUICKSTART_SCALE=tiny` runs the same
  * pipeline on 20 documents with a very small model, for tests.
  */
-import { readdir, readFile, writeFile, mkdir } from 'node:fs/promises'
+import { readFile, writeFile, mkdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import {
-  BROWN_HELD_OUT_FILES, BUILTIN_TASKS, Experiment, dedupStep, defaultPrefix, evalStep, ingestStep, runIfMain, step, tokenizeStep, trainStep, versioned,
+  BROWN_HELD_OUT_FILES, BUILTIN_TASKS, Experiment, dedupStep, evalStep, ingestStep, runIfMain, step, tokenizeStep, trainStep, versioned,
 } from '@marin/marin'
+import type { ExperimentRecord } from '@marin/marin'
 import { setLogLevel } from '@marin/rigging'
 import { readBrown } from './lib/brown.js'
 
@@ -74,15 +75,11 @@ export default experiment
 // The driver shows the plan, each step's progress and the summary; the steps' own logs (info and up)
 // are kept with each step. LOG_LEVEL=info shows the driver's too.
 if (process.env.MARIN_STEP_CHILD !== '1' && !process.env.LOG_LEVEL) setLogLevel('warn')
-const code = await runIfMain(import.meta.url, experiment)
-if (code === 0 && !process.argv.includes('--dry-run')) await printSummary()
+const record = await runIfMain(import.meta.url, experiment)
+if (record?.status === 'SUCCESS') await printSummary(record)
 
 /** What a newcomer wants at the end: the model to serve, its scores against the bar, and the report. */
-async function printSummary(): Promise<void> {
-  const prefix = defaultPrefix()
-  const runs = join(prefix, 'experiments', name)
-  const last = (await readdir(runs)).filter((f) => f.endsWith('.json')).sort().at(-1)!
-  const record = JSON.parse(await readFile(join(runs, last), 'utf8')) as { steps: { name: string; outputPath: string; status: string }[] }
+async function printSummary(record: ExperimentRecord): Promise<void> {
   const out = (s: string) => record.steps.find((r) => r.name === s)!.outputPath
   const trained = JSON.parse(await readFile(join(out('gpt-brown'), 'artifacts.json'), 'utf8'))
   const results = JSON.parse(await readFile(join(out('eval-brown'), 'results.json'), 'utf8'))

@@ -1,15 +1,16 @@
 /**
  * @module `Experiment` and `Config`: what an experiment script builds and
- * `export default`s. An Experiment is also a job source for iris's
- * `JobScheduler`: iterating it runs the executor and yields one job request
- * per step that must run, when its dependencies are done.
+ * `export default`s. An Experiment is data (name, steps, config, description);
+ * running it is the executor's `runExperiment`, which `experiment.run()` and
+ * `experiment.main()` call.
  */
 import { fileURLToPath } from 'node:url'
 import { dirname, resolve } from 'node:path'
-import type { JobRequest } from '@marin/iris'
 import { MarinError } from '../errors.js'
 import type { Step } from './step.js'
 import type { ExperimentRecord } from './executor.js'
+import { runMain } from './main.js'
+import { runExperiment, type RunOptions } from './run-experiment.js'
 
 /**
  * A bag of hyper-parameters. Put in a step's config (whole, or fields with `cfg.field('x')`),
@@ -78,13 +79,10 @@ function callerScript(): string | undefined {
   return undefined
 }
 
-/** Set on globalThis (a count) while `loadExperiment` imports a script. */
-export const LOADING = Symbol.for('marin.loadingScript')
-
 /** Marks Experiment instances so that scripts loaded through another module instance are recognized. */
 export const EXPERIMENT_MARK = Symbol.for('marin.experiment')
 
-export class Experiment<T extends Record<string, unknown> = Record<string, unknown>> implements AsyncIterable<JobRequest> {
+export class Experiment<T extends Record<string, unknown> = Record<string, unknown>> {
   readonly [EXPERIMENT_MARK] = true
   readonly name: string
   readonly config: Config<T> | undefined
@@ -126,55 +124,22 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
     return this.built
   }
 
-  /** Runs the experiment; see `runExperiment` for the options. */
-  async run(opts: import('./run-experiment.js').RunOptions = {}): Promise<ExperimentRecord> {
-    const { runExperiment } = await import('./run-experiment.js')
+  /** Runs the experiment: `runExperiment(this, opts)`. */
+  run(opts: RunOptions = {}): Promise<ExperimentRecord> {
     return runExperiment(this as unknown as Experiment, opts)
   }
 
   /**
-   * Runs this experiment with `marin run`'s flags taken from `argv`; sets `process.exitCode`.
+   * Runs this experiment with `marin run`'s flags taken from `argv` (`runMain(this, argv)`);
+   * sets `process.exitCode` and resolves with the run's record, or undefined when nothing ran.
    * Does nothing while `marin run` or an iris job imports the script.
    * @example await experiment.main()
    */
-  async main(argv: readonly string[] = process.argv.slice(2)): Promise<number> {
-    if (process.env.MARIN_STEP_CHILD === '1' || ((globalThis as Record<symbol, unknown>)[LOADING] as number) > 0) return 0
-    const { runMain } = await import('../cli/run.js')
+  main(argv: readonly string[] = process.argv.slice(2)): Promise<ExperimentRecord | undefined> {
     return runMain(this as unknown as Experiment, argv)
-  }
-
-  /** The job requests of the steps that must run, each yielded once its dependencies are done (for `JobScheduler.submit`). */
-  [Symbol.asyncIterator](): AsyncIterator<JobRequest> {
-    let inner: AsyncIterator<JobRequest> | undefined
-    const start = async () => {
-      const { experimentJobs } = await import('./experiment-jobs.js')
-      inner ??= experimentJobs(this as unknown as Experiment)
-      return inner
-    }
-    return {
-      next: async () => (await start()).next(),
-      return: async (v?: unknown) => ((await start()).return?.(v) ?? { done: true, value: undefined }),
-    }
   }
 }
 
 export function isExperiment(x: unknown): x is Experiment {
   return typeof x === 'object' && x !== null && (x as Record<symbol, unknown>)[EXPERIMENT_MARK] === true
-}
-
-/**
- * Runs `experiment.main()` when the calling module is the program's entry point
- * (`tsx experiments/x.ts --dry-run`), and not when `marin run` or an iris job imports it.
- * Resolves with the exit code when it ran (0: every step done), undefined when it did not.
- * @example
- * export default experiment
- * await runIfMain(import.meta.url, experiment)
- */
-export async function runIfMain(importMetaUrl: string, experiment: { main(): Promise<number> }): Promise<number | undefined> {
-  const entry = process.argv[1]
-  if (!entry || process.env.MARIN_STEP_CHILD === '1') return undefined
-  const self = fileURLToPath(importMetaUrl)
-  const strip = (p: string) => p.replace(/\.[cm]?[jt]sx?$/, '')
-  if (resolve(entry) !== self && strip(resolve(entry)) !== strip(self)) return undefined
-  return experiment.main()
 }

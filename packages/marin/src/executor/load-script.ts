@@ -3,7 +3,8 @@ import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { MarinError } from '../errors.js'
-import { LOADING, isExperiment, type Experiment } from './experiment.js'
+import { isExperiment, type Experiment } from './experiment.js'
+import { LOADING } from './main.js'
 
 /**
  * Imports `file` and returns its default-exported Experiment. Nothing runs:

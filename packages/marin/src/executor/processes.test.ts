@@ -1,6 +1,6 @@
 /**
  * Real processes: the 3-step experiment run with tsx (steps as iris jobs on a local
- * cluster), with ts-node, and through iris's JobScheduler.
+ * cluster), with ts-node, and on a JobScheduler the caller made.
  */
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { JobScheduler } from '@marin/iris'
 import { loadExperiment } from './load-script.js'
+import { runExperiment } from './run-experiment.js'
 import { names, runs, script, start } from '../fixtures/processes.js'
 
 let root: string
@@ -50,20 +51,26 @@ describe('experiment processes', () => {
     expect(rec.steps.map((x: { name: string; status: string }) => `${x.name}:${x.status}`)).toEqual(['ingest:SUCCESS', 'tokenize:SUCCESS', 'train:SUCCESS'])
   }, 60_000)
 
-  test("iris's JobScheduler.submit(experiment) runs it as jobs, each when its dependencies are done", async () => {
+  test('runExperiment on a JobScheduler of your own runs each step as one of its jobs, each when its dependencies are done', async () => {
     const prefix = join(root, 'scheduler')
     const counter = join(root, 'scheduler.count')
     const saved = { ...process.env }
     Object.assign(process.env, { MARIN_PREFIX: prefix, FIX_COUNTER: counter, LOG_LEVEL: 'warn' })
-    const scheduler = new JobScheduler({ cluster: 'local', prefix })
+    // The cluster keeps its state apart from the experiment's prefix: the jobs are found only on it.
+    const scheduler = new JobScheduler({ cluster: 'local', prefix: join(root, 'own-cluster') })
     try {
       const experiment = await loadExperiment(script)
-      const jobs = await scheduler.submit(experiment)
+      const record = await runExperiment(experiment, { prefix, scheduler, out: () => {} })
+      expect(record.status).toBe('SUCCESS')
+      const client = await scheduler.client()
+      const jobs = (await client.list()).sort((a, b) => a.submittedAt - b.submittedAt)
       expect(jobs.map((j) => j.name.replace(/_\w{8}$/, ''))).toEqual(['three_steps.ingest', 'three_steps.tokenize', 'three_steps.train'])
-      for (const j of jobs) expect((await j.wait()).state).toBe('SUCCEEDED')
+      expect(jobs.map((j) => j.state)).toEqual(['SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED'])
       expect(names(counter)).toEqual(['ingest', 'tokenize', 'train'])
-      const again = await scheduler.submit(experiment)
-      expect(again).toEqual([])
+      // Done steps are skipped: a second run submits no job.
+      const again = await runExperiment(experiment, { prefix, scheduler, out: () => {} })
+      expect(again.steps.map((s) => s.status)).toEqual(['SKIPPED', 'SKIPPED', 'SKIPPED'])
+      expect(await client.list()).toHaveLength(3)
       expect(readdirSync(join(prefix, 'experiments', 'three_steps'))).toHaveLength(2)
     } finally {
       await scheduler.close()

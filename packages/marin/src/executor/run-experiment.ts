@@ -1,4 +1,9 @@
-/** @module Running an Experiment: in this process (`local`) or as jobs on an iris cluster (a local one by default). */
+/**
+ * @module Running an Experiment, the one path every other way of running one
+ * (`experiment.run()`, `experiment.main()`, `runIfMain`, `marin run`) calls:
+ * steps in this process (`local`) or each as a job on an iris cluster (a local
+ * one by default, or a `JobScheduler` of the caller's).
+ */
 import { randomBytes } from 'node:crypto'
 import { join, resolve } from 'node:path'
 import { JobScheduler } from '@marin/iris'
@@ -14,6 +19,8 @@ export type RunOptions = Omit<ExecutorOptions, 'runner'> & {
   /** `'local'` (a cluster started in this process, state in `<prefix>/iris`) or a controller `host:port`. @default 'local' */
   readonly cluster?: string
   readonly token?: string
+  /** Submit the steps' jobs to this scheduler (left open) instead of one made for the run from `cluster`. */
+  readonly scheduler?: JobScheduler
 }
 
 /**
@@ -42,6 +49,7 @@ async function runSteps(experiment: Experiment, opts: RunOptions): Promise<Exper
   const prefix = defaultPrefix(opts.prefix)
   const base = { ...opts, prefix }
   if (opts.local || opts.dryRun) return new Executor(base).run(experiment)
+  if (opts.scheduler) return new Executor({ ...base, runner: irisRunner(opts.scheduler, experiment.script, experiment.name) }).run(experiment)
   const isUrl = /^[a-z][a-z0-9+.-]*:\/\//i.test(prefix)
   const localPrefix = prefix.startsWith('file://') ? new URL(prefix).pathname : isUrl ? resolve('.marin') : prefix
   const cluster = opts.cluster ?? 'local'
