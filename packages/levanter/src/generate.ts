@@ -1,11 +1,13 @@
 /**
- * @module Generation: incremental decoding with a KV cache (or full re-forward, for comparison),
+ * @module Generation: incremental decoding on the batched decoder (models/decode.ts, one row; the
+ * code a continuous-batching server runs) or full re-forward (for comparison),
  * temperature / top-k / top-p sampling from a seed, stop sequences, per-token log-probabilities,
  * and `score` (log-likelihood of a continuation given a context).
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from './errors.js'
-import { KvCache } from './models/kv-cache.js'
+import { BatchCache } from './models/batch-cache.js'
+import { decodeStep, prefill } from './models/decode.js'
 import type { CausalLM } from './models/lm.js'
 import { Rng } from './rng.js'
 
@@ -76,20 +78,22 @@ export function generate(model: CausalLM, prompt: readonly number[], o: Generate
   if (prompt.length === 0) throw new LevanterError('BAD_SHAPE', 'generate: prompt is empty; give at least one token')
   const max = o.maxNewTokens ?? 32, rng = new Rng(o.seed ?? 0), useCache = o.useCache ?? true
   const seq = [...prompt], tokens: number[] = [], logprobs: number[] = []
-  const cache = useCache ? new KvCache() : undefined
+  const cache = useCache ? new BatchCache() : undefined
+  const next = (): Float32Array => {
+    if (!cache) return tf.tidy(() => lastLogits(model.forward(tf.tensor2d([seq], [1, seq.length], 'int32'))))
+    if (cache.rows > 0) return decodeStep(model, cache, [seq[seq.length - 1]!])
+    const p = prefill(model, [seq], false)
+    cache.add(p.kv, [seq.length])
+    return p.logits[0]!
+  }
   try {
-    let next: number[] = seq
     while (tokens.length < max) {
       if (seq.length > model.config.seqLen) return { tokens, logprobs, finish: 'length' }
-      const ids = tf.tensor2d([useCache ? next : seq], [1, useCache ? next.length : seq.length], 'int32')
-      const logits = model.forward(ids, cache)
-      const last = lastLogits(logits)
-      tf.dispose([ids, logits])
+      const last = next()
       const tok = sampleToken(last, o, rng)
       logprobs.push(logSoftmax(last)[tok]!)
       tokens.push(tok)
       seq.push(tok)
-      next = [tok]
       if (o.stop?.some((s) => s.length > 0 && s.length <= tokens.length && s.every((t, i) => tokens[tokens.length - s.length + i] === t))) {
         return { tokens, logprobs, finish: 'stop' }
       }

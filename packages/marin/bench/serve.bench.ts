@@ -7,10 +7,8 @@
  * alone: tokens/s of one decode step over 1 and 16 rows of a 40-position cache.
  */
 import { trainBpe } from '@marin/datakit'
-import { Gpt2LM, initBackend } from '@marin/levanter'
+import { BatchCache, Gpt2LM, decodeStep, initBackend, prefill } from '@marin/levanter'
 import { emit, median } from '@marin/rigging/bench'
-import { BatchCache } from '../src/serve/batch-cache.js'
-import { decodeStep, prefill } from '../src/serve/batch-decode.js'
 import { startServer } from '../src/serve/server.js'
 
 const NEW_TOKENS = 32, STREAMS = 16, ROUNDS = 3

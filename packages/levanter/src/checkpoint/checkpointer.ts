@@ -6,10 +6,13 @@
  * version; others only while among the `keepLatest` newest.
  */
 import { isFinestoreError, openStore } from '@marin/finestore'
-import type { Store } from '@marin/finestore'
+import type { ArtifactView, Store } from '@marin/finestore'
 import { logger } from '@marin/rigging'
 import type { TrainTensors } from '../engine.js'
 import { LevanterError, isLevanterError } from '../errors.js'
+import { createModel } from '../models/lm.js'
+import type { CausalLM } from '../models/lm.js'
+import type { ModelConfigInput } from '../models/config.js'
 import { decodeSafetensors, encodeSafetensors } from './safetensors.js'
 import type { SafeTensor } from './safetensors.js'
 
@@ -53,6 +56,34 @@ const dir = (step: number) => `step-${String(step).padStart(9, '0')}`
 const toSafe = (m: ReadonlyMap<string, Float32Array>, shapes?: ReadonlyMap<string, readonly number[]>) =>
   new Map<string, SafeTensor>([...m].map(([k, d]) => [k, { shape: shapes?.get(k) ?? [d.length], data: d }]))
 
+/** The steps a version of a checkpoint artifact keeps, ascending. */
+export function checkpointSteps(view: ArtifactView): number[] {
+  return ((view.metadata.steps as number[] | undefined) ?? []).slice().sort((a, b) => a - b)
+}
+
+/**
+ * The model of the checkpoint at `step` (default: the newest) in a version of a checkpoint
+ * artifact, built from the model config its manifest records.
+ */
+export async function modelFromCheckpoint(view: ArtifactView, step?: number): Promise<{ model: CausalLM; step: number }> {
+  const steps = checkpointSteps(view)
+  const s = step ?? steps[steps.length - 1]
+  if (s === undefined) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${view.ref}: holds no checkpoint (its metadata lists no steps)`)
+  if (!steps.includes(s)) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${view.ref}: no checkpoint at step ${s}; kept steps are ${steps.join(', ')}`)
+  const what = (f: string) => `${view.ref} ${dir(s)}/${f}`
+  let manifest: CheckpointManifest
+  try {
+    manifest = JSON.parse(await view.readText(`${dir(s)}/manifest.json`)) as CheckpointManifest
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err
+    throw new LevanterError('BAD_CHECKPOINT', `${what('manifest.json')}: not JSON (${err.message})`)
+  }
+  const model = createModel(manifest.config.model as ModelConfigInput)
+  const { tensors } = decodeSafetensors(await view.read(`${dir(s)}/model.safetensors`), what('model.safetensors'))
+  for (const [n, t] of tensors) model.set(n, t.data instanceof Float32Array ? t.data : Float32Array.from(t.data))
+  return { model, step: s }
+}
+
 export class Checkpointer {
   readonly artifact: string
   private constructor(readonly store: Store, readonly opts: CheckpointerOptions, private readonly owned: boolean) {
@@ -67,8 +98,7 @@ export class Checkpointer {
   /** Steps of the checkpoints HEAD lists, ascending. */
   async steps(): Promise<number[]> {
     if ((await this.store.head(this.artifact)) === undefined) return []
-    const view = await this.store.open(this.artifact)
-    return ((view.metadata.steps as number[] | undefined) ?? []).slice().sort((a, b) => a - b)
+    return checkpointSteps(await this.store.open(this.artifact))
   }
 
   /** Save tensors + manifest as step `manifest.step`; apply the keep policy. */

@@ -2,9 +2,12 @@
  * @module Hugging Face-style export/import: a directory with `config.json` and `model.safetensors`,
  * using GPT2LMHeadModel's names and layouts for gpt2 (Conv1D weights are [in, out], as here) and
  * LlamaForCausalLM's for llama (nn.Linear weights are [out, in]: transposed on the way out and in).
+ * The two files go to a directory or straight into a finestore transaction, and come back from a
+ * directory or straight from a finestore view: no folder in between.
  */
 import fs from 'node:fs'
 import path from 'node:path'
+import type { ArtifactView, Transaction } from '@marin/finestore'
 import { LevanterError } from '../errors.js'
 import { llamaHidden } from '../models/config.js'
 import type { ModelConfig } from '../models/config.js'
@@ -57,9 +60,12 @@ function fromHfConfig(j: Record<string, unknown>, file: string): ModelConfig {
   throw new LevanterError('BAD_CHECKPOINT', `${file}: model_type ${JSON.stringify(j.model_type)} is not gpt2 or llama`)
 }
 
-/** Write `dir/config.json` and `dir/model.safetensors`. */
-export async function exportHf(model: CausalLM, dir: string): Promise<void> {
-  fs.mkdirSync(dir, { recursive: true })
+/**
+ * Write `config.json` and `model.safetensors` into the directory `to`, or into the finestore
+ * transaction `to` (its commit holds them).
+ * @example await store.commit('models/gpt-small', (txn) => exportHf(model, txn))
+ */
+export async function exportHf(model: CausalLM, to: string | Transaction): Promise<void> {
   const out = new Map<string, SafeTensor>()
   const llama = model.config.type === 'llama'
   for (const [name, data] of await model.weights()) {
@@ -67,17 +73,28 @@ export async function exportHf(model: CausalLM, dir: string): Promise<void> {
     if (llama && isLinear(name)) out.set(name, { shape: [shape[1]!, shape[0]!], data: transpose2d(data, shape[0]!, shape[1]!) })
     else out.set(name, { shape, data })
   }
-  fs.writeFileSync(path.join(dir, 'model.safetensors'), encodeSafetensors(out, { format: 'pt' }))
-  fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(hfConfig(model.config), null, 2) + '\n')
+  const weights = encodeSafetensors(out, { format: 'pt' }), config = JSON.stringify(hfConfig(model.config), null, 2) + '\n'
+  if (typeof to !== 'string') {
+    await to.put('model.safetensors', weights)
+    await to.put('config.json', config)
+    return
+  }
+  fs.mkdirSync(to, { recursive: true })
+  fs.writeFileSync(path.join(to, 'model.safetensors'), weights)
+  fs.writeFileSync(path.join(to, 'config.json'), config)
 }
 
-/** Build a model from a Hugging Face-style directory (GPT2LMHeadModel or LlamaForCausalLM). */
-export async function importHf(dir: string): Promise<CausalLM> {
-  const cfgFile = path.join(dir, 'config.json'), wFile = path.join(dir, 'model.safetensors')
-  if (!fs.existsSync(cfgFile) || !fs.existsSync(wFile)) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${dir}: needs config.json and model.safetensors`)
-  const config = fromHfConfig(JSON.parse(fs.readFileSync(cfgFile, 'utf8')), cfgFile)
+/** Build a model from a Hugging Face-style directory or finestore view (GPT2LMHeadModel or LlamaForCausalLM). */
+export async function importHf(from: string | ArtifactView): Promise<CausalLM> {
+  const where = typeof from === 'string' ? from : from.ref
+  const cfgFile = typeof from === 'string' ? path.join(from, 'config.json') : `${where} config.json`
+  const wFile = typeof from === 'string' ? path.join(from, 'model.safetensors') : `${where} model.safetensors`
+  const has = (f: string) => (typeof from === 'string' ? fs.existsSync(path.join(from, f)) : from.has(f))
+  if (!has('config.json') || !has('model.safetensors')) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${where}: needs config.json and model.safetensors`)
+  const read = async (f: string) => (typeof from === 'string' ? new Uint8Array(fs.readFileSync(path.join(from, f))) : from.read(f))
+  const config = fromHfConfig(JSON.parse(new TextDecoder().decode(await read('config.json'))), cfgFile)
   const model = createModel(config)
-  const { tensors } = decodeSafetensors(new Uint8Array(fs.readFileSync(wFile)), wFile)
+  const { tensors } = decodeSafetensors(await read('model.safetensors'), wFile)
   const llama = config.type === 'llama'
   for (const spec of model.specs) {
     // GPT-2 files from the hub may lack the "transformer." prefix.

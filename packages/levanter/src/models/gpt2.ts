@@ -4,8 +4,9 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import type { Gpt2Config } from './config.js'
-import type { LayerKv } from './kv-cache.js'
-import { causalAttention, geluTanh, layerNorm, linear, mergeHeads, splitHeads } from './layers.js'
+import type { LayerKv } from './batch-cache.js'
+import { attention, geluTanh, lastPosition, layerNorm, linear, mergeHeads, splitHeads } from './layers.js'
+import type { Placement } from './layers.js'
 import { mat, ones, zeros } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
 
@@ -27,12 +28,18 @@ export function gpt2Specs(c: Gpt2Config): ParamSpec[] {
   return specs
 }
 
-/** ids [B, T] at positions offset… → logits [B, T, V], plus each layer's keys/values including `past`. */
+/**
+ * ids [B, T] placed by `at` → logits [B, T, V] ([B, 1, V] with `lastOnly`), plus each layer's
+ * keys/values including `past`.
+ */
 export function gpt2Forward(
-  c: Gpt2Config, p: (name: string) => tf.Tensor, ids: tf.Tensor, offset: number, past?: readonly LayerKv[],
+  c: Gpt2Config, p: (name: string) => tf.Tensor, ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly = false,
 ): { logits: tf.Tensor; kv: LayerKv[] } {
   const [B, T] = ids.shape as [number, number]
-  const pos = tf.slice(p('transformer.wpe.weight'), [offset, 0], [T, c.dModel]) // [T, D]
+  const wpe = p('transformer.wpe.weight')
+  const pos = 'offset' in at
+    ? tf.slice(wpe, [at.offset, 0], [T, c.dModel]) // [T, D]
+    : tf.reshape(tf.gather(wpe, tf.tensor1d(at.positions.flat(), 'int32')), [B, T, c.dModel])
   let x = tf.add(tf.reshape(tf.gather(p('transformer.wte.weight'), tf.reshape(ids, [-1])), [B, T, c.dModel]), pos) // [B, T, D]
   const kv: LayerKv[] = []
   for (let i = 0; i < c.nLayers; i++) {
@@ -42,11 +49,11 @@ export function gpt2Forward(
     const prev = past?.[i]
     const kAll = prev ? tf.concat([prev.k, k], 2) : k, vAll = prev ? tf.concat([prev.v, v], 2) : v // [B, H, S, K]
     kv.push({ k: kAll, v: vAll })
-    x = tf.add(x, linear(mergeHeads(causalAttention(q, kAll, vAll, offset)), w('attn.c_proj.weight'), w('attn.c_proj.bias')))
+    x = tf.add(x, linear(mergeHeads(attention(q, kAll, vAll, at)), w('attn.c_proj.weight'), w('attn.c_proj.bias')))
     const m = layerNorm(x, w('ln_2.weight'), w('ln_2.bias'), c.layerNormEps)
     x = tf.add(x, linear(geluTanh(linear(m, w('mlp.c_fc.weight'), w('mlp.c_fc.bias'))), w('mlp.c_proj.weight'), w('mlp.c_proj.bias')))
   }
-  x = layerNorm(x, p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), c.layerNormEps)
+  x = layerNorm(lastOnly ? lastPosition(x) : x, p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), c.layerNormEps)
   // Tied head: logits = x · wteᵀ, with the transpose made explicit.
   const logits = linear(x, tf.transpose(p('transformer.wte.weight'))) // [B, T, V]
   return { logits, kv }

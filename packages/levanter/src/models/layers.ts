@@ -70,6 +70,16 @@ export function mergeHeads(x: tf.Tensor): tf.Tensor {
   return tf.reshape(tf.transpose(x, [0, 2, 1, 3]), [B, T, H * K])
 }
 
+/**
+ * Where the rows of a forward pass sit. `{ offset }`: every row at positions offset…offset+T-1,
+ * attending causally (training, scoring). `{ positions, bias }`: row r's query t at absolute
+ * position positions[r][t], attending where the additive mask `bias` [B, 1, T, S] is 0 (-1e9
+ * elsewhere): a batch whose rows sit at different positions, with padding (batched decoding).
+ */
+export type Placement =
+  | { readonly offset: number }
+  | { readonly positions: readonly (readonly number[])[]; readonly bias: tf.Tensor }
+
 /** Additive causal mask [T, S]: query t (absolute position offset+t) sees keys 0…offset+t. */
 export function causalBias(T: number, S: number, offset: number): tf.Tensor {
   const m = new Float32Array(T * S)
@@ -78,29 +88,46 @@ export function causalBias(T: number, S: number, offset: number): tf.Tensor {
 }
 
 /**
- * Causal attention. q [B, H, T, K], k and v [B, H, S, K] (S ≥ T; the last T keys are the queries'
- * own positions) → [B, H, T, K]. Multiplies are rank-3; kᵀ is read in place where the backend can (kernels/).
+ * Attention. q [B, H, T, K], k and v [B, H, S, K] (S ≥ T; the last T keys are the queries' own
+ * positions) → [B, H, T, K], masked causally (`{ offset }`) or by the placement's bias. Multiplies
+ * are rank-3; kᵀ is read in place where the backend can (kernels/).
  */
-export function causalAttention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, offset: number): tf.Tensor {
+export function attention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, at: Placement): tf.Tensor {
   const [B, H, T, K] = q.shape as [number, number, number, number]
   const S = k.shape[2]!
   const q3 = tf.reshape(q, [B * H, T, K]), k3 = tf.reshape(k, [B * H, S, K]), v3 = tf.reshape(v, [B * H, S, K])
-  const scores = tf.add(tf.mul(matMulT(q3, k3, false, true), 1 / Math.sqrt(K)), causalBias(T, S, offset)) // [B·H, T, S]
+  const raw = tf.mul(matMulT(q3, k3, false, true), 1 / Math.sqrt(K)) // [B·H, T, S]
+  const scores = 'offset' in at
+    ? tf.add(raw, causalBias(T, S, at.offset))
+    : tf.reshape(tf.add(tf.reshape(raw, [B, H, T, S]), at.bias), [B * H, T, S])
   const out = tf.matMul(tf.softmax(scores), v3) // [B·H, T, K]
   return tf.reshape(out, [B, H, T, K])
 }
 
-/** Rotary tables cos/sin [T, K] for absolute positions offset…offset+T-1 (half-split layout, as Hugging Face Llama). */
-export function ropeTables(T: number, K: number, offset: number, theta: number): { cos: tf.Tensor; sin: tf.Tensor } {
-  const cos = new Float32Array(T * K), sin = new Float32Array(T * K), half = K / 2
-  for (let t = 0; t < T; t++) {
+/** Absolute positions of each row's queries, [B][T]. */
+export function positionsOf(at: Placement, B: number, T: number): (readonly number[])[] {
+  if (!('offset' in at)) return [...at.positions]
+  const row = Array.from({ length: T }, (_, t) => at.offset + t)
+  return Array.from({ length: B }, () => row)
+}
+
+/**
+ * Rotary tables cos/sin for the placement (half-split layout, as Hugging Face Llama): [T, K] for
+ * `{ offset }`, [B, 1, T, K] for per-row positions.
+ */
+export function ropeTables(at: Placement, B: number, T: number, K: number, theta: number): { cos: tf.Tensor; sin: tf.Tensor } {
+  const rows = 'offset' in at ? [positionsOf(at, 1, T)[0]!] : at.positions
+  const cos = new Float32Array(rows.length * T * K), sin = new Float32Array(rows.length * T * K), half = K / 2
+  rows.forEach((row, r) => row.forEach((p, t) => {
+    const o = (r * T + t) * K
     for (let i = 0; i < half; i++) {
-      const a = (offset + t) / Math.pow(theta, (2 * i) / K)
-      cos[t * K + i] = cos[t * K + i + half] = Math.cos(a)
-      sin[t * K + i] = sin[t * K + i + half] = Math.sin(a)
+      const a = p / Math.pow(theta, (2 * i) / K)
+      cos[o + i] = cos[o + i + half] = Math.cos(a)
+      sin[o + i] = sin[o + i + half] = Math.sin(a)
     }
-  }
-  return { cos: tf.tensor2d(cos, [T, K]), sin: tf.tensor2d(sin, [T, K]) }
+  }))
+  if ('offset' in at) return { cos: tf.tensor2d(cos, [T, K]), sin: tf.tensor2d(sin, [T, K]) }
+  return { cos: tf.tensor4d(cos, [B, 1, T, K]), sin: tf.tensor4d(sin, [B, 1, T, K]) }
 }
 
 /** x·cos + rotate_half(x)·sin for x [B, H, T, K]. */
@@ -109,4 +136,10 @@ export function applyRope(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor): tf.Tens
   const [x1, x2] = tf.split(x, [K / 2, K / 2], 3) as [tf.Tensor, tf.Tensor]
   const rotated = tf.concat([tf.neg(x2), x1], 3)
   return tf.add(tf.mul(x, cos), tf.mul(rotated, sin))
+}
+
+/** Keeps only the last position of x [B, T, D] (logits of the last position are all sampling needs). */
+export function lastPosition(x: tf.Tensor): tf.Tensor {
+  const [B, T, D] = x.shape as [number, number, number]
+  return T > 1 ? tf.slice(x, [0, T - 1, 0], [B, 1, D]) : x
 }

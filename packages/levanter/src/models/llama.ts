@@ -5,8 +5,9 @@
 import * as tf from '@tensorflow/tfjs'
 import { llamaHidden } from './config.js'
 import type { LlamaConfig } from './config.js'
-import type { LayerKv } from './kv-cache.js'
-import { applyRope, causalAttention, linear, mergeHeads, rmsNorm, ropeTables, splitHeads } from './layers.js'
+import type { LayerKv } from './batch-cache.js'
+import { applyRope, attention, lastPosition, linear, mergeHeads, rmsNorm, ropeTables, splitHeads } from './layers.js'
+import type { Placement } from './layers.js'
 import { mat, ones } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
 
@@ -27,13 +28,16 @@ export function llamaSpecs(c: LlamaConfig): ParamSpec[] {
   return specs
 }
 
-/** ids [B, T] at positions offset… → logits [B, T, V], plus each layer's keys/values including `past`. */
+/**
+ * ids [B, T] placed by `at` → logits [B, T, V] ([B, 1, V] with `lastOnly`), plus each layer's
+ * keys/values including `past`.
+ */
 export function llamaForward(
-  c: LlamaConfig, p: (name: string) => tf.Tensor, ids: tf.Tensor, offset: number, past?: readonly LayerKv[],
+  c: LlamaConfig, p: (name: string) => tf.Tensor, ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly = false,
 ): { logits: tf.Tensor; kv: LayerKv[] } {
   const [B, T] = ids.shape as [number, number]
   const K = c.dModel / c.nHeads
-  const { cos, sin } = ropeTables(T, K, offset, c.ropeTheta) // [T, K]
+  const { cos, sin } = ropeTables(at, B, T, K, c.ropeTheta) // [T, K] or [B, 1, T, K]
   let x = tf.reshape(tf.gather(p('model.embed_tokens.weight'), tf.reshape(ids, [-1])), [B, T, c.dModel])
   const kv: LayerKv[] = []
   for (let i = 0; i < c.nLayers; i++) {
@@ -45,12 +49,12 @@ export function llamaForward(
     const prev = past?.[i]
     const kAll = prev ? tf.concat([prev.k, k], 2) : k, vAll = prev ? tf.concat([prev.v, v], 2) : v
     kv.push({ k: kAll, v: vAll })
-    x = tf.add(x, linear(mergeHeads(causalAttention(q, kAll, vAll, offset)), w('self_attn.o_proj')))
+    x = tf.add(x, linear(mergeHeads(attention(q, kAll, vAll, at)), w('self_attn.o_proj')))
     const m = rmsNorm(x, w('post_attention_layernorm'), c.rmsNormEps)
     const gate = linear(m, w('mlp.gate_proj'))
     const gated = tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, w('mlp.up_proj'))) // silu(gate)·up
     x = tf.add(x, linear(gated, w('mlp.down_proj')))
   }
-  x = rmsNorm(x, p('model.norm.weight'), c.rmsNormEps)
+  x = rmsNorm(lastOnly ? lastPosition(x) : x, p('model.norm.weight'), c.rmsNormEps)
   return { logits: linear(x, p('lm_head.weight')), kv }
 }

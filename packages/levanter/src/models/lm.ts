@@ -5,13 +5,14 @@ import { normalArray, seedFor } from '../rng.js'
 import { Gpt2Config, LlamaConfig, ModelConfig } from './config.js'
 import type { Gpt2ConfigInput, LlamaConfigInput, ModelConfigInput } from './config.js'
 import { gpt2Forward, gpt2Specs } from './gpt2.js'
-import type { KvCache, LayerKv } from './kv-cache.js'
+import type { LayerKv } from './batch-cache.js'
+import type { Placement } from './layers.js'
 import { llamaForward, llamaSpecs } from './llama.js'
 import type { ParamSpec } from './param-spec.js'
 
 let variableCount = 0 // tf variable names must be unique in a process
 
-/** What every model does: forward with an optional KV cache, over named parameters. */
+/** What every model does: forward passes over named parameters, whole sequences or placed rows after cached keys/values. */
 export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
   readonly specs: readonly ParamSpec[]
   readonly params = new Map<string, tf.Variable>()
@@ -61,27 +62,30 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
     return 6 * n + 12 * c.nLayers * c.dModel * seqLen
   }
 
-  protected abstract run(p: (name: string) => tf.Tensor, ids: tf.Tensor, offset: number, past?: readonly LayerKv[]): { logits: tf.Tensor; kv: LayerKv[] }
+  protected abstract run(p: (name: string) => tf.Tensor, ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly?: boolean): { logits: tf.Tensor; kv: LayerKv[] }
 
-  /** ids [B, T] → logits [B, T, V]. With a cache, continues after its positions and extends it. */
-  forward(ids: tf.Tensor, cache?: KvCache): tf.Tensor {
-    return this.forwardWith((n) => this.param(n), ids, cache)
+  /** ids [B, T] → logits [B, T, V], every row at positions 0…T-1. */
+  forward(ids: tf.Tensor): tf.Tensor {
+    return this.forwardWith((n) => this.param(n), ids)
   }
 
   /** Forward with parameters from `p` (replicas, gradients over other tensors). */
-  forwardWith(p: (name: string) => tf.Tensor, ids: tf.Tensor, cache?: KvCache): tf.Tensor {
-    const offset = cache?.length ?? 0
+  forwardWith(p: (name: string) => tf.Tensor, ids: tf.Tensor): tf.Tensor {
     const T = ids.shape[1]!
-    if (offset + T > this.config.seqLen) {
-      throw new LevanterError('BAD_SHAPE', `input: ${offset + T} positions exceed the model's seqLen ${this.config.seqLen}; shorten the input`)
+    if (T > this.config.seqLen) {
+      throw new LevanterError('BAD_SHAPE', `input: ${T} positions exceed the model's seqLen ${this.config.seqLen}; shorten the input`)
     }
-    if (!cache) return tf.tidy(() => this.run(p, ids, 0).logits)
-    const { logits, kv } = tf.tidy(() => {
-      const r = this.run(p, ids, offset, cache.layers.length ? cache.layers : undefined)
-      return { logits: r.logits, kv: r.kv }
-    })
-    cache.update(kv, T)
-    return logits
+    return tf.tidy(() => this.run(p, ids, { offset: 0 }).logits)
+  }
+
+  /**
+   * ids [B, T] placed by `at` (each row at its own positions, models/layers.ts), attending to the
+   * cached keys/values `past` ([B, H, S, K] per layer) and themselves: logits [B, T, V] ([B, 1, V]
+   * with `lastOnly`) and every layer's keys/values, `past` included. Tensors are the caller's: run
+   * it inside `tf.tidy`. Batched decoding (models/decode.ts) is built on it.
+   */
+  forwardPlaced(ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly = false): { logits: tf.Tensor; kv: LayerKv[] } {
+    return this.run((n) => this.param(n), ids, at, past, lastOnly)
   }
 
   param(name: string): tf.Variable {
@@ -109,8 +113,8 @@ export class Gpt2LM extends CausalLM<Gpt2Config> {
     const c = Gpt2Config.parse({ ...config, type: 'gpt2' })
     super(c, gpt2Specs(c), seed)
   }
-  protected run(p: (name: string) => tf.Tensor, ids: tf.Tensor, offset: number, past?: readonly LayerKv[]) {
-    return gpt2Forward(this.config, p, ids, offset, past)
+  protected run(p: (name: string) => tf.Tensor, ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly?: boolean) {
+    return gpt2Forward(this.config, p, ids, at, past, lastOnly)
   }
 }
 
@@ -120,8 +124,8 @@ export class LlamaLM extends CausalLM<LlamaConfig> {
     const c = LlamaConfig.parse({ ...config, type: 'llama' })
     super(c, llamaSpecs(c), seed)
   }
-  protected run(p: (name: string) => tf.Tensor, ids: tf.Tensor, offset: number, past?: readonly LayerKv[]) {
-    return llamaForward(this.config, p, ids, offset, past)
+  protected run(p: (name: string) => tf.Tensor, ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly?: boolean) {
+    return llamaForward(this.config, p, ids, at, past, lastOnly)
   }
 }
 

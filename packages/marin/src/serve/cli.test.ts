@@ -5,8 +5,8 @@ import path from 'node:path'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { trainBpe } from '@marin/datakit'
-import { storeUrl } from '@marin/finestore'
-import { Checkpointer, Gpt2LM, initBackend } from '@marin/levanter'
+import { openStore, storeUrl } from '@marin/finestore'
+import { Checkpointer, Gpt2LM, exportHf, initBackend } from '@marin/levanter'
 import { loadModel } from './load-model.js'
 
 const bin = path.resolve(import.meta.dirname, '../../bin/marin.js')
@@ -38,6 +38,25 @@ test('loads the newest step of a levanter checkpoint artifact; without a tokeniz
   expect(await loaded.model.weights()).toEqual(await model.weights())
   loaded.model.dispose()
   await expect(loadModel({ checkpoint: 'checkpoints/none', prefix, tokenizerPath: path.join(prefix, 'tokenizer.json') })).rejects.toMatchObject({ code: 'BAD_USAGE', message: expect.stringContaining('checkpoints/none') })
+})
+
+test('loads a chosen checkpoint step, and an exported model artifact with its own tokenizer, straight from the store', async () => {
+  const tok = path.join(prefix, 'tokenizer.json')
+  const step = await loadModel({ checkpoint: 'checkpoints/tiny@1:5', prefix, tokenizerPath: tok })
+  expect(await step.model.weights()).toEqual(await model.weights())
+  step.model.dispose()
+  await expect(loadModel({ checkpoint: 'checkpoints/tiny:4', prefix, tokenizerPath: tok })).rejects.toMatchObject({ code: 'BAD_USAGE', message: expect.stringContaining('kept steps are 5') })
+  const store = await openStore({ url: storeUrl(prefix) })
+  await store.commit('models/tiny', async (txn) => {
+    await exportHf(model, txn)
+    await txn.put('tokenizer.json', JSON.stringify(tokenizer.toJSON()))
+  })
+  store.close()
+  const exported = await loadModel({ checkpoint: 'models/tiny', prefix })
+  expect(exported.name).toBe('models/tiny')
+  expect(exported.tokenizer.encode('the model answers')).toEqual(tokenizer.encode('the model answers'))
+  expect(await exported.model.weights()).toEqual(await model.weights())
+  exported.model.dispose()
 })
 
 test('marin serve runs as a process, answers the openai client, and exits 0 on SIGTERM', async () => {

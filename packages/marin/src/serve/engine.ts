@@ -8,11 +8,9 @@
  * to the waiting group with the fewest running sequences, round-robin on ties, so a small request
  * waits for the next sequence to finish, not behind every sequence of a large one queued before it.
  */
-import { Rng, sampleToken } from '@marin/levanter'
+import { BatchCache, Rng, decodeStep, prefill, sampleToken } from '@marin/levanter'
 import type { CausalLM } from '@marin/levanter'
 import type { MetricsRegistry } from '@marin/rigging'
-import { decodeStep, prefill } from './batch-decode.js'
-import { BatchCache } from './batch-cache.js'
 import { logSoftmax, topLogprobs } from './sampling.js'
 
 /** One generated (or, for the prompt, scored) token. */

@@ -1,23 +1,22 @@
 /**
- * @module Load what `marin serve` serves: a model and its tokenizer from a Hugging Face-style
- * directory (`config.json`, `model.safetensors`, `tokenizer.json`) or a finestore artifact
- * `ARTIFACT[@VERSION]`, either a levanter checkpoint (`checkpoints/<run>`: the newest step) or an
- * exported directory. levanter's checkpoints do not record a tokenizer, so one comes from the
- * artifact's `tokenizer.json` if present, else from `tokenizerPath`.
+ * @module Load what `marin serve` serves: a model (through levanter's `loadModel`: a Hugging
+ * Face-style directory, an exported model artifact, or a levanter checkpoint artifact
+ * `checkpoints/<run>[@VERSION][:STEP]`) and its tokenizer. levanter's checkpoints do not record a
+ * tokenizer, so one comes from the directory's or artifact's `tokenizer.json` if present (read
+ * straight from the store), else from `tokenizerPath`.
  */
 import fs from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import { BpeTokenizer } from '@marin/datakit'
 import { openStore, storeUrl } from '@marin/finestore'
-import { createModel, decodeSafetensors, importHf } from '@marin/levanter'
-import type { CausalLM, ModelConfigInput } from '@marin/levanter'
+import { isLevanterError, loadModel as loadLevanterModel } from '@marin/levanter'
+import type { CausalLM } from '@marin/levanter'
 import { MarinError } from '../errors.js'
 
 export type LoadedModel = { readonly name: string; readonly model: CausalLM; readonly tokenizer: BpeTokenizer }
 
 export type LoadModelOptions = {
-  /** A directory, or `ARTIFACT[@VERSION]` in the store. */
+  /** A directory, or `ARTIFACT[@VERSION][:STEP]` in the store. */
   readonly checkpoint: string
   /** tokenizer.json to use when the checkpoint carries none (or to override it). */
   readonly tokenizerPath?: string
@@ -25,48 +24,36 @@ export type LoadModelOptions = {
   readonly prefix?: string
 }
 
-async function tokenizerFrom(checkpoint: string, own: string | undefined, override: string | undefined): Promise<BpeTokenizer> {
-  const file = override ?? own
-  if (file === undefined) throw new MarinError('BAD_USAGE', `${checkpoint}: the checkpoint records no tokenizer.json; pass --tokenizer PATH (the tokenizer it was trained with)`)
-  if (!fs.existsSync(file)) throw new MarinError('BAD_USAGE', `--tokenizer ${file}: no such file`)
-  return BpeTokenizer.load(file)
-}
-
 /** Loads a model and tokenizer for serving. */
 export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
-  const dir = o.checkpoint
-  if (fs.existsSync(dir) && fs.statSync(dir).isDirectory()) {
-    const own = path.join(dir, 'tokenizer.json')
-    const tokenizer = await tokenizerFrom(dir, fs.existsSync(own) ? own : undefined, o.tokenizerPath)
-    return { name: path.basename(path.resolve(dir)), model: await importHf(dir), tokenizer }
+  const src = o.checkpoint
+  const usage = (err: unknown): never => {
+    if (!isLevanterError(err, 'BAD_CONFIG') && !isLevanterError(err, 'CHECKPOINT_NOT_FOUND')) throw err
+    throw new MarinError('BAD_USAGE', `--model-checkpoint ${err.message}`, { cause: err })
   }
-  if (!/^[\w.\-/]+(@\w+)?$/.test(dir)) throw new MarinError('BAD_USAGE', `--model-checkpoint ${dir}: not a directory nor an artifact ref ARTIFACT[@VERSION]`)
-  const store = await openStore({ url: storeUrl(o.prefix ?? process.env.MARIN_PREFIX ?? './.marin') })
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'marin-serve-'))
-  try {
-    const view = await store.open(dir).catch((err: unknown) => {
-      throw new MarinError('BAD_USAGE', `--model-checkpoint ${dir}: ${(err as Error).message}`, { cause: err })
-    })
-    const files = view.files()
-    let own: string | undefined
-    if (files.includes('tokenizer.json')) await view.copyTo('tokenizer.json', (own = path.join(tmp, 'tokenizer.json')))
-    const tokenizer = await tokenizerFrom(dir, own, o.tokenizerPath)
-    const name = view.artifact.replace(/^checkpoints\//, '')
-    if (files.includes('config.json') && files.includes('model.safetensors')) {
-      for (const f of ['config.json', 'model.safetensors']) await view.copyTo(f, path.join(tmp, f))
-      return { name, model: await importHf(tmp), tokenizer }
-    }
-    const steps = ((view.metadata.steps as number[] | undefined) ?? []).slice().sort((a, b) => a - b)
-    const step = steps[steps.length - 1]
-    if (step === undefined) throw new MarinError('BAD_USAGE', `--model-checkpoint ${dir}: holds neither config.json + model.safetensors nor levanter checkpoints`)
-    const stepDir = `step-${String(step).padStart(9, '0')}`
-    const manifest = JSON.parse(await view.readText(`${stepDir}/manifest.json`)) as { config: { model: ModelConfigInput } }
-    const model = createModel(manifest.config.model)
-    const { tensors } = decodeSafetensors(await view.read(`${stepDir}/model.safetensors`), `${dir} ${stepDir}/model.safetensors`)
-    for (const [n, t] of tensors) model.set(n, t.data instanceof Float32Array ? t.data : Float32Array.from(t.data))
+  if (o.tokenizerPath !== undefined && !fs.existsSync(o.tokenizerPath)) throw new MarinError('BAD_USAGE', `--tokenizer ${o.tokenizerPath}: no such file`)
+  const noTokenizer = () => new MarinError('BAD_USAGE', `${src}: the checkpoint records no tokenizer.json; pass --tokenizer PATH (the tokenizer it was trained with)`)
+  if (fs.existsSync(src) && fs.statSync(src).isDirectory()) {
+    const own = path.join(src, 'tokenizer.json'), file = o.tokenizerPath ?? (fs.existsSync(own) ? own : undefined)
+    if (file === undefined) throw noTokenizer()
+    const tokenizer = await BpeTokenizer.load(file)
+    const { model, name } = await loadLevanterModel(src).catch(usage)
     return { name, model, tokenizer }
+  }
+  const store = await openStore({ url: storeUrl(o.prefix ?? process.env.MARIN_PREFIX ?? './.marin') })
+  try {
+    const { model, name, view } = await loadLevanterModel(src, { store }).catch(usage)
+    try {
+      let tokenizer: BpeTokenizer
+      if (o.tokenizerPath !== undefined) tokenizer = await BpeTokenizer.load(o.tokenizerPath)
+      else if (view?.has('tokenizer.json')) tokenizer = BpeTokenizer.fromJSON(JSON.parse(await view.readText('tokenizer.json')), `${view.ref} tokenizer.json`)
+      else throw noTokenizer()
+      return { name, model, tokenizer }
+    } catch (err) {
+      model.dispose()
+      throw err
+    }
   } finally {
     store.close()
-    fs.rmSync(tmp, { recursive: true, force: true })
   }
 }

@@ -8,8 +8,11 @@
  * so where a key is stored does not change attention.
  */
 import * as tf from '@tensorflow/tfjs'
-import type { LayerKv } from '@marin/levanter'
 
+/** One layer's cached keys and values, [B, H, S, K] each. */
+export type LayerKv = { readonly k: tf.Tensor; readonly v: tf.Tensor }
+
+/** The KV cache of a batch whose rows sit at different positions (one row for a single sequence). */
 export class BatchCache {
   layers: LayerKv[] = []
   /** Valid positions per row. */
