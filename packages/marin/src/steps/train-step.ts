@@ -2,9 +2,10 @@
  * @module The training step: a levanter model trained on the token cache another step made,
  * checkpointed to finestore as it goes (a killed step resumes from its newest checkpoint), then
  * exported with its tokenizer as the model artifact `models/<name>` that `marin serve` and
- * `marin eval` load directly.
+ * `marin eval` load directly. The export is written straight into the artifact's transaction, and
+ * the tokenizer is the token cache's own blob: nothing goes through a folder.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { mkdir } from 'node:fs/promises'
 import { basename, join } from 'node:path'
 import type { ModelConfigInput, TrainerConfigInput } from '@marin/levanter'
 import { MarinError } from '../errors.js'
@@ -55,8 +56,7 @@ const runNameOf = (outputPath: string) => basename(outputPath).toLowerCase().rep
 
 /**
  * Trains `o.model` on the token cache `tokens` made, with `o.trainer` (`mesh: {data: N}` trains
- * data-parallel over N fray worker processes). Writes `metrics.jsonl`, `hf/` (the exported model and
- * tokenizer) and `artifacts.json` = `models/<name>@v`, `checkpoints/<run>` and a {@link TrainSummary}.
+ * data-parallel over N fray worker processes). Writes `metrics.jsonl` and `artifacts.json` = `models/<name>@v`, `checkpoints/<run>` and a {@link TrainSummary}.
  * @example trainStep(tokens, { name: 'gpt-brown', model: { type: 'gpt2', vocabSize: 512, seqLen: 128 }, trainer: { batchSize: 16, mesh: { data: 2 } }, maxSteps: 500 })
  */
 export function trainStep(tokens: Step, o: TrainStepOptions): Step {
@@ -95,32 +95,34 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
       log.info({ cache: cache.ref, tokens: cache.numTokens, run, parameters: model.numParams(), mesh: trainer.config.mesh ?? null }, 'training')
       const result = await new lv.Pipeline({ dataset, model, trainer, maxSteps: c.maxSteps }).run()
 
-      // The exported model with its tokenizer is what serving and evaluation load.
-      const hf = join(outputPath, 'hf')
-      await lv.exportHf(model, hf)
       const store = await openStore({ url: storeUrl(prefix) })
-      await writeFile(join(hf, 'tokenizer.json'), await (await store.open(cache.ref)).readText('tokenizer.json'))
-      const last = (key: string) => memory.rows.findLast((r) => r[key] !== undefined)?.[key] ?? null
-      const summary: TrainSummary = {
-        steps: result.step,
-        resumedFrom: result.resumedFrom,
-        trainLoss: last('train/loss'),
-        evalLoss: last('eval/loss'),
-        evalBpb: last('eval/bpb'),
-        unigramEntropy: unigramEntropy(cache.read(0, cache.numTokens), cache.ledger.vocabSize),
-        tokensTrained: result.step * trainer.config.batchSize * model.config.seqLen,
-        parameters: model.numParams(),
-        seconds: (performance.now() - t0) / 1000,
+      try {
+        const tokenizer = (await store.open(cache.ref)).entry('tokenizer.json')
+        const last = (key: string) => memory.rows.findLast((r) => r[key] !== undefined)?.[key] ?? null
+        const summary: TrainSummary = {
+          steps: result.step,
+          resumedFrom: result.resumedFrom,
+          trainLoss: last('train/loss'),
+          evalLoss: last('eval/loss'),
+          evalBpb: last('eval/bpb'),
+          unigramEntropy: unigramEntropy(cache.read(0, cache.numTokens), cache.ledger.vocabSize),
+          tokensTrained: result.step * trainer.config.batchSize * model.config.seqLen,
+          parameters: model.numParams(),
+          seconds: (performance.now() - t0) / 1000,
+        }
+        const ckptVersion = trainer.config.checkpointEvery > 0 ? await store.head(`checkpoints/${run}`) : undefined
+        const checkpoints = ckptVersion !== undefined ? [`checkpoints/${run}@${ckptVersion}`] : []
+        // The exported model with its tokenizer is what serving and evaluation load.
+        const committed = await store.commit(c.artifact, async (txn) => {
+          await lv.exportHf(model, txn)
+          await txn.putBlob('tokenizer.json', { hash: tokenizer.blob, size: tokenizer.size })
+        }, { metadata: { ...summary, run }, config: { model: model.config, trainer: trainer.config, maxSteps: c.maxSteps }, lineage: [cache.ref, ...checkpoints] })
+        log.info({ ref: committed.ref, ...summary }, 'trained')
+        await writeArtifacts(outputPath, { artifacts: [committed.ref, ...checkpoints], cache: cache.ref, ...summary })
+        return { ref: committed.ref, ...summary }
+      } finally {
+        store.close()
       }
-      const ckptVersion = trainer.config.checkpointEvery > 0 ? await store.head(`checkpoints/${run}`) : undefined
-      const checkpoints = ckptVersion !== undefined ? [`checkpoints/${run}@${ckptVersion}`] : []
-      const files = ['config.json', 'model.safetensors', 'tokenizer.json']
-      const committed = await store.commit(c.artifact, async (txn) => {
-        for (const f of files) await txn.put(f, await readFile(join(hf, f)))
-      }, { metadata: { ...summary, run }, config: { model: model.config, trainer: trainer.config, maxSteps: c.maxSteps }, lineage: [cache.ref, ...checkpoints] })
-      log.info({ ref: committed.ref, ...summary }, 'trained')
-      await writeArtifacts(outputPath, { artifacts: [committed.ref, ...checkpoints], cache: cache.ref, ...summary })
-      return { ref: committed.ref, ...summary }
     },
   })
 }
