@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, expect, test } from 'vitest'
+import pkg from '../package.json' with { type: 'json' }
 import { runCli } from './cli.js'
 import { ingest } from './dataset/ingest.js'
 
@@ -36,6 +37,16 @@ test('unknown names and versions list what exists; bad usage exits 2', async () 
   expect((await run('show', 'tiny@x')).code).toBe(2)
   expect((await run('frobnicate')).code).toBe(2)
   expect((await run('show')).code).toBe(2)
+})
+
+test('no arguments print help and exit 2; --version prints the package version', async () => {
+  let out = ''
+  let err = ''
+  const io = { out: (s: string) => (out += s), err: (s: string) => (err += s) }
+  expect(await runCli([], io)).toBe(2)
+  expect(err).toMatch(/Usage: datakit/)
+  expect(await runCli(['--version'], io)).toBe(0)
+  expect(out).toBe(`${pkg.version}\n`)
 })
 
 test('the bin runs through tsx', async () => {

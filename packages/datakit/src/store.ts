@@ -1,6 +1,7 @@
 /** @module Where datakit keeps its datasets: a finestore store under the Marin prefix, plus a local work folder. */
-import { resolve } from 'node:path'
-import { openStore, storeUrl } from '@marin/finestore'
+import { join } from 'node:path'
+import { openStore } from '@marin/finestore'
+import { localMarinPrefix, MARIN_LAYOUT, prefixPath, prefixUrl } from '@marin/rigging'
 import type { Store } from '@marin/finestore'
 
 /** How a datakit call finds its store. */
@@ -21,15 +22,15 @@ export function cacheArtifact(name: string): string {
   return `token-caches/${name}`
 }
 
-/** The local prefix: option, then `$MARIN_PREFIX`, then `./.marin`. */
+/** The local prefix folder: option, then `$MARIN_PREFIX`, then `./.marin` (see rigging's `marinPrefix`). */
 export function resolvePrefix(prefix?: string): string {
-  return resolve(prefix ?? process.env.MARIN_PREFIX ?? '.marin')
+  return localMarinPrefix({ prefix })
 }
 
 /** Opens the store of `access`; `close` closes it only when this call opened it. */
 export async function withStore<R>(access: StoreAccess, fn: (store: Store) => Promise<R>): Promise<R> {
   if (access.store) return fn(access.store)
-  const store = await openStore({ url: storeUrl(resolvePrefix(access.prefix)) })
+  const store = await openStore({ url: prefixPath(prefixUrl(resolvePrefix(access.prefix)), MARIN_LAYOUT.store) })
   try {
     return await fn(store)
   } finally {
@@ -39,5 +40,5 @@ export async function withStore<R>(access: StoreAccess, fn: (store: Store) => Pr
 
 /** A local folder for resumable intermediate work, keyed by what is being built. */
 export function workDir(access: StoreAccess, ...parts: string[]): string {
-  return resolve(resolvePrefix(access.prefix), 'datakit-work', ...parts)
+  return join(resolvePrefix(access.prefix), MARIN_LAYOUT.datakitWork, ...parts)
 }

@@ -18,6 +18,7 @@
  *   iris/token                      MARIN_LAYOUT.irisToken: the local cluster's token (0600)
  *   iris/work/                      MARIN_LAYOUT.irisWork: task folders of local workers
  *   datakit-work/                   MARIN_LAYOUT.datakitWork: datakit's resumable intermediate work
+ *   datakit-cache/                  MARIN_LAYOUT.datakitCache: datakit's local copies of dataset shards
  * ```
  * Secrets do not live under the prefix: see `defaultSecretsDir` (`$MARIN_SECRETS_DIR`, else `~/.marin/secrets`).
  *
@@ -40,6 +41,7 @@ export const MARIN_LAYOUT = {
   irisToken: 'iris/token',
   irisWork: 'iris/work',
   datakitWork: 'datakit-work',
+  datakitCache: 'datakit-cache',
 } as const
 
 /** `experiments/<name>/<run>.json`: the record of one run of an experiment, relative to the prefix. */

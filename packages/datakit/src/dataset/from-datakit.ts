@@ -14,6 +14,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseManifest } from '@marin/finestore'
 import type { Manifest } from '@marin/finestore'
+import { MARIN_LAYOUT } from '@marin/rigging'
 import { Dataset as ZephyrDataset } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
 import { datasetArtifact, resolvePrefix } from '../store.js'
@@ -24,7 +25,7 @@ import type { PinnedDataset } from './shard-fns.js'
 
 /** The manifest of a dataset version, read synchronously from a local store; errors list what exists. */
 export function readManifestSync(name: string, opts: OpenOptions = {}, kind = 'datasets'): Manifest {
-  const root = join(resolvePrefix(opts.prefix), 'store', 'artifacts')
+  const root = join(resolvePrefix(opts.prefix), MARIN_LAYOUT.store, 'artifacts')
   const dir = join(root, kind === 'datasets' ? datasetArtifact(name) : `${kind}/${name}`, 'versions')
   const label = kind === 'datasets' ? 'dataset' : 'token cache'
   if (!existsSync(dir)) {

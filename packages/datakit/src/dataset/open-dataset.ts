@@ -5,6 +5,7 @@
 import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { JsonObject, LineageEntry, Store } from '@marin/finestore'
+import { MARIN_LAYOUT } from '@marin/rigging'
 import { DatakitError } from '../errors.js'
 import { datasetArtifact, resolvePrefix, withStore } from '../store.js'
 import type { StoreAccess } from '../store.js'
@@ -64,7 +65,7 @@ export async function openDataset(name: string, opts: OpenOptions = {}): Promise
     const artifact = datasetArtifact(name)
     const version = await resolveVersion(store, artifact, opts.version)
     const view = await store.open(`${artifact}@${version}`)
-    const cache = join(resolvePrefix(opts.prefix), 'datakit-cache')
+    const cache = join(resolvePrefix(opts.prefix), MARIN_LAYOUT.datakitCache)
     const shards: string[] = []
     for (const f of view.files().filter((p) => p.endsWith('.parquet'))) {
       const local = join(cache, `${view.entry(f).blob}.parquet`)
