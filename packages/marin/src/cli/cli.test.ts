@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { configureLogging } from '@marin/rigging'
-import { runCli } from './program.js'
+import { Help } from 'commander'
+import { COMMANDS, runCli } from './program.js'
 
 const fixture = (f: string) => join(import.meta.dirname, '..', 'fixtures', f)
 let prefix: string
@@ -21,6 +22,19 @@ async function cli(...argv: string[]) {
 }
 
 describe('marin CLI', () => {
+  test('the help line of every command, listed without loading it, is the one the loaded command has', async () => {
+    const io = { out: () => {}, err: () => {}, env: {} }
+    for (const entry of COMMANDS) {
+      const cmd = (await entry.load())(io, async () => {})
+      expect({ name: cmd.name(), term: new Help().subcommandTerm(cmd), description: cmd.description() }).toEqual({ name: entry.name, term: entry.term, description: entry.description })
+    }
+  })
+
+  test('marin help COMMAND and marin COMMAND --help print that command\'s own options', async () => {
+    expect(await cli('help', 'run')).toMatchObject({ code: 0, out: expect.stringMatching(/--max-concurrent <n>/) })
+    expect(await cli('ls', '--help')).toMatchObject({ code: 0, out: expect.stringMatching(/--json/) })
+  })
+
   test('bad usage exits 2 naming the problem', async () => {
     expect(await cli('run')).toMatchObject({ code: 2, err: expect.stringMatching(/missing required argument 'file'/) })
     expect(await cli('run', 'x.ts', '--max-concurrent', '0')).toMatchObject({ code: 2, err: expect.stringMatching(/--max-concurrent.*whole number >= 1/) })
