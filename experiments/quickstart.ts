@@ -22,8 +22,8 @@ import {
   BROWN_HELD_OUT_FILES, BUILTIN_TASKS, Experiment, dedupStep, evalStep, ingestStep, runIfMain, step, tokenizeStep, trainStep, versioned,
 } from '@marin/marin'
 import type { ExperimentRecord } from '@marin/marin'
+import { readBrown } from '@marin/datakit'
 import { setLogLevel } from '@marin/rigging'
-import { readBrown } from './lib/brown.js'
 
 const tiny = process.env.QUICKSTART_SCALE === 'tiny'
 
@@ -49,10 +49,10 @@ const name = tiny ? 'quickstart-tiny' : 'quickstart'
 const text = step({
   name: 'brown-text',
   description: 'the Brown corpus as plain-text JSONL, one document per corpus file',
-  config: { documents: versioned(scale.documents), untag: versioned('words-v1') },
+  config: { documents: versioned(scale.documents), untag: versioned('untag-brown-v2') },
   fn: async (c, { outputPath, log }) => {
     // The evaluation tasks use the last files; they never reach training.
-    const docs = readBrown(Math.min(c.documents, 500 - BROWN_HELD_OUT_FILES))
+    const docs = readBrown({ part: 'train', files: c.documents })
     await mkdir(outputPath, { recursive: true })
     await writeFile(join(outputPath, 'brown.jsonl'), docs.map((d) => JSON.stringify({ id: d.id, text: d.text, genre: d.genre })).join('\n') + '\n')
     log.info({ documents: docs.length }, 'wrote the corpus')

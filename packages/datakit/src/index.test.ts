@@ -3,6 +3,7 @@ import { expect, test } from 'vitest'
 test('exports', async () => {
   expect(Object.keys(await import('./index.js')).sort()).toMatchInlineSnapshot(`
     [
+      "BROWN_HELD_OUT_FILES",
       "BYTE_TO_CHAR",
       "BpeTokenizer",
       "DATAKIT_ERROR_CODES",
@@ -12,6 +13,7 @@ test('exports', async () => {
       "GPT2_PATTERN",
       "INGEST_FORMATS",
       "TokenCache",
+      "brownParagraphs",
       "buildTokenCache",
       "cacheArtifact",
       "contentId",
@@ -25,11 +27,13 @@ test('exports', async () => {
       "openDataset",
       "parseDatasetRef",
       "parseTokenizerJson",
+      "readBrown",
       "resolveNormalize",
       "runCli",
       "sample",
       "split",
       "trainBpe",
+      "untagBrown",
       "version",
     ]
   `)

@@ -33,6 +33,10 @@ export type { StoreAccess } from './store.js'
 export { dedup } from './dedup/dedup.js'
 export type { DedupOptions, DedupReport, DedupResult } from './dedup/dedup.js'
 
+// Corpora
+export { BROWN_HELD_OUT_FILES, brownParagraphs, readBrown, untagBrown } from './corpus/brown.js'
+export type { BrownDocument, BrownPart, ReadBrownOptions } from './corpus/brown.js'
+
 // Token caches
 export { buildTokenCache } from './cache/build-token-cache.js'
 export type { BuildTokenCacheOptions, BuildTokenCacheResult, TokenCacheLedger } from './cache/build-token-cache.js'

