@@ -61,6 +61,7 @@ test('loadModel: a folder, an exported artifact, a checkpoint artifact at its ne
   await expect(loadModel('checkpoints/run1:3', { store })).rejects.toMatchObject({ code: 'CHECKPOINT_NOT_FOUND', message: expect.stringContaining('kept steps are 2, 4') })
   await expect(loadModel('checkpoints/none', { store })).rejects.toMatchObject({ code: 'CHECKPOINT_NOT_FOUND', message: expect.stringContaining('checkpoints/none') })
   await expect(loadModel('no such dir!', { store })).rejects.toMatchObject({ code: 'BAD_CONFIG', message: expect.stringContaining('not a directory nor an artifact reference') })
+  await expect(loadModel(path.join(root, 'nowhere'), { store })).rejects.toMatchObject({ code: 'BAD_CONFIG', message: expect.stringContaining('not a directory nor an artifact reference') })
   await expect(loadModel('models/mine')).rejects.toMatchObject({ code: 'BAD_CONFIG', message: expect.stringContaining('store') })
   store.close()
 })

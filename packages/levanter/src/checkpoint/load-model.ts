@@ -44,6 +44,9 @@ export async function loadModel(source: string, o: LoadModelOptions = {}): Promi
   try {
     const view = await store.open(ref[1]!).catch((err: unknown) => {
       if (isFinestoreError(err, 'NOT_FOUND')) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${source}: ${(err as Error).message}`, { cause: err })
+      if (isFinestoreError(err, 'INVALID_REF') || isFinestoreError(err, 'INVALID_NAME')) {
+        throw new LevanterError('BAD_CONFIG', `${source}: not a directory nor an artifact reference (${(err as Error).message})`, { cause: err })
+      }
       throw err
     })
     const name = view.artifact.replace(/^checkpoints\//, ''), from = owned ? {} : { view }
