@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterEach, expect, test } from 'vitest'
+import pkg from '../package.json' with { type: 'json' }
 import { parseDuration, runCli, storeLocation } from './cli.js'
 import { manifestPath } from './layout.js'
 import { openStore, type Store } from './store.js'
@@ -98,6 +99,26 @@ test('bad usage exits 2 with a message; missing things exit 1', async () => {
   expect(JSON.parse(io.out.join('')).version).toBe(1)
   expect(await run(['--help'])).toBe(0)
 }, 120_000) // several child processes, each loading TypeScript: slow on a busy machine
+
+test('no arguments print help and exit 2; --version prints the package version; the prefix comes from the io env, not process.env', async () => {
+  const io = { out: [] as string[], err: [] as string[] }
+  const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { out: (s) => io.out.push(s), err: (s) => io.err.push(s), env })
+  expect(await cli([])).toBe(2)
+  expect(io.err.join('')).toMatch(/Usage: finestore/)
+  expect(await cli(['--version'])).toBe(0)
+  expect(io.out.join('')).toBe(`${pkg.version}\n`)
+  const { dir, cleanup } = tempDir()
+  cleanups.push(cleanup)
+  const saved = process.env.MARIN_PREFIX
+  process.env.MARIN_PREFIX = join(dir, 'from-process-env')
+  try {
+    expect(await cli(['ls'], { MARIN_PREFIX: join(dir, 'from-io-env') })).toBe(1)
+    expect(io.err.join('')).toMatch(/no finestore store at .*from-io-env\/store/)
+  } finally {
+    if (saved === undefined) delete process.env.MARIN_PREFIX
+    else process.env.MARIN_PREFIX = saved
+  }
+})
 
 test('prefixes and durations', () => {
   expect(storeLocation('/data/m')).toEqual({ url: 'file:///data/m/store', localDir: '/data/m/store' })

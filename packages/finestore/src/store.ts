@@ -11,7 +11,7 @@
  */
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { logger, openStorage } from '@marin/rigging'
+import { logger, MARIN_LAYOUT, openStorage, prefixPath } from '@marin/rigging'
 import type { Storage } from '@marin/rigging'
 import type { z } from 'zod'
 import { BlobStore } from './blob-store.js'
@@ -340,7 +340,7 @@ export function openStore(opts: StoreOptions): Promise<Store> {
   return Store.open(opts)
 }
 
-/** The store URL under a marin prefix: `<prefix>/store`. */
+/** The store under a marin prefix (a storage URL or a local path): `<prefix>/store`, in the prefix's own form. */
 export function storeUrl(prefix: string): string {
-  return `${prefix.replace(/\/+$/, '')}/store`
+  return prefixPath(prefix, MARIN_LAYOUT.store)
 }
