@@ -13,7 +13,8 @@ import { join, resolve } from 'node:path'
 import { trainBpe } from '@marin/datakit'
 import { openStore, storeUrl } from '@marin/finestore'
 import { Dataset, Gpt2LM, Pipeline, Trainer, exportHf, initBackend } from '@marin/levanter'
-import { BUILTIN_TASKS, OpenAICompletionsModel, brownSentences, evaluate, loadModel, resolveTasks, startServer } from '@marin/marin'
+import { BUILTIN_TASKS, OpenAICompletionsModel, brownSentences, evaluate, resolveTasks } from '@marin/marin/eval'
+import { loadModel, startServer } from '@marin/marin/serve'
 import { logger } from '@marin/rigging'
 
 const log = logger('evaluation')

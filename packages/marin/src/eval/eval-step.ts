@@ -3,7 +3,6 @@ import { existsSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { openStore, storeUrl } from '@marin/finestore'
-import { initBackend } from '@marin/levanter'
 import { MarinError } from '../errors.js'
 import { defaultPrefix } from '../executor/executor.js'
 import { isOutputRef, step } from '../executor/step.js'
@@ -12,8 +11,6 @@ import { mainArtifact } from '../steps/artifacts.js'
 import { serveProcess, type ServeProcess } from './serve-process.js'
 import type { OutputRef, Step } from '../executor/step.js'
 import { evaluate, resolveTasks } from './evaluate.js'
-import { loadModel } from '../serve/load-model.js'
-import { LocalLanguageModel } from './local-model.js'
 import { OpenAICompletionsModel } from './openai-model.js'
 
 /** What an evaluation step evaluates: a checkpoint (folder or artifact) in-process, or an endpoint. */
@@ -67,6 +64,8 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
         ctx.log.info({ url: server.baseUrl, pid: server.pid, checkpoint }, 'marin serve is up')
         model = new OpenAICompletionsModel({ baseUrl: server.baseUrl, model: server.name })
       } else if (checkpoint) {
+        // The model stack loads only here, so that importing evalStep stays light.
+        const [{ initBackend }, { loadModel }, { LocalLanguageModel }] = await Promise.all([import('@marin/levanter'), import('../serve/load-model.js'), import('./local-model.js')])
         await initBackend()
         const tokenizerPath = c.tokenizer as string | undefined
         const loaded = await loadModel({ checkpoint, prefix, ...(tokenizerPath ? { tokenizerPath } : {}) })

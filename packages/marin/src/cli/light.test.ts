@@ -1,0 +1,52 @@
+/**
+ * What `marin --help` and `import '@marin/marin'` load: neither the model stack (tfjs),
+ * the HTTP server (hono) nor the charts (vega); those load with the command or subpath that uses them.
+ * Real processes, each recording the modules it resolves.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { marinBin, pkg, start } from '../fixtures/processes.js'
+
+const recorder = join(import.meta.dirname, '..', 'fixtures', 'record-modules.mjs')
+const HEAVY = /\/node_modules\/(?:\.pnpm\/[^/]+\/node_modules\/)?(@tensorflow\/tfjs[^/]*|hono|@hono\/[^/]+|vega[^/]*)\//
+let dir: string
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'marin-light-'))
+})
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+/** Runs node with `args` and returns its exit, output and the module URLs it resolved. */
+async function modulesOf(name: string, args: string[]) {
+  const log = join(dir, `${name}.modules`)
+  const r = await start(['--import', recorder, ...args], { MODULE_LOG: log, MARIN_PREFIX: join(dir, 'prefix') }).done
+  const modules = readFileSync(log, 'utf8').trim().split('\n')
+  return { ...r, modules, heavy: [...new Set(modules.flatMap((m) => HEAVY.exec(m)?.[1] ?? []))] }
+}
+
+describe('light entry points', () => {
+  test('marin --help lists every command without loading tfjs, hono or vega', async () => {
+    const r = await modulesOf('help', [marinBin, '--help'])
+    expect(r.code, r.err).toBe(0)
+    for (const c of ['run', 'status', 'explain', 'ls', 'publish-report', 'eval', 'serve']) expect(r.out).toMatch(new RegExp(`^  ${c} `, 'm'))
+    // The recorder works: the CLI's own modules are in the list.
+    expect(r.modules.some((m) => m.endsWith('/src/cli/program.ts'))).toBe(true)
+    expect(r.heavy).toEqual([])
+  }, 60_000)
+
+  test('marin serve --help loads the server (the recorder sees heavy modules when they load)', async () => {
+    const r = await modulesOf('serve-help', [marinBin, 'serve', '--help'])
+    expect(r.code, r.err).toBe(0)
+    expect(r.out).toMatch(/--model-checkpoint/)
+    expect(r.heavy).toContain('hono')
+  }, 60_000)
+
+  test("import '@marin/marin' loads the experiment API and steps without tfjs, hono or vega", async () => {
+    const code = "const m = await import('@marin/marin'); for (const n of ['Experiment', 'runExperiment', 'trainStep', 'evalStep']) if (typeof m[n] !== 'function') throw new Error(n + ' missing')"
+    const r = await modulesOf('index', ['--import', 'tsx', '--input-type=module', '-e', code])
+    expect(r.code, r.err).toBe(0)
+    expect(r.modules.some((m) => m.endsWith('/marin/src/index.ts'))).toBe(true)
+    expect(r.heavy).toEqual([])
+  }, 60_000)
+})

@@ -1,0 +1,12 @@
+/** @module @marin/marin/report: the static report of an experiment run (charts with vega), and publishing it. */
+export { buildReport, buildSite } from './build.js'
+export type { Site } from './build.js'
+export { collectReport, parseArtifactList, parseEvals, parseMetrics } from './collect.js'
+export { resolveSource } from './source.js'
+export type { ResolvedSource } from './source.js'
+export { renderCharts, renderSvg } from './charts.js'
+export type { Chart } from './charts.js'
+export { stepGraphSvg } from './step-graph.js'
+export { MANIFEST_FILE, publishSite } from './publish.js'
+export type { PublishResult } from './publish.js'
+export type { EvalRow, MetricRow, ReportArtifact, ReportData, ReportStep, SampleRow, StepLogFile } from './types.js'
