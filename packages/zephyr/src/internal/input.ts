@@ -35,15 +35,28 @@ async function localStream(path: string): Promise<Readable> {
   return (await open(path, 'r')).createReadStream({ highWaterMark: READ_CHUNK })
 }
 
-/** A decompressed byte stream of the object at `url`. */
+/**
+ * `out`, which closes `source` when it closes. A pipe carries data down but not
+ * a destroy up: a reader that stops early, or fails, destroys the stream it
+ * reads, and the file under it must close then, not when it is garbage collected.
+ */
+function closingSource(out: Readable, source: Readable): Readable {
+  out.once('close', () => source.destroy())
+  return out
+}
+
+/** A decompressed byte stream of the object at `url`; destroying it closes the object. */
 export async function openInput(url: string, counters?: TaskCounters): Promise<Readable> {
   const loc = await locate(url)
   let raw: Readable
   try {
     const local = loc.storage.localPath(loc.path)
     const cached = local === undefined ? await localCopy(loc, counters) : undefined
-    // a cached copy was counted while it downloaded
-    if (cached !== undefined) return decompress(createReadStream(cached, { highWaterMark: READ_CHUNK }), codecOf(loc.path), loc.url)
+    if (cached !== undefined) {
+      // a cached copy was counted while it downloaded
+      const file = createReadStream(cached, { highWaterMark: READ_CHUNK })
+      return closingSource(decompress(file, codecOf(loc.path), loc.url), file)
+    }
     raw = local === undefined ? await loc.storage.readStream(loc.path) : await localStream(local)
   } catch (err) {
     if (isRiggingError(err, 'STORAGE_NOT_FOUND') || (err as NodeJS.ErrnoException).code === 'ENOENT') throw notFound(url, err)
@@ -51,7 +64,7 @@ export async function openInput(url: string, counters?: TaskCounters): Promise<R
   }
   const counted = countingTransform(counters, 'bytesRead')
   raw.on('error', (err) => counted.destroy(isRiggingError(err, 'STORAGE_NOT_FOUND') ? notFound(url, err) : err))
-  return decompress(raw.pipe(counted), codecOf(loc.path), loc.url)
+  return closingSource(decompress(raw.pipe(counted), codecOf(loc.path), loc.url), raw)
 }
 
 /** The whole object at `url`, decompressed. */

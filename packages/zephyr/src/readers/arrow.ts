@@ -52,5 +52,8 @@ export async function* readArrow(url: string, opts: ArrowReadOptions = {}, count
   } catch (err) {
     if (err instanceof ZephyrError) throw err
     throw new ZephyrError('CORRUPT_ARROW', `${url}: not a readable Arrow IPC file (${(err as Error).message}); the file may be truncated — rewrite it`, false, { cause: err })
+  } finally {
+    // the reader may stop before the end of the input (an error, or a consumer that stops early)
+    input.destroy()
   }
 }
