@@ -2,6 +2,8 @@
 import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import type { ClientTlsOptions } from '@marin/ducky'
+import { marinPrefix, prefixDir } from '@marin/rigging'
+import { UsageError } from '@marin/rigging/cli'
 import { Command, InvalidArgumentError, Option } from 'commander'
 import { IrisClient } from './client.js'
 import { localTokenPath, readTokenFile } from './credentials.js'
@@ -18,8 +20,6 @@ export type CliIo = {
 /** The controller address used when neither --controller nor IRIS_CONTROLLER is given. */
 export const DEFAULT_CONTROLLER = '127.0.0.1:10000'
 
-export class UsageError extends Error {}
-
 export const intArg = (what: string, min = 0) => (v: string) => {
   if (!/^\d+$/.test(v) || Number(v) < min) throw new InvalidArgumentError(`expected ${what} (a whole number >= ${min})`)
   return Number(v)
@@ -29,7 +29,7 @@ export const collect = (v: string, prev: string[] = []) => [...prev, v]
 /**
  * The token a command presents, from the first of: `--token-file`, the variable
  * `--token-env` names (IRIS_TOKEN), the file in IRIS_TOKEN_FILE, and the local
- * cluster's `<MARIN_PREFIX or ./.marin>/iris/token`.
+ * cluster's `<prefix>/iris/token` when the prefix (`$MARIN_PREFIX`, else `./.marin`) is a local folder.
  */
 export function tokenOf(o: { tokenEnv: string; tokenFile?: string }, io: CliIo): string | undefined {
   const fromFile = (path: string, field: string, priv = false) => {
@@ -43,8 +43,9 @@ export function tokenOf(o: { tokenEnv: string; tokenFile?: string }, io: CliIo):
   const t = io.env[o.tokenEnv]
   if (t !== undefined && t !== '') return t
   if (io.env.IRIS_TOKEN_FILE) return fromFile(io.env.IRIS_TOKEN_FILE, 'IRIS_TOKEN_FILE')
-  const local = localTokenPath(resolve(io.env.MARIN_PREFIX || '.marin'))
-  return existsSync(local) ? fromFile(local, 'the local cluster token', true) : undefined
+  const prefix = prefixDir(marinPrefix({ env: io.env }))
+  const local = prefix === undefined ? undefined : localTokenPath(prefix)
+  return local !== undefined && existsSync(local) ? fromFile(local, 'the local cluster token', true) : undefined
 }
 
 /** `--tls-ca` (or IRIS_TLS_CA): talk TLS to a controller whose certificate that CA signed. */
@@ -71,6 +72,3 @@ export function clientOf(o: ConnOpts, io: CliIo): IrisClient {
   const tls = tlsOf(o)
   return new IrisClient({ controller: o.controller, ...(token ? { token } : {}), ...(tls ? { tls } : {}) })
 }
-
-/** Runs a command's body; the CLI records a failure instead of letting commander see it. */
-export type Run = (fn: () => Promise<void>) => Promise<void>

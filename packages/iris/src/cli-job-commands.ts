@@ -1,6 +1,8 @@
-/** @module The job commands of `iris`: submit, status, list, logs, kill, workers. */
-import { Command, InvalidArgumentError, Option } from 'commander'
-import { clientOf, collect, intArg, UsageError, withConnection, type CliIo, type Run } from './cli-io.js'
+/** @module The job commands of `iris`: submit, status, list, logs, kill, workers, and `job` with the names of Python iris. Loaded when one runs. */
+import { UsageError, type CliContext } from '@marin/rigging/cli'
+import { InvalidArgumentError, Option, type Command } from 'commander'
+import { clientOf, collect, intArg, withConnection, type CliIo } from './cli-io.js'
+import { COMMANDS } from './cli-commands.js'
 import { formatJob, formatJobList, formatLogLine, formatWorkers } from './cli-format.js'
 import { parseDuration } from './duration.js'
 import { resolveJobRequest, SECRET_SPEC_MESSAGE } from './job-spec.js'
@@ -28,9 +30,8 @@ function parseSecrets(pairs: readonly string[]): Record<string, string> {
   return secrets
 }
 
-export function submitCommand(name: string, io: CliIo, run: Run, exit: { code: number }): Command {
-  return withConnection(new Command(name), io)
-    .description('submit a job; prints its id')
+export function defineSubmit(cmd: Command, io: CliIo, ctx: CliContext): void {
+  withConnection(cmd, io)
     .requiredOption('--job-name <name>', 'job name (the id is the name plus a suffix)')
     .option('--resources <spec>', 'per-task resources, e.g. cpu=1,memory=2Gi,gpu=0', 'cpu=1,memory=1Gi,gpu=0')
     .option('--replicas <n>', 'number of tasks', intArg('a replica count', 1), 1)
@@ -44,131 +45,123 @@ export function submitCommand(name: string, io: CliIo, run: Run, exit: { code: n
     .option('--max-retries-worker <n>', 'retries after the worker is lost', intArg('a retry count'), 3)
     .option('--wait', 'wait for the job to finish; exit with its exit code')
     .argument('<command...>', 'the command to run, after --')
-    .action((command: string[], o) =>
-      run(async () => {
-        const spec = resolveJobRequest({
-          name: o.jobName,
-          command,
-          resources: parseResources(o.resources),
-          replicas: o.replicas,
-          ...(o.image ? { image: o.image } : {}),
-          env: parseEnv(o.env),
-          secrets: parseSecrets(o.secret),
-          ...(o.allowChildren ? { allowChildren: true } : {}),
-          priority: o.priority,
-          mounts: o.mount,
-          maxRetriesFailure: o.maxRetriesFailure,
-          maxRetriesWorker: o.maxRetriesWorker,
-        })
-        const client = clientOf(o, io)
-        try {
-          const jobId = await client.submit(spec)
-          io.out(jobId)
-          if (o.wait) {
-            const job = await client.wait(jobId)
-            io.err(`${jobId}: ${job.state}${job.error ? `: ${job.error}` : ''}`)
-            if (job.state !== 'SUCCEEDED') exit.code = job.exitCode && job.exitCode > 0 ? job.exitCode : 1
-          }
-        } finally {
-          client.close()
+    .action(async (command: string[], o) => {
+      const spec = resolveJobRequest({
+        name: o.jobName,
+        command,
+        resources: parseResources(o.resources),
+        replicas: o.replicas,
+        ...(o.image ? { image: o.image } : {}),
+        env: parseEnv(o.env),
+        secrets: parseSecrets(o.secret),
+        ...(o.allowChildren ? { allowChildren: true } : {}),
+        priority: o.priority,
+        mounts: o.mount,
+        maxRetriesFailure: o.maxRetriesFailure,
+        maxRetriesWorker: o.maxRetriesWorker,
+      })
+      const client = clientOf(o, io)
+      try {
+        const jobId = await client.submit(spec)
+        io.out(jobId)
+        if (o.wait) {
+          const job = await client.wait(jobId)
+          io.err(`${jobId}: ${job.state}${job.error ? `: ${job.error}` : ''}`)
+          if (job.state !== 'SUCCEEDED') ctx.exitWith(job.exitCode && job.exitCode > 0 ? job.exitCode : 1)
         }
-      }),
-    )
+      } finally {
+        client.close()
+      }
+    })
 }
 
-export function statusCommand(name: string, io: CliIo, run: Run): Command {
-  return withConnection(new Command(name), io)
-    .description("show a job's state, tasks and attempts")
+export function defineStatus(cmd: Command, io: CliIo): void {
+  withConnection(cmd, io)
     .argument('<job>', 'job id')
     .option('--json', 'print JSON')
-    .action((jobId: string, o) =>
-      run(async () => {
-        const client = clientOf(o, io)
-        try {
-          const [job, attempts] = [await client.status(jobId), await client.attempts(jobId)]
-          io.out(o.json ? JSON.stringify({ job, attempts }) : formatJob(job, attempts))
-        } finally {
-          client.close()
-        }
-      }),
-    )
+    .action(async (jobId: string, o) => {
+      const client = clientOf(o, io)
+      try {
+        const [job, attempts] = [await client.status(jobId), await client.attempts(jobId)]
+        io.out(o.json ? JSON.stringify({ job, attempts }) : formatJob(job, attempts))
+      } finally {
+        client.close()
+      }
+    })
 }
 
-export function listCommand(name: string, io: CliIo, run: Run): Command {
-  return withConnection(new Command(name), io)
-    .description('list jobs, newest first')
+export function defineList(cmd: Command, io: CliIo): void {
+  withConnection(cmd, io)
     .option('--state <state>', `only jobs in this state (repeatable): ${JOB_STATES.join(', ')}`, (v: string, prev: string[] = []) => {
       if (!(JOB_STATES as readonly string[]).includes(v)) throw new InvalidArgumentError(`Allowed choices are ${JOB_STATES.join(', ')}.`)
       return [...prev, v]
     })
     .option('--limit <n>', 'at most this many jobs', intArg('a limit', 1), 100)
     .option('--json', 'print JSON')
-    .action((o) =>
-      run(async () => {
-        const client = clientOf(o, io)
-        try {
-          const jobs = await client.list({ ...(o.state ? { states: o.state as JobState[] } : {}), limit: o.limit })
-          io.out(o.json ? JSON.stringify(jobs) : formatJobList(jobs))
-        } finally {
-          client.close()
-        }
-      }),
-    )
+    .action(async (o) => {
+      const client = clientOf(o, io)
+      try {
+        const jobs = await client.list({ ...(o.state ? { states: o.state as JobState[] } : {}), limit: o.limit })
+        io.out(o.json ? JSON.stringify(jobs) : formatJobList(jobs))
+      } finally {
+        client.close()
+      }
+    })
 }
 
-export function logsCommand(name: string, io: CliIo, run: Run): Command {
-  return withConnection(new Command(name), io)
-    .description("print a job's output")
+export function defineLogs(cmd: Command, io: CliIo): void {
+  withConnection(cmd, io)
     .argument('<job>', 'job id')
     .option('-f, --follow', 'keep printing new lines until the job ends')
     .option('--since <duration>', 'only lines from the last DURATION, e.g. 5m')
     .option('--task <index>', "only this task's lines", intArg('a task index'))
     .option('--json', 'print one JSON object per line')
-    .action((jobId: string, o) =>
-      run(async () => {
-        if (o.since !== undefined) parseDuration(o.since, '--since')
-        const client = clientOf(o, io)
-        try {
-          const multi = (await client.status(jobId)).spec.replicas > 1
-          for await (const l of client.logs(jobId, { ...(o.follow ? { follow: true } : {}), ...(o.since ? { since: o.since } : {}), ...(o.task !== undefined ? { taskIndex: o.task } : {}) })) {
-            io.out(o.json ? JSON.stringify(l) : formatLogLine(l, multi))
-          }
-        } finally {
-          client.close()
+    .action(async (jobId: string, o) => {
+      if (o.since !== undefined) parseDuration(o.since, '--since')
+      const client = clientOf(o, io)
+      try {
+        const multi = (await client.status(jobId)).spec.replicas > 1
+        for await (const l of client.logs(jobId, { ...(o.follow ? { follow: true } : {}), ...(o.since ? { since: o.since } : {}), ...(o.task !== undefined ? { taskIndex: o.task } : {}) })) {
+          io.out(o.json ? JSON.stringify(l) : formatLogLine(l, multi))
         }
-      }),
-    )
+      } finally {
+        client.close()
+      }
+    })
 }
 
-export function killCommand(name: string, io: CliIo, run: Run): Command {
-  return withConnection(new Command(name), io)
-    .description('kill a job (SIGTERM, then SIGKILL after the grace period)')
+export function defineKill(cmd: Command, io: CliIo): void {
+  withConnection(cmd, io)
     .argument('<job>', 'job id')
-    .action((jobId: string, o) =>
-      run(async () => {
-        const client = clientOf(o, io)
-        try {
-          io.out(`${jobId}: ${await client.kill(jobId)}`)
-        } finally {
-          client.close()
-        }
-      }),
-    )
+    .action(async (jobId: string, o) => {
+      const client = clientOf(o, io)
+      try {
+        io.out(`${jobId}: ${await client.kill(jobId)}`)
+      } finally {
+        client.close()
+      }
+    })
 }
 
-export function workersCommand(io: CliIo, run: Run): Command {
-  return withConnection(new Command('workers'), io)
-    .description('list workers')
+export function defineWorkers(cmd: Command, io: CliIo): void {
+  withConnection(cmd, io)
     .option('--json', 'print JSON')
-    .action((o) =>
-      run(async () => {
-        const client = clientOf(o, io)
-        try {
-          const ws = await client.workers()
-          io.out(o.json ? JSON.stringify(ws) : formatWorkers(ws))
-        } finally {
-          client.close()
-        }
-      }),
-    )
+    .action(async (o) => {
+      const client = clientOf(o, io)
+      try {
+        const ws = await client.workers()
+        io.out(o.json ? JSON.stringify(ws) : formatWorkers(ws))
+      } finally {
+        client.close()
+      }
+    })
+}
+
+/** `iris job run|logs|stop|status|list`: the same commands under the names Python iris users know. */
+export function defineJobGroup(cmd: Command, io: CliIo, ctx: CliContext): void {
+  defineSubmit(cmd.command('run').description(COMMANDS.submit), io, ctx)
+  defineLogs(cmd.command('logs').description(COMMANDS.logs), io)
+  defineKill(cmd.command('stop').description(COMMANDS.kill), io)
+  defineStatus(cmd.command('status').description(COMMANDS.status), io)
+  defineList(cmd.command('list').description(COMMANDS.list), io)
 }

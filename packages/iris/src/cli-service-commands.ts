@@ -1,7 +1,9 @@
-/** @module The long-running commands of `iris`: controller, worker and `cluster start --local`. */
+/** @module The long-running commands of `iris`: controller, worker and `cluster start --local`. Loaded when one runs. */
 import { join, resolve } from 'node:path'
-import { Command, Option } from 'commander'
-import { DEFAULT_CONTROLLER, intArg, tlsCaOption, tlsOf, tokenOf, UsageError, type CliIo, type Run } from './cli-io.js'
+import { localMarinPrefix, MARIN_LAYOUT, marinPrefix, prefixPath } from '@marin/rigging'
+import { UsageError } from '@marin/rigging/cli'
+import { Option, type Command } from 'commander'
+import { DEFAULT_CONTROLLER, intArg, tlsCaOption, tlsOf, tokenOf, type CliIo } from './cli-io.js'
 import { startController } from './controller-server.js'
 import { ensureTokenFile, tokenPathFor } from './credentials.js'
 import { parseDuration } from './duration.js'
@@ -11,13 +13,12 @@ import { finestoreMounts } from './mounts.js'
 import { parseResources } from './resources.js'
 import { Worker } from './worker.js'
 
-export function controllerCommand(io: CliIo, run: Run): Command {
-  return new Command('controller')
-    .description('run the controller (state in SQLite, gRPC API)')
+export function defineController(cmd: Command, io: CliIo): void {
+  cmd
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 picks one)', intArg('a port'), 10000)
     .option('--state <path>', 'SQLite state file (default: <prefix>/iris/iris.sqlite)')
-    .option('--prefix <dir>', 'marin prefix', io.env.MARIN_PREFIX || '.marin')
+    .option('--prefix <dir>', 'marin prefix (default: $MARIN_PREFIX, then ./.marin)')
     .option('--advertise <address>', 'address workers and tasks use to reach this controller')
     .addOption(new Option('--token-env <name>', 'environment variable holding the cluster token').default('IRIS_TOKEN'))
     .option('--token-file <path>', 'file holding the cluster token (default: a 0600 file "token" beside the state, made if missing)')
@@ -26,109 +27,100 @@ export function controllerCommand(io: CliIo, run: Run): Command {
     .option('--tls-key <path>', 'private key (PEM) of --tls-cert')
     .option('--heartbeat <duration>', 'longest a worker heartbeat waits for work', '5s')
     .option('--worker-timeout <duration>', 'a worker silent this long is lost', '30s')
-    .action((o) =>
-      run(async () => {
-        if (Boolean(o.tlsCert) !== Boolean(o.tlsKey)) throw new UsageError('controller: --tls-cert and --tls-key go together; pass both PEM files or neither')
-        const statePath = resolve(o.state ?? join(o.prefix, 'iris', 'iris.sqlite'))
-        let token: string | undefined
-        let tokenNote = 'no auth: the API is open to anyone who reaches it'
-        if (o.auth) {
-          const given = o.tokenFile !== undefined ? tokenOf(o, io) : io.env[o.tokenEnv] || undefined
-          if (given) {
-            token = given
-            tokenNote = `token from ${o.tokenFile ?? `$${o.tokenEnv}`}`
-          } else {
-            const path = tokenPathFor(statePath)
-            token = ensureTokenFile(path)
-            tokenNote = `token in ${path}`
-          }
+    .action(async (o) => {
+      if (Boolean(o.tlsCert) !== Boolean(o.tlsKey)) throw new UsageError('controller: --tls-cert and --tls-key go together; pass both PEM files or neither')
+      const statePath = resolve(o.state ?? join(localMarinPrefix({ prefix: o.prefix, env: io.env }), MARIN_LAYOUT.irisState))
+      let token: string | undefined
+      let tokenNote = 'no auth: the API is open to anyone who reaches it'
+      if (o.auth) {
+        const given = o.tokenFile !== undefined ? tokenOf(o, io) : io.env[o.tokenEnv] || undefined
+        if (given) {
+          token = given
+          tokenNote = `token from ${o.tokenFile ?? `$${o.tokenEnv}`}`
+        } else {
+          const path = tokenPathFor(statePath)
+          token = ensureTokenFile(path)
+          tokenNote = `token in ${path}`
         }
-        const server = await startController({
-          statePath,
-          host: o.host,
-          port: o.port,
-          heartbeatMs: parseDuration(o.heartbeat, '--heartbeat'),
-          workerTimeoutMs: parseDuration(o.workerTimeout, '--worker-timeout'),
-          ...(o.advertise ? { advertise: o.advertise } : {}),
-          ...(token ? { token } : {}),
-          ...(o.tlsCert ? { tls: { certFile: resolve(o.tlsCert), keyFile: resolve(o.tlsKey) } } : {}),
-        })
-        io.out(`iris controller listening on ${server.address} (state ${statePath}; ${tokenNote}; ${o.tlsCert ? 'TLS' : 'plaintext'})`)
-        await io.stopped
-        await server.close({ graceMs: 2000 })
-      }),
-    )
+      }
+      const server = await startController({
+        statePath,
+        host: o.host,
+        port: o.port,
+        heartbeatMs: parseDuration(o.heartbeat, '--heartbeat'),
+        workerTimeoutMs: parseDuration(o.workerTimeout, '--worker-timeout'),
+        ...(o.advertise ? { advertise: o.advertise } : {}),
+        ...(token ? { token } : {}),
+        ...(o.tlsCert ? { tls: { certFile: resolve(o.tlsCert), keyFile: resolve(o.tlsKey) } } : {}),
+      })
+      io.out(`iris controller listening on ${server.address} (state ${statePath}; ${tokenNote}; ${o.tlsCert ? 'TLS' : 'plaintext'})`)
+      await io.stopped
+      await server.close({ graceMs: 2000 })
+    })
 }
 
-export function workerCommand(io: CliIo, run: Run): Command {
-  return new Command('worker')
-    .description('run a worker that takes tasks from a controller')
+export function defineWorker(cmd: Command, io: CliIo): void {
+  cmd
     .addOption(new Option('--controller <address>', 'controller host:port').default(io.env.IRIS_CONTROLLER || DEFAULT_CONTROLLER))
     .addOption(new Option('--token-env <name>', 'environment variable holding the cluster token').default('IRIS_TOKEN'))
     .option('--token-file <path>', 'file holding the cluster token (default: IRIS_TOKEN_FILE, then <MARIN_PREFIX>/iris/token)')
     .addOption(tlsCaOption(io))
-    .option('--work-dir <dir>', 'where task directories go', join(io.env.MARIN_PREFIX || '.marin', 'iris', 'work'))
+    .option('--work-dir <dir>', 'where task directories go (default: <prefix>/iris/work)')
     .option('--worker-id <id>', 'stable worker id (default: hostname plus a random suffix)')
     .option('--resources <spec>', 'what this worker offers (default: all cpus and memory, gpu=0)')
     .option('--kill-grace <duration>', 'time between SIGTERM and SIGKILL', '10s')
     .option('--cleanup-ttl <duration>', 'delete finished task directories after this long', '1d')
     .option('--store <url>', 'finestore root for --mount (default: <prefix>/store)')
     .option('--retry-delay <duration>', 'pause after a failed call to the controller', '1s')
-    .action((o) =>
-      run(async () => {
-        const token = tokenOf(o, io)
-        const resources = o.resources ? parseResources(o.resources, { cpu: 1, memory: 0, gpu: 0 }) : undefined
-        const tls = tlsOf(o)
-        const link = grpcLink(o.controller, { ...(token ? { token } : {}), ...(tls ? { tls } : {}) })
-        const store = o.store ?? `file://${resolve(io.env.MARIN_PREFIX || '.marin', 'store')}`
-        const worker = new Worker({
-          link,
-          controllerAddress: o.controller,
-          workDir: o.workDir,
-          ...(o.workerId ? { workerId: o.workerId } : {}),
-          ...(resources ? { resources } : {}),
-          killGraceMs: parseDuration(o.killGrace, '--kill-grace'),
-          cleanupTtlMs: parseDuration(o.cleanupTtl, '--cleanup-ttl'),
-          retryDelayMs: parseDuration(o.retryDelay, '--retry-delay'),
-          materialize: finestoreMounts(store),
-          // Tasks reach a TLS controller with the same CA; their token is their job's own.
-          ...(tls ? { extraEnv: { IRIS_TLS_CA: tls.caFile! } } : {}),
-        })
-        await worker.start()
-        io.out(`iris worker ${worker.workerId} registered with ${o.controller}`)
-        await io.stopped
-        await worker.stop({ killTasks: true })
-        link.close()
-      }),
-    )
+    .action(async (o) => {
+      const token = tokenOf(o, io)
+      const resources = o.resources ? parseResources(o.resources, { cpu: 1, memory: 0, gpu: 0 }) : undefined
+      const tls = tlsOf(o)
+      const link = grpcLink(o.controller, { ...(token ? { token } : {}), ...(tls ? { tls } : {}) })
+      const store = o.store ?? prefixPath(marinPrefix({ env: io.env }), MARIN_LAYOUT.store)
+      const worker = new Worker({
+        link,
+        controllerAddress: o.controller,
+        workDir: o.workDir ?? join(localMarinPrefix({ env: io.env }), MARIN_LAYOUT.irisWork),
+        ...(o.workerId ? { workerId: o.workerId } : {}),
+        ...(resources ? { resources } : {}),
+        killGraceMs: parseDuration(o.killGrace, '--kill-grace'),
+        cleanupTtlMs: parseDuration(o.cleanupTtl, '--cleanup-ttl'),
+        retryDelayMs: parseDuration(o.retryDelay, '--retry-delay'),
+        materialize: finestoreMounts(store),
+        // Tasks reach a TLS controller with the same CA; their token is their job's own.
+        ...(tls ? { extraEnv: { IRIS_TLS_CA: tls.caFile! } } : {}),
+      })
+      await worker.start()
+      io.out(`iris worker ${worker.workerId} registered with ${o.controller}`)
+      await io.stopped
+      await worker.stop({ killTasks: true })
+      link.close()
+    })
 }
 
-export function clusterCommand(io: CliIo, run: Run): Command {
-  const cluster = new Command('cluster').description('clusters in one process')
-  cluster.addCommand(
-    new Command('start')
-      .description('start a controller and workers in this process')
-      .option('--local', 'run everything in this process (the only mode)')
-      .option('--prefix <dir>', 'where state and task directories go', io.env.MARIN_PREFIX || '.marin')
-      .option('--port <port>', 'controller port (0 picks one)', intArg('a port'), 10000)
-      .option('--workers <n>', 'number of workers', intArg('a worker count', 1), 1)
-      .option('--resources <spec>', 'resources of each worker (default: the whole machine)')
-      .action((o) =>
-        run(async () => {
-          if (!o.local) throw new UsageError('cluster start: only --local is supported; start "iris controller" and "iris worker" on hosts for a real cluster')
-          const store = `file://${resolve(o.prefix, 'store')}`
-          const c = await LocalCluster.start({
-            prefix: o.prefix,
-            port: o.port,
-            workers: o.workers,
-            ...(o.resources ? { resources: parseResources(o.resources, { cpu: 1, memory: 0, gpu: 0 }) } : {}),
-            materialize: finestoreMounts(store),
-          })
-          io.out(`iris local cluster on ${c.address} (prefix ${c.prefix}); export IRIS_CONTROLLER=${c.address} IRIS_TOKEN_FILE=${c.tokenFile}`)
-          await io.stopped
-          await c.stop()
-        }),
-      ),
-  )
-  return cluster
+/** `iris cluster start --local`: a controller and workers in this process. */
+export function defineCluster(cmd: Command, io: CliIo): void {
+  cmd
+    .command('start')
+    .description('start a controller and workers in this process')
+    .option('--local', 'run everything in this process (the only mode)')
+    .option('--prefix <dir>', 'where state and task directories go (default: $MARIN_PREFIX, then ./.marin)')
+    .option('--port <port>', 'controller port (0 picks one)', intArg('a port'), 10000)
+    .option('--workers <n>', 'number of workers', intArg('a worker count', 1), 1)
+    .option('--resources <spec>', 'resources of each worker (default: the whole machine)')
+    .action(async (o) => {
+      if (!o.local) throw new UsageError('cluster start: only --local is supported; start "iris controller" and "iris worker" on hosts for a real cluster')
+      const prefix = localMarinPrefix({ prefix: o.prefix, env: io.env })
+      const c = await LocalCluster.start({
+        prefix,
+        port: o.port,
+        workers: o.workers,
+        ...(o.resources ? { resources: parseResources(o.resources, { cpu: 1, memory: 0, gpu: 0 }) } : {}),
+        materialize: finestoreMounts(prefixPath(marinPrefix({ prefix }), MARIN_LAYOUT.store)),
+      })
+      io.out(`iris local cluster on ${c.address} (prefix ${c.prefix}); export IRIS_CONTROLLER=${c.address} IRIS_TOKEN_FILE=${c.tokenFile}`)
+      await io.stopped
+      await c.stop()
+    })
 }

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import pkg from '../package.json' with { type: 'json' }
 import { runCli } from './cli.js'
 import { startController, type ControllerServer } from './controller-server.js'
 
@@ -30,6 +31,21 @@ describe('bad usage exits 2 and names the problem', () => {
     expect(await runCli(argv, c.io)).toBe(2)
     expect(c.err.join('\n')).toMatch(message)
   })
+})
+
+test('no arguments print help and exit 2; --version prints the package version; help names every command without loading it', async () => {
+  const none = capture()
+  expect(await runCli([], none.io)).toBe(2)
+  expect(none.err.join('\n')).toMatch(/Usage: iris/)
+  const v = capture()
+  expect(await runCli(['--version'], v.io)).toBe(0)
+  expect(v.out).toEqual([pkg.version])
+  const h = capture()
+  expect(await runCli(['--help'], h.io)).toBe(0)
+  for (const name of ['submit', 'status', 'list', 'logs', 'kill', 'workers', 'job', 'controller', 'worker', 'cluster']) expect(h.out.join('\n')).toMatch(new RegExp(`\\n  ${name} `))
+  const group = capture()
+  expect(await runCli(['job'], group.io)).toBe(2)
+  expect(group.err.join('\n')).toMatch(/run \[options\]/)
 })
 
 describe('read commands against a controller', () => {

@@ -1,75 +1,56 @@
 /**
  * @module The `iris` command line: submit, status, list, logs, kill, workers,
  * controller, worker and `cluster start --local`, plus the `job run/logs/stop/list`
- * names Python iris users know. Read commands take `--json`. Bad usage exits 2.
+ * names Python iris users know. Read commands take `--json`. Runs on rigging's CLI
+ * runner: exit 0 ok, 1 failure (a job that does not exist, a controller that does
+ * not answer), 2 bad usage; a command's module loads when it runs.
  */
-import { Command, CommanderError } from 'commander'
+import { loadAllCommands, runCli as run, type CliContext, type CliIo as RunnerIo, type CliSpec } from '@marin/rigging/cli'
+import type { Command } from 'commander'
 import pkg from '../package.json' with { type: 'json' }
-import { UsageError, type CliIo, type Run } from './cli-io.js'
-import { killCommand, listCommand, logsCommand, statusCommand, submitCommand, workersCommand } from './cli-job-commands.js'
-import { clusterCommand, controllerCommand, workerCommand } from './cli-service-commands.js'
-import { IrisError, isIrisError } from './errors.js'
-
-/** Builds the program. Exposed so tests can check every flag that infra/ uses. */
-export function buildProgram(io: CliIo, run: Run = (fn) => fn(), exit: { code: number } = { code: 0 }): Command {
-  const program = new Command('iris')
-    .description('iris: run jobs on a cluster of workers')
-    .version(pkg.version)
-    .exitOverride()
-    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
-    .showHelpAfterError(false)
-  program.addCommand(submitCommand('submit', io, run, exit))
-  program.addCommand(statusCommand('status', io, run))
-  program.addCommand(listCommand('list', io, run))
-  program.addCommand(logsCommand('logs', io, run))
-  program.addCommand(killCommand('kill', io, run))
-  program.addCommand(workersCommand(io, run))
-  const job = new Command('job').description('the same commands under the names of Python iris')
-  job.addCommand(submitCommand('run', io, run, exit))
-  job.addCommand(logsCommand('logs', io, run))
-  job.addCommand(killCommand('stop', io, run))
-  job.addCommand(statusCommand('status', io, run))
-  job.addCommand(listCommand('list', io, run))
-  program.addCommand(job)
-  program.addCommand(controllerCommand(io, run))
-  program.addCommand(workerCommand(io, run))
-  program.addCommand(clusterCommand(io, run))
-  for (const c of [program, ...allCommands(program)]) c.exitOverride().configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
-  return program
-}
-
-function allCommands(c: Command): Command[] {
-  return c.commands.flatMap((s) => [s, ...allCommands(s)])
-}
+import { COMMANDS } from './cli-commands.js'
+import type { CliIo } from './cli-io.js'
+import { isIrisError } from './errors.js'
 
 const USAGE_CODES: ReadonlySet<string> = new Set(['BAD_RESOURCES', 'BAD_REQUEST', 'BAD_MOUNT', 'BAD_DURATION'])
 
+type Define = (cmd: Command, io: CliIo, ctx: CliContext) => void
+type Jobs = typeof import('./cli-job-commands.js')
+type Services = typeof import('./cli-service-commands.js')
+
+function spec(io: CliIo): CliSpec {
+  const bind = (define: Define) => (cmd: Command, ctx: CliContext) => define(cmd, io, ctx)
+  const jobs = (pick: (m: Jobs) => Define) => async () => bind(pick(await import('./cli-job-commands.js')))
+  const services = (pick: (m: Services) => Define) => async () => bind(pick(await import('./cli-service-commands.js')))
+  return {
+    name: 'iris',
+    version: pkg.version,
+    description: 'iris: run jobs on a cluster of workers',
+    commands: [
+      { name: 'submit', description: COMMANDS.submit, load: jobs((m) => m.defineSubmit) },
+      { name: 'status', description: COMMANDS.status, load: jobs((m) => m.defineStatus) },
+      { name: 'list', description: COMMANDS.list, load: jobs((m) => m.defineList) },
+      { name: 'logs', description: COMMANDS.logs, load: jobs((m) => m.defineLogs) },
+      { name: 'kill', description: COMMANDS.kill, load: jobs((m) => m.defineKill) },
+      { name: 'workers', description: COMMANDS.workers, load: jobs((m) => m.defineWorkers) },
+      { name: 'job', description: COMMANDS.job, load: jobs((m) => m.defineJobGroup) },
+      { name: 'controller', description: COMMANDS.controller, load: services((m) => m.defineController) },
+      { name: 'worker', description: COMMANDS.worker, load: services((m) => m.defineWorker) },
+      { name: 'cluster', description: COMMANDS.cluster, load: services((m) => m.defineCluster) },
+    ],
+    isUsageError: (err) => isIrisError(err) && USAGE_CODES.has(err.code),
+  }
+}
+
+/** iris writes whole lines; the runner writes text ending in a newline. */
+const lines = (io: CliIo): RunnerIo => ({ out: (s) => io.out(s.trimEnd()), err: (s) => io.err(s.trimEnd()) })
+
+/** Every command loaded, for tests that check each flag other files (infra/, messages) name. */
+export function buildProgram(io: CliIo): Promise<Command> {
+  return loadAllCommands(spec(io), lines(io))
+}
+
 /** Runs the CLI; resolves with the exit code (0 ok, 1 failure, 2 bad usage). */
-export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
-  let failure: unknown
-  const run = async (fn: () => Promise<void>) => {
-    try {
-      await fn()
-    } catch (e) {
-      failure = e
-    }
-  }
-  const exit = { code: 0 }
-  const program = buildProgram(io, run, exit)
-  try {
-    await program.parseAsync([...argv], { from: 'user' })
-  } catch (e) {
-    if (e instanceof CommanderError) {
-      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return 0
-      return 2
-    }
-    failure = e
-  }
-  if (failure === undefined) return exit.code
-  if (failure instanceof UsageError || (isIrisError(failure) && USAGE_CODES.has(failure.code))) {
-    io.err(`iris: ${(failure as Error).message}`)
-    return 2
-  }
-  io.err(`iris: ${failure instanceof IrisError ? failure.message : failure instanceof Error ? failure.message : String(failure)}`)
-  return 1
+export function runCli(argv: readonly string[], io: CliIo): Promise<number> {
+  return run(spec(io), argv, lines(io))
 }

@@ -8,6 +8,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import { MARIN_LAYOUT } from '@marin/rigging'
 import { IrisError } from './errors.js'
 
 /** Whom a call comes from. */
@@ -61,7 +62,7 @@ export function tokenPathFor(statePath: string): string {
 
 /** `<prefix>/iris/token`: the cluster token of the local cluster on that prefix. */
 export function localTokenPath(prefix: string): string {
-  return join(prefix, 'iris', 'token')
+  return join(prefix, MARIN_LAYOUT.irisToken)
 }
 
 /**

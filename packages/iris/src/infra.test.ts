@@ -48,8 +48,11 @@ const DURATION_FLAGS = new Set(['--heartbeat', '--worker-timeout', '--kill-grace
 // Values filled in by the platform: $(POD_NAME) in Kubernetes, ${IRIS_CONTROLLER} in systemd.
 const isPlaceholder = (v: string) => /^\$[({][A-Z_]+[)}]$/.test(v)
 
+// Every command loaded, so that their flags can be looked up.
+const program = await buildProgram(io)
+
 function check(inv: Invocation): void {
-  let cmd: Command = buildProgram(io)
+  let cmd: Command = program
   let i = 0
   while (i < inv.args.length) {
     const sub = cmd.commands.find((c) => c.name() === inv.args[i])

@@ -3,8 +3,8 @@
  * them, such as marin's `Experiment`) to a local cluster or a controller, and
  * get handles to wait on.
  */
-import { join, resolve } from 'node:path'
 import type { ClientTlsOptions } from '@marin/ducky'
+import { localMarinPrefix } from '@marin/rigging'
 import { IrisClient, type LogsOptions, type WaitOptions } from './client.js'
 import { readTokenFile } from './credentials.js'
 import type { JobRequest } from './job-spec.js'
@@ -76,7 +76,7 @@ export class JobScheduler {
         const tls = this.opts.tls ?? (env.IRIS_TLS_CA ? { caFile: env.IRIS_TLS_CA } : undefined)
         return new IrisClient({ controller: cluster, ...(token ? { token } : {}), ...(tls ? { tls } : {}) })
       }
-      const prefix = resolve(this.opts.prefix ?? process.env.MARIN_PREFIX ?? join(process.cwd(), '.marin'))
+      const prefix = localMarinPrefix({ prefix: this.opts.prefix })
       this.local = await LocalCluster.start({ ...(this.opts.local ?? {}), prefix, ...(this.opts.token ? { token: this.opts.token } : {}) })
       return this.local.client()
     })()

@@ -8,6 +8,7 @@
 import { chmodSync, mkdirSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
+import { MARIN_LAYOUT } from '@marin/rigging'
 import { IrisClient } from './client.js'
 import { inProcessLink } from './controller-link.js'
 import { startController, type ControllerServer } from './controller-server.js'
@@ -59,13 +60,13 @@ export class LocalCluster {
    */
   static async start(opts: LocalClusterOptions = {}): Promise<LocalCluster> {
     const prefix = resolve(opts.prefix ?? mkdtempSync(join(tmpdir(), 'iris-local-')))
-    const irisDir = join(prefix, 'iris')
+    const irisDir = join(prefix, MARIN_LAYOUT.iris)
     mkdirSync(irisDir, { recursive: true, mode: 0o700 })
     // State, task directories and the token: this account's only.
     chmodSync(irisDir, 0o700)
     const token = opts.token ?? ensureTokenFile(localTokenPath(prefix))
     const server = await startController({
-      statePath: join(irisDir, 'iris.sqlite'),
+      statePath: join(prefix, MARIN_LAYOUT.irisState),
       port: opts.port ?? 0,
       heartbeatMs: opts.heartbeatMs ?? 1000,
       workerTimeoutMs: opts.workerTimeoutMs ?? 10_000,
@@ -78,7 +79,7 @@ export class LocalCluster {
         const w = new Worker({
           link: inProcessLink(server.controller),
           controllerAddress: server.address,
-          workDir: join(prefix, 'iris', 'work', workerId),
+          workDir: join(prefix, MARIN_LAYOUT.irisWork, workerId),
           workerId,
           retryDelayMs: 100,
           killGraceMs: opts.killGraceMs ?? 5000,

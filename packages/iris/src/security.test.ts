@@ -32,11 +32,13 @@ function capture(env: NodeJS.ProcessEnv) {
   return { out, err, io: { out: (l: string) => out.push(l), err: (l: string) => err.push(l), env, stopped: Promise.resolve() } }
 }
 
+const everyCommand = await buildProgram(capture({}).io)
+
 /** Every `--flag` a message names must be an option of `iris <command>`. */
 function expectFlagsExist(message: string, command: string): void {
   const flags = [...message.matchAll(/--[a-z][a-z-]*/g)].map((m) => m[0])
   expect(flags.length).toBeGreaterThan(0)
-  const program = buildProgram(capture({}).io)
+  const program = everyCommand
   const cmd = program.commands.find((c: Command) => c.name() === command)!
   const known = new Set(cmd.options.map((o) => o.long))
   for (const f of flags) expect(known, `${f} in "${message}"`).toContain(f)
