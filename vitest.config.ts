@@ -14,6 +14,9 @@ export default defineConfig({
         exclude: ['**/node_modules/**', '**/fixtures/**'],
       },
     })),
+    // Library logs at warn, here and in the processes tests start (they inherit the
+    // environment): a test that reads info lines sets LOG_LEVEL or the level itself.
+    env: { LOG_LEVEL: 'warn' },
     reporters: ['default', new SummaryReporter()],
     testTimeout: 30_000,
     hookTimeout: 30_000,
