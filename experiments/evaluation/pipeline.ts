@@ -9,27 +9,27 @@
  * `EVAL_SCALE=tiny` trains for a few steps and uses 20 items per task (for tests).
  */
 import { mkdirSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { trainBpe } from '@marin/datakit'
 import { openStore, storeUrl } from '@marin/finestore'
 import { Dataset, Gpt2LM, Pipeline, Trainer, exportHf, initBackend } from '@marin/levanter'
 import { BUILTIN_TASKS, OpenAICompletionsModel, brownSentences, evaluate, resolveTasks } from '@marin/marin/eval'
 import { loadModel, startServer } from '@marin/marin/serve'
-import { logger } from '@marin/rigging'
+import { localMarinPrefix, logger, MARIN_LAYOUT } from '@marin/rigging'
 
 const log = logger('evaluation')
 const tiny = process.env.EVAL_SCALE === 'tiny'
-const prefix = resolve(process.env.MARIN_PREFIX ?? './.marin')
+const prefix = localMarinPrefix()
 
 /** Train a small model on the held-in Brown sentences; returns its exported folder. */
 async function trainSmallModel(): Promise<string> {
-  const dir = join(prefix, 'experiments/evaluation/model')
+  const dir = join(prefix, MARIN_LAYOUT.experiments, 'evaluation', 'model')
   const sentences = brownSentences('in')
   const tokenizer = trainBpe(sentences.slice(0, 5000), { vocabSize: 512 })
   const ids: number[] = []
   for (const s of sentences.slice(0, tiny ? 2000 : 20000)) ids.push(...tokenizer.encode(`${s}\n`))
   const model = new Gpt2LM({ vocabSize: 512, seqLen: 128, dModel: 64, nLayers: 2, nHeads: 4 }, 0)
-  const trainer = new Trainer({ learningRate: 3e-3, batchSize: 16, logEvery: 50, evalEvery: 0, checkpointEvery: 0, runDir: join(prefix, 'experiments/evaluation/train'), schedule: { warmupSteps: 20, decay: 'cosine' } })
+  const trainer = new Trainer({ learningRate: 3e-3, batchSize: 16, logEvery: 50, evalEvery: 0, checkpointEvery: 0, runDir: join(prefix, MARIN_LAYOUT.experiments, 'evaluation', 'train'), schedule: { warmupSteps: 20, decay: 'cosine' } })
   await new Pipeline({ dataset: Dataset.fromTokens(ids, { evalFraction: 0 }), model, trainer, maxSteps: tiny ? 20 : 600 }).run()
   mkdirSync(dir, { recursive: true })
   await exportHf(model, dir)

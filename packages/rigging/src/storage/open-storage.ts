@@ -38,7 +38,7 @@ const fileOptions = (opts: OpenStorageOptions) => ({ ...(opts.lock ? { lock: opt
  *   names the package to add when it is not installed).
  *
  * @example
- * const store = await openStorage(process.env.MARIN_PREFIX ?? './.marin')
+ * const store = await openStorage(marinPrefix())
  * await store.write('artifacts/x/HEAD', 'v1', { condition: { ifAbsent: true } })
  * @throws RiggingError('STORAGE_UNKNOWN_SCHEME') for any other scheme.
  */
