@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { afterEach, expect, test } from 'vitest'
+import pkg from '../package.json' with { type: 'json' }
 import { runCli } from './cli.js'
 import { serve } from './server.js'
 import { Demo, recordingLogger, unusedDemo } from './test-helpers.js'
@@ -34,6 +35,15 @@ test.each([
   const p = run(args)
   expect(await p.exited).toBe(2)
   expect(p.stderr()).toMatch(message)
+})
+
+test('no arguments print help and exit 2; --version prints the package version', async () => {
+  const none = run([])
+  expect(await none.exited).toBe(2)
+  expect(none.stderr()).toMatch(/Usage: ducky/)
+  const out: string[] = []
+  expect(await runCli(['--version'], { out: (l) => out.push(l), err: () => {}, env: {}, stopped: Promise.resolve() })).toBe(0)
+  expect(out).toEqual([pkg.version])
 })
 
 test('ducky tunnel forwards an HTTP request, then stops cleanly on SIGTERM', async () => {
