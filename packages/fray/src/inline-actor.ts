@@ -3,34 +3,20 @@
  * passed by reference), for tests and debugging. Failure is simulated faithfully enough to
  * test callers: `kill()` rejects pending calls with `ActorDiedError` and honours `maxRestarts`.
  */
-import type { ActorConnection, ActorStatus, CallOptions } from './actor.js'
+import type { CallOptions } from './actor.js'
 import type { ActorOptions } from './actor-options.js'
 import { ActorRuntime, type ActorSpec } from './actor-runtime.js'
 import { ActorDiedError, FrayError, isFrayError } from './errors.js'
-import { PendingCalls } from './internal/pending.js'
-import { RestartListeners } from './internal/restart-listeners.js'
+import { ActorBase } from './internal/actor-base.js'
 
-export class InlineActor implements ActorConnection {
+export class InlineActor extends ActorBase {
   private runtime: ActorRuntime | null = null
-  private state: ActorStatus = 'starting'
-  private readonly pending = new PendingCalls()
-  private readonly restartListeners = new RestartListeners()
-  private readyPromise: Promise<void>
-  private restartCount = 0
-  private death: Error | null = null
   /** Bumped on every (re)construction, so answers from a killed incarnation are dropped. */
   private epoch = 0
 
-  private constructor(
-    private readonly spec: ActorSpec,
-    private readonly opts: ActorOptions,
-  ) {
-    this.readyPromise = this.construct()
-    this.readyPromise.catch(() => {})
-  }
-
-  get name(): string {
-    return this.spec.name
+  private constructor(spec: ActorSpec, opts: ActorOptions) {
+    super(spec, opts)
+    this.begin(() => this.construct())
   }
 
   /** Starts constructing; `ready()` resolves once the actor is built. */
@@ -55,8 +41,9 @@ export class InlineActor implements ActorConnection {
   }
 
   private request(run: (rt: ActorRuntime) => Promise<unknown>, what: string, timeoutMs: number | undefined): Promise<unknown> {
-    const rt = this.runtime
-    if (this.state === 'ready' && rt) {
+    return this.gate(() => {
+      const rt = this.runtime
+      if (!rt) return null
       const { id, promise } = this.pending.add(this.name, what, timeoutMs)
       const epoch = this.epoch
       run(rt).then(
@@ -64,30 +51,11 @@ export class InlineActor implements ActorConnection {
         (e: unknown) => epoch === this.epoch && this.pending.reject(id, methodError(this.name, what, e)),
       )
       return promise
-    }
-    if (this.state === 'dead') return Promise.reject(this.death ?? new ActorDiedError(this.name, null, null))
-    if (this.state === 'stopped') return Promise.reject(new FrayError('CLIENT_SHUT_DOWN', `actor ${this.name} was stopped; create it again`))
-    return this.readyPromise.then(() => this.request(run, what, timeoutMs))
-  }
-
-  status(): ActorStatus {
-    return this.state
+    })
   }
 
   pid(): number | undefined {
     return undefined
-  }
-
-  restarts(): number {
-    return this.restartCount
-  }
-
-  onRestart(fn: () => void): () => void {
-    return this.restartListeners.add(fn)
-  }
-
-  ready(): Promise<void> {
-    return this.readyPromise
   }
 
   /** Simulates the death of the actor's process by `signal`. */
@@ -97,21 +65,7 @@ export class InlineActor implements ActorConnection {
     this.runtime = null
     this.epoch++
     void rt?.close().catch(() => {})
-    const died = new ActorDiedError(this.name, null, signal)
-    this.pending.rejectAll(died)
-    if (this.restartCount < (this.opts.maxRestarts ?? 0)) {
-      this.restartCount++
-      this.state = 'restarting'
-      this.readyPromise = this.construct()
-      this.readyPromise.catch((err: Error) => {
-        this.state = 'dead'
-        this.death = err
-      })
-      this.restartListeners.emit()
-      return
-    }
-    this.state = 'dead'
-    this.death = died
+    this.afterDeath(new ActorDiedError(this.name, null, signal), () => this.construct())
   }
 
   async stop(): Promise<void> {

@@ -10,47 +10,41 @@
 import { type ChildProcess, fork } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { logger } from '@marin/rigging'
-import type { ActorConnection, ActorStatus, CallOptions } from './actor.js'
+import type { CallOptions } from './actor.js'
 import type { ActorOptions } from './actor-options.js'
 import type { ActorSpec } from './actor-runtime.js'
 import { ActorDiedError, FrayError } from './errors.js'
 import { resources } from './resources.js'
+import { ActorBase } from './internal/actor-base.js'
 import { actorNodeArgs } from './internal/node-args.js'
 import { actorDeaths, actorRestarts } from './internal/telemetry.js'
-import { PendingCalls } from './internal/pending.js'
-import { RestartListeners } from './internal/restart-listeners.js'
 import { errorFromPayload, type FromWorker, MSG, type ToWorker } from './internal/wire.js'
 
 const log = logger('fray')
 const here = import.meta.url
 const WORKER_MAIN = fileURLToPath(new URL(here.endsWith('.ts') ? './worker-main.ts' : './worker-main.js', here))
 
-export class ProcessActor implements ActorConnection {
+export class ProcessActor extends ActorBase {
   private child: ChildProcess | null = null
-  private state: ActorStatus = 'starting'
-  private readonly pending = new PendingCalls(() => this.hold(false))
-  private readonly restartListeners = new RestartListeners()
-  private readyPromise: Promise<void>
-  private restartCount = 0
   private stopping = false
-  private death: Error | null = null
   private exited: Promise<void> = Promise.resolve()
 
-  private constructor(
-    private readonly spec: ActorSpec,
-    private readonly opts: ActorOptions,
-  ) {
-    this.readyPromise = this.spawn()
-    this.readyPromise.catch(() => {})
-  }
-
-  get name(): string {
-    return this.spec.name
+  private constructor(spec: ActorSpec, opts: ActorOptions) {
+    super(spec, opts)
+    this.begin(() => this.spawn())
   }
 
   /** Forks the process; `ready()` resolves once the actor is constructed. */
   static launch(spec: ActorSpec, opts: ActorOptions): ProcessActor {
     return new ProcessActor(spec, opts)
+  }
+
+  protected override onIdle(): void {
+    this.hold(false)
+  }
+
+  protected override onRestartFailed(err: Error): void {
+    log.error({ actor: this.name, err }, 'actor restart failed')
   }
 
   // An idle actor must not keep the driver alive, a pending call must.
@@ -125,28 +119,16 @@ export class ProcessActor implements ActorConnection {
     this.child = null
     const died = new ActorDiedError(this.name, code, signal)
     if (!this.stopping) log.warn({ actor: this.name, exitCode: code, signal, pendingCalls: this.pending.size }, 'actor process died')
-    if (!this.stopping) actorDeaths.inc()
-    this.pending.rejectAll(died)
     if (this.stopping) {
+      this.pending.rejectAll(died)
       this.state = 'stopped'
       return
     }
-    if (this.state !== 'starting' && this.restartCount < (this.opts.maxRestarts ?? 0)) {
-      this.restartCount++
+    actorDeaths.inc()
+    if (this.afterDeath(died, () => this.spawn(), this.state !== 'starting')) {
       actorRestarts.inc()
-      this.state = 'restarting'
-      log.info({ actor: this.name, restart: this.restartCount, maxRestarts: this.opts.maxRestarts }, 'restarting actor')
-      this.readyPromise = this.spawn()
-      this.readyPromise.catch((err: Error) => {
-        log.error({ actor: this.name, err }, 'actor restart failed')
-        this.state = 'dead'
-        this.death = err
-      })
-      this.restartListeners.emit()
-      return
+      log.info({ actor: this.name, restart: this.restarts(), maxRestarts: this.opts.maxRestarts }, 'restarting actor')
     }
-    this.state = 'dead'
-    this.death = died
   }
 
   call(method: string, args: unknown[], opts: CallOptions): Promise<unknown> {
@@ -158,8 +140,9 @@ export class ProcessActor implements ActorConnection {
   }
 
   private request(kind: typeof MSG.call | typeof MSG.control, what: string, payload: unknown, timeoutMs: number | undefined): Promise<unknown> {
-    const child = this.child
-    if (this.state === 'ready' && child) {
+    return this.gate(() => {
+      const child = this.child
+      if (!child) return null
       if (this.pending.size === 0) this.hold(true)
       const { id, promise } = this.pending.add(this.name, what, timeoutMs)
       try {
@@ -168,30 +151,11 @@ export class ProcessActor implements ActorConnection {
         this.pending.reject(id, new FrayError('NOT_SERIALIZABLE', `actor ${this.name}.${what}: arguments cannot be sent to the actor (${(err as Error).message}); pass plain data or typed arrays`))
       }
       return promise
-    }
-    if (this.state === 'dead') return Promise.reject(this.death ?? new ActorDiedError(this.name, null, null))
-    if (this.state === 'stopped') return Promise.reject(new FrayError('CLIENT_SHUT_DOWN', `actor ${this.name} was stopped; create it again`))
-    return this.readyPromise.then(() => this.request(kind, what, payload, timeoutMs))
-  }
-
-  status(): ActorStatus {
-    return this.state
+    })
   }
 
   pid(): number | undefined {
     return this.child?.pid
-  }
-
-  restarts(): number {
-    return this.restartCount
-  }
-
-  onRestart(fn: () => void): () => void {
-    return this.restartListeners.add(fn)
-  }
-
-  ready(): Promise<void> {
-    return this.readyPromise
   }
 
   kill(signal: NodeJS.Signals = 'SIGKILL'): void {

@@ -5,13 +5,12 @@
  */
 import { connect, type DuckyClient } from '@marin/ducky'
 import { logger } from '@marin/rigging'
-import type { ActorConnection, ActorStatus, CallOptions } from '../actor.js'
+import type { CallOptions } from '../actor.js'
 import type { ActorOptions } from '../actor-options.js'
 import type { ActorSpec } from '../actor-runtime.js'
 import { ActorDiedError, FrayError } from '../errors.js'
+import { ActorBase } from '../internal/actor-base.js'
 import { actorDeaths, actorRestarts } from '../internal/telemetry.js'
-import { PendingCalls } from '../internal/pending.js'
-import { RestartListeners } from '../internal/restart-listeners.js'
 import { errorFromPayload } from '../internal/wire.js'
 import { resources } from '../resources.js'
 import type { DriverRegistry } from './registry.js'
@@ -21,31 +20,21 @@ import type { HostExit, SpawnedHost, Spawner } from './spawner.js'
 const log = logger('fray')
 const DAY_MS = 24 * 3600 * 1000
 
-export class RemoteActor implements ActorConnection {
-  private state: ActorStatus = 'starting'
-  private readonly pending = new PendingCalls()
-  private readonly restartListeners = new RestartListeners()
+export class RemoteActor extends ActorBase {
   private client: DuckyClient<typeof ActorService> | null = null
   private host: SpawnedHost | null = null
   private hostPid: number | undefined
-  private readyPromise: Promise<void>
-  private restartCount = 0
   private stopping = false
-  private death: Error | null = null
   private generation = 0
 
   private constructor(
-    private readonly spec: ActorSpec,
-    private readonly opts: ActorOptions,
+    spec: ActorSpec,
+    opts: ActorOptions,
     private readonly registry: DriverRegistry,
     private readonly spawner: Spawner,
   ) {
-    this.readyPromise = this.start()
-    this.readyPromise.catch(() => {})
-  }
-
-  get name(): string {
-    return this.spec.name
+    super(spec, opts)
+    this.begin(() => this.start())
   }
 
   static launch(spec: ActorSpec, opts: ActorOptions, registry: DriverRegistry, spawner: Spawner): RemoteActor {
@@ -101,26 +90,13 @@ export class RemoteActor implements ActorConnection {
     this.hostPid = undefined
     const died = new ActorDiedError(this.name, exit.code, exit.signal)
     if (!this.stopping) log.warn({ actor: this.name, exitCode: exit.code, signal: exit.signal, pendingCalls: this.pending.size }, 'hosted actor died')
-    if (!this.stopping) actorDeaths.inc()
-    this.pending.rejectAll(died)
     if (this.stopping) {
+      this.pending.rejectAll(died)
       this.state = 'stopped'
       return
     }
-    if (this.restartCount < (this.opts.maxRestarts ?? 0)) {
-      this.restartCount++
-      actorRestarts.inc()
-      this.state = 'restarting'
-      this.readyPromise = this.start()
-      this.readyPromise.catch((err: Error) => {
-        this.state = 'dead'
-        this.death = err
-      })
-      this.restartListeners.emit()
-      return
-    }
-    this.state = 'dead'
-    this.death = died
+    actorDeaths.inc()
+    if (this.afterDeath(died, () => this.start())) actorRestarts.inc()
   }
 
   call(method: string, args: unknown[], opts: CallOptions): Promise<unknown> {
@@ -136,8 +112,9 @@ export class RemoteActor implements ActorConnection {
     send: (c: DuckyClient<typeof ActorService>) => Promise<{ value?: unknown; error?: { name: string; message: string; stack?: string; code?: string } }>,
     timeoutMs: number | undefined,
   ): Promise<unknown> {
-    const client = this.client
-    if (this.state === 'ready' && client) {
+    return this.gate(() => {
+      const client = this.client
+      if (!client) return null
       const { id, promise } = this.pending.add(this.name, what, timeoutMs)
       send(client).then(
         (r) => (r.error ? this.pending.reject(id, errorFromPayload(this.name, what, r.error)) : this.pending.resolve(id, r.value)),
@@ -146,30 +123,11 @@ export class RemoteActor implements ActorConnection {
         (err: Error) => setTimeout(() => this.pending.reject(id, new FrayError('ACTOR_METHOD_FAILED', `actor ${this.name}.${what}: ${err.message}`, { cause: err })), 2_500),
       )
       return promise
-    }
-    if (this.state === 'dead') return Promise.reject(this.death ?? new ActorDiedError(this.name, null, null))
-    if (this.state === 'stopped') return Promise.reject(new FrayError('CLIENT_SHUT_DOWN', `actor ${this.name} was stopped; create it again`))
-    return this.readyPromise.then(() => this.request(what, send, timeoutMs))
-  }
-
-  status(): ActorStatus {
-    return this.state
+    })
   }
 
   pid(): number | undefined {
     return this.hostPid
-  }
-
-  restarts(): number {
-    return this.restartCount
-  }
-
-  onRestart(fn: () => void): () => void {
-    return this.restartListeners.add(fn)
-  }
-
-  ready(): Promise<void> {
-    return this.readyPromise
   }
 
   kill(signal: NodeJS.Signals = 'SIGKILL'): void {
