@@ -12,10 +12,8 @@ const STDIO: CliIo = { out: (s) => process.stdout.write(s), err: (s) => process.
 export function runCli(argv: readonly string[], io: CliIo = STDIO): Promise<number> {
   return run(
     {
-      name: 'datakit',
-      version: pkg.version,
-      description: 'versioned datasets in the Marin store',
-      options: (p) => p.option('--prefix <dir>', 'Marin prefix (default $MARIN_PREFIX, then ./.marin)'),
+      package: pkg,
+      prefix: true,
       commands: [
         { name: 'ls', description: 'list datasets with their latest version', load: async () => (await import('./cli-commands.js')).defineLs(io) },
         { name: 'show', description: 'show one dataset version (latest unless NAME@VERSION)', load: async () => (await import('./cli-commands.js')).defineShow(io) },

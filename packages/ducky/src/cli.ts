@@ -27,9 +27,7 @@ export function runCli(argv: readonly string[], io: CliIo): Promise<number> {
   }
   return run(
     {
-      name: 'ducky',
-      version: pkg.version,
-      description: 'Typed RPC over gRPC: tunnels and health checks',
+      package: pkg,
       commands: [
         { name: 'tunnel', description: 'forward a local TCP port to a target reachable from a ducky server', load: load((m) => m.defineTunnel) },
         { name: 'health', description: 'ask a server for its health (exit 0 when SERVING)', load: load((m) => m.defineHealth) },

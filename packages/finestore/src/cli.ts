@@ -29,10 +29,8 @@ const commands = () => import('./cli-commands.js')
 export function runCli(argv: readonly string[], io: CliIo = STDIO): Promise<number> {
   return run(
     {
-      name: 'finestore',
-      version: pkg.version,
-      description: 'Inspect and maintain the finestore artifact store under $MARIN_PREFIX/store.',
-      options: (p) => p.option('--prefix <prefix>', 'marin prefix (local path or storage URL) holding store/ (default $MARIN_PREFIX, then ./.marin)'),
+      package: pkg,
+      prefix: true,
       commands: [
         { name: 'ls', description: 'list artifacts (HEAD version, number of versions, kind)', load: async () => (await commands()).defineLs(io) },
         { name: 'show', description: 'show one version: metadata, config, lineage, files', load: async () => (await commands()).defineShow(io) },

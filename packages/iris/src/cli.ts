@@ -23,9 +23,7 @@ function spec(io: CliIo): CliSpec {
   const jobs = (pick: (m: Jobs) => Define) => async () => bind(pick(await import('./cli-job-commands.js')))
   const services = (pick: (m: Services) => Define) => async () => bind(pick(await import('./cli-service-commands.js')))
   return {
-    name: 'iris',
-    version: pkg.version,
-    description: 'iris: run jobs on a cluster of workers',
+    package: pkg,
     commands: [
       { name: 'submit', description: COMMANDS.submit, load: jobs((m) => m.defineSubmit) },
       { name: 'status', description: COMMANDS.status, load: jobs((m) => m.defineStatus) },

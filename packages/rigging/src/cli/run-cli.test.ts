@@ -28,6 +28,7 @@ describe('exit codes of a real process', () => {
     expect(v).toMatchObject({ code: 0, out: '1.2.3\n' })
     expect(h.code).toBe(0)
     expect(h.out).toMatch(/fail\s+fail in a chosen way/)
+    expect(h.out).toMatch(/--prefix <prefix>\s+Marin prefix/)
     expect(h.err).not.toContain('loaded')
   }, 60_000)
 
@@ -76,9 +77,7 @@ test('in process: output goes to the io given; loadAllCommands defines every com
   const out: string[] = []
   const err: string[] = []
   const spec = {
-    name: 'tiny',
-    version: '0.0.1',
-    description: 'tiny',
+    package: { bin: { tiny: './tiny.js' }, version: '0.0.1', description: 'tiny' },
     commands: [
       {
         name: 'go',

@@ -12,7 +12,7 @@
  *
  * @example
  * process.exitCode = await runCli({
- *   name: 'tool', version: pkg.version, description: 'does things',
+ *   package: pkg,
  *   commands: [{ name: 'ls', description: 'list things', load: async () => (await import('./cli-ls.js')).defineLs }],
  * }, process.argv.slice(2), { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) })
  */
@@ -50,12 +50,22 @@ export type LazyCommand = {
   readonly load: () => Promise<DefineCommand>
 }
 
-export type CliSpec = {
-  readonly name: string
-  /** The package's version, printed by `--version`. */
+/** The fields of a package.json the runner reads. */
+export type CliPackage = {
+  /** The command's name is the first key (`{ "iris": "./bin/iris.js" }`). */
+  readonly bin: Readonly<Record<string, string>>
+  /** Printed by `--version`. */
   readonly version: string
+  /** The first line of `--help`. */
   readonly description: string
-  /** Options of the program itself, e.g. `--prefix`. */
+}
+
+export type CliSpec = {
+  /** The package's package.json: the command's name, version and description. */
+  readonly package: CliPackage
+  /** The program takes `--prefix` (rigging's `marinPrefix` reads it from `ctx.globals()`). @default false */
+  readonly prefix?: boolean
+  /** Other options of the program itself. */
   readonly options?: (program: Command) => void
   readonly commands: readonly LazyCommand[]
   /** The package's own errors that mean bad usage (exit 2), besides `UsageError` and commander's. */
@@ -64,15 +74,24 @@ export type CliSpec = {
 
 type Built = { program: Command; ctx: CliContext; exit: { code: number }; deferred: (() => void | Promise<void>)[]; load: (cmd: Command) => Promise<void> }
 
+/** The command's name: the first `bin` of its package. */
+export function cliName(spec: CliSpec): string {
+  const name = Object.keys(spec.package.bin)[0]
+  if (name === undefined) throw new Error('runCli: the package.json given has no "bin"; name the command there')
+  return name
+}
+
 function build(spec: CliSpec, io: CliIo): Built {
   const exit = { code: 0 }
   const deferred: (() => void | Promise<void>)[] = []
-  const program = new Command(spec.name)
-    .description(spec.description)
-    .version(spec.version)
+  const name = cliName(spec)
+  const program = new Command(name)
+    .description(spec.package.description)
+    .version(spec.package.version)
     .exitOverride()
     .configureOutput({ writeOut: io.out, writeErr: io.err })
-    .showHelpAfterError(`(run ${spec.name} --help for usage)`)
+    .showHelpAfterError(`(run ${name} --help for usage)`)
+  if (spec.prefix) program.option('--prefix <prefix>', 'Marin prefix, a local path or storage URL (default: $MARIN_PREFIX, then ./.marin)')
   spec.options?.(program)
   const ctx: CliContext = {
     globals: <T>() => program.opts<Record<string, unknown>>() as T,
@@ -111,7 +130,7 @@ export async function runCli(spec: CliSpec, argv: readonly string[], io: CliIo):
       return 2
     }
     const usage = err instanceof UsageError || spec.isUsageError?.(err) === true
-    io.err(`${spec.name}: ${err instanceof Error ? err.message : String(err)}\n`)
+    io.err(`${cliName(spec)}: ${err instanceof Error ? err.message : String(err)}\n`)
     return usage ? 2 : 1
   } finally {
     for (const fn of deferred.reverse()) await fn()
