@@ -4,11 +4,13 @@
  * config. It is a module export reached by reference (`INGEST_RECORDS`) with its
  * settings as bound args, so worker processes import it with everything it uses.
  */
+import { join } from 'node:path'
 import type { ShardInfo, WikiPage } from '@marin/zephyr'
 import { fnRef } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
 import { contentId, normalizeDocument } from './record.js'
 import type { DatakitRecord, NormalizeConfig } from './record.js'
+import { shardFileName, Tally } from './shard-tally.js'
 
 /** The settings of one ingest, sent to every shard task. */
 export type IngestArgs = {
@@ -19,6 +21,8 @@ export type IngestArgs = {
   readonly textField: string
   readonly textUnit: 'file' | 'paragraph' | 'line'
   readonly normalize: Required<NormalizeConfig>
+  /** The folder the shards are written to: each shard's tally goes beside it. */
+  readonly dir: string
 }
 
 type Raw = { text: string; meta: Record<string, unknown> }
@@ -47,16 +51,24 @@ function rawRecords(r: unknown, a: IngestArgs, file: string): Raw[] {
   }
 }
 
-/** One shard's loaded rows → normalized dataset records (documents left empty by cleaning are dropped). */
+/**
+ * One shard's loaded rows → normalized dataset records (documents left empty by cleaning are
+ * dropped), tallied on their way into the shard: the tally is saved when the last has passed.
+ */
 export async function* ingestRecords(records: AsyncIterable<unknown>, shard: ShardInfo, a: IngestArgs): AsyncGenerator<DatakitRecord> {
   const file = a.files[shard.shard]!
   const source = file.slice(file.lastIndexOf('/') + 1)
+  const tally = new Tally()
   for await (const r of records) {
     for (const raw of rawRecords(r, a, file)) {
       const text = normalizeDocument(raw.text, a.normalize)
-      if (text !== undefined) yield { id: contentId(text), text, source, meta: JSON.stringify(raw.meta) }
+      if (text === undefined) continue
+      const record = { id: contentId(text), text, source, meta: JSON.stringify(raw.meta) }
+      tally.add(record)
+      yield record
     }
   }
+  await tally.save(join(a.dir, shardFileName(shard.shard, shard.total)))
 }
 
 /** `ingestRecords` by module reference, for `Dataset.mapShard`. */

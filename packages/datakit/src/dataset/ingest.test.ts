@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { openStore } from '@marin/finestore'
 import { openStorage } from '@marin/rigging'
 import { afterAll, describe, expect, test } from 'vitest'
 import { DatakitError } from '../errors.js'
@@ -139,3 +140,34 @@ test('a crashed ingest resumes with the shards it finished', async () => {
   expect(r).toMatchObject({ version: 1, records: 6001, reused: false })
   expect(statSync(shard0).mtimeMs).toBe(before)
 }, 180_000)
+
+describe('the dataset hash', () => {
+  // Three shards, one dropped record, text with non-ASCII bytes: the numbers ingest has always given.
+  const fixed = () => [
+    file('h-0.jsonl', '{"text":"alpha"}\n{"text":"beta gamma"}\n'),
+    file('h-1.jsonl', '{"text":"   "}\n{"text":"caf\u00e9 \u2014 d\u00e9j\u00e0 vu","lang":"fr"}\n'),
+    file('h-2.jsonl', '{"text":"the last one"}\n'),
+  ]
+
+  test('is the same as before for a fixed input', async () => {
+    const r = await ingest({ name: 'hash-fixed', source: fixed(), format: 'jsonl', prefix })
+    expect(r).toMatchObject({ records: 4, bytes: 46, datasetHash: 'f558ccada6b5d8aa128fc726191f958f726170b1438225789b02f78d73c8052f' })
+  })
+
+  test('is tallied as each shard is written, not read back; a shard without its tally is read instead', async () => {
+    const r = await ingest({ name: 'hash-tally', source: fixed(), format: 'jsonl', prefix })
+    const base = join(prefix, 'datakit-work', 'ingest', 'hash-tally')
+    const work = join(base, readdirSync(base)[0]!)
+    const tallies = readdirSync(work).filter((f) => f.endsWith('.tally.json')).sort()
+    expect(tallies).toEqual(['part-00000-of-00003.parquet.tally.json', 'part-00001-of-00003.parquet.tally.json', 'part-00002-of-00003.parquet.tally.json'])
+    // The same work folder, another store: the finished shards are reused, one of them without its tally.
+    rmSync(join(work, tallies[1]!))
+    const store = await openStore({ url: join(root, 'other-store') })
+    try {
+      const again = await ingest({ name: 'hash-tally', source: fixed(), format: 'jsonl', prefix, store })
+      expect(again).toMatchObject({ reused: false, records: r.records, bytes: r.bytes, datasetHash: r.datasetHash })
+    } finally {
+      store.close()
+    }
+  })
+})

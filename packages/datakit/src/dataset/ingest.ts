@@ -13,7 +13,7 @@ import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { JsonObject, Store } from '@marin/finestore'
 import { logger } from '@marin/rigging'
-import { Dataset, isZephyrError, ParquetReader, ZephyrContext } from '@marin/zephyr'
+import { Dataset, isZephyrError, ZephyrContext } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
 import { defaultContext } from '../zephyr-context.js'
 import { datasetArtifact, withStore, workDir } from '../store.js'
@@ -24,6 +24,7 @@ import { INGEST_RECORDS } from './ingest-records.js'
 import type { IngestArgs } from './ingest-records.js'
 import { resolveNormalize } from './record.js'
 import type { NormalizeConfig } from './record.js'
+import { summarizeShards } from './shard-tally.js'
 
 const log = logger('datakit')
 
@@ -91,22 +92,6 @@ export function asDatakitError(err: unknown, what: string): unknown {
   return err
 }
 
-/** Record count, text bytes and the dataset hash (SHA-256 over the ids in shard order) of finished shards. */
-export async function summarizeShards(paths: readonly string[]): Promise<{ records: number; bytes: number; datasetHash: string }> {
-  const h = createHash('sha256')
-  let records = 0
-  let bytes = 0
-  for (const path of paths) {
-    for await (const row of new ParquetReader({ path })) {
-      const r = row as { id: string; text: string }
-      h.update(r.id)
-      records++
-      bytes += Buffer.byteLength(r.text, 'utf8')
-    }
-  }
-  return { records, bytes, datasetHash: h.digest('hex') }
-}
-
 /** An earlier version built with exactly this ingest key, if any. */
 export async function findVersionByKey(store: Store, artifact: string, key: string): Promise<number | undefined> {
   if ((await store.head(artifact)) === undefined) return undefined
@@ -158,7 +143,7 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
       return { name: opts.name, version: existing, ref: `${artifact}@${existing}`, reused: true, records: m.records, bytes: m.bytes, datasetHash: m.datasetHash, invalidUtf8 }
     }
     const dir = workDir(opts, 'ingest', opts.name, ingestKey.slice(0, 16))
-    const args: IngestArgs = { name: opts.name, format: opts.format, files, textField: config.textField, textUnit: config.textUnit, normalize: config.normalize }
+    const args: IngestArgs = { name: opts.name, format: opts.format, files, textField: config.textField, textUnit: config.textUnit, normalize: config.normalize, dir }
     const ds = loader(files, opts)
       .mapShard(INGEST_RECORDS, { args })
       .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`)
@@ -168,7 +153,8 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
       throw asDatakitError(err, `ingest ${opts.name}`)
     }
     const shards = (await readdir(dir)).filter((f) => /^part-\d+-of-\d+\.parquet$/.test(f)).sort()
-    const summary = await summarizeShards(shards.map((f) => join(dir, f)))
+    // Tallied as the shards were written: nothing is read back.
+    const summary = await summarizeShards(shards.map((f) => join(dir, f)), true)
     if (summary.records === 0) {
       throw new DatakitError('SOURCE_EMPTY', `ingest ${opts.name}: no documents left in ${files.length} file(s) after normalization (${patterns.join(', ')}); check format, textField and minChars`)
     }
