@@ -34,8 +34,9 @@ describe('the quickstart, tiny scale', () => {
     const record = JSON.parse(readFileSync(join(prefix, 'experiments/quickstart-tiny', readdirSync(join(prefix, 'experiments/quickstart-tiny'))[0]!), 'utf8'))
     const out = (name: string) => record.steps.find((s: { name: string }) => s.name === name).outputPath as string
     const trained = JSON.parse(readFileSync(join(out('gpt-brown'), 'artifacts.json'), 'utf8'))
-    expect(trained.artifacts[0]).toBe(ckpt)
-    expect(trained.artifacts[1]).toMatch(/^checkpoints\/gpt-brown_[0-9a-f]{8}@\d+$/)
+    // The steps hand on typed artifact references: { kind: 'artifact', name, version }.
+    expect(trained.artifacts[0]).toEqual({ kind: 'artifact', name: 'models/gpt-brown', version: Number(ckpt!.split('@')[1]) })
+    expect(trained.artifacts[1]).toMatchObject({ kind: 'artifact', name: expect.stringMatching(/^checkpoints\/gpt-brown_[0-9a-f]{8}$/) })
     expect(trained.steps).toBe(40)
     expect(trained.unigramEntropy).toBeGreaterThan(3)
     const evalLogs = readdirSync(join(out('eval-brown'), 'logs')).map((f) => readFileSync(join(out('eval-brown'), 'logs', f), 'utf8')).join('')

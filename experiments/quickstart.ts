@@ -19,15 +19,17 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import {
-  BROWN_HELD_OUT_FILES, BUILTIN_TASKS, Experiment, dedupStep, evalStep, ingestStep, runIfMain, step, tokenizeStep, trainStep, versioned,
+  BROWN_HELD_OUT_FILES, BUILTIN_TASKS, Experiment, dedupStep, evalStep, formatArtifactRef, ingestStep, parseStepArtifacts, runIfMain, step, tokenizeStep, trainStep, versioned,
 } from '@marin/marin'
-import type { ExperimentRecord } from '@marin/marin'
+import type { ExperimentRecord, StepArtifacts, TrainStepOptions, TrainSummary } from '@marin/marin'
 import { readBrown } from '@marin/datakit'
 import { setLogLevel } from '@marin/rigging'
 
 const tiny = process.env.QUICKSTART_SCALE === 'tiny'
 
-const scale = tiny
+type Scale = Pick<TrainStepOptions, 'model' | 'trainer' | 'maxSteps'> & { documents: number; vocabSize: number; evalSize: number }
+
+const scale: Scale = tiny
   ? {
       documents: 20,
       vocabSize: 384,
@@ -61,8 +63,8 @@ const text = step({
 const raw = ingestStep({ name: 'brown', source: text.output('brown.jsonl'), format: 'jsonl' })
 const deduped = dedupStep(raw, { name: 'brown-dedup' })
 const tokens = tokenizeStep(deduped, { name: 'brown-bpe', vocabSize: scale.vocabSize })
-const train = trainStep(tokens, { name: 'gpt-brown', model: scale.model as never, trainer: scale.trainer as never, maxSteps: scale.maxSteps })
-const evaluation = evalStep('eval-brown', { checkpoint: train.output('artifacts.json'), serve: true, tasks: [...BUILTIN_TASKS], size: scale.evalSize })
+const train = trainStep(tokens, { name: 'gpt-brown', model: scale.model, trainer: scale.trainer, maxSteps: scale.maxSteps })
+const evaluation = evalStep('eval-brown', { checkpoint: train.artifact(), serve: true, tasks: [...BUILTIN_TASKS], size: scale.evalSize })
 
 const experiment = new Experiment({
   name,
@@ -81,15 +83,17 @@ if (record?.status === 'SUCCESS') await printSummary(record)
 /** What a newcomer wants at the end: the model to serve, its scores against the bar, and the report. */
 async function printSummary(record: ExperimentRecord): Promise<void> {
   const out = (s: string) => record.steps.find((r) => r.name === s)!.outputPath
-  const trained = JSON.parse(await readFile(join(out('gpt-brown'), 'artifacts.json'), 'utf8'))
+  const trainedFile = join(out('gpt-brown'), 'artifacts.json')
+  const trained = parseStepArtifacts(await readFile(trainedFile, 'utf8'), trainedFile) as StepArtifacts & TrainSummary
+  const model = formatArtifactRef(trained.artifacts[0]!)
   const results = JSON.parse(await readFile(join(out('eval-brown'), 'results.json'), 'utf8'))
   const skipped = record.steps.filter((r) => r.status === 'SKIPPED').length
   console.log('')
   console.log(`quickstart${tiny ? ' (tiny)' : ''}: ${record.steps.length} steps, ${skipped} already done`)
-  console.log(`final checkpoint: ${trained.artifacts[0]}   (marin serve --model-checkpoint ${trained.artifacts[0]})`)
+  console.log(`final checkpoint: ${model}   (marin serve --model-checkpoint ${model})`)
   console.log(
     `training: ${trained.steps} steps, ${trained.tokensTrained} tokens, ${trained.parameters} parameters; ` +
-      `eval loss ${trained.evalLoss?.toFixed(3)} nats/token vs unigram entropy ${trained.unigramEntropy.toFixed(3)} (${(trained.evalLoss / trained.unigramEntropy).toFixed(2)}×)`,
+      `eval loss ${trained.evalLoss?.toFixed(3)} nats/token vs unigram entropy ${trained.unigramEntropy.toFixed(3)} (${trained.evalLoss === null ? '?' : (trained.evalLoss / trained.unigramEntropy).toFixed(2)}×)`,
   )
   for (const [task, t] of Object.entries(results.tasks as Record<string, { samples: number; metrics: Record<string, { value: number; stderr: number }> }>)) {
     for (const [metric, m] of Object.entries(t.metrics)) console.log(`  ${task.padEnd(16)} ${metric.padEnd(14)} ${m.value.toFixed(4)} ± ${m.stderr.toFixed(4)}  (n=${t.samples})`)

@@ -3,6 +3,7 @@ import { expect, test } from 'vitest'
 test('exports', async () => {
   expect(Object.keys(await import('./index.js')).sort()).toMatchInlineSnapshot(`
     [
+      "ArtifactInput",
       "BROWN_HELD_OUT_FILES",
       "BUILTIN_TASKS",
       "Config",
@@ -14,6 +15,7 @@ test('exports', async () => {
       "STEP_STATUSES",
       "Step",
       "Versioned",
+      "artifactRef",
       "canonicalJson",
       "computeVersions",
       "dedupStep",
@@ -21,10 +23,12 @@ test('exports', async () => {
       "dependenciesOf",
       "evalStep",
       "explainStep",
+      "formatArtifactRef",
       "formatExplanation",
       "formatPlan",
       "ingestStep",
       "irisRunner",
+      "isArtifactRef",
       "isExperiment",
       "isMarinError",
       "isOutputRef",
@@ -34,6 +38,8 @@ test('exports', async () => {
       "mainArtifact",
       "name",
       "outputPathOf",
+      "parseArtifactRef",
+      "parseStepArtifacts",
       "planStep",
       "prepare",
       "readHistory",

@@ -15,7 +15,7 @@ export type { MarinErrorCode } from './errors.js'
 
 // Declaring experiments
 export { Versioned, isVersioned, versioned } from './executor/versioned.js'
-export { OutputRef, Step, isOutputRef, step } from './executor/step.js'
+export { ArtifactInput, OutputRef, Step, isOutputRef, step } from './executor/step.js'
 export type { Resolved, StepContext, StepFn, StepOptions } from './executor/step.js'
 export { Config, Experiment, isExperiment } from './executor/experiment.js'
 export type { ExperimentOptions } from './executor/experiment.js'
@@ -34,8 +34,10 @@ export type { TrainStepOptions, TrainStepTrainer, TrainSummary } from './steps/t
 export { evalStep } from './eval/eval-step.js'
 export type { EvalStepConfig } from './eval/eval-step.js'
 export { BROWN_HELD_OUT_FILES, BUILTIN_TASKS } from './eval/brown-tasks.js'
+export { artifactRef, formatArtifactRef, isArtifactRef, parseArtifactRef, parseStepArtifacts } from './executor/artifacts.js'
+export type { ArtifactRef, StepArtifacts } from './executor/artifacts.js'
 export { mainArtifact, writeArtifacts } from './steps/artifacts.js'
-export type { StepArtifacts } from './steps/artifacts.js'
+export type { StepArtifactsInput } from './steps/artifacts.js'
 
 // Versions and the DAG
 export { canonicalJson } from './executor/canonical-json.js'

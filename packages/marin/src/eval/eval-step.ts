@@ -8,6 +8,7 @@ import { defaultPrefix } from '../executor/executor.js'
 import { isOutputRef, step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
 import { mainArtifact } from '../steps/artifacts.js'
+import { formatArtifactRef, isArtifactRef, type ArtifactRef } from '../executor/artifacts.js'
 import { serveProcess, type ServeProcess } from './serve-process.js'
 import type { OutputRef, Step } from '../executor/step.js'
 import { evaluate, resolveTasks } from './evaluate.js'
@@ -15,8 +16,11 @@ import { OpenAICompletionsModel } from './openai-model.js'
 
 /** What an evaluation step evaluates: a checkpoint (folder or artifact) in-process, or an endpoint. */
 export type EvalStepConfig = {
-  /** A folder with config.json + model.safetensors, a finestore `ARTIFACT[@VERSION]` (`models/<name>`, `checkpoints/<run>`), or a step's `artifacts.json` (its main artifact: `train.output('artifacts.json')`). */
-  readonly checkpoint?: string | OutputRef
+  /**
+   * A folder with config.json + model.safetensors, a finestore `ARTIFACT[@VERSION]` (`models/<name>`, `checkpoints/<run>`),
+   * or the artifact a step committed (`train.artifact()`; `train.output('artifacts.json')` reads the same).
+   */
+  readonly checkpoint?: string | OutputRef | ArtifactRef
   /** tokenizer.json, when the checkpoint holds none. */
   readonly tokenizer?: string | OutputRef
   /** An OpenAI-compatible base URL ending in /v1, instead of `checkpoint`. */
@@ -54,8 +58,9 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
       const prefix = options.prefix ? defaultPrefix(options.prefix) : ctx.prefix
       const store = await openStore({ url: storeUrl(prefix) })
       const tasks = await resolveTasks(c.tasks as string[], { size: c.size })
-      // A step's artifacts.json stands for the artifact it committed (`trainStep` → `models/<name>@v`).
-      const checkpoint = typeof c.checkpoint === 'string' && c.checkpoint.endsWith('artifacts.json') ? await mainArtifact(c.checkpoint) : (c.checkpoint as string | undefined)
+      // The artifact a step committed (`trainStep` → `models/<name>@v`), as a reference or through its artifacts.json.
+      const given = c.checkpoint as unknown
+      const checkpoint = isArtifactRef(given) ? formatArtifactRef(given) : typeof given === 'string' && given.endsWith('artifacts.json') ? await mainArtifact(given) : (given as string | undefined)
       let model
       let server: ServeProcess | undefined
       if (checkpoint && c.serve) {

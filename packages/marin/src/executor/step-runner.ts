@@ -21,6 +21,7 @@ import { mkdir } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { Lease, RiggingError, isRiggingError, provenance, readLease, type ObjectInfo, type Storage } from '@marin/rigging'
 import { logger } from '@marin/rigging'
+import { readArtifactInputs } from './artifacts.js'
 import { lockPath, readStatus, recordHistory, writeInfo, writeStatus, type StatusRecord, type StepInfo } from './status-files.js'
 import { openStepLog } from './step-log.js'
 import { clearOtherStaging, discardStaging, newStaging, publishOutput } from './step-output.js'
@@ -149,7 +150,7 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
     infoWritten = await writeInfo(storage, { ...info, status: 'RUNNING' })
     if (before && before.status !== 'SUCCESS') stepLog.log.info({ previous: before.status }, 'taking the step over')
     stepLog.log.info({ outputPath: o.outputPath, staging: staging.outputPath, version: version.hash }, 'step started')
-    await o.step.fn(o.config as never, { outputPath: staging.outputPath, prefix: storage.url.startsWith('file://') ? fileURLToPath(storage.url) : storage.url, log: stepLog.log, signal: abort.signal })
+    await o.step.fn((await readArtifactInputs(o.config, storage)) as never, { outputPath: staging.outputPath, prefix: storage.url.startsWith('file://') ? fileURLToPath(storage.url) : storage.url, log: stepLog.log, signal: abort.signal })
     if (abort.signal.aborted) throw abort.signal.reason
   } catch (err) {
     error = err

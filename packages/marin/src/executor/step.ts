@@ -6,6 +6,7 @@
 import { MarinError } from '../errors.js'
 import type { Logger } from '@marin/rigging'
 import type { Versioned } from './versioned.js'
+import type { ArtifactRef } from './artifacts.js'
 
 const OUTPUT_REF = Symbol.for('marin.outputRef')
 
@@ -22,14 +23,36 @@ export class OutputRef {
   }
 }
 
+/**
+ * A reference to an artifact another step committed (listed in its `artifacts.json`, main one
+ * first); the step function receives it as an `ArtifactRef`. It counts toward the version as
+ * `output('artifacts.json')` does.
+ */
+export class ArtifactInput extends OutputRef {
+  constructor(
+    step: Step,
+    /** Which of the listed artifacts: 0 is the main one. */
+    readonly artifactIndex: number,
+  ) {
+    super(step, 'artifacts.json')
+  }
+  override toJSON(): string {
+    return `<artifact ${this.artifactIndex} of ${this.step.name}>`
+  }
+}
+
+export const isArtifactInput = (x: unknown): x is ArtifactInput => x instanceof ArtifactInput
+
 export function isOutputRef(x: unknown): x is OutputRef {
   return typeof x === 'object' && x !== null && (x as Record<symbol, unknown>)[OUTPUT_REF] === true
 }
 
-/** A config as the step function sees it: versioned values unwrapped, output references as paths. */
+/** A config as the step function sees it: versioned values unwrapped, output references as paths, artifact inputs as references. */
 export type Resolved<C> = C extends Versioned<infer T>
   ? Resolved<T>
-  : C extends OutputRef
+  : C extends ArtifactInput
+    ? ArtifactRef
+    : C extends OutputRef
     ? string
     : C extends { readonly values: infer V; readonly __marinConfig: true }
       ? Resolved<V>
@@ -114,6 +137,16 @@ export class Step<C = any> {
     const clean = subPath.replace(/^\/+|\/+$/g, '')
     if (clean.split('/').some((p) => p === '..')) throw new MarinError('BAD_STEP', `step "${this.name}": output("${subPath}") may not contain ".."; name a path inside the output`)
     return new OutputRef(this as unknown as Step, clean)
+  }
+
+  /**
+   * A dependency on an artifact this step commits and lists in its `artifacts.json` (0, the
+   * default, is the main one); the dependent step's function receives it as an `ArtifactRef`.
+   * @example dedupStep's config: { input: ingest.artifact() } → c.input = { kind: 'artifact', name: 'datasets/brown', version: 2 }
+   */
+  artifact(index = 0): ArtifactInput {
+    if (!Number.isInteger(index) || index < 0) throw new MarinError('BAD_STEP', `step "${this.name}": artifact(${index}): give the position in its artifacts.json list, 0 for the main one`)
+    return new ArtifactInput(this as unknown as Step, index)
   }
 }
 

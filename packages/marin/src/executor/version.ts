@@ -6,7 +6,8 @@
  */
 import { canonicalJson, sha256 } from './canonical-json.js'
 import { dependenciesOf, isConfigLike } from './graph.js'
-import { isOutputRef, type Step } from './step.js'
+import { PendingArtifact } from './artifacts.js'
+import { isArtifactInput, isOutputRef, type Step } from './step.js'
 import { isVersioned } from './versioned.js'
 
 /** Everything that went into a step's version. */
@@ -77,9 +78,13 @@ export function computeVersions(steps: readonly Step[]): Map<Step, StepVersion> 
   return versions
 }
 
-/** The config the step function receives: versioned values unwrapped, references replaced by `pathOf(nameHash, subPath)`. */
+/** The config the step function receives: versioned values unwrapped, references replaced by `pathOf(nameHash, subPath)`, artifact inputs by a `PendingArtifact` (read when the step starts). */
 export function resolveConfig(config: unknown, versions: Map<Step, StepVersion>, pathOf: (nameHash: string, subPath: string) => string): unknown {
   const walk = (v: unknown): unknown => {
+    if (isArtifactInput(v)) {
+      const nameHash = versions.get(v.step)!.nameHash
+      return new PendingArtifact(v.step.name, nameHash, v.artifactIndex, pathOf(nameHash, v.subPath))
+    }
     if (isOutputRef(v)) return pathOf(versions.get(v.step)!.nameHash, v.subPath)
     if (isVersioned(v)) return walk(v.value)
     if (isConfigLike(v)) return walk(v.values)

@@ -6,6 +6,7 @@
 import { pathToFileURL } from 'node:url'
 import { openStorage, type Storage } from '@marin/rigging'
 import { openStore, storeUrl, type Store } from '@marin/finestore'
+import { parseStepArtifacts } from '../executor/artifacts.js'
 import { readStatus } from '../executor/status-files.js'
 import type { ExperimentRecord } from '../executor/executor.js'
 import type { EvalRow, MetricRow, ReportArtifact, ReportData, ReportStep, SampleRow, StepLogFile } from './types.js'
@@ -19,22 +20,9 @@ export const SAMPLES_PER_TASK = 5
 const SAMPLES_FILE = /(^|\/)(samples|generations)\.jsonl$/i
 const METRICS_FILE = /(^|\/)metrics\.jsonl$/
 
-/** `artifacts.json`: `[{artifact, version}]`, `["name@3"]` or `{artifacts: [...]}`. */
-export function parseArtifactList(text: string): { artifact: string; version: number }[] {
-  const parsed = JSON.parse(text) as unknown
-  const list = Array.isArray(parsed) ? parsed : (parsed as { artifacts?: unknown })?.artifacts
-  if (!Array.isArray(list)) throw new Error('expected a list of {artifact, version} or "name@version"')
-  return list.map((e: unknown) => {
-    if (typeof e === 'string') {
-      const at = e.lastIndexOf('@')
-      const version = Number(e.slice(at + 1))
-      if (at <= 0 || !Number.isInteger(version)) throw new Error(`"${e}" is not name@version`)
-      return { artifact: e.slice(0, at), version }
-    }
-    const o = e as { artifact?: unknown; version?: unknown }
-    if (typeof o?.artifact !== 'string' || typeof o.version !== 'number') throw new Error(`${JSON.stringify(e)} is not {artifact, version}`)
-    return { artifact: o.artifact, version: o.version }
-  })
+/** `artifacts.json`: `{artifacts: [{kind: 'artifact', name, version}]}`, or the older `["name@3"]`, `[{artifact, version}]`. */
+export function parseArtifactList(text: string, file = 'artifacts.json'): { artifact: string; version: number }[] {
+  return parseStepArtifacts(text, file).artifacts.map((r) => ({ artifact: r.name, version: r.version }))
 }
 
 /** Lines of a levanter JSONL tracker file; bad lines are reported, not fatal. */
@@ -136,7 +124,7 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
       const rel = o.path.slice(s.nameHash.length + 1)
       try {
         if (rel.startsWith('logs/')) logs.push({ path: rel, bytes: o.size, tail: await tail(storage, o.path, o.size) })
-        else if (rel === 'artifacts.json') refs.push(...parseArtifactList(await storage.readText(o.path)).map((r) => ({ ...r, step: s.name })))
+        else if (rel === 'artifacts.json') refs.push(...parseArtifactList(await storage.readText(o.path), o.path).map((r) => ({ ...r, step: s.name })))
         else if (METRICS_FILE.test(rel)) metrics.push(...parseMetrics(await storage.readText(o.path), s.name, warn))
         else if (SAMPLES_FILE.test(rel)) samples.push(...parseSamples(await storage.readText(o.path), s.name))
         else if (EVAL_FILE.test(rel)) evals.push(...parseEvals(await storage.readText(o.path), s.name))

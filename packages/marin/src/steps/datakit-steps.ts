@@ -1,18 +1,26 @@
 /**
  * @module Steps for the usual data work, on datakit: ingest raw text into a
  * versioned dataset, deduplicate it, train a byte-level BPE tokenizer and
- * tokenize into a token cache. Each writes `artifacts.json` naming the finestore
- * version it made; the next step reads it through `output('artifacts.json')`.
+ * tokenize into a token cache. Each lists the finestore version it made in
+ * `artifacts.json`; the next step puts `input.artifact()` in its config and gets it as an `ArtifactRef`.
  */
 import { mkdir } from 'node:fs/promises'
 import type { IngestFormat } from '@marin/datakit'
+import { MarinError } from '../errors.js'
+import type { ArtifactRef } from '../executor/artifacts.js'
 import { isOutputRef, step, type OutputRef, type Step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
-import { mainArtifact, writeArtifacts } from './artifacts.js'
+import { writeArtifacts } from './artifacts.js'
 
 // datakit (and zephyr's Parquet stack under it) load when a step runs, not when an experiment
 // script imports @marin/marin: planning, dry runs and `marin status` stay light.
 const datakit = () => import('@marin/datakit')
+
+/** The datakit dataset a `datasets/<name>` artifact is; another kind of artifact is refused. */
+function datasetOf(ref: ArtifactRef, stepName: string): { name: string; version: number } {
+  if (!ref.name.startsWith('datasets/')) throw new MarinError('BAD_STEP', `step ${stepName}: its input is ${ref.name}@${ref.version}, not a dataset (datasets/<name>); give it the step that made a dataset`)
+  return { name: ref.name.slice('datasets/'.length), version: ref.version }
+}
 
 export type IngestStepOptions = {
   /** Step name and dataset name. */
@@ -44,12 +52,12 @@ export type DedupStepOptions = { readonly name: string; readonly exact?: boolean
 export function dedupStep(input: Step, o: DedupStepOptions): Step {
   return step({
     name: o.name,
-    config: { input: input.output('artifacts.json'), output: versioned(o.name), exact: versioned(o.exact ?? true), fuzzy: versioned(o.fuzzy ?? true), seed: versioned(o.seed ?? 42) },
+    config: { input: input.artifact(), output: versioned(o.name), exact: versioned(o.exact ?? true), fuzzy: versioned(o.fuzzy ?? true), seed: versioned(o.seed ?? 42) },
     fn: async (c, { outputPath, prefix, log }) => {
       await mkdir(outputPath, { recursive: true })
-      const { dedup, parseDatasetRef } = await datakit()
-      const ref = parseDatasetRef((await mainArtifact(c.input)).replace(/^datasets\//, ''))
-      const r = await dedup(ref.name, { ...(ref.version ? { version: ref.version } : {}), output: c.output, exact: c.exact, fuzzy: c.fuzzy, seed: c.seed, prefix })
+      const { dedup } = await datakit()
+      const ref = datasetOf(c.input, o.name)
+      const r = await dedup(ref.name, { version: ref.version, output: c.output, exact: c.exact, fuzzy: c.fuzzy, seed: c.seed, prefix })
       log.info({ ref: r.ref, kept: r.report.kept, documentsIn: r.report.documentsIn }, 'deduplicated')
       await writeArtifacts(outputPath, { artifacts: [r.ref], report: r.report })
     },
@@ -62,13 +70,13 @@ export type TokenizeStepOptions = { readonly name: string; readonly vocabSize: n
 export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
   return step({
     name: o.name,
-    config: { input: input.output('artifacts.json'), cache: versioned(o.name), vocabSize: versioned(o.vocabSize) },
+    config: { input: input.artifact(), cache: versioned(o.name), vocabSize: versioned(o.vocabSize) },
     fn: async (c, { outputPath, prefix, log }) => {
       await mkdir(outputPath, { recursive: true })
-      const { buildTokenCache, openDataset, parseDatasetRef, trainBpe } = await datakit()
+      const { buildTokenCache, openDataset, trainBpe } = await datakit()
       const { ParquetReader } = await import('@marin/zephyr')
-      const ref = parseDatasetRef((await mainArtifact(c.input)).replace(/^datasets\//, ''))
-      const ds = await openDataset(ref.name, { ...(ref.version ? { version: ref.version } : {}), prefix })
+      const ref = datasetOf(c.input, o.name)
+      const ds = await openDataset(ref.name, { version: ref.version, prefix })
       const texts: string[] = []
       for (const path of ds.shards) for await (const row of new ParquetReader({ path })) texts.push((row as { text: string }).text)
       const tokenizer = trainBpe(texts, { vocabSize: c.vocabSize, specialTokens: ['<|endoftext|>'] })

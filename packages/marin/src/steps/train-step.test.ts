@@ -28,14 +28,14 @@ test('trainStep commits the exported model and the cache\'s tokenizer straight i
   expect(rec.steps.map((s) => `${s.name}:${s.status}`), JSON.stringify(rec.steps.map((s) => s.error))).toEqual(['toy:SUCCESS', 'toy-tokens:SUCCESS', 'toy-lm:SUCCESS'])
   const out = join(prefix, rec.steps[2]!.nameHash)
   expect(existsSync(join(out, 'hf'))).toBe(false)
-  const arts = JSON.parse(readFileSync(join(out, 'artifacts.json'), 'utf8')) as { artifacts: string[]; cache: string }
-  expect(arts.artifacts[0]).toBe('models/toy-lm@1')
+  const arts = JSON.parse(readFileSync(join(out, 'artifacts.json'), 'utf8')) as { artifacts: { kind: 'artifact'; name: string; version: number }[]; cache: string }
+  expect(arts.artifacts[0]).toEqual({ kind: 'artifact', name: 'models/toy-lm', version: 1 })
   const store = await openStore({ url: storeUrl(prefix) })
   const model = await store.open('models/toy-lm@1'), cache = await store.open(arts.cache)
   expect(model.files()).toEqual(['config.json', 'model.safetensors', 'tokenizer.json'])
   expect(model.entry('tokenizer.json')).toEqual(cache.entry('tokenizer.json')) // the same blob, not a copy
   const loaded = await loadModel({ checkpoint: 'models/toy-lm', prefix })
-  const trained = await loadLevanterModel(arts.artifacts[1]!, { store }) // the last checkpoint: the weights training ended with
+  const trained = await loadLevanterModel(`${arts.artifacts[1]!.name}@${arts.artifacts[1]!.version}`, { store }) // the last checkpoint: the weights training ended with
   expect(trained.step).toBe(2)
   expect(await loaded.model.weights()).toEqual(await trained.model.weights())
   expect(loaded.tokenizer.decode(loaded.tokenizer.encode('the harbor'))).toBe('the harbor')
