@@ -16,12 +16,6 @@ export type PlanEntry = {
   readonly selected: boolean
 }
 
-export type PlanOptions = {
-  readonly force?: boolean
-  /** Only steps whose name matches, and the steps they need. */
-  readonly runOnly?: RegExp
-}
-
 const iso = (ms: number) => new Date(ms).toISOString()
 
 /** The steps `--run-only` selects: matches and everything they depend on. */

@@ -12,7 +12,6 @@ export type StepStatus = (typeof STEP_STATUSES)[number]
 export const statusPath = (nameHash: string) => `${nameHash}/.executor_status`
 export const lockPath = (nameHash: string) => `${nameHash}/.executor_status.lock`
 export const infoPath = (nameHash: string) => `${nameHash}/.executor_info`
-export const logsDir = (nameHash: string) => `${nameHash}/logs`
 export const historyPath = (name: string) => `.executor_history/${name}.json`
 
 /**
