@@ -11,7 +11,7 @@ import type { ModelConfigInput, TrainerConfigInput } from '@marin/levanter'
 import { MarinError } from '../errors.js'
 import { step, type Step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
-import { mainArtifact, writeArtifacts } from './artifacts.js'
+import { writeArtifacts } from './artifacts.js'
 
 /** Trainer settings a step may choose; where checkpoints and metrics go is the step's business. */
 export type TrainStepTrainer = Omit<TrainerConfigInput, 'checkpointStore' | 'runName' | 'runDir'>
@@ -65,7 +65,7 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
     name: o.name,
     description: `train ${o.model.type ?? 'a model'} for ${o.maxSteps} steps`,
     config: {
-      tokens: tokens.output('artifacts.json'),
+      tokens: tokens.artifact(),
       model: versioned(o.model),
       trainer: versioned(o.trainer),
       maxSteps: versioned(o.maxSteps),
@@ -76,10 +76,9 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
     fn: async (c, { outputPath, prefix, log }) => {
       const t0 = performance.now()
       await mkdir(outputPath, { recursive: true })
-      const [{ TokenCache, parseDatasetRef }, lv, { openStore, storeUrl }] = await Promise.all([import('@marin/datakit'), import('@marin/levanter'), import('@marin/finestore')])
-      const cacheRef = await mainArtifact(c.tokens)
-      const ref = parseDatasetRef(cacheRef.replace(/^token-caches\//, ''))
-      const cache = await TokenCache.open(ref.name, { ...(ref.version ? { version: ref.version } : {}), prefix })
+      const [{ TokenCache }, lv, { openStore, storeUrl }] = await Promise.all([import('@marin/datakit'), import('@marin/levanter'), import('@marin/finestore')])
+      if (!c.tokens.name.startsWith('token-caches/')) throw new MarinError('BAD_STEP', `step ${o.name}: its input is ${c.tokens.name}@${c.tokens.version}, not a token cache (token-caches/<name>); give it a tokenizeStep`)
+      const cache = await TokenCache.open(c.tokens.name.slice('token-caches/'.length), { version: c.tokens.version, prefix })
       const model = lv.createModel(c.model as ModelConfigInput, c.initSeed)
       if (model.config.vocabSize < cache.ledger.vocabSize) {
         throw new MarinError('BAD_CONFIG', `step ${o.name}: model.vocabSize ${model.config.vocabSize} is smaller than the tokenizer's ${cache.ledger.vocabSize} ids; raise model.vocabSize`)
