@@ -19,7 +19,6 @@ test('exports', async () => {
       "canonicalJson",
       "computeVersions",
       "dedupStep",
-      "defaultPrefix",
       "dependenciesOf",
       "evalStep",
       "explainStep",

@@ -46,7 +46,7 @@ export type { StepVersion } from './executor/version.js'
 export { dependenciesOf, topoSort } from './executor/graph.js'
 
 // The executor
-export { Executor, defaultPrefix, localRunner, outputPathOf, prepare } from './executor/executor.js'
+export { Executor, localRunner, outputPathOf, prepare } from './executor/executor.js'
 export type { ExecutorOptions, ExperimentRecord, ExperimentRun, StepRecord, StepRunner, StepTask } from './executor/executor.js'
 export { formatPlan, planStep } from './executor/plan.js'
 export type { PlanEntry, PlannedAction } from './executor/plan.js'

@@ -4,7 +4,8 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { configureLogging } from '@marin/rigging'
 import { Help } from 'commander'
-import { COMMANDS, runCli } from './program.js'
+import pkg from '../../package.json' with { type: 'json' }
+import { COMMANDS, buildProgram, runCli } from './program.js'
 
 const fixture = (f: string) => join(import.meta.dirname, '..', 'fixtures', f)
 let prefix: string
@@ -23,11 +24,19 @@ async function cli(...argv: string[]) {
 
 describe('marin CLI', () => {
   test('the help line of every command, listed without loading it, is the one the loaded command has', async () => {
-    const io = { out: () => {}, err: () => {}, env: {} }
+    const program = await buildProgram({ out: () => {}, err: () => {}, env: {} })
     for (const entry of COMMANDS) {
-      const cmd = (await entry.load())(io, async () => {})
+      const cmd = program.commands.find((c) => c.name() === entry.name)!
       expect({ name: cmd.name(), term: new Help().subcommandTerm(cmd), description: cmd.description() }).toEqual({ name: entry.name, term: entry.term, description: entry.description })
     }
+  })
+
+  test('no arguments print help and exit 2; --version prints the package version', async () => {
+    const none = await cli()
+    expect(none.code).toBe(2)
+    expect(none.err).toMatch(/Usage: marin/)
+    for (const c of COMMANDS) expect(none.err).toContain(`\n  ${c.term} `)
+    expect(await cli('--version')).toMatchObject({ code: 0, out: pkg.version })
   })
 
   test('marin help COMMAND and marin COMMAND --help print that command\'s own options', async () => {

@@ -1,15 +1,14 @@
 /** @module `marin explain STEP`: which versioned fields and dependencies changed since the step last completed. */
-import { Command } from 'commander'
+import type { Command } from 'commander'
 import { openStorage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import { prepare } from '../executor/executor.js'
 import { explainStep, formatExplanation } from '../executor/explain.js'
 import { loadExperiment } from '../executor/load-script.js'
-import { prefixOf, type CliIo } from './io.js'
+import { prefixOf, type CliIo, type Run } from './io.js'
 
-export function explainCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
-  return new Command('explain')
-    .description("why STEP's version differs from its last completed one: the versioned fields and dependency hashes that changed")
+export function explainCommand(cmd: Command, io: CliIo, run: Run): void {
+  cmd
     .argument('<step>', 'step name (or name_hash8)')
     .option('--script <file>', 'take the current version from this experiment script (default: the version the latest run planned)')
     .option('--json', 'print JSON')

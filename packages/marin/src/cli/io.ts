@@ -1,4 +1,5 @@
-/** @module What the `marin` CLI commands share: I/O, usage errors, argument parsers. */
+/** @module What the `marin` CLI commands share: I/O, argument parsers, the prefix. Usage errors are rigging's `UsageError`. */
+import { marinPrefix } from '@marin/rigging'
 import { InvalidArgumentError } from 'commander'
 
 export type CliIo = {
@@ -7,8 +8,8 @@ export type CliIo = {
   env: NodeJS.ProcessEnv
 }
 
-/** Bad usage: the CLI prints the message and exits 2. */
-export class UsageError extends Error {}
+/** Runs a command's body; the number it resolves with is the CLI's exit code. */
+export type Run = (fn: () => Promise<number>) => Promise<void>
 
 export const intArg = (what: string, min = 1) => (v: string) => {
   if (!/^\d+$/.test(v) || Number(v) < min) throw new InvalidArgumentError(`expected ${what} (a whole number >= ${min})`)
@@ -23,5 +24,5 @@ export const regexArg = (v: string) => {
   }
 }
 
-/** The prefix from MARIN_PREFIX, default ./.marin. */
-export const prefixOf = (io: CliIo) => io.env.MARIN_PREFIX || './.marin'
+/** The prefix as a storage URL: `$MARIN_PREFIX` of the CLI's environment, else ./.marin. */
+export const prefixOf = (io: CliIo) => marinPrefix({ env: io.env })

@@ -1,13 +1,12 @@
 /** @module `marin ls`: the steps under the prefix, each version with its status and output. */
-import { Command } from 'commander'
+import type { Command } from 'commander'
 import { openStorage } from '@marin/rigging'
 import { historyNames, readHistory, readStatus } from '../executor/status-files.js'
 import { outputPathOf } from '../executor/executor.js'
-import { prefixOf, type CliIo } from './io.js'
+import { prefixOf, type CliIo, type Run } from './io.js'
 
-export function lsCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
-  return new Command('ls')
-    .description('steps and their outputs under the prefix ($MARIN_PREFIX, default ./.marin)')
+export function lsCommand(cmd: Command, io: CliIo, run: Run): void {
+  cmd
     .option('--json', 'print JSON')
     .action((o: { json?: boolean }) =>
       run(async () => {

@@ -1,18 +1,17 @@
 /**
  * @module The `marin` command line: `run`, `status`, `explain`, `ls`,
- * `publish-report`, `eval`, `serve`. Each command is built in its own file and
- * listed in `COMMANDS`, which loads only the one being run. Bad usage exits 2 with the problem named.
+ * `publish-report`, `eval`, `serve`, on rigging's CLI runner. Each command is built in its own file and
+ * listed in `COMMANDS`, which loads only the one being run. Exit 0 ok, 1 failure, 2 bad usage (the problem named);
+ * no arguments print help and exit 2.
  */
-import { Command, CommanderError, Help } from 'commander'
+import { loadAllCommands, runCli as runWith, type CliContext, type CliIo as RunnerIo, type CliSpec } from '@marin/rigging/cli'
+import { Help, type Command } from 'commander'
 import pkg from '../../package.json' with { type: 'json' }
-import { UsageError, type CliIo } from './io.js'
 import { isMarinError, type MarinErrorCode } from '../errors.js'
+import type { CliIo, Run } from './io.js'
 
-/** A command body: resolves with an exit code. */
-export type Run = (fn: () => Promise<number>) => Promise<void>
-
-/** Builds a command given the CLI's I/O and the runner that records its outcome. */
-export type CommandFactory = (io: CliIo, run: Run) => Command
+/** Adds a command's arguments, options and action to `cmd` (named and described from its entry). */
+export type DefineCommand = (cmd: Command, io: CliIo, run: Run) => void
 
 /**
  * A command of `marin` as the help lists it, and how to load it. Only the command being run is
@@ -23,7 +22,7 @@ export type CommandEntry = {
   /** Its line in `marin --help`: name, options and arguments. */
   readonly term: string
   readonly description: string
-  readonly load: () => Promise<CommandFactory>
+  readonly load: () => Promise<DefineCommand>
 }
 
 /** The commands of `marin`, in help order. Add an entry here to add a command. */
@@ -54,47 +53,30 @@ export const COMMANDS: readonly CommandEntry[] = [
 
 const USAGE_CODES: ReadonlySet<MarinErrorCode> = new Set(['BAD_USAGE', 'SCRIPT_INVALID', 'STEP_NOT_FOUND', 'EXPERIMENT_NOT_FOUND', 'REPORT_SOURCE_INVALID'])
 
-/** The command `argv` runs (`marin X …` or `marin help X`), if it names one. */
-function selected(argv: readonly string[], commands: readonly CommandEntry[]): CommandEntry | undefined {
-  const name = argv[0] === 'help' ? argv[1] : argv[0]
-  return commands.find((c) => c.name === name)
+function spec(io: CliIo): CliSpec {
+  const terms = new Map(COMMANDS.map((c) => [c.name, c.term]))
+  const bind = (c: CommandEntry) => async () => {
+    const define = await c.load()
+    return (cmd: Command, ctx: CliContext) => define(cmd, io, async (fn) => ctx.exitWith(await fn()))
+  }
+  return {
+    package: pkg,
+    // Commands are listed with their arguments before they load.
+    options: (program) => void program.configureHelp({ subcommandTerm: (cmd) => terms.get(cmd.name()) ?? new Help().subcommandTerm(cmd) }),
+    commands: COMMANDS.map((c) => ({ name: c.name, description: c.description, load: bind(c) })),
+    isUsageError: (err) => isMarinError(err) && USAGE_CODES.has(err.code),
+  }
 }
 
-/** Builds the program: the command `argv` selects is loaded in full, the others are listed by their entries. */
-export async function buildProgram(io: CliIo, run: Run, argv: readonly string[] = [], commands: readonly CommandEntry[] = COMMANDS): Promise<Command> {
-  const program = new Command('marin').description('marin: reproducible experiments').version(pkg.version)
-  const terms = new Map(commands.map((c) => [c.name, c.term]))
-  program.configureHelp({ subcommandTerm: (cmd) => terms.get(cmd.name()) ?? new Help().subcommandTerm(cmd) })
-  const chosen = selected(argv, commands)
-  for (const c of commands) program.addCommand(c === chosen ? (await c.load())(io, run) : new Command(c.name).description(c.description))
-  for (const c of [program, ...program.commands]) {
-    c.exitOverride().configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
-  }
-  return program
+/** marin writes whole lines; the runner writes text ending in a newline. */
+const lines = (io: CliIo): RunnerIo => ({ out: (s) => io.out(s.trimEnd()), err: (s) => io.err(s.trimEnd()) })
+
+/** Every command loaded, for tests that check each command's flags and help line. */
+export function buildProgram(io: CliIo): Promise<Command> {
+  return loadAllCommands(spec(io), lines(io))
 }
 
-/** Runs the CLI; resolves with the exit code (0 ok, 1 failure, 2 bad usage). */
-export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
-  let failure: unknown
-  let code = 0
-  const run: Run = async (fn) => {
-    try {
-      code = await fn()
-    } catch (e) {
-      failure = e
-    }
-  }
-  try {
-    await (await buildProgram(io, run, argv)).parseAsync([...argv], { from: 'user' })
-  } catch (e) {
-    if (e instanceof CommanderError) return e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help' ? 0 : 2
-    failure = e
-  }
-  if (failure === undefined) return code
-  if (failure instanceof UsageError || (isMarinError(failure) && USAGE_CODES.has(failure.code))) {
-    io.err(`marin: ${(failure as Error).message}`)
-    return 2
-  }
-  io.err(`marin: ${failure instanceof Error ? (isMarinError(failure) ? failure.message : (failure.stack ?? failure.message)) : String(failure)}`)
-  return 1
+/** Runs the CLI on rigging's runner; resolves with the exit code (0 ok, 1 failure, 2 bad usage). */
+export function runCli(argv: readonly string[], io: CliIo): Promise<number> {
+  return runWith(spec(io), argv, lines(io))
 }

@@ -1,11 +1,11 @@
 /** @module `marin run FILE`: the flags and behaviour of `experiment.main()`, on a script's default export. */
-import { Command } from 'commander'
+import type { Command } from 'commander'
 import { loadExperiment } from '../executor/load-script.js'
 import { runWithFlags, withRunFlags, type RunFlags } from '../executor/main.js'
-import type { CliIo } from './io.js'
+import type { CliIo, Run } from './io.js'
 
-export function runCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
-  return withRunFlags(new Command('run').description('run an experiment script (its default export)').argument('<file>', 'experiment script, e.g. experiments/x.ts')).action(
+export function runCommand(cmd: Command, io: CliIo, run: Run): void {
+  withRunFlags(cmd.argument('<file>', 'experiment script, e.g. experiments/x.ts')).action(
     (file: string, flags: RunFlags) =>
       run(async () => {
         const record = await runWithFlags(await loadExperiment(file), flags, io)

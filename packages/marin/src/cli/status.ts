@@ -1,16 +1,19 @@
 /** @module `marin status [EXPERIMENT]`: the latest run of each experiment, or the steps of one. */
-import { Command } from 'commander'
-import { openStorage, type Storage } from '@marin/rigging'
+import type { Command } from 'commander'
+import { MARIN_LAYOUT, openStorage, type Storage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import type { ExperimentRecord } from '../executor/executor.js'
 import { readStatus } from '../executor/status-files.js'
-import { prefixOf, type CliIo } from './io.js'
+import { prefixOf, type CliIo, type Run } from './io.js'
+
+/** `experiments/<name>/<run>.json` (rigging's `experimentRecordPath`). */
+const RECORD = new RegExp(`^${MARIN_LAYOUT.experiments}/([^/]+)/([^/]+)\\.json$`)
 
 /** Runs of each experiment under the prefix, oldest first. */
 export async function experimentRuns(storage: Storage): Promise<Map<string, string[]>> {
   const runs = new Map<string, string[]>()
-  for await (const o of storage.list('experiments/')) {
-    const m = /^experiments\/([^/]+)\/([^/]+)\.json$/.exec(o.path)
+  for await (const o of storage.list(`${MARIN_LAYOUT.experiments}/`)) {
+    const m = RECORD.exec(o.path)
     if (!m) continue
     runs.set(m[1]!, [...(runs.get(m[1]!) ?? []), o.path])
   }
@@ -28,9 +31,8 @@ export async function latestRecord(storage: Storage, name: string): Promise<Expe
   return JSON.parse(await storage.readText(paths[paths.length - 1]!)) as ExperimentRecord
 }
 
-export function statusCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
-  return new Command('status')
-    .description('the latest run of each experiment, or the steps of EXPERIMENT')
+export function statusCommand(cmd: Command, io: CliIo, run: Run): void {
+  cmd
     .argument('[experiment]', 'experiment name')
     .option('--json', 'print JSON')
     .action((name: string | undefined, o: { json?: boolean }) =>

@@ -1,11 +1,12 @@
 /** @module `marin eval`: run evaluation tasks against a checkpoint (in-process) or an OpenAI-compatible endpoint. */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Command } from 'commander'
+import type { Command } from 'commander'
+import { UsageError } from '@marin/rigging/cli'
 import { openStore, storeUrl } from '@marin/finestore'
 import { initBackend } from '@marin/levanter'
-import { intArg, prefixOf, UsageError } from '../cli/io.js'
-import type { CliIo } from '../cli/io.js'
+import { intArg, prefixOf } from '../cli/io.js'
+import type { CliIo, Run } from '../cli/io.js'
 import { isMarinError } from '../errors.js'
 import { BUILTIN_TASKS, builtinTask } from './brown-tasks.js'
 import { evaluate, resolveTasks } from './evaluate.js'
@@ -41,9 +42,8 @@ async function usage<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 /** The `eval` command. */
-export function evalCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
-  return new Command('eval')
-    .description('evaluate a model on tasks; results go to finestore and are printed')
+export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
+  cmd
     .option('--model-checkpoint <ref>', 'a folder with config.json + model.safetensors, or a checkpoint artifact checkpoints/<run>[@version]')
     .option('--tokenizer <path>', 'tokenizer.json for --model-checkpoint when the checkpoint holds none')
     .option('--endpoint <url>', 'an OpenAI-compatible base URL ending in /v1, instead of --model-checkpoint')

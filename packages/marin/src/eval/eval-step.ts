@@ -3,8 +3,8 @@ import { existsSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { openStore, storeUrl } from '@marin/finestore'
+import { marinPrefix } from '@marin/rigging'
 import { MarinError } from '../errors.js'
-import { defaultPrefix } from '../executor/executor.js'
 import { isOutputRef, step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
 import { mainArtifact } from '../steps/artifacts.js'
@@ -55,7 +55,7 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
     description: `evaluate on ${config.tasks.join(', ')}${config.serve ? ' over HTTP (marin serve)' : ''}`,
     fn: async (resolved, ctx) => {
       const c = resolved as unknown as EvalStepConfig
-      const prefix = options.prefix ? defaultPrefix(options.prefix) : ctx.prefix
+      const prefix = options.prefix ? marinPrefix({ prefix: options.prefix }) : ctx.prefix
       const store = await openStore({ url: storeUrl(prefix) })
       const tasks = await resolveTasks(c.tasks as string[], { size: c.size })
       // The artifact a step committed (`trainStep` → `models/<name>@v`), as a reference or through its artifacts.json.

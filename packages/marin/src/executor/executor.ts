@@ -5,8 +5,7 @@
  * dependents of failures DEP_FAILED, and writes the experiment record.
  */
 import { randomBytes } from 'node:crypto'
-import { resolve } from 'node:path'
-import { Lease, logger, provenance, scrubSecretValues, type Storage } from '@marin/rigging'
+import { Lease, experimentRecordPath, logger, marinPrefix, provenance, scrubSecretValues, type Storage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import { dependenciesOf, topoSort } from './graph.js'
 import { formatPlan, planStep, selectSteps, type PlanEntry } from './plan.js'
@@ -96,17 +95,6 @@ export type ExperimentRun = {
   readonly config?: unknown
 }
 
-/** The prefix as a storage URL or path, from an option, `$MARIN_PREFIX`, or `./.marin`. */
-export function defaultPrefix(prefix?: string): string {
-  const p = prefix ?? process.env.MARIN_PREFIX ?? './.marin'
-  return /^[a-z][a-z0-9+.-]*:\/\//i.test(p) ? p : resolve(p)
-}
-
-/** Where the record of run `run` of `experiment` lives, relative to the prefix. */
-export function recordPath(experiment: string, run: string): string {
-  return `experiments/${experiment}/${run}.json`
-}
-
 /** Where a step's output is, as its function sees it: a local directory, else a URL. */
 export function outputPathOf(storage: Storage, nameHash: string, subPath = ''): string {
   const rel = subPath ? `${nameHash}/${subPath}` : nameHash
@@ -155,7 +143,7 @@ export class Executor {
   private readonly runOnly: RegExp | undefined
 
   constructor(readonly opts: ExecutorOptions = {}) {
-    this.prefix = defaultPrefix(opts.prefix)
+    this.prefix = marinPrefix({ prefix: opts.prefix })
     const envTtl = Number(process.env.MARIN_LEASE_TTL_MS)
     this.leaseTtlMs = opts.leaseTtlMs ?? (envTtl > 0 ? envTtl : 60_000)
     this.maxConcurrent = opts.maxConcurrent ?? 4
@@ -265,7 +253,7 @@ export class Executor {
       provenance: provenance(),
     }
     if (!dryRun) {
-      const path = recordPath(exp.name, record.run)
+      const path = experimentRecordPath(exp.name, record.run)
       await storage.write(path, `${JSON.stringify(record, null, 2)}\n`)
       out(`${record.status} ${exp.name}: record ${outputPathOf(storage, path)}`)
       log.info({ experiment: exp.name, run: record.run, status: record.status }, 'experiment finished')

@@ -7,8 +7,8 @@
 import { randomBytes } from 'node:crypto'
 import { join, resolve } from 'node:path'
 import { JobScheduler } from '@marin/iris'
-import { Lease } from '@marin/rigging'
-import { Executor, defaultPrefix, recordPath, type ExecutorOptions, type ExperimentRecord } from './executor.js'
+import { DEFAULT_MARIN_PREFIX, Lease, MARIN_LAYOUT, experimentRecordPath, marinPrefix, prefixDir, prefixPath } from '@marin/rigging'
+import { Executor, type ExecutorOptions, type ExperimentRecord } from './executor.js'
 import type { Experiment } from './experiment.js'
 import { irisRunner } from './iris-runner.js'
 import { openPrefixStorage } from './prefix-storage.js'
@@ -37,7 +37,7 @@ export async function runExperiment(experiment: Experiment, opts: RunOptions = {
 /** Builds the run's report and publishes it to `experiment.report.target`. */
 async function publishReport(experiment: Experiment, record: ExperimentRecord, opts: RunOptions): Promise<void> {
   const [{ buildReport }, { publishSite }] = await Promise.all([import('../report/build.js'), import('../report/publish.js')])
-  const source = `${record.prefix.replace(/\/+$/, '')}/${recordPath(record.experiment, record.run)}`
+  const source = prefixPath(record.prefix, experimentRecordPath(record.experiment, record.run))
   const { data, site } = await buildReport(source, record.prefix)
   const res = await publishSite(site, experiment.report!.target)
   const out = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`))
@@ -46,21 +46,20 @@ async function publishReport(experiment: Experiment, record: ExperimentRecord, o
 }
 
 async function runSteps(experiment: Experiment, opts: RunOptions): Promise<ExperimentRecord> {
-  const prefix = defaultPrefix(opts.prefix)
+  const prefix = marinPrefix({ prefix: opts.prefix })
   const base = { ...opts, prefix }
   if (opts.local || opts.dryRun) return new Executor(base).run(experiment)
   if (opts.scheduler) return new Executor({ ...base, runner: irisRunner(opts.scheduler, experiment.script, experiment.name) }).run(experiment)
-  const isUrl = /^[a-z][a-z0-9+.-]*:\/\//i.test(prefix)
-  const localPrefix = prefix.startsWith('file://') ? new URL(prefix).pathname : isUrl ? resolve('.marin') : prefix
+  const localPrefix = prefixDir(prefix) ?? resolve(DEFAULT_MARIN_PREFIX)
   const cluster = opts.cluster ?? 'local'
   // One local cluster owns `<prefix>/iris` at a time (its SQLite state and work folders);
   // a second driver on the same prefix starts its own cluster in a folder of its own.
   let owner: Lease | undefined
   let irisPrefix = localPrefix
   if (cluster === 'local') {
-    owner = await Lease.tryAcquire(await openPrefixStorage(localPrefix), 'iris/.local-cluster.lock', { ttlMs: 30_000 })
+    owner = await Lease.tryAcquire(await openPrefixStorage(localPrefix), `${MARIN_LAYOUT.iris}/.local-cluster.lock`, { ttlMs: 30_000 })
     owner?.keepAlive()
-    if (!owner) irisPrefix = join(localPrefix, 'iris', 'concurrent', `${Date.now()}-${randomBytes(3).toString('hex')}`)
+    if (!owner) irisPrefix = join(localPrefix, MARIN_LAYOUT.iris, 'concurrent', `${Date.now()}-${randomBytes(3).toString('hex')}`)
   }
   const scheduler = new JobScheduler({ cluster, prefix: irisPrefix, ...(opts.token ? { token: opts.token } : {}) })
   try {

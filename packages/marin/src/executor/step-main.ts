@@ -4,7 +4,7 @@
  * experiment script, checks that the step's version is the one the executor
  * planned, runs the step under its lease and writes a result file for the executor.
  */
-import { scrubProcessOutput } from '@marin/rigging'
+import { marinPrefix, scrubProcessOutput } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import { outputPathOf, prepare } from './executor.js'
 import { loadExperiment } from './load-script.js'
@@ -17,7 +17,7 @@ scrubProcessOutput()
 const [script, stepName, expected] = process.argv.slice(2)
 const env = process.env
 const attempt = { id: env.MARIN_STEP_ATTEMPT ?? `${Date.now()}-${process.pid}`, owner: env.MARIN_STEP_OWNER ?? '' }
-const storage = await openPrefixStorage(env.MARIN_PREFIX ?? './.marin')
+const storage = await openPrefixStorage(marinPrefix({ env }))
 const startedAt = new Date().toISOString()
 let result: StepResult
 try {

@@ -4,6 +4,7 @@
  * Nothing else goes in: not the prefix, not the machine, not key order, not
  * unversioned fields. The output folder is `<name>_<hash8>`.
  */
+import { stepDirName } from '@marin/rigging'
 import { canonicalJson, sha256 } from './canonical-json.js'
 import { dependenciesOf, isConfigLike } from './graph.js'
 import { PendingArtifact } from './artifacts.js'
@@ -73,7 +74,7 @@ export function computeVersions(steps: readonly Step[]): Map<Step, StepVersion> 
     const hash = sha256(canonicalJson({ name: s.name, config, dependencies }, `step "${s.name}" config`))
     const fields: Record<string, string> = {}
     flatten(config, '', fields)
-    versions.set(s, { name: s.name, hash, nameHash: `${s.name}_${hash.slice(0, 8)}`, config, fields, dependencies })
+    versions.set(s, { name: s.name, hash, nameHash: stepDirName(s.name, hash.slice(0, 8)), config, fields, dependencies })
   }
   return versions
 }

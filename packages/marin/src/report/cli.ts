@@ -1,13 +1,12 @@
 /** @module `marin publish-report --source DIR|EXPERIMENT --target DIR|URL`. */
-import { Command } from 'commander'
-import { prefixOf, type CliIo } from '../cli/io.js'
+import type { Command } from 'commander'
+import { prefixOf, type CliIo, type Run } from '../cli/io.js'
 import { buildReport } from './build.js'
 import { publishSite } from './publish.js'
 
 /** The `publish-report` command: builds the report site of a run and publishes it. */
-export function publishReportCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
-  return new Command('publish-report')
-    .description('build the static report of an experiment run and publish it to a folder, storage URL or http(s) PUT target')
+export function publishReportCommand(cmd: Command, io: CliIo, run: Run): void {
+  cmd
     .requiredOption('--source <dir|experiment>', 'a record file, a folder of runs, a prefix, or NAME[/RUN] under $MARIN_PREFIX (newest run by default)')
     .option('--target <dir|url>', 'a folder, any storage URL, or an http(s):// URL accepting PUT', './site')
     .option('--json', 'print what was published as JSON')

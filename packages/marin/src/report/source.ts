@@ -4,9 +4,9 @@
  */
 import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
-import { openStorage, type Storage } from '@marin/rigging'
+import { MARIN_LAYOUT, experimentRecordPath, openStorage, type Storage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
-import { recordPath, type ExperimentRecord } from '../executor/executor.js'
+import type { ExperimentRecord } from '../executor/executor.js'
 
 /** A record and where it was read from. */
 export type ResolvedSource = { readonly record: ExperimentRecord; readonly recordUrl: string }
@@ -24,7 +24,7 @@ async function runsIn(storage: Storage, dir: string): Promise<string[]> {
 
 async function experimentsIn(storage: Storage): Promise<string[]> {
   const names = new Set<string>()
-  for await (const o of storage.list('experiments/')) {
+  for await (const o of storage.list(`${MARIN_LAYOUT.experiments}/`)) {
     const name = o.path.split('/')[1]
     if (name && o.path.endsWith('.json')) names.add(name)
   }
@@ -57,7 +57,7 @@ async function newestRun(storage: Storage, dir: string, what: string): Promise<R
 async function fromFolder(storage: Storage, where: string): Promise<ResolvedSource> {
   if ((await storage.exists('.executor_history')) || (await experimentsIn(storage)).length > 0) {
     const names = await experimentsIn(storage)
-    if (names.length === 1) return newestRun(storage, `experiments/${names[0]}`, `${where}/experiments/${names[0]}`)
+    if (names.length === 1) return newestRun(storage, `${MARIN_LAYOUT.experiments}/${names[0]}`, `${where}/${MARIN_LAYOUT.experiments}/${names[0]}`)
     if (names.length === 0) throw new MarinError('EXPERIMENT_NOT_FOUND', `--source: ${where} is a prefix without experiment records; run an experiment first`)
     throw new MarinError('BAD_USAGE', `--source: ${where} holds ${names.length} experiments (${names.join(', ')}); pass one by name, e.g. --source ${names[0]}`)
   }
@@ -94,11 +94,11 @@ export async function resolveSource(source: string, prefix: string): Promise<Res
   }
   const storage = await openStorage(prefix)
   if (run !== undefined) {
-    const path = recordPath(name, run.replace(/\.json$/, ''))
+    const path = experimentRecordPath(name, run.replace(/\.json$/, ''))
     if (!(await storage.exists(path))) throw new MarinError('EXPERIMENT_NOT_FOUND', `--source: no run "${run}" of experiment "${name}" under ${storage.url} (looked for ${path})`)
     return readRecord(storage, path)
   }
-  const runs = await runsIn(storage, `experiments/${name}`)
+  const runs = await runsIn(storage, `${MARIN_LAYOUT.experiments}/${name}`)
   if (runs.length === 0) {
     const known = await experimentsIn(storage)
     throw new MarinError('EXPERIMENT_NOT_FOUND', `--source: no experiment "${name}" under ${storage.url}${known.length ? ` (it has: ${known.join(', ')})` : ''}; set MARIN_PREFIX or pass a folder`)

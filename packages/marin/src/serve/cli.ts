@@ -1,15 +1,15 @@
 /** @module `marin serve`: load a checkpoint and serve it with the OpenAI-compatible API until SIGINT/SIGTERM. */
 import fs from 'node:fs'
-import { Command } from 'commander'
+import type { Command } from 'commander'
+import { UsageError } from '@marin/rigging/cli'
 import { initBackend } from '@marin/levanter'
-import { UsageError, intArg, prefixOf } from '../cli/io.js'
-import type { CliIo } from '../cli/io.js'
+import { intArg, prefixOf } from '../cli/io.js'
+import type { CliIo, Run } from '../cli/io.js'
 import { loadModel } from './load-model.js'
 import { startServer } from './server.js'
 
-export function serveCommand(io: CliIo, run: (fn: () => Promise<number>) => Promise<void>): Command {
-  return new Command('serve')
-    .description('serve a checkpoint with an OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)')
+export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
+  cmd
     .requiredOption('--model-checkpoint <ref>', 'directory (config.json + model.safetensors [+ tokenizer.json]) or finestore ARTIFACT[@VERSION]')
     .option('--tokenizer <path>', 'tokenizer.json, when the checkpoint carries none')
     .option('--port <n>', 'port (0: any free port)', intArg('a port', 0), 8000)

@@ -11,6 +11,7 @@ import { BpeTokenizer } from '@marin/datakit'
 import { openStore, storeUrl } from '@marin/finestore'
 import { isLevanterError, loadModel as loadLevanterModel } from '@marin/levanter'
 import type { CausalLM } from '@marin/levanter'
+import { marinPrefix } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 
 export type LoadedModel = { readonly name: string; readonly model: CausalLM; readonly tokenizer: BpeTokenizer }
@@ -40,7 +41,7 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
     const { model, name } = await loadLevanterModel(src).catch(usage)
     return { name, model, tokenizer }
   }
-  const store = await openStore({ url: storeUrl(o.prefix ?? process.env.MARIN_PREFIX ?? './.marin') })
+  const store = await openStore({ url: storeUrl(marinPrefix({ prefix: o.prefix })) })
   try {
     const { model, name, view } = await loadLevanterModel(src, { store }).catch(usage)
     try {
