@@ -5,7 +5,7 @@
  * runner: exit 0 ok, 1 failure (a job that does not exist, a controller that does
  * not answer), 2 bad usage; a command's module loads when it runs.
  */
-import { loadAllCommands, runCli as run, type CliContext, type CliIo as RunnerIo, type CliSpec } from '@marin/rigging/cli'
+import { lineCli, type CliContext, type CliSpec } from '@marin/rigging/cli'
 import type { Command } from 'commander'
 import pkg from '../package.json' with { type: 'json' }
 import { COMMANDS } from './cli-commands.js'
@@ -40,15 +40,10 @@ function spec(io: CliIo): CliSpec {
   }
 }
 
-/** iris writes whole lines; the runner writes text ending in a newline. */
-const lines = (io: CliIo): RunnerIo => ({ out: (s) => io.out(s.trimEnd()), err: (s) => io.err(s.trimEnd()) })
+const cli = lineCli(spec)
 
 /** Every command loaded, for tests that check each flag other files (infra/, messages) name. */
-export function buildProgram(io: CliIo): Promise<Command> {
-  return loadAllCommands(spec(io), lines(io))
-}
+export const buildProgram = (io: CliIo): Promise<Command> => cli.loadAll(io)
 
 /** Runs the CLI; resolves with the exit code (0 ok, 1 failure, 2 bad usage). */
-export function runCli(argv: readonly string[], io: CliIo): Promise<number> {
-  return run(spec(io), argv, lines(io))
-}
+export const runCli = (argv: readonly string[], io: CliIo): Promise<number> => cli.run(argv, io)

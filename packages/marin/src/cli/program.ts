@@ -4,7 +4,7 @@
  * listed in `COMMANDS`, which loads only the one being run. Exit 0 ok, 1 failure, 2 bad usage (the problem named);
  * no arguments print help and exit 2.
  */
-import { loadAllCommands, runCli as runWith, type CliContext, type CliIo as RunnerIo, type CliSpec } from '@marin/rigging/cli'
+import { lineCli, type CliContext, type CliSpec } from '@marin/rigging/cli'
 import { Help, type Command } from 'commander'
 import pkg from '../../package.json' with { type: 'json' }
 import { isMarinError, type MarinErrorCode } from '../errors.js'
@@ -68,15 +68,10 @@ function spec(io: CliIo): CliSpec {
   }
 }
 
-/** marin writes whole lines; the runner writes text ending in a newline. */
-const lines = (io: CliIo): RunnerIo => ({ out: (s) => io.out(s.trimEnd()), err: (s) => io.err(s.trimEnd()) })
+const cli = lineCli(spec)
 
 /** Every command loaded, for tests that check each command's flags and help line. */
-export function buildProgram(io: CliIo): Promise<Command> {
-  return loadAllCommands(spec(io), lines(io))
-}
+export const buildProgram = (io: CliIo): Promise<Command> => cli.loadAll(io)
 
 /** Runs the CLI on rigging's runner; resolves with the exit code (0 ok, 1 failure, 2 bad usage). */
-export function runCli(argv: readonly string[], io: CliIo): Promise<number> {
-  return runWith(spec(io), argv, lines(io))
-}
+export const runCli = (argv: readonly string[], io: CliIo): Promise<number> => cli.run(argv, io)

@@ -143,3 +143,24 @@ export async function loadAllCommands(spec: CliSpec, io: CliIo): Promise<Command
   for (const cmd of program.commands) await load(cmd)
   return program
 }
+
+/** Where a CLI that writes whole lines writes (`out('done')`, no trailing newline). */
+export type LineIo = {
+  readonly out: (line: string) => void
+  readonly err: (line: string) => void
+}
+
+/**
+ * The two entry points of a CLI whose own code writes whole lines, built from its spec:
+ * `run` (argv → exit code) and `loadAll` (every command loaded, for tests of flags and help).
+ * The runner's own text ends in a newline; it is handed on as a line.
+ */
+export function lineCli<Io extends LineIo>(
+  spec: (io: Io) => CliSpec,
+): { run(argv: readonly string[], io: Io): Promise<number>; loadAll(io: Io): Promise<Command> } {
+  const lines = (io: Io): CliIo => ({ out: (s) => io.out(s.trimEnd()), err: (s) => io.err(s.trimEnd()) })
+  return {
+    run: (argv, io) => runCli(spec(io), argv, lines(io)),
+    loadAll: (io) => loadAllCommands(spec(io), lines(io)),
+  }
+}
