@@ -12,20 +12,14 @@ import { formatPlan, planStep, selectSteps, type PlanEntry } from './plan.js'
 import { openPrefixStorage } from './prefix-storage.js'
 import { progressSink } from './progress.js'
 import { ignoreLostRace, recordHistory, lockPath, readStatus, writeStatus } from './status-files.js'
-import { runStepHere, type StepResult } from './step-runner.js'
+import { runStepHere, type RunStepOptions, type StepResult } from './step-runner.js'
 import type { Step } from './step.js'
 import { computeVersions, resolveConfig, type StepVersion } from './version.js'
 
 const log = logger('marin')
 
-/** What a runner needs to run one step. */
-export type StepTask = {
-  readonly storage: Storage
-  readonly step: Step
-  readonly version: StepVersion
-  readonly config: unknown
-  readonly outputPath: string
-  readonly leaseTtlMs: number
+/** What a runner needs to run one step: what running it here takes, and where to report progress. */
+export type StepTask = Omit<RunStepOptions, 'owner' | 'logName' | 'force'> & {
   readonly force: boolean
   /** Where a runner that runs the step elsewhere reports what it is doing (its newest log line). */
   readonly progress?: (text: string) => void
