@@ -14,7 +14,14 @@ function runQuickstart(loader: string[]) {
   const run = spawnSync(process.execPath, [...loader, 'experiments/quickstart.ts'], {
     cwd: root,
     encoding: 'utf8',
-    env: { ...process.env, QUICKSTART_SCALE: 'tiny', MARIN_PREFIX: prefix, QUICKSTART_SITE: site, LOG_LEVEL: 'warn', TS_NODE_TRANSPILE_ONLY: '1' },
+    env: {
+      ...process.env,
+      QUICKSTART_SCALE: 'tiny',
+      MARIN_PREFIX: prefix,
+      QUICKSTART_SITE: site,
+      LOG_LEVEL: 'warn',
+      TS_NODE_TRANSPILE_ONLY: '1',
+    },
   })
   if (run.status !== 0) throw new Error(`quickstart exited ${run.status}:\n${run.stdout}\n${run.stderr}`)
   return { out: run.stdout, seconds: (performance.now() - t0) / 1000 }
@@ -23,7 +30,8 @@ function runQuickstart(loader: string[]) {
 describe('the quickstart, tiny scale', () => {
   test('runs the whole pipeline with tsx; a second run (with ts-node) skips every step', () => {
     const first = runQuickstart(['--import', 'tsx'])
-    for (const s of ['brown-text', 'brown', 'brown-dedup', 'brown-bpe', 'gpt-brown', 'eval-brown']) expect(first.out).toMatch(new RegExp(`SUCCESS ${s}_[0-9a-f]{8} `))
+    for (const s of ['brown-text', 'brown', 'brown-dedup', 'brown-bpe', 'gpt-brown', 'eval-brown'])
+      expect(first.out).toMatch(new RegExp(`SUCCESS ${s}_[0-9a-f]{8} `))
     expect(first.out).toContain('quickstart (tiny): 6 steps, 0 already done')
     const ckpt = /final checkpoint: (models\/gpt-brown@\d+)/.exec(first.out)?.[1]
     expect(ckpt).toBeDefined()
@@ -31,15 +39,29 @@ describe('the quickstart, tiny scale', () => {
     expect(first.out).toMatch(/brown_bpb\s+bits_per_byte\s+[\d.]+/)
 
     // Every artifact the steps made is in finestore, and the eval ran against `marin serve` over HTTP.
-    const record = JSON.parse(readFileSync(join(prefix, 'experiments/quickstart-tiny', readdirSync(join(prefix, 'experiments/quickstart-tiny'))[0]!), 'utf8'))
+    const record = JSON.parse(
+      readFileSync(
+        join(prefix, 'experiments/quickstart-tiny', readdirSync(join(prefix, 'experiments/quickstart-tiny'))[0]!),
+        'utf8',
+      ),
+    )
     const out = (name: string) => record.steps.find((s: { name: string }) => s.name === name).outputPath as string
     const trained = JSON.parse(readFileSync(join(out('gpt-brown'), 'artifacts.json'), 'utf8'))
     // The steps hand on typed artifact references: { kind: 'artifact', name, version }.
-    expect(trained.artifacts[0]).toEqual({ kind: 'artifact', name: 'models/gpt-brown', version: Number(ckpt!.split('@')[1]) })
-    expect(trained.artifacts[1]).toMatchObject({ kind: 'artifact', name: expect.stringMatching(/^checkpoints\/gpt-brown_[0-9a-f]{8}$/) })
+    expect(trained.artifacts[0]).toEqual({
+      kind: 'artifact',
+      name: 'models/gpt-brown',
+      version: Number(ckpt!.split('@')[1]),
+    })
+    expect(trained.artifacts[1]).toMatchObject({
+      kind: 'artifact',
+      name: expect.stringMatching(/^checkpoints\/gpt-brown_[0-9a-f]{8}$/),
+    })
     expect(trained.steps).toBe(40)
     expect(trained.unigramEntropy).toBeGreaterThan(3)
-    const evalLogs = readdirSync(join(out('eval-brown'), 'logs')).map((f) => readFileSync(join(out('eval-brown'), 'logs', f), 'utf8')).join('')
+    const evalLogs = readdirSync(join(out('eval-brown'), 'logs'))
+      .map((f) => readFileSync(join(out('eval-brown'), 'logs', f), 'utf8'))
+      .join('')
     expect(evalLogs).toContain('marin serve is up')
     expect(evalLogs).toMatch(/"url":"http:\/\/127\.0\.0\.1:\d+\/v1"/)
     const dedup = JSON.parse(readFileSync(join(out('brown-dedup'), 'artifacts.json'), 'utf8'))
@@ -53,7 +75,8 @@ describe('the quickstart, tiny scale', () => {
 
     // Again, under ts-node: nothing runs, the same model is reported, the site is republished unchanged.
     const second = runQuickstart(['--no-warnings', '--loader', 'ts-node/esm'])
-    for (const s of ['brown-text', 'brown', 'brown-dedup', 'brown-bpe', 'gpt-brown', 'eval-brown']) expect(second.out).toMatch(new RegExp(`skip {2}${s}_[0-9a-f]{8}`))
+    for (const s of ['brown-text', 'brown', 'brown-dedup', 'brown-bpe', 'gpt-brown', 'eval-brown'])
+      expect(second.out).toMatch(new RegExp(`skip {2}${s}_[0-9a-f]{8}`))
     expect(second.out).not.toMatch(/SUCCESS \S+_[0-9a-f]{8} /)
     expect(second.out).toContain('quickstart (tiny): 6 steps, 6 already done')
     expect(second.out).toContain(`final checkpoint: ${ckpt}`)

@@ -19,7 +19,19 @@
 import { readFile, writeFile, mkdir } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import {
-  BROWN_HELD_OUT_FILES, BUILTIN_TASKS, Experiment, dedupStep, evalStep, formatArtifactRef, ingestStep, parseStepArtifacts, runIfMain, step, tokenizeStep, trainStep, versioned,
+  BROWN_HELD_OUT_FILES,
+  BUILTIN_TASKS,
+  Experiment,
+  dedupStep,
+  evalStep,
+  formatArtifactRef,
+  ingestStep,
+  parseStepArtifacts,
+  runIfMain,
+  step,
+  tokenizeStep,
+  trainStep,
+  versioned,
 } from '@marin/marin'
 import type { ExperimentRecord, StepArtifacts, TrainStepOptions, TrainSummary } from '@marin/marin'
 import { readBrown } from '@marin/datakit'
@@ -27,14 +39,27 @@ import { setLogLevel } from '@marin/rigging'
 
 const tiny = process.env.QUICKSTART_SCALE === 'tiny'
 
-type Scale = Pick<TrainStepOptions, 'model' | 'trainer' | 'maxSteps'> & { documents: number; vocabSize: number; evalSize: number }
+type Scale = Pick<TrainStepOptions, 'model' | 'trainer' | 'maxSteps'> & {
+  documents: number
+  vocabSize: number
+  evalSize: number
+}
 
 const scale: Scale = tiny
   ? {
       documents: 20,
       vocabSize: 384,
       model: { type: 'gpt2', vocabSize: 384, seqLen: 128, dModel: 32, nLayers: 1, nHeads: 2 },
-      trainer: { batchSize: 8, learningRate: 1e-2, logEvery: 10, evalEvery: 20, evalBatches: 2, checkpointEvery: 20, schedule: { warmupSteps: 5, decay: 'cosine' }, mesh: { data: 2 } },
+      trainer: {
+        batchSize: 8,
+        learningRate: 1e-2,
+        logEvery: 10,
+        evalEvery: 20,
+        evalBatches: 2,
+        checkpointEvery: 20,
+        schedule: { warmupSteps: 5, decay: 'cosine' },
+        mesh: { data: 2 },
+      },
       maxSteps: 40,
       evalSize: 10,
     }
@@ -42,7 +67,16 @@ const scale: Scale = tiny
       documents: 500 - BROWN_HELD_OUT_FILES,
       vocabSize: 512,
       model: { type: 'gpt2', vocabSize: 512, seqLen: 128, dModel: 128, nLayers: 2, nHeads: 4 },
-      trainer: { batchSize: 16, learningRate: 3e-3, logEvery: 25, evalEvery: 100, evalBatches: 4, checkpointEvery: 100, schedule: { warmupSteps: 30, decay: 'cosine' }, mesh: { data: 2 } },
+      trainer: {
+        batchSize: 16,
+        learningRate: 3e-3,
+        logEvery: 25,
+        evalEvery: 100,
+        evalBatches: 4,
+        checkpointEvery: 100,
+        schedule: { warmupSteps: 30, decay: 'cosine' },
+        mesh: { data: 2 },
+      },
       maxSteps: 300,
       evalSize: 100,
     }
@@ -56,19 +90,34 @@ const text = step({
     // The evaluation tasks use the last files; they never reach training.
     const docs = readBrown({ part: 'train', files: c.documents })
     await mkdir(outputPath, { recursive: true })
-    await writeFile(join(outputPath, 'brown.jsonl'), docs.map((d) => JSON.stringify({ id: d.id, text: d.text, genre: d.genre })).join('\n') + '\n')
+    await writeFile(
+      join(outputPath, 'brown.jsonl'),
+      docs.map((d) => JSON.stringify({ id: d.id, text: d.text, genre: d.genre })).join('\n') + '\n',
+    )
     log.info({ documents: docs.length }, 'wrote the corpus')
   },
 })
 const raw = ingestStep({ name: 'brown', source: text.output('brown.jsonl'), format: 'jsonl' })
 const deduped = dedupStep(raw, { name: 'brown-dedup' })
 const tokens = tokenizeStep(deduped, { name: 'brown-bpe', vocabSize: scale.vocabSize })
-const train = trainStep(tokens, { name: 'gpt-brown', model: scale.model, trainer: scale.trainer, maxSteps: scale.maxSteps })
-const evaluation = evalStep('eval-brown', { checkpoint: train.artifact(), serve: true, tasks: [...BUILTIN_TASKS], size: scale.evalSize })
+const train = trainStep(tokens, {
+  name: 'gpt-brown',
+  model: scale.model,
+  trainer: scale.trainer,
+  maxSteps: scale.maxSteps,
+})
+const evaluation = evalStep('eval-brown', {
+  checkpoint: train.artifact(),
+  serve: true,
+  tasks: [...BUILTIN_TASKS],
+  size: scale.evalSize,
+})
 
 const experiment = new Experiment({
   name,
-  description: 'raw Brown corpus → dataset → dedup → BPE tokens → GPT-2 on 2 fray workers → marin serve + eval over HTTP → report',
+  description:
+    'raw Brown corpus → dataset → dedup → BPE tokens → GPT-2 on 2 ' +
+    'fray workers → marin serve + eval over HTTP → report',
   steps: [text, raw, deduped, tokens, train, evaluation],
   report: { target: process.env.QUICKSTART_SITE ?? './site' },
 })
@@ -93,10 +142,18 @@ async function printSummary(record: ExperimentRecord): Promise<void> {
   console.log(`final checkpoint: ${model}   (marin serve --model-checkpoint ${model})`)
   console.log(
     `training: ${trained.steps} steps, ${trained.tokensTrained} tokens, ${trained.parameters} parameters; ` +
-      `eval loss ${trained.evalLoss?.toFixed(3)} nats/token vs unigram entropy ${trained.unigramEntropy.toFixed(3)} (${trained.evalLoss === null ? '?' : (trained.evalLoss / trained.unigramEntropy).toFixed(2)}×)`,
+      `eval loss ${trained.evalLoss?.toFixed(3)} nats/token vs unigram ` +
+      `entropy ${trained.unigramEntropy.toFixed(3)} (` +
+      `${trained.evalLoss === null ? '?' : (trained.evalLoss / trained.unigramEntropy).toFixed(2)}×)`,
   )
-  for (const [task, t] of Object.entries(results.tasks as Record<string, { samples: number; metrics: Record<string, { value: number; stderr: number }> }>)) {
-    for (const [metric, m] of Object.entries(t.metrics)) console.log(`  ${task.padEnd(16)} ${metric.padEnd(14)} ${m.value.toFixed(4)} ± ${m.stderr.toFixed(4)}  (n=${t.samples})`)
+  for (const [task, t] of Object.entries(
+    results.tasks as Record<string, { samples: number; metrics: Record<string, { value: number; stderr: number }> }>,
+  )) {
+    for (const [metric, m] of Object.entries(t.metrics))
+      console.log(
+        `  ${task.padEnd(16)} ${metric.padEnd(14)} ${m.value.toFixed(4)} ` +
+          `± ${m.stderr.toFixed(4)}  (n=${t.samples})`,
+      )
   }
   console.log(`evaluation results: ${results.ref}`)
   console.log(`report: ${resolve(process.env.QUICKSTART_SITE ?? './site', 'index.html')}`)

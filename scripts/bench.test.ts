@@ -4,7 +4,10 @@ import { describe, expect, test } from 'vitest'
 
 const root = resolve(import.meta.dirname, '..')
 const bench = (...args: string[]) =>
-  spawnSync(process.execPath, ['--import', 'tsx', join(root, 'scripts/bench.ts'), ...args], { cwd: root, encoding: 'utf8' })
+  spawnSync(process.execPath, ['--import', 'tsx', join(root, 'scripts/bench.ts'), ...args], {
+    cwd: root,
+    encoding: 'utf8',
+  })
 
 describe('pnpm bench', () => {
   test('--help prints usage and the benchmarks, and exits 0 without running any', () => {

@@ -29,7 +29,10 @@ export function findBenchmarks(names: string[]): string[] {
 }
 
 async function run(file: string): Promise<number> {
-  const child = spawn(process.execPath, ['--import', 'tsx', file], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] })
+  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    cwd: root,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
   return new Promise((res) => child.on('exit', (code, signal) => res(code ?? (signal ? 1 : 0))))
 }
 
@@ -41,7 +44,9 @@ no name runs them all. Results are JSON lines on stdout:
   {"bench": package, "metric": name, "value": n, "unit": u[, "baseline": n, "ratio": n]}
 where ratio is ours ÷ baseline as a throughput (higher is better). Progress goes to stderr.
 
-benchmarks: ${findBenchmarks([]).map((f) => `${basename(join(f, '..', '..'))}/${basename(f, '.bench.ts')}`).join(', ')}
+benchmarks: ${findBenchmarks([])
+  .map((f) => `${basename(join(f, '..', '..'))}/${basename(f, '.bench.ts')}`)
+  .join(', ')}
 `
 
 const names = process.argv.slice(2)
@@ -56,7 +61,10 @@ if (unknownFlag) {
 }
 const files = findBenchmarks(names)
 if (files.length === 0) {
-  process.stderr.write(`bench: no benchmark matches ${names.join(', ') || '(any)'}; benchmarks live in packages/<name>/bench/<topic>.bench.ts\n`)
+  process.stderr.write(
+    `bench: no benchmark matches ${names.join(', ') || '(any)'}; ` +
+      `benchmarks live in packages/<name>/bench/<topic>.bench.ts\n`,
+  )
   process.exit(2)
 }
 let failed = 0

@@ -45,7 +45,9 @@ describe('unused-export check', () => {
     const dir = tree({
       'packages/a/package.json': pkg('@x/a'),
       'packages/a/src/index.ts': `export { offered, helper } from './lib.js'\n`,
-      'packages/a/src/lib.ts': `export type Options = { n: number }\nexport function helper(o: Options) {\n  return o.n\n}\nexport const offered = 1\n`,
+      'packages/a/src/lib.ts':
+        `export type Options = { n: number }\nexport function helper(o: ` +
+        `Options) {\n  return o.n\n}\nexport const offered = 1\n`,
     })
     expect(checkExports(dir).map((f) => f.name)).toEqual(['helper', 'offered'])
   })
@@ -54,7 +56,8 @@ describe('unused-export check', () => {
     const dir = tree({
       'packages/a/package.json': pkg('@x/a', { '.': './src/index.ts', './cli': './src/cli.ts' }),
       'packages/a/src/index.ts': `export * from './all.js'\n`,
-      'packages/a/src/all.ts': `export const viaStar = 1\nexport const viaNamespace = 2\nexport type ViaImportType = string\n`,
+      'packages/a/src/all.ts':
+        `export const viaStar = 1\nexport const viaNamespace = 2\nexport ` + `type ViaImportType = string\n`,
       'packages/a/src/cli.ts': `export function runCli() {}\n`,
       'packages/a/src/lazy.ts': `export function lazy() {}\nexport function lazyThen() {}\n`,
       'packages/a/src/tested.ts': `export const tested = 3\n`,
@@ -68,7 +71,8 @@ describe('unused-export check', () => {
       ].join('\n'),
       'packages/a/src/tested.test.ts': `import { tested } from './tested.js'\nvoid tested\n`,
       'packages/a/bin/a.js': `await import('../src/cli.ts')\n`,
-      'packages/a/bench/a.bench.ts': `import { viaStar } from '@x/a'\nimport { runCli } from '@x/a/cli'\nvoid [viaStar, runCli]\n`,
+      'packages/a/bench/a.bench.ts':
+        `import { viaStar } from '@x/a'\nimport { runCli } from ` + `'@x/a/cli'\nvoid [viaStar, runCli]\n`,
       'packages/a/src/fixtures/loaded-by-path.ts': `export default function () {}\n`,
     })
     expect(checkExports(dir)).toEqual([])
@@ -81,7 +85,9 @@ describe('unused-export check', () => {
       'packages/a/src/lib.ts': `export const planned = 1\n`,
     })
     expect(checkExports(dir).map((f) => f.name)).toEqual(['planned'])
-    expect(checkExports(dir, { publicApi: [{ package: '@x/a', name: 'planned', reason: 'users name it' }] })).toEqual([])
+    expect(checkExports(dir, { publicApi: [{ package: '@x/a', name: 'planned', reason: 'users name it' }] })).toEqual(
+      [],
+    )
   })
 
   test('the command exits 1 and names each finding', () => {

@@ -121,11 +121,18 @@ function bindingNames(name: ts.BindingName, out: string[] = []): string[] {
 
 /** Reads a file's exports and its uses of other modules. */
 function scan(file: string, text: string, packages: Map<string, PackageInfo>): { info: ModuleInfo; uses: Use[] } {
-  const sf = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, /\.[cm]?js$/.test(file) ? ts.ScriptKind.JS : ts.ScriptKind.TS)
+  const sf = ts.createSourceFile(
+    file,
+    text,
+    ts.ScriptTarget.Latest,
+    true,
+    /\.[cm]?js$/.test(file) ? ts.ScriptKind.JS : ts.ScriptKind.TS,
+  )
   const info: ModuleInfo = { file, locals: new Map(), reexports: new Map(), stars: [], localUses: new Set() }
   const uses: Use[] = []
   const lineOf = (node: ts.Node) => sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1
-  const target = (spec: ts.Expression | undefined) => (spec && ts.isStringLiteralLike(spec) ? resolveSpecifier(spec.text, file, packages) : undefined)
+  const target = (spec: ts.Expression | undefined) =>
+    spec && ts.isStringLiteralLike(spec) ? resolveSpecifier(spec.text, file, packages) : undefined
   const namespaces = new Map<string, string>()
 
   for (const stmt of sf.statements) {
@@ -136,7 +143,9 @@ function scan(file: string, text: string, packages: Map<string, PackageInfo>): {
       if (clause.name) uses.push({ from: file, module: mod, name: 'default' })
       const bindings = clause.namedBindings
       if (bindings && ts.isNamespaceImport(bindings)) namespaces.set(bindings.name.text, mod)
-      else if (bindings) for (const el of bindings.elements) uses.push({ from: file, module: mod, name: (el.propertyName ?? el.name).text })
+      else if (bindings)
+        for (const el of bindings.elements)
+          uses.push({ from: file, module: mod, name: (el.propertyName ?? el.name).text })
     } else if (ts.isExportDeclaration(stmt)) {
       const mod = target(stmt.moduleSpecifier)
       if (stmt.moduleSpecifier && !mod) continue
@@ -158,7 +167,8 @@ function scan(file: string, text: string, packages: Map<string, PackageInfo>): {
     } else if (hasExportModifier(stmt)) {
       if (hasDefaultModifier(stmt)) info.locals.set('default', lineOf(stmt))
       else if (ts.isVariableStatement(stmt)) {
-        for (const decl of stmt.declarationList.declarations) for (const n of bindingNames(decl.name)) info.locals.set(n, lineOf(decl))
+        for (const decl of stmt.declarationList.declarations)
+          for (const n of bindingNames(decl.name)) info.locals.set(n, lineOf(decl))
       } else {
         const named = stmt as ts.Node & { name?: ts.Node }
         if (named.name && ts.isIdentifier(named.name)) info.locals.set(named.name.text, lineOf(stmt))
@@ -170,14 +180,20 @@ function scan(file: string, text: string, packages: Map<string, PackageInfo>): {
     if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
       const mod = target(node.arguments[0])
       if (mod) for (const name of dynamicImportNames(node)) uses.push({ from: file, module: mod, name })
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+    } else if (
+      ts.isImportTypeNode(node) &&
+      ts.isLiteralTypeNode(node.argument) &&
+      ts.isStringLiteral(node.argument.literal)
+    ) {
       const mod = resolveSpecifier(node.argument.literal.text, file, packages)
       if (mod) uses.push({ from: file, module: mod, name: node.qualifier ? qualifierHead(node.qualifier) : '*' })
     } else if (ts.isIdentifier(node) && namespaces.has(node.text) && !ts.isNamespaceImport(node.parent)) {
       const mod = namespaces.get(node.text)!
       const parent = node.parent
-      if (ts.isPropertyAccessExpression(parent) && parent.expression === node) uses.push({ from: file, module: mod, name: parent.name.text })
-      else if (ts.isQualifiedName(parent) && parent.left === node) uses.push({ from: file, module: mod, name: parent.right.text })
+      if (ts.isPropertyAccessExpression(parent) && parent.expression === node)
+        uses.push({ from: file, module: mod, name: parent.name.text })
+      else if (ts.isQualifiedName(parent) && parent.left === node)
+        uses.push({ from: file, module: mod, name: parent.right.text })
       else uses.push({ from: file, module: mod, name: '*' })
     }
     if (ts.isIdentifier(node) && isReference(node)) info.localUses.add(node.text)
@@ -190,12 +206,35 @@ function scan(file: string, text: string, packages: Map<string, PackageInfo>): {
 /** False for a declaration's own name, an export list entry, and property names (`a.x`, `{ x: 1 }`). */
 function isReference(id: ts.Identifier): boolean {
   const parent = id.parent
-  if (ts.isExportSpecifier(parent) || ts.isImportSpecifier(parent) || ts.isImportClause(parent) || ts.isNamespaceImport(parent)) return false
+  if (
+    ts.isExportSpecifier(parent) ||
+    ts.isImportSpecifier(parent) ||
+    ts.isImportClause(parent) ||
+    ts.isNamespaceImport(parent)
+  )
+    return false
   if (ts.isPropertyAccessExpression(parent) && parent.name === id) return false
   if (ts.isQualifiedName(parent) && parent.right === id) return false
-  if ((ts.isPropertyAssignment(parent) || ts.isPropertySignature(parent) || ts.isPropertyDeclaration(parent) || ts.isMethodDeclaration(parent) || ts.isMethodSignature(parent)) && parent.name === id) return false
+  if (
+    (ts.isPropertyAssignment(parent) ||
+      ts.isPropertySignature(parent) ||
+      ts.isPropertyDeclaration(parent) ||
+      ts.isMethodDeclaration(parent) ||
+      ts.isMethodSignature(parent)) &&
+    parent.name === id
+  )
+    return false
   const declared = parent as ts.Node & { name?: ts.Node }
-  if (declared.name === id && (ts.isDeclarationStatement(parent) || ts.isVariableDeclaration(parent) || ts.isBindingElement(parent) || ts.isParameter(parent) || ts.isTypeParameterDeclaration(parent) || ts.isEnumMember(parent))) return false
+  if (
+    declared.name === id &&
+    (ts.isDeclarationStatement(parent) ||
+      ts.isVariableDeclaration(parent) ||
+      ts.isBindingElement(parent) ||
+      ts.isParameter(parent) ||
+      ts.isTypeParameterDeclaration(parent) ||
+      ts.isEnumMember(parent))
+  )
+    return false
   return true
 }
 
@@ -258,7 +297,8 @@ export function checkExports(root: string, options: CheckOptions = {}): Finding[
     const re = info.reexports.get(name)
     if (re) return mark(re.module, re.name, from, seen)
     if (info.locals.has(name)) return
-    for (const star of info.stars) if (exportedNames(modules.get(star), modules).has(name)) return mark(star, name, from, seen)
+    for (const star of info.stars)
+      if (exportedNames(modules.get(star), modules).has(name)) return mark(star, name, from, seen)
   }
   for (const use of uses) mark(use.module, use.name, use.from, new Set())
 
@@ -274,19 +314,30 @@ export function checkExports(root: string, options: CheckOptions = {}): Finding[
       if (info.localUses.has(name) || allowed.has(`${packageNames.get(match[1]!)}\0${name}`)) continue
       const users = [...(reached.get(key(info.file, name)) ?? [])].filter((f) => f !== info.file)
       if (users.length > 0) continue
-      findings.push({ file: relFile, line, rule: 'unused-export', name, message: `'${name}' is exported but nothing uses it, here or elsewhere; delete it` })
+      findings.push({
+        file: relFile,
+        line,
+        rule: 'unused-export',
+        name,
+        message: `'${name}' is exported but nothing uses it, here or elsewhere; delete it`,
+      })
     }
   }
   return findings.sort((a, b) => a.file.localeCompare(b.file) || a.line - b.line)
 }
 
-function exportedNames(info: ModuleInfo | undefined, modules: Map<string, ModuleInfo>, seen = new Set<string>()): Set<string> {
+function exportedNames(
+  info: ModuleInfo | undefined,
+  modules: Map<string, ModuleInfo>,
+  seen = new Set<string>(),
+): Set<string> {
   const out = new Set<string>()
   if (!info || seen.has(info.file)) return out
   seen.add(info.file)
   for (const n of info.locals.keys()) out.add(n)
   for (const n of info.reexports.keys()) out.add(n)
-  for (const star of info.stars) for (const n of exportedNames(modules.get(star), modules, seen)) if (n !== 'default') out.add(n)
+  for (const star of info.stars)
+    for (const n of exportedNames(modules.get(star), modules, seen)) if (n !== 'default') out.add(n)
   return out
 }
 
@@ -296,7 +347,12 @@ export function readPublicApi(file: string): PublicApiEntry[] {
   const parsed = JSON.parse(readFileSync(file, 'utf8'))
   if (!Array.isArray(parsed)) throw new Error(`${file}: expected a JSON array of { package, name, reason }`)
   return parsed.map((e, i) => {
-    if (typeof e?.package !== 'string' || typeof e?.name !== 'string' || typeof e?.reason !== 'string' || e.reason.trim() === '') {
+    if (
+      typeof e?.package !== 'string' ||
+      typeof e?.name !== 'string' ||
+      typeof e?.reason !== 'string' ||
+      e.reason.trim() === ''
+    ) {
       throw new Error(`${file}: entry ${i} needs "package", "name" and a non-empty "reason"`)
     }
     return e as PublicApiEntry

@@ -33,14 +33,21 @@ describe('layering check', () => {
     writeFileSync(join(dir, 'packages/rigging/src/planted.ts'), `// planted\n\nexport { name } from '@marin/iris'\n`)
     const run = spawnSync(tsx, ['scripts/check-layering.ts', '--root', dir], { cwd: root, encoding: 'utf8' })
     expect(run.status).toBe(1)
-    expect(run.stderr).toContain('packages/rigging/src/planted.ts:3: [upward-import] @marin/rigging (rank 0) imports @marin/iris (rank 4)')
+    expect(run.stderr).toContain(
+      'packages/rigging/src/planted.ts:3: [upward-import] ' + '@marin/rigging (rank 0) imports @marin/iris (rank 4)',
+    )
   })
 
   test('an equal-rank import, a dynamic import and an undeclared package are reported', () => {
     const dir = copyOfPackages()
     writeFileSync(
       join(dir, 'packages/ducky/src/planted.ts'),
-      [`export const a = () => import('@marin/ducky/package.json')`, `import lodash from 'lodash'`, `import '../../rigging/src/index.js'`, `export { lodash }`].join('\n'),
+      [
+        `export const a = () => import('@marin/ducky/package.json')`,
+        `import lodash from 'lodash'`,
+        `import '../../rigging/src/index.js'`,
+        `export { lodash }`,
+      ].join('\n'),
     )
     const rules = checkLayering(dir)
       .filter((v) => v.file === 'packages/ducky/src/planted.ts')

@@ -17,7 +17,12 @@ import { dirname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 
-export type Violation = { file: string; line: number; rule: 'upward-import' | 'undeclared-dependency' | 'outside-package'; message: string }
+export type Violation = {
+  file: string
+  line: number
+  rule: 'upward-import' | 'undeclared-dependency' | 'outside-package'
+  message: string
+}
 
 type PackageInfo = {
   dir: string
@@ -42,7 +47,10 @@ function readPackages(root: string): Map<string, PackageInfo> {
       continue
     }
     const rank = pj.marin?.rank
-    if (typeof rank !== 'number') throw new Error(`${relative(root, pjPath)}: missing "marin.rank"; add the package's rank from ARCHITECTURE.md`)
+    if (typeof rank !== 'number')
+      throw new Error(
+        `${relative(root, pjPath)}: missing "marin.rank"; add the ` + `package's rank from ARCHITECTURE.md`,
+      )
     const deps = new Set<string>([
       ...Object.keys(pj.dependencies ?? {}),
       ...Object.keys(pj.peerDependencies ?? {}),
@@ -73,7 +81,11 @@ export function packageOf(specifier: string): string {
  * `fixtures/` or `test-support/` folder, and `test-*.ts` helper files.
  */
 export function isTestCode(pathInPackage: string): boolean {
-  return /\.test\.[cm]?[tj]s$/.test(pathInPackage) || /(^|\/)(fixtures|test-support)\//.test(pathInPackage) || /(^|\/)test-[^/]+$/.test(pathInPackage)
+  return (
+    /\.test\.[cm]?[tj]s$/.test(pathInPackage) ||
+    /(^|\/)(fixtures|test-support)\//.test(pathInPackage) ||
+    /(^|\/)test-[^/]+$/.test(pathInPackage)
+  )
 }
 
 function lineOf(text: string, pos: number): number {
@@ -104,7 +116,12 @@ export function checkLayering(root: string): Violation[] {
         if (spec.startsWith('.')) {
           const target = resolve(dirname(file), spec)
           if (!target.startsWith(pkg.dir + sep)) {
-            violations.push({ ...where, rule: 'outside-package', message: `${pkg.name} reaches outside its folder with '${spec}'; import the other package by name instead` })
+            violations.push({
+              ...where,
+              rule: 'outside-package',
+              message:
+                `${pkg.name} reaches outside its folder with '${spec}'; import ` + `the other package by name instead`,
+            })
           }
           continue
         }
@@ -113,7 +130,11 @@ export function checkLayering(root: string): Violation[] {
         if (dep === pkg.name) {
           // Tests and fixtures may use the package's public entry, as its users do.
           if (isTest) continue
-          violations.push({ ...where, rule: 'upward-import', message: `${pkg.name} imports itself through '${spec}'; import the defining file relatively` })
+          violations.push({
+            ...where,
+            rule: 'upward-import',
+            message: `${pkg.name} imports itself through '${spec}'; import the ` + `defining file relatively`,
+          })
           continue
         }
         const target = packages.get(dep)
@@ -121,7 +142,9 @@ export function checkLayering(root: string): Violation[] {
           violations.push({
             ...where,
             rule: 'upward-import',
-            message: `${pkg.name} (rank ${pkg.rank}) imports ${dep} (rank ${target.rank}): a package may only import packages of lower rank`,
+            message:
+              `${pkg.name} (rank ${pkg.rank}) imports ${dep} (rank ` +
+              `${target.rank}): a package may only import packages of lower rank`,
           })
           continue
         }
@@ -129,7 +152,10 @@ export function checkLayering(root: string): Violation[] {
           violations.push({
             ...where,
             rule: 'undeclared-dependency',
-            message: `${pkg.name} imports '${dep}' but does not declare it; add it to packages/${relative(join(root, 'packages'), pkg.dir)}/package.json`,
+            message:
+              `${pkg.name} imports '${dep}' but does not declare it; add it to ` +
+              `packages/${relative(join(root, 'packages'), pkg.dir)}` +
+              `/package.json`,
           })
         }
       }

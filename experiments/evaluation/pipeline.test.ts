@@ -9,9 +9,12 @@ const root = resolve(import.meta.dirname, '../..')
 const prefix = mkdtempSync(join(tmpdir(), 'evaluation-'))
 afterAll(() => rmSync(prefix, { recursive: true, force: true }))
 
-test('the evaluation experiment trains, serves, evaluates every built-in task over HTTP and stores the results', async () => {
+test('the evaluation experiment trains, serves, evaluates every ' +
+  'built-in task over HTTP and stores the results', async () => {
   const run = spawnSync(process.execPath, ['--import', 'tsx', 'experiments/evaluation/pipeline.ts'], {
-    cwd: root, encoding: 'utf8', env: { ...process.env, EVAL_SCALE: 'tiny', MARIN_PREFIX: prefix, LOG_LEVEL: 'warn' },
+    cwd: root,
+    encoding: 'utf8',
+    env: { ...process.env, EVAL_SCALE: 'tiny', MARIN_PREFIX: prefix, LOG_LEVEL: 'warn' },
   })
   if (run.status !== 0) throw new Error(`pipeline exited ${run.status}: ${run.stderr}`)
   const lines = run.stdout.trim().split('\n')

@@ -29,8 +29,21 @@ async function trainSmallModel(): Promise<string> {
   const ids: number[] = []
   for (const s of sentences.slice(0, tiny ? 2000 : 20000)) ids.push(...tokenizer.encode(`${s}\n`))
   const model = new Gpt2LM({ vocabSize: 512, seqLen: 128, dModel: 64, nLayers: 2, nHeads: 4 }, 0)
-  const trainer = new Trainer({ learningRate: 3e-3, batchSize: 16, logEvery: 50, evalEvery: 0, checkpointEvery: 0, runDir: join(prefix, MARIN_LAYOUT.experiments, 'evaluation', 'train'), schedule: { warmupSteps: 20, decay: 'cosine' } })
-  await new Pipeline({ dataset: Dataset.fromTokens(ids, { evalFraction: 0 }), model, trainer, maxSteps: tiny ? 20 : 600 }).run()
+  const trainer = new Trainer({
+    learningRate: 3e-3,
+    batchSize: 16,
+    logEvery: 50,
+    evalEvery: 0,
+    checkpointEvery: 0,
+    runDir: join(prefix, MARIN_LAYOUT.experiments, 'evaluation', 'train'),
+    schedule: { warmupSteps: 20, decay: 'cosine' },
+  })
+  await new Pipeline({
+    dataset: Dataset.fromTokens(ids, { evalFraction: 0 }),
+    model,
+    trainer,
+    maxSteps: tiny ? 20 : 600,
+  }).run()
   mkdirSync(dir, { recursive: true })
   await exportHf(model, dir)
   writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON()))
@@ -40,19 +53,28 @@ async function trainSmallModel(): Promise<string> {
 
 await initBackend()
 const checkpoint = process.env.EVAL_CHECKPOINT ?? (await trainSmallModel())
-const { model, tokenizer, name } = await loadModel({ checkpoint, prefix, ...(process.env.EVAL_TOKENIZER ? { tokenizerPath: process.env.EVAL_TOKENIZER } : {}) })
+const { model, tokenizer, name } = await loadModel({
+  checkpoint,
+  prefix,
+  ...(process.env.EVAL_TOKENIZER ? { tokenizerPath: process.env.EVAL_TOKENIZER } : {}),
+})
 const server = await startServer({ model, tokenizer, name, port: 0 })
 try {
   const tasks = await resolveTasks([...BUILTIN_TASKS], { size: tiny ? 20 : 200 })
   const store = await openStore({ url: storeUrl(prefix) })
   const r = await evaluate({
     model: new OpenAICompletionsModel({ baseUrl: `${server.url}/v1`, model: name }),
-    tasks, store, artifact: 'eval/evaluation-pipeline',
+    tasks,
+    store,
+    artifact: 'eval/evaluation-pipeline',
     lineage: checkpoint.startsWith('checkpoints/') ? [checkpoint] : [],
     config: { checkpoint, tasks: [...BUILTIN_TASKS], scale: tiny ? 'tiny' : 'full' },
   })
   for (const [task, t] of Object.entries(r.summary.tasks)) {
-    for (const [metric, m] of Object.entries(t.metrics)) console.log(`${task.padEnd(16)} ${metric.padEnd(16)} ${m.value.toFixed(4)} ± ${m.stderr.toFixed(4)}  (n=${t.samples})`)
+    for (const [metric, m] of Object.entries(t.metrics))
+      console.log(
+        `${task.padEnd(16)} ${metric.padEnd(16)} ${m.value.toFixed(4)} ± ` + `${m.stderr.toFixed(4)}  (n=${t.samples})`,
+      )
   }
   console.log(`results: ${r.ref}`)
   console.log(JSON.stringify({ ref: r.ref, ...r.summary }))

@@ -45,18 +45,39 @@ const sample = paragraphs.slice(0, 2000)
 for (const p of sample) {
   const a = tok.encode(p)
   const b = gptEncode(p)
-  if (a.length !== b.length || a.some((x, i) => x !== b[i])) throw new Error(`ids differ from gpt-tokenizer on: ${p.slice(0, 80)}`)
+  if (a.length !== b.length || a.some((x, i) => x !== b[i]))
+    throw new Error(`ids differ from gpt-tokenizer on: ${p.slice(0, 80)}`)
 }
 // Interleaved runs, so both see the same machine load; medians.
 const ourTimes: number[] = []
 const baseTimes: number[] = []
 for (let r = 0; r < Math.max(5, runs); r++) {
-  ourTimes.push(await timeIt(() => { for (const p of paragraphs) tok.encode(p) }, { runs: 1, warmup: r === 0 ? 1 : 0 }))
-  baseTimes.push(await timeIt(() => { for (const p of paragraphs) gptEncode(p) }, { runs: 1, warmup: r === 0 ? 1 : 0 }))
+  ourTimes.push(
+    await timeIt(
+      () => {
+        for (const p of paragraphs) tok.encode(p)
+      },
+      { runs: 1, warmup: r === 0 ? 1 : 0 },
+    ),
+  )
+  baseTimes.push(
+    await timeIt(
+      () => {
+        for (const p of paragraphs) gptEncode(p)
+      },
+      { runs: 1, warmup: r === 0 ? 1 : 0 },
+    ),
+  )
 }
 const ours = median(ourTimes)
 const base = median(baseTimes)
-emit({ bench, metric: 'encode_gpt2_mb_per_s', value: brownBytes / MB / ours, unit: 'MB/s', baseline: brownBytes / MB / base })
+emit({
+  bench,
+  metric: 'encode_gpt2_mb_per_s',
+  value: brownBytes / MB / ours,
+  unit: 'MB/s',
+  baseline: brownBytes / MB / base,
+})
 
 // 2. Token cache build: Brown (as 8 JSONL shards) → dataset version → GPT-2 token cache.
 const root = mkdtempSync(join(tmpdir(), 'datakit-bench-'))
@@ -84,8 +105,16 @@ try {
 
 // 3. BPE training (last: it leaves the most garbage behind), 16k vocabulary.
 const trainRuns = Number(process.env.DATAKIT_BENCH_TRAIN_RUNS ?? 1)
-const t10 = median(Array.from({ length: trainRuns }, () => timeOnce(() => trainBpe(tenMb, { vocabSize: 16_000, specialTokens: ['<|endoftext|>'] }))))
+const t10 = median(
+  Array.from({ length: trainRuns }, () =>
+    timeOnce(() => trainBpe(tenMb, { vocabSize: 16_000, specialTokens: ['<|endoftext|>'] })),
+  ),
+)
 emit({ bench, metric: 'bpe_train_16k_10mb_s', value: t10, unit: 's' })
 emit({ bench, metric: 'bpe_train_16k_10mb_mb_per_s', value: size / MB / t10, unit: 'MB/s' })
-const tBrown = median(Array.from({ length: trainRuns }, () => timeOnce(() => trainBpe(paragraphs, { vocabSize: 16_000, specialTokens: ['<|endoftext|>'] }))))
+const tBrown = median(
+  Array.from({ length: trainRuns }, () =>
+    timeOnce(() => trainBpe(paragraphs, { vocabSize: 16_000, specialTokens: ['<|endoftext|>'] })),
+  ),
+)
 emit({ bench, metric: 'bpe_train_16k_brown_6mb_s', value: tBrown, unit: 's' })

@@ -24,15 +24,26 @@ async function run(...argv: string[]): Promise<{ code: number; out: string; err:
 }
 
 test('ls and show', async () => {
-  expect(await run('ls')).toMatchObject({ code: 0, out: expect.stringMatching(/^tiny@1\t1 version\(s\)\t2 records\t6 bytes/) })
+  expect(await run('ls')).toMatchObject({
+    code: 0,
+    out: expect.stringMatching(/^tiny@1\t1 version\(s\)\t2 records\t6 bytes/),
+  })
   const show = await run('show', 'tiny@1', '--json')
   expect(show.code).toBe(0)
-  expect(JSON.parse(show.out)).toMatchObject({ name: 'tiny', version: 1, metadata: { records: 2, shards: 1 }, files: ['part-00000-of-00001.parquet'] })
+  expect(JSON.parse(show.out)).toMatchObject({
+    name: 'tiny',
+    version: 1,
+    metadata: { records: 2, shards: 1 },
+    files: ['part-00000-of-00001.parquet'],
+  })
   expect((await run('show', 'tiny')).out).toContain('tiny@1')
 })
 
 test('unknown names and versions list what exists; bad usage exits 2', async () => {
-  expect(await run('show', 'nope')).toMatchObject({ code: 1, err: expect.stringContaining('no dataset "nope"; existing: tiny') })
+  expect(await run('show', 'nope')).toMatchObject({
+    code: 1,
+    err: expect.stringContaining('no dataset "nope"; existing: tiny'),
+  })
   expect(await run('show', 'tiny@5')).toMatchObject({ code: 1, err: expect.stringContaining('existing versions: 1') })
   expect((await run('show', 'tiny@x')).code).toBe(2)
   expect((await run('frobnicate')).code).toBe(2)

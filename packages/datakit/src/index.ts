@@ -1,4 +1,5 @@
-/** @module @marin/datakit: versioned datasets: ingestion, sampling, dedup passes, byte-level BPE tokenizers and token caches. */
+/** @module @marin/datakit: versioned datasets: ingestion, sampling, dedup passes, byte-level BPE tokenizers and token
+ * caches. */
 import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name

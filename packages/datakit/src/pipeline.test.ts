@@ -40,36 +40,78 @@ async function readAll(ds: ReturnType<typeof Dataset.fromDatakit>): Promise<{ id
 
 describe('ingest → dedup → tokenize on the Brown corpus', () => {
   mkdirSync(src, { recursive: true })
-  writeFileSync(join(src, 'a-brown.jsonl'), originals.slice(0, half).map((text, i) => JSON.stringify({ text, n: i })).join('\n') + '\n')
+  writeFileSync(
+    join(src, 'a-brown.jsonl'),
+    originals
+      .slice(0, half)
+      .map((text, i) => JSON.stringify({ text, n: i }))
+      .join('\n') + '\n',
+  )
   writeFileSync(join(src, 'b-brown.txt'), originals.slice(half).join('\n\n'))
-  writeFileSync(join(src, 'c-planted.jsonl'), [...exactPlants, ...nearPlants].map((text) => JSON.stringify({ text, planted: true })).join('\n') + '\n')
+  writeFileSync(
+    join(src, 'c-planted.jsonl'),
+    [...exactPlants, ...nearPlants].map((text) => JSON.stringify({ text, planted: true })).join('\n') + '\n',
+  )
 
   test('ingest writes records {id, text, source, meta} with content-hash ids', async () => {
-    const a = await ingest({ name: 'brown', source: [join(src, 'a-brown.jsonl'), join(src, 'c-planted.jsonl')], format: 'jsonl', prefix })
+    const a = await ingest({
+      name: 'brown',
+      source: [join(src, 'a-brown.jsonl'), join(src, 'c-planted.jsonl')],
+      format: 'jsonl',
+      prefix,
+    })
     expect(a).toMatchObject({ ref: 'datasets/brown@1', version: 1, reused: false, records: half + 12 })
     const rows = await readAll(Dataset.fromDatakit('brown', { prefix }))
     expect(rows).toHaveLength(half + 12)
-    expect(rows[0]).toEqual({ id: contentId(originals[0]!), text: originals[0], source: 'a-brown.jsonl', meta: '{"n":0}' })
+    expect(rows[0]).toEqual({
+      id: contentId(originals[0]!),
+      text: originals[0],
+      source: 'a-brown.jsonl',
+      meta: '{"n":0}',
+    })
     expect(readdirSync(join(prefix, 'datakit-work', 'ingest', 'brown'))).toHaveLength(1)
-    const text = await ingest({ name: 'brown-text', source: join(src, 'b-brown.txt'), format: 'text', textUnit: 'paragraph', prefix })
+    const text = await ingest({
+      name: 'brown-text',
+      source: join(src, 'b-brown.txt'),
+      format: 'text',
+      textUnit: 'paragraph',
+      prefix,
+    })
     expect(text.records).toBe(originals.length - half)
   })
 
   test('re-ingest is a no-op returning the same version; a changed config makes a new one', async () => {
-    const again = await ingest({ name: 'brown', source: [join(src, 'c-planted.jsonl'), join(src, 'a-brown.jsonl')], format: 'jsonl', prefix })
+    const again = await ingest({
+      name: 'brown',
+      source: [join(src, 'c-planted.jsonl'), join(src, 'a-brown.jsonl')],
+      format: 'jsonl',
+      prefix,
+    })
     expect(again).toMatchObject({ ref: 'datasets/brown@1', reused: true, records: half + 12 })
     const store = await openStore({ url: storeUrl(prefix) })
     expect(await store.versions('datasets/brown')).toEqual([1])
     store.close()
     const other = await ingest({ name: 'brown-ws', source: join(src, 'a-brown.jsonl'), format: 'jsonl', prefix })
-    const changed = await ingest({ name: 'brown-ws', source: join(src, 'a-brown.jsonl'), format: 'jsonl', normalize: { collapseWhitespace: true, minChars: 5 }, prefix })
+    const changed = await ingest({
+      name: 'brown-ws',
+      source: join(src, 'a-brown.jsonl'),
+      format: 'jsonl',
+      normalize: { collapseWhitespace: true, minChars: 5 },
+      prefix,
+    })
     expect([other.version, changed.version, changed.reused]).toEqual([1, 2, false])
   })
 
   test('dedup removes every planted duplicate and nothing else', async () => {
     const { ref, report } = await dedup('brown', { prefix })
     expect(ref).toBe('datasets/brown@2')
-    expect(report).toMatchObject({ documentsIn: half + 12, exactDuplicates: 6, fuzzyClusters: 6, fuzzyDuplicates: 6, kept: half })
+    expect(report).toMatchObject({
+      documentsIn: half + 12,
+      exactDuplicates: 6,
+      fuzzyClusters: 6,
+      fuzzyDuplicates: 6,
+      kept: half,
+    })
     expect(report.exampleClusters.length).toBe(5)
     const kept = await readAll(Dataset.fromDatakit('brown', { prefix }))
     expect(kept.map((r) => r.text)).toEqual(originals.slice(0, half))
@@ -109,7 +151,13 @@ describe('ingest → dedup → tokenize on the Brown corpus', () => {
   test('a cache built in process matches the one built by worker processes', async () => {
     const { encoderJson, vocabBpe } = gpt2Files()
     const tok = BpeTokenizer.fromGpt2Files(encoderJson, vocabBpe)
-    const local = await buildTokenCache({ dataset: 'brown', tokenizer: tok, name: 'brown-local', zephyr: { inProcess: true }, prefix })
+    const local = await buildTokenCache({
+      dataset: 'brown',
+      tokenizer: tok,
+      name: 'brown-local',
+      zephyr: { inProcess: true },
+      prefix,
+    })
     const one = await TokenCache.open('brown-w1', { prefix })
     expect(local.ledger.shards).toEqual(one.ledger.shards)
     const c = await TokenCache.open('brown-local', { prefix })
@@ -122,14 +170,20 @@ describe('ingest → dedup → tokenize on the Brown corpus', () => {
     const view = await store.open('token-caches/brown-w1')
     const ledger = JSON.parse(await view.readText('ledger.json'))
     ledger.shards[1].tokens += 1
-    await store.commit('token-caches/brown-w1', async (t) => {
-      await t.put('ledger.json', JSON.stringify(ledger))
-    }, { inherit: true })
+    await store.commit(
+      'token-caches/brown-w1',
+      async (t) => {
+        await t.put('ledger.json', JSON.stringify(ledger))
+      },
+      { inherit: true },
+    )
     store.close()
     const err = await TokenCache.open('brown-w1', { prefix }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(DatakitError)
-    expect(err).toMatchObject({ code: 'CACHE_LEDGER_MISMATCH', message: expect.stringMatching(/shard part-00001-of-00002 disagrees with ledger.json/) })
+    expect(err).toMatchObject({
+      code: 'CACHE_LEDGER_MISMATCH',
+      message: expect.stringMatching(/shard part-00001-of-00002 disagrees with ledger.json/),
+    })
     expect((await TokenCache.open('brown-w1', { prefix, version: 1 })).numDocuments).toBe(half)
   })
 })
-

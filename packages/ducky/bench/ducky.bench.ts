@@ -4,12 +4,21 @@
  * The baseline is a hand-written grpc-js service moving the same payloads (unary messages as
  * JSON, which any service must serialize somehow; stream chunks and tunnel bytes as raw Buffers
  * with no copy; no validation, no auth): what ducky adds is its wire format's header and binary
- * table, zod validation of requests and responses (server side), boxing and the typed client. Each metric alternates ours and baseline for several
+ * table, zod validation of requests and responses (server side), boxing and the typed client. Each metric alternates
+ * ours and baseline for several
  * rounds and reports the medians.
  */
 import { once } from 'node:events'
 import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net'
-import { Client, Metadata, Server, ServerCredentials, credentials, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js'
+import {
+  Client,
+  Metadata,
+  Server,
+  ServerCredentials,
+  credentials,
+  type ServiceDefinition,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js'
 import { emit, median } from '@marin/rigging/bench'
 import { z } from 'zod'
 import { connect, defineService, openTunnel, serve, serverStream, tunnelService, unary } from '../src/index.js'
@@ -45,12 +54,39 @@ const id = (b: Buffer) => b
 const toJson = (v: unknown) => Buffer.from(JSON.stringify(v))
 const fromJson = (b: Buffer): unknown => JSON.parse(b.toString('utf8'))
 const rawDef: ServiceDefinition = {
-  echo: { path: '/raw.Bench/echo', requestStream: false, responseStream: false, requestSerialize: toJson, requestDeserialize: fromJson, responseSerialize: toJson, responseDeserialize: fromJson },
-  floats: { path: '/raw.Bench/floats', requestStream: false, responseStream: true, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id },
-  tunnel: { path: '/raw.Bench/tunnel', requestStream: true, responseStream: true, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id },
+  echo: {
+    path: '/raw.Bench/echo',
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: toJson,
+    requestDeserialize: fromJson,
+    responseSerialize: toJson,
+    responseDeserialize: fromJson,
+  },
+  floats: {
+    path: '/raw.Bench/floats',
+    requestStream: false,
+    responseStream: true,
+    requestSerialize: id,
+    requestDeserialize: id,
+    responseSerialize: id,
+    responseDeserialize: id,
+  },
+  tunnel: {
+    path: '/raw.Bench/tunnel',
+    requestStream: true,
+    responseStream: true,
+    requestSerialize: id,
+    requestDeserialize: id,
+    responseSerialize: id,
+    responseDeserialize: id,
+  },
 }
 const rawChunk = Buffer.from(chunk.buffer)
-const asFloats = (b: Buffer) => (b.byteOffset % 4 === 0 ? new Float32Array(b.buffer, b.byteOffset, b.length / 4) : new Float32Array(new Uint8Array(b).buffer))
+const asFloats = (b: Buffer) =>
+  b.byteOffset % 4 === 0
+    ? new Float32Array(b.buffer, b.byteOffset, b.length / 4)
+    : new Float32Array(new Uint8Array(b).buffer)
 
 async function rawServer(tunnelTarget: number): Promise<{ server: Server; address: string }> {
   const server = new Server({ 'grpc.max_receive_message_length': 256 << 20, 'grpc.max_send_message_length': 256 << 20 })
@@ -76,7 +112,9 @@ async function rawServer(tunnelTarget: number): Promise<{ server: Server; addres
     },
   }
   server.addService(rawDef, impl)
-  const port = await new Promise<number>((res, rej) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))))
+  const port = await new Promise<number>((res, rej) =>
+    server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+  )
   return { server, address: `127.0.0.1:${port}` }
 }
 
@@ -139,7 +177,9 @@ const ducky = await serve(
 )
 const client = connect(Bench, ducky.address, { logger: quiet })
 const raw = await rawServer(sourcePort)
-const rawClient = new Client(raw.address, credentials.createInsecure(), { 'grpc.max_receive_message_length': 256 << 20 })
+const rawClient = new Client(raw.address, credentials.createInsecure(), {
+  'grpc.max_receive_message_length': 256 << 20,
+})
 const duckyTunnel = await openTunnel({ via: ducky.address, to: `127.0.0.1:${sourcePort}`, listen: 0, logger: quiet })
 const rawTun = await rawTunnel(rawClient)
 
@@ -147,7 +187,17 @@ const echoReq = { text: 'ping from the benchmark', n: 42 }
 // The baseline sets the same per-call deadline as ducky's default (30 s): grpc-js's deadline
 // timers are part of any production call, not something ducky adds.
 const rawUnary = (req: typeof echoReq) =>
-  new Promise<unknown>((res, rej) => rawClient.makeUnaryRequest('/raw.Bench/echo', toJson, fromJson, req, new Metadata(), { deadline: Date.now() + 30_000 }, (e, r) => (e ? rej(e) : res(r))))
+  new Promise<unknown>((res, rej) =>
+    rawClient.makeUnaryRequest(
+      '/raw.Bench/echo',
+      toJson,
+      fromJson,
+      req,
+      new Metadata(),
+      { deadline: Date.now() + 30_000 },
+      (e, r) => (e ? rej(e) : res(r)),
+    ),
+  )
 
 /** Wall and CPU seconds of one run. Client and server share this process, so CPU time is the
  * whole cost of the work, and it is far less disturbed than wall time on a busy machine. */
@@ -178,18 +228,31 @@ async function compare(name: string, ours: () => Promise<unknown>, base: () => P
       a.push(await seconds(ours))
     }
   }
-  const show = (xs: { wall: number; cpu: number }[]) => xs.map((x) => `${x.wall.toFixed(3)}/${x.cpu.toFixed(3)}`).join(' ')
+  const show = (xs: { wall: number; cpu: number }[]) =>
+    xs.map((x) => `${x.wall.toFixed(3)}/${x.cpu.toFixed(3)}`).join(' ')
   log(`${name} (wall/cpu s): ours ${show(a)}; baseline ${show(b)}`)
   // Each round's pair ran back to back under the same load; the median of their ratios is far
   // steadier on a shared machine than the ratio of the medians the JSON lines carry.
   const paired = (k: 'wall' | 'cpu') => median(a.map((x, i) => b[i]![k] / x[k])).toFixed(3)
   log(`${name}: paired ratio (median over rounds, baseline ÷ ours time): wall ${paired('wall')}, cpu ${paired('cpu')}`)
-  return { ours: median(a.map((x) => x.wall)), base: median(b.map((x) => x.wall)), oursCpu: median(a.map((x) => x.cpu)), baseCpu: median(b.map((x) => x.cpu)) }
+  return {
+    ours: median(a.map((x) => x.wall)),
+    base: median(b.map((x) => x.wall)),
+    oursCpu: median(a.map((x) => x.cpu)),
+    baseCpu: median(b.map((x) => x.cpu)),
+  }
 }
 
 /** The CPU cost per unit of work, ours against baseline (lower is better). */
 function emitCpu(metric: string, t: Timing, units: number, unit: string, scale: number): void {
-  emit({ bench: 'ducky', metric, value: (t.oursCpu / units) * scale, unit, baseline: (t.baseCpu / units) * scale, lowerIsBetter: true })
+  emit({
+    bench: 'ducky',
+    metric,
+    value: (t.oursCpu / units) * scale,
+    unit,
+    baseline: (t.baseCpu / units) * scale,
+    lowerIsBetter: true,
+  })
 }
 
 async function inFlight(total: number, width: number, call: () => Promise<unknown>): Promise<void> {
@@ -211,7 +274,13 @@ if (runs('unary')) {
       for (let i = 0; i < SEQ_CALLS; i++) await rawUnary(echoReq)
     },
   )
-  emit({ bench: 'ducky', metric: 'unary_calls_per_s_sequential', value: SEQ_CALLS / t.ours, unit: 'calls/s', baseline: SEQ_CALLS / t.base })
+  emit({
+    bench: 'ducky',
+    metric: 'unary_calls_per_s_sequential',
+    value: SEQ_CALLS / t.ours,
+    unit: 'calls/s',
+    baseline: SEQ_CALLS / t.base,
+  })
   emitCpu('unary_cpu_us_per_call_sequential', t, SEQ_CALLS, 'us/call', 1e6)
 }
 if (runs('unary')) {
@@ -220,7 +289,13 @@ if (runs('unary')) {
     () => inFlight(PAR_CALLS, IN_FLIGHT, () => client.echo(echoReq)),
     () => inFlight(PAR_CALLS, IN_FLIGHT, () => rawUnary(echoReq)),
   )
-  emit({ bench: 'ducky', metric: `unary_calls_per_s_${IN_FLIGHT}_in_flight`, value: PAR_CALLS / t.ours, unit: 'calls/s', baseline: PAR_CALLS / t.base })
+  emit({
+    bench: 'ducky',
+    metric: `unary_calls_per_s_${IN_FLIGHT}_in_flight`,
+    value: PAR_CALLS / t.ours,
+    unit: 'calls/s',
+    baseline: PAR_CALLS / t.base,
+  })
   emitCpu(`unary_cpu_us_per_call_${IN_FLIGHT}_in_flight`, t, PAR_CALLS, 'us/call', 1e6)
 }
 if (runs('stream')) {

@@ -11,7 +11,15 @@ import { checkHealth } from './health-check.js'
 import { serve, type DuckyServer } from './server.js'
 import { Demo, notUsed, recordingLogger } from './test-helpers.js'
 
-const impl = { echo: ({ text }: { text: string }) => ({ text }), tensor: notUsed, count: notUsed, chunks: notUsed, sum: notUsed, slow: notUsed, broken: notUsed }
+const impl = {
+  echo: ({ text }: { text: string }) => ({ text }),
+  tensor: notUsed,
+  count: notUsed,
+  chunks: notUsed,
+  sum: notUsed,
+  slow: notUsed,
+  broken: notUsed,
+}
 
 const open: { close(): void }[] = []
 const servers: DuckyServer[] = []
@@ -22,7 +30,9 @@ afterEach(async () => {
 
 const TOKEN = 'tok-7f3a9c-right'
 
-async function authServer(token: Parameters<typeof serve>[2] extends infer O ? (O extends { token?: infer T } ? T : never) : never = TOKEN) {
+async function authServer(
+  token: Parameters<typeof serve>[2] extends infer O ? (O extends { token?: infer T } ? T : never) : never = TOKEN,
+) {
   const log = recordingLogger()
   const server = await serve(Demo, impl, { token, logger: log })
   servers.push(server)
@@ -37,7 +47,9 @@ function client(address: string, token?: string, extra: Parameters<typeof connec
 
 test('a call without a token is refused with UNAUTHENTICATED and logged without any token', async () => {
   const { server, log } = await authServer()
-  const err = (await client(server.address).echo({ text: 'x' }).catch((e: unknown) => e)) as RpcError
+  const err = (await client(server.address)
+    .echo({ text: 'x' })
+    .catch((e: unknown) => e)) as RpcError
   expect(err).toBeInstanceOf(RpcError)
   expect(err.code).toBe('UNAUTHENTICATED')
   expect(err.details).toMatch(/missing bearer token/)
@@ -48,9 +60,13 @@ test('a call without a token is refused with UNAUTHENTICATED and logged without 
 test('a wrong token is refused, and neither token appears in the log', async () => {
   const { server, log } = await authServer()
   const wrong = 'tok-7f3a9c-WRONG-and-longer'
-  const err = (await client(server.address, wrong).echo({ text: 'x' }).catch((e: unknown) => e)) as RpcError
+  const err = (await client(server.address, wrong)
+    .echo({ text: 'x' })
+    .catch((e: unknown) => e)) as RpcError
   expect(err.code).toBe('UNAUTHENTICATED')
-  const short = (await client(server.address, 'x').echo({ text: 'x' }).catch((e: unknown) => e)) as RpcError
+  const short = (await client(server.address, 'x')
+    .echo({ text: 'x' })
+    .catch((e: unknown) => e)) as RpcError
   expect(short.code).toBe('UNAUTHENTICATED')
   const text = JSON.stringify(log.lines)
   expect(text).toContain('"reason":"wrong"')
@@ -73,7 +89,13 @@ test('tokens from a function and from a secret store, read on every call', async
   expect(await c.echo({ text: 'a' })).toEqual({ text: 'a' })
   current = 'rotated'
   expect(await c.echo({ text: 'b' })).toEqual({ text: 'b' })
-  expect(((await client(server.address, 'first').echo({ text: 'c' }).catch((e: unknown) => e)) as RpcError).code).toBe('UNAUTHENTICATED')
+  expect(
+    (
+      (await client(server.address, 'first')
+        .echo({ text: 'c' })
+        .catch((e: unknown) => e)) as RpcError
+    ).code,
+  ).toBe('UNAUTHENTICATED')
 })
 
 const dir = mkdtempSync(join(tmpdir(), 'ducky-tls-'))
@@ -87,14 +109,40 @@ test("rigging's SecretStore supplies the token on both ends", async () => {
   const c = connect(Demo, server.address, { logger: recordingLogger(), token: { secrets: store, name: 'ducky_token' } })
   open.push(c)
   expect(await c.echo({ text: 'secret' })).toEqual({ text: 'secret' })
-  expect(((await client(server.address, 'other').echo({ text: 'x' }).catch((e: unknown) => e)) as RpcError).code).toBe('UNAUTHENTICATED')
+  expect(
+    (
+      (await client(server.address, 'other')
+        .echo({ text: 'x' })
+        .catch((e: unknown) => e)) as RpcError
+    ).code,
+  ).toBe('UNAUTHENTICATED')
 })
 
 function selfSignedCert(): { certFile: string; keyFile: string } {
   const certFile = join(dir, 'cert.pem')
   const keyFile = join(dir, 'key.pem')
   // openssl is on this machine (checked with `which openssl`); node:crypto cannot issue certificates.
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' })
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  )
   return { certFile, keyFile }
 }
 
@@ -110,33 +158,53 @@ test('TLS with a self-signed certificate, plus a token', async () => {
 })
 
 test('an unreadable certificate file is named in the error', async () => {
-  const err = (await serve(Demo, impl, { tls: { certFile: join(dir, 'missing.pem'), keyFile: join(dir, 'missing.key') }, logger: recordingLogger() }).catch((e: unknown) => e)) as RpcError
+  const err = (await serve(Demo, impl, {
+    tls: { certFile: join(dir, 'missing.pem'), keyFile: join(dir, 'missing.key') },
+    logger: recordingLogger(),
+  }).catch((e: unknown) => e)) as RpcError
   expect(err.code).toBe('INVALID_ARGUMENT')
   expect(err.message).toMatch(/tls\.certFile: cannot read .*missing\.pem \(ENOENT\)/)
 })
 
-test('an authorize hook decides from the metadata before the handler runs: its RpcError is the answer, it may be async, and Health skips it', async () => {
-  let handled = 0
-  const log = recordingLogger()
-  const server = await serve(
-    Demo,
-    { ...impl, echo: ({ text }: { text: string }) => (handled++, { text }) },
-    {
-      logger: log,
-      authorize: async (md, method) => {
-        const header = md.get('authorization')[0]
-        if (header === 'Bearer job-token' && method.endsWith('/echo')) return
-        throw new RpcError(header === undefined ? 'UNAUTHENTICATED' : 'PERMISSION_DENIED', `not allowed to call ${method}`)
+test(
+  'an authorize hook decides from the metadata before the handler ' +
+    'runs: its RpcError is the answer, it may be async, and Health skips it',
+  async () => {
+    let handled = 0
+    const log = recordingLogger()
+    const server = await serve(
+      Demo,
+      { ...impl, echo: ({ text }: { text: string }) => (handled++, { text }) },
+      {
+        logger: log,
+        authorize: async (md, method) => {
+          const header = md.get('authorization')[0]
+          if (header === 'Bearer job-token' && method.endsWith('/echo')) return
+          throw new RpcError(
+            header === undefined ? 'UNAUTHENTICATED' : 'PERMISSION_DENIED',
+            `not allowed to call ${method}`,
+          )
+        },
       },
-    },
-  )
-  servers.push(server)
-  expect(await client(server.address, 'job-token').echo({ text: 'ok' })).toEqual({ text: 'ok' })
-  const none = (await client(server.address).echo({ text: 'x' }).catch((e: unknown) => e)) as RpcError
-  expect({ code: none.code, details: none.details }).toEqual({ code: 'UNAUTHENTICATED', details: 'not allowed to call /ducky.test.Demo/echo' })
-  const other = (await client(server.address, 'job-token').slow({ ms: 1 }).catch((e: unknown) => e)) as RpcError
-  expect(other.code).toBe('PERMISSION_DENIED')
-  expect(handled).toBe(1)
-  expect(log.lines.filter((l) => l.msg === 'refused call').map((l) => l.obj['code'])).toEqual(['UNAUTHENTICATED', 'PERMISSION_DENIED'])
-  expect(await checkHealth(server.address)).toBe('SERVING')
-})
+    )
+    servers.push(server)
+    expect(await client(server.address, 'job-token').echo({ text: 'ok' })).toEqual({ text: 'ok' })
+    const none = (await client(server.address)
+      .echo({ text: 'x' })
+      .catch((e: unknown) => e)) as RpcError
+    expect({ code: none.code, details: none.details }).toEqual({
+      code: 'UNAUTHENTICATED',
+      details: 'not allowed to call /ducky.test.Demo/echo',
+    })
+    const other = (await client(server.address, 'job-token')
+      .slow({ ms: 1 })
+      .catch((e: unknown) => e)) as RpcError
+    expect(other.code).toBe('PERMISSION_DENIED')
+    expect(handled).toBe(1)
+    expect(log.lines.filter((l) => l.msg === 'refused call').map((l) => l.obj.code)).toEqual([
+      'UNAUTHENTICATED',
+      'PERMISSION_DENIED',
+    ])
+    expect(await checkHealth(server.address)).toBe('SERVING')
+  },
+)

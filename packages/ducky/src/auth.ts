@@ -29,7 +29,10 @@ export function prepareToken(src: TokenSource): ResolvedToken {
 
 function checkToken(token: unknown, what: string): string {
   if (typeof token !== 'string' || token.length === 0 || /[\r\n]/.test(token)) {
-    throw new RpcError('INVALID_ARGUMENT', `${what}: a bearer token must be a non-empty single-line string; check the secret's value`)
+    throw new RpcError(
+      'INVALID_ARGUMENT',
+      `${what}: a bearer token must be a non-empty single-line string; ` + `check the secret's value`,
+    )
   }
   return token
 }

@@ -13,7 +13,13 @@
  * `maxRequestBytes`. Responses are encoded here, so one over `maxResponseBytes` is refused with
  * the method named instead of being sent.
  */
-import type { Metadata, ServerInterceptingCall, ServerInterceptingCallInterface, ServerInterceptor, StatusObject } from '@grpc/grpc-js'
+import type {
+  Metadata,
+  ServerInterceptingCall,
+  ServerInterceptingCallInterface,
+  ServerInterceptor,
+  StatusObject,
+} from '@grpc/grpc-js'
 import { checkBearer, digest, type AuthRefusal, type ResolvedToken } from './auth.js'
 import { grpcStatus, RpcError } from './errors.js'
 import type { DuckyLogger } from './log.js'
@@ -163,8 +169,14 @@ class GatedCall implements ServerInterceptingCallInterface, Listener {
   onReceiveMetadata(metadata: Metadata): void {
     const { env, gate } = this
     if (this.unbounded) {
-      env.log.error({ method: gate.path }, 'refused call: this @grpc/grpc-js has no per-call message reader to bound; use the version ducky pins')
-      return this.refuse(grpcStatus('INTERNAL'), `${gate.path}: the server cannot bound the size of requests; the server log has the cause`)
+      env.log.error(
+        { method: gate.path },
+        'refused call: this @grpc/grpc-js has no per-call message reader ' + 'to bound; use the version ducky pins',
+      )
+      return this.refuse(
+        grpcStatus('INTERNAL'),
+        `${gate.path}: the server cannot bound the size of requests; the ` + `server log has the cause`,
+      )
     }
     if (!gate.auth || env.token === undefined) return this.authorize(metadata)
     if (env.tokenDigest !== undefined) return this.admit(metadata, checkBearer(metadata, env.tokenDigest))
@@ -177,8 +189,16 @@ class GatedCall implements ServerInterceptingCallInterface, Listener {
   private admit(metadata: Metadata, refusal: AuthRefusal | undefined): void {
     if (this.cancelled) return
     if (refusal === undefined) return this.authorize(metadata)
-    this.env.log.warn({ method: this.gate.path, peer: this.next.getPeer(), reason: refusal }, 'refused call: bad bearer token')
-    this.refuse(UNAUTHENTICATED, refusal === 'missing' ? 'missing bearer token; pass the server token to connect()' : `${refusal} bearer token; check the token passed to connect()`)
+    this.env.log.warn(
+      { method: this.gate.path, peer: this.next.getPeer(), reason: refusal },
+      'refused call: bad bearer token',
+    )
+    this.refuse(
+      UNAUTHENTICATED,
+      refusal === 'missing'
+        ? 'missing bearer token; pass the server token to connect()'
+        : `${refusal} bearer token; check the token passed to connect()`,
+    )
   }
 
   /** Runs the server's own check, if any, then lets the handler have the call. */
@@ -191,7 +211,8 @@ class GatedCall implements ServerInterceptingCallInterface, Listener {
     } catch (err) {
       return this.fail(err)
     }
-    if (typeof (verdict as PromiseLike<void> | undefined)?.then !== 'function') return this.listener!.onReceiveMetadata(metadata)
+    if (typeof (verdict as PromiseLike<void> | undefined)?.then !== 'function')
+      return this.listener!.onReceiveMetadata(metadata)
     ;(verdict as PromiseLike<void>).then(
       () => {
         if (!this.cancelled) this.listener!.onReceiveMetadata(metadata)
@@ -202,7 +223,8 @@ class GatedCall implements ServerInterceptingCallInterface, Listener {
 
   /** Refuses the call with the status of `err` (an RpcError's own; INTERNAL, logged, for anything else). */
   private fail(err: unknown): void {
-    if (err instanceof RpcError) this.env.log.warn({ method: this.gate.path, peer: this.next.getPeer(), code: err.code }, 'refused call')
+    if (err instanceof RpcError)
+      this.env.log.warn({ method: this.gate.path, peer: this.next.getPeer(), code: err.code }, 'refused call')
     const s = this.env.toStatus(err, this.gate.path)
     this.refuse(s.code ?? grpcStatus('INTERNAL'), s.details ?? `refused call to ${this.gate.path}`)
   }
@@ -214,9 +236,14 @@ class GatedCall implements ServerInterceptingCallInterface, Listener {
   /** The refusal of a request of `bytes` bytes, for {@link LimitedFrames}. */
   tooLarge(bytes: number): Error {
     const { path, maxRequestBytes: limit } = this.gate
-    this.env.log.warn({ method: path, peer: this.next.getPeer(), bytes, limit }, 'refused call: request over the size limit')
+    this.env.log.warn(
+      { method: path, peer: this.next.getPeer(), bytes, limit },
+      'refused call: request over the size limit',
+    )
     return new Error(
-      `request to ${path} of ${bytes} bytes is over the limit of ${limit} bytes (${formatBytes(limit)}); send less per message, or declare a larger maxRequestBytes on the method`,
+      `request to ${path} of ${bytes} bytes is over the limit of ` +
+        `${limit} bytes (${formatBytes(limit)}); send less per message, ` +
+        `or declare a larger maxRequestBytes on the method`,
     )
   }
 
@@ -242,14 +269,28 @@ class GatedCall implements ServerInterceptingCallInterface, Listener {
     try {
       bytes = gate.encode(message as Boxed)
     } catch (err) {
-      const s = this.env.toStatus(err instanceof RpcError ? err : new RpcError('INTERNAL', `cannot encode a response of ${gate.path}: ${(err as Error).message}`, { cause: err }), gate.path)
+      const s = this.env.toStatus(
+        err instanceof RpcError
+          ? err
+          : new RpcError('INTERNAL', `cannot encode a response of ${gate.path}: ` + `${(err as Error).message}`, {
+              cause: err,
+            }),
+        gate.path,
+      )
       return this.next.sendStatus({ code: s.code ?? grpcStatus('INTERNAL'), details: s.details ?? '', metadata: null })
     }
     if (bytes.length > gate.maxResponseBytes) {
-      this.env.log.error({ method: gate.path, bytes: bytes.length, limit: gate.maxResponseBytes }, 'refused response: over the size limit')
+      this.env.log.error(
+        { method: gate.path, bytes: bytes.length, limit: gate.maxResponseBytes },
+        'refused response: over the size limit',
+      )
       return this.next.sendStatus({
         code: RESOURCE_EXHAUSTED,
-        details: `response of ${gate.path} of ${bytes.length} bytes is over the limit of ${gate.maxResponseBytes} bytes (${formatBytes(gate.maxResponseBytes)}); the server must send less per message, or declare a larger maxResponseBytes on the method`,
+        details:
+          `response of ${gate.path} of ${bytes.length} bytes is over the ` +
+          `limit of ${gate.maxResponseBytes} bytes (` +
+          `${formatBytes(gate.maxResponseBytes)}); the server must send ` +
+          `less per message, or declare a larger maxResponseBytes on the method`,
         metadata: null,
       })
     }
@@ -308,5 +349,11 @@ export function callGate(gates: ReadonlyMap<string, MethodGate>, env: GateEnv): 
 
 /** A path grpc-js routed but ducky did not register cannot happen; if it does, it gets the strictest gate. */
 function fallbackGate(path: string): MethodGate {
-  return { path, auth: true, maxRequestBytes: DEFAULT_MAX_MESSAGE_BYTES, maxResponseBytes: DEFAULT_MAX_MESSAGE_BYTES, encode: undefined }
+  return {
+    path,
+    auth: true,
+    maxRequestBytes: DEFAULT_MAX_MESSAGE_BYTES,
+    maxResponseBytes: DEFAULT_MAX_MESSAGE_BYTES,
+    encode: undefined,
+  }
 }

@@ -29,7 +29,11 @@ function tokenOf(o: ConnOpts, io: CliIo): TokenSource | undefined {
     try {
       return readFileSync(o.tokenFile, 'utf8').trim()
     } catch (err) {
-      throw new UsageError(`--token-file: cannot read ${o.tokenFile} (${(err as NodeJS.ErrnoException).code}); pass a readable file holding the token`)
+      throw new UsageError(
+        `--token-file: cannot read ${o.tokenFile} (` +
+          `${(err as NodeJS.ErrnoException).code}); pass a readable file ` +
+          `holding the token`,
+      )
     }
   }
   const t = io.env[o.tokenEnv]
@@ -59,7 +63,14 @@ export function defineTunnel(cmd: Command, io: CliIo): void {
       .requiredOption('--listen <port>', 'local port to listen on (0 picks one)', portArg)
       .option('--host <host>', 'local interface to listen on', '127.0.0.1'),
   ).action(async (o: ConnOpts & { to: string; via: string; listen: number; host: string }) => {
-    const tunnel = await openTunnel({ to: o.to, via: o.via, listen: o.listen, host: o.host, token: tokenOf(o, io), tls: tlsOf(o) })
+    const tunnel = await openTunnel({
+      to: o.to,
+      via: o.via,
+      listen: o.listen,
+      host: o.host,
+      token: tokenOf(o, io),
+      tls: tlsOf(o),
+    })
     io.out(JSON.stringify({ listen: tunnel.address, to: o.to, via: o.via }))
     await io.stopped
     await tunnel.close()
@@ -68,11 +79,13 @@ export function defineTunnel(cmd: Command, io: CliIo): void {
 
 /** `ducky health`: exit 0 when the server says SERVING, else 1. */
 export function defineHealth(cmd: Command, io: CliIo, ctx: CliContext): void {
-  connectionOptions(cmd.argument('<address>', 'host:port of the server').option('--service <name>', 'service to ask about (default: the whole server)', '')).action(
-    async (address: string, o: ConnOpts & { service: string }) => {
-      const status = await checkHealth(address, { service: o.service, tls: tlsOf(o) })
-      io.out(status)
-      if (status !== 'SERVING') ctx.exitWith(1)
-    },
-  )
+  connectionOptions(
+    cmd
+      .argument('<address>', 'host:port of the server')
+      .option('--service <name>', 'service to ask about (default: the whole server)', ''),
+  ).action(async (address: string, o: ConnOpts & { service: string }) => {
+    const status = await checkHealth(address, { service: o.service, tls: tlsOf(o) })
+    io.out(status)
+    if (status !== 'SERVING') ctx.exitWith(1)
+  })
 }

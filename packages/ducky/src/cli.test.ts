@@ -18,7 +18,10 @@ afterEach(async () => {
 })
 
 function run(args: string[], env: NodeJS.ProcessEnv = {}) {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stderr = ''
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d))
   const exited = once(child, 'exit').then(([code]) => code as number)
@@ -27,9 +30,18 @@ function run(args: string[], env: NodeJS.ProcessEnv = {}) {
 
 test.each([
   [['tunnel', '--via', '127.0.0.1:1', '--listen', '0'], /required option '--to/],
-  [['tunnel', '--to', 'nope', '--via', '127.0.0.1:1', '--listen', '0'], /'--to <host:port>' argument 'nope' is invalid/],
-  [['tunnel', '--to', '127.0.0.1:80', '--via', '127.0.0.1:1', '--listen', 'eighty'], /'--listen <port>' argument 'eighty' is invalid/],
-  [['tunnel', '--to', '127.0.0.1:80', '--via', '127.0.0.1:1', '--listen', '0', '--token-file', '/no/such/token'], /--token-file: cannot read \/no\/such\/token/],
+  [
+    ['tunnel', '--to', 'nope', '--via', '127.0.0.1:1', '--listen', '0'],
+    /'--to <host:port>' argument 'nope' is invalid/,
+  ],
+  [
+    ['tunnel', '--to', '127.0.0.1:80', '--via', '127.0.0.1:1', '--listen', 'eighty'],
+    /'--listen <port>' argument 'eighty' is invalid/,
+  ],
+  [
+    ['tunnel', '--to', '127.0.0.1:80', '--via', '127.0.0.1:1', '--listen', '0', '--token-file', '/no/such/token'],
+    /--token-file: cannot read \/no\/such\/token/,
+  ],
   [['frobnicate'], /unknown command 'frobnicate'/],
 ])('bad usage %j exits 2 and says what is wrong', async (args, message) => {
   const p = run(args)
@@ -42,7 +54,9 @@ test('no arguments print help and exit 2; --version prints the package version',
   expect(await none.exited).toBe(2)
   expect(none.stderr()).toMatch(/Usage: ducky/)
   const out: string[] = []
-  expect(await runCli(['--version'], { out: (l) => out.push(l), err: () => {}, env: {}, stopped: Promise.resolve() })).toBe(0)
+  expect(
+    await runCli(['--version'], { out: (l) => out.push(l), err: () => {}, env: {}, stopped: Promise.resolve() }),
+  ).toBe(0)
   expect(out).toEqual([pkg.version])
 })
 
@@ -59,7 +73,9 @@ test('ducky tunnel forwards an HTTP request, then stops cleanly on SIGTERM', asy
   })
   cleanup.push(() => server.shutdown({ graceMs: 100 }))
 
-  const p = run(['tunnel', '--to', `127.0.0.1:${httpPort}`, '--via', server.address, '--listen', '0'], { DUCKY_TOKEN: 'cli-token' })
+  const p = run(['tunnel', '--to', `127.0.0.1:${httpPort}`, '--via', server.address, '--listen', '0'], {
+    DUCKY_TOKEN: 'cli-token',
+  })
   cleanup.push(() => p.child.kill('SIGKILL'))
   const [line] = (await once(createInterface({ input: p.child.stdout }), 'line')) as [string]
   const { listen } = JSON.parse(line) as { listen: string }
@@ -82,7 +98,12 @@ test('ducky tunnel to a refused target exits 1 with PERMISSION_DENIED', async ()
   cleanup.push(() => server.shutdown({ graceMs: 100 }))
   const out: string[] = []
   const err: string[] = []
-  const code = await runCli(['tunnel', '--to', '127.0.0.1:22', '--via', server.address, '--listen', '0'], { out: (l) => out.push(l), err: (l) => err.push(l), env: {}, stopped: new Promise(() => {}) })
+  const code = await runCli(['tunnel', '--to', '127.0.0.1:22', '--via', server.address, '--listen', '0'], {
+    out: (l) => out.push(l),
+    err: (l) => err.push(l),
+    env: {},
+    stopped: new Promise(() => {}),
+  })
   expect(code).toBe(1)
   expect(err.join('\n')).toMatch(/PERMISSION_DENIED: tunnel target 127\.0\.0\.1:22 is not allowed/)
   expect(out).toEqual([])
@@ -92,6 +113,11 @@ test('ducky health prints SERVING and exits 0', async () => {
   const server = await serve(Demo, unusedDemo, { logger: recordingLogger() })
   cleanup.push(() => server.shutdown({ graceMs: 100 }))
   const out: string[] = []
-  const code = await runCli(['health', server.address], { out: (l) => out.push(l), err: () => {}, env: {}, stopped: Promise.resolve() })
+  const code = await runCli(['health', server.address], {
+    out: (l) => out.push(l),
+    err: () => {},
+    env: {},
+    stopped: Promise.resolve(),
+  })
   expect({ code, out }).toEqual({ code: 0, out: ['SERVING'] })
 })

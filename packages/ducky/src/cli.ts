@@ -27,8 +27,16 @@ const cli = lineCli((io: CliIo) => {
   return {
     package: pkg,
     commands: [
-      { name: 'tunnel', description: 'forward a local TCP port to a target reachable from a ducky server', load: load((m) => m.defineTunnel) },
-      { name: 'health', description: 'ask a server for its health (exit 0 when SERVING)', load: load((m) => m.defineHealth) },
+      {
+        name: 'tunnel',
+        description: 'forward a local TCP port to a target reachable from a ducky server',
+        load: load((m) => m.defineTunnel),
+      },
+      {
+        name: 'health',
+        description: 'ask a server for its health (exit 0 when SERVING)',
+        load: load((m) => m.defineHealth),
+      },
     ],
     isUsageError: (err) => err instanceof RpcError && err.code === 'INVALID_ARGUMENT',
   }

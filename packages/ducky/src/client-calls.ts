@@ -10,7 +10,6 @@ import { codecOf, type Boxed } from './wire.js'
 
 type Codec = ReturnType<typeof codecOf>
 
-
 export type CallOptions = {
   /** Give up after this long, in ms (per attempt when retrying). Overrides the client's default. */
   deadlineMs?: number
@@ -46,11 +45,19 @@ function cancelledError(method: string, signal: AbortSignal): RpcError {
 }
 
 /** Retries a failed first attempt while the policy allows; `first` is that attempt's failure. */
-async function retryAfter<T>(env: Env, def: MethodDef, method: string, signal: AbortSignal | undefined, first: unknown, attempt: () => Promise<T>): Promise<T> {
+async function retryAfter<T>(
+  env: Env,
+  def: MethodDef,
+  method: string,
+  signal: AbortSignal | undefined,
+  first: unknown,
+  attempt: () => Promise<T>,
+): Promise<T> {
   let err = first
   for (let retry = 0; ; retry++) {
     const e = err as RpcError
-    if (!def.idempotent || retry + 1 >= env.retry.maxAttempts || !env.retry.codes.includes(e.code) || signal?.aborted) throw e
+    if (!def.idempotent || retry + 1 >= env.retry.maxAttempts || !env.retry.codes.includes(e.code) || signal?.aborted)
+      throw e
     const delayMs = backoffMs(env.retry, retry)
     env.log.debug({ method, code: e.code, attempt: retry + 1, delayMs }, 'retrying call')
     try {
@@ -67,40 +74,73 @@ async function retryAfter<T>(env: Env, def: MethodDef, method: string, signal: A
 }
 
 /** One attempt of a unary call. A plain function with inline callbacks: no named closure per call. */
-function unaryAttempt(env: Env, codec: Codec, method: string, request: unknown, opts: CallOptions, md: Metadata): Promise<unknown> {
+function unaryAttempt(
+  env: Env,
+  codec: Codec,
+  method: string,
+  request: unknown,
+  opts: CallOptions,
+  md: Metadata,
+): Promise<unknown> {
   const { signal } = opts
   return new Promise<unknown>((resolve, reject) => {
     if (signal?.aborted) return reject(cancelledError(method, signal))
     // Only a call with a signal pays for the listener.
     const onAbort = signal ? () => call.cancel() : noop
-    const call = env.grpc.makeUnaryRequest(method, codec.encode, codec.decode, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.deadlineMs) }, (err, res) => {
-      if (signal) signal.removeEventListener('abort', onAbort)
-      if (err) reject(signal?.aborted ? cancelledError(method, signal) : fromServiceError(err, method))
-      else resolve((res as Boxed).value)
-    })
+    const call = env.grpc.makeUnaryRequest(
+      method,
+      codec.encode,
+      codec.decode,
+      { value: request },
+      md,
+      { deadline: deadlineOf(opts.deadlineMs ?? env.deadlineMs) },
+      (err, res) => {
+        if (signal) signal.removeEventListener('abort', onAbort)
+        if (err) reject(signal?.aborted ? cancelledError(method, signal) : fromServiceError(err, method))
+        else resolve((res as Boxed).value)
+      },
+    )
     if (signal) signal.addEventListener('abort', onAbort, { once: true })
   })
 }
 
 const noop = () => {}
 
-function unaryRun(env: Env, def: MethodDef, codec: Codec, method: string, request: unknown, opts: CallOptions, md: Metadata): Promise<unknown> {
+function unaryRun(
+  env: Env,
+  def: MethodDef,
+  codec: Codec,
+  method: string,
+  request: unknown,
+  opts: CallOptions,
+  md: Metadata,
+): Promise<unknown> {
   // The common path is one promise; retries start only after a failure.
   const first = unaryAttempt(env, codec, method, request, opts, md)
   if (!def.idempotent) return first
-  return first.catch((err: unknown) => retryAfter(env, def, method, opts.signal, err, () => unaryAttempt(env, codec, method, request, opts, md)))
+  return first.catch((err: unknown) =>
+    retryAfter(env, def, method, opts.signal, err, () => unaryAttempt(env, codec, method, request, opts, md)),
+  )
 }
 
 export function unaryMethod(env: Env, def: MethodDef, method: string) {
   const codec = codecOf(def.codec)
   return (request: unknown, opts: CallOptions = {}): Promise<unknown> => {
     const md = env.metadata(opts)
-    return md instanceof Promise ? md.then((m) => unaryRun(env, def, codec, method, request, opts, m)) : unaryRun(env, def, codec, method, request, opts, md)
+    return md instanceof Promise
+      ? md.then((m) => unaryRun(env, def, codec, method, request, opts, m))
+      : unaryRun(env, def, codec, method, request, opts, md)
   }
 }
 
 /** Iterates one call's responses; cancels the call when the consumer leaves early. */
-async function* responses(call: ClientReadableStream<Boxed> | ClientDuplexStream<Boxed, Boxed>, method: string, signal: AbortSignal | undefined, received: { any: boolean }, failure: () => unknown): AsyncGenerator<unknown> {
+async function* responses(
+  call: ClientReadableStream<Boxed> | ClientDuplexStream<Boxed, Boxed>,
+  method: string,
+  signal: AbortSignal | undefined,
+  received: { any: boolean },
+  failure: () => unknown,
+): AsyncGenerator<unknown> {
   const onAbort = () => call.cancel()
   signal?.addEventListener('abort', onAbort, { once: true })
   try {
@@ -136,8 +176,13 @@ export function serverStreamMethod(env: Env, def: MethodDef, method: string) {
     async function* gen(): AsyncGenerator<unknown> {
       const md = await env.metadata(opts)
       for (let retry = 0; ; retry++) {
-        if (signal?.aborted || cancelled) throw signal?.aborted ? cancelledError(method, signal) : new RpcError('CANCELLED', 'cancelled by the caller', { method })
-        call = env.grpc.makeServerStreamRequest(method, codec.encode, codec.decode, { value: request }, md, { deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs) })
+        if (signal?.aborted || cancelled)
+          throw signal?.aborted
+            ? cancelledError(method, signal)
+            : new RpcError('CANCELLED', 'cancelled by the caller', { method })
+        call = env.grpc.makeServerStreamRequest(method, codec.encode, codec.decode, { value: request }, md, {
+          deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs),
+        })
         const received = { any: false }
         try {
           yield* responses(call, method, signal, received, () => undefined)
@@ -145,7 +190,15 @@ export function serverStreamMethod(env: Env, def: MethodDef, method: string) {
         } catch (err) {
           // Retry only before the first response: after it, a retry would repeat messages.
           const e = err as RpcError
-          if (received.any || !def.idempotent || retry + 1 >= env.retry.maxAttempts || !env.retry.codes.includes(e.code) || signal?.aborted || cancelled) throw e
+          if (
+            received.any ||
+            !def.idempotent ||
+            retry + 1 >= env.retry.maxAttempts ||
+            !env.retry.codes.includes(e.code) ||
+            signal?.aborted ||
+            cancelled
+          )
+            throw e
           const delayMs = backoffMs(env.retry, retry)
           env.log.debug({ method, code: e.code, attempt: retry + 1, delayMs }, 'retrying call')
           await sleep(delayMs, undefined, signal ? { signal } : {}).catch(() => {
@@ -169,8 +222,13 @@ export function bidiMethod(env: Env, def: MethodDef, method: string) {
     const { signal } = opts
     async function* gen(): AsyncGenerator<unknown> {
       const md = await env.metadata(opts)
-      if (signal?.aborted || cancelled) throw signal?.aborted ? cancelledError(method, signal) : new RpcError('CANCELLED', 'cancelled by the caller', { method })
-      const c = (call = env.grpc.makeBidiStreamRequest(method, codec.encode, codec.decode, md, { deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs) }))
+      if (signal?.aborted || cancelled)
+        throw signal?.aborted
+          ? cancelledError(method, signal)
+          : new RpcError('CANCELLED', 'cancelled by the caller', { method })
+      const c = (call = env.grpc.makeBidiStreamRequest(method, codec.encode, codec.decode, md, {
+        deadline: deadlineOf(opts.deadlineMs ?? env.streamDeadlineMs),
+      }))
       let finished = false
       let pumpError: unknown
       c.on('status', () => (finished = true))
@@ -206,4 +264,3 @@ export function bidiMethod(env: Env, def: MethodDef, method: string) {
     })
   }
 }
-

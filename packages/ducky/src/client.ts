@@ -3,12 +3,25 @@ import { Client as GrpcClient, Metadata } from '@grpc/grpc-js'
 import type { ChannelOptions } from '@grpc/grpc-js'
 import type { z } from 'zod'
 import { prepareToken, type TokenSource } from './auth.js'
-import { bidiMethod, serverStreamMethod, unaryMethod, type CallOptions, type Env, type ResponseStream } from './client-calls.js'
+import {
+  bidiMethod,
+  serverStreamMethod,
+  unaryMethod,
+  type CallOptions,
+  type Env,
+  type ResponseStream,
+} from './client-calls.js'
 import { RpcError } from './errors.js'
 import { defaultLogger, type DuckyLogger } from './log.js'
 import { retryPolicy, type RetryOptions } from './retry-policy.js'
 import { methodPath, type MethodDef, type ServiceDef } from './service.js'
-import { clientCredentials, clientLimits, grpcOptions, type ClientTlsOptions, type TransportOptions } from './transport.js'
+import {
+  clientCredentials,
+  clientLimits,
+  grpcOptions,
+  type ClientTlsOptions,
+  type TransportOptions,
+} from './transport.js'
 
 export type { CallOptions, ResponseStream } from './client-calls.js'
 
@@ -36,10 +49,15 @@ export type ClientMethodOf<D> =
     : D extends MethodDef<'serverStream', infer Q, infer S>
       ? (request: z.input<Q>, opts?: CallOptions) => ResponseStream<z.output<S>>
       : D extends MethodDef<'bidi', infer Q, infer S>
-        ? (requests: AsyncIterable<z.input<Q>> | Iterable<z.input<Q>>, opts?: CallOptions) => ResponseStream<z.output<S>>
+        ? (
+            requests: AsyncIterable<z.input<Q>> | Iterable<z.input<Q>>,
+            opts?: CallOptions,
+          ) => ResponseStream<z.output<S>>
         : never
 
-export type DuckyClient<S extends ServiceDef> = { readonly [K in keyof S['methods']]: ClientMethodOf<S['methods'][K]> } & {
+export type DuckyClient<S extends ServiceDef> = {
+  readonly [K in keyof S['methods']]: ClientMethodOf<S['methods'][K]>
+} & {
   /** Resolves once connected; rejects with UNAVAILABLE after `timeoutMs`. */
   ready(timeoutMs?: number): Promise<void>
   /** Closes the channel; calls in flight are cancelled. */
@@ -90,7 +108,10 @@ export function openChannel(
  */
 export function connect<S extends ServiceDef>(def: S, address: string, opts: ConnectOptions = {}): DuckyClient<S> {
   if (typeof address !== 'string' || address.trim() === '') {
-    throw new RpcError('INVALID_ARGUMENT', `address ${JSON.stringify(address)} is empty; pass host:port of a ducky server`)
+    throw new RpcError(
+      'INVALID_ARGUMENT',
+      `address ${JSON.stringify(address)} is empty; pass host:port of ` + `a ducky server`,
+    )
   }
   const { grpc, metadata } = openChannel(address, def, opts)
   const env: Env = {
@@ -105,14 +126,28 @@ export function connect<S extends ServiceDef>(def: S, address: string, opts: Con
     ready: (timeoutMs = 10_000) =>
       new Promise<void>((resolve, reject) =>
         grpc.waitForReady(Date.now() + timeoutMs, (err) =>
-          err ? reject(new RpcError('UNAVAILABLE', `no connection to ${address} within ${timeoutMs} ms (${err.message}); check that the server runs and the address is right`, { cause: err })) : resolve(),
+          err
+            ? reject(
+                new RpcError(
+                  'UNAVAILABLE',
+                  `no connection to ${address} within ${timeoutMs} ms (` +
+                    `${err.message}); check that the server runs and the address is right`,
+                  { cause: err },
+                ),
+              )
+            : resolve(),
         ),
       ),
     close: () => grpc.close(),
   }
   for (const [name, m] of Object.entries(def.methods)) {
     const path = methodPath(def, name)
-    client[name] = m.kind === 'unary' ? unaryMethod(env, m, path) : m.kind === 'serverStream' ? serverStreamMethod(env, m, path) : bidiMethod(env, m, path)
+    client[name] =
+      m.kind === 'unary'
+        ? unaryMethod(env, m, path)
+        : m.kind === 'serverStream'
+          ? serverStreamMethod(env, m, path)
+          : bidiMethod(env, m, path)
   }
   return client as DuckyClient<S>
 }

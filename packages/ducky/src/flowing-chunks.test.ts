@@ -15,7 +15,11 @@ async function pair(): Promise<{ local: Socket; remote: Socket }> {
   servers.push(server)
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   const accepted = once(server, 'connection') as Promise<[Socket]>
-  const local = createConnection({ host: '127.0.0.1', port: (server.address() as AddressInfo).port, allowHalfOpen: true })
+  const local = createConnection({
+    host: '127.0.0.1',
+    port: (server.address() as AddressInfo).port,
+    allowHalfOpen: true,
+  })
   const [[remote]] = await Promise.all([accepted, once(local, 'connect')])
   return { local, remote }
 }

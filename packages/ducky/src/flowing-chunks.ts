@@ -14,7 +14,9 @@ import type { Readable } from 'node:stream'
 
 /** The error when the stream closes without an end of input or an error of its own. */
 function prematureClose(): Error {
-  return Object.assign(new Error('the connection closed before its end of input'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })
+  return Object.assign(new Error('the connection closed before its end of input'), {
+    code: 'ERR_STREAM_PREMATURE_CLOSE',
+  })
 }
 
 /**

@@ -19,7 +19,10 @@ export type CallContext = {
 
 export type UnaryHandler<Req, Res> = (request: Req, ctx: CallContext) => Res | Promise<Res>
 export type ServerStreamHandler<Req, Res> = (request: Req, ctx: CallContext) => AsyncIterable<Res> | Iterable<Res>
-export type BidiHandler<Req, Res> = (requests: AsyncIterable<Req>, ctx: CallContext) => AsyncIterable<Res> | Iterable<Res>
+export type BidiHandler<Req, Res> = (
+  requests: AsyncIterable<Req>,
+  ctx: CallContext,
+) => AsyncIterable<Res> | Iterable<Res>
 
 /** The handler type of one method: requests arrive parsed (`z.output`), responses are checked (`z.input`). */
 export type HandlerOf<D> =
@@ -34,10 +37,13 @@ export type HandlerOf<D> =
 /** An implementation of every method of a service. */
 export type ServiceImpl<S extends ServiceDef> = { [K in keyof S['methods']]: HandlerOf<S['methods'][K]> }
 
+/** Any handler function; the server calls each with the arguments its kind of method takes. */
+type AnyHandler = (...args: never[]) => unknown
+
 /** A definition with its implementation, ready to add to a server. */
-export type ServiceBinding = { readonly def: ServiceDef; readonly impl: Readonly<Record<string, Function>> }
+export type ServiceBinding = { readonly def: ServiceDef; readonly impl: Readonly<Record<string, AnyHandler>> }
 
 /** Pairs a definition with its implementation, checked against each other. */
 export function bind<S extends ServiceDef>(def: S, impl: ServiceImpl<S>): ServiceBinding {
-  return { def, impl: impl as unknown as Record<string, Function> }
+  return { def, impl: impl as unknown as Record<string, AnyHandler> }
 }

@@ -24,8 +24,14 @@ export async function checkHealth(address: string, opts: HealthCheckOptions = {}
   const method = `/${HEALTH_SERVICE}/Check`
   try {
     return await new Promise<ServingStatus>((resolve, reject) =>
-      client.makeUnaryRequest(method, encodeHealthRequest, decodeHealthResponse, opts.service ?? '', new Metadata(), { deadline: Date.now() + (opts.timeoutMs ?? 5000) }, (err, res) =>
-        err ? reject(fromServiceError(err, method)) : resolve(res!),
+      client.makeUnaryRequest(
+        method,
+        encodeHealthRequest,
+        decodeHealthResponse,
+        opts.service ?? '',
+        new Metadata(),
+        { deadline: Date.now() + (opts.timeoutMs ?? 5000) },
+        (err, res) => (err ? reject(fromServiceError(err, method)) : resolve(res!)),
       ),
     )
   } finally {

@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { credentials, loadPackageDefinition, type Client, type ServiceError } from '@grpc/grpc-js'
 import { loadSync } from '@grpc/proto-loader'
 import { afterEach, expect, test } from 'vitest'
-import { RpcError } from './errors.js'
+import type { RpcError } from './errors.js'
 import { decodeHealthRequest, decodeHealthResponse, encodeHealthRequest, encodeHealthResponse } from './health.js'
 import { checkHealth } from './health-check.js'
 import { serve, type DuckyServer } from './server.js'
@@ -22,14 +22,18 @@ type HealthClient = Client & {
 
 /** A plain grpc-js client built from the published health.proto: what any probe would send. */
 function rawHealthClient(address: string): HealthClient {
-  const pkg = loadPackageDefinition(loadSync(join(import.meta.dirname, 'fixtures/health.proto'), { enums: String, defaults: true })) as any
+  const pkg = loadPackageDefinition(
+    loadSync(join(import.meta.dirname, 'fixtures/health.proto'), { enums: String, defaults: true }),
+  ) as any
   const client = new pkg.grpc.health.v1.Health(address, credentials.createInsecure()) as HealthClient
   clients.push(client)
   return client
 }
 
 const check = (c: HealthClient, service: string) =>
-  new Promise<{ status: string }>((resolve, reject) => c.Check({ service }, (err, res) => (err ? reject(err) : resolve(res!))))
+  new Promise<{ status: string }>((resolve, reject) =>
+    c.Check({ service }, (err, res) => (err ? reject(err) : resolve(res!))),
+  )
 
 test('a standard health probe is answered for the server and each service, without a token', async () => {
   const server = await serve(Demo, unusedDemo, { logger: recordingLogger(), token: 'needed-for-demo' })

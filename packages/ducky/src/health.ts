@@ -6,7 +6,13 @@
  * `HealthCheckRequest { string service = 1; }` and `HealthCheckResponse { ServingStatus status = 1; }`.
  * It answers without a bearer token: a probe learns only whether the server is up.
  */
-import type { ServerUnaryCall, ServerWritableStream, sendUnaryData, UntypedServiceImplementation, ServiceDefinition } from '@grpc/grpc-js'
+import type {
+  ServerUnaryCall,
+  ServerWritableStream,
+  sendUnaryData,
+  UntypedServiceImplementation,
+  ServiceDefinition,
+} from '@grpc/grpc-js'
 import { grpcStatus } from './errors.js'
 
 export const HEALTH_SERVICE = 'grpc.health.v1.Health'
@@ -144,7 +150,11 @@ export class HealthStatus {
     const implementation: UntypedServiceImplementation = {
       Check: (call: ServerUnaryCall<{ service: string }, ServingStatus>, callback: sendUnaryData<ServingStatus>) => {
         const status = this.#statuses.get(call.request.service)
-        if (status === undefined) callback({ code: grpcStatus('NOT_FOUND'), details: `unknown service ${JSON.stringify(call.request.service)}` })
+        if (status === undefined)
+          callback({
+            code: grpcStatus('NOT_FOUND'),
+            details: `unknown service ${JSON.stringify(call.request.service)}`,
+          })
         else callback(null, status)
       },
       Watch: (call: ServerWritableStream<{ service: string }, ServingStatus>) => {

@@ -1,13 +1,30 @@
-/** @module @marin/ducky: typed RPC over gRPC: zod-validated service definitions, deadlines, retries, bearer auth, streaming and TCP tunnels. */
+/** @module @marin/ducky: typed RPC over gRPC: zod-validated service definitions, deadlines, retries, bearer auth,
+ * streaming and TCP tunnels. */
 import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name
 export const version: string = pkg.version
 
-export { bidi, DEFAULT_MAX_MESSAGE_BYTES, defineService, METHOD_KINDS, methodPath, serverStream, unary } from './service.js'
+export {
+  bidi,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  defineService,
+  METHOD_KINDS,
+  methodPath,
+  serverStream,
+  unary,
+} from './service.js'
 export type { MethodDef, MethodKind, MethodOptions, Methods, ServiceDef } from './service.js'
 export { bind } from './handlers.js'
-export type { BidiHandler, CallContext, HandlerOf, ServerStreamHandler, ServiceBinding, ServiceImpl, UnaryHandler } from './handlers.js'
+export type {
+  BidiHandler,
+  CallContext,
+  HandlerOf,
+  ServerStreamHandler,
+  ServiceBinding,
+  ServiceImpl,
+  UnaryHandler,
+} from './handlers.js'
 export { serve } from './server.js'
 export type { DuckyServer, ServeOptions, ShutdownOptions } from './server.js'
 export type { Authorize } from './call-gate.js'

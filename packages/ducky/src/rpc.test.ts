@@ -93,7 +93,10 @@ describe('typed round trips', () => {
     const data = Float32Array.from({ length: 1000 }, (_, i) => i / 8)
     const res = await client.tensor({ name: 't', data })
     expect(res.data).toBeInstanceOf(Float32Array)
-    expect(res.sum).toBeCloseTo(data.reduce((a, b) => a + b, 0), 3)
+    expect(res.sum).toBeCloseTo(
+      data.reduce((a, b) => a + b, 0),
+      3,
+    )
     expect(Array.from(res.data.subarray(0, 4))).toEqual([0, 0.25, 0.5, 0.75])
   })
 
@@ -141,7 +144,11 @@ test('falsy messages (0, empty string, null) travel in every kind of call', asyn
       echo: bidi(z.null(), z.null()),
     },
   })
-  const server = await serve(Scalars, { negate: (x) => -x, repeat: (s) => [s, s], echo: (xs) => xs }, { logger: recordingLogger() })
+  const server = await serve(
+    Scalars,
+    { negate: (x) => -x, repeat: (s) => [s, s], echo: (xs) => xs },
+    { logger: recordingLogger() },
+  )
   servers.push(server)
   const client = connect(Scalars, server.address, { logger: recordingLogger() })
   open.push(client)
@@ -156,7 +163,10 @@ test('falsy messages (0, empty string, null) travel in every kind of call', asyn
 })
 
 test('a handler signal stays quiet after a call that completed normally', async () => {
-  const One = defineService({ name: 'ducky.test.One', methods: { get: unary(z.null(), z.null()), list: serverStream(z.null(), z.number()) } })
+  const One = defineService({
+    name: 'ducky.test.One',
+    methods: { get: unary(z.null(), z.null()), list: serverStream(z.null(), z.number()) },
+  })
   const signals: AbortSignal[] = []
   const server = await serve(
     One,
@@ -211,7 +221,7 @@ describe('failures', () => {
     expect(err.details).not.toContain('secret internals')
     const line = log.lines.find((l) => l.level === 'error')
     expect(line?.obj.method).toBe('/ducky.test.Demo/broken')
-    expect((line?.obj.err as Error).message).toContain('boom')
+    expect((line!.obj.err as Error).message).toContain('boom')
   })
 
   test('a handler response that fails its schema is INTERNAL and logged', async () => {
@@ -219,7 +229,9 @@ describe('failures', () => {
     const err = await rejection(client.broken({ kind: 'bad-response' }))
     expect(err.code).toBe('INTERNAL')
     expect(err.details).toMatch(/invalid response: field "ok"/)
-    expect(log.lines.some((l) => l.level === 'error' && String((l.obj.err as Error).message).includes('field "ok"'))).toBe(true)
+    expect(
+      log.lines.some((l) => l.level === 'error' && String((l.obj.err as Error).message).includes('field "ok"')),
+    ).toBe(true)
   })
 
   test('a call past its deadline fails with DEADLINE_EXCEEDED and the handler sees the abort', async () => {
@@ -277,7 +289,10 @@ describe('failures', () => {
     const first = await serve(Demo, impl, { logger: log })
     const port = first.port
     await first.shutdown({ graceMs: 100 })
-    const client = connect(Demo, `127.0.0.1:${port}`, { logger: log, retry: { initialMs: 50, maxMs: 400, maxAttempts: 20 } })
+    const client = connect(Demo, `127.0.0.1:${port}`, {
+      logger: log,
+      retry: { initialMs: 50, maxMs: 400, maxAttempts: 20 },
+    })
     open.push(client)
     const pending = client.echo({ text: 'back' })
     await sleep(300)
@@ -287,13 +302,21 @@ describe('failures', () => {
   })
 
   test('an idempotent stream is retried before its first response', async () => {
-    const Ticks = defineService({ name: 'ducky.test.Ticks', methods: { ticks: serverStream(z.number(), z.number(), { idempotent: true }) } })
-    const impl = { ticks: function* (n: number) {
-      for (let i = 0; i < n; i++) yield i
-    } }
+    const Ticks = defineService({
+      name: 'ducky.test.Ticks',
+      methods: { ticks: serverStream(z.number(), z.number(), { idempotent: true }) },
+    })
+    const impl = {
+      ticks: function* (n: number) {
+        for (let i = 0; i < n; i++) yield i
+      },
+    }
     const first = await serve(Ticks, impl, { logger: recordingLogger() })
     await first.shutdown({ graceMs: 100 })
-    const client = connect(Ticks, first.address, { logger: recordingLogger(), retry: { initialMs: 50, maxMs: 400, maxAttempts: 20 } })
+    const client = connect(Ticks, first.address, {
+      logger: recordingLogger(),
+      retry: { initialMs: 50, maxMs: 400, maxAttempts: 20 },
+    })
     open.push(client)
     const got: number[] = []
     const reading = (async () => {

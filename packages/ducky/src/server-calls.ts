@@ -87,7 +87,11 @@ class ServerCallContext implements CallContext {
   }
 
   private cancelled(): void {
-    this.controller?.abort(new RpcError('CANCELLED', 'the client cancelled the call, its deadline passed or the server shut down', { method: this.method }))
+    this.controller?.abort(
+      new RpcError('CANCELLED', 'the client cancelled the call, its deadline passed or the ' + 'server shut down', {
+        method: this.method,
+      }),
+    )
   }
 
   /** Aborts the handler's signal with `reason`. */
@@ -106,7 +110,8 @@ class ServerCallContext implements CallContext {
 /** The status sent for a failure; anything but an RpcError is a server bug: logged, sent as INTERNAL. */
 export function toStatus(env: CallEnv, err: unknown, method: string): Partial<StatusObject> {
   if (err instanceof RpcError) {
-    if (err.code === 'INTERNAL' || err.code === 'UNKNOWN' || err.code === 'DATA_LOSS') env.log.error({ err, method }, 'call failed')
+    if (err.code === 'INTERNAL' || err.code === 'UNKNOWN' || err.code === 'DATA_LOSS')
+      env.log.error({ err, method }, 'call failed')
     return { code: err.grpcCode, details: err.details, ...(err.metadata ? { metadata: err.metadata } : {}) }
   }
   env.log.error({ err, method }, 'handler failed')
@@ -114,7 +119,10 @@ export function toStatus(env: CallEnv, err: unknown, method: string): Partial<St
 }
 
 /** Resolves once `call` can take more data, or the call is cancelled. */
-function drained(call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>, signal: AbortSignal): Promise<void> {
+function drained(
+  call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>,
+  signal: AbortSignal,
+): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       call.off('drain', done)
@@ -147,7 +155,13 @@ function failUnary(env: CallEnv, ctx: ServerCallContext, callback: sendUnaryData
   callback(toStatus(env, err, ctx.method))
 }
 
-function replyUnary(env: CallEnv, def: MethodDef, ctx: ServerCallContext, callback: sendUnaryData<unknown>, res: unknown): void {
+function replyUnary(
+  env: CallEnv,
+  def: MethodDef,
+  ctx: ServerCallContext,
+  callback: sendUnaryData<unknown>,
+  res: unknown,
+): void {
   let value: unknown
   try {
     value = parseResponse(def.response, res, ctx.method)
@@ -159,7 +173,14 @@ function replyUnary(env: CallEnv, def: MethodDef, ctx: ServerCallContext, callba
 }
 
 /** Validates the request, runs the handler, answers; throws what fails before the handler returns. */
-function handleUnary(env: CallEnv, def: MethodDef, handler: UnaryHandler<unknown, unknown>, call: ServerUnaryCall<unknown, unknown>, ctx: ServerCallContext, callback: sendUnaryData<unknown>): void {
+function handleUnary(
+  env: CallEnv,
+  def: MethodDef,
+  handler: UnaryHandler<unknown, unknown>,
+  call: ServerUnaryCall<unknown, unknown>,
+  ctx: ServerCallContext,
+  callback: sendUnaryData<unknown>,
+): void {
   const res = handler(parseRequest(def.request, (call.request as Boxed).value, ctx.method), ctx)
   if (typeof (res as PromiseLike<unknown> | undefined)?.then === 'function') {
     ;(res as PromiseLike<unknown>).then(
@@ -169,7 +190,12 @@ function handleUnary(env: CallEnv, def: MethodDef, handler: UnaryHandler<unknown
   } else replyUnary(env, def, ctx, callback, res)
 }
 
-export function unaryCall(env: CallEnv, def: MethodDef, method: string, handler: UnaryHandler<unknown, unknown>): handleUnaryCall<unknown, unknown> {
+export function unaryCall(
+  env: CallEnv,
+  def: MethodDef,
+  method: string,
+  handler: UnaryHandler<unknown, unknown>,
+): handleUnaryCall<unknown, unknown> {
   // Synchronous as far as the handler allows: no promise and no closure per call unless the
   // handler needs one.
   return (call, callback) => {
@@ -182,7 +208,12 @@ export function unaryCall(env: CallEnv, def: MethodDef, method: string, handler:
   }
 }
 
-export function serverStreamCall(env: CallEnv, def: MethodDef, method: string, handler: ServerStreamHandler<unknown, unknown>): handleServerStreamingCall<unknown, unknown> {
+export function serverStreamCall(
+  env: CallEnv,
+  def: MethodDef,
+  method: string,
+  handler: ServerStreamHandler<unknown, unknown>,
+): handleServerStreamingCall<unknown, unknown> {
   return (call) => {
     const ctx = new ServerCallContext(call, method)
     const run = async () => {
@@ -196,7 +227,12 @@ export function serverStreamCall(env: CallEnv, def: MethodDef, method: string, h
   }
 }
 
-export function bidiCall(env: CallEnv, def: MethodDef, method: string, handler: BidiHandler<unknown, unknown>): handleBidiStreamingCall<unknown, unknown> {
+export function bidiCall(
+  env: CallEnv,
+  def: MethodDef,
+  method: string,
+  handler: BidiHandler<unknown, unknown>,
+): handleBidiStreamingCall<unknown, unknown> {
   return (call) => {
     const ctx = new ServerCallContext(call, method)
     // A bad request fails the call with INVALID_ARGUMENT even if the handler swallows the error.

@@ -9,7 +9,13 @@ import { HealthStatus } from './health.js'
 import { defaultLogger, type DuckyLogger } from './log.js'
 import { bidiCall, serverStreamCall, toStatus, unaryCall, type CallEnv } from './server-calls.js'
 import { DEFAULT_MAX_MESSAGE_BYTES, methodPath, type ServiceDef } from './service.js'
-import { grpcOptions, serverCredentials, serverLimits, type ServerTlsOptions, type TransportOptions } from './transport.js'
+import {
+  grpcOptions,
+  serverCredentials,
+  serverLimits,
+  type ServerTlsOptions,
+  type TransportOptions,
+} from './transport.js'
 import { codecOf } from './wire.js'
 
 export type ServeOptions = TransportOptions & {
@@ -25,7 +31,8 @@ export type ServeOptions = TransportOptions & {
    * Like `token` (and after it, when both are set), it runs before any request byte is read; the
    * Health service skips it. @default none
    * @example
-   * authorize: (md) => { if (!known(md.get('authorization')[0])) throw new RpcError('UNAUTHENTICATED', 'unknown token; pass …') }
+   * authorize: (md) => { if (!known(md.get('authorization')[0])) throw new RpcError('UNAUTHENTICATED', 'unknown token;
+   * pass …') }
    */
   authorize?: Authorize
   /** Serve TLS with these PEM files. @default plaintext */
@@ -58,14 +65,21 @@ export type DuckyServer = {
 const same = (b: Buffer) => b
 
 /** The grpc-js definition and implementation of a bound service, and the gate of each of its methods. */
-function grpcService(binding: ServiceBinding, env: CallEnv, gates: Map<string, MethodGate>): { definition: ServiceDefinition; implementation: UntypedServiceImplementation } {
+function grpcService(
+  binding: ServiceBinding,
+  env: CallEnv,
+  gates: Map<string, MethodGate>,
+): { definition: ServiceDefinition; implementation: UntypedServiceImplementation } {
   const { def, impl } = binding
   const definition: Record<string, ServiceDefinition[string]> = {}
   const implementation: UntypedServiceImplementation = {}
   for (const [name, m] of Object.entries(def.methods)) {
     const handler = impl[name]
     if (typeof handler !== 'function') {
-      throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: no handler for method ${name}; add ${name} to the implementation`)
+      throw new RpcError(
+        'INVALID_ARGUMENT',
+        `service ${def.name}: no handler for method ${name}; add ${name} ` + `to the implementation`,
+      )
     }
     const path = methodPath(def, name)
     const { encode, encodeResponse, decode } = codecOf(m.codec)
@@ -79,9 +93,20 @@ function grpcService(binding: ServiceBinding, env: CallEnv, gates: Map<string, M
       responseSerialize: same,
       responseDeserialize: decode,
     }
-    gates.set(path, { path, auth: true, maxRequestBytes: m.maxRequestBytes, maxResponseBytes: m.maxResponseBytes, encode: encodeResponse })
+    gates.set(path, {
+      path,
+      auth: true,
+      maxRequestBytes: m.maxRequestBytes,
+      maxResponseBytes: m.maxResponseBytes,
+      encode: encodeResponse,
+    })
     const h = handler.bind(impl) as never
-    implementation[name] = m.kind === 'unary' ? unaryCall(env, m, path, h) : m.kind === 'serverStream' ? serverStreamCall(env, m, path, h) : bidiCall(env, m, path, h)
+    implementation[name] =
+      m.kind === 'unary'
+        ? unaryCall(env, m, path, h)
+        : m.kind === 'serverStream'
+          ? serverStreamCall(env, m, path, h)
+          : bidiCall(env, m, path, h)
   }
   return { definition, implementation }
 }
@@ -89,11 +114,16 @@ function grpcService(binding: ServiceBinding, env: CallEnv, gates: Map<string, M
 /**
  * Starts a server for `def` (and `opts.services`) and resolves once it listens.
  * @example
- * const server = await serve(Echo, { ping: ({ text }) => ({ text }) , watch: async function* ({ n }) { for (let i = 0; i < n; i++) yield { i } } }, { port: 0 })
+ * const server = await serve(Echo, { ping: ({ text }) => ({ text }) , watch: async function* ({ n }) { for (let i = 0;
+ * i < n; i++) yield { i } } }, { port: 0 })
  * const client = connect(Echo, server.address)
  * await server.shutdown({ graceMs: 5000 })
  */
-export async function serve<S extends ServiceDef>(def: S, impl: ServiceImpl<S>, opts: ServeOptions = {}): Promise<DuckyServer> {
+export async function serve<S extends ServiceDef>(
+  def: S,
+  impl: ServiceImpl<S>,
+  opts: ServeOptions = {},
+): Promise<DuckyServer> {
   const log = opts.logger ?? defaultLogger()
   const host = opts.host ?? '127.0.0.1'
   const port = opts.port ?? 0
@@ -114,29 +144,55 @@ export async function serve<S extends ServiceDef>(def: S, impl: ServiceImpl<S>, 
     toStatus: (err, method) => toStatus(env, err, method),
   })
   // The gate must be the only interceptor: it bounds the reader of the call grpc-js hands it.
-  const grpc = new GrpcServer({ ...grpcOptions(opts, serverLimits(bindings.flatMap((b) => Object.values(b.def.methods)))), interceptors: [gate] })
+  const grpc = new GrpcServer({
+    ...grpcOptions(opts, serverLimits(bindings.flatMap((b) => Object.values(b.def.methods)))),
+    interceptors: [gate],
+  })
   const health = new HealthStatus()
   for (const b of bindings) {
-    if (names.has(b.def.name)) throw new RpcError('ALREADY_EXISTS', `service ${b.def.name} is added twice; pass each service once`)
+    if (names.has(b.def.name))
+      throw new RpcError('ALREADY_EXISTS', `service ${b.def.name} is added twice; pass each service once`)
     names.add(b.def.name)
     const s = grpcService(b, env, gates)
     grpc.addService(s.definition, s.implementation)
   }
   const h = health.grpcService()
   for (const { path } of Object.values(h.definition)) {
-    gates.set(path, { path, auth: false, maxRequestBytes: DEFAULT_MAX_MESSAGE_BYTES, maxResponseBytes: DEFAULT_MAX_MESSAGE_BYTES, encode: undefined })
+    gates.set(path, {
+      path,
+      auth: false,
+      maxRequestBytes: DEFAULT_MAX_MESSAGE_BYTES,
+      maxResponseBytes: DEFAULT_MAX_MESSAGE_BYTES,
+      encode: undefined,
+    })
   }
   grpc.addService(h.definition, h.implementation)
 
   const bracketed = host.includes(':') ? `[${host}]` : host
   const bound = await new Promise<number>((resolve, reject) =>
     grpc.bindAsync(`${bracketed}:${port}`, creds, (err, p) =>
-      err ? reject(new RpcError('UNAVAILABLE', `cannot listen on ${bracketed}:${port}: ${err.message}; pick a free port or another host`, { cause: err })) : resolve(p),
+      err
+        ? reject(
+            new RpcError(
+              'UNAVAILABLE',
+              `cannot listen on ${bracketed}:${port}: ${err.message}; pick a ` + `free port or another host`,
+              { cause: err },
+            ),
+          )
+        : resolve(p),
     ),
   )
   health.set('', 'SERVING')
   for (const n of names) health.set(n, 'SERVING')
-  log.info({ address: `${bracketed}:${bound}`, services: [...names], tls: opts.tls !== undefined, auth: token !== undefined || opts.authorize !== undefined }, 'server listening')
+  log.info(
+    {
+      address: `${bracketed}:${bound}`,
+      services: [...names],
+      tls: opts.tls !== undefined,
+      auth: token !== undefined || opts.authorize !== undefined,
+    },
+    'server listening',
+  )
 
   let stopping: Promise<void> | undefined
   return {

@@ -9,7 +9,11 @@ export const METHOD_KINDS = ['unary', 'serverStream', 'bidi'] as const
 export type MethodKind = (typeof METHOD_KINDS)[number]
 
 /** One method of a service: its kind, schemas and retry safety. */
-export type MethodDef<K extends MethodKind = MethodKind, Req extends z.ZodType = z.ZodType, Res extends z.ZodType = z.ZodType> = {
+export type MethodDef<
+  K extends MethodKind = MethodKind,
+  Req extends z.ZodType = z.ZodType,
+  Res extends z.ZodType = z.ZodType,
+> = {
   readonly kind: K
   readonly request: Req
   readonly response: Res
@@ -38,13 +42,21 @@ export type MethodOptions = {
   idempotent?: boolean
   /** @default 'ducky' */
   codec?: MessageCodec
-  /** Largest request message, in bytes, for methods that carry bulk data. @default 4 MiB ({@link DEFAULT_MAX_MESSAGE_BYTES}) */
+  /** Largest request message, in bytes, for methods that carry bulk data. @default 4 MiB ({@link
+   * DEFAULT_MAX_MESSAGE_BYTES}) */
   maxRequestBytes?: number
-  /** Largest response message, in bytes, for methods that carry bulk data. @default 4 MiB ({@link DEFAULT_MAX_MESSAGE_BYTES}) */
+  /** Largest response message, in bytes, for methods that carry bulk data. @default 4 MiB ({@link
+   * DEFAULT_MAX_MESSAGE_BYTES}) */
   maxResponseBytes?: number
 }
 
-function method<K extends MethodKind, Req extends z.ZodType, Res extends z.ZodType>(kind: K, request: Req, response: Res, idempotent: boolean, opts: MethodOptions): MethodDef<K, Req, Res> {
+function method<K extends MethodKind, Req extends z.ZodType, Res extends z.ZodType>(
+  kind: K,
+  request: Req,
+  response: Res,
+  idempotent: boolean,
+  opts: MethodOptions,
+): MethodDef<K, Req, Res> {
   return {
     kind,
     request,
@@ -57,17 +69,29 @@ function method<K extends MethodKind, Req extends z.ZodType, Res extends z.ZodTy
 }
 
 /** A request → one response method. */
-export function unary<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: MethodOptions = {}): MethodDef<'unary', Req, Res> {
+export function unary<Req extends z.ZodType, Res extends z.ZodType>(
+  request: Req,
+  response: Res,
+  opts: MethodOptions = {},
+): MethodDef<'unary', Req, Res> {
   return method('unary', request, response, opts.idempotent ?? false, opts)
 }
 
 /** A request → a stream of responses. `idempotent` lets the client retry before the first response. */
-export function serverStream<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: MethodOptions = {}): MethodDef<'serverStream', Req, Res> {
+export function serverStream<Req extends z.ZodType, Res extends z.ZodType>(
+  request: Req,
+  response: Res,
+  opts: MethodOptions = {},
+): MethodDef<'serverStream', Req, Res> {
   return method('serverStream', request, response, opts.idempotent ?? false, opts)
 }
 
 /** A stream of requests ↔ a stream of responses, both open at once. Never retried. The limits apply to each message. */
-export function bidi<Req extends z.ZodType, Res extends z.ZodType>(request: Req, response: Res, opts: Omit<MethodOptions, 'idempotent'> = {}): MethodDef<'bidi', Req, Res> {
+export function bidi<Req extends z.ZodType, Res extends z.ZodType>(
+  request: Req,
+  response: Res,
+  opts: Omit<MethodOptions, 'idempotent'> = {},
+): MethodDef<'bidi', Req, Res> {
   return method('bidi', request, response, false, opts)
 }
 
@@ -101,25 +125,44 @@ const METHOD_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
  */
 export function defineService<const M extends Methods>(def: { name: string; methods: M }): ServiceDef<M> {
   if (!SERVICE_NAME.test(def.name)) {
-    throw new RpcError('INVALID_ARGUMENT', `service name ${JSON.stringify(def.name)} is not a dotted identifier; use a name like "marin.iris.Controller"`)
+    throw new RpcError(
+      'INVALID_ARGUMENT',
+      `service name ${JSON.stringify(def.name)} is not a dotted ` +
+        `identifier; use a name like "marin.iris.Controller"`,
+    )
   }
   for (const [name, m] of Object.entries(def.methods)) {
     if (!METHOD_NAME.test(name) || (RESERVED_METHOD_NAMES as readonly string[]).includes(name)) {
       throw new RpcError(
         'INVALID_ARGUMENT',
-        `service ${def.name}: method name ${JSON.stringify(name)} is not allowed; use an identifier other than ${RESERVED_METHOD_NAMES.join(', ')}`,
+        `service ${def.name}: method name ${JSON.stringify(name)} is not ` +
+          `allowed; use an identifier other than ` +
+          `${RESERVED_METHOD_NAMES.join(', ')}`,
       )
     }
     if (m.codec !== 'ducky' && m.codec !== 'bytes') {
-      throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: method ${name} has codec ${JSON.stringify(m.codec)}; use 'ducky' or 'bytes'`)
+      throw new RpcError(
+        'INVALID_ARGUMENT',
+        `service ${def.name}: method ${name} has codec ` + `${JSON.stringify(m.codec)}; use 'ducky' or 'bytes'`,
+      )
     }
     if (!(METHOD_KINDS as readonly string[]).includes(m.kind)) {
-      throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: method ${name} has kind ${JSON.stringify(m.kind)}; build it with unary(), serverStream() or bidi()`)
+      throw new RpcError(
+        'INVALID_ARGUMENT',
+        `service ${def.name}: method ${name} has kind ` +
+          `${JSON.stringify(m.kind)}; build it with unary(), ` +
+          `serverStream() or bidi()`,
+      )
     }
     for (const field of ['maxRequestBytes', 'maxResponseBytes'] as const) {
       const n = m[field]
       if (!Number.isSafeInteger(n) || n <= 0 || n > MAX_MESSAGE_BYTES) {
-        throw new RpcError('INVALID_ARGUMENT', `service ${def.name}: method ${name} has ${field}=${n}; pass a byte count from 1 to ${MAX_MESSAGE_BYTES} (the largest a gRPC message can say it is)`)
+        throw new RpcError(
+          'INVALID_ARGUMENT',
+          `service ${def.name}: method ${name} has ${field}=${n}; pass a ` +
+            `byte count from 1 to ${MAX_MESSAGE_BYTES} (the largest a gRPC ` +
+            `message can say it is)`,
+        )
       }
     }
   }

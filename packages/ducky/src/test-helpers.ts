@@ -7,14 +7,28 @@ import { bidi, defineService, serverStream, unary } from './service.js'
 export const Demo = defineService({
   name: 'ducky.test.Demo',
   methods: {
-    echo: unary(z.object({ text: z.string(), times: z.number().int().min(1).default(1) }), z.object({ text: z.string() }), { idempotent: true }),
+    echo: unary(
+      z.object({ text: z.string(), times: z.number().int().min(1).default(1) }),
+      z.object({ text: z.string() }),
+      { idempotent: true },
+    ),
     /** Carries bulk data (up to 128 MiB each way). */
-    tensor: unary(z.object({ name: z.string(), data: z.instanceof(Float32Array) }), z.object({ sum: z.number(), data: z.instanceof(Float32Array) }), {
-      maxRequestBytes: 128 * 1024 * 1024,
-      maxResponseBytes: 128 * 1024 * 1024,
-    }),
-    count: serverStream(z.object({ to: z.number().int().nonnegative(), delayMs: z.number().default(0) }), z.object({ i: z.number() })),
-    chunks: serverStream(z.object({ n: z.number().int(), floats: z.number().int() }), z.object({ chunk: z.instanceof(Float32Array) })),
+    tensor: unary(
+      z.object({ name: z.string(), data: z.instanceof(Float32Array) }),
+      z.object({ sum: z.number(), data: z.instanceof(Float32Array) }),
+      {
+        maxRequestBytes: 128 * 1024 * 1024,
+        maxResponseBytes: 128 * 1024 * 1024,
+      },
+    ),
+    count: serverStream(
+      z.object({ to: z.number().int().nonnegative(), delayMs: z.number().default(0) }),
+      z.object({ i: z.number() }),
+    ),
+    chunks: serverStream(
+      z.object({ n: z.number().int(), floats: z.number().int() }),
+      z.object({ chunk: z.instanceof(Float32Array) }),
+    ),
     sum: bidi(z.object({ x: z.number() }), z.object({ total: z.number() })),
     slow: unary(z.object({ ms: z.number() }), z.object({ done: z.boolean() })),
     broken: unary(z.object({ kind: z.enum(['rpc', 'crash', 'bad-response']) }), z.object({ ok: z.boolean() })),
@@ -54,7 +68,8 @@ export type LogLine = { level: string; obj: Record<string, unknown>; msg: string
 /** A logger that keeps every line, for assertions on what was (and was not) logged. */
 export function recordingLogger(): DuckyLogger & { lines: LogLine[] } {
   const lines: LogLine[] = []
-  const at = (level: string) => (obj: object, msg?: string) => lines.push({ level, obj: obj as Record<string, unknown>, msg })
+  const at = (level: string) => (obj: object, msg?: string) =>
+    lines.push({ level, obj: obj as Record<string, unknown>, msg })
   return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') }
 }
 
@@ -64,4 +79,12 @@ export const notUsed = (): never => {
 }
 
 /** A Demo implementation whose every method is {@link notUsed}: for servers that only host other services. */
-export const unusedDemo = { echo: notUsed, tensor: notUsed, count: notUsed, chunks: notUsed, sum: notUsed, slow: notUsed, broken: notUsed }
+export const unusedDemo = {
+  echo: notUsed,
+  tensor: notUsed,
+  count: notUsed,
+  chunks: notUsed,
+  sum: notUsed,
+  slow: notUsed,
+  broken: notUsed,
+}

@@ -15,7 +15,12 @@ afterEach(async () => {
 })
 
 test('keepalive and message size limits become grpc-js options', () => {
-  expect(grpcOptions({ keepalive: { timeMs: 5000, timeoutMs: 1000, permitWithoutCalls: false } }, { sendBytes: 1024, receiveBytes: 2048 })).toEqual({
+  expect(
+    grpcOptions(
+      { keepalive: { timeMs: 5000, timeoutMs: 1000, permitWithoutCalls: false } },
+      { sendBytes: 1024, receiveBytes: 2048 },
+    ),
+  ).toEqual({
     'grpc.max_send_message_length': 1024,
     'grpc.max_receive_message_length': 2048,
     'grpc.keepalive_time_ms': 5000,
@@ -34,14 +39,28 @@ test("a channel's limits are the largest its service's methods declare, never un
       tiny: unary(z.object({}), z.object({}), { maxRequestBytes: 1024, maxResponseBytes: 1024 }),
     },
   })
-  expect(serverLimits(Object.values(Mixed.methods))).toEqual({ receiveBytes: 64 * 1024 * 1024, sendBytes: 32 * 1024 * 1024 })
+  expect(serverLimits(Object.values(Mixed.methods))).toEqual({
+    receiveBytes: 64 * 1024 * 1024,
+    sendBytes: 32 * 1024 * 1024,
+  })
   expect(clientLimits(Mixed)).toEqual({ sendBytes: 64 * 1024 * 1024, receiveBytes: 32 * 1024 * 1024 })
   expect(serverLimits([])).toEqual({ receiveBytes: DEFAULT_MAX_MESSAGE_BYTES, sendBytes: DEFAULT_MAX_MESSAGE_BYTES })
 })
 
 test('a method limit smaller than the default is held too', async () => {
-  const Blob = defineService({ name: 'ducky.test.Blob', methods: { put: unary(z.object({ bytes: z.instanceof(Uint8Array) }), z.object({ n: z.number() }), { maxRequestBytes: 64 * 1024 }) } })
-  const server = await serve(Blob, { put: ({ bytes }) => ({ n: bytes.length }) }, { logger: recordingLogger(), keepalive: { timeMs: 10_000 } })
+  const Blob = defineService({
+    name: 'ducky.test.Blob',
+    methods: {
+      put: unary(z.object({ bytes: z.instanceof(Uint8Array) }), z.object({ n: z.number() }), {
+        maxRequestBytes: 64 * 1024,
+      }),
+    },
+  })
+  const server = await serve(
+    Blob,
+    { put: ({ bytes }) => ({ n: bytes.length }) },
+    { logger: recordingLogger(), keepalive: { timeMs: 10_000 } },
+  )
   servers.push(server)
   const client = connect(Blob, server.address, { logger: recordingLogger(), keepalive: { timeMs: 10_000 } })
   clients.push(client)

@@ -68,21 +68,36 @@ function readPem(path: string, field: string): Buffer {
   try {
     return readFileSync(path)
   } catch (err) {
-    throw new RpcError('INVALID_ARGUMENT', `${field}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? err}); pass the path of a readable PEM file`, { cause: err })
+    throw new RpcError(
+      'INVALID_ARGUMENT',
+      `${field}: cannot read ${path} (` +
+        `${(err as NodeJS.ErrnoException).code ?? err}); pass the path ` +
+        `of a readable PEM file`,
+      { cause: err },
+    )
   }
 }
 
 export function serverCredentials(tls: ServerTlsOptions | undefined): ServerCredentials {
   if (tls === undefined) return ServerCredentials.createInsecure()
-  return ServerCredentials.createSsl(null, [{ cert_chain: readPem(tls.certFile, 'tls.certFile'), private_key: readPem(tls.keyFile, 'tls.keyFile') }], false)
+  return ServerCredentials.createSsl(
+    null,
+    [{ cert_chain: readPem(tls.certFile, 'tls.certFile'), private_key: readPem(tls.keyFile, 'tls.keyFile') }],
+    false,
+  )
 }
 
-export function clientCredentials(tls: ClientTlsOptions | true | undefined): { creds: ChannelCredentials; options: ChannelOptions } {
+export function clientCredentials(tls: ClientTlsOptions | true | undefined): {
+  creds: ChannelCredentials
+  options: ChannelOptions
+} {
   if (tls === undefined) return { creds: credentials.createInsecure(), options: {} }
   const opts = tls === true ? {} : tls
   const ca = opts.caFile === undefined ? null : readPem(opts.caFile, 'tls.caFile')
   return {
     creds: credentials.createSsl(ca),
-    options: opts.serverName ? { 'grpc.ssl_target_name_override': opts.serverName, 'grpc.default_authority': opts.serverName } : {},
+    options: opts.serverName
+      ? { 'grpc.ssl_target_name_override': opts.serverName, 'grpc.default_authority': opts.serverName }
+      : {},
   }
 }

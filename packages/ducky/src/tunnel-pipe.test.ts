@@ -1,9 +1,15 @@
 import { once } from 'node:events'
-import { connect as netConnect, createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net'
+import {
+  connect as netConnect,
+  createServer as createNetServer,
+  type AddressInfo,
+  type Server as NetServer,
+  type Socket,
+} from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterEach, expect, test } from 'vitest'
 import { connect } from './client.js'
-import { RpcError } from './errors.js'
+import type { RpcError } from './errors.js'
 import { serve } from './server.js'
 import { Demo, recordingLogger, unusedDemo } from './test-helpers.js'
 import { openTunnel, tunnelService, TunnelService, type Tunnel } from './tunnel.js'
@@ -13,7 +19,6 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c()
 })
 
-
 async function target(onConnection: (sock: Socket) => void): Promise<number> {
   const server: NetServer = createNetServer(onConnection)
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
@@ -21,9 +26,14 @@ async function target(onConnection: (sock: Socket) => void): Promise<number> {
   return (server.address() as AddressInfo).port
 }
 
-async function tunnelTo(port: number): Promise<{ tunnel: Tunnel; address: string; log: ReturnType<typeof recordingLogger> }> {
+async function tunnelTo(
+  port: number,
+): Promise<{ tunnel: Tunnel; address: string; log: ReturnType<typeof recordingLogger> }> {
   const log = recordingLogger()
-  const server = await serve(Demo, unusedDemo, { logger: log, services: [tunnelService({ allow: [`127.0.0.1:${port}`], logger: log })] })
+  const server = await serve(Demo, unusedDemo, {
+    logger: log,
+    services: [tunnelService({ allow: [`127.0.0.1:${port}`], logger: log })],
+  })
   cleanup.push(() => server.shutdown({ graceMs: 100 }))
   const tunnel = await openTunnel({ via: server.address, to: `127.0.0.1:${port}`, listen: 0, logger: log })
   cleanup.push(() => tunnel.close())
@@ -124,27 +134,36 @@ test('resetting the local connection closes the target connection', async () => 
   expect(targetSock!.readableEnded).toBe(true)
 })
 
-test('a target that resets its connection fails the call with UNAVAILABLE and closes the local connection', async () => {
-  const port = await target((sock) => {
-    sock.once('data', () => sock.resetAndDestroy())
-  })
-  const { tunnel, address, log } = await tunnelTo(port)
-  // Through the typed client: the status says what happened.
-  const client = connect(TunnelService, address, { logger: log })
-  cleanup.push(() => client.close())
-  const err = await (async () => {
-    try {
-      for await (const _ of client.open([Buffer.from('ping')], { metadata: { 'ducky-tunnel-to': `127.0.0.1:${port}` } }));
-    } catch (e) {
-      return e as RpcError
-    }
-  })()
-  expect(err?.code).toBe('UNAVAILABLE')
-  expect(err?.details).toMatch(/ECONNRESET/)
-  // Through the tunnel: the local connection closes, and the failure is logged.
-  const local = netConnect({ host: '127.0.0.1', port: tunnel.port })
-  local.on('error', () => {})
-  local.write('ping')
-  await once(local, 'close')
-  await expect.poll(() => log.lines.some((l) => l.msg === 'tunnel connection failed' && (l.obj.err as RpcError).code === 'UNAVAILABLE')).toBe(true)
-})
+test(
+  'a target that resets its connection fails the call with ' + 'UNAVAILABLE and closes the local connection',
+  async () => {
+    const port = await target((sock) => {
+      sock.once('data', () => sock.resetAndDestroy())
+    })
+    const { tunnel, address, log } = await tunnelTo(port)
+    // Through the typed client: the status says what happened.
+    const client = connect(TunnelService, address, { logger: log })
+    cleanup.push(() => client.close())
+    const err = await (async () => {
+      try {
+        for await (const _ of client.open([Buffer.from('ping')], {
+          metadata: { 'ducky-tunnel-to': `127.0.0.1:${port}` },
+        }));
+      } catch (e) {
+        return e as RpcError
+      }
+    })()
+    expect(err?.code).toBe('UNAVAILABLE')
+    expect(err?.details).toMatch(/ECONNRESET/)
+    // Through the tunnel: the local connection closes, and the failure is logged.
+    const local = netConnect({ host: '127.0.0.1', port: tunnel.port })
+    local.on('error', () => {})
+    local.write('ping')
+    await once(local, 'close')
+    await expect
+      .poll(() =>
+        log.lines.some((l) => l.msg === 'tunnel connection failed' && (l.obj.err as RpcError).code === 'UNAVAILABLE'),
+      )
+      .toBe(true)
+  },
+)

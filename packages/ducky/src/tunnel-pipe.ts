@@ -48,7 +48,11 @@ function forward<T>(from: Readable, write: (chunk: T) => boolean, to: Writable):
 export function serverCallOf(ctx: CallContext): TunnelServerCall {
   const call = (ctx as unknown as { [RAW_CALL]?: () => Partial<TunnelServerCall> })[RAW_CALL]?.()
   if (typeof call?.write !== 'function' || typeof call.on !== 'function' || typeof call.pause !== 'function') {
-    throw new RpcError('INTERNAL', 'the tunnel cannot reach the grpc-js call of its context; the server and the tunnel service are out of step', { method: ctx.method })
+    throw new RpcError(
+      'INTERNAL',
+      'the tunnel cannot reach the grpc-js call of its context; the ' + 'server and the tunnel service are out of step',
+      { method: ctx.method },
+    )
   }
   return call as TunnelServerCall
 }
@@ -58,7 +62,13 @@ export function serverCallOf(ctx: CallContext): TunnelServerCall {
  * Resolves once both directions ended and the socket closed; rejects with UNAVAILABLE when the
  * target connection fails, or CANCELLED when `signal` aborts (the client cancelled).
  */
-export function serveConnection(call: TunnelServerCall, socket: Socket, signal: AbortSignal, to: string, method: string): Promise<void> {
+export function serveConnection(
+  call: TunnelServerCall,
+  socket: Socket,
+  signal: AbortSignal,
+  to: string,
+  method: string,
+): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let clientEnded = false
     let targetEnded = false
@@ -80,7 +90,11 @@ export function serveConnection(call: TunnelServerCall, socket: Socket, signal: 
       socket.destroy()
     })
     socket.on('error', (err: NodeJS.ErrnoException) => {
-      failure ??= new RpcError('UNAVAILABLE', `the connection to tunnel target ${to} failed: ${err.code ?? err.message}; check the target`, { method, cause: err })
+      failure ??= new RpcError(
+        'UNAVAILABLE',
+        `the connection to tunnel target ${to} failed: ` + `${err.code ?? err.message}; check the target`,
+        { method, cause: err },
+      )
     })
     const onAbort = () => {
       failure ??= new RpcError('CANCELLED', 'the client cancelled the tunnel call', { method })
@@ -92,7 +106,14 @@ export function serveConnection(call: TunnelServerCall, socket: Socket, signal: 
       signal.removeEventListener('abort', onAbort)
       if (failure) reject(failure)
       else if (clientEnded && targetEnded) resolve()
-      else reject(new RpcError('UNAVAILABLE', `the connection to tunnel target ${to} closed before both directions ended`, { method }))
+      else
+        reject(
+          new RpcError(
+            'UNAVAILABLE',
+            `the connection to tunnel target ${to} closed before both ` + `directions ended`,
+            { method },
+          ),
+        )
     })
     if (signal.aborted) onAbort()
   })

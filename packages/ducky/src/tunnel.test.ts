@@ -1,5 +1,10 @@
 import { createServer as createHttpServer, get as httpGet, type Server as HttpServer } from 'node:http'
-import { connect as netConnect, createServer as createNetServer, type AddressInfo, type Server as NetServer } from 'node:net'
+import {
+  connect as netConnect,
+  createServer as createNetServer,
+  type AddressInfo,
+  type Server as NetServer,
+} from 'node:net'
 import { afterEach, expect, test } from 'vitest'
 import { connect } from './client.js'
 import { RpcError } from './errors.js'
@@ -12,16 +17,22 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c()
 })
 
-
 async function listen<T extends HttpServer | NetServer>(server: T): Promise<number> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   cleanup.push(() => new Promise((r) => server.close(r)))
   return (server.address() as AddressInfo).port
 }
 
-async function tunnelServer(allow: string[], opts: { token?: string } = {}): Promise<{ server: DuckyServer; log: ReturnType<typeof recordingLogger> }> {
+async function tunnelServer(
+  allow: string[],
+  opts: { token?: string } = {},
+): Promise<{ server: DuckyServer; log: ReturnType<typeof recordingLogger> }> {
   const log = recordingLogger()
-  const server = await serve(Demo, unusedDemo, { logger: log, services: [tunnelService({ allow, logger: log })], ...opts })
+  const server = await serve(Demo, unusedDemo, {
+    logger: log,
+    services: [tunnelService({ allow, logger: log })],
+    ...opts,
+  })
   cleanup.push(() => server.shutdown({ graceMs: 100 }))
   return { server, log }
 }
@@ -97,7 +108,9 @@ test('a tunnel to a target outside the allow-list is refused with PERMISSION_DEN
   const http = createHttpServer((_req, res) => res.end('secret'))
   const httpPort = await listen(http)
   const { server, log } = await tunnelServer(['127.0.0.1:1'])
-  const err = await openTunnel({ via: server.address, to: `127.0.0.1:${httpPort}`, listen: 0, logger: log }).catch((e: unknown) => e)
+  const err = await openTunnel({ via: server.address, to: `127.0.0.1:${httpPort}`, listen: 0, logger: log }).catch(
+    (e: unknown) => e,
+  )
   expect(err).toBeInstanceOf(RpcError)
   expect((err as RpcError).code).toBe('PERMISSION_DENIED')
   expect((err as RpcError).details).toContain(`127.0.0.1:${httpPort} is not allowed`)
@@ -106,7 +119,10 @@ test('a tunnel to a target outside the allow-list is refused with PERMISSION_DEN
   cleanup.push(() => client.close())
   const raw = await (async () => {
     try {
-      for await (const _ of client.open([Buffer.from('GET / HTTP/1.0\r\n\r\n')], { metadata: { 'ducky-tunnel-to': `127.0.0.1:${httpPort}` } })) return 'answered'
+      for await (const _ of client.open([Buffer.from('GET / HTTP/1.0\r\n\r\n')], {
+        metadata: { 'ducky-tunnel-to': `127.0.0.1:${httpPort}` },
+      }))
+        return 'answered'
     } catch (e) {
       return e as RpcError
     }
@@ -118,7 +134,13 @@ test('a tunnel to a target outside the allow-list is refused with PERMISSION_DEN
 
 test('a tunnel needs the server token', async () => {
   const { server, log } = await tunnelServer(['127.0.0.1:9'], { token: 'right' })
-  const err = await openTunnel({ via: server.address, to: '127.0.0.1:9', listen: 0, token: 'wrong', logger: log }).catch((e: unknown) => e)
+  const err = await openTunnel({
+    via: server.address,
+    to: '127.0.0.1:9',
+    listen: 0,
+    token: 'wrong',
+    logger: log,
+  }).catch((e: unknown) => e)
   expect((err as RpcError).code).toBe('UNAUTHENTICATED')
 })
 

@@ -48,7 +48,10 @@ export function parseHostPort(text: string, field: string): { host: string; port
   const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(text.trim())
   const port = m ? Number(m[3]) : NaN
   if (!m || port < 1 || port > 65535) {
-    throw new RpcError('INVALID_ARGUMENT', `${field}: ${JSON.stringify(text)} is not host:port; write it like 127.0.0.1:8080 or [::1]:8080`)
+    throw new RpcError(
+      'INVALID_ARGUMENT',
+      `${field}: ${JSON.stringify(text)} is not host:port; write it ` + `like 127.0.0.1:8080 or [::1]:8080`,
+    )
   }
   const host = (m[1] ?? m[2]!).toLowerCase()
   return { host, port, key: `${host.includes(':') ? `[${host}]` : host}:${port}` }
@@ -74,7 +77,13 @@ function dial(host: string, port: number, timeoutMs: number, signal: AbortSignal
     })
     const fail = (err: NodeJS.ErrnoException) => {
       clearTimeout(timer)
-      reject(new RpcError('UNAVAILABLE', `cannot connect to tunnel target ${to}: ${err.code ?? err.message}; check that something listens there`, { cause: err }))
+      reject(
+        new RpcError(
+          'UNAVAILABLE',
+          `cannot connect to tunnel target ${to}: ` + `${err.code ?? err.message}; check that something listens there`,
+          { cause: err },
+        ),
+      )
     }
     socket.once('error', fail)
   })
@@ -93,7 +102,11 @@ export function tunnelService(opts: TunnelServiceOptions): ServiceBinding {
     const target = parseHostPort(to, 'tunnel target')
     if (!allowed.has(target.key)) {
       log.warn({ to: target.key, method }, 'refused tunnel to a target outside the allow-list')
-      throw new RpcError('PERMISSION_DENIED', `tunnel target ${target.key} is not allowed; the server allows ${[...allowed].join(', ') || 'no target'}`, { method })
+      throw new RpcError(
+        'PERMISSION_DENIED',
+        `tunnel target ${target.key} is not allowed; the server allows ` + `${[...allowed].join(', ') || 'no target'}`,
+        { method },
+      )
     }
     return target
   }
@@ -101,10 +114,16 @@ export function tunnelService(opts: TunnelServiceOptions): ServiceBinding {
     check: ({ to }, ctx) => ({ to: permit(to, ctx.method).key }),
     // The byte path runs on the grpc-js call itself (see tunnel-pipe.ts): nothing is yielded
     // here, and the call ends with OK once both directions of the connection ended.
+    // biome-ignore lint/correctness/useYield: a server stream whose bytes go on the call itself, not through yield
     open: async function* (_frames, ctx) {
       const call = serverCallOf(ctx)
       const header = ctx.metadata.get(TARGET_HEADER)[0]
-      if (typeof header !== 'string') throw new RpcError('INVALID_ARGUMENT', `missing ${TARGET_HEADER} metadata; open tunnels with openTunnel()`, { method: ctx.method })
+      if (typeof header !== 'string')
+        throw new RpcError(
+          'INVALID_ARGUMENT',
+          `missing ${TARGET_HEADER} metadata; open tunnels with ` + `openTunnel()`,
+          { method: ctx.method },
+        )
       const target = permit(header, ctx.method)
       const socket = await dial(target.host, target.port, timeoutMs, ctx.signal, target.key)
       log.debug({ to: target.key, peer: ctx.peer }, 'tunnel connection opened')
@@ -155,7 +174,12 @@ export type Tunnel = {
 export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
   const log = opts.logger ?? defaultLogger()
   const to = parseHostPort(opts.to, 'to').key
-  const client = connect(TunnelService, opts.via, { token: opts.token, tls: opts.tls, logger: log, retry: { maxAttempts: 1 } })
+  const client = connect(TunnelService, opts.via, {
+    token: opts.token,
+    tls: opts.tls,
+    logger: log,
+    retry: { maxAttempts: 1 },
+  })
   try {
     await client.check({ to }, { deadlineMs: 10_000 })
   } catch (err) {
@@ -168,7 +192,8 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
     grpc.close()
     client.close()
   }
-  const failed = (err: unknown) => log.warn({ err: fromServiceError(err, OPEN_PATH), to, via: opts.via }, 'tunnel connection failed')
+  const failed = (err: unknown) =>
+    log.warn({ err: fromServiceError(err, OPEN_PATH), to, via: opts.via }, 'tunnel connection failed')
   const start = (sock: Socket, md: Metadata) => {
     if (sock.destroyed) return
     const call: TunnelClientCall = grpc.makeBidiStreamRequest(OPEN_PATH, same, same, md, { deadline: Infinity })
@@ -198,7 +223,11 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
     })
   } catch (err) {
     closeClients()
-    throw new RpcError('UNAVAILABLE', `cannot listen on ${host}:${opts.listen}: ${(err as NodeJS.ErrnoException).code}; pick a free local port`, { cause: err })
+    throw new RpcError(
+      'UNAVAILABLE',
+      `cannot listen on ${host}:${opts.listen}: ` + `${(err as NodeJS.ErrnoException).code}; pick a free local port`,
+      { cause: err },
+    )
   }
   const port = (server.address() as AddressInfo).port
   log.info({ listen: `${host}:${port}`, to, via: opts.via }, 'tunnel open')

@@ -24,12 +24,22 @@ export function describeIssues(error: z.ZodError): string {
 export function parseRequest<T extends z.ZodType>(schema: T, value: unknown, method: string): z.output<T> {
   const r = schema.safeParse(value)
   if (r.success) return r.data
-  throw new RpcError('INVALID_ARGUMENT', `invalid request: ${describeIssues(r.error)}; fix the request to match the ${method} schema`, { method })
+  throw new RpcError(
+    'INVALID_ARGUMENT',
+    `invalid request: ${describeIssues(r.error)}; fix the request to ` + `match the ${method} schema`,
+    { method },
+  )
 }
 
 /** Checks a handler's response; a mismatch is a server bug: INTERNAL, which the server logs. */
 export function parseResponse<T extends z.ZodType>(schema: T, value: unknown, method: string): z.output<T> {
   const r = schema.safeParse(value)
   if (r.success) return r.data
-  throw new RpcError('INTERNAL', `the handler returned an invalid response: ${describeIssues(r.error)}; the server's implementation of ${method} must match its schema`, { method })
+  throw new RpcError(
+    'INTERNAL',
+    `the handler returned an invalid response: ` +
+      `${describeIssues(r.error)}; the server's implementation of ` +
+      `${method} must match its schema`,
+    { method },
+  )
 }

@@ -26,7 +26,10 @@ const HEADER = 12
 /** gRPC's length prefix (1 flag byte + u32 length) that precedes every message in a frame. */
 const FRAME_PREFIX = 5
 
-type ViewCtor = { new (buffer: ArrayBufferLike, byteOffset: number, length: number): ArrayBufferView; BYTES_PER_ELEMENT?: number }
+type ViewCtor = {
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): ArrayBufferView
+  BYTES_PER_ELEMENT?: number
+}
 
 const VIEW_TYPES: Record<string, { ctor: ViewCtor; size: number }> = {
   Int8Array: { ctor: Int8Array, size: 1 },
@@ -51,7 +54,8 @@ function typeOf(v: ArrayBufferView): string {
   const name = v.constructor.name
   if (name in VIEW_TYPES) return name
   // A subclass of a typed array travels as the closest built-in type.
-  for (const [key, { ctor }] of Object.entries(VIEW_TYPES)) if (v instanceof (ctor as unknown as Function)) return key
+  for (const [key, { ctor }] of Object.entries(VIEW_TYPES))
+    if (v instanceof (ctor as unknown as abstract new (...a: never[]) => unknown)) return key
   return 'Uint8Array'
 }
 
@@ -109,7 +113,8 @@ let scratch: Buffer = Buffer.allocUnsafe(0)
 
 function scratchOf(total: number): Buffer {
   if (total > TRANSIENT_MAX_BYTES) return Buffer.allocUnsafe(total)
-  if (scratch.length < total) scratch = Buffer.allocUnsafeSlow(Math.min(TRANSIENT_MAX_BYTES, Math.max(total, 2 * scratch.length, 4096)))
+  if (scratch.length < total)
+    scratch = Buffer.allocUnsafeSlow(Math.min(TRANSIENT_MAX_BYTES, Math.max(total, 2 * scratch.length, 4096)))
   return scratch.subarray(0, total)
 }
 
@@ -153,7 +158,10 @@ function encodeInto(value: unknown, alloc: (total: number) => Buffer): Buffer {
 }
 
 function malformed(what: string): RpcError {
-  return new RpcError('INVALID_ARGUMENT', `malformed ducky message: ${what}; the sender must use the ducky wire format v${VERSION}`)
+  return new RpcError(
+    'INVALID_ARGUMENT',
+    `malformed ducky message: ${what}; the sender must use the ducky ` + `wire format v${VERSION}`,
+  )
 }
 
 function viewOf(buf: Buffer, off: number, type: string, len: number): unknown {
@@ -179,7 +187,8 @@ function place(root: unknown, path: unknown[], value: unknown): unknown {
       throw malformed(`binary path ${JSON.stringify(path)} does not exist in the message`)
     }
     // Only an own property may be replaced: a path can never reach a prototype.
-    if (!Object.hasOwn(holder, key)) throw malformed(`binary path ${JSON.stringify(path)} does not exist in the message`)
+    if (!Object.hasOwn(holder, key))
+      throw malformed(`binary path ${JSON.stringify(path)} does not exist in the message`)
     if (i === path.length - 1) (holder as Record<string | number, unknown>)[key] = value
     else holder = (holder as Record<string | number, unknown>)[key]
   }
@@ -204,7 +213,13 @@ export function decodeMessage(buf: Buffer): unknown {
   if (!Array.isArray(table)) throw malformed('binary table is not a list')
   let off = HEADER + bodyLen + tableLen
   for (const entry of table as unknown[]) {
-    if (!Array.isArray(entry) || !Array.isArray(entry[0]) || typeof entry[1] !== 'string' || !Number.isSafeInteger(entry[2]) || entry[2] < 0) {
+    if (
+      !Array.isArray(entry) ||
+      !Array.isArray(entry[0]) ||
+      typeof entry[1] !== 'string' ||
+      !Number.isSafeInteger(entry[2]) ||
+      entry[2] < 0
+    ) {
       throw malformed('bad binary table entry')
     }
     const len = entry[2] as number
@@ -241,7 +256,10 @@ export function encodeBytes(box: Boxed): Buffer {
   const v = box.value
   if (Buffer.isBuffer(v)) return v
   if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength)
-  throw new RpcError('INTERNAL', `a bytes-codec message must be a Uint8Array, got ${v === null ? 'null' : typeof v}; fix the method's schema`)
+  throw new RpcError(
+    'INTERNAL',
+    `a bytes-codec message must be a Uint8Array, got ` + `${v === null ? 'null' : typeof v}; fix the method's schema`,
+  )
 }
 
 export function decodeBytes(buf: Buffer): Boxed {
@@ -252,7 +270,11 @@ export function decodeBytes(buf: Buffer): Boxed {
  * Serializers of a codec, for grpc-js. `encodeResponse` is for the server's responses, which
  * grpc-js copies into its frame at once (see {@link encodeTransient}).
  */
-export function codecOf(codec: 'ducky' | 'bytes'): { encode: (b: Boxed) => Buffer; encodeResponse: (b: Boxed) => Buffer; decode: (buf: Buffer) => Boxed } {
+export function codecOf(codec: 'ducky' | 'bytes'): {
+  encode: (b: Boxed) => Buffer
+  encodeResponse: (b: Boxed) => Buffer
+  decode: (buf: Buffer) => Boxed
+} {
   return codec === 'bytes'
     ? { encode: encodeBytes, encodeResponse: encodeBytes, decode: decodeBytes }
     : { encode: encodeBoxed, encodeResponse: encodeBoxedTransient, decode: decodeBoxed }

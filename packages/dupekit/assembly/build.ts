@@ -21,7 +21,8 @@ export function compileKernels(): Uint8Array {
   try {
     const out = join(tmp, 'kernels.wasm')
     const asc = join(pkgDir, 'node_modules/.bin/asc')
-    execFileSync(asc, ['assembly/kernels.ts', '--outFile', out, '-O3', '--runtime', 'stub', '--noAssert', '--enable', 'simd'], {
+    const flags = ['-O3', '--runtime', 'stub', '--noAssert', '--enable', 'simd']
+    execFileSync(asc, ['assembly/kernels.ts', '--outFile', out, ...flags], {
       cwd: pkgDir,
       stdio: ['ignore', 'inherit', 'inherit'],
     })

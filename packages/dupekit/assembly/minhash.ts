@@ -72,7 +72,8 @@ let seqLen: usize = 1
   }
   if (p + 3 < end) {
     seqLen = 4
-    return ((b0 & 0x07) << 18) | ((<u32>load<u8>(p, 1) & 0x3f) << 12) | ((<u32>load<u8>(p, 2) & 0x3f) << 6) | (<u32>load<u8>(p, 3) & 0x3f)
+    const hi = ((b0 & 0x07) << 18) | ((<u32>load<u8>(p, 1) & 0x3f) << 12)
+    return hi | ((<u32>load<u8>(p, 2) & 0x3f) << 6) | (<u32>load<u8>(p, 3) & 0x3f)
   }
   seqLen = 1
   return b0

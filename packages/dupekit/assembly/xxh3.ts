@@ -83,7 +83,8 @@ let mulHi: u64 = 0
 function mergeAccs(s: usize, start: u64): u64 {
   let r = start
   for (let i: usize = 0; i < 4; i++) {
-    r += mulFold64(load<u64>(ACC + i * 16) ^ load<u64>(s + i * 16), load<u64>(ACC + i * 16 + 8) ^ load<u64>(s + i * 16 + 8))
+    const lo = load<u64>(ACC + i * 16) ^ load<u64>(s + i * 16)
+    r += mulFold64(lo, load<u64>(ACC + i * 16 + 8) ^ load<u64>(s + i * 16 + 8))
   }
   return xxh3Avalanche(r)
 }

@@ -10,7 +10,8 @@ const WORDS = (
   'you were her she there been one all we their has would when if so no will more what up out into its time can ' +
   'only other new some could these two may first then do any like my now over such our man me even most made after ' +
   'also did many before must through back years where much your way well down should because each just those people ' +
-  'how too little state good very make world still own see men work long get here between both life being under never ' +
+  'how too little state good very make world still own see men ' +
+  'work long get here between both life being under never ' +
   'day same another know while last might us great old year off come since against go came right used take three ' +
   'water system history during government number research language model training data science river mountain city ' +
   'village market season energy network program computer island music theory family children century village church ' +

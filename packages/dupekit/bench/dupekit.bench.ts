@@ -90,14 +90,36 @@ for (const shingle of ['char', 'word'] as const) {
   const poolCpu = await cpuSeconds(() => pool.signatures(set))
   await pool.close()
   emit({ bench, metric: `minhash_${shingle}_docs_per_s`, value: set.length / t, unit: 'docs/s' })
-  emit({ bench, metric: `minhash_${shingle}_updates_per_s_per_core`, value: (shingles * mh.numPerm) / t, unit: 'updates/s' })
+  emit({
+    bench,
+    metric: `minhash_${shingle}_updates_per_s_per_core`,
+    value: (shingles * mh.numPerm) / t,
+    unit: 'updates/s',
+  })
   const cpu = await cpuSeconds(() => {
     for (const d of set) mh.signatureInto(d, out, 0)
   })
   emit({ bench, metric: `minhash_${shingle}_docs_per_cpu_s`, value: set.length / cpu, unit: 'docs/s' })
-  emit({ bench, metric: `minhash_${shingle}_updates_per_cpu_s`, value: (shingles * mh.numPerm) / cpu, unit: 'updates/s' })
-  emit({ bench, metric: `minhash_${shingle}_docs_per_s_all_cores`, value: set.length / tp, unit: 'docs/s', baseline: set.length / t })
-  emit({ bench, metric: `minhash_${shingle}_pool_docs_per_cpu_s`, value: set.length / poolCpu, unit: 'docs/s', baseline: set.length / cpu })
+  emit({
+    bench,
+    metric: `minhash_${shingle}_updates_per_cpu_s`,
+    value: (shingles * mh.numPerm) / cpu,
+    unit: 'updates/s',
+  })
+  emit({
+    bench,
+    metric: `minhash_${shingle}_docs_per_s_all_cores`,
+    value: set.length / tp,
+    unit: 'docs/s',
+    baseline: set.length / t,
+  })
+  emit({
+    bench,
+    metric: `minhash_${shingle}_pool_docs_per_cpu_s`,
+    value: set.length / poolCpu,
+    unit: 'docs/s',
+    baseline: set.length / cpu,
+  })
 }
 
 // ---- MinHash kernel alone vs a scalar JavaScript loop over the same shingle hashes
@@ -143,7 +165,13 @@ for (const shingle of ['char', 'word'] as const) {
   const wasmSig = m.u32.subarray(sig >>> 2, (sig >>> 2) + numPerm)
   if (!wasmSig.every((v, i) => v === js[i])) throw new Error('kernel and scalar loop disagree')
   const updates = reps * n * numPerm
-  emit({ bench, metric: 'minhash_kernel_updates_per_s', value: updates / tw, unit: 'updates/s', baseline: updates / tj })
+  emit({
+    bench,
+    metric: 'minhash_kernel_updates_per_s',
+    value: updates / tw,
+    unit: 'updates/s',
+    baseline: updates / tj,
+  })
 }
 
 // ---- Exact hashing, MB/s, against xxhash-wasm once per document
@@ -180,13 +208,16 @@ for (const shingle of ['char', 'word'] as const) {
     else for (let j = 0; j < numPerm; j++) sigs[i * numPerm + j] = Math.floor(r() * 2 ** 32)
   }
   let clusters = 0
-  const t = await timeIt(() => {
-    const lsh = new LshIndex()
-    lsh.addAll(sigs)
-    const uf = new UnionFind(n)
-    uf.unionPairs(lsh.candidatePairs())
-    clusters = uf.clusters().length
-  }, { runs: RUNS })
+  const t = await timeIt(
+    () => {
+      const lsh = new LshIndex()
+      lsh.addAll(sigs)
+      const uf = new UnionFind(n)
+      uf.unionPairs(lsh.candidatePairs())
+      clusters = uf.clusters().length
+    },
+    { runs: RUNS },
+  )
   if (clusters !== n / 10) throw new Error(`expected ${n / 10} clusters, got ${clusters}`)
   emit({ bench, metric: 'lsh_cluster_docs_per_s', value: n / t, unit: 'docs/s' })
 }
@@ -196,20 +227,26 @@ for (const shingle of ['char', 'word'] as const) {
   const n = 200_000
   const keys = Array.from({ length: n }, (_, i) => `https://example.org/page/${i}#${i * 2654435761}`)
   const others = Array.from({ length: n }, (_, i) => `https://example.net/other/${i}`)
-  const tIns = await timeIt(() => {
-    const bf = BloomFilter.create({ expectedItems: n, falsePositiveRate: 0.01 })
-    for (const k of keys) bf.add(k)
-  }, { runs: RUNS })
+  const tIns = await timeIt(
+    () => {
+      const bf = BloomFilter.create({ expectedItems: n, falsePositiveRate: 0.01 })
+      for (const k of keys) bf.add(k)
+    },
+    { runs: RUNS },
+  )
   const bf = BloomFilter.create({ expectedItems: n, falsePositiveRate: 0.01 })
   for (const k of keys) bf.add(k)
   let hits = 0
-  const tLook = await timeIt(() => {
-    hits = 0
-    for (let i = 0; i < n; i++) {
-      if (bf.has(keys[i]!)) hits++
-      if (bf.has(others[i]!)) hits++
-    }
-  }, { runs: RUNS })
+  const tLook = await timeIt(
+    () => {
+      hits = 0
+      for (let i = 0; i < n; i++) {
+        if (bf.has(keys[i]!)) hits++
+        if (bf.has(others[i]!)) hits++
+      }
+    },
+    { runs: RUNS },
+  )
   emit({ bench, metric: 'bloom_inserts_per_s', value: n / tIns, unit: 'keys/s' })
   emit({ bench, metric: 'bloom_lookups_per_s', value: (2 * n) / tLook, unit: 'keys/s' })
   log(`bloom: ${hits - n} false positives in ${n} lookups of absent keys`)

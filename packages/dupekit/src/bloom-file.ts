@@ -59,20 +59,32 @@ export function bloomFromBytes(bytes: Uint8Array, source = '<bytes>'): BloomFilt
   const what = `Bloom filter file ${source}`
   const head = new TextDecoder().decode(bytes.subarray(0, 4))
   if (bytes.length < 4 && BLOOM_MAGIC.startsWith(head)) {
-    throw new DupekitError('BLOOM_TRUNCATED', `${what} is truncated: ${bytes.length} bytes, not even a header; re-create or re-copy the file`)
+    throw new DupekitError(
+      'BLOOM_TRUNCATED',
+      `${what} is truncated: ${bytes.length} bytes, not even a header; ` + `re-create or re-copy the file`,
+    )
   }
   if (head !== BLOOM_MAGIC) {
-    throw new DupekitError('BLOOM_FORMAT', `${what} is not a saved Bloom filter (no "${BLOOM_MAGIC}" magic); check the path`)
+    throw new DupekitError(
+      'BLOOM_FORMAT',
+      `${what} is not a saved Bloom filter (no "${BLOOM_MAGIC}" ` + `magic); check the path`,
+    )
   }
   if (bytes.length < HEADER + TRAILER) {
-    throw new DupekitError('BLOOM_TRUNCATED', `${what} is truncated: ${bytes.length} bytes, shorter than the ${HEADER}-byte header; re-create or re-copy the file`)
+    throw new DupekitError(
+      'BLOOM_TRUNCATED',
+      `${what} is truncated: ${bytes.length} bytes, shorter than the ` +
+        `${HEADER}-byte header; re-create or re-copy the file`,
+    )
   }
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   const version = dv.getUint16(4, true)
   if (version !== BLOOM_FORMAT_VERSION) {
     throw new DupekitError(
       'BLOOM_FORMAT',
-      `${what} has format version ${version}; this @marin/dupekit reads version ${BLOOM_FORMAT_VERSION}: use a matching @marin/dupekit`,
+      `${what} has format version ${version}; this @marin/dupekit ` +
+        `reads version ${BLOOM_FORMAT_VERSION}: use a matching ` +
+        `@marin/dupekit`,
     )
   }
   const headerSize = dv.getUint16(6, true)
@@ -81,25 +93,42 @@ export function bloomFromBytes(bytes: Uint8Array, source = '<bytes>'): BloomFilt
   const bits = Number(dv.getBigUint64(16, true))
   const added = Number(dv.getBigUint64(24, true))
   const payload = Number(dv.getBigUint64(32, true))
-  if (headerSize !== HEADER || bits < 64 || bits % 64 !== 0 || bits > 2 ** 32 || payload !== bits / 8 || hashes < 1 || hashes > 64) {
+  if (
+    headerSize !== HEADER ||
+    bits < 64 ||
+    bits % 64 !== 0 ||
+    bits > 2 ** 32 ||
+    payload !== bits / 8 ||
+    hashes < 1 ||
+    hashes > 64
+  ) {
     throw new DupekitError(
       'BLOOM_CORRUPT',
-      `${what} is corrupted: impossible header (header ${headerSize} bytes, ${bits} bits, ${payload} payload bytes, ${hashes} hashes); re-create the filter`,
+      `${what} is corrupted: impossible header (header ${headerSize} ` +
+        `bytes, ${bits} bits, ${payload} payload bytes, ${hashes} ` +
+        `hashes); re-create the filter`,
     )
   }
   const expected = HEADER + payload + TRAILER
   if (bytes.length < expected) {
-    throw new DupekitError('BLOOM_TRUNCATED', `${what} is truncated: ${bytes.length} bytes, the header says ${expected}; re-create or re-copy the file`)
+    throw new DupekitError(
+      'BLOOM_TRUNCATED',
+      `${what} is truncated: ${bytes.length} bytes, the header says ` + `${expected}; re-create or re-copy the file`,
+    )
   }
   if (bytes.length > expected) {
-    throw new DupekitError('BLOOM_CORRUPT', `${what} is corrupted: ${bytes.length} bytes, the header says ${expected}; re-create the filter`)
+    throw new DupekitError(
+      'BLOOM_CORRUPT',
+      `${what} is corrupted: ${bytes.length} bytes, the header says ` + `${expected}; re-create the filter`,
+    )
   }
   const stored = dv.getBigUint64(HEADER + payload, true)
   const actual = xxh64(bytes.subarray(0, HEADER + payload))
   if (stored !== actual) {
     throw new DupekitError(
       'BLOOM_CORRUPT',
-      `${what} is corrupted: checksum ${actual.toString(16)} does not match the stored ${stored.toString(16)}; re-create or re-copy the file`,
+      `${what} is corrupted: checksum ${actual.toString(16)} does not ` +
+        `match the stored ${stored.toString(16)}; re-create or re-copy the file`,
     )
   }
   const words = new Uint32Array(bits / 32)
@@ -114,10 +143,17 @@ export async function saveBloom(filter: BloomFilter, path: string): Promise<void
   try {
     await writeFile(tmp, bloomToBytes(filter))
     await rename(tmp, path)
-    logger('dupekit').debug({ path, bits: filter.bits, hashes: filter.hashes, added: filter.added }, 'saved bloom filter')
+    logger('dupekit').debug(
+      { path, bits: filter.bits, hashes: filter.hashes, added: filter.added },
+      'saved bloom filter',
+    )
   } catch (err) {
     await rm(tmp, { force: true })
-    throw new DupekitError('BLOOM_IO', `cannot save Bloom filter to ${path}: ${(err as Error).message}; check the directory exists and is writable`, { cause: err })
+    throw new DupekitError(
+      'BLOOM_IO',
+      `cannot save Bloom filter to ${path}: ${(err as Error).message}; ` + `check the directory exists and is writable`,
+      { cause: err },
+    )
   }
 }
 
@@ -127,7 +163,11 @@ export async function loadBloom(path: string): Promise<BloomFilter> {
   try {
     bytes = await readFile(path)
   } catch (err) {
-    throw new DupekitError('BLOOM_IO', `cannot read Bloom filter file ${path}: ${(err as Error).message}; check the path`, { cause: err })
+    throw new DupekitError(
+      'BLOOM_IO',
+      `cannot read Bloom filter file ${path}: ${(err as Error).message}` + `; check the path`,
+      { cause: err },
+    )
   }
   return bloomFromBytes(bytes, path)
 }

@@ -70,7 +70,9 @@ test('union holds both sets; intersection answers true for the common keys', () 
   expect(Math.abs(u.estimatedCount() / 1500 - 1)).toBeLessThan(0.05)
   const other = BloomFilter.create({ expectedItems: 2000, falsePositiveRate: 0.01 })
   expect(() => a.union(other)).toThrow(/Bloom union: filters differ .*create both with the same options/)
-  expect(() => a.intersection(BloomFilter.create({ expectedItems: 2000, falsePositiveRate: 0.001, seed: 1 }))).toThrow(/seed 0 vs 1/)
+  expect(() => a.intersection(BloomFilter.create({ expectedItems: 2000, falsePositiveRate: 0.001, seed: 1 }))).toThrow(
+    /seed 0 vs 1/,
+  )
 })
 
 describe('save and load', () => {
@@ -122,7 +124,9 @@ describe('save and load', () => {
     const path = join(dir, 'cut.bloom')
     for (const keep of [0, 3, 20, 48, bytes.length - 1, bytes.length - 9]) {
       await writeFile(path, bytes.subarray(0, keep))
-      await expect(loadBloom(path)).rejects.toThrow(new RegExp(`Bloom filter file ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is truncated`))
+      await expect(loadBloom(path)).rejects.toThrow(
+        new RegExp(`Bloom filter file ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}` + ` is truncated`),
+      )
       await expect(loadBloom(path)).rejects.toMatchObject({ code: 'BLOOM_TRUNCATED' })
     }
   })
@@ -141,7 +145,9 @@ describe('save and load', () => {
     // Payload and checksum damage is always caught by the checksum.
     const bad = good.slice()
     bad[48 + 5]! ^= 1
-    expect(codeOf(() => bloomFromBytes(bad, 'x.bloom'))).toMatch(/^BLOOM_CORRUPT: Bloom filter file x.bloom is corrupted: checksum .* does not match/)
+    expect(codeOf(() => bloomFromBytes(bad, 'x.bloom'))).toMatch(
+      /^BLOOM_CORRUPT: Bloom filter file x.bloom is corrupted: checksum .* does not match/,
+    )
   })
 
   test('extra bytes, another format version, a missing file', async () => {
@@ -151,10 +157,16 @@ describe('save and load', () => {
     expect(codeOf(() => bloomFromBytes(longer, 'long.bloom'))).toMatch(/^BLOOM_CORRUPT: .*long.bloom.* the header says/)
     const v2 = good.slice()
     v2[4] = 2
-    expect(codeOf(() => bloomFromBytes(v2, 'v2.bloom'))).toMatch(/^BLOOM_FORMAT: Bloom filter file v2.bloom has format version 2; this @marin\/dupekit reads version 1/)
-    expect(codeOf(() => bloomFromBytes(new TextEncoder().encode('{"json": true}'), 'j.json'))).toMatch(/^BLOOM_FORMAT: .*j.json is not a saved Bloom filter/)
+    expect(codeOf(() => bloomFromBytes(v2, 'v2.bloom'))).toMatch(
+      /^BLOOM_FORMAT: Bloom filter file v2.bloom has format version 2; this @marin\/dupekit reads version 1/,
+    )
+    expect(codeOf(() => bloomFromBytes(new TextEncoder().encode('{"json": true}'), 'j.json'))).toMatch(
+      /^BLOOM_FORMAT: .*j.json is not a saved Bloom filter/,
+    )
     await expect(loadBloom(join(dir, 'nope.bloom'))).rejects.toMatchObject({ code: 'BLOOM_IO' })
-    await expect(saveBloom(filled(), join(dir, 'no-such-dir', 'f.bloom'))).rejects.toThrow(/cannot save Bloom filter to .*no-such-dir/)
+    await expect(saveBloom(filled(), join(dir, 'no-such-dir', 'f.bloom'))).rejects.toThrow(
+      /cannot save Bloom filter to .*no-such-dir/,
+    )
     expect(await readFile(join(dir, 'f.bloom'))).toBeTruthy()
   })
 })

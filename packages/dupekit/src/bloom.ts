@@ -34,14 +34,19 @@ export function bloomSize(expectedItems: number, falsePositiveRate = 0.01): { bi
     throw new DupekitError('INVALID_ARGUMENT', `Bloom filter: expectedItems must be a number ≥ 1, got ${expectedItems}`)
   }
   if (!(falsePositiveRate > 0 && falsePositiveRate < 1)) {
-    throw new DupekitError('INVALID_ARGUMENT', `Bloom filter: falsePositiveRate must be in (0, 1), got ${falsePositiveRate}; e.g. 0.01`)
+    throw new DupekitError(
+      'INVALID_ARGUMENT',
+      `Bloom filter: falsePositiveRate must be in (0, 1), got ` + `${falsePositiveRate}; e.g. 0.01`,
+    )
   }
   const raw = Math.ceil((-expectedItems * Math.log(falsePositiveRate)) / (Math.LN2 * Math.LN2))
   const bits = Math.ceil(raw / 64) * 64
   if (bits > BLOOM_MAX_BITS) {
     throw new DupekitError(
       'INVALID_ARGUMENT',
-      `Bloom filter: ${expectedItems} items at rate ${falsePositiveRate} need ${bits} bits, over the ${BLOOM_MAX_BITS}-bit limit; shard the keys over several filters`,
+      `Bloom filter: ${expectedItems} items at rate ` +
+        `${falsePositiveRate} need ${bits} bits, over the ` +
+        `${BLOOM_MAX_BITS}-bit limit; shard the keys over several filters`,
     )
   }
   const hashes = Math.min(64, Math.max(1, Math.round((bits / expectedItems) * Math.LN2)))
@@ -64,7 +69,10 @@ export class BloomFilter {
 
   constructor(bits: number, hashes: number, seed = 0, words?: Uint32Array, added = 0) {
     if (!Number.isInteger(bits) || bits < 64 || bits % 64 !== 0 || bits > BLOOM_MAX_BITS) {
-      throw new DupekitError('INVALID_ARGUMENT', `Bloom filter: bits must be a multiple of 64 in [64, 2^32], got ${bits}`)
+      throw new DupekitError(
+        'INVALID_ARGUMENT',
+        `Bloom filter: bits must be a multiple of 64 in [64, 2^32], got ${bits}`,
+      )
     }
     if (!Number.isInteger(hashes) || hashes < 1 || hashes > 64) {
       throw new DupekitError('INVALID_ARGUMENT', `Bloom filter: hashes must be an integer in [1, 64], got ${hashes}`)
@@ -73,7 +81,10 @@ export class BloomFilter {
       throw new DupekitError('INVALID_ARGUMENT', `Bloom filter: seed must be an integer in [0, 2^32), got ${seed}`)
     }
     if (words !== undefined && words.length !== bits / 32) {
-      throw new DupekitError('INVALID_ARGUMENT', `Bloom filter: ${bits} bits need ${bits / 32} words, got ${words.length}`)
+      throw new DupekitError(
+        'INVALID_ARGUMENT',
+        `Bloom filter: ${bits} bits need ${bits / 32} words, got ` + `${words.length}`,
+      )
     }
     this.bits = bits
     this.hashes = hashes
@@ -166,7 +177,7 @@ export class BloomFilter {
       let v = w[i]!
       v = v - ((v >>> 1) & 0x55555555)
       v = (v & 0x33333333) + ((v >>> 2) & 0x33333333)
-      c += (Math.imul((v + (v >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24)
+      c += Math.imul((v + (v >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24
     }
     return c
   }
@@ -182,7 +193,9 @@ export class BloomFilter {
     if (other.bits !== this.bits || other.hashes !== this.hashes || other.seed !== this.seed) {
       throw new DupekitError(
         'BLOOM_MISMATCH',
-        `Bloom ${op}: filters differ (bits ${this.bits} vs ${other.bits}, hashes ${this.hashes} vs ${other.hashes}, seed ${this.seed} vs ${other.seed}); create both with the same options`,
+        `Bloom ${op}: filters differ (bits ${this.bits} vs ${other.bits}` +
+          `, hashes ${this.hashes} vs ${other.hashes}, seed ${this.seed} ` +
+          `vs ${other.seed}); create both with the same options`,
       )
     }
   }

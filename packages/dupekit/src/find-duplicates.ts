@@ -38,7 +38,10 @@ export type DuplicateClusters = {
   candidatePairs: number
 }
 
-export function findDuplicateClusters(texts: readonly string[], options: FindDuplicatesOptions = {}): DuplicateClusters {
+export function findDuplicateClusters(
+  texts: readonly string[],
+  options: FindDuplicatesOptions = {},
+): DuplicateClusters {
   const { numBands = MINHASH_DEFAULTS.numBands, verifyThreshold, exact = true, signatures, ...mh } = options
   const hasher = new MinHasher(mh)
   const k = hasher.numPerm
@@ -55,7 +58,9 @@ export function findDuplicateClusters(texts: readonly string[], options: FindDup
   if (signatures !== undefined && signatures.length !== texts.length * k) {
     throw new DupekitError(
       'INVALID_ARGUMENT',
-      `findDuplicateClusters: signatures has ${signatures.length} slots, expected ${texts.length} texts × ${k} permutations; compute them with the same numPerm`,
+      `findDuplicateClusters: signatures has ${signatures.length} ` +
+        `slots, expected ${texts.length} texts × ${k} permutations; ` +
+        `compute them with the same numPerm`,
     )
   }
   const sigs = signatures ?? hasher.signatures(texts)

@@ -119,7 +119,7 @@ test('xxh64 agrees with xxhash-wasm on random inputs of every length 0..600 and 
   const lengths = [...Array.from({ length: 601 }, (_, i) => i), 1023, 1024, 4097, 65_537]
   for (const len of lengths) {
     const bytes = randomBytes(len, len * 7919 + 1)
-    const seed = BigInt(len) * 0x9e3779b97f4a7c15n & ((1n << 64n) - 1n)
+    const seed = (BigInt(len) * 0x9e3779b97f4a7c15n) & ((1n << 64n) - 1n)
     expect(xxh64(bytes, seed), `len ${len}`).toBe(ref.h64Raw(bytes, seed))
   }
   const texts = ['', 'a', 'héllo wörld', '日本語のテキスト', '🙂 emoji 🙂', 'x'.repeat(1000)]

@@ -69,7 +69,11 @@ describe('LshIndex', () => {
 
   test('addAll takes flat signatures and pairs connect into one component', () => {
     const mh = new MinHasher()
-    const texts = ['alpha beta gamma delta epsilon zeta', 'alpha beta gamma delta epsilon zeta', 'something else entirely, nothing alike']
+    const texts = [
+      'alpha beta gamma delta epsilon zeta',
+      'alpha beta gamma delta epsilon zeta',
+      'something else entirely, nothing alike',
+    ]
     const lsh = new LshIndex()
     lsh.addAll(mh.signatures(texts), 100)
     const uf = new UnionFind()
@@ -79,7 +83,9 @@ describe('LshIndex', () => {
   })
 
   test('bad shapes are rejected with what to do', () => {
-    expect(() => new LshIndex({ numPerm: 286, numBands: 25 })).toThrow(/numPerm \(286\) must be a positive multiple of numBands \(25\)/)
+    expect(() => new LshIndex({ numPerm: 286, numBands: 25 })).toThrow(
+      /numPerm \(286\) must be a positive multiple of numBands \(25\)/,
+    )
     expect(() => new LshIndex().add(1, new Uint32Array(10))).toThrow(/signature has 10 slots from offset 0, need 286/)
     expect(() => new LshIndex().add(-1, new Uint32Array(286))).toThrow(/id must be an integer/)
   })

@@ -29,12 +29,12 @@ export type LshOptions = {
 
 /** Probability that two documents of Jaccard similarity `s` share at least one band. */
 export function lshProbability(s: number, bands: number, rows: number): number {
-  return 1 - Math.pow(1 - Math.pow(s, rows), bands)
+  return 1 - (1 - s ** rows) ** bands
 }
 
 /** The similarity where the candidate probability rises fastest: about `(1/bands)^(1/rows)`. */
 export function lshThreshold(bands: number, rows: number): number {
-  return Math.pow(1 / bands, 1 / rows)
+  return (1 / bands) ** (1 / rows)
 }
 
 export class LshIndex {
@@ -58,7 +58,8 @@ export class LshIndex {
     if (!Number.isInteger(this.numBands) || this.numBands < 1 || this.numPerm % this.numBands !== 0) {
       throw new DupekitError(
         'INVALID_ARGUMENT',
-        `LshIndex: numPerm (${this.numPerm}) must be a positive multiple of numBands (${this.numBands}); e.g. 286 = 26 bands × 11 rows`,
+        `LshIndex: numPerm (${this.numPerm}) must be a positive multiple ` +
+          `of numBands (${this.numBands}); e.g. 286 = 26 bands × 11 rows`,
       )
     }
     this.rows = this.numPerm / this.numBands
@@ -117,7 +118,10 @@ export class LshIndex {
     const old = this.table
     const cap = (this.mask + 1) * 2
     if (cap * 3 > 0xffffffff) {
-      throw new DupekitError('INVALID_ARGUMENT', `LshIndex: more than ${this.used} buckets; index fewer documents per LshIndex (shard the corpus)`)
+      throw new DupekitError(
+        'INVALID_ARGUMENT',
+        `LshIndex: more than ${this.used} buckets; index fewer documents ` + `per LshIndex (shard the corpus)`,
+      )
     }
     this.table = new Uint32Array(cap * 3)
     this.mask = cap - 1
@@ -138,7 +142,11 @@ export class LshIndex {
    */
   add(id: number, sig: Uint32Array, offset = 0): void {
     if (sig.length < offset + this.numPerm) {
-      throw new DupekitError('INVALID_ARGUMENT', `LshIndex.add(${id}): signature has ${sig.length - offset} slots from offset ${offset}, need ${this.numPerm}`)
+      throw new DupekitError(
+        'INVALID_ARGUMENT',
+        `LshIndex.add(${id}): signature has ${sig.length - offset} slots ` +
+          `from offset ${offset}, need ${this.numPerm}`,
+      )
     }
     if (!Number.isInteger(id) || id < 0 || id > 0xfffffffe) {
       throw new DupekitError('INVALID_ARGUMENT', `LshIndex.add: id must be an integer in [0, 2^32-1), got ${id}`)

@@ -39,9 +39,12 @@ const WORKER_URL = new URL(fromSource ? './minhash-worker.ts' : './minhash-worke
 function startWorker(workerData: unknown): Worker {
   if (!fromSource) return new Worker(WORKER_URL, { workerData })
   // tsx's tsImport loads a TypeScript module graph without a process-wide loader.
-  const tsxApi = createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')
+  const tsxApi = createRequire(import.meta.url)
+    .resolve('tsx/esm/api')
+    .replace(/\.cjs$/, '.mjs')
   const target = JSON.stringify(WORKER_URL.href)
-  const bootstrap = `import(${JSON.stringify(pathToFileURL(tsxApi).href)}).then((tsx) => tsx.tsImport(${target}, ${target}))`
+  const bootstrap =
+    `import(${JSON.stringify(pathToFileURL(tsxApi).href)}` + `).then((tsx) => tsx.tsImport(${target}, ${target}))`
   return new Worker(bootstrap, { eval: true, workerData })
 }
 
@@ -63,7 +66,10 @@ export class MinHashPool {
       throw new DupekitError('INVALID_ARGUMENT', `MinHashPool: threads must be a positive integer, got ${this.threads}`)
     }
     if (!Number.isInteger(this.batchSize) || this.batchSize < 1) {
-      throw new DupekitError('INVALID_ARGUMENT', `MinHashPool: batchSize must be a positive integer, got ${this.batchSize}`)
+      throw new DupekitError(
+        'INVALID_ARGUMENT',
+        `MinHashPool: batchSize must be a positive integer, got ` + `${this.batchSize}`,
+      )
     }
   }
 
@@ -109,7 +115,8 @@ export class MinHashPool {
 
   /** Signatures of `texts`, flat: text `i` is `[i*numPerm, (i+1)*numPerm)`. */
   async signatures(texts: readonly string[]): Promise<Uint32Array> {
-    if (this.closed) throw new DupekitError('POOL_FAILED', 'MinHashPool.signatures: the pool is closed; create a new pool')
+    if (this.closed)
+      throw new DupekitError('POOL_FAILED', 'MinHashPool.signatures: the pool is closed; create a new pool')
     const k = this.params.numPerm
     const out = new Uint32Array(texts.length * k)
     const parts: Promise<void>[] = []
@@ -137,9 +144,11 @@ export class MinHashPool {
   /** Stops the workers; pending calls fail with POOL_FAILED. */
   async close(): Promise<void> {
     this.closed = true
-    for (const t of this.queue.splice(0)) t.fail(new DupekitError('POOL_FAILED', 'MinHashPool closed before the batch ran'))
+    for (const t of this.queue.splice(0))
+      t.fail(new DupekitError('POOL_FAILED', 'MinHashPool closed before the batch ran'))
     const slots = this.slots.splice(0)
-    for (const s of slots) if (s.busy) s.busy.fail(new DupekitError('POOL_FAILED', 'MinHashPool closed while the batch ran'))
+    for (const s of slots)
+      if (s.busy) s.busy.fail(new DupekitError('POOL_FAILED', 'MinHashPool closed while the batch ran'))
     await Promise.all(slots.map((s) => s.worker.terminate()))
   }
 }

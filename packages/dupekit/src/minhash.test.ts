@@ -34,7 +34,9 @@ describe('MinHasher', () => {
         243452986,
       ]
     `)
-    expect(Array.from(minhashSignature(text, { shingle: 'word', ngram: 2, seed: 7, numPerm: 8 }))).toMatchInlineSnapshot(`
+    expect(
+      Array.from(minhashSignature(text, { shingle: 'word', ngram: 2, seed: 7, numPerm: 8 })),
+    ).toMatchInlineSnapshot(`
       [
         56879485,
         46594782,
@@ -108,7 +110,9 @@ describe('MinHasher', () => {
   })
 
   test('bad options fail with the field and the default', () => {
-    expect(() => new MinHasher({ numPerm: 0 })).toThrow(/numPerm must be an integer in \[1, 65536\], got 0; the default is 286/)
+    expect(() => new MinHasher({ numPerm: 0 })).toThrow(
+      /numPerm must be an integer in \[1, 65536\], got 0; the default is 286/,
+    )
     expect(() => new MinHasher({ ngram: 1.5 })).toThrow(/ngram must be an integer/)
     expect(() => new MinHasher({ seed: -1 })).toThrow(/seed must be an integer in \[0, 2\^32\)/)
     expect(() => new MinHasher({ shingle: 'line' as 'char' })).toThrow(/shingle must be 'char' or 'word'/)
@@ -137,18 +141,21 @@ describe('MinHash Jaccard estimates (statistical)', () => {
     return { J, ests, sigma: Math.sqrt((J * (1 - J)) / k) }
   })
 
-  test.each(rows.map((r) => [r.J, r] as const))('J = %f: every estimate within 5 sigma, the mean within 4 sigma/sqrt(n)', (_, r) => {
-    for (const e of r.ests) expect(Math.abs(e - r.J)).toBeLessThanOrEqual(5 * r.sigma)
-    const mean = r.ests.reduce((s, e) => s + e, 0) / r.ests.length
-    expect(Math.abs(mean - r.J)).toBeLessThanOrEqual((4 * r.sigma) / Math.sqrt(r.ests.length))
-  })
+  test.each(rows.map((r) => [r.J, r] as const))(
+    'J = %f: every estimate within 5 sigma, the mean within 4 ' + 'sigma/sqrt(n)',
+    (_, r) => {
+      for (const e of r.ests) expect(Math.abs(e - r.J)).toBeLessThanOrEqual(5 * r.sigma)
+      const mean = r.ests.reduce((s, e) => s + e, 0) / r.ests.length
+      expect(Math.abs(mean - r.J)).toBeLessThanOrEqual((4 * r.sigma) / Math.sqrt(r.ests.length))
+    },
+  )
 
   test('the spread matches sqrt(J(1-J)/k): slots behave as independent permutations', () => {
     // sum((e-J)^2 / sigma^2) over N estimates is ~ chi-square(N): mean 1 per estimate,
     // standard deviation sqrt(2/N); correlated permutations would inflate it.
     let z2 = 0
     let n = 0
-    for (const r of rows) for (const e of r.ests) ((z2 += (e - r.J) ** 2 / r.sigma ** 2), n++)
+    for (const r of rows) for (const e of r.ests) (z2 += (e - r.J) ** 2 / r.sigma ** 2), n++
     const ratio = z2 / n
     expect(Math.abs(ratio - 1)).toBeLessThanOrEqual(4 * Math.sqrt(2 / n))
   })
@@ -157,7 +164,10 @@ describe('MinHash Jaccard estimates (statistical)', () => {
     const [a, b] = pairWithJaccard(union, 0, 'zero')
     expect(estimateJaccard(mh.signature(a), mh.signature(b))).toBe(0)
     const [c] = pairWithJaccard(union, union, 'one')
-    const shuffled = c.split(' ').sort(() => (rng(3)() < 0.5 ? -1 : 1)).join(' ')
+    const shuffled = c
+      .split(' ')
+      .sort(() => (rng(3)() < 0.5 ? -1 : 1))
+      .join(' ')
     expect(estimateJaccard(mh.signature(c), mh.signature(shuffled))).toBe(1)
   })
 })
@@ -165,7 +175,31 @@ describe('MinHash Jaccard estimates (statistical)', () => {
 describe('kernel-side normalization', () => {
   // The kernels fold ASCII case and collapse whitespace while decoding; the result
   // must be exactly the shingles of normalizeText's output.
-  const alphabet = ['a', 'B', 'c', 'Ä', 'é', 'ﬁ', 'Ｑ', '🙂', ' ', '  ', '\t', '\n', '\u00a0', '\u2003', '\u2028', '\ufeff', '\u1680', ',', '!', '-', 'İ', 'ß', 'Σ']
+  const alphabet = [
+    'a',
+    'B',
+    'c',
+    'Ä',
+    'é',
+    'ﬁ',
+    'Ｑ',
+    '🙂',
+    ' ',
+    '  ',
+    '\t',
+    '\n',
+    '\u00a0',
+    '\u2003',
+    '\u2028',
+    '\ufeff',
+    '\u1680',
+    ',',
+    '!',
+    '-',
+    'İ',
+    'ß',
+    'Σ',
+  ]
   let s = 99
   const next = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s >>> 8)
   const samples = Array.from({ length: 400 }, () => {
@@ -180,17 +214,20 @@ describe('kernel-side normalization', () => {
     ['char', 3],
     ['word', 1],
     ['word', 2],
-  ] as const)('%s %i-grams: signature(text) = signature(normalizeText(text)) without normalization', (shingle, ngram) => {
-    for (const stripPunctuation of [false, true]) {
-      const fast = new MinHasher({ shingle, ngram, numPerm: 16, normalize: { stripPunctuation } })
-      const plain = new MinHasher({ shingle, ngram, numPerm: 16, normalize: false })
-      for (const text of samples) {
-        expect(Array.from(fast.signature(text)), JSON.stringify(text)).toEqual(
-          Array.from(plain.signature(normalizeText(text, { stripPunctuation }))),
-        )
+  ] as const)(
+    '%s %i-grams: signature(text) = signature(normalizeText(text)) ' + 'without normalization',
+    (shingle, ngram) => {
+      for (const stripPunctuation of [false, true]) {
+        const fast = new MinHasher({ shingle, ngram, numPerm: 16, normalize: { stripPunctuation } })
+        const plain = new MinHasher({ shingle, ngram, numPerm: 16, normalize: false })
+        for (const text of samples) {
+          expect(Array.from(fast.signature(text)), JSON.stringify(text)).toEqual(
+            Array.from(plain.signature(normalizeText(text, { stripPunctuation }))),
+          )
+        }
       }
-    }
-  })
+    },
+  )
 })
 
 test('signatures stay right when hashing and Bloom calls share the kernel memory in between', async () => {

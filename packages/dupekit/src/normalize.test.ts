@@ -41,7 +41,23 @@ test('normalization is idempotent', () => {
 })
 
 test('collapseWhitespace equals the regex definition on random whitespace-heavy strings', () => {
-  const alphabet = ['a', 'b', ' ', ' ', '\t', '\n', '\r\n', '\u00a0', '\u2003', '\u3000', '\ufeff', '\u2028', 'é', '\u180e', '\u200b']
+  const alphabet = [
+    'a',
+    'b',
+    ' ',
+    ' ',
+    '\t',
+    '\n',
+    '\r\n',
+    '\u00a0',
+    '\u2003',
+    '\u3000',
+    '\ufeff',
+    '\u2028',
+    'é',
+    '\u180e',
+    '\u200b',
+  ]
   let s = 12345
   const next = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0), s >>> 8)
   for (let k = 0; k < 3000; k++) {

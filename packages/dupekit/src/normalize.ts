@@ -16,6 +16,7 @@ export type NormalizeOptions = {
 }
 
 const PUNCTUATION = /[\p{P}\p{S}]+/gu
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the range is all of ASCII, control characters included
 const NON_ASCII = /[^\x00-\x7f]/
 
 /** Exactly JavaScript's `\s`: WhiteSpace and LineTerminator code units. */

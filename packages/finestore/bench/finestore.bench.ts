@@ -5,7 +5,16 @@
  */
 import { spawnSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { createReadStream, createWriteStream, mkdtempSync, openSync, closeSync, fsyncSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  createReadStream,
+  createWriteStream,
+  mkdtempSync,
+  openSync,
+  closeSync,
+  fsyncSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { copyFile, open } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -112,9 +121,18 @@ async function putGet(): Promise<void> {
   log(`put/get of ${mb} MiB, ${RUNS} runs each, interleaved with their baselines`)
   let n = 0
   const storeDir = () => join(root, `store-${n}`)
-  const freshStore = async (fsync: boolean) => openStore({ url: pathToFileURL(join(root, `store-${++n}`)).href, catalog: ':memory:', fsync })
+  const freshStore = async (fsync: boolean) =>
+    openStore({ url: pathToFileURL(join(root, `store-${++n}`)).href, catalog: ':memory:', fsync })
   const dst = join(root, 'copy.bin')
-  const t = { durable: [] as number[], copyFsync: [] as number[], scratch: [] as number[], copy: [] as number[], hash: [] as number[], kernel: [] as number[], ring: [] as number[] }
+  const t = {
+    durable: [] as number[],
+    copyFsync: [] as number[],
+    scratch: [] as number[],
+    copy: [] as number[],
+    hash: [] as number[],
+    kernel: [] as number[],
+    ring: [] as number[],
+  }
   const cpu = { scratch: [] as number[], copy: [] as number[], hash: [] as number[] }
   // Interleave ours and the baselines so that noise from the shared machine hits both alike.
   for (let i = 0; i < RUNS; i++) {
@@ -142,22 +160,65 @@ async function putGet(): Promise<void> {
     t.ring.push(await secs(() => ringCopy(src, dst)))
     rmSync(dst)
   }
-  report('put_durable_vs_copy_fsync_mb_per_s', 'durable put (fsync before the blob is named) vs plain copy + fsync', mb, t.durable, t.copyFsync)
-  report('put_no_fsync_vs_copy_mb_per_s', 'put into a store opened with fsync: false vs plain copy', mb, t.scratch, t.copy)
-  report('sha256_bound_vs_copy_mb_per_s', 'sha256 alone on one core from a cache-hot buffer, no I/O (the most put or get can reach) vs plain copy', mb, t.hash, t.copy)
-  report('put_no_fsync_vs_kernel_copy_mb_per_s', 'put with fsync: false vs fs.copyFile (copy_file_range, no user-space copy)', mb, t.scratch, t.kernel)
-  report('put_no_fsync_vs_ring_copy_mb_per_s', "put with fsync: false vs put's own buffer ring without the hash (what hashing costs)", mb, t.scratch, t.ring)
+  report(
+    'put_durable_vs_copy_fsync_mb_per_s',
+    'durable put (fsync before the blob is named) vs plain copy + fsync',
+    mb,
+    t.durable,
+    t.copyFsync,
+  )
+  report(
+    'put_no_fsync_vs_copy_mb_per_s',
+    'put into a store opened with fsync: false vs plain copy',
+    mb,
+    t.scratch,
+    t.copy,
+  )
+  report(
+    'sha256_bound_vs_copy_mb_per_s',
+    'sha256 alone on one core from a cache-hot buffer, no I/O (the ' + 'most put or get can reach) vs plain copy',
+    mb,
+    t.hash,
+    t.copy,
+  )
+  report(
+    'put_no_fsync_vs_kernel_copy_mb_per_s',
+    'put with fsync: false vs fs.copyFile (copy_file_range, no ' + 'user-space copy)',
+    mb,
+    t.scratch,
+    t.kernel,
+  )
+  report(
+    'put_no_fsync_vs_ring_copy_mb_per_s',
+    "put with fsync: false vs put's own buffer ring without the hash " + '(what hashing costs)',
+    mb,
+    t.scratch,
+    t.ring,
+  )
   // Put does the copy's work plus sha256. When other processes keep both cores busy, throughput
   // follows CPU time, so copy CPU ÷ put CPU is the most put can reach then; with two idle cores
   // the hash overlaps the copy and the bound is sha256's own speed.
   const gib = SIZE / (1 << 30)
-  emit({ bench: BENCH, metric: 'put_no_fsync_cpu_s_per_gib', value: median(cpu.scratch) / gib, unit: 's', baseline: median(cpu.copy) / gib, lowerIsBetter: true })
-  log(`CPU per GiB: plain copy ${(median(cpu.copy) / gib).toFixed(3)} s, put ${(median(cpu.scratch) / gib).toFixed(3)} s, sha256 alone ${(median(cpu.hash) / gib).toFixed(3)} s`)
+  emit({
+    bench: BENCH,
+    metric: 'put_no_fsync_cpu_s_per_gib',
+    value: median(cpu.scratch) / gib,
+    unit: 's',
+    baseline: median(cpu.copy) / gib,
+    lowerIsBetter: true,
+  })
+  log(
+    `CPU per GiB: plain copy ${(median(cpu.copy) / gib).toFixed(3)} ` +
+      `s, put ${(median(cpu.scratch) / gib).toFixed(3)} s, sha256 ` +
+      `alone ${(median(cpu.hash) / gib).toFixed(3)} s`,
+  )
 
   const store = await freshStore(true)
   const c = await store.commit('bench/big', async (txn) => void (await txn.put('data.bin', { file: src })))
   const view = await store.open(c.ref)
-  const blobFile = store.storage.localPath(`blobs/sha256/${c.manifest.files['data.bin']!.blob.slice(0, 2)}/${c.manifest.files['data.bin']!.blob}`)!
+  const blobFile = store.storage.localPath(
+    `blobs/sha256/${c.manifest.files['data.bin']!.blob.slice(0, 2)}/` + `${c.manifest.files['data.bin']!.blob}`,
+  )!
   const getTimes: number[] = []
   const baseTimes: number[] = []
   for (let i = 0; i < RUNS; i++) {
@@ -173,7 +234,13 @@ async function putGet(): Promise<void> {
     if (i % 2 === 0) await ours().then(base)
     else await base().then(ours)
   }
-  report('get_verified_vs_copy_mb_per_s', 'copyTo (bytes verified against the hash before the file appears) vs plain copy', mb, getTimes, baseTimes)
+  report(
+    'get_verified_vs_copy_mb_per_s',
+    'copyTo (bytes verified against the hash before the file ' + 'appears) vs plain copy',
+    mb,
+    getTimes,
+    baseTimes,
+  )
   const inMemory = await timeIt(() => view.read('data.bin'), { runs: 3 })
   emit({ bench: BENCH, metric: 'get_into_memory_mb_per_s', value: mb / inMemory, unit: 'MB/s' })
   store.close()
@@ -182,12 +249,19 @@ async function putGet(): Promise<void> {
 
 async function commits(): Promise<void> {
   for (const kind of ['file', 'file_no_fsync', 'memory'] as const) {
-    const url = kind === 'memory' ? 'memory://finestore-bench-commits' : pathToFileURL(join(root, `commits-${kind}`)).href
-    const store = await openStore({ url, ...(kind === 'memory' ? { catalog: ':memory:' } : {}), fsync: kind !== 'file_no_fsync' })
+    const url =
+      kind === 'memory' ? 'memory://finestore-bench-commits' : pathToFileURL(join(root, `commits-${kind}`)).href
+    const store = await openStore({
+      url,
+      ...(kind === 'memory' ? { catalog: ':memory:' } : {}),
+      fsync: kind !== 'file_no_fsync',
+    })
     const n = kind === 'file' ? 200 : 1000
     let i = 0
     const one = async () => {
-      await store.commit('bench/commits', async (txn) => void (await txn.put('f', `commit ${i++}`)), { metadata: { i } })
+      await store.commit('bench/commits', async (txn) => void (await txn.put('f', `commit ${i++}`)), {
+        metadata: { i },
+      })
     }
     for (let w = 0; w < 10; w++) await one()
     const t0 = performance.now()
@@ -219,7 +293,10 @@ async function catalogQueries(): Promise<void> {
         metadata: { docs: a * PER + v, lang: a % 2 ? 'en' : 'fr', stats: { tokens: v * 1000 } },
         config: { seed: v },
         // A chain through artifacts: each version derives from the previous artifact's same version.
-        lineage: a === 0 ? [] : [{ artifact: `${['datasets', 'tokens', 'models', 'evals'][(a - 1) % 4]}/a${a - 1}`, version: v }],
+        lineage:
+          a === 0
+            ? []
+            : [{ artifact: `${['datasets', 'tokens', 'models', 'evals'][(a - 1) % 4]}/a${a - 1}`, version: v }],
       })
     }
     if (batch.length >= 10_000) catalog.indexVersions(batch.splice(0))
@@ -238,7 +315,9 @@ async function catalogQueries(): Promise<void> {
   await q('catalog_list_artifacts_ms', () => catalog.artifacts())
   await q('catalog_versions_of_artifact_ms', () => catalog.versions('models/a502'))
   await q('catalog_search_metadata_eq_ms', () => catalog.search({ metadata: { docs: 50_050 } }))
-  await q('catalog_search_metadata_range_ms', () => catalog.search({ kind: 'models', metadata: { 'stats.tokens': { gte: 99_000 }, lang: 'en' }, limit: 100 }))
+  await q('catalog_search_metadata_range_ms', () =>
+    catalog.search({ kind: 'models', metadata: { 'stats.tokens': { gte: 99_000 }, lang: 'en' }, limit: 100 }),
+  )
   await q('catalog_ancestors_depth_999_ms', () => catalog.ancestors('evals/a999', 50), 5)
   await q('catalog_descendants_depth_10_ms', () => catalog.descendants('models/a990', 50))
   catalog.close()

@@ -57,7 +57,9 @@ describe.each(BACKENDS)('blobs on %s', (backend) => {
     await t.store.storage.write(blobPath(hash), data)
     const out = tempDir()
     cleanups.push(out.cleanup)
-    const err = await (await t.store.open('datasets/copyrot')).copyTo('d.bin', join(out.dir, 'd.bin')).catch((e: unknown) => e)
+    const err = await (await t.store.open('datasets/copyrot'))
+      .copyTo('d.bin', join(out.dir, 'd.bin'))
+      .catch((e: unknown) => e)
     expect(err).toBeInstanceOf(IntegrityError)
     expect(err).toMatchObject({ code: 'INTEGRITY', blob: hash, artifact: 'datasets/copyrot@1' })
     expect(readdirSync(out.dir)).toEqual([])
@@ -85,7 +87,9 @@ describe.each(BACKENDS)('blobs on %s', (backend) => {
     t = await newStore(backend)
     const c = await t.store.commit('datasets/lost', async (txn) => void (await txn.put('f', 'gone soon')))
     await t.store.storage.delete(blobPath(c.manifest.files.f!.blob))
-    await expect((await t.store.open('datasets/lost')).read('f')).rejects.toThrow(/file "f" of datasets\/lost@1\) is missing from the store/)
+    await expect((await t.store.open('datasets/lost')).read('f')).rejects.toThrow(
+      /file "f" of datasets\/lost@1\) is missing from the store/,
+    )
   })
 
   test('a put that fails midway leaves no blob and no temp upload', async () => {
@@ -107,10 +111,17 @@ test('a scratch store without fsync stores and verifies the same way', async () 
   const t = await newStore('file', { fsync: false })
   try {
     const data = randomBytes(2 * 1024 * 1024)
-    const c = await t.store.commit('scratch/x', async (txn) => void (await txn.put('d', (async function* () {
-      yield data.subarray(0, 1000)
-      yield data.subarray(1000)
-    })())))
+    const c = await t.store.commit(
+      'scratch/x',
+      async (txn) =>
+        void (await txn.put(
+          'd',
+          (async function* () {
+            yield data.subarray(0, 1000)
+            yield data.subarray(1000)
+          })(),
+        )),
+    )
     expect(c.manifest.files.d).toEqual({ blob: createHash('sha256').update(data).digest('hex'), size: data.length })
     expect(Buffer.from(await (await t.store.open(c.ref)).read('d')).equals(data)).toBe(true)
   } finally {

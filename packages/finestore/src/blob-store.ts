@@ -67,7 +67,11 @@ const where = (ctx: ReadContext | undefined): string =>
   ctx?.artifact ? ` (file "${ctx.file ?? '?'}" of ${ctx.artifact})` : ''
 
 export function checkHash(hash: string): string {
-  if (!HASH_RE.test(hash)) throw new FinestoreError('INVALID_HASH', `blob hash "${hash}" is invalid: expected 64 lowercase hex digits of a sha256`)
+  if (!HASH_RE.test(hash))
+    throw new FinestoreError(
+      'INVALID_HASH',
+      `blob hash "${hash}" is invalid: expected 64 lowercase hex ` + `digits of a sha256`,
+    )
   return hash
 }
 
@@ -116,7 +120,11 @@ export class BlobStore {
   }
 
   /** The bytes and their sha256; a local file is hashed while it is read. */
-  async #readWhole(hash: string, ctx: ReadContext | undefined, local: string | undefined): Promise<{ bytes: Uint8Array; hash: string }> {
+  async #readWhole(
+    hash: string,
+    ctx: ReadContext | undefined,
+    local: string | undefined,
+  ): Promise<{ bytes: Uint8Array; hash: string }> {
     const path = blobPath(hash)
     try {
       if (local === undefined) {
@@ -185,7 +193,9 @@ export class BlobStore {
     try {
       const out = await open(tmp, 'wx')
       try {
-        return from instanceof Readable ? await writeHashing(from, out, { fsync: false }) : await copyHashing(from, out, { fsync: false })
+        return from instanceof Readable
+          ? await writeHashing(from, out, { fsync: false })
+          : await copyHashing(from, out, { fsync: false })
       } finally {
         await out.close()
       }
@@ -227,7 +237,9 @@ export class BlobStore {
       size += chunk.length
     }
     const actualHash = h.digest('hex')
-    return actualHash === hash ? { state: 'intact', size, generation: info.generation } : { state: 'corrupt', size, generation: info.generation, actualHash }
+    return actualHash === hash
+      ? { state: 'intact', size, generation: info.generation }
+      : { state: 'corrupt', size, generation: info.generation, actualHash }
   }
 
   /** Puts a blob back from what its upload retained; false when nothing was retained. */
@@ -263,12 +275,15 @@ export class BlobStore {
     await opts.pinTmp?.(tmp)
     const localTmp = this.storage.localPath(tmp)
     try {
-      const { hash, size } = localTmp !== undefined ? await writeLocalHashing(src, localTmp, this.#fsync) : await this.#upload(src, tmp)
+      const { hash, size } =
+        localTmp !== undefined ? await writeLocalHashing(src, localTmp, this.#fsync) : await this.#upload(src, tmp)
       await opts.pin?.(hash)
       const path = blobPath(hash)
       // The temp upload is moved to its blob name; it is kept only when the blob already
       // existed (dedup), the one case a concurrent gc can hurt before this upload's pin is seen.
-      const placed = await this.#place(hash, (condition) => moveObject(this.storage, tmp, path, { condition, durable: this.#fsync }))
+      const placed = await this.#place(hash, (condition) =>
+        moveObject(this.storage, tmp, path, { condition, durable: this.#fsync }),
+      )
       return { hash, size, ...placed, retained: placed.deduped ? { tmp } : {} }
     } catch (err) {
       if (localTmp !== undefined) await rm(localTmp, { force: true })
@@ -278,9 +293,17 @@ export class BlobStore {
   }
 
   /** Streams `src` to the object `tmp` of a storage without local files, hashing on the way. */
-  async #upload(src: AsyncIterable<Uint8Array> | { readonly file: string }, tmp: string): Promise<{ hash: string; size: number }> {
+  async #upload(
+    src: AsyncIterable<Uint8Array> | { readonly file: string },
+    tmp: string,
+  ): Promise<{ hash: string; size: number }> {
     const hasher = new HashingTransform()
-    const readable = 'file' in src ? createReadStream(src.file, { highWaterMark: 512 << 10 }) : src instanceof Readable ? src : Readable.from(src, { objectMode: false })
+    const readable =
+      'file' in src
+        ? createReadStream(src.file, { highWaterMark: 512 << 10 })
+        : src instanceof Readable
+          ? src
+          : Readable.from(src, { objectMode: false })
     await pipeline(readable, hasher, await this.storage.writeStream(tmp, { durable: this.#fsync }))
     return { hash: hasher.digest(), size: hasher.size }
   }
@@ -290,7 +313,10 @@ export class BlobStore {
    * absent, keeps an existing blob whose bytes still hash to `hash` (dedup), and
    * replaces a damaged one, only if it is still at the generation that was checked.
    */
-  async #place(hash: string, write: (condition: WriteCondition) => Promise<unknown>): Promise<{ deduped: boolean; repaired: boolean }> {
+  async #place(
+    hash: string,
+    write: (condition: WriteCondition) => Promise<unknown>,
+  ): Promise<{ deduped: boolean; repaired: boolean }> {
     // Each round ends unless another writer changed the blob in between; a few rounds settle any race.
     for (let round = 0; round < 5; round++) {
       const found = await this.inspect(hash)
@@ -302,12 +328,17 @@ export class BlobStore {
       if (await this.#createIfAbsent(() => write({ ifGeneration: found.generation }))) {
         log.warn(
           { blob: hash, path: blobPath(hash), damagedSize: found.size, damagedHash: found.actualHash },
-          `damaged blob ${hash} (its ${found.size} bytes hashed to ${found.actualHash}) replaced by a verified upload of the same content`,
+          `damaged blob ${hash} (its ${found.size} bytes hashed to ` +
+            `${found.actualHash}) replaced by a verified upload of the same content`,
         )
         return { deduped: false, repaired: true }
       }
     }
-    throw new FinestoreError('CONFLICT', `blob ${hash} kept changing while it was being stored (${blobPath(hash)}); put it again`, true)
+    throw new FinestoreError(
+      'CONFLICT',
+      `blob ${hash} kept changing while it was being stored (` + `${blobPath(hash)}); put it again`,
+      true,
+    )
   }
 
   /**
@@ -315,7 +346,9 @@ export class BlobStore {
    * created it. On `file://` a locked rename(2) of the fsynced upload: no second copy.
    */
   async #promote(tmp: string, path: string): Promise<boolean> {
-    return this.#createIfAbsent(() => moveObject(this.storage, tmp, path, { condition: { ifAbsent: true }, durable: this.#fsync }))
+    return this.#createIfAbsent(() =>
+      moveObject(this.storage, tmp, path, { condition: { ifAbsent: true }, durable: this.#fsync }),
+    )
   }
 
   async #createIfAbsent(create: () => Promise<unknown>): Promise<boolean> {
@@ -355,7 +388,9 @@ export class BlobStore {
       new IntegrityError(
         hash,
         `blob ${hash}${where(ctx)} is corrupt: its ${actualSize} bytes hash to ${actual}. ` +
-          `Commit or put the same data again (that replaces the damaged blob), or restore it with \`finestore verify --repair-from <folder with a good copy>\`.`,
+          `Commit or put the same data again (that replaces the damaged ` +
+          `blob), or restore it with \`finestore verify --repair-from ` +
+          `<folder with a good copy>\`.`,
         ctx?.artifact,
       )
   }
@@ -363,8 +398,20 @@ export class BlobStore {
   #readError(err: unknown, hash: string, ctx: ReadContext | undefined): Error {
     if (!isNotFound(err)) return err as Error
     if (ctx?.artifact) {
-      return new IntegrityError(hash, `blob ${hash}${where(ctx)} is missing from the store (${blobPath(hash)}); commit or put the same data again, or restore it with \`finestore verify --repair-from <folder with a good copy>\``, ctx.artifact)
+      return new IntegrityError(
+        hash,
+        `blob ${hash}${where(ctx)} is missing from the store (` +
+          `${blobPath(hash)}); commit or put the same data again, or ` +
+          `restore it with \`finestore verify --repair-from <folder with a ` +
+          `good copy>\``,
+        ctx.artifact,
+      )
     }
-    return new FinestoreError('NOT_FOUND', `blob ${hash} is not in the store (${blobPath(hash)}); put it first`, false, { cause: err })
+    return new FinestoreError(
+      'NOT_FOUND',
+      `blob ${hash} is not in the store (${blobPath(hash)}); put it first`,
+      false,
+      { cause: err },
+    )
   }
 }

@@ -123,7 +123,12 @@ test('the LRU order survives reopening the cache directory', async () => {
     const hash = createHash('sha256').update(data).digest('hex')
     hashes.push(hash)
     const { Readable } = await import('node:stream')
-    await cache.get(hash, data.length, async () => Readable.from([data]), () => new Error('mismatch'))
+    await cache.get(
+      hash,
+      data.length,
+      async () => Readable.from([data]),
+      () => new Error('mismatch'),
+    )
     await new Promise((r) => setTimeout(r, 20))
   }
   const reopened = await BlobCache.open({ dir, maxBytes: 500 })

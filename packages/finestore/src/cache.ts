@@ -23,7 +23,12 @@ export type BlobCacheOptions = {
   readonly maxBytes: number
 }
 
-export type CacheStats = { readonly entries: number; readonly bytes: number; readonly hits: number; readonly misses: number }
+export type CacheStats = {
+  readonly entries: number
+  readonly bytes: number
+  readonly hits: number
+  readonly misses: number
+}
 
 export class BlobCache {
   // Insertion order of a Map is the LRU order: the first key is the least recently used.
@@ -33,11 +38,18 @@ export class BlobCache {
   #hits = 0
   #misses = 0
 
-  private constructor(readonly dir: string, readonly maxBytes: number) {}
+  private constructor(
+    readonly dir: string,
+    readonly maxBytes: number,
+  ) {}
 
   /** Opens (and indexes) the cache directory, removing downloads a dead process left behind. */
   static async open(opts: BlobCacheOptions): Promise<BlobCache> {
-    if (!(opts.maxBytes > 0)) throw new FinestoreError('INVALID_INPUT', `cache maxBytes must be a positive number of bytes, got ${opts.maxBytes}`)
+    if (!(opts.maxBytes > 0))
+      throw new FinestoreError(
+        'INVALID_INPUT',
+        `cache maxBytes must be a positive number of bytes, got ` + `${opts.maxBytes}`,
+      )
     const cache = new BlobCache(opts.dir, opts.maxBytes)
     await rm(join(opts.dir, '.tmp'), { recursive: true, force: true })
     await mkdir(join(opts.dir, '.tmp'), { recursive: true })
@@ -103,14 +115,23 @@ export class BlobCache {
   }
 
   /** A stream of the cached copy that fails with `onMismatch` if the bytes changed on disk. */
-  readStream(hash: string, size: number | undefined, onMismatch: (actual: string, actualSize: number) => Error): Readable {
+  readStream(
+    hash: string,
+    size: number | undefined,
+    onMismatch: (actual: string, actualSize: number) => Error,
+  ): Readable {
     const verify = new VerifyingTransform(hash, size, onMismatch)
     const src = createReadStream(this.pathOf(hash))
     src.on('error', (err) => verify.destroy(err))
     return src.pipe(verify)
   }
 
-  async #download(hash: string, size: number | undefined, open: () => Promise<Readable>, onMismatch: (a: string, s: number) => Error): Promise<string | undefined> {
+  async #download(
+    hash: string,
+    size: number | undefined,
+    open: () => Promise<Readable>,
+    onMismatch: (a: string, s: number) => Error,
+  ): Promise<string | undefined> {
     const tmp = join(this.dir, '.tmp', newId())
     try {
       const src = await open()

@@ -23,7 +23,10 @@ export type SyncReport = {
   readonly unreadable: readonly { readonly path: string; readonly error: string }[]
 }
 
-async function readManifest(storage: Storage, m: { artifact: string; version: number; path: string }): Promise<Manifest> {
+async function readManifest(
+  storage: Storage,
+  m: { artifact: string; version: number; path: string },
+): Promise<Manifest> {
   return parseManifest(await storage.readText(m.path), m.path, { artifact: m.artifact, version: m.version })
 }
 

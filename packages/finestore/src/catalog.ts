@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS files (
   artifact TEXT NOT NULL, version INTEGER NOT NULL, path TEXT NOT NULL, blob TEXT NOT NULL, size INTEGER NOT NULL,
   PRIMARY KEY (artifact, version, path)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS files_blob ON files (blob);
-CREATE TABLE IF NOT EXISTS tags (artifact TEXT NOT NULL, tag TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (artifact, tag)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tags (artifact TEXT NOT NULL, tag TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY
+  (artifact, tag)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS lineage (
   artifact TEXT NOT NULL, version INTEGER NOT NULL, src_artifact TEXT NOT NULL, src_version INTEGER NOT NULL,
   PRIMARY KEY (artifact, version, src_artifact, src_version)) WITHOUT ROWID;
@@ -29,7 +30,12 @@ CREATE INDEX IF NOT EXISTS lineage_src ON lineage (src_artifact, src_version);
 `
 
 /** One artifact as the catalog lists it. */
-export type ArtifactRow = { readonly name: string; readonly kind: string; readonly head: number; readonly versions: number }
+export type ArtifactRow = {
+  readonly name: string
+  readonly kind: string
+  readonly head: number
+  readonly versions: number
+}
 
 /** One version as the catalog lists it (files are in the manifest). */
 export type VersionRow = {
@@ -49,7 +55,9 @@ export type LineageRow = { readonly artifact: string; readonly version: number; 
 
 export type Scalar = string | number | boolean | null
 /** Equality with a scalar, or a range. */
-export type MetadataCondition = Scalar | { readonly gt?: number; readonly gte?: number; readonly lt?: number; readonly lte?: number }
+export type MetadataCondition =
+  | Scalar
+  | { readonly gt?: number; readonly gte?: number; readonly lt?: number; readonly lte?: number }
 
 export type SearchQuery = {
   /** Only versions of this kind. */
@@ -121,10 +129,13 @@ export class Catalog {
       `INSERT OR REPLACE INTO versions (${VERSION_COLS}, config) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     )
     const insFile = this.db.prepare('INSERT INTO files (artifact, version, path, blob, size) VALUES (?, ?, ?, ?, ?)')
-    const insLineage = this.db.prepare('INSERT OR IGNORE INTO lineage (artifact, version, src_artifact, src_version) VALUES (?, ?, ?, ?)')
+    const insLineage = this.db.prepare(
+      'INSERT OR IGNORE INTO lineage (artifact, version, src_artifact, ' + 'src_version) VALUES (?, ?, ?, ?)',
+    )
     const upArtifact = this.db.prepare(
       `INSERT INTO artifacts (name, kind, head) VALUES (?, ?, ?)
-       ON CONFLICT (name) DO UPDATE SET head = max(head, excluded.head), kind = CASE WHEN excluded.head >= head THEN excluded.kind ELSE kind END`,
+       ON CONFLICT (name) DO UPDATE SET head = max(head, excluded.head), kind = CASE WHEN excluded.head >= head THEN
+         excluded.kind ELSE kind END`,
     )
     this.db.transaction(() => {
       for (const m of ms) {
@@ -132,7 +143,18 @@ export class Catalog {
         const total = files.reduce((s, [, f]) => s + f.size, 0)
         delFiles.run(m.artifact, m.version)
         delLineage.run(m.artifact, m.version)
-        insVersion.run(m.artifact, m.version, m.parent, m.kind, m.createdAt, JSON.stringify(m.metadata), m.message ?? null, files.length, total, JSON.stringify(m.config))
+        insVersion.run(
+          m.artifact,
+          m.version,
+          m.parent,
+          m.kind,
+          m.createdAt,
+          JSON.stringify(m.metadata),
+          m.message ?? null,
+          files.length,
+          total,
+          JSON.stringify(m.config),
+        )
         for (const [path, f] of files) insFile.run(m.artifact, m.version, path, f.blob, f.size)
         for (const l of m.lineage) insLineage.run(m.artifact, m.version, l.artifact, l.version)
         upArtifact.run(m.artifact, m.kind, m.version)
@@ -149,7 +171,10 @@ export class Catalog {
   }
 
   /** Replaces the whole index with what storage holds (see `rebuildCatalog`). */
-  replaceAll(manifests: readonly Manifest[], tags: readonly { artifact: string; tag: string; version: number }[]): void {
+  replaceAll(
+    manifests: readonly Manifest[],
+    tags: readonly { artifact: string; tag: string; version: number }[],
+  ): void {
     this.db.transaction(() => {
       for (const t of ['artifacts', 'versions', 'files', 'tags', 'lineage']) this.db.exec(`DELETE FROM ${t}`)
       this.indexVersions(manifests)
@@ -169,16 +194,25 @@ export class Catalog {
   }
 
   versions(artifact: string): VersionRow[] {
-    return (this.db.prepare(`SELECT ${VERSION_COLS} FROM versions WHERE artifact = ? ORDER BY version`).all(artifact) as RawVersion[]).map(toVersionRow)
+    return (
+      this.db
+        .prepare(`SELECT ${VERSION_COLS} FROM versions WHERE artifact = ? ORDER BY version`)
+        .all(artifact) as RawVersion[]
+    ).map(toVersionRow)
   }
 
   version(artifact: string, version: number): VersionRow | undefined {
-    const r = this.db.prepare(`SELECT ${VERSION_COLS} FROM versions WHERE artifact = ? AND version = ?`).get(artifact, version) as RawVersion | undefined
+    const r = this.db
+      .prepare(`SELECT ${VERSION_COLS} FROM versions WHERE artifact = ? AND version = ?`)
+      .get(artifact, version) as RawVersion | undefined
     return r && toVersionRow(r)
   }
 
   tags(artifact: string): Record<string, number> {
-    const rows = this.db.prepare('SELECT tag, version FROM tags WHERE artifact = ? ORDER BY tag').all(artifact) as { tag: string; version: number }[]
+    const rows = this.db.prepare('SELECT tag, version FROM tags WHERE artifact = ? ORDER BY tag').all(artifact) as {
+      tag: string
+      version: number
+    }[]
     return Object.fromEntries(rows.map((r) => [r.tag, r.version]))
   }
 
@@ -196,7 +230,11 @@ export class Catalog {
     }
     if (q.latestOnly) where.push('v.version = (SELECT head FROM artifacts a WHERE a.name = v.artifact)')
     for (const [key, cond] of Object.entries(q.metadata ?? {})) {
-      if (!KEY.test(key)) throw new FinestoreError('INVALID_INPUT', `metadata key "${key}" is invalid: use dotted names of letters, digits, "_" or "-" (e.g. "stats.docs")`)
+      if (!KEY.test(key))
+        throw new FinestoreError(
+          'INVALID_INPUT',
+          `metadata key "${key}" is invalid: use dotted names of letters, ` + `digits, "_" or "-" (e.g. "stats.docs")`,
+        )
       const expr = 'json_extract(v.metadata, ?)'
       const path = `$.${key}`
       if (cond === null) {
@@ -216,8 +254,11 @@ export class Catalog {
         args.push(path, typeof cond === 'boolean' ? Number(cond) : cond)
       }
     }
-    const sql = `SELECT ${VERSION_COLS.split(', ').map((c) => `v.${c}`).join(', ')} FROM versions v
-      ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY v.created_at DESC, v.artifact, v.version DESC LIMIT ?`
+    const sql = `SELECT ${VERSION_COLS.split(', ')
+      .map((c) => `v.${c}`)
+      .join(', ')} FROM versions v
+      ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY v.created_at DESC, v.artifact, v.version DESC
+        LIMIT ?`
     return (this.db.prepare(sql).all(...args, q.limit ?? 1000) as RawVersion[]).map(toVersionRow)
   }
 
@@ -228,9 +269,11 @@ export class Catalog {
         `WITH RECURSIVE walk(artifact, version, depth) AS (
            SELECT src_artifact, src_version, 1 FROM lineage WHERE artifact = ? AND version = ?
            UNION
-           SELECT l.src_artifact, l.src_version, w.depth + 1 FROM lineage l JOIN walk w ON l.artifact = w.artifact AND l.version = w.version
+           SELECT l.src_artifact, l.src_version, w.depth + 1 FROM lineage l JOIN walk w ON l.artifact = w.artifact
+             AND l.version = w.version
          )
-         SELECT artifact, version, min(depth) AS depth FROM walk GROUP BY artifact, version ORDER BY depth, artifact, version`,
+         SELECT artifact, version, min(depth) AS depth FROM walk GROUP BY artifact, version ORDER BY depth, artifact,
+           version`,
       )
       .all(artifact, version) as LineageRow[]
   }
@@ -242,16 +285,20 @@ export class Catalog {
         `WITH RECURSIVE walk(artifact, version, depth) AS (
            SELECT artifact, version, 1 FROM lineage WHERE src_artifact = ? AND src_version = ?
            UNION
-           SELECT l.artifact, l.version, w.depth + 1 FROM lineage l JOIN walk w ON l.src_artifact = w.artifact AND l.src_version = w.version
+           SELECT l.artifact, l.version, w.depth + 1 FROM lineage l JOIN walk w ON l.src_artifact = w.artifact AND
+             l.src_version = w.version
          )
-         SELECT artifact, version, min(depth) AS depth FROM walk GROUP BY artifact, version ORDER BY depth, artifact, version`,
+         SELECT artifact, version, min(depth) AS depth FROM walk GROUP BY artifact, version ORDER BY depth, artifact,
+           version`,
       )
       .all(artifact, version) as LineageRow[]
   }
 
   /** Versions whose files use blob `hash`. */
   blobUsers(hash: string): { artifact: string; version: number; path: string }[] {
-    return this.db.prepare('SELECT artifact, version, path FROM files WHERE blob = ? ORDER BY artifact, version, path').all(hash) as {
+    return this.db
+      .prepare('SELECT artifact, version, path FROM files WHERE blob = ? ORDER ' + 'BY artifact, version, path')
+      .all(hash) as {
       artifact: string
       version: number
       path: string

@@ -19,16 +19,28 @@ async function prefixWithData(): Promise<{ prefix: string; store: Store }> {
   cleanups.push(cleanup)
   const store = await openStore({ url: pathToFileURL(join(dir, 'store')).href })
   cleanups.push(() => store.close())
-  await store.commit('raw/web', async (t) => void (await t.put('dump.txt', 'raw bytes')), { metadata: { source: 'cc' } })
-  await store.commit('datasets/web', async (t) => void (await t.put('part-0.jsonl', '{"text":"hi"}\n')), { metadata: { docs: 1 }, config: { minLen: 3 }, lineage: ['raw/web'], message: 'first clean' })
-  await store.commit('datasets/web', async (t) => void (await t.put('part-0.jsonl', '{"text":"hello"}\n')), { lineage: ['raw/web@1'] })
+  await store.commit('raw/web', async (t) => void (await t.put('dump.txt', 'raw bytes')), {
+    metadata: { source: 'cc' },
+  })
+  await store.commit('datasets/web', async (t) => void (await t.put('part-0.jsonl', '{"text":"hi"}\n')), {
+    metadata: { docs: 1 },
+    config: { minLen: 3 },
+    lineage: ['raw/web'],
+    message: 'first clean',
+  })
+  await store.commit('datasets/web', async (t) => void (await t.put('part-0.jsonl', '{"text":"hello"}\n')), {
+    lineage: ['raw/web@1'],
+  })
   await store.tag('datasets/web@1', 'stable')
   await store.putBlob('an orphan nobody references')
   return { prefix: dir, store }
 }
 
 /** Runs the real `finestore` bin in a child process. */
-async function finestore(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; out: string; err: string }> {
+async function finestore(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; out: string; err: string }> {
   const child = runNode([join(PKG_DIR, 'bin', 'finestore.js'), ...args], env)
   const e = await child.exited
   return { code: e.code, out: child.lines.join('\n'), err: e.stderr }
@@ -78,7 +90,8 @@ test('bad usage exits 2 with a message; missing things exit 1', async () => {
   expect(unknown.code).toBe(2)
   expect(unknown.err).toMatch(/unknown command 'frobnicate'/)
   const io = { out: [] as string[], err: [] as string[] }
-  const run = (args: string[]) => runCli(args, { out: (s) => io.out.push(s), err: (s) => io.err.push(s), env: { MARIN_PREFIX: prefix } })
+  const run = (args: string[]) =>
+    runCli(args, { out: (s) => io.out.push(s), err: (s) => io.err.push(s), env: { MARIN_PREFIX: prefix } })
   expect(await run(['show'])).toBe(2)
   expect(io.err.join('')).toMatch(/missing required argument 'ref'/)
   expect(await run(['show', 'datasets/web@-3'])).toBe(2)
@@ -88,7 +101,9 @@ test('bad usage exits 2 with a message; missing things exit 1', async () => {
   expect(await run(['ls', '--bogus'])).toBe(2)
   expect(await run(['show', 'datasets/web@9'])).toBe(1)
   expect(io.err.join('')).toMatch(/datasets\/web@9 does not exist; versions are 1…2/)
-  expect(await runCli(['ls'], { out: () => {}, err: (s) => io.err.push(s), env: { MARIN_PREFIX: join(prefix, 'nowhere') } })).toBe(1)
+  expect(
+    await runCli(['ls'], { out: () => {}, err: (s) => io.err.push(s), env: { MARIN_PREFIX: join(prefix, 'nowhere') } }),
+  ).toBe(1)
   expect(io.err.join('')).toMatch(/no finestore store at .*nowhere\/store/)
   // A broken manifest: that version fails clearly, the others still show.
   await store.storage.write(manifestPath('datasets/web', 2), '{oops')
@@ -100,25 +115,30 @@ test('bad usage exits 2 with a message; missing things exit 1', async () => {
   expect(await run(['--help'])).toBe(0)
 }, 120_000) // several child processes, each loading TypeScript: slow on a busy machine
 
-test('no arguments print help and exit 2; --version prints the package version; the prefix comes from the io env, not process.env', async () => {
-  const io = { out: [] as string[], err: [] as string[] }
-  const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { out: (s) => io.out.push(s), err: (s) => io.err.push(s), env })
-  expect(await cli([])).toBe(2)
-  expect(io.err.join('')).toMatch(/Usage: finestore/)
-  expect(await cli(['--version'])).toBe(0)
-  expect(io.out.join('')).toBe(`${pkg.version}\n`)
-  const { dir, cleanup } = tempDir()
-  cleanups.push(cleanup)
-  const saved = process.env.MARIN_PREFIX
-  process.env.MARIN_PREFIX = join(dir, 'from-process-env')
-  try {
-    expect(await cli(['ls'], { MARIN_PREFIX: join(dir, 'from-io-env') })).toBe(1)
-    expect(io.err.join('')).toMatch(/no finestore store at .*from-io-env\/store/)
-  } finally {
-    if (saved === undefined) delete process.env.MARIN_PREFIX
-    else process.env.MARIN_PREFIX = saved
-  }
-})
+test(
+  'no arguments print help and exit 2; --version prints the ' +
+    'package version; the prefix comes from the io env, not process.env',
+  async () => {
+    const io = { out: [] as string[], err: [] as string[] }
+    const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+      runCli(args, { out: (s) => io.out.push(s), err: (s) => io.err.push(s), env })
+    expect(await cli([])).toBe(2)
+    expect(io.err.join('')).toMatch(/Usage: finestore/)
+    expect(await cli(['--version'])).toBe(0)
+    expect(io.out.join('')).toBe(`${pkg.version}\n`)
+    const { dir, cleanup } = tempDir()
+    cleanups.push(cleanup)
+    const saved = process.env.MARIN_PREFIX
+    process.env.MARIN_PREFIX = join(dir, 'from-process-env')
+    try {
+      expect(await cli(['ls'], { MARIN_PREFIX: join(dir, 'from-io-env') })).toBe(1)
+      expect(io.err.join('')).toMatch(/no finestore store at .*from-io-env\/store/)
+    } finally {
+      if (saved === undefined) delete process.env.MARIN_PREFIX
+      else process.env.MARIN_PREFIX = saved
+    }
+  },
+)
 
 test('prefixes and durations', () => {
   expect(storeLocation('/data/m')).toEqual({ url: 'file:///data/m/store', localDir: '/data/m/store' })

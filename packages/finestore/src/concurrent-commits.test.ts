@@ -38,12 +38,16 @@ test('4 processes × 12 concurrent commits to one artifact, default retries: all
   t = await newStore('file')
   const { store, url } = t
   const go = join(t.dir, 'go')
-  const children = ['A', 'B', 'C', 'D'].map((id) => runNode([fixture('committer.ts'), url, 'burst', 'datasets/hot', '12', id, go]))
+  const children = ['A', 'B', 'C', 'D'].map((id) =>
+    runNode([fixture('committer.ts'), url, 'burst', 'datasets/hot', '12', id, go]),
+  )
   // Start them together, once every process has loaded and opened the store.
   await Promise.all(children.map((c) => c.waitFor((l) => l.includes('"ready"'))))
   writeFileSync(go, '')
   const exits = await Promise.all(children.map((c) => c.exited))
-  const reported = children.flatMap((c) => c.lines.filter((l) => !l.includes('"ready"')).map((l) => JSON.parse(l) as { version?: number; error?: string }))
+  const reported = children.flatMap((c) =>
+    c.lines.filter((l) => !l.includes('"ready"')).map((l) => JSON.parse(l) as { version?: number; error?: string }),
+  )
   expect(reported.filter((r) => r.error !== undefined)).toEqual([])
   for (const e of exits) expect(e.code, e.stderr).toBe(0)
   expect(reported.map((r) => r.version!).sort((a, b) => a - b)).toEqual(range(48))

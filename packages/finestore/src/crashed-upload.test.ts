@@ -15,13 +15,17 @@ afterEach(() => {
 const listed = (prefix: string) => listedPaths(t!.store, prefix)
 
 /** Runs the real `finestore` bin in a child process. */
-async function finestore(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; out: string; err: string }> {
+async function finestore(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; out: string; err: string }> {
   const child = runNode([join(PKG_DIR, 'bin', 'finestore.js'), ...args], env)
   const e = await child.exited
   return { code: e.code, out: child.lines.join('\n'), err: e.stderr }
 }
 
-test('an upload killed with SIGKILL: gc says what it holds and why, and --expire-pins frees the temp file and the pin', async () => {
+test('an upload killed with SIGKILL: gc says what it holds and why, ' +
+  'and --expire-pins frees the temp file and the pin', async () => {
   t = await newStore('file')
   const { store, url, dir } = t
   await store.commit('datasets/crash', async (txn) => void (await txn.put('keep', 'version one')))
@@ -54,19 +58,35 @@ test('an upload killed with SIGKILL: gc says what it holds and why, and --expire
 
   const human = await finestore(['--prefix', dir, 'gc', '--grace', '0'])
   expect(human.code, human.err).toBe(0)
-  expect(human.out).toMatch(new RegExp(`pins held \\(1\\):\\n  .*datasets/crash.*pid ${pid} on ${hostname()} \\(gone\\).*since .*until `))
-  expect(human.out).toMatch(/temp uploads kept \(1\):\n  tmp\/\S+\s+[\d.]+ (KiB|MiB)\s+pinned by transaction \S+ \(datasets\/crash, pid \d+ on \S+\) until /)
+  expect(human.out).toMatch(
+    new RegExp(`pins held \\(1\\):\\n  .*datasets/crash.*pid ${pid} on ` + `${hostname()} \\(gone\\).*since .*until `),
+  )
+  expect(human.out).toMatch(
+    new RegExp(
+      String.raw`temp uploads kept \(1\):\n {2}tmp/\S+\s+[\d.]+ (KiB|MiB)\s+` +
+        String.raw`pinned by transaction \S+ \(datasets/crash, pid \d+ on \S+\) until `,
+    ),
+  )
   expect(human.out).toMatch(/--expire-pins/) // it says how to free them
 
   const helpText: string[] = []
-  expect(await runCli(['gc', '--help'], { out: (s) => void helpText.push(s), err: (s) => void helpText.push(s) })).toBe(0)
+  expect(await runCli(['gc', '--help'], { out: (s) => void helpText.push(s), err: (s) => void helpText.push(s) })).toBe(
+    0,
+  )
   expect(helpText.join('')).toMatch(/--expire-pins\s+expire the pins of writers whose process is gone/)
 
   // --expire-pins: the writer process is gone, so its pin expires now and its temp upload goes with it,
   // whatever its age (nobody else knows its name).
   const freed = await finestore(['--prefix', dir, 'gc', '--expire-pins', '--json'])
   expect(freed.code, freed.err).toBe(0)
-  const r2 = JSON.parse(freed.out) as { bytesFreed: number; deleted: unknown[]; young: number; pinsHeld: unknown[]; pinsExpired: { pid: number; reason: string }[]; tmpsRemoved: { path: string; size: number }[] }
+  const r2 = JSON.parse(freed.out) as {
+    bytesFreed: number
+    deleted: unknown[]
+    young: number
+    pinsHeld: unknown[]
+    pinsExpired: { pid: number; reason: string }[]
+    tmpsRemoved: { path: string; size: number }[]
+  }
   expect(r2.pinsExpired).toMatchObject([{ pid, reason: expect.stringMatching(/process .* is gone/) }])
   expect(r2.pinsHeld).toEqual([])
   expect(r2.tmpsRemoved).toEqual([{ path: tmp, size: tmpSize }])
@@ -81,32 +101,55 @@ test('an upload killed with SIGKILL: gc says what it holds and why, and --expire
   await (await store.open('datasets/crash')).verify()
 }, 180_000)
 
-test('gc --expire-pins keeps the pin of a live writer; --older-than expires pins by age; bad values exit 2', async () => {
-  t = await newStore('file')
-  const { store, dir } = t
-  const txn = await store.begin('datasets/live')
-  await txn.put('f', 'staged by a live writer')
-  const io = { out: [] as string[], err: [] as string[] }
-  const run = (args: string[]) => runCli(args, { out: (s) => void io.out.push(s), err: (s) => void io.err.push(s), env: { MARIN_PREFIX: dir } })
-  expect(await run(['gc', '--expire-pins', '--grace', '0', '--json'])).toBe(0)
-  expect(JSON.parse(io.out.join(''))).toMatchObject({ pinsHeld: [{ artifact: 'datasets/live', pid: process.pid, writerGone: false }], pinsExpired: [], deleted: [] })
-  // A pin whose heartbeat stopped 20 minutes ago, of a process that still runs (this one):
-  // --expire-pins alone keeps it, --older-than 10m expires it.
-  const beat = Date.now() - 20 * 60_000
-  await store.storage.write('txns/stuck.json', JSON.stringify({ id: 'stuck', artifact: 'datasets/stuck', host: hostname(), pid: process.pid, startedAt: beat, heartbeatAt: beat, blobs: [], tmps: [] }))
-  io.out.length = 0
-  expect(await run(['gc', '--expire-pins', '--json'])).toBe(0)
-  expect(JSON.parse(io.out.join('')).pinsHeld).toHaveLength(2)
-  io.out.length = 0
-  expect(await run(['gc', '--expire-pins', '--older-than', '10m', '--json'])).toBe(0)
-  const r = JSON.parse(io.out.join('')) as { pinsHeld: { id: string }[]; pinsExpired: { id: string; reason: string }[] }
-  expect(r.pinsHeld.map((p) => p.id)).not.toContain('stuck')
-  expect(r.pinsExpired).toMatchObject([{ id: 'stuck', reason: expect.stringMatching(/no heartbeat for 20 min/) }])
-  expect(await listed('txns/')).toHaveLength(1)
-  expect(await run(['gc', '--older-than', '10m'])).toBe(2)
-  expect(io.err.join('')).toMatch(/--older-than needs --expire-pins/)
-  expect(await run(['gc', '--expire-pins', '--older-than', '30s'])).toBe(2)
-  expect(io.err.join('')).toMatch(/--older-than "30s" is too short/)
-  expect(await run(['gc', '--expire-pins', '--older-than', 'soon'])).toBe(2)
-  await txn.commit()
-})
+test(
+  'gc --expire-pins keeps the pin of a live writer; --older-than ' + 'expires pins by age; bad values exit 2',
+  async () => {
+    t = await newStore('file')
+    const { store, dir } = t
+    const txn = await store.begin('datasets/live')
+    await txn.put('f', 'staged by a live writer')
+    const io = { out: [] as string[], err: [] as string[] }
+    const run = (args: string[]) =>
+      runCli(args, { out: (s) => void io.out.push(s), err: (s) => void io.err.push(s), env: { MARIN_PREFIX: dir } })
+    expect(await run(['gc', '--expire-pins', '--grace', '0', '--json'])).toBe(0)
+    expect(JSON.parse(io.out.join(''))).toMatchObject({
+      pinsHeld: [{ artifact: 'datasets/live', pid: process.pid, writerGone: false }],
+      pinsExpired: [],
+      deleted: [],
+    })
+    // A pin whose heartbeat stopped 20 minutes ago, of a process that still runs (this one):
+    // --expire-pins alone keeps it, --older-than 10m expires it.
+    const beat = Date.now() - 20 * 60_000
+    await store.storage.write(
+      'txns/stuck.json',
+      JSON.stringify({
+        id: 'stuck',
+        artifact: 'datasets/stuck',
+        host: hostname(),
+        pid: process.pid,
+        startedAt: beat,
+        heartbeatAt: beat,
+        blobs: [],
+        tmps: [],
+      }),
+    )
+    io.out.length = 0
+    expect(await run(['gc', '--expire-pins', '--json'])).toBe(0)
+    expect(JSON.parse(io.out.join('')).pinsHeld).toHaveLength(2)
+    io.out.length = 0
+    expect(await run(['gc', '--expire-pins', '--older-than', '10m', '--json'])).toBe(0)
+    const r = JSON.parse(io.out.join('')) as {
+      pinsHeld: { id: string }[]
+      pinsExpired: { id: string; reason: string }[]
+    }
+    expect(r.pinsHeld.map((p) => p.id)).not.toContain('stuck')
+    expect(r.pinsExpired).toMatchObject([{ id: 'stuck', reason: expect.stringMatching(/no heartbeat for 20 min/) }])
+    expect(await listed('txns/')).toHaveLength(1)
+    expect(await run(['gc', '--older-than', '10m'])).toBe(2)
+    expect(io.err.join('')).toMatch(/--older-than needs --expire-pins/)
+    expect(await run(['gc', '--expire-pins', '--older-than', '30s'])).toBe(2)
+    expect(io.err.join('')).toMatch(/--older-than "30s" is too short/)
+    expect(await run(['gc', '--expire-pins', '--older-than', 'soon'])).toBe(2)
+    await txn.commit()
+  },
+)

@@ -1,4 +1,5 @@
-/** @module The one error class of @marin/finestore, with codes from a closed set, and the two refinements callers branch on. */
+/** @module The one error class of @marin/finestore, with codes from a closed set, and the two refinements callers
+ * branch on. */
 
 export const FINESTORE_ERROR_CODES = [
   'INVALID_NAME',

@@ -15,54 +15,60 @@ afterEach(() => {
 
 const listed = (prefix: string) => listedPaths(t!.store, prefix)
 
-test('a process killed in the middle of a commit leaves the store consistent, and gc reclaims its orphans', async () => {
-  t = await newStore('file')
-  const { store } = t
-  const v1 = await store.commit('datasets/crash', async (txn) => void (await txn.put('keep', 'version one')))
-  const child = runNode([fixture('committer.ts'), t.url, 'stall', 'datasets/crash', '200'])
-  await child.waitFor((l) => l.includes('"uploading"'))
-  child.proc.kill('SIGKILL')
-  expect((await child.exited).signal).toBe('SIGKILL')
+test(
+  'a process killed in the middle of a commit leaves the store ' + 'consistent, and gc reclaims its orphans',
+  async () => {
+    t = await newStore('file')
+    const { store } = t
+    const v1 = await store.commit('datasets/crash', async (txn) => void (await txn.put('keep', 'version one')))
+    const child = runNode([fixture('committer.ts'), t.url, 'stall', 'datasets/crash', '200'])
+    await child.waitFor((l) => l.includes('"uploading"'))
+    child.proc.kill('SIGKILL')
+    expect((await child.exited).signal).toBe('SIGKILL')
 
-  // Nothing of the dead transaction is visible.
-  expect(await store.head('datasets/crash')).toBe(1)
-  expect(await store.versions('datasets/crash')).toEqual([1])
-  await (await store.open('datasets/crash')).verify()
-  expect(await listed('tmp/')).toHaveLength(1) // b.bin's upload, cut off
-  expect(await listed('txns/')).toHaveLength(1) // its pin, now without a heartbeat
-  expect((await listed('blobs/')).length).toBe(2) // v1's blob and the staged a.bin
+    // Nothing of the dead transaction is visible.
+    expect(await store.head('datasets/crash')).toBe(1)
+    expect(await store.versions('datasets/crash')).toEqual([1])
+    await (await store.open('datasets/crash')).verify()
+    expect(await listed('tmp/')).toHaveLength(1) // b.bin's upload, cut off
+    expect(await listed('txns/')).toHaveLength(1) // its pin, now without a heartbeat
+    expect((await listed('blobs/')).length).toBe(2) // v1's blob and the staged a.bin
 
-  // While the pin is fresh it protects the staged blob; once expired, gc takes everything.
-  expect((await store.gc({ graceMs: 0, txnTtlMs: 3_600_000 })).deleted).toEqual([])
-  await new Promise((r) => setTimeout(r, 300))
-  const report = await store.gc({ graceMs: 0, txnTtlMs: 200 })
-  expect(report.txnsExpired).toBe(1)
-  expect(report.deleted).toHaveLength(1)
-  expect(await listed('blobs/')).toEqual([blobPath(v1.manifest.files.keep!.blob)])
-  expect(await listed('txns/')).toEqual([])
-  expect(await listed('tmp/')).toEqual([])
-  // Nothing hidden is left behind either.
-  expect(readdirSync(store.storage.localPath('tmp/x')!.replace(/\/x$/, ''))).toEqual([])
-  const v2 = await store.commit('datasets/crash', async (txn) => void (await txn.put('keep', 'version two')))
-  expect(v2.version).toBe(2)
-})
+    // While the pin is fresh it protects the staged blob; once expired, gc takes everything.
+    expect((await store.gc({ graceMs: 0, txnTtlMs: 3_600_000 })).deleted).toEqual([])
+    await new Promise((r) => setTimeout(r, 300))
+    const report = await store.gc({ graceMs: 0, txnTtlMs: 200 })
+    expect(report.txnsExpired).toBe(1)
+    expect(report.deleted).toHaveLength(1)
+    expect(await listed('blobs/')).toEqual([blobPath(v1.manifest.files.keep!.blob)])
+    expect(await listed('txns/')).toEqual([])
+    expect(await listed('tmp/')).toEqual([])
+    // Nothing hidden is left behind either.
+    expect(readdirSync(store.storage.localPath('tmp/x')!.replace(/\/x$/, ''))).toEqual([])
+    const v2 = await store.commit('datasets/crash', async (txn) => void (await txn.put('keep', 'version two')))
+    expect(v2.version).toBe(2)
+  },
+)
 
-test('a process killed after its manifest but before HEAD moved: the version is complete and HEAD catches up', async () => {
-  t = await newStore('file')
-  const { store } = t
-  await store.commit('datasets/half', async (txn) => void (await txn.put('f', 'one')))
-  const child = runNode([fixture('committer.ts'), t.url, 'die-before-head', 'datasets/half'])
-  expect((await child.exited).signal).toBe('SIGKILL')
-  expect(JSON.parse(await store.storage.readText(headPath('datasets/half')))).toEqual({ version: 1 })
-  const view = await store.open('datasets/half')
-  expect(view.version).toBe(2)
-  expect(await view.readText('f')).toBe('written just before the crash')
-  expect(JSON.parse(await store.storage.readText(headPath('datasets/half')))).toEqual({ version: 2 })
-  await new Promise((r) => setTimeout(r, 50))
-  const report = await store.gc({ graceMs: 0, txnTtlMs: 10 })
-  expect(report.deleted).toEqual([])
-  await view.verify()
-})
+test(
+  'a process killed after its manifest but before HEAD moved: the ' + 'version is complete and HEAD catches up',
+  async () => {
+    t = await newStore('file')
+    const { store } = t
+    await store.commit('datasets/half', async (txn) => void (await txn.put('f', 'one')))
+    const child = runNode([fixture('committer.ts'), t.url, 'die-before-head', 'datasets/half'])
+    expect((await child.exited).signal).toBe('SIGKILL')
+    expect(JSON.parse(await store.storage.readText(headPath('datasets/half')))).toEqual({ version: 1 })
+    const view = await store.open('datasets/half')
+    expect(view.version).toBe(2)
+    expect(await view.readText('f')).toBe('written just before the crash')
+    expect(JSON.parse(await store.storage.readText(headPath('datasets/half')))).toEqual({ version: 2 })
+    await new Promise((r) => setTimeout(r, 50))
+    const report = await store.gc({ graceMs: 0, txnTtlMs: 10 })
+    expect(report.deleted).toEqual([])
+    await view.verify()
+  },
+)
 
 test('two processes committing 100 times each to one artifact: no lost version, no torn HEAD', async () => {
   t = await newStore('file')

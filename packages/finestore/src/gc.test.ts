@@ -34,7 +34,12 @@ describe.each(BACKENDS)('gc on %s', (backend) => {
     const young = await store.gc({ graceMs: 3_600_000 })
     expect(young).toMatchObject({ young: 1, deleted: [] })
     const report = await store.gc({ graceMs: 0 })
-    expect(report).toMatchObject({ blobsScanned: 2, referenced: 1, deleted: [{ hash: loose.hash, size: 11 }], bytesDeleted: 11 })
+    expect(report).toMatchObject({
+      blobsScanned: 2,
+      referenced: 1,
+      deleted: [{ hash: loose.hash, size: 11 }],
+      bytesDeleted: 11,
+    })
     expect(await store.blobs.exists(loose.hash)).toBe(false)
     expect(await (await store.open('datasets/a')).readText('f')).toBe('referenced')
     expect(kept.version).toBe(1)
@@ -58,9 +63,12 @@ describe.each(BACKENDS)('gc on %s', (backend) => {
     t = await newStore(backend)
     const { store } = t
     const txn = await store.begin('datasets/c')
-    const e = await txn.put('f', (async function* () {
-      yield randomBytes(1000)
-    })())
+    const e = await txn.put(
+      'f',
+      (async function* () {
+        yield randomBytes(1000)
+      })(),
+    )
     await txn.abort()
     const report = await store.gc({ graceMs: 0 })
     expect(report.deleted.map((d) => d.hash)).toEqual([e.blob])
@@ -68,47 +76,53 @@ describe.each(BACKENDS)('gc on %s', (backend) => {
     expect(await listed(store, 'tmp/')).toEqual([])
   })
 
-  test.each(['bytes', 'stream'] as const)('a commit that dedups (%s) against an orphan while gc removes it still lands complete', async (source) => {
-    // A store whose gc pauses after reading pins and before reading manifests:
-    // exactly the window in which a transaction can find a blob that gc is about to remove.
-    const { dir, cleanup } = tempDir()
-    cleanups.push(cleanup)
-    const url = backend === 'file' ? pathToFileURL(join(dir, 'store')).href : `memory://gc-race-${randomBytes(4).toString('hex')}`
-    const gated = new GatedStorage(await openStorage(url))
-    const store = await openStore({ storage: gated, catalog: ':memory:' })
-    cleanups.push(() => store.close())
+  test.each(['bytes', 'stream'] as const)(
+    'a commit that dedups (%s) against an orphan while gc removes it ' + 'still lands complete',
+    async (source) => {
+      // A store whose gc pauses after reading pins and before reading manifests:
+      // exactly the window in which a transaction can find a blob that gc is about to remove.
+      const { dir, cleanup } = tempDir()
+      cleanups.push(cleanup)
+      const url =
+        backend === 'file'
+          ? pathToFileURL(join(dir, 'store')).href
+          : `memory://gc-race-${randomBytes(4).toString('hex')}`
+      const gated = new GatedStorage(await openStorage(url))
+      const store = await openStore({ storage: gated, catalog: ':memory:' })
+      cleanups.push(() => store.close())
 
-    const orphan = await store.putBlob('shared content')
-    const txn = await store.begin('datasets/race')
-    const gate = gated.gate('artifacts/')
-    const gc = store.gc({ graceMs: 0 })
-    await gate.reached
-    // gc has listed the orphan and read the (empty) pins; now the transaction finds it by dedup.
-    const staged = await txn.put(
-      'f',
-      source === 'bytes'
-        ? 'shared content'
-        : (async function* () {
-            yield Buffer.from('shared ')
-            yield Buffer.from('content')
-          })(),
-    )
-    expect(staged.blob).toBe(orphan.hash)
-    let committed = false
-    const commit = txn.commit().then((r) => {
-      committed = true
-      return r
-    })
-    await new Promise((r) => setTimeout(r, 100))
-    expect(committed).toBe(false) // the commit waits for the running gc
-    gate.open()
-    const report = await gc
-    expect(report.deleted.map((d) => d.hash)).toEqual([orphan.hash]) // gc did remove it…
-    const c = await commit
-    expect(await store.blobs.exists(orphan.hash)).toBe(true) // …and the commit put it back
-    expect(await (await store.open(c.ref)).readText('f')).toBe('shared content')
-    expect((await store.gc({ graceMs: 0 })).deleted).toEqual([])
-  })
+      const orphan = await store.putBlob('shared content')
+      const txn = await store.begin('datasets/race')
+      const gate = gated.gate('artifacts/')
+      const gc = store.gc({ graceMs: 0 })
+      await gate.reached
+      // gc has listed the orphan and read the (empty) pins; now the transaction finds it by dedup.
+      const staged = await txn.put(
+        'f',
+        source === 'bytes'
+          ? 'shared content'
+          : (async function* () {
+              yield Buffer.from('shared ')
+              yield Buffer.from('content')
+            })(),
+      )
+      expect(staged.blob).toBe(orphan.hash)
+      let committed = false
+      const commit = txn.commit().then((r) => {
+        committed = true
+        return r
+      })
+      await new Promise((r) => setTimeout(r, 100))
+      expect(committed).toBe(false) // the commit waits for the running gc
+      gate.open()
+      const report = await gc
+      expect(report.deleted.map((d) => d.hash)).toEqual([orphan.hash]) // gc did remove it…
+      const c = await commit
+      expect(await store.blobs.exists(orphan.hash)).toBe(true) // …and the commit put it back
+      expect(await (await store.open(c.ref)).readText('f')).toBe('shared content')
+      expect((await store.gc({ graceMs: 0 })).deleted).toEqual([])
+    },
+  )
 
   test('a second gc while one runs gets GC_RUNNING; the epoch is even after', async () => {
     t = await newStore(backend)
@@ -129,7 +143,16 @@ describe.each(BACKENDS)('gc on %s', (backend) => {
     const { store } = t
     const blob = await store.putBlob('staged by a process that died')
     const record = (heartbeatAt: number) =>
-      JSON.stringify({ id: 'dead', artifact: 'datasets/dead', host: 'h', pid: 1, startedAt: heartbeatAt, heartbeatAt, blobs: [blob.hash], tmps: [] })
+      JSON.stringify({
+        id: 'dead',
+        artifact: 'datasets/dead',
+        host: 'h',
+        pid: 1,
+        startedAt: heartbeatAt,
+        heartbeatAt,
+        blobs: [blob.hash],
+        tmps: [],
+      })
     await store.storage.write('txns/dead.json', record(Date.now()))
     expect((await store.gc({ graceMs: 0, txnTtlMs: 60_000 })).deleted).toEqual([])
     await store.storage.write('txns/dead.json', record(Date.now() - 120_000))
@@ -144,4 +167,3 @@ test('blob path layout is blobs/sha256/<first two hex>/<hash>', () => {
   const h = 'ab'.padEnd(64, '0')
   expect(blobPath(h)).toBe(`blobs/sha256/ab/${h}`)
 })
-

@@ -46,7 +46,8 @@ export type GcOptions = {
    * another pid namespace sharing the host name would look gone. @default false
    */
   readonly expireGoneWriters?: boolean
-  /** How long the collector's hold lasts without renewal (a crashed collector is replaced after it). @default 600_000 */
+  /** How long the collector's hold lasts without renewal (a crashed collector is replaced after it). @default 600_000
+   * */
   readonly leaseMs?: number
 }
 
@@ -61,10 +62,16 @@ export type GcReport = {
   readonly deleted: readonly { readonly hash: string; readonly size: number }[]
   readonly bytesDeleted: number
   readonly tmpsDeleted: number
-  /** Temp uploads removed (or that would be): their pin expired, or no pin names them and they are past the grace period. */
+  /** Temp uploads removed (or that would be): their pin expired, or no pin names them and they are past the grace
+   * period. */
   readonly tmpsRemoved: readonly { readonly path: string; readonly size: number }[]
   /** Temp uploads kept, and why. */
-  readonly tmpsKept: readonly { readonly path: string; readonly size: number; readonly modifiedAt: string; readonly reason: string }[]
+  readonly tmpsKept: readonly {
+    readonly path: string
+    readonly size: number
+    readonly modifiedAt: string
+    readonly reason: string
+  }[]
   /** Blob and temp upload bytes removed (or that would be). */
   readonly bytesFreed: number
   readonly txnsExpired: number
@@ -94,7 +101,8 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
     }
     // Temp uploads are listed before the pins too: a transaction pins a temp before creating it.
     const tmps: { path: string; size: number; mtimeMs: number; generation: string }[] = []
-    for await (const info of storage.list(TMP_PREFIX)) tmps.push({ path: info.path, size: info.size, mtimeMs: info.mtimeMs, generation: info.generation })
+    for await (const info of storage.list(TMP_PREFIX))
+      tmps.push({ path: info.path, size: info.size, mtimeMs: info.mtimeMs, generation: info.generation })
     const pins = await scanPins(storage, { ttlMs: txnTtlMs, expireGoneWriters: opts.expireGoneWriters ?? false })
     const referenced = new Set<string>()
     const scan = await scanArtifacts(storage)
@@ -112,7 +120,8 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
       } catch (err) {
         throw new FinestoreError(
           'MANIFEST_INVALID',
-          `gc stopped before removing anything: it cannot tell which blobs ${m.path} references (${(err as Error).message})`,
+          `gc stopped before removing anything: it cannot tell which blobs ` +
+            `${m.path} references (${(err as Error).message})`,
           false,
           { cause: err },
         )
@@ -154,14 +163,21 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
     const tmpsKept: { path: string; size: number; modifiedAt: string; reason: string }[] = []
     for (const info of tmps) {
       const owner = pins.tmps.get(info.path)
-      const keep = (reason: string) => tmpsKept.push({ path: info.path, size: info.size, modifiedAt: new Date(info.mtimeMs).toISOString(), reason })
+      const keep = (reason: string) =>
+        tmpsKept.push({ path: info.path, size: info.size, modifiedAt: new Date(info.mtimeMs).toISOString(), reason })
       if (owner) {
-        keep(`pinned by transaction ${owner.id} (${owner.artifact}, pid ${owner.pid} on ${owner.host}) until ${owner.expiresAt}`)
+        keep(
+          `pinned by transaction ${owner.id} (${owner.artifact}, pid ` +
+            `${owner.pid} on ${owner.host}) until ${owner.expiresAt}`,
+        )
         continue
       }
       // A temp upload of an expired pin is abandoned: its writer is gone and nobody else knows its name.
       if (!pins.orphanTmps.has(info.path) && start - info.mtimeMs < graceMs) {
-        keep(`younger than the grace period (${formatAge(graceMs)}): kept until ${new Date(info.mtimeMs + graceMs).toISOString()}`)
+        keep(
+          `younger than the grace period (${formatAge(graceMs)}): kept ` +
+            `until ${new Date(info.mtimeMs + graceMs).toISOString()}`,
+        )
         continue
       }
       if (lease) await lease.renew()
@@ -176,7 +192,10 @@ export async function collectGarbage(storage: Storage, opts: GcOptions = {}): Pr
       tmpsRemoved.push({ path: info.path, size: info.size })
     }
     if (!dryRun) {
-      for (const t of pins.expired) await storage.delete(t.path, { ifGeneration: t.generation }).catch((err: unknown) => { if (!isConditionFailed(err)) throw err })
+      for (const t of pins.expired)
+        await storage.delete(t.path, { ifGeneration: t.generation }).catch((err: unknown) => {
+          if (!isConditionFailed(err)) throw err
+        })
     }
     const bytesDeleted = deleted.reduce((s, d) => s + d.size, 0)
     return {
@@ -206,7 +225,12 @@ type Lease = { renew(): Promise<void>; release(): Promise<void> }
 async function acquire(storage: Storage, leaseMs: number): Promise<Lease> {
   const { state, generation } = await readGcState(storage)
   if (gcRunning(state)) {
-    throw new FinestoreError('GC_RUNNING', `another gc (${state.owner ?? 'unknown'}) holds the store until ${new Date(state.expiresAt ?? 0).toISOString()}; wait for it to finish`, true)
+    throw new FinestoreError(
+      'GC_RUNNING',
+      `another gc (${state.owner ?? 'unknown'}) holds the store until ` +
+        `${new Date(state.expiresAt ?? 0).toISOString()}; wait for it to finish`,
+      true,
+    )
   }
   const owner = `${process.pid}@${Date.now().toString(36)}`
   // Odd = running. A crashed collector left an odd epoch: step over it to the next odd one.
@@ -214,12 +238,19 @@ async function acquire(storage: Storage, leaseMs: number): Promise<Lease> {
   let expiresAt = Date.now() + leaseMs
   let gen: string
   try {
-    const info = await storage.write(GC_STATE_PATH, JSON.stringify({ epoch, owner, startedAt: Date.now(), expiresAt }), {
-      condition: generation ? { ifGeneration: generation } : { ifAbsent: true },
-    })
+    const info = await storage.write(
+      GC_STATE_PATH,
+      JSON.stringify({ epoch, owner, startedAt: Date.now(), expiresAt }),
+      {
+        condition: generation ? { ifGeneration: generation } : { ifAbsent: true },
+      },
+    )
     gen = info.generation
   } catch (err) {
-    if (isConditionFailed(err)) throw new FinestoreError('GC_RUNNING', 'another gc started at the same moment; wait for it to finish', true, { cause: err })
+    if (isConditionFailed(err))
+      throw new FinestoreError('GC_RUNNING', 'another gc started at the same moment; wait for it to finish', true, {
+        cause: err,
+      })
     throw err
   }
   const write = async (next: object): Promise<void> => {
@@ -227,7 +258,12 @@ async function acquire(storage: Storage, leaseMs: number): Promise<Lease> {
       gen = (await storage.write(GC_STATE_PATH, JSON.stringify(next), { condition: { ifGeneration: gen } })).generation
     } catch (err) {
       if (!isConditionFailed(err)) throw err
-      throw new FinestoreError('GC_RUNNING', 'this gc lost its hold on the store (its lease expired and another gc took over); stopped', true, { cause: err })
+      throw new FinestoreError(
+        'GC_RUNNING',
+        'this gc lost its hold on the store (its lease expired and ' + 'another gc took over); stopped',
+        true,
+        { cause: err },
+      )
     }
   }
   return {

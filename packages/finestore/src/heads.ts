@@ -37,7 +37,14 @@ export async function readPointer(storage: Storage, path: string): Promise<Point
     try {
       parsed = Pointer.parse(JSON.parse(text))
     } catch (err) {
-      throw new FinestoreError('MANIFEST_INVALID', `${path} is not {"version": <positive integer>}: ${(err as Error).message.split('\n')[0]}; rewrite it or delete it (HEAD is recomputed from versions/)`, false, { cause: err })
+      throw new FinestoreError(
+        'MANIFEST_INVALID',
+        `${path} is not {"version": <positive integer>}: ` +
+          `${(err as Error).message.split('\n')[0]}; rewrite it or delete ` +
+          `it (HEAD is recomputed from versions/)`,
+        false,
+        { cause: err },
+      )
     }
     return { version: parsed.version, generation: info.generation }
   }
@@ -52,7 +59,9 @@ export async function advanceHead(storage: Storage, artifact: string, version: n
     const cur = await readPointer(storage, path)
     if (cur && cur.version >= version) return
     try {
-      await storage.write(path, pointerText(version), { condition: cur ? { ifGeneration: cur.generation } : { ifAbsent: true } })
+      await storage.write(path, pointerText(version), {
+        condition: cur ? { ifGeneration: cur.generation } : { ifAbsent: true },
+      })
       return
     } catch (err) {
       if (!isConditionFailed(err)) throw err
@@ -85,17 +94,33 @@ export async function readTag(storage: Storage, artifact: string, tag: string): 
  * otherwise `ConflictError`. Without it the tag moves from whatever it was,
  * still atomically.
  */
-export async function moveTag(storage: Storage, artifact: string, tag: string, version: number, expect?: number | null): Promise<void> {
+export async function moveTag(
+  storage: Storage,
+  artifact: string,
+  tag: string,
+  version: number,
+  expect?: number | null,
+): Promise<void> {
   const path = tagPath(artifact, tag)
   const cur = await readPointer(storage, path)
   if (expect !== undefined && (cur?.version ?? null) !== expect) {
-    throw new ConflictError(artifact, `tag ${artifact}@${tag} is at ${cur?.version ?? '(absent)'}, not ${expect ?? '(absent)'}; re-read it and retry`)
+    throw new ConflictError(
+      artifact,
+      `tag ${artifact}@${tag} is at ${cur?.version ?? '(absent)'}, not ` +
+        `${expect ?? '(absent)'}; re-read it and retry`,
+    )
   }
   try {
-    await storage.write(path, pointerText(version), { condition: cur ? { ifGeneration: cur.generation } : { ifAbsent: true } })
+    await storage.write(path, pointerText(version), {
+      condition: cur ? { ifGeneration: cur.generation } : { ifAbsent: true },
+    })
   } catch (err) {
     if (!isConditionFailed(err)) throw err
-    throw new ConflictError(artifact, `tag ${artifact}@${tag} was moved by another writer at the same time; re-read it and retry`, { cause: err })
+    throw new ConflictError(
+      artifact,
+      `tag ${artifact}@${tag} was moved by another writer at the same ` + `time; re-read it and retry`,
+      { cause: err },
+    )
   }
 }
 

@@ -1,4 +1,5 @@
-/** @module @marin/finestore: versioned artifact store: content-addressed blobs, immutable manifests, compare-and-swap HEAD, lineage, SQLite catalog, GC. */
+/** @module @marin/finestore: versioned artifact store: content-addressed blobs, immutable manifests, compare-and-swap
+ * HEAD, lineage, SQLite catalog, GC. */
 import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name

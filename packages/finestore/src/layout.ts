@@ -23,7 +23,8 @@ export const CATALOG_FILE = 'catalog.sqlite'
 
 export const blobPath = (hash: string): string => `${BLOBS_PREFIX}${hash.slice(0, 2)}/${hash}`
 export const headPath = (artifact: string): string => `${ARTIFACTS_PREFIX}${artifact}/HEAD`
-export const manifestPath = (artifact: string, version: number): string => `${ARTIFACTS_PREFIX}${artifact}/versions/${version}.json`
+export const manifestPath = (artifact: string, version: number): string =>
+  `${ARTIFACTS_PREFIX}${artifact}/versions/${version}.json`
 export const tagPath = (artifact: string, tag: string): string => `${ARTIFACTS_PREFIX}${artifact}/tags/${tag}.json`
 export const versionsPrefix = (artifact: string): string => `${ARTIFACTS_PREFIX}${artifact}/versions/`
 export const tagsPrefix = (artifact: string): string => `${ARTIFACTS_PREFIX}${artifact}/tags/`

@@ -64,7 +64,8 @@ export function parseManifest(text: string, path: string, expect?: { artifact: s
   } catch (err) {
     throw new FinestoreError(
       'MANIFEST_INVALID',
-      `manifest ${path} is not valid JSON (${(err as Error).message}); this version is unreadable, other versions are not affected. ` +
+      `manifest ${path} is not valid JSON (${(err as Error).message}); ` +
+        `this version is unreadable, other versions are not affected. ` +
         'Restore the file from a copy of the store or delete it, then run "finestore gc".',
       false,
       { cause: err },
@@ -76,7 +77,8 @@ export function parseManifest(text: string, path: string, expect?: { artifact: s
     const field = issue.path.length ? issue.path.join('.') : '(root)'
     throw new FinestoreError(
       'MANIFEST_INVALID',
-      `manifest ${path}: field "${field}": ${issue.message}; this version is unreadable, other versions are not affected. ` +
+      `manifest ${path}: field "${field}": ${issue.message}; this ` +
+        `version is unreadable, other versions are not affected. ` +
         'Restore the file from a copy of the store or delete it.',
     )
   }
@@ -84,7 +86,9 @@ export function parseManifest(text: string, path: string, expect?: { artifact: s
   if (expect && (m.artifact !== expect.artifact || m.version !== expect.version)) {
     throw new FinestoreError(
       'MANIFEST_INVALID',
-      `manifest ${path} says it is ${m.artifact}@${m.version} but sits at the place of ${expect.artifact}@${expect.version}; it was copied or renamed by hand. Move it back or delete it.`,
+      `manifest ${path} says it is ${m.artifact}@${m.version} but sits ` +
+        `at the place of ${expect.artifact}@${expect.version}; it was ` +
+        `copied or renamed by hand. Move it back or delete it.`,
     )
   }
   return m

@@ -26,7 +26,10 @@ export function checkArtifactName(name: string): string {
 /** Throws `INVALID_NAME` unless `tag` is a letter followed by letters, digits, `._-`. */
 export function checkTagName(tag: string): string {
   if (!TAG.test(tag) || tag.length > 128) {
-    throw new FinestoreError('INVALID_NAME', `tag "${tag}" is invalid: start with a letter, then letters, digits, ".", "_" or "-" (e.g. "best")`)
+    throw new FinestoreError(
+      'INVALID_NAME',
+      `tag "${tag}" is invalid: start with a letter, then letters, ` + `digits, ".", "_" or "-" (e.g. "best")`,
+    )
   }
   return tag
 }
@@ -34,8 +37,19 @@ export function checkTagName(tag: string): string {
 /** Throws `INVALID_PATH` unless `path` is relative, `/`-separated, without empty, `.` or `..` segments. */
 export function checkFilePath(path: string): string {
   const segments = path.split('/')
-  if (path.length === 0 || path.length > 1024 || path.includes('\\') || path.includes('\0') || segments.some((s) => s === '' || s === '.' || s === '..')) {
-    throw new FinestoreError('INVALID_PATH', `file path "${path}" is invalid: use a relative "/"-separated path without "", "." or ".." segments (e.g. "shards/part-0.jsonl")`)
+  if (
+    path.length === 0 ||
+    path.length > 1024 ||
+    path.includes('\\') ||
+    path.includes('\0') ||
+    segments.some((s) => s === '' || s === '.' || s === '..')
+  ) {
+    throw new FinestoreError(
+      'INVALID_PATH',
+      `file path "${path}" is invalid: use a relative "/"-separated ` +
+        `path without "", "." or ".." segments (e.g. ` +
+        `"shards/part-0.jsonl")`,
+    )
   }
   return path
 }
@@ -63,7 +77,10 @@ export function parseRef(ref: string): ArtifactRef {
   if (sel === undefined || sel === LATEST) return { artifact }
   if (/^[1-9][0-9]*$/.test(sel)) return { artifact, selector: Number(sel) }
   if (TAG.test(sel)) return { artifact, selector: sel }
-  throw new FinestoreError('INVALID_REF', `reference "${ref}" is invalid: after "@" put a version number (1, 2, …) or a tag name (e.g. "${artifact}@3")`)
+  throw new FinestoreError(
+    'INVALID_REF',
+    `reference "${ref}" is invalid: after "@" put a version number ` + `(1, 2, …) or a tag name (e.g. "${artifact}@3")`,
+  )
 }
 
 /** `name@version`, the canonical way to print a version. */

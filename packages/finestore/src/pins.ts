@@ -83,21 +83,23 @@ export class PinSet {
   }
 
   #write(): Promise<void> {
-    const next = this.#chain.catch(() => {}).then(async () => {
-      if (this.#released) return
-      const record: PinRecord = {
-        id: this.id,
-        artifact: this.artifact,
-        host: hostname(),
-        pid: process.pid,
-        startedAt: this.#startedAt,
-        heartbeatAt: Date.now(),
-        blobs: [...this.#blobs],
-        tmps: [...this.#tmps],
-      }
-      await this.storage.write(pinPath(this.id), JSON.stringify(record))
-      this.#written = true
-    })
+    const next = this.#chain
+      .catch(() => {})
+      .then(async () => {
+        if (this.#released) return
+        const record: PinRecord = {
+          id: this.id,
+          artifact: this.artifact,
+          host: hostname(),
+          pid: process.pid,
+          startedAt: this.#startedAt,
+          heartbeatAt: Date.now(),
+          blobs: [...this.#blobs],
+          tmps: [...this.#tmps],
+        }
+        await this.storage.write(pinPath(this.id), JSON.stringify(record))
+        this.#written = true
+      })
     this.#chain = next
     return next
   }
@@ -198,7 +200,9 @@ export async function scanPins(storage: Storage, opts: ScanPinsOptions): Promise
     const report: PinReport = {
       path: info.path,
       id: rec?.id ?? info.path.slice(TXNS_PREFIX.length).replace(/\.json$/, ''),
-      ...(rec ? { artifact: rec.artifact, host: rec.host, pid: rec.pid, startedAt: new Date(rec.startedAt).toISOString() } : {}),
+      ...(rec
+        ? { artifact: rec.artifact, host: rec.host, pid: rec.pid, startedAt: new Date(rec.startedAt).toISOString() }
+        : {}),
       heartbeatAt: new Date(beat).toISOString(),
       expiresAt: new Date(beat + opts.ttlMs).toISOString(),
       writerGone: gone,
@@ -207,7 +211,9 @@ export async function scanPins(storage: Storage, opts: ScanPinsOptions): Promise
     }
     const reason =
       now - beat > opts.ttlMs
-        ? `no heartbeat for ${formatAge(now - beat)} (ttl ${formatAge(opts.ttlMs)})${rec ? '' : '; the record is unreadable'}`
+        ? `no heartbeat for ${formatAge(now - beat)} (ttl ` +
+          `${formatAge(opts.ttlMs)})` +
+          `${rec ? '' : '; the record is unreadable'}`
         : rec && gone && opts.expireGoneWriters
           ? `writer process ${rec.pid} on ${rec.host} is gone`
           : undefined

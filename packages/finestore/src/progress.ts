@@ -61,7 +61,12 @@ export class Progress {
   #render(done: number, bytes: number): void {
     const counts = `${done}/${this.total} ${this.unit} (${formatBytes(bytes)} of ${formatBytes(this.totalBytes)})`
     if (!this.opts.tty) return this.opts.write(`${this.label}: ${counts}\n`)
-    const filled = this.totalBytes > 0 ? Math.round((bytes / this.totalBytes) * WIDTH) : this.total > 0 ? Math.round((done / this.total) * WIDTH) : WIDTH
+    const filled =
+      this.totalBytes > 0
+        ? Math.round((bytes / this.totalBytes) * WIDTH)
+        : this.total > 0
+          ? Math.round((done / this.total) * WIDTH)
+          : WIDTH
     this.opts.write(`\r${this.label} [${'█'.repeat(filled)}${'░'.repeat(WIDTH - filled)}] ${counts}  `)
   }
 }

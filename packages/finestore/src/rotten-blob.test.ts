@@ -31,38 +31,46 @@ describe.each(BACKENDS)('a rotten blob on %s', (backend) => {
     configureLogging({})
   })
 
-  test.each(['bytes', 'stream'] as const)('a commit (%s) whose content dedups onto a rotten blob replaces it with the verified upload and warns', async (source) => {
-    configureLogging({ destination: { write: (l: string) => void lines.push(l) }, pretty: false, level: 'info' })
-    t = await newStore(backend)
-    const { store } = t
-    const v1 = await store.commit('datasets/rot', async (txn) => void (await txn.put('part-0', CONTENT)))
-    const hash = v1.manifest.files['part-0']!.blob
-    await rot(store, hash)
-    await expect((await store.open('datasets/rot@1')).readText('part-0')).rejects.toMatchObject({ code: 'INTEGRITY' })
+  test.each(['bytes', 'stream'] as const)(
+    'a commit (%s) whose content dedups onto a rotten blob replaces ' + 'it with the verified upload and warns',
+    async (source) => {
+      configureLogging({ destination: { write: (l: string) => void lines.push(l) }, pretty: false, level: 'info' })
+      t = await newStore(backend)
+      const { store } = t
+      const v1 = await store.commit('datasets/rot', async (txn) => void (await txn.put('part-0', CONTENT)))
+      const hash = v1.manifest.files['part-0']!.blob
+      await rot(store, hash)
+      await expect((await store.open('datasets/rot@1')).readText('part-0')).rejects.toMatchObject({ code: 'INTEGRITY' })
 
-    const v2 = await store.commit('datasets/rot', async (txn) => {
-      await txn.put(
-        'part-0',
-        source === 'bytes'
-          ? CONTENT
-          : (async function* () {
-              yield Buffer.from(CONTENT.slice(0, 1000))
-              yield Buffer.from(CONTENT.slice(1000))
-            })(),
-      )
-    })
-    expect(v2.manifest.files['part-0']!.blob).toBe(hash)
-    // The new version reads back intact, and so does the old one: they share the repaired blob.
-    expect(await (await store.open('datasets/rot@2')).readText('part-0')).toBe(CONTENT)
-    expect(await (await store.open('datasets/rot@1')).readText('part-0')).toBe(CONTENT)
-    await (await store.open('datasets/rot@1')).verify()
-    const warning = lines.map((l) => JSON.parse(l) as { level: number; blob?: string; msg: string }).find((l) => l.blob === hash)
-    expect(warning, lines.join('')).toMatchObject({ level: 40, msg: expect.stringMatching(/damaged blob .* replaced/) })
-    // Nothing of the upload is left behind.
-    const tmps: string[] = []
-    for await (const o of store.storage.list('tmp/')) tmps.push(o.path)
-    expect(tmps).toEqual([])
-  })
+      const v2 = await store.commit('datasets/rot', async (txn) => {
+        await txn.put(
+          'part-0',
+          source === 'bytes'
+            ? CONTENT
+            : (async function* () {
+                yield Buffer.from(CONTENT.slice(0, 1000))
+                yield Buffer.from(CONTENT.slice(1000))
+              })(),
+        )
+      })
+      expect(v2.manifest.files['part-0']!.blob).toBe(hash)
+      // The new version reads back intact, and so does the old one: they share the repaired blob.
+      expect(await (await store.open('datasets/rot@2')).readText('part-0')).toBe(CONTENT)
+      expect(await (await store.open('datasets/rot@1')).readText('part-0')).toBe(CONTENT)
+      await (await store.open('datasets/rot@1')).verify()
+      const warning = lines
+        .map((l) => JSON.parse(l) as { level: number; blob?: string; msg: string })
+        .find((l) => l.blob === hash)
+      expect(warning, lines.join('')).toMatchObject({
+        level: 40,
+        msg: expect.stringMatching(/damaged blob .* replaced/),
+      })
+      // Nothing of the upload is left behind.
+      const tmps: string[] = []
+      for await (const o of store.storage.list('tmp/')) tmps.push(o.path)
+      expect(tmps).toEqual([])
+    },
+  )
 
   test('putBlob with the right bytes repairs a damaged blob; a missing one is put back', async () => {
     t = await newStore(backend)

@@ -29,7 +29,8 @@ export class SchemaRegistry {
     const field = issue.path.length ? issue.path.join('.') : '(root)'
     throw new FinestoreError(
       'METADATA_INVALID',
-      `metadata of ${artifact} (kind "${kind}"): field "${field}": ${issue.message}; fix the metadata passed to the transaction`,
+      `metadata of ${artifact} (kind "${kind}"): field "${field}": ` +
+        `${issue.message}; fix the metadata passed to the transaction`,
     )
   }
 }

@@ -15,13 +15,20 @@ describe.each(BACKENDS)('store on %s', (backend) => {
       await txn.put('a.txt', 'alpha')
     })
     expect(raw.version).toBe(1)
-    const txn = await store.begin('datasets/brown', { metadata: { docs: 2 }, config: { seed: 1 }, lineage: ['raw/brown'] })
+    const txn = await store.begin('datasets/brown', {
+      metadata: { docs: 2 },
+      config: { seed: 1 },
+      lineage: ['raw/brown'],
+    })
     await txn.put('x/one.txt', 'one')
     await txn.put('two.bin', new Uint8Array([1, 2, 3]))
-    await txn.put('stream.txt', (async function* () {
-      yield Buffer.from('str')
-      yield Buffer.from('eam')
-    })())
+    await txn.put(
+      'stream.txt',
+      (async function* () {
+        yield Buffer.from('str')
+        yield Buffer.from('eam')
+      })(),
+    )
     const c = await txn.commit()
     expect(c).toMatchObject({ artifact: 'datasets/brown', version: 1, ref: 'datasets/brown@1' })
     expect(c.manifest.lineage).toEqual([{ artifact: 'raw/brown', version: 1 }])
@@ -61,10 +68,12 @@ describe.each(BACKENDS)('store on %s', (backend) => {
     const { store } = t
     const a = await store.putBlob('same bytes')
     const b = await store.putBlob(Buffer.from('same bytes'))
-    const c = await store.putBlob((async function* () {
-      yield Buffer.from('same ')
-      yield Buffer.from('bytes')
-    })())
+    const c = await store.putBlob(
+      (async function* () {
+        yield Buffer.from('same ')
+        yield Buffer.from('bytes')
+      })(),
+    )
     expect(new Set([a.hash, b.hash, c.hash]).size).toBe(1)
     const blobs: string[] = []
     for await (const o of store.storage.list('blobs/')) blobs.push(o.path)
@@ -167,7 +176,10 @@ describe.each(BACKENDS)('store on %s', (backend) => {
     await expect(store.tag('models/m@2', 'best', { expect: null })).rejects.toBeInstanceOf(ConflictError)
     await store.tag('models/m@2', 'best', { expect: 1 })
     expect((await store.open('models/m@best')).version).toBe(2)
-    const racers = await Promise.allSettled([store.tag('models/m@1', 'best', { expect: 2 }), store.tag('models/m@1', 'best', { expect: 2 })])
+    const racers = await Promise.allSettled([
+      store.tag('models/m@1', 'best', { expect: 2 }),
+      store.tag('models/m@1', 'best', { expect: 2 }),
+    ])
     expect(racers.filter((r) => r.status === 'fulfilled')).toHaveLength(1)
     await store.untag('models/m', 'best')
     await expect(store.resolve('models/m@best')).rejects.toThrow(/has no tag "best"/)
@@ -206,15 +218,23 @@ describe.each(BACKENDS)('store on %s', (backend) => {
     const { store } = t
     for (const s of ['1', '2', '3']) await store.commit('datasets/bad', async (txn) => void (await txn.put('f', s)))
     await store.storage.write(manifestPath('datasets/bad', 2), '{"format": 1, "artifact": ')
-    await expect(store.open('datasets/bad@2')).rejects.toThrow(/manifest artifacts\/datasets\/bad\/versions\/2\.json is not valid JSON .*other versions are not affected/)
+    await expect(store.open('datasets/bad@2')).rejects.toThrow(
+      /manifest artifacts\/datasets\/bad\/versions\/2\.json is not valid JSON .*other versions are not affected/,
+    )
     await store.storage.write(manifestPath('datasets/bad', 2), '{"format": 1}')
-    await expect(store.open('datasets/bad@2')).rejects.toMatchObject({ code: 'MANIFEST_INVALID', message: expect.stringMatching(/field "artifact"/) })
+    await expect(store.open('datasets/bad@2')).rejects.toMatchObject({
+      code: 'MANIFEST_INVALID',
+      message: expect.stringMatching(/field "artifact"/),
+    })
     expect(await (await store.open('datasets/bad@1')).readText('f')).toBe('1')
     expect(await (await store.open('datasets/bad')).readText('f')).toBe('3')
     const report = await store.rebuildCatalog()
     expect(report.versions).toBe(2)
     expect(report.unreadable.map((u) => u.path)).toEqual(['artifacts/datasets/bad/versions/2.json'])
-    await expect(store.gc()).rejects.toThrow(/gc stopped before removing anything: it cannot tell which blobs artifacts\/datasets\/bad\/versions\/2\.json references/)
+    await expect(store.gc()).rejects.toThrow(
+      'gc stopped before removing anything: it cannot tell which blobs ' +
+        'artifacts/datasets/bad/versions/2.json references',
+    )
   })
 
   test('errors are FinestoreError with stable codes', async () => {

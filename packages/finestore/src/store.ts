@@ -127,12 +127,21 @@ export class Store {
   /** Opens a store; fills the catalog from storage the first time it is used. */
   static async open(opts: StoreOptions): Promise<Store> {
     const given = opts.storage ?? (opts.url !== undefined ? await openStorage(opts.url) : undefined)
-    if (!given) throw new FinestoreError('INVALID_INPUT', 'openStore needs `url` (e.g. "file:///data/.marin/store") or `storage`')
+    if (!given)
+      throw new FinestoreError('INVALID_INPUT', 'openStore needs `url` (e.g. "file:///data/.marin/store") or `storage`')
     const storage = opts.fsync === false ? new ScratchStorage(given) : given
     const cache = opts.cache ? await BlobCache.open(opts.cache) : undefined
-    const catalogPath = opts.catalog ?? storage.localPath(CATALOG_FILE) ?? (opts.cache ? join(opts.cache.dir, CATALOG_FILE) : ':memory:')
+    const catalogPath =
+      opts.catalog ?? storage.localPath(CATALOG_FILE) ?? (opts.cache ? join(opts.cache.dir, CATALOG_FILE) : ':memory:')
     if (catalogPath !== ':memory:') mkdirSync(dirname(catalogPath), { recursive: true })
-    const store = new Store(storage, new Catalog(catalogPath), cache, opts.txnTtlMs ?? GC_DEFAULTS.txnTtlMs, opts.fsync ?? true, opts.commitRetryBudgetMs ?? 60_000)
+    const store = new Store(
+      storage,
+      new Catalog(catalogPath),
+      cache,
+      opts.txnTtlMs ?? GC_DEFAULTS.txnTtlMs,
+      opts.fsync ?? true,
+      opts.commitRetryBudgetMs ?? 60_000,
+    )
     if (!store.catalog.built) await store.rebuildCatalog()
     return store
   }
@@ -164,7 +173,11 @@ export class Store {
    * on the new HEAD after a random backoff, until `retryBudgetMs` (default 60 s)
    * is spent. `build` may run several times: stage everything inside it.
    */
-  async commit(artifact: string, build: (txn: Transaction) => Promise<void>, opts: CommitOptions = {}): Promise<CommitResult> {
+  async commit(
+    artifact: string,
+    build: (txn: Transaction) => Promise<void>,
+    opts: CommitOptions = {},
+  ): Promise<CommitResult> {
     const budgetMs = opts.retryBudgetMs ?? this.commitRetryBudgetMs
     const retries = opts.retries ?? Infinity
     const started = Date.now()
@@ -180,8 +193,12 @@ export class Store {
         if (attempt >= retries || left <= 0) {
           throw new ConflictError(
             err.artifact,
-            `${err.artifact}: gave up after ${attempt + 1} attempts in ${((Date.now() - started) / 1000).toFixed(1)} s (retryBudgetMs ${budgetMs}): ` +
-              `another writer committed first each time (last: ${err.message}). Raise retryBudgetMs, or commit to this artifact from fewer writers at once`,
+            `${err.artifact}: gave up after ${attempt + 1} attempts in ` +
+              `${((Date.now() - started) / 1000).toFixed(1)} s (retryBudgetMs ` +
+              `${budgetMs}): ` +
+              `another writer committed first each time (last: ${err.message}` +
+              `). Raise retryBudgetMs, or commit to this artifact from fewer ` +
+              `writers at once`,
             { cause: err },
           )
         }
@@ -202,12 +219,21 @@ export class Store {
     const artifact = checkArtifactName(r.artifact)
     if (r.selector === undefined) {
       const v = await this.head(artifact)
-      if (v === undefined) throw new FinestoreError('NOT_FOUND', `artifact ${artifact} has no versions; commit one first (store.begin("${artifact}"))`)
+      if (v === undefined)
+        throw new FinestoreError(
+          'NOT_FOUND',
+          `artifact ${artifact} has no versions; commit one first ` + `(store.begin("${artifact}"))`,
+        )
       return { artifact, version: v }
     }
     if (typeof r.selector === 'number') return this.#checkExists({ artifact, version: r.selector })
     const v = await readTag(this.storage, artifact, checkTagName(r.selector))
-    if (v === undefined) throw new FinestoreError('NOT_FOUND', `artifact ${artifact} has no tag "${r.selector}"; tags: ${Object.keys(await this.tags(artifact)).join(', ') || '(none)'}`)
+    if (v === undefined)
+      throw new FinestoreError(
+        'NOT_FOUND',
+        `artifact ${artifact} has no tag "${r.selector}"; tags: ` +
+          `${Object.keys(await this.tags(artifact)).join(', ') || '(none)'}`,
+      )
     return { artifact, version: v }
   }
 
@@ -220,7 +246,13 @@ export class Store {
     } catch (err) {
       if (!isNotFound(err)) throw err
       const head = await this.head(artifact)
-      throw new FinestoreError('NOT_FOUND', `${formatRef(artifact, version)} does not exist; ${head === undefined ? 'the artifact has no versions' : `versions are 1…${head}`}`, false, { cause: err })
+      throw new FinestoreError(
+        'NOT_FOUND',
+        `${formatRef(artifact, version)} does not exist; ` +
+          `${head === undefined ? 'the artifact has no versions' : `versions are 1…${head}`}`,
+        false,
+        { cause: err },
+      )
     }
     return parseManifest(text, path, { artifact, version })
   }
@@ -251,7 +283,11 @@ export class Store {
    * Points `tag` at the version `ref` names, by compare-and-swap. With `expect`
    * the move happens only if the tag is at that version now (`null`: absent).
    */
-  async tag(ref: string | ArtifactRef, tag: string, opts: { readonly expect?: number | null } = {}): Promise<VersionRef> {
+  async tag(
+    ref: string | ArtifactRef,
+    tag: string,
+    opts: { readonly expect?: number | null } = {},
+  ): Promise<VersionRef> {
     const target = await this.resolve(ref)
     await moveTag(this.storage, target.artifact, checkTagName(tag), target.version, opts.expect)
     this.catalog.setTag(target.artifact, tag, target.version)
@@ -294,7 +330,16 @@ export class Store {
   async gc(opts: GcOptions = {}): Promise<GcReport> {
     const r = await collectGarbage(this.storage, { txnTtlMs: this.txnTtlMs, ...opts })
     log.info(
-      { dryRun: r.dryRun, deleted: r.deleted.length, bytes: r.bytesFreed, tmps: r.tmpsDeleted, pinsExpired: r.txnsExpired, pinsHeld: r.pinsHeld.length, scanned: r.blobsScanned, pinned: r.pinned },
+      {
+        dryRun: r.dryRun,
+        deleted: r.deleted.length,
+        bytes: r.bytesFreed,
+        tmps: r.tmpsDeleted,
+        pinsExpired: r.txnsExpired,
+        pinsHeld: r.pinsHeld.length,
+        scanned: r.blobsScanned,
+        pinned: r.pinned,
+      },
       'gc finished',
     )
     return r
@@ -307,7 +352,11 @@ export class Store {
    */
   async verify(opts: VerifyOptions = {}): Promise<VerifyReport> {
     const r = await verifyStore(this.storage, this.blobs, opts)
-    for (const d of r.repaired) log.warn({ blob: d.hash, problem: d.problem, from: d.from }, `blob ${d.hash} (${d.problem}) restored from ${d.from}`)
+    for (const d of r.repaired)
+      log.warn(
+        { blob: d.hash, problem: d.problem, from: d.from },
+        `blob ${d.hash} (${d.problem}) restored from ${d.from}`,
+      )
     return r
   }
 
@@ -329,7 +378,11 @@ export class Store {
     const artifact = checkArtifactName(ref.artifact)
     if (!(await this.storage.exists(manifestPath(artifact, ref.version)))) {
       const head = await this.head(artifact)
-      throw new FinestoreError('NOT_FOUND', `${formatRef(artifact, ref.version)} does not exist; ${head === undefined ? `artifact ${artifact} has no versions` : `versions are 1…${head}`}`)
+      throw new FinestoreError(
+        'NOT_FOUND',
+        `${formatRef(artifact, ref.version)} does not exist; ` +
+          `${head === undefined ? `artifact ${artifact} has no versions` : `versions are 1…${head}`}`,
+      )
     }
     return { artifact, version: ref.version }
   }

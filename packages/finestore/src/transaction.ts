@@ -36,7 +36,8 @@ export type TransactionOptions = {
   readonly metadata?: JsonObject
   /** The configuration that produced the version. @default {} */
   readonly config?: JsonObject
-  /** Versions this one was derived from: `name@3`, `name@tag`, `name` (its HEAD now) or `{artifact, version}`. @default [] */
+  /** Versions this one was derived from: `name@3`, `name@tag`, `name` (its HEAD now) or `{artifact, version}`. @default
+   * [] */
   readonly lineage?: readonly (string | LineageEntry)[]
   /** Selects the metadata schema. @default the first segment of the artifact name */
   readonly kind?: string
@@ -46,7 +47,12 @@ export type TransactionOptions = {
 }
 
 /** What `commit` returns. */
-export type CommitResult = { readonly artifact: string; readonly version: number; readonly ref: string; readonly manifest: Manifest }
+export type CommitResult = {
+  readonly artifact: string
+  readonly version: number
+  readonly ref: string
+  readonly manifest: Manifest
+}
 
 export class Transaction {
   readonly #files = new Map<string, FileEntry>()
@@ -78,7 +84,8 @@ export class Transaction {
     const base = await ctx.headOf(artifact)
     const txn = new Transaction(ctx, artifact, base, state.epoch, opts)
     if (opts.inherit && base !== undefined) {
-      for (const [path, entry] of Object.entries((await ctx.manifestOf(artifact, base)).files)) txn.#files.set(path, entry)
+      for (const [path, entry] of Object.entries((await ctx.manifestOf(artifact, base)).files))
+        txn.#files.set(path, entry)
     }
     return txn
   }
@@ -93,7 +100,10 @@ export class Transaction {
     this.#checkOpen()
     checkFilePath(path)
     const work = (async () => {
-      const r = await this.ctx.blobs.put(source, { pin: (hash) => this.#pins.add(hash), pinTmp: (tmp) => this.#pins.addTmp(tmp) })
+      const r = await this.ctx.blobs.put(source, {
+        pin: (hash) => this.#pins.add(hash),
+        pinTmp: (tmp) => this.#pins.addTmp(tmp),
+      })
       if (this.#retained.has(r.hash)) await this.ctx.blobs.discard(r.retained)
       else this.#retained.set(r.hash, r.retained)
       const entry: FileEntry = { blob: r.hash, size: r.size }
@@ -114,7 +124,11 @@ export class Transaction {
     checkFilePath(path)
     await this.#pins.add(blob.hash)
     if (!(await this.ctx.blobs.exists(blob.hash))) {
-      throw new FinestoreError('NOT_FOUND', `${this.artifact}: blob ${blob.hash} for "${path}" is not in the store; put the bytes with txn.put instead`)
+      throw new FinestoreError(
+        'NOT_FOUND',
+        `${this.artifact}: blob ${blob.hash} for "${path}" is not in the ` +
+          `store; put the bytes with txn.put instead`,
+      )
     }
     this.#retained.set(blob.hash, this.#retained.get(blob.hash) ?? {})
     const entry: FileEntry = { blob: blob.hash, size: blob.size }
@@ -168,7 +182,12 @@ export class Transaction {
     await advanceHead(this.ctx.storage, this.artifact, manifest.version)
     this.ctx.onCommit(manifest)
     await this.#release()
-    return { artifact: this.artifact, version: manifest.version, ref: formatRef(this.artifact, manifest.version), manifest }
+    return {
+      artifact: this.artifact,
+      version: manifest.version,
+      ref: formatRef(this.artifact, manifest.version),
+      manifest,
+    }
   }
 
   /** Everything up to and including the commit point: the conditional create of the manifest. */
@@ -198,12 +217,16 @@ export class Transaction {
     }
     try {
       // The commit point: exactly one writer creates slot `version`.
-      await this.ctx.storage.write(manifestPath(this.artifact, version), serializeManifest(manifest), { condition: { ifAbsent: true } })
+      await this.ctx.storage.write(manifestPath(this.artifact, version), serializeManifest(manifest), {
+        condition: { ifAbsent: true },
+      })
     } catch (err) {
       if (!isConditionFailed(err)) throw err
       throw new ConflictError(
         this.artifact,
-        `${this.artifact}: version ${version} was committed by another writer after this transaction began at ${this.base === undefined ? 'no version' : `version ${this.base}`}; ` +
+        `${this.artifact}: version ${version} was committed by another ` +
+          `writer after this transaction began at ` +
+          `${this.base === undefined ? 'no version' : `version ${this.base}`}; ` +
           'call rebase() and commit() again, or begin a new transaction',
         { cause: err },
       )
@@ -220,7 +243,11 @@ export class Transaction {
   /** Drops everything staged; nothing becomes visible. */
   async abort(): Promise<void> {
     if (this.#state === 'committed' || this.#state === 'aborted') return
-    if (this.#state === 'committing') throw new FinestoreError('TXN_CLOSED', `transaction on ${this.artifact} is committing; wait for commit() instead of aborting`)
+    if (this.#state === 'committing')
+      throw new FinestoreError(
+        'TXN_CLOSED',
+        `transaction on ${this.artifact} is committing; wait for ` + `commit() instead of aborting`,
+      )
     this.#state = 'aborted'
     await Promise.allSettled([...this.#inflight])
     await this.#release()
@@ -246,12 +273,21 @@ export class Transaction {
       if (!this.#pins.blobs.has(hash) || [...this.#files.values()].every((f) => f.blob !== hash)) continue
       const size = [...this.#files.values()].find((f) => f.blob === hash)!.size
       if (!(await this.ctx.blobs.restore({ hash, size }, retained))) {
-        throw new ConflictError(this.artifact, `${this.artifact}: staged blob ${hash} was removed by gc before commit (the transaction was idle longer than its ttl); stage the data again in a new transaction`)
+        throw new ConflictError(
+          this.artifact,
+          `${this.artifact}: staged blob ${hash} was removed by gc before ` +
+            `commit (the transaction was idle longer than its ttl); stage ` +
+            `the data again in a new transaction`,
+        )
       }
     }
   }
 
   #checkOpen(): void {
-    if (this.#state !== 'open') throw new FinestoreError('TXN_CLOSED', `transaction on ${this.artifact} is already ${this.#state}; begin a new one`)
+    if (this.#state !== 'open')
+      throw new FinestoreError(
+        'TXN_CLOSED',
+        `transaction on ${this.artifact} is already ${this.#state}; ` + `begin a new one`,
+      )
   }
 }

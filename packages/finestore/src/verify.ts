@@ -30,7 +30,12 @@ export type VerifyOptions = {
 }
 
 /** A file of a version that needs a blob. */
-export type BlobUse = { readonly artifact: string; readonly version: number; readonly ref: string; readonly file: string }
+export type BlobUse = {
+  readonly artifact: string
+  readonly version: number
+  readonly ref: string
+  readonly file: string
+}
 
 export type DamagedBlob = {
   readonly hash: string
@@ -109,10 +114,23 @@ export async function verifyStore(storage: Storage, blobs: BlobStore, opts: Veri
 
   const still = [...damaged.values()].sort((a, b) => (a.hash < b.hash ? -1 : 1))
   const brokenVersions = [...new Set(still.flatMap((d) => d.usedBy.map((u) => u.ref)))].sort()
-  return { blobsChecked: listed.length, bytesChecked: bytes, intact, damaged: still, repaired, brokenVersions, unreadableManifests: unreadable }
+  return {
+    blobsChecked: listed.length,
+    bytesChecked: bytes,
+    intact,
+    damaged: still,
+    repaired,
+    brokenVersions,
+    unreadableManifests: unreadable,
+  }
 }
 
-function describe(hash: string, corrupt: { size: number; actualHash: string } | undefined, uses: Map<string, BlobUse[]>, sizes: Map<string, number>): DamagedBlob {
+function describe(
+  hash: string,
+  corrupt: { size: number; actualHash: string } | undefined,
+  uses: Map<string, BlobUse[]>,
+  sizes: Map<string, number>,
+): DamagedBlob {
   const expectedSize = sizes.get(hash)
   return {
     hash,
@@ -124,12 +142,18 @@ function describe(hash: string, corrupt: { size: number; actualHash: string } | 
 }
 
 /** Which version files use each blob, and the size manifests give it. */
-async function blobUses(storage: Storage): Promise<{ uses: Map<string, BlobUse[]>; sizes: Map<string, number>; unreadable: { path: string; error: string }[] }> {
+async function blobUses(storage: Storage): Promise<{
+  uses: Map<string, BlobUse[]>
+  sizes: Map<string, number>
+  unreadable: { path: string; error: string }[]
+}> {
   const uses = new Map<string, BlobUse[]>()
   const sizes = new Map<string, number>()
   const unreadable: { path: string; error: string }[] = []
   const scan = await scanArtifacts(storage)
-  const manifests = [...scan.manifests].sort((a, b) => (a.artifact === b.artifact ? a.version - b.version : a.artifact < b.artifact ? -1 : 1))
+  const manifests = [...scan.manifests].sort((a, b) =>
+    a.artifact === b.artifact ? a.version - b.version : a.artifact < b.artifact ? -1 : 1,
+  )
   for (const m of manifests) {
     let manifest
     try {
@@ -141,7 +165,12 @@ async function blobUses(storage: Storage): Promise<{ uses: Map<string, BlobUse[]
     }
     for (const [file, f] of Object.entries(manifest.files).sort(([a], [b]) => (a < b ? -1 : 1))) {
       const list = uses.get(f.blob) ?? []
-      list.push({ artifact: manifest.artifact, version: manifest.version, ref: formatRef(manifest.artifact, manifest.version), file })
+      list.push({
+        artifact: manifest.artifact,
+        version: manifest.version,
+        ref: formatRef(manifest.artifact, manifest.version),
+        file,
+      })
       uses.set(f.blob, list)
       sizes.set(f.blob, f.size)
     }
@@ -165,6 +194,7 @@ async function* walk(dir: string): AsyncIterable<{ path: string; size: number }>
 
 async function hashFile(path: string): Promise<string> {
   const h = createHash('sha256')
-  for await (const chunk of createReadStream(path, { highWaterMark: 512 << 10 }) as AsyncIterable<Buffer>) h.update(chunk)
+  for await (const chunk of createReadStream(path, { highWaterMark: 512 << 10 }) as AsyncIterable<Buffer>)
+    h.update(chunk)
   return h.digest('hex')
 }

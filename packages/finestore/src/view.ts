@@ -48,7 +48,11 @@ export class ArtifactView {
     const e = this.has(path) ? this.manifest.files[path] : undefined
     if (!e) {
       const some = this.files().slice(0, 5).join(', ')
-      throw new FinestoreError('NOT_FOUND', `${this.ref} has no file "${path}"; it has ${this.files().length} files (${some}${this.files().length > 5 ? ', …' : ''})`)
+      throw new FinestoreError(
+        'NOT_FOUND',
+        `${this.ref} has no file "${path}"; it has ${this.files().length}` +
+          ` files (${some}${this.files().length > 5 ? ', …' : ''})`,
+      )
     }
     return e
   }

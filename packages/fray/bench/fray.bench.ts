@@ -18,7 +18,10 @@ const RUNS = 5
 const actors = new URL('./bench-actors.ts', import.meta.url)
 
 async function bareRoundTrips(): Promise<number[]> {
-  const child = fork(fileURLToPath(new URL('./echo-child.mjs', import.meta.url)), [], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const child = fork(fileURLToPath(new URL('./echo-child.mjs', import.meta.url)), [], {
+    serialization: 'advanced',
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  })
   let next: ((v: unknown) => void) | null = null
   child.on('message', (m) => next?.(m))
   const once = (id: number) =>
@@ -85,10 +88,22 @@ for (let i = 0; i < 3; i++) {
   bare.push(...(await bareRoundTrips()))
   ours.push(...(await actorRoundTrips(client)))
 }
-emit({ bench: 'fray', metric: 'actor_call_round_trips_per_s', value: median(ours), unit: 'calls/s', baseline: median(bare) })
+emit({
+  bench: 'fray',
+  metric: 'actor_call_round_trips_per_s',
+  value: median(ours),
+  unit: 'calls/s',
+  baseline: median(bare),
+})
 // The transport of hosted (iris) actors: ducky over loopback gRPC, against the same bare IPC round trip.
 const grpc = new LocalClient({ mode: 'grpc' })
-emit({ bench: 'fray', metric: 'actor_call_round_trips_per_s_grpc', value: median(await actorRoundTrips(grpc)), unit: 'calls/s', baseline: median(bare) })
+emit({
+  bench: 'fray',
+  metric: 'actor_call_round_trips_per_s_grpc',
+  value: median(await actorRoundTrips(grpc)),
+  unit: 'calls/s',
+  baseline: median(bare),
+})
 await grpc.shutdown()
 
 // All-reduce: 16 MiB of floats over 2 members; per iteration the slowest member's time counts.
@@ -98,11 +113,15 @@ const BYTES = 16 * 1024 * 1024
 const group = await client.createActorGroup(actorClass<typeof AllReducer>(actors, 'AllReducer'), 2, [])
 await Mesh.create(group, { data: -1 })
 type Timing = { wallMs: number[]; cpuMs: number }
-const slowest = (perMember: Timing[]) => perMember[0]!.wallMs.map((_, i) => Math.max(...perMember.map((t) => t.wallMs[i]!)))
+const slowest = (perMember: Timing[]) =>
+  perMember[0]!.wallMs.map((_, i) => Math.max(...perMember.map((t) => t.wallMs[i]!)))
 const reused = { ms: [] as number[], cpu: [] as number[] }
 const fresh = { ms: [] as number[], cpu: [] as number[] }
 for (let r = 0; r < 3; r++) {
-  for (const [into, reuse] of [[reused, true], [fresh, false]] as const) {
+  for (const [into, reuse] of [
+    [reused, true],
+    [fresh, false],
+  ] as const) {
     const perMember = await group.broadcast.timeAllReduce(BYTES / 4, 10, reuse)
     into.ms.push(...slowest(perMember))
     into.cpu.push(...perMember.map((t) => t.cpuMs))
@@ -122,9 +141,29 @@ for (let i = 0; i < 21; i++) {
 }
 const memcpyGBs = BYTES / (median(copies.slice(1)) / 1000) / 1e9
 const tcpMs = await bareTcpMs(BYTES)
-emit({ bench: 'fray', metric: 'allreduce_16mib_2_members_bus_bandwidth', value: busGBs, unit: 'GB/s', baseline: memcpyGBs })
-emit({ bench: 'fray', metric: 'allreduce_16mib_2_members_ms', value: ms, unit: 'ms', baseline: tcpMs, lowerIsBetter: true })
-emit({ bench: 'fray', metric: 'allreduce_16mib_2_members_new_array_ms', value: median(fresh.ms), unit: 'ms', baseline: tcpMs, lowerIsBetter: true })
+emit({
+  bench: 'fray',
+  metric: 'allreduce_16mib_2_members_bus_bandwidth',
+  value: busGBs,
+  unit: 'GB/s',
+  baseline: memcpyGBs,
+})
+emit({
+  bench: 'fray',
+  metric: 'allreduce_16mib_2_members_ms',
+  value: ms,
+  unit: 'ms',
+  baseline: tcpMs,
+  lowerIsBetter: true,
+})
+emit({
+  bench: 'fray',
+  metric: 'allreduce_16mib_2_members_new_array_ms',
+  value: median(fresh.ms),
+  unit: 'ms',
+  baseline: tcpMs,
+  lowerIsBetter: true,
+})
 emit({ bench: 'fray', metric: 'allreduce_16mib_cpu_ms_per_member', value: median(reused.cpu), unit: 'ms' })
 emit({ bench: 'fray', metric: 'allreduce_16mib_new_array_cpu_ms_per_member', value: median(fresh.cpu), unit: 'ms' })
 await client.shutdown()

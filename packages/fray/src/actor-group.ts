@@ -32,7 +32,11 @@ export class ActorGroup<T> {
       get: (_t, prop) => {
         if (typeof prop === 'symbol' || prop === 'then') return undefined
         return (...args: unknown[]) =>
-          Promise.all(this.members.map((m) => (m as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[prop]!(...args)))
+          Promise.all(
+            this.members.map((m) =>
+              (m as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[prop]!(...args),
+            ),
+          )
       },
     })
   }
@@ -65,21 +69,30 @@ export class ActorGroup<T> {
       if (count <= 0) return resolve([])
       if (opts.timeoutMs !== undefined) {
         timer = setTimeout(
-          () => reject(new FrayError('ACTOR_START_FAILED', `actor group: ${ready.length} of ${count} members ready after ${opts.timeoutMs} ms; raise timeoutMs or check the members' logs`)),
+          () =>
+            reject(
+              new FrayError(
+                'ACTOR_START_FAILED',
+                `actor group: ${ready.length} of ${count} members ready after ` +
+                  `${opts.timeoutMs} ms; raise timeoutMs or check the members' logs`,
+              ),
+            ),
           opts.timeoutMs,
         )
       }
       for (const m of this.members) {
-        connectionOf(m).ready().then(
-          () => {
-            ready.push(m)
-            if (ready.length === count) done(() => resolve(this.members.filter((x) => ready.includes(x))))
-          },
-          (err: Error) => {
-            failed++
-            if (this.size - failed < count) done(() => reject(err))
-          },
-        )
+        connectionOf(m)
+          .ready()
+          .then(
+            () => {
+              ready.push(m)
+              if (ready.length === count) done(() => resolve(this.members.filter((x) => ready.includes(x))))
+            },
+            (err: Error) => {
+              failed++
+              if (this.size - failed < count) done(() => reject(err))
+            },
+          )
       }
     })
   }

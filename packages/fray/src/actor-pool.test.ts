@@ -17,26 +17,37 @@ afterAll(() => client.shutdown())
 
 test('a pool runs every task once, in input order, on free members', async () => {
   const pool = new ActorPool(g)
-  const out = await pool.map(Array.from({ length: 30 }, (_, i) => i), async (w, x) => Number(await w.echo(x)) * 2)
+  const out = await pool.map(
+    Array.from({ length: 30 }, (_, i) => i),
+    async (w, x) => Number(await w.echo(x)) * 2,
+  )
   expect(out).toEqual(Array.from({ length: 30 }, (_, i) => i * 2))
   // Every member got work: each starts with a task of its own.
-  const pids = await pool.map(Array.from({ length: 9 }, (_, i) => i), async (w) => (await w.whoami()).pid)
+  const pids = await pool.map(
+    Array.from({ length: 9 }, (_, i) => i),
+    async (w) => (await w.whoami()).pid,
+  )
   expect(new Set(pids).size).toBe(3)
 })
 
 test('an error other than death fails the map', async () => {
   const pool = new ActorPool(g)
-  await expect(pool.map([1, 2, 3], (w, x) => (x === 2 ? w.fail('bad item') : w.echo(x)))).rejects.toMatchObject({ code: 'ACTOR_METHOD_FAILED' })
+  await expect(pool.map([1, 2, 3], (w, x) => (x === 2 ? w.fail('bad item') : w.echo(x)))).rejects.toMatchObject({
+    code: 'ACTOR_METHOD_FAILED',
+  })
 })
 
 test('tasks of a member that dies go to the others', async () => {
   const victim = g.member(0)
-  const done = new ActorPool(g).map(Array.from({ length: 6 }, (_, i) => i), async (w, x) => {
-    if (w === victim && x === 0) setTimeout(() => victim.$actor.kill('SIGKILL'), 50)
-    // Long only where it is killed: the retry on another member is quick.
-    await w.slow(x === 0 && w === victim ? 5_000 : 10)
-    return x
-  })
+  const done = new ActorPool(g).map(
+    Array.from({ length: 6 }, (_, i) => i),
+    async (w, x) => {
+      if (w === victim && x === 0) setTimeout(() => victim.$actor.kill('SIGKILL'), 50)
+      // Long only where it is killed: the retry on another member is quick.
+      await w.slow(x === 0 && w === victim ? 5_000 : 10)
+      return x
+    },
+  )
   expect(await done).toEqual([0, 1, 2, 3, 4, 5])
   expect(g.gone()).toEqual([0])
 })

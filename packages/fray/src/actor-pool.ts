@@ -20,7 +20,11 @@ export class ActorPool<T> {
    * throws anything but `ActorDiedError` fails the whole map (the other tasks finish first).
    * @example const sizes = await pool.map(shards, (w, shard) => w.process(shard))
    */
-  async map<I, R>(items: Iterable<I>, fn: (member: ActorHandle<T>, item: I, index: number) => Promise<R>, opts: PoolOptions = {}): Promise<R[]> {
+  async map<I, R>(
+    items: Iterable<I>,
+    fn: (member: ActorHandle<T>, item: I, index: number) => Promise<R>,
+    opts: PoolOptions = {},
+  ): Promise<R[]> {
     const maxAttempts = opts.maxAttempts ?? 3
     const list = [...items]
     const results = new Array<R>(list.length)
@@ -62,7 +66,12 @@ export class ActorPool<T> {
           }
           lastDeath = err
           if (attempts[i]! >= maxAttempts) {
-            failure ??= new FrayError('ACTOR_DIED', `pool task ${i} lost its actor ${attempts[i]} times (last: ${err.message}); raise maxAttempts or find why members die`, { cause: err })
+            failure ??= new FrayError(
+              'ACTOR_DIED',
+              `pool task ${i} lost its actor ${attempts[i]} times (last: ` +
+                `${err.message}); raise maxAttempts or find why members die`,
+              { cause: err },
+            )
             return
           }
           queue.unshift(i)
@@ -77,11 +86,14 @@ export class ActorPool<T> {
     }
 
     const alive = this.group.alive().map((i) => this.group.member(i))
-    if (alive.length === 0 && list.length > 0) throw new FrayError('ACTOR_DIED', 'actor pool: every member of the group is gone; create the group again')
+    if (alive.length === 0 && list.length > 0)
+      throw new FrayError('ACTOR_DIED', 'actor pool: every member of the group is gone; create the group again')
     await Promise.all(alive.map(drive))
     if (failure) throw failure
     if (queue.length > 0) {
-      throw new FrayError('ACTOR_DIED', `actor pool: ${queue.length} tasks left and no member alive to run them`, { cause: lastDeath ?? undefined })
+      throw new FrayError('ACTOR_DIED', `actor pool: ${queue.length} tasks left and no member alive to run them`, {
+        cause: lastDeath ?? undefined,
+      })
     }
     return results
   }

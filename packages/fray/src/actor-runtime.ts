@@ -7,7 +7,7 @@ import type { ActorClassRef } from './actor.js'
 import { Peers, type PeerAddress } from './collective/peers.js'
 import { type ActorContext, runAsActor } from './context.js'
 import { FrayError } from './errors.js'
-import { type MeshAxes } from './mesh-axes.js'
+import type { MeshAxes } from './mesh-axes.js'
 import { MeshMember } from './mesh-member.js'
 
 /** Everything needed to build an actor somewhere else: plain data. */
@@ -20,7 +20,14 @@ export type ActorSpec = {
 }
 
 /** Opens a member's links; `epoch` counts relinks of the same mesh (0 when it is created). */
-export type MeshListen = { meshId: string; rank: number; axes: MeshAxes; epoch: number; host?: string; restarted?: number }
+export type MeshListen = {
+  meshId: string
+  rank: number
+  axes: MeshAxes
+  epoch: number
+  host?: string
+  restarted?: number
+}
 export type MeshJoin = { meshId: string; rank: number; axes: MeshAxes; peers: PeerAddress[]; epoch: number }
 
 const OBJECT_METHODS = new Set(Object.getOwnPropertyNames(Object.prototype))
@@ -40,7 +47,12 @@ export class ActorRuntime {
       mesh: (id?: string) => {
         const key = id ?? this.lastMesh
         const m = key === null ? undefined : this.meshes.get(key)
-        if (!m) throw new FrayError('NOT_IN_MESH', `actor ${spec.name} is in no mesh${id ? ` with id ${id}` : ''}; create one on the driver with Mesh.create(group, axes)`)
+        if (!m)
+          throw new FrayError(
+            'NOT_IN_MESH',
+            `actor ${spec.name} is in no mesh${id ? ` with id ${id}` : ''}; ` +
+              `create one on the driver with Mesh.create(group, axes)`,
+          )
         return m
       },
     }
@@ -53,16 +65,31 @@ export class ActorRuntime {
     try {
       mod = (await import(spec.cls.module)) as Record<string, unknown>
     } catch (err) {
-      throw new FrayError('ACTOR_START_FAILED', `actor ${spec.name}: cannot import ${spec.cls.module}: ${(err as Error).message}`, { cause: err })
+      throw new FrayError(
+        'ACTOR_START_FAILED',
+        `actor ${spec.name}: cannot import ${spec.cls.module}: ` + `${(err as Error).message}`,
+        { cause: err },
+      )
     }
     const Cls = mod[spec.cls.export]
     if (typeof Cls !== 'function') {
-      throw new FrayError('ACTOR_START_FAILED', `actor ${spec.name}: ${spec.cls.module} has no exported class "${spec.cls.export}"; exports are [${Object.keys(mod).join(', ')}]`)
+      throw new FrayError(
+        'ACTOR_START_FAILED',
+        `actor ${spec.name}: ${spec.cls.module} has no exported class "` +
+          `${spec.cls.export}"; exports are [${Object.keys(mod).join(', ')}]`,
+      )
     }
     try {
-      rt.instance = runAsActor(rt.ctx, () => new (Cls as new (...a: unknown[]) => Record<string, unknown>)(...spec.args))
+      rt.instance = runAsActor(
+        rt.ctx,
+        () => new (Cls as new (...a: unknown[]) => Record<string, unknown>)(...spec.args),
+      )
     } catch (err) {
-      throw new FrayError('ACTOR_START_FAILED', `actor ${spec.name}: constructor of ${spec.cls.export} threw: ${(err as Error).message}`, { cause: err })
+      throw new FrayError(
+        'ACTOR_START_FAILED',
+        `actor ${spec.name}: constructor of ${spec.cls.export} threw: ` + `${(err as Error).message}`,
+        { cause: err },
+      )
     }
     return rt
   }
@@ -71,7 +98,12 @@ export class ActorRuntime {
   call(method: string, args: readonly unknown[]): Promise<unknown> {
     const fn = this.instance[method]
     if (typeof fn !== 'function' || method === 'constructor' || OBJECT_METHODS.has(method)) {
-      return Promise.reject(new FrayError('ACTOR_NO_SUCH_METHOD', `actor ${this.spec.name} (${this.spec.cls.export}) has no method "${method}"`))
+      return Promise.reject(
+        new FrayError(
+          'ACTOR_NO_SUCH_METHOD',
+          `actor ${this.spec.name} (${this.spec.cls.export}) has no method "${method}"`,
+        ),
+      )
     }
     return runAsActor(this.ctx, async () => fn.apply(this.instance, args))
   }
@@ -86,22 +118,35 @@ export class ActorRuntime {
         const { meshId, host, rank, axes, epoch, restarted } = arg as MeshListen
         // Relinking after a member restarted: collectives wait for the new links from here on.
         const member = this.meshes.get(meshId)
-        if (member) member.unlink(new FrayError('COLLECTIVE_PEER_LOST', `mesh member ${restarted ?? '?'} died and restarted; member ${rank} is relinking to it: call the collective again`))
+        if (member)
+          member.unlink(
+            new FrayError(
+              'COLLECTIVE_PEER_LOST',
+              `mesh member ${restarted ?? '?'} died and restarted; member ` +
+                `${rank} is relinking to it: call the collective again`,
+            ),
+          )
         else {
           this.meshes.set(meshId, new MeshMember(meshId, rank, axes, null))
           this.lastMesh = meshId
         }
         this.pendingPeers.get(meshId)?.peers.close()
         // A hosted actor listens where its host was told to and gives out the address others can reach.
-        const peers = await Peers.listen(host ?? process.env['FRAY_LISTEN_HOST'])
+        const peers = await Peers.listen(host ?? process.env.FRAY_LISTEN_HOST)
         this.pendingPeers.set(meshId, { peers, epoch })
         const addr = peers.address()
-        return host === undefined && process.env['FRAY_ADVERTISE_HOST'] ? { ...addr, host: process.env['FRAY_ADVERTISE_HOST'] } : addr
+        return host === undefined && process.env.FRAY_ADVERTISE_HOST
+          ? { ...addr, host: process.env.FRAY_ADVERTISE_HOST }
+          : addr
       }
       case 'mesh.join': {
         const j = arg as MeshJoin
         const pending = this.pendingPeers.get(j.meshId)
-        if (!pending || pending.epoch !== j.epoch) throw new FrayError('NOT_IN_MESH', `actor ${this.spec.name}: mesh ${j.meshId} (link ${j.epoch}) was not opened here`)
+        if (!pending || pending.epoch !== j.epoch)
+          throw new FrayError(
+            'NOT_IN_MESH',
+            `actor ${this.spec.name}: mesh ${j.meshId} (link ${j.epoch}) was ` + `not opened here`,
+          )
         this.pendingPeers.delete(j.meshId)
         await pending.peers.connect(j.rank, j.peers)
         let member = this.meshes.get(j.meshId)
@@ -134,7 +179,7 @@ export class ActorRuntime {
     for (const m of this.meshes.values()) m.close()
     for (const p of this.pendingPeers.values()) p.peers.close()
     this.meshes.clear()
-    const close = this.instance?.['close']
+    const close = this.instance?.close
     if (typeof close === 'function') await runAsActor(this.ctx, async () => close.call(this.instance))
   }
 }

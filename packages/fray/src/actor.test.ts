@@ -65,23 +65,35 @@ describe.each(['process', 'inline', 'grpc', 'iris'] as const)('actors in %s mode
   test('an unknown method rejects with ACTOR_NO_SUCH_METHOD', async () => {
     const c = await shared()
     const untyped = c as unknown as Record<string, () => Promise<unknown>>
-    await expect(untyped['nope']!()).rejects.toMatchObject({ code: 'ACTOR_NO_SUCH_METHOD', message: expect.stringMatching(/no method "nope"/) })
-    await expect(untyped['toString']!()).rejects.toMatchObject({ code: 'ACTOR_NO_SUCH_METHOD' })
+    await expect(untyped.nope!()).rejects.toMatchObject({
+      code: 'ACTOR_NO_SUCH_METHOD',
+      message: expect.stringMatching(/no method "nope"/),
+    })
+    await expect(untyped.toString!()).rejects.toMatchObject({ code: 'ACTOR_NO_SUCH_METHOD' })
   })
 
   test('a constructor that throws fails creation with ACTOR_START_FAILED', async () => {
-    await expect(client.createActor(BrokenClass, [])).rejects.toMatchObject({ code: 'ACTOR_START_FAILED', message: expect.stringMatching(/cannot build Broken/) })
+    await expect(client.createActor(BrokenClass, [])).rejects.toMatchObject({
+      code: 'ACTOR_START_FAILED',
+      message: expect.stringMatching(/cannot build Broken/),
+    })
   })
 
   test('a missing export fails creation and lists the exports', async () => {
     const ref = actorClass<typeof Counter>(new URL('./fixtures/counter.ts', import.meta.url), 'Nope')
-    await expect(client.createActor(ref, [0])).rejects.toMatchObject({ code: 'ACTOR_START_FAILED', message: expect.stringMatching(/no exported class "Nope".*Counter/) })
+    await expect(client.createActor(ref, [0])).rejects.toMatchObject({
+      code: 'ACTOR_START_FAILED',
+      message: expect.stringMatching(/no exported class "Nope".*Counter/),
+    })
   })
 
   test('per-call timeout rejects with CALL_TIMEOUT and the actor stays usable', async () => {
     const c = await shared()
     const before = await c.get()
-    await expect(c.$actor.withOptions({ timeoutMs: 30 }).slow(2_000)).rejects.toMatchObject({ code: 'CALL_TIMEOUT', message: expect.stringMatching(/slow did not answer within 30 ms/) })
+    await expect(c.$actor.withOptions({ timeoutMs: 30 }).slow(2_000)).rejects.toMatchObject({
+      code: 'CALL_TIMEOUT',
+      message: expect.stringMatching(/slow did not answer within 30 ms/),
+    })
     expect(await c.get()).toBe(before)
   })
 
@@ -125,7 +137,10 @@ describe('process mode only', () => {
   test('a one-core actor runs V8 GC on its own thread; a bigger one keeps the helper threads', async () => {
     const client = new LocalClient()
     try {
-      const [small, big] = await Promise.all([client.createActor(CounterClass, [0]), client.createActor(CounterClass, [0], { resources: { cpu: 2 } })])
+      const [small, big] = await Promise.all([
+        client.createActor(CounterClass, [0]),
+        client.createActor(CounterClass, [0], { resources: { cpu: 2 } }),
+      ])
       expect(await small.nodeFlags()).toContain('--single-threaded-gc')
       expect(await big.nodeFlags()).not.toContain('--single-threaded-gc')
     } finally {

@@ -15,7 +15,7 @@ import { pathToFileURL } from 'node:url'
 import { isAbsolute } from 'node:path'
 
 /** Any class an actor can be made of. */
-// biome-ignore lint: the constructor's parameters are checked where the class is used.
+// `any[]`: the constructor's parameters are checked where the class is used.
 export type ActorClass = abstract new (...args: any[]) => object
 
 /**
@@ -56,7 +56,8 @@ export type ActorStatus = 'starting' | 'ready' | 'restarting' | 'dead' | 'stoppe
 
 /** Per-call options. */
 export type CallOptions = {
-  /** Reject with `CALL_TIMEOUT` after this long; the actor keeps running the call. @default the actor's `callTimeoutMs` (none) */
+  /** Reject with `CALL_TIMEOUT` after this long; the actor keeps running the call. @default the actor's `callTimeoutMs`
+   * (none) */
   timeoutMs?: number
 }
 

@@ -17,9 +17,18 @@ export type Client = {
   /** `'process'`, `'inline'` and `'grpc'` are the local backend's modes. */
   readonly backend: 'process' | 'inline' | 'grpc' | 'iris'
   /** Builds one actor and resolves once it is constructed. */
-  createActor<C extends ActorClass>(cls: ActorClassRef<C>, args: NoInfer<ConstructorParameters<C>>, opts?: ActorOptions): Promise<ActorHandle<InstanceType<C>>>
+  createActor<C extends ActorClass>(
+    cls: ActorClassRef<C>,
+    args: NoInfer<ConstructorParameters<C>>,
+    opts?: ActorOptions,
+  ): Promise<ActorHandle<InstanceType<C>>>
   /** Starts `n` actors of one class; `await group.waitReady()` before relying on all of them. */
-  createActorGroup<C extends ActorClass>(cls: ActorClassRef<C>, n: number, args: NoInfer<GroupArgs<C>>, opts?: ActorOptions): Promise<ActorGroup<InstanceType<C>>>
+  createActorGroup<C extends ActorClass>(
+    cls: ActorClassRef<C>,
+    n: number,
+    args: NoInfer<GroupArgs<C>>,
+    opts?: ActorOptions,
+  ): Promise<ActorGroup<InstanceType<C>>>
   /** Runs a job to completion in the background. */
   submit(req: JobRequestInput): Promise<JobHandle>
   /** Stops every actor and job this client started. */
@@ -27,7 +36,10 @@ export type Client = {
 }
 
 const KEY = Symbol.for('marin.fray.client')
-const g = globalThis as unknown as Record<symbol, { store: AsyncLocalStorage<Client>; fallback: Client | null } | undefined>
+const g = globalThis as unknown as Record<
+  symbol,
+  { store: AsyncLocalStorage<Client>; fallback: Client | null } | undefined
+>
 const slot = (g[KEY] ??= { store: new AsyncLocalStorage<Client>(), fallback: null })
 
 /**

@@ -19,7 +19,10 @@ function testData(s: number, n: number, kind: 'ints' | 'random'): Float32Array {
   if (!x) made.set(key, (x = makeTestData(s, n, kind)))
   return x
 }
-const digest = (x: Float32Array) => createHash('sha256').update(new Uint8Array(x.buffer, x.byteOffset, x.byteLength)).digest('hex')
+const digest = (x: Float32Array) =>
+  createHash('sha256')
+    .update(new Uint8Array(x.buffer, x.byteOffset, x.byteLength))
+    .digest('hex')
 
 /** The float32 sum in rank order: what the all-reduce promises to equal bit for bit. */
 function f32RankOrderSum(parts: Float32Array[]): Float32Array {
@@ -71,7 +74,11 @@ describe.each(MODES)('collectives, $mode mode', ({ mode, sizes }) => {
 
   // Integer data is checked up to 1e6 floats, random data up to 1e7 (the suite must stay fast on 2 cores).
   const cases = [2, 4].flatMap((members) =>
-    sizes.flatMap((size) => (['ints', 'random'] as const).filter((kind) => kind === 'random' || size < 1e7).map((kind) => ({ members, size, kind }))),
+    sizes.flatMap((size) =>
+      (['ints', 'random'] as const)
+        .filter((kind) => kind === 'random' || size < 1e7)
+        .map((kind) => ({ members, size, kind })),
+    ),
   )
   test.each(cases)('allReduce sum of $size $kind floats over $members members', async ({ members, size, kind }) => {
     const results = await groups.get(members)!.broadcast.allReduce(size, kind, 'sum')
@@ -140,20 +147,31 @@ describe.each(MODES)('collectives, $mode mode', ({ mode, sizes }) => {
   })
 
   // Last: it uses up the pair's restart.
-  test('a member dying mid-collective fails the others with COLLECTIVE_PEER_LOST; restarted, it rejoins the mesh', async () => {
-    const g = groups.get(2)!
-    const waiting = g.member(0).reduceGiven(new Float32Array(100), 'sum')
-    g.member(1).$actor.kill('SIGKILL')
-    await expect(waiting).rejects.toMatchObject({ code: 'COLLECTIVE_PEER_LOST', message: expect.stringMatching(/member 1/) })
-    await until(() => g.member(1).$actor.restarts() === 1)
-    // Calls made while it restarts wait for it and for the new links, on both members.
-    const res = await g.broadcast.allReduce(1000, 'ints', 'sum')
-    expect(res.map((r) => r.digest)).toEqual(Array(2).fill(digest(f32RankOrderSum([testData(seed(0), 1000, 'ints'), testData(seed(1), 1000, 'ints')]))))
-    expect(await g.member(1).coords()).toEqual({ data: 1 })
-    // No restart left: it stays gone, and the survivor's collectives say so.
-    g.member(1).$actor.kill('SIGKILL')
-    await expect(g.member(0).reduceGiven(new Float32Array(100), 'sum')).rejects.toMatchObject({ code: 'COLLECTIVE_PEER_LOST', message: expect.stringMatching(/member 1 disconnected/) })
-  })
+  test(
+    'a member dying mid-collective fails the others with ' + 'COLLECTIVE_PEER_LOST; restarted, it rejoins the mesh',
+    async () => {
+      const g = groups.get(2)!
+      const waiting = g.member(0).reduceGiven(new Float32Array(100), 'sum')
+      g.member(1).$actor.kill('SIGKILL')
+      await expect(waiting).rejects.toMatchObject({
+        code: 'COLLECTIVE_PEER_LOST',
+        message: expect.stringMatching(/member 1/),
+      })
+      await until(() => g.member(1).$actor.restarts() === 1)
+      // Calls made while it restarts wait for it and for the new links, on both members.
+      const res = await g.broadcast.allReduce(1000, 'ints', 'sum')
+      expect(res.map((r) => r.digest)).toEqual(
+        Array(2).fill(digest(f32RankOrderSum([testData(seed(0), 1000, 'ints'), testData(seed(1), 1000, 'ints')]))),
+      )
+      expect(await g.member(1).coords()).toEqual({ data: 1 })
+      // No restart left: it stays gone, and the survivor's collectives say so.
+      g.member(1).$actor.kill('SIGKILL')
+      await expect(g.member(0).reduceGiven(new Float32Array(100), 'sum')).rejects.toMatchObject({
+        code: 'COLLECTIVE_PEER_LOST',
+        message: expect.stringMatching(/member 1 disconnected/),
+      })
+    },
+  )
 })
 
 type Call = Parameters<Reducer['collective']>[0]
@@ -198,26 +216,53 @@ describe('mesh axes and failures', () => {
   })
 
   test.each([
-    { what: 'allReduce against broadcast', calls: [sum10, { name: 'broadcast', root: 0, n: 10 }], says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called broadcast(root 0, 40 bytes)' },
-    { what: 'different ops', calls: [sum10, { name: 'allReduce', op: 'max', n: 10 }], says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called allReduce(op max, 40 bytes)' },
-    { what: 'different lengths', calls: [sum10, { name: 'allReduce', op: 'sum', n: 12 }], says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called allReduce(op sum, 48 bytes)' },
-    { what: 'barrier against allReduce', calls: [{ name: 'barrier' }, sum10], says: 'member 0 called barrier(), member 1 called allReduce(op sum, 40 bytes)' },
-    { what: 'different broadcast roots', calls: [{ name: 'broadcast', root: 0, n: 10 }, { name: 'broadcast', root: 1, n: 10 }], says: 'member 0 called broadcast(root 0, 40 bytes), member 1 called broadcast(root 1, 40 bytes)' },
-  ] as { what: string; calls: Call[]; says: string }[])('mismatched calls ($what) fail on every member, naming the calls', async ({ calls, says }) => {
-    const r = await Promise.allSettled(calls.map((c, i) => pair.member(i).collective(c)))
-    for (const x of r) {
-      expect(x).toMatchObject({ status: 'rejected', reason: { code: 'COLLECTIVE_MISMATCH' } })
-      const message = ((x as PromiseRejectedResult).reason as Error).message
-      expect(message).toMatch(/collective #\d+ over members \[0, 1\] does not match/)
-      expect(message).toContain(says)
-    }
-    // Both members counted the failed collective: the next one lines up again.
-    const after = await pair.broadcast.allReduce(1000, 'ints', 'sum')
-    expect(after[0]!.digest).toBe(digest(f32RankOrderSum([testData(seed(0), 1000, 'ints'), testData(seed(1), 1000, 'ints')])))
-  })
+    {
+      what: 'allReduce against broadcast',
+      calls: [sum10, { name: 'broadcast', root: 0, n: 10 }],
+      says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called ' + 'broadcast(root 0, 40 bytes)',
+    },
+    {
+      what: 'different ops',
+      calls: [sum10, { name: 'allReduce', op: 'max', n: 10 }],
+      says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called ' + 'allReduce(op max, 40 bytes)',
+    },
+    {
+      what: 'different lengths',
+      calls: [sum10, { name: 'allReduce', op: 'sum', n: 12 }],
+      says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called ' + 'allReduce(op sum, 48 bytes)',
+    },
+    {
+      what: 'barrier against allReduce',
+      calls: [{ name: 'barrier' }, sum10],
+      says: 'member 0 called barrier(), member 1 called allReduce(op sum, 40 bytes)',
+    },
+    {
+      what: 'different broadcast roots',
+      calls: [
+        { name: 'broadcast', root: 0, n: 10 },
+        { name: 'broadcast', root: 1, n: 10 },
+      ],
+      says: 'member 0 called broadcast(root 0, 40 bytes), member 1 called ' + 'broadcast(root 1, 40 bytes)',
+    },
+  ] as { what: string; calls: Call[]; says: string }[])(
+    'mismatched calls ($what) fail on every member, naming the calls',
+    async ({ calls, says }) => {
+      const r = await Promise.allSettled(calls.map((c, i) => pair.member(i).collective(c)))
+      for (const x of r) {
+        expect(x).toMatchObject({ status: 'rejected', reason: { code: 'COLLECTIVE_MISMATCH' } })
+        const message = ((x as PromiseRejectedResult).reason as Error).message
+        expect(message).toMatch(/collective #\d+ over members \[0, 1\] does not match/)
+        expect(message).toContain(says)
+      }
+      // Both members counted the failed collective: the next one lines up again.
+      const after = await pair.broadcast.allReduce(1000, 'ints', 'sum')
+      expect(after[0]!.digest).toBe(
+        digest(f32RankOrderSum([testData(seed(0), 1000, 'ints'), testData(seed(1), 1000, 'ints')])),
+      )
+    },
+  )
 
   test('axes that do not fit the group are refused', async () => {
     await expect(Mesh.create(pair, { data: 3 })).rejects.toThrow(/do not fit 2 members/)
   })
-
 })

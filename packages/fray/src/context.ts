@@ -30,7 +30,11 @@ export function runAsActor<R>(ctx: ActorContext, fn: () => R): R {
 /** The actor whose method is running; throws `ACTOR_NOT_FOUND` outside actors. */
 export function currentActor(): ActorContext {
   const ctx = store.getStore()
-  if (!ctx) throw new FrayError('ACTOR_NOT_FOUND', 'currentActor() was called outside an actor; call it from an actor method or constructor')
+  if (!ctx)
+    throw new FrayError(
+      'ACTOR_NOT_FOUND',
+      'currentActor() was called outside an actor; call it from an ' + 'actor method or constructor',
+    )
   return ctx
 }
 

@@ -20,31 +20,44 @@ describe.each(['process', 'grpc', 'iris'] as const)('an actor process killed wit
     await Promise.all(opened.splice(0).map((o) => o.close()))
   })
 
-  test('a SIGKILL rejects pending calls with ActorDiedError carrying the signal; an exit reports its code; the group says who is gone', async () => {
-    const g = await (await client(mode)).createActorGroup(CounterClass, 3, (i) => [i], { name: 'victim', maxRestarts: 0 })
-    await g.waitReady()
-    const c = g.member(1)
-    const pending = [c.slow(10_000), c.slow(10_000), c.slow(10_000)]
-    process.kill(c.$actor.pid()!, 'SIGKILL')
-    const errs = await Promise.all(pending.map((p) => p.catch((e: unknown) => e)))
-    for (const e of errs) {
-      expect(e).toBeInstanceOf(ActorDiedError)
-      expect(e).toMatchObject({ code: 'ACTOR_DIED', actor: 'victim/1', signal: 'SIGKILL', exitCode: null })
-    }
-    expect((errs[0] as Error).message).toMatch(/actor victim\/1 died \(signal SIGKILL\).*maxRestarts/)
-    expect(c.$actor.status()).toBe('dead')
-    await expect(c.get()).rejects.toBeInstanceOf(ActorDiedError)
-    expect(g.gone()).toEqual([1])
-    expect(g.alive()).toEqual([0, 2])
-    await expect(g.broadcast.get()).rejects.toBeInstanceOf(ActorDiedError)
-    expect(await g.member(2).get()).toBe(2)
+  test(
+    'a SIGKILL rejects pending calls with ActorDiedError carrying ' +
+      'the signal; an exit reports its code; the group says who is gone',
+    async () => {
+      const g = await (await client(mode)).createActorGroup(CounterClass, 3, (i) => [i], {
+        name: 'victim',
+        maxRestarts: 0,
+      })
+      await g.waitReady()
+      const c = g.member(1)
+      const pending = [c.slow(10_000), c.slow(10_000), c.slow(10_000)]
+      process.kill(c.$actor.pid()!, 'SIGKILL')
+      const errs = await Promise.all(pending.map((p) => p.catch((e: unknown) => e)))
+      for (const e of errs) {
+        expect(e).toBeInstanceOf(ActorDiedError)
+        expect(e).toMatchObject({ code: 'ACTOR_DIED', actor: 'victim/1', signal: 'SIGKILL', exitCode: null })
+      }
+      expect((errs[0] as Error).message).toMatch(/actor victim\/1 died \(signal SIGKILL\).*maxRestarts/)
+      expect(c.$actor.status()).toBe('dead')
+      await expect(c.get()).rejects.toBeInstanceOf(ActorDiedError)
+      expect(g.gone()).toEqual([1])
+      expect(g.alive()).toEqual([0, 2])
+      await expect(g.broadcast.get()).rejects.toBeInstanceOf(ActorDiedError)
+      expect(await g.member(2).get()).toBe(2)
 
-    // An actor that exits: a pending call learns the code. The exit may overtake exit()'s own answer.
-    const exiting = g.member(2).slow(10_000).catch((e: unknown) => e)
-    await g.member(2).exit(3).catch(() => undefined)
-    expect(await exiting).toMatchObject({ code: 'ACTOR_DIED', exitCode: 3, signal: null })
-    expect(g.gone()).toEqual([1, 2])
-  })
+      // An actor that exits: a pending call learns the code. The exit may overtake exit()'s own answer.
+      const exiting = g
+        .member(2)
+        .slow(10_000)
+        .catch((e: unknown) => e)
+      await g
+        .member(2)
+        .exit(3)
+        .catch(() => undefined)
+      expect(await exiting).toMatchObject({ code: 'ACTOR_DIED', exitCode: 3, signal: null })
+      expect(g.gone()).toEqual([1, 2])
+    },
+  )
 
   test('maxRestarts brings it back with its constructor arguments, as many times as allowed', async () => {
     const c = await (await client(mode)).createActor(CounterClass, [100], { maxRestarts: 1 })

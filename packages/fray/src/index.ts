@@ -1,4 +1,5 @@
-/** @module @marin/fray: the execution runtime: actors, actor groups, jobs, a device mesh and collectives, local and iris backends. */
+/** @module @marin/fray: the execution runtime: actors, actor groups, jobs, a device mesh and collectives, local and
+ * iris backends. */
 import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name

@@ -40,7 +40,11 @@ export class InlineActor extends ActorBase {
     return this.request((rt) => rt.control(op, arg), op, undefined)
   }
 
-  private request(run: (rt: ActorRuntime) => Promise<unknown>, what: string, timeoutMs: number | undefined): Promise<unknown> {
+  private request(
+    run: (rt: ActorRuntime) => Promise<unknown>,
+    what: string,
+    timeoutMs: number | undefined,
+  ): Promise<unknown> {
     return this.gate(() => {
       const rt = this.runtime
       if (!rt) return null
@@ -73,7 +77,9 @@ export class InlineActor extends ActorBase {
     this.runtime = null
     this.epoch++
     this.state = 'stopped'
-    this.pending.rejectAll(new ActorDiedError(this.name, 0, null, `actor ${this.name} was stopped while calls were pending`))
+    this.pending.rejectAll(
+      new ActorDiedError(this.name, 0, null, `actor ${this.name} was stopped while calls were pending`),
+    )
     await rt?.close()
   }
 }
@@ -82,5 +88,7 @@ export class InlineActor extends ActorBase {
 function methodError(actor: string, method: string, e: unknown): FrayError {
   if (isFrayError(e)) return e
   const err = e instanceof Error ? e : new Error(String(e))
-  return new FrayError('ACTOR_METHOD_FAILED', `actor ${actor}.${method} threw ${err.name}: ${err.message}`, { cause: err })
+  return new FrayError('ACTOR_METHOD_FAILED', `actor ${actor}.${method} threw ${err.name}: ${err.message}`, {
+    cause: err,
+  })
 }

@@ -48,7 +48,14 @@ export class FrayIrisClient implements Client {
     this.iris = opts.iris
   }
 
-  private readonly launch: Launch = (cls: ActorClassRef, args: readonly unknown[], opts: ActorOptions, index: number, groupSize: number, name: string): ActorConnection => {
+  private readonly launch: Launch = (
+    cls: ActorClassRef,
+    args: readonly unknown[],
+    opts: ActorOptions,
+    index: number,
+    groupSize: number,
+    name: string,
+  ): ActorConnection => {
     if (this.closed) throw new FrayError('CLIENT_SHUT_DOWN', 'this FrayIrisClient was shut down; create a new one')
     resources(opts.resources)
     const spec: ActorSpec = { name, cls: { module: cls.module, export: cls.export }, args, index, groupSize }
@@ -59,16 +66,28 @@ export class FrayIrisClient implements Client {
     }
     const spawner = irisSpawner(this.iris, { env })
     this.registry ??= DriverRegistry.start(this.opts.driverHost)
-    const conn = new DeferredActor(name, this.registry.then((reg) => RemoteActor.launch(spec, opts, reg, spawner)))
+    const conn = new DeferredActor(
+      name,
+      this.registry.then((reg) => RemoteActor.launch(spec, opts, reg, spawner)),
+    )
     this.actors.add(conn)
     return conn
   }
 
-  async createActor<C extends ActorClass>(cls: ActorClassRef<C>, args: NoInfer<ConstructorParameters<C>>, opts: ActorOptions = {}): Promise<ActorHandle<InstanceType<C>>> {
+  async createActor<C extends ActorClass>(
+    cls: ActorClassRef<C>,
+    args: NoInfer<ConstructorParameters<C>>,
+    opts: ActorOptions = {},
+  ): Promise<ActorHandle<InstanceType<C>>> {
     return createActorWith(this.launch, opts.name ?? `${cls.export}-${++counter}`, cls, args, opts)
   }
 
-  async createActorGroup<C extends ActorClass>(cls: ActorClassRef<C>, n: number, args: NoInfer<GroupArgs<C>>, opts: ActorOptions = {}): Promise<ActorGroup<InstanceType<C>>> {
+  async createActorGroup<C extends ActorClass>(
+    cls: ActorClassRef<C>,
+    n: number,
+    args: NoInfer<GroupArgs<C>>,
+    opts: ActorOptions = {},
+  ): Promise<ActorGroup<InstanceType<C>>> {
     return createActorGroupWith(this.launch, opts.name ?? `${cls.export}-${++counter}`, cls, n, args, opts)
   }
 

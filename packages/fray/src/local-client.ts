@@ -49,7 +49,14 @@ export class LocalClient implements Client {
     this.backend = opts.mode ?? 'process'
   }
 
-  private readonly launch: Launch = (cls: ActorClassRef, args: readonly unknown[], opts: ActorOptions, index: number, groupSize: number, name: string): ActorConnection => {
+  private readonly launch: Launch = (
+    cls: ActorClassRef,
+    args: readonly unknown[],
+    opts: ActorOptions,
+    index: number,
+    groupSize: number,
+    name: string,
+  ): ActorConnection => {
     if (this.closed) throw new FrayError('CLIENT_SHUT_DOWN', 'this LocalClient was shut down; create a new one')
     resources(opts.resources)
     const spec: ActorSpec = { name, cls: { module: cls.module, export: cls.export }, args, index, groupSize }
@@ -57,17 +64,31 @@ export class LocalClient implements Client {
       this.backend === 'inline'
         ? InlineActor.launch(spec, opts)
         : this.backend === 'grpc'
-          ? new DeferredActor(name, (this.registry ??= DriverRegistry.start()).then((reg) => RemoteActor.launch(spec, opts, reg, localSpawner)))
+          ? new DeferredActor(
+              name,
+              (this.registry ??= DriverRegistry.start()).then((reg) =>
+                RemoteActor.launch(spec, opts, reg, localSpawner),
+              ),
+            )
           : ProcessActor.launch(spec, opts)
     this.actors.add(conn)
     return conn
   }
 
-  async createActor<C extends ActorClass>(cls: ActorClassRef<C>, args: NoInfer<ConstructorParameters<C>>, opts: ActorOptions = {}): Promise<ActorHandle<InstanceType<C>>> {
+  async createActor<C extends ActorClass>(
+    cls: ActorClassRef<C>,
+    args: NoInfer<ConstructorParameters<C>>,
+    opts: ActorOptions = {},
+  ): Promise<ActorHandle<InstanceType<C>>> {
     return createActorWith(this.launch, opts.name ?? `${cls.export}-${++counter}`, cls, args, opts)
   }
 
-  async createActorGroup<C extends ActorClass>(cls: ActorClassRef<C>, n: number, args: NoInfer<GroupArgs<C>>, opts: ActorOptions = {}): Promise<ActorGroup<InstanceType<C>>> {
+  async createActorGroup<C extends ActorClass>(
+    cls: ActorClassRef<C>,
+    n: number,
+    args: NoInfer<GroupArgs<C>>,
+    opts: ActorOptions = {},
+  ): Promise<ActorGroup<InstanceType<C>>> {
     return createActorGroupWith(this.launch, opts.name ?? `${cls.export}-${++counter}`, cls, n, args, opts)
   }
 

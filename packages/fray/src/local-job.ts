@@ -21,10 +21,18 @@ export function jobCommand(req: JobRequest): { command: string[]; env: Record<st
   if ('command' in e) return { command: [...e.command], env: {} }
   const loader = pathToFileURL(createRequire(here).resolve('tsx')).href
   const module = isAbsolute(e.module) ? pathToFileURL(e.module).href : e.module
-  return { command: [process.execPath, '--import', loader, JOB_MAIN], env: { FRAY_JOB_SPEC: JSON.stringify({ module, export: e.export, args: e.args }) } }
+  return {
+    command: [process.execPath, '--import', loader, JOB_MAIN],
+    env: { FRAY_JOB_SPEC: JSON.stringify({ module, export: e.export, args: e.args }) },
+  }
 }
 
-type Replica = { child: ChildProcess | null; attempts: number; exit: { code: number | null; signal: string | null } | null; done: boolean }
+type Replica = {
+  child: ChildProcess | null
+  attempts: number
+  exit: { code: number | null; signal: string | null } | null
+  done: boolean
+}
 
 export class LocalJob implements JobHandle {
   private readonly lines: string[] = []
@@ -40,7 +48,12 @@ export class LocalJob implements JobHandle {
     private readonly req: JobRequest,
   ) {
     this.finished = new Promise((r) => (this.finish = r))
-    this.replicas = Array.from({ length: req.resources.replicas }, () => ({ child: null, attempts: 0, exit: null, done: false }))
+    this.replicas = Array.from({ length: req.resources.replicas }, () => ({
+      child: null,
+      attempts: 0,
+      exit: null,
+      done: false,
+    }))
     this.replicas.forEach((_, i) => this.start(i))
     this.state = 'running'
   }
@@ -114,7 +127,17 @@ export class LocalJob implements JobHandle {
     let timer: NodeJS.Timeout | undefined
     const timeout = new Promise<never>((_, rej) => {
       if (opts.timeoutMs !== undefined) {
-        timer = setTimeout(() => rej(new FrayError('JOB_TIMEOUT', `job ${this.jobId} still ${this.state} after ${opts.timeoutMs} ms; it keeps running: terminate() it or wait longer`)), opts.timeoutMs)
+        timer = setTimeout(
+          () =>
+            rej(
+              new FrayError(
+                'JOB_TIMEOUT',
+                `job ${this.jobId} still ${this.state} after ${opts.timeoutMs} ` +
+                  `ms; it keeps running: terminate() it or wait longer`,
+              ),
+            ),
+          opts.timeoutMs,
+        )
       }
     })
     try {
@@ -124,7 +147,9 @@ export class LocalJob implements JobHandle {
         const ex = this.replicas[failedAt]?.exit
         throw new FrayError(
           'JOB_FAILED',
-          `job ${this.jobId}: replica ${failedAt} exited with ${ex?.signal ? `signal ${ex.signal}` : `code ${ex?.code}`}; last output:\n${this.lines.slice(-10).join('\n')}`,
+          `job ${this.jobId}: replica ${failedAt} exited with ` +
+            `${ex?.signal ? `signal ${ex.signal}` : `code ${ex?.code}`}; ` +
+            `last output:\n${this.lines.slice(-10).join('\n')}`,
         )
       }
       return s
@@ -138,7 +163,11 @@ export class LocalJob implements JobHandle {
     const live = this.replicas.flatMap((r) => (r.child ? [r.child] : []))
     for (const c of live) c.kill('SIGTERM')
     const force = setTimeout(() => live.forEach((c) => c.kill('SIGKILL')), 3_000)
-    await Promise.all(live.map((c) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('close', r)))))
+    await Promise.all(
+      live.map((c) =>
+        c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('close', r)),
+      ),
+    )
     clearTimeout(force)
   }
 

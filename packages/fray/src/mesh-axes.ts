@@ -13,20 +13,30 @@ export type MeshAxes = ReadonlyArray<readonly [name: string, size: number]>
 export function resolveAxes(input: MeshAxesInput, members: number): MeshAxes {
   const entries = Object.entries(input)
   if (entries.length === 0) throw new FrayError('INVALID_MESH', 'mesh axes: give at least one axis, e.g. { data: -1 }')
-  if (entries.length > 15) throw new FrayError('INVALID_MESH', `mesh axes: ${entries.length} axes given; at most 15 are supported`)
+  if (entries.length > 15)
+    throw new FrayError('INVALID_MESH', `mesh axes: ${entries.length} axes given; at most 15 are supported`)
   let rest: string | null = null
   let fixed = 1
   for (const [name, size] of entries) {
-    if (!/^[A-Za-z_][\w]*$/.test(name)) throw new FrayError('INVALID_MESH', `mesh axis "${name}": names are identifiers such as data or model`)
+    if (!/^[A-Za-z_][\w]*$/.test(name))
+      throw new FrayError('INVALID_MESH', `mesh axis "${name}": names are identifiers such as data or model`)
     if (size === -1) {
-      if (rest !== null) throw new FrayError('INVALID_MESH', `mesh axes "${rest}" and "${name}" are both -1; at most one axis may take the rest`)
+      if (rest !== null)
+        throw new FrayError(
+          'INVALID_MESH',
+          `mesh axes "${rest}" and "${name}" are both -1; at most one axis ` + `may take the rest`,
+        )
       rest = name
     } else if (!Number.isInteger(size) || size < 1) {
       throw new FrayError('INVALID_MESH', `mesh axis "${name}": size ${size} must be a positive integer or -1`)
     } else fixed *= size
   }
   if (members % fixed !== 0 || (rest === null && fixed !== members)) {
-    throw new FrayError('INVALID_MESH', `mesh axes ${JSON.stringify(input)} do not fit ${members} members; the sizes must multiply to ${members} (use -1 for one axis)`)
+    throw new FrayError(
+      'INVALID_MESH',
+      `mesh axes ${JSON.stringify(input)} do not fit ${members} ` +
+        `members; the sizes must multiply to ${members} (use -1 for one axis)`,
+    )
   }
   return entries.map(([name, size]) => [name, size === -1 ? members / fixed : size] as const)
 }

@@ -66,7 +66,8 @@ export class MeshMember {
   }
 
   private comm(peers: Peers, sel: AxisSelector): Comm {
-    const over = sel.axis === undefined ? this.axes.map(([n]) => n) : typeof sel.axis === 'string' ? [sel.axis] : [...sel.axis]
+    const over =
+      sel.axis === undefined ? this.axes.map(([n]) => n) : typeof sel.axis === 'string' ? [sel.axis] : [...sel.axis]
     const key = [...over].sort().join(',')
     let c = this.comms.get(key)
     if (!c) {
@@ -102,7 +103,8 @@ export class MeshMember {
     return this.run(opts, (c) => barrier(c))
   }
 
-  /** @internal Drops the current links (collectives in flight fail with `reason`); later collectives wait for `relink`. */
+  /** @internal Drops the current links (collectives in flight fail with `reason`); later collectives wait for `relink`.
+   * */
   unlink(reason?: FrayError): void {
     this.peers?.close(reason)
     this.peers = null

@@ -44,7 +44,11 @@ export class Mesh<T> {
    * (`maxRestarts`) is linked in again: every member gets new links, and collectives called
    * meanwhile wait for them.
    */
-  static async create<T>(group: ActorGroup<T>, axes: MeshAxesInput = { data: -1 }, opts: MeshOptions = {}): Promise<Mesh<T>> {
+  static async create<T>(
+    group: ActorGroup<T>,
+    axes: MeshAxesInput = { data: -1 },
+    opts: MeshOptions = {},
+  ): Promise<Mesh<T>> {
     const resolved = resolveAxes(axes, group.size)
     await group.waitReady()
     const mesh = new Mesh(randomUUID(), group, resolved, opts.host)
@@ -72,7 +76,11 @@ export class Mesh<T> {
     })
     const peers = (await Promise.all(conns.map((c, rank) => c.control('mesh.listen', listen(rank))))) as PeerAddress[]
     if (epoch !== this.epoch) return
-    await Promise.all(conns.map((c, rank) => c.control('mesh.join', { meshId: this.id, rank, axes: this.axes, peers, epoch } satisfies MeshJoin)))
+    await Promise.all(
+      conns.map((c, rank) =>
+        c.control('mesh.join', { meshId: this.id, rank, axes: this.axes, peers, epoch } satisfies MeshJoin),
+      ),
+    )
   }
 
   /** Member `rank` restarted: called before its death reaches anyone, so these requests go first. */
@@ -82,9 +90,14 @@ export class Mesh<T> {
     log.info({ meshId: this.id, member: rank, actor: name }, 'mesh member restarted: relinking')
     this.link(epoch, rank).catch((err: Error) => {
       if (epoch !== this.epoch) return
-      const message = `mesh member ${rank} (actor ${name}) restarted but could not rejoin the mesh: ${err.message}; create the mesh again with Mesh.create`
+      const message =
+        `mesh member ${rank} (actor ${name}) restarted but could not ` +
+        `rejoin the mesh: ${err.message}; create the mesh again with Mesh.create`
       log.warn({ meshId: this.id, member: rank, err }, 'mesh relink failed')
-      for (const m of this.group.members) connectionOf(m).control('mesh.broken', { meshId: this.id, message }).catch(() => {})
+      for (const m of this.group.members)
+        connectionOf(m)
+          .control('mesh.broken', { meshId: this.id, message })
+          .catch(() => {})
     })
   }
   get size(): number {
@@ -107,6 +120,12 @@ export class Mesh<T> {
     for (const off of this.unwatch) off()
     this.unwatch = []
     this.epoch++
-    await Promise.all(this.group.members.map((m) => connectionOf(m).control('mesh.leave', { meshId: this.id }).catch(() => {})))
+    await Promise.all(
+      this.group.members.map((m) =>
+        connectionOf(m)
+          .control('mesh.leave', { meshId: this.id })
+          .catch(() => {}),
+      ),
+    )
   }
 }

@@ -18,7 +18,10 @@ import { FrameReader, writeFrame } from './internal/framing.js'
 import { PS_KIND, type ParameterShard } from './parameter-shard.js'
 
 const here = import.meta.url
-const SHARD_CLASS = actorClass<typeof ParameterShard>(new URL(here.endsWith('.ts') ? './parameter-shard.ts' : './parameter-shard.js', here), 'ParameterShard')
+const SHARD_CLASS = actorClass<typeof ParameterShard>(
+  new URL(here.endsWith('.ts') ? './parameter-shard.ts' : './parameter-shard.js', here),
+  'ParameterShard',
+)
 
 /** Where the shards are and which slice each holds: plain data, to hand to replicas. */
 export type ParameterServerAddress = {
@@ -49,13 +52,21 @@ export class ParameterServer {
   static async create(client: Client, opts: ParameterServerOptions): Promise<ParameterServer> {
     const shards = opts.shards ?? 1
     if (!Number.isInteger(shards) || shards < 1 || shards > opts.init.length) {
-      throw new FrayError('PARAMETER_SERVER', `ParameterServer: shards=${shards} must be an integer in [1, ${opts.init.length}] (the parameter count)`)
+      throw new FrayError(
+        'PARAMETER_SERVER',
+        `ParameterServer: shards=${shards} must be an integer in [1, ` + `${opts.init.length}] (the parameter count)`,
+      )
     }
     const lr = opts.lr ?? 1
-    const group = await client.createActorGroup(SHARD_CLASS, shards, (i) => {
-      const [lo, hi] = bounds(opts.init.length, shards, i)
-      return [opts.init.slice(lo, hi), lr] as [Float32Array, number]
-    }, { name: 'parameter-shard' })
+    const group = await client.createActorGroup(
+      SHARD_CLASS,
+      shards,
+      (i) => {
+        const [lo, hi] = bounds(opts.init.length, shards, i)
+        return [opts.init.slice(lo, hi), lr] as [Float32Array, number]
+      },
+      { name: 'parameter-shard' },
+    )
     await group.waitReady()
     const addrs = await group.broadcast.address()
     return new ParameterServer(group, {
@@ -75,7 +86,11 @@ export class ParameterServer {
   /** Pushes a full gradient from the driver. */
   async push(grad: Float32Array): Promise<void> {
     checkLength(grad, this.addr.length)
-    await Promise.all(this.group.members.map((m: ActorHandle<ParameterShard>, i) => m.push(grad.slice(this.addr.shards[i]!.lo, this.addr.shards[i]!.hi))))
+    await Promise.all(
+      this.group.members.map((m: ActorHandle<ParameterShard>, i) =>
+        m.push(grad.slice(this.addr.shards[i]!.lo, this.addr.shards[i]!.hi)),
+      ),
+    )
   }
 
   /** Pulls the full parameters to the driver. */
@@ -92,7 +107,12 @@ export class ParameterServer {
 }
 
 function checkLength(x: Float32Array, length: number): void {
-  if (x.length !== length) throw new FrayError('PARAMETER_SERVER', `parameter server holds ${length} parameters but got a gradient of ${x.length}; push the full flattened gradient`)
+  if (x.length !== length)
+    throw new FrayError(
+      'PARAMETER_SERVER',
+      `parameter server holds ${length} parameters but got a gradient ` +
+        `of ${x.length}; push the full flattened gradient`,
+    )
 }
 
 /** A replica's connection to every shard. */
@@ -111,7 +131,15 @@ export class ParameterServerClient {
         (s) =>
           new Promise<net.Socket>((res, rej) => {
             const sock = net.connect(s.port, s.host)
-            sock.once('error', (err) => rej(new FrayError('PARAMETER_SERVER', `cannot reach parameter shard at ${s.host}:${s.port}: ${err.message}; is the server still running?`)))
+            sock.once('error', (err) =>
+              rej(
+                new FrayError(
+                  'PARAMETER_SERVER',
+                  `cannot reach parameter shard at ${s.host}:${s.port}: ` +
+                    `${err.message}; is the server still running?`,
+                ),
+              ),
+            )
             sock.once('connect', () => res(sock))
           }),
       ),
@@ -137,10 +165,24 @@ export class ParameterServerClient {
     const id = this.next++
     const s = this.addr.shards[shard]!
     const p = new Promise<Uint8Array>((res, rej) =>
-      this.waiting.set(id, (b) => (b ? res(b) : rej(new FrayError('PARAMETER_SERVER', `parameter shard ${shard} at ${s.host}:${s.port} closed the connection; is the server still running?`)))),
+      this.waiting.set(id, (b) =>
+        b
+          ? res(b)
+          : rej(
+              new FrayError(
+                'PARAMETER_SERVER',
+                `parameter shard ${shard} at ${s.host}:${s.port} closed the ` +
+                  `connection; is the server still running?`,
+              ),
+            ),
+      ),
     )
     // A failed write means the shard is gone: the waiter above rejects when its socket closes.
-    writeFrame(this.sockets[shard]!, { comm: 0, seq: 0, kind, chunk: 0, from: id, total: payload?.byteLength ?? 0 }, payload).catch(() => {})
+    writeFrame(
+      this.sockets[shard]!,
+      { comm: 0, seq: 0, kind, chunk: 0, from: id, total: payload?.byteLength ?? 0 },
+      payload,
+    ).catch(() => {})
     return p
   }
 

@@ -23,7 +23,7 @@ export class ParameterShard {
   }
 
   /** Opens the shard's socket (once) and returns where replicas connect. */
-  async address(host = process.env['FRAY_LISTEN_HOST'] ?? '127.0.0.1'): Promise<{ host: string; port: number }> {
+  async address(host = process.env.FRAY_LISTEN_HOST ?? '127.0.0.1'): Promise<{ host: string; port: number }> {
     if (!this.server) {
       const server = net.createServer((s) => this.serve(s))
       await new Promise<void>((res, rej) => {
@@ -33,7 +33,7 @@ export class ParameterShard {
       this.server = server
     }
     const a = this.server.address() as net.AddressInfo
-    return { host: process.env['FRAY_ADVERTISE_HOST'] ?? a.address, port: a.port }
+    return { host: process.env.FRAY_ADVERTISE_HOST ?? a.address, port: a.port }
   }
 
   private serve(s: net.Socket): void {
@@ -44,11 +44,17 @@ export class ParameterShard {
     const reader = new FrameReader((h, b) => {
       if (h.kind === PS_KIND.push) {
         this.push(new Float32Array(b.buffer, b.byteOffset, b.byteLength >> 2))
-        writeFrame(s, { comm: 0, seq: this.version, kind: PS_KIND.pushAck, chunk: 0, from: h.from, total: 0 }).catch(() => {}) // a gone client needs no ack
+        writeFrame(s, { comm: 0, seq: this.version, kind: PS_KIND.pushAck, chunk: 0, from: h.from, total: 0 }).catch(
+          () => {},
+        ) // a gone client needs no ack
       } else if (h.kind === PS_KIND.pull) {
         // Copy: the socket sends asynchronously and a push could land before it flushes.
         const snapshot = this.params.slice()
-        writeFrame(s, { comm: 0, seq: this.version, kind: PS_KIND.pullReply, chunk: 0, from: h.from, total: snapshot.byteLength }, snapshot).catch(() => {}) // a gone client needs no reply
+        writeFrame(
+          s,
+          { comm: 0, seq: this.version, kind: PS_KIND.pullReply, chunk: 0, from: h.from, total: snapshot.byteLength },
+          snapshot,
+        ).catch(() => {}) // a gone client needs no reply
       }
     })
     s.on('data', (d: Buffer) => reader.push(d))

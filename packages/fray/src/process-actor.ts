@@ -69,7 +69,13 @@ export class ProcessActor extends ActorBase {
       const timeoutMs = this.opts.startTimeoutMs ?? 60_000
       const timer = setTimeout(() => {
         if (started) return
-        reject(new FrayError('ACTOR_START_FAILED', `actor ${this.name} was not ready within ${timeoutMs} ms; raise startTimeoutMs or check its constructor`))
+        reject(
+          new FrayError(
+            'ACTOR_START_FAILED',
+            `actor ${this.name} was not ready within ${timeoutMs} ms; raise ` +
+              `startTimeoutMs or check its constructor`,
+          ),
+        )
         child.kill('SIGKILL')
       }, timeoutMs)
       child.on('message', (raw) => {
@@ -99,14 +105,26 @@ export class ProcessActor extends ActorBase {
         }
       })
       child.on('error', (err) => {
-        if (!started) reject(new FrayError('ACTOR_START_FAILED', `actor ${this.name}: cannot start its process: ${err.message}`, { cause: err }))
+        if (!started)
+          reject(
+            new FrayError('ACTOR_START_FAILED', `actor ${this.name}: cannot start its process: ${err.message}`, {
+              cause: err,
+            }),
+          )
       })
       child.on('exit', (code, signal) => {
         clearTimeout(timer)
         exited()
         if (!started) {
           started = true
-          reject(new FrayError('ACTOR_START_FAILED', `actor ${this.name}: its process exited (${signal ? `signal ${signal}` : `code ${code}`}) before the actor was ready; see its stderr above`))
+          reject(
+            new FrayError(
+              'ACTOR_START_FAILED',
+              `actor ${this.name}: its process exited (` +
+                `${signal ? `signal ${signal}` : `code ${code}`}) before the ` +
+                `actor was ready; see its stderr above`,
+            ),
+          )
         }
         this.onExit(child, code, signal)
       })
@@ -118,7 +136,8 @@ export class ProcessActor extends ActorBase {
     if (child !== this.child) return
     this.child = null
     const died = new ActorDiedError(this.name, code, signal)
-    if (!this.stopping) log.warn({ actor: this.name, exitCode: code, signal, pendingCalls: this.pending.size }, 'actor process died')
+    if (!this.stopping)
+      log.warn({ actor: this.name, exitCode: code, signal, pendingCalls: this.pending.size }, 'actor process died')
     if (this.stopping) {
       this.pending.rejectAll(died)
       this.state = 'stopped'
@@ -139,7 +158,12 @@ export class ProcessActor extends ActorBase {
     return this.request(MSG.control, op, arg, undefined)
   }
 
-  private request(kind: typeof MSG.call | typeof MSG.control, what: string, payload: unknown, timeoutMs: number | undefined): Promise<unknown> {
+  private request(
+    kind: typeof MSG.call | typeof MSG.control,
+    what: string,
+    payload: unknown,
+    timeoutMs: number | undefined,
+  ): Promise<unknown> {
     return this.gate(() => {
       const child = this.child
       if (!child) return null
@@ -148,7 +172,14 @@ export class ProcessActor extends ActorBase {
       try {
         child.send([kind, id, what, payload] as ToWorker)
       } catch (err) {
-        this.pending.reject(id, new FrayError('NOT_SERIALIZABLE', `actor ${this.name}.${what}: arguments cannot be sent to the actor (${(err as Error).message}); pass plain data or typed arrays`))
+        this.pending.reject(
+          id,
+          new FrayError(
+            'NOT_SERIALIZABLE',
+            `actor ${this.name}.${what}: arguments cannot be sent to the ` +
+              `actor (${(err as Error).message}); pass plain data or typed arrays`,
+          ),
+        )
       }
       return promise
     })

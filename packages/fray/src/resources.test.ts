@@ -6,7 +6,12 @@ import { memoryBytes, resources } from './resources.js'
 describe('resources', () => {
   test('defaults fill in and valid input passes', () => {
     expect(resources()).toEqual({ cpu: 1, memory: '1Gi', gpu: 0, replicas: 1 })
-    expect(resources({ cpu: 0.5, memory: '512Mi', gpu: 2, replicas: 4 })).toEqual({ cpu: 0.5, memory: '512Mi', gpu: 2, replicas: 4 })
+    expect(resources({ cpu: 0.5, memory: '512Mi', gpu: 2, replicas: 4 })).toEqual({
+      cpu: 0.5,
+      memory: '512Mi',
+      gpu: 2,
+      replicas: 4,
+    })
   })
 
   test('bad fields throw INVALID_RESOURCES naming the field', () => {

@@ -57,7 +57,10 @@ export function resources(input: ResourcesInput = {}): Resources {
   if (!r.success) {
     const issue = r.error.issues[0]!
     const field = issue.path.length ? issue.path.join('.') : Object.keys(input).join(',')
-    throw new FrayError('INVALID_RESOURCES', `resources.${field}: ${issue.message}; allowed keys are cpu, memory, gpu, replicas`)
+    throw new FrayError(
+      'INVALID_RESOURCES',
+      `resources.${field}: ${issue.message}; allowed keys are cpu, ` + `memory, gpu, replicas`,
+    )
   }
   return r.data
 }

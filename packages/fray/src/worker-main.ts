@@ -16,7 +16,12 @@ function send(m: FromWorker): void {
   } catch (err) {
     // A result that structured clone cannot carry (a function, a class instance with methods…).
     if (m[0] !== MSG.ok) throw err
-    const e = new FrayError('NOT_SERIALIZABLE', `actor ${runtime?.spec.name}: a method returned a value that cannot be sent to the driver (${(err as Error).message}); return plain data or typed arrays`)
+    const e = new FrayError(
+      'NOT_SERIALIZABLE',
+      `actor ${runtime?.spec.name}: a method returned a value that ` +
+        `cannot be sent to the driver (${(err as Error).message}); ` +
+        `return plain data or typed arrays`,
+    )
     process.send!([MSG.err, m[1], errorPayload(e)])
   }
 }

@@ -17,7 +17,12 @@ export function attemptDir(workDir: string, jobId: string, taskIndex: number, at
  * `.iris-finished` marker, else by mtime, which covers a worker that crashed),
  * skipping attempts still held. Returns how many were deleted.
  */
-export function removeExpiredAttemptDirs(workDir: string, isHeld: (attemptId: string) => boolean, ttlMs: number, now = Date.now()): number {
+export function removeExpiredAttemptDirs(
+  workDir: string,
+  isHeld: (attemptId: string) => boolean,
+  ttlMs: number,
+  now = Date.now(),
+): number {
   let removed = 0
   let jobs: string[]
   try {
@@ -40,7 +45,9 @@ export function removeExpiredAttemptDirs(workDir: string, isHeld: (attemptId: st
       const marker = join(dir, '.iris-finished')
       let endedAt: number
       try {
-        endedAt = existsSync(marker) ? (JSON.parse(readFileSync(marker, 'utf8')) as { at: number }).at : statSync(dir).mtimeMs
+        endedAt = existsSync(marker)
+          ? (JSON.parse(readFileSync(marker, 'utf8')) as { at: number }).at
+          : statSync(dir).mtimeMs
       } catch {
         endedAt = statSync(dir).mtimeMs
       }

@@ -33,18 +33,38 @@ export function formatJob(job: JobStatus, attempts: readonly AttemptStatus[]): s
     `priority:  ${job.priority}`,
     ...(job.spec.image ? [`image:     ${job.spec.image}`] : []),
     ...(Object.keys(job.spec.env).length > 0 ? [`env:       ${Object.keys(job.spec.env).join(' ')}`] : []),
-    ...(job.spec.secrets ? [`secrets:   ${Object.entries(job.spec.secrets).map(([k, v]) => `${k}=${v}`).join(' ')}`] : []),
+    ...(job.spec.secrets
+      ? [
+          `secrets:   ` +
+            `${Object.entries(job.spec.secrets)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(' ')}`,
+        ]
+      : []),
     ...(job.spec.parent ? [`parent:    ${job.spec.parent}`] : []),
     `submitted: ${iso(job.submittedAt)}  started: ${iso(job.startedAt)}  finished: ${iso(job.finishedAt)}`,
     ...(job.error ? [`error:     ${job.error}`] : []),
     '',
     table([
       ['TASK', 'STATE', 'ATTEMPTS', 'WORKER', 'EXIT', 'ERROR'],
-      ...job.tasks.map((t) => [String(t.taskIndex), t.state, String(t.attempts), t.workerId ?? '-', t.exitCode === undefined ? '-' : String(t.exitCode), t.error ?? '']),
+      ...job.tasks.map((t) => [
+        String(t.taskIndex),
+        t.state,
+        String(t.attempts),
+        t.workerId ?? '-',
+        t.exitCode === undefined ? '-' : String(t.exitCode),
+        t.error ?? '',
+      ]),
     ]),
   ]
   if (attempts.length > 0) {
-    lines.push('', table([['ATTEMPT', 'STATE', 'WORKER', 'EXIT'], ...attempts.map((a) => [a.attemptId, a.state, a.workerId, a.exitCode === undefined ? '-' : String(a.exitCode)])]))
+    lines.push(
+      '',
+      table([
+        ['ATTEMPT', 'STATE', 'WORKER', 'EXIT'],
+        ...attempts.map((a) => [a.attemptId, a.state, a.workerId, a.exitCode === undefined ? '-' : String(a.exitCode)]),
+      ]),
+    )
   }
   return lines.join('\n')
 }

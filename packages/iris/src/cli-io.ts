@@ -4,7 +4,7 @@ import { resolve } from 'node:path'
 import type { ClientTlsOptions } from '@marin/ducky'
 import { marinPrefix, prefixDir } from '@marin/rigging'
 import { UsageError } from '@marin/rigging/cli'
-import { Command, InvalidArgumentError, Option } from 'commander'
+import { type Command, InvalidArgumentError, Option } from 'commander'
 import { IrisClient } from './client.js'
 import { localTokenPath, readTokenFile } from './credentials.js'
 import { isIrisError } from './errors.js'
@@ -20,10 +20,13 @@ export type CliIo = {
 /** The controller address used when neither --controller nor IRIS_CONTROLLER is given. */
 export const DEFAULT_CONTROLLER = '127.0.0.1:10000'
 
-export const intArg = (what: string, min = 0) => (v: string) => {
-  if (!/^\d+$/.test(v) || Number(v) < min) throw new InvalidArgumentError(`expected ${what} (a whole number >= ${min})`)
-  return Number(v)
-}
+export const intArg =
+  (what: string, min = 0) =>
+  (v: string) => {
+    if (!/^\d+$/.test(v) || Number(v) < min)
+      throw new InvalidArgumentError(`expected ${what} (a whole number >= ${min})`)
+    return Number(v)
+  }
 export const collect = (v: string, prev: string[] = []) => [...prev, v]
 
 /**
@@ -55,14 +58,18 @@ export function tlsOf(o: { tlsCa?: string }): ClientTlsOptions | undefined {
 
 export function withConnection(cmd: Command, io: CliIo): Command {
   return cmd
-    .addOption(new Option('--controller <address>', 'controller host:port').default(io.env.IRIS_CONTROLLER || DEFAULT_CONTROLLER))
+    .addOption(
+      new Option('--controller <address>', 'controller host:port').default(
+        io.env.IRIS_CONTROLLER || DEFAULT_CONTROLLER,
+      ),
+    )
     .addOption(new Option('--token-env <name>', 'environment variable holding the token').default('IRIS_TOKEN'))
     .option('--token-file <path>', 'file holding the token (default: IRIS_TOKEN_FILE, then <MARIN_PREFIX>/iris/token)')
     .addOption(tlsCaOption(io))
 }
 
 export function tlsCaOption(io: CliIo): Option {
-  const o = new Option('--tls-ca <path>', 'CA certificate (PEM) that signed the controller\'s TLS certificate; use TLS')
+  const o = new Option('--tls-ca <path>', "CA certificate (PEM) that signed the controller's TLS certificate; use TLS")
   return io.env.IRIS_TLS_CA ? o.default(io.env.IRIS_TLS_CA) : o
 }
 

@@ -1,4 +1,5 @@
-/** @module The job commands of `iris`: submit, status, list, logs, kill, workers, and `job` with the names of Python iris. Loaded when one runs. */
+/** @module The job commands of `iris`: submit, status, list, logs, kill, workers, and `job` with the names of Python
+ * iris. Loaded when one runs. */
 import { UsageError, type CliContext } from '@marin/rigging/cli'
 import { InvalidArgumentError, Option, type Command } from 'commander'
 import { clientOf, collect, intArg, withConnection, type CliIo } from './cli-io.js'
@@ -24,7 +25,8 @@ function parseSecrets(pairs: readonly string[]): Record<string, string> {
   for (const p of pairs) {
     const eq = p.indexOf('=')
     const spec = p.slice(eq + 1)
-    if (eq <= 0 || !/^(env:.|file:.)/.test(spec)) throw new UsageError(`--secret "${p}": expected NAME=env:VAR or NAME=file:PATH; ${SECRET_SPEC_MESSAGE}`)
+    if (eq <= 0 || !/^(env:.|file:.)/.test(spec))
+      throw new UsageError(`--secret "${p}": expected NAME=env:VAR or NAME=file:PATH; ` + `${SECRET_SPEC_MESSAGE}`)
     secrets[p.slice(0, eq)] = spec
   }
   return secrets
@@ -36,11 +38,26 @@ export function defineSubmit(cmd: Command, io: CliIo, ctx: CliContext): void {
     .option('--resources <spec>', 'per-task resources, e.g. cpu=1,memory=2Gi,gpu=0', 'cpu=1,memory=1Gi,gpu=0')
     .option('--replicas <n>', 'number of tasks', intArg('a replica count', 1), 1)
     .option('--image <image>', 'container image (needs a worker with a docker engine)')
-    .option('--env <K=V>', 'environment variable for the task (repeatable); status and lists show its name only', collect, [])
-    .option('--secret <NAME=SPEC>', 'secret variable for the task, resolved on the worker from env:VAR or file:PATH (repeatable)', collect, [])
+    .option(
+      '--env <K=V>',
+      'environment variable for the task (repeatable); status and ' + 'lists show its name only',
+      collect,
+      [],
+    )
+    .option(
+      '--secret <NAME=SPEC>',
+      'secret variable for the task, resolved on the worker from ' + 'env:VAR or file:PATH (repeatable)',
+      collect,
+      [],
+    )
     .option('--allow-children', "let the job's tasks submit child jobs with their job token")
     .addOption(new Option('--priority <band>', 'priority band').choices(PRIORITIES).default('batch'))
-    .option('--mount <ARTIFACT[@VERSION]:path>', 'materialize a finestore artifact read-only in the task directory (repeatable)', collect, [])
+    .option(
+      '--mount <ARTIFACT[@VERSION]:path>',
+      'materialize a finestore artifact read-only in the task ' + 'directory (repeatable)',
+      collect,
+      [],
+    )
     .option('--max-retries-failure <n>', 'retries after a non-zero exit', intArg('a retry count'), 0)
     .option('--max-retries-worker <n>', 'retries after the worker is lost', intArg('a retry count'), 3)
     .option('--wait', 'wait for the job to finish; exit with its exit code')
@@ -92,10 +109,15 @@ export function defineStatus(cmd: Command, io: CliIo): void {
 
 export function defineList(cmd: Command, io: CliIo): void {
   withConnection(cmd, io)
-    .option('--state <state>', `only jobs in this state (repeatable): ${JOB_STATES.join(', ')}`, (v: string, prev: string[] = []) => {
-      if (!(JOB_STATES as readonly string[]).includes(v)) throw new InvalidArgumentError(`Allowed choices are ${JOB_STATES.join(', ')}.`)
-      return [...prev, v]
-    })
+    .option(
+      '--state <state>',
+      `only jobs in this state (repeatable): ${JOB_STATES.join(', ')}`,
+      (v: string, prev: string[] = []) => {
+        if (!(JOB_STATES as readonly string[]).includes(v))
+          throw new InvalidArgumentError(`Allowed choices are ${JOB_STATES.join(', ')}.`)
+        return [...prev, v]
+      },
+    )
     .option('--limit <n>', 'at most this many jobs', intArg('a limit', 1), 100)
     .option('--json', 'print JSON')
     .action(async (o) => {
@@ -121,7 +143,11 @@ export function defineLogs(cmd: Command, io: CliIo): void {
       const client = clientOf(o, io)
       try {
         const multi = (await client.status(jobId)).spec.replicas > 1
-        for await (const l of client.logs(jobId, { ...(o.follow ? { follow: true } : {}), ...(o.since ? { since: o.since } : {}), ...(o.task !== undefined ? { taskIndex: o.task } : {}) })) {
+        for await (const l of client.logs(jobId, {
+          ...(o.follow ? { follow: true } : {}),
+          ...(o.since ? { since: o.since } : {}),
+          ...(o.task !== undefined ? { taskIndex: o.task } : {}),
+        })) {
           io.out(o.json ? JSON.stringify(l) : formatLogLine(l, multi))
         }
       } finally {

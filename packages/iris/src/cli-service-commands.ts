@@ -1,4 +1,5 @@
-/** @module The long-running commands of `iris`: controller, worker and `cluster start --local`. Loaded when one runs. */
+/** @module The long-running commands of `iris`: controller, worker and `cluster start --local`. Loaded when one runs.
+ * */
 import { join, resolve } from 'node:path'
 import { localMarinPrefix, MARIN_LAYOUT, marinPrefix, prefixPath } from '@marin/rigging'
 import { UsageError } from '@marin/rigging/cli'
@@ -21,15 +22,21 @@ export function defineController(cmd: Command, io: CliIo): void {
     .option('--prefix <dir>', 'marin prefix (default: $MARIN_PREFIX, then ./.marin)')
     .option('--advertise <address>', 'address workers and tasks use to reach this controller')
     .addOption(new Option('--token-env <name>', 'environment variable holding the cluster token').default('IRIS_TOKEN'))
-    .option('--token-file <path>', 'file holding the cluster token (default: a 0600 file "token" beside the state, made if missing)')
+    .option(
+      '--token-file <path>',
+      'file holding the cluster token (default: a 0600 file "token" ' + 'beside the state, made if missing)',
+    )
     .option('--no-auth', 'serve without any token: anyone who reaches the port may run commands as this account')
     .option('--tls-cert <path>', 'serve TLS with this certificate chain (PEM); needs --tls-key')
     .option('--tls-key <path>', 'private key (PEM) of --tls-cert')
     .option('--heartbeat <duration>', 'longest a worker heartbeat waits for work', '5s')
     .option('--worker-timeout <duration>', 'a worker silent this long is lost', '30s')
     .action(async (o) => {
-      if (Boolean(o.tlsCert) !== Boolean(o.tlsKey)) throw new UsageError('controller: --tls-cert and --tls-key go together; pass both PEM files or neither')
-      const statePath = resolve(o.state ?? join(localMarinPrefix({ prefix: o.prefix, env: io.env }), MARIN_LAYOUT.irisState))
+      if (Boolean(o.tlsCert) !== Boolean(o.tlsKey))
+        throw new UsageError('controller: --tls-cert and --tls-key go together; pass both PEM ' + 'files or neither')
+      const statePath = resolve(
+        o.state ?? join(localMarinPrefix({ prefix: o.prefix, env: io.env }), MARIN_LAYOUT.irisState),
+      )
       let token: string | undefined
       let tokenNote = 'no auth: the API is open to anyone who reaches it'
       if (o.auth) {
@@ -53,7 +60,10 @@ export function defineController(cmd: Command, io: CliIo): void {
         ...(token ? { token } : {}),
         ...(o.tlsCert ? { tls: { certFile: resolve(o.tlsCert), keyFile: resolve(o.tlsKey) } } : {}),
       })
-      io.out(`iris controller listening on ${server.address} (state ${statePath}; ${tokenNote}; ${o.tlsCert ? 'TLS' : 'plaintext'})`)
+      io.out(
+        `iris controller listening on ${server.address} (state ` +
+          `${statePath}; ${tokenNote}; ${o.tlsCert ? 'TLS' : 'plaintext'})`,
+      )
       await io.stopped
       await server.close({ graceMs: 2000 })
     })
@@ -61,9 +71,16 @@ export function defineController(cmd: Command, io: CliIo): void {
 
 export function defineWorker(cmd: Command, io: CliIo): void {
   cmd
-    .addOption(new Option('--controller <address>', 'controller host:port').default(io.env.IRIS_CONTROLLER || DEFAULT_CONTROLLER))
+    .addOption(
+      new Option('--controller <address>', 'controller host:port').default(
+        io.env.IRIS_CONTROLLER || DEFAULT_CONTROLLER,
+      ),
+    )
     .addOption(new Option('--token-env <name>', 'environment variable holding the cluster token').default('IRIS_TOKEN'))
-    .option('--token-file <path>', 'file holding the cluster token (default: IRIS_TOKEN_FILE, then <MARIN_PREFIX>/iris/token)')
+    .option(
+      '--token-file <path>',
+      'file holding the cluster token (default: IRIS_TOKEN_FILE, then ' + '<MARIN_PREFIX>/iris/token)',
+    )
     .addOption(tlsCaOption(io))
     .option('--work-dir <dir>', 'where task directories go (default: <prefix>/iris/work)')
     .option('--worker-id <id>', 'stable worker id (default: hostname plus a random suffix)')
@@ -110,7 +127,11 @@ export function defineCluster(cmd: Command, io: CliIo): void {
     .option('--workers <n>', 'number of workers', intArg('a worker count', 1), 1)
     .option('--resources <spec>', 'resources of each worker (default: the whole machine)')
     .action(async (o) => {
-      if (!o.local) throw new UsageError('cluster start: only --local is supported; start "iris controller" and "iris worker" on hosts for a real cluster')
+      if (!o.local)
+        throw new UsageError(
+          'cluster start: only --local is supported; start "iris ' +
+            'controller" and "iris worker" on hosts for a real cluster',
+        )
       const prefix = localMarinPrefix({ prefix: o.prefix, env: io.env })
       const c = await LocalCluster.start({
         prefix,
@@ -119,7 +140,10 @@ export function defineCluster(cmd: Command, io: CliIo): void {
         ...(o.resources ? { resources: parseResources(o.resources, { cpu: 1, memory: 0, gpu: 0 }) } : {}),
         materialize: finestoreMounts(prefixPath(marinPrefix({ prefix }), MARIN_LAYOUT.store)),
       })
-      io.out(`iris local cluster on ${c.address} (prefix ${c.prefix}); export IRIS_CONTROLLER=${c.address} IRIS_TOKEN_FILE=${c.tokenFile}`)
+      io.out(
+        `iris local cluster on ${c.address} (prefix ${c.prefix}); export ` +
+          `IRIS_CONTROLLER=${c.address} IRIS_TOKEN_FILE=${c.tokenFile}`,
+      )
       await io.stopped
       await c.stop()
     })

@@ -9,16 +9,26 @@ import { startController, type ControllerServer } from './controller-server.js'
 function capture(env: NodeJS.ProcessEnv = {}) {
   const out: string[] = []
   const err: string[] = []
-  return { out, err, io: { out: (l: string) => out.push(l), err: (l: string) => err.push(l), env, stopped: Promise.resolve() } }
+  return {
+    out,
+    err,
+    io: { out: (l: string) => out.push(l), err: (l: string) => err.push(l), env, stopped: Promise.resolve() },
+  }
 }
 
 describe('bad usage exits 2 and names the problem', () => {
   test.each([
     [['submit', '--job-name', 'x', '--resources', 'cpu=0', '--', 'true'], /cpu="0" must be a positive number/],
     [['submit', '--job-name', 'x', '--replicas', '0', '--', 'true'], /--replicas.*expected a replica count/],
-    [['submit', '--job-name', 'x', '--priority', 'urgent', '--', 'true'], /Allowed choices are production, interactive, batch/],
+    [
+      ['submit', '--job-name', 'x', '--priority', 'urgent', '--', 'true'],
+      /Allowed choices are production, interactive, batch/,
+    ],
     [['submit', '--job-name', 'x', '--env', 'NOEQUALS', '--', 'true'], /--env "NOEQUALS": expected KEY=VALUE/],
-    [['submit', '--job-name', 'x', '--mount', 'nopath', '--', 'true'], /mount "nopath": expected ARTIFACT\[@VERSION\]:path/],
+    [
+      ['submit', '--job-name', 'x', '--mount', 'nopath', '--', 'true'],
+      /mount "nopath": expected ARTIFACT\[@VERSION\]:path/,
+    ],
     [['submit', '--job-name', 'bad name!', '--', 'true'], /field "name"/],
     [['submit', '--', 'true'], /required option '--job-name <name>'/],
     [['logs', 'job-1', '--since', 'yesterday'], /--since="yesterday" is not a duration/],
@@ -33,20 +43,36 @@ describe('bad usage exits 2 and names the problem', () => {
   })
 })
 
-test('no arguments print help and exit 2; --version prints the package version; help names every command without loading it', async () => {
-  const none = capture()
-  expect(await runCli([], none.io)).toBe(2)
-  expect(none.err.join('\n')).toMatch(/Usage: iris/)
-  const v = capture()
-  expect(await runCli(['--version'], v.io)).toBe(0)
-  expect(v.out).toEqual([pkg.version])
-  const h = capture()
-  expect(await runCli(['--help'], h.io)).toBe(0)
-  for (const name of ['submit', 'status', 'list', 'logs', 'kill', 'workers', 'job', 'controller', 'worker', 'cluster']) expect(h.out.join('\n')).toMatch(new RegExp(`\\n  ${name} `))
-  const group = capture()
-  expect(await runCli(['job'], group.io)).toBe(2)
-  expect(group.err.join('\n')).toMatch(/run \[options\]/)
-})
+test(
+  'no arguments print help and exit 2; --version prints the ' +
+    'package version; help names every command without loading it',
+  async () => {
+    const none = capture()
+    expect(await runCli([], none.io)).toBe(2)
+    expect(none.err.join('\n')).toMatch(/Usage: iris/)
+    const v = capture()
+    expect(await runCli(['--version'], v.io)).toBe(0)
+    expect(v.out).toEqual([pkg.version])
+    const h = capture()
+    expect(await runCli(['--help'], h.io)).toBe(0)
+    for (const name of [
+      'submit',
+      'status',
+      'list',
+      'logs',
+      'kill',
+      'workers',
+      'job',
+      'controller',
+      'worker',
+      'cluster',
+    ])
+      expect(h.out.join('\n')).toMatch(new RegExp(`\\n  ${name} `))
+    const group = capture()
+    expect(await runCli(['job'], group.io)).toBe(2)
+    expect(group.err.join('\n')).toMatch(/run \[options\]/)
+  },
+)
 
 describe('read commands against a controller', () => {
   let dir: string
@@ -63,7 +89,27 @@ describe('read commands against a controller', () => {
   test('submit prints the id; status, list and workers take --json; kill kills', async () => {
     const env = { IRIS_CONTROLLER: server.address }
     const s = capture(env)
-    expect(await runCli(['submit', '--job-name', 'queued', '--resources', 'cpu=2,memory=1Gi', '--replicas', '2', '--env', 'A=1', '--priority', 'production', '--', 'echo', 'hi'], s.io)).toBe(0)
+    expect(
+      await runCli(
+        [
+          'submit',
+          '--job-name',
+          'queued',
+          '--resources',
+          'cpu=2,memory=1Gi',
+          '--replicas',
+          '2',
+          '--env',
+          'A=1',
+          '--priority',
+          'production',
+          '--',
+          'echo',
+          'hi',
+        ],
+        s.io,
+      ),
+    ).toBe(0)
     const jobId = s.out[0]!
     expect(jobId).toMatch(/^queued-[0-9a-f]{8}$/)
 
@@ -71,7 +117,16 @@ describe('read commands against a controller', () => {
     expect(await runCli(['status', jobId, '--json'], st.io)).toBe(0)
     const { job } = JSON.parse(st.out[0]!)
     // Env values stay on the controller: status shows the names.
-    expect(job).toMatchObject({ state: 'PENDING', priority: 'production', spec: { command: ['echo', 'hi'], env: { A: '[REDACTED]' }, replicas: 2, resources: { cpu: 2, memory: 2 ** 30, gpu: 0 } } })
+    expect(job).toMatchObject({
+      state: 'PENDING',
+      priority: 'production',
+      spec: {
+        command: ['echo', 'hi'],
+        env: { A: '[REDACTED]' },
+        replicas: 2,
+        resources: { cpu: 2, memory: 2 ** 30, gpu: 0 },
+      },
+    })
 
     const human = capture(env)
     expect(await runCli(['status', jobId], human.io)).toBe(0)

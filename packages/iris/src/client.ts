@@ -14,7 +14,8 @@ export type IrisClientOptions = {
   controller: string
   /** The cluster token, or a task's job token (IRIS_TOKEN), when the controller requires one. */
   token?: string
-  /** Talk TLS: the CA that signed the controller's certificate (`caFile`), and optionally the name to check. @default plaintext */
+  /** Talk TLS: the CA that signed the controller's certificate (`caFile`), and optionally the name to check. @default
+   * plaintext */
   tls?: ClientTlsOptions
   /** Deadline of each call. @default 30000 */
   deadlineMs?: number
@@ -59,7 +60,11 @@ export class IrisClient {
   constructor(opts: IrisClientOptions) {
     this.address = normalizeAddress(opts.controller)
     this.submitRetryMs = opts.submitRetryMs ?? 60_000
-    this.rpc = connect(ControllerService, this.address, { ...(opts.token ? { token: opts.token } : {}), ...(opts.tls ? { tls: opts.tls } : {}), deadlineMs: opts.deadlineMs ?? 30_000 })
+    this.rpc = connect(ControllerService, this.address, {
+      ...(opts.token ? { token: opts.token } : {}),
+      ...(opts.tls ? { tls: opts.tls } : {}),
+      deadlineMs: opts.deadlineMs ?? 30_000,
+    })
   }
 
   private async call<T>(p: Promise<T>): Promise<T> {
@@ -128,7 +133,14 @@ export class IrisClient {
       const left = deadline - Date.now()
       try {
         const waitMs = Math.max(0, Math.min(20_000, left))
-        last = (await this.call(this.rpc.waitJob({ jobId, waitMs }, { deadlineMs: waitMs + 10_000, ...(opts.signal ? { signal: opts.signal } : {}) }))).job as JobStatus
+        last = (
+          await this.call(
+            this.rpc.waitJob(
+              { jobId, waitMs },
+              { deadlineMs: waitMs + 10_000, ...(opts.signal ? { signal: opts.signal } : {}) },
+            ),
+          )
+        ).job as JobStatus
         if (isFinalJobState(last.state)) return last
       } catch (e) {
         if (!isIrisError(e, 'CONTROLLER_UNAVAILABLE')) throw e
@@ -136,14 +148,23 @@ export class IrisClient {
         delay = Math.min(1000, delay * 1.5)
       }
       if (opts.signal?.aborted || Date.now() >= deadline) {
-        throw new IrisError('TIMEOUT', `job ${jobId}: still ${last?.state ?? 'unknown'} after waiting; wait longer or check "iris status ${jobId}"`)
+        throw new IrisError(
+          'TIMEOUT',
+          `job ${jobId}: still ${last?.state ?? 'unknown'} after waiting; ` +
+            `wait longer or check "iris status ${jobId}"`,
+        )
       }
     }
   }
 
   /** The job's log lines in order; with `follow`, new lines as they come until the job ends. */
   async *logs(jobId: string, opts: LogsOptions = {}): AsyncGenerator<LogLine> {
-    const since = opts.since === undefined ? undefined : typeof opts.since === 'number' ? opts.since : parseDuration(opts.since, 'since')
+    const since =
+      opts.since === undefined
+        ? undefined
+        : typeof opts.since === 'number'
+          ? opts.since
+          : parseDuration(opts.since, 'since')
     const stream = this.rpc.logs({
       jobId,
       ...(since !== undefined ? { sinceTs: Date.now() - since } : {}),

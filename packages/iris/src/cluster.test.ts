@@ -20,7 +20,10 @@ const procs: IrisProcess[] = []
 const CONTROLLER_FLAGS = ['--heartbeat', '300ms', '--worker-timeout', '2s']
 
 function startController(p: number): IrisProcess {
-  const c = startIris(['controller', '--port', String(p), '--state', join(dir, 'state', 'iris.sqlite'), ...CONTROLLER_FLAGS], { logDir: dir, name: 'controller' })
+  const c = startIris(
+    ['controller', '--port', String(p), '--state', join(dir, 'state', 'iris.sqlite'), ...CONTROLLER_FLAGS],
+    { logDir: dir, name: 'controller' },
+  )
   procs.push(c)
   return c
 }
@@ -30,7 +33,21 @@ const tokenFile = () => join(dir, 'state', 'token')
 
 async function startWorker(id: string): Promise<IrisProcess> {
   const w = startIris(
-    ['worker', '--controller', address, '--worker-id', id, '--work-dir', join(dir, 'work', id), '--resources', 'cpu=4,memory=4G,gpu=0', '--retry-delay', '100ms', '--kill-grace', '1s'],
+    [
+      'worker',
+      '--controller',
+      address,
+      '--worker-id',
+      id,
+      '--work-dir',
+      join(dir, 'work', id),
+      '--resources',
+      'cpu=4,memory=4G,gpu=0',
+      '--retry-delay',
+      '100ms',
+      '--kill-grace',
+      '1s',
+    ],
     { logDir: dir, name: id, env: { IRIS_TOKEN_FILE: tokenFile() } },
   )
   procs.push(w)
@@ -39,7 +56,12 @@ async function startWorker(id: string): Promise<IrisProcess> {
   return w
 }
 
-const cli = ([command, ...rest]: string[]) => runIris([command!, '--controller', address, ...rest], { logDir: dir, name: 'cli', env: { IRIS_TOKEN_FILE: tokenFile() } })
+const cli = ([command, ...rest]: string[]) =>
+  runIris([command!, '--controller', address, ...rest], {
+    logDir: dir,
+    name: 'cli',
+    env: { IRIS_TOKEN_FILE: tokenFile() },
+  })
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'iris-cluster-'))
@@ -61,12 +83,17 @@ afterAll(async () => {
 
 // Each run appends one line to marks/<job id>: a job run twice would have two.
 const marker = () => `echo "$IRIS_TASK_INDEX $IRIS_ATTEMPT $IRIS_WORKER_ID" >> ${join(dir, 'marks')}/$IRIS_JOB_ID`
-const marks = (jobId: string) => readFileSync(join(dir, 'marks', jobId), 'utf8').trim().split('\n')
+const marks = (jobId: string) =>
+  readFileSync(join(dir, 'marks', jobId), 'utf8')
+    .trim()
+    .split('\n')
 
 describe.sequential('iris cluster of separate processes', () => {
   test('200 short jobs submitted at once all succeed, none lost or run twice', async () => {
     const ids = await Promise.all(
-      Array.from({ length: 200 }, (_, i) => client.submit({ name: `short${i}`, resources: 'cpu=0.5,memory=64M', command: ['sh', '-c', marker()] })),
+      Array.from({ length: 200 }, (_, i) =>
+        client.submit({ name: `short${i}`, resources: 'cpu=0.5,memory=64M', command: ['sh', '-c', marker()] }),
+      ),
     )
     expect(new Set(ids).size).toBe(200)
     const jobs = await Promise.all(ids.map((id) => client.wait(id, { timeoutMs: 90_000 })))
@@ -77,7 +104,17 @@ describe.sequential('iris cluster of separate processes', () => {
   }, 120_000)
 
   test('a job that exits 3 is FAILED with exit code 3 and its logs are kept', async () => {
-    const sub = await cli(['submit', '--job-name', 'three', '--resources', 'cpu=1,memory=64M', '--', 'sh', '-c', 'echo about to fail; echo on stderr >&2; exit 3'])
+    const sub = await cli([
+      'submit',
+      '--job-name',
+      'three',
+      '--resources',
+      'cpu=1,memory=64M',
+      '--',
+      'sh',
+      '-c',
+      'echo about to fail; echo on stderr >&2; exit 3',
+    ])
     expect(sub.code).toBe(0)
     const jobId = sub.stdout.trim()
     await client.wait(jobId, { timeoutMs: 30_000 })
@@ -91,8 +128,16 @@ describe.sequential('iris cluster of separate processes', () => {
   test('iris logs --follow streams output while the job runs', async () => {
     // The job prints, then waits for a file the test creates only after the follower saw the output.
     const gate = join(dir, 'gate')
-    const jobId = await client.submit({ name: 'chatty', resources: 'cpu=1,memory=64M', command: ['sh', '-c', `echo line-1; echo line-2; while [ ! -f ${gate} ]; do sleep 0.05; done; echo line-3`] })
-    const follow = startIris(['logs', jobId, '--follow', '--controller', address], { logDir: dir, name: 'follow', env: { IRIS_TOKEN_FILE: tokenFile() } })
+    const jobId = await client.submit({
+      name: 'chatty',
+      resources: 'cpu=1,memory=64M',
+      command: ['sh', '-c', `echo line-1; echo line-2; while [ ! -f ${gate} ]; do sleep ` + `0.05; done; echo line-3`],
+    })
+    const follow = startIris(['logs', jobId, '--follow', '--controller', address], {
+      logDir: dir,
+      name: 'follow',
+      env: { IRIS_TOKEN_FILE: tokenFile() },
+    })
     procs.push(follow)
     await follow.waitFor(/line-2\n/)
     expect((await client.status(jobId)).state).toBe('RUNNING')
@@ -117,7 +162,9 @@ describe.sequential('iris cluster of separate processes', () => {
       ['memory=2Q', /memory="2Q" is not a byte size/],
       ['gpus=1', /unknown key "gpus"/],
     ] as const
-    const results = await Promise.all(cases.map(([res]) => cli(['submit', '--job-name', 'bad', '--resources', res, '--', 'true'])))
+    const results = await Promise.all(
+      cases.map(([res]) => cli(['submit', '--job-name', 'bad', '--resources', res, '--', 'true'])),
+    )
     results.forEach((r, i) => {
       expect(r.code).toBe(2)
       expect(r.stderr).toMatch(cases[i]![1])
@@ -126,7 +173,11 @@ describe.sequential('iris cluster of separate processes', () => {
   }, 60_000)
 
   test('a worker killed with SIGKILL mid-task: its task is retried on the other worker', async () => {
-    const jobId = await client.submit({ name: 'survivor', resources: 'cpu=1,memory=64M', command: ['sh', '-c', `${marker()}; sleep 1.5`] })
+    const jobId = await client.submit({
+      name: 'survivor',
+      resources: 'cpu=1,memory=64M',
+      command: ['sh', '-c', `${marker()}; sleep 1.5`],
+    })
     let first: string | undefined
     while (!first) {
       const j = await client.status(jobId)
@@ -141,14 +192,23 @@ describe.sequential('iris cluster of separate processes', () => {
     const other = first === 'wa' ? 'wb' : 'wa'
     expect(job.tasks[0]).toMatchObject({ workerId: other, workerLosses: 1 })
     const attempts = await client.attempts(jobId)
-    expect(attempts.map((a) => [a.workerId, a.state])).toEqual([[first, 'WORKER_FAILED'], [other, 'SUCCEEDED']])
+    expect(attempts.map((a) => [a.workerId, a.state])).toEqual([
+      [first, 'WORKER_FAILED'],
+      [other, 'SUCCEEDED'],
+    ])
     expect((await client.workers()).find((w) => w.workerId === first)!.state).toBe('LOST')
     await startWorker(first)
   }, 90_000)
 
   test('the controller killed and restarted mid-run: every job is accounted for', async () => {
     const ids = await Promise.all(
-      Array.from({ length: 24 }, (_, i) => client.submit({ name: `restart${i}`, resources: 'cpu=1,memory=64M', command: ['sh', '-c', `${marker()}; sleep 0.5; echo done-$IRIS_JOB_ID`] })),
+      Array.from({ length: 24 }, (_, i) =>
+        client.submit({
+          name: `restart${i}`,
+          resources: 'cpu=1,memory=64M',
+          command: ['sh', '-c', `${marker()}; sleep 0.5; echo done-$IRIS_JOB_ID`],
+        }),
+      ),
     )
     while ((await client.list({ states: ['RUNNING'] })).length === 0) await new Promise((r) => setTimeout(r, 50))
     controller.child.kill('SIGKILL')
@@ -161,7 +221,11 @@ describe.sequential('iris cluster of separate processes', () => {
     expect(jobs.map((j) => j.state)).toEqual(ids.map(() => 'SUCCEEDED'))
     for (const id of ids) {
       expect(marks(id)).toHaveLength(1)
-      const out = (await (async () => { const ls = []; for await (const l of client.logs(id)) ls.push(l.line); return ls })())
+      const out = await (async () => {
+        const ls = []
+        for await (const l of client.logs(id)) ls.push(l.line)
+        return ls
+      })()
       expect(out).toEqual([`done-${id}`])
     }
     expect(readdirSync(join(dir, 'marks')).length).toBeGreaterThanOrEqual(224)

@@ -1,7 +1,14 @@
 /** @module How a worker talks to its controller: three calls, in-process or over gRPC. */
 import type { z } from 'zod'
 import type { Controller } from './controller.js'
-import type { HeartbeatRequest, HeartbeatResponse, RegisterRequest, RegisterResponse, ReportRequest, ReportResponse } from './protocol.js'
+import type {
+  HeartbeatRequest,
+  HeartbeatResponse,
+  RegisterRequest,
+  RegisterResponse,
+  ReportRequest,
+  ReportResponse,
+} from './protocol.js'
 
 export type ControllerLink = {
   register(req: z.infer<typeof RegisterRequest>): Promise<z.infer<typeof RegisterResponse>>

@@ -60,7 +60,8 @@ export async function startController(opts: ControllerServerOptions): Promise<Co
     controller.close()
     throw err
   }
-  const address = opts.advertise ?? (server.host === '0.0.0.0' || server.host === '::' ? `127.0.0.1:${server.port}` : server.address)
+  const address =
+    opts.advertise ?? (server.host === '0.0.0.0' || server.host === '::' ? `127.0.0.1:${server.port}` : server.address)
   controller.address = address
   return {
     controller,

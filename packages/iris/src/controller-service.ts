@@ -67,7 +67,8 @@ const TO_RPC: Partial<Record<IrisErrorCode, RpcCode>> = {
 
 // The iris code rides at the front of the status details: "[JOB_NOT_FOUND] job … does not exist".
 function toRpc(err: unknown): unknown {
-  if (err instanceof IrisError) return new RpcError(TO_RPC[err.code] ?? 'FAILED_PRECONDITION', `[${err.code}] ${err.message}`, { cause: err })
+  if (err instanceof IrisError)
+    return new RpcError(TO_RPC[err.code] ?? 'FAILED_PRECONDITION', `[${err.code}] ${err.message}`, { cause: err })
   return err
 }
 
@@ -75,14 +76,25 @@ function toRpc(err: unknown): unknown {
 export function fromRpc(err: unknown, address: string): unknown {
   if (!(err instanceof RpcError)) return err
   const m = /^\[([A-Z_]+)\] ([\s\S]*)$/.exec(err.details)
-  if (m && (IRIS_ERROR_CODES as readonly string[]).includes(m[1]!)) return new IrisError(m[1] as IrisErrorCode, m[2]!, { cause: err })
+  if (m && (IRIS_ERROR_CODES as readonly string[]).includes(m[1]!))
+    return new IrisError(m[1] as IrisErrorCode, m[2]!, { cause: err })
   if (err.code === 'UNAVAILABLE' || err.code === 'DEADLINE_EXCEEDED') {
-    return new IrisError('CONTROLLER_UNAVAILABLE', `controller at ${address} did not answer (${err.code}: ${err.details}); check that "iris controller" runs there and --controller points at it`, { cause: err })
+    return new IrisError(
+      'CONTROLLER_UNAVAILABLE',
+      `controller at ${address} did not answer (${err.code}: ` +
+        `${err.details}); check that "iris controller" runs there and ` +
+        `--controller points at it`,
+      { cause: err },
+    )
   }
   if (err.code === 'UNAUTHENTICATED') {
     return new IrisError(
       'UNAUTHENTICATED',
-      `controller at ${address} refused the call: ${err.details}; pass the cluster token with --token-file PATH or in the variable --token-env names (IRIS_TOKEN by default); a local cluster keeps it in <prefix>/iris/token, which the CLI reads when MARIN_PREFIX is that prefix`,
+      `controller at ${address} refused the call: ${err.details}; pass ` +
+        `the cluster token with --token-file PATH or in the variable ` +
+        `--token-env names (IRIS_TOKEN by default); a local cluster ` +
+        `keeps it in <prefix>/iris/token, which the CLI reads when ` +
+        `MARIN_PREFIX is that prefix`,
       { cause: err },
     )
   }
@@ -144,7 +156,12 @@ class Access {
 
   job(ctx: CallContext, jobId: string): Principal {
     const p = this.who(ctx)
-    if (!this.owns(p, jobId)) throw denied(`the token of job ${(p as { jobId: string }).jobId} may not reach job ${jobId}; a task's token opens its own job and the jobs it submitted`)
+    if (!this.owns(p, jobId))
+      throw denied(
+        `the token of job ${(p as { jobId: string }).jobId} may not ` +
+          `reach job ${jobId}; a task's token opens its own job and the ` +
+          `jobs it submitted`,
+      )
     return p
   }
 
@@ -153,8 +170,13 @@ class Access {
     const p = this.who(ctx)
     if (p.kind === 'admin') return { spec, principal: p }
     const parent = this.c.store.hasJob(p.jobId) ? this.c.getJob(p.jobId) : undefined
-    if (!parent?.spec.allowChildren) throw denied(`job ${p.jobId} may not submit jobs; submit it with allowChildren (iris submit --allow-children) to let its tasks do so`)
-    if (isFinalJobState(parent.state)) throw denied(`job ${p.jobId} is ${parent.state}; a finished job submits no more children`)
+    if (!parent?.spec.allowChildren)
+      throw denied(
+        `job ${p.jobId} may not submit jobs; submit it with ` +
+          `allowChildren (iris submit --allow-children) to let its tasks do so`,
+      )
+    if (isFinalJobState(parent.state))
+      throw denied(`job ${p.jobId} is ${parent.state}; a finished job submits no ` + `more children`)
     return { spec: { ...spec, parent: p.jobId }, principal: p }
   }
 
@@ -170,7 +192,10 @@ export function controllerImpl(c: Controller, auth?: ClusterAuth) {
     submit: guard(({ spec, requestId }: { spec: JobSpec; requestId?: string }, ctx: CallContext) => {
       const s = access.submission(ctx, spec)
       // Request ids are per caller: another caller's id never returns that caller's job.
-      const key = requestId === undefined ? undefined : `${s.principal.kind === 'admin' ? 'admin' : `job:${s.principal.jobId}`}/${requestId}`
+      const key =
+        requestId === undefined
+          ? undefined
+          : `${s.principal.kind === 'admin' ? 'admin' : `job:${s.principal.jobId}`}` + `/${requestId}`
       return { jobId: c.submit(s.spec, key === undefined ? {} : { requestId: key }) }
     }),
     getJob: guard(({ jobId }: { jobId: string }, ctx: CallContext) => {
@@ -184,14 +209,18 @@ export function controllerImpl(c: Controller, auth?: ClusterAuth) {
         return { job: publicJob(await c.waitForJob(jobId, { signal })) }
       } catch (e) {
         // The wait ran out: answer with the job as it is now.
-        if (signal.aborted && !ctx.signal.aborted && isIrisError(e, 'TIMEOUT')) return { job: publicJob(c.getJob(jobId)) }
+        if (signal.aborted && !ctx.signal.aborted && isIrisError(e, 'TIMEOUT'))
+          return { job: publicJob(c.getJob(jobId)) }
         throw e
       }
     }),
     listJobs: guard((req: { states?: JobState[]; limit?: number }, ctx: CallContext) => {
       const p = access.who(ctx)
       const states = req.states ? { states: req.states } : {}
-      const jobs = p.kind === 'admin' ? c.listJobs({ ...states, ...(req.limit ? { limit: req.limit } : {}) }) : access.visible(p, c.listJobs(states)).slice(0, req.limit ?? 1000)
+      const jobs =
+        p.kind === 'admin'
+          ? c.listJobs({ ...states, ...(req.limit ? { limit: req.limit } : {}) })
+          : access.visible(p, c.listJobs(states)).slice(0, req.limit ?? 1000)
       return { jobs: jobs.map(publicJob) }
     }),
     kill: guard(({ jobId }: { jobId: string }, ctx: CallContext) => {
@@ -202,10 +231,17 @@ export function controllerImpl(c: Controller, auth?: ClusterAuth) {
       access.admin(ctx, 'list workers')
       return { workers: c.listWorkers() }
     }),
-    logs: async function* (req: { jobId: string; afterSeq?: number; sinceTs?: number; taskIndex?: number; follow?: boolean }, ctx: CallContext) {
+    logs: async function* (
+      req: { jobId: string; afterSeq?: number; sinceTs?: number; taskIndex?: number; follow?: boolean },
+      ctx: CallContext,
+    ) {
       try {
         access.job(ctx, req.jobId)
-        const opts = { ...(req.afterSeq !== undefined ? { afterSeq: req.afterSeq } : {}), ...(req.sinceTs !== undefined ? { sinceTs: req.sinceTs } : {}), ...(req.taskIndex !== undefined ? { taskIndex: req.taskIndex } : {}) }
+        const opts = {
+          ...(req.afterSeq !== undefined ? { afterSeq: req.afterSeq } : {}),
+          ...(req.sinceTs !== undefined ? { sinceTs: req.sinceTs } : {}),
+          ...(req.taskIndex !== undefined ? { taskIndex: req.taskIndex } : {}),
+        }
         if (req.follow) {
           yield* c.followLogs(req.jobId, { ...opts, signal: ctx.signal })
         } else {

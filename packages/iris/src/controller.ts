@@ -86,7 +86,10 @@ export class Controller {
   submit(spec: JobSpec, opts: { requestId?: string } = {}): string {
     this.assertOpen()
     const jobId = this.store.insertJob(spec, Date.now(), opts.requestId)
-    log.info({ jobId, replicas: spec.replicas, priority: spec.priority, ...(spec.parent ? { parent: spec.parent } : {}) }, 'job submitted')
+    log.info(
+      { jobId, replicas: spec.replicas, priority: spec.priority, ...(spec.parent ? { parent: spec.parent } : {}) },
+      'job submitted',
+    )
     this.requestSchedule()
     return jobId
   }
@@ -115,13 +118,19 @@ export class Controller {
     return t.jobState
   }
 
-  readLogs(jobId: string, opts: { afterSeq?: number; sinceTs?: number; taskIndex?: number; limit?: number } = {}): LogLine[] {
+  readLogs(
+    jobId: string,
+    opts: { afterSeq?: number; sinceTs?: number; taskIndex?: number; limit?: number } = {},
+  ): LogLine[] {
     this.store.getJob(jobId)
     return this.store.readLogs(jobId, opts)
   }
 
   /** Log lines as they arrive, until the job has ended and none of its attempts still runs. */
-  async *followLogs(jobId: string, opts: { afterSeq?: number; sinceTs?: number; taskIndex?: number; signal?: AbortSignal } = {}): AsyncGenerator<LogLine> {
+  async *followLogs(
+    jobId: string,
+    opts: { afterSeq?: number; sinceTs?: number; taskIndex?: number; signal?: AbortSignal } = {},
+  ): AsyncGenerator<LogLine> {
     let afterSeq = opts.afterSeq ?? 0
     for (;;) {
       const wake = this.nextEvent(`logs:${jobId}`, `job:${jobId}`, 1000, opts.signal)
@@ -151,7 +160,8 @@ export class Controller {
         wake.cancel()
         return job
       }
-      if (opts.signal?.aborted) throw new IrisError('TIMEOUT', `job ${jobId}: stopped waiting while it was ${job.state}`)
+      if (opts.signal?.aborted)
+        throw new IrisError('TIMEOUT', `job ${jobId}: stopped waiting while it was ${job.state}`)
       await wake.promise
     }
   }
@@ -164,7 +174,13 @@ export class Controller {
 
   registerWorker(req: RegisterInput): { heartbeatMs: number; workerTimeoutMs: number; controller: string } {
     this.assertOpen()
-    this.store.upsertWorker({ workerId: req.workerId, address: req.address, resources: req.resources, docker: req.docker, ...(req.dockerReason ? { dockerReason: req.dockerReason } : {}) })
+    this.store.upsertWorker({
+      workerId: req.workerId,
+      address: req.address,
+      resources: req.resources,
+      docker: req.docker,
+      ...(req.dockerReason ? { dockerReason: req.dockerReason } : {}),
+    })
     this.lastSeen.set(req.workerId, Date.now())
     log.info({ workerId: req.workerId, resources: req.resources, docker: req.docker }, 'worker registered')
     this.checkedSeq = 0
@@ -178,9 +194,16 @@ export class Controller {
    * state, and returns attempts to start and to kill, waiting up to `waitMs` for
    * some if there are none yet.
    */
-  async heartbeat(req: { workerId: string; attempts: AttemptReport[]; waitMs: number }, signal?: AbortSignal): Promise<{ assign: TaskAssignment[]; kill: string[]; reregister: boolean }> {
+  async heartbeat(
+    req: { workerId: string; attempts: AttemptReport[]; waitMs: number },
+    signal?: AbortSignal,
+  ): Promise<{ assign: TaskAssignment[]; kill: string[]; reregister: boolean }> {
     if (!this.isAlive(req.workerId)) {
-      return { assign: [], kill: req.attempts.filter((a) => !isFinalAttemptState(a.state)).map((a) => a.attemptId), reregister: true }
+      return {
+        assign: [],
+        kill: req.attempts.filter((a) => !isFinalAttemptState(a.state)).map((a) => a.attemptId),
+        reregister: true,
+      }
     }
     this.lastSeen.set(req.workerId, Date.now())
     this.applyReports(req.workerId, req.attempts)
@@ -200,8 +223,11 @@ export class Controller {
     return { ...out, reregister: false }
   }
 
-  /** Attempt state changes and log lines from a worker. Logs are stored before states, so a finished job has all its lines. */
-  report(req: { workerId: string; attempts: AttemptReport[]; logs: LogInput[]; leaving?: boolean }): { reregister: boolean } {
+  /** Attempt state changes and log lines from a worker. Logs are stored before states, so a finished job has all its
+   * lines. */
+  report(req: { workerId: string; attempts: AttemptReport[]; logs: LogInput[]; leaving?: boolean }): {
+    reregister: boolean
+  } {
     const alive = this.isAlive(req.workerId)
     if (alive) this.lastSeen.set(req.workerId, Date.now())
     const lines: (Omit<LogLine, 'seq'> & { lineNo: number })[] = []
@@ -209,7 +235,15 @@ export class Controller {
     for (const l of req.logs) {
       const id = parseAttemptId(l.attemptId)
       if (!id || !this.store.hasJob(id.jobId)) continue
-      lines.push({ jobId: id.jobId, taskIndex: id.taskIndex, attempt: id.attempt, lineNo: l.lineNo, stream: l.stream, ts: l.ts, line: l.line })
+      lines.push({
+        jobId: id.jobId,
+        taskIndex: id.taskIndex,
+        attempt: id.attempt,
+        lineNo: l.lineNo,
+        stream: l.stream,
+        ts: l.ts,
+        line: l.line,
+      })
       touched.add(id.jobId)
     }
     // Output of a lost worker's attempts is still the job's output: keep it.
@@ -236,7 +270,10 @@ export class Controller {
         this.events.emit(`job:${a.jobId}`)
       } else if (isFinalAttemptState(r.state)) {
         this.killsSent.delete(r.attemptId)
-        const outcome = { ...(r.exitCode !== undefined ? { exitCode: r.exitCode } : {}), ...(r.error !== undefined ? { error: r.error } : {}) }
+        const outcome = {
+          ...(r.exitCode !== undefined ? { exitCode: r.exitCode } : {}),
+          ...(r.error !== undefined ? { error: r.error } : {}),
+        }
         const t = this.store.finishAttempt(r.attemptId, r.state, outcome)
         log.debug({ attemptId: r.attemptId, state: r.state, exitCode: r.exitCode }, 'attempt finished')
         if (t) this.afterTransition(t)
@@ -255,25 +292,44 @@ export class Controller {
       const jobState = this.store.getJob(a.jobId).state
       let t: Transition | undefined
       if (isFinalJobState(jobState)) t = this.store.finishAttempt(a.attemptId, 'KILLED', { error: `job ${jobState}` })
-      else if (a.state === 'RUNNING') t = this.store.finishAttempt(a.attemptId, 'WORKER_FAILED', { error: `worker ${workerId} no longer runs it` })
+      else if (a.state === 'RUNNING')
+        t = this.store.finishAttempt(a.attemptId, 'WORKER_FAILED', { error: `worker ${workerId} no longer runs it` })
       if (t) this.afterTransition(t)
     }
   }
 
-  private workFor(workerId: string, reports: readonly AttemptReport[], held: ReadonlySet<string>): { assign: TaskAssignment[]; kill: string[] } {
+  private workFor(
+    workerId: string,
+    reports: readonly AttemptReport[],
+    held: ReadonlySet<string>,
+  ): { assign: TaskAssignment[]; kill: string[] } {
     const assign: TaskAssignment[] = []
     for (const a of this.store.activeAttempts({ workerId })) {
       if (a.state !== 'ASSIGNED' || held.has(a.attemptId)) continue
       const job = this.store.getJob(a.jobId)
       if (isFinalJobState(job.state)) continue
       const attempt = parseAttemptId(a.attemptId)!.attempt
-      assign.push({ attemptId: a.attemptId, jobId: a.jobId, taskIndex: a.taskIndex, attempt, numTasks: job.spec.replicas, spec: job.spec, ...(this.jobToken ? { token: this.jobToken(a.jobId) } : {}) })
+      assign.push({
+        attemptId: a.attemptId,
+        jobId: a.jobId,
+        taskIndex: a.taskIndex,
+        attempt,
+        numTasks: job.spec.replicas,
+        spec: job.spec,
+        ...(this.jobToken ? { token: this.jobToken(a.jobId) } : {}),
+      })
     }
     const kill: string[] = []
     for (const r of reports) {
       if (isFinalAttemptState(r.state)) continue
       const a = this.store.getAttempt(r.attemptId)
-      if (!a || a.workerId !== workerId || isFinalAttemptState(a.state) || isFinalJobState(this.store.getJob(a.jobId).state)) kill.push(r.attemptId)
+      if (
+        !a ||
+        a.workerId !== workerId ||
+        isFinalAttemptState(a.state) ||
+        isFinalJobState(this.store.getJob(a.jobId).state)
+      )
+        kill.push(r.attemptId)
     }
     return { assign, kill }
   }
@@ -307,7 +363,12 @@ export class Controller {
     })
   }
 
-  private nextEvent(a: string, b: string, ms: number, signal?: AbortSignal): { promise: Promise<void>; cancel: () => void } {
+  private nextEvent(
+    a: string,
+    b: string,
+    ms: number,
+    signal?: AbortSignal,
+  ): { promise: Promise<void>; cancel: () => void } {
     let cancel = () => {}
     const promise = new Promise<void>((resolve) => {
       const done = () => {
@@ -352,7 +413,8 @@ export class Controller {
     if (window.length === 0 && fresh.length === 0) return
     const alive = this.store.listWorkers('ALIVE').filter((w) => this.lastSeen.has(w.workerId))
     const used = new Map<string, Resources>()
-    for (const a of this.store.activeAttempts()) used.set(a.workerId, addResources(used.get(a.workerId) ?? { cpu: 0, memory: 0, gpu: 0 }, a.resources))
+    for (const a of this.store.activeAttempts())
+      used.set(a.workerId, addResources(used.get(a.workerId) ?? { cpu: 0, memory: 0, gpu: 0 }, a.resources))
     const workers: WorkerView[] = alive.map((w) => ({
       workerId: w.workerId,
       total: w.resources,

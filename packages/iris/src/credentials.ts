@@ -6,7 +6,18 @@
  * without storing it, and it opens that job (and the children it submits) only.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
-import { chmodSync, closeSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs'
+import {
+  chmodSync,
+  closeSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs'
 import { dirname, join } from 'node:path'
 import { MARIN_LAYOUT } from '@marin/rigging'
 import { IrisError } from './errors.js'
@@ -25,7 +36,11 @@ export class ClusterAuth {
   private readonly jobKey: Buffer
 
   constructor(clusterToken: string) {
-    if (clusterToken === '' || /\s/.test(clusterToken)) throw new IrisError('BAD_REQUEST', 'the cluster token must be a non-empty string without whitespace; check the token file')
+    if (clusterToken === '' || /\s/.test(clusterToken))
+      throw new IrisError(
+        'BAD_REQUEST',
+        'the cluster token must be a non-empty string without ' + 'whitespace; check the token file',
+      )
     this.adminDigest = sha256(clusterToken)
     this.jobKey = createHash('sha256').update('iris job tokens\0').update(clusterToken).digest()
   }
@@ -38,14 +53,16 @@ export class ClusterAuth {
   /** The caller behind an `authorization` header, or a reason the call is refused. */
   authenticate(header: unknown): Principal | { refused: string } {
     if (header === undefined) return { refused: 'the call carries no token' }
-    if (typeof header !== 'string' || !header.startsWith('Bearer ')) return { refused: 'the authorization header is not "Bearer <token>"' }
+    if (typeof header !== 'string' || !header.startsWith('Bearer '))
+      return { refused: 'the authorization header is not "Bearer <token>"' }
     const token = header.slice(7)
     // Digests of equal length: the comparison time says nothing about the token.
     if (timingSafeEqual(sha256(token), this.adminDigest)) return ADMIN
     if (token.startsWith(JOB_TOKEN_PREFIX)) {
       const dot = token.lastIndexOf('.')
       const jobId = token.slice(JOB_TOKEN_PREFIX.length, dot)
-      if (jobId !== '' && timingSafeEqual(sha256(token.slice(dot + 1)), sha256(this.mac(jobId)))) return { kind: 'job', jobId }
+      if (jobId !== '' && timingSafeEqual(sha256(token.slice(dot + 1)), sha256(this.mac(jobId))))
+        return { kind: 'job', jobId }
     }
     return { refused: 'the token is not this cluster’s' }
   }
@@ -77,11 +94,26 @@ export function readTokenFile(path: string, field = 'token file', opts: { privat
   try {
     st = opts.private ? lstatSync(path) : statSync(path)
   } catch (err) {
-    throw new IrisError('UNAUTHENTICATED', `${field}: cannot read ${path} (${(err as NodeJS.ErrnoException).code}); pass a readable file holding the token`)
+    throw new IrisError(
+      'UNAUTHENTICATED',
+      `${field}: cannot read ${path} (` +
+        `${(err as NodeJS.ErrnoException).code}); pass a readable file ` +
+        `holding the token`,
+    )
   }
-  if (!st.isFile()) throw new IrisError('UNAUTHENTICATED', `${field}: ${path} is not a regular file; pass the file holding the token`)
-  if (opts.private && (st.mode & 0o077) !== 0) throw new IrisError('UNAUTHENTICATED', `${field}: ${path} is readable or writable by others (mode ${(st.mode & 0o777).toString(8)}); run "chmod 600 ${path}"`)
-  if (opts.private && process.getuid && st.uid !== process.getuid()) throw new IrisError('UNAUTHENTICATED', `${field}: ${path} belongs to another account (uid ${st.uid}); use a token file of your own`)
+  if (!st.isFile())
+    throw new IrisError('UNAUTHENTICATED', `${field}: ${path} is not a regular file; pass the file holding the token`)
+  if (opts.private && (st.mode & 0o077) !== 0)
+    throw new IrisError(
+      'UNAUTHENTICATED',
+      `${field}: ${path} is readable or writable by others (mode ` +
+        `${(st.mode & 0o777).toString(8)}); run "chmod 600 ${path}"`,
+    )
+  if (opts.private && process.getuid && st.uid !== process.getuid())
+    throw new IrisError(
+      'UNAUTHENTICATED',
+      `${field}: ${path} belongs to another account (uid ${st.uid}); ` + `use a token file of your own`,
+    )
   const token = readFileSync(path, 'utf8').trim()
   if (token === '') throw new IrisError('UNAUTHENTICATED', `${field}: ${path} is empty; write the token into it`)
   return token

@@ -8,7 +8,10 @@ export function normalizeAddress(address: string): string {
   return address.replace(/^[a-z]+:\/\//i, '').replace(/\/+$/, '')
 }
 
-export function grpcLink(address: string, opts: { token?: string; tls?: ClientTlsOptions; deadlineMs?: number } = {}): ControllerLink & { close(): void } {
+export function grpcLink(
+  address: string,
+  opts: { token?: string; tls?: ClientTlsOptions; deadlineMs?: number } = {},
+): ControllerLink & { close(): void } {
   const target = normalizeAddress(address)
   const client = connect(ControllerService, target, {
     ...(opts.token ? { token: opts.token } : {}),
@@ -20,7 +23,8 @@ export function grpcLink(address: string, opts: { token?: string; tls?: ClientTl
   const wrap = <T>(p: Promise<T>) => p.catch((e: unknown) => Promise.reject(fromRpc(e, target)))
   return {
     register: (req) => wrap(client.register(req)),
-    heartbeat: (req, signal) => wrap(client.heartbeat(req, { deadlineMs: req.waitMs + 10_000, ...(signal ? { signal } : {}) })),
+    heartbeat: (req, signal) =>
+      wrap(client.heartbeat(req, { deadlineMs: req.waitMs + 10_000, ...(signal ? { signal } : {}) })),
     report: (req) => wrap(client.report(req)),
     close: () => client.close(),
   }

@@ -28,7 +28,8 @@ function fromKubernetes(): Invocation[] {
   for (const f of readdirSync(join(INFRA, 'k8s')).filter((f) => f.endsWith('.yaml'))) {
     for (const doc of parseAllDocuments(readFileSync(join(INFRA, 'k8s', f), 'utf8'))) {
       const d = doc.toJS() as { spec?: { template?: { spec?: { containers?: { name: string; args?: string[] }[] } } } }
-      for (const c of d.spec?.template?.spec?.containers ?? []) if (c.args) out.push({ source: `k8s/${f} ${c.name}`, args: c.args.map(String) })
+      for (const c of d.spec?.template?.spec?.containers ?? [])
+        if (c.args) out.push({ source: `k8s/${f} ${c.name}`, args: c.args.map(String) })
     }
   }
   return out
@@ -91,7 +92,9 @@ describe('infra uses only flags that exist', () => {
   test.each(all.map((a) => [a.source, a] as const))('%s', (_s, inv) => check(inv))
 
   test('the check catches a flag that does not exist', () => {
-    expect(() => check({ source: 'made up', args: ['worker', '--controler', 'x:1'] })).toThrow(/has no flag --controler/)
+    expect(() => check({ source: 'made up', args: ['worker', '--controler', 'x:1'] })).toThrow(
+      /has no flag --controler/,
+    )
     expect(() => check({ source: 'made up', args: ['controller', '--port', 'http'] })).toThrow(/expected a port/)
     expect(() => check({ source: 'made up', args: ['worker', '--kill-grace', 'soon'] })).toThrow(/not a duration/)
   })

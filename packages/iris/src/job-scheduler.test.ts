@@ -9,7 +9,11 @@ let dir: string
 let scheduler: JobScheduler
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'iris-js-'))
-  scheduler = new JobScheduler({ cluster: 'local', prefix: dir, local: { heartbeatMs: 200, resources: { cpu: 2, memory: 2 ** 30, gpu: 0 } } })
+  scheduler = new JobScheduler({
+    cluster: 'local',
+    prefix: dir,
+    local: { heartbeatMs: 200, resources: { cpu: 2, memory: 2 ** 30, gpu: 0 } },
+  })
 })
 afterAll(async () => {
   await scheduler.close()
@@ -28,7 +32,9 @@ test('submits one request, and anything that yields requests', async () => {
   }
   const [fromAsync] = await scheduler.submit(more)
   expect(many.map((h) => h.name)).toEqual(['step-a', 'step-b'])
-  const states = await Promise.all([one!, ...many, fromAsync!].map(async (h) => (await h.wait({ timeoutMs: 30_000 })).state))
+  const states = await Promise.all(
+    [one!, ...many, fromAsync!].map(async (h) => (await h.wait({ timeoutMs: 30_000 })).state),
+  )
   expect(states).toEqual(['SUCCEEDED', 'SUCCEEDED', 'FAILED', 'SUCCEEDED'])
   const lines: string[] = []
   for await (const l of one!.logs()) lines.push(l.line)

@@ -13,12 +13,17 @@ import type { JobStatus, LogLine } from './records.js'
 import type { JobState } from './states.js'
 
 /** One job request, or anything that yields job requests. */
-export type JobSource = JobRequest | Iterable<JobRequest> | AsyncIterable<JobRequest> | (() => Iterable<JobRequest> | AsyncIterable<JobRequest>)
+export type JobSource =
+  | JobRequest
+  | Iterable<JobRequest>
+  | AsyncIterable<JobRequest>
+  | (() => Iterable<JobRequest> | AsyncIterable<JobRequest>)
 
 export type JobSchedulerOptions = {
   /** `'local'` starts a cluster in this process; anything else is a controller address. @default 'local' */
   cluster?: 'local' | string
-  /** For a controller address: its cluster token. @default $IRIS_TOKEN, else the file in $IRIS_TOKEN_FILE; a local cluster uses its own */
+  /** For a controller address: its cluster token. @default $IRIS_TOKEN, else the file in $IRIS_TOKEN_FILE; a local
+   * cluster uses its own */
   token?: string
   /** For a controller address: TLS with this CA. @default { caFile: $IRIS_TLS_CA } when that is set */
   tls?: ClientTlsOptions
@@ -72,12 +77,18 @@ export class JobScheduler {
       const cluster = this.opts.cluster ?? 'local'
       if (cluster !== 'local') {
         const env = process.env
-        const token = this.opts.token ?? (env.IRIS_TOKEN || (env.IRIS_TOKEN_FILE ? readTokenFile(env.IRIS_TOKEN_FILE, 'IRIS_TOKEN_FILE') : undefined))
+        const token =
+          this.opts.token ??
+          (env.IRIS_TOKEN || (env.IRIS_TOKEN_FILE ? readTokenFile(env.IRIS_TOKEN_FILE, 'IRIS_TOKEN_FILE') : undefined))
         const tls = this.opts.tls ?? (env.IRIS_TLS_CA ? { caFile: env.IRIS_TLS_CA } : undefined)
         return new IrisClient({ controller: cluster, ...(token ? { token } : {}), ...(tls ? { tls } : {}) })
       }
       const prefix = localMarinPrefix({ prefix: this.opts.prefix })
-      this.local = await LocalCluster.start({ ...(this.opts.local ?? {}), prefix, ...(this.opts.token ? { token: this.opts.token } : {}) })
+      this.local = await LocalCluster.start({
+        ...(this.opts.local ?? {}),
+        prefix,
+        ...(this.opts.token ? { token: this.opts.token } : {}),
+      })
       return this.local.client()
     })()
     return this.clientPromise

@@ -21,7 +21,8 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/
 const SECRET_SPEC = /^(env:[A-Za-z_][A-Za-z0-9_]*|file:.+)$/
 /** Why a secret spec was refused; a literal value would travel and be stored in plain text. */
-export const SECRET_SPEC_MESSAGE = 'a secret is env:NAME or file:PATH (resolved on the worker); a literal value would be stored in plain text'
+export const SECRET_SPEC_MESSAGE =
+  'a secret is env:NAME or file:PATH (resolved on the worker); a ' + 'literal value would be stored in plain text'
 
 /** The resolved job spec: what the controller stores and what the wire carries. */
 export const JobSpecSchema = z.strictObject({
@@ -36,7 +37,12 @@ export const JobSpecSchema = z.strictObject({
   maxRetriesFailure: z.number().int().min(0).max(1000),
   maxRetriesWorker: z.number().int().min(0).max(1000),
   /** Environment variables resolved on the worker: name → `env:VAR` or `file:PATH`. Only the spec travels. */
-  secrets: z.record(z.string().regex(ENV_KEY, 'secret names are environment keys, [A-Za-z_][A-Za-z0-9_]*'), z.string().regex(SECRET_SPEC, SECRET_SPEC_MESSAGE)).optional(),
+  secrets: z
+    .record(
+      z.string().regex(ENV_KEY, 'secret names are environment keys, [A-Za-z_][A-Za-z0-9_]*'),
+      z.string().regex(SECRET_SPEC, SECRET_SPEC_MESSAGE),
+    )
+    .optional(),
   /** The job's tasks may submit child jobs with their job token. */
   allowChildren: z.boolean().optional(),
   /** The job whose task submitted this one; set by the controller. */
@@ -56,7 +62,8 @@ export type JobRequest = {
   image?: string
   /** Plain settings for the task. Their values stay on the controller and workers: status and lists show names only. */
   env?: Record<string, string>
-  /** Secrets for the task, as `NAME: 'env:VAR'` or `NAME: 'file:PATH'` specs the worker resolves (rigging's SecretStore); values never reach the controller. */
+  /** Secrets for the task, as `NAME: 'env:VAR'` or `NAME: 'file:PATH'` specs the worker resolves (rigging's
+   * SecretStore); values never reach the controller. */
   secrets?: Record<string, string>
   /** Let the job's tasks submit child jobs with their own job token. @default false */
   allowChildren?: boolean
@@ -73,7 +80,9 @@ export type JobRequest = {
 /** Resolves defaults and validates a request; throws `IrisError('BAD_REQUEST')` naming the field. */
 export function resolveJobRequest(req: JobRequest): JobSpec {
   const resources =
-    typeof req.resources === 'string' ? parseResources(req.resources) : { ...DEFAULT_RESOURCES, ...(req.resources ?? {}) }
+    typeof req.resources === 'string'
+      ? parseResources(req.resources)
+      : { ...DEFAULT_RESOURCES, ...(req.resources ?? {}) }
   const candidate = {
     name: req.name,
     command: [...req.command],

@@ -8,12 +8,34 @@ import { startIris } from './internal/test-processes.js'
 
 test('iris cluster start --local runs jobs and keeps their logs under the prefix', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'iris-localcli-'))
-  const cluster = startIris(['cluster', 'start', '--local', '--prefix', join(dir, 'prefix'), '--port', '0', '--workers', '2', '--resources', 'cpu=2,memory=2G'], { logDir: dir, name: 'cluster' })
+  const cluster = startIris(
+    [
+      'cluster',
+      'start',
+      '--local',
+      '--prefix',
+      join(dir, 'prefix'),
+      '--port',
+      '0',
+      '--workers',
+      '2',
+      '--resources',
+      'cpu=2,memory=2G',
+    ],
+    { logDir: dir, name: 'cluster' },
+  )
   let client: IrisClient | undefined
   try {
     const m = await cluster.waitFor(/local cluster on (\S+) /)
-    client = new IrisClient({ controller: m[1]!, token: readFileSync(join(dir, 'prefix', 'iris', 'token'), 'utf8').trim() })
-    const id = await client.submit({ name: 'hello', replicas: 2, command: ['sh', '-c', 'echo "hello from $IRIS_TASK_INDEX"'] })
+    client = new IrisClient({
+      controller: m[1]!,
+      token: readFileSync(join(dir, 'prefix', 'iris', 'token'), 'utf8').trim(),
+    })
+    const id = await client.submit({
+      name: 'hello',
+      replicas: 2,
+      command: ['sh', '-c', 'echo "hello from $IRIS_TASK_INDEX"'],
+    })
     const job = await client.wait(id, { timeoutMs: 30_000 })
     expect(job.state).toBe('SUCCEEDED')
     expect(new Set(job.tasks.map((t) => t.workerId))).toEqual(new Set(['local-0', 'local-1']))

@@ -20,7 +20,10 @@ export function parseMount(text: string): Mount {
   const artifact = at > 0 ? ref.slice(0, at) : ref
   const version = at > 0 ? ref.slice(at + 1) : undefined
   if (artifact === '' || version === '') {
-    throw new IrisError('BAD_MOUNT', `mount "${text}": artifact name or version is empty; expected ARTIFACT[@VERSION]:path`)
+    throw new IrisError(
+      'BAD_MOUNT',
+      `mount "${text}": artifact name or version is empty; expected ` + `ARTIFACT[@VERSION]:path`,
+    )
   }
   checkMountPath(path, text)
   return version === undefined ? { artifact, path } : { artifact, version, path }
@@ -29,8 +32,12 @@ export function parseMount(text: string): Mount {
 /** Refuses absolute paths and paths that climb out of the task directory. */
 export function checkMountPath(path: string, context = path): string {
   const n = normalize(path)
-  if (isAbsolute(path) || n === '..' || n.startsWith('../') || n === '.' ) {
-    throw new IrisError('BAD_MOUNT', `mount "${context}": path "${path}" must be a relative path inside the task directory, e.g. data or inputs/ckpt`)
+  if (isAbsolute(path) || n === '..' || n.startsWith('../') || n === '.') {
+    throw new IrisError(
+      'BAD_MOUNT',
+      `mount "${context}": path "${path}" must be a relative path ` +
+        `inside the task directory, e.g. data or inputs/ckpt`,
+    )
   }
   return n
 }

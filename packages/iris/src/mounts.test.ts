@@ -31,7 +31,12 @@ describe('parseMount', () => {
     expect(parseMount('datasets/tiny@1:data')).toEqual({ artifact: 'datasets/tiny', version: '1', path: 'data' })
     expect(parseMount('ckpt:inputs/ckpt')).toEqual({ artifact: 'ckpt', path: 'inputs/ckpt' })
   })
-  test.each([['nocolon', /expected ARTIFACT\[@VERSION\]:path/], ['a@:p', /empty/], ['a:/abs', /must be a relative path/], ['a:../up', /must be a relative path/]])('refuses %j', (text, why) => {
+  test.each([
+    ['nocolon', /expected ARTIFACT\[@VERSION\]:path/],
+    ['a@:p', /empty/],
+    ['a:/abs', /must be a relative path/],
+    ['a:../up', /must be a relative path/],
+  ])('refuses %j', (text, why) => {
     let err: unknown
     try {
       parseMount(text)
@@ -45,13 +50,23 @@ describe('parseMount', () => {
 
 describe('finestore mounts', () => {
   test('a task sees the pinned version read-only, and its path in the environment', async () => {
-    const cluster = await LocalCluster.start({ prefix: join(dir, 'prefix'), heartbeatMs: 200, resources: { cpu: 2, memory: 2 ** 30, gpu: 0 }, materialize: finestoreMounts(storeUrl) })
+    const cluster = await LocalCluster.start({
+      prefix: join(dir, 'prefix'),
+      heartbeatMs: 200,
+      resources: { cpu: 2, memory: 2 ** 30, gpu: 0 },
+      materialize: finestoreMounts(storeUrl),
+    })
     const iris = cluster.client()
     try {
       const id = await iris.submit({
         name: 'reader',
         mounts: ['datasets/tiny@1:data', 'datasets/tiny:latest'],
-        command: ['sh', '-c', 'cat data/train.txt; cat "$IRIS_MOUNT_DATA/meta/info.json"; echo; cat latest/train.txt; echo "$IRIS_MOUNTS"'],
+        command: [
+          'sh',
+          '-c',
+          'cat data/train.txt; cat "$IRIS_MOUNT_DATA/meta/info.json"; ' +
+            'echo; cat latest/train.txt; echo "$IRIS_MOUNTS"',
+        ],
       })
       const job = await iris.wait(id, { timeoutMs: 30_000 })
       expect(job.state).toBe('SUCCEEDED')
@@ -71,7 +86,12 @@ describe('finestore mounts', () => {
   }, 60_000)
 
   test('a missing artifact fails the task with the reason', async () => {
-    const cluster = await LocalCluster.start({ prefix: join(dir, 'prefix2'), heartbeatMs: 200, resources: { cpu: 2, memory: 2 ** 30, gpu: 0 }, materialize: finestoreMounts(storeUrl) })
+    const cluster = await LocalCluster.start({
+      prefix: join(dir, 'prefix2'),
+      heartbeatMs: 200,
+      resources: { cpu: 2, memory: 2 ** 30, gpu: 0 },
+      materialize: finestoreMounts(storeUrl),
+    })
     const iris = cluster.client()
     try {
       const id = await iris.submit({ name: 'missing', mounts: ['datasets/none@3:data'], command: ['true'] })

@@ -25,7 +25,11 @@ export function mountRef(m: Mount): string {
 export function finestoreMounts(storeUrl: string): MountMaterializer {
   let store: Promise<Store> | undefined
   return async (mount, dest) => {
-    if (existsSync(dest)) throw new IrisError('MOUNT_FAILED', `mount ${mountRef(mount)}: ${mount.path} already exists in the task directory; mount each path once`)
+    if (existsSync(dest))
+      throw new IrisError(
+        'MOUNT_FAILED',
+        `mount ${mountRef(mount)}: ${mount.path} already exists in the ` + `task directory; mount each path once`,
+      )
     store ??= openStore({ url: storeUrl }).catch((err: unknown) => {
       store = undefined
       throw err
@@ -35,7 +39,9 @@ export function finestoreMounts(storeUrl: string): MountMaterializer {
       for (const f of view.files()) await view.copyTo(f, join(dest, f))
       if (view.files().length === 0) mkdirSync(dest, { recursive: true })
     } catch (err) {
-      throw new IrisError('MOUNT_FAILED', `mount ${mountRef(mount)} from ${storeUrl}: ${(err as Error).message}`, { cause: err })
+      throw new IrisError('MOUNT_FAILED', `mount ${mountRef(mount)} from ${storeUrl}: ` + `${(err as Error).message}`, {
+        cause: err,
+      })
     }
     makeReadOnly(dest)
   }

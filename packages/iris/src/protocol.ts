@@ -40,7 +40,11 @@ export const RegisterRequest = z.strictObject({
   dockerReason: z.string().optional(),
   attempts: z.array(AttemptReportSchema),
 })
-export const RegisterResponse = z.strictObject({ heartbeatMs: z.number(), workerTimeoutMs: z.number(), controller: z.string() })
+export const RegisterResponse = z.strictObject({
+  heartbeatMs: z.number(),
+  workerTimeoutMs: z.number(),
+  controller: z.string(),
+})
 
 export const HeartbeatRequest = z.strictObject({
   workerId: z.string(),
@@ -144,7 +148,10 @@ export const SubmitRequest = z.strictObject({
 export const SubmitResponse = z.strictObject({ jobId: z.string() })
 export const JobRef = z.strictObject({ jobId: z.string().min(1) })
 export const GetJobResponse = z.strictObject({ job: JobStatusSchema, attempts: z.array(AttemptStatusSchema) })
-export const ListJobsRequest = z.strictObject({ states: z.array(z.enum(JOB_STATES)).optional(), limit: z.number().int().positive().optional() })
+export const ListJobsRequest = z.strictObject({
+  states: z.array(z.enum(JOB_STATES)).optional(),
+  limit: z.number().int().positive().optional(),
+})
 export const ListJobsResponse = z.strictObject({ jobs: z.array(JobStatusSchema) })
 export const KillResponse = z.strictObject({ state: z.enum(JOB_STATES) })
 export const ListWorkersResponse = z.strictObject({ workers: z.array(WorkerStatusSchema) })

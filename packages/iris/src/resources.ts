@@ -11,7 +11,9 @@ export type Resources = { readonly cpu: number; readonly memory: number; readonl
  */
 export const DEFAULT_RESOURCES: Resources = { cpu: 1, memory: 2 ** 30, gpu: 0 }
 
-const HINT = 'write it as cpu=1,memory=2Gi,gpu=0 (keys cpu, memory, gpu; memory in bytes or with k, M, G, T, Ki, Mi, Gi or Ti)'
+const HINT =
+  'write it as cpu=1,memory=2Gi,gpu=0 (keys cpu, memory, gpu; ' +
+  'memory in bytes or with k, M, G, T, Ki, Mi, Gi or Ti)'
 
 /** Reads a byte size by rigging's one rule (`4G` = 4×10⁹ bytes, `4Gi` = 4×2³⁰); `BAD_RESOURCES` otherwise. */
 function parseMemory(text: string): number {
@@ -40,13 +42,21 @@ export function parseResources(text: string, defaults: Resources = DEFAULT_RESOU
     seen.add(key)
     if (key === 'cpu') {
       const n = Number(value)
-      if (value === '' || !Number.isFinite(n) || n <= 0) throw new IrisError('BAD_RESOURCES', `resources: cpu="${value}" must be a positive number such as cpu=1 or cpu=0.5`)
+      if (value === '' || !Number.isFinite(n) || n <= 0)
+        throw new IrisError(
+          'BAD_RESOURCES',
+          `resources: cpu="${value}" must be a positive number such as ` + `cpu=1 or cpu=0.5`,
+        )
       out.cpu = n
     } else if (key === 'memory' || key === 'mem') {
       out.memory = parseMemory(value)
     } else if (key === 'gpu') {
       const n = Number(value)
-      if (value === '' || !Number.isInteger(n) || n < 0) throw new IrisError('BAD_RESOURCES', `resources: gpu="${value}" must be a whole number of devices such as gpu=0 or gpu=8`)
+      if (value === '' || !Number.isInteger(n) || n < 0)
+        throw new IrisError(
+          'BAD_RESOURCES',
+          `resources: gpu="${value}" must be a whole number of devices ` + `such as gpu=0 or gpu=8`,
+        )
       out.gpu = n
     } else {
       throw new IrisError('BAD_RESOURCES', `resources: unknown key "${key}"; ${HINT}`)

@@ -54,11 +54,23 @@ export function neverFitsReason(task: PendingTask, workers: readonly WorkerView[
   const capable = task.needsDocker ? workers.filter((w) => w.docker) : workers
   if (capable.length === 0) {
     const why = workers.find((w) => w.dockerReason)?.dockerReason ?? 'no docker engine answers on any worker'
-    return `the job has an image, which needs a worker with a docker engine; none of ${workers.length} worker(s) has one (${why}); drop --image or start a worker where docker works`
+    return (
+      `the job has an image, which needs a worker with a docker ` +
+      `engine; none of ${workers.length} worker(s) has one (${why}); ` +
+      `drop --image or start a worker where docker works`
+    )
   }
   if (capable.some((w) => fits(task.resources, w.total))) return undefined
-  const best = [...capable].sort((a, b) => shortfall(task.resources, a.total).length - shortfall(task.resources, b.total).length)[0]!
-  return `requests ${formatResources(task.resources)} but no worker could ever fit it: the closest, ${best.workerId} (${formatResources(best.total)}), falls short on ${shortfall(task.resources, best.total).join(', ')}; lower --resources or add a bigger worker`
+  const best = [...capable].sort(
+    (a, b) => shortfall(task.resources, a.total).length - shortfall(task.resources, b.total).length,
+  )[0]!
+  return (
+    `requests ${formatResources(task.resources)} but no worker could ` +
+    `ever fit it: the closest, ${best.workerId} (` +
+    `${formatResources(best.total)}), falls short on ` +
+    `${shortfall(task.resources, best.total).join(', ')}; lower ` +
+    `--resources or add a bigger worker`
+  )
 }
 
 /** Decides which pending tasks go to which workers. Pure: the caller does the I/O. */
@@ -81,7 +93,12 @@ export function schedule(snapshot: ClusterSnapshot): Decision {
       if (reserved.has(w.workerId)) continue
       const f = free.get(w.workerId)!
       if (!fits(task.resources, f)) continue
-      if (!best || f.cpu > free.get(best.workerId)!.cpu || (f.cpu === free.get(best.workerId)!.cpu && w.workerId < best.workerId)) best = w
+      if (
+        !best ||
+        f.cpu > free.get(best.workerId)!.cpu ||
+        (f.cpu === free.get(best.workerId)!.cpu && w.workerId < best.workerId)
+      )
+        best = w
     }
     if (best) {
       free.set(best.workerId, subtractResources(free.get(best.workerId)!, task.resources))

@@ -29,7 +29,11 @@ afterAll(() => {
 function capture(env: NodeJS.ProcessEnv) {
   const out: string[] = []
   const err: string[] = []
-  return { out, err, io: { out: (l: string) => out.push(l), err: (l: string) => err.push(l), env, stopped: Promise.resolve() } }
+  return {
+    out,
+    err,
+    io: { out: (l: string) => out.push(l), err: (l: string) => err.push(l), env, stopped: Promise.resolve() },
+  }
 }
 
 const everyCommand = await buildProgram(capture({}).io)
@@ -44,9 +48,14 @@ function expectFlagsExist(message: string, command: string): void {
   for (const f of flags) expect(known, `${f} in "${message}"`).toContain(f)
 }
 
-test('a local cluster is private: without its credential every call is UNAUTHENTICATED; the CLI and a worker of the same prefix find the 0600 credential without flags', async () => {
+test('a local cluster is private: without its credential every call ' +
+  'is UNAUTHENTICATED; the CLI and a worker of the same prefix ' +
+  'find the 0600 credential without flags', async () => {
   const prefix = join(dir, 'private')
-  const cluster = startIris(['cluster', 'start', '--local', '--prefix', prefix, '--port', '0', '--resources', 'cpu=2,memory=2G'], { logDir: dir, name: 'private-cluster' })
+  const cluster = startIris(
+    ['cluster', 'start', '--local', '--prefix', prefix, '--port', '0', '--resources', 'cpu=2,memory=2G'],
+    { logDir: dir, name: 'private-cluster' },
+  )
   const anon = { close() {} } as IrisClient
   let worker: ReturnType<typeof startIris> | undefined
   try {
@@ -57,29 +66,65 @@ test('a local cluster is private: without its credential every call is UNAUTHENT
 
     const stranger = new IrisClient({ controller: address })
     Object.assign(anon, { close: () => stranger.close() })
-    for (const call of [() => stranger.list(), () => stranger.submit({ name: 'x', command: ['true'] }), () => stranger.workers(), () => stranger.kill('any-1')]) {
+    for (const call of [
+      () => stranger.list(),
+      () => stranger.submit({ name: 'x', command: ['true'] }),
+      () => stranger.workers(),
+      () => stranger.kill('any-1'),
+    ]) {
       await expect(call()).rejects.toSatisfy((e) => isIrisError(e, 'UNAUTHENTICATED'))
     }
     const link = grpcLink(address)
-    await expect(link.register({ workerId: 'intruder', address: 'h', resources: { cpu: 1, memory: 2 ** 30, gpu: 0 }, docker: false, attempts: [] })).rejects.toSatisfy((e) => isIrisError(e, 'UNAUTHENTICATED'))
+    await expect(
+      link.register({
+        workerId: 'intruder',
+        address: 'h',
+        resources: { cpu: 1, memory: 2 ** 30, gpu: 0 },
+        docker: false,
+        attempts: [],
+      }),
+    ).rejects.toSatisfy((e) => isIrisError(e, 'UNAUTHENTICATED'))
     link.close()
 
     // Another prefix, no token: refused, and the message names flags that exist.
-    const denied = await runIris(['list'], { logDir: dir, name: 'cli-denied', env: { IRIS_CONTROLLER: address, MARIN_PREFIX: join(dir, 'elsewhere') } })
+    const denied = await runIris(['list'], {
+      logDir: dir,
+      name: 'cli-denied',
+      env: { IRIS_CONTROLLER: address, MARIN_PREFIX: join(dir, 'elsewhere') },
+    })
     expect(denied.code).toBe(1)
     expect(denied.stderr).toMatch(/refused the call/)
     expectFlagsExist(denied.stderr.split('\n').find((l) => /refused/.test(l))!, 'list')
 
     // The same prefix: no flags needed.
-    const sub = await runIris(['submit', '--job-name', 'mine', '--wait', '--', 'true'], { logDir: dir, name: 'cli-ok', env: { IRIS_CONTROLLER: address, MARIN_PREFIX: prefix } })
+    const sub = await runIris(['submit', '--job-name', 'mine', '--wait', '--', 'true'], {
+      logDir: dir,
+      name: 'cli-ok',
+      env: { IRIS_CONTROLLER: address, MARIN_PREFIX: prefix },
+    })
     expect(sub.stderr).toMatch(/SUCCEEDED/)
     expect(sub.code).toBe(0)
 
-    worker = startIris(['worker', '--controller', address, '--worker-id', 'extra', '--work-dir', join(dir, 'extra-work'), '--resources', 'cpu=1,memory=1G', '--retry-delay', '100ms'], {
-      logDir: dir,
-      name: 'private-worker',
-      env: { MARIN_PREFIX: prefix },
-    })
+    worker = startIris(
+      [
+        'worker',
+        '--controller',
+        address,
+        '--worker-id',
+        'extra',
+        '--work-dir',
+        join(dir, 'extra-work'),
+        '--resources',
+        'cpu=1,memory=1G',
+        '--retry-delay',
+        '100ms',
+      ],
+      {
+        logDir: dir,
+        name: 'private-worker',
+        env: { MARIN_PREFIX: prefix },
+      },
+    )
     await worker.waitFor(/registered with/)
     const token = readFileSync(tokenFile, 'utf8').trim()
     const admin = new IrisClient({ controller: address, token })
@@ -106,7 +151,12 @@ describe('what a task may do with its credential', () => {
   beforeAll(async () => {
     // The driver's own environment holds the admin token: tasks must not inherit it.
     process.env.IRIS_TOKEN = ADMIN
-    cluster = await LocalCluster.start({ prefix: join(dir, 'scoped'), token: ADMIN, resources: { cpu: 4, memory: 4 * 2 ** 30, gpu: 0 }, heartbeatMs: 200 })
+    cluster = await LocalCluster.start({
+      prefix: join(dir, 'scoped'),
+      token: ADMIN,
+      resources: { cpu: 4, memory: 4 * 2 ** 30, gpu: 0 },
+      heartbeatMs: 200,
+    })
     admin = cluster.client()
   }, 60_000)
   afterAll(async () => {
@@ -123,7 +173,9 @@ describe('what a task may do with its credential', () => {
     return out
   }
 
-  test('a task gets a token for its own job, not the admin credential: it reads its job, but not other jobs or workers, and submits children only when allowed', async () => {
+  test('a task gets a token for its own job, not the admin credential: ' +
+    'it reads its job, but not other jobs or workers, and submits ' +
+    'children only when allowed', async () => {
     const other = await admin.submit({ name: 'other', command: ['true'] })
     expect((await admin.wait(other, { timeoutMs: 30_000 })).state).toBe('SUCCEEDED')
     const probe = [
@@ -132,7 +184,8 @@ describe('what a task may do with its credential', () => {
       `${iris} status ${other}; echo "status-other=$?"`,
       `${iris} kill ${other}; echo "kill-other=$?"`,
       `${iris} workers; echo "workers=$?"`,
-      `${iris} submit --job-name child --wait -- sh -c 'printf %s "$IRIS_TOKEN" > "$IRIS_TASK_DIR/../../child-token.txt"'; echo "child=$?"`,
+      `${iris} submit --job-name child --wait -- sh -c 'printf %s ` +
+        `"$IRIS_TOKEN" > "$IRIS_TASK_DIR/../../child-token.txt"'; echo "child=$?"`,
       `cp token.txt own.json ../../`,
     ].join('\n')
     const locked = await admin.submit({ name: 'locked', command: ['sh', '-c', probe] })
@@ -168,7 +221,10 @@ describe('what a task may do with its credential', () => {
     expect(child.spec.parent).toBe(parent)
     const pDir = join(cluster.prefix, 'iris', 'work', 'local-0', parent)
     const parentToken = readFileSync(join(pDir, 'token.txt'), 'utf8')
-    const childToken = readFileSync(join(cluster.prefix, 'iris', 'work', 'local-0', child.jobId, 'child-token.txt'), 'utf8')
+    const childToken = readFileSync(
+      join(cluster.prefix, 'iris', 'work', 'local-0', child.jobId, 'child-token.txt'),
+      'utf8',
+    )
     expect(new Set([parentToken, childToken, taskToken, ADMIN]).size).toBe(4)
     // A parent may see and kill its children.
     const asParent = new IrisClient({ controller: cluster.address, token: parentToken })
@@ -180,7 +236,9 @@ describe('what a task may do with its credential', () => {
     }
   }, 180_000)
 
-  test('status, list and logs carry env names, never values; secrets are specs resolved on the worker, and their values are scrubbed from task output', async () => {
+  test('status, list and logs carry env names, never values; secrets ' +
+    'are specs resolved on the worker, and their values are scrubbed ' +
+    'from task output', async () => {
     const hf = 'hf_Secret_Value_0123456789abcdef'
     const fileSecret = 'file-secret-value-fedcba9876543210'
     const plain = 'plain-env-value-31415926'
@@ -190,13 +248,40 @@ describe('what a task may do with its credential', () => {
     try {
       const env = { IRIS_CONTROLLER: cluster.address, IRIS_TOKEN: ADMIN }
       const sub = capture(env)
-      const script = `printf '%s|%s|%s' "$PLAIN" "$HF_TOKEN" "$DB_PASSWORD" | sha256sum | cut -c1-64; echo "leak $HF_TOKEN $DB_PASSWORD"`
-      const code = await runCli(['submit', '--job-name', 'secretive', '--env', `PLAIN=${plain}`, '--secret', 'HF_TOKEN=env:IRIS_TEST_HF_TOKEN', '--secret', `DB_PASSWORD=file:${secretFile}`, '--wait', '--', 'sh', '-c', script], sub.io)
+      const script =
+        `printf '%s|%s|%s' "$PLAIN" "$HF_TOKEN" "$DB_PASSWORD" | ` +
+        `sha256sum | cut -c1-64; echo "leak $HF_TOKEN $DB_PASSWORD"`
+      const code = await runCli(
+        [
+          'submit',
+          '--job-name',
+          'secretive',
+          '--env',
+          `PLAIN=${plain}`,
+          '--secret',
+          'HF_TOKEN=env:IRIS_TEST_HF_TOKEN',
+          '--secret',
+          `DB_PASSWORD=file:${secretFile}`,
+          '--wait',
+          '--',
+          'sh',
+          '-c',
+          script,
+        ],
+        sub.io,
+      )
       expect(sub.err.join('\n')).toMatch(/SUCCEEDED/)
       expect(code).toBe(0)
       const jobId = sub.out[0]!
       const outputs: string[] = []
-      for (const argv of [['status', jobId, '--json'], ['status', jobId], ['list', '--json'], ['list'], ['logs', jobId], ['logs', jobId, '--json']]) {
+      for (const argv of [
+        ['status', jobId, '--json'],
+        ['status', jobId],
+        ['list', '--json'],
+        ['list'],
+        ['logs', jobId],
+        ['logs', jobId, '--json'],
+      ]) {
         const c = capture(env)
         expect(await runCli(argv, c.io)).toBe(0)
         outputs.push(c.out.join('\n'))
@@ -212,13 +297,18 @@ describe('what a task may do with its credential', () => {
       expect(outputs[4]).toMatch(/leak \[REDACTED\] \[REDACTED\]/)
       // Secret values never reach the controller's state.
       const state = join(cluster.prefix, 'iris', 'iris.sqlite')
-      const stored = [state, `${state}-wal`].filter((p) => existsSync(p)).map((p) => readFileSync(p).toString('latin1')).join('')
+      const stored = [state, `${state}-wal`]
+        .filter((p) => existsSync(p))
+        .map((p) => readFileSync(p).toString('latin1'))
+        .join('')
       expect(stored).not.toContain(hf)
       expect(stored).not.toContain(fileSecret)
       expect(statSync(state).mode & 0o077).toBe(0)
 
       const literal = capture(env)
-      expect(await runCli(['submit', '--job-name', 'x', '--secret', 'HF_TOKEN=hf_literal', '--', 'true'], literal.io)).toBe(2)
+      expect(
+        await runCli(['submit', '--job-name', 'x', '--secret', 'HF_TOKEN=hf_literal', '--', 'true'], literal.io),
+      ).toBe(2)
       expect(literal.err.join('\n')).toMatch(/--secret "HF_TOKEN=hf_literal".*env:NAME or file:PATH/)
     } finally {
       delete process.env.IRIS_TEST_HF_TOKEN
@@ -226,34 +316,94 @@ describe('what a task may do with its credential', () => {
   }, 120_000)
 })
 
-test('TLS: a controller with --tls-cert/--tls-key serves workers, the CLI and tasks that pass --tls-ca (or IRIS_TLS_CA); plaintext and an unknown CA are refused', async () => {
+test('TLS: a controller with --tls-cert/--tls-key serves workers, the ' +
+  'CLI and tasks that pass --tls-ca (or IRIS_TLS_CA); plaintext ' +
+  'and an unknown CA are refused', async () => {
   const tls = join(dir, 'tls')
   mkdirSync(tls)
   makeCertificates(tls)
   const state = join(dir, 'tls-state', 'iris.sqlite')
-  const controller = startIris(['controller', '--port', '0', '--state', state, '--heartbeat', '300ms', '--tls-cert', join(tls, 'server.pem'), '--tls-key', join(tls, 'server-key.pem')], { logDir: dir, name: 'tls-controller' })
+  const controller = startIris(
+    [
+      'controller',
+      '--port',
+      '0',
+      '--state',
+      state,
+      '--heartbeat',
+      '300ms',
+      '--tls-cert',
+      join(tls, 'server.pem'),
+      '--tls-key',
+      join(tls, 'server-key.pem'),
+    ],
+    { logDir: dir, name: 'tls-controller' },
+  )
   let worker: ReturnType<typeof startIris> | undefined
   try {
     const address = (await controller.waitFor(/listening on (\S+)/))[1]!
     const tokenFile = join(dir, 'tls-state', 'token')
     expect(statSync(tokenFile).mode & 0o777).toBe(0o600)
-    worker = startIris(['worker', '--controller', address, '--token-file', tokenFile, '--tls-ca', join(tls, 'ca.pem'), '--worker-id', 'tw', '--work-dir', join(dir, 'tls-work'), '--resources', 'cpu=2,memory=1Gi', '--retry-delay', '100ms'], {
-      logDir: dir,
-      name: 'tls-worker',
-    })
+    worker = startIris(
+      [
+        'worker',
+        '--controller',
+        address,
+        '--token-file',
+        tokenFile,
+        '--tls-ca',
+        join(tls, 'ca.pem'),
+        '--worker-id',
+        'tw',
+        '--work-dir',
+        join(dir, 'tls-work'),
+        '--resources',
+        'cpu=2,memory=1Gi',
+        '--retry-delay',
+        '100ms',
+      ],
+      {
+        logDir: dir,
+        name: 'tls-worker',
+      },
+    )
     await worker.waitFor(/registered with/)
     const env = { IRIS_CONTROLLER: address, IRIS_TOKEN_FILE: tokenFile }
     // The task calls back over TLS with what the worker handed it.
-    const sub = await runIris(['submit', '--tls-ca', join(tls, 'ca.pem'), '--job-name', 'over-tls', '--wait', '--', 'sh', '-c', `"${process.execPath}" "${IRIS_BIN}" status "$IRIS_JOB_ID"`], { logDir: dir, name: 'tls-cli', env })
+    const sub = await runIris(
+      [
+        'submit',
+        '--tls-ca',
+        join(tls, 'ca.pem'),
+        '--job-name',
+        'over-tls',
+        '--wait',
+        '--',
+        'sh',
+        '-c',
+        `"${process.execPath}" "${IRIS_BIN}" status "$IRIS_JOB_ID"`,
+      ],
+      { logDir: dir, name: 'tls-cli', env },
+    )
     expect(sub.stderr).toMatch(/SUCCEEDED/)
     expect(sub.code).toBe(0)
-    const viaEnv = await runIris(['list', '--json'], { logDir: dir, name: 'tls-cli-env', env: { ...env, IRIS_TLS_CA: join(tls, 'ca.pem') } })
+    const viaEnv = await runIris(['list', '--json'], {
+      logDir: dir,
+      name: 'tls-cli-env',
+      env: { ...env, IRIS_TLS_CA: join(tls, 'ca.pem') },
+    })
     expect(viaEnv.code).toBe(0)
     expect(JSON.parse(viaEnv.stdout).map((j: { name: string }) => j.name)).toEqual(['over-tls'])
 
     const token = readFileSync(tokenFile, 'utf8').trim()
     const plaintext = new IrisClient({ controller: address, token, deadlineMs: 5000, submitRetryMs: 0 })
-    const wrongCa = new IrisClient({ controller: address, token, tls: { caFile: join(tls, 'other-ca.pem') }, deadlineMs: 5000, submitRetryMs: 0 })
+    const wrongCa = new IrisClient({
+      controller: address,
+      token,
+      tls: { caFile: join(tls, 'other-ca.pem') },
+      deadlineMs: 5000,
+      submitRetryMs: 0,
+    })
     try {
       await expect(plaintext.list()).rejects.toSatisfy((e) => isIrisError(e, 'CONTROLLER_UNAVAILABLE'))
       await expect(wrongCa.list()).rejects.toSatisfy((e) => isIrisError(e, 'CONTROLLER_UNAVAILABLE'))
@@ -273,10 +423,57 @@ test('TLS: a controller with --tls-cert/--tls-key serves workers, the CLI and ta
 function makeCertificates(out: string): void {
   const ssl = (args: string[]) => {
     const r = spawnSync('openssl', args, { cwd: out, encoding: 'utf8' })
-    if (r.error || r.status !== 0) throw new Error(`openssl ${args.join(' ')} failed (${r.error?.message ?? r.stderr}); the TLS test needs the openssl CLI on PATH`)
+    if (r.error || r.status !== 0)
+      throw new Error(
+        `openssl ${args.join(' ')} failed (` +
+          `${r.error?.message ?? r.stderr}); the TLS test needs the ` +
+          `openssl CLI on PATH`,
+      )
   }
   writeFileSync(join(out, 'san.cnf'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n')
-  for (const ca of ['ca', 'other-ca']) ssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${ca}-key.pem`, '-out', `${ca}.pem`, '-days', '2', '-subj', `/CN=iris test ${ca}`])
-  ssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server-key.pem', '-out', 'server.csr', '-subj', '/CN=127.0.0.1'])
-  ssl(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-out', 'server.pem', '-days', '2', '-extfile', 'san.cnf'])
+  for (const ca of ['ca', 'other-ca'])
+    ssl([
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      `${ca}-key.pem`,
+      '-out',
+      `${ca}.pem`,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=iris test ${ca}`,
+    ])
+  ssl([
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'server-key.pem',
+    '-out',
+    'server.csr',
+    '-subj',
+    '/CN=127.0.0.1',
+  ])
+  ssl([
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca-key.pem',
+    '-CAcreateserial',
+    '-out',
+    'server.pem',
+    '-days',
+    '2',
+    '-extfile',
+    'san.cnf',
+  ])
 }

@@ -106,7 +106,11 @@ export function openStateDb(path: string): Database.Database {
   if (!row) db.prepare(`INSERT INTO meta (key, value) VALUES ('schema_version', ?)`).run(String(SCHEMA_VERSION))
   else if (Number(row.value) > SCHEMA_VERSION) {
     db.close()
-    throw new IrisError('STATE_CORRUPT', `${path}: schema version ${row.value} is newer than this iris (${SCHEMA_VERSION}); upgrade iris before opening it`)
+    throw new IrisError(
+      'STATE_CORRUPT',
+      `${path}: schema version ${row.value} is newer than this iris (` +
+        `${SCHEMA_VERSION}); upgrade iris before opening it`,
+    )
   }
   return db
 }

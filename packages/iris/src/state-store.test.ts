@@ -63,7 +63,11 @@ describe('StateStore', () => {
     a = store.assign(id, 0, 'w1')!
     expect(a.attempt).toBe(3)
     store.finishAttempt(a.attemptId, 'WORKER_FAILED', { error: 'worker lost again' })
-    expect(store.getJob(id)).toMatchObject({ state: 'FAILED', error: 'task 0: worker lost again', tasks: [{ state: 'WORKER_FAILED' }] })
+    expect(store.getJob(id)).toMatchObject({
+      state: 'FAILED',
+      error: 'task 0: worker lost again',
+      tasks: [{ state: 'WORKER_FAILED' }],
+    })
     expect(store.attemptsOf(id).map((x) => x.state)).toEqual(['WORKER_FAILED', 'FAILED', 'WORKER_FAILED'])
   })
 
@@ -93,7 +97,10 @@ describe('StateStore', () => {
     store.markRunning(a.attemptId)
     store.finishAttempt(a.attemptId, 'KILLED', { error: 'worker w1 shut down while the task ran' })
     expect(store.getJob(id)).toMatchObject({ state: 'RUNNING', tasks: [{ state: 'PENDING', workerLosses: 1 }] })
-    expect(store.attemptsOf(id)[0]).toMatchObject({ state: 'WORKER_FAILED', error: 'worker w1 shut down while the task ran' })
+    expect(store.attemptsOf(id)[0]).toMatchObject({
+      state: 'WORKER_FAILED',
+      error: 'worker w1 shut down while the task ran',
+    })
   })
 
   test('unschedulable tasks make the job UNSCHEDULABLE with the reason', () => {
@@ -105,8 +112,12 @@ describe('StateStore', () => {
   test('state survives reopening the file', () => {
     const id = store.insertJob(spec({ replicas: 3 }))
     store.assign(id, 0, 'w1')
-    expect(store.appendLogs([{ jobId: id, taskIndex: 0, attempt: 1, lineNo: 0, stream: 'stdout', ts: 5, line: 'hello' }])).toBe(1)
-    expect(store.appendLogs([{ jobId: id, taskIndex: 0, attempt: 1, lineNo: 0, stream: 'stdout', ts: 5, line: 'hello' }])).toBe(0)
+    expect(
+      store.appendLogs([{ jobId: id, taskIndex: 0, attempt: 1, lineNo: 0, stream: 'stdout', ts: 5, line: 'hello' }]),
+    ).toBe(1)
+    expect(
+      store.appendLogs([{ jobId: id, taskIndex: 0, attempt: 1, lineNo: 0, stream: 'stdout', ts: 5, line: 'hello' }]),
+    ).toBe(0)
     store.close()
     store = new StateStore(join(dir, 'iris.sqlite'))
     expect(store.getJob(id).tasks.map((t) => t.state)).toEqual(['ASSIGNED', 'PENDING', 'PENDING'])

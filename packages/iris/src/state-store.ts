@@ -18,7 +18,14 @@ type Row = Record<string, unknown>
 const opt = <T>(v: unknown): T | undefined => (v === null || v === undefined ? undefined : (v as T))
 
 /** A running attempt plus what it holds, for building scheduler snapshots. */
-export type ActiveAttempt = { attemptId: string; jobId: string; taskIndex: number; workerId: string; state: AttemptState; resources: Resources }
+export type ActiveAttempt = {
+  attemptId: string
+  jobId: string
+  taskIndex: number
+  workerId: string
+  state: AttemptState
+  resources: Resources
+}
 
 /** What changed when an attempt ended: attempts of the same job that must now be killed. */
 export type Transition = { jobId: string; jobState: JobState; killAttempts: ActiveAttempt[] }
@@ -54,7 +61,9 @@ export class StateStore {
     let jobId = `${spec.name}-${randomBytes(4).toString('hex')}`
     this.db.transaction(() => {
       if (requestId !== undefined) {
-        const seen = this.stmt('SELECT job_id FROM submit_requests WHERE request_id = ?').get(requestId) as { job_id: string } | undefined
+        const seen = this.stmt('SELECT job_id FROM submit_requests WHERE request_id = ?').get(requestId) as
+          | { job_id: string }
+          | undefined
         if (seen) {
           jobId = seen.job_id
           return
@@ -62,8 +71,9 @@ export class StateStore {
         this.stmt('INSERT INTO submit_requests (request_id, job_id, at) VALUES (?, ?, ?)').run(requestId, jobId, now)
       }
       const seq = (this.stmt('SELECT COALESCE(MAX(seq), 0) + 1 AS s FROM jobs').get() as { s: number }).s
-      this.stmt('INSERT INTO jobs (job_id, seq, name, state, priority, spec, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-        .run(jobId, seq, spec.name, 'PENDING', spec.priority, JSON.stringify(spec), now)
+      this.stmt(
+        'INSERT INTO jobs (job_id, seq, name, state, priority, spec, ' + 'submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      ).run(jobId, seq, spec.name, 'PENDING', spec.priority, JSON.stringify(spec), now)
       const ins = this.stmt(`INSERT INTO tasks (job_id, task_index, state) VALUES (?, ?, 'PENDING')`)
       for (let i = 0; i < spec.replicas; i++) ins.run(jobId, i)
     })()
@@ -83,13 +93,19 @@ export class StateStore {
   /** Jobs newest first, optionally only some states. */
   listJobs(opts: { states?: readonly string[]; limit?: number } = {}): JobStatus[] {
     const where = opts.states?.length ? `WHERE state IN (${opts.states.map(() => '?').join(',')})` : ''
-    const rows = this.stmt(`SELECT * FROM jobs ${where} ORDER BY seq DESC LIMIT ?`).all(...(opts.states ?? []), opts.limit ?? 1000) as Row[]
+    const rows = this.stmt(`SELECT * FROM jobs ${where} ORDER BY seq DESC LIMIT ?`).all(
+      ...(opts.states ?? []),
+      opts.limit ?? 1000,
+    ) as Row[]
     return rows.map((r) => this.toJob(r, this.tasksOf(String(r.job_id))))
   }
 
   /** Counts of jobs per state. */
   jobCounts(): Record<string, number> {
-    const rows = this.stmt('SELECT state, COUNT(*) AS n FROM jobs GROUP BY state').all() as { state: string; n: number }[]
+    const rows = this.stmt('SELECT state, COUNT(*) AS n FROM jobs GROUP BY state').all() as {
+      state: string
+      n: number
+    }[]
     return Object.fromEntries(rows.map((r) => [r.state, r.n]))
   }
 
@@ -116,7 +132,10 @@ export class StateStore {
       submittedAt: Number(r.submitted_at),
       tasks,
     }
-    const s = opt<number>(r.started_at), f = opt<number>(r.finished_at), e = opt<number>(r.exit_code), err = opt<string>(r.error)
+    const s = opt<number>(r.started_at),
+      f = opt<number>(r.finished_at),
+      e = opt<number>(r.exit_code),
+      err = opt<string>(r.error)
     if (s !== undefined) job.startedAt = s
     if (f !== undefined) job.finishedAt = f
     if (e !== undefined) job.exitCode = e
@@ -140,13 +159,21 @@ export class StateStore {
    * Pending tasks in the order the scheduler considers them (band, then submit
    * order, then task index): the first `limit`, or those of jobs after `afterSeq`.
    */
-  pendingTasks(opts: { limit?: number; afterSeq?: number } = {}): { jobId: string; taskIndex: number; seq: number; spec: JobSpec }[] {
+  pendingTasks(
+    opts: { limit?: number; afterSeq?: number } = {},
+  ): { jobId: string; taskIndex: number; seq: number; spec: JobSpec }[] {
     const rows = this.stmt(
       `SELECT t.job_id, t.task_index, j.seq FROM tasks t JOIN jobs j ON j.job_id = t.job_id
        WHERE t.state = 'PENDING' AND j.seq > @afterSeq
-       ORDER BY CASE j.priority WHEN 'production' THEN 0 WHEN 'interactive' THEN 1 ELSE 2 END, j.seq, t.task_index LIMIT @limit`,
+       ORDER BY CASE j.priority WHEN 'production' THEN 0 WHEN 'interactive' THEN 1 ELSE 2 END, j.seq, t.task_index
+         LIMIT @limit`,
     ).all({ afterSeq: opts.afterSeq ?? 0, limit: opts.limit ?? -1 }) as Row[]
-    return rows.map((r) => ({ jobId: String(r.job_id), taskIndex: Number(r.task_index), seq: Number(r.seq), spec: this.specOf(String(r.job_id)) }))
+    return rows.map((r) => ({
+      jobId: String(r.job_id),
+      taskIndex: Number(r.task_index),
+      seq: Number(r.seq),
+      spec: this.specOf(String(r.job_id)),
+    }))
   }
 
   // ---- attempts -----------------------------------------------------------
@@ -154,10 +181,10 @@ export class StateStore {
   /** ASSIGNED and RUNNING attempts (of one worker, or one job), with the resources they hold. */
   activeAttempts(filter: { workerId?: string; jobId?: string } = {}): ActiveAttempt[] {
     const rows = this.stmt(
-        `SELECT attempt_id, job_id, task_index, worker_id, state FROM attempts
-         WHERE state IN ('ASSIGNED', 'RUNNING') ${filter.workerId !== undefined ? 'AND worker_id = @workerId' : ''} ${filter.jobId !== undefined ? 'AND job_id = @jobId' : ''}`,
-      )
-      .all(filter) as Row[]
+      `SELECT attempt_id, job_id, task_index, worker_id, state FROM attempts
+         WHERE state IN ('ASSIGNED', 'RUNNING') ${filter.workerId !== undefined ? 'AND worker_id = @workerId' : ''}
+           ${filter.jobId !== undefined ? 'AND job_id = @jobId' : ''}`,
+    ).all(filter) as Row[]
     return rows.map((r) => ({
       attemptId: String(r.attempt_id),
       jobId: String(r.job_id),
@@ -174,7 +201,9 @@ export class StateStore {
   }
 
   attemptsOf(jobId: string): AttemptStatus[] {
-    return (this.stmt('SELECT * FROM attempts WHERE job_id = ? ORDER BY task_index, attempt').all(jobId) as Row[]).map((r) => this.toAttempt(r))
+    return (this.stmt('SELECT * FROM attempts WHERE job_id = ? ORDER BY task_index, attempt').all(jobId) as Row[]).map(
+      (r) => this.toAttempt(r),
+    )
   }
 
   private toAttempt(r: Row): AttemptStatus {
@@ -187,7 +216,10 @@ export class StateStore {
       state: r.state as AttemptState,
       assignedAt: Number(r.assigned_at),
     }
-    const s = opt<number>(r.started_at), f = opt<number>(r.finished_at), e = opt<number>(r.exit_code), err = opt<string>(r.error)
+    const s = opt<number>(r.started_at),
+      f = opt<number>(r.finished_at),
+      e = opt<number>(r.exit_code),
+      err = opt<string>(r.error)
     if (s !== undefined) a.startedAt = s
     if (f !== undefined) a.finishedAt = f
     if (e !== undefined) a.exitCode = e
@@ -198,13 +230,21 @@ export class StateStore {
   /** Creates the next attempt of a PENDING task on `workerId`; returns undefined if the task is no longer pending. */
   assign(jobId: string, taskIndex: number, workerId: string, now = Date.now()): AttemptStatus | undefined {
     return this.db.transaction(() => {
-      const t = this.stmt('SELECT state, attempts FROM tasks WHERE job_id = ? AND task_index = ?').get(jobId, taskIndex) as Row | undefined
-      if (!t || t.state !== 'PENDING') return undefined
+      const t = this.stmt('SELECT state, attempts FROM tasks WHERE job_id = ? AND ' + 'task_index = ?').get(
+        jobId,
+        taskIndex,
+      ) as Row | undefined
+      if (t?.state !== 'PENDING') return undefined
       const attempt = Number(t.attempts) + 1
       const attemptId = `${jobId}/${taskIndex}/${attempt}`
-      this.stmt(`UPDATE tasks SET state = 'ASSIGNED', attempts = ?, worker_id = ? WHERE job_id = ? AND task_index = ?`).run(attempt, workerId, jobId, taskIndex)
-      this.stmt(`INSERT INTO attempts (attempt_id, job_id, task_index, attempt, worker_id, state, assigned_at) VALUES (?, ?, ?, ?, ?, 'ASSIGNED', ?)`)
-        .run(attemptId, jobId, taskIndex, attempt, workerId, now)
+      this.stmt(
+        `UPDATE tasks SET state = 'ASSIGNED', attempts = ?, worker_id = ` + `? WHERE job_id = ? AND task_index = ?`,
+      ).run(attempt, workerId, jobId, taskIndex)
+      this.stmt(
+        `INSERT INTO attempts (attempt_id, job_id, task_index, attempt, ` +
+          `worker_id, state, assigned_at) VALUES (?, ?, ?, ?, ?, ` +
+          `'ASSIGNED', ?)`,
+      ).run(attemptId, jobId, taskIndex, attempt, workerId, now)
       return this.getAttempt(attemptId)
     })()
   }
@@ -212,11 +252,18 @@ export class StateStore {
   /** The worker started the attempt. Ignored unless the attempt is still ASSIGNED. */
   markRunning(attemptId: string, now = Date.now()): boolean {
     return this.db.transaction(() => {
-      const a = this.stmt('SELECT job_id, task_index, state FROM attempts WHERE attempt_id = ?').get(attemptId) as Row | undefined
-      if (!a || a.state !== 'ASSIGNED') return false
+      const a = this.stmt('SELECT job_id, task_index, state FROM attempts WHERE attempt_id = ?').get(attemptId) as
+        | Row
+        | undefined
+      if (a?.state !== 'ASSIGNED') return false
       this.stmt(`UPDATE attempts SET state = 'RUNNING', started_at = ? WHERE attempt_id = ?`).run(now, attemptId)
-      this.stmt(`UPDATE tasks SET state = 'RUNNING' WHERE job_id = ? AND task_index = ? AND state = 'ASSIGNED'`).run(a.job_id, a.task_index)
-      this.stmt(`UPDATE jobs SET state = 'RUNNING', started_at = COALESCE(started_at, ?) WHERE job_id = ? AND state = 'PENDING'`).run(now, a.job_id)
+      this.stmt(
+        `UPDATE tasks SET state = 'RUNNING' WHERE job_id = ? AND ` + `task_index = ? AND state = 'ASSIGNED'`,
+      ).run(a.job_id, a.task_index)
+      this.stmt(
+        `UPDATE jobs SET state = 'RUNNING', started_at = ` +
+          `COALESCE(started_at, ?) WHERE job_id = ? AND state = 'PENDING'`,
+      ).run(now, a.job_id)
       return true
     })()
   }
@@ -226,12 +273,19 @@ export class StateStore {
    * its budget lasts; otherwise the task takes the attempt's final state and the
    * job's state is recomputed. Idempotent: an attempt that already ended is left alone.
    */
-  finishAttempt(attemptId: string, state: AttemptState, outcome: { exitCode?: number; error?: string } = {}, now = Date.now()): Transition | undefined {
-    if (!isFinalAttemptState(state)) throw new IrisError('BAD_REQUEST', `attempt ${attemptId}: ${state} is not a final state`)
+  finishAttempt(
+    attemptId: string,
+    state: AttemptState,
+    outcome: { exitCode?: number; error?: string } = {},
+    now = Date.now(),
+  ): Transition | undefined {
+    if (!isFinalAttemptState(state))
+      throw new IrisError('BAD_REQUEST', `attempt ${attemptId}: ${state} is not a final state`)
     return this.db.transaction(() => {
       const a = this.stmt('SELECT * FROM attempts WHERE attempt_id = ?').get(attemptId) as Row | undefined
       if (!a || isFinalAttemptState(String(a.state))) return undefined
-      const jobId = String(a.job_id), taskIndex = Number(a.task_index)
+      const jobId = String(a.job_id),
+        taskIndex = Number(a.task_index)
       const job = this.stmt('SELECT state FROM jobs WHERE job_id = ?').get(jobId) as Row
       // Nobody asked to kill a task of a live job: it was killed on its worker (a worker
       // shutting down), which is a worker loss, retried within that budget.
@@ -239,8 +293,13 @@ export class StateStore {
         state = 'WORKER_FAILED'
         outcome = { ...outcome, error: outcome.error ?? `killed on worker ${String(a.worker_id)}` }
       }
-      this.stmt('UPDATE attempts SET state = ?, finished_at = ?, exit_code = ?, error = ? WHERE attempt_id = ?')
-        .run(state, now, outcome.exitCode ?? null, outcome.error ?? null, attemptId)
+      this.stmt('UPDATE attempts SET state = ?, finished_at = ?, exit_code = ?, error = ? WHERE attempt_id = ?').run(
+        state,
+        now,
+        outcome.exitCode ?? null,
+        outcome.error ?? null,
+        attemptId,
+      )
       const spec = this.specOf(jobId)
       const t = this.stmt('SELECT * FROM tasks WHERE job_id = ? AND task_index = ?').get(jobId, taskIndex) as Row
       if (isFinalTaskState(String(t.state))) return this.recompute(jobId, now)
@@ -251,11 +310,18 @@ export class StateStore {
         if (failures <= spec.maxRetriesFailure && !isFinalJobState(String(job.state))) taskState = 'PENDING'
       } else if (state === 'WORKER_FAILED') {
         const losses = Number(t.worker_losses) + 1
-        this.stmt('UPDATE tasks SET worker_losses = ? WHERE job_id = ? AND task_index = ?').run(losses, jobId, taskIndex)
+        this.stmt('UPDATE tasks SET worker_losses = ? WHERE job_id = ? AND ' + 'task_index = ?').run(
+          losses,
+          jobId,
+          taskIndex,
+        )
         if (losses <= spec.maxRetriesWorker && !isFinalJobState(String(job.state))) taskState = 'PENDING'
       }
-      this.stmt('UPDATE tasks SET state = ?, exit_code = ?, error = ?, worker_id = CASE WHEN ? = \'PENDING\' THEN NULL ELSE worker_id END WHERE job_id = ? AND task_index = ?')
-        .run(taskState, outcome.exitCode ?? null, outcome.error ?? null, taskState, jobId, taskIndex)
+      this.stmt(
+        'UPDATE tasks SET state = ?, exit_code = ?, error = ?, worker_id ' +
+          "= CASE WHEN ? = 'PENDING' THEN NULL ELSE worker_id END WHERE " +
+          'job_id = ? AND task_index = ?',
+      ).run(taskState, outcome.exitCode ?? null, outcome.error ?? null, taskState, jobId, taskIndex)
       return this.recompute(jobId, now)
     })()
   }
@@ -263,7 +329,10 @@ export class StateStore {
   /** Marks a PENDING task UNSCHEDULABLE with the reason, which makes its job UNSCHEDULABLE. */
   markUnschedulable(jobId: string, taskIndex: number, reason: string, now = Date.now()): Transition | undefined {
     return this.db.transaction(() => {
-      const r = this.stmt(`UPDATE tasks SET state = 'UNSCHEDULABLE', error = ? WHERE job_id = ? AND task_index = ? AND state = 'PENDING'`).run(reason, jobId, taskIndex)
+      const r = this.stmt(
+        `UPDATE tasks SET state = 'UNSCHEDULABLE', error = ? WHERE ` +
+          `job_id = ? AND task_index = ? AND state = 'PENDING'`,
+      ).run(reason, jobId, taskIndex)
       return r.changes ? this.recompute(jobId, now) : undefined
     })()
   }
@@ -273,8 +342,15 @@ export class StateStore {
     return this.db.transaction(() => {
       const job = this.getJob(jobId)
       if (!isFinalJobState(job.state)) {
-        this.stmt(`UPDATE jobs SET state = 'KILLED', finished_at = ?, error = ? WHERE job_id = ?`).run(now, reason, jobId)
-        this.stmt(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? AND state = 'PENDING'`).run(reason, jobId)
+        this.stmt(`UPDATE jobs SET state = 'KILLED', finished_at = ?, error = ? ` + `WHERE job_id = ?`).run(
+          now,
+          reason,
+          jobId,
+        )
+        this.stmt(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? ` + `AND state = 'PENDING'`).run(
+          reason,
+          jobId,
+        )
       }
       return { jobId, jobState: this.getJob(jobId).state, killAttempts: this.activeAttempts({ jobId }) }
     })()
@@ -303,8 +379,17 @@ export class StateStore {
         exitCode = 0
       }
       if (isFinalJobState(state)) {
-        this.stmt('UPDATE jobs SET state = ?, finished_at = ?, exit_code = ?, error = ? WHERE job_id = ?').run(state, now, exitCode, error, jobId)
-        this.stmt(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? AND state = 'PENDING'`).run(`job ${state}`, jobId)
+        this.stmt('UPDATE jobs SET state = ?, finished_at = ?, exit_code = ?, ' + 'error = ? WHERE job_id = ?').run(
+          state,
+          now,
+          exitCode,
+          error,
+          jobId,
+        )
+        this.stmt(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? ` + `AND state = 'PENDING'`).run(
+          `job ${state}`,
+          jobId,
+        )
       }
     }
     const killAttempts = isFinalJobState(state) ? this.activeAttempts({ jobId }) : []
@@ -315,15 +400,18 @@ export class StateStore {
 
   upsertWorker(w: Omit<WorkerStatus, 'state' | 'registeredAt'>, now = Date.now()): void {
     this.stmt(
-        `INSERT INTO workers (worker_id, address, resources, docker, docker_reason, state, registered_at) VALUES (?, ?, ?, ?, ?, 'ALIVE', ?)
-         ON CONFLICT(worker_id) DO UPDATE SET address = excluded.address, resources = excluded.resources, docker = excluded.docker,
+      `INSERT INTO workers (worker_id, address, resources, docker, docker_reason, state, registered_at) VALUES (?, ?,
+        ?, ?, ?, 'ALIVE', ?)
+         ON CONFLICT(worker_id) DO UPDATE SET address = excluded.address, resources = excluded.resources, docker =
+           excluded.docker,
            docker_reason = excluded.docker_reason, state = 'ALIVE', lost_at = NULL`,
-      )
-      .run(w.workerId, w.address, JSON.stringify(w.resources), w.docker ? 1 : 0, w.dockerReason ?? null, now)
+    ).run(w.workerId, w.address, JSON.stringify(w.resources), w.docker ? 1 : 0, w.dockerReason ?? null, now)
   }
 
   listWorkers(state?: 'ALIVE' | 'LOST'): WorkerStatus[] {
-    const rows = this.stmt(`SELECT * FROM workers ${state ? 'WHERE state = ?' : ''} ORDER BY worker_id`).all(...(state ? [state] : [])) as Row[]
+    const rows = this.stmt(`SELECT * FROM workers ${state ? 'WHERE state = ?' : ''} ORDER ` + `BY worker_id`).all(
+      ...(state ? [state] : []),
+    ) as Row[]
     return rows.map((r) => ({
       workerId: String(r.worker_id),
       address: String(r.address),
@@ -356,7 +444,10 @@ export class StateStore {
    */
   appendLogs(lines: readonly (Omit<LogLine, 'seq'> & { lineNo: number })[]): number {
     if (lines.length === 0) return 0
-    const ins = this.stmt('INSERT OR IGNORE INTO logs (job_id, task_index, attempt, line_no, stream, ts, line) VALUES (?, ?, ?, ?, ?, ?, ?)')
+    const ins = this.stmt(
+      'INSERT OR IGNORE INTO logs (job_id, task_index, attempt, ' +
+        'line_no, stream, ts, line) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    )
     return this.db.transaction(() => {
       let n = 0
       for (const l of lines) n += ins.run(l.jobId, l.taskIndex, l.attempt, l.lineNo, l.stream, l.ts, l.line).changes
@@ -365,11 +456,21 @@ export class StateStore {
   }
 
   /** Log lines of a job in order, after `afterSeq` and at or after `sinceTs`. */
-  readLogs(jobId: string, opts: { afterSeq?: number; sinceTs?: number; taskIndex?: number; limit?: number } = {}): LogLine[] {
+  readLogs(
+    jobId: string,
+    opts: { afterSeq?: number; sinceTs?: number; taskIndex?: number; limit?: number } = {},
+  ): LogLine[] {
     const rows = this.stmt(
-        `SELECT * FROM logs WHERE job_id = ? AND seq > ? AND ts >= ? ${opts.taskIndex !== undefined ? 'AND task_index = ?' : ''} ORDER BY seq LIMIT ?`,
-      )
-      .all(jobId, opts.afterSeq ?? 0, opts.sinceTs ?? 0, ...(opts.taskIndex !== undefined ? [opts.taskIndex] : []), opts.limit ?? 10_000) as Row[]
+      `SELECT * FROM logs WHERE job_id = ? AND seq > ? AND ts >= ? ` +
+        `${opts.taskIndex !== undefined ? 'AND task_index = ?' : ''} ` +
+        `ORDER BY seq LIMIT ?`,
+    ).all(
+      jobId,
+      opts.afterSeq ?? 0,
+      opts.sinceTs ?? 0,
+      ...(opts.taskIndex !== undefined ? [opts.taskIndex] : []),
+      opts.limit ?? 10_000,
+    ) as Row[]
     return rows.map((r) => ({
       seq: Number(r.seq),
       jobId: String(r.job_id),

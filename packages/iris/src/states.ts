@@ -11,7 +11,16 @@ export type JobState = (typeof JOB_STATES)[number]
  * A task is one replica of a job. ASSIGNED means a worker was chosen and told;
  * WORKER_FAILED means its worker was lost more often than the job's budget allows.
  */
-export const TASK_STATES = ['PENDING', 'ASSIGNED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'KILLED', 'WORKER_FAILED', 'UNSCHEDULABLE'] as const
+export const TASK_STATES = [
+  'PENDING',
+  'ASSIGNED',
+  'RUNNING',
+  'SUCCEEDED',
+  'FAILED',
+  'KILLED',
+  'WORKER_FAILED',
+  'UNSCHEDULABLE',
+] as const
 export type TaskState = (typeof TASK_STATES)[number]
 
 /** One try of a task on one worker. */

@@ -19,7 +19,8 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-test('a submit whose job is stored but whose reply is lost, while the controller restarts, is retried and makes exactly one job', async () => {
+test('a submit whose job is stored but whose reply is lost, while the ' +
+  'controller restarts, is retried and makes exactly one job', async () => {
   const statePath = join(dir, 'iris.sqlite')
   const token = 'retry-test-token-0123456789'
   const first = await startController({ statePath, token })
@@ -38,7 +39,12 @@ test('a submit whose job is stored but whose reply is lost, while the controller
 
   const out: string[] = []
   const err: string[] = []
-  const io = { out: (l: string) => out.push(l), err: (l: string) => err.push(l), env: { IRIS_CONTROLLER: first.address, IRIS_TOKEN: token }, stopped: Promise.resolve() }
+  const io = {
+    out: (l: string) => out.push(l),
+    err: (l: string) => err.push(l),
+    env: { IRIS_CONTROLLER: first.address, IRIS_TOKEN: token },
+    stopped: Promise.resolve(),
+  }
   const cli = runCli(['submit', '--job-name', 'once', '--', 'true'], io)
   const jobId = await committed
   // The controller comes back on the same port and state while the CLI retries.
@@ -61,7 +67,8 @@ test('a submit whose job is stored but whose reply is lost, while the controller
   }
 }, 60_000)
 
-test('a submit that never reaches a controller gives up after its retry window with CONTROLLER_UNAVAILABLE', async () => {
+test('a submit that never reaches a controller gives up after its ' +
+  'retry window with CONTROLLER_UNAVAILABLE', async () => {
   const server = await startController({ statePath: join(dir, 'gone.sqlite') })
   const address = server.address
   await server.close()

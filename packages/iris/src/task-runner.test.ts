@@ -16,7 +16,11 @@ const base = () => ({ cwd: dir, logDir: dir, env: { PATH: process.env.PATH ?? '/
 describe('runTask', () => {
   test('captures lines, env and working directory', async () => {
     const lines: string[] = []
-    const h = runTask({ ...base(), command: ['sh', '-c', 'echo "$IRIS_JOB_ID in $(pwd)"; echo oops >&2; printf tail'], onLine: (s, l) => lines.push(`${s}:${l}`) })
+    const h = runTask({
+      ...base(),
+      command: ['sh', '-c', 'echo "$IRIS_JOB_ID in $(pwd)"; echo oops >&2; printf tail'],
+      onLine: (s, l) => lines.push(`${s}:${l}`),
+    })
     expect(await h.done).toEqual({ state: 'SUCCEEDED', exitCode: 0 })
     expect(lines).toContain(`stdout:j-1 in ${dir}`)
     expect(lines).toContain('stderr:oops')
@@ -25,7 +29,11 @@ describe('runTask', () => {
   })
 
   test('a non-zero exit is FAILED with the code', async () => {
-    expect(await runTask({ ...base(), command: ['sh', '-c', 'exit 3'] }).done).toEqual({ state: 'FAILED', exitCode: 3, error: 'exited with code 3' })
+    expect(await runTask({ ...base(), command: ['sh', '-c', 'exit 3'] }).done).toEqual({
+      state: 'FAILED',
+      exitCode: 3,
+      error: 'exited with code 3',
+    })
   })
 
   test('a missing program is FAILED with 127', async () => {
@@ -37,7 +45,11 @@ describe('runTask', () => {
   test('kill: SIGTERM first, SIGKILL after the grace period', async () => {
     const lines: string[] = []
     // This task ignores SIGTERM, so only the SIGKILL after the grace period ends it.
-    const h = runTask({ ...base(), command: ['sh', '-c', 'trap "echo got-term" TERM; echo ready; while true; do sleep 0.05; done'], onLine: (_s, l) => lines.push(l) })
+    const h = runTask({
+      ...base(),
+      command: ['sh', '-c', 'trap "echo got-term" TERM; echo ready; while true; do sleep 0.05; done'],
+      onLine: (_s, l) => lines.push(l),
+    })
     while (!lines.includes('ready')) await new Promise((r) => setTimeout(r, 10))
     h.kill(300)
     const o = await h.done
@@ -55,7 +67,12 @@ describe('runTask', () => {
   test('the orphan guard wraps the command and keeps its behaviour', async () => {
     const prefix = orphanGuard()
     const lines: string[] = []
-    const h = runTask({ ...base(), prefix, command: ['sh', '-c', 'echo guarded; exit 4'], onLine: (_s, l) => lines.push(l) })
+    const h = runTask({
+      ...base(),
+      prefix,
+      command: ['sh', '-c', 'echo guarded; exit 4'],
+      onLine: (_s, l) => lines.push(l),
+    })
     expect(await h.done).toMatchObject({ state: 'FAILED', exitCode: 4 })
     expect(lines).toEqual(['guarded'])
   })

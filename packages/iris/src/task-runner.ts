@@ -38,7 +38,10 @@ export class TaskHandle {
   private killTimer: NodeJS.Timeout | undefined
   private exited = false
 
-  constructor(private readonly child: ChildProcess, done: Promise<TaskOutcome>) {
+  constructor(
+    private readonly child: ChildProcess,
+    done: Promise<TaskOutcome>,
+  ) {
     this.done = done.then((o) => {
       this.exited = true
       if (this.killTimer) clearTimeout(this.killTimer)
@@ -85,7 +88,12 @@ export function runTask(opts: RunTaskOptions): TaskHandle {
   const out = createWriteStream(join(opts.logDir, 'stdout.log'))
   const err = createWriteStream(join(opts.logDir, 'stderr.log'))
   // Own process group (detached) so kill reaches the whole tree the task starts.
-  const child = spawn(program!, args, { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(program!, args, {
+    cwd: opts.cwd,
+    env: opts.env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   const pumps = [pump(child.stdout!, 'stdout', out, opts.onLine), pump(child.stderr!, 'stderr', err, opts.onLine)]
   const done = new Promise<TaskOutcome>((resolve) => {
     let spawnError: Error | undefined

@@ -89,7 +89,6 @@ export class Worker {
   private readonly seen = new Set<string>()
   private readonly dirty = new Set<string>()
   private logs: LogInput[] = []
-  private droppedLines = 0
   private flushing = false
   private silenced = false
   private flushAgain = false
@@ -114,7 +113,8 @@ export class Worker {
   async start(): Promise<void> {
     mkdirSync(this.workDir, { recursive: true })
     this.docker = await probeDocker(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {})
-    if (!this.docker.available) log.info({ reason: this.docker.reason }, 'docker unavailable: jobs with an image will be refused')
+    if (!this.docker.available)
+      log.info({ reason: this.docker.reason }, 'docker unavailable: jobs with an image will be refused')
     this.running = true
     await this.register()
     this.loop = this.heartbeatLoop()
@@ -144,7 +144,9 @@ export class Worker {
       await Promise.all(done)
       await this.flush().catch(() => {})
       // Say goodbye so that nothing more is assigned here while the controller waits for a heartbeat.
-      await this.opts.link.report({ workerId: this.workerId, attempts: this.attempts(), logs: [], leaving: true }).catch(() => {})
+      await this.opts.link
+        .report({ workerId: this.workerId, attempts: this.attempts(), logs: [], leaving: true })
+        .catch(() => {})
     }
     await this.loop?.catch(() => {})
   }
@@ -185,7 +187,10 @@ export class Worker {
     while (this.running) {
       let res
       try {
-        res = await this.opts.link.heartbeat({ workerId: this.workerId, attempts: this.attempts(), waitMs: this.waitMs }, this.abort.signal)
+        res = await this.opts.link.heartbeat(
+          { workerId: this.workerId, attempts: this.attempts(), waitMs: this.waitMs },
+          this.abort.signal,
+        )
       } catch (err) {
         if (!this.running) return
         log.warn({ err, workerId: this.workerId }, 'heartbeat failed; retrying')
@@ -214,7 +219,10 @@ export class Worker {
     // A container may outlive its `docker run` client: stop it by name after the grace period too.
     if (h.container) {
       const name = h.container
-      setTimeout(() => execFile(this.opts.dockerBinary ?? 'docker', ['kill', name], () => {}), this.opts.killGraceMs ?? 10_000).unref()
+      setTimeout(
+        () => execFile(this.opts.dockerBinary ?? 'docker', ['kill', name], () => {}),
+        this.opts.killGraceMs ?? 10_000,
+      ).unref()
     }
   }
 
@@ -225,7 +233,9 @@ export class Worker {
     if (this.seen.size > 100_000) this.seen.delete(this.seen.values().next().value!)
     const h: Held = { assignment: a, state: 'ASSIGNED', at: Date.now(), killRequested: false, lineNo: 0 }
     this.held.set(a.attemptId, h)
-    this.launch(h).catch((err: unknown) => this.finish(h, { state: 'FAILED', error: `worker could not start the task: ${(err as Error).message}` }))
+    this.launch(h).catch((err: unknown) =>
+      this.finish(h, { state: 'FAILED', error: `worker could not start the task: ${(err as Error).message}` }),
+    )
   }
 
   private async launch(h: Held): Promise<void> {
@@ -259,11 +269,20 @@ export class Worker {
       env.IRIS_GPUS = h.gpus.join(',')
     }
     if (a.spec.image !== undefined && !this.docker.available) {
-      return this.finish(h, { state: 'FAILED', error: `refused: job has image ${a.spec.image} but this worker cannot run images (${this.docker.reason}); it never runs an image job without its image` })
+      return this.finish(h, {
+        state: 'FAILED',
+        error:
+          `refused: job has image ${a.spec.image} but this worker cannot ` +
+          `run images (${this.docker.reason}); it never runs an image job ` +
+          `without its image`,
+      })
     }
     if (a.spec.mounts.length > 0) {
       if (!this.opts.materialize) {
-        return this.finish(h, { state: 'FAILED', error: 'the job has --mount but this worker has no artifact store; start it with --store URL' })
+        return this.finish(h, {
+          state: 'FAILED',
+          error: 'the job has --mount but this worker has no artifact store; ' + 'start it with --store URL',
+        })
       }
       for (const m of a.spec.mounts) {
         const dest = join(work, checkMountPath(m.path))
@@ -275,10 +294,21 @@ export class Worker {
     if (h.killRequested) return this.finish(h, { state: 'KILLED', error: 'killed before it started' })
     let command = a.spec.command
     if (a.spec.image !== undefined) {
-      const inner = Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('IRIS_') || k in a.spec.env || k in secrets))
+      const inner = Object.fromEntries(
+        Object.entries(env).filter(([k]) => k.startsWith('IRIS_') || k in a.spec.env || k in secrets),
+      )
       inner.IRIS_TASK_DIR = '/workspace'
       h.container = `iris-${a.attemptId.replace(/[^A-Za-z0-9_.-]/g, '-')}`
-      command = dockerRunArgs({ ...(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {}), image: a.spec.image, name: h.container, workDir: work, env: inner, command, ...(h.gpus ? { gpus: h.gpus } : {}), byName: new Set([...Object.keys(secrets), 'IRIS_TOKEN']) })
+      command = dockerRunArgs({
+        ...(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {}),
+        image: a.spec.image,
+        name: h.container,
+        workDir: work,
+        env: inner,
+        command,
+        ...(h.gpus ? { gpus: h.gpus } : {}),
+        byName: new Set([...Object.keys(secrets), 'IRIS_TOKEN']),
+      })
     }
     writeFileSync(join(dir, 'attempt.json'), JSON.stringify({ attemptId: a.attemptId, command, startedAt: Date.now() }))
     h.handle = runTask({
@@ -288,7 +318,8 @@ export class Worker {
       logDir: dir,
       prefix: this.guard,
       // Resolved secret values never leave the worker, not even in the task's own output.
-      onLine: (stream, line, ts) => this.pushLine({ attemptId: a.attemptId, lineNo: h.lineNo++, stream, ts, line: scrubSecretValues(line) }),
+      onLine: (stream, line, ts) =>
+        this.pushLine({ attemptId: a.attemptId, lineNo: h.lineNo++, stream, ts, line: scrubSecretValues(line) }),
     })
     h.state = 'RUNNING'
     h.at = Date.now()
@@ -316,15 +347,15 @@ export class Worker {
     } catch {
       // The directory may not exist when the attempt failed before creating it.
     }
-    if (h.state !== 'SUCCEEDED') log.info({ attemptId: a.attemptId, state: h.state, exitCode: h.exitCode, error: h.error }, 'attempt ended')
+    if (h.state !== 'SUCCEEDED')
+      log.info({ attemptId: a.attemptId, state: h.state, exitCode: h.exitCode, error: h.error }, 'attempt ended')
     this.markDirty(a.attemptId)
   }
 
   private pushLine(l: LogInput): void {
     if (this.logs.length >= MAX_BUFFERED_LINES) {
-      // The controller is unreachable for long: keep the newest lines, count the rest.
+      // The controller is unreachable for long: keep the newest lines.
       this.logs.shift()
-      this.droppedLines++
     }
     this.logs.push(l)
     this.scheduleFlush()

@@ -19,8 +19,16 @@ type Result = Record<string, number> & { phasesMs?: Record<string, number> }
 
 function run(variant: string, n = steps): Result {
   process.stderr.write(`levanter bench: ${variant}…\n`)
-  const r = spawnSync(process.execPath, ['--import', 'tsx', variantFile, variant, n], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LOG_LEVEL: 'warn' } })
-  const line = r.stdout.trim().split('\n').filter((l) => l.startsWith('{"variant"')).pop()
+  const r = spawnSync(process.execPath, ['--import', 'tsx', variantFile, variant, n], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, LOG_LEVEL: 'warn' },
+  })
+  const line = r.stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{"variant"'))
+    .pop()
   if (!line) throw new Error(`bench variant ${variant} printed no result (exit ${r.status})`)
   return JSON.parse(line)
 }
@@ -28,14 +36,27 @@ function run(variant: string, n = steps): Result {
 // The machine is shared: run the variants in rounds (stock, 1 process, 2 processes) so each ratio
 // compares runs made minutes apart, and report medians over the rounds.
 const load: number[] = [os.loadavg()[0]!]
-const stock: Result[] = [], one: Result[] = [], two: Result[] = []
+const stock: Result[] = [],
+  one: Result[] = [],
+  two: Result[] = []
 for (let r = 0; r < rounds; r++) {
   stock.push(run('stock', process.env.LEVANTER_BENCH_STOCK_STEPS ?? '1'))
   one.push(run('levanter'))
   two.push(run('levanter-dp2'))
   load.push(os.loadavg()[0]!)
   const t = (x: Result) => x.tokensPerSec!.toFixed(1)
-  process.stderr.write(`round ${r + 1} (tokens/CPU-s: stock ${stock[r]!.tokensPerCpuSec!.toFixed(1)}, 1 process ${one[r]!.tokensPerCpuSec!.toFixed(1)}, per replica ${two[r]!.tokensPerCpuSec!.toFixed(1)}): stock ${t(stock[r]!)}, 1 process ${t(one[r]!)} (${(one[r]!.tokensPerSec! / stock[r]!.tokensPerSec!).toFixed(2)}×), 2 processes ${t(two[r]!)} (${(two[r]!.tokensPerSec! / stock[r]!.tokensPerSec!).toFixed(2)}×) ${JSON.stringify(two[r]!.phasesMs)}, load ${load[r + 1]!.toFixed(1)}\n`)
+  process.stderr.write(
+    `round ${r + 1} (tokens/CPU-s: stock ` +
+      `${stock[r]!.tokensPerCpuSec!.toFixed(1)}, 1 process ` +
+      `${one[r]!.tokensPerCpuSec!.toFixed(1)}, per replica ` +
+      `${two[r]!.tokensPerCpuSec!.toFixed(1)}): stock ${t(stock[r]!)}, ` +
+      `1 process ${t(one[r]!)} (` +
+      `${(one[r]!.tokensPerSec! / stock[r]!.tokensPerSec!).toFixed(2)}` +
+      `×), 2 processes ${t(two[r]!)} (` +
+      `${(two[r]!.tokensPerSec! / stock[r]!.tokensPerSec!).toFixed(2)}` +
+      `×) ${JSON.stringify(two[r]!.phasesMs)}, load ` +
+      `${load[r + 1]!.toFixed(1)}\n`,
+  )
 }
 const gen = run('generate')
 const gemm = run('gemm', '7')
@@ -47,23 +68,96 @@ emit({ bench: b, metric: 'load_average_1m', value: median(load), unit: 'runnable
 emit({ bench: b, metric: 'stock_tfjs_train_tokens_per_s', value: m(stock, 'tokensPerSec'), unit: 'tokens/s' })
 emit({ bench: b, metric: 'stock_tfjs_model_flops_per_s', value: m(stock, 'flopsPerSec'), unit: 'FLOP/s' })
 emit({ bench: b, metric: 'stock_tfjs_peak_rss', value: m(stock, 'peakRssMiB'), unit: 'MiB' })
-emit({ bench: b, metric: 'train_tokens_per_s_1_process', value: m(one, 'tokensPerSec'), unit: 'tokens/s', baseline: m(stock, 'tokensPerSec') })
+emit({
+  bench: b,
+  metric: 'train_tokens_per_s_1_process',
+  value: m(one, 'tokensPerSec'),
+  unit: 'tokens/s',
+  baseline: m(stock, 'tokensPerSec'),
+})
 emit({ bench: b, metric: 'train_ratio_1_process_median_of_rounds', value: ratio(one), unit: 'x' })
-emit({ bench: b, metric: 'train_tokens_per_cpu_s_1_process', value: m(one, 'tokensPerCpuSec'), unit: 'tokens/CPU-s', baseline: m(stock, 'tokensPerCpuSec') })
-emit({ bench: b, metric: 'model_flops_per_s_1_process', value: m(one, 'flopsPerSec'), unit: 'FLOP/s', baseline: m(stock, 'flopsPerSec') })
-emit({ bench: b, metric: 'peak_rss_1_process', value: m(one, 'peakRssMiB'), unit: 'MiB', baseline: m(stock, 'peakRssMiB'), lowerIsBetter: true })
-emit({ bench: b, metric: 'train_tokens_per_s_2_processes', value: m(two, 'tokensPerSec'), unit: 'tokens/s', baseline: m(stock, 'tokensPerSec') })
+emit({
+  bench: b,
+  metric: 'train_tokens_per_cpu_s_1_process',
+  value: m(one, 'tokensPerCpuSec'),
+  unit: 'tokens/CPU-s',
+  baseline: m(stock, 'tokensPerCpuSec'),
+})
+emit({
+  bench: b,
+  metric: 'model_flops_per_s_1_process',
+  value: m(one, 'flopsPerSec'),
+  unit: 'FLOP/s',
+  baseline: m(stock, 'flopsPerSec'),
+})
+emit({
+  bench: b,
+  metric: 'peak_rss_1_process',
+  value: m(one, 'peakRssMiB'),
+  unit: 'MiB',
+  baseline: m(stock, 'peakRssMiB'),
+  lowerIsBetter: true,
+})
+emit({
+  bench: b,
+  metric: 'train_tokens_per_s_2_processes',
+  value: m(two, 'tokensPerSec'),
+  unit: 'tokens/s',
+  baseline: m(stock, 'tokensPerSec'),
+})
 emit({ bench: b, metric: 'train_ratio_2_processes_median_of_rounds', value: ratio(two), unit: 'x' })
-emit({ bench: b, metric: 'train_tokens_per_cpu_s_per_replica_2_processes', value: m(two, 'tokensPerCpuSec'), unit: 'tokens/CPU-s', baseline: m(stock, 'tokensPerCpuSec') })
-emit({ bench: b, metric: 'model_flops_per_s_2_processes', value: m(two, 'flopsPerSec'), unit: 'FLOP/s', baseline: m(stock, 'flopsPerSec') })
-emit({ bench: b, metric: 'peak_rss_per_replica_2_processes', value: m(two, 'replicaPeakRssMiB'), unit: 'MiB', baseline: m(stock, 'peakRssMiB'), lowerIsBetter: true })
+emit({
+  bench: b,
+  metric: 'train_tokens_per_cpu_s_per_replica_2_processes',
+  value: m(two, 'tokensPerCpuSec'),
+  unit: 'tokens/CPU-s',
+  baseline: m(stock, 'tokensPerCpuSec'),
+})
+emit({
+  bench: b,
+  metric: 'model_flops_per_s_2_processes',
+  value: m(two, 'flopsPerSec'),
+  unit: 'FLOP/s',
+  baseline: m(stock, 'flopsPerSec'),
+})
+emit({
+  bench: b,
+  metric: 'peak_rss_per_replica_2_processes',
+  value: m(two, 'replicaPeakRssMiB'),
+  unit: 'MiB',
+  baseline: m(stock, 'peakRssMiB'),
+  lowerIsBetter: true,
+})
 for (const phase of ['grads', 'flatten', 'allReduce', 'apply', 'driver', 'replicaCpu']) {
-  emit({ bench: b, metric: `step_ms_2_processes_${phase.replace('allReduce', 'all_reduce').replace('replicaCpu', 'replica_cpu')}`, value: median(two.map((x) => x.phasesMs![phase]!)), unit: 'ms' })
+  emit({
+    bench: b,
+    metric: `step_ms_2_processes_` + `${phase.replace('allReduce', 'all_reduce').replace('replicaCpu', 'replica_cpu')}`,
+    value: median(two.map((x) => x.phasesMs![phase]!)),
+    unit: 'ms',
+  })
 }
 emit({ bench: b, metric: 'step_ms_1_process', value: m(one, 'stepMs'), unit: 'ms' })
-emit({ bench: b, metric: 'generate_tokens_per_s_kv_cache', value: gen.cachedTokensPerSec!, unit: 'tokens/s', baseline: gen.uncachedTokensPerSec! })
+emit({
+  bench: b,
+  metric: 'generate_tokens_per_s_kv_cache',
+  value: gen.cachedTokensPerSec!,
+  unit: 'tokens/s',
+  baseline: gen.uncachedTokensPerSec!,
+})
 emit({ bench: b, metric: 'generate_tokens_per_s_no_cache', value: gen.uncachedTokensPerSec!, unit: 'tokens/s' })
 for (const build of ['fma', 'simd']) {
-  emit({ bench: b, metric: `gemm_${build}_gflops_forward`, value: gemm[`${build}Forward`]!, unit: 'GFLOP/s', baseline: gemm.xnnpackForward! })
-  emit({ bench: b, metric: `gemm_${build}_gflops_weight_grad`, value: gemm[`${build}WeightGrad`]!, unit: 'GFLOP/s', baseline: gemm.xnnpackWeightGrad! })
+  emit({
+    bench: b,
+    metric: `gemm_${build}_gflops_forward`,
+    value: gemm[`${build}Forward`]!,
+    unit: 'GFLOP/s',
+    baseline: gemm.xnnpackForward!,
+  })
+  emit({
+    bench: b,
+    metric: `gemm_${build}_gflops_weight_grad`,
+    value: gemm[`${build}WeightGrad`]!,
+    unit: 'GFLOP/s',
+    baseline: gemm.xnnpackWeightGrad!,
+  })
 }

@@ -28,7 +28,10 @@ const step = async (s: number) => {
 }
 await step(0)
 for (let s = 1; s <= Number(process.argv[2] ?? 2); s++) console.log(JSON.stringify(await step(s)))
-const prof = await tf.profile(async () => { await step(99); return [] })
+const prof = await tf.profile(async () => {
+  await step(99)
+  return []
+})
 type Kernel = (typeof prof.kernels)[number]
 /** Summed time and count of the kernels that `key` groups together (undefined: left out), largest first. */
 function tally(key: (k: Kernel) => string | undefined): [string, { ms: number; n: number }][] {

@@ -39,11 +39,14 @@ if (variant === 'stock') {
   unregisterLevanterKernels()
   out.gemm = 'stock' // the backend's own kernels, XNNPACK for plain 2-D products
   const step = stockTrainStep(model, tf.train.adam(1e-3, 0.9, 0.95))
-  const times: number[] = [], cpu: number[] = []
+  const times: number[] = [],
+    cpu: number[] = []
   for (let s = 0; s <= steps; s++) {
     const b = await dataset.trainBatch(s, BATCH, REFERENCE.seqLen, 0)
-    const ids = tf.tensor2d(b.inputs, [BATCH, REFERENCE.seqLen], 'int32'), tg = tf.tensor2d(b.targets, [BATCH, REFERENCE.seqLen], 'int32')
-    const t = performance.now(), c = cpuSeconds()
+    const ids = tf.tensor2d(b.inputs, [BATCH, REFERENCE.seqLen], 'int32'),
+      tg = tf.tensor2d(b.targets, [BATCH, REFERENCE.seqLen], 'int32')
+    const t = performance.now(),
+      c = cpuSeconds()
     step(ids, tg)
     if (s > 0) times.push((performance.now() - t) / 1000) // step 0 warms up
     if (s > 0) cpu.push(cpuSeconds() - c)
@@ -58,7 +61,8 @@ if (variant === 'stock') {
     { trackers: [new MemoryTracker()], hooks: [{ every: 1, run: (i) => void tps.push(i.tokensPerSec) }] },
   )
   const pipeline = new Pipeline({ dataset, model, trainer, maxSteps: steps + 1 })
-  const stepMs: number[] = [], cpu: number[] = []
+  const stepMs: number[] = [],
+    cpu: number[] = []
   let lastCpu = cpuSeconds()
   trainer.addHook(1, (i) => {
     stepMs.push(i.seconds * 1000)
@@ -77,7 +81,8 @@ if (variant === 'stock') {
     const total = (p: StepPhases) => p.grads + p.flatten + p.allReduce + p.apply
     const driver = stepMs.slice(1).map((ms, i) => ms - Math.max(...phases.map((ps) => total(ps[i]!))))
     out.phasesMs = { ...replica, driver: median(driver), replicaCpu: med('cpu') }
-    // Per CPU-second of the busiest replica: the rate were each replica to have a core of its own (communication waits excluded).
+    // Per CPU-second of the busiest replica: the rate were each replica to have a core of its own (communication waits
+    // excluded).
     out.tokensPerCpuSec = (BATCH * REFERENCE.seqLen) / (med('cpu') / 1000)
   })
   await pipeline.run()
@@ -95,7 +100,8 @@ if (variant === 'stock') {
 } else if (variant === 'gemm') {
   // The first MLP product (x [2048, 256] · w [256, 1024]) and its weight gradient xᵀ · dy, on
   // levanter's GEMM (flagged) and on XNNPACK (which needs xᵀ made first): GFLOP/s, median of `steps`.
-  const x = tf.randomNormal([BATCH * REFERENCE.seqLen, REFERENCE.dModel]), w = tf.randomNormal([REFERENCE.dModel, 4 * REFERENCE.dModel])
+  const x = tf.randomNormal([BATCH * REFERENCE.seqLen, REFERENCE.dModel]),
+    w = tf.randomNormal([REFERENCE.dModel, 4 * REFERENCE.dModel])
   const dy = tf.randomNormal([BATCH * REFERENCE.seqLen, 4 * REFERENCE.dModel])
   const gflops = (f: () => tf.Tensor) => {
     const ms: number[] = []
@@ -109,7 +115,9 @@ if (variant === 'stock') {
   for (const g of ['fma', 'simd', 'xnnpack'] as const) {
     selectGemm(g)
     out[`${g}Forward`] = gflops(() => tf.matMul(x, w))
-    out[`${g}WeightGrad`] = gflops(() => (g === 'xnnpack' ? tf.tidy(() => tf.matMul(tf.transpose(x), dy)) : tf.matMul(x, dy, true, false)))
+    out[`${g}WeightGrad`] = gflops(() =>
+      g === 'xnnpack' ? tf.tidy(() => tf.matMul(tf.transpose(x), dy)) : tf.matMul(x, dy, true, false),
+    )
   }
 } else {
   console.error(`usage: variant.ts stock|levanter|levanter-dp2|generate|gemm [steps]`)

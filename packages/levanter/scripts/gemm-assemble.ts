@@ -1,4 +1,5 @@
-/** @module Assemble the GEMM's text with wabt (a development dependency: the build script and the tests use it, training does not). */
+/** @module Assemble the GEMM's text with wabt (a development dependency: the build script and the tests use it,
+ * training does not). */
 import { gemmWat } from '../src/kernels/gemm-wat.js'
 
 export async function assembleGemm(build: 'fma' | 'simd'): Promise<Uint8Array> {

@@ -4,7 +4,11 @@ import { initBackend } from './backend.js'
 import { isLevanterError } from './errors.js'
 
 test('LEVANTER_BACKEND-style override: a bad name is refused, a good one is used and reported once', async () => {
-  await expect(initBackend('tpu')).rejects.toSatisfy((e) => isLevanterError(e, 'BACKEND_UNAVAILABLE') && /LEVANTER_BACKEND=tpu is not one of tensorflow, wasm, cpu/.test((e as Error).message))
+  await expect(initBackend('tpu')).rejects.toSatisfy(
+    (e) =>
+      isLevanterError(e, 'BACKEND_UNAVAILABLE') &&
+      /LEVANTER_BACKEND=tpu is not one of tensorflow, wasm, cpu/.test((e as Error).message),
+  )
   const info = await initBackend('cpu')
   expect(info).toEqual({ name: 'cpu', threads: 1, simd: false })
   expect(tf.getBackend()).toBe('cpu')

@@ -22,7 +22,8 @@ export type BackendInfo = {
   readonly threads: number
   /** Whether the wasm backend runs its SIMD build. */
   readonly simd: boolean
-  /** On wasm, what runs matrix products: levanter's GEMM (`fma` or `simd` build, kernels/wasm-gemm.ts) or the backend's XNNPACK. */
+  /** On wasm, what runs matrix products: levanter's GEMM (`fma` or `simd` build, kernels/wasm-gemm.ts) or the backend's
+   * XNNPACK. */
   readonly gemm?: 'fma' | 'simd' | 'xnnpack'
 }
 
@@ -50,7 +51,8 @@ async function tryWasm(): Promise<BackendInfo | undefined> {
     const wasm = await import('@tensorflow/tfjs-backend-wasm')
     // In Node the backend cannot locate its .wasm files next to a bundle: point it at the package's dist.
     const require = createRequire(import.meta.url)
-    const dist = path.join(path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json')), 'dist') + path.sep
+    const dist =
+      path.join(path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json')), 'dist') + path.sep
     wasm.setWasmPaths(dist)
     if (!(await tf.setBackend('wasm'))) return undefined
     await tf.ready()
@@ -66,7 +68,11 @@ async function tryCpu(): Promise<BackendInfo | undefined> {
   return (await tf.setBackend('cpu')) ? { name: 'cpu', threads: 1, simd: false } : undefined
 }
 
-const TRY: Record<BackendName, () => Promise<BackendInfo | undefined>> = { tensorflow: tryTensorflow, wasm: tryWasm, cpu: tryCpu }
+const TRY: Record<BackendName, () => Promise<BackendInfo | undefined>> = {
+  tensorflow: tryTensorflow,
+  wasm: tryWasm,
+  cpu: tryCpu,
+}
 
 /**
  * Pick and initialize the tensor backend once per process, register levanter's kernels and
@@ -80,14 +86,18 @@ export function initBackend(prefer: string | undefined = process.env.LEVANTER_BA
     let order: readonly BackendName[] = BACKEND_NAMES
     if (prefer !== undefined && prefer !== '') {
       if (!(BACKEND_NAMES as readonly string[]).includes(prefer)) {
-        throw new LevanterError('BACKEND_UNAVAILABLE', `LEVANTER_BACKEND=${prefer} is not one of ${BACKEND_NAMES.join(', ')}; unset it or pick one of those`)
+        throw new LevanterError(
+          'BACKEND_UNAVAILABLE',
+          `LEVANTER_BACKEND=${prefer} is not one of ` + `${BACKEND_NAMES.join(', ')}; unset it or pick one of those`,
+        )
       }
       order = [prefer as BackendName]
     }
     for (const name of order) {
       let info = await TRY[name]()
       if (info) {
-        if (info.name === 'wasm') info = { ...info, gemm: chooseGemmBuild() ?? 'xnnpack' } // a bad LEVANTER_GEMM fails here, by name
+        // a bad LEVANTER_GEMM fails here, by name
+        if (info.name === 'wasm') info = { ...info, gemm: chooseGemmBuild() ?? 'xnnpack' }
         registerLevanterKernels()
         log.info(info, 'tensor backend selected')
         return info

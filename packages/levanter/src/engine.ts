@@ -40,7 +40,11 @@ export function evalLossOf(model: CausalLM, batch: Batch): number {
 /** Runs steps on the model in this process. */
 export class LocalEngine implements Engine {
   readonly opt: AdamW
-  constructor(readonly model: CausalLM, adamw: AdamWConfig, readonly microbatches = 1) {
+  constructor(
+    readonly model: CausalLM,
+    adamw: AdamWConfig,
+    readonly microbatches = 1,
+  ) {
     this.opt = new AdamW(adamw, model)
   }
   async step(batch: Batch, lr: number): Promise<StepResult> {

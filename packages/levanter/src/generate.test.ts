@@ -13,7 +13,8 @@ describe.each(['gpt2', 'llama'] as const)('%s generation', (type) => {
   test('cached decoding picks the same tokens with the same log-probs as full re-forward', () => {
     const m = createModel({ type, ...tiny }, 9)
     const o = { maxNewTokens: 10, temperature: 0.9, topK: 8, topP: 0.95, seed: 3 }
-    const a = generate(m, [1, 2, 3], o), b = generate(m, [1, 2, 3], { ...o, useCache: false })
+    const a = generate(m, [1, 2, 3], o),
+      b = generate(m, [1, 2, 3], { ...o, useCache: false })
     expect(a.tokens).toEqual(b.tokens)
     a.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(b.logprobs[i]!, 4))
     expect(generate(m, [1, 2, 3], o).tokens).toEqual(a.tokens) // same seed, same sample
@@ -25,7 +26,10 @@ describe.each(['gpt2', 'llama'] as const)('%s generation', (type) => {
     expect(generate(m, [4, 5], { maxNewTokens: 6, topK: 1, seed: 99 }).tokens).toEqual(g.tokens)
     const s = score(m, [4, 5], g.tokens)
     expect(s.greedy).toBe(true)
-    expect(s.logprob).toBeCloseTo(g.logprobs.reduce((a, b) => a + b), 3)
+    expect(s.logprob).toBeCloseTo(
+      g.logprobs.reduce((a, b) => a + b),
+      3,
+    )
     const stopped = generate(m, [4, 5], { maxNewTokens: 6, temperature: 0, stop: [g.tokens.slice(1, 3)] })
     expect(stopped.finish).toBe('stop')
     expect(stopped.tokens).toEqual(g.tokens.slice(0, 3))

@@ -54,7 +54,8 @@ export function sampleToken(logits: Float32Array, o: GenerateOptions, rng: Rng):
   if (o.topK !== undefined) order = order.slice(0, Math.max(1, o.topK))
   const topP = o.topP ?? 1
   if (topP < 1) {
-    let cum = 0, keep = 0
+    let cum = 0,
+      keep = 0
     while (keep < order.length && cum < topP) cum += Math.exp(lp[order[keep++]!]!)
     order = order.slice(0, Math.max(1, keep))
   }
@@ -76,8 +77,12 @@ function lastLogits(logits: tf.Tensor): Float32Array {
 /** Continue `prompt` (token ids) with up to `maxNewTokens` tokens. */
 export function generate(model: CausalLM, prompt: readonly number[], o: GenerateOptions = {}): Generation {
   if (prompt.length === 0) throw new LevanterError('BAD_SHAPE', 'generate: prompt is empty; give at least one token')
-  const max = o.maxNewTokens ?? 32, rng = new Rng(o.seed ?? 0), useCache = o.useCache ?? true
-  const seq = [...prompt], tokens: number[] = [], logprobs: number[] = []
+  const max = o.maxNewTokens ?? 32,
+    rng = new Rng(o.seed ?? 0),
+    useCache = o.useCache ?? true
+  const seq = [...prompt],
+    tokens: number[] = [],
+    logprobs: number[] = []
   const cache = useCache ? new BatchCache() : undefined
   const next = (): Float32Array => {
     if (!cache) return tf.tidy(() => lastLogits(model.forward(tf.tensor2d([seq], [1, seq.length], 'int32'))))
@@ -94,7 +99,12 @@ export function generate(model: CausalLM, prompt: readonly number[], o: Generate
       logprobs.push(logSoftmax(last)[tok]!)
       tokens.push(tok)
       seq.push(tok)
-      if (o.stop?.some((s) => s.length > 0 && s.length <= tokens.length && s.every((t, i) => tokens[tokens.length - s.length + i] === t))) {
+      if (
+        o.stop?.some(
+          (s) =>
+            s.length > 0 && s.length <= tokens.length && s.every((t, i) => tokens[tokens.length - s.length + i] === t),
+        )
+      ) {
         return { tokens, logprobs, finish: 'stop' }
       }
       if (seq.length >= model.config.seqLen && tokens.length < max) return { tokens, logprobs, finish: 'length' }
@@ -106,10 +116,19 @@ export function generate(model: CausalLM, prompt: readonly number[], o: Generate
 }
 
 /** log p(continuation | context): the sum, each token's term, and whether greedy decoding would produce it. */
-export function score(model: CausalLM, context: readonly number[], continuation: readonly number[]): { logprob: number; tokenLogprobs: number[]; greedy: boolean } {
-  if (context.length === 0 || continuation.length === 0) throw new LevanterError('BAD_SHAPE', 'score: context and continuation must each have at least one token')
+export function score(
+  model: CausalLM,
+  context: readonly number[],
+  continuation: readonly number[],
+): { logprob: number; tokenLogprobs: number[]; greedy: boolean } {
+  if (context.length === 0 || continuation.length === 0)
+    throw new LevanterError('BAD_SHAPE', 'score: context and continuation must each have at least one token')
   const all = [...context, ...continuation].slice(0, -1)
-  if (all.length > model.config.seqLen) throw new LevanterError('BAD_SHAPE', `score: ${all.length} positions exceed seqLen ${model.config.seqLen}; shorten the context`)
+  if (all.length > model.config.seqLen)
+    throw new LevanterError(
+      'BAD_SHAPE',
+      `score: ${all.length} positions exceed seqLen ` + `${model.config.seqLen}; shorten the context`,
+    )
   const V = model.config.vocabSize
   const d = tf.tidy(() => model.forward(tf.tensor2d([all], [1, all.length], 'int32')).dataSync() as Float32Array)
   const tokenLogprobs: number[] = []

@@ -1,4 +1,5 @@
-/** @module @marin/levanter: training on tfjs: models, optimizers, Trainer, Pipeline, checkpoints, data-parallel over fray, generation. */
+/** @module @marin/levanter: training on tfjs: models, optimizers, Trainer, Pipeline, checkpoints, data-parallel over
+ * fray, generation. */
 import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name

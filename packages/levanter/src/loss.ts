@@ -6,7 +6,12 @@ import * as tf from '@tensorflow/tfjs'
  * The denominator defaults to Σ mask; microbatches and replicas pass the global count so their
  * sums add up to the whole batch's mean exactly.
  */
-export function maskedCrossEntropy(logits: tf.Tensor, targets: tf.Tensor, mask: tf.Tensor, denominator?: number): tf.Scalar {
+export function maskedCrossEntropy(
+  logits: tf.Tensor,
+  targets: tf.Tensor,
+  mask: tf.Tensor,
+  denominator?: number,
+): tf.Scalar {
   return tf.tidy(() => {
     const V = logits.shape[logits.rank - 1]!
     const flat = tf.reshape(logits, [-1, V])

@@ -59,23 +59,43 @@ export class Pipeline {
     const { dataset, model, trainer, maxSteps } = this.options
     const c = trainer.config
     const seqLen = model.config.seqLen
-    const trackers: readonly Tracker[] = trainer.trackers ?? [new JsonlTracker(path.join(c.runDir ?? path.join('levanter-runs', c.runName), 'metrics.jsonl'))]
-    const ckpt = c.checkpointStore ? await Checkpointer.open({ store: c.checkpointStore, run: c.runName, keepEvery: c.keepEvery, keepLatest: c.keepLatest }) : undefined
+    const trackers: readonly Tracker[] = trainer.trackers ?? [
+      new JsonlTracker(path.join(c.runDir ?? path.join('levanter-runs', c.runName), 'metrics.jsonl')),
+    ]
+    const ckpt = c.checkpointStore
+      ? await Checkpointer.open({
+          store: c.checkpointStore,
+          run: c.runName,
+          keepEvery: c.keepEvery,
+          keepLatest: c.keepLatest,
+        })
+      : undefined
     const adamw = { beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: c.weightDecay, maxGradNorm: c.maxGradNorm }
-    const engine: Engine = c.mesh ? await DataParallelEngine.create(model, adamw, c.mesh.data, c.microbatches) : new LocalEngine(model, adamw, c.microbatches)
+    const engine: Engine = c.mesh
+      ? await DataParallelEngine.create(model, adamw, c.mesh.data, c.microbatches)
+      : new LocalEngine(model, adamw, c.microbatches)
     this.engine = engine
     const shapes = new Map([...model.params].map(([k, v]) => [k, v.shape]))
     const peak = c.peakFlops ?? measuredPeakFlops() * (c.mesh?.data ?? 1)
     const flopsPerToken = model.flopsPerToken(seqLen)
     const losses: number[] = []
-    let start = 0, last: StepInfo | undefined, damagedCheckpoints: readonly DamagedCheckpoint[] = []
+    let start = 0,
+      last: StepInfo | undefined,
+      damagedCheckpoints: readonly DamagedCheckpoint[] = []
     try {
       const saved = await ckpt?.load()
       if (saved) {
         await engine.load(saved.tensors)
         start = saved.manifest.step
         damagedCheckpoints = saved.damaged
-        log.info({ step: start, artifact: ckpt!.artifact, ...(saved.damaged.length ? { skippedDamaged: saved.damaged.map((d) => d.step) } : {}) }, 'resumed from checkpoint')
+        log.info(
+          {
+            step: start,
+            artifact: ckpt!.artifact,
+            ...(saved.damaged.length ? { skippedDamaged: saved.damaged.map((d) => d.step) } : {}),
+          },
+          'resumed from checkpoint',
+        )
       }
       for (let s = start; s < maxSteps; s++) {
         const batch = await dataset.trainBatch(s, c.batchSize, seqLen, c.seed)
@@ -83,17 +103,38 @@ export class Pipeline {
         const t0 = performance.now()
         const { loss, gradNorm } = await engine.step(batch, lr)
         const seconds = (performance.now() - t0) / 1000
-        if (!Number.isFinite(loss)) throw new LevanterError('NON_FINITE_LOSS', `step ${s + 1}: loss is ${loss}; lower the learning rate or check the data`)
+        if (!Number.isFinite(loss))
+          throw new LevanterError(
+            'NON_FINITE_LOSS',
+            `step ${s + 1}: loss is ${loss}; lower the learning rate or ` + `check the data`,
+          )
         losses.push(loss)
         const tokensPerSec = (batch.batchSize * seqLen) / seconds
         const flopsPerSec = tokensPerSec * flopsPerToken
-        const info: StepInfo = { step: s + 1, loss, lr, gradNorm, tokensPerSec, flopsPerSec, mfu: flopsPerSec / peak, seconds }
+        const info: StepInfo = {
+          step: s + 1,
+          loss,
+          lr,
+          gradNorm,
+          tokensPerSec,
+          flopsPerSec,
+          mfu: flopsPerSec / peak,
+          seconds,
+        }
         last = info
-        const metrics: Record<string, number> = { 'train/loss': loss, 'train/lr': lr, 'train/grad_norm': gradNorm, 'throughput/tokens_per_sec': tokensPerSec, 'throughput/mfu': info.mfu }
-        if (info.step % c.logEvery === 0 || info.step === maxSteps) for (const t of trackers) await t.log(info.step, metrics)
+        const metrics: Record<string, number> = {
+          'train/loss': loss,
+          'train/lr': lr,
+          'train/grad_norm': gradNorm,
+          'throughput/tokens_per_sec': tokensPerSec,
+          'throughput/mfu': info.mfu,
+        }
+        if (info.step % c.logEvery === 0 || info.step === maxSteps)
+          for (const t of trackers) await t.log(info.step, metrics)
         if (c.evalEvery > 0 && (info.step % c.evalEvery === 0 || info.step === maxSteps)) {
           let sum = 0
-          for (let i = 0; i < c.evalBatches; i++) sum += await engine.evalLoss(await dataset.evalBatch(i, c.batchSize, seqLen))
+          for (let i = 0; i < c.evalBatches; i++)
+            sum += await engine.evalLoss(await dataset.evalBatch(i, c.batchSize, seqLen))
           const evalLoss = sum / c.evalBatches
           const ev: Record<string, number> = { 'eval/loss': evalLoss }
           const bpt = dataset.bytesPerToken
@@ -102,20 +143,33 @@ export class Pipeline {
         }
         if (ckpt && c.checkpointEvery > 0 && (info.step % c.checkpointEvery === 0 || info.step === maxSteps)) {
           const manifest = {
-            step: info.step, dataPosition: info.step * c.batchSize, rng: { seed: c.seed }, optimizerCount: 0,
-            config: { model: model.config, trainer: c }, metrics,
+            step: info.step,
+            dataPosition: info.step * c.batchSize,
+            rng: { seed: c.seed },
+            optimizerCount: 0,
+            config: { model: model.config, trainer: c },
+            metrics,
           }
           const tensors = await engine.state()
           await ckpt.save({ ...manifest, optimizerCount: tensors.count }, tensors, shapes)
         }
         for (const h of trainer.hooks) if (info.step % h.every === 0) await h.run(info)
       }
-      if (c.mesh) await engine.state().then((st) => { for (const [n, d] of st.weights) model.set(n, d) })
+      if (c.mesh)
+        await engine.state().then((st) => {
+          for (const [n, d] of st.weights) model.set(n, d)
+        })
     } finally {
       await engine.close()
       ckpt?.close()
       for (const t of trackers) await t.close?.()
     }
-    return { step: Math.max(start, maxSteps), losses, resumedFrom: start, damagedCheckpoints, ...(last ? { last } : {}) }
+    return {
+      step: Math.max(start, maxSteps),
+      losses,
+      resumedFrom: start,
+      damagedCheckpoints,
+      ...(last ? { last } : {}),
+    }
   }
 }

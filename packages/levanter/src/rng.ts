@@ -1,4 +1,5 @@
-/** @module Seeded, serializable random numbers (splitmix32): init, batch order and sampling all derive from one seed. */
+/** @module Seeded, serializable random numbers (splitmix32): init, batch order and sampling all derive from one seed.
+ * */
 
 /** 32-bit mix of a string or numbers into a seed, so `seedFor(seed, 'name')` is stable across runs. */
 export function seedFor(...parts: readonly (number | string)[]): number {
@@ -26,7 +27,8 @@ export class Rng {
   }
   /** Standard normal (Box–Muller). */
   normal(): number {
-    const u = 1 - this.next(), v = this.next()
+    const u = 1 - this.next(),
+      v = this.next()
     return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v)
   }
   /** Integer in [0, n). */
@@ -37,17 +39,20 @@ export class Rng {
 
 /** Float32Array of `n` draws from N(0, std²). */
 export function normalArray(n: number, std: number, seed: number): Float32Array {
-  const r = new Rng(seed), out = new Float32Array(n)
+  const r = new Rng(seed),
+    out = new Float32Array(n)
   for (let i = 0; i < n; i++) out[i] = r.normal() * std
   return out
 }
 
 /** Fisher–Yates permutation of 0…n-1 from a seed. */
 export function permutation(n: number, seed: number): Uint32Array {
-  const r = new Rng(seed), p = new Uint32Array(n)
+  const r = new Rng(seed),
+    p = new Uint32Array(n)
   for (let i = 0; i < n; i++) p[i] = i
   for (let i = n - 1; i > 0; i--) {
-    const j = r.int(i + 1), t = p[i]!
+    const j = r.int(i + 1),
+      t = p[i]!
     p[i] = p[j]!
     p[j] = t
   }

@@ -47,7 +47,12 @@ export function computeGrads(model: CausalLM, batch: Batch, denominator: number,
  * floats at the end. On wasm each gradient is copied straight off the heap (no intermediate
  * array); `into` (of the right length) is reused instead of allocating and zeroing a new buffer.
  */
-export function flattenGrads(grads: ReadonlyMap<string, tf.Tensor>, names: readonly string[], extra = 0, into?: Float32Array): Float32Array {
+export function flattenGrads(
+  grads: ReadonlyMap<string, tf.Tensor>,
+  names: readonly string[],
+  extra = 0,
+  into?: Float32Array,
+): Float32Array {
   let n = extra
   for (const k of names) n += grads.get(k)!.size
   const out = into?.length === n ? into : new Float32Array(n)

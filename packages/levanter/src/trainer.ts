@@ -14,19 +14,41 @@ export const TrainerConfig = z.strictObject({
   ...AdamWConfig.shape,
   schedule: LrSchedule.default({ decay: 'cosine', warmupSteps: 0, minLrRatio: 0.1 }),
   batchSize: z.number().int().positive().default(16).describe('sequences per step (the global batch)'),
-  microbatches: z.number().int().positive().default(1).describe('gradient accumulation: split each step into this many passes'),
+  microbatches: z
+    .number()
+    .int()
+    .positive()
+    .default(1)
+    .describe('gradient accumulation: split each step into this many passes'),
   seed: z.number().int().nonnegative().default(0).describe('data order (and nothing else: init has its own seed)'),
   logEvery: z.number().int().positive().default(10),
   evalEvery: z.number().int().nonnegative().default(0).describe('0 disables evaluation'),
   evalBatches: z.number().int().positive().default(2),
   checkpointEvery: z.number().int().nonnegative().default(0).describe('0 disables checkpoints'),
-  keepEvery: z.number().int().positive().nullable().default(null).describe('checkpoints at multiples of this are kept for good'),
+  keepEvery: z
+    .number()
+    .int()
+    .positive()
+    .nullable()
+    .default(null)
+    .describe('checkpoints at multiples of this are kept for good'),
   keepLatest: z.number().int().positive().default(2).describe('other checkpoints: keep only the latest few'),
   checkpointStore: z.string().optional().describe('finestore URL or path for checkpoints'),
-  runName: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/).default('run').describe('checkpoint artifact is checkpoints/<runName>'),
+  runName: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9._-]*$/)
+    .default('run')
+    .describe('checkpoint artifact is checkpoints/<runName>'),
   runDir: z.string().optional().describe('metrics.jsonl goes here; @default levanter-runs/<runName>'),
-  mesh: z.strictObject({ data: z.number().int().positive() }).optional().describe('data-parallel replicas as fray actors'),
-  peakFlops: z.number().positive().optional().describe('FLOP/s for MFU; @default measured matMul throughput of the backend'),
+  mesh: z
+    .strictObject({ data: z.number().int().positive() })
+    .optional()
+    .describe('data-parallel replicas as fray actors'),
+  peakFlops: z
+    .number()
+    .positive()
+    .optional()
+    .describe('FLOP/s for MFU; @default measured matMul throughput of the backend'),
 })
 export type TrainerConfigInput = z.input<typeof TrainerConfig>
 export type TrainerConfig = z.output<typeof TrainerConfig>
@@ -62,11 +84,19 @@ export class Trainer {
   constructor(config: TrainerConfigInput = {}, extras: TrainerExtras = {}) {
     const parsed = TrainerConfig.safeParse(config)
     if (!parsed.success) {
-      throw new LevanterError('BAD_CONFIG', `trainer config: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`)
+      throw new LevanterError(
+        'BAD_CONFIG',
+        `trainer config: ` +
+          `${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`,
+      )
     }
     this.config = parsed.data
     if (this.config.mesh && this.config.batchSize % this.config.mesh.data !== 0) {
-      throw new LevanterError('BAD_CONFIG', `trainer config: batchSize ${this.config.batchSize} must be a multiple of mesh.data ${this.config.mesh.data}`)
+      throw new LevanterError(
+        'BAD_CONFIG',
+        `trainer config: batchSize ${this.config.batchSize} must be a ` +
+          `multiple of mesh.data ${this.config.mesh.data}`,
+      )
     }
     this.trackers = extras.trackers
     this.hooks = [...(extras.hooks ?? [])]

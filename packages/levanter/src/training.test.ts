@@ -39,7 +39,9 @@ describe('schedules', () => {
 describe('training', () => {
   test('batches are a pure function of (seed, step), and differ across steps', async () => {
     const d = dataset()
-    const a = await d.trainBatch(5, 4, 8, 1), b = await dataset().trainBatch(5, 4, 8, 1), c = await d.trainBatch(6, 4, 8, 1)
+    const a = await d.trainBatch(5, 4, 8, 1),
+      b = await dataset().trainBatch(5, 4, 8, 1),
+      c = await d.trainBatch(6, 4, 8, 1)
     expect(a.inputs).toEqual(b.inputs)
     expect(a.inputs).not.toEqual(c.inputs)
     expect(Array.from(a.targets.subarray(0, 7))).toEqual(Array.from(a.inputs.subarray(1, 8)))
@@ -48,13 +50,15 @@ describe('training', () => {
   test('padding and end-of-document positions are masked', async () => {
     const d = Dataset.fromTokens([5, 6, 0, 7, 8, 9, 9, 9, 9], { evalFraction: 0, padId: 9, eosId: 0 })
     const b = await d.trainBatch(0, 1, 8, 0)
-    expect(Array.from(b.mask)).toEqual([1, 1, 0, 1, 0, 0, 0, 0]) // predicting EOS kept; from EOS masked; pad targets masked
+    // predicting EOS kept; from EOS masked; pad targets masked
+    expect(Array.from(b.mask)).toEqual([1, 1, 0, 1, 0, 0, 0, 0])
   })
 
   test('AdamW: weight decay is decoupled and skips norms and biases', () => {
     const m = new Gpt2LM(cfg, 0)
     const e = new LocalEngine(m, AdamWConfig.parse({ weightDecay: 0.5 }))
-    const before = m.param('transformer.h.0.mlp.c_fc.weight').dataSync()[0]!, ln = m.param('transformer.ln_f.weight').dataSync()[0]!
+    const before = m.param('transformer.h.0.mlp.c_fc.weight').dataSync()[0]!,
+      ln = m.param('transformer.ln_f.weight').dataSync()[0]!
     const zeros = new Map([...m.params].map(([k, v]) => [k, tf.zerosLike(v) as tf.Tensor]))
     e.opt.apply(zeros, 0.1)
     expect(m.param('transformer.h.0.mlp.c_fc.weight').dataSync()[0]!).toBeCloseTo(before * (1 - 0.05), 6)
@@ -67,40 +71,59 @@ describe('training', () => {
     const ours = new AdamW(AdamWConfig.parse({ weightDecay: 0, maxGradNorm: null, beta2: 0.95 }), m)
     const stock = tf.train.adam(0.01, 0.9, 0.95, 1e-8)
     for (let step = 0; step < 4; step++) {
-      const grads = new Map([...m.params].map(([k, v], i) => [k, tf.randomNormal(v.shape, 0, 1 + step, 'float32', 10 * step + i) as tf.Tensor]))
+      const grads = new Map(
+        [...m.params].map(([k, v], i) => [
+          k,
+          tf.randomNormal(v.shape, 0, 1 + step, 'float32', 10 * step + i) as tf.Tensor,
+        ]),
+      )
       const norm = ours.apply(grads, 0.01)
       expect(norm).toBeCloseTo(globalNorm(grads.values()), 2)
       stock.applyGradients([...ref.params].map(([k, v]) => ({ name: v.name, tensor: grads.get(k)! })))
       tf.dispose([...grads.values()])
     }
     for (const [k, v] of m.params) {
-      const a = v.dataSync(), b = ref.param(k).dataSync()
+      const a = v.dataSync(),
+        b = ref.param(k).dataSync()
       a.forEach((x, i) => expect(Math.abs(x - b[i]!), k).toBeLessThan(1e-6))
     }
     stock.dispose()
   })
 
-  test('AdamW updating parameters in place: matMuls after the update see the new weights, not a cached packing of the old', () => {
-    const m = new Gpt2LM(cfg, 3)
-    const opt = new AdamW(AdamWConfig.parse({}), m)
-    const name = 'transformer.h.0.mlp.c_fc.weight'
-    const w = m.param(name)
-    const x = tf.randomNormal([4, w.shape[0]!], 0, 1, 'float32', 5)
-    for (let step = 0; step < 3; step++) {
-      tf.tidy(() => tf.matMul(x, w).dataSync()) // the backend may cache w, packed, by its id
-      const grads = new Map([...m.params].map(([k, v], i) => [k, tf.randomNormal(v.shape, 0, 1, 'float32', 100 * step + i) as tf.Tensor]))
-      opt.apply(grads, 0.05)
-      tf.dispose([...grads.values()])
-      const [got, want] = tf.tidy(() => [tf.matMul(x, w).dataSync(), tf.matMul(x, tf.tensor(w.dataSync(), w.shape)).dataSync()])
-      got!.forEach((g, i) => expect(Math.abs(g - want![i]!)).toBeLessThan(1e-4))
-    }
-    x.dispose()
-  })
+  test(
+    'AdamW updating parameters in place: matMuls after the update ' +
+      'see the new weights, not a cached packing of the old',
+    () => {
+      const m = new Gpt2LM(cfg, 3)
+      const opt = new AdamW(AdamWConfig.parse({}), m)
+      const name = 'transformer.h.0.mlp.c_fc.weight'
+      const w = m.param(name)
+      const x = tf.randomNormal([4, w.shape[0]!], 0, 1, 'float32', 5)
+      for (let step = 0; step < 3; step++) {
+        tf.tidy(() => tf.matMul(x, w).dataSync()) // the backend may cache w, packed, by its id
+        const grads = new Map(
+          [...m.params].map(([k, v], i) => [k, tf.randomNormal(v.shape, 0, 1, 'float32', 100 * step + i) as tf.Tensor]),
+        )
+        opt.apply(grads, 0.05)
+        tf.dispose([...grads.values()])
+        const [got, want] = tf.tidy(() => [
+          tf.matMul(x, w).dataSync(),
+          tf.matMul(x, tf.tensor(w.dataSync(), w.shape)).dataSync(),
+        ])
+        got!.forEach((g, i) => expect(Math.abs(g - want![i]!)).toBeLessThan(1e-4))
+      }
+      x.dispose()
+    },
+  )
 
   test('AdamW clips by the global norm and applies the same update from a flat buffer', async () => {
-    const a = new Gpt2LM(cfg, 2), b = new Gpt2LM(cfg, 2)
-    const oa = new AdamW(AdamWConfig.parse({ maxGradNorm: 0.5 }), a), ob = new AdamW(AdamWConfig.parse({ maxGradNorm: 0.5 }), b)
-    const grads = new Map([...a.params].map(([k, v], i) => [k, tf.randomNormal(v.shape, 0, 1, 'float32', i) as tf.Tensor]))
+    const a = new Gpt2LM(cfg, 2),
+      b = new Gpt2LM(cfg, 2)
+    const oa = new AdamW(AdamWConfig.parse({ maxGradNorm: 0.5 }), a),
+      ob = new AdamW(AdamWConfig.parse({ maxGradNorm: 0.5 }), b)
+    const grads = new Map(
+      [...a.params].map(([k, v], i) => [k, tf.randomNormal(v.shape, 0, 1, 'float32', i) as tf.Tensor]),
+    )
     const names = [...a.params.keys()]
     const norm = oa.apply(grads, 0.01)
     expect(norm).toBeGreaterThan(0.5)
@@ -108,7 +131,8 @@ describe('training', () => {
     for (const k of names) expect(a.param(k).dataSync()).toEqual(b.param(k).dataSync())
     expect(await oa.state()).toEqual(await ob.state())
     // Clipped to norm 0.5: the first step of Adam moves each weight by about lr regardless, so compare the moments.
-    const m = (await oa.state()).get(`m.${names[0]}`)!, g = grads.get(names[0]!)!.dataSync()
+    const m = (await oa.state()).get(`m.${names[0]}`)!,
+      g = grads.get(names[0]!)!.dataSync()
     m.forEach((x, i) => expect(x).toBeCloseTo(0.1 * g[i]! * (0.5 / norm), 6))
     tf.dispose([...grads.values()])
   })
@@ -145,7 +169,8 @@ describe('training', () => {
     expect(train[0]!['throughput/mfu']).toBeGreaterThan(0)
   })
 
-  test('no tensor leaks: live tensors and bytes after step 1000 equal those after step 10 (with eval, logging and checkpoints on the way)', async () => {
+  test('no tensor leaks: live tensors and bytes after step 1000 equal ' +
+    'those after step 10 (with eval, logging and checkpoints on the way)', async () => {
     // 1000 real steps, as the contract says. A step of a model this small is ~500 kernel
     // dispatches (a few ms on an idle core), so this takes seconds alone and a minute at most
     // on a machine loaded many times over: hence the longer timeout, and nothing smaller to wait on.
@@ -153,7 +178,16 @@ describe('training', () => {
     const store = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-leak-'))
     const mem = new Map<number, { numTensors: number; numBytes: number }>()
     const trainer = new Trainer(
-      { learningRate: 1e-2, batchSize: 2, logEvery: 100, evalEvery: 250, evalBatches: 1, checkpointEvery: 500, checkpointStore: store, runName: 'leak' },
+      {
+        learningRate: 1e-2,
+        batchSize: 2,
+        logEvery: 100,
+        evalEvery: 250,
+        evalBatches: 1,
+        checkpointEvery: 500,
+        checkpointStore: store,
+        runName: 'leak',
+      },
       { trackers: [new MemoryTracker()] },
     ).addHook(1, (info) => {
       if (info.step === 10 || info.step === 1000) {
@@ -169,13 +203,24 @@ describe('training', () => {
 
   test('JSONL is the default tracker', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-jsonl-'))
-    await new Pipeline({ dataset: dataset(), model: new Gpt2LM(cfg, 0), trainer: new Trainer({ batchSize: 2, logEvery: 1, runDir: dir }), maxSteps: 2 }).run()
-    const lines = fs.readFileSync(path.join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+    await new Pipeline({
+      dataset: dataset(),
+      model: new Gpt2LM(cfg, 0),
+      trainer: new Trainer({ batchSize: 2, logEvery: 1, runDir: dir }),
+      maxSteps: 2,
+    }).run()
+    const lines = fs
+      .readFileSync(path.join(dir, 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
     expect(lines.map((l) => l.step)).toEqual([1, 2])
   })
 
   test('bad trainer config names the field', () => {
     expect(() => new Trainer({ learningRate: -1 })).toThrow(/learningRate/)
-    expect(() => new Trainer({ batchSize: 3, mesh: { data: 2 } })).toThrow(/batchSize 3 must be a multiple of mesh.data 2/)
+    expect(() => new Trainer({ batchSize: 3, mesh: { data: 2 } })).toThrow(
+      /batchSize 3 must be a multiple of mesh.data 2/,
+    )
   })
 })

@@ -13,7 +13,8 @@ import { OpenAICompletionsModel } from '../src/eval/openai-model.js'
 import { runTask } from '../src/eval/run-task.js'
 import { startServer } from '../src/serve/server.js'
 
-const ITEMS = 16, ROUNDS = 3
+const ITEMS = 16,
+  ROUNDS = 3
 await initBackend()
 const tokenizer = trainBpe(brownSentences('in').slice(0, 3000), { vocabSize: 512 })
 const model = new Gpt2LM({ vocabSize: 512, seqLen: 128, dModel: 256, nLayers: 4, nHeads: 4 }, 0)
@@ -30,13 +31,25 @@ try {
     await runTask(m, task)
     return (performance.now() - t0) / 1000
   }
-  const localS: number[] = [], httpS: number[] = []
+  const localS: number[] = [],
+    httpS: number[] = []
   for (let r = 0; r < ROUNDS; r++) {
     localS.push(await time(local))
     httpS.push(await time(http))
   }
-  emit({ bench: 'marin', metric: 'eval_loglikelihood_requests_per_s_http', value: requests / median(httpS), unit: 'requests/s', baseline: requests / median(localS) })
-  emit({ bench: 'marin', metric: 'eval_loglikelihood_requests_per_s_in_process', value: requests / median(localS), unit: 'requests/s' })
+  emit({
+    bench: 'marin',
+    metric: 'eval_loglikelihood_requests_per_s_http',
+    value: requests / median(httpS),
+    unit: 'requests/s',
+    baseline: requests / median(localS),
+  })
+  emit({
+    bench: 'marin',
+    metric: 'eval_loglikelihood_requests_per_s_in_process',
+    value: requests / median(localS),
+    unit: 'requests/s',
+  })
 } finally {
   await server.close({ graceMs: 0 })
 }

@@ -62,8 +62,21 @@ test('exports', async () => {
 })
 
 test('subpath entry points: @marin/marin/serve, /eval, /report', async () => {
-  const [serve, evaluation, report] = await Promise.all([import('@marin/marin/serve'), import('@marin/marin/eval'), import('@marin/marin/report')])
+  const [serve, evaluation, report] = await Promise.all([
+    import('@marin/marin/serve'),
+    import('@marin/marin/eval'),
+    import('@marin/marin/report'),
+  ])
   expect(Object.keys(serve).sort()).toEqual(['Engine', 'createApp', 'loadModel', 'startServer'])
-  expect(Object.keys(evaluation)).toEqual(expect.arrayContaining(['BUILTIN_TASKS', 'LocalLanguageModel', 'OpenAICompletionsModel', 'evalStep', 'evaluate', 'runTask']))
+  expect(Object.keys(evaluation)).toEqual(
+    expect.arrayContaining([
+      'BUILTIN_TASKS',
+      'LocalLanguageModel',
+      'OpenAICompletionsModel',
+      'evalStep',
+      'evaluate',
+      'runTask',
+    ]),
+  )
   expect(Object.keys(report)).toEqual(expect.arrayContaining(['buildReport', 'publishSite', 'renderCharts']))
 })

@@ -34,7 +34,13 @@ export type { TrainStepOptions, TrainStepTrainer, TrainSummary } from './steps/t
 export { evalStep } from './eval/eval-step.js'
 export type { EvalStepConfig } from './eval/eval-step.js'
 export { BROWN_HELD_OUT_FILES, BUILTIN_TASKS } from './eval/brown-tasks.js'
-export { artifactRef, formatArtifactRef, isArtifactRef, parseArtifactRef, parseStepArtifacts } from './executor/artifacts.js'
+export {
+  artifactRef,
+  formatArtifactRef,
+  isArtifactRef,
+  parseArtifactRef,
+  parseStepArtifacts,
+} from './executor/artifacts.js'
 export type { ArtifactRef, StepArtifacts } from './executor/artifacts.js'
 export { mainArtifact, writeArtifacts } from './steps/artifacts.js'
 export type { StepArtifactsInput } from './steps/artifacts.js'
@@ -47,7 +53,14 @@ export { dependenciesOf, topoSort } from './executor/graph.js'
 
 // The executor
 export { Executor, localRunner, outputPathOf, prepare } from './executor/executor.js'
-export type { ExecutorOptions, ExperimentRecord, ExperimentRun, StepRecord, StepRunner, StepTask } from './executor/executor.js'
+export type {
+  ExecutorOptions,
+  ExperimentRecord,
+  ExperimentRun,
+  StepRecord,
+  StepRunner,
+  StepTask,
+} from './executor/executor.js'
 export { formatPlan, planStep } from './executor/plan.js'
 export type { PlanEntry, PlannedAction } from './executor/plan.js'
 export { runStepHere, waitForLease } from './executor/step-runner.js'

@@ -40,7 +40,13 @@ try {
 
   const oursWS = await timeIt(async () => pump(await store.writeStream('obj.bin')), runs)
   const baseWS = await timeIt(() => pump(createWriteStream(join(dir, 'plain.bin'))), runs)
-  emit({ bench: 'rigging', metric: 'file_write_stream_mb_per_s', value: mb / oursWS, unit: 'MB/s', baseline: mb / baseWS })
+  emit({
+    bench: 'rigging',
+    metric: 'file_write_stream_mb_per_s',
+    value: mb / oursWS,
+    unit: 'MB/s',
+    baseline: mb / baseWS,
+  })
 
   const oursR = await timeIt(() => store.read('obj.bin'), runs)
   const baseR = await timeIt(() => readFile(join(dir, 'plain.bin')), runs)
@@ -48,7 +54,13 @@ try {
 
   const oursRS = await timeIt(async () => drain(await store.readStream('obj.bin')), runs)
   const baseRS = await timeIt(() => drain(createReadStream(join(dir, 'plain.bin'))), runs)
-  emit({ bench: 'rigging', metric: 'file_read_stream_mb_per_s', value: mb / oursRS, unit: 'MB/s', baseline: mb / baseRS })
+  emit({
+    bench: 'rigging',
+    metric: 'file_read_stream_mb_per_s',
+    value: mb / oursRS,
+    unit: 'MB/s',
+    baseline: mb / baseRS,
+  })
 
   const small = data.subarray(0, 4096)
   const n = 100

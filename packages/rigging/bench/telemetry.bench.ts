@@ -38,9 +38,27 @@ for (let r = 0; r < 7; r++) {
   times.base.push(await timeIt(pushAll, { runs: 1, warmup }))
 }
 const base = median(times.base)
-emit({ bench: 'rigging', metric: 'histogram_observe_per_s', value: N / median(times.ours), unit: 'obs/s', baseline: N / base })
-emit({ bench: 'rigging', metric: 'histogram_observe_labelled_per_s', value: N / median(times.labelled), unit: 'obs/s', baseline: N / base })
-emit({ bench: 'rigging', metric: 'histogram_observe_bound_per_s', value: N / median(times.bound), unit: 'obs/s', baseline: N / base })
+emit({
+  bench: 'rigging',
+  metric: 'histogram_observe_per_s',
+  value: N / median(times.ours),
+  unit: 'obs/s',
+  baseline: N / base,
+})
+emit({
+  bench: 'rigging',
+  metric: 'histogram_observe_labelled_per_s',
+  value: N / median(times.labelled),
+  unit: 'obs/s',
+  baseline: N / base,
+})
+emit({
+  bench: 'rigging',
+  metric: 'histogram_observe_bound_per_s',
+  value: N / median(times.bound),
+  unit: 'obs/s',
+  baseline: N / base,
+})
 
 // Snapshot cost with full reservoirs: 20 series × 2048 kept values, quantiles sorted each time.
 const reg = new MetricsRegistry()

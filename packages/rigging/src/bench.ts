@@ -19,7 +19,8 @@ export type BenchLine = {
 }
 
 export type EmitInput = Omit<BenchLine, 'ratio'> & {
-  /** The metric is a time or a latency: the ratio becomes baseline ÷ value so that higher is still better. @default false */
+  /** The metric is a time or a latency: the ratio becomes baseline ÷ value so that higher is still better. @default
+   * false */
   lowerIsBetter?: boolean
 }
 

@@ -26,7 +26,24 @@ describe('parseByteSize', () => {
   })
 
   test('anything else is refused with the field named and examples', () => {
-    const bad = ['', ' 4G', '4 G', '4K', '4g', '4GB', '4GiB', '4gi', '4m', '4Mb', '-1', '1e9', 'lots', '4Pi', '.5G', '4.G']
+    const bad = [
+      '',
+      ' 4G',
+      '4 G',
+      '4K',
+      '4g',
+      '4GB',
+      '4GiB',
+      '4gi',
+      '4m',
+      '4Mb',
+      '-1',
+      '1e9',
+      'lots',
+      '4Pi',
+      '.5G',
+      '4.G',
+    ]
     for (const text of bad) {
       let err: unknown
       try {

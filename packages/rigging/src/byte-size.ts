@@ -12,14 +12,23 @@ import { RiggingError } from './errors.js'
 
 const UNITS: Record<string, number> = {
   '': 1,
-  k: 1e3, M: 1e6, G: 1e9, T: 1e12,
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
 }
 
 // Largest first, binary before decimal of the same order (Ti > T > Gi > G ...).
 const PRINT_ORDER = (['Ti', 'T', 'Gi', 'G', 'Mi', 'M', 'Ki', 'k'] as const).map((u) => [u, UNITS[u]!] as const)
 
-const EXAMPLES = 'write bytes (1048576), a decimal size (512M, 4G = 4×10⁹ bytes) or a binary size (512Mi, 4Gi = 4×2³⁰ bytes); suffixes are k, M, G, T, Ki, Mi, Gi, Ti'
+const EXAMPLES =
+  'write bytes (1048576), a decimal size (512M, 4G = 4×10⁹ bytes) ' +
+  'or a binary size (512Mi, 4Gi = 4×2³⁰ bytes); suffixes are k, M, ' +
+  'G, T, Ki, Mi, Gi, Ti'
 
 function invalid(field: string, value: string | number): RiggingError {
   return new RiggingError('BYTE_SIZE_INVALID', `${field}="${value}" is not a byte size; ${EXAMPLES}`)

@@ -27,7 +27,9 @@ function matchKey(schema: z.ZodType, segment: string): string | undefined {
 
 function isTextField(schema: z.ZodType): boolean {
   const base = unwrapSchema(schema)
-  const d = (base as unknown as { _zod: { def: { type: string; values?: unknown[]; entries?: Record<string, unknown> } } })._zod.def
+  const d = (
+    base as unknown as { _zod: { def: { type: string; values?: unknown[]; entries?: Record<string, unknown> } } }
+  )._zod.def
   if (d.type === 'string' || d.type === 'template_literal') return true
   if (d.type === 'enum') return Object.values(d.entries ?? {}).every((v) => typeof v === 'string')
   if (d.type === 'literal') return (d.values ?? []).every((v) => typeof v === 'string')
@@ -55,7 +57,11 @@ export function envOverrides(schema: z.ZodType, env: NodeJS.ProcessEnv, prefix: 
     const segments = variable.slice(prefix.length).split('__')
     if (segments.some((s) => s === '')) {
       if (matchKey(schema, segments[0] ?? '') === undefined) continue
-      throw new RiggingError('CONFIG_INVALID', `${variable}: empty level in the name; separate nested fields with exactly "__", as in ${prefix}TRAINER__MAX_STEPS`)
+      throw new RiggingError(
+        'CONFIG_INVALID',
+        `${variable}: empty level in the name; separate nested fields ` +
+          `with exactly "__", as in ${prefix}TRAINER__MAX_STEPS`,
+      )
     }
     let s: z.ZodType = schema
     const path: string[] = []
@@ -71,7 +77,9 @@ export function envOverrides(schema: z.ZodType, env: NodeJS.ProcessEnv, prefix: 
         const known = objectShapes(s).flatMap(({ shape }) => Object.keys(shape))
         throw new RiggingError(
           'CONFIG_INVALID',
-          `${variable}: config field ${[...path, segment].join('.')} does not exist; fields under ${path.join('.')} are ${known.join(', ') || '(none)'}`,
+          `${variable}: config field ${[...path, segment].join('.')} does ` +
+            `not exist; fields under ${path.join('.')} are ` +
+            `${known.join(', ') || '(none)'}`,
         )
       }
       path.push(key)

@@ -28,9 +28,17 @@ export function readConfigFile(path: string): ConfigFile {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code
     if (code === 'ENOENT') {
-      throw new RiggingError('CONFIG_NOT_FOUND', `config file ${path} does not exist; check the path (relative paths start at ${process.cwd()})`, { cause: err })
+      throw new RiggingError(
+        'CONFIG_NOT_FOUND',
+        `config file ${path} does not exist; check the path (relative ` + `paths start at ${process.cwd()})`,
+        { cause: err },
+      )
     }
-    throw new RiggingError('CONFIG_PARSE', `config file ${path} cannot be read (${code ?? 'error'}); make it a readable regular file`, { cause: err })
+    throw new RiggingError(
+      'CONFIG_PARSE',
+      `config file ${path} cannot be read (${code ?? 'error'}); make ` + `it a readable regular file`,
+      { cause: err },
+    )
   }
   const isJson = path.toLowerCase().endsWith('.json')
   const lineCounter = new LineCounter()
@@ -57,7 +65,11 @@ export function readConfigFile(path: string): ConfigFile {
   }
   if (data === null || data === undefined) data = {} // an empty file sets nothing
   if (typeof data !== 'object' || Array.isArray(data)) {
-    throw new RiggingError('CONFIG_INVALID', `${path}: the top level must be a mapping of field names to values, got ${Array.isArray(data) ? 'a list' : typeof data}`)
+    throw new RiggingError(
+      'CONFIG_INVALID',
+      `${path}: the top level must be a mapping of field names to ` +
+        `values, got ${Array.isArray(data) ? 'a list' : typeof data}`,
+    )
   }
   const usable = isDocument(doc) && doc.errors.length === 0
   return {
@@ -67,7 +79,11 @@ export function readConfigFile(path: string): ConfigFile {
   }
 }
 
-function locate(doc: Document, lc: LineCounter, path: readonly (string | number)[]): { line: number; col: number } | undefined {
+function locate(
+  doc: Document,
+  lc: LineCounter,
+  path: readonly (string | number)[],
+): { line: number; col: number } | undefined {
   // The deepest node on the path that exists: for a missing field, its parent mapping.
   for (let n = path.length; n >= 0; n--) {
     const node = doc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined

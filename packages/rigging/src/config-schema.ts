@@ -46,7 +46,8 @@ type ObjectDef = { shape: Record<string, z.ZodType>; catchall?: z.ZodType }
 export function objectShapes(schema: z.ZodType): ObjectDef[] {
   const base = unwrapSchema(schema)
   const d = def(base)
-  if (d.type === 'object') return [{ shape: d.shape as Record<string, z.ZodType>, catchall: d.catchall as z.ZodType | undefined }]
+  if (d.type === 'object')
+    return [{ shape: d.shape as Record<string, z.ZodType>, catchall: d.catchall as z.ZodType | undefined }]
   if (d.type === 'union') return (d.options as z.ZodType[]).flatMap(objectShapes)
   if (d.type === 'intersection') return [...objectShapes(d.left as z.ZodType), ...objectShapes(d.right as z.ZodType)]
   return []
@@ -75,7 +76,12 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
  * (zod itself would silently drop the key); only a catchall (`z.looseObject`) admits more.
  * Unions are left to zod, which knows which option matched.
  */
-export function findUnknownKeys(schema: z.ZodType, value: unknown, path: (string | number)[] = [], out: UnknownKey[] = []): UnknownKey[] {
+export function findUnknownKeys(
+  schema: z.ZodType,
+  value: unknown,
+  path: (string | number)[] = [],
+  out: UnknownKey[] = [],
+): UnknownKey[] {
   const base = unwrapSchema(schema)
   const d = def(base)
   if (d.type === 'object' && isPlainObject(value)) {
@@ -84,7 +90,8 @@ export function findUnknownKeys(schema: z.ZodType, value: unknown, path: (string
     for (const [key, v] of Object.entries(value)) {
       const field = shape[key]
       if (Object.hasOwn(shape, key) && field !== undefined) findUnknownKeys(field, v, [...path, key], out)
-      else if (catchall === undefined || def(catchall).type === 'never') out.push({ path, key, known: Object.keys(shape) })
+      else if (catchall === undefined || def(catchall).type === 'never')
+        out.push({ path, key, known: Object.keys(shape) })
     }
   } else if (d.type === 'record' && isPlainObject(value)) {
     for (const [key, v] of Object.entries(value)) findUnknownKeys(d.valueType as z.ZodType, v, [...path, key], out)

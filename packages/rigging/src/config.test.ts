@@ -5,7 +5,7 @@ import { beforeEach, describe, expect, test } from 'vitest'
 import { z } from 'zod'
 import { ConfigError, loadConfig } from './config.js'
 import { jsonErrorOffset } from './config-file.js'
-import { RiggingError } from './errors.js'
+import type { RiggingError } from './errors.js'
 
 const Model = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('gpt2'), nLayers: z.int().positive().default(2) }),
@@ -46,7 +46,10 @@ function thrown(fn: () => unknown): RiggingError {
 
 describe('loading', () => {
   test('a YAML file plus schema defaults', () => {
-    const cfg = loadConfig(Config, { files: [file('a.yaml', 'name: tiny\ntrainer:\n  lr: 0.01\nmodel:\n  type: gpt2\n')], env: false })
+    const cfg = loadConfig(Config, {
+      files: [file('a.yaml', 'name: tiny\ntrainer:\n  lr: 0.01\nmodel:\n  type: gpt2\n')],
+      env: false,
+    })
     expect(cfg).toEqual({
       name: 'tiny',
       trainer: { maxSteps: 1000, lr: 0.01, tags: [], mixedPrecision: false },
@@ -100,26 +103,43 @@ describe('environment overrides', () => {
   })
 
   test('overrides win over env, env over files', () => {
-    const cfg = loadConfig(Config, { files: [base()], env: { MARIN_TRAINER__MAX_STEPS: '25' }, overrides: { trainer: { maxSteps: 99 } } })
+    const cfg = loadConfig(Config, {
+      files: [base()],
+      env: { MARIN_TRAINER__MAX_STEPS: '25' },
+      overrides: { trainer: { maxSteps: 99 } },
+    })
     expect(cfg.trainer.maxSteps).toBe(99)
   })
 
   test('a custom prefix', () => {
-    expect(loadConfig(Config, { files: [base()], env: { APP_NAME: 'via-app', MARIN_NAME: 'not-me' }, envPrefix: 'APP_' }).name).toBe('via-app')
+    expect(
+      loadConfig(Config, { files: [base()], env: { APP_NAME: 'via-app', MARIN_NAME: 'not-me' }, envPrefix: 'APP_' })
+        .name,
+    ).toBe('via-app')
   })
 
   test('an unknown nested field in a variable is an error naming the variable', () => {
     const err = thrown(() => loadConfig(Config, { files: [base()], env: { MARIN_TRAINER__MAX_STEPZ: '1' } }))
     expect(err.code).toBe('CONFIG_INVALID')
     expect(err.message).toBe(
-      'MARIN_TRAINER__MAX_STEPZ: config field trainer.MAX_STEPZ does not exist; fields under trainer are maxSteps, lr, tags, mixedPrecision',
+      'MARIN_TRAINER__MAX_STEPZ: config field trainer.MAX_STEPZ does ' +
+        'not exist; fields under trainer are maxSteps, lr, tags, ' +
+        'mixedPrecision',
     )
   })
 
   test('a wrongly typed variable names the variable and the expected type', () => {
-    const err = thrown(() => loadConfig(Config, { files: [base()], env: { MARIN_TRAINER__MAX_STEPS: 'many' } })) as ConfigError
+    const err = thrown(() =>
+      loadConfig(Config, { files: [base()], env: { MARIN_TRAINER__MAX_STEPS: 'many' } }),
+    ) as ConfigError
     expect(err).toBeInstanceOf(ConfigError)
-    expect(err.issues).toEqual([{ field: 'trainer.maxSteps', message: 'expected number, received string', source: 'env MARIN_TRAINER__MAX_STEPS' }])
+    expect(err.issues).toEqual([
+      {
+        field: 'trainer.maxSteps',
+        message: 'expected number, received string',
+        source: 'env MARIN_TRAINER__MAX_STEPS',
+      },
+    ])
   })
 })
 
@@ -183,22 +203,42 @@ describe('bad input', () => {
     const p = file('unknown.yaml', 'name: x\ntrainer:\n  maxStep: 5\ndata:\n  shard: 2\nextra: 1\n')
     const err = thrown(() => loadConfig(Config, { files: [p], env: false })) as ConfigError
     expect(err.issues).toEqual([
-      { field: 'trainer.maxStep', message: 'unknown key "maxStep"; known fields: maxSteps, lr, tags, mixedPrecision', source: `${p}:3:12` },
+      {
+        field: 'trainer.maxStep',
+        message: 'unknown key "maxStep"; known fields: maxSteps, lr, tags, ' + 'mixedPrecision',
+        source: `${p}:3:12`,
+      },
       { field: 'data.shard', message: 'unknown key "shard"; known fields: path, shards', source: `${p}:5:10` },
-      { field: 'extra', message: 'unknown key "extra"; known fields: name, trainer, model, secrets, data', source: `${p}:6:8` },
+      {
+        field: 'extra',
+        message: 'unknown key "extra"; known fields: name, trainer, model, ' + 'secrets, data',
+        source: `${p}:6:8`,
+      },
     ])
   })
 
   test('unknown keys inside a union option come from zod, still with their source', () => {
     const p = file('u.json', JSON.stringify({ name: 'x', model: { type: 'gpt2', nHeads: 4 } }, null, 2))
     const err = thrown(() => loadConfig(Config, { files: [p], env: false })) as ConfigError
-    expect(err.issues).toEqual([{ field: 'model.nHeads', message: 'unknown key "nHeads"', source: expect.stringMatching(new RegExp(`^${p}:\\d+:\\d+$`)) }])
+    expect(err.issues).toEqual([
+      {
+        field: 'model.nHeads',
+        message: 'unknown key "nHeads"',
+        source: expect.stringMatching(new RegExp(`^${p}:\\d+:\\d+$`)),
+      },
+    ])
   })
 
   test('a missing required field says so', () => {
-    const err = thrown(() => loadConfig(Config, { files: [file('none.yaml', 'trainer: {}\n')], env: false })) as ConfigError
+    const err = thrown(() =>
+      loadConfig(Config, { files: [file('none.yaml', 'trainer: {}\n')], env: false }),
+    ) as ConfigError
     expect(err.issues).toEqual([
-      { field: 'name', message: 'expected string, received undefined (a required field is missing)', source: `${join(dir, 'none.yaml')}:1:1` },
+      {
+        field: 'name',
+        message: 'expected string, received undefined (a required field is missing)',
+        source: `${join(dir, 'none.yaml')}:1:1`,
+      },
     ])
   })
 })

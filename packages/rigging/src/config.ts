@@ -49,7 +49,8 @@ export type LoadConfigOptions = {
 type Path = readonly (string | number)[]
 type Origin = { label: string; file?: ConfigFile }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v)
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === 'object' && !Array.isArray(v)
 const key = (p: Path) => JSON.stringify(p)
 
 /**

@@ -1,4 +1,5 @@
-/** @module @marin/rigging: config loading (zod), the root pino logger, secrets, telemetry, storage URLs, atomic writes, leases and provenance. */
+/** @module @marin/rigging: config loading (zod), the root pino logger, secrets, telemetry, storage URLs, atomic writes,
+ * leases and provenance. */
 import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name
@@ -19,12 +20,30 @@ export type { ConfigFile } from './config-file.js'
 // Logging
 export { LOG_LEVELS, configureLogging, logger, parseLogLevel, rootLogger, setLogLevel } from './logger.js'
 export type { LogDestination, LogLevel, Logger, LoggingOptions } from './logger.js'
-export { REDACTED, isSecretKey, redactSecrets, registerSecretValue, scrubProcessOutput, scrubSecretValues, scrubSecrets, scrubWrites } from './redaction.js'
+export {
+  REDACTED,
+  isSecretKey,
+  redactSecrets,
+  registerSecretValue,
+  scrubProcessOutput,
+  scrubSecretValues,
+  scrubSecrets,
+  scrubWrites,
+} from './redaction.js'
 
 // Secrets
 export { SecretNotFoundError, SecretStore, defaultSecretsDir } from './secrets.js'
 export type { SecretStoreOptions } from './secrets.js'
-export { describeSpec, dirSource, envSource, parseSecretSpec, readSecretFile, resolveSecretSpec, secretEnvName, specSource } from './secret-sources.js'
+export {
+  describeSpec,
+  dirSource,
+  envSource,
+  parseSecretSpec,
+  readSecretFile,
+  resolveSecretSpec,
+  secretEnvName,
+  specSource,
+} from './secret-sources.js'
 export type { SecretSource, SecretSpec } from './secret-sources.js'
 export { writeSecretFile } from './secret-file.js'
 
@@ -70,7 +89,17 @@ export { scrubbingStorage } from './storage/scrubbing.js'
 export type { DeleteOptions, ListOptions, ObjectInfo, Storage, WriteCondition, WriteOptions } from './storage/types.js'
 
 // The prefix and its layout
-export { DEFAULT_MARIN_PREFIX, MARIN_LAYOUT, experimentRecordPath, localMarinPrefix, marinPrefix, prefixDir, prefixPath, prefixUrl, stepDirName } from './prefix.js'
+export {
+  DEFAULT_MARIN_PREFIX,
+  MARIN_LAYOUT,
+  experimentRecordPath,
+  localMarinPrefix,
+  marinPrefix,
+  prefixDir,
+  prefixPath,
+  prefixUrl,
+  stepDirName,
+} from './prefix.js'
 export type { MarinPrefixOptions } from './prefix.js'
 
 // Leases

@@ -59,7 +59,10 @@ export const errorData = (err: unknown): ErrorData => ({
 })
 
 const toError = (e: ErrorData): RiggingError =>
-  new RiggingError(RIGGING_ERROR_CODES.includes(e.code as RiggingErrorCode) ? (e.code as RiggingErrorCode) : 'STORAGE_IO', e.message)
+  new RiggingError(
+    RIGGING_ERROR_CODES.includes(e.code as RiggingErrorCode) ? (e.code as RiggingErrorCode) : 'STORAGE_IO',
+    e.message,
+  )
 
 // Run from TypeScript sources (tests, tsx), the worker needs a TypeScript loader too; Node 20
 // passes neither `--import` preloads nor loader hooks to workers, so a small bootstrap loads
@@ -69,9 +72,12 @@ const WORKER_URL = new URL(fromSource ? './lease-keeper-worker.ts' : './lease-ke
 
 function startWorker(): Worker {
   if (!fromSource) return new Worker(WORKER_URL)
-  const tsxApi = createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')
+  const tsxApi = createRequire(import.meta.url)
+    .resolve('tsx/esm/api')
+    .replace(/\.cjs$/, '.mjs')
   const target = JSON.stringify(WORKER_URL.href)
-  const bootstrap = `import(${JSON.stringify(pathToFileURL(tsxApi).href)}).then((tsx) => tsx.tsImport(${target}, ${target}))`
+  const bootstrap =
+    `import(${JSON.stringify(pathToFileURL(tsxApi).href)}` + `).then((tsx) => tsx.tsImport(${target}, ${target}))`
   return new Worker(bootstrap, { eval: true })
 }
 
@@ -119,7 +125,11 @@ class Keeper {
       this.onDead?.(err)
       for (const p of this.pending.values()) p.reject(err)
       this.pending.clear()
-      const lost = new RiggingError('LEASE_LOST', `the lease keep-alive thread stopped (${err.message}); the leases it renewed are no longer renewed`, { cause: err })
+      const lost = new RiggingError(
+        'LEASE_LOST',
+        `the lease keep-alive thread stopped (${err.message}); the ` + `leases it renewed are no longer renewed`,
+        { cause: err },
+      )
       for (const ev of this.held.values()) ev.lost(lost)
       this.held.clear()
     }

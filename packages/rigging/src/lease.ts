@@ -56,7 +56,8 @@ export type KeepAliveOptions = {
   readonly onLost?: (err: RiggingError) => void
   /** Called after each renewal, on the thread that called `keepAlive`. */
   readonly onRenewed?: (record: LeaseRecord) => void
-  /** For `keepAliveOffThread`: how that thread opens `storage.url` (as the caller opened it, e.g. `{ private: true }`). */
+  /** For `keepAliveOffThread`: how that thread opens `storage.url` (as the caller opened it, e.g. `{ private: true }`).
+   * */
   readonly storageOptions?: Pick<OpenStorageOptions, 'private' | 'lock'>
 }
 
@@ -121,8 +122,15 @@ export class Lease {
    * A lease another thread acquired and hands over as `{record, generation}`
    * (what keep-alive threads use). Its first `renew` shows whether it is still held.
    */
-  static adopt(storage: Storage, path: string, held: { owner: string; ttlMs: number; record: LeaseRecord; generation: string; now?: () => number }): Lease {
-    return new Lease(storage, path, held.owner, held.ttlMs, held.now ?? Date.now, { record: held.record, generation: held.generation })
+  static adopt(
+    storage: Storage,
+    path: string,
+    held: { owner: string; ttlMs: number; record: LeaseRecord; generation: string; now?: () => number },
+  ): Lease {
+    return new Lease(storage, path, held.owner, held.ttlMs, held.now ?? Date.now, {
+      record: held.record,
+      generation: held.generation,
+    })
   }
 
   /** The lease as we last wrote it. */
@@ -192,7 +200,10 @@ export class Lease {
           condition: cur ? { ifGeneration: cur.generation } : { ifAbsent: true },
         })
         if (cur?.record && cur.record.owner !== owner) {
-          log.info({ path, owner, previousOwner: cur.record.owner, expiredAt: cur.record.expiresAt }, 'stole expired lease')
+          log.info(
+            { path, owner, previousOwner: cur.record.owner, expiredAt: cur.record.expiresAt },
+            'stole expired lease',
+          )
         }
         return new Lease(storage, path, owner, opts.ttlMs, now, { record, generation: info.generation })
       } catch (err) {
@@ -203,7 +214,10 @@ export class Lease {
   }
 
   private lostError(why: string): RiggingError {
-    return new RiggingError('LEASE_LOST', `lease ${this.path} on ${this.storage.url} was lost by ${this.owner}: ${why}; stop the work it guarded`)
+    return new RiggingError(
+      'LEASE_LOST',
+      `lease ${this.path} on ${this.storage.url} was lost by ` + `${this.owner}: ${why}; stop the work it guarded`,
+    )
   }
 
   /**
@@ -226,12 +240,16 @@ export class Lease {
     const t = this.now()
     const record: LeaseRecord = { ...this.state.record, expiresAt: t + this.ttlMs, renewedAt: t }
     try {
-      const info = await this.storage.write(this.path, JSON.stringify(record), { condition: { ifGeneration: this.state.generation } })
+      const info = await this.storage.write(this.path, JSON.stringify(record), {
+        condition: { ifGeneration: this.state.generation },
+      })
       this.state = { record, generation: info.generation }
     } catch (err) {
       if (!conditionFailed(err)) throw err
       const cur = await readLease(this.storage, this.path)
-      throw this.lostError(cur?.record ? `it is now held by ${cur.record.owner}` : 'the lease file was removed or replaced')
+      throw this.lostError(
+        cur?.record ? `it is now held by ${cur.record.owner}` : 'the lease file was removed or replaced',
+      )
     }
   }
 
@@ -263,7 +281,8 @@ export class Lease {
         .then(() => opts.onRenewed?.(this.state.record))
         .catch((err: unknown) => {
           if (isRiggingError(err, 'LEASE_LOST')) return this.lose(err)
-          if (this.now() >= this.expiresAt) return this.lose(this.lostError(`renewal kept failing until it expired (${(err as Error).message})`))
+          if (this.now() >= this.expiresAt)
+            return this.lose(this.lostError(`renewal kept failing until it expired (${(err as Error).message})`))
           log.warn({ err, path: this.path }, 'lease renewal failed; retrying')
         })
     }, every)
@@ -378,7 +397,9 @@ export async function releaseLease(storage: Storage, path: string, owner: string
     if (cur.record?.owner !== owner) {
       throw new RiggingError(
         'LEASE_NOT_OWNER',
-        `lease ${path} on ${storage.url} is held by ${cur.record?.owner ?? '(unreadable lease file)'}, not ${owner}; only its owner may release it`,
+        `lease ${path} on ${storage.url} is held by ` +
+          `${cur.record?.owner ?? '(unreadable lease file)'}, not ${owner}` +
+          `; only its owner may release it`,
       )
     }
     try {

@@ -72,7 +72,9 @@ describe('logger', () => {
   test('an unknown LOG_LEVEL is a CONFIG_INVALID error that lists the levels', () => {
     process.env.LOG_LEVEL = 'verbose'
     expect(() => configureLogging({ destination: out.destination })).toThrow(RiggingError)
-    expect(() => parseLogLevel('verbose')).toThrow(/LOG_LEVEL="verbose" is not a log level; set it to one of trace, debug, info/)
+    expect(() => parseLogLevel('verbose')).toThrow(
+      /LOG_LEVEL="verbose" is not a log level; set it to one of trace, debug, info/,
+    )
     try {
       parseLogLevel('loud')
     } catch (err) {
@@ -108,7 +110,10 @@ describe('redaction', () => {
       hf_token: 'hf_abc',
       awsSecretAccessKey: 'aws-s',
       key: 'blobs/sha256/ab',
-      request: { headers: { Authorization: 'Bearer abc', accept: 'json' }, body: { api_key: 'k-1', nested: { clientSecret: 's' } } },
+      request: {
+        headers: { Authorization: 'Bearer abc', accept: 'json' },
+        body: { api_key: 'k-1', nested: { clientSecret: 's' } },
+      },
       list: [{ token: 't-1' }, { secrets: { a: 1 } }],
     }
     logger('ducky').info({ payload }, 'request')
@@ -122,7 +127,10 @@ describe('redaction', () => {
       hf_token: '[REDACTED]',
       awsSecretAccessKey: '[REDACTED]',
       key: 'blobs/sha256/ab',
-      request: { headers: { Authorization: '[REDACTED]', accept: 'json' }, body: { api_key: '[REDACTED]', nested: { clientSecret: '[REDACTED]' } } },
+      request: {
+        headers: { Authorization: '[REDACTED]', accept: 'json' },
+        body: { api_key: '[REDACTED]', nested: { clientSecret: '[REDACTED]' } },
+      },
       list: [{ token: '[REDACTED]' }, { secrets: '[REDACTED]' }],
     })
     expect(payload.password).toBe('hunter22') // the caller's object is untouched
@@ -180,7 +188,8 @@ describe('default output in a real process', () => {
   writeFileSync(
     script,
     `import { logger } from ${JSON.stringify(loggerPath)}\n` +
-      `logger('proc').debug('debug line')\nlogger('proc').info({ n: 1 }, 'info line')\nprocess.stdout.write('RESULT\\n')\n`,
+      `logger('proc').debug('debug line')\nlogger('proc').info({ n: 1 ` +
+      `}, 'info line')\nprocess.stdout.write('RESULT\\n')\n`,
   )
   const run = (env: Record<string, string>, viaTty = false) => {
     const node = [process.execPath, '--import', 'tsx', script]
@@ -196,13 +205,21 @@ describe('default output in a real process', () => {
     const r = run({})
     expect(r.status).toBe(0)
     expect(r.stdout).toBe('RESULT\n')
-    const lines = r.stderr.trim().split('\n').map((l) => JSON.parse(l))
+    const lines = r.stderr
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
     expect(lines).toEqual([expect.objectContaining({ pkg: 'proc', msg: 'info line', n: 1, level: 30 })])
   })
 
   test('LOG_LEVEL from the environment', () => {
     const r = run({ LOG_LEVEL: 'debug' })
-    expect(r.stderr.trim().split('\n').map((l) => JSON.parse(l).msg)).toEqual(['debug line', 'info line'])
+    expect(
+      r.stderr
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).msg),
+    ).toEqual(['debug line', 'info line'])
   })
 
   test('a bad LOG_LEVEL stops the process with the typed error', () => {

@@ -53,7 +53,10 @@ function envPretty(usingDefaultDestination: boolean): boolean {
   if (format === 'pretty') return true
   if (format === 'json') return false
   if (format !== undefined && format !== '') {
-    throw new RiggingError('CONFIG_INVALID', `LOG_FORMAT=${JSON.stringify(format)} is not a log format; set it to pretty or json`)
+    throw new RiggingError(
+      'CONFIG_INVALID',
+      `LOG_FORMAT=${JSON.stringify(format)} is not a log format; set ` + `it to pretty or json`,
+    )
   }
   return usingDefaultDestination && process.stderr.isTTY === true
 }
@@ -90,7 +93,12 @@ function configureOutput(opts: LoggingOptions): Output {
   output = {
     destination,
     prettify: pretty
-      ? prettyFactory({ colorize, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,pkg', messageFormat: '{if pkg}[{pkg}] {end}{msg}' })
+      ? prettyFactory({
+          colorize,
+          translateTime: 'SYS:HH:MM:ss.l',
+          ignore: 'pid,hostname,pkg',
+          messageFormat: '{if pkg}[{pkg}] {end}{msg}',
+        })
       : undefined,
   }
   return output

@@ -1,7 +1,15 @@
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { describe, expect, test } from 'vitest'
-import { MARIN_LAYOUT, experimentRecordPath, localMarinPrefix, marinPrefix, prefixDir, prefixPath, stepDirName } from './prefix.js'
+import {
+  MARIN_LAYOUT,
+  experimentRecordPath,
+  localMarinPrefix,
+  marinPrefix,
+  prefixDir,
+  prefixPath,
+  stepDirName,
+} from './prefix.js'
 
 describe('marinPrefix', () => {
   test('option, then $MARIN_PREFIX, then ./.marin; an empty value counts as unset', () => {
@@ -12,19 +20,24 @@ describe('marinPrefix', () => {
     expect(marinPrefix({ prefix: '', env: { MARIN_PREFIX: '/data/m' } })).toBe('file:///data/m')
   })
 
-  test('always a storage URL: local paths resolve against cwd, URLs keep their scheme and lose trailing slashes', () => {
-    expect(marinPrefix({ prefix: 'rel/p', cwd: '/work' })).toBe('file:///work/rel/p')
-    expect(marinPrefix({ prefix: 's3://bucket/marin/' })).toBe('s3://bucket/marin')
-    expect(marinPrefix({ prefix: 'memory://t' })).toBe('memory://t')
-    expect(marinPrefix({ prefix: 'file:///data/m/' })).toBe('file:///data/m')
-  })
+  test(
+    'always a storage URL: local paths resolve against cwd, URLs ' + 'keep their scheme and lose trailing slashes',
+    () => {
+      expect(marinPrefix({ prefix: 'rel/p', cwd: '/work' })).toBe('file:///work/rel/p')
+      expect(marinPrefix({ prefix: 's3://bucket/marin/' })).toBe('s3://bucket/marin')
+      expect(marinPrefix({ prefix: 'memory://t' })).toBe('memory://t')
+      expect(marinPrefix({ prefix: 'file:///data/m/' })).toBe('file:///data/m')
+    },
+  )
 
   test('the local folder of a prefix, and a clear error when it has none', () => {
     expect(prefixDir('file:///data/m')).toBe('/data/m')
     expect(prefixDir('/data/m')).toBe('/data/m')
     expect(prefixDir('gs://b/m')).toBeUndefined()
     expect(localMarinPrefix({ env: { MARIN_PREFIX: '/data/m' } })).toBe('/data/m')
-    expect(() => localMarinPrefix({ env: { MARIN_PREFIX: 'gs://b/m' } })).toThrow(/MARIN_PREFIX is gs:\/\/b\/m, not a local folder/)
+    expect(() => localMarinPrefix({ env: { MARIN_PREFIX: 'gs://b/m' } })).toThrow(
+      /MARIN_PREFIX is gs:\/\/b\/m, not a local folder/,
+    )
     expect(() => localMarinPrefix({ prefix: 's3://b' })).toThrow(/--prefix is s3:\/\/b, not a local folder/)
   })
 })

@@ -88,7 +88,11 @@ export function localMarinPrefix(opts: MarinPrefixOptions = {}): string {
   const url = prefixUrl(given.value, opts.cwd)
   const dir = prefixDir(url)
   if (dir === undefined) {
-    throw new RiggingError('PREFIX_NOT_LOCAL', `${given.from} is ${given.value}, not a local folder; this needs a local prefix: pass a path (e.g. ./.marin) or a file:// URL`)
+    throw new RiggingError(
+      'PREFIX_NOT_LOCAL',
+      `${given.from} is ${given.value}, not a local folder; this needs ` +
+        `a local prefix: pass a path (e.g. ./.marin) or a file:// URL`,
+    )
   }
   return dir
 }

@@ -79,7 +79,10 @@ describe('provenance', () => {
   test('package versions come from node_modules/@marin up the tree, nearest first', () => {
     const write = (root: string, name: string, version: string) => {
       mkdirSync(join(root, 'node_modules', '@marin', name), { recursive: true })
-      writeFileSync(join(root, 'node_modules', '@marin', name, 'package.json'), JSON.stringify({ name: `@marin/${name}`, version }))
+      writeFileSync(
+        join(root, 'node_modules', '@marin', name, 'package.json'),
+        JSON.stringify({ name: `@marin/${name}`, version }),
+      )
     }
     write(dir, 'iris', '1.0.0')
     write(dir, 'fray', '1.0.0')
@@ -94,6 +97,7 @@ describe('provenance', () => {
 
   test('in this workspace every @marin package is listed', () => {
     const p = provenance({ cwd: resolve(import.meta.dirname, '../../..') })
-    for (const name of ['rigging', 'ducky', 'iris', 'marin']) expect(p.packages[`@marin/${name}`]).toMatch(/^\d+\.\d+\.\d+/)
+    for (const name of ['rigging', 'ducky', 'iris', 'marin'])
+      expect(p.packages[`@marin/${name}`]).toMatch(/^\d+\.\d+\.\d+/)
   })
 })

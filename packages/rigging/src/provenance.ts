@@ -36,7 +36,12 @@ export type ProvenanceOptions = {
 
 function git(cwd: string, args: string[]): string | null {
   try {
-    return execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000 }).trim()
+    return execFileSync('git', args, {
+      cwd,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 10_000,
+    }).trim()
   } catch {
     return null // not a repository, no commit yet, or no git on this machine
   }
@@ -65,7 +70,9 @@ export function scopedPackageVersions(cwd: string, scope = '@marin'): Record<str
         const name = `${scope}/${entry}`
         if (Object.hasOwn(found, name)) continue
         try {
-          const version = (JSON.parse(readFileSync(join(scopeDir, entry, 'package.json'), 'utf8')) as { version?: unknown }).version
+          const version = (
+            JSON.parse(readFileSync(join(scopeDir, entry, 'package.json'), 'utf8')) as { version?: unknown }
+          ).version
           if (typeof version === 'string') found[name] = version
         } catch {
           // A broken or partial install is not ours to judge here; leave it out.

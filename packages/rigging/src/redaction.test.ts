@@ -3,21 +3,62 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { describe, expect, test } from 'vitest'
-import { REDACTED, isSecretKey, redactSecrets, registerSecretValue, scrubSecretValues, scrubSecrets, scrubWrites } from './redaction.js'
+import {
+  REDACTED,
+  isSecretKey,
+  redactSecrets,
+  registerSecretValue,
+  scrubSecretValues,
+  scrubSecrets,
+  scrubWrites,
+} from './redaction.js'
 import { writeSecretFile } from './secret-file.js'
 import { specSource } from './secret-sources.js'
 import { SecretStore } from './secrets.js'
 
 describe('isSecretKey', () => {
   test.each([
-    'password', 'db_password', 'PASSWD', 'pwd', 'secret', 'clientSecret', 'secrets', 'apiKey', 'api_key', 'X-API-KEY',
-    'token', 'hf_token', 'accessToken', 'refresh-token', 'authorization', 'Proxy-Authorization', 'auth', 'cookie',
-    'set-cookie', 'credentials', 'privateKey', 'aws_secret_access_key', 'signingKey',
+    'password',
+    'db_password',
+    'PASSWD',
+    'pwd',
+    'secret',
+    'clientSecret',
+    'secrets',
+    'apiKey',
+    'api_key',
+    'X-API-KEY',
+    'token',
+    'hf_token',
+    'accessToken',
+    'refresh-token',
+    'authorization',
+    'Proxy-Authorization',
+    'auth',
+    'cookie',
+    'set-cookie',
+    'credentials',
+    'privateKey',
+    'aws_secret_access_key',
+    'signingKey',
   ])('%s is secret', (key) => expect(isSecretKey(key)).toBe(true))
 
   test.each([
-    'user', 'key', 'tokens', 'numTokens', 'max_tokens', 'tokenizer', 'eos_token', 'pad_token', 'bos_token', 'author',
-    'secretsDir', 'passwordPolicyUrl', 'keyId', 'accessKeyId', 'path',
+    'user',
+    'key',
+    'tokens',
+    'numTokens',
+    'max_tokens',
+    'tokenizer',
+    'eos_token',
+    'pad_token',
+    'bos_token',
+    'author',
+    'secretsDir',
+    'passwordPolicyUrl',
+    'keyId',
+    'accessKeyId',
+    'path',
   ])('%s is not secret', (key) => expect(isSecretKey(key)).toBe(false))
 })
 
@@ -62,13 +103,22 @@ describe('scrubSecrets', () => {
   // Values only a SecretStore of this test knows, read the two usual ways.
   const dir = mkdtempSync(join(tmpdir(), 'rigging-scrub-'))
   writeSecretFile(join(dir, 'hf_token'), 'hf_scrub_file_0123456789')
-  const store = new SecretStore({ sources: [specSource({ api_key: 'env:SCRUB_TEST_KEY', hf_token: `file:${join(dir, 'hf_token')}` }, { SCRUB_TEST_KEY: 'sk-scrub-env-abcdef' })] })
+  const store = new SecretStore({
+    sources: [
+      specSource(
+        { api_key: 'env:SCRUB_TEST_KEY', hf_token: `file:${join(dir, 'hf_token')}` },
+        { SCRUB_TEST_KEY: 'sk-scrub-env-abcdef' },
+      ),
+    ],
+  })
 
   test('values handed out by SecretStore are scrubbed from nested objects and errors: message, stack, cause', () => {
     const key = store.get('api_key')
     const token = store.get('hf_token')
     const cause = new Error(`server rejected ${token}`)
-    const err = Object.assign(new TypeError(`login with ${key} failed`, { cause }), { request: { headers: [`Bearer ${token}`] } })
+    const err = Object.assign(new TypeError(`login with ${key} failed`, { cause }), {
+      request: { headers: [`Bearer ${token}`] },
+    })
     const input = { step: 'login', attempts: [{ note: `tried ${key}` }, 3], err, ok: { untouched: true } }
     const out = scrubSecrets(input)
     const text = JSON.stringify(out) + String(out.err.stack) + String((out.err.cause as Error).stack)

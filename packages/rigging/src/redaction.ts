@@ -12,8 +12,9 @@ export const REDACTED = '[REDACTED]'
 // `API-KEY` are one key. Anything ending in `token` is secret (`hf_token`, `accessToken`),
 // except the special tokens of tokenizers (`eos_token`, `pad_token`); plurals and longer
 // words (`numTokens`, `tokenizer`) are ordinary training vocabulary and stay readable.
-const SECRET_KEY =
-  /^(?:.*(?:password|passwd|secrets?|apikey|privatekey|secretkey|secretaccesskey|signingkey|encryptionkey|token|credentials?)|auth|authorization|proxyauthorization|cookie|setcookie|pwd)$/
+const SECRET_WORDS =
+  'password|passwd|secrets?|apikey|privatekey|secretkey|secretaccesskey|signingkey|encryptionkey|token|credentials?'
+const SECRET_KEY = new RegExp(`^(?:.*(?:${SECRET_WORDS})|auth|authorization|proxyauthorization|cookie|setcookie|pwd)$`)
 const TOKENIZER_TOKEN = /^(?:eos|bos|pad|unk|sep|cls|mask|special|start|end|stop|begin)token$/
 
 /**
@@ -102,12 +103,21 @@ function rewrite(value: unknown, w: Rewrite, depth: number, path: object[]): unk
   return out
 }
 
-function copyError(err: Record<string, unknown>, names: readonly string[], changed: ReadonlyMap<string, unknown>): object {
+function copyError(
+  err: Record<string, unknown>,
+  names: readonly string[],
+  changed: ReadonlyMap<string, unknown>,
+): object {
   const copy = Object.create(Object.getPrototypeOf(err) as object) as Record<string, unknown>
   for (const name of names) {
     const d = Object.getOwnPropertyDescriptor(err, name)!
     const v = changed.has(name) ? changed.get(name) : 'value' in d ? d.value : err[name]
-    Object.defineProperty(copy, name, { value: v, writable: true, configurable: true, enumerable: d.enumerable ?? false })
+    Object.defineProperty(copy, name, {
+      value: v,
+      writable: true,
+      configurable: true,
+      enumerable: d.enumerable ?? false,
+    })
   }
   return copy
 }

@@ -33,6 +33,10 @@ export function writeSecretFile(path: string, value: string): void {
       // The directory itself may be what failed; there is then no temp file to remove.
     }
     const code = (err as NodeJS.ErrnoException).code ?? 'error'
-    throw new RiggingError('SECRET_WRITE_FAILED', `cannot write secret file ${target} (${code}); check that its directory is writable`, { cause: err })
+    throw new RiggingError(
+      'SECRET_WRITE_FAILED',
+      `cannot write secret file ${target} (${code}); check that its ` + `directory is writable`,
+      { cause: err },
+    )
   }
 }

@@ -35,13 +35,20 @@ export function parseSecretSpec(spec: string, what = 'secret spec'): SecretSpec 
   if (spec.startsWith('env:')) {
     const name = spec.slice(4)
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
-      throw new RiggingError('SECRET_INVALID_SPEC', `${what}: "env:" must be followed by a variable name such as env:OPENAI_API_KEY, got "env:${name}"`)
+      throw new RiggingError(
+        'SECRET_INVALID_SPEC',
+        `${what}: "env:" must be followed by a variable name such as ` + `env:OPENAI_API_KEY, got "env:${name}"`,
+      )
     }
     return { kind: 'env', name }
   }
   if (spec.startsWith('file:')) {
     const path = spec.slice(5)
-    if (path === '') throw new RiggingError('SECRET_INVALID_SPEC', `${what}: "file:" must be followed by a path such as file:/run/secrets/token`)
+    if (path === '')
+      throw new RiggingError(
+        'SECRET_INVALID_SPEC',
+        `${what}: "file:" must be followed by a path such as ` + `file:/run/secrets/token`,
+      )
     return { kind: 'file', path: expandHome(path) }
   }
   if (spec.startsWith('literal:')) return { kind: 'literal', value: spec.slice(8) }
@@ -66,7 +73,8 @@ export function readSecretFile(path: string, secret: string): string | undefined
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined
     throw new RiggingError(
       'SECRET_UNREADABLE',
-      `secret "${secret}": cannot read file:${path} (${code ?? 'error'}); make it a regular file this user can read, or remove it`,
+      `secret "${secret}": cannot read file:${path} (${code ?? 'error'}` +
+        `); make it a regular file this user can read, or remove it`,
       { cause: err },
     )
   }
@@ -81,7 +89,11 @@ function readEnv(env: NodeJS.ProcessEnv, name: string): string | undefined {
 }
 
 /** Resolves one spec now: the value, or `undefined` when the variable or file is absent. */
-export function resolveSecretSpec(spec: SecretSpec, secret: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+export function resolveSecretSpec(
+  spec: SecretSpec,
+  secret: string,
+  env: NodeJS.ProcessEnv = process.env,
+): string | undefined {
   switch (spec.kind) {
     case 'env':
       return readEnv(env, spec.name)
@@ -101,7 +113,10 @@ export function describeSpec(spec: SecretSpec): string {
  * Secrets named by specs, typically from config: `{ openai_api_key: 'env:OPENAI_KEY' }`.
  * Specs are parsed up front, so a bad one fails when the source is built.
  */
-export function specSource(specs: Readonly<Record<string, string>>, env: NodeJS.ProcessEnv = process.env): SecretSource {
+export function specSource(
+  specs: Readonly<Record<string, string>>,
+  env: NodeJS.ProcessEnv = process.env,
+): SecretSource {
   const parsed = new Map(Object.entries(specs).map(([name, spec]) => [name, parseSecretSpec(spec, `secret "${name}"`)]))
   return {
     lookup: (name) => {

@@ -27,7 +27,12 @@ describe('specs', () => {
     writeSecretFile(join(dir, 'hf'), 'hf-file-value')
     const env = { OPENAI_KEY: 'sk-from-env' }
     const store = new SecretStore({
-      specs: { openai_api_key: 'env:OPENAI_KEY', hf_token: `file:${join(dir, 'hf')}`, wandb: 'plain-literal', odd: 'literal:env:NOT_A_VAR' },
+      specs: {
+        openai_api_key: 'env:OPENAI_KEY',
+        hf_token: `file:${join(dir, 'hf')}`,
+        wandb: 'plain-literal',
+        odd: 'literal:env:NOT_A_VAR',
+      },
       sources: [],
     })
     // specSource reads process.env by default; use one bound to our env for the env: case
@@ -101,7 +106,9 @@ describe('chain of sources', () => {
       'env:OPENAI_API_KEY',
       `file:${join(dir, 'openai_api_key')}`,
     ])
-    expect(err.message).toContain('secret "openai_api_key" not found; tried spec (none for "openai_api_key"), env:OPENAI_API_KEY, file:')
+    expect(err.message).toContain(
+      'secret "openai_api_key" not found; tried spec (none for ' + '"openai_api_key"), env:OPENAI_API_KEY, file:',
+    )
     expect(err.message).not.toMatch(/secret-value/)
     expect(store.tryGet('openai_api_key')).toBeUndefined()
   })
@@ -111,7 +118,9 @@ describe('unreadable secrets raise instead of falling through', () => {
   test('a directory where the secret file should be', () => {
     // Tests run as root, which reads mode-000 files anyway; a directory fails the read for everyone (EISDIR).
     mkdirSync(join(dir, 'openai_api_key'))
-    const store = new SecretStore({ sources: [dirSource(dir), envSource({ env: { OPENAI_API_KEY: 'would-hide-the-problem' } })] })
+    const store = new SecretStore({
+      sources: [dirSource(dir), envSource({ env: { OPENAI_API_KEY: 'would-hide-the-problem' } })],
+    })
     const err = thrown(() => store.get('openai_api_key'))
     expect(err.code).toBe('SECRET_UNREADABLE')
     expect(err.message).toContain(`secret "openai_api_key": cannot read file:${join(dir, 'openai_api_key')} (EISDIR)`)
@@ -134,7 +143,9 @@ describe('unreadable secrets raise instead of falling through', () => {
     chmodSync(dir, 0o755)
     writeSecretFile(join(dir, 'locked'), 'locked-value')
     chmodSync(join(dir, 'locked'), 0o000)
-    const store = new SecretStore({ sources: [dirSource(dir), envSource({ env: { LOCKED: 'would-hide-the-problem' } })] })
+    const store = new SecretStore({
+      sources: [dirSource(dir), envSource({ env: { LOCKED: 'would-hide-the-problem' } })],
+    })
     const asRoot = process.getuid?.() === 0
     if (asRoot) {
       process.setegid!(65534)
@@ -162,7 +173,9 @@ describe('writeSecretFile', () => {
     writeSecretFile(path, 'sk-new')
     expect(statSync(path).mode & 0o777).toBe(0o600)
     expect(statSync(join(dir, 'nested', 'secrets')).mode & 0o777).toBe(0o700)
-    expect(new SecretStore({ sources: [dirSource(join(dir, 'nested', 'secrets'))] }).get('openai_api_key')).toBe('sk-new')
+    expect(new SecretStore({ sources: [dirSource(join(dir, 'nested', 'secrets'))] }).get('openai_api_key')).toBe(
+      'sk-new',
+    )
   })
 
   test('replacing a world-readable file leaves a 0600 file', () => {

@@ -62,14 +62,22 @@ export class SecretStore {
   /** The value of `name`, or SecretNotFoundError listing every source tried. */
   get(name: string): string {
     const value = this.tryGet(name)
-    if (value === undefined) throw new SecretNotFoundError(name, this.sources.map((s) => s.describe(name)))
+    if (value === undefined)
+      throw new SecretNotFoundError(
+        name,
+        this.sources.map((s) => s.describe(name)),
+      )
     return value
   }
 
   /** The value of `name`, or `undefined` when no source has it. Unreadable secrets still throw. */
   tryGet(name: string): string | undefined {
     if (!SECRET_NAME.test(name)) {
-      throw new RiggingError('SECRET_INVALID_SPEC', `secret name ${JSON.stringify(name)} is not valid; use letters, digits, "_", "-" and "." such as openai_api_key`)
+      throw new RiggingError(
+        'SECRET_INVALID_SPEC',
+        `secret name ${JSON.stringify(name)} is not valid; use letters, ` +
+          `digits, "_", "-" and "." such as openai_api_key`,
+      )
     }
     for (const source of this.sources) {
       const value = source.lookup(name)

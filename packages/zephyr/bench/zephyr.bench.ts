@@ -35,15 +35,31 @@ const RUNS = Number(process.env.ZEPHYR_BENCH_RUNS ?? 3)
 
 /** Deterministic pseudo-random words, so every run sees the same data. */
 function* documents(bytes: number, seed: number): Generator<string> {
-  const words = ['data', 'model', 'token', 'shard', 'river', 'city', 'garden', 'light', 'stone', 'music', 'paper', 'window', 'market', 'signal']
+  const words = [
+    'data',
+    'model',
+    'token',
+    'shard',
+    'river',
+    'city',
+    'garden',
+    'light',
+    'stone',
+    'music',
+    'paper',
+    'window',
+    'market',
+    'signal',
+  ]
   const langs = ['en', 'en', 'en', 'fr', 'de']
   let x = seed >>> 0
-  const rnd = () => ((x = (Math.imul(x, 1664525) + 1013904223) >>> 0) / 2 ** 32)
+  const rnd = () => (x = (Math.imul(x, 1664525) + 1013904223) >>> 0) / 2 ** 32
   let written = 0
   for (let id = 0; written < bytes; id++) {
     const n = 50 + Math.floor(rnd() * 250)
     const text = Array.from({ length: n }, () => words[Math.floor(rnd() * words.length)]).join(' ')
-    const line = `${JSON.stringify({ id: `${seed}-${id}`, lang: langs[Math.floor(rnd() * langs.length)], url: `https://example.org/${seed}/${id}`, text })}\n`
+    const lang = langs[Math.floor(rnd() * langs.length)]
+    const line = `${JSON.stringify({ id: `${seed}-${id}`, lang, url: `https://example.org/${seed}/${id}`, text })}\n`
     written += line.length
     yield line
   }
@@ -72,21 +88,34 @@ const load = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).
 // processes, so `2 processes ÷ 1` says how much a second process can gain on this machine
 // right now. Zephyr's scaling is judged against it, measured in the same interleaved rounds.
 const CONTROL = `
-const docs = Array.from({ length: 2000 }, (_, i) => JSON.stringify({ id: i, text: 'river city garden light stone '.repeat(40) }))
+const text = 'river city garden light stone '.repeat(40)
+const docs = Array.from({ length: 2000 }, (_, i) => JSON.stringify({ id: i, text }))
 let n = 0
-for (let u = 0; u < Number(process.argv[1]); u++) for (const d of docs) { const r = JSON.parse(d); n += r.text.toUpperCase().split(' ').length }
+for (let u = 0; u < Number(process.argv[1]); u++) {
+  for (const d of docs) { const r = JSON.parse(d); n += r.text.toUpperCase().split(' ').length }
+}
 const c = process.cpuUsage()
 console.log(n > 0 ? (c.user + c.system) / 1e6 : -1)
 `
 /** Runs `units` of control work split over `processes`; wall seconds and the CPU seconds they used. */
 async function control(processes: number, units: number): Promise<{ wall: number; cpu: number }> {
   const t0 = performance.now()
-  const cpus = await Promise.all(Array.from({ length: processes }, () => new Promise<number>((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', CONTROL, String(Math.round(units / processes))], { stdio: ['ignore', 'pipe', 'inherit'] })
-    let out = ''
-    child.stdout.on('data', (d) => (out += d))
-    child.on('exit', (code) => (code === 0 ? resolve(Number(out)) : reject(new Error(`control process exited with ${code}`))))
-  })))
+  const cpus = await Promise.all(
+    Array.from(
+      { length: processes },
+      () =>
+        new Promise<number>((resolve, reject) => {
+          const child = spawn(process.execPath, ['-e', CONTROL, String(Math.round(units / processes))], {
+            stdio: ['ignore', 'pipe', 'inherit'],
+          })
+          let out = ''
+          child.stdout.on('data', (d) => (out += d))
+          child.on('exit', (code) =>
+            code === 0 ? resolve(Number(out)) : reject(new Error(`control process exited with ${code}`)),
+          )
+        }),
+    ),
+  )
   return { wall: (performance.now() - t0) / 1000, cpu: cpus.reduce((a, b) => a + b, 0) }
 }
 
@@ -101,9 +130,16 @@ async function jsonlToParquet(): Promise<void> {
       .map((d) => ({ id: d.id, url: d.url, text: d.text.toUpperCase(), words: d.text.split(' ').length }))
       .writeParquet(join(out, 'part-{shard:05d}-of-{total:05d}.parquet'))
   const client = new LocalClient()
-  const configs = [1, 2].map((workers) => ({ workers, ctx: new ZephyrContext({ client, maxWorkers: workers, progress: 'off', overwrite: true }), out: join(root, `parquet-${workers}`) }))
+  const configs = [1, 2].map((workers) => ({
+    workers,
+    ctx: new ZephyrContext({ client, maxWorkers: workers, progress: 'off', overwrite: true }),
+    out: join(root, `parquet-${workers}`),
+  }))
   // one worker that holds two cores keeps V8's parallel GC helper threads: the fastest single worker
-  const helped = { ctx: new ZephyrContext({ client, maxWorkers: 1, progress: 'off', overwrite: true, workerResources: { cpu: 2 } }), out: join(root, 'parquet-1-gc-helpers') }
+  const helped = {
+    ctx: new ZephyrContext({ client, maxWorkers: 1, progress: 'off', overwrite: true, workerResources: { cpu: 2 } }),
+    out: join(root, 'parquet-1-gc-helpers'),
+  }
   for (const c of [...configs, helped]) await c.ctx.execute(pipeline(c.out)) // start the workers and warm up
   const runners = await Promise.all(configs.map((c) => c.ctx.workers()!))
   // control work sized like one run of the pipeline on one worker (in CPU seconds)
@@ -112,10 +148,19 @@ async function jsonlToParquet(): Promise<void> {
   await configs[0]!.ctx.execute(pipeline(configs[0]!.out))
   const pipelineCpu = cpuSeconds(probe[0]) - p0
   const calib = await control(1, 4)
-  const units = 2 * Math.max(1, Math.round((pipelineCpu / (calib.cpu / 4)) / 2))
+  const units = 2 * Math.max(1, Math.round(pipelineCpu / (calib.cpu / 4) / 2))
   say(`one pipeline run: ${pipelineCpu.toFixed(2)} CPU s; control: ${units} units`)
   const wall: Record<string, number[]> = { z1: [], z2: [], z1gc: [], c1: [], c2: [] }
-  const cpu: Record<string, number[]> = { z1: [], z2: [], main1: [], main2: [], coordinator1: [], coordinator2: [], w0: [], w1: [] }
+  const cpu: Record<string, number[]> = {
+    z1: [],
+    z2: [],
+    main1: [],
+    main2: [],
+    coordinator1: [],
+    coordinator2: [],
+    w0: [],
+    w1: [],
+  }
   const loads: string[] = []
   for (let round = 0; round < RUNS; round++) {
     loads.push(load())
@@ -139,28 +184,73 @@ async function jsonlToParquet(): Promise<void> {
     wall.z1gc!.push((performance.now() - tHelped) / 1000)
     wall.c1!.push((await control(1, units)).wall)
     wall.c2!.push((await control(2, units)).wall)
-    say(`round ${round + 1}: load ${loads[round]}; zephyr 1 worker ${wall.z1!.at(-1)!.toFixed(2)} s (with GC helper threads ${wall.z1gc!.at(-1)!.toFixed(2)} s), 2 workers ${wall.z2!.at(-1)!.toFixed(2)} s; control 1 process ${wall.c1!.at(-1)!.toFixed(2)} s, 2 processes ${wall.c2!.at(-1)!.toFixed(2)} s`)
+    say(
+      `round ${round + 1}: load ${loads[round]}; zephyr 1 worker ` +
+        `${wall.z1!.at(-1)!.toFixed(2)} s (with GC helper threads ` +
+        `${wall.z1gc!.at(-1)!.toFixed(2)} s), 2 workers ` +
+        `${wall.z2!.at(-1)!.toFixed(2)} s; control 1 process ` +
+        `${wall.c1!.at(-1)!.toFixed(2)} s, 2 processes ` +
+        `${wall.c2!.at(-1)!.toFixed(2)} s`,
+    )
   }
   for (const c of [...configs, helped]) await c.ctx.close()
   await client.shutdown()
   const m = (k: string, o: Record<string, number[]>) => median(o[k]!)
-  say(`CPU seconds per run (medians): 1 worker ${m('z1', cpu).toFixed(2)} (its main thread ${m('main1', cpu).toFixed(2)}, the rest GC and I/O threads; coordinator ${m('coordinator1', cpu).toFixed(2)}); 2 workers ${m('z2', cpu).toFixed(2)} = ${m('w0', cpu).toFixed(2)} + ${m('w1', cpu).toFixed(2)} (main threads ${m('main2', cpu).toFixed(2)}; coordinator ${m('coordinator2', cpu).toFixed(2)})`)
+  say(
+    `CPU seconds per run (medians): 1 worker ` +
+      `${m('z1', cpu).toFixed(2)} (its main thread ` +
+      `${m('main1', cpu).toFixed(2)}, the rest GC and I/O threads; ` +
+      `coordinator ${m('coordinator1', cpu).toFixed(2)}); 2 workers ` +
+      `${m('z2', cpu).toFixed(2)} = ${m('w0', cpu).toFixed(2)} + ` +
+      `${m('w1', cpu).toFixed(2)} (main threads ` +
+      `${m('main2', cpu).toFixed(2)}; coordinator ` +
+      `${m('coordinator2', cpu).toFixed(2)})`,
+  )
   // per-round ratios: each round's zephyr pair and control pair ran back to back under the same load
   const scaling = median(wall.z1!.map((t, i) => t / wall.z2![i]!))
   const ceiling = median(wall.c1!.map((t, i) => t / wall.c2![i]!))
-  say(`scaling per round: zephyr ${wall.z1!.map((t, i) => (t / wall.z2![i]!).toFixed(2)).join(', ')}; control ${wall.c1!.map((t, i) => (t / wall.c2![i]!).toFixed(2)).join(', ')}`)
+  say(
+    `scaling per round: zephyr ` +
+      `${wall.z1!.map((t, i) => (t / wall.z2![i]!).toFixed(2)).join(', ')}` +
+      `; control ` +
+      `${wall.c1!.map((t, i) => (t / wall.c2![i]!).toFixed(2)).join(', ')}`,
+  )
   emit({ bench: 'zephyr', metric: 'jsonl_to_parquet_1_worker_mb_per_s', value: MB / m('z1', wall), unit: 'MB/s' })
-  emit({ bench: 'zephyr', metric: 'jsonl_to_parquet_2_workers_mb_per_s', value: MB / m('z2', wall), unit: 'MB/s', baseline: MB / m('z1', wall) })
+  emit({
+    bench: 'zephyr',
+    metric: 'jsonl_to_parquet_2_workers_mb_per_s',
+    value: MB / m('z2', wall),
+    unit: 'MB/s',
+    baseline: MB / m('z1', wall),
+  })
   emit({ bench: 'zephyr', metric: 'jsonl_to_parquet_2_workers_speedup', value: scaling, unit: 'x', baseline: 1 })
   // against the fastest single worker (one holding two cores, so V8's GC helper threads run beside it)
-  emit({ bench: 'zephyr', metric: 'jsonl_to_parquet_2_workers_speedup_vs_1_worker_with_gc_helpers', value: median(wall.z1gc!.map((t, i) => t / wall.z2![i]!)), unit: 'x', baseline: 1 })
+  emit({
+    bench: 'zephyr',
+    metric: 'jsonl_to_parquet_2_workers_speedup_vs_1_worker_with_gc_helpers',
+    value: median(wall.z1gc!.map((t, i) => t / wall.z2![i]!)),
+    unit: 'x',
+    baseline: 1,
+  })
   // what a second plain node process gains on this machine in the same rounds: the ceiling for any scaling
   emit({ bench: 'zephyr', metric: 'control_2_processes_speedup', value: ceiling, unit: 'x', baseline: 1 })
   emit({ bench: 'zephyr', metric: 'jsonl_to_parquet_scaling_vs_control', value: scaling, unit: 'x', baseline: ceiling })
   // CPU the workers spend per run: equal for 1 and 2 workers means splitting the work adds none
-  emit({ bench: 'zephyr', metric: 'jsonl_to_parquet_2_workers_cpu_s', value: m('z2', cpu), unit: 's', baseline: m('z1', cpu), lowerIsBetter: true })
+  emit({
+    bench: 'zephyr',
+    metric: 'jsonl_to_parquet_2_workers_cpu_s',
+    value: m('z2', cpu),
+    unit: 's',
+    baseline: m('z1', cpu),
+    lowerIsBetter: true,
+  })
   // the busier worker's share of the work: 0.5 is a perfect split
-  emit({ bench: 'zephyr', metric: 'jsonl_to_parquet_busiest_worker_share', value: Math.max(m('w0', cpu), m('w1', cpu)) / (m('w0', cpu) + m('w1', cpu)), unit: 'fraction' })
+  emit({
+    bench: 'zephyr',
+    metric: 'jsonl_to_parquet_busiest_worker_share',
+    value: Math.max(m('w0', cpu), m('w1', cpu)) / (m('w0', cpu) + m('w1', cpu)),
+    unit: 'fraction',
+  })
   emit({ bench: 'zephyr', metric: 'jsonl_to_parquet_coordinator_cpu_s', value: m('coordinator2', cpu), unit: 's' })
 }
 
@@ -172,7 +262,13 @@ async function parquetRead(): Promise<void> {
   type LiteReader = { getCursor(): { next(): Promise<unknown> }; close(): Promise<void> }
   const parquetjs = require('parquetjs-lite') as {
     ParquetSchema: new (fields: Record<string, { type: string; compression?: string }>) => unknown
-    ParquetWriter: { openFile(schema: unknown, path: string, opts: { rowGroupSize: number }): Promise<{ appendRow(r: object): Promise<void>; close(): Promise<void> }> }
+    ParquetWriter: {
+      openFile(
+        schema: unknown,
+        path: string,
+        opts: { rowGroupSize: number },
+      ): Promise<{ appendRow(r: object): Promise<void>; close(): Promise<void> }>
+    }
     ParquetReader: { openFile(p: string): Promise<LiteReader> }
   }
   say(`writing ${ROWS} rows of Parquet with parquetjs-lite`)
@@ -184,7 +280,8 @@ async function parquetRead(): Promise<void> {
   })
   const writer = await parquetjs.ParquetWriter.openFile(schema, file, { rowGroupSize: 100_000 })
   const langs = ['en', 'fr', 'de', 'es']
-  for (let i = 0; i < ROWS; i++) await writer.appendRow({ id: i, lang: langs[i % 4]!, score: (i % 1000) / 1000, title: `title ${i}` })
+  for (let i = 0; i < ROWS; i++)
+    await writer.appendRow({ id: i, lang: langs[i % 4]!, score: (i % 1000) / 1000, title: `title ${i}` })
   await writer.close()
 
   const direct = async () => {
@@ -200,7 +297,11 @@ async function parquetRead(): Promise<void> {
   const onWorker = new ZephyrContext({ maxWorkers: 1, progress: 'off' }) // the default: a worker process
   // a fused filter that keeps nothing: every row is read and tested, nothing is collected
   const readAll = async (ctx: ZephyrContext) => {
-    const r = await ctx.execute(Dataset.fromFiles(file).loadParquet<{ id: bigint }>().filter((x) => x.id < 0n))
+    const r = await ctx.execute(
+      Dataset.fromFiles(file)
+        .loadParquet<{ id: bigint }>()
+        .filter((x) => x.id < 0n),
+    )
     if (r.counters[0]!.recordsIn !== ROWS) throw new Error(`zephyr read ${r.counters[0]!.recordsIn} rows`)
   }
   const pipeline = () => readAll(inProcess)
@@ -227,15 +328,45 @@ async function parquetRead(): Promise<void> {
   const tReader = median(times.reader)
   const tPipeline = median(times.pipeline)
   const tWorker = median(times.worker)
-  say(`load ${load()}; hyparquet direct ${tDirect.toFixed(2)} s, ParquetReader ${tReader.toFixed(2)} s, Dataset.loadParquet in process ${tPipeline.toFixed(2)} s, on a worker ${tWorker.toFixed(2)} s (medians)`)
+  say(
+    `load ${load()}; hyparquet direct ${tDirect.toFixed(2)} s, ` +
+      `ParquetReader ${tReader.toFixed(2)} s, Dataset.loadParquet in ` +
+      `process ${tPipeline.toFixed(2)} s, on a worker ` +
+      `${tWorker.toFixed(2)} s (medians)`,
+  )
   // parquetjs-lite needs minutes for 1e6 rows here: one run is enough (ZEPHYR_BENCH_LITE=0 skips it)
   const tLite = process.env.ZEPHYR_BENCH_LITE === '0' ? undefined : await timeIt(lite, { runs: 1, warmup: 0 })
   if (tLite !== undefined) say(`parquetjs-lite: ${tLite.toFixed(2)} s`)
   const krows = ROWS / 1000
-  emit({ bench: 'zephyr', metric: 'parquet_reader_krows_per_s_vs_hyparquet', value: krows / tReader, unit: 'krows/s', baseline: krows / tDirect })
-  emit({ bench: 'zephyr', metric: 'parquet_pipeline_krows_per_s_vs_hyparquet', value: krows / tPipeline, unit: 'krows/s', baseline: krows / tDirect })
-  emit({ bench: 'zephyr', metric: 'parquet_pipeline_on_worker_krows_per_s_vs_hyparquet', value: krows / tWorker, unit: 'krows/s', baseline: krows / tDirect })
-  if (tLite !== undefined) emit({ bench: 'zephyr', metric: 'parquet_pipeline_krows_per_s_vs_parquetjs_lite', value: krows / tPipeline, unit: 'krows/s', baseline: krows / tLite })
+  emit({
+    bench: 'zephyr',
+    metric: 'parquet_reader_krows_per_s_vs_hyparquet',
+    value: krows / tReader,
+    unit: 'krows/s',
+    baseline: krows / tDirect,
+  })
+  emit({
+    bench: 'zephyr',
+    metric: 'parquet_pipeline_krows_per_s_vs_hyparquet',
+    value: krows / tPipeline,
+    unit: 'krows/s',
+    baseline: krows / tDirect,
+  })
+  emit({
+    bench: 'zephyr',
+    metric: 'parquet_pipeline_on_worker_krows_per_s_vs_hyparquet',
+    value: krows / tWorker,
+    unit: 'krows/s',
+    baseline: krows / tDirect,
+  })
+  if (tLite !== undefined)
+    emit({
+      bench: 'zephyr',
+      metric: 'parquet_pipeline_krows_per_s_vs_parquetjs_lite',
+      value: krows / tPipeline,
+      unit: 'krows/s',
+      baseline: krows / tLite,
+    })
 }
 
 try {

@@ -54,7 +54,8 @@ function zstdDecoder(): Transform {
  */
 export function decompress(raw: Readable, codec: Codec, url: string): Readable {
   if (codec === 'none') return raw
-  const decoder: Transform = codec === 'gzip' ? createGunzip() : codec === 'zstd' ? zstdDecoder() : (bz2() as unknown as Transform)
+  const decoder: Transform =
+    codec === 'gzip' ? createGunzip() : codec === 'zstd' ? zstdDecoder() : (bz2() as unknown as Transform)
   raw.on('error', (err) => decoder.destroy(err))
   const out = raw.pipe(decoder)
   const wrapped = new Transform({
@@ -66,7 +67,13 @@ export function decompress(raw: Readable, codec: Codec, url: string): Readable {
     wrapped.destroy(
       err instanceof ZephyrError || (err as NodeJS.ErrnoException).code?.startsWith('STORAGE')
         ? err
-        : new ZephyrError('CORRUPT_COMPRESSED', `${url}: cannot decode ${codec} data (${err.message}); check that the file is complete and its extension matches its format`, false, { cause: err }),
+        : new ZephyrError(
+            'CORRUPT_COMPRESSED',
+            `${url}: cannot decode ${codec} data (${err.message}); check ` +
+              `that the file is complete and its extension matches its format`,
+            false,
+            { cause: err },
+          ),
     ),
   )
   return out.pipe(wrapped)

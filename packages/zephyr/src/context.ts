@@ -34,7 +34,8 @@ const log = logger('zephyr')
 export type ZephyrContextOptions = ExecuteOptions & {
   /**
    * The fray client whose actors run the tasks.
-   * @default fray's `currentClient()`: worker processes on this machine unless `withClient`/`setDefaultClient` chose another
+   * @default fray's `currentClient()`: worker processes on this machine unless `withClient`/`setDefaultClient` chose
+   * another
    */
   readonly client?: Client
   /**
@@ -58,7 +59,9 @@ function absolutePattern(pattern: string): string {
 }
 
 export function normalizeOps(ops: readonly Op[]): Op[] {
-  return ops.map((op) => (op.kind === 'write' ? { ...op, writer: { ...op.writer, pattern: absolutePattern(op.writer.pattern) } } : op))
+  return ops.map((op) =>
+    op.kind === 'write' ? { ...op, writer: { ...op.writer, pattern: absolutePattern(op.writer.pattern) } } : op,
+  )
 }
 
 /** Runs tasks in this process. */
@@ -73,7 +76,11 @@ export class ZephyrContext {
 
   constructor(options: ZephyrContextOptions = {}) {
     checkOptions(ContextOptionsSchema, options, 'ZephyrContext')
-    if (options.inProcess && options.client) throw new ZephyrError('INVALID_PLAN', 'ZephyrContext: inProcess runs tasks in this process, so a client has no use; pass one or the other')
+    if (options.inProcess && options.client)
+      throw new ZephyrError(
+        'INVALID_PLAN',
+        'ZephyrContext: inProcess runs tasks in this process, so a ' + 'client has no use; pass one or the other',
+      )
     this.options = options
   }
 
@@ -82,7 +89,9 @@ export class ZephyrContext {
     if (this.options.inProcess) return undefined
     const client = this.options.client
     // fray's worker machinery loads only when a context runs on workers
-    this.runner ??= import('./fray-runner.js').then((m) => m.frayRunner(client, this.options.maxWorkers ?? availableParallelism(), this.options.workerResources))
+    this.runner ??= import('./fray-runner.js').then((m) =>
+      m.frayRunner(client, this.options.maxWorkers ?? availableParallelism(), this.options.workerResources),
+    )
     this.runner.catch(() => (this.runner = undefined))
     return this.runner
   }
@@ -107,7 +116,8 @@ export class ZephyrContext {
     // module references are imported here first, so a bad one fails before any worker starts
     await Promise.all(stages.map(resolveStage))
     const memory = memoryUrl(stages, opts.scratch)
-    if (memory && !this.options.inProcess) log.info({ url: memory }, 'memory:// storage lives in this process only: running the plan in process')
+    if (memory && !this.options.inProcess)
+      log.info({ url: memory }, 'memory:// storage lives in this process only: running the plan in process')
     const runner = (memory ? undefined : await this.workers()) ?? inProcessRunner(opts.maxWorkers ?? 1)
     return executeStages<T>(stages, runner, opts)
   }

@@ -29,7 +29,15 @@ export type StageCounters = TaskCounters & {
 }
 
 export function emptyTaskCounters(): TaskCounters {
-  return { recordsIn: 0, recordsOut: 0, bytesRead: 0, bytesWritten: 0, skippedLines: 0, rowGroupsSkipped: 0, spilledBytes: 0 }
+  return {
+    recordsIn: 0,
+    recordsOut: 0,
+    bytesRead: 0,
+    bytesWritten: 0,
+    skippedLines: 0,
+    rowGroupsSkipped: 0,
+    spilledBytes: 0,
+  }
 }
 
 export function addTaskCounters(into: TaskCounters, c: TaskCounters): void {

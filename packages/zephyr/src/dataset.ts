@@ -28,14 +28,18 @@ import type { FnSpec } from './user-fn.js'
 export type Row = Record<string, unknown>
 
 function positiveInt(n: unknown, what: string): number {
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) throw new ZephyrError('INVALID_PLAN', `${what} must be a positive integer, got ${String(n)}`)
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1)
+    throw new ZephyrError('INVALID_PLAN', `${what} must be a positive integer, got ${String(n)}`)
   return n
 }
 
 function keySpec(key: unknown, what: string): KeySpec {
   if (typeof key === 'string' || typeof key === 'function') return key as KeySpec
   if (isFunctionRef(key)) return checkFnSpec(key, `${what} key`) as KeySpec
-  throw new ZephyrError('INVALID_PLAN', `${what} key must be a field name, a function or fnRef(import.meta.url, 'name')`)
+  throw new ZephyrError(
+    'INVALID_PLAN',
+    `${what} key must be a field name, a function or ` + `fnRef(import.meta.url, 'name')`,
+  )
 }
 
 export class Dataset<T> {
@@ -46,19 +50,27 @@ export class Dataset<T> {
 
   /** One shard per file matching the glob (`*`, `**`, `?`, `{a,b}`); records are the file URLs. */
   static fromFiles(pattern: string): Dataset<string> {
-    if (typeof pattern !== 'string' || pattern === '') throw new ZephyrError('INVALID_PLAN', 'fromFiles needs a glob or URL, e.g. "data/*.jsonl"')
+    if (typeof pattern !== 'string' || pattern === '')
+      throw new ZephyrError('INVALID_PLAN', 'fromFiles needs a glob or URL, e.g. "data/*.jsonl"')
     return new Dataset<string>({ kind: 'files', pattern }, [])
   }
 
   /** In-memory records split into `numShards` contiguous shards. @default numShards 1 */
   static fromList<T>(items: readonly T[], opts: { numShards?: number } = {}): Dataset<T> {
     if (!Array.isArray(items)) throw new ZephyrError('INVALID_PLAN', `fromList needs an array, got ${typeof items}`)
-    return new Dataset<T>({ kind: 'list', items, numShards: positiveInt(opts.numShards ?? 1, 'fromList numShards') }, [])
+    return new Dataset<T>(
+      { kind: 'list', items, numShards: positiveInt(opts.numShards ?? 1, 'fromList numShards') },
+      [],
+    )
   }
 
   /** Records from a (possibly async) iterable, as one shard. It is consumed once per run. */
   static fromIterable<T>(iterable: Iterable<T> | AsyncIterable<T>): Dataset<T> {
-    if (iterable == null || (typeof (iterable as Iterable<T>)[Symbol.iterator] !== 'function' && typeof (iterable as AsyncIterable<T>)[Symbol.asyncIterator] !== 'function')) {
+    if (
+      iterable == null ||
+      (typeof (iterable as Iterable<T>)[Symbol.iterator] !== 'function' &&
+        typeof (iterable as AsyncIterable<T>)[Symbol.asyncIterator] !== 'function')
+    ) {
       throw new ZephyrError('INVALID_PLAN', 'fromIterable needs an iterable or async iterable')
     }
     return new Dataset<T>({ kind: 'iterable', iterable }, [])
@@ -66,14 +78,21 @@ export class Dataset<T> {
 
   private append<U>(op: Op): Dataset<U> {
     const last = this.ops[this.ops.length - 1]
-    if (last?.kind === 'write') throw new ZephyrError('INVALID_PLAN', `${opLabel(op)} after ${opLabel(last)}: a writer must be the last operation of a pipeline`)
+    if (last?.kind === 'write')
+      throw new ZephyrError(
+        'INVALID_PLAN',
+        `${opLabel(op)} after ${opLabel(last)}: a writer must be the ` + `last operation of a pipeline`,
+      )
     return new Dataset<U>(this.source, [...this.ops, op])
   }
 
   /** Each file → its JSON lines. Corrupt lines fail (naming file and line) or are skipped and counted. */
   loadJsonl<U = Row>(options: JsonlOptions = {}): Dataset<U> {
     if (options.onError !== undefined && options.onError !== 'fail' && options.onError !== 'skip') {
-      throw new ZephyrError('INVALID_PLAN', `loadJsonl onError must be 'fail' or 'skip', got ${String(options.onError)}`)
+      throw new ZephyrError(
+        'INVALID_PLAN',
+        `loadJsonl onError must be 'fail' or 'skip', got ` + `${String(options.onError)}`,
+      )
     }
     return this.append({ kind: 'load', loader: { format: 'jsonl', options } })
   }
@@ -93,7 +112,8 @@ export class Dataset<T> {
   loadText(options?: { per?: 'line' }): Dataset<string>
   loadText(options: { per: 'file' }): Dataset<{ path: string; text: string }>
   loadText(options: { per?: 'line' | 'file' } = {}): Dataset<unknown> {
-    if (options.per !== undefined && options.per !== 'line' && options.per !== 'file') throw new ZephyrError('INVALID_PLAN', `loadText per must be 'line' or 'file', got ${String(options.per)}`)
+    if (options.per !== undefined && options.per !== 'line' && options.per !== 'file')
+      throw new ZephyrError('INVALID_PLAN', `loadText per must be 'line' or 'file', got ` + `${String(options.per)}`)
     return this.append({ kind: 'load', loader: { format: 'text', options } })
   }
 
@@ -129,13 +149,17 @@ export class Dataset<T> {
 
   /** Keeps only these fields of each record. */
   select<K extends keyof T & string>(...columns: K[]): Dataset<Pick<T, K>> {
-    if (columns.length === 0 || columns.some((c) => typeof c !== 'string')) throw new ZephyrError('INVALID_PLAN', 'select needs one or more field names')
+    if (columns.length === 0 || columns.some((c) => typeof c !== 'string'))
+      throw new ZephyrError('INVALID_PLAN', 'select needs one or more field names')
     return this.append({ kind: 'select', columns })
   }
 
   /** A function over a whole shard's records (e.g. to batch model calls or keep state). */
   mapShard<U>(f: FnSpec<(records: AsyncIterable<T>, shard: ShardInfo) => Iterable<U> | AsyncIterable<U>>): Dataset<U>
-  mapShard<U, A>(f: FnSpec<(records: AsyncIterable<T>, shard: ShardInfo, args: A) => Iterable<U> | AsyncIterable<U>>, opts: { args: A }): Dataset<U>
+  mapShard<U, A>(
+    f: FnSpec<(records: AsyncIterable<T>, shard: ShardInfo, args: A) => Iterable<U> | AsyncIterable<U>>,
+    opts: { args: A },
+  ): Dataset<U>
   mapShard<U>(f: FnSpec, opts: { args?: unknown } = {}): Dataset<U> {
     return this.append({ kind: 'mapShard', fn: checkFnSpec(f, 'mapShard'), args: snapshotArgs(opts.args, 'mapShard') })
   }
@@ -147,7 +171,8 @@ export class Dataset<T> {
 
   /** At most `n` records from each shard; reading stops once they are taken. */
   take(n: number): Dataset<T> {
-    if (!Number.isInteger(n) || n < 0) throw new ZephyrError('INVALID_PLAN', `take needs a non-negative integer, got ${String(n)}`)
+    if (!Number.isInteger(n) || n < 0)
+      throw new ZephyrError('INVALID_PLAN', `take needs a non-negative integer, got ${String(n)}`)
     return this.append({ kind: 'take', n })
   }
 
@@ -162,8 +187,16 @@ export class Dataset<T> {
    * `opts.args` are bound to the reducer (its third argument).
    * @example ds.groupBy('lang', (lang, docs) => ({ lang, n: docs.length }), { numShards: 4 })
    */
-  groupBy<R, K = unknown>(key: KeySpec<T>, reducer: FnSpec<(key: K, items: T[]) => R>, opts?: { numShards?: number }): Dataset<R>
-  groupBy<R, K, A>(key: KeySpec<T>, reducer: FnSpec<(key: K, items: T[], args: A) => R>, opts: { numShards?: number; args: A }): Dataset<R>
+  groupBy<R, K = unknown>(
+    key: KeySpec<T>,
+    reducer: FnSpec<(key: K, items: T[]) => R>,
+    opts?: { numShards?: number },
+  ): Dataset<R>
+  groupBy<R, K, A>(
+    key: KeySpec<T>,
+    reducer: FnSpec<(key: K, items: T[], args: A) => R>,
+    opts: { numShards?: number; args: A },
+  ): Dataset<R>
   groupBy<R>(key: KeySpec<T>, reducer: FnSpec, opts: { numShards?: number; args?: unknown } = {}): Dataset<R> {
     return this.append({
       kind: 'groupBy',
@@ -176,7 +209,11 @@ export class Dataset<T> {
 
   /** Keeps the first record (in input order) of each key (a stage boundary). */
   deduplicate(key: KeySpec<T>, opts: { numShards?: number } = {}): Dataset<T> {
-    return this.append({ kind: 'deduplicate', key: keySpec(key, 'deduplicate'), numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'deduplicate numShards') })
+    return this.append({
+      kind: 'deduplicate',
+      key: keySpec(key, 'deduplicate'),
+      numShards: opts.numShards === undefined ? undefined : positiveInt(opts.numShards, 'deduplicate numShards'),
+    })
   }
 
   /** Writes each shard as JSON lines; `.gz`/`.zst` in the pattern compress. Records become the output URLs. */
@@ -185,7 +222,10 @@ export class Dataset<T> {
   }
 
   writeParquet(pattern: string, options: ParquetWriteOptions = {}): Dataset<string> {
-    return this.append({ kind: 'write', writer: { format: 'parquet', pattern: checkPattern(pattern, 'writeParquet'), options } })
+    return this.append({
+      kind: 'write',
+      writer: { format: 'parquet', pattern: checkPattern(pattern, 'writeParquet'), options },
+    })
   }
 
   writeArrow(pattern: string): Dataset<string> {
@@ -194,6 +234,9 @@ export class Dataset<T> {
 
   /** `fromFiles → loadJsonl → filter → map → writeParquet`. */
   describe(): string {
-    return [this.source.kind === 'files' ? 'fromFiles' : this.source.kind === 'list' ? 'fromList' : 'fromIterable', ...this.ops.map(opLabel)].join(' → ')
+    return [
+      this.source.kind === 'files' ? 'fromFiles' : this.source.kind === 'list' ? 'fromList' : 'fromIterable',
+      ...this.ops.map(opLabel),
+    ].join(' → ')
   }
 }

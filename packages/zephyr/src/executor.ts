@@ -73,7 +73,13 @@ export function planHash(stages: readonly StagePlan[]): string {
   const h = createHash('sha256')
   // bound args (any structured-cloneable data) count by their serialized bytes
   const data = (k: string, v: unknown) =>
-    k === 'args' && v !== undefined ? createHash('sha256').update(serialize(v)).digest('hex') : typeof v === 'function' ? 'fn' : typeof v === 'bigint' ? `${v}n` : v
+    k === 'args' && v !== undefined
+      ? createHash('sha256').update(serialize(v)).digest('hex')
+      : typeof v === 'function'
+        ? 'fn'
+        : typeof v === 'bigint'
+          ? `${v}n`
+          : v
   for (const s of stages) {
     h.update(s.name)
     h.update(JSON.stringify(s.input.kind === 'files' ? s.input.urls : s.input.kind))
@@ -93,7 +99,10 @@ function defaultScratch(stages: readonly StagePlan[]): { url: string; persistent
     const { url } = splitUrl(dir)
     return { url: `${url.endsWith('/') ? url : `${url}/`}.zephyr-scratch-${planHash(stages)}/`, persistent: true }
   }
-  return { url: `${splitUrl(join(tmpdir(), `zephyr-${planHash(stages)}-${randomBytes(4).toString('hex')}`)).url}/`, persistent: false }
+  return {
+    url: `${splitUrl(join(tmpdir(), `zephyr-${planHash(stages)}-${randomBytes(4).toString('hex')}`)).url}/`,
+    persistent: false,
+  }
 }
 
 async function removeScratch(url: string): Promise<void> {
@@ -149,13 +158,24 @@ async function materialize(stage: StagePlan, scratchUrl: string): Promise<StageP
   return { ...stage, input: { kind: 'frames', urls: [url] } }
 }
 
-export async function executeStages<T>(planned: readonly StagePlan[], runner: TaskRunner, opts: ExecuteOptions = {}): Promise<ExecuteResult<T>> {
+export async function executeStages<T>(
+  planned: readonly StagePlan[],
+  runner: TaskRunner,
+  opts: ExecuteOptions = {},
+): Promise<ExecuteResult<T>> {
   let stages = planned
   const maxAttempts = opts.maxAttempts ?? 3
   const last = stages[stages.length - 1]!
   // a run only ever deletes its own subfolder of a user-given scratch location
-  const scratch = opts.scratch ? { url: `${opts.scratch.replace(/\/+$/, '')}/zephyr-${planHash(stages)}/`, persistent: true } : defaultScratch(stages)
-  const env: TaskEnv = { scratch: scratch.url, memoryBudget: opts.memoryBudget ?? 512 * 2 ** 20, spillRoot: opts.spillRoot, cacheDir: opts.cacheDir }
+  const scratch = opts.scratch
+    ? { url: `${opts.scratch.replace(/\/+$/, '')}/zephyr-${planHash(stages)}/`, persistent: true }
+    : defaultScratch(stages)
+  const env: TaskEnv = {
+    scratch: scratch.url,
+    memoryBudget: opts.memoryBudget ?? 512 * 2 ** 20,
+    spillRoot: opts.spillRoot,
+    cacheDir: opts.cacheDir,
+  }
 
   // Which final shards must run: all, or (skipExisting) only the missing ones.
   let finalShards = Array.from({ length: last.numShards }, (_, i) => i)
@@ -164,7 +184,12 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
     const present = await Promise.all(finalShards.map((i) => exists(outputUrl(last, i)!)))
     if (present.some(Boolean) && !opts.skipExisting && !opts.overwrite) {
       const first = outputUrl(last, present.indexOf(true))!
-      throw new ZephyrError('OUTPUT_EXISTS', `${first} already exists (${present.filter(Boolean).length} of ${present.length} outputs); pass skipExisting to resume or overwrite to replace`)
+      throw new ZephyrError(
+        'OUTPUT_EXISTS',
+        `${first} already exists (${present.filter(Boolean).length} of ` +
+          `${present.length} outputs); pass skipExisting to resume or ` +
+          `overwrite to replace`,
+      )
     }
     if (opts.skipExisting) {
       finalShards = finalShards.filter((i) => !present[i])
@@ -173,8 +198,19 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
   }
 
   const counters: StageCounters[] = stages.map((s) => ({
-    stage: s.index, name: s.name, shards: s.numShards, shardsSkipped: 0, retries: 0, timeMs: 0,
-    recordsIn: 0, recordsOut: 0, bytesRead: 0, bytesWritten: 0, skippedLines: 0, rowGroupsSkipped: 0, spilledBytes: 0,
+    stage: s.index,
+    name: s.name,
+    shards: s.numShards,
+    shardsSkipped: 0,
+    retries: 0,
+    timeMs: 0,
+    recordsIn: 0,
+    recordsOut: 0,
+    bytesRead: 0,
+    bytesWritten: 0,
+    skippedLines: 0,
+    rowGroupsSkipped: 0,
+    spilledBytes: 0,
   }))
   counters[counters.length - 1]!.shardsSkipped = skippedFinal
   const nothingToDo = finalShards.length === 0
@@ -192,13 +228,20 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
       if (nothingToDo) shards = []
       if (stage.index !== last.index && shards.length) {
         // resume: a shard whose done marker exists already has committed buckets
-        const done = await Promise.all(shards.map((i) => scratchLoc.storage.exists(`${scratchLoc.path}${scratchPaths.done(stage.index, i)}`)))
+        const done = await Promise.all(
+          shards.map((i) => scratchLoc.storage.exists(`${scratchLoc.path}${scratchPaths.done(stage.index, i)}`)),
+        )
         c.shardsSkipped = done.filter(Boolean).length
         shards = shards.filter((_, k) => !done[k])
       } else if (stage.index !== last.index) c.shardsSkipped = stage.numShards
       if (shards.length && stage.input.kind === 'shuffle') {
         // read the previous stage's done markers once, not once per task
-        const attempts = await committedAttempts(scratchLoc.storage, scratchLoc.path, stage.index - 1, stages[stage.index - 1]!.numShards)
+        const attempts = await committedAttempts(
+          scratchLoc.storage,
+          scratchLoc.path,
+          stage.index - 1,
+          stages[stage.index - 1]!.numShards,
+        )
         stage = { ...stage, input: { ...stage.input, attempts } }
       }
       const progress = new StageProgress(stage.index, stages.length, stage.name, shards.length, opts.progress)
@@ -212,7 +255,14 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
           } catch (err) {
             if (attempt >= maxAttempts || !retryable(err)) {
               if (isZephyrError(err) && !err.retryable) throw err
-              throw new ZephyrError('TASK_FAILED', `stage ${stage.index} (${stage.name}) shard ${shard} failed ${attempt} time(s): ${(err as Error).message}; see the cause, fix it, and rerun with skipExisting to keep finished shards`, false, { cause: err })
+              throw new ZephyrError(
+                'TASK_FAILED',
+                `stage ${stage.index} (${stage.name}) shard ${shard} failed ` +
+                  `${attempt} time(s): ${(err as Error).message}; see the cause, ` +
+                  `fix it, and rerun with skipExisting to keep finished shards`,
+                false,
+                { cause: err },
+              )
             }
             c.retries++
             log.warn({ stage: stage.index, shard, attempt, err }, 'task failed; retrying')
@@ -223,7 +273,8 @@ export async function executeStages<T>(planned: readonly StagePlan[], runner: Ta
       progress.finish(c.timeMs)
     }
 
-    const outputs = last.output.kind === 'write' ? Array.from({ length: last.numShards }, (_, i) => outputUrl(last, i)!) : []
+    const outputs =
+      last.output.kind === 'write' ? Array.from({ length: last.numShards }, (_, i) => outputUrl(last, i)!) : []
     let results: T[]
     if (last.output.kind === 'collect') {
       results = []

@@ -10,12 +10,21 @@ test('evaluate compares like SQL: nulls never match, bigint meets number', () =>
   expect(evaluate(col('n').isNull().expr, {})).toBe(true)
   expect(evaluate(col('x').in(['a', 'b']).or(col('y').lt(0)).expr, { x: 'c', y: -1 })).toBe(true)
   expect(evaluate(col('x').eq('a').not().expr, { x: 'b' })).toBe(true)
-  expect(exprColumns(col('a').eq(1).and(col('b').eq(2).or(col('a').gt(0))).expr)).toEqual(['a', 'b'])
+  expect(
+    exprColumns(
+      col('a')
+        .eq(1)
+        .and(col('b').eq(2).or(col('a').gt(0))).expr,
+    ),
+  ).toEqual(['a', 'b'])
 })
 
 test('mayMatch proves from min/max/null counts that no row can match', () => {
   const stats = (s: Record<string, ColumnStats>) => (c: string) => s[c]
-  const g = stats({ lang: { min: 'de', max: 'en', nullCount: 0, numRows: 10 }, n: { min: 5, max: 9, nullCount: 10, numRows: 10 } })
+  const g = stats({
+    lang: { min: 'de', max: 'en', nullCount: 0, numRows: 10 },
+    n: { min: 5, max: 9, nullCount: 10, numRows: 10 },
+  })
   expect(mayMatch(col('lang').eq('fr').expr, g)).toBe(false)
   expect(mayMatch(col('lang').eq('en').expr, g)).toBe(true)
   expect(mayMatch(col('lang').in(['zz', 'aa']).expr, g)).toBe(false)

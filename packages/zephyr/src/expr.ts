@@ -30,7 +30,12 @@ export type ColumnRef = {
 }
 
 /** An expression that can be combined further. */
-export type ExprBuilder = { readonly expr: Expr; and(other: ExprBuilder): ExprBuilder; or(other: ExprBuilder): ExprBuilder; not(): ExprBuilder }
+export type ExprBuilder = {
+  readonly expr: Expr
+  and(other: ExprBuilder): ExprBuilder
+  or(other: ExprBuilder): ExprBuilder
+  not(): ExprBuilder
+}
 
 function builder(expr: Expr): ExprBuilder {
   return {
@@ -96,19 +101,30 @@ export function evaluate(expr: Expr, record: unknown): boolean {
       const c = compare(get(expr.column), expr.value)
       if (c === undefined) return false
       switch (expr.op) {
-        case 'eq': return c === 0
-        case 'ne': return c !== 0
-        case 'gt': return c > 0
-        case 'gte': return c >= 0
-        case 'lt': return c < 0
-        case 'lte': return c <= 0
+        case 'eq':
+          return c === 0
+        case 'ne':
+          return c !== 0
+        case 'gt':
+          return c > 0
+        case 'gte':
+          return c >= 0
+        case 'lt':
+          return c < 0
+        case 'lte':
+          return c <= 0
       }
     }
   }
 }
 
 /** What a row group's statistics say about one column; a missing bound means unknown. */
-export type ColumnStats = { readonly min?: unknown; readonly max?: unknown; readonly nullCount?: number; readonly numRows: number }
+export type ColumnStats = {
+  readonly min?: unknown
+  readonly max?: unknown
+  readonly nullCount?: number
+  readonly numRows: number
+}
 
 /**
  * Whether any row of a group with these statistics might satisfy `expr`.
@@ -138,12 +154,18 @@ export function mayMatch(expr: Expr, stats: (column: string) => ColumnStats | un
       const lo = compare(s.min, expr.value)
       const hi = compare(s.max, expr.value)
       switch (expr.op) {
-        case 'eq': return !(lo !== undefined && lo > 0) && !(hi !== undefined && hi < 0)
-        case 'ne': return !(lo === 0 && hi === 0 && s.nullCount === 0)
-        case 'gt': return !(hi !== undefined && hi <= 0)
-        case 'gte': return !(hi !== undefined && hi < 0)
-        case 'lt': return !(lo !== undefined && lo >= 0)
-        case 'lte': return !(lo !== undefined && lo > 0)
+        case 'eq':
+          return !(lo !== undefined && lo > 0) && !(hi !== undefined && hi < 0)
+        case 'ne':
+          return !(lo === 0 && hi === 0 && s.nullCount === 0)
+        case 'gt':
+          return !(hi !== undefined && hi <= 0)
+        case 'gte':
+          return !(hi !== undefined && hi < 0)
+        case 'lt':
+          return !(lo !== undefined && lo >= 0)
+        case 'lte':
+          return !(lo !== undefined && lo > 0)
       }
     }
   }

@@ -15,7 +15,10 @@ import type { TaskEnv, TaskResult } from './run-task.js'
 import type { ZephyrWorker } from './worker.js'
 
 /** Where fray finds the worker class (the worker module itself never loads fray's index). */
-export const ZephyrWorkerClass: ActorClassRef<typeof ZephyrWorker> = actorClass<typeof ZephyrWorker>(new URL('./worker.ts', import.meta.url), 'ZephyrWorker')
+export const ZephyrWorkerClass: ActorClassRef<typeof ZephyrWorker> = actorClass<typeof ZephyrWorker>(
+  new URL('./worker.ts', import.meta.url),
+  'ZephyrWorker',
+)
 
 export type FrayRunner = TaskRunner & {
   /** The worker processes' ids (undefined for a worker that is restarting). */
@@ -31,7 +34,11 @@ function sliceForShard(portable: unknown, stage: StagePlan, shard: number): unkn
   return { ...(portable as object), input: { kind: 'list', shards } }
 }
 
-export async function frayRunner(clientOption: Client | undefined, maxWorkers: number, workerResources?: ResourcesInput): Promise<FrayRunner> {
+export async function frayRunner(
+  clientOption: Client | undefined,
+  maxWorkers: number,
+  workerResources?: ResourcesInput,
+): Promise<FrayRunner> {
   if (workerResources) resources(workerResources) // a bad field fails here, naming it, before any worker starts
   const client = clientOption ?? currentClient()
   const members: ActorHandle<ZephyrWorker>[] = []
@@ -52,7 +59,11 @@ export async function frayRunner(clientOption: Client | undefined, maxWorkers: n
     if (members.length + starting < maxWorkers) {
       starting++
       try {
-        const h = await client.createActor(ZephyrWorkerClass, [], { name: `zephyr-worker-${members.length + starting - 1}`, maxRestarts: 1000, ...(workerResources ? { resources: workerResources } : {}) })
+        const h = await client.createActor(ZephyrWorkerClass, [], {
+          name: `zephyr-worker-${members.length + starting - 1}`,
+          maxRestarts: 1000,
+          ...(workerResources ? { resources: workerResources } : {}),
+        })
         members.push(h)
         if (closed) await h.$actor.stop().catch(() => {})
         return h

@@ -23,9 +23,24 @@ function userError(op: string, where: ShardInfo, err: unknown): ZephyrError {
   if (err instanceof ZephyrError) return err
   const msg = err instanceof Error ? err.message : String(err)
   if (err instanceof ReferenceError && process.env.ZEPHYR_WORKER === '1') {
-    return new ZephyrError('FUNCTION_NOT_PORTABLE', `stage ${where.stage} shard ${where.shard}: ${op} uses a variable the worker does not have (${msg}); functions sent to workers must be self-contained: pass the value as bound args (${op}(fn, { args })), export the function and pass fnRef(import.meta.url, 'name'), or run in process (inProcess: true)`, false, { cause: err })
+    return new ZephyrError(
+      'FUNCTION_NOT_PORTABLE',
+      `stage ${where.stage} shard ${where.shard}: ${op} uses a ` +
+        `variable the worker does not have (${msg}); functions sent to ` +
+        `workers must be self-contained: pass the value as bound args (` +
+        `${op}(fn, { args })), export the function and pass ` +
+        `fnRef(import.meta.url, 'name'), or run in process (inProcess: true)`,
+      false,
+      { cause: err },
+    )
   }
-  return new ZephyrError('USER_FUNCTION_FAILED', `stage ${where.stage} shard ${where.shard}: ${op} threw: ${msg}; fix the function or filter out the record first`, false, { cause: err })
+  return new ZephyrError(
+    'USER_FUNCTION_FAILED',
+    `stage ${where.stage} shard ${where.shard}: ${op} threw: ${msg}; ` +
+      `fix the function or filter out the record first`,
+    false,
+    { cause: err },
+  )
 }
 
 /** A resolved user function (`resolve-stage.ts` runs before any task). */
@@ -154,16 +169,34 @@ async function* load(input: Batches, op: Extract<RecordOp, { kind: 'load' }>, co
   const { loader } = op
   for await (const batch of input) {
     for (const url of batch) {
-      if (typeof url !== 'string') throw new ZephyrError('INVALID_PLAN', `load${loader.format}: expected file URLs from fromFiles(), got ${typeof url}; call the loader right after fromFiles()`)
+      if (typeof url !== 'string')
+        throw new ZephyrError(
+          'INVALID_PLAN',
+          `load${loader.format}: expected file URLs from fromFiles(), got ` +
+            `${typeof url}; call the loader right after fromFiles()`,
+        )
       // readers load on first use: a worker imports only the formats it reads
       switch (loader.format) {
-        case 'jsonl': yield* (await import('./readers/jsonl.js')).readJsonl(url, loader.options, counters); break
-        case 'text': yield* (await import('./readers/text.js')).readText(url, loader.options, counters); break
-        case 'arrow': yield* (await import('./readers/arrow.js')).readArrow(url, loader.options, counters); break
-        case 'wikiXml': yield* (await import('./readers/wiki-xml.js')).readWikiXml(url, loader.options, counters); break
+        case 'jsonl':
+          yield* (await import('./readers/jsonl.js')).readJsonl(url, loader.options, counters)
+          break
+        case 'text':
+          yield* (await import('./readers/text.js')).readText(url, loader.options, counters)
+          break
+        case 'arrow':
+          yield* (await import('./readers/arrow.js')).readArrow(url, loader.options, counters)
+          break
+        case 'wikiXml':
+          yield* (await import('./readers/wiki-xml.js')).readWikiXml(url, loader.options, counters)
+          break
         case 'parquet': {
           const { ParquetReader } = await import('./parquet-reader.js')
-          yield* new ParquetReader({ path: url, columns: loader.options.columns, filter: loader.options.filter, counters }).batches()
+          yield* new ParquetReader({
+            path: url,
+            columns: loader.options.columns,
+            filter: loader.options.filter,
+            counters,
+          }).batches()
           break
         }
       }
@@ -175,7 +208,11 @@ async function* records(input: Batches): AsyncGenerator<unknown> {
   for await (const b of input) yield* b
 }
 
-async function* mapShard(input: Batches, fn: (rs: AsyncIterable<unknown>, s: ShardInfo) => Iterable<unknown> | AsyncIterable<unknown>, where: ShardInfo): Batches {
+async function* mapShard(
+  input: Batches,
+  fn: (rs: AsyncIterable<unknown>, s: ShardInfo) => Iterable<unknown> | AsyncIterable<unknown>,
+  where: ShardInfo,
+): Batches {
   let out: unknown[] = []
   try {
     for await (const r of fn(records(input), where)) {
@@ -203,7 +240,13 @@ async function* count(input: Batches, counters: TaskCounters): Batches {
  * last loader (records read), or at the input when the stage has no loader
  * (unless the input counted itself, as shuffle reads do).
  */
-export function fusePipeline(input: Batches, ops: readonly RecordOp[], where: ShardInfo, counters: TaskCounters, inputCounted = false): Batches {
+export function fusePipeline(
+  input: Batches,
+  ops: readonly RecordOp[],
+  where: ShardInfo,
+  counters: TaskCounters,
+  inputCounted = false,
+): Batches {
   let lastLoad = -1
   ops.forEach((op, i) => op.kind === 'load' && (lastLoad = i))
   let stream = lastLoad < 0 && !inputCounted ? count(input, counters) : input

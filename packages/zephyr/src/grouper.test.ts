@@ -13,7 +13,12 @@ describe('groupBy over more data than the memory budget', () => {
     // ~5 MB of records against a 256 KiB budget: at least ~20 spills
     const pipeline = Dataset.fromList(docs, { numShards: 3 }).groupBy('key', reduce, { numShards: 2 })
     const big = await new ZephyrContext({ inProcess: true, progress: 'off', memoryBudget: 1 << 30 }).execute(pipeline)
-    const small = await new ZephyrContext({ inProcess: true, progress: 'off', memoryBudget: 256 << 10, spillRoot: tempDir() }).execute(pipeline)
+    const small = await new ZephyrContext({
+      inProcess: true,
+      progress: 'off',
+      memoryBudget: 256 << 10,
+      spillRoot: tempDir(),
+    }).execute(pipeline)
     expect(big.counters[1]!.spilledBytes).toBe(0)
     expect(small.counters[1]!.spilledBytes).toBeGreaterThan(4_000_000)
     expect(small.results).toEqual(big.results)
@@ -26,7 +31,12 @@ describe('groupBy over more data than the memory budget', () => {
 
   test('deduplicate under a tiny budget keeps the first record of each key', async () => {
     const pipeline = Dataset.fromList(docs, { numShards: 2 }).deduplicate('key')
-    const r = await new ZephyrContext({ inProcess: true, progress: 'off', memoryBudget: 256 << 10, spillRoot: tempDir() }).execute(pipeline)
+    const r = await new ZephyrContext({
+      inProcess: true,
+      progress: 'off',
+      memoryBudget: 256 << 10,
+      spillRoot: tempDir(),
+    }).execute(pipeline)
     expect(r.results).toHaveLength(1500)
     const firstIds = new Map<string, number>()
     for (const d of docs) if (!firstIds.has(d.key)) firstIds.set(d.key, d.id)
@@ -42,7 +52,10 @@ describe('groupBy over more data than the memory budget', () => {
       for (let i = 0; i < 200; i++) await g.add(h!, key, 'same', { i, pad: 'y'.repeat(100) }, 120)
       for await (const _ of g.groups()) void _
     }
-    await expect(add()).rejects.toMatchObject({ code: 'MEMORY_BUDGET_EXCEEDED', message: expect.stringMatching(/raise memoryBudget/) })
+    await expect(add()).rejects.toMatchObject({
+      code: 'MEMORY_BUDGET_EXCEEDED',
+      message: expect.stringMatching(/raise memoryBudget/),
+    })
     await g.close()
   }, 90_000)
 })

@@ -16,7 +16,12 @@ import { decodeFrames, FrameEncoder } from './internal/frames.js'
 
 export type GroupMode = 'group' | 'first'
 
-export type Group = { readonly hash: bigint; readonly key: string; readonly keyValue: unknown; readonly items: unknown[] }
+export type Group = {
+  readonly hash: bigint
+  readonly key: string
+  readonly keyValue: unknown
+  readonly items: unknown[]
+}
 
 type SpillRecord = [hash: bigint, key: string, keyValue: unknown, record: unknown]
 
@@ -91,7 +96,9 @@ export class Grouper {
   }
 
   private sorted(): Group[] {
-    return [...this.map.values()].sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+    return [...this.map.values()].sort((a, b) =>
+      a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0,
+    )
   }
 
   /** Every group, ordered by (hash, key). Call once. */
@@ -113,7 +120,9 @@ export class Grouper {
       if (this.level >= 7) {
         throw new ZephyrError(
           'MEMORY_BUDGET_EXCEEDED',
-          `one key holds more records than the memory budget (${this.opts.budgetBytes} bytes) allows even after spilling; raise memoryBudget or choose a finer key`,
+          `one key holds more records than the memory budget (` +
+            `${this.opts.budgetBytes} bytes) allows even after spilling; ` +
+            `raise memoryBudget or choose a finer key`,
         )
       }
       const sub = new Grouper(this.opts, this.level + 1)

@@ -19,11 +19,16 @@ export function keyFunction<T>(spec: KeySpec<T>): (record: T) => unknown {
 /** A string that is equal for equal keys and differs across types (`1` ≠ `"1"`). */
 export function canonicalKey(value: unknown): string {
   switch (typeof value) {
-    case 'string': return `s${value}`
-    case 'number': return `n${value}`
-    case 'bigint': return `b${value}`
-    case 'boolean': return `t${value}`
-    case 'undefined': return 'u'
+    case 'string':
+      return `s${value}`
+    case 'number':
+      return `n${value}`
+    case 'bigint':
+      return `b${value}`
+    case 'boolean':
+      return `t${value}`
+    case 'undefined':
+      return 'u'
   }
   return `j${JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v))}`
 }

@@ -13,7 +13,7 @@ import type { WikiXmlOptions } from './readers/wiki-xml.js'
 import type { ParquetWriteOptions } from './writers/parquet.js'
 import type { FnSpec } from './user-fn.js'
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// `any`: a pipeline stage takes and returns whatever the previous stage made.
 export type AnyFn = (...args: any[]) => any
 
 export type LoaderSpec =
@@ -43,7 +43,13 @@ export type RecordOp =
 /** Operations that end a stage: records move between shards. */
 export type BoundaryOp =
   | { readonly kind: 'reshard'; readonly numShards: number }
-  | { readonly kind: 'groupBy'; readonly key: KeySpec; readonly reducer: FnSpec; readonly args?: unknown; readonly numShards?: number }
+  | {
+      readonly kind: 'groupBy'
+      readonly key: KeySpec
+      readonly reducer: FnSpec
+      readonly args?: unknown
+      readonly numShards?: number
+    }
   | { readonly kind: 'deduplicate'; readonly key: KeySpec; readonly numShards?: number }
 
 export type Op = RecordOp | BoundaryOp | { readonly kind: 'write'; readonly writer: WriterSpec }

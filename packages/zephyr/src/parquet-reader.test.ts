@@ -16,7 +16,12 @@ const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
 const N = 5000
 const langs = ['en', 'fr', 'de', 'es']
 // sorted by lang, as a crawler's output often is, so row groups have narrow lang ranges
-const rows = Array.from({ length: N }, (_, i) => ({ id: i, lang: langs[Math.floor((i * langs.length) / N)]!, score: (i % 100) / 100, text: `text number ${i}` }))
+const rows = Array.from({ length: N }, (_, i) => ({
+  id: i,
+  lang: langs[Math.floor((i * langs.length) / N)]!,
+  score: (i % 100) / 100,
+  text: `text number ${i}`,
+}))
 const columns = {
   id: Int32Array.from(rows.map((r) => r.id)),
   lang: rows.map((r) => r.lang),
@@ -28,7 +33,9 @@ describe('Parquet from another writer', () => {
   test.each<ForeignCodec>(['SNAPPY', 'GZIP', 'ZSTD', 'UNCOMPRESSED'])('%s pages are read correctly', async (codec) => {
     const dir = tempDir()
     const bytes = foreignParquet(columns, codec)
-    const meta = parquetMetadata(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer)
+    const meta = parquetMetadata(
+      bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer,
+    )
     expect(new Set(meta.row_groups.flatMap((g) => g.columns.map((c) => c.meta_data!.codec)))).toEqual(new Set([codec]))
     expect(meta.created_by).toMatch(/parquet-rs/)
     writeFileSync(join(dir, 'x.parquet'), bytes)
@@ -49,7 +56,13 @@ describe('Parquet from another writer', () => {
     writeFileSync(join(dir, 'x.parquet'), foreignParquet(columns, 'SNAPPY', 500))
     const counters = emptyTaskCounters()
     const got: unknown[] = []
-    for await (const r of new ParquetReader({ path: join(dir, 'x.parquet'), columns: ['id'], filter: col('lang').eq('fr'), counters })) got.push(r)
+    for await (const r of new ParquetReader({
+      path: join(dir, 'x.parquet'),
+      columns: ['id'],
+      filter: col('lang').eq('fr'),
+      counters,
+    }))
+      got.push(r)
     expect(got).toEqual(rows.filter((r) => r.lang === 'fr').map(({ id }) => ({ id })))
     // 10 groups of 500 rows; only the groups holding 'fr' (ids 1250..2499) can match
     expect(counters.rowGroupsSkipped).toBe(7)
@@ -58,7 +71,10 @@ describe('Parquet from another writer', () => {
   test('a filter after loadParquet is pushed into the reader', async () => {
     const dir = tempDir()
     writeFileSync(join(dir, 'x.parquet'), foreignParquet(columns, 'GZIP', 500))
-    const ds = Dataset.fromFiles(join(dir, 'x.parquet')).loadParquet().filter(col('id').lt(600).and(col('score').gte(0.5))).select('id')
+    const ds = Dataset.fromFiles(join(dir, 'x.parquet'))
+      .loadParquet()
+      .filter(col('id').lt(600).and(col('score').gte(0.5)))
+      .select('id')
     const [stage] = await ctx.plan(ds)
     expect(stage!.ops.map((o) => o.kind)).toEqual(['load'])
     const r = await ctx.execute(ds)
@@ -74,35 +90,64 @@ describe('Parquet from another writer', () => {
       code: 'CORRUPT_PARQUET',
       message: expect.stringMatching(/cut\.parquet: not a readable Parquet file.*truncated/),
     })
-    writeFileSync(join(dir, 'mid.parquet'), Buffer.concat([bytes.subarray(0, 2000), bytes.subarray(bytes.length - 3000)]))
-    await expect(ctx.execute(Dataset.fromFiles(join(dir, 'mid.parquet')).loadParquet())).rejects.toMatchObject({ code: 'CORRUPT_PARQUET', message: expect.stringContaining('mid.parquet') })
+    writeFileSync(
+      join(dir, 'mid.parquet'),
+      Buffer.concat([bytes.subarray(0, 2000), bytes.subarray(bytes.length - 3000)]),
+    )
+    await expect(ctx.execute(Dataset.fromFiles(join(dir, 'mid.parquet')).loadParquet())).rejects.toMatchObject({
+      code: 'CORRUPT_PARQUET',
+      message: expect.stringContaining('mid.parquet'),
+    })
   })
 
   test('ParquetReader reads any storage URL with ranged reads, and reports a missing file', async () => {
-    await ctx.execute(Dataset.fromList(rows).writeParquet('memory://zephyr-reader/x-{shard}.parquet', { rowGroupSize: 1000 }))
+    await ctx.execute(
+      Dataset.fromList(rows).writeParquet('memory://zephyr-reader/x-{shard}.parquet', { rowGroupSize: 1000 }),
+    )
     const counters = emptyTaskCounters()
-    const reader = new ParquetReader({ path: 'memory://zephyr-reader/x-0.parquet', columns: ['id', 'lang'], filter: col('id').gte(4500), counters })
+    const reader = new ParquetReader({
+      path: 'memory://zephyr-reader/x-0.parquet',
+      columns: ['id', 'lang'],
+      filter: col('id').gte(4500),
+      counters,
+    })
     const got: unknown[] = []
     for await (const r of reader) got.push(r)
     expect(got).toEqual(rows.filter((r) => r.id >= 4500).map(({ id, lang }) => ({ id, lang })))
     expect(counters.rowGroupsSkipped).toBe(4)
     const whole = (await new ParquetReader({ path: 'memory://zephyr-reader/x-0.parquet' }).metadata()).num_rows
     expect(Number(whole)).toBe(N)
-    await expect(new ParquetReader({ path: 'memory://zephyr-reader/none.parquet' }).metadata()).rejects.toMatchObject({ code: 'INPUT_NOT_FOUND', message: expect.stringContaining('none.parquet') })
+    await expect(new ParquetReader({ path: 'memory://zephyr-reader/none.parquet' }).metadata()).rejects.toMatchObject({
+      code: 'INPUT_NOT_FOUND',
+      message: expect.stringContaining('none.parquet'),
+    })
   })
 
   test('a missing column in the projection is an INVALID_PLAN error', async () => {
     const dir = tempDir()
     writeFileSync(join(dir, 'x.parquet'), foreignParquet(columns, 'SNAPPY'))
-    await expect(ctx.execute(Dataset.fromFiles(join(dir, 'x.parquet')).loadParquet({ columns: ['nope'] }))).rejects.toMatchObject({ code: 'INVALID_PLAN', message: expect.stringMatching(/no column "nope"/) })
+    await expect(
+      ctx.execute(Dataset.fromFiles(join(dir, 'x.parquet')).loadParquet({ columns: ['nope'] })),
+    ).rejects.toMatchObject({ code: 'INVALID_PLAN', message: expect.stringMatching(/no column "nope"/) })
   })
 })
 
 describe('writeParquet', () => {
   test('round trip keeps types: strings, numbers, bigints, booleans, nulls, nested values', async () => {
     const dir = tempDir()
-    const docs = Array.from({ length: 1200 }, (_, i) => ({ id: i, big: BigInt(i) * 10_000_000_000n, ok: i % 2 === 0, text: i % 5 ? `t${i}` : null, meta: { tags: ['a', i] }, score: i / 3 }))
-    const w = await ctx.execute(Dataset.fromList(docs, { numShards: 2 }).writeParquet(join(dir, 'part-{shard:05d}-of-{total:05d}.parquet'), { rowGroupSize: 250 }))
+    const docs = Array.from({ length: 1200 }, (_, i) => ({
+      id: i,
+      big: BigInt(i) * 10_000_000_000n,
+      ok: i % 2 === 0,
+      text: i % 5 ? `t${i}` : null,
+      meta: { tags: ['a', i] },
+      score: i / 3,
+    }))
+    const w = await ctx.execute(
+      Dataset.fromList(docs, { numShards: 2 }).writeParquet(join(dir, 'part-{shard:05d}-of-{total:05d}.parquet'), {
+        rowGroupSize: 250,
+      }),
+    )
     expect(w.outputs).toHaveLength(2)
     const back = await ctx.execute(Dataset.fromFiles(join(dir, '*.parquet')).loadParquet())
     expect(back.results).toEqual(docs)
@@ -113,11 +158,19 @@ describe('writeParquet', () => {
   test('large records make smaller row groups (rowGroupBytes), small ones stop at rowGroupSize', async () => {
     const dir = tempDir()
     const big = Array.from({ length: 100 }, (_, i) => ({ id: i, text: String(i % 10).repeat(10_000) }))
-    const w = await ctx.execute(Dataset.fromList(big).writeParquet(join(dir, 'big-{shard}.parquet'), { rowGroupBytes: 100_000 }))
-    const groups = (url: string) => parquetMetadata(new Uint8Array(readFileSync(url)).buffer).row_groups.map((g) => Number(g.num_rows))
+    const w = await ctx.execute(
+      Dataset.fromList(big).writeParquet(join(dir, 'big-{shard}.parquet'), { rowGroupBytes: 100_000 }),
+    )
+    const groups = (url: string) =>
+      parquetMetadata(new Uint8Array(readFileSync(url)).buffer).row_groups.map((g) => Number(g.num_rows))
     expect(groups(w.outputs[0]!)).toEqual(Array(10).fill(10))
     const small = Array.from({ length: 300 }, (_, i) => ({ id: i }))
-    const s = await ctx.execute(Dataset.fromList(small).writeParquet(join(dir, 'small-{shard}.parquet'), { rowGroupBytes: 100_000, rowGroupSize: 128 }))
+    const s = await ctx.execute(
+      Dataset.fromList(small).writeParquet(join(dir, 'small-{shard}.parquet'), {
+        rowGroupBytes: 100_000,
+        rowGroupSize: 128,
+      }),
+    )
     expect(groups(s.outputs[0]!)).toEqual([128, 128, 44])
   })
 
@@ -134,15 +187,25 @@ describe('writeParquet', () => {
 
   test('files zephyr writes are read by another implementation (arrow-rs via parquet-wasm)', async () => {
     const dir = tempDir()
-    const docs = Array.from({ length: 3000 }, (_, i) => ({ id: i, big: BigInt(i) * 3n, ok: i % 2 === 0, text: i % 5 ? `t${i} ${'é'.repeat(i % 4)}` : null, score: i / 7 }))
-    const w = await ctx.execute(Dataset.fromList(docs).writeParquet(join(dir, 'part-{shard}.parquet'), { rowGroupSize: 1000 }))
+    const docs = Array.from({ length: 3000 }, (_, i) => ({
+      id: i,
+      big: BigInt(i) * 3n,
+      ok: i % 2 === 0,
+      text: i % 5 ? `t${i} ${'é'.repeat(i % 4)}` : null,
+      score: i / 7,
+    }))
+    const w = await ctx.execute(
+      Dataset.fromList(docs).writeParquet(join(dir, 'part-{shard}.parquet'), { rowGroupSize: 1000 }),
+    )
     expect(readForeign(readFileSync(w.outputs[0]!))).toEqual(docs)
   })
 
   test('a record with a field outside the inferred schema is UNWRITABLE_RECORD; nothing is left behind', async () => {
     const dir = tempDir()
     const docs = [{ a: 1 }, { a: 2 }, { a: 3, b: 'surprise' }]
-    await expect(ctx.execute(Dataset.fromList(docs).writeParquet(join(dir, 'p-{shard}.parquet'), { rowGroupSize: 2 }))).rejects.toMatchObject({ code: 'UNWRITABLE_RECORD', message: expect.stringContaining('"b"') })
+    await expect(
+      ctx.execute(Dataset.fromList(docs).writeParquet(join(dir, 'p-{shard}.parquet'), { rowGroupSize: 2 })),
+    ).rejects.toMatchObject({ code: 'UNWRITABLE_RECORD', message: expect.stringContaining('"b"') })
     const { readdirSync } = await import('node:fs')
     expect(readdirSync(dir).filter((f) => f.endsWith('.parquet'))).toEqual([])
   })

@@ -52,7 +52,9 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
     if (err instanceof ZephyrError) return err
     return new ZephyrError(
       'CORRUPT_PARQUET',
-      `${this.path}: not a readable Parquet file (${(err as Error).message}); the file may be truncated or not Parquet — rewrite it or drop it from the input`,
+      `${this.path}: not a readable Parquet file (` +
+        `${(err as Error).message}); the file may be truncated or not ` +
+        `Parquet — rewrite it or drop it from the input`,
       false,
       { cause: err },
     )
@@ -136,9 +138,14 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
       const metadata = await this.metadata()
       const names = new Set(parquetSchema(metadata).children.map((c) => c.element.name))
       for (const c of this.columns ?? []) {
-        if (!names.has(c)) throw new ZephyrError('INVALID_PLAN', `${this.path}: no column "${c}" (columns: ${[...names].join(', ')}); fix the projection`)
+        if (!names.has(c))
+          throw new ZephyrError(
+            'INVALID_PLAN',
+            `${this.path}: no column "${c}" (columns: ` + `${[...names].join(', ')}); fix the projection`,
+          )
       }
-      const extra = this.filter && this.columns ? exprColumns(this.filter).filter((c) => !this.columns!.includes(c)) : []
+      const extra =
+        this.filter && this.columns ? exprColumns(this.filter).filter((c) => !this.columns!.includes(c)) : []
       const readColumns = this.columns ? [...this.columns, ...extra] : undefined
       let rowStart = 0
       for (const group of metadata.row_groups) {
@@ -152,7 +159,14 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
         }
         let rows: Record<string, unknown>[]
         try {
-          rows = await parquetReadObjects({ file: file.buffer, metadata, columns: readColumns as string[] | undefined, rowStart: start, rowEnd: start + n, compressors })
+          rows = await parquetReadObjects({
+            file: file.buffer,
+            metadata,
+            columns: readColumns as string[] | undefined,
+            rowStart: start,
+            rowEnd: start + n,
+            compressors,
+          })
         } catch (err) {
           throw this.corrupt(err)
         }
@@ -176,7 +190,9 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
 
 /** Min/max/null count of a top-level column in one row group, when the writer recorded them. */
 function groupStats(group: RowGroup, column: string): ColumnStats | undefined {
-  const chunk = group.columns.find((c) => c.meta_data?.path_in_schema.length === 1 && c.meta_data.path_in_schema[0] === column)
+  const chunk = group.columns.find(
+    (c) => c.meta_data?.path_in_schema.length === 1 && c.meta_data.path_in_schema[0] === column,
+  )
   const s = chunk?.meta_data?.statistics
   if (!s) return undefined
   // The deprecated min/max fields sorted strings as signed bytes in old writers: trust them for numbers only.

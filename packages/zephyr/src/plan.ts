@@ -33,7 +33,11 @@ export type ShuffleReduce =
   | { readonly kind: 'first'; readonly key: KeySpec }
 
 export type StageOutput =
-  | { readonly kind: 'shuffle'; readonly numShards: number; readonly partition: { readonly kind: 'roundRobin' } | { readonly kind: 'hash'; readonly key: KeySpec } }
+  | {
+      readonly kind: 'shuffle'
+      readonly numShards: number
+      readonly partition: { readonly kind: 'roundRobin' } | { readonly kind: 'hash'; readonly key: KeySpec }
+    }
   | { readonly kind: 'write'; readonly writer: WriterSpec }
   | { readonly kind: 'collect' }
 
@@ -52,14 +56,19 @@ export async function expandGlob(pattern: string): Promise<string[]> {
   const { root, path } = splitUrl(pattern)
   const storage = await storageAt(root)
   if (!hasGlob(path)) {
-    if (!(await storage.exists(path))) throw new ZephyrError('INPUT_NOT_FOUND', `fromFiles: ${pattern} does not exist; check the path`)
+    if (!(await storage.exists(path)))
+      throw new ZephyrError('INPUT_NOT_FOUND', `fromFiles: ${pattern} does not exist; check the path`)
     return [joinUrl(root, path)]
   }
   const prefix = globPrefix(path)
   const re = globToRegExp(path)
   const found: string[] = []
   for await (const info of storage.list(prefix)) if (re.test(info.path)) found.push(info.path)
-  if (found.length === 0) throw new ZephyrError('INPUT_NOT_FOUND', `fromFiles: no files match ${pattern}; check the glob and that the files exist`)
+  if (found.length === 0)
+    throw new ZephyrError(
+      'INPUT_NOT_FOUND',
+      `fromFiles: no files match ${pattern}; check the glob and that ` + `the files exist`,
+    )
   return found.sort().map((p) => joinUrl(root, p))
 }
 
@@ -121,16 +130,32 @@ export async function planStages(source: Source, ops: readonly Op[]): Promise<St
   let labels = [sourceLabel]
   const close = (output: StageOutput, label: string) => {
     const stageOps = pushDown(pending)
-    stages.push({ index: stages.length, name: [...labels, label].filter(Boolean).join(' → '), input, ops: stageOps, output, numShards: shards })
+    stages.push({
+      index: stages.length,
+      name: [...labels, label].filter(Boolean).join(' → '),
+      input,
+      ops: stageOps,
+      output,
+      numShards: shards,
+    })
     pending = []
   }
   for (const op of ops) {
     if (isBoundary(op)) {
       const b = op as BoundaryOp
       const next = b.kind === 'reshard' ? b.numShards : (b.numShards ?? shards)
-      const partition = b.kind === 'reshard' ? ({ kind: 'roundRobin' } as const) : ({ kind: 'hash', key: b.key } as const)
+      const partition =
+        b.kind === 'reshard' ? ({ kind: 'roundRobin' } as const) : ({ kind: 'hash', key: b.key } as const)
       close({ kind: 'shuffle', numShards: next, partition }, `${b.kind}(${next})`)
-      input = { kind: 'shuffle', reduce: b.kind === 'reshard' ? { kind: 'concat' } : b.kind === 'groupBy' ? { kind: 'group', key: b.key, reducer: b.reducer, args: b.args } : { kind: 'first', key: b.key } }
+      input = {
+        kind: 'shuffle',
+        reduce:
+          b.kind === 'reshard'
+            ? { kind: 'concat' }
+            : b.kind === 'groupBy'
+              ? { kind: 'group', key: b.key, reducer: b.reducer, args: b.args }
+              : { kind: 'first', key: b.key },
+      }
       shards = next
       labels = [b.kind === 'reshard' ? 'read' : b.kind === 'groupBy' ? 'reduce' : 'dedup']
     } else if (op.kind === 'write') {

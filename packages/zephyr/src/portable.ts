@@ -17,7 +17,10 @@ type FnRef = { readonly $fn: string }
 export function functionSource(fn: (...args: never[]) => unknown, where: string): string {
   let src = fn.toString()
   if (/\{\s*\[native code\]\s*\}$/.test(src)) {
-    throw new ZephyrError('FUNCTION_NOT_PORTABLE', `${where}: a native or bound function cannot be sent to a worker; pass an inline function like (r) => ...`)
+    throw new ZephyrError(
+      'FUNCTION_NOT_PORTABLE',
+      `${where}: a native or bound function cannot be sent to a ` + `worker; pass an inline function like (r) => ...`,
+    )
   }
   // method shorthand `m(x) {…}` / `async m(x) {…}` / `*m(x) {…}` is not an expression; make it one
   const method = /^(async\s+)?(\*\s*)?([\w$]+)\s*\(/.exec(src)
@@ -28,7 +31,13 @@ export function functionSource(fn: (...args: never[]) => unknown, where: string)
     const revived = new Function(`return (${src})`)()
     if (typeof revived !== 'function') throw new Error('not a function')
   } catch (err) {
-    throw new ZephyrError('FUNCTION_NOT_PORTABLE', `${where}: its source cannot be rebuilt in a worker (${(err as Error).message}); pass an inline arrow or function expression`, false, { cause: err })
+    throw new ZephyrError(
+      'FUNCTION_NOT_PORTABLE',
+      `${where}: its source cannot be rebuilt in a worker (` +
+        `${(err as Error).message}); pass an inline arrow or function expression`,
+      false,
+      { cause: err },
+    )
   }
   return src
 }
@@ -38,7 +47,13 @@ const DATA_KEYS = new Set(['args', 'shards'])
 
 function walk(value: unknown, fnToValue: (fn: unknown, path: string) => unknown, path: string): unknown {
   if (typeof value === 'function') return fnToValue(value, path)
-  if (value && typeof value === 'object' && (value as FnRef).$fn !== undefined && typeof (value as FnRef).$fn === 'string') return fnToValue(value, path)
+  if (
+    value &&
+    typeof value === 'object' &&
+    (value as FnRef).$fn !== undefined &&
+    typeof (value as FnRef).$fn === 'string'
+  )
+    return fnToValue(value, path)
   if (Array.isArray(value)) return value.map((v, i) => walk(v, fnToValue, `${path}[${i}]`))
   if (value && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
     const o: Record<string, unknown> = {}
@@ -50,13 +65,20 @@ function walk(value: unknown, fnToValue: (fn: unknown, path: string) => unknown,
 
 /** The plan with every function replaced by `{ $fn: source }`. */
 export function toPortable(stage: StagePlan): unknown {
-  if (stage.input.kind === 'iterable') throw new Error('an iterable source must be materialized before it goes to a worker')
-  return walk(stage, (fn, path) => {
-    if (typeof fn !== 'function') return fn
-    const op = /ops\[(\d+)\]/.exec(path)
-    const label = op ? `stage ${stage.index} ${stage.ops[Number(op[1])]!.kind}` : `stage ${stage.index} ${path.replace(/^\./, '')}`
-    return { $fn: functionSource(fn as () => unknown, label) }
-  }, '')
+  if (stage.input.kind === 'iterable')
+    throw new Error('an iterable source must be materialized before it goes to a worker')
+  return walk(
+    stage,
+    (fn, path) => {
+      if (typeof fn !== 'function') return fn
+      const op = /ops\[(\d+)\]/.exec(path)
+      const label = op
+        ? `stage ${stage.index} ${stage.ops[Number(op[1])]!.kind}`
+        : `stage ${stage.index} ${path.replace(/^\./, '')}`
+      return { $fn: functionSource(fn as () => unknown, label) }
+    },
+    '',
+  )
 }
 
 /** Rebuilds the plan in a worker. */

@@ -3,7 +3,11 @@ import { afterAll, expect, test } from 'vitest'
 import { StageProgress } from './progress.js'
 
 const lines: Record<string, unknown>[] = []
-configureLogging({ destination: { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) }, pretty: false, level: 'info' })
+configureLogging({
+  destination: { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) },
+  pretty: false,
+  level: 'info',
+})
 afterAll(() => configureLogging({}))
 
 test('without a terminal, progress is a log line at most every interval', () => {
@@ -16,7 +20,12 @@ test('without a terminal, progress is a log line at most every interval', () => 
   expect(ours[1]).toMatchObject({ stage: 0, shards: 3, records: 15, timeMs: 12 })
   const every = new StageProgress(1, 2, 'read → collect', 2, 'log', 0)
   every.shardDone(1)
-  expect(lines.filter((l) => l.msg === 'stage progress').at(-1)).toMatchObject({ stage: 1, done: 1, shards: 2, records: 1 })
+  expect(lines.filter((l) => l.msg === 'stage progress').at(-1)).toMatchObject({
+    stage: 1,
+    done: 1,
+    shards: 2,
+    records: 1,
+  })
 })
 
 test('on a terminal, progress redraws one bar line', () => {

@@ -17,7 +17,7 @@ export class StageProgress {
   constructor(
     private readonly stage: number,
     private readonly stages: number,
-    private readonly name: string,
+    name: string,
     private readonly total: number,
     mode: ProgressMode = 'auto',
     private readonly intervalMs = 5000,
@@ -39,7 +39,10 @@ export class StageProgress {
       const width = 30
       const filled = this.total ? Math.round((this.done / this.total) * width) : width
       const bar = '█'.repeat(filled) + '░'.repeat(width - filled)
-      process.stderr.write(`\r[stage ${this.stage + 1}/${this.stages}] ${bar} ${this.done}/${this.total} shards, ${this.records} records  `)
+      process.stderr.write(
+        `\r[stage ${this.stage + 1}/${this.stages}] ${bar} ${this.done}/` +
+          `${this.total} shards, ${this.records} records  `,
+      )
     } else if (this.mode === 'log' && Date.now() - this.lastLog >= this.intervalMs) {
       this.lastLog = Date.now()
       log.info({ stage: this.stage, done: this.done, shards: this.total, records: this.records }, 'stage progress')
@@ -48,6 +51,10 @@ export class StageProgress {
 
   finish(timeMs: number): void {
     if (this.mode === 'bar') process.stderr.write('\n')
-    else if (this.mode === 'log') log.info({ stage: this.stage, shards: this.total, records: this.records, timeMs: Math.round(timeMs) }, 'stage finished')
+    else if (this.mode === 'log')
+      log.info(
+        { stage: this.stage, shards: this.total, records: this.records, timeMs: Math.round(timeMs) },
+        'stage finished',
+      )
   }
 }

@@ -31,7 +31,10 @@ async function resolveInput(input: StageInput, stage: number): Promise<StageInpu
   const r = input.reduce
   const key = await resolveKey(r.key, `stage ${stage} key`)
   if (r.kind === 'first') return { ...input, reduce: { kind: 'first', key } }
-  return { ...input, reduce: { kind: 'group', key, reducer: await resolveFn(r.reducer, r.args, 2, `stage ${stage} groupBy reducer`) } }
+  return {
+    ...input,
+    reduce: { kind: 'group', key, reducer: await resolveFn(r.reducer, r.args, 2, `stage ${stage} groupBy reducer`) },
+  }
 }
 
 async function resolveOutput(output: StageOutput, stage: number): Promise<StageOutput> {
@@ -41,13 +44,24 @@ async function resolveOutput(output: StageOutput, stage: number): Promise<StageO
 
 function needsResolving(stage: StagePlan): boolean {
   const userFn = (f: unknown, args: unknown) => typeof f !== 'function' || args !== undefined
-  if (stage.ops.some((op) => (op.kind === 'map' || op.kind === 'filter' || op.kind === 'flatMap' || op.kind === 'mapShard') && userFn(op.fn, op.args))) return true
+  if (
+    stage.ops.some(
+      (op) =>
+        (op.kind === 'map' || op.kind === 'filter' || op.kind === 'flatMap' || op.kind === 'mapShard') &&
+        userFn(op.fn, op.args),
+    )
+  )
+    return true
   const input = stage.input
   if (input.kind === 'shuffle' && input.reduce.kind !== 'concat') {
     if (typeof input.reduce.key === 'object') return true
     if (input.reduce.kind === 'group' && userFn(input.reduce.reducer, input.reduce.args)) return true
   }
-  return stage.output.kind === 'shuffle' && stage.output.partition.kind === 'hash' && typeof stage.output.partition.key === 'object'
+  return (
+    stage.output.kind === 'shuffle' &&
+    stage.output.partition.kind === 'hash' &&
+    typeof stage.output.partition.key === 'object'
+  )
 }
 
 const resolved = new WeakMap<StagePlan, Promise<StagePlan>>()

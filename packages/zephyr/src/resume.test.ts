@@ -15,14 +15,20 @@ function setup(): string {
   const dir = tempDir()
   mkdirSync(join(dir, 'in'))
   for (let f = 0; f < FILES; f++) {
-    writeFileSync(join(dir, 'in', `${f}.jsonl`), Array.from({ length: PER_FILE }, (_, i) => JSON.stringify({ id: f * PER_FILE + i })).join('\n'))
+    writeFileSync(
+      join(dir, 'in', `${f}.jsonl`),
+      Array.from({ length: PER_FILE }, (_, i) => JSON.stringify({ id: f * PER_FILE + i })).join('\n'),
+    )
   }
   return dir
 }
 
 /** Starts the pipeline in a child process and SIGKILLs it once `ready(dir)` holds. */
 async function runAndKill(dir: string, mode: string, ready: () => boolean): Promise<void> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, dir, mode], { stdio: ['ignore', 'ignore', 'pipe'], cwd: process.cwd() })
+  const child = spawn(process.execPath, ['--import', 'tsx', script, dir, mode], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    cwd: process.cwd(),
+  })
   let stderr = ''
   child.stderr.on('data', (d) => (stderr += d))
   const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)))
@@ -36,12 +42,18 @@ async function runAndKill(dir: string, mode: string, ready: () => boolean): Prom
 }
 
 function outputs(dir: string): string[] {
-  return readdirSync(join(dir, 'out')).filter((f) => /^part-\d{5}-of-\d{5}\.jsonl$/.test(f)).sort()
+  return readdirSync(join(dir, 'out'))
+    .filter((f) => /^part-\d{5}-of-\d{5}\.jsonl$/.test(f))
+    .sort()
 }
 
 function ids(dir: string): number[] {
   return outputs(dir)
-    .flatMap((f) => readFileSync(join(dir, 'out', f), 'utf8').trim().split('\n'))
+    .flatMap((f) =>
+      readFileSync(join(dir, 'out', f), 'utf8')
+        .trim()
+        .split('\n'),
+    )
     .map((l) => (JSON.parse(l) as { id: number }).id)
     .sort((a, b) => a - b)
 }
@@ -62,7 +74,9 @@ describe('resume after killing a run', () => {
     })
     expect(outputs(dir).length).toBeLessThan(FILES)
     const before = new Map(outputs(dir).map((f) => [f, readFileSync(join(dir, 'out', f), 'utf8')]))
-    const r = await new ZephyrContext({ inProcess: true, progress: 'off' }).execute(pipeline(dir, 'single'), { skipExisting: true })
+    const r = await new ZephyrContext({ inProcess: true, progress: 'off' }).execute(pipeline(dir, 'single'), {
+      skipExisting: true,
+    })
     expect(r.counters[0]!.shardsSkipped).toBe(before.size)
     expect(r.counters[0]!.shards - r.counters[0]!.shardsSkipped).toBe(FILES - before.size)
     for (const [f, text] of before) expect(readFileSync(join(dir, 'out', f), 'utf8')).toBe(text)
@@ -73,7 +87,8 @@ describe('resume after killing a run', () => {
     const dir = setup()
     const doneMarkers = () => {
       try {
-        return readdirSync(join(dir, 'out'), { recursive: true }).filter((p) => /s0[/\\]done[/\\]\d+$/.test(String(p))).length
+        return readdirSync(join(dir, 'out'), { recursive: true }).filter((p) => /s0[/\\]done[/\\]\d+$/.test(String(p)))
+          .length
       } catch {
         return 0
       }
@@ -81,7 +96,9 @@ describe('resume after killing a run', () => {
     await runAndKill(dir, 'shuffle', () => doneMarkers() >= 2)
     expect(outputs(dir)).toEqual([])
     const committed = doneMarkers()
-    const r = await new ZephyrContext({ inProcess: true, progress: 'off' }).execute(pipeline(dir, 'shuffle'), { skipExisting: true })
+    const r = await new ZephyrContext({ inProcess: true, progress: 'off' }).execute(pipeline(dir, 'shuffle'), {
+      skipExisting: true,
+    })
     expect(r.counters[0]!.shardsSkipped).toBe(committed)
     expect(r.counters[0]!.recordsIn).toBe((FILES - committed) * PER_FILE)
     expect(outputs(dir)).toHaveLength(3)

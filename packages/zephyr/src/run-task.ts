@@ -49,7 +49,8 @@ const pad = (n: number) => String(n).padStart(5, '0')
 /** Scratch paths, relative to the scratch URL. */
 export const scratchPaths = {
   bucketDir: (stage: number, to: number) => `s${stage}/to-${pad(to)}/`,
-  bucket: (stage: number, to: number, from: number, attempt: string) => `s${stage}/to-${pad(to)}/from-${pad(from)}-${attempt}.bin`,
+  bucket: (stage: number, to: number, from: number, attempt: string) =>
+    `s${stage}/to-${pad(to)}/from-${pad(from)}-${attempt}.bin`,
   done: (stage: number, shard: number) => `s${stage}/done/${pad(shard)}`,
   collected: (stage: number, shard: number) => `s${stage}/out/${pad(shard)}.bin`,
 }
@@ -70,7 +71,12 @@ async function* fromIterable(it: Iterable<unknown> | AsyncIterable<unknown>): Ba
   if (b.length) yield b
 }
 
-async function* readFrames(storage: Storage, path: string, counters: TaskCounters, countRecords = false): AsyncGenerator<{ value: unknown; bytes: number }[]> {
+async function* readFrames(
+  storage: Storage,
+  path: string,
+  counters: TaskCounters,
+  countRecords = false,
+): AsyncGenerator<{ value: unknown; bytes: number }[]> {
   const stream = await storage.readStream(path)
   for await (const frames of decodeFrames(stream)) {
     for (const f of frames) counters.bytesRead += f.bytes
@@ -84,12 +90,27 @@ async function* values(frames: AsyncIterable<{ value: unknown }[]>): Batches {
 }
 
 /** The committed attempt of each shard of a stage, from its `done` markers. */
-export async function committedAttempts(scratch: Storage, base: string, stage: number, shards: number): Promise<string[]> {
-  return Promise.all(Array.from({ length: shards }, (_, i) => scratch.readText(`${base}${scratchPaths.done(stage, i)}`).then((t) => t.trim())))
+export async function committedAttempts(
+  scratch: Storage,
+  base: string,
+  stage: number,
+  shards: number,
+): Promise<string[]> {
+  return Promise.all(
+    Array.from({ length: shards }, (_, i) =>
+      scratch.readText(`${base}${scratchPaths.done(stage, i)}`).then((t) => t.trim()),
+    ),
+  )
 }
 
 /** The bucket files of `shard` written by committed attempts of the previous stage, in source order. */
-async function committedBuckets(scratch: Storage, base: string, stage: number, shard: number, known?: readonly string[]): Promise<string[]> {
+async function committedBuckets(
+  scratch: Storage,
+  base: string,
+  stage: number,
+  shard: number,
+  known?: readonly string[],
+): Promise<string[]> {
   const dir = `${base}${scratchPaths.bucketDir(stage - 1, shard)}`
   const files: string[] = []
   const attempts = new Map<string, string>()
@@ -150,7 +171,8 @@ async function* grouped(
     for await (const fs of frames) {
       const keys = fs.map((f) => canonicalKey(keyOf(f.value)))
       const hashes = hashKeys(keys)
-      for (let i = 0; i < fs.length; i++) await grouper.add(hashes[i]!, keys[i]!, keyOf(fs[i]!.value), fs[i]!.value, fs[i]!.bytes)
+      for (let i = 0; i < fs.length; i++)
+        await grouper.add(hashes[i]!, keys[i]!, keyOf(fs[i]!.value), fs[i]!.value, fs[i]!.bytes)
     }
     let out: unknown[] = []
     for await (const g of grouper.groups()) {
@@ -159,7 +181,13 @@ async function* grouped(
         try {
           out.push((reduce.reducer as (k: unknown, items: unknown[]) => unknown)(g.keyValue, g.items))
         } catch (err) {
-          throw new ZephyrError('USER_FUNCTION_FAILED', `stage ${where.stage} shard ${where.shard}: groupBy reducer threw for key ${g.key.slice(1, 80)}: ${(err as Error).message}`, false, { cause: err })
+          throw new ZephyrError(
+            'USER_FUNCTION_FAILED',
+            `stage ${where.stage} shard ${where.shard}: groupBy reducer ` +
+              `threw for key ${g.key.slice(1, 80)}: ${(err as Error).message}`,
+            false,
+            { cause: err },
+          )
         }
       }
       if (out.length >= BATCH) {
@@ -177,9 +205,12 @@ async function* grouped(
 async function openWriter(stage: StagePlan, url: string, counters: TaskCounters): Promise<ShardWriter> {
   const w = (stage.output as Extract<StagePlan['output'], { kind: 'write' }>).writer
   switch (w.format) {
-    case 'jsonl': return (await import('./writers/jsonl.js')).jsonlWriter(url, counters)
-    case 'parquet': return (await import('./writers/parquet.js')).parquetWriter(url, w.options, counters)
-    case 'arrow': return (await import('./writers/arrow.js')).arrowWriter(url, counters)
+    case 'jsonl':
+      return (await import('./writers/jsonl.js')).jsonlWriter(url, counters)
+    case 'parquet':
+      return (await import('./writers/parquet.js')).parquetWriter(url, w.options, counters)
+    case 'arrow':
+      return (await import('./writers/arrow.js')).arrowWriter(url, counters)
   }
 }
 
@@ -194,7 +225,13 @@ export async function runTask(planned: StagePlan, shard: number, env: TaskEnv): 
   const stage = await resolveStage(planned)
   const counters = emptyTaskCounters()
   const where: ShardInfo = { stage: stage.index, shard, total: stage.numShards }
-  const stream = fusePipeline(await stageInput(stage, shard, env, counters), stage.ops, where, counters, stage.input.kind === 'shuffle')
+  const stream = fusePipeline(
+    await stageInput(stage, shard, env, counters),
+    stage.ops,
+    where,
+    counters,
+    stage.input.kind === 'shuffle',
+  )
   const out = stage.output
   const scratch = await locate(env.scratch.endsWith('/') ? env.scratch : `${env.scratch}/`)
 
@@ -241,7 +278,10 @@ export async function runTask(planned: StagePlan, shard: number, env: TaskEnv): 
   const bucket = async (to: number) => {
     let b = encoders.get(to)
     if (!b) {
-      b = { enc: new FrameEncoder(), file: await openOutput(`${scratch.url}${scratchPaths.bucket(stage.index, to, shard, attempt)}`, counters) }
+      b = {
+        enc: new FrameEncoder(),
+        file: await openOutput(`${scratch.url}` + `${scratchPaths.bucket(stage.index, to, shard, attempt)}`, counters),
+      }
       encoders.set(to, b)
     }
     return b
@@ -264,7 +304,12 @@ export async function runTask(planned: StagePlan, shard: number, env: TaskEnv): 
       try {
         keys = batch.map((r) => canonicalKey(keyOf(r)))
       } catch (err) {
-        throw new ZephyrError('USER_FUNCTION_FAILED', `stage ${stage.index} shard ${shard}: key function threw: ${(err as Error).message}`, false, { cause: err })
+        throw new ZephyrError(
+          'USER_FUNCTION_FAILED',
+          `stage ${stage.index} shard ${shard}: key function threw: ` + `${(err as Error).message}`,
+          false,
+          { cause: err },
+        )
       }
       const hashes = hashKeys(keys)
       for (let i = 0; i < batch.length; i++) await route(shardOf(hashes[i]!, n), batch[i])

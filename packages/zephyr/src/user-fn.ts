@@ -40,15 +40,29 @@ export function fnRef<F extends AnyFn>(module: string | URL, name: string): Func
 }
 
 export function isFunctionRef(v: unknown): v is FunctionRef {
-  return typeof v === 'object' && v !== null && typeof (v as FunctionRef).module === 'string' && typeof (v as FunctionRef).name === 'string'
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof (v as FunctionRef).module === 'string' &&
+    typeof (v as FunctionRef).name === 'string'
+  )
 }
 
 function checkRef(ref: FunctionRef, what: string): FunctionRef {
   if (typeof ref.name !== 'string' || !/^[A-Za-z_$][\w$]*$/.test(ref.name)) {
-    throw new ZephyrError('INVALID_PLAN', `${what}: export name ${JSON.stringify(ref.name)} is not an identifier; pass the name of an exported function`)
+    throw new ZephyrError(
+      'INVALID_PLAN',
+      `${what}: export name ${JSON.stringify(ref.name)} is not an ` +
+        `identifier; pass the name of an exported function`,
+    )
   }
   if (typeof ref.module !== 'string' || !(/^file:\/\//.test(ref.module) || isAbsolute(ref.module))) {
-    throw new ZephyrError('INVALID_PLAN', `${what}: module ${JSON.stringify(ref.module)} must be a file: URL or an absolute path (pass import.meta.url), so that every process finds the same file`)
+    throw new ZephyrError(
+      'INVALID_PLAN',
+      `${what}: module ${JSON.stringify(ref.module)} must be a file: ` +
+        `URL or an absolute path (pass import.meta.url), so that every ` +
+        `process finds the same file`,
+    )
   }
   return { module: isAbsolute(ref.module) ? pathToFileURL(ref.module).href : ref.module, name: ref.name }
 }
@@ -57,7 +71,12 @@ function checkRef(ref: FunctionRef, what: string): FunctionRef {
 export function checkFnSpec<F extends AnyFn>(f: unknown, what: string): FnSpec<F> {
   if (typeof f === 'function') return f as F
   if (isFunctionRef(f)) return checkRef(f, what) as FunctionRef<F>
-  throw new ZephyrError('INVALID_PLAN', `${what} needs a function or a module reference fnRef(import.meta.url, 'name'), got ${f === null ? 'null' : typeof f}`)
+  throw new ZephyrError(
+    'INVALID_PLAN',
+    `${what} needs a function or a module reference ` +
+      `fnRef(import.meta.url, 'name'), got ` +
+      `${f === null ? 'null' : typeof f}`,
+  )
 }
 
 /** A structured-clone snapshot of bound arguments; `INVALID_PLAN` if they cannot travel. */
@@ -66,7 +85,14 @@ export function snapshotArgs(args: unknown, what: string): unknown {
   try {
     return structuredClone(args)
   } catch (err) {
-    throw new ZephyrError('INVALID_PLAN', `${what}: args cannot be sent to a worker (${(err as Error).message}); pass plain data (objects, arrays, strings, numbers, typed arrays, Maps), not functions or class instances`, false, { cause: err })
+    throw new ZephyrError(
+      'INVALID_PLAN',
+      `${what}: args cannot be sent to a worker (` +
+        `${(err as Error).message}); pass plain data (objects, arrays, ` +
+        `strings, numbers, typed arrays, Maps), not functions or class instances`,
+      false,
+      { cause: err },
+    )
   }
 }
 
@@ -76,12 +102,23 @@ export async function importFn(ref: FunctionRef, what: string): Promise<AnyFn> {
   try {
     mod = (await import(ref.module)) as Record<string, unknown>
   } catch (err) {
-    throw new ZephyrError('INVALID_PLAN', `${what}: cannot import ${ref.module} (${(err as Error).message}); check the module URL`, false, { cause: err })
+    throw new ZephyrError(
+      'INVALID_PLAN',
+      `${what}: cannot import ${ref.module} (${(err as Error).message}` + `); check the module URL`,
+      false,
+      { cause: err },
+    )
   }
   const fn = mod[ref.name]
   if (typeof fn !== 'function') {
-    const names = Object.keys(mod).filter((k) => typeof mod[k] === 'function').sort()
-    throw new ZephyrError('INVALID_PLAN', `${what}: ${ref.module} has no exported function "${ref.name}" (its functions: ${names.join(', ') || 'none'})`)
+    const names = Object.keys(mod)
+      .filter((k) => typeof mod[k] === 'function')
+      .sort()
+    throw new ZephyrError(
+      'INVALID_PLAN',
+      `${what}: ${ref.module} has no exported function "${ref.name}" ` +
+        `(its functions: ${names.join(', ') || 'none'})`,
+    )
   }
   return fn as AnyFn
 }

@@ -14,19 +14,28 @@ const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
 
 describe('wikitextToText', () => {
   test('links keep their label, templates and refs go', () => {
-    expect(wikitextToText("'''Rome''' is the capital of [[Italy|Italia]].<ref>{{cite web|url=x}}</ref> It has [[river]]s.{{citation needed}}")).toBe(
-      'Rome is the capital of Italia. It has rivers.',
-    )
+    expect(
+      wikitextToText(
+        "'''Rome''' is the capital of [[Italy|Italia]].<ref>{{cite " +
+          'web|url=x}}</ref> It has [[river]]s.{{citation needed}}',
+      ),
+    ).toBe('Rome is the capital of Italia. It has rivers.')
   })
   test('nested templates and tables are removed, headings and list items kept', () => {
-    const t = wikitextToText('{{Infobox|a={{b|{{c}}}}}}\nIntro.\n== Title ==\n{|\n| a || b\n{|\n|nested\n|}\n|}\n* item one\n# item two')
+    const t = wikitextToText(
+      '{{Infobox|a={{b|{{c}}}}}}\nIntro.\n== Title ==\n{|\n| a || ' + 'b\n{|\n|nested\n|}\n|}\n* item one\n# item two',
+    )
     expect(t).toBe('Intro.\nTitle\nitem one\nitem two')
   })
   test('file and category links go, with their captions', () => {
-    expect(wikitextToText('A [[File:x.jpg|thumb|A [[b]] c]] B [[Category:Z]] [[:Category:Shown]]')).toBe('A B Category:Shown')
+    expect(wikitextToText('A [[File:x.jpg|thumb|A [[b]] c]] B [[Category:Z]] ' + '[[:Category:Shown]]')).toBe(
+      'A B Category:Shown',
+    )
   })
   test('external links keep their label; comments and formatting vanish', () => {
-    expect(wikitextToText("See [https://x.org the site] <!-- hidden --> and ''em'' [https://bare.org].")).toBe('See the site and em.')
+    expect(wikitextToText("See [https://x.org the site] <!-- hidden --> and ''em'' " + '[https://bare.org].')).toBe(
+      'See the site and em.',
+    )
   })
   test('entities decode once', () => {
     expect(decodeEntities('a&nbsp;b &amp;lt; &#233; &#x41;')).toBe('a b &lt; é A')
@@ -52,7 +61,9 @@ function expectLyon(pages: WikiPage[]) {
       'References',
     ].join('\n'),
   )
-  expect(pages[1]!.text).toBe('The Rhône is a major river of Europe, rising in the Alps.\nIt flows through Lake Geneva & Lyon.')
+  expect(pages[1]!.text).toBe(
+    'The Rhône is a major river of Europe, rising in the Alps.\nIt ' + 'flows through Lake Geneva & Lyon.',
+  )
   for (const p of pages) expect(p.text).not.toMatch(/\{\{|\}\}|\[\[|\]\]|<ref|\|-|'''|Category/)
 }
 
@@ -77,7 +88,9 @@ describe('loadWikiXml', () => {
   test('all namespaces and redirects on request; raw keeps wikitext', async () => {
     const dir = tempDir()
     copyFileSync(sample, join(dir, 'dump.xml'))
-    const { results } = await ctx.execute(Dataset.fromFiles(join(dir, 'dump.xml')).loadWikiXml({ skipRedirects: false, raw: true }))
+    const { results } = await ctx.execute(
+      Dataset.fromFiles(join(dir, 'dump.xml')).loadWikiXml({ skipRedirects: false, raw: true }),
+    )
     expect(results.map((p) => p.title)).toEqual(['Lyon', 'Lugdunum', 'Talk:Lyon', 'Rhône'])
     expect(results[1]!.text).toBe('#REDIRECT [[Lyon]]')
   })
@@ -86,6 +99,9 @@ describe('loadWikiXml', () => {
     const dir = tempDir()
     const text = readFileSync(sample, 'utf8')
     writeFileSync(join(dir, 'cut.xml'), text.slice(0, text.length / 2))
-    await expect(ctx.execute(Dataset.fromFiles(join(dir, 'cut.xml')).loadWikiXml())).rejects.toMatchObject({ code: 'CORRUPT_XML', message: expect.stringContaining('cut.xml') })
+    await expect(ctx.execute(Dataset.fromFiles(join(dir, 'cut.xml')).loadWikiXml())).rejects.toMatchObject({
+      code: 'CORRUPT_XML',
+      message: expect.stringContaining('cut.xml'),
+    })
   })
 })

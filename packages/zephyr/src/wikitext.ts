@@ -10,7 +10,21 @@
  */
 
 /** Tags whose content is not prose and is dropped along with the tag. */
-const DROP_CONTENT = ['ref', 'math', 'gallery', 'timeline', 'score', 'syntaxhighlight', 'source', 'graph', 'mapframe', 'imagemap', 'chem', 'ce', 'hiero']
+const DROP_CONTENT = [
+  'ref',
+  'math',
+  'gallery',
+  'timeline',
+  'score',
+  'syntaxhighlight',
+  'source',
+  'graph',
+  'mapframe',
+  'imagemap',
+  'chem',
+  'ce',
+  'hiero',
+]
 
 /** Link namespaces that are not links to prose (the whole link is dropped). */
 const DROP_LINK = /^\s*(file|image|media|category|datei|bild|fichier|kategorie|catégorie|categoría|archivo|imagen)\s*:/i
@@ -18,9 +32,31 @@ const DROP_LINK = /^\s*(file|image|media|category|datei|bild|fichier|kategorie|c
 const INTERWIKI = /^\s*[a-z]{2,3}(-[a-z]+)?\s*:/
 
 const ENTITIES: Record<string, string> = {
-  nbsp: ' ', amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", ndash: '–', mdash: '—', hellip: '…',
-  laquo: '«', raquo: '»', lsquo: '‘', rsquo: '’', ldquo: '“', rdquo: '”', minus: '−', times: '×', deg: '°', middot: '·',
-  thinsp: ' ', ensp: ' ', emsp: ' ', shy: '', zwj: '', zwnj: '',
+  nbsp: ' ',
+  amp: '&',
+  lt: '<',
+  gt: '>',
+  quot: '"',
+  apos: "'",
+  ndash: '–',
+  mdash: '—',
+  hellip: '…',
+  laquo: '«',
+  raquo: '»',
+  lsquo: '‘',
+  rsquo: '’',
+  ldquo: '“',
+  rdquo: '”',
+  minus: '−',
+  times: '×',
+  deg: '°',
+  middot: '·',
+  thinsp: ' ',
+  ensp: ' ',
+  emsp: ' ',
+  shy: '',
+  zwj: '',
+  zwnj: '',
 }
 
 export function decodeEntities(s: string): string {
@@ -108,12 +144,15 @@ function replaceLinks(s: string): string {
 
 /**
  * Plain text of a wikitext document.
- * @example wikitextToText("'''Rome''' is the capital of [[Italy|Italia]].{{cite web|url=x}}") // "Rome is the capital of Italia."
+ * @example wikitextToText("'''Rome''' is the capital of [[Italy|Italia]].{{cite web|url=x}}") // "Rome is the capital
+ * of Italia."
  */
 export function wikitextToText(wikitext: string): string {
   let s = wikitext.replace(/\r\n?/g, '\n')
   s = s.replace(/<!--[\s\S]*?(-->|$)/g, '')
-  s = s.replace(/<nowiki>([\s\S]*?)<\/nowiki>/gi, (_m, t: string) => t.replace(/[[\]{}'|]/g, (c) => `&#${c.charCodeAt(0)};`))
+  s = s.replace(/<nowiki>([\s\S]*?)<\/nowiki>/gi, (_m, t: string) =>
+    t.replace(/[[\]{}'|]/g, (c) => `&#${c.charCodeAt(0)};`),
+  )
   for (const tag of DROP_CONTENT) {
     s = s.replace(new RegExp(`<${tag}\\b[^>]*/>`, 'gi'), '')
     s = s.replace(new RegExp(`<${tag}\\b[^>]*>[\\s\\S]*?</${tag}\\s*>`, 'gi'), '')

@@ -16,7 +16,13 @@ import type { TaskEnv } from './run-task.js'
 /** What a task sends back: its result, or its error as data. */
 export type TaskOutcome =
   | { readonly ok: true; readonly counters: TaskCounters; readonly output?: string }
-  | { readonly ok: false; readonly name: string; readonly message: string; readonly code?: ZephyrErrorCode; readonly retryable: boolean }
+  | {
+      readonly ok: false
+      readonly name: string
+      readonly message: string
+      readonly code?: ZephyrErrorCode
+      readonly retryable: boolean
+    }
 
 export class ZephyrWorker {
   constructor() {
@@ -28,7 +34,9 @@ export class ZephyrWorker {
   async runTask(stage: unknown, shard: number, env: TaskEnv): Promise<TaskOutcome> {
     try {
       const r = await runTask(fromPortable(stage), shard, env)
-      return r.output === undefined ? { ok: true, counters: r.counters } : { ok: true, counters: r.counters, output: r.output }
+      return r.output === undefined
+        ? { ok: true, counters: r.counters }
+        : { ok: true, counters: r.counters, output: r.output }
     } catch (err) {
       const e = err instanceof Error ? err : new Error(String(err))
       if (isZephyrError(e)) return { ok: false, name: e.name, message: e.message, code: e.code, retryable: e.retryable }

@@ -19,7 +19,11 @@ function inputs(files: number, perFile: number): string {
   for (let f = 0; f < files; f++) {
     const lines = Array.from({ length: perFile }, (_, i) => {
       const id = f * perFile + i
-      return JSON.stringify({ id, lang: ['en', 'fr', 'de'][id % 3], text: `document ${id} ${'lorem '.repeat(id % 11)}` })
+      return JSON.stringify({
+        id,
+        lang: ['en', 'fr', 'de'][id % 3],
+        text: `document ${id} ${'lorem '.repeat(id % 11)}`,
+      })
     })
     writeFileSync(join(dir, 'in', `${String(f).padStart(3, '0')}.jsonl`), lines.join('\n'))
   }
@@ -42,7 +46,9 @@ describe('ZephyrContext on fray workers', () => {
         .filter(col('lang').ne('de'))
         .map((r) => ({ ...r, words: r.text.split(' ').filter(Boolean).length }))
         .deduplicate((r) => r.words, { numShards: 3 })
-        .groupBy('lang', (lang: string, rs: { id: number }[]) => ({ lang, n: rs.length, ids: rs.map((r) => r.id) }), { numShards: 2 })
+        .groupBy('lang', (lang: string, rs: { id: number }[]) => ({ lang, n: rs.length, ids: rs.map((r) => r.id) }), {
+          numShards: 2,
+        })
         .writeJsonl(join(dir, out, 'part-{shard:05d}-of-{total:05d}.jsonl'))
     const one = new ZephyrContext({ client, maxWorkers: 1, progress: 'off' })
     const four = new ZephyrContext({ client, maxWorkers: 4, progress: 'off' })
@@ -50,7 +56,9 @@ describe('ZephyrContext on fray workers', () => {
       const a = await one.execute(ds('one'))
       const b = await four.execute(ds('four'))
       expect(readAll(dir, 'four')).toEqual(readAll(dir, 'one'))
-      expect(a.counters.map((c) => [c.recordsIn, c.recordsOut])).toEqual(b.counters.map((c) => [c.recordsIn, c.recordsOut]))
+      expect(a.counters.map((c) => [c.recordsIn, c.recordsOut])).toEqual(
+        b.counters.map((c) => [c.recordsIn, c.recordsOut]),
+      )
       expect(a.counters[0]!.recordsIn).toBe(1200)
       const workerPids = new Set((await four.workers()!).pids())
       expect(workerPids.size).toBe(4)
@@ -129,11 +137,16 @@ describe('ZephyrContext on fray workers', () => {
     }
   }, 120_000)
 
-  test('by default a context runs on worker processes of fray\'s current client; args and module references reach them', async () => {
+  test("by default a context runs on worker processes of fray's " +
+    'current client; args and module references reach them', async () => {
     const ctx = new ZephyrContext({ maxWorkers: 1, progress: 'off' })
     const fns = new URL('./fixtures/user-fns.ts', import.meta.url)
     try {
-      const docs = [{ id: 1, text: 'a' }, { id: 2, text: 'bb' }, { id: 3, text: 'ccc' }]
+      const docs = [
+        { id: 1, text: 'a' },
+        { id: 2, text: 'bb' },
+        { id: 3, text: 'ccc' },
+      ]
       const { results } = await ctx.execute(
         Dataset.fromList(docs)
           .map(fnRef<typeof tag>(fns, 'tag'), { args: { salt: 'pepper' } })
@@ -149,22 +162,31 @@ describe('ZephyrContext on fray workers', () => {
     }
   }, 120_000)
 
-  test('a plan on memory:// storage runs in process even on a worker context (that storage lives in one process)', async () => {
-    const ctx = new ZephyrContext({ client, maxWorkers: 2, progress: 'off' })
-    const offset = 10
-    try {
-      const r = await ctx.execute(Dataset.fromList([1, 2, 3], { numShards: 2 }).map((x) => x + offset).writeJsonl('memory://zephyr-workers-test/out/p-{shard}.jsonl'))
-      expect(r.outputs).toHaveLength(2)
-      expect(r.counters[0]!.recordsOut).toBe(3)
-      expect(ctx.workers()).toBeDefined()
-      expect((await ctx.workers()!).pids()).toEqual([]) // no worker was started
-    } finally {
-      await ctx.close()
-    }
-  })
+  test(
+    'a plan on memory:// storage runs in process even on a worker ' + 'context (that storage lives in one process)',
+    async () => {
+      const ctx = new ZephyrContext({ client, maxWorkers: 2, progress: 'off' })
+      const offset = 10
+      try {
+        const r = await ctx.execute(
+          Dataset.fromList([1, 2, 3], { numShards: 2 })
+            .map((x) => x + offset)
+            .writeJsonl('memory://zephyr-workers-test/out/p-{shard}.jsonl'),
+        )
+        expect(r.outputs).toHaveLength(2)
+        expect(r.counters[0]!.recordsOut).toBe(3)
+        expect(ctx.workers()).toBeDefined()
+        expect((await ctx.workers()!).pids()).toEqual([]) // no worker was started
+      } finally {
+        await ctx.close()
+      }
+    },
+  )
 
-  test('workerResources reach fray: one-core workers run single-threaded GC, two-core ones do not; a bad field is named', async () => {
-    const flags = (ctx: ZephyrContext) => ctx.execute(Dataset.fromList([0]).map(() => process.execArgv.includes('--single-threaded-gc')))
+  test('workerResources reach fray: one-core workers run ' +
+    'single-threaded GC, two-core ones do not; a bad field is named', async () => {
+    const flags = (ctx: ZephyrContext) =>
+      ctx.execute(Dataset.fromList([0]).map(() => process.execArgv.includes('--single-threaded-gc')))
     const small = new ZephyrContext({ client, maxWorkers: 1, progress: 'off' })
     const big = new ZephyrContext({ client, maxWorkers: 1, progress: 'off', workerResources: { cpu: 2 } })
     const bad = new ZephyrContext({ client, maxWorkers: 1, progress: 'off', workerResources: { cpu: -1 } })

@@ -55,13 +55,20 @@ export type BuildTokenCacheOptions = StoreAccess & {
   readonly name?: string
   /** EOS id. @default the id of `<|endoftext|>` among the tokenizer's special tokens */
   readonly eos?: number
-  /** Worker processes tokenizing at once (zephyr's `maxWorkers`). @default the machine's cores (datakit's shared worker context) */
+  /** Worker processes tokenizing at once (zephyr's `maxWorkers`). @default the machine's cores (datakit's shared worker
+   * context) */
   readonly workers?: number
   /** Extra zephyr context options, e.g. a fray `client`, or `inProcess: true` to tokenize in this process. */
   readonly zephyr?: ZephyrContextOptions
 }
 
-export type BuildTokenCacheResult = { readonly name: string; readonly version: number; readonly ref: string; readonly reused: boolean; readonly ledger: TokenCacheLedger }
+export type BuildTokenCacheResult = {
+  readonly name: string
+  readonly version: number
+  readonly ref: string
+  readonly reused: boolean
+  readonly ledger: TokenCacheLedger
+}
 
 /** Tokenizes a dataset version into a token cache version (or returns the one an identical build made). */
 export async function buildTokenCache(opts: BuildTokenCacheOptions): Promise<BuildTokenCacheResult> {
@@ -69,13 +76,24 @@ export async function buildTokenCache(opts: BuildTokenCacheOptions): Promise<Bui
   const tok = opts.tokenizer
   const eos = opts.eos ?? tok.specialTokens.find((t) => t.content === '<|endoftext|>')?.id
   if (eos === undefined || !Number.isInteger(eos) || eos < 0 || eos >= tok.vocabSize) {
-    throw new DatakitError('INVALID_ARGUMENT', `buildTokenCache ${name}: no EOS id (got ${String(eos)}); pass eos, or give the tokenizer an <|endoftext|> special token`)
+    throw new DatakitError(
+      'INVALID_ARGUMENT',
+      `buildTokenCache ${name}: no EOS id (got ${String(eos)}); pass ` +
+        `eos, or give the tokenizer an <|endoftext|> special token`,
+    )
   }
   const dtype = tok.vocabSize <= 65536 ? 'uint16' : 'uint32'
   const input = await openDataset(opts.dataset, opts)
   const tokJson = JSON.stringify(tok.toJSON())
   const tokenizerSha256 = createHash('sha256').update(tokJson).digest('hex')
-  const config = { pass: 'tokenize', dataset: input.ref, datasetHash: String(input.metadata.datasetHash ?? ''), tokenizerSha256, eos, dtype }
+  const config = {
+    pass: 'tokenize',
+    dataset: input.ref,
+    datasetHash: String(input.metadata.datasetHash ?? ''),
+    tokenizerSha256,
+    eos,
+    dtype,
+  }
   const key = createHash('sha256').update(JSON.stringify(config)).digest('hex')
   const artifact = cacheArtifact(name)
 
@@ -83,19 +101,34 @@ export async function buildTokenCache(opts: BuildTokenCacheOptions): Promise<Bui
     const found = await findVersionByKey(store, artifact, key)
     if (found !== undefined) {
       const view = await store.open(`${artifact}@${found}`)
-      return { name, version: found, ref: view.ref, reused: true, ledger: JSON.parse(await view.readText('ledger.json')) as TokenCacheLedger }
+      return {
+        name,
+        version: found,
+        ref: view.ref,
+        reused: true,
+        ledger: JSON.parse(await view.readText('ledger.json')) as TokenCacheLedger,
+      }
     }
     const dir = workDir(opts, 'token-caches', name, key.slice(0, 16))
     await mkdir(dir, { recursive: true })
     const tokenizerPath = join(dir, 'tokenizer.json')
     await writeFile(tokenizerPath, tokJson)
     const total = input.shards.length
-    const tasks: ShardTask[] = input.shards.map((url, shard) => ({ url, shard, total, dir, tokenizer: tokenizerPath, dtype }))
+    const tasks: ShardTask[] = input.shards.map((url, shard) => ({
+      url,
+      shard,
+      total,
+      dir,
+      tokenizer: tokenizerPath,
+      dtype,
+    }))
     // the tokenizer travels as its file: each worker loads it once
     const plan = Dataset.fromList(tasks, { numShards: total }).mapShard(TOKENIZE_SHARDS)
     // the shared worker context, unless the caller asked for a worker count or other options
     const own = opts.workers !== undefined || opts.zephyr !== undefined
-    const ctx = own ? new ZephyrContext({ progress: 'off', ...opts.zephyr, ...(opts.workers ? { maxWorkers: opts.workers } : {}) }) : defaultContext()
+    const ctx = own
+      ? new ZephyrContext({ progress: 'off', ...opts.zephyr, ...(opts.workers ? { maxWorkers: opts.workers } : {}) })
+      : defaultContext()
     let results: unknown[]
     try {
       results = (await ctx.execute(plan)).results
@@ -105,7 +138,10 @@ export async function buildTokenCache(opts: BuildTokenCacheOptions): Promise<Bui
     // Results come back per shard; order them by name, never by completion.
     const shards = (results as ShardSummary[]).slice().sort((a, b) => (a.name < b.name ? -1 : 1))
     if (shards.length !== total || shards.some((s, i) => s.name !== shardName(i, total))) {
-      throw new DatakitError('CACHE_LEDGER_MISMATCH', `buildTokenCache ${name}: expected ${total} shard results, got ${shards.map((s) => s.name).join(', ')}`)
+      throw new DatakitError(
+        'CACHE_LEDGER_MISMATCH',
+        `buildTokenCache ${name}: expected ${total} shard results, got ` + `${shards.map((s) => s.name).join(', ')}`,
+      )
     }
     const ledger: TokenCacheLedger = {
       format: 1,
@@ -120,15 +156,34 @@ export async function buildTokenCache(opts: BuildTokenCacheOptions): Promise<Bui
       bytes: shards.reduce((a, s) => a + s.bytes, 0),
       shards,
     }
-    const metadata: JsonObject = { documents: ledger.documents, tokens: ledger.tokens, bytes: ledger.bytes, dtype, vocabSize: ledger.vocabSize, eos, shards: total, dataset: input.ref }
-    const { version, ref } = await store.commit(artifact, async (txn) => {
-      for (const s of shards) {
-        await txn.put(`${s.name}.tokens`, { file: join(dir, `${s.name}.tokens`) })
-        await txn.put(`${s.name}.offsets`, { file: join(dir, `${s.name}.offsets`) })
-      }
-      await txn.put('tokenizer.json', tokJson)
-      await txn.put('ledger.json', JSON.stringify(ledger, null, 2))
-    }, { kind: 'token-caches', metadata, config: { ...config, buildKey: key }, lineage: [input.ref], message: `tokenize ${input.ref}` })
+    const metadata: JsonObject = {
+      documents: ledger.documents,
+      tokens: ledger.tokens,
+      bytes: ledger.bytes,
+      dtype,
+      vocabSize: ledger.vocabSize,
+      eos,
+      shards: total,
+      dataset: input.ref,
+    }
+    const { version, ref } = await store.commit(
+      artifact,
+      async (txn) => {
+        for (const s of shards) {
+          await txn.put(`${s.name}.tokens`, { file: join(dir, `${s.name}.tokens`) })
+          await txn.put(`${s.name}.offsets`, { file: join(dir, `${s.name}.offsets`) })
+        }
+        await txn.put('tokenizer.json', tokJson)
+        await txn.put('ledger.json', JSON.stringify(ledger, null, 2))
+      },
+      {
+        kind: 'token-caches',
+        metadata,
+        config: { ...config, buildKey: key },
+        lineage: [input.ref],
+        message: `tokenize ${input.ref}`,
+      },
+    )
     await rm(dir, { recursive: true, force: true })
     log.info({ dataset: input.ref, cache: ref, tokens: ledger.tokens }, 'token cache built')
     return { name, version, ref, reused: false, ledger }

@@ -26,13 +26,20 @@ export class FeistelPermutation {
   private readonly keys: number[]
 
   /** A permutation of [0, n), fixed by `seed` (an integer). */
-  constructor(readonly n: number, readonly seed: number) {
-    if (!Number.isSafeInteger(n) || n < 1 || n > 2 ** 52) throw new DatakitError('INVALID_ARGUMENT', `FeistelPermutation: n must be an integer in [1, 2^52], got ${n}`)
-    if (!Number.isSafeInteger(seed)) throw new DatakitError('INVALID_ARGUMENT', `FeistelPermutation: seed must be an integer, got ${seed}`)
+  constructor(
+    readonly n: number,
+    readonly seed: number,
+  ) {
+    if (!Number.isSafeInteger(n) || n < 1 || n > 2 ** 52)
+      throw new DatakitError('INVALID_ARGUMENT', `FeistelPermutation: n must be an integer in [1, 2^52], got ${n}`)
+    if (!Number.isSafeInteger(seed))
+      throw new DatakitError('INVALID_ARGUMENT', `FeistelPermutation: seed must be an integer, got ${seed}`)
     let bits = 2
     while (2 ** bits < n) bits += 2
     this.halfBits = bits / 2
-    this.keys = Array.from({ length: ROUNDS }, (_, r) => mix(seed % 2 ** 32 >>> 0, Math.floor(seed / 2 ** 32) >>> 0, r + 17))
+    this.keys = Array.from({ length: ROUNDS }, (_, r) =>
+      mix((seed % 2 ** 32) >>> 0, Math.floor(seed / 2 ** 32) >>> 0, r + 17),
+    )
   }
 
   private encrypt(x: number): number {
@@ -41,7 +48,10 @@ export class FeistelPermutation {
     let r = x % m
     for (let i = 0; i < ROUNDS; i++) {
       // Halves can exceed 32 bits only for n > 2^32; fold them into the round function.
-      const f = (mix(r % 2 ** 32 >>> 0 ^ Math.floor(r / 2 ** 32), this.keys[i]!, i) * 2 ** 20 + mix(r >>> 0, this.keys[i]! ^ 0x5bd1e995, i)) % m
+      const f =
+        (mix(((r % 2 ** 32) >>> 0) ^ Math.floor(r / 2 ** 32), this.keys[i]!, i) * 2 ** 20 +
+          mix(r >>> 0, this.keys[i]! ^ 0x5bd1e995, i)) %
+        m
       const nl = r
       r = (l + f) % m
       l = nl
@@ -51,7 +61,8 @@ export class FeistelPermutation {
 
   /** The image of `i` (a bijection of [0, n)). */
   apply(i: number): number {
-    if (!Number.isInteger(i) || i < 0 || i >= this.n) throw new DatakitError('CACHE_INDEX_OUT_OF_RANGE', `permutation index ${i} is outside [0, ${this.n})`)
+    if (!Number.isInteger(i) || i < 0 || i >= this.n)
+      throw new DatakitError('CACHE_INDEX_OUT_OF_RANGE', `permutation index ${i} is outside [0, ${this.n})`)
     let x = i
     // Cycle walking: the network permutes [0, 4^h) ⊇ [0, n); repeat until the value lands in range.
     do x = this.encrypt(x)

@@ -18,13 +18,25 @@ const tok = BpeTokenizer.fromGpt2Files(encoderJson, vocabBpe)
 
 test('a finished shard is never redone', async () => {
   mkdirSync(join(root, 'a'), { recursive: true })
-  writeFileSync(join(root, 'a', 'x.jsonl'), brownParagraphs(1).map((text) => JSON.stringify({ text })).join('\n'))
+  writeFileSync(
+    join(root, 'a', 'x.jsonl'),
+    brownParagraphs(1)
+      .map((text) => JSON.stringify({ text }))
+      .join('\n'),
+  )
   await ingest({ name: 'one', source: join(root, 'a', 'x.jsonl'), format: 'jsonl', prefix })
   const v = await openDataset('one', { prefix })
   const dir = join(root, 'work')
   mkdirSync(dir)
   writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tok.toJSON()))
-  const task = { url: v.shards[0]!, shard: 0, total: 1, dir, tokenizer: join(dir, 'tokenizer.json'), dtype: 'uint16' as const }
+  const task = {
+    url: v.shards[0]!,
+    shard: 0,
+    total: 1,
+    dir,
+    tokenizer: join(dir, 'tokenizer.json'),
+    dtype: 'uint16' as const,
+  }
   const first = await tokenizeShard(task) // loads the tokenizer from the file, as a worker does
   const mtime = statSync(join(dir, 'part-00000-of-00001.tokens')).mtimeMs
   expect(await tokenizeShard(task, tok)).toEqual(first)
@@ -35,7 +47,14 @@ test('a finished shard is never redone', async () => {
 test('a build that failed on one shard resumes and matches a clean build', async () => {
   mkdirSync(join(root, 'b'), { recursive: true })
   const ps = brownParagraphs(3)
-  for (let s = 0; s < 3; s++) writeFileSync(join(root, 'b', `p${s}.jsonl`), ps.filter((_, i) => i % 3 === s).map((text) => JSON.stringify({ text })).join('\n'))
+  for (let s = 0; s < 3; s++)
+    writeFileSync(
+      join(root, 'b', `p${s}.jsonl`),
+      ps
+        .filter((_, i) => i % 3 === s)
+        .map((text) => JSON.stringify({ text }))
+        .join('\n'),
+    )
   await ingest({ name: 'three', source: join(root, 'b', '*.jsonl'), format: 'jsonl', prefix })
   const v = await openDataset('three', { prefix })
   // Damage the local copy of the last shard: its task fails after the others finished.
@@ -44,10 +63,16 @@ test('a build that failed on one shard resumes and matches a clean build', async
   const bytes = readFileSync(last)
   bytes.set(Buffer.from('XXXX'), bytes.length - 4) // same size, no Parquet footer
   writeFileSync(last, bytes)
-  await expect(buildTokenCache({ dataset: 'three', tokenizer: tok, name: 'three', prefix })).rejects.toThrow(/not a readable Parquet file/)
+  await expect(buildTokenCache({ dataset: 'three', tokenizer: tok, name: 'three', prefix })).rejects.toThrow(
+    /not a readable Parquet file/,
+  )
   const work = join(prefix, 'datakit-work', 'token-caches', 'three')
   const [key] = readdirSync(work)
-  expect(readdirSync(join(work, key!)).filter((f) => f.endsWith('.done.json')).sort()).toEqual(['part-00000-of-00003.done.json', 'part-00001-of-00003.done.json'])
+  expect(
+    readdirSync(join(work, key!))
+      .filter((f) => f.endsWith('.done.json'))
+      .sort(),
+  ).toEqual(['part-00000-of-00003.done.json', 'part-00001-of-00003.done.json'])
   rmSync(last) // the next open fetches a verified copy again
   const resumed = await buildTokenCache({ dataset: 'three', tokenizer: tok, name: 'three', prefix })
   expect(readdirSync(join(prefix, 'datakit-cache'))).toHaveLength(good)

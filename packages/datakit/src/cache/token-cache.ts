@@ -24,7 +24,10 @@ export type BatchOptions = {
 }
 
 function mismatch(ref: string, shard: string, what: string): never {
-  throw new DatakitError('CACHE_LEDGER_MISMATCH', `token cache ${ref}: shard ${shard} disagrees with ledger.json (${what}); rebuild the cache`)
+  throw new DatakitError(
+    'CACHE_LEDGER_MISMATCH',
+    `token cache ${ref}: shard ${shard} disagrees with ledger.json (` + `${what}); rebuild the cache`,
+  )
 }
 
 export class TokenCache {
@@ -73,24 +76,35 @@ export class TokenCache {
       const shards: (Uint16Array | Uint32Array)[] = []
       const offsets: BigUint64Array[] = []
       for (const s of ledger.shards) {
-        for (const ext of ['tokens', 'offsets']) if (!view.has(`${s.name}.${ext}`)) mismatch(view.ref, s.name, `file ${s.name}.${ext} is missing`)
+        for (const ext of ['tokens', 'offsets'])
+          if (!view.has(`${s.name}.${ext}`)) mismatch(view.ref, s.name, `file ${s.name}.${ext} is missing`)
         const tb = await view.read(`${s.name}.tokens`)
         const ob = await view.read(`${s.name}.offsets`)
-        if (tb.byteLength !== s.tokens * width) mismatch(view.ref, s.name, `${tb.byteLength / width} tokens on disk, ledger says ${s.tokens}`)
-        if (ob.byteLength !== (s.documents + 1) * 8) mismatch(view.ref, s.name, `${ob.byteLength / 8 - 1} documents on disk, ledger says ${s.documents}`)
+        if (tb.byteLength !== s.tokens * width)
+          mismatch(view.ref, s.name, `${tb.byteLength / width} tokens on disk, ledger says ${s.tokens}`)
+        if (ob.byteLength !== (s.documents + 1) * 8)
+          mismatch(view.ref, s.name, `${ob.byteLength / 8 - 1} documents on disk, ledger says ` + `${s.documents}`)
         // Copy into aligned buffers (blob reads may share an unaligned buffer).
         const toks = width === 2 ? new Uint16Array(s.tokens) : new Uint32Array(s.tokens)
         new Uint8Array(toks.buffer).set(tb)
         const off = new BigUint64Array(s.documents + 1)
         new Uint8Array(off.buffer).set(ob)
-        for (let i = 0; i < s.documents; i++) if (off[i]! > off[i + 1]!) mismatch(view.ref, s.name, `offsets decrease at document ${i}`)
-        if (off[0] !== 0n || Number(off[s.documents]) !== s.tokens) mismatch(view.ref, s.name, `offsets span [${off[0]}, ${off[s.documents]}], expected [0, ${s.tokens}]`)
+        for (let i = 0; i < s.documents; i++)
+          if (off[i]! > off[i + 1]!) mismatch(view.ref, s.name, `offsets decrease at document ${i}`)
+        if (off[0] !== 0n || Number(off[s.documents]) !== s.tokens)
+          mismatch(view.ref, s.name, `offsets span [${off[0]}, ${off[s.documents]}], expected [0, ` + `${s.tokens}]`)
         shards.push(toks)
         offsets.push(off)
       }
       const docs = ledger.shards.reduce((a, s) => a + s.documents, 0)
       const toks = ledger.shards.reduce((a, s) => a + s.tokens, 0)
-      if (docs !== ledger.documents || toks !== ledger.tokens) mismatch(view.ref, '(totals)', `shards hold ${docs} documents and ${toks} tokens, ledger totals say ${ledger.documents} and ${ledger.tokens}`)
+      if (docs !== ledger.documents || toks !== ledger.tokens)
+        mismatch(
+          view.ref,
+          '(totals)',
+          `shards hold ${docs} documents and ${toks} tokens, ledger totals ` +
+            `say ${ledger.documents} and ${ledger.tokens}`,
+        )
       return new TokenCache(view.ref, ledger, shards, offsets)
     })
   }
@@ -107,15 +121,28 @@ export class TokenCache {
 
   /** The token ids of document `d` (without EOS). */
   document(d: number): Uint16Array | Uint32Array {
-    if (!Number.isInteger(d) || d < 0 || d >= this.ledger.documents) throw new DatakitError('CACHE_INDEX_OUT_OF_RANGE', `document ${d} is outside [0, ${this.ledger.documents}) of ${this.ref}`)
+    if (!Number.isInteger(d) || d < 0 || d >= this.ledger.documents)
+      throw new DatakitError(
+        'CACHE_INDEX_OUT_OF_RANGE',
+        `document ${d} is outside [0, ${this.ledger.documents}) of ${this.ref}`,
+      )
     const len = this.docStart[d + 1]! - this.docStart[d]! - 1
     return this.shards[this.docShard[d]!]!.subarray(this.docOffset[d]!, this.docOffset[d]! + len)
   }
 
   /** Ids [start, start + length) of the packed stream (documents, each followed by EOS). */
   read(start: number, length: number): Int32Array {
-    if (!Number.isInteger(start) || !Number.isInteger(length) || start < 0 || length < 0 || start + length > this.numTokens) {
-      throw new DatakitError('CACHE_INDEX_OUT_OF_RANGE', `read [${start}, ${start + length}) is outside the ${this.numTokens} ids of ${this.ref}`)
+    if (
+      !Number.isInteger(start) ||
+      !Number.isInteger(length) ||
+      start < 0 ||
+      length < 0 ||
+      start + length > this.numTokens
+    ) {
+      throw new DatakitError(
+        'CACHE_INDEX_OUT_OF_RANGE',
+        `read [${start}, ${start + length}) is outside the ` + `${this.numTokens} ids of ${this.ref}`,
+      )
     }
     const out = new Int32Array(length)
     this.fill(out, 0, start, length)
@@ -159,9 +186,14 @@ export class TokenCache {
    * sequence perm(i) of a seeded Feistel permutation of all sequences.
    */
   getBatch(indices: readonly number[], seqLen: number, opts: BatchOptions = {}): Int32Array {
-    if (!Number.isInteger(seqLen) || seqLen < 1) throw new DatakitError('INVALID_ARGUMENT', `getBatch: seqLen must be a positive integer, got ${seqLen}`)
+    if (!Number.isInteger(seqLen) || seqLen < 1)
+      throw new DatakitError('INVALID_ARGUMENT', `getBatch: seqLen must be a positive integer, got ${seqLen}`)
     const n = this.numSequences(seqLen)
-    if (n === 0) throw new DatakitError('CACHE_INDEX_OUT_OF_RANGE', `${this.ref} holds ${this.numTokens} ids, fewer than one sequence of ${seqLen}`)
+    if (n === 0)
+      throw new DatakitError(
+        'CACHE_INDEX_OUT_OF_RANGE',
+        `${this.ref} holds ${this.numTokens} ids, fewer than one ` + `sequence of ${seqLen}`,
+      )
     let perm: FeistelPermutation | undefined
     if (opts.seed !== undefined) {
       const k = `${n}:${opts.seed}`
@@ -170,7 +202,11 @@ export class TokenCache {
     }
     const out = new Int32Array(indices.length * seqLen)
     indices.forEach((i, row) => {
-      if (!Number.isInteger(i) || i < 0 || i >= n) throw new DatakitError('CACHE_INDEX_OUT_OF_RANGE', `sequence ${i} is outside [0, ${n}) of ${this.ref} at seqLen ${seqLen}`)
+      if (!Number.isInteger(i) || i < 0 || i >= n)
+        throw new DatakitError(
+          'CACHE_INDEX_OUT_OF_RANGE',
+          `sequence ${i} is outside [0, ${n}) of ${this.ref} at seqLen ${seqLen}`,
+        )
       const s = perm ? perm.apply(i) : i
       this.fill(out, row * seqLen, s * seqLen, seqLen)
     })

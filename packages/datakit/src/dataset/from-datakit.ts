@@ -30,12 +30,24 @@ export function readManifestSync(name: string, opts: OpenOptions = {}, kind = 'd
   const label = kind === 'datasets' ? 'dataset' : 'token cache'
   if (!existsSync(dir)) {
     const names = existsSync(join(root, kind)) ? readdirSync(join(root, kind)).sort() : []
-    throw new DatakitError('DATASET_NOT_FOUND', `no ${label} "${name}" under ${root}; ${names.length ? `existing: ${names.join(', ')}` : 'the store has none yet; create one first'}`)
+    throw new DatakitError(
+      'DATASET_NOT_FOUND',
+      `no ${label} "${name}" under ${root}; ` +
+        `${names.length ? `existing: ${names.join(', ')}` : 'the store has none yet; create one first'}`,
+    )
   }
-  const versions = readdirSync(dir).map((f) => /^(\d+)\.json$/.exec(f)?.[1]).filter((v) => v !== undefined).map(Number).sort((a, b) => a - b)
+  const versions = readdirSync(dir)
+    .map((f) => /^(\d+)\.json$/.exec(f)?.[1])
+    .filter((v) => v !== undefined)
+    .map(Number)
+    .sort((a, b) => a - b)
   const version = opts.version ?? versions.at(-1)
   if (version === undefined || !versions.includes(version)) {
-    throw new DatakitError('VERSION_NOT_FOUND', `${label} "${name}" has no version ${String(version)}; existing versions: ${versions.join(', ') || '(none)'}`)
+    throw new DatakitError(
+      'VERSION_NOT_FOUND',
+      `${label} "${name}" has no version ${String(version)}; existing ` +
+        `versions: ${versions.join(', ') || '(none)'}`,
+    )
   }
   const path = join(dir, `${version}.json`)
   return parseManifest(readFileSync(path, 'utf8'), path)
@@ -43,12 +55,21 @@ export function readManifestSync(name: string, opts: OpenOptions = {}, kind = 'd
 
 /** The records of dataset `name` (one zephyr shard per Parquet shard). */
 export function fromDatakit(name: string, opts: OpenOptions = {}): ZephyrDataset<DatakitRecord> {
-  if (opts.store) throw new DatakitError('INVALID_ARGUMENT', `fromDatakit ${name}: pass prefix, not store; the plan opens the store itself when it runs`)
+  if (opts.store)
+    throw new DatakitError(
+      'INVALID_ARGUMENT',
+      `fromDatakit ${name}: pass prefix, not store; the plan opens the ` + `store itself when it runs`,
+    )
   const m = readManifestSync(name, opts)
-  const shards = Object.keys(m.files).filter((f) => f.endsWith('.parquet')).sort()
+  const shards = Object.keys(m.files)
+    .filter((f) => f.endsWith('.parquet'))
+    .sort()
   const pinned: PinnedDataset = { name, prefix: resolvePrefix(opts.prefix), version: m.version }
   // the shards are resolved when the plan runs, once per worker process
-  return ZephyrDataset.fromList(shards.map((_, i) => i), { numShards: shards.length }).mapShard(READ_DATAKIT_SHARDS, { args: pinned })
+  return ZephyrDataset.fromList(
+    shards.map((_, i) => i),
+    { numShards: shards.length },
+  ).mapShard(READ_DATAKIT_SHARDS, { args: pinned })
 }
 
 /** zephyr's `Dataset`, with `fromDatakit` added. */

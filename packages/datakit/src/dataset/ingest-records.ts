@@ -34,7 +34,10 @@ function rawRecords(r: unknown, a: IngestArgs, file: string): Raw[] {
       const row = r as Record<string, unknown>
       const text = row[a.textField]
       if (typeof text !== 'string') {
-        throw new DatakitError('INVALID_ARGUMENT', `ingest ${a.name}: a record of ${file} has no string field "${a.textField}"; set textField`)
+        throw new DatakitError(
+          'INVALID_ARGUMENT',
+          `ingest ${a.name}: a record of ${file} has no string field "` + `${a.textField}"; set textField`,
+        )
       }
       const { [a.textField]: _, ...meta } = row
       return [{ text, meta }]
@@ -46,7 +49,9 @@ function rawRecords(r: unknown, a: IngestArgs, file: string): Raw[] {
     case 'text': {
       const f = r as { text: string }
       if (a.textUnit === 'file') return [{ text: f.text, meta: {} }]
-      return f.text.split(a.textUnit === 'line' ? /\r?\n/ : /\r?\n\s*\r?\n/).map((text, i) => ({ text, meta: { [a.textUnit]: i } }))
+      return f.text
+        .split(a.textUnit === 'line' ? /\r?\n/ : /\r?\n\s*\r?\n/)
+        .map((text, i) => ({ text, meta: { [a.textUnit]: i } }))
     }
   }
 }
@@ -55,7 +60,11 @@ function rawRecords(r: unknown, a: IngestArgs, file: string): Raw[] {
  * One shard's loaded rows → normalized dataset records (documents left empty by cleaning are
  * dropped), tallied on their way into the shard: the tally is saved when the last has passed.
  */
-export async function* ingestRecords(records: AsyncIterable<unknown>, shard: ShardInfo, a: IngestArgs): AsyncGenerator<DatakitRecord> {
+export async function* ingestRecords(
+  records: AsyncIterable<unknown>,
+  shard: ShardInfo,
+  a: IngestArgs,
+): AsyncGenerator<DatakitRecord> {
   const file = a.files[shard.shard]!
   const source = file.slice(file.lastIndexOf('/') + 1)
   const tally = new Tally()

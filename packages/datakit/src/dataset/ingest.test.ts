@@ -24,7 +24,9 @@ function file(name: string, data: string | Uint8Array): string {
 }
 
 async function texts(name: string, version?: number): Promise<string[]> {
-  const { results } = await defaultContext().execute(Dataset.fromDatakit(name, { prefix, ...(version ? { version } : {}) }).map((r) => r.text))
+  const { results } = await defaultContext().execute(
+    Dataset.fromDatakit(name, { prefix, ...(version ? { version } : {}) }).map((r) => r.text),
+  )
   return results
 }
 
@@ -38,7 +40,10 @@ describe('sources and formats', () => {
   })
 
   test('MediaWiki XML pages keep title and page id in meta', async () => {
-    const xml = `<mediawiki><page><title>Cat</title><ns>0</ns><id>7</id><revision><text>The '''cat''' is a [[mammal|small mammal]].</text></revision></page></mediawiki>`
+    const xml =
+      `<mediawiki><page><title>Cat</title><ns>0</ns><id>7</id><revision><text>The ` +
+      `'''cat''' is a [[mammal|small ` +
+      `mammal]].</text></revision></page></mediawiki>`
     await ingest({ name: 'wiki', source: file('dump.xml', xml), format: 'wiki-xml', prefix })
     const v = await openDataset('wiki', { prefix })
     const { results } = await defaultContext().execute(Dataset.fromDatakit('wiki', { prefix }))
@@ -67,36 +72,59 @@ describe('sources and formats', () => {
 
 describe('bad input', () => {
   test('invalid UTF-8 is replaced and counted, or refused by policy', async () => {
-    const bad = new Uint8Array([...Buffer.from('{"text":"ok \u00ef\u00bf\u00bd? '), 0xff, 0xfe, ...Buffer.from(' end"}\n')])
+    const bad = new Uint8Array([
+      ...Buffer.from('{"text":"ok \u00ef\u00bf\u00bd? '),
+      0xff,
+      0xfe,
+      ...Buffer.from(' end"}\n'),
+    ])
     const p = file('bad.jsonl', bad)
     const r = await ingest({ name: 'bad', source: p, format: 'jsonl', prefix })
     expect(r.invalidUtf8).toBe(2)
     expect((await openDataset('bad', { prefix })).metadata.invalidUtf8).toBe(2)
-    const err = await ingest({ name: 'bad2', source: p, format: 'jsonl', invalidUtf8: 'refuse', prefix }).catch((e: unknown) => e)
-    expect(err).toMatchObject({ code: 'INVALID_UTF8', message: expect.stringContaining('bad.jsonl holds 2 invalid UTF-8') })
+    const err = await ingest({ name: 'bad2', source: p, format: 'jsonl', invalidUtf8: 'refuse', prefix }).catch(
+      (e: unknown) => e,
+    )
+    expect(err).toMatchObject({
+      code: 'INVALID_UTF8',
+      message: expect.stringContaining('bad.jsonl holds 2 invalid UTF-8'),
+    })
   })
 
   test('an empty source is a clear error', async () => {
-    const e1 = await ingest({ name: 'empty', source: file('empty.jsonl', ''), format: 'jsonl', prefix }).catch((e: unknown) => e)
+    const e1 = await ingest({ name: 'empty', source: file('empty.jsonl', ''), format: 'jsonl', prefix }).catch(
+      (e: unknown) => e,
+    )
     expect(e1).toMatchObject({ code: 'SOURCE_EMPTY', message: expect.stringContaining('every source file is empty') })
-    const e2 = await ingest({ name: 'empty', source: file('blank.txt', '\n\n  \n'), format: 'text', textUnit: 'line', prefix }).catch((e: unknown) => e)
+    const e2 = await ingest({
+      name: 'empty',
+      source: file('blank.txt', '\n\n  \n'),
+      format: 'text',
+      textUnit: 'line',
+      prefix,
+    }).catch((e: unknown) => e)
     expect(e2).toMatchObject({ code: 'SOURCE_EMPTY', message: expect.stringContaining('no documents left') })
-    const e3 = await ingest({ name: 'empty', source: join(root, 'nothing-*.jsonl'), format: 'jsonl', prefix }).catch((e: unknown) => e)
+    const e3 = await ingest({ name: 'empty', source: join(root, 'nothing-*.jsonl'), format: 'jsonl', prefix }).catch(
+      (e: unknown) => e,
+    )
     expect(e3).toMatchObject({ code: 'SOURCE_NOT_FOUND' })
     const e4 = await ingest({ name: 'empty', source: [], format: 'jsonl', prefix }).catch((e: unknown) => e)
     expect(e4).toMatchObject({ code: 'SOURCE_EMPTY' })
   })
 
-  test('a record without the text field is INVALID_ARGUMENT naming the file and field (raised on a worker)', async () => {
-    const p = file('notext.jsonl', '{"body":"no text here"}\n')
-    await expect(ingest({ name: 'notext', source: p, format: 'jsonl', prefix })).rejects.toMatchObject({
-      code: 'INVALID_ARGUMENT',
-      message: expect.stringMatching(/ingest notext: .*notext.jsonl has no string field "text"; set textField/),
-    })
-    expect((await ingest({ name: 'notext', source: p, format: 'jsonl', textField: 'body', prefix })).records).toBe(1)
-  })
+  test(
+    'a record without the text field is INVALID_ARGUMENT naming the ' + 'file and field (raised on a worker)',
+    async () => {
+      const p = file('notext.jsonl', '{"body":"no text here"}\n')
+      await expect(ingest({ name: 'notext', source: p, format: 'jsonl', prefix })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/ingest notext: .*notext.jsonl has no string field "text"; set textField/),
+      })
+      expect((await ingest({ name: 'notext', source: p, format: 'jsonl', textField: 'body', prefix })).records).toBe(1)
+    },
+  )
 
-  test('the exported Dataset is zephyr\'s, with fromDatakit added', async () => {
+  test("the exported Dataset is zephyr's, with fromDatakit added", async () => {
     const { results } = await defaultContext().execute(Dataset.fromList([1, 2, 3], { numShards: 2 }).map((x) => x * 2))
     expect(results.sort()).toEqual([2, 4, 6])
     expect(typeof Dataset.fromDatakit).toBe('function')
@@ -104,7 +132,9 @@ describe('bad input', () => {
 
   test('unknown dataset names and versions list what exists', async () => {
     expect(() => Dataset.fromDatakit('nope', { prefix })).toThrow(/no dataset "nope".*existing: .*lines/)
-    expect(() => Dataset.fromDatakit('lines', { prefix, version: 9 })).toThrow(/"lines" has no version 9; existing versions: 1/)
+    expect(() => Dataset.fromDatakit('lines', { prefix, version: 9 })).toThrow(
+      /"lines" has no version 9; existing versions: 1/,
+    )
     const err = await openDataset('nope', { prefix }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(DatakitError)
     expect(err).toMatchObject({ code: 'DATASET_NOT_FOUND', message: expect.stringMatching(/existing: .*lines/) })
@@ -118,8 +148,18 @@ test('a crashed ingest resumes with the shards it finished', async () => {
   const lines: string[] = []
   for (let i = 0; i < 6000; i++) lines.push(doc.replace('x ', `${i} `))
   const big = file('r-1.jsonl', `${lines.join('\n')}\n`)
-  const script = file('crash.mts', `import { ingest } from ${JSON.stringify(new URL('./ingest.ts', import.meta.url).pathname)}\nawait ingest({ name: 'resume', source: ${JSON.stringify([small, big])}, format: 'jsonl', prefix: ${JSON.stringify(prefix)} })\n`)
-  const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: 'ignore', cwd: new URL('../..', import.meta.url).pathname })
+  const script = file(
+    'crash.mts',
+    `import { ingest } from ` +
+      `${JSON.stringify(new URL('./ingest.ts', import.meta.url).pathname)}` +
+      `\nawait ingest({ name: 'resume', source: ` +
+      `${JSON.stringify([small, big])}, format: 'jsonl', prefix: ` +
+      `${JSON.stringify(prefix)} })\n`,
+  )
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    stdio: 'ignore',
+    cwd: new URL('../..', import.meta.url).pathname,
+  })
   const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)))
   const work = join(prefix, 'datakit-work', 'ingest', 'resume')
   const first = (): string | undefined => {
@@ -151,15 +191,25 @@ describe('the dataset hash', () => {
 
   test('is the same as before for a fixed input', async () => {
     const r = await ingest({ name: 'hash-fixed', source: fixed(), format: 'jsonl', prefix })
-    expect(r).toMatchObject({ records: 4, bytes: 46, datasetHash: 'f558ccada6b5d8aa128fc726191f958f726170b1438225789b02f78d73c8052f' })
+    expect(r).toMatchObject({
+      records: 4,
+      bytes: 46,
+      datasetHash: 'f558ccada6b5d8aa128fc726191f958f726170b1438225789b02f78d73c8052f',
+    })
   })
 
   test('is tallied as each shard is written, not read back; a shard without its tally is read instead', async () => {
     const r = await ingest({ name: 'hash-tally', source: fixed(), format: 'jsonl', prefix })
     const base = join(prefix, 'datakit-work', 'ingest', 'hash-tally')
     const work = join(base, readdirSync(base)[0]!)
-    const tallies = readdirSync(work).filter((f) => f.endsWith('.tally.json')).sort()
-    expect(tallies).toEqual(['part-00000-of-00003.parquet.tally.json', 'part-00001-of-00003.parquet.tally.json', 'part-00002-of-00003.parquet.tally.json'])
+    const tallies = readdirSync(work)
+      .filter((f) => f.endsWith('.tally.json'))
+      .sort()
+    expect(tallies).toEqual([
+      'part-00000-of-00003.parquet.tally.json',
+      'part-00001-of-00003.parquet.tally.json',
+      'part-00002-of-00003.parquet.tally.json',
+    ])
     // The same work folder, another store: the finished shards are reused, one of them without its tally.
     rmSync(join(work, tallies[1]!))
     const store = await openStore({ url: join(root, 'other-store') })

@@ -13,7 +13,7 @@ import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { JsonObject, Store } from '@marin/finestore'
 import { logger } from '@marin/rigging'
-import { Dataset, isZephyrError, ZephyrContext } from '@marin/zephyr'
+import { Dataset, isZephyrError, type ZephyrContext } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
 import { defaultContext } from '../zephyr-context.js'
 import { datasetArtifact, withStore, workDir } from '../store.js'
@@ -45,7 +45,8 @@ export type IngestOptions = StoreAccess & {
   readonly textUnit?: 'file' | 'paragraph' | 'line'
   /** Invalid UTF-8 in a source file: replace with U+FFFD (counted) or refuse the file. @default 'replace' */
   readonly invalidUtf8?: 'replace' | 'refuse'
-  /** A zephyr context to run on (pass one to reuse its workers across calls). @default datakit's shared context on worker processes */
+  /** A zephyr context to run on (pass one to reuse its workers across calls). @default datakit's shared context on
+   * worker processes */
   readonly context?: ZephyrContext
 }
 
@@ -77,18 +78,26 @@ export type DatasetMetadata = {
 function loader(files: string[], opts: IngestOptions): Dataset<unknown> {
   const base = Dataset.fromList(files, { numShards: files.length })
   switch (opts.format) {
-    case 'jsonl': return base.loadJsonl()
-    case 'parquet': return base.loadParquet()
-    case 'wiki-xml': return base.loadWikiXml()
-    case 'text': return base.loadText({ per: 'file' })
+    case 'jsonl':
+      return base.loadJsonl()
+    case 'parquet':
+      return base.loadParquet()
+    case 'wiki-xml':
+      return base.loadWikiXml()
+    case 'text':
+      return base.loadText({ per: 'file' })
     default:
-      throw new DatakitError('INVALID_ARGUMENT', `ingest ${opts.name}: unknown format "${String(opts.format)}"; use one of ${INGEST_FORMATS.join(', ')}`)
+      throw new DatakitError(
+        'INVALID_ARGUMENT',
+        `ingest ${opts.name}: unknown format "${String(opts.format)}"; ` + `use one of ${INGEST_FORMATS.join(', ')}`,
+      )
   }
 }
 
 /** A zephyr failure of our own record function is bad input (e.g. a missing text field): say so as a DatakitError. */
 export function asDatakitError(err: unknown, what: string): unknown {
-  if (isZephyrError(err) && err.code === 'USER_FUNCTION_FAILED') return new DatakitError('INVALID_ARGUMENT', `${what}: ${err.message}`, { cause: err })
+  if (isZephyrError(err) && err.code === 'USER_FUNCTION_FAILED')
+    return new DatakitError('INVALID_ARGUMENT', `${what}: ${err.message}`, { cause: err })
   return err
 }
 
@@ -107,7 +116,10 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
     throw new DatakitError('INVALID_ARGUMENT', `ingest: name "${opts.name}" must be letters, digits, ".", "_" or "-"`)
   }
   if (!(INGEST_FORMATS as readonly string[]).includes(opts.format)) {
-    throw new DatakitError('INVALID_ARGUMENT', `ingest ${opts.name}: format "${String(opts.format)}" is not one of ${INGEST_FORMATS.join(', ')}`)
+    throw new DatakitError(
+      'INVALID_ARGUMENT',
+      `ingest ${opts.name}: format "${String(opts.format)}" is not one ` + `of ${INGEST_FORMATS.join(', ')}`,
+    )
   }
   const patterns = typeof opts.source === 'string' ? [opts.source] : [...opts.source]
   const files = await expandSources(patterns)
@@ -116,12 +128,19 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
   for (const url of files) {
     const fp = await fingerprint(url, opts.format !== 'parquet')
     if (fp.invalidUtf8 > 0 && policy === 'refuse') {
-      throw new DatakitError('INVALID_UTF8', `ingest ${opts.name}: ${url} holds ${fp.invalidUtf8} invalid UTF-8 sequence(s); fix the file or pass invalidUtf8: 'replace'`)
+      throw new DatakitError(
+        'INVALID_UTF8',
+        `ingest ${opts.name}: ${url} holds ${fp.invalidUtf8} invalid ` +
+          `UTF-8 sequence(s); fix the file or pass invalidUtf8: 'replace'`,
+      )
     }
     prints.push(fp)
   }
   if (prints.every((p) => p.bytes === 0)) {
-    throw new DatakitError('SOURCE_EMPTY', `ingest ${opts.name}: every source file is empty (${files.join(', ')}); nothing to ingest`)
+    throw new DatakitError(
+      'SOURCE_EMPTY',
+      `ingest ${opts.name}: every source file is empty (` + `${files.join(', ')}); nothing to ingest`,
+    )
   }
   const config = {
     format: opts.format,
@@ -140,10 +159,27 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
     if (existing !== undefined) {
       const m = (await store.manifest(artifact, existing)).metadata as DatasetMetadata
       log.info({ artifact, version: existing }, 'same source and config already ingested; reusing')
-      return { name: opts.name, version: existing, ref: `${artifact}@${existing}`, reused: true, records: m.records, bytes: m.bytes, datasetHash: m.datasetHash, invalidUtf8 }
+      return {
+        name: opts.name,
+        version: existing,
+        ref: `${artifact}@${existing}`,
+        reused: true,
+        records: m.records,
+        bytes: m.bytes,
+        datasetHash: m.datasetHash,
+        invalidUtf8,
+      }
     }
     const dir = workDir(opts, 'ingest', opts.name, ingestKey.slice(0, 16))
-    const args: IngestArgs = { name: opts.name, format: opts.format, files, textField: config.textField, textUnit: config.textUnit, normalize: config.normalize, dir }
+    const args: IngestArgs = {
+      name: opts.name,
+      format: opts.format,
+      files,
+      textField: config.textField,
+      textUnit: config.textUnit,
+      normalize: config.normalize,
+      dir,
+    }
     const ds = loader(files, opts)
       .mapShard(INGEST_RECORDS, { args })
       .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`)
@@ -154,9 +190,17 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
     }
     const shards = (await readdir(dir)).filter((f) => /^part-\d+-of-\d+\.parquet$/.test(f)).sort()
     // Tallied as the shards were written: nothing is read back.
-    const summary = await summarizeShards(shards.map((f) => join(dir, f)), true)
+    const summary = await summarizeShards(
+      shards.map((f) => join(dir, f)),
+      true,
+    )
     if (summary.records === 0) {
-      throw new DatakitError('SOURCE_EMPTY', `ingest ${opts.name}: no documents left in ${files.length} file(s) after normalization (${patterns.join(', ')}); check format, textField and minChars`)
+      throw new DatakitError(
+        'SOURCE_EMPTY',
+        `ingest ${opts.name}: no documents left in ${files.length} ` +
+          `file(s) after normalization (${patterns.join(', ')}); check ` +
+          `format, textField and minChars`,
+      )
     }
     const metadata: JsonObject = {
       ...summary,
@@ -167,10 +211,32 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
       sourceBytes: prints.reduce((a, p) => a + p.bytes, 0),
       invalidUtf8,
     }
-    const { version } = await store.commit(artifact, async (txn) => {
-      for (const f of shards) await txn.put(f, { file: join(dir, f) })
-    }, { kind: 'datasets', metadata, config: { ...config, buildKey: ingestKey, sources: prints.map((p) => ({ url: p.url, sha256: p.sha256, bytes: p.bytes })) }, message: `ingest ${patterns.join(' ')}` })
+    const { version } = await store.commit(
+      artifact,
+      async (txn) => {
+        for (const f of shards) await txn.put(f, { file: join(dir, f) })
+      },
+      {
+        kind: 'datasets',
+        metadata,
+        config: {
+          ...config,
+          buildKey: ingestKey,
+          sources: prints.map((p) => ({ url: p.url, sha256: p.sha256, bytes: p.bytes })),
+        },
+        message: `ingest ${patterns.join(' ')}`,
+      },
+    )
     log.info({ artifact, version, records: summary.records }, 'ingested')
-    return { name: opts.name, version, ref: `${artifact}@${version}`, reused: false, records: summary.records, bytes: summary.bytes, datasetHash: summary.datasetHash, invalidUtf8 }
+    return {
+      name: opts.name,
+      version,
+      ref: `${artifact}@${version}`,
+      reused: false,
+      records: summary.records,
+      bytes: summary.bytes,
+      datasetHash: summary.datasetHash,
+      invalidUtf8,
+    }
   })
 }

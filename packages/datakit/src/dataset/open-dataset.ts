@@ -34,7 +34,11 @@ export function parseDatasetRef(ref: string): { name: string; version?: number }
   const at = ref.lastIndexOf('@')
   if (at < 0) return { name: ref }
   const v = Number(ref.slice(at + 1))
-  if (!Number.isInteger(v) || v < 1) throw new DatakitError('INVALID_ARGUMENT', `"${ref}": the version after @ must be a positive integer, e.g. ${ref.slice(0, at)}@1`)
+  if (!Number.isInteger(v) || v < 1)
+    throw new DatakitError(
+      'INVALID_ARGUMENT',
+      `"${ref}": the version after @ must be a positive integer, e.g. ` + `${ref.slice(0, at)}@1`,
+    )
   return { name: ref.slice(0, at), version: v }
 }
 
@@ -44,17 +48,32 @@ export async function datasetNames(store: Store, kind = 'datasets'): Promise<str
 }
 
 /** The version number `opts.version` (or the latest) of `artifact`, or an error listing what exists. */
-export async function resolveVersion(store: Store, artifact: string, version: number | undefined, kind = 'datasets'): Promise<number> {
+export async function resolveVersion(
+  store: Store,
+  artifact: string,
+  version: number | undefined,
+  kind = 'datasets',
+): Promise<number> {
   const name = artifact.slice(kind.length + 1)
   const head = await store.head(artifact)
   if (head === undefined) {
     const names = await datasetNames(store, kind)
-    throw new DatakitError('DATASET_NOT_FOUND', `no ${kind === 'datasets' ? 'dataset' : 'token cache'} "${name}"; ${names.length ? `existing: ${names.join(', ')}` : 'the store has none yet; create one first'}`)
+    throw new DatakitError(
+      'DATASET_NOT_FOUND',
+      `no ${kind === 'datasets' ? 'dataset' : 'token cache'} "${name}` +
+        `"; ` +
+        `${names.length ? `existing: ${names.join(', ')}` : 'the store has none yet; create one first'}`,
+    )
   }
   if (version === undefined) return head
   const versions = await store.versions(artifact)
   if (!versions.includes(version)) {
-    throw new DatakitError('VERSION_NOT_FOUND', `${kind === 'datasets' ? 'dataset' : 'token cache'} "${name}" has no version ${version}; existing versions: ${versions.join(', ')}`)
+    throw new DatakitError(
+      'VERSION_NOT_FOUND',
+      `${kind === 'datasets' ? 'dataset' : 'token cache'} "${name}" ` +
+        `has no version ${version}; existing versions: ` +
+        `${versions.join(', ')}`,
+    )
   }
   return version
 }
@@ -73,6 +92,15 @@ export async function openDataset(name: string, opts: OpenOptions = {}): Promise
       if (!existsSync(local) || statSync(local).size !== view.entry(f).size) await view.copyTo(f, local)
       shards.push(toUrl(local))
     }
-    return { name, version, ref: view.ref, metadata: view.metadata, config: view.config, lineage: view.lineage, createdAt: view.manifest.createdAt, shards }
+    return {
+      name,
+      version,
+      ref: view.ref,
+      metadata: view.metadata,
+      config: view.config,
+      lineage: view.lineage,
+      createdAt: view.manifest.createdAt,
+      shards,
+    }
   })
 }

@@ -23,7 +23,12 @@ export type NormalizeConfig = {
 
 /** Every option spelled out, so equal configs hash equally. */
 export function resolveNormalize(n: NormalizeConfig = {}): Required<NormalizeConfig> {
-  return { nfc: n.nfc ?? true, trim: n.trim ?? true, collapseWhitespace: n.collapseWhitespace ?? false, minChars: n.minChars ?? 1 }
+  return {
+    nfc: n.nfc ?? true,
+    trim: n.trim ?? true,
+    collapseWhitespace: n.collapseWhitespace ?? false,
+    minChars: n.minChars ?? 1,
+  }
 }
 
 /** The cleaned text, or `undefined` when the document is dropped. */

@@ -31,18 +31,27 @@ export type SampleOptions = OpenOptions & {
 export function sample(name: string, opts: SampleOptions): Dataset<DatakitRecord> {
   const seed = opts.seed ?? 0
   if ((opts.n === undefined) === (opts.fraction === undefined)) {
-    throw new DatakitError('INVALID_ARGUMENT', `sample ${name}: pass exactly one of n (a count) or fraction (in [0, 1])`)
+    throw new DatakitError(
+      'INVALID_ARGUMENT',
+      `sample ${name}: pass exactly one of n (a count) or fraction (in [0, 1])`,
+    )
   }
   const ds = fromDatakit(name, opts)
   if (opts.fraction !== undefined) {
     const f = opts.fraction
-    if (!(f >= 0 && f <= 1)) throw new DatakitError('INVALID_ARGUMENT', `sample ${name}: fraction must be in [0, 1], got ${f}`)
+    if (!(f >= 0 && f <= 1))
+      throw new DatakitError('INVALID_ARGUMENT', `sample ${name}: fraction must be in [0, 1], got ${f}`)
     return ds.filter(ID_UNIT_IN, { args: { seed, from: 0, to: f } })
   }
   const n = opts.n!
-  if (!Number.isInteger(n) || n < 0) throw new DatakitError('INVALID_ARGUMENT', `sample ${name}: n must be a non-negative integer, got ${n}`)
+  if (!Number.isInteger(n) || n < 0)
+    throw new DatakitError('INVALID_ARGUMENT', `sample ${name}: n must be a non-negative integer, got ${n}`)
   // Rank every (shard, row) by its hash, once per run; ties (equal ids) break by position, so exactly n are kept.
-  const pinned: PinnedDataset = { name, prefix: resolvePrefix(opts.prefix), version: readManifestSync(name, opts).version }
+  const pinned: PinnedDataset = {
+    name,
+    prefix: resolvePrefix(opts.prefix),
+    version: readManifestSync(name, opts).version,
+  }
   return ds.mapShard(SAMPLE_SHARD, { args: { ...pinned, n, seed } })
 }
 
@@ -54,10 +63,17 @@ export type SplitOptions = OpenOptions & {
 }
 
 /** Train and validation splits by hashed id: a document's split never depends on the rest of the dataset. */
-export function split(name: string, opts: SplitOptions): { train: Dataset<DatakitRecord>; validation: Dataset<DatakitRecord> } {
+export function split(
+  name: string,
+  opts: SplitOptions,
+): { train: Dataset<DatakitRecord>; validation: Dataset<DatakitRecord> } {
   const f = opts.validationFraction
-  if (!(f > 0 && f < 1)) throw new DatakitError('INVALID_ARGUMENT', `split ${name}: validationFraction must be in (0, 1), got ${f}`)
+  if (!(f > 0 && f < 1))
+    throw new DatakitError('INVALID_ARGUMENT', `split ${name}: validationFraction must be in (0, 1), got ${f}`)
   const seed = opts.seed ?? 0
   const ds = fromDatakit(name, opts)
-  return { train: ds.filter(ID_UNIT_IN, { args: { seed, from: f, to: 1 } }), validation: ds.filter(ID_UNIT_IN, { args: { seed, from: 0, to: f } }) }
+  return {
+    train: ds.filter(ID_UNIT_IN, { args: { seed, from: f, to: 1 } }),
+    validation: ds.filter(ID_UNIT_IN, { args: { seed, from: 0, to: f } }),
+  }
 }

@@ -28,7 +28,11 @@ function shardsOf(d: PinnedDataset): Promise<readonly string[]> {
 }
 
 /** Shard indexes → the records of those Parquet shards of the dataset version. */
-export async function* readDatakitShards(items: AsyncIterable<number>, _shard: ShardInfo, d: PinnedDataset): AsyncGenerator<DatakitRecord> {
+export async function* readDatakitShards(
+  items: AsyncIterable<number>,
+  _shard: ShardInfo,
+  d: PinnedDataset,
+): AsyncGenerator<DatakitRecord> {
   const urls = await shardsOf(d)
   for await (const i of items) {
     for await (const row of new ParquetReader({ path: urls[i]! })) yield row as DatakitRecord
@@ -40,14 +44,19 @@ async function choose(a: PinnedDataset & { n: number; seed: number }): Promise<S
   const ranked: { u: number; shard: number; row: number }[] = []
   for (const [shard, path] of (await shardsOf(a)).entries()) {
     let row = 0
-    for await (const r of new ParquetReader({ path })) ranked.push({ u: idUnit((r as { id: string }).id, a.seed), shard, row: row++ })
+    for await (const r of new ParquetReader({ path }))
+      ranked.push({ u: idUnit((r as { id: string }).id, a.seed), shard, row: row++ })
   }
   ranked.sort((x, y) => x.u - y.u || x.shard - y.shard || x.row - y.row)
   return new Set(ranked.slice(0, a.n).map((x) => `${x.shard}:${x.row}`))
 }
 
 /** Keeps the records of a shard that are among the `n` chosen ones. */
-export async function* sampleShard(records: AsyncIterable<DatakitRecord>, info: ShardInfo, a: PinnedDataset & { n: number; seed: number }): AsyncGenerator<DatakitRecord> {
+export async function* sampleShard(
+  records: AsyncIterable<DatakitRecord>,
+  info: ShardInfo,
+  a: PinnedDataset & { n: number; seed: number },
+): AsyncGenerator<DatakitRecord> {
   const key = JSON.stringify([a.prefix, a.name, a.version, a.n, a.seed])
   let chosen = samples.get(key)
   if (!chosen) {

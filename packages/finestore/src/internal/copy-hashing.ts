@@ -47,7 +47,6 @@ class Sink {
     this.#flushEvery = opts.flushEvery ?? FLUSH_EVERY
   }
 
-
   /**
    * Writes all of `chunk` at `pos`, after every earlier chunk: one write at a time,
    * in order (concurrent writes to one file contend for its lock and measured slower,
@@ -62,7 +61,8 @@ class Sink {
   }
 
   async #writeAll(chunk: Uint8Array, pos: number): Promise<void> {
-    for (let off = 0; off < chunk.byteLength; ) off += (await this.out.write(chunk, off, chunk.byteLength - off, pos + off)).bytesWritten
+    for (let off = 0; off < chunk.byteLength; )
+      off += (await this.out.write(chunk, off, chunk.byteLength - off, pos + off)).bytesWritten
     if (!this.#fsync) return
     this.#unflushed += chunk.byteLength
     if (this.#unflushed < this.#flushEvery || this.#flushing) return
@@ -121,7 +121,11 @@ export async function copyHashing(from: FileHandle, out: FileHandle, opts: CopyO
  * Writes every chunk of `src` into `out` (from position 0), hashing each chunk
  * while it is being written; returns the sha256 and size of what was written.
  */
-export async function writeHashing(src: AsyncIterable<Uint8Array | string>, out: FileHandle, opts: CopyOptions): Promise<Copied> {
+export async function writeHashing(
+  src: AsyncIterable<Uint8Array | string>,
+  out: FileHandle,
+  opts: CopyOptions,
+): Promise<Copied> {
   const hash = createHash('sha256')
   const sink = new Sink(out, opts)
   let size = 0

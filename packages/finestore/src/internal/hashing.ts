@@ -71,7 +71,8 @@ export class VerifyingTransform extends Transform {
 
   override _flush(cb: TransformCallback): void {
     const actual = this.#hash.digest('hex')
-    if (actual !== this.expected || (this.expectedSize !== undefined && this.#size !== this.expectedSize)) cb(this.onMismatch(actual, this.#size))
+    if (actual !== this.expected || (this.expectedSize !== undefined && this.#size !== this.expectedSize))
+      cb(this.onMismatch(actual, this.#size))
     else cb()
   }
 }

@@ -12,7 +12,11 @@ const CHUNK = 1 << 20
  * blob name: the storage's own object writes would add a lock, a rename and a
  * directory fsync per object that a name nobody else uses does not need.
  */
-export async function writeLocalHashing(src: AsyncIterable<Uint8Array> | { readonly file: string }, file: string, fsync: boolean): Promise<Copied> {
+export async function writeLocalHashing(
+  src: AsyncIterable<Uint8Array> | { readonly file: string },
+  file: string,
+  fsync: boolean,
+): Promise<Copied> {
   await mkdir(dirname(file), { recursive: true })
   const out = await open(file, 'wx')
   try {

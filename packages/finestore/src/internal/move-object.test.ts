@@ -16,7 +16,9 @@ test.each([
 ])('moves an object by %s; a failed condition changes nothing', async (_how, s) => {
   await s.write('tmp/a', 'bytes')
   await s.write('taken', 'other')
-  await expect(moveObject(s, 'tmp/a', 'taken', { condition: { ifAbsent: true } })).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_CONDITION_FAILED'))
+  await expect(moveObject(s, 'tmp/a', 'taken', { condition: { ifAbsent: true } })).rejects.toSatisfy((e) =>
+    isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+  )
   expect(await s.readText('tmp/a')).toBe('bytes')
   expect(await s.readText('taken')).toBe('other')
   await moveObject(s, 'tmp/a', 'blobs/a', { condition: { ifAbsent: true }, durable: false })

@@ -7,7 +7,12 @@ import type { ObjectInfo, Storage, WriteOptions } from '@marin/rigging'
  * (server-side where the storage has `copy`, else streamed through this process)
  * under `opts.condition`, then `delete(from)`.
  */
-export async function moveObject(storage: Storage, from: string, to: string, opts: WriteOptions = {}): Promise<ObjectInfo | undefined> {
+export async function moveObject(
+  storage: Storage,
+  from: string,
+  to: string,
+  opts: WriteOptions = {},
+): Promise<ObjectInfo | undefined> {
   if (storage.rename) return storage.rename(from, to, opts)
   let info: ObjectInfo | undefined
   if (storage.copy) info = await storage.copy(from, to, opts)

@@ -17,7 +17,11 @@ export type Child = {
 }
 
 export function runNode(args: readonly string[], env: NodeJS.ProcessEnv = {}): Child {
-  const proc = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: PKG_DIR, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const proc = spawn(process.execPath, ['--import', 'tsx', ...args], {
+    cwd: PKG_DIR,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   const lines: string[] = []
   const waiters: { match: (l: string) => boolean; resolve: (l: string) => void }[] = []
   let buf = ''
@@ -29,7 +33,7 @@ export function runNode(args: readonly string[], env: NodeJS.ProcessEnv = {}): C
       const line = buf.slice(0, i)
       buf = buf.slice(i + 1)
       lines.push(line)
-      for (const w of [...waiters]) if (w.match(line)) (waiters.splice(waiters.indexOf(w), 1), w.resolve(line))
+      for (const w of [...waiters]) if (w.match(line)) waiters.splice(waiters.indexOf(w), 1), w.resolve(line)
     }
   })
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()))
@@ -48,7 +52,9 @@ export function runNode(args: readonly string[], env: NodeJS.ProcessEnv = {}): C
       if (hit !== undefined) return Promise.resolve(hit)
       return new Promise((resolve, reject) => {
         waiters.push({ match, resolve })
-        exited.then((e) => reject(new Error(`child exited (${e.code ?? e.signal}) before the expected line; stderr:\n${e.stderr}`)))
+        exited.then((e) =>
+          reject(new Error(`child exited (${e.code ?? e.signal}) before the expected line; ` + `stderr:\n${e.stderr}`)),
+        )
       })
     },
   }

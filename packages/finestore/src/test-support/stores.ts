@@ -20,7 +20,10 @@ export function tempDir(prefix = 'finestore-'): { dir: string; cleanup: () => vo
 /** Opens a new, empty store on `backend` (file: a temp directory; memory: a unique name). */
 export async function newStore(backend: Backend, opts: Omit<StoreOptions, 'url' | 'storage'> = {}): Promise<TestStore> {
   const { dir, cleanup } = tempDir()
-  const url = backend === 'file' ? pathToFileURL(join(dir, 'store')).href : `memory://finestore-test-${randomBytes(6).toString('hex')}`
+  const url =
+    backend === 'file'
+      ? pathToFileURL(join(dir, 'store')).href
+      : `memory://finestore-test-${randomBytes(6).toString('hex')}`
   const t: TestStore = {
     store: await openStore({ url, ...opts }),
     url,

@@ -47,7 +47,15 @@ export class Agreements {
     this.early.delete(key)
     const me = this.rank()
     return new Promise<void>((resolve, reject) => {
-      const op: Op = { group, seq, call, heard: new Map(), due: new Set(group.ranks.filter((r) => r !== me)), resolve, reject }
+      const op: Op = {
+        group,
+        seq,
+        call,
+        heard: new Map(),
+        due: new Set(group.ranks.filter((r) => r !== me)),
+        resolve,
+        reject,
+      }
       this.ops.set(key, op)
       for (const [from, c] of early ?? []) if (this.ops.get(key) === op) this.check(key, op, from, c)
       if (op.due.size === 0 && this.ops.get(key) === op) this.settle(key, op)

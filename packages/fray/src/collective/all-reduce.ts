@@ -57,8 +57,7 @@ function combine2(acc: Float32Array, a: Float32Array, b: Float32Array, op: Reduc
       acc[i + 3] = a[i + 3]! + b[i + 3]!
     }
     for (; i < len; i++) acc[i] = a[i]! + b[i]!
-  }
-  else for (let i = 0; i < len; i++) acc[i] = Math.fround(a[i]! + b[i]!) / divisor
+  } else for (let i = 0; i < len; i++) acc[i] = Math.fround(a[i]! + b[i]!) / divisor
 }
 
 /**
@@ -67,9 +66,20 @@ function combine2(acc: Float32Array, a: Float32Array, b: Float32Array, op: Reduc
  * Members that call it with a different op or length (or call another collective) fail at once
  * with `COLLECTIVE_MISMATCH`.
  */
-export async function allReduce(comm: Comm, data: Float32Array, op: ReduceOp = 'sum', chunkBytes = DEFAULT_CHUNK_BYTES, into?: Float32Array): Promise<Float32Array> {
-  if (!REDUCE_OPS.includes(op)) throw new FrayError('COLLECTIVE_MISMATCH', `allReduce: op "${op}" is not one of ${REDUCE_OPS.join(', ')}`)
-  if (into && into.length !== data.length) throw new FrayError('COLLECTIVE_MISMATCH', `allReduce: out has ${into.length} floats but the input has ${data.length}; pass an out of the same length`)
+export async function allReduce(
+  comm: Comm,
+  data: Float32Array,
+  op: ReduceOp = 'sum',
+  chunkBytes = DEFAULT_CHUNK_BYTES,
+  into?: Float32Array,
+): Promise<Float32Array> {
+  if (!REDUCE_OPS.includes(op))
+    throw new FrayError('COLLECTIVE_MISMATCH', `allReduce: op "${op}" is not one of ${REDUCE_OPS.join(', ')}`)
+  if (into && into.length !== data.length)
+    throw new FrayError(
+      'COLLECTIVE_MISMATCH',
+      `allReduce: out has ${into.length} floats but the input has ` + `${data.length}; pass an out of the same length`,
+    )
   const n = comm.ranks.length
   // Every byte of a new result is written below (reduced here or received), so it is not zeroed first.
   const out = into ?? (n === 1 ? new Float32Array(data.length) : unzeroed(data.length))
@@ -87,7 +97,13 @@ export async function allReduce(comm: Comm, data: Float32Array, op: ReduceOp = '
   for (let k = 0; k < chunks.length; k++) {
     const c = chunks[k]!
     if (c.owner !== comm.me) {
-      sends.push(comm.peers.send(comm.ranks[c.owner]!, { comm: comm.id, seq, kind: KIND.reduceScatter, chunk: k, total }, data.subarray(c.lo, c.hi)))
+      sends.push(
+        comm.peers.send(
+          comm.ranks[c.owner]!,
+          { comm: comm.id, seq, kind: KIND.reduceScatter, chunk: k, total },
+          data.subarray(c.lo, c.hi),
+        ),
+      )
     }
   }
   const work: Promise<void>[] = [agreed]
@@ -110,7 +126,17 @@ export async function allReduce(comm: Comm, data: Float32Array, op: ReduceOp = '
   return out
 }
 
-async function reduceOwned(comm: Comm, seq: number, k: number, c: Chunk, data: Float32Array, out: Float32Array, op: ReduceOp, total: number, sends: Promise<void>[]): Promise<void> {
+async function reduceOwned(
+  comm: Comm,
+  seq: number,
+  k: number,
+  c: Chunk,
+  data: Float32Array,
+  out: Float32Array,
+  op: ReduceOp,
+  total: number,
+  sends: Promise<void>[],
+): Promise<void> {
   const n = comm.ranks.length
   const floats = c.hi - c.lo
   const bytes = floats * 4
@@ -141,6 +167,7 @@ async function reduceOwned(comm: Comm, seq: number, k: number, c: Chunk, data: F
   for (let j = 2; j < n; j++) combine2(acc, acc, parts[j]!, op, j === n - 1 ? n : 1)
   for (const b of borrowed) comm.scratch.give(b)
   for (let j = 0; j < n; j++) {
-    if (j !== comm.me) sends.push(comm.peers.send(comm.ranks[j]!, { comm: comm.id, seq, kind: KIND.allGather, chunk: k, total }, acc))
+    if (j !== comm.me)
+      sends.push(comm.peers.send(comm.ranks[j]!, { comm: comm.id, seq, kind: KIND.allGather, chunk: k, total }, acc))
   }
 }

@@ -9,7 +9,12 @@ import { type Comm, DEFAULT_CHUNK_BYTES, KIND } from './comm.js'
  * Every member passes a buffer of the same byte length; afterwards each holds the root's bytes
  * (written in place and returned). `root` is a position in the communicator.
  */
-export async function broadcast<T extends ArrayBufferView>(comm: Comm, buf: T, root = 0, chunkBytes = DEFAULT_CHUNK_BYTES): Promise<T> {
+export async function broadcast<T extends ArrayBufferView>(
+  comm: Comm,
+  buf: T,
+  root = 0,
+  chunkBytes = DEFAULT_CHUNK_BYTES,
+): Promise<T> {
   const seq = comm.seq++
   const n = comm.ranks.length
   const bytes = new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength)
@@ -22,7 +27,10 @@ export async function broadcast<T extends ArrayBufferView>(comm: Comm, buf: T, r
     for (let k = 0; k < chunks; k++) {
       const part = bytes.subarray(k * chunkBytes, Math.min(total, (k + 1) * chunkBytes))
       for (let j = 0; j < n; j++) {
-        if (j !== root) sends.push(comm.peers.send(comm.ranks[j]!, { comm: comm.id, seq, kind: KIND.broadcast, chunk: k, total }, part))
+        if (j !== root)
+          sends.push(
+            comm.peers.send(comm.ranks[j]!, { comm: comm.id, seq, kind: KIND.broadcast, chunk: k, total }, part),
+          )
       }
     }
     await Promise.all([agreed, ...sends])
@@ -31,14 +39,12 @@ export async function broadcast<T extends ArrayBufferView>(comm: Comm, buf: T, r
   const from = comm.ranks[root]!
   await Promise.all([
     agreed,
-    ...Array.from({ length: chunks }, (_, k) =>
-      {
-        const dest = bytes.subarray(k * chunkBytes, Math.min(total, (k + 1) * chunkBytes))
-        return comm.peers.recv(from, comm.id, seq, KIND.broadcast, k, total, dest).then((b) => {
-          if (b !== dest) dest.set(b)
-        })
-      },
-    ),
+    ...Array.from({ length: chunks }, (_, k) => {
+      const dest = bytes.subarray(k * chunkBytes, Math.min(total, (k + 1) * chunkBytes))
+      return comm.peers.recv(from, comm.id, seq, KIND.broadcast, k, total, dest).then((b) => {
+        if (b !== dest) dest.set(b)
+      })
+    }),
   ])
   return buf
 }

@@ -30,7 +30,12 @@ const HELLO = 0xffff
 /** Frame kind of a collective's announcement. */
 const ANNOUNCE = 0xfffe
 
-type Waiter = { resolve: (b: Uint8Array) => void; reject: (e: Error) => void; total: number; into?: Uint8Array | undefined }
+type Waiter = {
+  resolve: (b: Uint8Array) => void
+  reject: (e: Error) => void
+  total: number
+  into?: Uint8Array | undefined
+}
 
 export class Peers {
   /** Accepted connections, which this member writes to. */
@@ -111,14 +116,18 @@ export class Peers {
       },
     }
     return new Promise<void>((res, rej) => {
-      const s = a.path && a.machine === thisMachine() ? net.connect({ path: a.path, onread }) : net.connect({ port: a.port, host: a.host, onread })
+      const s =
+        a.path && a.machine === thisMachine()
+          ? net.connect({ path: a.path, onread })
+          : net.connect({ port: a.port, host: a.host, onread })
       s.once('error', rej)
       s.once('connect', () => {
         s.off('error', rej)
         s.setNoDelay(true)
         this.in.set(peer, s)
         this.watch(s, peer, this.in)
-        writeFrame(s, { comm: 0, seq: 0, kind: HELLO, chunk: 0, from: this.rank, total: 0 }).catch(() => {}) // a lost peer shows up on 'close'
+        // a lost peer shows up on 'close'
+        writeFrame(s, { comm: 0, seq: 0, kind: HELLO, chunk: 0, from: this.rank, total: 0 }).catch(() => {})
         res()
       })
     })
@@ -140,7 +149,15 @@ export class Peers {
   private watch(s: net.Socket, peer: number, links: Map<number, net.Socket>): void {
     s.on('error', () => {})
     s.on('close', () => {
-      if (links.get(peer) === s) this.fail(new FrayError('COLLECTIVE_PEER_LOST', `mesh member ${peer} disconnected from member ${this.rank}; a member restarted by maxRestarts rejoins the mesh by itself (retry once it is ready), otherwise create the mesh again`))
+      if (links.get(peer) === s)
+        this.fail(
+          new FrayError(
+            'COLLECTIVE_PEER_LOST',
+            `mesh member ${peer} disconnected from member ${this.rank}; a ` +
+              `member restarted by maxRestarts rejoins the mesh by itself ` +
+              `(retry once it is ready), otherwise create the mesh again`,
+          ),
+        )
     })
   }
 
@@ -181,7 +198,8 @@ export class Peers {
   begin(group: OpGroup, seq: number, call: CollectiveCall): Promise<void> {
     if (this.failure) return Promise.reject(this.failure)
     const { chunk, total } = encodeCall(call)
-    for (const r of group.ranks) if (r !== this.rank) void this.send(r, { comm: group.id, seq, kind: ANNOUNCE, chunk, total })
+    for (const r of group.ranks)
+      if (r !== this.rank) void this.send(r, { comm: group.id, seq, kind: ANNOUNCE, chunk, total })
     return this.agreements.begin(group, seq, call)
   }
 
@@ -201,7 +219,10 @@ export class Peers {
   send(peer: number, h: Omit<FrameHeader, 'from'>, payload?: ArrayBufferView): Promise<void> {
     if (this.failure) return Promise.reject(this.failure)
     const s = this.out.get(peer)
-    if (!s) return Promise.reject(new FrayError('NOT_IN_MESH', `member ${this.rank} has no link to member ${peer}; is it in this mesh?`))
+    if (!s)
+      return Promise.reject(
+        new FrayError('NOT_IN_MESH', `member ${this.rank} has no link to member ${peer}; is it in this mesh?`),
+      )
     const sent = writeFrame(s, { ...h, from: this.rank }, payload)
     // A write to a peer that died fails too; the collective learns of the loss through
     // `fail`, and a caller that already gave up must not leave an unhandled rejection
@@ -214,7 +235,15 @@ export class Peers {
    * The payload of the frame `peer` sent with these fields. With `into`, a payload of that
    * length that has not arrived yet is written straight into it (and `into` is returned).
    */
-  recv(peer: number, comm: number, seq: number, kind: number, chunk: number, total: number, into?: Uint8Array): Promise<Uint8Array> {
+  recv(
+    peer: number,
+    comm: number,
+    seq: number,
+    kind: number,
+    chunk: number,
+    total: number,
+    into?: Uint8Array,
+  ): Promise<Uint8Array> {
     const k = this.key(comm, seq, kind, chunk, peer)
     const got = this.inbox.get(k)
     if (got) {
@@ -222,7 +251,8 @@ export class Peers {
       return got.h.total === total ? Promise.resolve(got.b) : Promise.reject(mismatch(got.h, total, this.rank))
     }
     if (this.failure) return Promise.reject(this.failure)
-    if (this.agreements.isBroken(comm, seq)) return Promise.reject(new FrayError('COLLECTIVE_MISMATCH', `collective #${seq} already failed on a mismatch`))
+    if (this.agreements.isBroken(comm, seq))
+      return Promise.reject(new FrayError('COLLECTIVE_MISMATCH', `collective #${seq} already failed on a mismatch`))
     return new Promise((resolve, reject) => this.waiters.set(k, { resolve, reject, total, into }))
   }
 

@@ -18,7 +18,8 @@ export class ScratchPool {
   }
 
   give(b: Uint8Array): void {
-    if (b.byteOffset !== 0 || b.byteLength !== b.buffer.byteLength || this.pooled + b.byteLength > MAX_POOLED_BYTES) return
+    if (b.byteOffset !== 0 || b.byteLength !== b.buffer.byteLength || this.pooled + b.byteLength > MAX_POOLED_BYTES)
+      return
     let list = this.free.get(b.byteLength)
     if (!list) this.free.set(b.byteLength, (list = []))
     list.push(b)

@@ -67,7 +67,8 @@ export abstract class ActorBase implements ActorConnection {
       if (sent) return sent
     }
     if (this.state === 'dead') return Promise.reject(this.death ?? new ActorDiedError(this.name, null, null))
-    if (this.state === 'stopped') return Promise.reject(new FrayError('CLIENT_SHUT_DOWN', `actor ${this.name} was stopped; create it again`))
+    if (this.state === 'stopped')
+      return Promise.reject(new FrayError('CLIENT_SHUT_DOWN', `actor ${this.name} was stopped; create it again`))
     return this.readyPromise.then(() => this.gate(send))
   }
 

@@ -22,8 +22,19 @@ function feed(sink: FrameSink, stream: Uint8Array, readSizes: () => number): voi
 }
 
 test('frames split across reads of any size arrive whole, payloads in the receiver buffer when it has one', () => {
-  const payloads = [new Uint8Array(0), Uint8Array.from({ length: 1000 }, (_, i) => i % 251), Uint8Array.from({ length: 20_001 }, (_, i) => (i * 7) % 256)]
-  const heads: FrameHeader[] = payloads.map((p, i) => ({ comm: 1, seq: 2 + i, kind: 3, chunk: i, from: 5, total: p.byteLength }))
+  const payloads = [
+    new Uint8Array(0),
+    Uint8Array.from({ length: 1000 }, (_, i) => i % 251),
+    Uint8Array.from({ length: 20_001 }, (_, i) => (i * 7) % 256),
+  ]
+  const heads: FrameHeader[] = payloads.map((p, i) => ({
+    comm: 1,
+    seq: 2 + i,
+    kind: 3,
+    chunk: i,
+    from: 5,
+    total: p.byteLength,
+  }))
   const stream = new Uint8Array(payloads.reduce((s, p) => s + HEADER_BYTES + p.byteLength, 0))
   let off = 0
   heads.forEach((h, i) => {
@@ -34,7 +45,10 @@ test('frames split across reads of any size arrive whole, payloads in the receiv
   for (const sizes of [() => 1, () => 13, () => 65_536, () => 1 + Math.floor(Math.random() * 5000)]) {
     const dest = new Uint8Array(1000) // waiting for the second frame's payload
     const got: [FrameHeader, Uint8Array][] = []
-    const sink = new FrameSink({ onFrame: (h, b) => got.push([h, b]), bodyFor: (h, len) => (h.seq === 3 && len === 1000 ? dest : undefined) })
+    const sink = new FrameSink({
+      onFrame: (h, b) => got.push([h, b]),
+      bodyFor: (h, len) => (h.seq === 3 && len === 1000 ? dest : undefined),
+    })
     feed(sink, stream, sizes)
     expect(got.map(([h]) => h)).toEqual(heads)
     got.forEach(([, b], i) => expect(b).toEqual(payloads[i]))

@@ -1,7 +1,12 @@
 /** @module The calls an actor has not answered yet, with their timeouts. */
 import { FrayError } from '../errors.js'
 
-type Entry = { method: string; resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout | undefined }
+type Entry = {
+  method: string
+  resolve: (v: unknown) => void
+  reject: (e: Error) => void
+  timer: NodeJS.Timeout | undefined
+}
 
 export class PendingCalls {
   private readonly calls = new Map<number, Entry>()
@@ -19,7 +24,13 @@ export class PendingCalls {
         timer = setTimeout(() => {
           this.calls.delete(id)
           if (this.calls.size === 0) this.onIdle?.()
-          reject(new FrayError('CALL_TIMEOUT', `actor ${actor}.${method} did not answer within ${timeoutMs} ms; raise timeoutMs or check the actor (it keeps running the call)`))
+          reject(
+            new FrayError(
+              'CALL_TIMEOUT',
+              `actor ${actor}.${method} did not answer within ${timeoutMs} ms; ` +
+                `raise timeoutMs or check the actor (it keeps running the call)`,
+            ),
+          )
         }, timeoutMs)
       }
       this.calls.set(id, { method, resolve, reject, timer })

@@ -16,9 +16,27 @@ function withRigging(fn: (r: typeof Rigging) => void): void {
 }
 
 // Looked up on use: importing fray registers nothing.
-export const actorDeaths = { inc: () => withRigging((r) => r.metrics().counter('fray_actor_deaths_total', { help: 'actor host processes that died while not being stopped' }).inc()) }
-export const actorRestarts = { inc: () => withRigging((r) => r.metrics().counter('fray_actor_restarts_total', { help: 'actors brought back by maxRestarts' }).inc()) }
+export const actorDeaths = {
+  inc: () =>
+    withRigging((r) =>
+      r
+        .metrics()
+        .counter('fray_actor_deaths_total', { help: 'actor host processes that died while not being stopped' })
+        .inc(),
+    ),
+}
+export const actorRestarts = {
+  inc: () =>
+    withRigging((r) =>
+      r.metrics().counter('fray_actor_restarts_total', { help: 'actors brought back by maxRestarts' }).inc(),
+    ),
+}
 export const collectiveBytes = {
   inc: (bytes: number, labels: { op: string }) =>
-    withRigging((r) => r.metrics().counter('fray_collective_bytes_total', { help: 'bytes all-reduced by this member', labelNames: ['op'] }).inc(bytes, labels)),
+    withRigging((r) =>
+      r
+        .metrics()
+        .counter('fray_collective_bytes_total', { help: 'bytes all-reduced by this member', labelNames: ['op'] })
+        .inc(bytes, labels),
+    ),
 }

@@ -41,5 +41,7 @@ export function errorPayload(err: unknown): ErrorPayload {
 export function errorFromPayload(actor: string, method: string, p: ErrorPayload): FrayError {
   const remote = Object.assign(new Error(p.message), { name: p.name, stack: p.stack })
   if (p.code && p.name === 'FrayError') return new FrayError(p.code as FrayError['code'], p.message, { cause: remote })
-  return new FrayError('ACTOR_METHOD_FAILED', `actor ${actor}.${method} threw ${p.name}: ${p.message}`, { cause: remote })
+  return new FrayError('ACTOR_METHOD_FAILED', `actor ${actor}.${method} threw ${p.name}: ${p.message}`, {
+    cause: remote,
+  })
 }

@@ -12,15 +12,18 @@ import { ActorService, DriverService } from './services.js'
 
 cleanUpOnSigterm()
 
-const driverAddress = process.env['FRAY_DRIVER_ADDRESS']
-const name = process.env['FRAY_ACTOR_NAME']
+const driverAddress = process.env.FRAY_DRIVER_ADDRESS
+const name = process.env.FRAY_ACTOR_NAME
 if (!driverAddress || !name) {
-  process.stderr.write('fray actor host: FRAY_DRIVER_ADDRESS and FRAY_ACTOR_NAME must be set; this process is started by a fray client\n')
+  process.stderr.write(
+    'fray actor host: FRAY_DRIVER_ADDRESS and FRAY_ACTOR_NAME must ' +
+      'be set; this process is started by a fray client\n',
+  )
   process.exit(2)
 }
 // Where this host listens; `FRAY_ADVERTISE_HOST` is how others reach it (a task on another machine).
-const listenHost = process.env['FRAY_LISTEN_HOST'] ?? '127.0.0.1'
-const advertise = process.env['FRAY_ADVERTISE_HOST'] ?? listenHost
+const listenHost = process.env.FRAY_LISTEN_HOST ?? '127.0.0.1'
+const advertise = process.env.FRAY_ADVERTISE_HOST ?? listenHost
 
 let runtime: ActorRuntime | null = null
 let stopping: (() => void) | null = null
@@ -37,7 +40,12 @@ const outcome = async (p: () => Promise<unknown>) => {
 const server = await serve(
   ActorService,
   {
-    call: ({ method, args }) => outcome(() => (runtime ? runtime.call(method, args) : Promise.reject(new FrayError('ACTOR_NOT_FOUND', `actor ${name} is not built yet`)))),
+    call: ({ method, args }) =>
+      outcome(() =>
+        runtime
+          ? runtime.call(method, args)
+          : Promise.reject(new FrayError('ACTOR_NOT_FOUND', `actor ${name} is not built yet`)),
+      ),
     control: ({ op, arg }) => outcome(() => runtime!.control(op, arg)),
     async *watch(_req, ctx) {
       yield { pid: process.pid }

@@ -38,14 +38,26 @@ export async function submitIrisJob(iris: IrisClient, req: JobRequest): Promise<
       try {
         job = await iris.wait(jobId, opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {})
       } catch (err) {
-        throw new FrayError('JOB_TIMEOUT', `job ${jobId} is not finished after ${opts.timeoutMs} ms; it keeps running: terminate() it or wait longer`, { cause: err })
+        throw new FrayError(
+          'JOB_TIMEOUT',
+          `job ${jobId} is not finished after ${opts.timeoutMs} ms; it ` +
+            `keeps running: terminate() it or wait longer`,
+          { cause: err },
+        )
       }
       const s = STATES[job.state]
       if (s === 'failed' && (opts.raiseOnFailure ?? true)) {
-        const i = Math.max(0, job.tasks.findIndex((t) => t.state !== 'SUCCEEDED'))
+        const i = Math.max(
+          0,
+          job.tasks.findIndex((t) => t.state !== 'SUCCEEDED'),
+        )
         const task = job.tasks[i]
         const sig = task?.error ? /signal (SIG[A-Z0-9]+)/.exec(task.error)?.[1] : undefined
-        const how = sig ? `signal ${sig}` : task?.exitCode !== undefined ? `code ${task.exitCode}` : (job.error ?? job.state.toLowerCase())
+        const how = sig
+          ? `signal ${sig}`
+          : task?.exitCode !== undefined
+            ? `code ${task.exitCode}`
+            : (job.error ?? job.state.toLowerCase())
         const tail = (await readLogs()).slice(-10).join('\n')
         throw new FrayError('JOB_FAILED', `job ${jobId}: replica ${i} exited with ${how}; last output:\n${tail}`)
       }

@@ -7,7 +7,11 @@ describe('memory requests from fray reach iris as the bytes iris would read', ()
   let cluster: LocalCluster
   let fray: FrayIrisClient
   beforeAll(async () => {
-    cluster = await LocalCluster.start({ workers: 1, resources: { cpu: 8, memory: 64 * 2 ** 30, gpu: 0 }, killGraceMs: 1_000 })
+    cluster = await LocalCluster.start({
+      workers: 1,
+      resources: { cpu: 8, memory: 64 * 2 ** 30, gpu: 0 },
+      killGraceMs: 1_000,
+    })
     fray = new FrayIrisClient({ iris: cluster.client() })
   })
   afterAll(async () => {

@@ -49,7 +49,9 @@ export function irisSpawner(iris: IrisClient, opts: IrisSpawnerOptions = {}): Sp
       return {
         exited,
         kill: () => {
-          void submitted.then((jobId) => iris.kill(jobId)).catch((err: unknown) => log.warn({ err, actor: name }, 'could not kill actor job'))
+          void submitted
+            .then((jobId) => iris.kill(jobId))
+            .catch((err: unknown) => log.warn({ err, actor: name }, 'could not kill actor job'))
         },
       }
     },

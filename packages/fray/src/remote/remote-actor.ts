@@ -44,16 +44,33 @@ export class RemoteActor extends ActorBase {
   private async start(): Promise<void> {
     const gen = ++this.generation
     const expected = this.registry.expect(this.spec)
-    const host = this.spawner.spawn(this.name, { FRAY_DRIVER_ADDRESS: this.registry.address, FRAY_ACTOR_NAME: this.name }, resources(this.opts.resources))
+    const host = this.spawner.spawn(
+      this.name,
+      { FRAY_DRIVER_ADDRESS: this.registry.address, FRAY_ACTOR_NAME: this.name },
+      resources(this.opts.resources),
+    )
     this.host = host
     const timeoutMs = this.opts.startTimeoutMs ?? 60_000
     let timer: NodeJS.Timeout | undefined
     const failed = new Promise<never>((_, rej) => {
       timer = setTimeout(() => {
         host.kill('SIGKILL')
-        rej(new FrayError('ACTOR_START_FAILED', `actor ${this.name} was not ready within ${timeoutMs} ms; raise startTimeoutMs or check its host's logs`))
+        rej(
+          new FrayError(
+            'ACTOR_START_FAILED',
+            `actor ${this.name} was not ready within ${timeoutMs} ms; raise ` +
+              `startTimeoutMs or check its host's logs`,
+          ),
+        )
       }, timeoutMs)
-      host.exited.then((e) => rej(new FrayError('ACTOR_START_FAILED', `actor ${this.name}: its host exited (${describe(e)}) before the actor was ready; see its logs`)))
+      host.exited.then((e) =>
+        rej(
+          new FrayError(
+            'ACTOR_START_FAILED',
+            `actor ${this.name}: its host exited (${describe(e)}) before the ` + `actor was ready; see its logs`,
+          ),
+        ),
+      )
     })
     try {
       const reg = await Promise.race([expected.registered, failed])
@@ -72,7 +89,10 @@ export class RemoteActor extends ActorBase {
         } catch {
           /* broken: the host is gone */
         }
-        const exit = await Promise.race([host.exited, new Promise<HostExit>((r) => setTimeout(() => r({ code: null, signal: null }), 10_000))])
+        const exit = await Promise.race([
+          host.exited,
+          new Promise<HostExit>((r) => setTimeout(() => r({ code: null, signal: null }), 10_000)),
+        ])
         this.onDeath(gen, exit)
       })()
       host.exited.then((e) => this.onDeath(gen, e))
@@ -89,7 +109,11 @@ export class RemoteActor extends ActorBase {
     this.client = null
     this.hostPid = undefined
     const died = new ActorDiedError(this.name, exit.code, exit.signal)
-    if (!this.stopping) log.warn({ actor: this.name, exitCode: exit.code, signal: exit.signal, pendingCalls: this.pending.size }, 'hosted actor died')
+    if (!this.stopping)
+      log.warn(
+        { actor: this.name, exitCode: exit.code, signal: exit.signal, pendingCalls: this.pending.size },
+        'hosted actor died',
+      )
     if (this.stopping) {
       this.pending.rejectAll(died)
       this.state = 'stopped'
@@ -109,7 +133,9 @@ export class RemoteActor extends ActorBase {
 
   private request(
     what: string,
-    send: (c: DuckyClient<typeof ActorService>) => Promise<{ value?: unknown; error?: { name: string; message: string; stack?: string; code?: string } }>,
+    send: (
+      c: DuckyClient<typeof ActorService>,
+    ) => Promise<{ value?: unknown; error?: { name: string; message: string; stack?: string; code?: string } }>,
     timeoutMs: number | undefined,
   ): Promise<unknown> {
     return this.gate(() => {
@@ -117,10 +143,21 @@ export class RemoteActor extends ActorBase {
       if (!client) return null
       const { id, promise } = this.pending.add(this.name, what, timeoutMs)
       send(client).then(
-        (r) => (r.error ? this.pending.reject(id, errorFromPayload(this.name, what, r.error)) : this.pending.resolve(id, r.value)),
+        (r) =>
+          r.error
+            ? this.pending.reject(id, errorFromPayload(this.name, what, r.error))
+            : this.pending.resolve(id, r.value),
         // A transport failure is the host dying: the death handler rejects with ActorDiedError.
         // Anything else (the host alive but the call refused) is reported as it is.
-        (err: Error) => setTimeout(() => this.pending.reject(id, new FrayError('ACTOR_METHOD_FAILED', `actor ${this.name}.${what}: ${err.message}`, { cause: err })), 2_500),
+        (err: Error) =>
+          setTimeout(
+            () =>
+              this.pending.reject(
+                id,
+                new FrayError('ACTOR_METHOD_FAILED', `actor ${this.name}.${what}: ${err.message}`, { cause: err }),
+              ),
+            2_500,
+          ),
       )
       return promise
     })

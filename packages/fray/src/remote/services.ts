@@ -8,10 +8,16 @@
 import { defineService, serverStream, unary } from '@marin/ducky'
 import { z } from 'zod'
 
-/** Actor arguments and results (and constructor arguments) carry tensors: up to 256 MiB a message, where the rest keep ducky's 4 MiB. */
+/** Actor arguments and results (and constructor arguments) carry tensors: up to 256 MiB a message, where the rest keep
+ * ducky's 4 MiB. */
 const BULK_BYTES = 256 * 1024 * 1024
 
-const ErrorPayload = z.object({ name: z.string(), message: z.string(), stack: z.string().optional(), code: z.string().optional() })
+const ErrorPayload = z.object({
+  name: z.string(),
+  message: z.string(),
+  stack: z.string().optional(),
+  code: z.string().optional(),
+})
 
 /** A result or the error the actor threw. */
 const Outcome = z.object({ value: z.unknown().optional(), error: ErrorPayload.optional() })
@@ -19,7 +25,10 @@ const Outcome = z.object({ value: z.unknown().optional(), error: ErrorPayload.op
 export const ActorService = defineService({
   name: 'marin.fray.Actor',
   methods: {
-    call: unary(z.object({ method: z.string(), args: z.array(z.unknown()) }), Outcome, { maxRequestBytes: BULK_BYTES, maxResponseBytes: BULK_BYTES }),
+    call: unary(z.object({ method: z.string(), args: z.array(z.unknown()) }), Outcome, {
+      maxRequestBytes: BULK_BYTES,
+      maxResponseBytes: BULK_BYTES,
+    }),
     control: unary(z.object({ op: z.string(), arg: z.unknown() }), Outcome),
     /** Sends the host's pid, then stays open for as long as the host lives: its end is the death notice. */
     watch: serverStream(z.object({}), z.object({ pid: z.number() })),
@@ -40,7 +49,11 @@ export const DriverService = defineService({
   name: 'marin.fray.Driver',
   methods: {
     /** A host announces itself and gets the spec of the actor to build. */
-    register: unary(z.object({ name: z.string(), address: z.string(), pid: z.number() }), z.object({ spec: ActorSpecSchema }), { maxResponseBytes: BULK_BYTES }),
+    register: unary(
+      z.object({ name: z.string(), address: z.string(), pid: z.number() }),
+      z.object({ spec: ActorSpecSchema }),
+      { maxResponseBytes: BULK_BYTES },
+    ),
     /** The host built the actor (or failed to). */
     built: unary(z.object({ name: z.string(), error: ErrorPayload.optional() }), z.object({})),
   },

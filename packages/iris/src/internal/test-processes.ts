@@ -16,7 +16,10 @@ export type IrisProcess = {
 }
 
 /** Starts `iris ...args`; stderr goes to `<logDir>/<name>.log`. */
-export function startIris(args: readonly string[], opts: { logDir: string; name: string; env?: Record<string, string> }): IrisProcess {
+export function startIris(
+  args: readonly string[],
+  opts: { logDir: string; name: string; env?: Record<string, string> },
+): IrisProcess {
   const child = spawn(process.execPath, [IRIS_BIN, ...args], {
     env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', LOG_FORMAT: 'json', ...(opts.env ?? {}) },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -47,7 +50,12 @@ export function startIris(args: readonly string[], opts: { logDir: string; name:
         }
         const timer = setTimeout(() => {
           listeners.delete(check)
-          reject(new Error(`${opts.name}: no output matching ${re} within ${timeoutMs} ms; stdout so far: ${out.slice(-500)}; see ${opts.name}.log`))
+          reject(
+            new Error(
+              `${opts.name}: no output matching ${re} within ${timeoutMs} ms; ` +
+                `stdout so far: ${out.slice(-500)}; see ${opts.name}.log`,
+            ),
+          )
         }, timeoutMs)
         listeners.add(check)
         child.once('exit', () => setTimeout(check, 10))
@@ -58,8 +66,14 @@ export function startIris(args: readonly string[], opts: { logDir: string; name:
 }
 
 /** Runs `iris ...args` to completion. */
-export async function runIris(args: readonly string[], opts: { logDir: string; name: string; env?: Record<string, string> }): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [IRIS_BIN, ...args], { env: { ...process.env, LOG_FORMAT: 'json', ...(opts.env ?? {}) }, stdio: ['ignore', 'pipe', 'pipe'] })
+export async function runIris(
+  args: readonly string[],
+  opts: { logDir: string; name: string; env?: Record<string, string> },
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [IRIS_BIN, ...args], {
+    env: { ...process.env, LOG_FORMAT: 'json', ...(opts.env ?? {}) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stdout = ''
   let stderr = ''
   child.stdout!.on('data', (c) => (stdout += c))

@@ -23,7 +23,14 @@ function waitForLine(file: string, pred: (l: Record<string, number>) => boolean,
   const t0 = Date.now()
   return new Promise((resolve, reject) => {
     const tick = () => {
-      const lines = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []
+      const lines = fs.existsSync(file)
+        ? fs
+            .readFileSync(file, 'utf8')
+            .trim()
+            .split('\n')
+            .filter(Boolean)
+            .map((l) => JSON.parse(l))
+        : []
       if (lines.some(pred)) return resolve()
       if (Date.now() - t0 > ms) return reject(new Error(`timed out waiting in ${file}`))
       setTimeout(tick, 50)
@@ -45,7 +52,9 @@ describe('safetensors', () => {
     expect(back.metadata).toEqual({ format: 'pt' })
     expect(Array.from(back.tensors.get('a')!.data)).toEqual([1, 2, 3, 4, 5, 6.5])
     expect(back.tensors.get('b')!.data).toBeInstanceOf(Int32Array)
-    expect(() => decodeSafetensors(bytes.subarray(0, 30), 'x.safetensors')).toThrow(/x.safetensors: .* the file is truncated/)
+    expect(() => decodeSafetensors(bytes.subarray(0, 30), 'x.safetensors')).toThrow(
+      /x.safetensors: .* the file is truncated/,
+    )
     // A Node Buffer from a shared pool (its slice is a view, its buffer much larger), at an odd offset.
     const pooled = Buffer.concat([Buffer.from([9, 9, 9]), Buffer.from(bytes)]).subarray(3)
     expect(pooled.byteOffset).not.toBe(0)
@@ -61,7 +70,18 @@ describe('checkpoints', () => {
     const ck = await Checkpointer.open({ store: dir, run: 'k', keepEvery: 3, keepLatest: 2 })
     const w = new Map([['x', new Float32Array([1])]])
     for (let s = 1; s <= 7; s++) {
-      await ck.save({ step: s, dataPosition: s, rng: { seed: 0 }, optimizerCount: s, config: { model: {}, trainer: {} }, metrics: {} }, { weights: w, optimizer: new Map(), count: s }, new Map([['x', [1]]]))
+      await ck.save(
+        {
+          step: s,
+          dataPosition: s,
+          rng: { seed: 0 },
+          optimizerCount: s,
+          config: { model: {}, trainer: {} },
+          metrics: {},
+        },
+        { weights: w, optimizer: new Map(), count: s },
+        new Map([['x', [1]]]),
+      )
     }
     expect(await ck.steps()).toEqual([3, 5, 6, 7])
     expect((await ck.load(5))!.manifest.optimizerCount).toBe(5)
@@ -71,37 +91,59 @@ describe('checkpoints', () => {
 
   test('resume after killing the training process gives the same losses', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-resume-'))
-    const store = path.join(dir, 'store'), out = path.join(dir, 'losses.jsonl')
+    const store = path.join(dir, 'store'),
+      out = path.join(dir, 'losses.jsonl')
     // Uninterrupted reference run, in this process, without checkpoints.
     const ref: number[] = []
     await new Pipeline({
-      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }), model: new Gpt2LM(CHILD_MODEL, 1),
-      trainer: childTrainer(undefined, { hooks: [{ every: 1, run: ({ loss }) => void ref.push(loss) }] }), maxSteps: 8,
+      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }),
+      model: new Gpt2LM(CHILD_MODEL, 1),
+      trainer: childTrainer(undefined, { hooks: [{ every: 1, run: ({ loss }) => void ref.push(loss) }] }),
+      maxSteps: 8,
     }).run()
     // A training process that checkpoints every step, killed (SIGKILL) at step 4.
-    const p = spawn(process.execPath, ['--import', 'tsx', child, store, out, '4'], { stdio: 'ignore', env: { ...process.env, LEVANTER_BACKEND: 'wasm' } })
+    const p = spawn(process.execPath, ['--import', 'tsx', child, store, out, '4'], {
+      stdio: 'ignore',
+      env: { ...process.env, LEVANTER_BACKEND: 'wasm' },
+    })
     await waitForLine(out, (l) => l.waiting === 4)
     p.kill('SIGKILL')
     await new Promise((r) => p.once('exit', r))
     // Resume in a new process.
-    const q = spawn(process.execPath, ['--import', 'tsx', child, store, out], { stdio: 'ignore', env: { ...process.env, LEVANTER_BACKEND: 'wasm' } })
+    const q = spawn(process.execPath, ['--import', 'tsx', child, store, out], {
+      stdio: 'ignore',
+      env: { ...process.env, LEVANTER_BACKEND: 'wasm' },
+    })
     const code = await new Promise((r) => q.once('exit', r))
     expect(code).toBe(0)
-    const lines = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((l) => 'loss' in l)
+    const lines = fs
+      .readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .filter((l) => 'loss' in l)
     expect(lines.map((l) => l.step)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
     lines.forEach((l, i) => expect(Math.abs(l.loss - ref[i]!)).toBeLessThan(1e-6))
   }, 90_000)
 
-  test('a damaged newest checkpoint is skipped with a warning; training resumes from the newest intact one', async () => {
+  test('a damaged newest checkpoint is skipped with a warning; training ' +
+    'resumes from the newest intact one', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-damaged-'))
     const store = path.join(dir, 'store')
     const ref: number[] = []
     await new Pipeline({
-      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }), model: new Gpt2LM(CHILD_MODEL, 1),
-      trainer: childTrainer(undefined, { hooks: [{ every: 1, run: ({ loss }) => void ref.push(loss) }] }), maxSteps: 6,
+      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }),
+      model: new Gpt2LM(CHILD_MODEL, 1),
+      trainer: childTrainer(undefined, { hooks: [{ every: 1, run: ({ loss }) => void ref.push(loss) }] }),
+      maxSteps: 6,
     }).run()
     // Train 4 steps with a checkpoint every step: 3 (a multiple of keepEvery) and the two latest others are kept.
-    await new Pipeline({ dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }), model: new Gpt2LM(CHILD_MODEL, 1), trainer: childTrainer(store), maxSteps: 4 }).run()
+    await new Pipeline({
+      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }),
+      model: new Gpt2LM(CHILD_MODEL, 1),
+      trainer: childTrainer(store),
+      maxSteps: 4,
+    }).run()
     // Flip one byte in the blob of step 4's weights, on disk, as a failing disk would.
     const ck = await Checkpointer.open({ store, run: 'resume' })
     expect(await ck.steps()).toEqual([2, 3, 4])
@@ -114,8 +156,10 @@ describe('checkpoints', () => {
     // Resuming skips step 4, names it, and continues from step 3 with the same losses as an uninterrupted run.
     const losses: number[] = []
     const result = await new Pipeline({
-      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }), model: new Gpt2LM(CHILD_MODEL, 1),
-      trainer: childTrainer(store, { hooks: [{ every: 1, run: ({ loss }) => void losses.push(loss) }] }), maxSteps: 6,
+      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }),
+      model: new Gpt2LM(CHILD_MODEL, 1),
+      trainer: childTrainer(store, { hooks: [{ every: 1, run: ({ loss }) => void losses.push(loss) }] }),
+      maxSteps: 6,
     }).run()
     expect(result.resumedFrom).toBe(3)
     expect(result.damagedCheckpoints.map((d) => d.step)).toEqual([4])
@@ -129,12 +173,26 @@ describe('checkpoints', () => {
     const ck = await Checkpointer.open({ store: dir, run: 'd', keepLatest: 2 })
     const w = new Map([['x', new Float32Array([1, 2, 3])]])
     for (let s = 1; s <= 2; s++) {
-      await ck.save({ step: s, dataPosition: s, rng: { seed: 0 }, optimizerCount: s, config: { model: {}, trainer: {} }, metrics: {} }, { weights: w, optimizer: new Map(), count: s }, new Map([['x', [3]]]))
+      await ck.save(
+        {
+          step: s,
+          dataPosition: s,
+          rng: { seed: 0 },
+          optimizerCount: s,
+          config: { model: {}, trainer: {} },
+          metrics: {},
+        },
+        { weights: w, optimizer: new Map(), count: s },
+        new Map([['x', [3]]]),
+      )
     }
     // Both steps share the weights blob (same bytes); truncating it damages both.
     const blob = (await ck.store.open(ck.artifact)).entry('step-000000002/model.safetensors').blob
     fs.truncateSync(path.join(dir, 'blobs', 'sha256', blob.slice(0, 2), blob), 10)
-    const err = await ck.load().then(() => undefined, (e: unknown) => e)
+    const err = await ck.load().then(
+      () => undefined,
+      (e: unknown) => e,
+    )
     expect(isLevanterError(err, 'CHECKPOINT_DAMAGED')).toBe(true)
     expect(String((err as Error).message)).toMatch(/step-000000002.*step-000000001/)
     // Asking for one step explicitly reports that step's own error.

@@ -50,7 +50,10 @@ export type LoadedCheckpoint = {
 
 /** Errors that mean a checkpoint's stored bytes are damaged, not that the store is unreachable. */
 const isDamage = (err: unknown): boolean =>
-  isFinestoreError(err, 'INTEGRITY') || isFinestoreError(err, 'NOT_FOUND') || isLevanterError(err, 'BAD_SAFETENSORS') || isLevanterError(err, 'BAD_CHECKPOINT')
+  isFinestoreError(err, 'INTEGRITY') ||
+  isFinestoreError(err, 'NOT_FOUND') ||
+  isLevanterError(err, 'BAD_SAFETENSORS') ||
+  isLevanterError(err, 'BAD_CHECKPOINT')
 
 const dir = (step: number) => `step-${String(step).padStart(9, '0')}`
 const toSafe = (m: ReadonlyMap<string, Float32Array>, shapes?: ReadonlyMap<string, readonly number[]>) =>
@@ -65,11 +68,19 @@ export function checkpointSteps(view: ArtifactView): number[] {
  * The model of the checkpoint at `step` (default: the newest) in a version of a checkpoint
  * artifact, built from the model config its manifest records.
  */
-export async function modelFromCheckpoint(view: ArtifactView, step?: number): Promise<{ model: CausalLM; step: number }> {
+export async function modelFromCheckpoint(
+  view: ArtifactView,
+  step?: number,
+): Promise<{ model: CausalLM; step: number }> {
   const steps = checkpointSteps(view)
   const s = step ?? steps[steps.length - 1]
-  if (s === undefined) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${view.ref}: holds no checkpoint (its metadata lists no steps)`)
-  if (!steps.includes(s)) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${view.ref}: no checkpoint at step ${s}; kept steps are ${steps.join(', ')}`)
+  if (s === undefined)
+    throw new LevanterError('CHECKPOINT_NOT_FOUND', `${view.ref}: holds no checkpoint (its metadata lists no steps)`)
+  if (!steps.includes(s))
+    throw new LevanterError(
+      'CHECKPOINT_NOT_FOUND',
+      `${view.ref}: no checkpoint at step ${s}; kept steps are ` + `${steps.join(', ')}`,
+    )
   const what = (f: string) => `${view.ref} ${dir(s)}/${f}`
   let manifest: CheckpointManifest
   try {
@@ -86,7 +97,11 @@ export async function modelFromCheckpoint(view: ArtifactView, step?: number): Pr
 
 export class Checkpointer {
   readonly artifact: string
-  private constructor(readonly store: Store, readonly opts: CheckpointerOptions, private readonly owned: boolean) {
+  private constructor(
+    readonly store: Store,
+    readonly opts: CheckpointerOptions,
+    private readonly owned: boolean,
+  ) {
     this.artifact = `checkpoints/${opts.run}`
   }
 
@@ -102,9 +117,14 @@ export class Checkpointer {
   }
 
   /** Save tensors + manifest as step `manifest.step`; apply the keep policy. */
-  async save(manifest: CheckpointManifest, tensors: TrainTensors, shapes: ReadonlyMap<string, readonly number[]>): Promise<void> {
+  async save(
+    manifest: CheckpointManifest,
+    tensors: TrainTensors,
+    shapes: ReadonlyMap<string, readonly number[]>,
+  ): Promise<void> {
     const step = manifest.step
-    const keepEvery = this.opts.keepEvery ?? null, keepLatest = this.opts.keepLatest ?? 2
+    const keepEvery = this.opts.keepEvery ?? null,
+      keepLatest = this.opts.keepLatest ?? 2
     const previous = await this.steps()
     const all = [...new Set([...previous, step])].sort((a, b) => a - b)
     const temporary = all.filter((s) => !(keepEvery && s % keepEvery === 0))
@@ -142,7 +162,11 @@ export class Checkpointer {
     const steps = await this.steps()
     if (steps.length === 0) return undefined
     if (step !== undefined) {
-      if (!steps.includes(step)) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${this.artifact}: no checkpoint at step ${step}; kept steps are ${steps.join(', ')}`)
+      if (!steps.includes(step))
+        throw new LevanterError(
+          'CHECKPOINT_NOT_FOUND',
+          `${this.artifact}: no checkpoint at step ${step}; kept steps are ` + `${steps.join(', ')}`,
+        )
       return { ...(await this.#read(step)), damaged: [] }
     }
     const damaged: DamagedCheckpoint[] = []
@@ -153,12 +177,16 @@ export class Checkpointer {
         if (!isDamage(err)) throw err
         const reason = err instanceof Error ? err.message : String(err)
         damaged.push({ step: s, reason })
-        log.warn({ artifact: this.artifact, step: s, reason }, `checkpoint ${dir(s)} is damaged; trying the next older one`)
+        log.warn(
+          { artifact: this.artifact, step: s, reason },
+          `checkpoint ${dir(s)} is damaged; trying the next older one`,
+        )
       }
     }
     throw new LevanterError(
       'CHECKPOINT_DAMAGED',
-      `${this.artifact}: every kept checkpoint is damaged (${damaged.map((d) => `${dir(d.step)}: ${d.reason}`).join('; ')}); ` +
+      `${this.artifact}: every kept checkpoint is damaged (` +
+        `${damaged.map((d) => `${dir(d.step)}: ${d.reason}`).join('; ')}); ` +
         'run `finestore verify` on the store, or delete the artifact to train from step 0',
     )
   }
@@ -180,7 +208,14 @@ export class Checkpointer {
       const { tensors } = decodeSafetensors(await view.read(`${dir(s)}/${f}`), what(f))
       return new Map([...tensors].map(([k, t]) => [k, t.data as Float32Array]))
     }
-    return { manifest, tensors: { weights: await read('model.safetensors'), optimizer: await read('optimizer.safetensors'), count: manifest.optimizerCount } }
+    return {
+      manifest,
+      tensors: {
+        weights: await read('model.safetensors'),
+        optimizer: await read('optimizer.safetensors'),
+        count: manifest.optimizerCount,
+      },
+    }
   }
 
   close(): void {

@@ -19,15 +19,18 @@ beforeAll(async () => {
   await initBackend()
 })
 
-test.each(['gpt2', 'llama'] as const)('%s: export into a finestore transaction and import from the view, no folder in between', async (type) => {
-  const store = await openStore({ url: fs.mkdtempSync(path.join(os.tmpdir(), 'lev-hf-store-')) })
-  const m = createModel({ type, ...tiny }, 5)
-  const c = await store.commit(`models/${type}`, (txn) => exportHf(m, txn))
-  const view = await store.open(c.ref)
-  expect(view.files()).toEqual(['config.json', 'model.safetensors'])
-  expect(logits(await importHf(view))).toEqual(logits(m))
-  store.close()
-})
+test.each(['gpt2', 'llama'] as const)(
+  '%s: export into a finestore transaction and import from the ' + 'view, no folder in between',
+  async (type) => {
+    const store = await openStore({ url: fs.mkdtempSync(path.join(os.tmpdir(), 'lev-hf-store-')) })
+    const m = createModel({ type, ...tiny }, 5)
+    const c = await store.commit(`models/${type}`, (txn) => exportHf(m, txn))
+    const view = await store.open(c.ref)
+    expect(view.files()).toEqual(['config.json', 'model.safetensors'])
+    expect(logits(await importHf(view))).toEqual(logits(m))
+    store.close()
+  },
+)
 
 test('loadModel: a folder, an exported artifact, a checkpoint artifact at its newest or a chosen step', async () => {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-load-'))
@@ -48,7 +51,14 @@ test('loadModel: a folder, an exported artifact, a checkpoint artifact at its ne
   const ck = await Checkpointer.open({ store, run: 'run1' })
   const shapes = new Map(m.specs.map((s) => [s.name, s.shape]))
   const other = createModel({ type: 'llama', ...tiny }, 7)
-  const manifest = (step: number) => ({ step, dataPosition: 0, rng: { seed: 0 }, optimizerCount: 0, config: { model: m.config, trainer: {} }, metrics: {} })
+  const manifest = (step: number) => ({
+    step,
+    dataPosition: 0,
+    rng: { seed: 0 },
+    optimizerCount: 0,
+    config: { model: m.config, trainer: {} },
+    metrics: {},
+  })
   await ck.save(manifest(2), { weights: await other.weights(), optimizer: new Map(), count: 0 }, shapes)
   await ck.save(manifest(4), { weights: await m.weights(), optimizer: new Map(), count: 0 }, shapes)
   const newest = await loadModel('checkpoints/run1', { store })
@@ -58,10 +68,25 @@ test('loadModel: a folder, an exported artifact, a checkpoint artifact at its ne
   expect(older.step).toBe(2)
   expect(logits(older.model)).toEqual(logits(other))
 
-  await expect(loadModel('checkpoints/run1:3', { store })).rejects.toMatchObject({ code: 'CHECKPOINT_NOT_FOUND', message: expect.stringContaining('kept steps are 2, 4') })
-  await expect(loadModel('checkpoints/none', { store })).rejects.toMatchObject({ code: 'CHECKPOINT_NOT_FOUND', message: expect.stringContaining('checkpoints/none') })
-  await expect(loadModel('no such dir!', { store })).rejects.toMatchObject({ code: 'BAD_CONFIG', message: expect.stringContaining('not a directory nor an artifact reference') })
-  await expect(loadModel(path.join(root, 'nowhere'), { store })).rejects.toMatchObject({ code: 'BAD_CONFIG', message: expect.stringContaining('not a directory nor an artifact reference') })
-  await expect(loadModel('models/mine')).rejects.toMatchObject({ code: 'BAD_CONFIG', message: expect.stringContaining('store') })
+  await expect(loadModel('checkpoints/run1:3', { store })).rejects.toMatchObject({
+    code: 'CHECKPOINT_NOT_FOUND',
+    message: expect.stringContaining('kept steps are 2, 4'),
+  })
+  await expect(loadModel('checkpoints/none', { store })).rejects.toMatchObject({
+    code: 'CHECKPOINT_NOT_FOUND',
+    message: expect.stringContaining('checkpoints/none'),
+  })
+  await expect(loadModel('no such dir!', { store })).rejects.toMatchObject({
+    code: 'BAD_CONFIG',
+    message: expect.stringContaining('not a directory nor an artifact reference'),
+  })
+  await expect(loadModel(path.join(root, 'nowhere'), { store })).rejects.toMatchObject({
+    code: 'BAD_CONFIG',
+    message: expect.stringContaining('not a directory nor an artifact reference'),
+  })
+  await expect(loadModel('models/mine')).rejects.toMatchObject({
+    code: 'BAD_CONFIG',
+    message: expect.stringContaining('store'),
+  })
   store.close()
 })

@@ -35,23 +35,40 @@ const REF = /^([\w.\-/]+(?:@\w+)?)(?::(\d+))?$/
 
 /** Loads a model from `source`: a folder, or `ARTIFACT[@VERSION][:STEP]` in `o.store`. */
 export async function loadModel(source: string, o: LoadModelOptions = {}): Promise<LoadedModel> {
-  if (fs.existsSync(source) && fs.statSync(source).isDirectory()) return { model: await importHf(source), name: path.basename(path.resolve(source)) }
+  if (fs.existsSync(source) && fs.statSync(source).isDirectory())
+    return { model: await importHf(source), name: path.basename(path.resolve(source)) }
   const ref = REF.exec(source)
-  if (!ref) throw new LevanterError('BAD_CONFIG', `${source}: not a directory nor an artifact reference ARTIFACT[@VERSION][:STEP]`)
-  if (o.store === undefined) throw new LevanterError('BAD_CONFIG', `${source}: an artifact reference needs a store; pass { store }`)
+  if (!ref)
+    throw new LevanterError(
+      'BAD_CONFIG',
+      `${source}: not a directory nor an artifact reference ` + `ARTIFACT[@VERSION][:STEP]`,
+    )
+  if (o.store === undefined)
+    throw new LevanterError('BAD_CONFIG', `${source}: an artifact reference needs a store; pass { store }`)
   const store = typeof o.store === 'string' ? await openStore({ url: o.store }) : o.store
   const owned = typeof o.store === 'string'
   try {
     const view = await store.open(ref[1]!).catch((err: unknown) => {
-      if (isFinestoreError(err, 'NOT_FOUND')) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${source}: ${(err as Error).message}`, { cause: err })
+      if (isFinestoreError(err, 'NOT_FOUND'))
+        throw new LevanterError('CHECKPOINT_NOT_FOUND', `${source}: ${(err as Error).message}`, { cause: err })
       if (isFinestoreError(err, 'INVALID_REF') || isFinestoreError(err, 'INVALID_NAME')) {
-        throw new LevanterError('BAD_CONFIG', `${source}: not a directory nor an artifact reference (${(err as Error).message})`, { cause: err })
+        throw new LevanterError(
+          'BAD_CONFIG',
+          `${source}: not a directory nor an artifact reference (` + `${(err as Error).message})`,
+          { cause: err },
+        )
       }
       throw err
     })
-    const name = view.artifact.replace(/^checkpoints\//, ''), from = owned ? {} : { view }
-    if (ref[2] === undefined && view.has('config.json') && view.has('model.safetensors')) return { model: await importHf(view), name, ...from }
-    if (ref[2] === undefined && !view.metadata.steps) throw new LevanterError('CHECKPOINT_NOT_FOUND', `${source}: holds neither config.json + model.safetensors nor levanter checkpoints`)
+    const name = view.artifact.replace(/^checkpoints\//, ''),
+      from = owned ? {} : { view }
+    if (ref[2] === undefined && view.has('config.json') && view.has('model.safetensors'))
+      return { model: await importHf(view), name, ...from }
+    if (ref[2] === undefined && !view.metadata.steps)
+      throw new LevanterError(
+        'CHECKPOINT_NOT_FOUND',
+        `${source}: holds neither config.json + model.safetensors nor ` + `levanter checkpoints`,
+      )
     const { model, step } = await modelFromCheckpoint(view, ref[2] === undefined ? undefined : Number(ref[2]))
     return { model, name, ...from, step }
   } finally {

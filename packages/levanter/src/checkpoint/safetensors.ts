@@ -10,14 +10,25 @@ export type SafeTensor = { readonly shape: readonly number[]; readonly data: Flo
 const DTYPES = { F32: Float32Array, I32: Int32Array } as const
 
 /** Encode tensors (in the given order) and string metadata. */
-export function encodeSafetensors(tensors: ReadonlyMap<string, SafeTensor>, metadata: Readonly<Record<string, string>> = {}): Uint8Array {
+export function encodeSafetensors(
+  tensors: ReadonlyMap<string, SafeTensor>,
+  metadata: Readonly<Record<string, string>> = {},
+): Uint8Array {
   const header: Record<string, unknown> = {}
   if (Object.keys(metadata).length) header.__metadata__ = metadata
   let offset = 0
   for (const [name, t] of tensors) {
     const n = t.shape.reduce((a, b) => a * b, 1)
-    if (n !== t.data.length) throw new LevanterError('BAD_SHAPE', `safetensors: "${name}" has ${t.data.length} values for shape [${t.shape.join(', ')}]`)
-    header[name] = { dtype: t.data instanceof Int32Array ? 'I32' : 'F32', shape: t.shape, data_offsets: [offset, offset + t.data.byteLength] }
+    if (n !== t.data.length)
+      throw new LevanterError(
+        'BAD_SHAPE',
+        `safetensors: "${name}" has ${t.data.length} values for shape [` + `${t.shape.join(', ')}]`,
+      )
+    header[name] = {
+      dtype: t.data instanceof Int32Array ? 'I32' : 'F32',
+      shape: t.shape,
+      data_offsets: [offset, offset + t.data.byteLength],
+    }
     offset += t.data.byteLength
   }
   let json = JSON.stringify(header)
@@ -35,15 +46,22 @@ export function encodeSafetensors(tensors: ReadonlyMap<string, SafeTensor>, meta
 }
 
 /** Decode a safetensors file; `what` names it in errors. */
-export function decodeSafetensors(bytes: Uint8Array, what = 'safetensors'): { tensors: Map<string, SafeTensor>; metadata: Record<string, string> } {
-  const bad = (msg: string) => new LevanterError('BAD_SAFETENSORS', `${what}: ${msg}; the file is truncated or not safetensors`)
+export function decodeSafetensors(
+  bytes: Uint8Array,
+  what = 'safetensors',
+): { tensors: Map<string, SafeTensor>; metadata: Record<string, string> } {
+  const bad = (msg: string) =>
+    new LevanterError('BAD_SAFETENSORS', `${what}: ${msg}; the file is truncated or not safetensors`)
   if (bytes.length < 8) throw bad(`${bytes.length} bytes is shorter than the 8-byte header length`)
   const len = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true))
   if (8 + len > bytes.length) throw bad(`header length ${len} exceeds the file size ${bytes.length}`)
-  let header: Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] } | Record<string, string>>
+  let header: Record<
+    string,
+    { dtype: string; shape: number[]; data_offsets: [number, number] } | Record<string, string>
+  >
   try {
     header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + len)))
-  } catch (err) {
+  } catch (_err) {
     throw bad('header is not JSON')
   }
   const base = 8 + len
@@ -58,7 +76,8 @@ export function decodeSafetensors(bytes: Uint8Array, what = 'safetensors'): { te
     const Ctor = DTYPES[dtype as keyof typeof DTYPES]
     if (!Ctor) throw bad(`tensor "${name}" has dtype ${dtype}; only F32 and I32 are read`)
     const [b, end] = data_offsets
-    if (base + end > bytes.length || end - b !== shape.reduce((x, y) => x * y, 1) * 4) throw bad(`tensor "${name}" offsets [${b}, ${end}] do not fit its shape or the file`)
+    if (base + end > bytes.length || end - b !== shape.reduce((x, y) => x * y, 1) * 4)
+      throw bad(`tensor "${name}" offsets [${b}, ${end}] do not fit its shape or the file`)
     // A real copy (a Node Buffer's slice is a view into a shared pool): aligned, and independent of the file buffer.
     const copy = new Uint8Array(end - b)
     copy.set(bytes.subarray(base + b, base + end))

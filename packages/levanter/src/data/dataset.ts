@@ -1,4 +1,5 @@
-/** @module Dataset: fixed-length training sequences over a TokenSource, a held-out split, and deterministic batches from (seed, step). */
+/** @module Dataset: fixed-length training sequences over a TokenSource, a held-out split, and deterministic batches
+ * from (seed, step). */
 import { LevanterError } from '../errors.js'
 import { permutation, seedFor } from '../rng.js'
 import type { Batch } from './batch.js'
@@ -18,7 +19,10 @@ export type DatasetOptions = {
 export class Dataset {
   readonly evalFraction: number
 
-  constructor(readonly source: TokenSource, readonly options: DatasetOptions = {}) {
+  constructor(
+    readonly source: TokenSource,
+    readonly options: DatasetOptions = {},
+  ) {
     this.evalFraction = options.evalFraction ?? 0.05
     if (!(this.evalFraction >= 0 && this.evalFraction < 1)) {
       throw new LevanterError('BAD_DATA', `dataset: evalFraction ${this.evalFraction} must be in [0, 1)`)
@@ -31,7 +35,10 @@ export class Dataset {
   }
 
   /** A dataset over ids already in memory. */
-  static fromTokens(tokens: Uint16Array | Uint32Array | Int32Array | readonly number[], options?: DatasetOptions & { numBytes?: number }): Dataset {
+  static fromTokens(
+    tokens: Uint16Array | Uint32Array | Int32Array | readonly number[],
+    options?: DatasetOptions & { numBytes?: number },
+  ): Dataset {
     return new Dataset(new InMemoryTokenSource(tokens, options?.numBytes), options)
   }
 
@@ -43,7 +50,12 @@ export class Dataset {
   sequences(seqLen: number): { train: number; eval: number } {
     const n = Math.floor((this.source.numTokens - 1) / seqLen)
     const ev = Math.floor(n * this.evalFraction)
-    if (n - ev < 1) throw new LevanterError('BAD_DATA', `dataset: ${this.source.numTokens} tokens make no training sequence of length ${seqLen}; add data or shorten seqLen`)
+    if (n - ev < 1)
+      throw new LevanterError(
+        'BAD_DATA',
+        `dataset: ${this.source.numTokens} tokens make no training ` +
+          `sequence of length ${seqLen}; add data or shorten seqLen`,
+      )
     return { train: n - ev, eval: ev }
   }
 
@@ -54,7 +66,8 @@ export class Dataset {
     const { train } = this.sequences(seqLen)
     const rows: number[] = []
     for (let j = 0; j < batchSize; j++) {
-      const p = step * batchSize + j, epoch = Math.floor(p / train)
+      const p = step * batchSize + j,
+        epoch = Math.floor(p / train)
       const key = `${seed}:${epoch}:${train}`
       let perm = this.#perms.get(key)
       if (!perm) {
@@ -70,18 +83,26 @@ export class Dataset {
   /** Held-out batch `i` (sequential, wraps around). */
   async evalBatch(i: number, batchSize: number, seqLen: number): Promise<Batch> {
     const { train, eval: ev } = this.sequences(seqLen)
-    if (ev === 0) throw new LevanterError('BAD_DATA', 'dataset: no held-out sequences; set evalFraction > 0 or disable evaluation')
-    return this.rows(Array.from({ length: batchSize }, (_, j) => train + ((i * batchSize + j) % ev)), seqLen)
+    if (ev === 0)
+      throw new LevanterError('BAD_DATA', 'dataset: no held-out sequences; set evalFraction > 0 or disable evaluation')
+    return this.rows(
+      Array.from({ length: batchSize }, (_, j) => train + ((i * batchSize + j) % ev)),
+      seqLen,
+    )
   }
 
   async rows(rows: readonly number[], seqLen: number): Promise<Batch> {
-    const B = rows.length, T = seqLen
-    const inputs = new Int32Array(B * T), targets = new Int32Array(B * T), mask = new Float32Array(B * T)
+    const B = rows.length,
+      T = seqLen
+    const inputs = new Int32Array(B * T),
+      targets = new Int32Array(B * T),
+      mask = new Float32Array(B * T)
     const { padId, eosId } = this.options
     for (let r = 0; r < B; r++) {
       const toks = await this.source.read(rows[r]! * T, T + 1)
       for (let t = 0; t < T; t++) {
-        const x = toks[t]!, y = toks[t + 1]!
+        const x = toks[t]!,
+          y = toks[t + 1]!
         inputs[r * T + t] = x
         targets[r * T + t] = y
         mask[r * T + t] = y === padId || x === eosId ? 0 : 1

@@ -19,12 +19,18 @@ export interface TokenSource {
 /** A {@link TokenSource} over an array already in memory. */
 export class InMemoryTokenSource implements TokenSource {
   readonly numTokens: number
-  constructor(readonly tokens: Uint16Array | Uint32Array | Int32Array | readonly number[], readonly numBytes?: number) {
+  constructor(
+    readonly tokens: Uint16Array | Uint32Array | Int32Array | readonly number[],
+    readonly numBytes?: number,
+  ) {
     this.numTokens = tokens.length
   }
   read(start: number, length: number): Int32Array {
     if (start < 0 || start + length > this.numTokens) {
-      throw new LevanterError('BAD_DATA', `read [${start}, ${start + length}) is outside the ${this.numTokens} tokens of the source`)
+      throw new LevanterError(
+        'BAD_DATA',
+        `read [${start}, ${start + length}) is outside the ` + `${this.numTokens} tokens of the source`,
+      )
     }
     const out = new Int32Array(length)
     for (let i = 0; i < length; i++) out[i] = this.tokens[start + i]!

@@ -13,15 +13,30 @@ export const batchMatMulGrad: GradConfig = {
   gradFunc: (dy: Tensor | Tensor[], saved: Tensor[], attrs: NamedAttrMap) => {
     const g = dy as Tensor
     const [a, b] = saved as [Tensor, Tensor]
-    const tA = Boolean(attrs.transposeA), tB = Boolean(attrs.transposeB)
+    const tA = Boolean(attrs.transposeA),
+      tB = Boolean(attrs.transposeB)
     return {
       a: () => {
         // c = op(a)·op(b); da follows from which side was transposed.
-        const da = !tA && !tB ? matMulT(g, b, false, true) : !tA && tB ? matMulT(g, b) : tA && !tB ? matMulT(b, g, false, true) : matMulT(b, g, true, true)
+        const da =
+          !tA && !tB
+            ? matMulT(g, b, false, true)
+            : !tA && tB
+              ? matMulT(g, b)
+              : tA && !tB
+                ? matMulT(b, g, false, true)
+                : matMulT(b, g, true, true)
         return unbroadcast(da, a.shape)
       },
       b: () => {
-        const db = !tA && !tB ? matMulT(a, g, true, false) : !tA && tB ? matMulT(g, a, true, false) : tA && !tB ? matMulT(a, g) : matMulT(g, a, true, true)
+        const db =
+          !tA && !tB
+            ? matMulT(a, g, true, false)
+            : !tA && tB
+              ? matMulT(g, a, true, false)
+              : tA && !tB
+                ? matMulT(a, g)
+                : matMulT(g, a, true, true)
         return unbroadcast(db, b.shape)
       },
     }

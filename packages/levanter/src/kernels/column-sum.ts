@@ -15,7 +15,10 @@ export function columnSum(x: tf.Tensor): tf.Tensor {
   const acc = new Float64Array(D)
   const rows4 = N - (N % 4)
   for (let r = 0; r < rows4; r += 4) {
-    const b0 = r * D, b1 = b0 + D, b2 = b1 + D, b3 = b2 + D
+    const b0 = r * D,
+      b1 = b0 + D,
+      b2 = b1 + D,
+      b3 = b2 + D
     for (let j = 0; j < D; j++) acc[j]! += h[b0 + j]! + h[b1 + j]! + h[b2 + j]! + h[b3 + j]!
   }
   for (let r = rows4; r < N; r++) for (let j = 0, b = r * D; j < D; j++) acc[j]! += h[b + j]!

@@ -15,7 +15,8 @@ export function scatterAddRows(dy: Tensor, indices: Tensor, numRows: number, row
   for (let n = 0; n < idx.length; n++) {
     const row = idx[n]!
     if (row < 0 || row >= numRows) continue // out-of-range ids contribute nothing, as in the stock op
-    const o = row * d, s = n * d
+    const o = row * d,
+      s = n * d
     for (let j = 0; j < d; j++) out[o + j]! += src[s + j]!
   }
   return tf.tensor(out, [numRows, ...rowShape], 'float32')
@@ -28,9 +29,11 @@ export function gatherGrad(stock: GradFunc | undefined): GradConfig {
     inputsToSave: ['x', 'indices'],
     gradFunc: (dy: Tensor | Tensor[], saved: Tensor[], attrs: NamedAttrMap) => {
       const [x, indices] = saved as [Tensor, Tensor]
-      const axis = Number(attrs.axis ?? 0), batchDims = Number(attrs.batchDims ?? 0)
+      const axis = Number(attrs.axis ?? 0),
+        batchDims = Number(attrs.batchDims ?? 0)
       const parsedAxis = axis < 0 ? axis + x.rank : axis
-      if ((parsedAxis !== 0 || batchDims !== 0 || tf.getBackend() === 'tensorflow') && stock) return stock(dy, saved, attrs)
+      if ((parsedAxis !== 0 || batchDims !== 0 || tf.getBackend() === 'tensorflow') && stock)
+        return stock(dy, saved, attrs)
       return {
         x: () => scatterAddRows(dy as Tensor, indices, x.shape[0]!, x.shape.slice(1)),
         indices: () => tf.zerosLike(indices).toFloat(),

@@ -8,7 +8,8 @@
 import * as tf from '@tensorflow/tfjs'
 import { heapKernel } from './wasm-heap.js'
 
-const C = Math.sqrt(2 / Math.PI), A = 0.044715
+const C = Math.sqrt(2 / Math.PI),
+  A = 0.044715
 
 type Save = (s: tf.Tensor[]) => void
 
@@ -16,7 +17,8 @@ const core = tf.customGrad((...args: (tf.Tensor | Save)[]) => {
   const x = args[0] as tf.Tensor
   const save = args[1] as Save
   const x2 = tf.square(x)
-  const s = tf.sigmoid(tf.mul(tf.add(x, tf.mul(tf.mul(x2, x), A)), 2 * C)) // σ(2u), u = C(x + A·x³); x·x² (Pow is slow on wasm)
+  // σ(2u), u = C(x + A·x³); x·x² (Pow is slow on wasm)
+  const s = tf.sigmoid(tf.mul(tf.add(x, tf.mul(tf.mul(x2, x), A)), 2 * C))
   save([x, s])
   return {
     value: tf.mul(x, s),
@@ -34,9 +36,11 @@ const core = tf.customGrad((...args: (tf.Tensor | Save)[]) => {
 })
 
 function geluGradLoop(out: Float32Array, dy: Float32Array, x: Float32Array, s: Float32Array): void {
-  const k1 = 6 * A * C, k2 = 2 * C
+  const k1 = 6 * A * C,
+    k2 = 2 * C
   for (let i = 0; i < out.length; i++) {
-    const xi = x[i]!, si = s[i]!
+    const xi = x[i]!,
+      si = s[i]!
     out[i] = dy[i]! * si * (1 + xi * (1 - si) * (k1 * xi * xi + k2))
   }
 }

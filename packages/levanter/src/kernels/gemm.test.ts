@@ -13,15 +13,21 @@ type Case = { sa: number[]; sb: number[]; tA: boolean; tB: boolean }
 const rand = (shape: number[], seed: number) => tf.randomUniform(shape, -1, 1, 'float32', seed)
 
 /** a·b (with flags) in float64 from the operands' values: the reference every build is held to. */
-function reference({ sa, sb, tA, tB }: Case, a: Float32Array, b: Float32Array): { shape: number[]; values: Float64Array } {
+function reference(
+  { sa, sb, tA, tB }: Case,
+  a: Float32Array,
+  b: Float32Array,
+): { shape: number[]; values: Float64Array } {
   const [M, K] = tA ? [sa.at(-1)!, sa.at(-2)!] : [sa.at(-2)!, sa.at(-1)!]
   const N = tB ? sb.at(-2)! : sb.at(-1)!
-  const ba = sa.slice(0, -2).reduce((p, q) => p * q, 1), bb = sb.slice(0, -2).reduce((p, q) => p * q, 1)
+  const ba = sa.slice(0, -2).reduce((p, q) => p * q, 1),
+    bb = sb.slice(0, -2).reduce((p, q) => p * q, 1)
   const batch = Math.max(ba, bb)
   const outer = ba >= bb ? sa.slice(0, -2) : sb.slice(0, -2)
   const out = new Float64Array(batch * M * N)
   for (let i = 0; i < batch; i++) {
-    const ao = ba === 1 ? 0 : i * M * K, bo = bb === 1 ? 0 : i * K * N
+    const ao = ba === 1 ? 0 : i * M * K,
+      bo = bb === 1 ? 0 : i * K * N
     for (let m = 0; m < M; m++) {
       for (let n = 0; n < N; n++) {
         let s = 0
@@ -38,7 +44,10 @@ function reference({ sa, sb, tA, tB }: Case, a: Float32Array, b: Float32Array): 
 const CASES: [string, Case][] = [
   ['one element', { sa: [1, 1], sb: [1, 1], tA: false, tB: false }],
   ['a whole tile', { sa: [8, 8], sb: [8, 8], tA: false, tB: false }],
-  ['few rows (B read in place), deeper than a pass, ragged columns', { sa: [3, KC + 10], sb: [KC + 10, 21], tA: false, tB: false }],
+  [
+    'few rows (B read in place), deeper than a pass, ragged columns',
+    { sa: [3, KC + 10], sb: [KC + 10, 21], tA: false, tB: false },
+  ],
   ['few rows, a transposed', { sa: [KC + 10, 2], sb: [KC + 10, 13], tA: true, tB: false }],
   ['ragged rows and columns', { sa: [5, 3], sb: [3, 7], tA: false, tB: false }],
   ['deeper than one pass', { sa: [13, KC + 44], sb: [KC + 44, 30], tA: false, tB: false }],
@@ -65,14 +74,18 @@ describe('levanter GEMM', () => {
   })
 
   test.each(GEMM_BUILDS)('the committed %s module is what the generator assembles', async (build) => {
-    expect(Buffer.from(gemmBytes(build)).equals(Buffer.from(await assembleGemm(build))), 'run pnpm --filter @marin/levanter build:gemm').toBe(true)
+    expect(
+      Buffer.from(gemmBytes(build)).equals(Buffer.from(await assembleGemm(build))),
+      'run pnpm --filter @marin/levanter build:gemm',
+    ).toBe(true)
   })
 
   for (const build of [...GEMM_BUILDS, 'xnnpack'] as const) {
     test.each(CASES)(`${build}: %s`, async (_, c) => {
       await tf.setBackend('wasm')
       selectGemm(build)
-      const a = rand(c.sa, 1), b = rand(c.sb, 2)
+      const a = rand(c.sa, 1),
+        b = rand(c.sb, 2)
       const ours = tf.matMul(a, b, c.tA, c.tB)
       const ref = reference(c, a.dataSync() as Float32Array, b.dataSync() as Float32Array)
       expect(ours.shape).toEqual(ref.shape)
@@ -84,24 +97,30 @@ describe('levanter GEMM', () => {
     })
   }
 
-  test('each build gives the same numbers for a row whatever the rows and columns around it (cached decoding relies on it)', async () => {
-    await tf.setBackend('wasm')
-    for (const build of GEMM_BUILDS) {
-      selectGemm(build)
-      const x = rand([9, KC + 40], 3), w = rand([KC + 40, 21], 4)
-      const all = tf.matMul(x, w).arraySync() as number[][]
-      const row = tf.matMul(tf.slice(x, [5, 0], [1, -1]), w).arraySync() as number[][]
-      const cols = tf.matMul(x, tf.slice(w, [0, 3], [-1, 9])).arraySync() as number[][]
-      expect(row[0]).toEqual(all[5])
-      expect(cols).toEqual(all.map((r) => r.slice(3, 12)))
-    }
-  })
+  test(
+    'each build gives the same numbers for a row whatever the rows ' +
+      'and columns around it (cached decoding relies on it)',
+    async () => {
+      await tf.setBackend('wasm')
+      for (const build of GEMM_BUILDS) {
+        selectGemm(build)
+        const x = rand([9, KC + 40], 3),
+          w = rand([KC + 40, 21], 4)
+        const all = tf.matMul(x, w).arraySync() as number[][]
+        const row = tf.matMul(tf.slice(x, [5, 0], [1, -1]), w).arraySync() as number[][]
+        const cols = tf.matMul(x, tf.slice(w, [0, 3], [-1, 9])).arraySync() as number[][]
+        expect(row[0]).toEqual(all[5])
+        expect(cols).toEqual(all.map((r) => r.slice(3, 12)))
+      }
+    },
+  )
 
   test('transposes are read in place only where the kernel runs: matMulT is right either way', async () => {
     await tf.setBackend('wasm')
     selectGemm('fma')
     expect(transposeIsFree()).toBe(true)
-    const a = rand([7, 5], 5), b = rand([6, 5], 6)
+    const a = rand([7, 5], 5),
+      b = rand([6, 5], 6)
     const flagged = matMulT(a, b, false, true).dataSync()
     selectGemm('xnnpack')
     expect(transposeIsFree()).toBe(false)
@@ -123,7 +142,8 @@ describe('levanter GEMM', () => {
     selectGemm('fma')
     const backend = tf.backend() as unknown as { wasm: WasmModuleLike & { HEAPU8: Uint8Array } }
     expect(gemmFor(backend.wasm)).toBe(gemmFor(backend.wasm))
-    const a = rand([300, 300], 7), b = rand([300, 200], 8)
+    const a = rand([300, 300], 7),
+      b = rand([300, 200], 8)
     for (let i = 0; i < 3; i++) tf.matMul(a, b, false, false).dispose()
     const before = { ...tf.memory(), heap: backend.wasm.HEAPU8.length }
     for (let i = 0; i < 50; i++) tf.matMul(a, b, i % 2 === 0, false).dispose()

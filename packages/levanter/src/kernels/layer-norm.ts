@@ -24,14 +24,20 @@ function core(eps: number) {
         const d = dy as tf.Tensor
         const [xh, rs, gamma] = saved as [tf.Tensor, tf.Tensor, tf.Tensor]
         // on wasm one loop over the heap, about ten kernels otherwise
-        const dgSum = new Float64Array(gamma.size), dbSum = new Float64Array(gamma.size)
-        const dxFused = heapKernel(d.shape, [d, xh, rs, gamma], (dx, dv, xv, rv, gv) => layerNormGradLoop(dv!, xv!, rv!, gv!, dx, dgSum, dbSum))
+        const dgSum = new Float64Array(gamma.size),
+          dbSum = new Float64Array(gamma.size)
+        const dxFused = heapKernel(d.shape, [d, xh, rs, gamma], (dx, dv, xv, rv, gv) =>
+          layerNormGradLoop(dv!, xv!, rv!, gv!, dx, dgSum, dbSum),
+        )
         if (dxFused) return [dxFused, tf.tensor1d(Float32Array.from(dgSum)), tf.tensor1d(Float32Array.from(dbSum))]
         const dg = columnSum(tf.mul(d, xh))
         const db = columnSum(d)
         // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ · x̂)), with dx̂ = dy · g.
         const dxh = tf.mul(d, gamma)
-        const dx = tf.mul(tf.sub(tf.sub(dxh, tf.mean(dxh, -1, true)), tf.mul(xh, tf.mean(tf.mul(dxh, xh), -1, true))), rs)
+        const dx = tf.mul(
+          tf.sub(tf.sub(dxh, tf.mean(dxh, -1, true)), tf.mul(xh, tf.mean(tf.mul(dxh, xh), -1, true))),
+          rs,
+        )
         return [dx, dg, db]
       },
     }
@@ -39,12 +45,24 @@ function core(eps: number) {
 }
 
 /** dx, dgain, dbias for rows of D: two passes over each row, the parameter sums in float64. */
-function layerNormGradLoop(d: Float32Array, xh: Float32Array, rs: Float32Array, g: Float32Array, dx: Float32Array, dg: Float64Array, db: Float64Array): void {
-  const D = g.length, N = rs.length
+function layerNormGradLoop(
+  d: Float32Array,
+  xh: Float32Array,
+  rs: Float32Array,
+  g: Float32Array,
+  dx: Float32Array,
+  dg: Float64Array,
+  db: Float64Array,
+): void {
+  const D = g.length,
+    N = rs.length
   for (let r = 0, o = 0; r < N; r++, o += D) {
-    let m1 = 0, m2 = 0
+    let m1 = 0,
+      m2 = 0
     for (let j = 0; j < D; j++) {
-      const dj = d[o + j]!, xj = xh[o + j]!, dxh = dj * g[j]!
+      const dj = d[o + j]!,
+        xj = xh[o + j]!,
+        dxh = dj * g[j]!
       m1 += dxh
       m2 += dxh * xj
       dg[j]! += dj * xj

@@ -28,10 +28,16 @@ function quietly(f: () => void): void {
 
 /** Kernels levanter replaces on the wasm backend, built over the stock kernel they defer to. */
 const WASM_KERNELS: Record<string, (stock: tf.KernelFunc) => KernelConfig> = {
-  BatchMatMul: wasmBatchMatMul, Transpose: wasmTranspose, Identity: wasmIdentity, Cast: wasmCast, Slice: wasmSlice, SplitV: wasmSplitV,
+  BatchMatMul: wasmBatchMatMul,
+  Transpose: wasmTranspose,
+  Identity: wasmIdentity,
+  Cast: wasmCast,
+  Slice: wasmSlice,
+  SplitV: wasmSplitV,
 }
 
-/** Install the fast/correct gradients, and the wasm kernels when that backend is registered. Idempotent; `initBackend` calls it. */
+/** Install the fast/correct gradients, and the wasm kernels when that backend is registered. Idempotent; `initBackend`
+ * calls it. */
 export function registerLevanterKernels(): void {
   if (stock) return
   stock = new Map()

@@ -1,4 +1,5 @@
-/** @module Swap the last two axes, multiply with either side transposed, and sum a gradient back to a broadcast input's shape. */
+/** @module Swap the last two axes, multiply with either side transposed, and sum a gradient back to a broadcast input's
+ * shape. */
 import * as tf from '@tensorflow/tfjs'
 import { transposeIsFree } from './wasm-gemm.js'
 

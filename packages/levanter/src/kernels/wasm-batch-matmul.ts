@@ -14,7 +14,17 @@ import { gemmFor } from './wasm-gemm.js'
 import { WasmHeap } from './wasm-heap.js'
 import type { WasmBackendLike } from './wasm-heap.js'
 
-type MatMulFn = (aId: number, aShape: Uint8Array, aRank: number, bId: number, bShape: Uint8Array, bRank: number, tA: number, tB: number, outId: number) => void
+type MatMulFn = (
+  aId: number,
+  aShape: Uint8Array,
+  aRank: number,
+  bId: number,
+  bShape: Uint8Array,
+  bRank: number,
+  tA: number,
+  tB: number,
+  outId: number,
+) => void
 
 const prod = (xs: readonly number[]) => xs.reduce((p, q) => p * q, 1)
 const shapeBytes = (s: readonly number[]) => new Uint8Array(new Int32Array(s).buffer)
@@ -23,7 +33,17 @@ const fns = new WeakMap<object, MatMulFn>()
 function matMulFn(backend: WasmBackendLike): MatMulFn {
   let f = fns.get(backend)
   if (!f) {
-    f = backend.wasm.cwrap('BatchMatMul', null, ['number', 'array', 'number', 'number', 'array', 'number', 'number', 'number', 'number']) as MatMulFn
+    f = backend.wasm.cwrap('BatchMatMul', null, [
+      'number',
+      'array',
+      'number',
+      'number',
+      'array',
+      'number',
+      'number',
+      'number',
+      'number',
+    ]) as MatMulFn
     fns.set(backend, f)
   }
   return f
@@ -34,7 +54,8 @@ export function wasmBatchMatMul(stock: KernelFunc): KernelConfig {
   const kernelFunc: KernelFunc = (args) => {
     const { a, b } = args.inputs as { a: TensorInfo; b: TensorInfo }
     const attrs = args.attrs as NamedAttrMap
-    const tA = Boolean(attrs.transposeA), tB = Boolean(attrs.transposeB)
+    const tA = Boolean(attrs.transposeA),
+      tB = Boolean(attrs.transposeB)
     if (a.dtype !== 'float32' || b.dtype !== 'float32' || a.shape.length < 2 || b.shape.length < 2) return stock(args)
     const backend = args.backend as unknown as WasmBackendLike
     const gemm = gemmFor(backend.wasm)
@@ -43,19 +64,42 @@ export function wasmBatchMatMul(stock: KernelFunc): KernelConfig {
     const [b0, b1] = b.shape.slice(-2) as [number, number]
     const [M, K] = tA ? [a1, a0] : [a0, a1]
     const [K2, N] = tB ? [b1, b0] : [b0, b1]
-    const outerA = a.shape.slice(0, -2), outerB = b.shape.slice(0, -2)
-    const batchA = prod(outerA), batchB = prod(outerB)
+    const outerA = a.shape.slice(0, -2),
+      outerB = b.shape.slice(0, -2)
+    const batchA = prod(outerA),
+      batchB = prod(outerB)
     if (K !== K2 || K === 0 || (!gemm && batchA === 1 && batchB === 1)) return stock(args)
     const sameOuter = outerA.length === outerB.length && outerA.every((d, i) => d === outerB[i])
     // Broadcast takes only a whole operand of batch 1 (the common cases); others go to stock.
-    const outer = sameOuter ? outerA : batchB === 1 && outerB.length <= outerA.length ? outerA : batchA === 1 && outerA.length <= outerB.length ? outerB : undefined
+    const outer = sameOuter
+      ? outerA
+      : batchB === 1 && outerB.length <= outerA.length
+        ? outerA
+        : batchA === 1 && outerA.length <= outerB.length
+          ? outerB
+          : undefined
     if (!outer) return stock(args)
     const heap = new WasmHeap(backend)
     const out = backend.makeOutput([...outer, M, N], 'float32')
     if (gemm) {
       const [pa, pb, pc] = [heap.offset(a), heap.offset(b), heap.offset(out)]
-      if (batchB === 1 && !tA) gemm.run(pa, pb, pc, batchA * M, K, N, false, tB) // stacked rows share the right operand
-      else gemm.run(pa, pb, pc, M, K, N, tA, tB, Math.max(batchA, batchB), batchA === 1 ? 0 : M * K * 4, batchB === 1 ? 0 : K * N * 4, M * N * 4)
+      if (batchB === 1 && !tA)
+        gemm.run(pa, pb, pc, batchA * M, K, N, false, tB) // stacked rows share the right operand
+      else
+        gemm.run(
+          pa,
+          pb,
+          pc,
+          M,
+          K,
+          N,
+          tA,
+          tB,
+          Math.max(batchA, batchB),
+          batchA === 1 ? 0 : M * K * 4,
+          batchB === 1 ? 0 : K * N * 4,
+          M * N * 4,
+        )
       return out
     }
     const mm = matMulFn(backend)
@@ -64,8 +108,11 @@ export function wasmBatchMatMul(stock: KernelFunc): KernelConfig {
       mm(heap.id(a), shapeBytes([1, batchA * M, K]), 3, heap.id(b), shapeBytes([1, K, N]), 3, 0, 0, heap.id(out))
       return out
     }
-    const aOff = heap.offset(a), bOff = heap.offset(b), oOff = heap.offset(out)
-    const aShape = shapeBytes([1, M, K]), bShape = shapeBytes([1, K, N])
+    const aOff = heap.offset(a),
+      bOff = heap.offset(b),
+      oOff = heap.offset(out)
+    const aShape = shapeBytes([1, M, K]),
+      bShape = shapeBytes([1, K, N])
     const aFixed = batchA === 1 ? heap.id(a) : undefined
     for (let i = 0; i < batchB; i++) {
       const aId = aFixed ?? heap.view(aOff + i * M * K * 4, M * K)

@@ -29,9 +29,39 @@ export const GEMM_BUILDS = ['fma', 'simd'] as const
 type Build = (typeof GEMM_BUILDS)[number]
 
 /** C = op(A)·op(B) over `batch` matrices; pointers and strides in bytes, strides 0 broadcast. */
-export type GemmFn = (a: number, b: number, c: number, M: number, K: number, N: number, tA: number, tB: number, ws: number, batch: number, sa: number, sb: number, sc: number) => void
+export type GemmFn = (
+  a: number,
+  b: number,
+  c: number,
+  M: number,
+  K: number,
+  N: number,
+  tA: number,
+  tB: number,
+  ws: number,
+  batch: number,
+  sa: number,
+  sb: number,
+  sc: number,
+) => void
 
-export type Gemm = { readonly build: Build; readonly run: (a: number, b: number, c: number, M: number, K: number, N: number, tA: boolean, tB: boolean, batch?: number, sa?: number, sb?: number, sc?: number) => void }
+export type Gemm = {
+  readonly build: Build
+  readonly run: (
+    a: number,
+    b: number,
+    c: number,
+    M: number,
+    K: number,
+    N: number,
+    tA: boolean,
+    tB: boolean,
+    batch?: number,
+    sa?: number,
+    sb?: number,
+    sc?: number,
+  ) => void
+}
 
 const bytes = new Map<string, Uint8Array>()
 /** The assembled module of one build (kept next to this file; `scripts/build-gemm.ts` writes it). */
@@ -51,7 +81,12 @@ function validates(build: Build): boolean {
 }
 
 function usable(build: Build): Build {
-  if (!validates(build)) throw new LevanterError('BACKEND_UNAVAILABLE', `levanter's ${build} GEMM does not validate on this runtime (Node ${process.versions.node}); set LEVANTER_GEMM=simd or xnnpack`)
+  if (!validates(build))
+    throw new LevanterError(
+      'BACKEND_UNAVAILABLE',
+      `levanter's ${build} GEMM does not validate on this runtime ` +
+        `(Node ${process.versions.node}); set LEVANTER_GEMM=simd or xnnpack`,
+    )
   return build
 }
 
@@ -59,7 +94,10 @@ function usable(build: Build): Build {
 export function chooseGemmBuild(env: string | undefined = process.env.LEVANTER_GEMM): Build | undefined {
   if (env === 'xnnpack') return undefined
   if (env !== undefined && env !== '' && !(GEMM_BUILDS as readonly string[]).includes(env)) {
-    throw new LevanterError('BAD_CONFIG', `LEVANTER_GEMM=${env} is not one of fma, simd, xnnpack; unset it or pick one of those`)
+    throw new LevanterError(
+      'BAD_CONFIG',
+      `LEVANTER_GEMM=${env} is not one of fma, simd, xnnpack; unset it ` + `or pick one of those`,
+    )
   }
   if (env) return usable(env as Build)
   return GEMM_BUILDS.find(validates)
@@ -68,7 +106,8 @@ export function chooseGemmBuild(env: string | undefined = process.env.LEVANTER_G
 const instances = new WeakMap<object, Map<Build, Gemm>>()
 let selected: Build | null | undefined // undefined: not chosen yet; null: none (XNNPACK)
 
-/** Use `choice` from now on (`xnnpack` turns this GEMM off; undefined goes back to `LEVANTER_GEMM`). Tests compare the paths with it. */
+/** Use `choice` from now on (`xnnpack` turns this GEMM off; undefined goes back to `LEVANTER_GEMM`). Tests compare the
+ * paths with it. */
 export function selectGemm(choice: Build | 'xnnpack' | undefined): void {
   selected = choice === undefined ? undefined : choice === 'xnnpack' ? null : choice
 }
@@ -85,7 +124,11 @@ export function gemmFor(wasm: WasmModuleLike): Gemm | undefined {
     const inst = new WA.Instance(new WA.Module(gemmBytes(build)), { env: { memory: wasm.asm.memory } })
     const fn = inst.exports.gemm as GemmFn
     const ws = wasm._malloc(WORKSPACE_BYTES)
-    g = { build, run: (a, b, c, M, K, N, tA, tB, batch = 1, sa = 0, sb = 0, sc = 0) => fn(a, b, c, M, K, N, tA ? 1 : 0, tB ? 1 : 0, ws, batch, sa, sb, sc) }
+    g = {
+      build,
+      run: (a, b, c, M, K, N, tA, tB, batch = 1, sa = 0, sb = 0, sc = 0) =>
+        fn(a, b, c, M, K, N, tA ? 1 : 0, tB ? 1 : 0, ws, batch, sa, sb, sc),
+    }
     byBuild.set(build, g)
   }
   return g

@@ -61,12 +61,19 @@ function heapEntry(t: TensorInfo, backend: unknown): HeapEntry | undefined {
   if (t.dtype !== 'float32' || !b.dataIdMap || !b.wasm) return undefined
   const d = b.dataIdMap.get(t.dataId)
   if (!d || typeof d.memoryOffset !== 'number') return undefined
-  return { wasm: b.wasm, id: d.id, offset: d.memoryOffset, size: t.shape.reduce((p, q) => p * q, 1), refCount: d.refCount }
+  return {
+    wasm: b.wasm,
+    id: d.id,
+    offset: d.memoryOffset,
+    size: t.shape.reduce((p, q) => p * q, 1),
+    refCount: d.refCount,
+  }
 }
 
 const floatsOf = (e: HeapEntry) => e.wasm.HEAPF32.subarray(e.offset / 4, e.offset / 4 + e.size)
 
-/** A float32 tensor's data on the wasm heap, read in place (no copy); undefined on other backends. Valid until the next allocation. */
+/** A float32 tensor's data on the wasm heap, read in place (no copy); undefined on other backends. Valid until the next
+ * allocation. */
 export function heapFloats(t: TensorInfo, backend: unknown): Float32Array | undefined {
   const e = heapEntry(t, backend)
   return e && floatsOf(e)
@@ -79,9 +86,12 @@ export function heapFloats(t: TensorInfo, backend: unknown): Float32Array | unde
  * Call `written()` after writing: the backend caches work derived from a tensor's values by its id
  * (XNNPACK packs a matMul's right operand once), and re-registering the id drops that cache.
  */
-export function writableHeapFloats(t: TensorInfo, backend: unknown): { data: Float32Array; written(): void } | undefined {
+export function writableHeapFloats(
+  t: TensorInfo,
+  backend: unknown,
+): { data: Float32Array; written(): void } | undefined {
   const e = heapEntry(t, backend)
-  if (!e || e.refCount !== 1) return undefined
+  if (e?.refCount !== 1) return undefined
   return {
     data: floatsOf(e),
     written() {
@@ -96,10 +106,15 @@ export function writableHeapFloats(t: TensorInfo, backend: unknown): { data: Flo
  * heap in place (no copies in or out); undefined on other backends or when an input is not float32
  * on the heap, for the caller to compute with tensor ops instead.
  */
-export function heapKernel(shape: number[], inputs: readonly tf.Tensor[], fill: (out: Float32Array, ...inputs: Float32Array[]) => void): tf.Tensor | undefined {
+export function heapKernel(
+  shape: number[],
+  inputs: readonly tf.Tensor[],
+  fill: (out: Float32Array, ...inputs: Float32Array[]) => void,
+): tf.Tensor | undefined {
   const backend = tf.backend()
   const b = backend as unknown as Partial<WasmBackendLike>
-  if (!b.dataIdMap || !b.wasm || typeof b.makeOutput !== 'function' || inputs.some((t) => !heapEntry(t, b))) return undefined
+  if (!b.dataIdMap || !b.wasm || typeof b.makeOutput !== 'function' || inputs.some((t) => !heapEntry(t, b)))
+    return undefined
   const out = tf.engine().makeTensorFromTensorInfo(b.makeOutput(shape, 'float32'), backend)
   // views after the allocation: it may have grown (and replaced) the heap buffer
   fill(heapFloats(out, b)!, ...inputs.map((t) => heapFloats(t, b)!))

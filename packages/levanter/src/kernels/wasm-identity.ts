@@ -16,7 +16,11 @@ function share(args: Parameters<KernelFunc>[0]): TensorInfo {
 }
 
 export function wasmIdentity(stock: KernelFunc): KernelConfig {
-  return { kernelName: 'Identity', backendName: 'wasm', kernelFunc: (args) => ((args.inputs as { x: TensorInfo }).x.dtype === 'string' ? stock(args) : share(args)) }
+  return {
+    kernelName: 'Identity',
+    backendName: 'wasm',
+    kernelFunc: (args) => ((args.inputs as { x: TensorInfo }).x.dtype === 'string' ? stock(args) : share(args)),
+  }
 }
 
 export function wasmCast(stock: KernelFunc): KernelConfig {

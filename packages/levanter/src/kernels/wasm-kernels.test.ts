@@ -14,7 +14,12 @@ const make = (d: Data) => tf.tensor(d.values, d.shape, d.dtype)
 const rand = (shape: number[], seed: number): Data => data(tf.randomNormal(shape, 0, 1, 'float32', seed))
 
 /** Run `f` on `backend` over copies of `inputs`; levanter's kernels on or off. */
-async function runOn(backend: 'wasm' | 'cpu', custom: boolean, inputs: Data[], f: (...xs: tf.Tensor[]) => tf.Tensor | tf.Tensor[]): Promise<Data[]> {
+async function runOn(
+  backend: 'wasm' | 'cpu',
+  custom: boolean,
+  inputs: Data[],
+  f: (...xs: tf.Tensor[]) => tf.Tensor | tf.Tensor[],
+): Promise<Data[]> {
   await tf.setBackend(backend)
   if (custom) registerLevanterKernels()
   else unregisterLevanterKernels()
@@ -67,30 +72,42 @@ describe('wasm kernels against the stock kernels', () => {
   })
 
   test.each([
-    [false, true], [true, false], [true, true],
+    [false, true],
+    [true, false],
+    [true, true],
   ])('BatchMatMul with transposeA=%s transposeB=%s', async (tA, tB) => {
     await check([rand([3, 4, 4], 1), rand([3, 4, 4], 2)], (a, b) => tf.matMul(a!, b!, tA, tB))
   })
 
   test('BatchMatMul gradients of an attention-shaped product', async () => {
-    const f = (q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) => tf.sum(tf.mul(tf.matMul(tf.softmax(tf.matMul(q, tf.transpose(k, [0, 2, 1]))), v), v))
-    await check([rand([4, 6, 3], 1), rand([4, 6, 3], 2), rand([4, 6, 3], 3)], (q, k, v) => tf.grads(f)([q!, k!, v!]), 1e-4)
+    const f = (q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) =>
+      tf.sum(tf.mul(tf.matMul(tf.softmax(tf.matMul(q, tf.transpose(k, [0, 2, 1]))), v), v))
+    await check(
+      [rand([4, 6, 3], 1), rand([4, 6, 3], 2), rand([4, 6, 3], 3)],
+      (q, k, v) => tf.grads(f)([q!, k!, v!]),
+      1e-4,
+    )
   })
 
-  test('BatchMatMul on views (the XNNPACK path) leaks nothing: tensors, bytes and the wasm heap stay put over many calls', async () => {
-    await tf.setBackend('wasm')
-    selectGemm('xnnpack')
-    // Per call the backend packs 16 × 128 KiB of weights for XNNPACK: kept by mistake, that is 200 MiB.
-    const a = tf.randomNormal([16, 4, 128]), b = tf.randomNormal([16, 128, 256])
-    const heap = () => (tf.backend() as unknown as { wasm: { HEAPU8: Uint8Array } }).wasm.HEAPU8.length
-    for (let i = 0; i < 5; i++) tf.matMul(a, b).dispose()
-    const before = { ...tf.memory(), heap: heap() }
-    for (let i = 0; i < 100; i++) tf.matMul(a, b).dispose()
-    const after = { ...tf.memory(), heap: heap() }
-    selectGemm(undefined)
-    expect([after.numTensors, after.numBytes, after.heap]).toEqual([before.numTensors, before.numBytes, before.heap])
-    tf.dispose([a, b])
-  })
+  test(
+    'BatchMatMul on views (the XNNPACK path) leaks nothing: tensors, ' +
+      'bytes and the wasm heap stay put over many calls',
+    async () => {
+      await tf.setBackend('wasm')
+      selectGemm('xnnpack')
+      // Per call the backend packs 16 × 128 KiB of weights for XNNPACK: kept by mistake, that is 200 MiB.
+      const a = tf.randomNormal([16, 4, 128]),
+        b = tf.randomNormal([16, 128, 256])
+      const heap = () => (tf.backend() as unknown as { wasm: { HEAPU8: Uint8Array } }).wasm.HEAPU8.length
+      for (let i = 0; i < 5; i++) tf.matMul(a, b).dispose()
+      const before = { ...tf.memory(), heap: heap() }
+      for (let i = 0; i < 100; i++) tf.matMul(a, b).dispose()
+      const after = { ...tf.memory(), heap: heap() }
+      selectGemm(undefined)
+      expect([after.numTensors, after.numBytes, after.heap]).toEqual([before.numTensors, before.numBytes, before.heap])
+      tf.dispose([a, b])
+    },
+  )
 
   test('reducePerm merges neighbouring axes and drops size-1 axes', () => {
     expect(reducePerm([4, 5], [1, 0])).toEqual({ shape: [4, 5], perm: [1, 0] })
@@ -137,12 +154,20 @@ describe('wasm kernels against the stock kernels', () => {
     ['leading axis', [6, 3, 2], [1, 5], 0],
   ] as const)('SplitV %s', async (_, shape, split, axis) => {
     await check([rand([...shape], 7)], (x) => tf.split(x!, split as number | number[], axis), 0)
-    const ints = { shape: [...shape], values: Array.from({ length: shape.reduce((a, b) => a * b, 1) }, (_, i) => i * 65_537 - 7), dtype: 'int32' as const }
+    const ints = {
+      shape: [...shape],
+      values: Array.from({ length: shape.reduce((a, b) => a * b, 1) }, (_, i) => i * 65_537 - 7),
+      dtype: 'int32' as const,
+    }
     await check([ints], (x) => tf.split(x!, split as number | number[], axis), 0)
   })
 
   test('Identity and same-dtype Cast share the buffer; gradients through saved clones agree', async () => {
-    await check([rand([4, 5], 5)], (x) => [tf.clone(x!), tf.cast(x!, 'float32'), tf.cast(tf.cast(x!, 'int32'), 'float32')], 0)
+    await check(
+      [rand([4, 5], 5)],
+      (x) => [tf.clone(x!), tf.cast(x!, 'float32'), tf.cast(tf.cast(x!, 'int32'), 'float32')],
+      0,
+    )
     const f = (x: tf.Tensor, y: tf.Tensor) => tf.sum(tf.mul(tf.mul(x, y), tf.tanh(x)))
     await check([rand([3, 8], 6), rand([3, 8], 7)], (x, y) => tf.grads(f)([x!, y!]), 1e-5)
     await tf.setBackend('wasm')
@@ -157,9 +182,16 @@ describe('wasm kernels against the stock kernels', () => {
 
   test('a GPT-2 training gradient on wasm with levanter kernels equals the stock cpu one', async () => {
     const cfg = { vocabSize: 32, seqLen: 8, dModel: 32, nLayers: 2, nHeads: 2 }
-    const B = 3, n = B * cfg.seqLen
+    const B = 3,
+      n = B * cfg.seqLen
     const ids = Int32Array.from({ length: n }, (_, i) => (i * 7 + 3) % 32)
-    const batch: Batch = { batchSize: B, seqLen: cfg.seqLen, inputs: ids, targets: ids.map((x) => (x + 1) % 32), mask: new Float32Array(n).fill(1) }
+    const batch: Batch = {
+      batchSize: B,
+      seqLen: cfg.seqLen,
+      inputs: ids,
+      targets: ids.map((x) => (x + 1) % 32),
+      mask: new Float32Array(n).fill(1),
+    }
     const gradsOn = async (backend: 'wasm' | 'cpu', custom: boolean) => {
       await tf.setBackend(backend)
       if (!custom) unregisterLevanterKernels()
@@ -174,7 +206,8 @@ describe('wasm kernels against the stock kernels', () => {
         registerLevanterKernels()
       }
     }
-    const ours = await gradsOn('wasm', true), ref = await gradsOn('cpu', false)
+    const ours = await gradsOn('wasm', true),
+      ref = await gradsOn('cpu', false)
     expect(Math.abs(ours.loss - ref.loss)).toBeLessThan(1e-5)
     expect([...ours.grads.keys()]).toEqual([...ref.grads.keys()])
     for (const [k, g] of ours.grads) {

@@ -19,7 +19,8 @@ function heapSlice(backend: HeapBackend, x: TensorInfo, begin: number[], size: n
   const total = util.sizeFromShape(size)
   if (total === 0) return out
   // views after makeOutput: an allocation may have grown (and replaced) the heap buffer
-  const xs = backend.typedArrayFromHeap(x), os = backend.typedArrayFromHeap(out)
+  const xs = backend.typedArrayFromHeap(x),
+    os = backend.typedArrayFromHeap(out)
   const strides = util.computeStrides(x.shape)
   if (slice_util.isSliceContinous(x.shape, begin, size)) {
     const at = slice_util.computeFlatOffset(begin, strides)

@@ -32,7 +32,10 @@ export function reducePerm(shape: readonly number[], perm: readonly number[]): {
 }
 
 /** Which [batch, A, B, inner] swap a reduced permutation is, if it is one. */
-export function asSwap(r: { shape: number[]; perm: number[] }): { batch: number; A: number; B: number; inner: number } | undefined {
+export function asSwap(r: {
+  shape: number[]
+  perm: number[]
+}): { batch: number; A: number; B: number; inner: number } | undefined {
   const { shape: s, perm: p } = r
   const key = p.join(',')
   if (key === '1,0') return { batch: 1, A: s[0]!, B: s[1]!, inner: 1 }
@@ -42,11 +45,22 @@ export function asSwap(r: { shape: number[]; perm: number[] }): { batch: number;
   return undefined
 }
 
-/** out[b, j, i, :] = x[b, i, j, :] for x [batch, A, B, inner], on flat arrays (Int32 views copy any 4-byte dtype bit for bit). */
-export function swapInto(x: Int32Array, xo: number, out: Int32Array, oo: number, batch: number, A: number, B: number, inner: number): void {
+/** out[b, j, i, :] = x[b, i, j, :] for x [batch, A, B, inner], on flat arrays (Int32 views copy any 4-byte dtype bit
+ * for bit). */
+export function swapInto(
+  x: Int32Array,
+  xo: number,
+  out: Int32Array,
+  oo: number,
+  batch: number,
+  A: number,
+  B: number,
+  inner: number,
+): void {
   const plane = A * B * inner
   for (let b = 0; b < batch; b++) {
-    const xb = xo + b * plane, ob = oo + b * plane
+    const xb = xo + b * plane,
+      ob = oo + b * plane
     if (inner > 1) {
       for (let i = 0; i < A; i++) {
         for (let j = 0; j < B; j++) {
@@ -58,14 +72,16 @@ export function swapInto(x: Int32Array, xo: number, out: Int32Array, oo: number,
     }
     // four output rows per pass over a tile's input rows: each input cache line read once per
     // four columns (≈1.7× faster than one column at a time for [2048, 1024])
-    const A2 = 2 * A, A3 = 3 * A
+    const A2 = 2 * A,
+      A3 = 3 * A
     for (let i0 = 0; i0 < A; i0 += TILE) {
       const i1 = Math.min(A, i0 + TILE)
       for (let j0 = 0; j0 < B; j0 += TILE) {
         const j1 = Math.min(B, j0 + TILE)
         let j = j0
         for (; j + 3 < j1; j += 4) {
-          let o = ob + j * A + i0, s = xb + i0 * B + j
+          let o = ob + j * A + i0,
+            s = xb + i0 * B + j
           for (let i = i0; i < i1; i++, o++, s += B) {
             out[o] = x[s]!
             out[o + A] = x[s + 1]!
@@ -74,7 +90,8 @@ export function swapInto(x: Int32Array, xo: number, out: Int32Array, oo: number,
           }
         }
         for (; j < j1; j++) {
-          let o = ob + j * A + i0, s = xb + i0 * B + j
+          let o = ob + j * A + i0,
+            s = xb + i0 * B + j
           for (let i = i0; i < i1; i++, o++, s += B) out[o] = x[s]!
         }
       }
@@ -93,7 +110,10 @@ export function wasmTranspose(stock: KernelFunc): KernelConfig {
     if (!swap || (swap.inner > 1 && swap.inner < 16)) return stock(args)
     const backend = args.backend as unknown as WasmBackendLike
     const heap = new WasmHeap(backend)
-    const out = backend.makeOutput(perm.map((p) => x.shape[p]!), x.dtype as 'float32')
+    const out = backend.makeOutput(
+      perm.map((p) => x.shape[p]!),
+      x.dtype as 'float32',
+    )
     const f = new Int32Array(heap.f32().buffer) // after makeOutput: the heap may have grown
     swapInto(f, heap.offset(x) >> 2, f, heap.offset(out) >> 2, swap.batch, swap.A, swap.B, swap.inner)
     return out

@@ -26,19 +26,32 @@ export class BatchCache {
     return this.layers[0]?.k.shape[2] ?? 0
   }
 
-  /** Add rows from a prefill ([R, H, W, K] per layer, right-aligned, `lengths` valid positions each); takes ownership of `kv`. */
+  /** Add rows from a prefill ([R, H, W, K] per layer, right-aligned, `lengths` valid positions each); takes ownership
+   * of `kv`. */
   add(kv: readonly LayerKv[], lengths: readonly number[]): void {
     if (this.rows === 0) {
       this.layers = [...kv]
       this.lengths = [...lengths]
       return
     }
-    const S = this.width, width = kv[0]!.k.shape[2]!, W = Math.max(S, width)
-    const padLeft = (t: tf.Tensor, n: number) => (n === 0 ? tf.clone(t) : tf.pad(t, [[0, 0], [0, 0], [n, 0], [0, 0]]))
-    const next = tf.tidy(() => this.layers.map((l, i) => ({
-      k: tf.concat([padLeft(l.k, W - S), padLeft(kv[i]!.k, W - width)], 0),
-      v: tf.concat([padLeft(l.v, W - S), padLeft(kv[i]!.v, W - width)], 0),
-    })))
+    const S = this.width,
+      width = kv[0]!.k.shape[2]!,
+      W = Math.max(S, width)
+    const padLeft = (t: tf.Tensor, n: number) =>
+      n === 0
+        ? tf.clone(t)
+        : tf.pad(t, [
+            [0, 0],
+            [0, 0],
+            [n, 0],
+            [0, 0],
+          ])
+    const next = tf.tidy(() =>
+      this.layers.map((l, i) => ({
+        k: tf.concat([padLeft(l.k, W - S), padLeft(kv[i]!.k, W - width)], 0),
+        v: tf.concat([padLeft(l.v, W - S), padLeft(kv[i]!.v, W - width)], 0),
+      })),
+    )
     this.replace(next)
     for (const l of kv) tf.dispose([l.k, l.v])
     this.lengths.push(...lengths)
@@ -63,7 +76,8 @@ export class BatchCache {
 
   /** Additive mask [B, 1, 1, S+1] for a step that appends one column: row r sees its last lengths[r]+1 columns. */
   stepBias(): tf.Tensor {
-    const B = this.rows, S1 = this.width + 1
+    const B = this.rows,
+      S1 = this.width + 1
     const m = new Float32Array(B * S1)
     this.lengths.forEach((len, r) => m.fill(-1e9, r * S1, r * S1 + S1 - (len + 1)))
     return tf.tensor4d(m, [B, 1, 1, S1])

@@ -22,7 +22,12 @@ export const Gpt2Config = z.strictObject({
 export const LlamaConfig = z.strictObject({
   type: z.literal('llama'),
   ...common,
-  intermediateSize: z.number().int().positive().optional().describe('SwiGLU hidden size; @default round(8/3·dModel) up to a multiple of 32'),
+  intermediateSize: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe('SwiGLU hidden size; @default round(8/3·dModel) up to a multiple of 32'),
   rmsNormEps: z.number().positive().default(1e-5),
   ropeTheta: z.number().positive().default(10_000),
 })

@@ -14,9 +14,16 @@ import type { BatchCache, LayerKv } from './batch-cache.js'
 import type { Placement } from './layers.js'
 import type { CausalLM } from './lm.js'
 
-function run(model: CausalLM, ids: readonly (readonly number[])[], at: Placement, past: readonly LayerKv[] | undefined, lastOnly: boolean): { logits: Float32Array; kv: LayerKv[] } {
+function run(
+  model: CausalLM,
+  ids: readonly (readonly number[])[],
+  at: Placement,
+  past: readonly LayerKv[] | undefined,
+  lastOnly: boolean,
+): { logits: Float32Array; kv: LayerKv[] } {
   const { logits, kv } = tf.tidy(() => {
-    const B = ids.length, T = ids[0]!.length
+    const B = ids.length,
+      T = ids[0]!.length
     return model.forwardPlaced(tf.tensor2d(ids.flat(), [B, T], 'int32'), at, past, lastOnly)
   })
   const data = logits.dataSync() as Float32Array
@@ -29,11 +36,27 @@ function run(model: CausalLM, ids: readonly (readonly number[])[], at: Placement
  * column, and returns the next-token logits of every row, [B·V].
  */
 export function decodeStep(model: CausalLM, cache: BatchCache, tokens: readonly number[]): Float32Array {
-  if (tokens.length !== cache.rows) throw new LevanterError('BAD_SHAPE', `decodeStep: ${tokens.length} tokens for ${cache.rows} cache rows; give one token per row`)
+  if (tokens.length !== cache.rows)
+    throw new LevanterError(
+      'BAD_SHAPE',
+      `decodeStep: ${tokens.length} tokens for ${cache.rows} cache ` + `rows; give one token per row`,
+    )
   const full = cache.lengths.findIndex((l) => l >= model.config.seqLen)
-  if (full >= 0) throw new LevanterError('BAD_SHAPE', `decodeStep: row ${full} already holds ${cache.lengths[full]} positions, the model's seqLen ${model.config.seqLen}; end that sequence first`)
+  if (full >= 0)
+    throw new LevanterError(
+      'BAD_SHAPE',
+      `decodeStep: row ${full} already holds ${cache.lengths[full]} ` +
+        `positions, the model's seqLen ${model.config.seqLen}; end that ` +
+        `sequence first`,
+    )
   const at = { positions: cache.lengths.map((l) => [l]), bias: cache.stepBias() }
-  const { logits, kv } = run(model, tokens.map((t) => [t]), at, cache.layers.length ? cache.layers : undefined, false)
+  const { logits, kv } = run(
+    model,
+    tokens.map((t) => [t]),
+    at,
+    cache.layers.length ? cache.layers : undefined,
+    false,
+  )
   at.bias.dispose()
   cache.advance(kv)
   return logits
@@ -44,25 +67,37 @@ export function decodeStep(model: CausalLM, cache: BatchCache, tokens: readonly 
  * when `allPositions`, else [V] for its last position) and the keys/values of all rows, [B, H, W, K]
  * right-aligned (W the longest prompt), ready for `BatchCache.add`.
  */
-export function prefill(model: CausalLM, prompts: readonly (readonly number[])[], allPositions: boolean): { logits: Float32Array[]; kv: LayerKv[]; width: number } {
+export function prefill(
+  model: CausalLM,
+  prompts: readonly (readonly number[])[],
+  allPositions: boolean,
+): { logits: Float32Array[]; kv: LayerKv[]; width: number } {
   prompts.forEach((p, r) => {
     if (p.length === 0) throw new LevanterError('BAD_SHAPE', `prefill: prompt ${r} is empty; give at least one token`)
-    if (p.length > model.config.seqLen) throw new LevanterError('BAD_SHAPE', `prefill: prompt ${r} has ${p.length} tokens, more than the model's seqLen ${model.config.seqLen}; shorten it`)
+    if (p.length > model.config.seqLen)
+      throw new LevanterError(
+        'BAD_SHAPE',
+        `prefill: prompt ${r} has ${p.length} tokens, more than the ` +
+          `model's seqLen ${model.config.seqLen}; shorten it`,
+      )
   })
-  const W = Math.max(...prompts.map((p) => p.length)), B = prompts.length, V = model.config.vocabSize
+  const W = Math.max(...prompts.map((p) => p.length)),
+    B = prompts.length,
+    V = model.config.vocabSize
   const pads = prompts.map((p) => W - p.length)
   const ids = prompts.map((p, r) => [...new Array<number>(pads[r]!).fill(0), ...p])
   const positions = pads.map((pad) => Array.from({ length: W }, (_, t) => Math.max(0, t - pad)))
   // Query t of row r sees keys pad_r…t: causal, and never the padding on the left.
   const m = new Float32Array(B * W * W)
   pads.forEach((pad, r) => {
-    for (let t = 0; t < W; t++) for (let s = 0; s < W; s++) if (s > t || (s < pad && t >= pad)) m[(r * W + t) * W + s] = -1e9
+    for (let t = 0; t < W; t++)
+      for (let s = 0; s < W; s++) if (s > t || (s < pad && t >= pad)) m[(r * W + t) * W + s] = -1e9
   })
   const bias = tf.tensor4d(m, [B, 1, W, W])
   const { logits, kv } = run(model, ids, { positions, bias }, undefined, !allPositions)
   bias.dispose()
   const per = allPositions
-    ? prompts.map((p, r) => logits.slice((r * W + pads[r]!) * V, (r + 1) * W * V))
+    ? prompts.map((_, r) => logits.slice((r * W + pads[r]!) * V, (r + 1) * W * V))
     : prompts.map((_, r) => logits.slice(r * V, (r + 1) * V))
   return { logits: per, kv, width: W }
 }

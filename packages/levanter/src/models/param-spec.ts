@@ -9,6 +9,11 @@ export type ParamSpec = {
   readonly decay: boolean
 }
 
-export const mat = (name: string, shape: readonly number[], std: number): ParamSpec => ({ name, shape, init: { std }, decay: true })
+export const mat = (name: string, shape: readonly number[], std: number): ParamSpec => ({
+  name,
+  shape,
+  init: { std },
+  decay: true,
+})
 export const ones = (name: string, n: number): ParamSpec => ({ name, shape: [n], init: 'ones', decay: false })
 export const zeros = (name: string, n: number): ParamSpec => ({ name, shape: [n], init: 'zeros', decay: false })

@@ -10,7 +10,12 @@ export const AdamWConfig = z.strictObject({
   beta2: z.number().min(0).lt(1).default(0.95),
   eps: z.number().positive().default(1e-8),
   weightDecay: z.number().min(0).default(0.1).describe('decoupled: p ← p − lr·wd·p, on matrices and embeddings only'),
-  maxGradNorm: z.number().positive().nullable().default(1).describe('clip the global L2 norm of the gradient; null disables'),
+  maxGradNorm: z
+    .number()
+    .positive()
+    .nullable()
+    .default(1)
+    .describe('clip the global L2 norm of the gradient; null disables'),
 })
 export type AdamWConfigInput = z.input<typeof AdamWConfig>
 export type AdamWConfig = z.output<typeof AdamWConfig>
@@ -21,8 +26,10 @@ export function globalNorm(grads: Iterable<tf.Tensor>): number {
 }
 
 function sumSquares(g: Float32Array): number {
-  let s0 = 0, s1 = 0
-  const n = g.length, even = n - (n % 2)
+  let s0 = 0,
+    s1 = 0
+  const n = g.length,
+    even = n - (n % 2)
   for (let i = 0; i < even; i += 2) {
     s0 += g[i]! * g[i]!
     s1 += g[i + 1]! * g[i + 1]!
@@ -31,8 +38,24 @@ function sumSquares(g: Float32Array): number {
   return s0 + s1
 }
 
-/** One AdamW step over one parameter's arrays (a small top-level function: the JIT compiles the hot loop on its own). */
-function adamwUpdate(g: Float32Array, m: Float32Array, v: Float32Array, p: Float32Array, out: Float32Array, scale: number, b1: number, c1: number, b2: number, c2: number, keep: number, step: number, rbc2: number, eps: number): void {
+/** One AdamW step over one parameter's arrays (a small top-level function: the JIT compiles the hot loop on its own).
+ * */
+function adamwUpdate(
+  g: Float32Array,
+  m: Float32Array,
+  v: Float32Array,
+  p: Float32Array,
+  out: Float32Array,
+  scale: number,
+  b1: number,
+  c1: number,
+  b2: number,
+  c2: number,
+  keep: number,
+  step: number,
+  rbc2: number,
+  eps: number,
+): void {
   for (let i = 0; i < out.length; i++) {
     const gi = g[i]! * scale
     const mi = (m[i] = b1 * m[i]! + c1 * gi)
@@ -55,7 +78,10 @@ export class AdamW {
   count = 0
   readonly #decay: ReadonlySet<string>
 
-  constructor(readonly config: AdamWConfig, readonly model: CausalLM) {
+  constructor(
+    readonly config: AdamWConfig,
+    readonly model: CausalLM,
+  ) {
     for (const [name, p] of model.params) {
       this.m.set(name, new Float32Array(p.size))
       this.v.set(name, new Float32Array(p.size))
@@ -73,7 +99,8 @@ export class AdamW {
     return this.#update(arrays, lr)
   }
 
-  /** {@link apply} with the gradients as one buffer, parameters in `model.params` order (as `flattenGrads` lays them out). */
+  /** {@link apply} with the gradients as one buffer, parameters in `model.params` order (as `flattenGrads` lays them
+   * out). */
   applyFlat(flat: Float32Array, lr: number): number {
     const arrays = new Map<string, Float32Array>()
     let o = 0
@@ -91,14 +118,22 @@ export class AdamW {
     const norm = Math.sqrt(sq)
     const scale = c.maxGradNorm !== null && norm > c.maxGradNorm ? c.maxGradNorm / (norm + 1e-6) : 1
     this.count++
-    const b1 = c.beta1, b2 = c.beta2, eps = c.eps
-    const bc1 = 1 - Math.pow(b1, this.count), bc2 = 1 - Math.pow(b2, this.count)
-    // p ← p − lr·(m̂ / (√v̂ + ε) + wd·p), with m̂ = m / bc1 and v̂ = v / bc2, as p·(1 − lr·wd) − (lr / bc1)·m / (√(v / bc2) + ε)
-    const step = lr / bc1, rbc2 = 1 / bc2, c1 = 1 - b1, c2 = 1 - b2
+    const b1 = c.beta1,
+      b2 = c.beta2,
+      eps = c.eps
+    const bc1 = 1 - b1 ** this.count,
+      bc2 = 1 - b2 ** this.count
+    // p ← p − lr·(m̂ / (√v̂ + ε) + wd·p), with m̂ = m / bc1 and v̂ = v / bc2, as p·(1 − lr·wd) − (lr / bc1)·m / (√(v /
+    // bc2) + ε)
+    const step = lr / bc1,
+      rbc2 = 1 / bc2,
+      c1 = 1 - b1,
+      c2 = 1 - b2
     for (const [name, p] of this.model.params) {
       const g = grads.get(name)
       if (!g) continue
-      const m = this.m.get(name)!, v = this.v.get(name)!
+      const m = this.m.get(name)!,
+        v = this.v.get(name)!
       const keep = 1 - lr * (this.#decay.has(name) ? c.weightDecay : 0)
       // On wasm a parameter no other tensor shares is updated where it lives on the heap; otherwise
       // (cpu's dataSync may return the tensor's own storage) into a new array assigned to it.
@@ -127,11 +162,19 @@ export class AdamW {
 
   /** Restore moments saved by {@link state}, and the update count. */
   load(state: ReadonlyMap<string, Float32Array>, count: number): void {
-    for (const [prefix, map] of [['m', this.m], ['v', this.v]] as const) {
+    for (const [prefix, map] of [
+      ['m', this.m],
+      ['v', this.v],
+    ] as const) {
       for (const [n, t] of map) {
         const d = state.get(`${prefix}.${n}`)
         if (!d) continue
-        if (d.length !== t.length) throw new LevanterError('BAD_SHAPE', `optimizer state "${prefix}.${n}": got ${d.length} values, expected ${t.length}; check the checkpoint matches the model`)
+        if (d.length !== t.length)
+          throw new LevanterError(
+            'BAD_SHAPE',
+            `optimizer state "${prefix}.${n}": got ${d.length} values, ` +
+              `expected ${t.length}; check the checkpoint matches the model`,
+          )
         t.set(d)
       }
     }

@@ -24,8 +24,16 @@ describe('data-parallel over a fray mesh', () => {
   test('2 replicas match single-process training on the same global batch over 20 steps', async () => {
     const run = async (mesh?: { data: number }) => {
       const model = new Gpt2LM(cfg, 2)
-      const trainer = new Trainer({ learningRate: 1e-2, batchSize: 4, seed: 1, ...(mesh ? { mesh } : {}) }, { trackers: [new MemoryTracker()] })
-      const pipeline = new Pipeline({ dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }), model, trainer, maxSteps: 20 })
+      const trainer = new Trainer(
+        { learningRate: 1e-2, batchSize: 4, seed: 1, ...(mesh ? { mesh } : {}) },
+        { trackers: [new MemoryTracker()] },
+      )
+      const pipeline = new Pipeline({
+        dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }),
+        model,
+        trainer,
+        maxSteps: 20,
+      })
       const replicaTensors: number[][] = []
       let phases: StepPhases[][] = []
       trainer.addHook(5, async (info) => {
@@ -37,12 +45,14 @@ describe('data-parallel over a fray mesh', () => {
       const r = await pipeline.run()
       return { losses: r.losses, weights: await model.weights(), replicaTensors, phases }
     }
-    const single = await run(), dp = await run({ data: 2 })
+    const single = await run(),
+      dp = await run({ data: 2 })
     // Replicas hold steady too, and account for every step's phases.
     expect(dp.replicaTensors).toHaveLength(4)
     expect(dp.replicaTensors[3]).toEqual(dp.replicaTensors[0])
     expect(dp.phases.map((p) => p.length)).toEqual([20, 20])
-    for (const p of dp.phases.flat()) expect(Math.min(p.grads, p.flatten, p.allReduce, p.apply, p.cpu)).toBeGreaterThanOrEqual(0)
+    for (const p of dp.phases.flat())
+      expect(Math.min(p.grads, p.flatten, p.allReduce, p.apply, p.cpu)).toBeGreaterThanOrEqual(0)
     expect(dp.losses).toHaveLength(20)
     dp.losses.forEach((l, i) => expect(Math.abs(l - single.losses[i]!)).toBeLessThan(1e-4))
     for (const [n, w] of single.weights) {
@@ -54,14 +64,30 @@ describe('data-parallel over a fray mesh', () => {
   test('a dead replica fails the step with a clear error and leaves the last checkpoint intact', async () => {
     const store = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-dp-'))
     const trainer = new Trainer(
-      { learningRate: 1e-2, batchSize: 4, mesh: { data: 2 }, checkpointStore: store, checkpointEvery: 1, runName: 'dp' },
+      {
+        learningRate: 1e-2,
+        batchSize: 4,
+        mesh: { data: 2 },
+        checkpointStore: store,
+        checkpointEvery: 1,
+        runName: 'dp',
+      },
       { trackers: [new MemoryTracker()] },
     )
-    const pipeline = new Pipeline({ dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }), model: new Gpt2LM(cfg, 2), trainer, maxSteps: 10 })
+    const pipeline = new Pipeline({
+      dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }),
+      model: new Gpt2LM(cfg, 2),
+      trainer,
+      maxSteps: 10,
+    })
     trainer.addHook(3, () => {
       process.kill((pipeline.engine as DataParallelEngine).pids[1]!, 'SIGKILL')
     })
-    await expect(pipeline.run()).rejects.toSatisfy((e) => isLevanterError(e, 'REPLICA_FAILED') && /replicas? (0, )?1 of 2 failed.*resume from the last checkpoint/.test((e as Error).message))
+    await expect(pipeline.run()).rejects.toSatisfy(
+      (e) =>
+        isLevanterError(e, 'REPLICA_FAILED') &&
+        /replicas? (0, )?1 of 2 failed.*resume from the last checkpoint/.test((e as Error).message),
+    )
     const ck = await Checkpointer.open({ store, run: 'dp' })
     expect(await ck.steps()).toEqual([2, 3])
     const last = await ck.load()

@@ -21,7 +21,10 @@ const ReplicaClass = actorClass<typeof Replica>(new URL('./replica.ts', import.m
 export class DataParallelEngine implements Engine {
   /** Process ids of the replicas, in rank order (after the first load). */
   pids: number[] = []
-  private constructor(readonly group: ActorGroup<Replica>, readonly n: number) {}
+  private constructor(
+    readonly group: ActorGroup<Replica>,
+    readonly n: number,
+  ) {}
 
   /** Start `n` replicas holding `model`'s current weights and fresh optimizer state. */
   static async create(model: CausalLM, adamw: AdamWConfig, n: number, microbatches = 1): Promise<DataParallelEngine> {
@@ -49,19 +52,29 @@ export class DataParallelEngine implements Engine {
     log.error({ err, gone }, 'replica failed')
     throw new LevanterError(
       'REPLICA_FAILED',
-      `data-parallel ${what}: ${gone.length > 1 ? 'replicas' : 'replica'} ${gone.length ? gone.join(', ') : '?'} of ${this.n} failed (${(err as Error).message}); the step was not applied — resume from the last checkpoint`,
+      `data-parallel ${what}: ` +
+        `${gone.length > 1 ? 'replicas' : 'replica'} ` +
+        `${gone.length ? gone.join(', ') : '?'} of ${this.n} failed (` +
+        `${(err as Error).message}); the step was not applied — resume ` +
+        `from the last checkpoint`,
       { cause: err },
     )
   }
 
   async load(state: TrainTensors): Promise<void> {
-    this.pids = await this.#all('load', this.group.members.map((m) => m.load(state)))
+    this.pids = await this.#all(
+      'load',
+      this.group.members.map((m) => m.load(state)),
+    )
   }
 
   async step(batch: Batch, lr: number): Promise<StepResult> {
     const per = batch.batchSize / this.n
     const denom = Math.max(1, maskCount(batch))
-    const results = await this.#all('step', this.group.members.map((m, i) => m.step(copyRows(batch, i * per, (i + 1) * per), denom, lr)))
+    const results = await this.#all(
+      'step',
+      this.group.members.map((m, i) => m.step(copyRows(batch, i * per, (i + 1) * per), denom, lr)),
+    )
     return results[0]!
   }
 

@@ -17,8 +17,15 @@ import { AdamW } from '../optim/adamw.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import { computeGrads, flattenGrads } from '../train-step.js'
 
-/** Where one replica step's time went, in milliseconds of wall time, and the CPU time the process used (on a shared machine, the work itself). */
-export type StepPhases = { readonly grads: number; readonly flatten: number; readonly allReduce: number; readonly apply: number; readonly cpu: number }
+/** Where one replica step's time went, in milliseconds of wall time, and the CPU time the process used (on a shared
+ * machine, the work itself). */
+export type StepPhases = {
+  readonly grads: number
+  readonly flatten: number
+  readonly allReduce: number
+  readonly apply: number
+  readonly cpu: number
+}
 
 const cpuMs = (): number => {
   const u = process.cpuUsage()
@@ -55,9 +62,11 @@ export class Replica {
    * step, reduced in place, and the optimizer reads the sum straight from it.
    */
   async step(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
-    const model = this.#model!, opt = this.#opt!
+    const model = this.#model!,
+      opt = this.#opt!
     const names = [...model.params.keys()]
-    const c0 = cpuMs(), t0 = performance.now()
+    const c0 = cpuMs(),
+      t0 = performance.now()
     const local = computeGrads(model, slice, denominator, this.microbatches)
     const t1 = performance.now()
     const flat = (this.#flat = flattenGrads(local.grads, names, 1, this.#flat))

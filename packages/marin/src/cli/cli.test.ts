@@ -27,7 +27,11 @@ describe('marin CLI', () => {
     const program = await buildProgram({ out: () => {}, err: () => {}, env: {} })
     for (const entry of COMMANDS) {
       const cmd = program.commands.find((c) => c.name() === entry.name)!
-      expect({ name: cmd.name(), term: new Help().subcommandTerm(cmd), description: cmd.description() }).toEqual({ name: entry.name, term: entry.term, description: entry.description })
+      expect({ name: cmd.name(), term: new Help().subcommandTerm(cmd), description: cmd.description() }).toEqual({
+        name: entry.name,
+        term: entry.term,
+        description: entry.description,
+      })
     }
   })
 
@@ -39,20 +43,41 @@ describe('marin CLI', () => {
     expect(await cli('--version')).toMatchObject({ code: 0, out: pkg.version })
   })
 
-  test('marin help COMMAND and marin COMMAND --help print that command\'s own options', async () => {
+  test("marin help COMMAND and marin COMMAND --help print that command's own options", async () => {
     expect(await cli('help', 'run')).toMatchObject({ code: 0, out: expect.stringMatching(/--max-concurrent <n>/) })
     expect(await cli('ls', '--help')).toMatchObject({ code: 0, out: expect.stringMatching(/--json/) })
   })
 
   test('bad usage exits 2 naming the problem', async () => {
     expect(await cli('run')).toMatchObject({ code: 2, err: expect.stringMatching(/missing required argument 'file'/) })
-    expect(await cli('run', 'x.ts', '--max-concurrent', '0')).toMatchObject({ code: 2, err: expect.stringMatching(/--max-concurrent.*whole number >= 1/) })
-    expect(await cli('run', 'x.ts', '--run-only', '(')).toMatchObject({ code: 2, err: expect.stringMatching(/--run-only.*not a regular expression/) })
-    expect(await cli('run', 'missing.ts')).toMatchObject({ code: 2, err: expect.stringMatching(/experiment script missing.ts does not exist/) })
-    expect(await cli('run', fixture('not-experiment.ts'))).toMatchObject({ code: 2, err: expect.stringMatching(/must `export default` an Experiment.*its default export is object/) })
-    expect(await cli('frobnicate')).toMatchObject({ code: 2, err: expect.stringMatching(/unknown command 'frobnicate'/) })
-    expect(await cli('status', 'nope')).toMatchObject({ code: 2, err: expect.stringMatching(/no experiment named "nope" has run under/) })
-    expect(await cli('explain', 'nope')).toMatchObject({ code: 2, err: expect.stringMatching(/no step named "nope" has run under/) })
+    expect(await cli('run', 'x.ts', '--max-concurrent', '0')).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/--max-concurrent.*whole number >= 1/),
+    })
+    expect(await cli('run', 'x.ts', '--run-only', '(')).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/--run-only.*not a regular expression/),
+    })
+    expect(await cli('run', 'missing.ts')).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/experiment script missing.ts does not exist/),
+    })
+    expect(await cli('run', fixture('not-experiment.ts'))).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/must `export default` an Experiment.*its default export is object/),
+    })
+    expect(await cli('frobnicate')).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/unknown command 'frobnicate'/),
+    })
+    expect(await cli('status', 'nope')).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/no experiment named "nope" has run under/),
+    })
+    expect(await cli('explain', 'nope')).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/no step named "nope" has run under/),
+    })
     expect(await cli('ls')).toMatchObject({ code: 0, out: expect.stringMatching(/no steps under/) })
   })
 

@@ -10,7 +10,10 @@ import { prefixOf, type CliIo, type Run } from './io.js'
 export function explainCommand(cmd: Command, io: CliIo, run: Run): void {
   cmd
     .argument('<step>', 'step name (or name_hash8)')
-    .option('--script <file>', 'take the current version from this experiment script (default: the version the latest run planned)')
+    .option(
+      '--script <file>',
+      'take the current version from this experiment script (default: ' + 'the version the latest run planned)',
+    )
     .option('--json', 'print JSON')
     .action((name: string, o: { script?: string; json?: boolean }) =>
       run(async () => {
@@ -20,7 +23,12 @@ export function explainCommand(cmd: Command, io: CliIo, run: Run): void {
           const exp = await loadExperiment(o.script)
           const { order, versions } = prepare(exp.steps, storage)
           const s = order.find((x) => x.name === name || versions.get(x)!.nameHash === name)
-          if (!s) throw new MarinError('STEP_NOT_FOUND', `${o.script}: experiment "${exp.name}" has no step "${name}"; its steps: ${order.map((x) => x.name).join(', ')}`)
+          if (!s)
+            throw new MarinError(
+              'STEP_NOT_FOUND',
+              `${o.script}: experiment "${exp.name}" has no step "${name}"; ` +
+                `its steps: ${order.map((x) => x.name).join(', ')}`,
+            )
           current = versions.get(s)!
         }
         const x = await explainStep(storage, name, current)

@@ -1,4 +1,5 @@
-/** @module What the `marin` CLI commands share: I/O, argument parsers, the prefix. Usage errors are rigging's `UsageError`. */
+/** @module What the `marin` CLI commands share: I/O, argument parsers, the prefix. Usage errors are rigging's
+ * `UsageError`. */
 import { marinPrefix } from '@marin/rigging'
 import { InvalidArgumentError } from 'commander'
 
@@ -11,10 +12,13 @@ export type CliIo = {
 /** Runs a command's body; the number it resolves with is the CLI's exit code. */
 export type Run = (fn: () => Promise<number>) => Promise<void>
 
-export const intArg = (what: string, min = 1) => (v: string) => {
-  if (!/^\d+$/.test(v) || Number(v) < min) throw new InvalidArgumentError(`expected ${what} (a whole number >= ${min})`)
-  return Number(v)
-}
+export const intArg =
+  (what: string, min = 1) =>
+  (v: string) => {
+    if (!/^\d+$/.test(v) || Number(v) < min)
+      throw new InvalidArgumentError(`expected ${what} (a whole number >= ${min})`)
+    return Number(v)
+  }
 
 export const regexArg = (v: string) => {
   try {

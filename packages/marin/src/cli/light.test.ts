@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { marinBin, pkg, start } from '../fixtures/processes.js'
+import { marinBin, start } from '../fixtures/processes.js'
 
 const recorder = join(import.meta.dirname, '..', 'fixtures', 'record-modules.mjs')
 const HEAVY = /\/node_modules\/(?:\.pnpm\/[^/]+\/node_modules\/)?(@tensorflow\/tfjs[^/]*|hono|@hono\/[^/]+|vega[^/]*)\//
@@ -29,7 +29,8 @@ describe('light entry points', () => {
   test('marin --help lists every command without loading tfjs, hono or vega', async () => {
     const r = await modulesOf('help', [marinBin, '--help'])
     expect(r.code, r.err).toBe(0)
-    for (const c of ['run', 'status', 'explain', 'ls', 'publish-report', 'eval', 'serve']) expect(r.out).toMatch(new RegExp(`^  ${c} `, 'm'))
+    for (const c of ['run', 'status', 'explain', 'ls', 'publish-report', 'eval', 'serve'])
+      expect(r.out).toMatch(new RegExp(`^  ${c} `, 'm'))
     // The recorder works: the CLI's own modules are in the list.
     expect(r.modules.some((m) => m.endsWith('/src/cli/program.ts'))).toBe(true)
     expect(r.heavy).toEqual([])
@@ -43,7 +44,10 @@ describe('light entry points', () => {
   }, 60_000)
 
   test("import '@marin/marin' loads the experiment API and steps without tfjs, hono or vega", async () => {
-    const code = "const m = await import('@marin/marin'); for (const n of ['Experiment', 'runExperiment', 'trainStep', 'evalStep']) if (typeof m[n] !== 'function') throw new Error(n + ' missing')"
+    const code =
+      "const m = await import('@marin/marin'); for (const n of " +
+      "['Experiment', 'runExperiment', 'trainStep', 'evalStep']) if " +
+      "(typeof m[n] !== 'function') throw new Error(n + ' missing')"
     const r = await modulesOf('index', ['--import', 'tsx', '--input-type=module', '-e', code])
     expect(r.code, r.err).toBe(0)
     expect(r.modules.some((m) => m.endsWith('/marin/src/index.ts'))).toBe(true)

@@ -27,31 +27,62 @@ export type CommandEntry = {
 
 /** The commands of `marin`, in help order. Add an entry here to add a command. */
 export const COMMANDS: readonly CommandEntry[] = [
-  { name: 'run', term: 'run [options] <file>', description: 'run an experiment script (its default export)', load: async () => (await import('./run.js')).runCommand },
-  { name: 'status', term: 'status [options] [experiment]', description: 'the latest run of each experiment, or the steps of EXPERIMENT', load: async () => (await import('./status.js')).statusCommand },
+  {
+    name: 'run',
+    term: 'run [options] <file>',
+    description: 'run an experiment script (its default export)',
+    load: async () => (await import('./run.js')).runCommand,
+  },
+  {
+    name: 'status',
+    term: 'status [options] [experiment]',
+    description: 'the latest run of each experiment, or the steps of EXPERIMENT',
+    load: async () => (await import('./status.js')).statusCommand,
+  },
   {
     name: 'explain',
     term: 'explain [options] <step>',
-    description: "why STEP's version differs from its last completed one: the versioned fields and dependency hashes that changed",
+    description:
+      "why STEP's version differs from its last completed one: the " +
+      'versioned fields and dependency hashes that changed',
     load: async () => (await import('./explain.js')).explainCommand,
   },
-  { name: 'ls', term: 'ls [options]', description: 'steps and their outputs under the prefix ($MARIN_PREFIX, default ./.marin)', load: async () => (await import('./ls.js')).lsCommand },
+  {
+    name: 'ls',
+    term: 'ls [options]',
+    description: 'steps and their outputs under the prefix ($MARIN_PREFIX, ' + 'default ./.marin)',
+    load: async () => (await import('./ls.js')).lsCommand,
+  },
   {
     name: 'publish-report',
     term: 'publish-report [options]',
-    description: 'build the static report of an experiment run and publish it to a folder, storage URL or http(s) PUT target',
+    description:
+      'build the static report of an experiment run and publish it to ' + 'a folder, storage URL or http(s) PUT target',
     load: async () => (await import('../report/cli.js')).publishReportCommand,
   },
-  { name: 'eval', term: 'eval [options]', description: 'evaluate a model on tasks; results go to finestore and are printed', load: async () => (await import('../eval/cli.js')).evalCommand },
+  {
+    name: 'eval',
+    term: 'eval [options]',
+    description: 'evaluate a model on tasks; results go to finestore and are printed',
+    load: async () => (await import('../eval/cli.js')).evalCommand,
+  },
   {
     name: 'serve',
     term: 'serve [options]',
-    description: 'serve a checkpoint with an OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)',
+    description:
+      'serve a checkpoint with an OpenAI-compatible API ' +
+      '(/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)',
     load: async () => (await import('../serve/cli.js')).serveCommand,
   },
 ]
 
-const USAGE_CODES: ReadonlySet<MarinErrorCode> = new Set(['BAD_USAGE', 'SCRIPT_INVALID', 'STEP_NOT_FOUND', 'EXPERIMENT_NOT_FOUND', 'REPORT_SOURCE_INVALID'])
+const USAGE_CODES: ReadonlySet<MarinErrorCode> = new Set([
+  'BAD_USAGE',
+  'SCRIPT_INVALID',
+  'STEP_NOT_FOUND',
+  'EXPERIMENT_NOT_FOUND',
+  'REPORT_SOURCE_INVALID',
+])
 
 function spec(io: CliIo): CliSpec {
   const terms = new Map(COMMANDS.map((c) => [c.name, c.term]))
@@ -62,7 +93,8 @@ function spec(io: CliIo): CliSpec {
   return {
     package: pkg,
     // Commands are listed with their arguments before they load.
-    options: (program) => void program.configureHelp({ subcommandTerm: (cmd) => terms.get(cmd.name()) ?? new Help().subcommandTerm(cmd) }),
+    options: (program) =>
+      void program.configureHelp({ subcommandTerm: (cmd) => terms.get(cmd.name()) ?? new Help().subcommandTerm(cmd) }),
     commands: COMMANDS.map((c) => ({ name: c.name, description: c.description, load: bind(c) })),
     isUsageError: (err) => isMarinError(err) && USAGE_CODES.has(err.code),
   }

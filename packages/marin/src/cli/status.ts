@@ -26,7 +26,11 @@ export async function latestRecord(storage: Storage, name: string): Promise<Expe
   const paths = runs.get(name)
   if (!paths?.length) {
     const known = [...runs.keys()].sort()
-    throw new MarinError('EXPERIMENT_NOT_FOUND', `no experiment named "${name}" has run under ${storage.url}; ${known.length ? `known: ${known.join(', ')}` : 'none has run there yet'}`)
+    throw new MarinError(
+      'EXPERIMENT_NOT_FOUND',
+      `no experiment named "${name}" has run under ${storage.url}; ` +
+        `${known.length ? `known: ${known.join(', ')}` : 'none has run there yet'}`,
+    )
   }
   return JSON.parse(await storage.readText(paths[paths.length - 1]!)) as ExperimentRecord
 }
@@ -42,13 +46,27 @@ export function statusCommand(cmd: Command, io: CliIo, run: Run): void {
           const runs = await experimentRuns(storage)
           const rows: ExperimentRecord[] = []
           for (const [exp] of [...runs].sort()) rows.push(await latestRecord(storage, exp))
-          if (o.json) io.out(JSON.stringify(rows.map((r) => ({ experiment: r.experiment, run: r.run, status: r.status, finishedAt: r.finishedAt })), null, 2))
+          if (o.json)
+            io.out(
+              JSON.stringify(
+                rows.map((r) => ({ experiment: r.experiment, run: r.run, status: r.status, finishedAt: r.finishedAt })),
+                null,
+                2,
+              ),
+            )
           else if (rows.length === 0) io.out(`no experiment has run under ${storage.url}`)
-          else for (const r of rows) io.out(`${r.experiment.padEnd(24)} ${r.status.padEnd(8)} ${r.finishedAt}  ${r.steps.length} steps  run ${r.run}`)
+          else
+            for (const r of rows)
+              io.out(
+                `${r.experiment.padEnd(24)} ${r.status.padEnd(8)} ${r.finishedAt}` +
+                  `  ${r.steps.length} steps  run ${r.run}`,
+              )
           return 0
         }
         const r = await latestRecord(storage, name)
-        const steps = await Promise.all(r.steps.map(async (s) => ({ ...s, now: (await readStatus(storage, s.nameHash))?.status ?? 'NONE' })))
+        const steps = await Promise.all(
+          r.steps.map(async (s) => ({ ...s, now: (await readStatus(storage, s.nameHash))?.status ?? 'NONE' })),
+        )
         if (o.json) {
           io.out(JSON.stringify({ ...r, steps }, null, 2))
           return 0
@@ -56,7 +74,13 @@ export function statusCommand(cmd: Command, io: CliIo, run: Run): void {
         io.out(`${r.experiment}: ${r.status} (run ${r.run}, ${r.startedAt} .. ${r.finishedAt})`)
         const w = Math.max(...steps.map((s) => s.nameHash.length))
         for (const s of steps) {
-          io.out(`  ${s.nameHash.padEnd(w)}  ${s.status.padEnd(10)} now ${s.now.padEnd(10)} ${s.seconds !== undefined ? `${s.seconds.toFixed(1)} s` : ''}`.trimEnd())
+          io.out(
+            (
+              `  ${s.nameHash.padEnd(w)}  ${s.status.padEnd(10)} now ` +
+              `${s.now.padEnd(10)} ` +
+              `${s.seconds !== undefined ? `${s.seconds.toFixed(1)} s` : ''}`
+            ).trimEnd(),
+          )
         }
         return r.status === 'FAILED' ? 1 : 0
       }),

@@ -57,13 +57,20 @@ export type BuiltinTaskOptions = {
  * @example const cloze = builtinTask('brown_cloze', { size: 100 })
  */
 export function builtinTask(name: string, options: BuiltinTaskOptions = {}): EvalTask {
-  const size = options.size ?? 200, maxChars = options.maxChars ?? 160, rand = rng(options.seed ?? 0)
+  const size = options.size ?? 200,
+    maxChars = options.maxChars ?? 160,
+    rand = rng(options.seed ?? 0)
   if (name === 'brown_cloze' || name === 'brown_last_word') {
     const pool = clozeSentences(maxChars)
     const words = [...new Set(pool.map((p) => p.word.toLowerCase()))].sort()
     const picked = pool.filter((_, i) => i % Math.max(1, Math.floor(pool.length / size)) === 0).slice(0, size)
     if (name === 'brown_last_word') {
-      const items: GenerationItem[] = picked.map((p) => ({ context: p.context, answer: p.word, stop: [' ', '.', ',', '\n'], maxTokens: 8 }))
+      const items: GenerationItem[] = picked.map((p) => ({
+        context: p.context,
+        answer: p.word,
+        stop: [' ', '.', ',', '\n'],
+        maxTokens: 8,
+      }))
       return { name, kind: 'generation', items }
     }
     const items: MultipleChoiceItem[] = picked.map((p) => {
@@ -82,8 +89,14 @@ export function builtinTask(name: string, options: BuiltinTaskOptions = {}): Eva
   if (name === 'brown_bpb') {
     const sents = brownSentences('out').filter((s) => s.length >= 20 && s.length <= maxChars)
     const step = Math.max(1, Math.floor(sents.length / size))
-    const items: PerplexityItem[] = sents.filter((_, i) => i % step === 0).slice(0, size).map((text) => ({ text }))
+    const items: PerplexityItem[] = sents
+      .filter((_, i) => i % step === 0)
+      .slice(0, size)
+      .map((text) => ({ text }))
     return { name, kind: 'perplexity', items }
   }
-  throw new MarinError('BAD_CONFIG', `task "${name}" is not built in (${BUILTIN_TASKS.join(', ')}) and not a .jsonl file; check --tasks`)
+  throw new MarinError(
+    'BAD_CONFIG',
+    `task "${name}" is not built in (${BUILTIN_TASKS.join(', ')}) ` + `and not a .jsonl file; check --tasks`,
+  )
 }

@@ -18,7 +18,8 @@ let dir: string, ckpt: string, taskFile: string
 const lines = ['a b c d e', 'x y z', 'the cat sat on the mat']
 
 async function cli(argv: string[], prefix: string) {
-  const out: string[] = [], err: string[] = []
+  const out: string[] = [],
+    err: string[] = []
   const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l), env: { MARIN_PREFIX: prefix } })
   return { code, out: out.join('\n'), err: err.join('\n') }
 }
@@ -31,13 +32,19 @@ beforeAll(async () => {
   await exportHf(new Gpt2LM(cfg, 3), ckpt)
   writeFileSync(join(ckpt, 'tokenizer.json'), JSON.stringify(tok.toJSON()))
   taskFile = join(dir, 'toy.jsonl')
-  writeFileSync(taskFile, lines.map((l, i) => JSON.stringify({ context: l, choices: [' q', ' r', ' s'], gold: i })).join('\n') + '\n')
+  writeFileSync(
+    taskFile,
+    lines.map((l, i) => JSON.stringify({ context: l, choices: [' q', ' r', ' s'], gold: i })).join('\n') + '\n',
+  )
 })
 
 describe('marin eval', () => {
   test('evaluates a checkpoint folder on a task file, stores and prints JSON equal to in-process scoring', async () => {
     const prefix = join(dir, 'prefix')
-    const r = await cli(['eval', '--model-checkpoint', ckpt, '--tasks', `${taskFile},brown_cloze`, '--size', '5', '--json'], prefix)
+    const r = await cli(
+      ['eval', '--model-checkpoint', ckpt, '--tasks', `${taskFile},brown_cloze`, '--size', '5', '--json'],
+      prefix,
+    )
     expect(r.err).toBe('')
     expect(r.code).toBe(0)
     const json = JSON.parse(r.out)
@@ -45,7 +52,10 @@ describe('marin eval', () => {
     expect(json.tasks.brown_cloze.samples).toBe(5)
     const { importHf } = await import('@marin/levanter')
     const { BpeTokenizer } = await import('@marin/datakit')
-    const local = await runTask(new LocalLanguageModel(await importHf(ckpt), await BpeTokenizer.load(join(ckpt, 'tokenizer.json'))), await readTaskFile(taskFile))
+    const local = await runTask(
+      new LocalLanguageModel(await importHf(ckpt), await BpeTokenizer.load(join(ckpt, 'tokenizer.json'))),
+      await readTaskFile(taskFile),
+    )
     expect(json.tasks.toy.metrics.acc.value).toBeCloseTo(local.metrics[0]!.value, 10)
     const store = await openStore({ url: join(prefix, 'store') })
     expect(JSON.parse(await (await store.open('eval/results@1')).readText('summary.json')).tasks.toy.samples).toBe(3)
@@ -57,16 +67,40 @@ describe('marin eval', () => {
     const { startServer } = await import('../serve/server.js')
     const keyFile = join(dir, 'key')
     writeFileSync(keyFile, 'sekrit\n')
-    const server = await startServer({ model: await importHf(ckpt), tokenizer: await BpeTokenizer.load(join(ckpt, 'tokenizer.json')), name: 'toy', port: 0, apiKey: 'sekrit' })
+    const server = await startServer({
+      model: await importHf(ckpt),
+      tokenizer: await BpeTokenizer.load(join(ckpt, 'tokenizer.json')),
+      name: 'toy',
+      port: 0,
+      apiKey: 'sekrit',
+    })
     try {
       const prefix = join(dir, 'p-http')
-      const viaHttp = await cli(['eval', '--endpoint', `${server.url}/v1`, '--model', 'toy', '--api-key-file', keyFile, '--tasks', taskFile, '--no-store', '--json'], prefix)
+      const viaHttp = await cli(
+        [
+          'eval',
+          '--endpoint',
+          `${server.url}/v1`,
+          '--model',
+          'toy',
+          '--api-key-file',
+          keyFile,
+          '--tasks',
+          taskFile,
+          '--no-store',
+          '--json',
+        ],
+        prefix,
+      )
       expect(viaHttp.code).toBe(0)
       const local = await cli(['eval', '--model-checkpoint', ckpt, '--tasks', taskFile, '--no-store', '--json'], prefix)
-      const h = JSON.parse(viaHttp.out), l = JSON.parse(local.out)
+      const h = JSON.parse(viaHttp.out),
+        l = JSON.parse(local.out)
       expect(h.ref).toBeNull()
       expect(h.tasks.toy.metrics.acc.value).toBe(l.tasks.toy.metrics.acc.value)
-      expect((await cli(['eval', '--endpoint', `${server.url}/v1`, '--model', 'toy', '--tasks', taskFile], prefix))).toMatchObject({ code: 1, err: expect.stringMatching(/HTTP 401/) })
+      expect(
+        await cli(['eval', '--endpoint', `${server.url}/v1`, '--model', 'toy', '--tasks', taskFile], prefix),
+      ).toMatchObject({ code: 1, err: expect.stringMatching(/HTTP 401/) })
     } finally {
       await server.close({ graceMs: 0 })
     }
@@ -81,10 +115,22 @@ describe('marin eval', () => {
 
   test('bad usage exits 2 and names the problem', async () => {
     const p = join(dir, 'p3')
-    expect(await cli(['eval', '--tasks', 'brown_cloze'], p)).toMatchObject({ code: 2, err: expect.stringMatching(/exactly one of --model-checkpoint/) })
-    expect(await cli(['eval', '--model-checkpoint', ckpt, '--tasks', 'nope'], p)).toMatchObject({ code: 2, err: expect.stringMatching(/task "nope" is not built in/) })
-    expect(await cli(['eval', '--model-checkpoint', ckpt, '--tasks', join(dir, 'none.jsonl')], p)).toMatchObject({ code: 2, err: expect.stringMatching(/none\.jsonl: cannot read it/) })
-    expect(await cli(['eval', '--model-checkpoint', join(dir, 'nowhere'), '--tasks', taskFile], p)).toMatchObject({ code: 2, err: expect.stringMatching(/--model-checkpoint .*nowhere: /) })
+    expect(await cli(['eval', '--tasks', 'brown_cloze'], p)).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/exactly one of --model-checkpoint/),
+    })
+    expect(await cli(['eval', '--model-checkpoint', ckpt, '--tasks', 'nope'], p)).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/task "nope" is not built in/),
+    })
+    expect(await cli(['eval', '--model-checkpoint', ckpt, '--tasks', join(dir, 'none.jsonl')], p)).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/none\.jsonl: cannot read it/),
+    })
+    expect(await cli(['eval', '--model-checkpoint', join(dir, 'nowhere'), '--tasks', taskFile], p)).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/--model-checkpoint .*nowhere: /),
+    })
     expect((await cli(['eval', '--limit', 'x'], p)).code).toBe(2)
   })
 
@@ -97,6 +143,9 @@ describe('marin eval', () => {
     expect(summary.tasks.toy.samples).toBe(2)
     const { readdirSync } = await import('node:fs')
     const outDir = readdirSync(prefix).find((d) => d.startsWith('eval-toy'))!
-    expect(JSON.parse(readFileSync(join(prefix, outDir, 'results.json'), 'utf8'))).toMatchObject({ ref: 'eval/eval-toy@1', tasks: { toy: { samples: 2 } } })
+    expect(JSON.parse(readFileSync(join(prefix, outDir, 'results.json'), 'utf8'))).toMatchObject({
+      ref: 'eval/eval-toy@1',
+      tasks: { toy: { samples: 2 } },
+    })
   })
 })

@@ -44,12 +44,19 @@ async function usage<T>(fn: () => Promise<T>): Promise<T> {
 /** The `eval` command. */
 export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
   cmd
-    .option('--model-checkpoint <ref>', 'a folder with config.json + model.safetensors, or a checkpoint artifact checkpoints/<run>[@version]')
+    .option(
+      '--model-checkpoint <ref>',
+      'a folder with config.json + model.safetensors, or a checkpoint ' + 'artifact checkpoints/<run>[@version]',
+    )
     .option('--tokenizer <path>', 'tokenizer.json for --model-checkpoint when the checkpoint holds none')
     .option('--endpoint <url>', 'an OpenAI-compatible base URL ending in /v1, instead of --model-checkpoint')
     .option('--model <name>', 'the model name sent to --endpoint', 'default')
     .option('--api-key-file <file>', 'a file holding the API key for --endpoint')
-    .option('--tasks <list>', `comma-separated built-in tasks (${BUILTIN_TASKS.join(', ')}) and .jsonl task files`, BUILTIN_TASKS.join(','))
+    .option(
+      '--tasks <list>',
+      `comma-separated built-in tasks (${BUILTIN_TASKS.join(', ')}) ` + `and .jsonl task files`,
+      BUILTIN_TASKS.join(','),
+    )
     .option('--limit <n>', 'evaluate at most n items per task', intArg('a count'))
     .option('--size <n>', 'items in each built-in task (default 200)', intArg('a count'))
     .option('--artifact <name>', 'finestore artifact for the results', 'eval/results')
@@ -58,7 +65,10 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
     .option('--export-tasks <dir>', 'write the built-in tasks as <dir>/<task>.jsonl and exit')
     .action((o: EvalOptions) =>
       run(async () => {
-        const specs = o.tasks.split(',').map((s) => s.trim()).filter(Boolean)
+        const specs = o.tasks
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
         if (o.exportTasks) {
           mkdirSync(o.exportTasks, { recursive: true })
           for (const name of specs) {
@@ -68,14 +78,19 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
           }
           return 0
         }
-        if (!o.modelCheckpoint === !o.endpoint) throw new UsageError('eval: give exactly one of --model-checkpoint PATH|ARTIFACT and --endpoint URL')
+        if (!o.modelCheckpoint === !o.endpoint)
+          throw new UsageError('eval: give exactly one of --model-checkpoint PATH|ARTIFACT and ' + '--endpoint URL')
         const tasks = await usage(() => resolveTasks(specs, { size: o.size }))
         const store = await openStore({ url: storeUrl(prefixOf(io)) })
         let model: LanguageModel
         const lineage: string[] = []
         if (o.modelCheckpoint) {
           await initBackend()
-          const loaded = await loadModel({ checkpoint: o.modelCheckpoint, prefix: prefixOf(io), ...(o.tokenizer ? { tokenizerPath: o.tokenizer } : {}) })
+          const loaded = await loadModel({
+            checkpoint: o.modelCheckpoint,
+            prefix: prefixOf(io),
+            ...(o.tokenizer ? { tokenizerPath: o.tokenizer } : {}),
+          })
           model = new LocalLanguageModel(loaded.model, loaded.tokenizer, `local:${o.modelCheckpoint}`)
           if (o.modelCheckpoint.startsWith('checkpoints/')) lineage.push(o.modelCheckpoint)
         } else {
@@ -89,11 +104,23 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
           }
           model = new OpenAICompletionsModel({ baseUrl: o.endpoint!, model: o.model ?? 'default', apiKey })
         }
-        const r = await evaluate({ model, tasks, limit: o.limit, store: o.store ? store : undefined, artifact: o.artifact, lineage, config: { tasks: specs, limit: o.limit ?? null, model: model.description } })
+        const r = await evaluate({
+          model,
+          tasks,
+          limit: o.limit,
+          store: o.store ? store : undefined,
+          artifact: o.artifact,
+          lineage,
+          config: { tasks: specs, limit: o.limit ?? null, model: model.description },
+        })
         if (o.json) io.out(JSON.stringify({ ref: r.ref ?? null, ...r.summary }, null, 2))
         else {
           for (const [task, t] of Object.entries(r.summary.tasks)) {
-            for (const [metric, m] of Object.entries(t.metrics)) io.out(`${task.padEnd(20)} ${metric.padEnd(16)} ${m.value.toFixed(4)} ± ${m.stderr.toFixed(4)}  (n=${t.samples})`)
+            for (const [metric, m] of Object.entries(t.metrics))
+              io.out(
+                `${task.padEnd(20)} ${metric.padEnd(16)} ${m.value.toFixed(4)} ± ` +
+                  `${m.stderr.toFixed(4)}  (n=${t.samples})`,
+              )
           }
           if (r.ref) io.out(`stored ${r.ref}`)
         }

@@ -1,4 +1,5 @@
-/** @module Evaluation as an executor step: evaluate a checkpoint on tasks, store results in finestore, write them to the step's output. */
+/** @module Evaluation as an executor step: evaluate a checkpoint on tasks, store results in finestore, write them to
+ * the step's output. */
 import { existsSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -17,7 +18,8 @@ import { OpenAICompletionsModel } from './openai-model.js'
 /** What an evaluation step evaluates: a checkpoint (folder or artifact) in-process, or an endpoint. */
 export type EvalStepConfig = {
   /**
-   * A folder with config.json + model.safetensors, a finestore `ARTIFACT[@VERSION]` (`models/<name>`, `checkpoints/<run>`),
+   * A folder with config.json + model.safetensors, a finestore `ARTIFACT[@VERSION]` (`models/<name>`,
+   * `checkpoints/<run>`),
    * or the artifact a step committed (`train.artifact()`; `train.output('artifacts.json')` reads the same).
    */
   readonly checkpoint?: string | OutputRef | ArtifactRef
@@ -34,21 +36,32 @@ export type EvalStepConfig = {
   readonly size?: number
   /** finestore artifact for the results. @default 'eval/<step name>' */
   readonly artifact?: string
-  /** Evaluate over HTTP: start `marin serve` on the checkpoint for the step's duration and send every request to it. @default false */
+  /** Evaluate over HTTP: start `marin serve` on the checkpoint for the step's duration and send every request to it.
+   * @default false */
   readonly serve?: boolean
 }
 
 /**
  * A step that evaluates and writes `results.json` (the summary plus the stored ref) to its output.
- * Results go to the finestore under `options.prefix` (default `$MARIN_PREFIX`, else ./.marin); the prefix is not part of the step's version.
+ * Results go to the finestore under `options.prefix` (default `$MARIN_PREFIX`, else ./.marin); the prefix is not part
+ * of the step's version.
  * @example evalStep('eval/tiny', { checkpoint: train.output('hf'), tasks: ['brown_cloze', 'brown_bpb'] })
  */
 export function evalStep(name: string, config: EvalStepConfig, options: { readonly prefix?: string } = {}): Step {
-  if (!config.checkpoint === !config.endpoint) throw new MarinError('BAD_STEP', `step ${name}: give exactly one of checkpoint and endpoint`)
-  if (config.serve && !config.checkpoint) throw new MarinError('BAD_STEP', `step ${name}: serve needs a checkpoint to serve; give checkpoint, or drop serve to use endpoint`)
-  // Every setting that changes the results counts toward the step's version; output references count through their step.
+  if (!config.checkpoint === !config.endpoint)
+    throw new MarinError('BAD_STEP', `step ${name}: give exactly one of checkpoint and endpoint`)
+  if (config.serve && !config.checkpoint)
+    throw new MarinError(
+      'BAD_STEP',
+      `step ${name}: serve needs a checkpoint to serve; give ` + `checkpoint, or drop serve to use endpoint`,
+    )
+  // Every setting that changes the results counts toward the step's version; output references count through their
+  // step.
   const v = <T>(x: T) => (isOutputRef(x) || x === undefined ? x : versioned(x))
-  const versionedConfig = Object.fromEntries(Object.entries(config).map(([k, x]) => [k, v(x)])) as Record<string, unknown>
+  const versionedConfig = Object.fromEntries(Object.entries(config).map(([k, x]) => [k, v(x)])) as Record<
+    string,
+    unknown
+  >
   return step({
     name,
     config: versionedConfig,
@@ -60,7 +73,11 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
       const tasks = await resolveTasks(c.tasks as string[], { size: c.size })
       // The artifact a step committed (`trainStep` → `models/<name>@v`), as a reference or through its artifacts.json.
       const given = c.checkpoint as unknown
-      const checkpoint = isArtifactRef(given) ? formatArtifactRef(given) : typeof given === 'string' && given.endsWith('artifacts.json') ? await mainArtifact(given) : (given as string | undefined)
+      const checkpoint = isArtifactRef(given)
+        ? formatArtifactRef(given)
+        : typeof given === 'string' && given.endsWith('artifacts.json')
+          ? await mainArtifact(given)
+          : (given as string | undefined)
       let model
       let server: ServeProcess | undefined
       if (checkpoint && c.serve) {
@@ -70,7 +87,11 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
         model = new OpenAICompletionsModel({ baseUrl: server.baseUrl, model: server.name })
       } else if (checkpoint) {
         // The model stack loads only here, so that importing evalStep stays light.
-        const [{ initBackend }, { loadModel }, { LocalLanguageModel }] = await Promise.all([import('@marin/levanter'), import('../serve/load-model.js'), import('./local-model.js')])
+        const [{ initBackend }, { loadModel }, { LocalLanguageModel }] = await Promise.all([
+          import('@marin/levanter'),
+          import('../serve/load-model.js'),
+          import('./local-model.js'),
+        ])
         await initBackend()
         const tokenizerPath = c.tokenizer as string | undefined
         const loaded = await loadModel({ checkpoint, prefix, ...(tokenizerPath ? { tokenizerPath } : {}) })
@@ -83,12 +104,22 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
       const lineage = checkpoint && !existsSync(checkpoint) ? [checkpoint] : []
       let r
       try {
-        r = await evaluate({ model, tasks, limit: c.limit, store, artifact: c.artifact ?? `eval/${name.replace(/\//g, '-')}`, lineage })
+        r = await evaluate({
+          model,
+          tasks,
+          limit: c.limit,
+          store,
+          artifact: c.artifact ?? `eval/${name.replace(/\//g, '-')}`,
+          lineage,
+        })
       } finally {
         await server?.close()
       }
       await mkdir(ctx.outputPath, { recursive: true })
-      await writeFile(join(ctx.outputPath, 'results.json'), JSON.stringify({ ref: r.ref, ...r.summary }, null, 2) + '\n')
+      await writeFile(
+        join(ctx.outputPath, 'results.json'),
+        JSON.stringify({ ref: r.ref, ...r.summary }, null, 2) + '\n',
+      )
       ctx.log.info({ ref: r.ref }, 'evaluation stored')
       return { ref: r.ref, ...r.summary }
     },

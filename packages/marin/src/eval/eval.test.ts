@@ -5,7 +5,7 @@ import { trainBpe } from '@marin/datakit'
 import type { BpeTokenizer } from '@marin/datakit'
 import { openStore } from '@marin/finestore'
 import { Dataset, Gpt2LM, Pipeline, Trainer, initBackend } from '@marin/levanter'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { beforeAll, describe, expect, test } from 'vitest'
 import { isMarinError } from '../errors.js'
 import { builtinTask } from './brown-tasks.js'
 import { evaluate } from './evaluate.js'
@@ -27,9 +27,12 @@ const run = (start: number, n: number) => Array.from({ length: n }, (_, i) => le
 function toyTasks(): { mc: EvalTask; gen: EvalTask; ppl: EvalTask } {
   let s = 7
   const rand = () => (s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31
-  const mc = [], gen = [], ppl = []
+  const mc = [],
+    gen = [],
+    ppl = []
   for (let k = 0; k < 40; k++) {
-    const start = Math.floor(rand() * 20), n = 3 + Math.floor(rand() * 3)
+    const start = Math.floor(rand() * 20),
+      n = 3 + Math.floor(rand() * 3)
     const answer = letter(start + n)
     const wrong = new Set<string>()
     while (wrong.size < 3) {
@@ -71,18 +74,33 @@ beforeAll(async () => {
   trained = new Gpt2LM(cfg, 1)
   storeDir = mkdtempSync(join(tmpdir(), 'eval-ckpt-'))
   const trainer = new Trainer({
-    learningRate: 6e-3, batchSize: 16, logEvery: 1000, evalEvery: 0, checkpointEvery: STEPS, checkpointStore: `file://${storeDir}/store`, runName: 'toy',
-    schedule: { warmupSteps: 10, decay: 'constant' }, runDir: mkdtempSync(join(tmpdir(), 'eval-train-')),
+    learningRate: 6e-3,
+    batchSize: 16,
+    logEvery: 1000,
+    evalEvery: 0,
+    checkpointEvery: STEPS,
+    checkpointStore: `file://${storeDir}/store`,
+    runName: 'toy',
+    schedule: { warmupSteps: 10, decay: 'constant' },
+    runDir: mkdtempSync(join(tmpdir(), 'eval-train-')),
   })
-  await new Pipeline({ dataset: Dataset.fromTokens(ids, { evalFraction: 0 }), model: trained, trainer, maxSteps: STEPS }).run()
+  await new Pipeline({
+    dataset: Dataset.fromTokens(ids, { evalFraction: 0 }),
+    model: trained,
+    trainer,
+    maxSteps: STEPS,
+  }).run()
   random = new Gpt2LM(cfg, 2)
 }, 120_000)
 
 describe('evaluation', () => {
   test('a model trained on the toy task scores high; a random model near chance', async () => {
-    const good = new LocalLanguageModel(trained, tok), bad = new LocalLanguageModel(random, tok)
-    const accOf = async (m: LocalLanguageModel) => Object.fromEntries((await runTask(m, tasks.mc)).metrics.map((x) => [x.metric, x.value]))
-    const g = await accOf(good), r = await accOf(bad)
+    const good = new LocalLanguageModel(trained, tok),
+      bad = new LocalLanguageModel(random, tok)
+    const accOf = async (m: LocalLanguageModel) =>
+      Object.fromEntries((await runTask(m, tasks.mc)).metrics.map((x) => [x.metric, x.value]))
+    const g = await accOf(good),
+      r = await accOf(bad)
     expect(g.acc).toBeGreaterThanOrEqual(0.9)
     expect(g.acc_norm).toBeGreaterThanOrEqual(0.9)
     expect(r.acc).toBeGreaterThan(0.05) // chance is 0.25; 40 items, standard error about 0.07
@@ -91,8 +109,10 @@ describe('evaluation', () => {
     expect(em.metrics[0]).toMatchObject({ metric: 'exact_match' })
     expect(em.metrics[0]!.value).toBeGreaterThanOrEqual(0.8)
     expect((await runTask(bad, tasks.gen)).metrics[0]!.value).toBeLessThan(0.3)
-    const bpb = async (m: LocalLanguageModel) => (await runTask(m, tasks.ppl)).metrics.find((x) => x.metric === 'bits_per_byte')!.value
-    const gb = await bpb(good), rb = await bpb(bad)
+    const bpb = async (m: LocalLanguageModel) =>
+      (await runTask(m, tasks.ppl)).metrics.find((x) => x.metric === 'bits_per_byte')!.value
+    const gb = await bpb(good),
+      rb = await bpb(bad)
     expect(rb).toBeGreaterThan(2) // ~ log2(260) bits per token, spread over ~2 bytes per token
     expect(gb).toBeLessThan(rb / 3)
   })
@@ -111,12 +131,15 @@ describe('evaluation', () => {
       const http = new OpenAICompletionsModel({ baseUrl: server.baseUrl, model: 'toy', batchSize: 5 })
       const local = new LocalLanguageModel(trained, tok)
       for (const task of [tasks.mc, tasks.ppl]) {
-        const a = await runTask(local, task, { limit: 12 }), b = await runTask(http, task, { limit: 12 })
+        const a = await runTask(local, task, { limit: 12 }),
+          b = await runTask(http, task, { limit: 12 })
         a.metrics.forEach((m, i) => expect(Math.abs(m.value - b.metrics[i]!.value)).toBeLessThan(1e-4))
-        const lls = (r: typeof a) => r.records.flatMap((x) => (x.loglikelihoods as number[] | undefined) ?? [x.loglikelihood as number])
+        const lls = (r: typeof a) =>
+          r.records.flatMap((x) => (x.loglikelihoods as number[] | undefined) ?? [x.loglikelihood as number])
         lls(a).forEach((v, i) => expect(Math.abs(v - lls(b)[i]!)).toBeLessThan(1e-4))
       }
-      const ga = await runTask(local, tasks.gen, { limit: 6 }), gb = await runTask(http, tasks.gen, { limit: 6 })
+      const ga = await runTask(local, tasks.gen, { limit: 6 }),
+        gb = await runTask(http, tasks.gen, { limit: 6 })
       expect(gb.records.map((r) => r.prediction)).toEqual(ga.records.map((r) => r.prediction))
     } finally {
       await server.close()
@@ -127,13 +150,21 @@ describe('evaluation', () => {
     const tokenizerPath = join(storeDir, 'tokenizer.json')
     writeFileSync(tokenizerPath, JSON.stringify(tok.toJSON()))
     const { model: loaded } = await loadModel({ checkpoint: 'checkpoints/toy', prefix: storeDir, tokenizerPath })
-    const a = await runTask(new LocalLanguageModel(trained, tok), tasks.mc, { limit: 5 }), b = await runTask(new LocalLanguageModel(loaded, tok), tasks.mc, { limit: 5 })
+    const a = await runTask(new LocalLanguageModel(trained, tok), tasks.mc, { limit: 5 }),
+      b = await runTask(new LocalLanguageModel(loaded, tok), tasks.mc, { limit: 5 })
     expect(b.records.map((r) => r.loglikelihoods)).toEqual(a.records.map((r) => r.loglikelihoods))
   })
 
   test('results are stored in finestore and returned as JSON', async () => {
     const store = await openStore({ url: `file://${mkdtempSync(join(tmpdir(), 'eval-store-'))}` })
-    const r = await evaluate({ model: new LocalLanguageModel(trained, tok), tasks: [tasks.mc, tasks.ppl], limit: 8, store, artifact: 'eval/toy', lineage: [] })
+    const r = await evaluate({
+      model: new LocalLanguageModel(trained, tok),
+      tasks: [tasks.mc, tasks.ppl],
+      limit: 8,
+      store,
+      artifact: 'eval/toy',
+      lineage: [],
+    })
     expect(r.ref).toBe('eval/toy@1')
     const view = await store.open('eval/toy')
     const summary = JSON.parse(await view.readText('summary.json'))
@@ -159,7 +190,10 @@ describe('tasks and metrics', () => {
   test('task files: kinds from fields; bad lines name file, line and field', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'eval-tasks-'))
     const f = join(dir, 'my_task.jsonl')
-    writeFileSync(f, '{"context":"a b","choices":[" c"," d"],"gold":0}\n\n{"context":"x","choices":[" y"," z"],"gold":1}\n')
+    writeFileSync(
+      f,
+      '{"context":"a b","choices":[" c"," ' + 'd"],"gold":0}\n\n{"context":"x","choices":[" y"," ' + 'z"],"gold":1}\n',
+    )
     const t = await readTaskFile(f)
     expect(t).toMatchObject({ name: 'my_task', kind: 'multiple_choice' })
     expect(t.items).toHaveLength(2)
@@ -172,8 +206,12 @@ describe('tasks and metrics', () => {
       }
       throw new Error('expected an error')
     }
-    expect(bad('{"context":"a","choices":[" b"," c"],"gold":2}')).toMatch(/bad\.jsonl:1: field "gold": 2 is not an index/)
-    expect(bad('{"context":"a","choices":[" b"," c"],"gold":0}\n{"context":"a","answer":"b"}')).toMatch(/bad\.jsonl:2: a generation item in a multiple_choice task/)
+    expect(bad('{"context":"a","choices":[" b"," c"],"gold":2}')).toMatch(
+      /bad\.jsonl:1: field "gold": 2 is not an index/,
+    )
+    expect(bad('{"context":"a","choices":[" b"," ' + 'c"],"gold":0}\n{"context":"a","answer":"b"}')).toMatch(
+      /bad\.jsonl:2: a generation item in a multiple_choice task/,
+    )
     expect(bad('{"context":"a","choices":" b","gold":0}')).toMatch(/bad\.jsonl:1: field "choices"/)
     expect(bad('nope')).toMatch(/bad\.jsonl:1: not valid JSON/)
     expect(bad('{"prompt":"a"}')).toMatch(/cannot tell the task kind/)
@@ -181,7 +219,8 @@ describe('tasks and metrics', () => {
   })
 
   test('built-in Brown tasks are deterministic and well formed', () => {
-    const a = builtinTask('brown_cloze', { size: 50 }), b = builtinTask('brown_cloze', { size: 50 })
+    const a = builtinTask('brown_cloze', { size: 50 }),
+      b = builtinTask('brown_cloze', { size: 50 })
     expect(a).toEqual(b)
     if (a.kind !== 'multiple_choice') throw new Error(`brown_cloze is ${a.kind}`)
     expect(a.items).toHaveLength(50)

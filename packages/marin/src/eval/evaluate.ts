@@ -49,7 +49,10 @@ export async function evaluate(o: EvaluateOptions): Promise<EvaluateResult> {
   const results: TaskResult[] = []
   for (const task of o.tasks) {
     const r = await runTask(o.model, task, { limit: o.limit })
-    log.info({ task: r.task, samples: r.samples, metrics: Object.fromEntries(r.metrics.map((m) => [m.metric, m.value])) }, 'task evaluated')
+    log.info(
+      { task: r.task, samples: r.samples, metrics: Object.fromEntries(r.metrics.map((m) => [m.metric, m.value])) },
+      'task evaluated',
+    )
     results.push(r)
   }
   const summary = summarize(results)

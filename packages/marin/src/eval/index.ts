@@ -1,7 +1,16 @@
-/** @module @marin/marin/eval: evaluation tasks, language models (in-process or over HTTP), running and storing results. */
+/** @module @marin/marin/eval: evaluation tasks, language models (in-process or over HTTP), running and storing results.
+ * */
 export { BROWN_HELD_OUT_FILES, BUILTIN_TASKS, brownSentences, builtinTask } from './brown-tasks.js'
 export type { BuiltinTaskName, BuiltinTaskOptions } from './brown-tasks.js'
-export { GenerationItem, MultipleChoiceItem, PerplexityItem, TASK_KINDS, parseTaskJsonl, readTaskFile, taskToJsonl } from './task.js'
+export {
+  GenerationItem,
+  MultipleChoiceItem,
+  PerplexityItem,
+  TASK_KINDS,
+  parseTaskJsonl,
+  readTaskFile,
+  taskToJsonl,
+} from './task.js'
 export type { EvalTask, TaskKind } from './task.js'
 export { splitBoundary } from './language-model.js'
 export type { GenerateRequest, LanguageModel, LoglikelihoodRequest, LoglikelihoodResult } from './language-model.js'

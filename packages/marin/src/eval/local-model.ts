@@ -36,7 +36,11 @@ function logSoftmaxAt(row: Float32Array, tok: number): { lp: number; greedy: boo
  */
 export class LocalLanguageModel implements LanguageModel {
   readonly description: string
-  constructor(readonly model: CausalLM, readonly tokenizer: BpeTokenizer, description?: string) {
+  constructor(
+    readonly model: CausalLM,
+    readonly tokenizer: BpeTokenizer,
+    description?: string,
+  ) {
     this.description = description ?? `local:${model.config.type}`
   }
 
@@ -51,11 +55,19 @@ export class LocalLanguageModel implements LanguageModel {
     const seqLen = this.model.config.seqLen
     // Like lm-eval, drop the oldest context tokens when the whole text does not fit.
     const start = Math.max(0, ids.length - 1 - seqLen)
-    if (cont[0]! <= start) throw new MarinError('BAD_CONFIG', `${what}: the continuation is ${ids.length - cont[0]!} tokens, more than the model's context ${seqLen}; shorten it`)
+    if (cont[0]! <= start)
+      throw new MarinError(
+        'BAD_CONFIG',
+        `${what}: the continuation is ${ids.length - cont[0]!} tokens, ` +
+          `more than the model's context ${seqLen}; shorten it`,
+      )
     const input = ids.slice(start, ids.length - 1)
     const V = this.model.config.vocabSize
-    const logits = tf.tidy(() => this.model.forward(tf.tensor2d([input], [1, input.length], 'int32')).dataSync() as Float32Array)
-    let logprob = 0, greedy = true
+    const logits = tf.tidy(
+      () => this.model.forward(tf.tensor2d([input], [1, input.length], 'int32')).dataSync() as Float32Array,
+    )
+    let logprob = 0,
+      greedy = true
     for (const i of cont) {
       const row = logits.subarray((i - 1 - start) * V, (i - start) * V)
       const t = logSoftmaxAt(row, ids[i]!)
@@ -69,7 +81,8 @@ export class LocalLanguageModel implements LanguageModel {
     const seqLen = this.model.config.seqLen
     return requests.map((r) => {
       const ids = this.tokenizer.encode(r.context)
-      if (ids.length === 0) throw new MarinError('BAD_CONFIG', 'generate: the context is empty; give at least one token of context')
+      if (ids.length === 0)
+        throw new MarinError('BAD_CONFIG', 'generate: the context is empty; give at least one token of context')
       const room = Math.max(1, seqLen - Math.min(r.maxTokens, seqLen - 1))
       const g = generate(this.model, ids.slice(-room), { maxNewTokens: r.maxTokens, temperature: 0 })
       return this.tokenizer.decode(g.tokens)

@@ -32,10 +32,22 @@ async function multipleChoice(model: LanguageModel, items: readonly MultipleChoi
     const lls = it.choices.map(() => scores[k++]!.logprob)
     // acc_norm divides by the continuation's length in bytes, so longer choices are not penalized.
     const norm = lls.map((ll, i) => ll / utf8Length(it.choices[i]!))
-    const pred = argmax(lls), predNorm = argmax(norm)
-    return { index, context: it.context, choices: it.choices, gold: it.gold, loglikelihoods: lls, pred, predNorm, acc: pred === it.gold ? 1 : 0, accNorm: predNorm === it.gold ? 1 : 0 }
+    const pred = argmax(lls),
+      predNorm = argmax(norm)
+    return {
+      index,
+      context: it.context,
+      choices: it.choices,
+      gold: it.gold,
+      loglikelihoods: lls,
+      pred,
+      predNorm,
+      acc: pred === it.gold ? 1 : 0,
+      accNorm: predNorm === it.gold ? 1 : 0,
+    }
   })
-  const acc = records.map((r) => r.acc), accNorm = records.map((r) => r.accNorm)
+  const acc = records.map((r) => r.acc),
+    accNorm = records.map((r) => r.accNorm)
   return {
     records,
     metrics: [
@@ -45,7 +57,8 @@ async function multipleChoice(model: LanguageModel, items: readonly MultipleChoi
   }
 }
 
-/** Cut generated text at the first stop sequence, looking past leading whitespace (so a stop of " " still lets " word" through). */
+/** Cut generated text at the first stop sequence, looking past leading whitespace (so a stop of " " still lets " word"
+ * through). */
 export function applyStops(text: string, stop: readonly string[]): string {
   const lead = /^\s*/.exec(text)![0].length
   let end = text.length
@@ -60,7 +73,14 @@ async function generation(model: LanguageModel, items: readonly GenerationItem[]
   const outs = await model.generate(items.map((it) => ({ context: it.context, maxTokens: it.maxTokens ?? 32 })))
   const records = items.map((it, index) => {
     const prediction = applyStops(outs[index]!, it.stop ?? ['\n']).trim()
-    return { index, context: it.context, answer: it.answer, generated: outs[index]!, prediction, exactMatch: prediction === it.answer.trim() ? 1 : 0 }
+    return {
+      index,
+      context: it.context,
+      answer: it.answer,
+      generated: outs[index]!,
+      prediction,
+      exactMatch: prediction === it.answer.trim() ? 1 : 0,
+    }
   })
   const em = records.map((r) => r.exactMatch)
   return { records, metrics: [{ metric: 'exact_match', value: mean(em), stderr: meanStderr(em) }] }
@@ -70,10 +90,14 @@ async function perplexity(model: LanguageModel, items: readonly PerplexityItem[]
   // Each document follows a single newline, so every byte of it is predicted from something.
   const scores = await model.loglikelihood(items.map((it) => ({ context: '\n', continuation: it.text })))
   const records = items.map((it, index) => {
-    const bytes = utf8Length(it.text), ll = scores[index]!.logprob
+    const bytes = utf8Length(it.text),
+      ll = scores[index]!.logprob
     return { index, bytes, tokens: scores[index]!.tokens, loglikelihood: ll, bitsPerByte: -ll / Math.LN2 / bytes }
   })
-  const bpb = ratioWithStderr(records.map((r) => -r.loglikelihood / Math.LN2), records.map((r) => r.bytes))
+  const bpb = ratioWithStderr(
+    records.map((r) => -r.loglikelihood / Math.LN2),
+    records.map((r) => r.bytes),
+  )
   const bytePpl = 2 ** bpb.value
   return {
     records,
@@ -91,8 +115,17 @@ async function perplexity(model: LanguageModel, items: readonly PerplexityItem[]
 export async function runTask(model: LanguageModel, task: EvalTask, options: RunTaskOptions = {}): Promise<TaskResult> {
   const limit = options.limit ?? Infinity
   const out =
-    task.kind === 'multiple_choice' ? await multipleChoice(model, task.items.slice(0, limit))
-    : task.kind === 'generation' ? await generation(model, task.items.slice(0, limit))
-    : await perplexity(model, task.items.slice(0, limit))
-  return { task: task.name, kind: task.kind, model: model.description, samples: out.records.length, metrics: out.metrics, records: out.records }
+    task.kind === 'multiple_choice'
+      ? await multipleChoice(model, task.items.slice(0, limit))
+      : task.kind === 'generation'
+        ? await generation(model, task.items.slice(0, limit))
+        : await perplexity(model, task.items.slice(0, limit))
+  return {
+    task: task.name,
+    kind: task.kind,
+    model: model.description,
+    samples: out.records.length,
+    metrics: out.metrics,
+    records: out.records,
+  }
 }

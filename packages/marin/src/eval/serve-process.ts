@@ -35,11 +35,24 @@ export type ServeProcess = {
  * @example const server = await serveProcess({ checkpoint: 'models/gpt-brown@1', prefix })
  */
 export function serveProcess(o: ServeProcessOptions): Promise<ServeProcess> {
-  const args = [MARIN_BIN, 'serve', '--model-checkpoint', o.checkpoint, '--port', '0', ...(o.tokenizer ? ['--tokenizer', o.tokenizer] : [])]
-  const child = spawn(process.execPath, args, { env: { ...process.env, MARIN_PREFIX: o.prefix }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const args = [
+    MARIN_BIN,
+    'serve',
+    '--model-checkpoint',
+    o.checkpoint,
+    '--port',
+    '0',
+    ...(o.tokenizer ? ['--tokenizer', o.tokenizer] : []),
+  ]
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, MARIN_PREFIX: o.prefix },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let stdout = ''
   let stderr = ''
-  child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr = (stderr + d).slice(-4000) })
+  child.stderr.setEncoding('utf8').on('data', (d: string) => {
+    stderr = (stderr + d).slice(-4000)
+  })
   const exited = new Promise<void>((resolve) => child.once('close', () => resolve()))
   const close = async (graceMs = 10_000) => {
     if (child.exitCode !== null || child.signalCode !== null) return
@@ -52,9 +65,17 @@ export function serveProcess(o: ServeProcessOptions): Promise<ServeProcess> {
     const fail = (why: string) => {
       clearTimeout(timer)
       void close(1000)
-      reject(new MarinError('STEP_FAILED', `marin serve --model-checkpoint ${o.checkpoint}: ${why}${stderr.trim() ? `\n${stderr.trim()}` : ''}`))
+      reject(
+        new MarinError(
+          'STEP_FAILED',
+          `marin serve --model-checkpoint ${o.checkpoint}: ${why}` + `${stderr.trim() ? `\n${stderr.trim()}` : ''}`,
+        ),
+      )
     }
-    const timer = setTimeout(() => fail(`not listening after ${o.readyTimeoutMs ?? 120_000} ms`), o.readyTimeoutMs ?? 120_000)
+    const timer = setTimeout(
+      () => fail(`not listening after ${o.readyTimeoutMs ?? 120_000} ms`),
+      o.readyTimeoutMs ?? 120_000,
+    )
     child.once('error', (err) => fail(`cannot start (${err.message})`))
     child.once('exit', (code, signal) => fail(`exited (${signal ?? `code ${code}`}) before listening`))
     child.stdout.setEncoding('utf8').on('data', (d: string) => {

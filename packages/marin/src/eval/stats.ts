@@ -20,7 +20,8 @@ export function meanStderr(xs: readonly number[]): number {
  */
 export function ratioWithStderr(num: readonly number[], den: readonly number[]): { value: number; stderr: number } {
   const n = num.length
-  const sNum = num.reduce((a, b) => a + b, 0), sDen = den.reduce((a, b) => a + b, 0)
+  const sNum = num.reduce((a, b) => a + b, 0),
+    sDen = den.reduce((a, b) => a + b, 0)
   if (n === 0 || sDen === 0) return { value: 0, stderr: 0 }
   const r = sNum / sDen
   if (n < 2) return { value: r, stderr: 0 }

@@ -47,8 +47,12 @@ function kindOf(row: Record<string, unknown>): TaskKind | undefined {
  * @param source names the file in errors
  */
 export function parseTaskJsonl(text: string, name: string, source: string): EvalTask {
-  const lines = text.split('\n').map((l, i) => [l.trim(), i + 1] as const).filter(([l]) => l.length > 0)
-  if (lines.length === 0) throw new MarinError('BAD_CONFIG', `task file ${source}: no items; write one JSON object per line`)
+  const lines = text
+    .split('\n')
+    .map((l, i) => [l.trim(), i + 1] as const)
+    .filter(([l]) => l.length > 0)
+  if (lines.length === 0)
+    throw new MarinError('BAD_CONFIG', `task file ${source}: no items; write one JSON object per line`)
   let kind: TaskKind | undefined
   const items: unknown[] = []
   for (const [line, no] of lines) {
@@ -58,20 +62,39 @@ export function parseTaskJsonl(text: string, name: string, source: string): Eval
     } catch {
       throw new MarinError('BAD_CONFIG', `task file ${source}:${no}: not valid JSON; write one JSON object per line`)
     }
-    if (typeof row !== 'object' || row === null || Array.isArray(row)) throw new MarinError('BAD_CONFIG', `task file ${source}:${no}: expected a JSON object`)
+    if (typeof row !== 'object' || row === null || Array.isArray(row))
+      throw new MarinError('BAD_CONFIG', `task file ${source}:${no}: expected a JSON object`)
     const k = kindOf(row as Record<string, unknown>)
-    if (!k) throw new MarinError('BAD_CONFIG', `task file ${source}:${no}: cannot tell the task kind; give {context, choices, gold}, {context, answer} or {text}`)
+    if (!k)
+      throw new MarinError(
+        'BAD_CONFIG',
+        `task file ${source}:${no}: cannot tell the task kind; give ` +
+          `{context, choices, gold}, {context, answer} or {text}`,
+      )
     kind ??= k
-    if (k !== kind) throw new MarinError('BAD_CONFIG', `task file ${source}:${no}: a ${k} item in a ${kind} task; keep one kind per file`)
-    const schema = kind === 'multiple_choice' ? MultipleChoiceItem : kind === 'generation' ? GenerationItem : PerplexityItem
+    if (k !== kind)
+      throw new MarinError(
+        'BAD_CONFIG',
+        `task file ${source}:${no}: a ${k} item in a ${kind} task; keep ` + `one kind per file`,
+      )
+    const schema =
+      kind === 'multiple_choice' ? MultipleChoiceItem : kind === 'generation' ? GenerationItem : PerplexityItem
     const parsed = schema.safeParse(row)
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!
-      throw new MarinError('BAD_CONFIG', `task file ${source}:${no}: field "${issue.path.join('.') || '(line)'}": ${issue.message}`)
+      throw new MarinError(
+        'BAD_CONFIG',
+        `task file ${source}:${no}: field "` + `${issue.path.join('.') || '(line)'}": ${issue.message}`,
+      )
     }
     if (kind === 'multiple_choice') {
       const mc = parsed.data as MultipleChoiceItem
-      if (mc.gold >= mc.choices.length) throw new MarinError('BAD_CONFIG', `task file ${source}:${no}: field "gold": ${mc.gold} is not an index of the ${mc.choices.length} choices`)
+      if (mc.gold >= mc.choices.length)
+        throw new MarinError(
+          'BAD_CONFIG',
+          `task file ${source}:${no}: field "gold": ${mc.gold} is not an ` +
+            `index of the ${mc.choices.length} choices`,
+        )
     }
     items.push(parsed.data)
   }
@@ -84,7 +107,13 @@ export async function readTaskFile(path: string, name?: string): Promise<EvalTas
   try {
     text = await readFile(path, 'utf8')
   } catch (err) {
-    throw new MarinError('BAD_CONFIG', `task file ${path}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); check the path`, { cause: err })
+    throw new MarinError(
+      'BAD_CONFIG',
+      `task file ${path}: cannot read it (` +
+        `${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` +
+        `); check the path`,
+      { cause: err },
+    )
   }
   return parseTaskJsonl(text, name ?? basename(path).replace(/\.jsonl$/, ''), path)
 }

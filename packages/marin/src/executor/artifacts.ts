@@ -19,14 +19,28 @@ export const ARTIFACTS_FILE = 'artifacts.json'
 
 /** A reference to version `version` of the artifact `name`. */
 export function artifactRef(name: string, version: number): ArtifactRef {
-  if (typeof name !== 'string' || name === '' || name.includes('@')) throw new MarinError('BAD_CONFIG', `artifact name ${JSON.stringify(name)} is invalid; give a finestore artifact name such as "datasets/brown"`)
-  if (!Number.isInteger(version) || version < 1) throw new MarinError('BAD_CONFIG', `artifact ${name}: version must be a whole number >= 1, got ${JSON.stringify(version)}`)
+  if (typeof name !== 'string' || name === '' || name.includes('@'))
+    throw new MarinError(
+      'BAD_CONFIG',
+      `artifact name ${JSON.stringify(name)} is invalid; give a ` + `finestore artifact name such as "datasets/brown"`,
+    )
+  if (!Number.isInteger(version) || version < 1)
+    throw new MarinError(
+      'BAD_CONFIG',
+      `artifact ${name}: version must be a whole number >= 1, got ` + `${JSON.stringify(version)}`,
+    )
   return { kind: 'artifact', name, version }
 }
 
 export function isArtifactRef(x: unknown): x is ArtifactRef {
   const r = x as ArtifactRef
-  return typeof x === 'object' && x !== null && r.kind === 'artifact' && typeof r.name === 'string' && Number.isInteger(r.version)
+  return (
+    typeof x === 'object' &&
+    x !== null &&
+    r.kind === 'artifact' &&
+    typeof r.name === 'string' &&
+    Number.isInteger(r.version)
+  )
 }
 
 /** `datasets/brown@3`, the way finestore and the CLIs print a version. */
@@ -36,7 +50,8 @@ export const formatArtifactRef = (ref: ArtifactRef): string => `${ref.name}@${re
 export function parseArtifactRef(text: string): ArtifactRef {
   const at = text.lastIndexOf('@')
   const version = at > 0 && /^[1-9][0-9]*$/.test(text.slice(at + 1)) ? Number(text.slice(at + 1)) : undefined
-  if (version === undefined) throw new MarinError('BAD_CONFIG', `"${text}" is not NAME@VERSION (e.g. "datasets/brown@3")`)
+  if (version === undefined)
+    throw new MarinError('BAD_CONFIG', `"${text}" is not NAME@VERSION (e.g. "datasets/brown@3")`)
   return artifactRef(text.slice(0, at), version)
 }
 
@@ -45,7 +60,8 @@ function entryOf(e: unknown): ArtifactRef | undefined {
   if (isArtifactRef(e)) return artifactRef(e.name, e.version)
   if (typeof e === 'string') return parseArtifactRef(e)
   const o = e as { artifact?: unknown; version?: unknown }
-  if (typeof o === 'object' && o !== null && typeof o.artifact === 'string' && typeof o.version === 'number') return artifactRef(o.artifact, o.version)
+  if (typeof o === 'object' && o !== null && typeof o.artifact === 'string' && typeof o.version === 'number')
+    return artifactRef(o.artifact, o.version)
   return undefined
 }
 
@@ -55,11 +71,19 @@ export function parseStepArtifacts(text: string, file: string): StepArtifacts {
   try {
     parsed = JSON.parse(text)
   } catch (err) {
-    throw new MarinError('STEP_FAILED', `${file}: not JSON (${(err as Error).message}); run the step that wrote it again with --force`, { cause: err })
+    throw new MarinError(
+      'STEP_FAILED',
+      `${file}: not JSON (${(err as Error).message}); run the step ` + `that wrote it again with --force`,
+      { cause: err },
+    )
   }
   const rest = Array.isArray(parsed) ? {} : ((parsed ?? {}) as Record<string, unknown>)
   const list = Array.isArray(parsed) ? parsed : rest.artifacts
-  if (!Array.isArray(list) || list.length === 0) throw new MarinError('STEP_FAILED', `${file}: lists no artifacts; run the step that wrote it again with --force`)
+  if (!Array.isArray(list) || list.length === 0)
+    throw new MarinError(
+      'STEP_FAILED',
+      `${file}: lists no artifacts; run the step that wrote it again ` + `with --force`,
+    )
   const artifacts = list.map((e: unknown, i) => {
     let ref: ArtifactRef | undefined
     try {
@@ -67,15 +91,26 @@ export function parseStepArtifacts(text: string, file: string): StepArtifacts {
     } catch {
       ref = undefined
     }
-    if (!ref) throw new MarinError('STEP_FAILED', `${file}: entry ${i} (${JSON.stringify(e)}) is not an artifact reference ({ kind: 'artifact', name, version } or "NAME@VERSION")`)
+    if (!ref)
+      throw new MarinError(
+        'STEP_FAILED',
+        `${file}: entry ${i} (${JSON.stringify(e)}) is not an artifact ` +
+          `reference ({ kind: 'artifact', name, version } or ` +
+          `"NAME@VERSION")`,
+      )
     return ref
   })
   return { ...rest, artifacts }
 }
 
 /** The text of an `artifacts.json`: references in the typed form, main one first. */
-export function formatStepArtifacts(artifacts: { readonly artifacts: readonly (ArtifactRef | string)[]; readonly [key: string]: unknown }): string {
-  const refs = artifacts.artifacts.map((a) => (typeof a === 'string' ? parseArtifactRef(a) : artifactRef(a.name, a.version)))
+export function formatStepArtifacts(artifacts: {
+  readonly artifacts: readonly (ArtifactRef | string)[]
+  readonly [key: string]: unknown
+}): string {
+  const refs = artifacts.artifacts.map((a) =>
+    typeof a === 'string' ? parseArtifactRef(a) : artifactRef(a.name, a.version),
+  )
   return `${JSON.stringify({ ...artifacts, artifacts: refs }, null, 2)}\n`
 }
 
@@ -86,7 +121,12 @@ export async function readStepArtifacts(storage: Storage, nameHash: string, step
   try {
     text = await storage.readText(file)
   } catch (err) {
-    throw new MarinError('STEP_FAILED', `${file}: cannot read the artifacts of step "${stepName}" (${(err as Error).message}); run that step again with --force`, { cause: err })
+    throw new MarinError(
+      'STEP_FAILED',
+      `${file}: cannot read the artifacts of step "${stepName}" (` +
+        `${(err as Error).message}); run that step again with --force`,
+      { cause: err },
+    )
   }
   return parseStepArtifacts(text, file)
 }
@@ -108,15 +148,22 @@ export class PendingArtifact {
   }
 }
 
-const isPending = (x: unknown): x is PendingArtifact => typeof x === 'object' && x !== null && (x as Record<symbol, unknown>)[PENDING] === true
+const isPending = (x: unknown): x is PendingArtifact =>
+  typeof x === 'object' && x !== null && (x as Record<symbol, unknown>)[PENDING] === true
 
-/** The config with every pending artifact replaced by its `ArtifactRef`, read from the dependency's `artifacts.json`. */
+/** The config with every pending artifact replaced by its `ArtifactRef`, read from the dependency's `artifacts.json`.
+ * */
 export async function readArtifactInputs(config: unknown, storage: Storage): Promise<unknown> {
   const walk = async (v: unknown): Promise<unknown> => {
     if (isPending(v)) {
       const { artifacts } = await readStepArtifacts(storage, v.nameHash, v.stepName)
       const ref = artifacts[v.index]
-      if (!ref) throw new MarinError('STEP_FAILED', `${v.nameHash}/${ARTIFACTS_FILE} lists ${artifacts.length} artifacts, so artifact(${v.index}) of step "${v.stepName}" does not exist`)
+      if (!ref)
+        throw new MarinError(
+          'STEP_FAILED',
+          `${v.nameHash}/${ARTIFACTS_FILE} lists ${artifacts.length} ` +
+            `artifacts, so artifact(${v.index}) of step "${v.stepName}" does not exist`,
+        )
       return ref
     }
     if (Array.isArray(v)) return Promise.all(v.map(walk))

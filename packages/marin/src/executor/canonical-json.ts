@@ -15,10 +15,17 @@ export function canonicalJson(value: unknown, where = 'config'): string {
     case 'boolean':
       return JSON.stringify(value)
     case 'number':
-      if (!Number.isFinite(value)) throw new MarinError('BAD_CONFIG', `${where}: ${value} cannot be part of a version; use a finite number or a string`)
+      if (!Number.isFinite(value))
+        throw new MarinError(
+          'BAD_CONFIG',
+          `${where}: ${value} cannot be part of a version; use a finite ` + `number or a string`,
+        )
       return JSON.stringify(value)
     case 'object': {
-      if (Array.isArray(value)) return `[${value.map((v, i) => (v === undefined ? 'null' : canonicalJson(v, `${where}[${i}]`))).join(',')}]`
+      if (Array.isArray(value))
+        return (
+          `[` + `${value.map((v, i) => (v === undefined ? 'null' : canonicalJson(v, `${where}[${i}]`))).join(',')}]`
+        )
       if (value instanceof Date) return JSON.stringify(value.toISOString())
       const keys = Object.keys(value).sort()
       const parts: string[] = []
@@ -30,7 +37,11 @@ export function canonicalJson(value: unknown, where = 'config'): string {
       return `{${parts.join(',')}}`
     }
     default:
-      throw new MarinError('BAD_CONFIG', `${where}: a ${typeof value} cannot be part of a version; use plain JSON data (strings, numbers, booleans, arrays, objects)`)
+      throw new MarinError(
+        'BAD_CONFIG',
+        `${where}: a ${typeof value} cannot be part of a version; use ` +
+          `plain JSON data (strings, numbers, booleans, arrays, objects)`,
+      )
   }
 }
 

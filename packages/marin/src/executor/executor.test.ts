@@ -29,17 +29,28 @@ function build(o: { vocab?: number; fail?: string[]; hold?: Promise<void>; runs?
     if (o.fail?.includes(name)) throw new Error(`${name} broke`)
   }
   const ingest = step({ name: 'ingest', config: { src: versioned('brown') }, fn: body('ingest') })
-  const tokenize = step({ name: 'tokenize', config: { input: ingest.output(), vocab: versioned(o.vocab ?? 256) }, fn: body('tokenize') })
-  const train = step({ name: 'train', config: { data: tokenize.output('cache'), lr: versioned(1e-3) }, fn: body('train') })
+  const tokenize = step({
+    name: 'tokenize',
+    config: { input: ingest.output(), vocab: versioned(o.vocab ?? 256) },
+    fn: body('tokenize'),
+  })
+  const train = step({
+    name: 'train',
+    config: { data: tokenize.output('cache'), lr: versioned(1e-3) },
+    fn: body('train'),
+  })
   const exp = new Experiment({ name: 'exp', steps: [train] })
   return { ingest, tokenize, train, exp, runs }
 }
 
 const run = (prefix: string, exp: Experiment, opts: ExecutorOptions = {}) => {
   const lines: string[] = []
-  return new Executor({ prefix, leaseTtlMs: 600, out: (l) => lines.push(l), ...opts }).run(exp).then((record) => ({ record, lines }))
+  return new Executor({ prefix, leaseTtlMs: 600, out: (l) => lines.push(l), ...opts })
+    .run(exp)
+    .then((record) => ({ record, lines }))
 }
-const statuses = (r: { record: { steps: readonly { name: string; status: string }[] } }) => Object.fromEntries(r.record.steps.map((s) => [s.name, s.status]))
+const statuses = (r: { record: { steps: readonly { name: string; status: string }[] } }) =>
+  Object.fromEntries(r.record.steps.map((s) => [s.name, s.status]))
 
 describe('executor', () => {
   test('runs in dependency order, skips what is done, writes status, info, logs and the record', async () => {
@@ -51,7 +62,13 @@ describe('executor', () => {
     const tok = first.record.steps[1]!
     expect(readFileSync(join(prefix, tok.nameHash, '.executor_status'), 'utf8')).toBe('SUCCESS\n')
     const info = JSON.parse(readFileSync(join(prefix, tok.nameHash, '.executor_info'), 'utf8'))
-    expect(info).toMatchObject({ name: 'tokenize', version: tok.version, status: 'SUCCESS', versionedConfig: { vocab: 256 }, dependencies: [first.record.steps[0]!.nameHash] })
+    expect(info).toMatchObject({
+      name: 'tokenize',
+      version: tok.version,
+      status: 'SUCCESS',
+      versionedConfig: { vocab: 256 },
+      dependencies: [first.record.steps[0]!.nameHash],
+    })
     expect(info.config.input).toBe(join(prefix, first.record.steps[0]!.nameHash))
     expect(info.provenance.host).toBeTypeOf('string')
     const storage = await openStorage(prefix)
@@ -59,7 +76,11 @@ describe('executor', () => {
     for await (const o of storage.list('experiments/exp/')) recs.push(o.path)
     expect(recs).toHaveLength(1)
     const rec = JSON.parse(await storage.readText(recs[0]!))
-    expect(rec).toMatchObject({ experiment: 'exp', status: 'SUCCESS', steps: [{ name: 'ingest', status: 'SUCCESS' }, {}, {}] })
+    expect(rec).toMatchObject({
+      experiment: 'exp',
+      status: 'SUCCESS',
+      steps: [{ name: 'ingest', status: 'SUCCESS' }, {}, {}],
+    })
     expect(rec.steps[0].seconds).toBeTypeOf('number')
     const logs = []
     for await (const o of storage.list(`${tok.nameHash}/logs/`)) logs.push(o.path)
@@ -103,7 +124,9 @@ describe('executor', () => {
     const dry = await run(prefix, b.exp, { dryRun: true })
     const plan = dry.lines.join('\n')
     expect(plan).toMatch(/skip {2}ingest_/)
-    expect(plan).toMatch(/run {3}tokenize_\w+ +config changed \(last done: tokenize_\w{8} at .*; see `marin explain tokenize`\)/)
+    expect(plan).toMatch(
+      /run {3}tokenize_\w+ +config changed \(last done: tokenize_\w{8} at .*; see `marin explain tokenize`\)/,
+    )
     expect(plan).toMatch(/run {3}never ran|run {3}train_\w+ +config changed/)
     // A dry run records nothing, so explain compares the script's version (as `--script` does).
     const storage: Storage = await openStorage(prefix)
@@ -119,39 +142,42 @@ describe('executor', () => {
     await expect(explainStep(storage, 'nope')).rejects.toThrow(/no step named "nope" has run under/)
   })
 
-  test('--force reruns, --run-only selects matches and what they need, --max-concurrent bounds parallelism', async () => {
-    const prefix = freshPrefix()
-    await run(prefix, build().exp)
-    const f = build()
-    const forced = await run(prefix, f.exp, { force: true, runOnly: 'tok' })
-    expect(f.runs).toEqual(['tokenize'])
-    expect(forced.lines.join('\n')).toMatch(/run {3}tokenize_\w+ +forced \(done at/)
-    expect(forced.lines.join('\n')).toMatch(/skip {2}train_\w+ +done at .*not selected by --run-only/)
+  test(
+    '--force reruns, --run-only selects matches and what they need, ' + '--max-concurrent bounds parallelism',
+    async () => {
+      const prefix = freshPrefix()
+      await run(prefix, build().exp)
+      const f = build()
+      const forced = await run(prefix, f.exp, { force: true, runOnly: 'tok' })
+      expect(f.runs).toEqual(['tokenize'])
+      expect(forced.lines.join('\n')).toMatch(/run {3}tokenize_\w+ +forced \(done at/)
+      expect(forced.lines.join('\n')).toMatch(/skip {2}train_\w+ +done at .*not selected by --run-only/)
 
-    const p2 = freshPrefix()
-    const only = build()
-    await run(p2, only.exp, { runOnly: /^tokenize$/ })
-    expect(only.runs).toEqual(['ingest', 'tokenize'])
+      const p2 = freshPrefix()
+      const only = build()
+      await run(p2, only.exp, { runOnly: /^tokenize$/ })
+      expect(only.runs).toEqual(['ingest', 'tokenize'])
 
-    let active = 0
-    let peak = 0
-    const wide = Array.from({ length: 6 }, (_, i) =>
-      step({
-        name: `w${i}`,
-        config: { i: versioned(i) },
-        fn: async () => {
-          active++
-          peak = Math.max(peak, active)
-          await new Promise((r) => setTimeout(r, 30))
-          active--
-        },
-      }),
-    )
-    await run(freshPrefix(), new Experiment({ name: 'wide', steps: wide }), { maxConcurrent: 2 })
-    expect(peak).toBe(2)
-    expect(() => new Executor({ maxConcurrent: 0 })).toThrow(/--max-concurrent: expected a whole number >= 1/)
-    expect(() => new Executor({ runOnly: '(' })).toThrow(/--run-only: "\(" is not a regular expression/)
-  })
+      let active = 0
+      let peak = 0
+      const wide = Array.from({ length: 6 }, (_, i) =>
+        step({
+          name: `w${i}`,
+          config: { i: versioned(i) },
+          fn: async () => {
+            active++
+            peak = Math.max(peak, active)
+            await new Promise((r) => setTimeout(r, 30))
+            active--
+          },
+        }),
+      )
+      await run(freshPrefix(), new Experiment({ name: 'wide', steps: wide }), { maxConcurrent: 2 })
+      expect(peak).toBe(2)
+      expect(() => new Executor({ maxConcurrent: 0 })).toThrow(/--max-concurrent: expected a whole number >= 1/)
+      expect(() => new Executor({ runOnly: '(' })).toThrow(/--run-only: "\(" is not a regular expression/)
+    },
+  )
 
   test('a step RUNNING under a live lease is waited on; an expired lease is taken over', async () => {
     const prefix = freshPrefix()
@@ -175,7 +201,10 @@ describe('executor', () => {
     await other.release()
     const done = await running
     expect(a.runs).toEqual(['tokenize', 'train'])
-    expect(done.record.steps[0]).toMatchObject({ status: 'SKIPPED', detail: expect.stringMatching(/by a concurrent run/) })
+    expect(done.record.steps[0]).toMatchObject({
+      status: 'SKIPPED',
+      detail: expect.stringMatching(/by a concurrent run/),
+    })
 
     // A holder that died: RUNNING with a lease nobody renews. The next run takes it over once it expires.
     const p2 = freshPrefix()
@@ -198,52 +227,62 @@ describe('executor', () => {
     expect(dry3.lines.join('\n')).toMatch(/run {3}tokenize_\w+ +take over: RUNNING since .* but its lease expired at /)
   })
 
-  test('the output is staged and published when the function returns: a re-run replaces it whole, executor names are refused', async () => {
-    const prefix = freshPrefix()
-    const o = { v: 1, fail: false, logs: false, staged: '', publishedDuringRun: true }
-    const out = step({
-      name: 'out',
-      config: { k: versioned(1) },
-      fn: (_c, { outputPath }) => {
-        o.staged = outputPath
-        mkdirSync(join(outputPath, 'dir'), { recursive: true })
-        writeFileSync(join(outputPath, 'dir', `v${o.v}.txt`), `${o.v}`)
-        writeFileSync(join(outputPath, `only-v${o.v}.txt`), `${o.v}`)
-        if (o.logs) mkdirSync(join(outputPath, 'logs'))
-        o.publishedDuringRun = existsSync(join(prefix, basename(outputPath), `only-v${o.v}.txt`))
-        if (o.fail) throw new Error('out broke')
-      },
-    })
-    const exp = new Experiment({ name: 'out', steps: [out] })
-    const first = await run(prefix, exp)
-    const dir = join(prefix, first.record.steps[0]!.nameHash)
-    // The function wrote into a staging folder named like the step folder; nothing appeared in place before it returned.
-    expect(o.staged.startsWith(join(dir, '.staging'))).toBe(true)
-    expect(basename(o.staged)).toBe(basename(dir))
-    expect(o.publishedDuringRun).toBe(false)
-    const entries = () => readdirSync(dir).filter((n) => !n.startsWith('.') && n !== 'logs').sort()
-    expect(entries()).toEqual(['dir', 'only-v1.txt'])
-    expect(existsSync(join(dir, '.staging'))).toBe(false)
+  test(
+    'the output is staged and published when the function returns: a ' +
+      're-run replaces it whole, executor names are refused',
+    async () => {
+      const prefix = freshPrefix()
+      const o = { v: 1, fail: false, logs: false, staged: '', publishedDuringRun: true }
+      const out = step({
+        name: 'out',
+        config: { k: versioned(1) },
+        fn: (_c, { outputPath }) => {
+          o.staged = outputPath
+          mkdirSync(join(outputPath, 'dir'), { recursive: true })
+          writeFileSync(join(outputPath, 'dir', `v${o.v}.txt`), `${o.v}`)
+          writeFileSync(join(outputPath, `only-v${o.v}.txt`), `${o.v}`)
+          if (o.logs) mkdirSync(join(outputPath, 'logs'))
+          o.publishedDuringRun = existsSync(join(prefix, basename(outputPath), `only-v${o.v}.txt`))
+          if (o.fail) throw new Error('out broke')
+        },
+      })
+      const exp = new Experiment({ name: 'out', steps: [out] })
+      const first = await run(prefix, exp)
+      const dir = join(prefix, first.record.steps[0]!.nameHash)
+      // The function wrote into a staging folder named like the step folder; nothing appeared in place before it
+      // returned.
+      expect(o.staged.startsWith(join(dir, '.staging'))).toBe(true)
+      expect(basename(o.staged)).toBe(basename(dir))
+      expect(o.publishedDuringRun).toBe(false)
+      const entries = () =>
+        readdirSync(dir)
+          .filter((n) => !n.startsWith('.') && n !== 'logs')
+          .sort()
+      expect(entries()).toEqual(['dir', 'only-v1.txt'])
+      expect(existsSync(join(dir, '.staging'))).toBe(false)
 
-    o.v = 2
-    await run(prefix, exp, { force: true })
-    expect(entries()).toEqual(['dir', 'only-v2.txt'])
-    expect(readdirSync(join(dir, 'dir'))).toEqual(['v2.txt'])
-    expect(readdirSync(join(dir, 'logs'))).toHaveLength(2)
+      o.v = 2
+      await run(prefix, exp, { force: true })
+      expect(entries()).toEqual(['dir', 'only-v2.txt'])
+      expect(readdirSync(join(dir, 'dir'))).toEqual(['v2.txt'])
+      expect(readdirSync(join(dir, 'logs'))).toHaveLength(2)
 
-    o.v = 3
-    o.fail = true
-    const failed = await run(prefix, exp, { force: true })
-    // A failed run's output is published with its FAILED status: what it wrote before failing explains it.
-    expect(failed.record.steps[0]!.status).toBe('FAILED')
-    expect(entries()).toEqual(['dir', 'only-v3.txt'])
+      o.v = 3
+      o.fail = true
+      const failed = await run(prefix, exp, { force: true })
+      // A failed run's output is published with its FAILED status: what it wrote before failing explains it.
+      expect(failed.record.steps[0]!.status).toBe('FAILED')
+      expect(entries()).toEqual(['dir', 'only-v3.txt'])
 
-    o.v = 4
-    o.fail = false
-    o.logs = true
-    const refused = await run(prefix, exp, { force: true })
-    expect(refused.record.steps[0]!.error).toMatch(/wrote "logs" into its output, a name the executor keeps for its own files/)
-    expect(entries()).toEqual(['dir', 'only-v3.txt'])
-    expect(existsSync(join(dir, '.staging'))).toBe(false)
-  })
+      o.v = 4
+      o.fail = false
+      o.logs = true
+      const refused = await run(prefix, exp, { force: true })
+      expect(refused.record.steps[0]!.error).toMatch(
+        /wrote "logs" into its output, a name the executor keeps for its own files/,
+      )
+      expect(entries()).toEqual(['dir', 'only-v3.txt'])
+      expect(existsSync(join(dir, '.staging'))).toBe(false)
+    },
+  )
 })

@@ -5,7 +5,15 @@
  * dependents of failures DEP_FAILED, and writes the experiment record.
  */
 import { randomBytes } from 'node:crypto'
-import { Lease, experimentRecordPath, logger, marinPrefix, provenance, scrubSecretValues, type Storage } from '@marin/rigging'
+import {
+  Lease,
+  experimentRecordPath,
+  logger,
+  marinPrefix,
+  provenance,
+  scrubSecretValues,
+  type Storage,
+} from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import { dependenciesOf, topoSort } from './graph.js'
 import { formatPlan, planStep, selectSteps, type PlanEntry } from './plan.js'
@@ -30,7 +38,15 @@ export type StepRunner = (task: StepTask) => Promise<StepResult>
 
 /** Runs steps in this process. */
 export const localRunner: StepRunner = (t) =>
-  runStepHere({ storage: t.storage, step: t.step, version: t.version, config: t.config, outputPath: t.outputPath, leaseTtlMs: t.leaseTtlMs, force: t.force })
+  runStepHere({
+    storage: t.storage,
+    step: t.step,
+    version: t.version,
+    config: t.config,
+    outputPath: t.outputPath,
+    leaseTtlMs: t.leaseTtlMs,
+    force: t.force,
+  })
 
 export type ExecutorOptions = {
   /** Storage URL or local path of the prefix. @default $MARIN_PREFIX, else ./.marin */
@@ -96,11 +112,16 @@ export function outputPathOf(storage: Storage, nameHash: string, subPath = ''): 
 }
 
 /** Steps, their versions and resolved configs: the part of planning that needs no storage. */
-export function prepare(steps: readonly Step[], storage: Storage): { order: Step[]; versions: Map<Step, StepVersion>; deps: Map<Step, Step[]>; configs: Map<Step, unknown> } {
+export function prepare(
+  steps: readonly Step[],
+  storage: Storage,
+): { order: Step[]; versions: Map<Step, StepVersion>; deps: Map<Step, Step[]>; configs: Map<Step, unknown> } {
   const order = topoSort(steps)
   const versions = computeVersions(order)
   const deps = new Map(order.map((s) => [s, dependenciesOf(s.config)]))
-  const configs = new Map(order.map((s) => [s, resolveConfig(s.config, versions, (nh, sub) => outputPathOf(storage, nh, sub))]))
+  const configs = new Map(
+    order.map((s) => [s, resolveConfig(s.config, versions, (nh, sub) => outputPathOf(storage, nh, sub))]),
+  )
   return { order, versions, deps, configs }
 }
 
@@ -125,7 +146,10 @@ function toRegExp(r: string | RegExp | undefined): RegExp | undefined {
   try {
     return new RegExp(r)
   } catch (err) {
-    throw new MarinError('BAD_USAGE', `--run-only: ${JSON.stringify(r)} is not a regular expression (${(err as Error).message})`)
+    throw new MarinError(
+      'BAD_USAGE',
+      `--run-only: ${JSON.stringify(r)} is not a regular expression (` + `${(err as Error).message})`,
+    )
   }
 }
 
@@ -157,7 +181,9 @@ export class Executor {
     const storage = await this.storage()
     const { order, versions, deps } = prepare(steps, storage)
     const { selected, matched } = selectSteps(order, deps, this.runOnly)
-    return Promise.all(order.map((s) => planStep(storage, s, versions.get(s)!, selected.has(s), !!this.opts.force && matched.has(s))))
+    return Promise.all(
+      order.map((s) => planStep(storage, s, versions.get(s)!, selected.has(s), !!this.opts.force && matched.has(s))),
+    )
   }
 
   /** Plans and (unless dry-run) runs an experiment; writes and returns its record. */
@@ -174,7 +200,9 @@ export class Executor {
     const startedAt = new Date().toISOString()
     const { order, versions, deps, configs } = prepare(exp.steps, storage)
     const { selected, matched } = selectSteps(order, deps, this.runOnly)
-    const plan = await Promise.all(order.map((s) => planStep(storage, s, versions.get(s)!, selected.has(s), !!this.opts.force && matched.has(s))))
+    const plan = await Promise.all(
+      order.map((s) => planStep(storage, s, versions.get(s)!, selected.has(s), !!this.opts.force && matched.has(s))),
+    )
     const dryRun = !!this.opts.dryRun
     out(`${dryRun ? 'plan' : 'running'} ${exp.name}: ${order.length} steps under ${this.prefix}`)
     for (const l of formatPlan(plan)) out(`  ${l}`)
@@ -193,7 +221,15 @@ export class Executor {
     } else {
       const at = new Date().toISOString()
       for (const e of plan) {
-        if (e.selected) await recordHistory(storage, e.step.name, { nameHash: e.version.nameHash, hash: e.version.hash, fields: e.version.fields, dependencies: e.version.dependencies, status: 'PLANNED', at })
+        if (e.selected)
+          await recordHistory(storage, e.step.name, {
+            nameHash: e.version.nameHash,
+            hash: e.version.hash,
+            fields: e.version.fields,
+            dependencies: e.version.dependencies,
+            status: 'PLANNED',
+            at,
+          })
       }
       const sem = new Semaphore(this.maxConcurrent)
       const runner = this.opts.runner ?? localRunner
@@ -206,18 +242,44 @@ export class Executor {
         if (failed.length) {
           await this.markDepFailed(storage, e.version.nameHash)
           out(`  DEP_FAILED ${e.version.nameHash} (needs ${failed.map((r) => r.nameHash).join(', ')})`)
-          return { ...base(e), status: 'DEP_FAILED', detail: `dependency failed: ${failed.map((r) => r.nameHash).join(', ')}` }
+          return {
+            ...base(e),
+            status: 'DEP_FAILED',
+            detail: `dependency failed: ${failed.map((r) => r.nameHash).join(', ')}`,
+          }
         }
         if (e.action === 'skip') {
           return { ...base(e), status: 'SKIPPED', detail: e.reason }
         }
         const t0 = performance.now()
-        const result = await sem.use(() =>
-          runner({ storage, step: s, version: e.version, config: configs.get(s), outputPath: outputPathOf(storage, e.version.nameHash), leaseTtlMs: this.leaseTtlMs, force: !!this.opts.force && matched.has(s), progress: (text) => progress.update(e.version.nameHash, text) }),
-        ).catch((err: unknown): StepResult => ({ status: 'FAILED', error: err instanceof Error ? (err.stack ?? err.message) : String(err), startedAt, finishedAt: new Date().toISOString() }))
+        const result = await sem
+          .use(() =>
+            runner({
+              storage,
+              step: s,
+              version: e.version,
+              config: configs.get(s),
+              outputPath: outputPathOf(storage, e.version.nameHash),
+              leaseTtlMs: this.leaseTtlMs,
+              force: !!this.opts.force && matched.has(s),
+              progress: (text) => progress.update(e.version.nameHash, text),
+            }),
+          )
+          .catch(
+            (err: unknown): StepResult => ({
+              status: 'FAILED',
+              error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+              startedAt,
+              finishedAt: new Date().toISOString(),
+            }),
+          )
         const seconds = (performance.now() - t0) / 1000
         progress.finish(e.version.nameHash)
-        out(`  ${result.status} ${e.version.nameHash} (${seconds.toFixed(1)} s)${result.detail ? `: ${result.detail}` : ''}${result.error ? `\n${indent(result.error)}` : ''}`)
+        out(
+          `  ${result.status} ${e.version.nameHash} (${seconds.toFixed(1)} ` +
+            `s)${result.detail ? `: ${result.detail}` : ''}` +
+            `${result.error ? `\n${indent(result.error)}` : ''}`,
+        )
         return {
           ...base(e),
           status: result.status,
@@ -239,7 +301,12 @@ export class Executor {
       prefix: this.prefix,
       ...(exp.script ? { script: exp.script } : {}),
       ...(exp.config !== undefined ? { config: exp.config } : {}),
-      options: { dryRun, force: !!this.opts.force, ...(this.runOnly ? { runOnly: this.runOnly.source } : {}), maxConcurrent: this.maxConcurrent },
+      options: {
+        dryRun,
+        force: !!this.opts.force,
+        ...(this.runOnly ? { runOnly: this.runOnly.source } : {}),
+        maxConcurrent: this.maxConcurrent,
+      },
       status: dryRun ? 'DRY_RUN' : failed ? 'FAILED' : 'SUCCESS',
       startedAt,
       finishedAt: new Date().toISOString(),
@@ -262,7 +329,10 @@ export class Executor {
     try {
       const st = await readStatus(storage, nameHash)
       // Conditional: a run that lost the lease may still have written SUCCESS since our read.
-      if (st?.status !== 'SUCCESS') await writeStatus(storage, nameHash, 'DEP_FAILED', { condition: st ? { ifGeneration: st.generation } : { ifAbsent: true } }).catch(ignoreLostRace)
+      if (st?.status !== 'SUCCESS')
+        await writeStatus(storage, nameHash, 'DEP_FAILED', {
+          condition: st ? { ifGeneration: st.generation } : { ifAbsent: true },
+        }).catch(ignoreLostRace)
     } finally {
       await lease.release()
     }

@@ -37,7 +37,11 @@ export class Config<T extends Record<string, unknown> = Record<string, unknown>>
 
   /** One field; throws BAD_CONFIG naming the known fields when it is missing. */
   get<K extends keyof T & string>(key: K): T[K] {
-    if (!(key in this.values)) throw new MarinError('BAD_CONFIG', `config has no field "${key}"; known fields: ${Object.keys(this.values).join(', ')}`)
+    if (!(key in this.values))
+      throw new MarinError(
+        'BAD_CONFIG',
+        `config has no field "${key}"; known fields: ` + `${Object.keys(this.values).join(', ')}`,
+      )
     return this.values[key]
   }
 
@@ -58,7 +62,8 @@ export type ExperimentOptions<T extends Record<string, unknown> = Record<string,
   /**
    * Publish the report of every successful run, as `marin publish-report --source <the run> --target <target>` does:
    * a folder (relative to the working directory), a storage URL, or an http(s):// URL accepting PUT.
-   * A report reads the run's record, which exists only once every step is done, so it follows the run instead of being a step.
+   * A report reads the run's record, which exists only once every step is done, so it follows the run instead of being
+   * a step.
    */
   readonly report?: { readonly target: string }
 }
@@ -95,19 +100,31 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
 
   constructor(opts: ExperimentOptions<T>) {
     if (typeof opts?.name !== 'string' || !NAME.test(opts.name)) {
-      throw new MarinError('BAD_CONFIG', `experiment name ${JSON.stringify(opts?.name)} is invalid; use 1-100 of letters, digits and ". _ -"`)
+      throw new MarinError(
+        'BAD_CONFIG',
+        `experiment name ${JSON.stringify(opts?.name)} is invalid; use ` + `1-100 of letters, digits and ". _ -"`,
+      )
     }
     if (typeof opts.steps !== 'function' && !Array.isArray(opts.steps)) {
-      throw new MarinError('BAD_CONFIG', `experiment "${opts.name}": steps must be an array of step(...) or a function (config) => steps`)
+      throw new MarinError(
+        'BAD_CONFIG',
+        `experiment "${opts.name}": steps must be an array of step(...) ` + `or a function (config) => steps`,
+      )
     }
     if (typeof opts.steps === 'function' && !opts.config) {
-      throw new MarinError('BAD_CONFIG', `experiment "${opts.name}": steps is a function of the config, so pass config: new Config({...})`)
+      throw new MarinError(
+        'BAD_CONFIG',
+        `experiment "${opts.name}": steps is a function of the config, ` + `so pass config: new Config({...})`,
+      )
     }
     this.name = opts.name
     this.config = opts.config
     this.description = opts.description
     if (opts.report !== undefined && (typeof opts.report?.target !== 'string' || opts.report.target === '')) {
-      throw new MarinError('BAD_CONFIG', `experiment "${opts.name}": report.target must be a folder or URL, e.g. { target: './site' }`)
+      throw new MarinError(
+        'BAD_CONFIG',
+        `experiment "${opts.name}": report.target must be a folder or ` + `URL, e.g. { target: './site' }`,
+      )
     }
     this.report = opts.report
     this.stepsSource = opts.steps

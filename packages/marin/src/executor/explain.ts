@@ -4,11 +4,19 @@ import { MarinError } from '../errors.js'
 import { readHistory, type HistoryEntry } from './status-files.js'
 import type { StepVersion } from './version.js'
 
-export type FieldChange = { readonly field: string; readonly kind: 'changed' | 'added' | 'removed'; readonly before?: string; readonly after?: string }
+export type FieldChange = {
+  readonly field: string
+  readonly kind: 'changed' | 'added' | 'removed'
+  readonly before?: string
+  readonly after?: string
+}
 
 export type Explanation = {
   readonly name: string
-  readonly current: Pick<HistoryEntry, 'nameHash' | 'fields' | 'dependencies'> & { readonly status?: string; readonly at?: string }
+  readonly current: Pick<HistoryEntry, 'nameHash' | 'fields' | 'dependencies'> & {
+    readonly status?: string
+    readonly at?: string
+  }
   /** The last completed version other than the current one; undefined when there is none. */
   readonly lastDone?: HistoryEntry
   /** True when the current version is itself done. */
@@ -44,36 +52,61 @@ export async function explainStep(storage: Storage, nameOrHash: string, current?
     entries = await readHistory(storage, name)
   }
   if (entries.length === 0 && !current) {
-    throw new MarinError('STEP_NOT_FOUND', `no step named "${nameOrHash}" has run under ${storage.url}; see \`marin ls\` for the steps there`)
+    throw new MarinError(
+      'STEP_NOT_FOUND',
+      `no step named "${nameOrHash}" has run under ${storage.url}; see ` + `\`marin ls\` for the steps there`,
+    )
   }
   const cur =
     current ??
     (m && entries.find((e) => e.nameHash === nameOrHash)) ??
     [...entries].sort((a, b) => a.at.localeCompare(b.at))[entries.length - 1]!
   const curEntry = entries.find((e) => e.nameHash === cur.nameHash)
-  const lastDone = entries.filter((e) => e.status === 'SUCCESS' && e.nameHash !== cur.nameHash).sort((a, b) => a.at.localeCompare(b.at)).pop()
+  const lastDone = entries
+    .filter((e) => e.status === 'SUCCESS' && e.nameHash !== cur.nameHash)
+    .sort((a, b) => a.at.localeCompare(b.at))
+    .pop()
   const before = lastDone ?? { fields: {}, dependencies: [] as string[] }
   return {
     name,
-    current: { nameHash: cur.nameHash, fields: cur.fields, dependencies: cur.dependencies, ...(curEntry ? { status: curEntry.status, at: curEntry.at } : {}) },
+    current: {
+      nameHash: cur.nameHash,
+      fields: cur.fields,
+      dependencies: cur.dependencies,
+      ...(curEntry ? { status: curEntry.status, at: curEntry.at } : {}),
+    },
     ...(lastDone ? { lastDone } : {}),
     currentDone: curEntry?.status === 'SUCCESS',
     fields: lastDone ? diffFields(before.fields, cur.fields) : [],
     dependencies: lastDone
-      ? { removed: before.dependencies.filter((d) => !cur.dependencies.includes(d)), added: cur.dependencies.filter((d) => !before.dependencies.includes(d)) }
+      ? {
+          removed: before.dependencies.filter((d) => !cur.dependencies.includes(d)),
+          added: cur.dependencies.filter((d) => !before.dependencies.includes(d)),
+        }
       : { removed: [], added: [] },
   }
 }
 
 /** The text `marin explain` prints. */
 export function formatExplanation(x: Explanation): string[] {
-  const lines = [`${x.name}: current version ${x.current.nameHash}${x.current.status ? ` (${x.current.status} at ${x.current.at})` : ' (not run yet)'}`]
+  const lines = [
+    `${x.name}: current version ${x.current.nameHash}` +
+      `${x.current.status ? ` (${x.current.status} at ${x.current.at})` : ' (not run yet)'}`,
+  ]
   if (!x.lastDone) {
-    lines.push(x.currentDone ? '  this is the only completed version; nothing to compare' : '  no other version has completed; nothing to compare')
+    lines.push(
+      x.currentDone
+        ? '  this is the only completed version; nothing to compare'
+        : '  no other version has completed; nothing to compare',
+    )
     return lines
   }
   lines.push(`  last completed other version: ${x.lastDone.nameHash} (done at ${x.lastDone.at})`)
-  if (x.fields.length === 0 && x.dependencies.added.length === 0) lines.push('  versioned fields and dependencies are the same (the hash covers only the name, versioned fields and dependencies)')
+  if (x.fields.length === 0 && x.dependencies.added.length === 0)
+    lines.push(
+      '  versioned fields and dependencies are the same (the hash ' +
+        'covers only the name, versioned fields and dependencies)',
+    )
   for (const f of x.fields) {
     if (f.kind === 'changed') lines.push(`  changed  ${f.field}: ${f.before} -> ${f.after}`)
     else if (f.kind === 'added') lines.push(`  added    ${f.field}: ${f.after}`)

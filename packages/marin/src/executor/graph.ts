@@ -42,10 +42,14 @@ export function topoSort(roots: readonly Step[]): Step[] {
     if (st === 'done') return
     if (st === 'visiting') {
       const cycle = [...stack.slice(stack.indexOf(s)), s].map((x) => x.name)
-      throw new MarinError('CYCLE', `steps depend on each other in a cycle: ${cycle.join(' -> ')}; remove one of these output() references`)
+      throw new MarinError(
+        'CYCLE',
+        `steps depend on each other in a cycle: ${cycle.join(' -> ')}; ` + `remove one of these output() references`,
+      )
     }
     const other = byName.get(s.name)
-    if (other && other !== s) throw new MarinError('DUPLICATE_STEP', `two different steps are named "${s.name}"; give each step its own name`)
+    if (other && other !== s)
+      throw new MarinError('DUPLICATE_STEP', `two different steps are named "${s.name}"; give each step its own name`)
     byName.set(s.name, s)
     state.set(s, 'visiting')
     stack.push(s)

@@ -18,7 +18,13 @@ export function irisRunner(scheduler: JobScheduler, script: string | undefined, 
     const waited = await waitForLease(task.storage, nameHash, task.leaseTtlMs)
     if (waited) {
       const st = await readStatus(task.storage, nameHash)
-      if (st?.status === 'SUCCESS') return { status: 'SKIPPED', detail: `done at ${new Date(st.at).toISOString()} (by a concurrent run)`, startedAt, finishedAt: new Date().toISOString() }
+      if (st?.status === 'SUCCESS')
+        return {
+          status: 'SKIPPED',
+          detail: `done at ${new Date(st.at).toISOString()} (by a concurrent run)`,
+          startedAt,
+          finishedAt: new Date().toISOString(),
+        }
     }
     const attempt = newAttempt()
     const [job] = await scheduler.submit(stepJobRequest(task, script, experiment, attempt))
@@ -54,6 +60,13 @@ export function irisRunner(scheduler: JobScheduler, script: string | undefined, 
     }
     const result = await readResult(task.storage, nameHash, attempt)
     if (result) return result
-    return failAbandoned(task.storage, nameHash, attempt, task.leaseTtlMs, `iris job ${job!.jobId} ended ${final.state} without a result${final.error ? `: ${final.error}` : ''}`, startedAt)
+    return failAbandoned(
+      task.storage,
+      nameHash,
+      attempt,
+      task.leaseTtlMs,
+      `iris job ${job!.jobId} ended ${final.state} without a result` + `${final.error ? `: ${final.error}` : ''}`,
+      startedAt,
+    )
   }
 }

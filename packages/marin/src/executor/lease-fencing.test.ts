@@ -34,22 +34,35 @@ async function until(cond: () => boolean, what: string, ms = 40_000): Promise<vo
   }
 }
 
-const stepDir = (prefix: string, name: string) => join(prefix, readdirSync(prefix).find((d) => d.startsWith(`${name}_`))!)
+const stepDir = (prefix: string, name: string) =>
+  join(prefix, readdirSync(prefix).find((d) => d.startsWith(`${name}_`))!)
 /** The `step succeeded` lines in all of a step's logs: one per SUCCESS written. */
 const successes = (dir: string) =>
   readdirSync(join(dir, 'logs'))
     .filter((f) => f.endsWith('.log') && !f.endsWith('.job.log'))
-    .map((f) => readFileSync(join(dir, 'logs', f), 'utf8').split('\n').filter((l) => l.includes('step succeeded')).length)
+    .map(
+      (f) =>
+        readFileSync(join(dir, 'logs', f), 'utf8')
+          .split('\n')
+          .filter((l) => l.includes('step succeeded')).length,
+    )
     .reduce((a, b) => a + b, 0)
 const recordStatuses = (prefix: string, step: string) =>
   readdirSync(join(prefix, 'experiments', 'blocking_steps'))
-    .map((f) => JSON.parse(readFileSync(join(prefix, 'experiments', 'blocking_steps', f), 'utf8')) as { steps: { name: string; status: string }[] })
+    .map(
+      (f) =>
+        JSON.parse(readFileSync(join(prefix, 'experiments', 'blocking_steps', f), 'utf8')) as {
+          steps: { name: string; status: string }[]
+        },
+    )
     .map((r) => r.steps.find((s) => s.name === step)!.status)
     .sort()
 const complete = /^first (\d+)\nlast \1\n$/
 
 describe('step leases with real processes', () => {
-  test('two runs of a step that blocks its event loop far past the lease TTL: the body never runs twice at once, one SUCCESS, the dependent sees a complete output', async () => {
+  test('two runs of a step that blocks its event loop far past the ' +
+    'lease TTL: the body never runs twice at once, one SUCCESS, the ' +
+    'dependent sees a complete output', async () => {
     const prefix = join(root, 'blocked')
     const file = join(root, 'blocked.marks')
     // A 3 s lease and a body that blocks its event loop for 12 s.
@@ -65,7 +78,10 @@ describe('step leases with real processes', () => {
     const ms = marks(file)
     for (const name of ['produce', 'consume']) {
       const seq = ms.filter((m) => m.step === name)
-      expect(seq.map((m) => m.what), name).toEqual(['start', 'end'])
+      expect(
+        seq.map((m) => m.what),
+        name,
+      ).toEqual(['start', 'end'])
       expect(seq[0]!.pid, name).toBe(seq[1]!.pid)
     }
     // Exactly one SUCCESS for each step; the other run skipped it.
@@ -80,7 +96,9 @@ describe('step leases with real processes', () => {
     expect(rb.out).toMatch(/wait {2}produce_\w+ +running elsewhere/)
   }, 60_000)
 
-  test('a run frozen past its lease (SIGSTOP) while another takes the step over: once resumed it fails with LEASE_LOST and neither publishes its output nor writes a status', async () => {
+  test('a run frozen past its lease (SIGSTOP) while another takes the ' +
+    'step over: once resumed it fails with LEASE_LOST and neither ' +
+    'publishes its output nor writes a status', async () => {
     const prefix = join(root, 'frozen')
     const file = join(root, 'frozen.marks')
     const env = { MARIN_PREFIX: prefix, FIX_MARKS: file, MARIN_LEASE_TTL_MS: '2000' }

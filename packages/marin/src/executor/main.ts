@@ -16,17 +16,27 @@ import { runExperiment } from './run-experiment.js'
 export const LOADING = Symbol.for('marin.loadingScript')
 
 /** Whether `loadExperiment` is importing a script now (its own `experiment.main()` then does nothing). */
-export const isLoadingScript = (): boolean => ((globalThis as Record<symbol, unknown>)[LOADING] as number | undefined ?? 0) > 0
+export const isLoadingScript = (): boolean =>
+  (((globalThis as Record<symbol, unknown>)[LOADING] as number | undefined) ?? 0) > 0
 
 /** The flags of `marin run`, parsed. */
-export type RunFlags = { dryRun?: boolean; force?: boolean; runOnly?: RegExp; maxConcurrent?: number; local?: boolean; cluster?: string }
+export type RunFlags = {
+  dryRun?: boolean
+  force?: boolean
+  runOnly?: RegExp
+  maxConcurrent?: number
+  local?: boolean
+  cluster?: string
+}
 
 /** Adds the flags of `marin run` to a command. */
 export function withRunFlags(cmd: Command): Command {
   return cmd
     .option('--dry-run', 'print the plan with the reason for each step; run nothing')
     .option('--force', 'run the selected steps even when they are done')
-    .addOption(new Option('--run-only <regex>', 'only steps whose name matches, and the steps they need').argParser(regexArg))
+    .addOption(
+      new Option('--run-only <regex>', 'only steps whose name matches, and the steps they need').argParser(regexArg),
+    )
     .addOption(new Option('--max-concurrent <n>', 'steps running at once').argParser(intArg('--max-concurrent')))
     .option('--local', 'run steps in this process instead of as iris jobs')
     .option('--cluster <address>', "iris controller host:port, or 'local' for a cluster started here", 'local')
@@ -51,7 +61,11 @@ export function runWithFlags(experiment: Experiment, flags: RunFlags, io: CliIo)
  * step done, 1 a step failed or the run threw, 2 bad usage) and resolves with the run's record,
  * or undefined when nothing ran (help, bad usage, or the script imported by `marin run` or a step job).
  */
-export async function runMain(experiment: Experiment, argv: readonly string[] = process.argv.slice(2), io: CliIo = processIo()): Promise<ExperimentRecord | undefined> {
+export async function runMain(
+  experiment: Experiment,
+  argv: readonly string[] = process.argv.slice(2),
+  io: CliIo = processIo(),
+): Promise<ExperimentRecord | undefined> {
   if (process.env.MARIN_STEP_CHILD === '1' || isLoadingScript()) return undefined
   let record: ExperimentRecord | undefined
   let code = 0
@@ -65,7 +79,8 @@ export async function runMain(experiment: Experiment, argv: readonly string[] = 
   try {
     await program.parseAsync([...argv], { from: 'user' })
   } catch (e) {
-    if (e instanceof CommanderError) code = e.code === 'commander.helpDisplayed' || e.code === 'commander.version' ? 0 : 2
+    if (e instanceof CommanderError)
+      code = e.code === 'commander.helpDisplayed' || e.code === 'commander.version' ? 0 : 2
     else {
       io.err(`${experiment.name}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`)
       code = 1
@@ -83,7 +98,10 @@ export async function runMain(experiment: Experiment, argv: readonly string[] = 
  * export default experiment
  * const record = await runIfMain(import.meta.url, experiment)
  */
-export async function runIfMain(importMetaUrl: string, experiment: { main(argv?: readonly string[]): Promise<ExperimentRecord | undefined> }): Promise<ExperimentRecord | undefined> {
+export async function runIfMain(
+  importMetaUrl: string,
+  experiment: { main(argv?: readonly string[]): Promise<ExperimentRecord | undefined> },
+): Promise<ExperimentRecord | undefined> {
   const entry = process.argv[1]
   if (!entry || process.env.MARIN_STEP_CHILD === '1') return undefined
   const self = fileURLToPath(importMetaUrl)

@@ -1,5 +1,5 @@
 /** Real processes at fault: two drivers at once, a killed driver, a killed step process. */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -15,7 +15,13 @@ describe('experiment processes at fault', () => {
   test('two marin run of one experiment at once: each step runs exactly once', async () => {
     const prefix = join(root, 'concurrent')
     const counter = join(root, 'concurrent.count')
-    const env = { MARIN_PREFIX: prefix, FIX_COUNTER: counter, FIX_SLEEP_STEP: 'ingest', FIX_SLEEP_MS: '1500', MARIN_LEASE_TTL_MS: '1000' }
+    const env = {
+      MARIN_PREFIX: prefix,
+      FIX_COUNTER: counter,
+      FIX_SLEEP_STEP: 'ingest',
+      FIX_SLEEP_MS: '1500',
+      MARIN_LEASE_TTL_MS: '1000',
+    }
     const a = start([marinBin, 'run', script, '--local'], env)
     const b = start([marinBin, 'run', script, '--local'], env)
     const [ra, rb] = await Promise.all([a.done, b.done])
@@ -29,7 +35,11 @@ describe('experiment processes at fault', () => {
     const prefix = join(root, 'killed')
     const counter = join(root, 'killed.count')
     const env = { MARIN_PREFIX: prefix, FIX_COUNTER: counter, MARIN_LEASE_TTL_MS: '1000' }
-    const first = start([marinBin, 'run', script, '--local'], { ...env, FIX_SLEEP_STEP: 'tokenize', FIX_SLEEP_MS: '60000' })
+    const first = start([marinBin, 'run', script, '--local'], {
+      ...env,
+      FIX_SLEEP_STEP: 'tokenize',
+      FIX_SLEEP_MS: '60000',
+    })
     for (let i = 0; i < 400 && !names(counter).includes('tokenize'); i++) await new Promise((r) => setTimeout(r, 50))
     expect(names(counter)).toEqual(['ingest', 'tokenize'])
     first.child.kill('SIGKILL')
@@ -54,7 +64,9 @@ describe('experiment processes at fault', () => {
     process.kill(Number(pid), 'SIGKILL')
     const r = await first.done
     expect(r.code).toBe(1)
-    expect(r.out).toMatch(/FAILED tokenize_\w+ \(.*\n\s+iris job \S+ ended FAILED without a result: task 0: terminated by signal SIGKILL/)
+    expect(r.out).toMatch(
+      /FAILED tokenize_\w+ \(.*\n\s+iris job \S+ ended FAILED without a result: task 0: terminated by signal SIGKILL/,
+    )
     expect(r.out).toMatch(/DEP_FAILED train_/)
     const tok = readdirSync(prefix).find((d) => d.startsWith('tokenize_'))!
     expect(readFileSync(join(prefix, tok, '.executor_status'), 'utf8')).toBe('FAILED\n')
@@ -67,8 +79,17 @@ describe('experiment processes at fault', () => {
   test('two drivers at once with steps as iris jobs: each step runs exactly once', async () => {
     const prefix = join(root, 'concurrent-iris')
     const counter = join(root, 'concurrent-iris.count')
-    const env = { MARIN_PREFIX: prefix, FIX_COUNTER: counter, FIX_SLEEP_STEP: 'ingest', FIX_SLEEP_MS: '1500', MARIN_LEASE_TTL_MS: '1000' }
-    const [ra, rb] = await Promise.all([start(['--import', 'tsx', script], env).done, start([marinBin, 'run', script], env).done])
+    const env = {
+      MARIN_PREFIX: prefix,
+      FIX_COUNTER: counter,
+      FIX_SLEEP_STEP: 'ingest',
+      FIX_SLEEP_MS: '1500',
+      MARIN_LEASE_TTL_MS: '1000',
+    }
+    const [ra, rb] = await Promise.all([
+      start(['--import', 'tsx', script], env).done,
+      start([marinBin, 'run', script], env).done,
+    ])
     expect(ra.code, ra.err).toBe(0)
     expect(rb.code, rb.err).toBe(0)
     expect(names(counter).sort()).toEqual(['ingest', 'tokenize', 'train'])

@@ -32,7 +32,9 @@ describe('experiment processes', () => {
     const tok = readdirSync(prefix).find((d) => d.startsWith('tokenize_'))!
     const logs = readdirSync(join(prefix, tok, 'logs'))
     expect(logs.some((f) => f.endsWith('.job.log'))).toBe(true)
-    expect(readFileSync(join(prefix, tok, 'logs', logs.find((f) => f.endsWith('.log') && !f.endsWith('.job.log'))!), 'utf8')).toContain('step succeeded')
+    expect(
+      readFileSync(join(prefix, tok, 'logs', logs.find((f) => f.endsWith('.log') && !f.endsWith('.job.log'))!), 'utf8'),
+    ).toContain('step succeeded')
     expect(readFileSync(join(prefix, tok, 'tokens.json'), 'utf8')).toContain('"vocab":256')
     expect(existsSync(join(prefix, 'iris', 'iris.sqlite'))).toBe(true)
   }, 60_000)
@@ -40,18 +42,33 @@ describe('experiment processes', () => {
   test('ts-node: the same script with the same flags', async () => {
     const prefix = join(root, 'tsnode')
     const counter = join(root, 'tsnode.count')
-    const { done } = start(['--loader', 'ts-node/esm', script, '--local'], { MARIN_PREFIX: prefix, FIX_COUNTER: counter, TS_NODE_TRANSPILE_ONLY: '1', NODE_NO_WARNINGS: '1' })
+    const { done } = start(['--loader', 'ts-node/esm', script, '--local'], {
+      MARIN_PREFIX: prefix,
+      FIX_COUNTER: counter,
+      TS_NODE_TRANSPILE_ONLY: '1',
+      NODE_NO_WARNINGS: '1',
+    })
     const r = await done
     expect(r.code, r.err).toBe(0)
     expect(names(counter)).toEqual(['ingest', 'tokenize', 'train'])
     // The record names the script and each step's version and timing.
     const recs = readdirSync(join(prefix, 'experiments', 'three_steps'))
     const rec = JSON.parse(readFileSync(join(prefix, 'experiments', 'three_steps', recs[0]!), 'utf8'))
-    expect(rec).toMatchObject({ experiment: 'three_steps', status: 'SUCCESS', script, config: { dataset: 'tiny', seed: 1 } })
-    expect(rec.steps.map((x: { name: string; status: string }) => `${x.name}:${x.status}`)).toEqual(['ingest:SUCCESS', 'tokenize:SUCCESS', 'train:SUCCESS'])
+    expect(rec).toMatchObject({
+      experiment: 'three_steps',
+      status: 'SUCCESS',
+      script,
+      config: { dataset: 'tiny', seed: 1 },
+    })
+    expect(rec.steps.map((x: { name: string; status: string }) => `${x.name}:${x.status}`)).toEqual([
+      'ingest:SUCCESS',
+      'tokenize:SUCCESS',
+      'train:SUCCESS',
+    ])
   }, 60_000)
 
-  test('runExperiment on a JobScheduler of your own runs each step as one of its jobs, each when its dependencies are done', async () => {
+  test('runExperiment on a JobScheduler of your own runs each step as ' +
+    'one of its jobs, each when its dependencies are done', async () => {
     const prefix = join(root, 'scheduler')
     const counter = join(root, 'scheduler.count')
     const saved = { ...process.env }
@@ -64,7 +81,11 @@ describe('experiment processes', () => {
       expect(record.status).toBe('SUCCESS')
       const client = await scheduler.client()
       const jobs = (await client.list()).sort((a, b) => a.submittedAt - b.submittedAt)
-      expect(jobs.map((j) => j.name.replace(/_\w{8}$/, ''))).toEqual(['three_steps.ingest', 'three_steps.tokenize', 'three_steps.train'])
+      expect(jobs.map((j) => j.name.replace(/_\w{8}$/, ''))).toEqual([
+        'three_steps.ingest',
+        'three_steps.tokenize',
+        'three_steps.train',
+      ])
       expect(jobs.map((j) => j.state)).toEqual(['SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED'])
       expect(names(counter)).toEqual(['ingest', 'tokenize', 'train'])
       // Done steps are skipped: a second run submits no job.

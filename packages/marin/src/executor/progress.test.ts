@@ -3,8 +3,19 @@ import { progressSink, progressText } from './progress.js'
 
 describe('progressText', () => {
   test('a pino line becomes its message and its small fields', () => {
-    const line = JSON.stringify({ level: 30, time: 1, pid: 2, hostname: 'h', pkg: 'marin', step: 'gpt_1234abcd', progress: '150/600', loss: 3.14159265, tokensPerSec: 812, msg: 'training' })
-    expect(progressText(line)).toBe('training progress=150/600 loss=3.142 tokensPerSec=812')
+    const line = JSON.stringify({
+      level: 30,
+      time: 1,
+      pid: 2,
+      hostname: 'h',
+      pkg: 'marin',
+      step: 'gpt_1234abcd',
+      progress: '150/600',
+      loss: 3.25159265,
+      tokensPerSec: 812,
+      msg: 'training',
+    })
+    expect(progressText(line)).toBe('training progress=150/600 loss=3.252 tokensPerSec=812')
   })
   test('a numeric step comes first, with its total', () => {
     expect(progressText(JSON.stringify({ msg: 'metrics', loss: 2, step: 5, of: 10 }))).toBe('metrics step=5/10 loss=2')

@@ -8,7 +8,8 @@ import { scrubSecretValues } from '@marin/rigging'
 /** Fields of a pino line that say nothing about progress. */
 const NOISE = new Set(['level', 'time', 'pid', 'hostname', 'pkg', 'msg', 'step', 'err', 'v'])
 
-/** `{"msg":"metrics","step":50,"train/loss":4.1}` → `metrics step=50 train/loss=4.1`; undefined for lines that are not pino JSON. */
+/** `{"msg":"metrics","step":50,"train/loss":4.1}` → `metrics step=50 train/loss=4.1`; undefined for lines that are not
+ * pino JSON. */
 export function progressText(line: string): string | undefined {
   if (!line.startsWith('{')) return undefined
   let o: Record<string, unknown>
@@ -42,7 +43,10 @@ export type ProgressSink = {
  * @param out where lines go when not on a terminal
  * @param tty a terminal stream to rewrite one line on (e.g. `process.stdout` when it is a TTY)
  */
-export function progressSink(out: (line: string) => void, opts: { readonly tty?: NodeJS.WriteStream; readonly everyMs?: number } = {}): ProgressSink {
+export function progressSink(
+  out: (line: string) => void,
+  opts: { readonly tty?: NodeJS.WriteStream; readonly everyMs?: number } = {},
+): ProgressSink {
   const every = opts.everyMs ?? (opts.tty ? 250 : 10_000)
   const latest = new Map<string, string>()
   const shown = new Map<string, string>()

@@ -7,7 +7,15 @@
 import { randomBytes } from 'node:crypto'
 import { join, resolve } from 'node:path'
 import { JobScheduler } from '@marin/iris'
-import { DEFAULT_MARIN_PREFIX, Lease, MARIN_LAYOUT, experimentRecordPath, marinPrefix, prefixDir, prefixPath } from '@marin/rigging'
+import {
+  DEFAULT_MARIN_PREFIX,
+  Lease,
+  MARIN_LAYOUT,
+  experimentRecordPath,
+  marinPrefix,
+  prefixDir,
+  prefixPath,
+} from '@marin/rigging'
 import { Executor, type ExecutorOptions, type ExperimentRecord } from './executor.js'
 import type { Experiment } from './experiment.js'
 import { irisRunner } from './iris-runner.js'
@@ -16,7 +24,8 @@ import { openPrefixStorage } from './prefix-storage.js'
 export type RunOptions = Omit<ExecutorOptions, 'runner'> & {
   /** Run steps in this process instead of as iris jobs. */
   readonly local?: boolean
-  /** `'local'` (a cluster started in this process, state in `<prefix>/iris`) or a controller `host:port`. @default 'local' */
+  /** `'local'` (a cluster started in this process, state in `<prefix>/iris`) or a controller `host:port`. @default
+   * 'local' */
   readonly cluster?: string
   readonly token?: string
   /** Submit the steps' jobs to this scheduler (left open) instead of one made for the run from `cluster`. */
@@ -36,20 +45,30 @@ export async function runExperiment(experiment: Experiment, opts: RunOptions = {
 
 /** Builds the run's report and publishes it to `experiment.report.target`. */
 async function publishReport(experiment: Experiment, record: ExperimentRecord, opts: RunOptions): Promise<void> {
-  const [{ buildReport }, { publishSite }] = await Promise.all([import('../report/build.js'), import('../report/publish.js')])
+  const [{ buildReport }, { publishSite }] = await Promise.all([
+    import('../report/build.js'),
+    import('../report/publish.js'),
+  ])
   const source = prefixPath(record.prefix, experimentRecordPath(record.experiment, record.run))
   const { data, site } = await buildReport(source, record.prefix)
   const res = await publishSite(site, experiment.report!.target)
   const out = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`))
   for (const w of data.warnings) out(`  report warning: ${w}`)
-  out(`report of ${record.experiment}: ${res.uploaded.length} files uploaded, ${res.unchanged.length} unchanged, ${res.deleted.length} deleted → ${res.target}`)
+  out(
+    `report of ${record.experiment}: ${res.uploaded.length} files ` +
+      `uploaded, ${res.unchanged.length} unchanged, ` +
+      `${res.deleted.length} deleted → ${res.target}`,
+  )
 }
 
 async function runSteps(experiment: Experiment, opts: RunOptions): Promise<ExperimentRecord> {
   const prefix = marinPrefix({ prefix: opts.prefix })
   const base = { ...opts, prefix }
   if (opts.local || opts.dryRun) return new Executor(base).run(experiment)
-  if (opts.scheduler) return new Executor({ ...base, runner: irisRunner(opts.scheduler, experiment.script, experiment.name) }).run(experiment)
+  if (opts.scheduler)
+    return new Executor({ ...base, runner: irisRunner(opts.scheduler, experiment.script, experiment.name) }).run(
+      experiment,
+    )
   const localPrefix = prefixDir(prefix) ?? resolve(DEFAULT_MARIN_PREFIX)
   const cluster = opts.cluster ?? 'local'
   // One local cluster owns `<prefix>/iris` at a time (its SQLite state and work folders);
@@ -57,13 +76,18 @@ async function runSteps(experiment: Experiment, opts: RunOptions): Promise<Exper
   let owner: Lease | undefined
   let irisPrefix = localPrefix
   if (cluster === 'local') {
-    owner = await Lease.tryAcquire(await openPrefixStorage(localPrefix), `${MARIN_LAYOUT.iris}/.local-cluster.lock`, { ttlMs: 30_000 })
+    owner = await Lease.tryAcquire(await openPrefixStorage(localPrefix), `${MARIN_LAYOUT.iris}/.local-cluster.lock`, {
+      ttlMs: 30_000,
+    })
     owner?.keepAlive()
-    if (!owner) irisPrefix = join(localPrefix, MARIN_LAYOUT.iris, 'concurrent', `${Date.now()}-${randomBytes(3).toString('hex')}`)
+    if (!owner)
+      irisPrefix = join(localPrefix, MARIN_LAYOUT.iris, 'concurrent', `${Date.now()}-${randomBytes(3).toString('hex')}`)
   }
   const scheduler = new JobScheduler({ cluster, prefix: irisPrefix, ...(opts.token ? { token: opts.token } : {}) })
   try {
-    return await new Executor({ ...base, runner: irisRunner(scheduler, experiment.script, experiment.name) }).run(experiment)
+    return await new Executor({ ...base, runner: irisRunner(scheduler, experiment.script, experiment.name) }).run(
+      experiment,
+    )
   } finally {
     await scheduler.close()
     await owner?.release().catch(() => {})

@@ -41,7 +41,11 @@ function walk(dir: string, files: string[] = [], dirs: string[] = []): { files: 
 }
 
 async function runAndCheck(prefix: string, args: string[]): Promise<void> {
-  const r = await start(['--import', 'tsx', script, ...args], { MARIN_PREFIX: prefix, FIX_SECRET_FILE: secretFile, LOG_LEVEL: 'info' }).done
+  const r = await start(['--import', 'tsx', script, ...args], {
+    MARIN_PREFIX: prefix,
+    FIX_SECRET_FILE: secretFile,
+    LOG_LEVEL: 'info',
+  }).done
   expect(r.code, r.err).toBe(1)
   // The failure is reported, with the secret's place marked.
   expect(r.out).toMatch(/FAILED login_\w{8}/)
@@ -51,7 +55,10 @@ async function runAndCheck(prefix: string, args: string[]): Promise<void> {
 
   const step = readdirSync(prefix).find((d) => d.startsWith('login_'))!
   const info = readFileSync(join(prefix, step, '.executor_info'), 'utf8')
-  expect(JSON.parse(info)).toMatchObject({ status: 'FAILED', error: expect.stringContaining('login refused for key [REDACTED]') })
+  expect(JSON.parse(info)).toMatchObject({
+    status: 'FAILED',
+    error: expect.stringContaining('login refused for key [REDACTED]'),
+  })
   // What the step printed and logged was kept, scrubbed: in the job log when it ran as a job.
   const logs = readdirSync(join(prefix, step, 'logs'))
   const kept = logs.map((f) => readFileSync(join(prefix, step, 'logs', f), 'utf8')).join('') + r.out + r.err
@@ -60,7 +67,10 @@ async function runAndCheck(prefix: string, args: string[]): Promise<void> {
   const runs = readdirSync(join(prefix, 'experiments', 'leaks_secret'))
   expect(runs).toHaveLength(1)
   const record = JSON.parse(readFileSync(join(prefix, 'experiments', 'leaks_secret', runs[0]!), 'utf8'))
-  expect(record.steps[0]).toMatchObject({ status: 'FAILED', error: expect.stringContaining('login refused for key [REDACTED]') })
+  expect(record.steps[0]).toMatchObject({
+    status: 'FAILED',
+    error: expect.stringContaining('login refused for key [REDACTED]'),
+  })
 
   // The report of the failed run and the site published from it.
   const site = join(root, `${relative(root, prefix)}-site`)
@@ -79,12 +89,19 @@ async function runAndCheck(prefix: string, args: string[]): Promise<void> {
   expect(executorFiles).toContain(join(prefix, step, '.executor_info'))
   const open = (p: string) => `${relative(prefix, p)} ${(statSync(p).mode & 0o777).toString(8)}`
   expect(executorFiles.filter((f) => (statSync(f).mode & 0o077) !== 0).map(open)).toEqual([])
-  const executorDirs = [join(prefix, step), join(prefix, step, 'logs'), join(prefix, 'experiments'), join(prefix, 'experiments', 'leaks_secret'), ...dirs.filter((d) => d.includes('.executor_history'))]
+  const executorDirs = [
+    join(prefix, step),
+    join(prefix, step, 'logs'),
+    join(prefix, 'experiments'),
+    join(prefix, 'experiments', 'leaks_secret'),
+    ...dirs.filter((d) => d.includes('.executor_history')),
+  ]
   expect(executorDirs.filter((d) => (statSync(d).mode & 0o077) !== 0).map(open)).toEqual([])
 }
 
 describe('secrets read by a step', () => {
-  test('a step run as an iris job fails with a secret: redacted in every file and in the driver output, files owner-only', async () => {
+  test('a step run as an iris job fails with a secret: redacted in ' +
+    'every file and in the driver output, files owner-only', async () => {
     await runAndCheck(join(root, 'jobs'), [])
   }, 120_000)
 

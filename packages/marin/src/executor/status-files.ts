@@ -37,14 +37,25 @@ export async function readStatus(storage: Storage, nameHash: string): Promise<St
 }
 
 export type WriteStatusOptions = {
-  /** Written on a second line (RUNNING names its lease owner, so that each run's RUNNING has bytes, and a generation, of its own). */
+  /** Written on a second line (RUNNING names its lease owner, so that each run's RUNNING has bytes, and a generation,
+   * of its own). */
   readonly owner?: string
-  /** E.g. `{ ifGeneration }` of the status this run read or wrote: STORAGE_CONDITION_FAILED if anyone wrote it since. */
+  /** E.g. `{ ifGeneration }` of the status this run read or wrote: STORAGE_CONDITION_FAILED if anyone wrote it since.
+   * */
   readonly condition?: WriteCondition
 }
 
-export async function writeStatus(storage: Storage, nameHash: string, status: StepStatus, opts: WriteStatusOptions = {}): Promise<ObjectInfo> {
-  return storage.write(statusPath(nameHash), `${status}\n${opts.owner ? `${opts.owner}\n` : ''}`, opts.condition ? { condition: opts.condition } : {})
+export async function writeStatus(
+  storage: Storage,
+  nameHash: string,
+  status: StepStatus,
+  opts: WriteStatusOptions = {},
+): Promise<ObjectInfo> {
+  return storage.write(
+    statusPath(nameHash),
+    `${status}\n${opts.owner ? `${opts.owner}\n` : ''}`,
+    opts.condition ? { condition: opts.condition } : {},
+  )
 }
 
 /** For a conditional status write that lost to another writer: their status stands. */
@@ -129,7 +140,9 @@ export async function recordHistory(storage: Storage, name: string, entry: Histo
     const merged = entry.status === 'PLANNED' && prev ? { ...prev, at: entry.at } : entry
     const next = [...entries.filter((e) => e.nameHash !== entry.nameHash), merged].slice(-HISTORY_LIMIT)
     try {
-      await storage.write(path, `${JSON.stringify({ name, entries: next }, null, 2)}\n`, { condition: st ? { ifGeneration: st.generation } : { ifAbsent: true } })
+      await storage.write(path, `${JSON.stringify({ name, entries: next }, null, 2)}\n`, {
+        condition: st ? { ifGeneration: st.generation } : { ifAbsent: true },
+      })
       return
     } catch (err) {
       if (!isRiggingError(err, 'STORAGE_CONDITION_FAILED')) throw err

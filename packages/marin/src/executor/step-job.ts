@@ -30,11 +30,18 @@ export function newAttempt(): StepAttempt {
 export const resultPath = (nameHash: string, attempt: StepAttempt) => `${nameHash}/logs/${attempt.id}.result.json`
 
 /** The iris job request that runs `task` from `script`. */
-export function stepJobRequest(task: StepTask, script: string | undefined, experiment: string, attempt: StepAttempt): JobRequest {
+export function stepJobRequest(
+  task: StepTask,
+  script: string | undefined,
+  experiment: string,
+  attempt: StepAttempt,
+): JobRequest {
   if (!script) {
     throw new MarinError(
       'SCRIPT_INVALID',
-      `experiment "${experiment}": its script file is unknown, so its steps cannot run as iris jobs; pass script: import.meta.url to new Experiment(...), or run with --local`,
+      `experiment "${experiment}": its script file is unknown, so its ` +
+        `steps cannot run as iris jobs; pass script: import.meta.url to ` +
+        `new Experiment(...), or run with --local`,
     )
   }
   const tsx = pathToFileURL(require.resolve('tsx')).href
@@ -55,7 +62,11 @@ export function stepJobRequest(task: StepTask, script: string | undefined, exper
 }
 
 /** The result the child wrote, if it got that far. */
-export async function readResult(storage: Storage, nameHash: string, attempt: StepAttempt): Promise<StepResult | undefined> {
+export async function readResult(
+  storage: Storage,
+  nameHash: string,
+  attempt: StepAttempt,
+): Promise<StepResult | undefined> {
   try {
     return JSON.parse(await storage.readText(resultPath(nameHash, attempt))) as StepResult
   } catch (err) {
@@ -68,13 +79,23 @@ export async function readResult(storage: Storage, nameHash: string, attempt: St
  * After a child ended without a result: if the step is still ours (its lease
  * is ours, expired, or absent) and RUNNING, mark it FAILED so the next run redoes it.
  */
-export async function failAbandoned(storage: Storage, nameHash: string, attempt: StepAttempt, ttlMs: number, why: string, startedAt: string): Promise<StepResult> {
+export async function failAbandoned(
+  storage: Storage,
+  nameHash: string,
+  attempt: StepAttempt,
+  ttlMs: number,
+  why: string,
+  startedAt: string,
+): Promise<StepResult> {
   const lease = await Lease.tryAcquire(storage, lockPath(nameHash), { ttlMs, owner: attempt.owner })
   if (lease) {
     try {
       const st = await readStatus(storage, nameHash)
       // Conditional: the child, if only frozen, may still have written its status since our read.
-      if (st?.status === 'RUNNING' || st === undefined) await writeStatus(storage, nameHash, 'FAILED', { condition: st ? { ifGeneration: st.generation } : { ifAbsent: true } }).catch(ignoreLostRace)
+      if (st?.status === 'RUNNING' || st === undefined)
+        await writeStatus(storage, nameHash, 'FAILED', {
+          condition: st ? { ifGeneration: st.generation } : { ifAbsent: true },
+        }).catch(ignoreLostRace)
     } finally {
       await lease.release()
     }

@@ -1,4 +1,5 @@
-/** @module The logger a step function gets: JSON lines into the step's `logs/` folder and to stderr, secrets redacted. */
+/** @module The logger a step function gets: JSON lines into the step's `logs/` folder and to stderr, secrets redacted.
+ * */
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs'
 import { dirname } from 'node:path'
 import { pino } from 'pino'

@@ -25,10 +25,20 @@ try {
   const experiment = await loadExperiment(script)
   const { order, versions, configs } = prepare(experiment.steps, storage)
   const step = order.find((s) => s.name === stepName)
-  if (!step) throw new MarinError('STEP_NOT_FOUND', `${script}: experiment "${experiment.name}" has no step "${stepName}"; was the script edited during the run?`)
+  if (!step)
+    throw new MarinError(
+      'STEP_NOT_FOUND',
+      `${script}: experiment "${experiment.name}" has no step "` +
+        `${stepName}"; was the script edited during the run?`,
+    )
   const version = versions.get(step)!
   if (version.nameHash !== expected) {
-    throw new MarinError('VERSION_MISMATCH', `${script}: step "${stepName}" is now ${version.nameHash}, but the executor planned ${expected}; the script changed during the run, run it again`)
+    throw new MarinError(
+      'VERSION_MISMATCH',
+      `${script}: step "${stepName}" is now ${version.nameHash}, but ` +
+        `the executor planned ${expected}; the script changed during the ` +
+        `run, run it again`,
+    )
   }
   result = await runStepHere({
     storage,
@@ -42,7 +52,12 @@ try {
     logName: `${attempt.id}.log`,
   })
 } catch (err) {
-  result = { status: 'FAILED', error: err instanceof Error ? (err.stack ?? err.message) : String(err), startedAt, finishedAt: new Date().toISOString() }
+  result = {
+    status: 'FAILED',
+    error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+    startedAt,
+    finishedAt: new Date().toISOString(),
+  }
   process.stderr.write(`${result.error}\n`)
 }
 if (expected) await storage.write(resultPath(expected, attempt), `${JSON.stringify(result, null, 2)}\n`)

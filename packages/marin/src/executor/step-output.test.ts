@@ -30,7 +30,14 @@ describe.each(stores)('%s', (_kind, open) => {
   test('publishOutput replaces the previous output with the staged one and keeps the executor files', async () => {
     const s = await open()
     const step = 'train_1234abcd'
-    for (const [p, v] of [['.executor_status', 'RUNNING\n'], ['.executor_info', '{}'], ['logs/a.log', 'x'], ['old.txt', 'old'], ['keep/a.txt', 'old'], ['keep/gone.txt', 'old']]) {
+    for (const [p, v] of [
+      ['.executor_status', 'RUNNING\n'],
+      ['.executor_info', '{}'],
+      ['logs/a.log', 'x'],
+      ['old.txt', 'old'],
+      ['keep/a.txt', 'old'],
+      ['keep/gone.txt', 'old'],
+    ]) {
       await s.write(`${step}/${p}`, v!)
     }
     const a = newStaging(s, step, `/out/${step}`)
@@ -46,7 +53,13 @@ describe.each(stores)('%s', (_kind, open) => {
 
     await publishOutput(s, a)
     await discardStaging(s, a)
-    expect(await listAll(s, `${step}/`)).toEqual(['.executor_info', '.executor_status', 'keep/a.txt', 'logs/a.log', 'model.json'])
+    expect(await listAll(s, `${step}/`)).toEqual([
+      '.executor_info',
+      '.executor_status',
+      'keep/a.txt',
+      'logs/a.log',
+      'model.json',
+    ])
     expect(await s.readText(`${step}/keep/a.txt`)).toBe('new')
     expect(await listAll(s, `${step}/.staging/`)).toEqual([])
   })
@@ -57,9 +70,11 @@ describe.each(stores)('%s', (_kind, open) => {
     await s.write(`${step}/old.txt`, 'old')
     const a = newStaging(s, step, `/out/${step}`)
     await s.write(`${a.rel}/new.txt`, 'new')
-    await s.write(`${a.rel}/zz/.executor_status`, 'not the executor\'s: inside a folder of the output')
+    await s.write(`${a.rel}/zz/.executor_status`, "not the executor's: inside a folder of the output")
     await s.write(`${a.rel}/logs/x.log`, 'x')
-    await expect(publishOutput(s, a)).rejects.toThrow(/wrote "logs" into its output, a name the executor keeps for its own files/)
+    await expect(publishOutput(s, a)).rejects.toThrow(
+      /wrote "logs" into its output, a name the executor keeps for its own files/,
+    )
     expect(await listAll(s, `${step}/`)).toEqual(['old.txt'])
   })
 })

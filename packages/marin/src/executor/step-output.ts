@@ -27,14 +27,24 @@ export function isExecutorEntry(name: string): boolean {
 }
 
 /** One attempt's staging folder: `rel` inside the prefix, `outputPath` as the step function sees it. */
-export type Staging = { readonly nameHash: string; readonly attemptRel: string; readonly rel: string; readonly outputPath: string }
+export type Staging = {
+  readonly nameHash: string
+  readonly attemptRel: string
+  readonly rel: string
+  readonly outputPath: string
+}
 
 /** A fresh staging folder for the step whose output is at `outputPath` (a local folder or a URL). */
 export function newStaging(storage: Storage, nameHash: string, outputPath: string): Staging {
   const attempt = `${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}-${randomBytes(3).toString('hex')}`
   const inner = `${STAGING}/${attempt}/${basename(nameHash)}`
   const rel = `${nameHash}/${inner}`
-  return { nameHash, attemptRel: `${nameHash}/${STAGING}/${attempt}`, rel, outputPath: storage.localPath(rel) ?? `${outputPath.replace(/\/+$/, '')}/${inner}` }
+  return {
+    nameHash,
+    attemptRel: `${nameHash}/${STAGING}/${attempt}`,
+    rel,
+    outputPath: storage.localPath(rel) ?? `${outputPath.replace(/\/+$/, '')}/${inner}`,
+  }
 }
 
 /** Removes the staging folders of other attempts (runs that died or lost the lease); call it holding the lease. */
@@ -42,7 +52,11 @@ export async function clearOtherStaging(storage: Storage, s: Staging): Promise<v
   const local = storage.localPath(`${s.nameHash}/${STAGING}`)
   if (local) {
     const names = existsSync(local) ? await readdir(local) : []
-    await Promise.all(names.filter((n) => `${s.nameHash}/${STAGING}/${n}` !== s.attemptRel).map((n) => rm(join(local, n), { recursive: true, force: true })))
+    await Promise.all(
+      names
+        .filter((n) => `${s.nameHash}/${STAGING}/${n}` !== s.attemptRel)
+        .map((n) => rm(join(local, n), { recursive: true, force: true })),
+    )
     return
   }
   for await (const o of storage.list(`${s.nameHash}/${STAGING}/`)) {
@@ -62,7 +76,12 @@ export async function discardStaging(storage: Storage, s: Staging): Promise<void
 }
 
 const reservedError = (s: Staging, name: string) =>
-  new MarinError('STEP_FAILED', `step ${s.nameHash} wrote "${name}" into its output, a name the executor keeps for its own files (logs/, .executor_*, ${STAGING}/); write it under another name`)
+  new MarinError(
+    'STEP_FAILED',
+    `step ${s.nameHash} wrote "${name}" into its output, a name the ` +
+      `executor keeps for its own files (logs/, .executor_*, ${STAGING}` +
+      `/); write it under another name`,
+  )
 
 /**
  * Moves the staged output into the step folder, replacing the previous output.
@@ -79,7 +98,8 @@ export async function publishOutput(storage: Storage, s: Staging): Promise<void>
     if (bad) throw reservedError(s, bad)
     await mkdir(replaced, { recursive: true })
     const current = (await readdir(to)).filter((n) => !isExecutorEntry(n))
-    // The previous output's folders move aside first (a rename cannot replace a folder); files are replaced in one rename.
+    // The previous output's folders move aside first (a rename cannot replace a folder); files are replaced in one
+    // rename.
     for (const name of current) {
       if (!staged.includes(name) || (await isDir(join(to, name)))) await rename(join(to, name), join(replaced, name))
     }

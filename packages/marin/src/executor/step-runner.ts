@@ -19,10 +19,26 @@
  */
 import { mkdir } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
-import { Lease, RiggingError, isRiggingError, provenance, readLease, type ObjectInfo, type Storage } from '@marin/rigging'
+import {
+  Lease,
+  RiggingError,
+  isRiggingError,
+  provenance,
+  readLease,
+  type ObjectInfo,
+  type Storage,
+} from '@marin/rigging'
 import { logger } from '@marin/rigging'
 import { readArtifactInputs } from './artifacts.js'
-import { lockPath, readStatus, recordHistory, writeInfo, writeStatus, type StatusRecord, type StepInfo } from './status-files.js'
+import {
+  lockPath,
+  readStatus,
+  recordHistory,
+  writeInfo,
+  writeStatus,
+  type StatusRecord,
+  type StepInfo,
+} from './status-files.js'
 import { openStepLog } from './step-log.js'
 import { clearOtherStaging, discardStaging, newStaging, publishOutput } from './step-output.js'
 import type { Step } from './step.js'
@@ -60,7 +76,12 @@ export type StepResult = {
  * Waits while someone else holds a live lease on the step. Resolves true if it
  * had to wait. A lease that expires without release is left for `Lease.acquire` to take over.
  */
-export async function waitForLease(storage: Storage, nameHash: string, ttlMs: number, signal?: AbortSignal): Promise<boolean> {
+export async function waitForLease(
+  storage: Storage,
+  nameHash: string,
+  ttlMs: number,
+  signal?: AbortSignal,
+): Promise<boolean> {
   let waited = false
   const poll = Math.max(20, Math.min(500, Math.floor(ttlMs / 5)))
   for (;;) {
@@ -75,20 +96,27 @@ export async function waitForLease(storage: Storage, nameHash: string, ttlMs: nu
 
 const errorText = (err: unknown) => (err instanceof Error ? (err.stack ?? err.message) : String(err))
 const leaseLostText = (err: unknown, what: string) =>
-  `LEASE_LOST: ${err instanceof Error ? err.message : String(err)}; ${what}. Another run holds the step now; its status is theirs to write.`
+  `LEASE_LOST: ${err instanceof Error ? err.message : String(err)}` +
+  `; ${what}. Another run holds the step now; its status is theirs to write.`
 
 /**
  * Takes the step's lease (waiting while someone else holds it) and marks the
  * step RUNNING at the generation of the status just read. Returns the status
  * seen before, or SKIPPED when the step is done and need not run again.
  */
-async function takeStep(o: RunStepOptions, startedAt: string): Promise<StepResult | { lease: Lease; before: StatusRecord | undefined; running: ObjectInfo }> {
+async function takeStep(
+  o: RunStepOptions,
+  startedAt: string,
+): Promise<StepResult | { lease: Lease; before: StatusRecord | undefined; running: ObjectInfo }> {
   const { storage } = o
   const nameHash = o.version.nameHash
   let waited = false
   for (;;) {
     waited = (await waitForLease(storage, nameHash, o.leaseTtlMs)) || waited
-    const lease = await Lease.tryAcquire(storage, lockPath(nameHash), { ttlMs: o.leaseTtlMs, ...(o.owner ? { owner: o.owner } : {}) })
+    const lease = await Lease.tryAcquire(storage, lockPath(nameHash), {
+      ttlMs: o.leaseTtlMs,
+      ...(o.owner ? { owner: o.owner } : {}),
+    })
     if (!lease) continue
     try {
       for (;;) {
@@ -96,10 +124,18 @@ async function takeStep(o: RunStepOptions, startedAt: string): Promise<StepResul
         if (before?.status === 'SUCCESS' && (!o.force || waited)) {
           await lease.release()
           const at = new Date(before.at).toISOString()
-          return { status: 'SKIPPED', detail: `done at ${at}${waited ? ' (by a concurrent run)' : ''}`, startedAt, finishedAt: new Date().toISOString() }
+          return {
+            status: 'SKIPPED',
+            detail: `done at ${at}${waited ? ' (by a concurrent run)' : ''}`,
+            startedAt,
+            finishedAt: new Date().toISOString(),
+          }
         }
         try {
-          const running = await writeStatus(storage, nameHash, 'RUNNING', { owner: lease.owner, condition: before ? { ifGeneration: before.generation } : { ifAbsent: true } })
+          const running = await writeStatus(storage, nameHash, 'RUNNING', {
+            owner: lease.owner,
+            condition: before ? { ifGeneration: before.generation } : { ifAbsent: true },
+          })
           return { lease, before, running }
         } catch (err) {
           // A run that had lost the lease wrote the status after our read: look again.
@@ -137,7 +173,11 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
     owner: lease.owner,
     provenance: prov,
   }
-  const stepLog = openStepLog(storage, `${nameHash}/logs/${o.logName ?? `${startedAt.replace(/[:.]/g, '-')}-${process.pid}.log`}`, { step: nameHash })
+  const stepLog = openStepLog(
+    storage,
+    `${nameHash}/logs/` + `${o.logName ?? `${startedAt.replace(/[:.]/g, '-')}-${process.pid}.log`}`,
+    { step: nameHash },
+  )
   let error: unknown
   let infoWritten: ObjectInfo | undefined
   try {
@@ -150,7 +190,12 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
     infoWritten = await writeInfo(storage, { ...info, status: 'RUNNING' })
     if (before && before.status !== 'SUCCESS') stepLog.log.info({ previous: before.status }, 'taking the step over')
     stepLog.log.info({ outputPath: o.outputPath, staging: staging.outputPath, version: version.hash }, 'step started')
-    await o.step.fn((await readArtifactInputs(o.config, storage)) as never, { outputPath: staging.outputPath, prefix: storage.url.startsWith('file://') ? fileURLToPath(storage.url) : storage.url, log: stepLog.log, signal: abort.signal })
+    await o.step.fn((await readArtifactInputs(o.config, storage)) as never, {
+      outputPath: staging.outputPath,
+      prefix: storage.url.startsWith('file://') ? fileURLToPath(storage.url) : storage.url,
+      log: stepLog.log,
+      signal: abort.signal,
+    })
     if (abort.signal.aborted) throw abort.signal.reason
   } catch (err) {
     error = err
@@ -162,7 +207,9 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
   )
   if (fenced !== undefined) {
     const notDone = "the step's output was not published and its status not written"
-    const message = isRiggingError(fenced, 'LEASE_LOST') ? leaseLostText(fenced, notDone) : `cannot confirm that this run still holds the step's lease (${errorText(fenced)}); ${notDone}`
+    const message = isRiggingError(fenced, 'LEASE_LOST')
+      ? leaseLostText(fenced, notDone)
+      : `cannot confirm that this run still holds the step's lease (` + `${errorText(fenced)}); ${notDone}`
     stepLog.log.error({ err: fenced }, 'lease lost: output not published, status not written')
     await stepLog.close()
     await discardStaging(storage, staging).catch(() => {})
@@ -178,12 +225,18 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
   if (error === undefined) stepLog.log.info('step succeeded')
   else stepLog.log.error({ err: error }, 'step failed')
   await stepLog.close()
-  await discardStaging(storage, staging).catch((err: unknown) => log.warn({ err, step: nameHash }, 'cannot remove the staging folder'))
+  await discardStaging(storage, staging).catch((err: unknown) =>
+    log.warn({ err, step: nameHash }, 'cannot remove the staging folder'),
+  )
   const finishedAt = new Date().toISOString()
   const status = error === undefined ? 'SUCCESS' : 'FAILED'
   const message = error === undefined ? undefined : errorText(error)
   try {
-    await writeInfo(storage, { ...info, status, finishedAt, ...(message ? { error: message } : {}) }, infoWritten ? { ifGeneration: infoWritten.generation } : undefined)
+    await writeInfo(
+      storage,
+      { ...info, status, finishedAt, ...(message ? { error: message } : {}) },
+      infoWritten ? { ifGeneration: infoWritten.generation } : undefined,
+    )
     await writeStatus(storage, nameHash, status, { condition: { ifGeneration: running.generation } })
   } catch (err) {
     if (!isRiggingError(err, 'STORAGE_CONDITION_FAILED')) {
@@ -191,11 +244,26 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
       throw err
     }
     await lease.release().catch(() => {})
-    const lost = new RiggingError('LEASE_LOST', `step ${nameHash}: another run wrote its status or info after this run's RUNNING (${err.message})`)
-    return { status: 'FAILED', error: leaseLostText(lost, `this run's ${status} was not written`), startedAt, finishedAt }
+    const lost = new RiggingError(
+      'LEASE_LOST',
+      `step ${nameHash}: another run wrote its status or info after ` + `this run's RUNNING (${err.message})`,
+    )
+    return {
+      status: 'FAILED',
+      error: leaseLostText(lost, `this run's ${status} was not written`),
+      startedAt,
+      finishedAt,
+    }
   }
   try {
-    await recordHistory(storage, version.name, { nameHash, hash: version.hash, fields: version.fields, dependencies: version.dependencies, status, at: finishedAt })
+    await recordHistory(storage, version.name, {
+      nameHash,
+      hash: version.hash,
+      fields: version.fields,
+      dependencies: version.dependencies,
+      status,
+      at: finishedAt,
+    })
   } finally {
     await lease.release().catch((err: unknown) => {
       if (!isRiggingError(err, 'LEASE_NOT_OWNER')) throw err

@@ -47,20 +47,22 @@ export function isOutputRef(x: unknown): x is OutputRef {
   return typeof x === 'object' && x !== null && (x as Record<symbol, unknown>)[OUTPUT_REF] === true
 }
 
-/** A config as the step function sees it: versioned values unwrapped, output references as paths, artifact inputs as references. */
-export type Resolved<C> = C extends Versioned<infer T>
-  ? Resolved<T>
-  : C extends ArtifactInput
-    ? ArtifactRef
-    : C extends OutputRef
-    ? string
-    : C extends { readonly values: infer V; readonly __marinConfig: true }
-      ? Resolved<V>
-      : C extends readonly (infer E)[]
-        ? Resolved<E>[]
-        : C extends Record<string, unknown>
-          ? { [K in keyof C]: Resolved<C[K]> }
-          : C
+/** A config as the step function sees it: versioned values unwrapped, output references as paths, artifact inputs as
+ * references. */
+export type Resolved<C> =
+  C extends Versioned<infer T>
+    ? Resolved<T>
+    : C extends ArtifactInput
+      ? ArtifactRef
+      : C extends OutputRef
+        ? string
+        : C extends { readonly values: infer V; readonly __marinConfig: true }
+          ? Resolved<V>
+          : C extends readonly (infer E)[]
+            ? Resolved<E>[]
+            : C extends Record<string, unknown>
+              ? { [K in keyof C]: Resolved<C[K]> }
+              : C
 
 /** What a step function gets besides its config. */
 export type StepContext = {
@@ -71,7 +73,8 @@ export type StepContext = {
    * lease is still held; dependents get the step folder's path.
    */
   readonly outputPath: string
-  /** The Marin prefix the step runs under (a local directory for file:// prefixes, else a URL); finestore lives at `<prefix>/store`. */
+  /** The Marin prefix the step runs under (a local directory for file:// prefixes, else a URL); finestore lives at
+   * `<prefix>/store`. */
   readonly prefix: string
   /** A logger whose lines also go to the step's `logs/` folder. */
   readonly log: Logger
@@ -84,7 +87,8 @@ export type StepFn<C> = (config: Resolved<C>, ctx: StepContext) => unknown | Pro
 export type StepOptions<C> = {
   /** Names the step and its output folder; letters, digits, `. _ - /`. */
   readonly name: string
-  /** Plain data; `versioned(...)` fields and `other.output()` references make the version. A function is called when the experiment is planned. */
+  /** Plain data; `versioned(...)` fields and `other.output()` references make the version. A function is called when
+   * the experiment is planned. */
   readonly config: C | (() => C)
   readonly fn: StepFn<C>
   /** Resources of the iris job that runs it. @default 'cpu=1,memory=2G,gpu=0' */
@@ -99,7 +103,6 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*(\/[A-Za-z0-9][A-Za-z0-9._-]*)*$/
  * One step of an experiment. Create with `step()`.
  * `Step` alone means a step of any config (C is invariant: it is read and passed to `fn`).
  */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export class Step<C = any> {
   readonly name: string
   readonly fn: StepFn<C>
@@ -110,9 +113,17 @@ export class Step<C = any> {
 
   constructor(opts: StepOptions<C>) {
     if (typeof opts?.name !== 'string' || !NAME.test(opts.name) || opts.name.length > 200) {
-      throw new MarinError('BAD_STEP', `step name ${JSON.stringify(opts?.name)} is invalid; use letters, digits, ". _ -" and "/" between parts (at most 200 characters)`)
+      throw new MarinError(
+        'BAD_STEP',
+        `step name ${JSON.stringify(opts?.name)} is invalid; use ` +
+          `letters, digits, ". _ -" and "/" between parts (at most 200 characters)`,
+      )
     }
-    if (typeof opts.fn !== 'function') throw new MarinError('BAD_STEP', `step "${opts.name}": fn must be a function (config, { outputPath, log }) => ...`)
+    if (typeof opts.fn !== 'function')
+      throw new MarinError(
+        'BAD_STEP',
+        `step "${opts.name}": fn must be a function (config, { ` + `outputPath, log }) => ...`,
+      )
     this.name = opts.name
     this.fn = opts.fn
     this.resources = opts.resources
@@ -135,17 +146,27 @@ export class Step<C = any> {
    */
   output(subPath = ''): OutputRef {
     const clean = subPath.replace(/^\/+|\/+$/g, '')
-    if (clean.split('/').some((p) => p === '..')) throw new MarinError('BAD_STEP', `step "${this.name}": output("${subPath}") may not contain ".."; name a path inside the output`)
+    if (clean.split('/').some((p) => p === '..'))
+      throw new MarinError(
+        'BAD_STEP',
+        `step "${this.name}": output("${subPath}") may not contain ".."; ` + `name a path inside the output`,
+      )
     return new OutputRef(this as unknown as Step, clean)
   }
 
   /**
    * A dependency on an artifact this step commits and lists in its `artifacts.json` (0, the
    * default, is the main one); the dependent step's function receives it as an `ArtifactRef`.
-   * @example dedupStep's config: { input: ingest.artifact() } → c.input = { kind: 'artifact', name: 'datasets/brown', version: 2 }
+   * @example dedupStep's config: { input: ingest.artifact() } → c.input = { kind: 'artifact', name: 'datasets/brown',
+   * version: 2 }
    */
   artifact(index = 0): ArtifactInput {
-    if (!Number.isInteger(index) || index < 0) throw new MarinError('BAD_STEP', `step "${this.name}": artifact(${index}): give the position in its artifacts.json list, 0 for the main one`)
+    if (!Number.isInteger(index) || index < 0)
+      throw new MarinError(
+        'BAD_STEP',
+        `step "${this.name}": artifact(${index}): give the position in ` +
+          `its artifacts.json list, 0 for the main one`,
+      )
     return new ArtifactInput(this as unknown as Step, index)
   }
 }
@@ -153,7 +174,8 @@ export class Step<C = any> {
 /**
  * Declares a step.
  * @example
- * const tokenize = step({ name: 'tokenize', config: { vocab: versioned(512), data: ingest.output() }, fn: async (cfg, { outputPath }) => { ... } })
+ * const tokenize = step({ name: 'tokenize', config: { vocab: versioned(512), data: ingest.output() }, fn: async (cfg, {
+ * outputPath }) => { ... } })
  */
 export function step<C>(opts: StepOptions<C>): Step<C> {
   return new Step(opts)

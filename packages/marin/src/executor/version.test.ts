@@ -11,13 +11,21 @@ import { versioned } from './versioned.js'
 const noop = () => {}
 
 function pipeline(opts: { vocab?: number; workers?: number; order?: 'ab' | 'ba'; lr?: number } = {}) {
-  const ingest = step({ name: 'ingest', config: { source: versioned('brown'), scratch: `/tmp/${Math.random()}` }, fn: noop })
+  const ingest = step({
+    name: 'ingest',
+    config: { source: versioned('brown'), scratch: `/tmp/${Math.random()}` },
+    fn: noop,
+  })
   const tok =
     opts.order === 'ba'
       ? { workers: opts.workers ?? 2, vocab: versioned(opts.vocab ?? 256), input: ingest.output('docs') }
       : { input: ingest.output('docs'), vocab: versioned(opts.vocab ?? 256), workers: opts.workers ?? 2 }
   const tokenize = step({ name: 'tokenize', config: tok, fn: noop })
-  const train = step({ name: 'train', config: { data: tokenize.output(), opt: { lr: versioned(opts.lr ?? 3e-4), beta: versioned(0.9) }, logEvery: 10 }, fn: noop })
+  const train = step({
+    name: 'train',
+    config: { data: tokenize.output(), opt: { lr: versioned(opts.lr ?? 3e-4), beta: versioned(0.9) }, logEvery: 10 },
+    fn: noop,
+  })
   return { ingest, tokenize, train }
 }
 
@@ -28,7 +36,9 @@ const hashes = (p: ReturnType<typeof pipeline>) => {
 
 describe('step versions', () => {
   test('canonical JSON sorts keys at every depth and refuses what JSON cannot hold', () => {
-    expect(canonicalJson({ b: 1, a: { d: [1, { y: 2, x: 1 }], c: 'x' } })).toBe('{"a":{"c":"x","d":[1,{"x":1,"y":2}]},"b":1}')
+    expect(canonicalJson({ b: 1, a: { d: [1, { y: 2, x: 1 }], c: 'x' } })).toBe(
+      '{"a":{"c":"x","d":[1,{"x":1,"y":2}]},"b":1}',
+    )
     expect(() => canonicalJson({ lr: Number.NaN })).toThrow(/config\.lr: NaN cannot be part of a version/)
     expect(() => canonicalJson({ f: () => 1 })).toThrow(/config\.f: a function cannot be part of a version/)
   })
@@ -63,7 +73,11 @@ describe('step versions', () => {
   })
 
   test('a pinned hash: the version formula does not drift', () => {
-    const s = step({ name: 'pinned', config: { a: versioned(1), b: versioned({ y: [1, 'two'], x: true }), c: 'free' }, fn: noop })
+    const s = step({
+      name: 'pinned',
+      config: { a: versioned(1), b: versioned({ y: [1, 'two'], x: true }), c: 'free' },
+      fn: noop,
+    })
     const v = computeVersions([s]).get(s)!
     // sha256 of {"config":{"a":1,"b":{"x":true,"y":[1,"two"]}},"dependencies":[],"name":"pinned"}
     expect(v.config).toEqual({ a: 1, b: { x: true, y: [1, 'two'] } })
@@ -76,7 +90,11 @@ describe('step versions', () => {
     const cfg = new Config({ model: 'gpt2-small', batchSize: 128 })
     const a = step({ name: 'train', config: { cfg, note: 'free' }, fn: noop })
     const b = step({ name: 'train', config: { cfg: cfg.with({ batchSize: 64 }), note: 'other' }, fn: noop })
-    const c = step({ name: 'train', config: { cfg: new Config({ batchSize: 128, model: 'gpt2-small' }), note: 'x' }, fn: noop })
+    const c = step({
+      name: 'train',
+      config: { cfg: new Config({ batchSize: 128, model: 'gpt2-small' }), note: 'x' },
+      fn: noop,
+    })
     const h = (s: typeof a) => computeVersions([s]).get(s)!.hash
     expect(h(a)).not.toBe(h(b))
     expect(h(a)).toBe(h(c))

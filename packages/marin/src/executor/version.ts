@@ -74,13 +74,25 @@ export function computeVersions(steps: readonly Step[]): Map<Step, StepVersion> 
     const hash = sha256(canonicalJson({ name: s.name, config, dependencies }, `step "${s.name}" config`))
     const fields: Record<string, string> = {}
     flatten(config, '', fields)
-    versions.set(s, { name: s.name, hash, nameHash: stepDirName(s.name, hash.slice(0, 8)), config, fields, dependencies })
+    versions.set(s, {
+      name: s.name,
+      hash,
+      nameHash: stepDirName(s.name, hash.slice(0, 8)),
+      config,
+      fields,
+      dependencies,
+    })
   }
   return versions
 }
 
-/** The config the step function receives: versioned values unwrapped, references replaced by `pathOf(nameHash, subPath)`, artifact inputs by a `PendingArtifact` (read when the step starts). */
-export function resolveConfig(config: unknown, versions: Map<Step, StepVersion>, pathOf: (nameHash: string, subPath: string) => string): unknown {
+/** The config the step function receives: versioned values unwrapped, references replaced by `pathOf(nameHash,
+ * subPath)`, artifact inputs by a `PendingArtifact` (read when the step starts). */
+export function resolveConfig(
+  config: unknown,
+  versions: Map<Step, StepVersion>,
+  pathOf: (nameHash: string, subPath: string) => string,
+): unknown {
   const walk = (v: unknown): unknown => {
     if (isArtifactInput(v)) {
       const nameHash = versions.get(v.step)!.nameHash

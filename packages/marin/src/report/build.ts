@@ -25,7 +25,9 @@ export async function buildSite(data: ReportData): Promise<Site> {
   files.set('step-graph.svg', graphSvg)
   for (const c of charts) files.set(c.file, c.svg)
   for (const s of data.steps) for (const l of s.logs) files.set(logFile(s.nameHash, l.path), l.tail)
-  files.set('data.json', `${JSON.stringify({ ...data, steps: data.steps.map((s) => ({ ...s, logs: s.logs.map(({ tail: _tail, ...l }) => l) })) }, null, 2)}\n`)
+  // The log tails are files of their own; data.json keeps only where they are.
+  const steps = data.steps.map((s) => ({ ...s, logs: s.logs.map(({ tail: _tail, ...l }) => l) }))
+  files.set('data.json', `${JSON.stringify({ ...data, steps }, null, 2)}\n`)
   return files
 }
 

@@ -65,7 +65,12 @@ export async function renderCharts(rows: readonly MetricRow[]): Promise<Chart[]>
   for (const c of CHARTS) {
     const values = points(rows, c.keys)
     if (values.length === 0) continue
-    charts.push({ id: c.id, title: c.title, file: `charts/${c.id}.svg`, svg: await renderSvg(chartSpec(c.title, c.y, values)) })
+    charts.push({
+      id: c.id,
+      title: c.title,
+      file: `charts/${c.id}.svg`,
+      svg: await renderSvg(chartSpec(c.title, c.y, values)),
+    })
   }
   return charts
 }

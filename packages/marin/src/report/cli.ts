@@ -7,18 +7,28 @@ import { publishSite } from './publish.js'
 /** The `publish-report` command: builds the report site of a run and publishes it. */
 export function publishReportCommand(cmd: Command, io: CliIo, run: Run): void {
   cmd
-    .requiredOption('--source <dir|experiment>', 'a record file, a folder of runs, a prefix, or NAME[/RUN] under $MARIN_PREFIX (newest run by default)')
+    .requiredOption(
+      '--source <dir|experiment>',
+      'a record file, a folder of runs, a prefix, or NAME[/RUN] under ' + '$MARIN_PREFIX (newest run by default)',
+    )
     .option('--target <dir|url>', 'a folder, any storage URL, or an http(s):// URL accepting PUT', './site')
     .option('--json', 'print what was published as JSON')
     .action((o: { source: string; target: string; json?: boolean }) =>
       run(async () => {
         const { data, site } = await buildReport(o.source, prefixOf(io))
         const res = await publishSite(site, o.target)
-        if (o.json) io.out(JSON.stringify({ experiment: data.record.experiment, run: data.record.run, ...res }, null, 2))
+        if (o.json)
+          io.out(JSON.stringify({ experiment: data.record.experiment, run: data.record.run, ...res }, null, 2))
         else {
           for (const w of data.warnings) io.err(`warning: ${w}`)
-          io.out(`report of ${data.record.experiment} run ${data.record.run}: ${res.uploaded.length} files uploaded, ${res.unchanged.length} unchanged, ${res.deleted.length} deleted`)
-          const index = /^[a-z][a-z0-9+.-]*:\/\//i.test(res.target) ? `${res.target.replace(/\/+$/, '')}/index.html` : `${res.target}/index.html`
+          io.out(
+            `report of ${data.record.experiment} run ${data.record.run}: ` +
+              `${res.uploaded.length} files uploaded, ${res.unchanged.length} ` +
+              `unchanged, ${res.deleted.length} deleted`,
+          )
+          const index = /^[a-z][a-z0-9+.-]*:\/\//i.test(res.target)
+            ? `${res.target.replace(/\/+$/, '')}/index.html`
+            : `${res.target}/index.html`
           io.out(`open ${index}`)
         }
         return 0

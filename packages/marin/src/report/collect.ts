@@ -20,7 +20,8 @@ export const SAMPLES_PER_TASK = 5
 const SAMPLES_FILE = /(^|\/)(samples|generations)\.jsonl$/i
 const METRICS_FILE = /(^|\/)metrics\.jsonl$/
 
-/** `artifacts.json`: `{artifacts: [{kind: 'artifact', name, version}]}`, or the older `["name@3"]`, `[{artifact, version}]`. */
+/** `artifacts.json`: `{artifacts: [{kind: 'artifact', name, version}]}`, or the older `["name@3"]`, `[{artifact,
+ * version}]`. */
 export function parseArtifactList(text: string, file = 'artifacts.json'): { artifact: string; version: number }[] {
   return parseStepArtifacts(text, file).artifacts.map((r) => ({ artifact: r.name, version: r.version }))
 }
@@ -34,7 +35,8 @@ export function parseMetrics(text: string, source: string, warn: (w: string) => 
       const o = JSON.parse(line) as Record<string, unknown>
       if (typeof o.step !== 'number') throw new Error('no numeric "step"')
       const values: Record<string, number> = {}
-      for (const [k, v] of Object.entries(o)) if (k !== 'step' && typeof v === 'number' && Number.isFinite(v)) values[k] = v
+      for (const [k, v] of Object.entries(o))
+        if (k !== 'step' && typeof v === 'number' && Number.isFinite(v)) values[k] = v
       rows.push({ source, step: o.step, values })
     } catch (err) {
       warn(`${source}: line ${i + 1} of metrics.jsonl skipped (${(err as Error).message})`)
@@ -52,7 +54,8 @@ export function parseEvals(text: string, source: string): EvalRow[] {
   const rows: EvalRow[] = []
   if (Array.isArray(parsed)) {
     for (const e of parsed as { task?: unknown; metric?: unknown; value?: unknown }[]) {
-      if (typeof e?.task === 'string' && typeof e.value === 'number') rows.push({ source, task: e.task, metric: typeof e.metric === 'string' ? e.metric : 'score', value: e.value })
+      if (typeof e?.task === 'string' && typeof e.value === 'number')
+        rows.push({ source, task: e.task, metric: typeof e.metric === 'string' ? e.metric : 'score', value: e.value })
     }
     return rows
   }
@@ -86,7 +89,12 @@ export function parseSamples(text: string, source: string, limit = Infinity): Sa
     const completion = o.completion ?? o.generated ?? o.output
     if (completion === undefined) continue
     const prompt = o.prompt ?? o.context ?? o.input ?? ''
-    rows.push({ source, prompt: String(prompt), completion: String(completion), ...(o.answer !== undefined ? { expected: String(o.answer) } : {}) })
+    rows.push({
+      source,
+      prompt: String(prompt),
+      completion: String(completion),
+      ...(o.answer !== undefined ? { expected: String(o.answer) } : {}),
+    })
   }
   return rows
 }
@@ -124,7 +132,8 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
       const rel = o.path.slice(s.nameHash.length + 1)
       try {
         if (rel.startsWith('logs/')) logs.push({ path: rel, bytes: o.size, tail: await tail(storage, o.path, o.size) })
-        else if (rel === 'artifacts.json') refs.push(...parseArtifactList(await storage.readText(o.path), o.path).map((r) => ({ ...r, step: s.name })))
+        else if (rel === 'artifacts.json')
+          refs.push(...parseArtifactList(await storage.readText(o.path), o.path).map((r) => ({ ...r, step: s.name })))
         else if (METRICS_FILE.test(rel)) metrics.push(...parseMetrics(await storage.readText(o.path), s.name, warn))
         else if (SAMPLES_FILE.test(rel)) samples.push(...parseSamples(await storage.readText(o.path), s.name))
         else if (EVAL_FILE.test(rel)) evals.push(...parseEvals(await storage.readText(o.path), s.name))
@@ -133,7 +142,12 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
       }
     }
     logs.sort((a, b) => a.path.localeCompare(b.path))
-    steps.push({ ...s, ...(status ? { diskStatus: status.status } : {}), logs, outputUrl: outputUrl(storage, s.nameHash) })
+    steps.push({
+      ...s,
+      ...(status ? { diskStatus: status.status } : {}),
+      logs,
+      outputUrl: outputUrl(storage, s.nameHash),
+    })
   }
   const artifacts: ReportArtifact[] = []
   if (refs.length > 0) {
@@ -146,7 +160,13 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
           const m = view.manifest
           // Eval artifacts keep per-sample records; generation tasks give the sample generations.
           for (const f of view.files().filter((f) => /^samples\/[^/]+\.jsonl$/.test(f))) {
-            samples.push(...parseSamples(await view.readText(f), `${r.step}: ${f.slice('samples/'.length, -'.jsonl'.length)}`, SAMPLES_PER_TASK))
+            samples.push(
+              ...parseSamples(
+                await view.readText(f),
+                `${r.step}: ${f.slice('samples/'.length, -'.jsonl'.length)}`,
+                SAMPLES_PER_TASK,
+              ),
+            )
           }
           artifacts.push({
             ref: `${m.artifact}@${m.version}`,

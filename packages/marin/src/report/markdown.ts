@@ -3,17 +3,29 @@ import { escapeCell as c, formatBytes, formatNumber, formatSeconds, formatValue 
 import { finalMetrics, logFile, provenanceOf, type SiteParts } from './site-parts.js'
 
 function table(head: readonly string[], rows: readonly (readonly string[])[]): string {
-  return [`| ${head.map(c).join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.map(c).join(' | ')} |`)].join('\n')
+  return [
+    `| ${head.map(c).join(' | ')} |`,
+    `| ${head.map(() => '---').join(' | ')} |`,
+    ...rows.map((r) => `| ${r.map(c).join(' | ')} |`),
+  ].join('\n')
 }
 
-const meta = (m: Readonly<Record<string, unknown>>) => Object.entries(m).map(([k, v]) => `${k}: ${formatValue(v)}`).join(', ')
+const meta = (m: Readonly<Record<string, unknown>>) =>
+  Object.entries(m)
+    .map(([k, v]) => `${k}: ${formatValue(v)}`)
+    .join(', ')
 
 /** Renders `report.md`; image links are relative (`step-graph.svg`, `charts/*.svg`). */
 export function renderMarkdown(p: SiteParts): string {
   const { data, charts } = p
   const r = data.record
   const prov = provenanceOf(r.provenance)
-  const out: string[] = [`# ${r.experiment}`, '', `Run \`${r.run}\`: **${r.status}**, ${r.startedAt} → ${r.finishedAt}. Record: \`${data.recordUrl}\`.`, '']
+  const out: string[] = [
+    `# ${r.experiment}`,
+    '',
+    `Run \`${r.run}\`: **${r.status}**, ${r.startedAt} → ` + `${r.finishedAt}. Record: \`${data.recordUrl}\`.`,
+    '',
+  ]
   const finals = finalMetrics(data.metrics)
   if (finals.length) out.push(finals.map(([k, v]) => `- ${k}: **${formatNumber(v)}**`).join('\n'), '')
 
@@ -38,7 +50,18 @@ export function renderMarkdown(p: SiteParts): string {
   out.push('## Datasets and artifacts', '')
   out.push(
     datasets.length
-      ? table(['artifact', 'kind', 'step', 'files', 'size', 'statistics', 'lineage'], datasets.map((a) => [`[\`${a.ref}\`](${a.url})`, a.kind, a.step, formatNumber(a.files), formatBytes(a.bytes), meta(a.metadata), a.lineage.join(', ')]))
+      ? table(
+          ['artifact', 'kind', 'step', 'files', 'size', 'statistics', 'lineage'],
+          datasets.map((a) => [
+            `[\`${a.ref}\`](${a.url})`,
+            a.kind,
+            a.step,
+            formatNumber(a.files),
+            formatBytes(a.bytes),
+            meta(a.metadata),
+            a.lineage.join(', '),
+          ]),
+        )
       : '_No step listed a finestore artifact (artifacts.json)._',
     '',
   )
@@ -46,10 +69,51 @@ export function renderMarkdown(p: SiteParts): string {
   out.push('## Training', '')
   if (charts.length === 0) out.push('_No training metrics (metrics.jsonl) in any step._', '')
   for (const ch of charts) out.push(`![${ch.title}](${ch.file})`, '')
-  if (checkpoints.length) out.push('### Checkpoints', '', table(['checkpoint', 'step', 'files', 'size', 'metadata'], checkpoints.map((a) => [`[\`${a.ref}\`](${a.url})`, a.step, formatNumber(a.files), formatBytes(a.bytes), meta(a.metadata)])), '')
+  if (checkpoints.length)
+    out.push(
+      '### Checkpoints',
+      '',
+      table(
+        ['checkpoint', 'step', 'files', 'size', 'metadata'],
+        checkpoints.map((a) => [
+          `[\`${a.ref}\`](${a.url})`,
+          a.step,
+          formatNumber(a.files),
+          formatBytes(a.bytes),
+          meta(a.metadata),
+        ]),
+      ),
+      '',
+    )
 
-  out.push('## Evaluation', '', data.evals.length ? table(['task', 'metric', 'value', '± stderr', 'step'], data.evals.map((e) => [e.task, e.metric, formatNumber(e.value), e.stderr !== undefined ? formatNumber(e.stderr) : '', e.source])) : '_No eval results (eval*.json) in any step._', '')
-  out.push('## Sample generations', '', data.samples.length ? table(['prompt', 'completion', 'expected', 'from'], data.samples.map((s) => [s.prompt, s.completion, s.expected ?? '', s.source])) : '_No sample generations (samples.jsonl) in any step._', '')
+  out.push(
+    '## Evaluation',
+    '',
+    data.evals.length
+      ? table(
+          ['task', 'metric', 'value', '± stderr', 'step'],
+          data.evals.map((e) => [
+            e.task,
+            e.metric,
+            formatNumber(e.value),
+            e.stderr !== undefined ? formatNumber(e.stderr) : '',
+            e.source,
+          ]),
+        )
+      : '_No eval results (eval*.json) in any step._',
+    '',
+  )
+  out.push(
+    '## Sample generations',
+    '',
+    data.samples.length
+      ? table(
+          ['prompt', 'completion', 'expected', 'from'],
+          data.samples.map((s) => [s.prompt, s.completion, s.expected ?? '', s.source]),
+        )
+      : '_No sample generations (samples.jsonl) in any step._',
+    '',
+  )
 
   out.push(
     '## Provenance',
@@ -60,9 +124,17 @@ export function renderMarkdown(p: SiteParts): string {
     '',
     table(['package', 'version'], Object.entries(prov.packages)),
     '',
-    table(['step', 'version hash', 'depends on'], data.steps.map((s) => [s.name, `\`${s.version}\``, s.dependencies.join(', ')])),
+    table(
+      ['step', 'version hash', 'depends on'],
+      data.steps.map((s) => [s.name, `\`${s.version}\``, s.dependencies.join(', ')]),
+    ),
     '',
-    data.artifacts.length ? table(['artifact', 'created', 'from'], data.artifacts.map((a) => [`[\`${a.ref}\`](${a.url})`, a.createdAt, a.lineage.join(', ')])) : '',
+    data.artifacts.length
+      ? table(
+          ['artifact', 'created', 'from'],
+          data.artifacts.map((a) => [`[\`${a.ref}\`](${a.url})`, a.createdAt, a.lineage.join(', ')]),
+        )
+      : '',
     '',
   )
   if (data.warnings.length) out.push('## Warnings', '', ...data.warnings.map((w) => `- ${w}`), '')

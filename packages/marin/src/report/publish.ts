@@ -78,12 +78,22 @@ function httpSink(base: string): Sink {
   const root = base.endsWith('/') ? base : `${base}/`
   const url = (p: string) => new URL(p.split('/').map(encodeURIComponent).join('/'), root).href
   const fail = (what: string, p: string, detail: string) =>
-    new MarinError('PUBLISH_FAILED', `--target: ${what} ${url(p)} failed (${detail}); check that the server accepts PUT and DELETE under ${root}`)
+    new MarinError(
+      'PUBLISH_FAILED',
+      `--target: ${what} ${url(p)} failed (${detail}); check that the ` + `server accepts PUT and DELETE under ${root}`,
+    )
   const call = async (method: string, p: string, body?: string): Promise<Response> => {
     try {
-      return await fetch(url(p), { method, ...(body !== undefined ? { body, headers: { 'content-type': contentType(p) } } : {}) })
+      return await fetch(url(p), {
+        method,
+        ...(body !== undefined ? { body, headers: { 'content-type': contentType(p) } } : {}),
+      })
     } catch (err) {
-      throw fail(method, p, (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message)
+      throw fail(
+        method,
+        p,
+        (err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message,
+      )
     }
   }
   return {
@@ -118,7 +128,13 @@ async function sinkFor(target: string): Promise<Sink> {
   try {
     return storageSink(await openStorage(where), where)
   } catch (err) {
-    throw new MarinError('BAD_USAGE', `--target: cannot open "${target}" (${(err as Error).message}); pass a folder, a storage URL (file://, memory://, s3://, gs://) or an http(s):// URL`, { cause: err })
+    throw new MarinError(
+      'BAD_USAGE',
+      `--target: cannot open "${target}" (${(err as Error).message}); ` +
+        `pass a folder, a storage URL (file://, memory://, s3://, gs://) ` +
+        `or an http(s):// URL`,
+      { cause: err },
+    )
   }
 }
 
@@ -144,7 +160,9 @@ export async function publishSite(site: Site, target: string): Promise<PublishRe
     await sink.put(path, body)
     uploaded.push(path)
   }
-  const deleted = Object.keys(old.files).filter((p) => !site.has(p) && p !== MANIFEST_FILE).sort()
+  const deleted = Object.keys(old.files)
+    .filter((p) => !site.has(p) && p !== MANIFEST_FILE)
+    .sort()
   for (const p of deleted) await sink.remove(p)
   await sink.put(MANIFEST_FILE, `${JSON.stringify(next, null, 2)}\n`)
   return { target: sink.where, uploaded, unchanged, deleted }

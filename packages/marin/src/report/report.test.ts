@@ -15,7 +15,16 @@ import { MANIFEST_FILE, publishSite } from './publish.js'
 import { reportFixture } from './test-fixture-experiment.js'
 
 const CHROMIUM = '/usr/bin/chromium'
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+]
 
 let dir: string
 let prefix: string
@@ -34,21 +43,54 @@ describe('buildReport', () => {
   it('gathers steps, artifacts, metrics, evals and samples from a real run', async () => {
     const { data, site } = await buildReport('tiny-report', prefix)
     expect(data.record.run).toBe(record.run)
-    expect(data.steps.map((s) => [s.name, s.status])).toEqual([['ingest', 'SUCCESS'], ['dedup', 'SUCCESS'], ['train', 'SUCCESS'], ['eval', 'SUCCESS']])
+    expect(data.steps.map((s) => [s.name, s.status])).toEqual([
+      ['ingest', 'SUCCESS'],
+      ['dedup', 'SUCCESS'],
+      ['train', 'SUCCESS'],
+      ['eval', 'SUCCESS'],
+    ])
     expect(data.steps.every((s) => s.logs.length > 0 && s.seconds !== undefined)).toBe(true)
-    expect(data.artifacts.map((a) => a.ref)).toEqual(['datasets/raw@1', 'datasets/dedup@1', 'checkpoints/tiny@1', 'eval/tiny@1'])
+    expect(data.artifacts.map((a) => a.ref)).toEqual([
+      'datasets/raw@1',
+      'datasets/dedup@1',
+      'checkpoints/tiny@1',
+      'eval/tiny@1',
+    ])
     expect(data.artifacts[1]!.metadata).toMatchObject({ documentsIn: 4, documentsOut: 3, duplicatesRemoved: 1 })
     // Links to artifacts and step outputs point at what exists under the prefix.
-    for (const u of [...data.artifacts.map((a) => a.url), ...data.steps.map((s) => s.outputUrl)]) expect(existsSync(fileURLToPath(u)), u).toBe(true)
+    for (const u of [...data.artifacts.map((a) => a.url), ...data.steps.map((s) => s.outputUrl)])
+      expect(existsSync(fileURLToPath(u)), u).toBe(true)
     expect(data.metrics.filter((m) => m.values['train/loss'] !== undefined)).toHaveLength(20)
     expect(data.evals).toContainEqual({ source: 'eval', task: 'cloze<brown>', metric: 'accuracy', value: 0.25 })
-    expect(data.evals).toContainEqual({ source: 'eval', task: 'next-word', metric: 'exact_match', value: 0.5, stderr: 0.1 })
+    expect(data.evals).toContainEqual({
+      source: 'eval',
+      task: 'next-word',
+      metric: 'exact_match',
+      value: 0.5,
+      stderr: 0.1,
+    })
     expect(data.samples[0]).toEqual({ source: 'eval', prompt: 'the cat', completion: ' sat on the <mat>' })
     // Generation records of the eval artifact, at most SAMPLES_PER_TASK of them.
     expect(data.samples.slice(1)).toHaveLength(5)
-    expect(data.samples[1]).toEqual({ source: 'eval: next-word', prompt: 'the dog sat', completion: ' on the', expected: 'on' })
+    expect(data.samples[1]).toEqual({
+      source: 'eval: next-word',
+      prompt: 'the dog sat',
+      completion: ' on the',
+      expected: 'on',
+    })
     expect(data.warnings).toEqual([])
-    expect([...site.keys()].sort()).toEqual(expect.arrayContaining(['index.html', 'report.md', 'step-graph.svg', 'charts/loss.svg', 'charts/lr.svg', 'charts/tokens-per-sec.svg', 'charts/eval-bpb.svg', 'data.json']))
+    expect([...site.keys()].sort()).toEqual(
+      expect.arrayContaining([
+        'index.html',
+        'report.md',
+        'step-graph.svg',
+        'charts/loss.svg',
+        'charts/lr.svg',
+        'charts/tokens-per-sec.svg',
+        'charts/eval-bpb.svg',
+        'data.json',
+      ]),
+    )
     const html = site.get('index.html')!
     // Self-contained: no script, stylesheet link, external image or font.
     expect(html).not.toMatch(/<script|<link|<img|@import|url\(http|src="http/i)
@@ -63,16 +105,28 @@ describe('buildReport', () => {
   })
 
   it('names the problem when the source is not a run', async () => {
-    await expect(buildReport('no-such-experiment', prefix)).rejects.toSatisfy((e) => isMarinError(e, 'EXPERIMENT_NOT_FOUND') && /no experiment "no-such-experiment".*tiny-report/.test((e as Error).message))
+    await expect(buildReport('no-such-experiment', prefix)).rejects.toSatisfy(
+      (e) =>
+        isMarinError(e, 'EXPERIMENT_NOT_FOUND') &&
+        /no experiment "no-such-experiment".*tiny-report/.test((e as Error).message),
+    )
     const bad = join(dir, 'bad.json')
     writeFileSync(bad, '{"hello": 1}')
-    await expect(buildReport(bad, prefix)).rejects.toSatisfy((e) => isMarinError(e, 'REPORT_SOURCE_INVALID') && (e as Error).message.includes('bad.json'))
+    await expect(buildReport(bad, prefix)).rejects.toSatisfy(
+      (e) => isMarinError(e, 'REPORT_SOURCE_INVALID') && (e as Error).message.includes('bad.json'),
+    )
     await expect(buildReport('a/b/c', prefix)).rejects.toSatisfy((e) => isMarinError(e, 'BAD_USAGE'))
   })
 
   it('accepts the prefix, the experiment folder and the record file as source', async () => {
     const recordFile = join(prefix, 'experiments', 'tiny-report', `${record.run}.json`)
-    for (const source of [prefix, join(prefix, 'experiments', 'tiny-report'), recordFile, pathToFileURL(prefix).href, pathToFileURL(recordFile).href]) {
+    for (const source of [
+      prefix,
+      join(prefix, 'experiments', 'tiny-report'),
+      recordFile,
+      pathToFileURL(prefix).href,
+      pathToFileURL(recordFile).href,
+    ]) {
       expect((await buildReport(source, '/nonexistent')).data.record.run).toBe(record.run)
     }
     expect((await buildReport(`tiny-report/${record.run}`, prefix)).data.record.run).toBe(record.run)
@@ -88,7 +142,12 @@ describe('a second run', () => {
       expect(data.record.run).toBe(again.run)
       expect(data.steps.map((s) => s.status)).toEqual(['SKIPPED', 'SKIPPED', 'SKIPPED', 'SKIPPED'])
       expect(data.steps.map((s) => s.diskStatus)).toEqual(['SUCCESS', 'SUCCESS', 'SUCCESS', 'SUCCESS'])
-      expect(data.artifacts.map((a) => a.ref)).toEqual(['datasets/raw@1', 'datasets/dedup@1', 'checkpoints/tiny@1', 'eval/tiny@1'])
+      expect(data.artifacts.map((a) => a.ref)).toEqual([
+        'datasets/raw@1',
+        'datasets/dedup@1',
+        'checkpoints/tiny@1',
+        'eval/tiny@1',
+      ])
       expect(data.metrics.length).toBeGreaterThan(0)
       expect(site.get('step-graph.svg')!.match(/data-status="SKIPPED"/g)).toHaveLength(4)
     } finally {
@@ -176,7 +235,9 @@ describe('publishSite', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
     try {
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`
-      await expect(publishSite(new Map([['index.html', 'x']]), url)).rejects.toSatisfy((e) => isMarinError(e, 'PUBLISH_FAILED') && /PUT .*index\.html failed \(HTTP 403\)/.test((e as Error).message))
+      await expect(publishSite(new Map([['index.html', 'x']]), url)).rejects.toSatisfy(
+        (e) => isMarinError(e, 'PUBLISH_FAILED') && /PUT .*index\.html failed \(HTTP 403\)/.test((e as Error).message),
+      )
     } finally {
       await new Promise<void>((r) => server.close(() => r()))
     }
@@ -235,7 +296,11 @@ describe('the published page in headless Chromium', () => {
         expect(c.paths).toBeGreaterThan(0)
         expect(c.lines).toBeGreaterThan(0)
       }
-      const graph = await page.$eval('svg.step-graph', (s) => ({ w: s.getBoundingClientRect().width, steps: s.querySelectorAll('g.step').length, edges: s.querySelectorAll('path.edge').length }))
+      const graph = await page.$eval('svg.step-graph', (s) => ({
+        w: s.getBoundingClientRect().width,
+        steps: s.querySelectorAll('g.step').length,
+        edges: s.querySelectorAll('path.edge').length,
+      }))
       expect(graph).toMatchObject({ steps: 4, edges: 3 })
       expect(graph.w).toBeGreaterThan(0)
       expect(requests.length).toBeGreaterThan(0)

@@ -19,7 +19,8 @@ export function provenanceOf(p: unknown): ShownProvenance {
   const o = (p && typeof p === 'object' ? p : {}) as Record<string, unknown>
   const str = (v: unknown) => (typeof v === 'string' ? v : undefined)
   const packages: Record<string, string> = {}
-  if (o.packages && typeof o.packages === 'object') for (const [k, v] of Object.entries(o.packages)) if (typeof v === 'string') packages[k] = v
+  if (o.packages && typeof o.packages === 'object')
+    for (const [k, v] of Object.entries(o.packages)) if (typeof v === 'string') packages[k] = v
   return {
     gitSha: str(o.gitSha) ?? null,
     gitDirty: typeof o.gitDirty === 'boolean' ? o.gitDirty : null,

@@ -37,11 +37,28 @@ async function readRecord(storage: Storage, path: string): Promise<ResolvedSourc
   try {
     parsed = JSON.parse(await storage.readText(path))
   } catch (err) {
-    throw new MarinError('REPORT_SOURCE_INVALID', `--source: ${url} is not a readable experiment record (${(err as Error).message}); pass a record written by \`marin run\``, { cause: err })
+    throw new MarinError(
+      'REPORT_SOURCE_INVALID',
+      `--source: ${url} is not a readable experiment record (` +
+        `${(err as Error).message}); pass a record written by \`marin run\``,
+      { cause: err },
+    )
   }
   const r = parsed as Partial<ExperimentRecord>
-  if (typeof r !== 'object' || r === null || typeof r.experiment !== 'string' || typeof r.run !== 'string' || !Array.isArray(r.steps) || typeof r.prefix !== 'string') {
-    throw new MarinError('REPORT_SOURCE_INVALID', `--source: ${url} lacks "experiment", "run", "prefix" or "steps"; pass a record written by \`marin run\` (experiments/<name>/<run>.json)`)
+  if (
+    typeof r !== 'object' ||
+    r === null ||
+    typeof r.experiment !== 'string' ||
+    typeof r.run !== 'string' ||
+    !Array.isArray(r.steps) ||
+    typeof r.prefix !== 'string'
+  ) {
+    throw new MarinError(
+      'REPORT_SOURCE_INVALID',
+      `--source: ${url} lacks "experiment", "run", "prefix" or ` +
+        `"steps"; pass a record written by \`marin run\` ` +
+        `(experiments/<name>/<run>.json)`,
+    )
   }
   return { record: r as ExperimentRecord, recordUrl: url }
 }
@@ -49,7 +66,11 @@ async function readRecord(storage: Storage, path: string): Promise<ResolvedSourc
 async function newestRun(storage: Storage, dir: string, what: string): Promise<ResolvedSource> {
   const runs = await runsIn(storage, dir)
   const last = runs.at(-1)
-  if (!last) throw new MarinError('EXPERIMENT_NOT_FOUND', `--source: ${what} has no runs (no .json records); run the experiment first with \`marin run\``)
+  if (!last)
+    throw new MarinError(
+      'EXPERIMENT_NOT_FOUND',
+      `--source: ${what} has no runs (no .json records); run the ` + `experiment first with \`marin run\``,
+    )
   return readRecord(storage, last)
 }
 
@@ -57,9 +78,22 @@ async function newestRun(storage: Storage, dir: string, what: string): Promise<R
 async function fromFolder(storage: Storage, where: string): Promise<ResolvedSource> {
   if ((await storage.exists('.executor_history')) || (await experimentsIn(storage)).length > 0) {
     const names = await experimentsIn(storage)
-    if (names.length === 1) return newestRun(storage, `${MARIN_LAYOUT.experiments}/${names[0]}`, `${where}/${MARIN_LAYOUT.experiments}/${names[0]}`)
-    if (names.length === 0) throw new MarinError('EXPERIMENT_NOT_FOUND', `--source: ${where} is a prefix without experiment records; run an experiment first`)
-    throw new MarinError('BAD_USAGE', `--source: ${where} holds ${names.length} experiments (${names.join(', ')}); pass one by name, e.g. --source ${names[0]}`)
+    if (names.length === 1)
+      return newestRun(
+        storage,
+        `${MARIN_LAYOUT.experiments}/${names[0]}`,
+        `${where}/${MARIN_LAYOUT.experiments}/${names[0]}`,
+      )
+    if (names.length === 0)
+      throw new MarinError(
+        'EXPERIMENT_NOT_FOUND',
+        `--source: ${where} is a prefix without experiment records; run ` + `an experiment first`,
+      )
+    throw new MarinError(
+      'BAD_USAGE',
+      `--source: ${where} holds ${names.length} experiments (` +
+        `${names.join(', ')}); pass one by name, e.g. --source ${names[0]}`,
+    )
   }
   return newestRun(storage, '', where)
 }
@@ -90,18 +124,30 @@ export async function resolveSource(source: string, prefix: string): Promise<Res
   }
   const [name, run, ...rest] = source.split('/')
   if (!name || !NAME.test(name) || rest.length > 0 || (run !== undefined && !NAME.test(run.replace(/\.json$/, '')))) {
-    throw new MarinError('BAD_USAGE', `--source: "${source}" is neither an existing folder or file nor an experiment name (NAME or NAME/RUN)`)
+    throw new MarinError(
+      'BAD_USAGE',
+      `--source: "${source}" is neither an existing folder or file nor ` + `an experiment name (NAME or NAME/RUN)`,
+    )
   }
   const storage = await openStorage(prefix)
   if (run !== undefined) {
     const path = experimentRecordPath(name, run.replace(/\.json$/, ''))
-    if (!(await storage.exists(path))) throw new MarinError('EXPERIMENT_NOT_FOUND', `--source: no run "${run}" of experiment "${name}" under ${storage.url} (looked for ${path})`)
+    if (!(await storage.exists(path)))
+      throw new MarinError(
+        'EXPERIMENT_NOT_FOUND',
+        `--source: no run "${run}" of experiment "${name}" under ` + `${storage.url} (looked for ${path})`,
+      )
     return readRecord(storage, path)
   }
   const runs = await runsIn(storage, `${MARIN_LAYOUT.experiments}/${name}`)
   if (runs.length === 0) {
     const known = await experimentsIn(storage)
-    throw new MarinError('EXPERIMENT_NOT_FOUND', `--source: no experiment "${name}" under ${storage.url}${known.length ? ` (it has: ${known.join(', ')})` : ''}; set MARIN_PREFIX or pass a folder`)
+    throw new MarinError(
+      'EXPERIMENT_NOT_FOUND',
+      `--source: no experiment "${name}" under ${storage.url}` +
+        `${known.length ? ` (it has: ${known.join(', ')})` : ''}; set ` +
+        `MARIN_PREFIX or pass a folder`,
+    )
   }
   return readRecord(storage, runs.at(-1)!)
 }

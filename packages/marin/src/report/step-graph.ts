@@ -46,12 +46,18 @@ export function stepGraphSvg(steps: readonly ReportStep[]): string {
   const cols: ReportStep[][] = []
   for (const s of steps) (cols[depth.get(s.nameHash) ?? 0] ??= []).push(s)
   const pos = new Map<string, { x: number; y: number }>()
-  cols.forEach((col, c) => col.forEach((s, r) => pos.set(s.nameHash, { x: PAD + c * (BOX_W + COL_GAP), y: PAD + r * (BOX_H + ROW_GAP) })))
+  cols.forEach((col, c) =>
+    col.forEach((s, r) => pos.set(s.nameHash, { x: PAD + c * (BOX_W + COL_GAP), y: PAD + r * (BOX_H + ROW_GAP) })),
+  )
   const width = PAD * 2 + Math.max(1, cols.length) * BOX_W + Math.max(0, cols.length - 1) * COL_GAP
   const height = PAD * 2 + Math.max(1, ...cols.map((c) => c?.length ?? 0)) * (BOX_H + ROW_GAP) - ROW_GAP
   const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" class="step-graph" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
-    '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0L10,5L0,10z" fill="#777"/></marker></defs>',
+    `<svg xmlns="http://www.w3.org/2000/svg" class="step-graph" ` +
+      `width="${width}" height="${height}" viewBox="0 0 ${width} ` +
+      `${height}" font-family="sans-serif" font-size="12">`,
+    '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" ' +
+      'markerWidth="7" markerHeight="7" orient="auto"><path ' +
+      'd="M0,0L10,5L0,10z" fill="#777"/></marker></defs>',
   ]
   for (const s of steps) {
     const to = pos.get(s.nameHash)!
@@ -63,7 +69,11 @@ export function stepGraphSvg(steps: readonly ReportStep[]): string {
       const x2 = to.x
       const y2 = to.y + BOX_H / 2
       const mx = (x1 + x2) / 2
-      parts.push(`<path class="edge" d="M${x1},${y1}C${mx},${y1} ${mx},${y2} ${x2},${y2}" fill="none" stroke="#777" stroke-width="1.5" marker-end="url(#arrow)"/>`)
+      parts.push(
+        `<path class="edge" d="M${x1},${y1}C${mx},${y1} ${mx},${y2} ${x2}` +
+          `,${y2}" fill="none" stroke="#777" stroke-width="1.5" ` +
+          `marker-end="url(#arrow)"/>`,
+      )
     }
   }
   for (const s of steps) {
@@ -72,10 +82,12 @@ export function stepGraphSvg(steps: readonly ReportStep[]): string {
     const hash = s.nameHash.slice(s.name.length + 1)
     const time = s.seconds !== undefined ? formatSeconds(s.seconds) : ''
     parts.push(
-      `<g class="step" data-status="${escapeXml(s.status)}"><title>${escapeXml(`${s.nameHash}: ${s.status}${s.reason ? ` (${s.reason})` : ''}`)}</title>`,
+      `<g class="step" data-status="${escapeXml(s.status)}"><title>` +
+        `${escapeXml(`${s.nameHash}: ${s.status}${s.reason ? ` (${s.reason})` : ''}`)}</title>`,
       `<rect x="${x}" y="${y}" width="${BOX_W}" height="${BOX_H}" rx="6" fill="${fill}" stroke="#555"/>`,
       `<text x="${x + 8}" y="${y + 18}" font-weight="bold">${escapeXml(truncate(s.name, 24))}</text>`,
-      `<text x="${x + 8}" y="${y + 33}" fill="#444">${escapeXml(s.status)}${time ? ` · ${escapeXml(time)}` : ''}</text>`,
+      `<text x="${x + 8}" y="${y + 33}" fill="#444">` +
+        `${escapeXml(s.status)}${time ? ` · ${escapeXml(time)}` : ''}</text>`,
       `<text x="${x + 8}" y="${y + 47}" fill="#777" font-family="monospace" font-size="10">${escapeXml(hash)}</text>`,
       '</g>',
     )

@@ -11,9 +11,20 @@ import { Experiment } from '../executor/experiment.js'
 import { step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
 
-const DOCS = ['the cat sat on the mat', 'the dog sat on the log', 'the cat sat on the mat', 'a bird flew over the house']
+const DOCS = [
+  'the cat sat on the mat',
+  'the dog sat on the log',
+  'the cat sat on the mat',
+  'a bird flew over the house',
+]
 
-async function commit(prefix: string, name: string, files: Record<string, string>, metadata: Record<string, number | string | number[]>, lineage: string[] = []) {
+async function commit(
+  prefix: string,
+  name: string,
+  files: Record<string, string>,
+  metadata: Record<string, number | string | number[]>,
+  lineage: string[] = [],
+) {
   const store = await openStore({ url: storeUrl(prefix), fsync: false })
   try {
     const txn = await store.begin(name, { metadata, lineage })
@@ -31,7 +42,12 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
     name: 'ingest',
     config: { corpus: versioned('four-sentences') },
     fn: async (_c, ctx) => {
-      const v = await commit(prefix, 'datasets/raw', { 'part-0.jsonl': DOCS.map((text, id) => JSON.stringify({ id, text })).join('\n') }, { documents: DOCS.length })
+      const v = await commit(
+        prefix,
+        'datasets/raw',
+        { 'part-0.jsonl': DOCS.map((text, id) => JSON.stringify({ id, text })).join('\n') },
+        { documents: DOCS.length },
+      )
       writeFileSync(join(ctx.outputPath, 'artifacts.json'), JSON.stringify([`datasets/raw@${v}`]))
       ctx.log.info({ documents: DOCS.length }, 'ingested')
     },
@@ -41,8 +57,22 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
     config: { input: ingest.output(), mode: versioned('exact') },
     fn: async (_c, ctx) => {
       const kept = [...new Set(DOCS)]
-      const v = await commit(prefix, 'datasets/dedup', { 'part-0.jsonl': kept.join('\n') }, { documentsIn: DOCS.length, documentsOut: kept.length, duplicatesRemoved: DOCS.length - kept.length, tokens: kept.join(' ').split(' ').length }, ['datasets/raw@1'])
-      writeFileSync(join(ctx.outputPath, 'artifacts.json'), JSON.stringify({ artifacts: [{ artifact: 'datasets/dedup', version: v }] }))
+      const v = await commit(
+        prefix,
+        'datasets/dedup',
+        { 'part-0.jsonl': kept.join('\n') },
+        {
+          documentsIn: DOCS.length,
+          documentsOut: kept.length,
+          duplicatesRemoved: DOCS.length - kept.length,
+          tokens: kept.join(' ').split(' ').length,
+        },
+        ['datasets/raw@1'],
+      )
+      writeFileSync(
+        join(ctx.outputPath, 'artifacts.json'),
+        JSON.stringify({ artifacts: [{ artifact: 'datasets/dedup', version: v }] }),
+      )
       ctx.log.info({ kept: kept.length }, 'deduplicated')
     },
   })
@@ -53,12 +83,26 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
       const tracker = new JsonlTracker(join(ctx.outputPath, 'run', 'metrics.jsonl'))
       for (let s = 1; s <= c.steps; s++) {
         const lr = c.lr * Math.min(1, s / 5)
-        tracker.log(s, { 'train/loss': 5.5 * Math.exp(-s / 8) + 1.2, 'train/lr': lr, 'throughput/tokens_per_sec': 1000 + 20 * s })
-        if (s % 5 === 0) tracker.log(s, { 'eval/loss': 5.5 * Math.exp(-s / 9) + 1.4, 'eval/bpb': 2 + 3 * Math.exp(-s / 9) })
+        tracker.log(s, {
+          'train/loss': 5.5 * Math.exp(-s / 8) + 1.2,
+          'train/lr': lr,
+          'throughput/tokens_per_sec': 1000 + 20 * s,
+        })
+        if (s % 5 === 0)
+          tracker.log(s, { 'eval/loss': 5.5 * Math.exp(-s / 9) + 1.4, 'eval/bpb': 2 + 3 * Math.exp(-s / 9) })
         if (s === failAfter) throw new Error(`loss diverged at step ${s}`)
       }
-      const v = await commit(prefix, 'checkpoints/tiny', { [`step-${c.steps}/manifest.json`]: JSON.stringify({ step: c.steps }) }, { steps: [c.steps] }, ['datasets/dedup@1'])
-      writeFileSync(join(ctx.outputPath, 'artifacts.json'), JSON.stringify([{ artifact: 'checkpoints/tiny', version: v }]))
+      const v = await commit(
+        prefix,
+        'checkpoints/tiny',
+        { [`step-${c.steps}/manifest.json`]: JSON.stringify({ step: c.steps }) },
+        { steps: [c.steps] },
+        ['datasets/dedup@1'],
+      )
+      writeFileSync(
+        join(ctx.outputPath, 'artifacts.json'),
+        JSON.stringify([{ artifact: 'checkpoints/tiny', version: v }]),
+      )
       ctx.log.info({ steps: c.steps }, 'trained')
     },
   })
@@ -67,11 +111,47 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
     config: { model: train.output() },
     fn: async (_c, ctx) => {
       // The lm-eval-harness shape and marin's eval summary (results.json + an eval artifact with per-sample records).
-      writeFileSync(join(ctx.outputPath, 'eval_results.json'), JSON.stringify({ results: { 'cloze<brown>': { accuracy: 0.25, logprob: -3.5 } } }))
-      writeFileSync(join(ctx.outputPath, 'samples.jsonl'), `${JSON.stringify({ prompt: 'the cat', completion: ' sat on the <mat>' })}\n`)
-      const records = ['the dog sat', 'a bird flew', 'the cat sat', 'on the mat', 'over the', 'the log', 'the house'].map((context, index) => ({ index, context, answer: 'on', generated: ' on the', prediction: 'on the', exactMatch: 0 }))
-      const tasks = { 'next-word': { kind: 'generation', samples: records.length, metrics: { exact_match: { value: 0.5, stderr: 0.1 } } } }
-      const v = await commit(prefix, 'eval/tiny', { 'summary.json': JSON.stringify({ tasks }), 'samples/next-word.jsonl': records.map((r) => JSON.stringify(r)).join('\n') }, { model: 'checkpoints/tiny@1' }, ['checkpoints/tiny@1'])
+      writeFileSync(
+        join(ctx.outputPath, 'eval_results.json'),
+        JSON.stringify({ results: { 'cloze<brown>': { accuracy: 0.25, logprob: -3.5 } } }),
+      )
+      writeFileSync(
+        join(ctx.outputPath, 'samples.jsonl'),
+        `${JSON.stringify({ prompt: 'the cat', completion: ' sat on the <mat>' })}\n`,
+      )
+      const records = [
+        'the dog sat',
+        'a bird flew',
+        'the cat sat',
+        'on the mat',
+        'over the',
+        'the log',
+        'the house',
+      ].map((context, index) => ({
+        index,
+        context,
+        answer: 'on',
+        generated: ' on the',
+        prediction: 'on the',
+        exactMatch: 0,
+      }))
+      const tasks = {
+        'next-word': {
+          kind: 'generation',
+          samples: records.length,
+          metrics: { exact_match: { value: 0.5, stderr: 0.1 } },
+        },
+      }
+      const v = await commit(
+        prefix,
+        'eval/tiny',
+        {
+          'summary.json': JSON.stringify({ tasks }),
+          'samples/next-word.jsonl': records.map((r) => JSON.stringify(r)).join('\n'),
+        },
+        { model: 'checkpoints/tiny@1' },
+        ['checkpoints/tiny@1'],
+      )
       writeFileSync(join(ctx.outputPath, 'results.json'), JSON.stringify({ ref: `eval/tiny@${v}`, tasks }))
       writeFileSync(join(ctx.outputPath, 'artifacts.json'), JSON.stringify({ artifacts: [`eval/tiny@${v}`] }))
       ctx.log.info('evaluated')

@@ -38,13 +38,28 @@ export type ReportArtifact = {
 }
 
 /** One line of a levanter `metrics.jsonl`, with the step that wrote it. */
-export type MetricRow = { readonly source: string; readonly step: number; readonly values: Readonly<Record<string, number>> }
+export type MetricRow = {
+  readonly source: string
+  readonly step: number
+  readonly values: Readonly<Record<string, number>>
+}
 
 /** One score of the eval table. */
-export type EvalRow = { readonly source: string; readonly task: string; readonly metric: string; readonly value: number; readonly stderr?: number }
+export type EvalRow = {
+  readonly source: string
+  readonly task: string
+  readonly metric: string
+  readonly value: number
+  readonly stderr?: number
+}
 
 /** One sample generation. */
-export type SampleRow = { readonly source: string; readonly prompt: string; readonly completion: string; readonly expected?: string }
+export type SampleRow = {
+  readonly source: string
+  readonly prompt: string
+  readonly completion: string
+  readonly expected?: string
+}
 
 /** Everything a report shows about one experiment run. */
 export type ReportData = {

@@ -6,7 +6,11 @@ import { Gpt2LM, initBackend } from '@marin/levanter'
 import { startServer } from './server.js'
 import type { RunningServer, ServeOptions } from './server.js'
 
-const SENTENCES = ['one client must not starve the others', 'a small request gets its turn', 'round robin between requests']
+const SENTENCES = [
+  'one client must not starve the others',
+  'a small request gets its turn',
+  'round robin between requests',
+]
 
 let tokenizer: BpeTokenizer
 let model: Gpt2LM
@@ -35,14 +39,29 @@ const until = async (cond: () => boolean) => {
 }
 
 const send = (url: string, method: string, body?: unknown) =>
-  fetch(url, { method, headers: { 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) })
+  fetch(url, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  })
 
-const errorShape = (type: string, param: string | null, code: string) => ({ error: { message: expect.any(String), type, param, code } })
+const errorShape = (type: string, param: string | null, code: string) => ({
+  error: { message: expect.any(String), type, param, code },
+})
 
 describe('fair admission', () => {
-  test('a small request finishes while a large one still has sequences waiting, and the large one completes unchanged', async () => {
+  test('a small request finishes while a large one still has sequences ' +
+    'waiting, and the large one completes unchanged', async () => {
     const { server, client } = await serve({ maxBatch: 2, maxSequencesPerRequest: 16 })
-    const large = { model: 'tiny', prompt: ['one client', 'a small', 'round robin', 'the others'], n: 4, max_tokens: 8, temperature: 0.8, seed: 3, logprobs: 0 }
+    const large = {
+      model: 'tiny',
+      prompt: ['one client', 'a small', 'round robin', 'the others'],
+      n: 4,
+      max_tokens: 8,
+      temperature: 0.8,
+      seed: 3,
+      logprobs: 0,
+    }
     const alone = await client.completions.create(large)
     expect(alone.choices.length).toBe(16)
 
@@ -57,10 +76,12 @@ describe('fair admission', () => {
       }
       if (!small) {
         expect(server.engine.load.queued).toBeGreaterThan(8)
-        small = client.completions.create({ model: 'tiny', prompt: 'a small request', max_tokens: 2, seed: 1 }).then((r) => {
-          expect(r.usage!.completion_tokens).toBe(2)
-          events.push('small done')
-        })
+        small = client.completions
+          .create({ model: 'tiny', prompt: 'a small request', max_tokens: 2, seed: 1 })
+          .then((r) => {
+            expect(r.usage!.completion_tokens).toBe(2)
+            events.push('small done')
+          })
       }
     }
     events.push('large done')
@@ -78,15 +99,26 @@ describe('limits', () => {
   test('prompts × n above the per-request cap → 400 naming the parameter', async () => {
     const { server, client } = await serve({ maxSequencesPerRequest: 8 })
     const url = `${server.url}/v1`
-    const byN = await send(`${url}/completions`, 'POST', { model: 'tiny', prompt: ['a', 'b', 'c'], n: 3, max_tokens: 1 })
+    const byN = await send(`${url}/completions`, 'POST', {
+      model: 'tiny',
+      prompt: ['a', 'b', 'c'],
+      n: 3,
+      max_tokens: 1,
+    })
     expect(byN.status).toBe(400)
     const body = (await byN.json()) as { error: { message: string } }
     expect(body).toEqual(errorShape('invalid_request_error', 'n', 'invalid_value'))
     expect(body.error.message).toMatch(/9 sequences.*limit of 8/)
-    const byPrompts = await send(`${url}/completions`, 'POST', { model: 'tiny', prompt: Array.from({ length: 9 }, () => 'a'), max_tokens: 1 })
+    const byPrompts = await send(`${url}/completions`, 'POST', {
+      model: 'tiny',
+      prompt: Array.from({ length: 9 }, () => 'a'),
+      max_tokens: 1,
+    })
     expect(byPrompts.status).toBe(400)
     expect(await byPrompts.json()).toEqual(errorShape('invalid_request_error', 'prompt', 'invalid_value'))
-    const chat = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], n: 9, max_tokens: 1 }).catch((e: unknown) => e)
+    const chat = await client.chat.completions
+      .create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], n: 9, max_tokens: 1 })
+      .catch((e: unknown) => e)
     expect(chat).toBeInstanceOf(OpenAI.BadRequestError)
     expect((chat as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('n')
     // At the cap is fine.
@@ -98,12 +130,19 @@ describe('limits', () => {
     const { server, client } = await serve({ maxBatch: 1, maxSequencesPerRequest: 4, maxQueuedSequences: 4 })
     const url = `${server.url}/v1/completions`
     const ac = new AbortController()
-    const running = send(url, 'POST', { model: 'tiny', prompt: 'one', max_tokens: 60, stream: true }).then(async (res) => {
-      const reader = res.body!.getReader()
-      for (;;) if ((await reader.read()).done) break
-    })
+    const running = send(url, 'POST', { model: 'tiny', prompt: 'one', max_tokens: 60, stream: true }).then(
+      async (res) => {
+        const reader = res.body!.getReader()
+        for (;;) if ((await reader.read()).done) break
+      },
+    )
     await until(() => server.engine.load.active === 1)
-    const waiting = fetch(url, { method: 'POST', signal: ac.signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: ['a', 'b'], n: 2, max_tokens: 2 }) }).catch(() => undefined)
+    const waiting = fetch(url, {
+      method: 'POST',
+      signal: ac.signal,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', prompt: ['a', 'b'], n: 2, max_tokens: 2 }),
+    }).catch(() => undefined)
     await until(() => server.engine.load.queued === 4)
     const full = await send(url, 'POST', { model: 'tiny', prompt: 'c', max_tokens: 1 })
     expect(full.status).toBe(429)
@@ -112,7 +151,9 @@ describe('limits', () => {
     const fullBody = (await full.json()) as { error: { message: string } }
     expect(fullBody).toEqual(errorShape('rate_limit_error', null, 'queue_full'))
     expect(fullBody.error.message).toMatch(/no room for this request's 1 sequence.*4 waiting, at most 4/)
-    const chat = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1, stream: true }).catch((e: unknown) => e)
+    const chat = await client.chat.completions
+      .create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1, stream: true })
+      .catch((e: unknown) => e)
     expect(chat).toBeInstanceOf(OpenAI.RateLimitError)
     ac.abort()
     await until(() => server.engine.load.queued === 0)
@@ -123,14 +164,19 @@ describe('limits', () => {
   }, 120_000)
 
   test('a per-request cap above the queue bound is refused at start', async () => {
-    await expect(startServer({ model, tokenizer, port: 0, maxSequencesPerRequest: 8, maxQueuedSequences: 4 })).rejects.toThrow(/maxSequencesPerRequest 8.*maxQueuedSequences 4/)
+    await expect(
+      startServer({ model, tokenizer, port: 0, maxSequencesPerRequest: 8, maxQueuedSequences: 4 }),
+    ).rejects.toThrow(/maxSequencesPerRequest 8.*maxQueuedSequences 4/)
   })
 })
 
 describe('request shape', () => {
   test('a request without model → 400 with param "model"', async () => {
     const { server } = await serve()
-    for (const [route, body] of [['completions', { prompt: 'a', max_tokens: 1 }], ['chat/completions', { messages: [{ role: 'user', content: 'a' }], max_tokens: 1 }]] as const) {
+    for (const [route, body] of [
+      ['completions', { prompt: 'a', max_tokens: 1 }],
+      ['chat/completions', { messages: [{ role: 'user', content: 'a' }], max_tokens: 1 }],
+    ] as const) {
       const res = await send(`${server.url}/v1/${route}`, 'POST', body)
       expect(res.status).toBe(400)
       const json = (await res.json()) as { error: { message: string } }

@@ -37,8 +37,14 @@ export type AppOptions = {
 
 export function createApp(o: AppOptions): Hono {
   const app = new Hono()
-  const requests = o.metrics.counter('marin_serve_requests_total', { help: 'HTTP requests', labelNames: ['route', 'status'] })
-  const ttft = o.metrics.histogram('marin_serve_ttft_seconds', { help: 'time to first token', buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] })
+  const requests = o.metrics.counter('marin_serve_requests_total', {
+    help: 'HTTP requests',
+    labelNames: ['route', 'status'],
+  })
+  const ttft = o.metrics.histogram('marin_serve_ttft_seconds', {
+    help: 'time to first token',
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  })
   const seqLen = o.model.config.seqLen
 
   app.use('*', async (c, next) => {
@@ -46,10 +52,21 @@ export function createApp(o: AppOptions): Hono {
     requests.inc(1, { route: c.req.routePath || 'none', status: c.res.status })
   })
   app.onError((err, c) => {
-    const e = err instanceof ApiError ? err : new ApiError(500, `internal error: ${err.message}`, null, 'internal_error')
+    const e =
+      err instanceof ApiError ? err : new ApiError(500, `internal error: ${err.message}`, null, 'internal_error')
     return c.json(e.body(), e.status, e.headers)
   })
-  app.notFound((c) => c.json(new ApiError(404, `no route ${c.req.method} ${c.req.path}; see /v1/models, /v1/completions, /v1/chat/completions`, null, 'not_found').body(), 404))
+  app.notFound((c) =>
+    c.json(
+      new ApiError(
+        404,
+        `no route ${c.req.method} ${c.req.path}; see /v1/models, ` + `/v1/completions, /v1/chat/completions`,
+        null,
+        'not_found',
+      ).body(),
+      404,
+    ),
+  )
 
   app.get('/health', (c) => c.json({ status: o.draining() ? 'stopping' : 'ok', ...o.engine.load }))
   app.get('/metrics', (c) => c.body(o.metrics.toPrometheus(), 200, { 'content-type': PROMETHEUS_CONTENT_TYPE }))
@@ -63,19 +80,44 @@ export function createApp(o: AppOptions): Hono {
     }
     return next()
   })
-  app.use('/v1/*', bodyLimit({ maxSize: o.maxBodyBytes, onError: () => { throw new ApiError(413, `request body is larger than ${o.maxBodyBytes} bytes`, null, 'request_too_large') } }))
+  app.use(
+    '/v1/*',
+    bodyLimit({
+      maxSize: o.maxBodyBytes,
+      onError: () => {
+        throw new ApiError(413, `request body is larger than ${o.maxBodyBytes} bytes`, null, 'request_too_large')
+      },
+    }),
+  )
 
-  app.get('/v1/models', (c) => c.json({ object: 'list', data: [{ id: o.name, object: 'model', created: now(), owned_by: 'marin', max_model_len: seqLen }] }))
+  app.get('/v1/models', (c) =>
+    c.json({
+      object: 'list',
+      data: [{ id: o.name, object: 'model', created: now(), owned_by: 'marin', max_model_len: seqLen }],
+    }),
+  )
 
   const x = routeContext(o, (s) => ttft.observe(s))
   completionsRoute(app, x)
   chatRoute(app, x)
 
   // Registered after the routes: reached only when no handler took the method.
-  const allowed = { '/health': 'GET, HEAD', '/metrics': 'GET, HEAD', '/v1/models': 'GET, HEAD', '/v1/completions': 'POST', '/v1/chat/completions': 'POST' }
+  const allowed = {
+    '/health': 'GET, HEAD',
+    '/metrics': 'GET, HEAD',
+    '/v1/models': 'GET, HEAD',
+    '/v1/completions': 'POST',
+    '/v1/chat/completions': 'POST',
+  }
   for (const [route, allow] of Object.entries(allowed)) {
     app.all(route, (c) => {
-      throw new ApiError(405, `${c.req.method} is not allowed on ${route}; use ${allow.split(', ')[0]}`, null, 'method_not_allowed', { Allow: allow })
+      throw new ApiError(
+        405,
+        `${c.req.method} is not allowed on ${route}; use ` + `${allow.split(', ')[0]}`,
+        null,
+        'method_not_allowed',
+        { Allow: allow },
+      )
     })
   }
   return app

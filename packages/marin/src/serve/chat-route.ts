@@ -20,15 +20,36 @@ export function chatRoute(app: Hono, x: RouteContext): void {
     checkSequences(1, r.n ?? 1)
     const prompt = encode(renderChat(r.messages), 'messages')
     const asked = r.max_completion_tokens ?? r.max_tokens
-    const maxTokens = asked != null ? checkMax(asked, r.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens') : Math.min(o.maxTokensCap, seqLen - prompt.length)
-    const n = r.n ?? 1, seed = r.seed ?? randomInt(2 ** 31), wantLp = r.logprobs ?? false, k = wantLp ? (r.top_logprobs ?? 0) : 0
+    const maxTokens =
+      asked != null
+        ? checkMax(asked, r.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens')
+        : Math.min(o.maxTokensCap, seqLen - prompt.length)
+    const n = r.n ?? 1,
+      seed = r.seed ?? randomInt(2 ** 31),
+      wantLp = r.logprobs ?? false,
+      k = wantLp ? (r.top_logprobs ?? 0) : 0
     const stops = [CHAT_END, ...(r.stop == null ? [] : typeof r.stop === 'string' ? [r.stop] : r.stop)]
-    const lpContent = (events: readonly TokenEvent[]) => events.map((e) => ({
-      token: tokStr(e.token), logprob: e.logprob, bytes: [...Buffer.from(tokStr(e.token))],
-      top_logprobs: e.top.map(([t, lp]) => ({ token: tokStr(t), logprob: lp, bytes: [...Buffer.from(tokStr(t))] })),
-    }))
-    const base = (j: number): ChoiceParams => ({ prompt, maxTokens, temperature: r.temperature ?? 1, topP: r.top_p ?? 1, seed: seed + j, stops, topLogprobs: k, wantLogprobs: wantLp, ...(r.top_k != null ? { topK: r.top_k } : {}) })
-    const id = reqId(), created = now(), abort = new AbortController()
+    const lpContent = (events: readonly TokenEvent[]) =>
+      events.map((e) => ({
+        token: tokStr(e.token),
+        logprob: e.logprob,
+        bytes: [...Buffer.from(tokStr(e.token))],
+        top_logprobs: e.top.map(([t, lp]) => ({ token: tokStr(t), logprob: lp, bytes: [...Buffer.from(tokStr(t))] })),
+      }))
+    const base = (j: number): ChoiceParams => ({
+      prompt,
+      maxTokens,
+      temperature: r.temperature ?? 1,
+      topP: r.top_p ?? 1,
+      seed: seed + j,
+      stops,
+      topLogprobs: k,
+      wantLogprobs: wantLp,
+      ...(r.top_k != null ? { topK: r.top_k } : {}),
+    })
+    const id = reqId(),
+      created = now(),
+      abort = new AbortController()
     const promptTokens = prompt.length * n
     checkRoom(n)
     if (r.stream) {
@@ -36,25 +57,60 @@ export function chatRoute(app: Hono, x: RouteContext): void {
         s.onAbort(() => abort.abort())
         let chain = Promise.resolve()
         const send = (data: unknown) => (chain = chain.then(() => s.writeSSE({ data: JSON.stringify(data) })))
-        const chunk = (index: number, delta: object, logprobs: unknown, finish: string | null) => send({ id, object: 'chat.completion.chunk', created, model: o.name, choices: [{ index, delta, logprobs, finish_reason: finish }] })
+        const chunk = (index: number, delta: object, logprobs: unknown, finish: string | null) =>
+          send({
+            id,
+            object: 'chat.completion.chunk',
+            created,
+            model: o.name,
+            choices: [{ index, delta, logprobs, finish_reason: finish }],
+          })
         for (let j = 0; j < n; j++) void chunk(j, { role: 'assistant', content: '' }, null, null)
-        const params = Array.from({ length: n }, (_, j) => ({ ...base(j), onDelta: (text: string, events: readonly TokenEvent[]) => void chunk(j, { content: text }, wantLp ? { content: lpContent(events) } : null, null) }))
+        const params = Array.from({ length: n }, (_, j) => ({
+          ...base(j),
+          onDelta: (text: string, events: readonly TokenEvent[]) =>
+            void chunk(j, { content: text }, wantLp ? { content: lpContent(events) } : null, null),
+        }))
         const results = await runAll(c, params, abort)
         results.forEach((res, j) => void chunk(j, {}, null, res.finish === 'cancelled' ? 'abort' : res.finish))
         if (r.stream_options?.include_usage) {
           const completion = results.reduce((a, x) => a + x.completionTokens, 0)
-          void send({ id, object: 'chat.completion.chunk', created, model: o.name, choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion } })
+          void send({
+            id,
+            object: 'chat.completion.chunk',
+            created,
+            model: o.name,
+            choices: [],
+            usage: {
+              prompt_tokens: promptTokens,
+              completion_tokens: completion,
+              total_tokens: promptTokens + completion,
+            },
+          })
         }
         await chain
         if (!abort.signal.aborted || o.shutdown.aborted) await s.writeSSE({ data: '[DONE]' })
       })
     }
-    const results = await runAll(c, Array.from({ length: n }, (_, j) => base(j)), abort)
-    if (results.some((x) => x.finish === 'cancelled')) throw new ApiError(503, 'the request was cancelled: the server is shutting down', null, 'cancelled')
+    const results = await runAll(
+      c,
+      Array.from({ length: n }, (_, j) => base(j)),
+      abort,
+    )
+    if (results.some((x) => x.finish === 'cancelled'))
+      throw new ApiError(503, 'the request was cancelled: the server is shutting down', null, 'cancelled')
     const completion = results.reduce((a, x) => a + x.completionTokens, 0)
     return c.json({
-      id, object: 'chat.completion', created, model: o.name,
-      choices: results.map((res, index) => ({ index, message: { role: 'assistant', content: res.text }, logprobs: wantLp ? { content: lpContent(res.events) } : null, finish_reason: res.finish })),
+      id,
+      object: 'chat.completion',
+      created,
+      model: o.name,
+      choices: results.map((res, index) => ({
+        index,
+        message: { role: 'assistant', content: res.text },
+        logprobs: wantLp ? { content: lpContent(res.events) } : null,
+        finish_reason: res.finish,
+      })),
       usage: { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion },
     })
   })

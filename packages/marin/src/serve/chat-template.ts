@@ -9,6 +9,11 @@ export type ChatTurn = { readonly role: string; readonly content: string | reado
 
 /** `<|im_start|>role\ncontent<|im_end|>\n` per message, then the open assistant turn. */
 export function renderChat(messages: readonly ChatTurn[]): string {
-  const body = messages.map((m) => `<|im_start|>${m.role}\n${typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('')}${CHAT_END}\n`)
+  const body = messages.map(
+    (m) =>
+      `<|im_start|>${m.role}\n` +
+      `${typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('')}` +
+      `${CHAT_END}\n`,
+  )
   return `${body.join('')}<|im_start|>assistant\n`
 }

@@ -41,10 +41,16 @@ export async function runChoice(engine: Engine, tokenizer: BpeTokenizer, p: Choi
   let ttftMs: number | undefined
   let sent = 0
   const r = await engine.submit({
-    prompt: p.prompt, maxTokens: p.maxTokens, temperature: p.temperature, topP: p.topP, seed: p.seed,
+    prompt: p.prompt,
+    maxTokens: p.maxTokens,
+    temperature: p.temperature,
+    topP: p.topP,
+    seed: p.seed,
     ...(p.topK !== undefined ? { topK: p.topK } : {}),
-    topLogprobs: p.topLogprobs, promptLogprobs: p.promptLogprobs ?? false,
-    ...(p.signal ? { signal: p.signal } : {}), ...(p.group ? { group: p.group } : {}),
+    topLogprobs: p.topLogprobs,
+    promptLogprobs: p.promptLogprobs ?? false,
+    ...(p.signal ? { signal: p.signal } : {}),
+    ...(p.group ? { group: p.group } : {}),
     onToken: (e) => {
       ttftMs ??= performance.now() - t0
       events.push(e)
@@ -61,7 +67,11 @@ export async function runChoice(engine: Engine, tokenizer: BpeTokenizer, p: Choi
     if (rest !== '' || sent < events.length) p.onDelta(rest, events.slice(sent))
   }
   return {
-    text: text.text(), finish: r.finish, events, completionTokens: r.completionTokens, ttftMs,
+    text: text.text(),
+    finish: r.finish,
+    events,
+    completionTokens: r.completionTokens,
+    ttftMs,
     ...(r.promptLogprobs ? { promptEvents: r.promptLogprobs } : {}),
   }
 }

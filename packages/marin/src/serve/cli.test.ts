@@ -21,7 +21,18 @@ beforeAll(async () => {
   const ckpt = await Checkpointer.open({ store: storeUrl(prefix), run: 'tiny' })
   const weights = await model.weights()
   const shapes = new Map([...weights.keys()].map((n) => [n, model.param(n).shape] as const))
-  await ckpt.save({ step: 5, dataPosition: 0, rng: { seed: 0 }, optimizerCount: 0, config: { model: model.config, trainer: {} }, metrics: {} }, { weights, optimizer: new Map(), count: 0 }, shapes)
+  await ckpt.save(
+    {
+      step: 5,
+      dataPosition: 0,
+      rng: { seed: 0 },
+      optimizerCount: 0,
+      config: { model: model.config, trainer: {} },
+      metrics: {},
+    },
+    { weights, optimizer: new Map(), count: 0 },
+    shapes,
+  )
   ckpt.close()
   fs.writeFileSync(path.join(prefix, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON()))
 })
@@ -31,39 +42,72 @@ afterAll(() => {
   fs.rmSync(prefix, { recursive: true, force: true })
 })
 
-test('loads the newest step of a levanter checkpoint artifact; without a tokenizer it says to pass --tokenizer', async () => {
-  await expect(loadModel({ checkpoint: 'checkpoints/tiny', prefix })).rejects.toMatchObject({ code: 'BAD_USAGE', message: expect.stringContaining('--tokenizer') })
-  const loaded = await loadModel({ checkpoint: 'checkpoints/tiny@1', prefix, tokenizerPath: path.join(prefix, 'tokenizer.json') })
-  expect(loaded.name).toBe('tiny')
-  expect(await loaded.model.weights()).toEqual(await model.weights())
-  loaded.model.dispose()
-  await expect(loadModel({ checkpoint: 'checkpoints/none', prefix, tokenizerPath: path.join(prefix, 'tokenizer.json') })).rejects.toMatchObject({ code: 'BAD_USAGE', message: expect.stringContaining('checkpoints/none') })
-})
+test(
+  'loads the newest step of a levanter checkpoint artifact; ' + 'without a tokenizer it says to pass --tokenizer',
+  async () => {
+    await expect(loadModel({ checkpoint: 'checkpoints/tiny', prefix })).rejects.toMatchObject({
+      code: 'BAD_USAGE',
+      message: expect.stringContaining('--tokenizer'),
+    })
+    const loaded = await loadModel({
+      checkpoint: 'checkpoints/tiny@1',
+      prefix,
+      tokenizerPath: path.join(prefix, 'tokenizer.json'),
+    })
+    expect(loaded.name).toBe('tiny')
+    expect(await loaded.model.weights()).toEqual(await model.weights())
+    loaded.model.dispose()
+    await expect(
+      loadModel({ checkpoint: 'checkpoints/none', prefix, tokenizerPath: path.join(prefix, 'tokenizer.json') }),
+    ).rejects.toMatchObject({ code: 'BAD_USAGE', message: expect.stringContaining('checkpoints/none') })
+  },
+)
 
-test('loads a chosen checkpoint step, and an exported model artifact with its own tokenizer, straight from the store', async () => {
-  const tok = path.join(prefix, 'tokenizer.json')
-  const step = await loadModel({ checkpoint: 'checkpoints/tiny@1:5', prefix, tokenizerPath: tok })
-  expect(await step.model.weights()).toEqual(await model.weights())
-  step.model.dispose()
-  await expect(loadModel({ checkpoint: 'checkpoints/tiny:4', prefix, tokenizerPath: tok })).rejects.toMatchObject({ code: 'BAD_USAGE', message: expect.stringContaining('kept steps are 5') })
-  const store = await openStore({ url: storeUrl(prefix) })
-  await store.commit('models/tiny', async (txn) => {
-    await exportHf(model, txn)
-    await txn.put('tokenizer.json', JSON.stringify(tokenizer.toJSON()))
-  })
-  store.close()
-  const exported = await loadModel({ checkpoint: 'models/tiny', prefix })
-  expect(exported.name).toBe('models/tiny')
-  expect(exported.tokenizer.encode('the model answers')).toEqual(tokenizer.encode('the model answers'))
-  expect(await exported.model.weights()).toEqual(await model.weights())
-  exported.model.dispose()
-})
+test(
+  'loads a chosen checkpoint step, and an exported model artifact ' + 'with its own tokenizer, straight from the store',
+  async () => {
+    const tok = path.join(prefix, 'tokenizer.json')
+    const step = await loadModel({ checkpoint: 'checkpoints/tiny@1:5', prefix, tokenizerPath: tok })
+    expect(await step.model.weights()).toEqual(await model.weights())
+    step.model.dispose()
+    await expect(loadModel({ checkpoint: 'checkpoints/tiny:4', prefix, tokenizerPath: tok })).rejects.toMatchObject({
+      code: 'BAD_USAGE',
+      message: expect.stringContaining('kept steps are 5'),
+    })
+    const store = await openStore({ url: storeUrl(prefix) })
+    await store.commit('models/tiny', async (txn) => {
+      await exportHf(model, txn)
+      await txn.put('tokenizer.json', JSON.stringify(tokenizer.toJSON()))
+    })
+    store.close()
+    const exported = await loadModel({ checkpoint: 'models/tiny', prefix })
+    expect(exported.name).toBe('models/tiny')
+    expect(exported.tokenizer.encode('the model answers')).toEqual(tokenizer.encode('the model answers'))
+    expect(await exported.model.weights()).toEqual(await model.weights())
+    exported.model.dispose()
+  },
+)
 
 test('marin serve runs as a process, answers the openai client, and exits 0 on SIGTERM', async () => {
-  const child = spawn(process.execPath, [bin, 'serve', '--model-checkpoint', 'checkpoints/tiny', '--tokenizer', path.join(prefix, 'tokenizer.json'), '--port', '0'], {
-    env: { ...process.env, MARIN_PREFIX: prefix, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let out = '', err = ''
+  const child = spawn(
+    process.execPath,
+    [
+      bin,
+      'serve',
+      '--model-checkpoint',
+      'checkpoints/tiny',
+      '--tokenizer',
+      path.join(prefix, 'tokenizer.json'),
+      '--port',
+      '0',
+    ],
+    {
+      env: { ...process.env, MARIN_PREFIX: prefix, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
+  let out = '',
+    err = ''
   child.stderr.on('data', (d: Buffer) => (err += d.toString()))
   const url = await new Promise<string>((resolve, reject) => {
     child.stdout.on('data', (d: Buffer) => {
@@ -88,27 +132,41 @@ test('marin serve runs as a process, answers the openai client, and exits 0 on S
 }, 60_000)
 
 test('bad usage exits 2 naming the problem', async () => {
-  const child = spawn(process.execPath, [bin, 'serve', '--model-checkpoint', 'checkpoints/tiny', '--api-key-file', path.join(prefix, 'missing')], { env: { ...process.env, MARIN_PREFIX: prefix, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(
+    process.execPath,
+    [bin, 'serve', '--model-checkpoint', 'checkpoints/tiny', '--api-key-file', path.join(prefix, 'missing')],
+    { env: { ...process.env, MARIN_PREFIX: prefix, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] },
+  )
   let err = ''
   child.stderr.on('data', (d: Buffer) => (err += d.toString()))
   expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(2)
   expect(err).toContain('--api-key-file')
 }, 60_000)
 
-test('--help names the admission limits; a per-request cap above the queue bound exits 2 naming both flags', async () => {
+test('--help names the admission limits; a per-request cap above the ' +
+  'queue bound exits 2 naming both flags', async () => {
   const env = { ...process.env, MARIN_PREFIX: prefix, LOG_LEVEL: 'warn' }
-  const run = (args: string[]) => new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-    const child = spawn(process.execPath, [bin, 'serve', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = '', err = ''
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()))
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()))
-    child.once('exit', (code) => resolve({ code, out, err }))
-  })
+  const run = (args: string[]) =>
+    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const child = spawn(process.execPath, [bin, 'serve', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+      let out = '',
+        err = ''
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+      child.once('exit', (code) => resolve({ code, out, err }))
+    })
   const help = await run(['--help'])
   expect(help.code).toBe(0)
   expect(help.out).toMatch(/--max-sequences-per-request <n>[\s\S]*default: 256/)
   expect(help.out).toMatch(/--max-queued-sequences <n>[\s\S]*default: 1024/)
-  const bad = await run(['--model-checkpoint', 'checkpoints/tiny', '--max-sequences-per-request', '8', '--max-queued-sequences', '4'])
+  const bad = await run([
+    '--model-checkpoint',
+    'checkpoints/tiny',
+    '--max-sequences-per-request',
+    '8',
+    '--max-queued-sequences',
+    '4',
+  ])
   expect(bad.code).toBe(2)
   expect(bad.err).toMatch(/--max-sequences-per-request 8.*--max-queued-sequences 4/)
 }, 60_000)

@@ -10,7 +10,10 @@ import { startServer } from './server.js'
 
 export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
   cmd
-    .requiredOption('--model-checkpoint <ref>', 'directory (config.json + model.safetensors [+ tokenizer.json]) or finestore ARTIFACT[@VERSION]')
+    .requiredOption(
+      '--model-checkpoint <ref>',
+      'directory (config.json + model.safetensors [+ tokenizer.json]) ' + 'or finestore ARTIFACT[@VERSION]',
+    )
     .option('--tokenizer <path>', 'tokenizer.json, when the checkpoint carries none')
     .option('--port <n>', 'port (0: any free port)', intArg('a port', 0), 8000)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
@@ -18,35 +21,75 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
     .option('--max-batch <n>', 'sequences decoded together', intArg('a batch size'), 16)
     .option('--max-tokens <n>', 'largest max_tokens accepted (default: the context length)', intArg('a token count'))
     .option('--max-body-bytes <n>', 'largest request body', intArg('a byte count'), 1 << 20)
-    .option('--max-sequences-per-request <n>', 'most sequences (prompts × n) one request may ask for; more get 400', intArg('a sequence count'), 256)
-    .option('--max-queued-sequences <n>', 'most sequences waiting for a slot; a request that does not fit gets 429 with Retry-After', intArg('a sequence count'), 1024)
+    .option(
+      '--max-sequences-per-request <n>',
+      'most sequences (prompts × n) one request may ask for; more get 400',
+      intArg('a sequence count'),
+      256,
+    )
+    .option(
+      '--max-queued-sequences <n>',
+      'most sequences waiting for a slot; a request that does not fit ' + 'gets 429 with Retry-After',
+      intArg('a sequence count'),
+      1024,
+    )
     .option('--name <id>', 'model id to report (default: from the checkpoint)')
-    .action((o: { modelCheckpoint: string; tokenizer?: string; port: number; host: string; apiKeyFile?: string; maxBatch: number; maxTokens?: number; maxBodyBytes: number; maxSequencesPerRequest: number; maxQueuedSequences: number; name?: string }) =>
-      run(async () => {
-        if (o.maxSequencesPerRequest > o.maxQueuedSequences) {
-          throw new UsageError(`--max-sequences-per-request ${o.maxSequencesPerRequest} is above --max-queued-sequences ${o.maxQueuedSequences}: a request at the cap could never be queued; raise the queue bound or lower the cap`)
-        }
-        let apiKey: string | undefined
-        if (o.apiKeyFile !== undefined) {
-          if (!fs.existsSync(o.apiKeyFile)) throw new UsageError(`--api-key-file ${o.apiKeyFile}: no such file`)
-          apiKey = fs.readFileSync(o.apiKeyFile, 'utf8').trim()
-        }
-        await initBackend()
-        const loaded = await loadModel({ checkpoint: o.modelCheckpoint, prefix: prefixOf(io), ...(o.tokenizer ? { tokenizerPath: o.tokenizer } : {}) })
-        const server = await startServer({
-          model: loaded.model, tokenizer: loaded.tokenizer, name: o.name ?? loaded.name, port: o.port, host: o.host, maxBatch: o.maxBatch, maxBodyBytes: o.maxBodyBytes,
-          maxSequencesPerRequest: o.maxSequencesPerRequest, maxQueuedSequences: o.maxQueuedSequences,
-          ...(apiKey !== undefined ? { apiKey } : {}), ...(o.maxTokens !== undefined ? { maxTokensCap: o.maxTokens } : {}),
-        })
-        io.out(`serving ${o.name ?? loaded.name} at ${server.url}/v1`)
-        await new Promise<void>((resolve) => {
-          const stop = () => resolve()
-          process.once('SIGINT', stop)
-          process.once('SIGTERM', stop)
-        })
-        await server.close()
-        io.out('stopped')
-        return 0
-      }),
+    .action(
+      (o: {
+        modelCheckpoint: string
+        tokenizer?: string
+        port: number
+        host: string
+        apiKeyFile?: string
+        maxBatch: number
+        maxTokens?: number
+        maxBodyBytes: number
+        maxSequencesPerRequest: number
+        maxQueuedSequences: number
+        name?: string
+      }) =>
+        run(async () => {
+          if (o.maxSequencesPerRequest > o.maxQueuedSequences) {
+            throw new UsageError(
+              `--max-sequences-per-request ${o.maxSequencesPerRequest} is ` +
+                `above --max-queued-sequences ${o.maxQueuedSequences}: a request ` +
+                `at the cap could never be queued; raise the queue bound or ` +
+                `lower the cap`,
+            )
+          }
+          let apiKey: string | undefined
+          if (o.apiKeyFile !== undefined) {
+            if (!fs.existsSync(o.apiKeyFile)) throw new UsageError(`--api-key-file ${o.apiKeyFile}: no such file`)
+            apiKey = fs.readFileSync(o.apiKeyFile, 'utf8').trim()
+          }
+          await initBackend()
+          const loaded = await loadModel({
+            checkpoint: o.modelCheckpoint,
+            prefix: prefixOf(io),
+            ...(o.tokenizer ? { tokenizerPath: o.tokenizer } : {}),
+          })
+          const server = await startServer({
+            model: loaded.model,
+            tokenizer: loaded.tokenizer,
+            name: o.name ?? loaded.name,
+            port: o.port,
+            host: o.host,
+            maxBatch: o.maxBatch,
+            maxBodyBytes: o.maxBodyBytes,
+            maxSequencesPerRequest: o.maxSequencesPerRequest,
+            maxQueuedSequences: o.maxQueuedSequences,
+            ...(apiKey !== undefined ? { apiKey } : {}),
+            ...(o.maxTokens !== undefined ? { maxTokensCap: o.maxTokens } : {}),
+          })
+          io.out(`serving ${o.name ?? loaded.name} at ${server.url}/v1`)
+          await new Promise<void>((resolve) => {
+            const stop = () => resolve()
+            process.once('SIGINT', stop)
+            process.once('SIGTERM', stop)
+          })
+          await server.close()
+          io.out('stopped')
+          return 0
+        }),
     )
 }

@@ -17,11 +17,20 @@ describe.each(['gpt2', 'llama'] as const)('%s engine', (type) => {
     const engine = new Engine(model)
     const prompts = [[1, 2, 3], [7], [5, 6, 7, 8, 9, 10, 11]]
     const o = { temperature: 0.9, topP: 0.95, topK: 10 }
-    const runs = await Promise.all(prompts.map(async (prompt, i) => {
-      const ev: TokenEvent[] = []
-      const r = await engine.submit({ prompt, maxTokens: 8, ...o, seed: i, topLogprobs: 2, onToken: (e) => void ev.push(e) })
-      return { r, ev }
-    }))
+    const runs = await Promise.all(
+      prompts.map(async (prompt, i) => {
+        const ev: TokenEvent[] = []
+        const r = await engine.submit({
+          prompt,
+          maxTokens: 8,
+          ...o,
+          seed: i,
+          topLogprobs: 2,
+          onToken: (e) => void ev.push(e),
+        })
+        return { r, ev }
+      }),
+    )
     prompts.forEach((prompt, i) => {
       const want = generate(model, prompt, { maxNewTokens: 8, ...o, seed: i })
       expect(runs[i]!.ev.map((e) => e.token)).toEqual(want.tokens)
@@ -35,8 +44,25 @@ describe.each(['gpt2', 'llama'] as const)('%s engine', (type) => {
   test('prompt log-probs from a batched prefill of different lengths equal levanter score', async () => {
     const model = createModel({ type, ...tiny }, 5)
     const engine = new Engine(model)
-    const prompts = [[3, 9, 4, 1, 7, 2], [8, 8], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]]
-    const got = await Promise.all(prompts.map((prompt) => engine.submit({ prompt, maxTokens: 0, temperature: 0, topP: 1, seed: 0, topLogprobs: 1, promptLogprobs: true, onToken: () => {} })))
+    const prompts = [
+      [3, 9, 4, 1, 7, 2],
+      [8, 8],
+      [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+    ]
+    const got = await Promise.all(
+      prompts.map((prompt) =>
+        engine.submit({
+          prompt,
+          maxTokens: 0,
+          temperature: 0,
+          topP: 1,
+          seed: 0,
+          topLogprobs: 1,
+          promptLogprobs: true,
+          onToken: () => {},
+        }),
+      ),
+    )
     prompts.forEach((prompt, i) => {
       const want = score(model, prompt.slice(0, 1), prompt.slice(1))
       expect(got[i]!.promptLogprobs!.map((e) => e.token)).toEqual(prompt.slice(1))
@@ -54,10 +80,24 @@ test('a request that arrives mid-generation joins the running batch at the next 
   const order: string[] = []
   let late: Promise<unknown> | undefined
   const first = engine.submit({
-    prompt: [1, 2], maxTokens: 20, temperature: 0, topP: 1, seed: 0, topLogprobs: 0,
+    prompt: [1, 2],
+    maxTokens: 20,
+    temperature: 0,
+    topP: 1,
+    seed: 0,
+    topLogprobs: 0,
     onToken: () => {
       order.push('a')
-      if (order.length === 3) late = engine.submit({ prompt: [3], maxTokens: 2, temperature: 0, topP: 1, seed: 0, topLogprobs: 0, onToken: () => void order.push('b') })
+      if (order.length === 3)
+        late = engine.submit({
+          prompt: [3],
+          maxTokens: 2,
+          temperature: 0,
+          topP: 1,
+          seed: 0,
+          topLogprobs: 0,
+          onToken: () => void order.push('b'),
+        })
     },
   })
   await first
@@ -77,10 +117,26 @@ test('free slots go round-robin between the waiting groups, not to the first que
   const started: string[] = []
   const run = (name: string, group: object) => {
     let first = true
-    return engine.submit({ prompt: [1, 2], maxTokens: 3, temperature: 0, topP: 1, seed: 0, topLogprobs: 0, group, onToken: () => void (first && started.push(name), (first = false)) })
+    return engine.submit({
+      prompt: [1, 2],
+      maxTokens: 3,
+      temperature: 0,
+      topP: 1,
+      seed: 0,
+      topLogprobs: 0,
+      group,
+      onToken: () => void (first && started.push(name), (first = false)),
+    })
   }
-  const large = {}, small = {}, other = {}
-  const all = [...['a0', 'a1', 'a2', 'a3', 'a4', 'a5'].map((n) => run(n, large)), run('b0', small), run('b1', small), run('c0', other)]
+  const large = {},
+    small = {},
+    other = {}
+  const all = [
+    ...['a0', 'a1', 'a2', 'a3', 'a4', 'a5'].map((n) => run(n, large)),
+    run('b0', small),
+    run('b1', small),
+    run('c0', other),
+  ]
   await Promise.all(all)
   // Slots go round-robin between the three requests, not first come, first served (a0 … a5, b0, b1, c0).
   expect(started).toEqual(['a0', 'b0', 'c0', 'a1', 'b1', 'a2', 'a3', 'a4', 'a5'])
@@ -93,7 +149,17 @@ test('an aborted request is cancelled and frees its slot; the prompt can be scor
   const engine = new Engine(model)
   const ac = new AbortController()
   let n = 0
-  const r = await engine.submit({ prompt: [1, 2, 3, 4], maxTokens: 25, temperature: 1, topP: 1, seed: 0, topLogprobs: 1, promptLogprobs: true, signal: ac.signal, onToken: () => void (++n === 2 && ac.abort()) })
+  const r = await engine.submit({
+    prompt: [1, 2, 3, 4],
+    maxTokens: 25,
+    temperature: 1,
+    topP: 1,
+    seed: 0,
+    topLogprobs: 1,
+    promptLogprobs: true,
+    signal: ac.signal,
+    onToken: () => void (++n === 2 && ac.abort()),
+  })
   expect(r.finish).toBe('cancelled')
   expect(r.completionTokens).toBeLessThan(5)
   expect(r.promptLogprobs?.map((e) => e.token)).toEqual([2, 3, 4])
@@ -105,7 +171,8 @@ test('a forward pass that fails rejects every sequence in flight instead of leav
   const model = createModel({ type: 'gpt2', ...tiny }, 3)
   const engine = new Engine(model)
   let n = 0
-  const req = (onToken: () => void) => engine.submit({ prompt: [1, 2], maxTokens: 10, temperature: 0, topP: 1, seed: 0, topLogprobs: 0, onToken })
+  const req = (onToken: () => void) =>
+    engine.submit({ prompt: [1, 2], maxTokens: 10, temperature: 0, topP: 1, seed: 0, topLogprobs: 0, onToken })
   const results = await Promise.allSettled([req(() => void (++n === 3 && model.dispose())), req(() => {})])
   expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected'])
   expect(String((results[0] as PromiseRejectedResult).reason)).toMatch(/no parameter/)

@@ -1,6 +1,7 @@
 /**
  * @module The continuous-batching engine. Requests queue; each scheduler step admits waiting
- * requests into free slots (their prompts prefilled together in one forward pass), then advances every active sequence by one
+ * requests into free slots (their prompts prefilled together in one forward pass), then advances every active sequence
+ * by one
  * token in a single batched forward pass (`decodeStep`). A request that arrives mid-generation
  * joins at the next step instead of waiting for the others to finish.
  *
@@ -33,7 +34,7 @@ export type SequenceRequest = {
   /** Sequences with the same group (one request's prompts × n) share turns at admission. @default the sequence alone */
   readonly group?: object
   /** Called for each new token; return true to stop (a stop string matched). */
-  readonly onToken: (e: TokenEvent) => boolean | void
+  readonly onToken: (e: TokenEvent) => unknown
 }
 
 export type FinishReason = 'stop' | 'length' | 'cancelled'
@@ -65,7 +66,8 @@ export type EngineOptions = {
   /** Sequences that may wait for a slot; `hasRoom` says whether more fit. @default unbounded */
   readonly maxQueued?: number
   readonly metrics?: MetricsRegistry
-  /** Only ids below this are ever sampled (models often pad their vocabulary past the tokenizer's). @default the model's vocabulary size */
+  /** Only ids below this are ever sampled (models often pad their vocabulary past the tokenizer's). @default the
+   * model's vocabulary size */
   readonly vocabLimit?: number
 }
 
@@ -87,7 +89,10 @@ export class Engine {
   private readonly vocabLimit: number
   private readonly m
 
-  constructor(readonly model: CausalLM, opts: EngineOptions = {}) {
+  constructor(
+    readonly model: CausalLM,
+    opts: EngineOptions = {},
+  ) {
     this.maxBatch = opts.maxBatch ?? 16
     this.maxQueued = opts.maxQueued ?? Infinity
     this.vocabLimit = Math.min(opts.vocabLimit ?? model.config.vocabSize, model.config.vocabSize)
@@ -96,7 +101,10 @@ export class Engine {
       tokens: reg.counter('marin_serve_generated_tokens_total', { help: 'tokens generated' }),
       prompt: reg.counter('marin_serve_prompt_tokens_total', { help: 'prompt tokens prefilled' }),
       steps: reg.counter('marin_serve_decode_steps_total', { help: 'batched decode forward passes' }),
-      batch: reg.histogram('marin_serve_batch_size', { help: 'sequences per decode step', buckets: [1, 2, 4, 8, 16, 32, 64] }),
+      batch: reg.histogram('marin_serve_batch_size', {
+        help: 'sequences per decode step',
+        buckets: [1, 2, 4, 8, 16, 32, 64],
+      }),
       active: reg.gauge('marin_serve_active_sequences', { help: 'sequences in the running batch' }),
       queued: reg.gauge('marin_serve_queued_sequences', { help: 'sequences waiting for a slot' }),
     }
@@ -126,7 +134,17 @@ export class Engine {
   /** Generate for one request; resolves when it stops, reaches `maxTokens` or the context, or is cancelled. */
   submit(req: SequenceRequest): Promise<SequenceResult> {
     return new Promise((done, fail) => {
-      this.queue.push({ req, group: req.group ?? {}, admittedAt: 0, rng: new Rng(req.seed), position: 0, last: 0, generated: 0, done, fail })
+      this.queue.push({
+        req,
+        group: req.group ?? {},
+        admittedAt: 0,
+        rng: new Rng(req.seed),
+        position: 0,
+        last: 0,
+        generated: 0,
+        done,
+        fail,
+      })
       this.kick()
     })
   }
@@ -202,12 +220,15 @@ export class Engine {
     for (const s of this.active) held.set(s.group, (held.get(s.group) ?? 0) + 1)
     const picked: Active[] = []
     while (picked.length < free && this.queue.length > 0) {
-      let best = -1, bestHeld = Infinity, bestTurn = Infinity
+      let best = -1,
+        bestHeld = Infinity,
+        bestTurn = Infinity
       const seen = new Set<object>()
       this.queue.forEach((s, i) => {
         if (seen.has(s.group)) return
         seen.add(s.group)
-        const h = held.get(s.group) ?? 0, t = this.lastTurn.get(s.group) ?? -1
+        const h = held.get(s.group) ?? 0,
+          t = this.lastTurn.get(s.group) ?? -1
         if (h < bestHeld || (h === bestHeld && t < bestTurn)) [best, bestHeld, bestTurn] = [i, h, t]
       })
       const [s] = this.queue.splice(best, 1)
@@ -224,24 +245,37 @@ export class Engine {
     const all = joining.some((s) => s.req.promptLogprobs)
     let out: ReturnType<typeof prefill>
     try {
-      out = prefill(this.model, joining.map((s) => s.req.prompt), all)
+      out = prefill(
+        this.model,
+        joining.map((s) => s.req.prompt),
+        all,
+      )
     } catch (err) {
       for (const s of joining) s.fail(err)
       return
     }
-    this.cache.add(out.kv, joining.map((s) => s.req.prompt.length)) // the batch cache owns the tensors now
+    this.cache.add(
+      out.kv,
+      joining.map((s) => s.req.prompt.length),
+    ) // the batch cache owns the tensors now
     this.active.push(...joining)
     const t = performance.now()
     for (const s of joining) s.admittedAt = t
     joining.forEach((s, r) => {
-      const { req } = s, T = req.prompt.length, rows = out.logits[r]!
+      const { req } = s,
+        T = req.prompt.length,
+        rows = out.logits[r]!
       s.position = T
       this.m?.prompt.inc(T)
       if (req.promptLogprobs) {
         s.promptLogprobs = []
         for (let t = 1; t < T; t++) {
           const lp = logSoftmax(rows.subarray((t - 1) * V, t * V))
-          s.promptLogprobs.push({ token: req.prompt[t]!, logprob: lp[req.prompt[t]!]!, top: topLogprobs(lp, req.topLogprobs) })
+          s.promptLogprobs.push({
+            token: req.prompt[t]!,
+            logprob: lp[req.prompt[t]!]!,
+            top: topLogprobs(lp, req.topLogprobs),
+          })
         }
       }
       if (req.maxTokens <= 0) this.end(s, 'length')
@@ -254,12 +288,16 @@ export class Engine {
     const { req } = s
     const logits = this.vocabLimit < raw.length ? raw.slice() : raw
     if (logits !== raw) logits.fill(-Infinity, this.vocabLimit)
-    const token = sampleToken(logits, { temperature: req.temperature, topP: req.topP, ...(req.topK !== undefined ? { topK: req.topK } : {}) }, s.rng)
+    const token = sampleToken(
+      logits,
+      { temperature: req.temperature, topP: req.topP, ...(req.topK !== undefined ? { topK: req.topK } : {}) },
+      s.rng,
+    )
     const lp = logSoftmax(logits)
     s.last = token
     s.generated++
     this.m?.tokens.inc()
-    let stop: boolean | void
+    let stop: unknown
     try {
       stop = req.onToken({ token, logprob: lp[token]!, top: topLogprobs(lp, req.topLogprobs) })
     } catch (err) {
@@ -267,7 +305,7 @@ export class Engine {
       s.fail(err)
       return
     }
-    if (stop) this.end(s, 'stop')
+    if (stop === true) this.end(s, 'stop')
     else if (s.generated >= req.maxTokens || s.position >= this.model.config.seqLen) this.end(s, 'length')
   }
 
@@ -275,7 +313,11 @@ export class Engine {
     const batch = [...this.active]
     this.m?.steps.inc()
     this.m?.batch.observe(batch.length)
-    const logits = decodeStep(this.model, this.cache, batch.map((s) => s.last))
+    const logits = decodeStep(
+      this.model,
+      this.cache,
+      batch.map((s) => s.last),
+    )
     const V = this.model.config.vocabSize
     for (const s of batch) s.position++
     batch.forEach((s, b) => {

@@ -32,10 +32,17 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
     if (!isLevanterError(err, 'BAD_CONFIG') && !isLevanterError(err, 'CHECKPOINT_NOT_FOUND')) throw err
     throw new MarinError('BAD_USAGE', `--model-checkpoint ${err.message}`, { cause: err })
   }
-  if (o.tokenizerPath !== undefined && !fs.existsSync(o.tokenizerPath)) throw new MarinError('BAD_USAGE', `--tokenizer ${o.tokenizerPath}: no such file`)
-  const noTokenizer = () => new MarinError('BAD_USAGE', `${src}: the checkpoint records no tokenizer.json; pass --tokenizer PATH (the tokenizer it was trained with)`)
+  if (o.tokenizerPath !== undefined && !fs.existsSync(o.tokenizerPath))
+    throw new MarinError('BAD_USAGE', `--tokenizer ${o.tokenizerPath}: no such file`)
+  const noTokenizer = () =>
+    new MarinError(
+      'BAD_USAGE',
+      `${src}: the checkpoint records no tokenizer.json; pass ` +
+        `--tokenizer PATH (the tokenizer it was trained with)`,
+    )
   if (fs.existsSync(src) && fs.statSync(src).isDirectory()) {
-    const own = path.join(src, 'tokenizer.json'), file = o.tokenizerPath ?? (fs.existsSync(own) ? own : undefined)
+    const own = path.join(src, 'tokenizer.json'),
+      file = o.tokenizerPath ?? (fs.existsSync(own) ? own : undefined)
     if (file === undefined) throw noTokenizer()
     const tokenizer = await BpeTokenizer.load(file)
     const { model, name } = await loadLevanterModel(src).catch(usage)
@@ -47,7 +54,11 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
     try {
       let tokenizer: BpeTokenizer
       if (o.tokenizerPath !== undefined) tokenizer = await BpeTokenizer.load(o.tokenizerPath)
-      else if (view?.has('tokenizer.json')) tokenizer = BpeTokenizer.fromJSON(JSON.parse(await view.readText('tokenizer.json')), `${view.ref} tokenizer.json`)
+      else if (view?.has('tokenizer.json'))
+        tokenizer = BpeTokenizer.fromJSON(
+          JSON.parse(await view.readText('tokenizer.json')),
+          `${view.ref} tokenizer.json`,
+        )
       else throw noTokenizer()
       return { name, model, tokenizer }
     } catch (err) {

@@ -21,14 +21,16 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
   const seqLen = o.model.config.seqLen
   const tokStr = (id: number) => o.tokenizer.decode([id])
   async function parse<T>(c: Context, schema: Schema<T>): Promise<T> {
-    if (o.draining()) throw new ApiError(503, 'the server is shutting down; retry on another replica', null, 'shutting_down')
+    if (o.draining())
+      throw new ApiError(503, 'the server is shutting down; retry on another replica', null, 'shutting_down')
     let json: unknown
     try {
       json = JSON.parse(await c.req.text())
     } catch {
       throw new ApiError(400, 'request body is not valid JSON', null, 'invalid_json')
     }
-    if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new ApiError(400, 'request body must be a JSON object', null, 'invalid_request')
+    if (typeof json !== 'object' || json === null || Array.isArray(json))
+      throw new ApiError(400, 'request body must be a JSON object', null, 'invalid_request')
     const r = schema.safeParse(json)
     if (!r.success) {
       const { param, message } = describeIssue(r.error)
@@ -38,28 +40,61 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
   }
 
   function checkModel(model: string | undefined): void {
-    if (model === undefined) throw new ApiError(400, `model: missing; name the served model, "${o.name}" (GET /v1/models lists it)`, 'model', 'invalid_value')
-    if (model !== o.name) throw new ApiError(404, `model "${model}" is not served here; this server serves "${o.name}"`, 'model', 'model_not_found')
+    if (model === undefined)
+      throw new ApiError(
+        400,
+        `model: missing; name the served model, "${o.name}" (GET ` + `/v1/models lists it)`,
+        'model',
+        'invalid_value',
+      )
+    if (model !== o.name)
+      throw new ApiError(
+        404,
+        `model "${model}" is not served here; this server serves "${o.name}"`,
+        'model',
+        'model_not_found',
+      )
   }
 
   function encode(text: string, param: string): number[] {
     const ids = o.tokenizer.encode(text)
-    if (ids.length === 0) throw new ApiError(400, `${param}: is empty; give at least one token of text`, param, 'invalid_value')
-    if (ids.length > seqLen) throw new ApiError(400, `${param}: ${ids.length} tokens exceed the model's context of ${seqLen}; shorten it`, param, 'context_length_exceeded')
+    if (ids.length === 0)
+      throw new ApiError(400, `${param}: is empty; give at least one token of text`, param, 'invalid_value')
+    if (ids.length > seqLen)
+      throw new ApiError(
+        400,
+        `${param}: ${ids.length} tokens exceed the model's context of ` + `${seqLen}; shorten it`,
+        param,
+        'context_length_exceeded',
+      )
     return ids
   }
 
   function checkMax(n: number, param: string): number {
-    if (n > o.maxTokensCap) throw new ApiError(400, `${param}: ${n} is above this server's limit of ${o.maxTokensCap}`, param, 'invalid_value')
+    if (n > o.maxTokensCap)
+      throw new ApiError(
+        400,
+        `${param}: ${n} is above this server's limit of ${o.maxTokensCap}`,
+        param,
+        'invalid_value',
+      )
     return n
   }
 
-  /** `prompts` × `n` sequences against the per-request cap; `param` names the one to lower (`n` unless the prompts alone are too many). */
+  /** `prompts` × `n` sequences against the per-request cap; `param` names the one to lower (`n` unless the prompts
+   * alone are too many). */
   function checkSequences(prompts: number, n: number): void {
     const cap = o.maxSequencesPerRequest
     if (prompts * n <= cap) return
     const param = prompts > cap ? 'prompt' : 'n'
-    throw new ApiError(400, `${param}: ${prompts} prompt(s) × n ${n} = ${prompts * n} sequences is above this server's limit of ${cap} per request; lower ${param} or split the request`, param, 'invalid_value')
+    throw new ApiError(
+      400,
+      `${param}: ${prompts} prompt(s) × n ${n} = ${prompts * n} ` +
+        `sequences is above this server's limit of ${cap} per request; ` +
+        `lower ${param} or split the request`,
+      param,
+      'invalid_value',
+    )
   }
 
   /**
@@ -70,7 +105,15 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
   function checkRoom(count: number): void {
     if (o.engine.hasRoom(count)) return
     const retry = o.engine.retryAfterSeconds(count)
-    throw new ApiError(429, `the server's queue has no room for this request's ${count} sequence(s) (${o.engine.load.queued} waiting, at most ${o.engine.maxQueued}); retry in ${retry} s`, null, 'queue_full', { 'Retry-After': String(retry) })
+    throw new ApiError(
+      429,
+      `the server's queue has no room for this request's ${count} ` +
+        `sequence(s) (${o.engine.load.queued} waiting, at most ` +
+        `${o.engine.maxQueued}); retry in ${retry} s`,
+      null,
+      'queue_full',
+      { 'Retry-After': String(retry) },
+    )
   }
 
   /** Runs every choice; aborts them all when the client goes away or the server stops. */
@@ -80,7 +123,9 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
     c.req.raw.signal.addEventListener('abort', onStop)
     const group = {} // the request's sequences share admission turns
     try {
-      const results = await Promise.all(params.map((p) => runChoice(o.engine, o.tokenizer, { ...p, signal: abort.signal, group })))
+      const results = await Promise.all(
+        params.map((p) => runChoice(o.engine, o.tokenizer, { ...p, signal: abort.signal, group })),
+      )
       for (const r of results) if (r.ttftMs !== undefined) observeTtft(r.ttftMs / 1000)
       return results
     } finally {

@@ -69,9 +69,21 @@ describe('endpoints through the openai client', () => {
   })
 
   test('completions: a prompt list with n choices each; echo with logprobs scores the prompt', async () => {
-    const r = await client.completions.create({ model: 'tiny', prompt: ['a language', 'the server'], n: 2, max_tokens: 4, seed: 1 })
+    const r = await client.completions.create({
+      model: 'tiny',
+      prompt: ['a language', 'the server'],
+      n: 2,
+      max_tokens: 4,
+      seed: 1,
+    })
     expect(r.choices.map((c) => c.index)).toEqual([0, 1, 2, 3])
-    const e = await client.completions.create({ model: 'tiny', prompt: 'a language model', max_tokens: 0, echo: true, logprobs: 1 })
+    const e = await client.completions.create({
+      model: 'tiny',
+      prompt: 'a language model',
+      max_tokens: 0,
+      echo: true,
+      logprobs: 1,
+    })
     const lp = e.choices[0]!.logprobs!
     expect(e.choices[0]!.text).toBe('a language model')
     expect(lp.tokens!.length).toBe(tokenizer.encode('a language model').length)
@@ -80,14 +92,24 @@ describe('endpoints through the openai client', () => {
   })
 
   test('chat completions, plain and streaming, agree', async () => {
-    const req = { model: 'tiny', messages: [{ role: 'user' as const, content: 'hello' }], max_tokens: 10, seed: 3, temperature: 0.7 }
+    const req = {
+      model: 'tiny',
+      messages: [{ role: 'user' as const, content: 'hello' }],
+      max_tokens: 10,
+      seed: 3,
+      temperature: 0.7,
+    }
     const r = await client.chat.completions.create({ ...req, logprobs: true, top_logprobs: 1 })
     expect(r.object).toBe('chat.completion')
     expect(r.choices[0]!.message.role).toBe('assistant')
     expect(r.choices[0]!.logprobs!.content!.length).toBe(r.usage!.completion_tokens)
     let text = ''
     let role: string | undefined
-    for await (const ch of await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } })) {
+    for await (const ch of await client.chat.completions.create({
+      ...req,
+      stream: true,
+      stream_options: { include_usage: true },
+    })) {
       if (ch.choices[0]?.delta.role) role = ch.choices[0].delta.role
       text += ch.choices[0]?.delta.content ?? ''
       if (ch.usage) expect(ch.usage.completion_tokens).toBe(r.usage!.completion_tokens)
@@ -97,16 +119,25 @@ describe('endpoints through the openai client', () => {
   })
 
   test('16 concurrent requests give the same outputs as one at a time', async () => {
-    const reqs = Array.from({ length: 16 }, (_, i) => ({ model: 'tiny', prompt: SENTENCES[i % 4]!.slice(0, 8 + i), max_tokens: 6 + (i % 5), temperature: 0.9, top_p: 0.9, seed: 100 + i }))
+    const reqs = Array.from({ length: 16 }, (_, i) => ({
+      model: 'tiny',
+      prompt: SENTENCES[i % 4]!.slice(0, 8 + i),
+      max_tokens: 6 + (i % 5),
+      temperature: 0.9,
+      top_p: 0.9,
+      seed: 100 + i,
+    }))
     const serial: string[] = []
     for (const q of reqs) serial.push((await client.completions.create(q)).choices[0]!.text)
     const concurrent = await Promise.all(reqs.map(async (q) => (await client.completions.create(q)).choices[0]!.text))
     expect(concurrent).toEqual(serial)
-    const streamed = await Promise.all(reqs.map(async (q) => {
-      let t = ''
-      for await (const ch of await client.completions.create({ ...q, stream: true })) t += ch.choices[0]?.text ?? ''
-      return t
-    }))
+    const streamed = await Promise.all(
+      reqs.map(async (q) => {
+        let t = ''
+        for await (const ch of await client.completions.create({ ...q, stream: true })) t += ch.choices[0]?.text ?? ''
+        return t
+      }),
+    )
     expect(streamed).toEqual(serial)
   })
 
@@ -122,15 +153,27 @@ describe('endpoints through the openai client', () => {
 })
 
 describe('bad requests get their status and OpenAI error shape', () => {
-  const shape = (param: string | null, code: string | null) => ({ error: { message: expect.any(String), type: 'invalid_request_error', param, code } })
+  const shape = (param: string | null, code: string | null) => ({
+    error: { message: expect.any(String), type: 'invalid_request_error', param, code },
+  })
 
   test.each([
     ['invalid JSON', '{"prompt": ', null, 'invalid_json'],
     ['a wrong field type', JSON.stringify({ prompt: 'hi', temperature: 'hot' }), 'temperature', 'invalid_value'],
     ['a field out of range', JSON.stringify({ prompt: 'hi', top_p: 0 }), 'top_p', 'invalid_value'],
     ['a missing prompt', JSON.stringify({ max_tokens: 3 }), 'prompt', 'invalid_value'],
-    ['max_tokens above the cap', JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 41 }), 'max_tokens', 'invalid_value'],
-    ['a prompt longer than the context', JSON.stringify({ model: 'tiny', prompt: 'zq'.repeat(100) }), 'prompt', 'context_length_exceeded'],
+    [
+      'max_tokens above the cap',
+      JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 41 }),
+      'max_tokens',
+      'invalid_value',
+    ],
+    [
+      'a prompt longer than the context',
+      JSON.stringify({ model: 'tiny', prompt: 'zq'.repeat(100) }),
+      'prompt',
+      'context_length_exceeded',
+    ],
   ])('%s → 400', async (_, body, param, code) => {
     const res = await post(`${server.url}/v1/completions`, body)
     expect(res.status).toBe(400)
@@ -140,7 +183,9 @@ describe('bad requests get their status and OpenAI error shape', () => {
   })
 
   test('the openai client sees a 400 as BadRequestError naming the field', async () => {
-    const err = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 99 }).catch((e: unknown) => e)
+    const err = await client.chat.completions
+      .create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 99 })
+      .catch((e: unknown) => e)
     expect(err).toBeInstanceOf(OpenAI.BadRequestError)
     expect((err as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('max_tokens')
   })
@@ -157,11 +202,20 @@ describe('bad requests get their status and OpenAI error shape', () => {
   test('a server with an API key → 401 without it, 200 with it', async () => {
     const locked = await startServer({ model, tokenizer, name: 'tiny', port: 0, apiKey: 'sesame' })
     try {
-      const bad = await new OpenAI({ baseURL: `${locked.url}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list().catch((e: unknown) => e)
+      const bad = await new OpenAI({ baseURL: `${locked.url}/v1`, apiKey: 'wrong', maxRetries: 0 }).models
+        .list()
+        .catch((e: unknown) => e)
       expect(bad).toBeInstanceOf(OpenAI.AuthenticationError)
       const none = await fetch(`${locked.url}/v1/models`)
       expect(none.status).toBe(401)
-      expect(await none.json()).toEqual({ error: { message: expect.stringContaining('API key'), type: 'authentication_error', param: null, code: 'invalid_api_key' } })
+      expect(await none.json()).toEqual({
+        error: {
+          message: expect.stringContaining('API key'),
+          type: 'authentication_error',
+          param: null,
+          code: 'invalid_api_key',
+        },
+      })
       const ok = await new OpenAI({ baseURL: `${locked.url}/v1`, apiKey: 'sesame', maxRetries: 0 }).models.list()
       expect(ok.data[0]!.id).toBe('tiny')
     } finally {
@@ -178,7 +232,12 @@ describe('lifecycle', () => {
 
   test('a client that disconnects mid-stream frees its slot', async () => {
     const ac = new AbortController()
-    const res = await fetch(`${server.url}/v1/completions`, { method: 'POST', signal: ac.signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'the', max_tokens: 40, stream: true, seed: 1 }) })
+    const res = await fetch(`${server.url}/v1/completions`, {
+      method: 'POST',
+      signal: ac.signal,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', prompt: 'the', max_tokens: 40, stream: true, seed: 1 }),
+    })
     const reader = res.body!.getReader()
     await reader.read()
     expect(server.engine.load.active).toBe(1)
@@ -186,22 +245,31 @@ describe('lifecycle', () => {
     await until(() => server.engine.load.active === 0)
   })
 
-  test('graceful shutdown: running requests are cancelled after the grace period, new ones refused, the port freed', async () => {
-    const s = await startServer({ model, tokenizer, name: 'tiny', port: 0, maxBatch: 1 })
-    const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0 })
-    const finishes: (string | null)[] = []
-    const streaming = (async () => {
-      for await (const ch of await c.completions.create({ model: 'tiny', prompt: 'the', max_tokens: 60, stream: true })) finishes.push(ch.choices[0]?.finish_reason ?? null)
-    })()
-    await until(() => s.engine.load.active === 1)
-    // A grace of 0 ms ends long before 60 tokens are generated.
-    const closing = s.close({ graceMs: 0 })
-    await closing
-    await streaming
-    expect(finishes.at(-1)).toBe('abort')
-    expect(s.engine.load).toEqual({ active: 0, queued: 0 })
-    await expect(fetch(`${s.url}/health`)).rejects.toThrow()
-  })
+  test(
+    'graceful shutdown: running requests are cancelled after the ' + 'grace period, new ones refused, the port freed',
+    async () => {
+      const s = await startServer({ model, tokenizer, name: 'tiny', port: 0, maxBatch: 1 })
+      const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0 })
+      const finishes: (string | null)[] = []
+      const streaming = (async () => {
+        for await (const ch of await c.completions.create({
+          model: 'tiny',
+          prompt: 'the',
+          max_tokens: 60,
+          stream: true,
+        }))
+          finishes.push(ch.choices[0]?.finish_reason ?? null)
+      })()
+      await until(() => s.engine.load.active === 1)
+      // A grace of 0 ms ends long before 60 tokens are generated.
+      const closing = s.close({ graceMs: 0 })
+      await closing
+      await streaming
+      expect(finishes.at(-1)).toBe('abort')
+      expect(s.engine.load).toEqual({ active: 0, queued: 0 })
+      await expect(fetch(`${s.url}/health`)).rejects.toThrow()
+    },
+  )
 
   test('graceful shutdown lets a running request finish within the grace period', async () => {
     const s = await startServer({ model, tokenizer, name: 'tiny', port: 0 })
@@ -218,7 +286,10 @@ describe('lifecycle', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'serve-load-'))
     try {
       await exportHf(model, dir)
-      await expect(loadModel({ checkpoint: dir })).rejects.toMatchObject({ code: 'BAD_USAGE', message: expect.stringContaining('--tokenizer') })
+      await expect(loadModel({ checkpoint: dir })).rejects.toMatchObject({
+        code: 'BAD_USAGE',
+        message: expect.stringContaining('--tokenizer'),
+      })
       fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON()))
       const loaded = await loadModel({ checkpoint: dir })
       expect(loaded.tokenizer.encode('the fox')).toEqual(tokenizer.encode('the fox'))

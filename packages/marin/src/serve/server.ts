@@ -33,7 +33,8 @@ export type ServeOptions = {
   readonly maxTokensCap?: number
   /** Most sequences (prompts × n) one request may ask for; more → 400 naming `n` or `prompt`. @default 256 */
   readonly maxSequencesPerRequest?: number
-  /** Most sequences waiting for a slot; a request that does not fit → 429 with `Retry-After`. At least `maxSequencesPerRequest`. @default 1024 */
+  /** Most sequences waiting for a slot; a request that does not fit → 429 with `Retry-After`. At least
+   * `maxSequencesPerRequest`. @default 1024 */
   readonly maxQueuedSequences?: number
   /** @default 1 MiB */
   readonly maxBodyBytes?: number
@@ -53,24 +54,51 @@ export type RunningServer = {
 /** Serves `model` with the OpenAI-compatible API; resolves once listening. */
 export async function startServer(o: ServeOptions): Promise<RunningServer> {
   if (o.tokenizer.vocabSize > o.model.config.vocabSize) {
-    throw new Error(`tokenizer has ${o.tokenizer.vocabSize} ids but the model only ${o.model.config.vocabSize}; use the tokenizer the model was trained with`)
+    throw new Error(
+      `tokenizer has ${o.tokenizer.vocabSize} ids but the model only ` +
+        `${o.model.config.vocabSize}; use the tokenizer the model was ` +
+        `trained with`,
+    )
   }
-  const maxSequencesPerRequest = o.maxSequencesPerRequest ?? 256, maxQueued = o.maxQueuedSequences ?? 1024
-  for (const [k, v] of [['maxBatch', o.maxBatch ?? 16], ['maxSequencesPerRequest', maxSequencesPerRequest], ['maxQueuedSequences', maxQueued]] as const) {
+  const maxSequencesPerRequest = o.maxSequencesPerRequest ?? 256,
+    maxQueued = o.maxQueuedSequences ?? 1024
+  for (const [k, v] of [
+    ['maxBatch', o.maxBatch ?? 16],
+    ['maxSequencesPerRequest', maxSequencesPerRequest],
+    ['maxQueuedSequences', maxQueued],
+  ] as const) {
     if (!Number.isInteger(v) || v < 1) throw new MarinError('BAD_USAGE', `serve: ${k} ${v} must be a whole number >= 1`)
   }
   if (maxSequencesPerRequest > maxQueued) {
-    throw new MarinError('BAD_USAGE', `serve: maxSequencesPerRequest ${maxSequencesPerRequest} is above maxQueuedSequences ${maxQueued}, so a request at the cap could never be queued; raise the queue bound or lower the cap`)
+    throw new MarinError(
+      'BAD_USAGE',
+      `serve: maxSequencesPerRequest ${maxSequencesPerRequest} is ` +
+        `above maxQueuedSequences ${maxQueued}, so a request at the cap ` +
+        `could never be queued; raise the queue bound or lower the cap`,
+    )
   }
   const metrics = o.metrics ?? new MetricsRegistry()
-  const engine = new Engine(o.model, { maxBatch: o.maxBatch ?? 16, maxQueued, metrics, vocabLimit: o.tokenizer.vocabSize })
+  const engine = new Engine(o.model, {
+    maxBatch: o.maxBatch ?? 16,
+    maxQueued,
+    metrics,
+    vocabLimit: o.tokenizer.vocabSize,
+  })
   const stopping = new AbortController()
   setMaxListeners(0, stopping.signal) // every running request listens for shutdown
   let draining = false
   const name = o.name ?? 'marin'
   const app = createApp({
-    name, model: o.model, tokenizer: o.tokenizer, engine, metrics, shutdown: stopping.signal, draining: () => draining,
-    maxTokensCap: o.maxTokensCap ?? o.model.config.seqLen, maxBodyBytes: o.maxBodyBytes ?? 1 << 20, maxSequencesPerRequest,
+    name,
+    model: o.model,
+    tokenizer: o.tokenizer,
+    engine,
+    metrics,
+    shutdown: stopping.signal,
+    draining: () => draining,
+    maxTokensCap: o.maxTokensCap ?? o.model.config.seqLen,
+    maxBodyBytes: o.maxBodyBytes ?? 1 << 20,
+    maxSequencesPerRequest,
     ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
   })
   const host = o.host ?? '127.0.0.1'
@@ -80,25 +108,32 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   })
   const port = (server.address() as AddressInfo).port
   const url = `http://${host}:${port}`
-  log.info({ url, model: name, maxBatch: engine.maxBatch, maxSequencesPerRequest, maxQueuedSequences: maxQueued }, 'serving')
+  log.info(
+    { url, model: name, maxBatch: engine.maxBatch, maxSequencesPerRequest, maxQueuedSequences: maxQueued },
+    'serving',
+  )
   let closing: Promise<void> | undefined
   return {
-    url, port, engine, metrics,
-    close: (opts = {}) => (closing ??= (async () => {
-      draining = true
-      log.info({ url }, 'shutting down')
-      const closed = new Promise<void>((r) => server.close(() => r()))
-      const grace = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), opts.graceMs ?? 5000).unref())
-      if ((await Promise.race([engine.whenIdle(), grace])) === 'timeout') {
+    url,
+    port,
+    engine,
+    metrics,
+    close: (opts = {}) =>
+      (closing ??= (async () => {
+        draining = true
+        log.info({ url }, 'shutting down')
+        const closed = new Promise<void>((r) => server.close(() => r()))
+        const grace = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), opts.graceMs ?? 5000).unref())
+        if ((await Promise.race([engine.whenIdle(), grace])) === 'timeout') {
+          stopping.abort()
+          engine.cancelAll()
+          await engine.whenIdle()
+        }
         stopping.abort()
-        engine.cancelAll()
-        await engine.whenIdle()
-      }
-      stopping.abort()
-      // Responses of cancelled requests are flushed before sockets are dropped.
-      await new Promise((r) => setTimeout(r, 50))
-      if ('closeAllConnections' in server) server.closeAllConnections()
-      await closed
-    })()),
+        // Responses of cancelled requests are flushed before sockets are dropped.
+        await new Promise((r) => setTimeout(r, 50))
+        if ('closeAllConnections' in server) server.closeAllConnections()
+        await closed
+      })()),
   }
 }

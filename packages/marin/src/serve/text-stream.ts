@@ -12,7 +12,10 @@ export class TextStream {
   /** The final text once a stop string matched. */
   stoppedText: string | undefined
 
-  constructor(private readonly tokenizer: BpeTokenizer, private readonly stops: readonly string[]) {
+  constructor(
+    private readonly tokenizer: BpeTokenizer,
+    private readonly stops: readonly string[],
+  ) {
     this.hold = Math.max(0, ...stops.map((s) => s.length - 1))
   }
 

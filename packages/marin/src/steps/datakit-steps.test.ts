@@ -14,7 +14,8 @@ beforeAll(() => {
 })
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-test('ingest -> dedup -> tokenize as executor steps; each hands its version on as a typed artifact reference', async () => {
+test('ingest -> dedup -> tokenize as executor steps; each hands its ' +
+  'version on as a typed artifact reference', async () => {
   const src = join(root, 'corpus.txt')
   const paras = [
     'The committee met on Tuesday to discuss the harbor budget and the new ferry schedule.',
@@ -28,10 +29,16 @@ test('ingest -> dedup -> tokenize as executor steps; each hands its version on a
   const tok = tokenizeStep(dd, { name: 'toy-tokens', vocabSize: 300 })
   const exp = new Experiment({ name: 'data', steps: [tok] })
   const rec = await new Executor({ prefix, leaseTtlMs: 2000 }).run(exp)
-  expect(rec.steps.map((s) => `${s.name}:${s.status}`), JSON.stringify(rec.steps.map((s) => s.error))).toEqual(['toy:SUCCESS', 'toy-dedup:SUCCESS', 'toy-tokens:SUCCESS'])
+  expect(
+    rec.steps.map((s) => `${s.name}:${s.status}`),
+    JSON.stringify(rec.steps.map((s) => s.error)),
+  ).toEqual(['toy:SUCCESS', 'toy-dedup:SUCCESS', 'toy-tokens:SUCCESS'])
   const art = (i: number) => JSON.parse(readFileSync(join(prefix, rec.steps[i]!.nameHash, 'artifacts.json'), 'utf8'))
   expect(art(0)).toMatchObject({ artifacts: [{ kind: 'artifact', name: 'datasets/toy', version: 1 }], records: 5 })
-  expect(art(1)).toMatchObject({ artifacts: [{ kind: 'artifact', name: 'datasets/toy-dedup', version: 1 }], report: { documentsIn: 5, kept: 3 } })
+  expect(art(1)).toMatchObject({
+    artifacts: [{ kind: 'artifact', name: 'datasets/toy-dedup', version: 1 }],
+    report: { documentsIn: 5, kept: 3 },
+  })
   expect(art(2).artifacts[0]).toEqual({ kind: 'artifact', name: 'token-caches/toy-tokens', version: 1 })
   expect(art(2).documents).toBe(3)
   expect(art(2).tokens).toBeGreaterThan(3)

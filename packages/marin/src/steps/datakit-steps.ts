@@ -18,7 +18,12 @@ const datakit = () => import('@marin/datakit')
 
 /** The datakit dataset a `datasets/<name>` artifact is; another kind of artifact is refused. */
 function datasetOf(ref: ArtifactRef, stepName: string): { name: string; version: number } {
-  if (!ref.name.startsWith('datasets/')) throw new MarinError('BAD_STEP', `step ${stepName}: its input is ${ref.name}@${ref.version}, not a dataset (datasets/<name>); give it the step that made a dataset`)
+  if (!ref.name.startsWith('datasets/'))
+    throw new MarinError(
+      'BAD_STEP',
+      `step ${stepName}: its input is ${ref.name}@${ref.version}, not ` +
+        `a dataset (datasets/<name>); give it the step that made a dataset`,
+    )
   return { name: ref.name.slice('datasets/'.length), version: ref.version }
 }
 
@@ -35,29 +40,57 @@ export type IngestStepOptions = {
 export function ingestStep(o: IngestStepOptions): Step {
   return step({
     name: o.name,
-    config: { dataset: versioned(o.name), source: isOutputRef(o.source) ? o.source : versioned(o.source), format: versioned(o.format), textUnit: versioned(o.textUnit ?? 'file') },
+    config: {
+      dataset: versioned(o.name),
+      source: isOutputRef(o.source) ? o.source : versioned(o.source),
+      format: versioned(o.format),
+      textUnit: versioned(o.textUnit ?? 'file'),
+    },
     fn: async (c, { outputPath, prefix, log }) => {
       await mkdir(outputPath, { recursive: true })
       const { ingest } = await datakit()
       const r = await ingest({ name: c.dataset, source: c.source, format: c.format, textUnit: c.textUnit, prefix })
       log.info({ ref: r.ref, records: r.records, reused: r.reused }, 'ingested')
-      await writeArtifacts(outputPath, { artifacts: [r.ref], records: r.records, bytes: r.bytes, datasetHash: r.datasetHash })
+      await writeArtifacts(outputPath, {
+        artifacts: [r.ref],
+        records: r.records,
+        bytes: r.bytes,
+        datasetHash: r.datasetHash,
+      })
     },
   })
 }
 
-export type DedupStepOptions = { readonly name: string; readonly exact?: boolean; readonly fuzzy?: boolean; readonly seed?: number }
+export type DedupStepOptions = {
+  readonly name: string
+  readonly exact?: boolean
+  readonly fuzzy?: boolean
+  readonly seed?: number
+}
 
 /** Exact and MinHash near-duplicate removal of the dataset `input` made; writes `<name>` as a dataset. */
 export function dedupStep(input: Step, o: DedupStepOptions): Step {
   return step({
     name: o.name,
-    config: { input: input.artifact(), output: versioned(o.name), exact: versioned(o.exact ?? true), fuzzy: versioned(o.fuzzy ?? true), seed: versioned(o.seed ?? 42) },
+    config: {
+      input: input.artifact(),
+      output: versioned(o.name),
+      exact: versioned(o.exact ?? true),
+      fuzzy: versioned(o.fuzzy ?? true),
+      seed: versioned(o.seed ?? 42),
+    },
     fn: async (c, { outputPath, prefix, log }) => {
       await mkdir(outputPath, { recursive: true })
       const { dedup } = await datakit()
       const ref = datasetOf(c.input, o.name)
-      const r = await dedup(ref.name, { version: ref.version, output: c.output, exact: c.exact, fuzzy: c.fuzzy, seed: c.seed, prefix })
+      const r = await dedup(ref.name, {
+        version: ref.version,
+        output: c.output,
+        exact: c.exact,
+        fuzzy: c.fuzzy,
+        seed: c.seed,
+        prefix,
+      })
       log.info({ ref: r.ref, kept: r.report.kept, documentsIn: r.report.documentsIn }, 'deduplicated')
       await writeArtifacts(outputPath, { artifacts: [r.ref], report: r.report })
     },
@@ -66,7 +99,8 @@ export function dedupStep(input: Step, o: DedupStepOptions): Step {
 
 export type TokenizeStepOptions = { readonly name: string; readonly vocabSize: number }
 
-/** Trains a byte-level BPE tokenizer (`<|endoftext|>` appended) on the dataset `input` made and tokenizes it into the token cache `<name>`. */
+/** Trains a byte-level BPE tokenizer (`<|endoftext|>` appended) on the dataset `input` made and tokenizes it into the
+ * token cache `<name>`. */
 export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
   return step({
     name: o.name,
@@ -78,11 +112,17 @@ export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
       const ref = datasetOf(c.input, o.name)
       const ds = await openDataset(ref.name, { version: ref.version, prefix })
       const texts: string[] = []
-      for (const path of ds.shards) for await (const row of new ParquetReader({ path })) texts.push((row as { text: string }).text)
+      for (const path of ds.shards)
+        for await (const row of new ParquetReader({ path })) texts.push((row as { text: string }).text)
       const tokenizer = trainBpe(texts, { vocabSize: c.vocabSize, specialTokens: ['<|endoftext|>'] })
       const r = await buildTokenCache({ dataset: ref.name, version: ds.version, tokenizer, name: c.cache, prefix })
       log.info({ ref: r.ref, tokens: r.ledger.tokens }, 'tokenized')
-      await writeArtifacts(outputPath, { artifacts: [r.ref], tokens: r.ledger.tokens, documents: r.ledger.documents, vocabSize: tokenizer.vocabSize })
+      await writeArtifacts(outputPath, {
+        artifacts: [r.ref],
+        tokens: r.ledger.tokens,
+        documents: r.ledger.documents,
+        vocabSize: tokenizer.vocabSize,
+      })
     },
   })
 }

@@ -52,15 +52,21 @@ function unigramEntropy(tokens: Int32Array, vocabSize: number): number {
 }
 
 /** A run name levanter accepts, unique to this step version (its output folder's name). */
-const runNameOf = (outputPath: string) => basename(outputPath).toLowerCase().replace(/[^a-z0-9._-]+/g, '-')
+const runNameOf = (outputPath: string) =>
+  basename(outputPath)
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]+/g, '-')
 
 /**
  * Trains `o.model` on the token cache `tokens` made, with `o.trainer` (`mesh: {data: N}` trains
- * data-parallel over N fray worker processes). Writes `metrics.jsonl` and `artifacts.json` = `models/<name>@v`, `checkpoints/<run>` and a {@link TrainSummary}.
- * @example trainStep(tokens, { name: 'gpt-brown', model: { type: 'gpt2', vocabSize: 512, seqLen: 128 }, trainer: { batchSize: 16, mesh: { data: 2 } }, maxSteps: 500 })
+ * data-parallel over N fray worker processes). Writes `metrics.jsonl` and `artifacts.json` = `models/<name>@v`,
+ * `checkpoints/<run>` and a {@link TrainSummary}.
+ * @example trainStep(tokens, { name: 'gpt-brown', model: { type: 'gpt2', vocabSize: 512, seqLen: 128 }, trainer: {
+ * batchSize: 16, mesh: { data: 2 } }, maxSteps: 500 })
  */
 export function trainStep(tokens: Step, o: TrainStepOptions): Step {
-  if (!(Number.isInteger(o.maxSteps) && o.maxSteps > 0)) throw new MarinError('BAD_STEP', `step ${o.name}: maxSteps ${o.maxSteps} must be a positive integer`)
+  if (!(Number.isInteger(o.maxSteps) && o.maxSteps > 0))
+    throw new MarinError('BAD_STEP', `step ${o.name}: maxSteps ${o.maxSteps} must be a positive integer`)
   return step({
     name: o.name,
     description: `train ${o.model.type ?? 'a model'} for ${o.maxSteps} steps`,
@@ -76,12 +82,30 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
     fn: async (c, { outputPath, prefix, log }) => {
       const t0 = performance.now()
       await mkdir(outputPath, { recursive: true })
-      const [{ TokenCache }, lv, { openStore, storeUrl }] = await Promise.all([import('@marin/datakit'), import('@marin/levanter'), import('@marin/finestore')])
-      if (!c.tokens.name.startsWith('token-caches/')) throw new MarinError('BAD_STEP', `step ${o.name}: its input is ${c.tokens.name}@${c.tokens.version}, not a token cache (token-caches/<name>); give it a tokenizeStep`)
-      const cache = await TokenCache.open(c.tokens.name.slice('token-caches/'.length), { version: c.tokens.version, prefix })
+      const [{ TokenCache }, lv, { openStore, storeUrl }] = await Promise.all([
+        import('@marin/datakit'),
+        import('@marin/levanter'),
+        import('@marin/finestore'),
+      ])
+      if (!c.tokens.name.startsWith('token-caches/'))
+        throw new MarinError(
+          'BAD_STEP',
+          `step ${o.name}: its input is ${c.tokens.name}@` +
+            `${c.tokens.version}, not a token cache (token-caches/<name>); ` +
+            `give it a tokenizeStep`,
+        )
+      const cache = await TokenCache.open(c.tokens.name.slice('token-caches/'.length), {
+        version: c.tokens.version,
+        prefix,
+      })
       const model = lv.createModel(c.model as ModelConfigInput, c.initSeed)
       if (model.config.vocabSize < cache.ledger.vocabSize) {
-        throw new MarinError('BAD_CONFIG', `step ${o.name}: model.vocabSize ${model.config.vocabSize} is smaller than the tokenizer's ${cache.ledger.vocabSize} ids; raise model.vocabSize`)
+        throw new MarinError(
+          'BAD_CONFIG',
+          `step ${o.name}: model.vocabSize ${model.config.vocabSize} is ` +
+            `smaller than the tokenizer's ${cache.ledger.vocabSize} ids; ` +
+            `raise model.vocabSize`,
+        )
       }
       const run = runNameOf(outputPath)
       const memory = new lv.MemoryTracker()
@@ -89,9 +113,23 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
         { ...(c.trainer as TrainerConfigInput), checkpointStore: storeUrl(prefix), runName: run, runDir: outputPath },
         { trackers: [new lv.JsonlTracker(join(outputPath, 'metrics.jsonl')), memory] },
       )
-      trainer.addHook(trainer.config.logEvery, (i) => log.info({ progress: `${i.step}/${c.maxSteps}`, loss: i.loss, tokensPerSec: Math.round(i.tokensPerSec) }, 'training'))
+      trainer.addHook(trainer.config.logEvery, (i) =>
+        log.info(
+          { progress: `${i.step}/${c.maxSteps}`, loss: i.loss, tokensPerSec: Math.round(i.tokensPerSec) },
+          'training',
+        ),
+      )
       const dataset = lv.Dataset.fromDatakit(cache, { evalFraction: c.evalFraction, eosId: cache.ledger.eos })
-      log.info({ cache: cache.ref, tokens: cache.numTokens, run, parameters: model.numParams(), mesh: trainer.config.mesh ?? null }, 'training')
+      log.info(
+        {
+          cache: cache.ref,
+          tokens: cache.numTokens,
+          run,
+          parameters: model.numParams(),
+          mesh: trainer.config.mesh ?? null,
+        },
+        'training',
+      )
       const result = await new lv.Pipeline({ dataset, model, trainer, maxSteps: c.maxSteps }).run()
 
       const store = await openStore({ url: storeUrl(prefix) })
@@ -112,10 +150,18 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
         const ckptVersion = trainer.config.checkpointEvery > 0 ? await store.head(`checkpoints/${run}`) : undefined
         const checkpoints = ckptVersion !== undefined ? [`checkpoints/${run}@${ckptVersion}`] : []
         // The exported model with its tokenizer is what serving and evaluation load.
-        const committed = await store.commit(c.artifact, async (txn) => {
-          await lv.exportHf(model, txn)
-          await txn.putBlob('tokenizer.json', { hash: tokenizer.blob, size: tokenizer.size })
-        }, { metadata: { ...summary, run }, config: { model: model.config, trainer: trainer.config, maxSteps: c.maxSteps }, lineage: [cache.ref, ...checkpoints] })
+        const committed = await store.commit(
+          c.artifact,
+          async (txn) => {
+            await lv.exportHf(model, txn)
+            await txn.putBlob('tokenizer.json', { hash: tokenizer.blob, size: tokenizer.size })
+          },
+          {
+            metadata: { ...summary, run },
+            config: { model: model.config, trainer: trainer.config, maxSteps: c.maxSteps },
+            lineage: [cache.ref, ...checkpoints],
+          },
+        )
         log.info({ ref: committed.ref, ...summary }, 'trained')
         await writeArtifacts(outputPath, { artifacts: [committed.ref, ...checkpoints], cache: cache.ref, ...summary })
         return { ref: committed.ref, ...summary }

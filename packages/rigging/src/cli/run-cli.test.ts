@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, test } from 'vitest'
-import { Command } from 'commander'
+import type { Command } from 'commander'
 import { loadAllCommands, runCli, UsageError } from './run-cli.js'
 
 const DEMO = fileURLToPath(new URL('./fixtures/demo-cli.ts', import.meta.url))
@@ -42,7 +42,8 @@ describe('exit codes of a real process', () => {
     expect((await demo('greet', 'bo', '--exit', '3')).code).toBe(3)
   }, 60_000)
 
-  test('bad usage exits 2: unknown command, missing argument, unknown option, UsageError, the package\'s usage errors', async () => {
+  test('bad usage exits 2: unknown command, missing argument, unknown ' +
+    "option, UsageError, the package's usage errors", async () => {
     const [unknown, missing, option, usage, bad] = await Promise.all([
       demo('frobnicate'),
       demo('greet'),
@@ -63,9 +64,17 @@ describe('exit codes of a real process', () => {
     expect(r.err).toContain('demo: no thing "widget"; run demo list\n')
   }, 60_000)
 
-  test('a command\'s help shows its own options; a group without a subcommand is bad usage', async () => {
-    const [help, helpCmd, group, inner] = await Promise.all([demo('greet', '--help'), demo('help', 'greet'), demo('group'), demo('group', 'inner')])
-    expect(help).toMatchObject({ code: 0, out: expect.stringMatching(/Usage: demo greet \[options\] <who>[\s\S]*--times <n>/) })
+  test("a command's help shows its own options; a group without a subcommand is bad usage", async () => {
+    const [help, helpCmd, group, inner] = await Promise.all([
+      demo('greet', '--help'),
+      demo('help', 'greet'),
+      demo('group'),
+      demo('group', 'inner'),
+    ])
+    expect(help).toMatchObject({
+      code: 0,
+      out: expect.stringMatching(/Usage: demo greet \[options\] <who>[\s\S]*--times <n>/),
+    })
     expect(helpCmd).toMatchObject({ code: 0, out: expect.stringMatching(/--times <n>/) })
     expect(group.code).toBe(2)
     expect(group.err).toMatch(/inner\s+the only subcommand/)
@@ -82,7 +91,10 @@ test('in process: output goes to the io given; loadAllCommands defines every com
       {
         name: 'go',
         description: 'go',
-        load: async () => (cmd: Command) => void cmd.option('--far', 'how far').action(() => { throw new UsageError('not that way') }),
+        load: async () => (cmd: Command) =>
+          void cmd.option('--far', 'how far').action(() => {
+            throw new UsageError('not that way')
+          }),
       },
     ],
   }

@@ -64,7 +64,10 @@ describe('a crash in the middle of an atomic write', () => {
     live.write('in flight')
     const dead = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' })
     await new Promise((r) => dead.on('exit', r))
-    writeFileSync(lockPathFor(join(d, 'sub', 'x')), JSON.stringify({ pid: dead.pid, host: hostname(), token: 't', at: Date.now() }))
+    writeFileSync(
+      lockPathFor(join(d, 'sub', 'x')),
+      JSON.stringify({ pid: dead.pid, host: hostname(), token: 't', at: Date.now() }),
+    )
     expect(await s.removeOrphans()).toEqual(['sub/.x.rigging-lock'])
     expect(readdirSync(join(d, 'sub')).filter((n) => n.startsWith('.live.bin.rigging-tmp-'))).toHaveLength(1)
     await new Promise<void>((res, rej) => live.end((err?: Error | null) => (err ? rej(err) : res())))

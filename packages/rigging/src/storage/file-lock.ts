@@ -127,7 +127,8 @@ export async function withFileLock<T>(target: string, fn: () => Promise<T>, opts
     if (Date.now() > deadline) {
       throw new RiggingError(
         'STORAGE_IO',
-        `lock ${lockPath} is still held after ${timeoutMs} ms (holder: ${raw ?? 'unknown'}); if that process is gone, delete the lock file`,
+        `lock ${lockPath} is still held after ${timeoutMs} ms (holder: ` +
+          `${raw ?? 'unknown'}); if that process is gone, delete the lock file`,
       )
     }
     await sleep(delay * (0.5 + Math.random()))

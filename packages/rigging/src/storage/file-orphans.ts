@@ -21,7 +21,10 @@ const hostTag = createHash('sha256').update(hostname()).digest('hex').slice(0, 6
 
 /** A fresh temp path next to `target` (an absolute file path). */
 export function tempPathFor(target: string): string {
-  return join(dirname(target), `.${basename(target)}.rigging-tmp-${hostTag}-${process.pid}-${randomBytes(6).toString('hex')}`)
+  return join(
+    dirname(target),
+    `.${basename(target)}.rigging-tmp-${hostTag}-${process.pid}-` + `${randomBytes(6).toString('hex')}`,
+  )
 }
 
 export type RemoveOrphansOptions = {
@@ -58,7 +61,10 @@ export async function removeOrphanFiles(root: string, dir: string, opts: RemoveO
     for (const e of entries) {
       if (e.isDirectory()) await walk(rel + e.name + '/')
       else if (INTERNAL_NAME.test(e.name) && !e.name.endsWith('.break') && (await orphaned(abs, e.name, olderThanMs))) {
-        await unlink(join(abs, e.name)).then(() => removed.push(rel + e.name), () => undefined)
+        await unlink(join(abs, e.name)).then(
+          () => removed.push(rel + e.name),
+          () => undefined,
+        )
       }
     }
   }

@@ -39,7 +39,9 @@ describe('file:// across processes', () => {
     const outputs = await results
     expect(await s.readText('counter')).toBe(String(2 * n))
     // The race is real: at least one attempt of one process lost and retried.
-    const conflicts = outputs.map((r) => (JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { conflicts: number }).conflicts)
+    const conflicts = outputs.map(
+      (r) => (JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { conflicts: number }).conflicts,
+    )
     expect(conflicts.reduce((a, b) => a + b, 0)).toBeGreaterThan(0)
     expect(readdirSync(d).sort()).toEqual(['counter', 'go'])
   })
@@ -50,7 +52,10 @@ describe('file:// object locks', () => {
     const d = tempDir()
     const s = new FileStorage(d)
     const g = (await s.write('HEAD', 'v1')).generation
-    writeFileSync(lockPathFor(join(d, 'HEAD')), JSON.stringify({ pid: await deadPid(), host: hostname(), token: 'x', at: Date.now() }))
+    writeFileSync(
+      lockPathFor(join(d, 'HEAD')),
+      JSON.stringify({ pid: await deadPid(), host: hostname(), token: 'x', at: Date.now() }),
+    )
     await s.write('HEAD', 'v2', { condition: { ifGeneration: g } })
     expect(await s.readText('HEAD')).toBe('v2')
     expect(readdirSync(d)).toEqual(['HEAD'])
@@ -59,7 +64,10 @@ describe('file:// object locks', () => {
   test('an old lock from another host is broken after staleMs', async () => {
     const d = tempDir()
     const s = new FileStorage(d, { lock: { staleMs: 1000 } })
-    writeFileSync(lockPathFor(join(d, 'x')), JSON.stringify({ pid: 1, host: 'elsewhere', token: 'x', at: Date.now() - 5000 }))
+    writeFileSync(
+      lockPathFor(join(d, 'x')),
+      JSON.stringify({ pid: 1, host: 'elsewhere', token: 'x', at: Date.now() - 5000 }),
+    )
     await s.write('x', 'ok')
     expect(await s.readText('x')).toBe('ok')
   })

@@ -72,7 +72,13 @@ async function fsyncDir(dir: string): Promise<void> {
 }
 
 /** A temp file being filled, not yet visible under its target name. */
-type Staged = { readonly rel: string; readonly target: string; readonly tmp: string; readonly fh: FileHandle; closed: boolean }
+type Staged = {
+  readonly rel: string
+  readonly target: string
+  readonly tmp: string
+  readonly fh: FileHandle
+  closed: boolean
+}
 
 export type FileStorageOptions = {
   readonly lock?: FileLockOptions
@@ -91,7 +97,10 @@ export class FileStorage implements Storage {
   /** Absolute path of the storage root. */
   readonly root: string
 
-  constructor(root: string, private readonly opts: FileStorageOptions = {}) {
+  constructor(
+    root: string,
+    private readonly opts: FileStorageOptions = {},
+  ) {
     this.root = resolve(root)
     this.url = pathToFileURL(this.root).href
   }
@@ -214,10 +223,15 @@ export class FileStorage implements Storage {
   async readStream(path: string, range: { start?: number; end?: number } = {}): Promise<Readable> {
     const rel = checkPath(path, this.url)
     const start = range.start ?? 0
-    if (!Number.isInteger(start) || start < 0 || (range.end !== undefined && (!Number.isInteger(range.end) || range.end < start))) {
+    if (
+      !Number.isInteger(start) ||
+      start < 0 ||
+      (range.end !== undefined && (!Number.isInteger(range.end) || range.end < start))
+    ) {
       throw new RiggingError(
         'STORAGE_INVALID_PATH',
-        `storage ${this.url}: invalid byte range ${JSON.stringify(range)} for ${rel}; use integers with 0 <= start <= end`,
+        `storage ${this.url}: invalid byte range ${JSON.stringify(range)}` +
+          ` for ${rel}; use integers with 0 <= start <= end`,
       )
     }
     let fh: FileHandle
@@ -245,7 +259,10 @@ export class FileStorage implements Storage {
     return new Writable({
       highWaterMark: 1 << 20,
       write: (chunk: Buffer, _enc, cb) => {
-        writeAll(chunk).then(() => cb(), (err: unknown) => cb(this.fail(err, 'write', rel)))
+        writeAll(chunk).then(
+          () => cb(),
+          (err: unknown) => cb(this.fail(err, 'write', rel)),
+        )
       },
       writev: (chunks, cb) => {
         writeAll(Buffer.concat(chunks.map((c) => c.chunk as Buffer))).then(
@@ -255,12 +272,18 @@ export class FileStorage implements Storage {
       },
       final: (cb) => {
         committing = true
-        this.commit(s, opts.condition, opts.durable).then(() => cb(), (err: Error) => cb(err))
+        this.commit(s, opts.condition, opts.durable).then(
+          () => cb(),
+          (err: Error) => cb(err),
+        )
       },
       // An errored or destroyed stream never reaches final(): drop the temp file.
       destroy: (err, cb) => {
         if (committing) return cb(err)
-        this.discard(s).then(() => cb(err), () => cb(err))
+        this.discard(s).then(
+          () => cb(err),
+          () => cb(err),
+        )
       },
     })
   }
@@ -299,7 +322,11 @@ export class FileStorage implements Storage {
     const durable = opts.durable ?? true
     const move = async (): Promise<ObjectInfo> => {
       const st = await statFile(src)
-      if (!st) throw new RiggingError('STORAGE_NOT_FOUND', `storage ${this.url}: object ${srcRel} does not exist (rename to ${rel})`)
+      if (!st)
+        throw new RiggingError(
+          'STORAGE_NOT_FOUND',
+          `storage ${this.url}: object ${srcRel} does not exist (rename to ${rel})`,
+        )
       const cur = srcRel === rel ? st : await statFile(target)
       this.checkCondition(rel, condition, cur)
       if (srcRel === rel) return infoOf(rel, st)
@@ -349,10 +376,15 @@ export class FileStorage implements Storage {
   }
 
   private checkCondition(rel: string, condition: WriteCondition | undefined, cur: BigIntStats | undefined): void {
-    if (condition && 'ifAbsent' in condition && cur) throw this.conditionFailed(rel, 'already exists (write with ifAbsent)')
+    if (condition && 'ifAbsent' in condition && cur)
+      throw this.conditionFailed(rel, 'already exists (write with ifAbsent)')
     if (condition && 'ifGeneration' in condition) {
       const have = cur ? generationOf(cur) : '(absent)'
-      if (have !== condition.ifGeneration) throw this.conditionFailed(rel, `is at generation ${have}, not ${condition.ifGeneration}; re-read it and retry`)
+      if (have !== condition.ifGeneration)
+        throw this.conditionFailed(
+          rel,
+          `is at generation ${have}, not ${condition.ifGeneration}; ` + `re-read it and retry`,
+        )
     }
   }
 

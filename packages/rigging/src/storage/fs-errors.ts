@@ -30,7 +30,8 @@ export function fsError(err: unknown, op: string, path: string, url: string): Ri
     case 'EEXIST':
       return new RiggingError(
         'STORAGE_IO',
-        `${where}: a file and a folder collide on this path (${detail}); an object path cannot also be a folder of other objects`,
+        `${where}: a file and a folder collide on this path (${detail}); ` +
+          `an object path cannot also be a folder of other objects`,
         { cause: err },
       )
     case 'ENOSPC':

@@ -88,9 +88,13 @@ describe('gs:// against a loopback GCS JSON API', () => {
     const failed = new Promise((r) => w.on('error', r))
     w.end('v4')
     expect(isRiggingError(await failed, 'STORAGE_CONDITION_FAILED')).toBe(true)
-    await expect(s.delete('HEAD', { ifGeneration: g1 })).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_CONDITION_FAILED'))
+    await expect(s.delete('HEAD', { ifGeneration: g1 })).rejects.toSatisfy((e) =>
+      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    )
     await s.delete('HEAD', { ifGeneration: g2 })
-    await expect(s.delete('HEAD', { ifGeneration: g2 })).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_CONDITION_FAILED'))
+    await expect(s.delete('HEAD', { ifGeneration: g2 })).rejects.toSatisfy((e) =>
+      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    )
   })
 
   test('concurrent compare-and-swap increments and a lease race', async () => {
@@ -100,7 +104,9 @@ describe('gs:// against a loopback GCS JSON API', () => {
         const st = await s.stat('n')
         const cur = st ? Number(await s.readText('n')) : 0
         try {
-          return await s.write('n', String(cur + 1), { condition: st ? { ifGeneration: st.generation } : { ifAbsent: true } })
+          return await s.write('n', String(cur + 1), {
+            condition: st ? { ifGeneration: st.generation } : { ifAbsent: true },
+          })
         } catch (err) {
           if (!isRiggingError(err, 'STORAGE_CONDITION_FAILED')) throw err
         }

@@ -38,7 +38,8 @@ type GcsModule = { Storage: new (opts: Record<string, unknown>) => { bucket(name
 export const GCS_PEER = '@google-cloud/storage'
 
 export type GcsStorageOptions = {
-  /** Passed to `new Storage(...)`: projectId, keyFilename, apiEndpoint. @default {} (application default credentials) */
+  /** Passed to `new Storage(...)`: projectId, keyFilename, apiEndpoint. @default {} (application default credentials)
+   * */
   readonly client?: Record<string, unknown>
 }
 
@@ -72,7 +73,12 @@ class GcsStorage implements Storage {
   }
 
   private info(rel: string, m: GcsMetadata): ObjectInfo {
-    return { path: rel, size: Number(m.size ?? 0), mtimeMs: m.updated ? Date.parse(m.updated) : 0, generation: String(m.generation) }
+    return {
+      path: rel,
+      size: Number(m.size ?? 0),
+      mtimeMs: m.updated ? Date.parse(m.updated) : 0,
+      generation: String(m.generation),
+    }
   }
 
   private fail(err: unknown, op: string, rel: string): RiggingError {
@@ -80,11 +86,16 @@ class GcsStorage implements Storage {
     const code = status(err)
     const where = `storage ${this.url}: cannot ${op} ${rel}`
     const detail = (err as Error).message
-    if (code === 404) return new RiggingError('STORAGE_NOT_FOUND', `${where}: it does not exist (${detail})`, { cause: err })
+    if (code === 404)
+      return new RiggingError('STORAGE_NOT_FOUND', `${where}: it does not exist (${detail})`, { cause: err })
     if (code === 412) {
-      return new RiggingError('STORAGE_CONDITION_FAILED', `${where}: its generation condition does not hold (${detail}); re-read it and retry`, {
-        cause: err,
-      })
+      return new RiggingError(
+        'STORAGE_CONDITION_FAILED',
+        `${where}: its generation condition does not hold (${detail}); ` + `re-read it and retry`,
+        {
+          cause: err,
+        },
+      )
     }
     if (code === 401 || code === 403) {
       return new RiggingError(
@@ -123,12 +134,15 @@ class GcsStorage implements Storage {
 
   async readStream(path: string, range: { start?: number; end?: number } = {}): Promise<Readable> {
     const rel = checkPath(path, this.url)
-    if (!(await this.stat(rel))) throw new RiggingError('STORAGE_NOT_FOUND', `storage ${this.url}: object ${rel} does not exist`)
+    if (!(await this.stat(rel)))
+      throw new RiggingError('STORAGE_NOT_FOUND', `storage ${this.url}: object ${rel} does not exist`)
     const start = range.start ?? 0
     if (range.end !== undefined && range.end <= start) {
       return Readable.from([])
     }
-    return this.bucket.file(this.key(rel)).createReadStream({ start, ...(range.end !== undefined ? { end: range.end - 1 } : {}) })
+    return this.bucket
+      .file(this.key(rel))
+      .createReadStream({ start, ...(range.end !== undefined ? { end: range.end - 1 } : {}) })
   }
 
   async writeStream(path: string, opts: WriteOptions = {}): Promise<Writable> {
@@ -183,11 +197,16 @@ class GcsStorage implements Storage {
   async delete(path: string, opts: { readonly ifGeneration?: string } = {}): Promise<void> {
     const rel = checkPath(path, this.url)
     try {
-      await this.bucket.file(this.key(rel)).delete(opts.ifGeneration !== undefined ? { ifGenerationMatch: opts.ifGeneration } : {})
+      await this.bucket
+        .file(this.key(rel))
+        .delete(opts.ifGeneration !== undefined ? { ifGenerationMatch: opts.ifGeneration } : {})
     } catch (err) {
       if (status(err) === 404 && opts.ifGeneration === undefined) return
       if (status(err) === 404) {
-        throw new RiggingError('STORAGE_CONDITION_FAILED', `storage ${this.url}: ${rel} is absent, not at generation ${opts.ifGeneration}; not deleted`)
+        throw new RiggingError(
+          'STORAGE_CONDITION_FAILED',
+          `storage ${this.url}: ${rel} is absent, not at generation ` + `${opts.ifGeneration}; not deleted`,
+        )
       }
       throw this.fail(err, 'delete', rel)
     }

@@ -67,12 +67,17 @@ export class MemoryStorage implements Storage {
   private check(p: string, condition: WriteCondition | undefined): void {
     const cur = this.objects.get(p)
     if (condition && 'ifAbsent' in condition && cur) {
-      throw new RiggingError('STORAGE_CONDITION_FAILED', `storage ${this.url}: ${p} already exists (write with ifAbsent)`)
+      throw new RiggingError(
+        'STORAGE_CONDITION_FAILED',
+        `storage ${this.url}: ${p} already exists (write with ifAbsent)`,
+      )
     }
     if (condition && 'ifGeneration' in condition && cur?.generation !== condition.ifGeneration) {
       throw new RiggingError(
         'STORAGE_CONDITION_FAILED',
-        `storage ${this.url}: ${p} is at generation ${cur?.generation ?? '(absent)'}, not ${condition.ifGeneration}; re-read it and retry`,
+        `storage ${this.url}: ${p} is at generation ` +
+          `${cur?.generation ?? '(absent)'}, not ${condition.ifGeneration}` +
+          `; re-read it and retry`,
       )
     }
   }
@@ -150,7 +155,8 @@ export class MemoryStorage implements Storage {
     if (opts.ifGeneration !== undefined && cur?.generation !== opts.ifGeneration) {
       throw new RiggingError(
         'STORAGE_CONDITION_FAILED',
-        `storage ${this.url}: ${p} is at generation ${cur?.generation ?? '(absent)'}, not ${opts.ifGeneration}; not deleted`,
+        `storage ${this.url}: ${p} is at generation ` +
+          `${cur?.generation ?? '(absent)'}, not ${opts.ifGeneration}; not deleted`,
       )
     }
     this.objects.delete(p)

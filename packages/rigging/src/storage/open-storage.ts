@@ -27,7 +27,10 @@ export type OpenStorageOptions = {
 
 const SCHEME = /^([a-zA-Z][a-zA-Z0-9+.-]*):\/\//
 
-const fileOptions = (opts: OpenStorageOptions) => ({ ...(opts.lock ? { lock: opts.lock } : {}), ...(opts.private ? { private: true } : {}) })
+const fileOptions = (opts: OpenStorageOptions) => ({
+  ...(opts.lock ? { lock: opts.lock } : {}),
+  ...(opts.private ? { private: true } : {}),
+})
 
 /**
  * Opens the storage a URL names:
@@ -45,7 +48,8 @@ const fileOptions = (opts: OpenStorageOptions) => ({ ...(opts.lock ? { lock: opt
 export async function openStorage(url: string, opts: OpenStorageOptions = {}): Promise<Storage> {
   const m = SCHEME.exec(url)
   if (!m) {
-    if (url === '') throw new RiggingError('STORAGE_INVALID_PATH', 'storage URL is empty; pass e.g. file:///data/marin or ./.marin')
+    if (url === '')
+      throw new RiggingError('STORAGE_INVALID_PATH', 'storage URL is empty; pass e.g. file:///data/marin or ./.marin')
     return new FileStorage(resolve(url), fileOptions(opts))
   }
   const scheme = m[1]!.toLowerCase()
@@ -63,7 +67,10 @@ export async function openStorage(url: string, opts: OpenStorageOptions = {}): P
         )
       }
       if (!isAbsolute(path)) {
-        throw new RiggingError('STORAGE_INVALID_PATH', `storage URL ${url}: file URLs need an absolute path; use file:///absolute/path`)
+        throw new RiggingError(
+          'STORAGE_INVALID_PATH',
+          `storage URL ${url}: file URLs need an absolute path; use ` + `file:///absolute/path`,
+        )
       }
       return new FileStorage(path, fileOptions(opts))
     }
@@ -76,7 +83,8 @@ export async function openStorage(url: string, opts: OpenStorageOptions = {}): P
     default:
       throw new RiggingError(
         'STORAGE_UNKNOWN_SCHEME',
-        `storage URL ${url}: unknown scheme "${scheme}://"; supported: ${STORAGE_SCHEMES.join(', ')} (or a plain local path)`,
+        `storage URL ${url}: unknown scheme "${scheme}://"; supported: ` +
+          `${STORAGE_SCHEMES.join(', ')} (or a plain local path)`,
       )
   }
 }

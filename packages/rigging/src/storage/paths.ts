@@ -11,7 +11,9 @@ export function checkPath(path: string, storageUrl: string): string {
   const bad = (why: string): never => {
     throw new RiggingError(
       'STORAGE_INVALID_PATH',
-      `storage ${storageUrl}: invalid object path ${JSON.stringify(path)}: ${why}; use a relative path like "dir/name.json"`,
+      `storage ${storageUrl}: invalid object path ` +
+        `${JSON.stringify(path)}: ${why}; use a relative path like ` +
+        `"dir/name.json"`,
     )
   }
   if (typeof path !== 'string' || path.length === 0) bad('it is empty')

@@ -11,10 +11,15 @@ export async function importPeer<T>(pkg: string, url: string): Promise<T> {
     return (await import(pkg)) as T
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code
-    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && String((err as Error).message).includes(pkg)) {
+    if (
+      (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') &&
+      String((err as Error).message).includes(pkg)
+    ) {
       throw new RiggingError(
         'STORAGE_ADAPTER_MISSING',
-        `storage URL ${url} needs the optional package ${pkg}, which is not installed; add it with \`pnpm add ${pkg}\` (or \`npm install ${pkg}\`)`,
+        `storage URL ${url} needs the optional package ${pkg}, which is ` +
+          `not installed; add it with \`pnpm add ${pkg}\` (or \`npm ` +
+          `install ${pkg}\`)`,
         { cause: err },
       )
     }

@@ -47,13 +47,17 @@ describe('private file storage', () => {
 })
 
 describe('scrubbingStorage', () => {
-  const key = new SecretStore({ sources: [specSource({ k: 'env:SCRUB_STORAGE_KEY' }, { SCRUB_STORAGE_KEY: 'sk-storage-0123456789' })] }).get('k')
+  const key = new SecretStore({
+    sources: [specSource({ k: 'env:SCRUB_STORAGE_KEY' }, { SCRUB_STORAGE_KEY: 'sk-storage-0123456789' })],
+  }).get('k')
 
   test('text written through it never holds a value a SecretStore handed out', async () => {
     const d = tempDir()
     const s = scrubbingStorage(new FileStorage(d))
     await s.write('info.json', `${JSON.stringify({ error: `Error: bad key ${key}\n    at x (y.ts:1:1)` }, null, 2)}\n`)
-    expect(JSON.parse(await s.readText('info.json'))).toEqual({ error: `Error: bad key ${REDACTED}\n    at x (y.ts:1:1)` })
+    expect(JSON.parse(await s.readText('info.json'))).toEqual({
+      error: `Error: bad key ${REDACTED}\n    at x (y.ts:1:1)`,
+    })
     // Bytes are written as they are: they may be anything, such as a checkpoint.
     await s.write('blob.bin', new TextEncoder().encode(key))
     expect(await s.readText('blob.bin')).toBe(key)

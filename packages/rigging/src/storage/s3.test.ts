@@ -21,7 +21,13 @@ import { openStorage } from './open-storage.js'
 import type { Storage } from './types.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'rigging-s3rver-'))
-const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory: dir, configureBuckets: [{ name: 'marin-test' }] })
+const server = new S3rver({
+  port: 0,
+  address: '127.0.0.1',
+  silent: true,
+  directory: dir,
+  configureBuckets: [{ name: 'marin-test' }],
+})
 let endpoint = ''
 let proxy: PreconditionProxy
 
@@ -81,7 +87,9 @@ describe('s3:// against a local S3-compatible server', () => {
     expect(await paths('a/', false)).toEqual(['a/1', 'a/2'])
     const infos = []
     for await (const o of s.list('b/')) infos.push(o)
-    expect(infos).toEqual([expect.objectContaining({ path: 'b/4', size: 3, generation: (await s.stat('b/4'))!.generation })])
+    expect(infos).toEqual([
+      expect.objectContaining({ path: 'b/4', size: 3, generation: (await s.stat('b/4'))!.generation }),
+    ])
   })
 
   test('readStream ranges and writeStream (spooled, visible only when finished)', async () => {
@@ -112,7 +120,8 @@ describe('s3:// against a local S3-compatible server', () => {
 })
 
 describe('s3:// conditional writes (S3 preconditions answered by the loopback proxy)', () => {
-  const openC = (): Promise<Storage> => openStorage(`s3://marin-test/cond-${n++}`, { s3: { client: client('S3RVER', proxy.endpoint) } })
+  const openC = (): Promise<Storage> =>
+    openStorage(`s3://marin-test/cond-${n++}`, { s3: { client: client('S3RVER', proxy.endpoint) } })
 
   test('ifAbsent creates once; ifGeneration replaces only the ETag it names', async () => {
     const s = await openC()
@@ -126,7 +135,9 @@ describe('s3:// conditional writes (S3 preconditions answered by the loopback pr
       isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
     )
     expect(await s.readText('HEAD')).toBe('v2')
-    await expect(s.delete('HEAD', { ifGeneration: g1 })).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_CONDITION_FAILED'))
+    await expect(s.delete('HEAD', { ifGeneration: g1 })).rejects.toSatisfy((e) =>
+      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    )
     await s.delete('HEAD', { ifGeneration: g2 })
     expect(await s.exists('HEAD')).toBe(false)
   })
@@ -148,7 +159,9 @@ describe('s3:// conditional writes (S3 preconditions answered by the loopback pr
         const st = await s.stat('n')
         const cur = st ? Number(await s.readText('n')) : 0
         try {
-          return await s.write('n', String(cur + 1), { condition: st ? { ifGeneration: st.generation } : { ifAbsent: true } })
+          return await s.write('n', String(cur + 1), {
+            condition: st ? { ifGeneration: st.generation } : { ifAbsent: true },
+          })
         } catch (err) {
           if (!isRiggingError(err, 'STORAGE_CONDITION_FAILED')) throw err
         }
@@ -160,7 +173,9 @@ describe('s3:// conditional writes (S3 preconditions answered by the loopback pr
 
   test('leases: exactly one of three racers wins; release only by the owner', async () => {
     const s = await openC()
-    const got = await Promise.all(['a', 'b', 'c'].map((owner) => Lease.tryAcquire(s, 'step/.lock', { ttlMs: 60_000, owner })))
+    const got = await Promise.all(
+      ['a', 'b', 'c'].map((owner) => Lease.tryAcquire(s, 'step/.lock', { ttlMs: 60_000, owner })),
+    )
     const winners = got.filter((l) => l !== undefined)
     expect(winners).toHaveLength(1)
     const loser = ['a', 'b', 'c'].find((o) => o !== winners[0]!.owner)!

@@ -34,7 +34,8 @@ type S3Error = Error & { $metadata?: { httpStatusCode?: number }; Code?: string 
 export const S3_PEER = '@aws-sdk/client-s3'
 
 export type S3StorageOptions = {
-  /** Passed to `new S3Client(...)`: region, endpoint, forcePathStyle, credentials. @default {} (the SDK's environment and profile chain) */
+  /** Passed to `new S3Client(...)`: region, endpoint, forcePathStyle, credentials. @default {} (the SDK's environment
+   * and profile chain) */
   readonly client?: Record<string, unknown>
 }
 
@@ -48,8 +49,11 @@ export async function openS3Storage(url: string, opts: S3StorageOptions = {}): P
 /** `scheme://bucket/some/prefix` → bucket and prefix (no leading or trailing `/`). */
 export function parseBucketUrl(url: string, scheme: string): { bucket: string; prefix: string } {
   const m = new RegExp(`^${scheme}://([^/]+)(?:/(.*))?$`).exec(url)
-  if (!m || !m[1]) {
-    throw new RiggingError('STORAGE_INVALID_PATH', `storage URL ${url}: expected ${scheme}://bucket or ${scheme}://bucket/prefix`)
+  if (!m?.[1]) {
+    throw new RiggingError(
+      'STORAGE_INVALID_PATH',
+      `storage URL ${url}: expected ${scheme}://bucket or ${scheme}` + `://bucket/prefix`,
+    )
   }
   const prefix = (m[2] ?? '').replace(/^\/+|\/+$/g, '')
   if (prefix !== '') checkPath(prefix, url)
@@ -76,14 +80,20 @@ class S3Storage implements Storage {
     const code = status(err)
     const where = `storage ${this.url}: cannot ${op} ${rel}`
     const detail = `${(err as Error).name}: ${(err as Error).message}`
-    if (code === 404) return new RiggingError('STORAGE_NOT_FOUND', `${where}: it does not exist (${detail})`, { cause: err })
+    if (code === 404)
+      return new RiggingError('STORAGE_NOT_FOUND', `${where}: it does not exist (${detail})`, { cause: err })
     if (code === 412 || code === 409) {
-      return new RiggingError('STORAGE_CONDITION_FAILED', `${where}: its condition does not hold (${detail}); re-read it and retry`, { cause: err })
+      return new RiggingError(
+        'STORAGE_CONDITION_FAILED',
+        `${where}: its condition does not hold (${detail}); re-read it and retry`,
+        { cause: err },
+      )
     }
     if (code === 401 || code === 403) {
       return new RiggingError(
         'STORAGE_PERMISSION',
-        `${where}: access denied (${detail}); check the AWS credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID) and the bucket policy`,
+        `${where}: access denied (${detail}); check the AWS credentials ` +
+          `(AWS_PROFILE, AWS_ACCESS_KEY_ID) and the bucket policy`,
         { cause: err },
       )
     }
@@ -133,12 +143,18 @@ class S3Storage implements Storage {
     const rel = checkPath(path, this.url)
     const start = range.start ?? 0
     if (range.end !== undefined && range.end <= start) {
-      if (!(await this.stat(rel))) throw this.fail(Object.assign(new Error('NotFound'), { $metadata: { httpStatusCode: 404 } }), 'read', rel)
+      if (!(await this.stat(rel)))
+        throw this.fail(Object.assign(new Error('NotFound'), { $metadata: { httpStatusCode: 404 } }), 'read', rel)
       return Readable.from([])
     }
-    const Range = start > 0 || range.end !== undefined ? `bytes=${start}-${range.end !== undefined ? range.end - 1 : ''}` : undefined
+    const Range =
+      start > 0 || range.end !== undefined
+        ? `bytes=${start}-${range.end !== undefined ? range.end - 1 : ''}`
+        : undefined
     try {
-      const out = await this.client.send(new this.sdk.GetObjectCommand({ Bucket: this.bucket, Key: this.key(rel), ...(Range ? { Range } : {}) }))
+      const out = await this.client.send(
+        new this.sdk.GetObjectCommand({ Bucket: this.bucket, Key: this.key(rel), ...(Range ? { Range } : {}) }),
+      )
       return out.Body as Readable
     } catch (err) {
       throw this.fail(err, 'read', rel)
@@ -171,7 +187,12 @@ class S3Storage implements Storage {
         throw this.fail(err, 'list', pre || '/')
       }
       for (const o of (out.Contents ?? []) as { Key: string; Size?: number; LastModified?: Date; ETag?: string }[]) {
-        yield { path: o.Key.slice(strip), size: o.Size ?? 0, mtimeMs: o.LastModified?.getTime() ?? 0, generation: String(o.ETag) }
+        yield {
+          path: o.Key.slice(strip),
+          size: o.Size ?? 0,
+          mtimeMs: o.LastModified?.getTime() ?? 0,
+          generation: String(o.ETag),
+        }
       }
       token = out.IsTruncated ? (out.NextContinuationToken as string) : undefined
     } while (token)
@@ -204,7 +225,8 @@ class S3Storage implements Storage {
       if (cur?.generation !== opts.ifGeneration) {
         throw new RiggingError(
           'STORAGE_CONDITION_FAILED',
-          `storage ${this.url}: ${rel} is at generation ${cur?.generation ?? '(absent)'}, not ${opts.ifGeneration}; not deleted`,
+          `storage ${this.url}: ${rel} is at generation ` +
+            `${cur?.generation ?? '(absent)'}, not ${opts.ifGeneration}; not deleted`,
         )
       }
     }

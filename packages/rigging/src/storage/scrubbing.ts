@@ -17,7 +17,8 @@ import type { Storage } from './types.js'
  * await storage.write('step/.executor_info', JSON.stringify(info)) // no secret value in it
  */
 export function scrubbingStorage<S extends Storage>(storage: S): S {
-  const write: Storage['write'] = (path, data, opts) => storage.write(path, typeof data === 'string' ? scrubSecretValues(data) : data, opts)
+  const write: Storage['write'] = (path, data, opts) =>
+    storage.write(path, typeof data === 'string' ? scrubSecretValues(data) : data, opts)
   return new Proxy(storage, {
     get(target, prop) {
       if (prop === 'write') return write

@@ -46,13 +46,16 @@ describe.each(Object.keys(backends))('%s storage', (kind) => {
     await expect(s.read('nope.txt')).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_NOT_FOUND'))
   })
 
-  test.each(['../x', '/etc/passwd', 'a/../../b', '', 'dir/', 'a\\b'])('path %j is STORAGE_INVALID_PATH naming it', async (p) => {
-    const s = await open()
-    const err = await s.write(p, 'x').catch((e: unknown) => e)
-    expect(isRiggingError(err, 'STORAGE_INVALID_PATH')).toBe(true)
-    expect((err as Error).message).toContain(JSON.stringify(p))
-    await expect(s.read(p)).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_INVALID_PATH'))
-  })
+  test.each(['../x', '/etc/passwd', 'a/../../b', '', 'dir/', 'a\\b'])(
+    'path %j is STORAGE_INVALID_PATH naming it',
+    async (p) => {
+      const s = await open()
+      const err = await s.write(p, 'x').catch((e: unknown) => e)
+      expect(isRiggingError(err, 'STORAGE_INVALID_PATH')).toBe(true)
+      expect((err as Error).message).toContain(JSON.stringify(p))
+      await expect(s.read(p)).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_INVALID_PATH'))
+    },
+  )
 
   test('stat, exists and delete (deleting a missing object is fine)', async () => {
     const s = await open()
@@ -71,8 +74,7 @@ describe.each(Object.keys(backends))('%s storage', (kind) => {
 
   test('list: prefix, recursive or not, in path order', async () => {
     const s = await open()
-    for (const p of ['a/1', 'a/2', 'a/sub/3', 'a-b', 'b/4', 'ab'])
-      await s.write(p, p)
+    for (const p of ['a/1', 'a/2', 'a/sub/3', 'a-b', 'b/4', 'ab']) await s.write(p, p)
     expect(await paths(s)).toEqual(['a-b', 'a/1', 'a/2', 'a/sub/3', 'ab', 'b/4'])
     expect(await paths(s, 'a/')).toEqual(['a/1', 'a/2', 'a/sub/3'])
     expect(await paths(s, 'a/', false)).toEqual(['a/1', 'a/2'])
@@ -120,11 +122,15 @@ describe.each(Object.keys(backends))('%s storage', (kind) => {
     const s = await open()
     const g1 = (await s.write('k', '1')).generation
     await s.write('k', '2')
-    await expect(s.delete('k', { ifGeneration: g1 })).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_CONDITION_FAILED'))
+    await expect(s.delete('k', { ifGeneration: g1 })).rejects.toSatisfy((e) =>
+      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    )
     expect(await s.readText('k')).toBe('2')
     await s.delete('k', { ifGeneration: (await s.stat('k'))!.generation })
     expect(await s.exists('k')).toBe(false)
-    await expect(s.delete('k', { ifGeneration: g1 })).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_CONDITION_FAILED'))
+    await expect(s.delete('k', { ifGeneration: g1 })).rejects.toSatisfy((e) =>
+      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    )
   })
 
   test('concurrent compare-and-swap increments never lose an update', async () => {
@@ -216,11 +222,14 @@ describe.each(Object.keys(backends))('%s storage', (kind) => {
     await expect(s.copy!('src/a.bin', 'dst/deep/c.bin', { condition: { ifAbsent: true } })).rejects.toSatisfy((e) =>
       isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
     )
-    await expect(s.copy!('src/a.bin', 'dst/deep/c.bin', { condition: { ifGeneration: a.generation } })).rejects.toSatisfy((e) =>
-      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
-    )
+    await expect(
+      s.copy!('src/a.bin', 'dst/deep/c.bin', { condition: { ifGeneration: a.generation } }),
+    ).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_CONDITION_FAILED'))
     expect(await s.readText('dst/deep/c.bin')).toBe('alpha')
-    const c2 = await s.copy!('src/a.bin', 'dst/deep/c.bin', { condition: { ifGeneration: c.generation }, durable: false })
+    const c2 = await s.copy!('src/a.bin', 'dst/deep/c.bin', {
+      condition: { ifGeneration: c.generation },
+      durable: false,
+    })
     expect(c2.generation).not.toBe(c.generation)
     expect(await s.readText('dst/deep/c.bin')).toBe('beta')
     await expect(s.copy!('nope', 'x')).rejects.toSatisfy((e) => isRiggingError(e, 'STORAGE_NOT_FOUND'))
@@ -253,11 +262,14 @@ describe.each(Object.keys(backends))('%s storage', (kind) => {
   test('durable: false writes, streams and deletes keep their atomicity and conditions', async () => {
     const s = await open()
     const a = await s.write('scratch/a', 'one', { durable: false })
-    await expect(s.write('scratch/a', 'two', { condition: { ifAbsent: true }, durable: false })).rejects.toSatisfy((e) =>
-      isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
+    await expect(s.write('scratch/a', 'two', { condition: { ifAbsent: true }, durable: false })).rejects.toSatisfy(
+      (e) => isRiggingError(e, 'STORAGE_CONDITION_FAILED'),
     )
     await s.write('scratch/a', 'two', { condition: { ifGeneration: a.generation }, durable: false })
-    await pipeline(Readable.from([Buffer.from('stre'), Buffer.from('amed')]), await s.writeStream('scratch/b', { durable: false }))
+    await pipeline(
+      Readable.from([Buffer.from('stre'), Buffer.from('amed')]),
+      await s.writeStream('scratch/b', { durable: false }),
+    )
     expect(await s.readText('scratch/a')).toBe('two')
     expect(await s.readText('scratch/b')).toBe('streamed')
     await s.delete('scratch/a', { durable: false })
@@ -292,7 +304,9 @@ describe('openStorage', () => {
   test('an unknown scheme is STORAGE_UNKNOWN_SCHEME listing the supported ones', async () => {
     const err = await openStorage('ftp://host/x').catch((e: unknown) => e)
     expect(isRiggingError(err, 'STORAGE_UNKNOWN_SCHEME')).toBe(true)
-    expect((err as Error).message).toMatch(/unknown scheme "ftp:\/\/"; supported: file:\/\/, memory:\/\/, s3:\/\/, gs:\/\/ \(or a plain local path\)/)
+    expect((err as Error).message).toMatch(
+      /unknown scheme "ftp:\/\/"; supported: file:\/\/, memory:\/\/, s3:\/\/, gs:\/\/ \(or a plain local path\)/,
+    )
   })
 
   test('a file URL with a host or an empty URL is rejected with what to write instead', async () => {

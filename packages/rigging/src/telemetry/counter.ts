@@ -26,7 +26,11 @@ export class Counter extends Family<{ value: number }> {
   }
   private add(s: { value: number }, by: number): void {
     this.checkValue(by, 'increment')
-    if (by < 0) throw new RiggingError('TELEMETRY_INVALID', `metric ${this.name}: a counter cannot decrease (got ${by}); use a gauge`)
+    if (by < 0)
+      throw new RiggingError(
+        'TELEMETRY_INVALID',
+        `metric ${this.name}: a counter cannot decrease (got ${by}); use a gauge`,
+      )
     s.value += by
   }
   /** The current value; 0 for a label set never seen (without creating its series). */
@@ -34,6 +38,11 @@ export class Counter extends Family<{ value: number }> {
     return this.state(labels, false)?.value ?? 0
   }
   snapshot(): CounterSnapshot {
-    return { type: 'counter', name: this.name, help: this.help, samples: [...this.series.values()].map((s) => ({ labels: s.labels, value: s.state.value })) }
+    return {
+      type: 'counter',
+      name: this.name,
+      help: this.help,
+      samples: [...this.series.values()].map((s) => ({ labels: s.labels, value: s.state.value })),
+    }
   }
 }

@@ -20,7 +20,12 @@ export abstract class Family<S> {
     this.labelNames = [...(opts.labelNames ?? [])].sort()
     for (const l of this.labelNames) {
       if (!LABEL_NAME.test(l) || l.startsWith('__') || reserved.includes(l)) {
-        throw new RiggingError('TELEMETRY_INVALID', `metric ${name}: label name "${l}" is not allowed; use letters, digits and "_" (not starting with "__"${reserved.length ? `, not ${reserved.join(', ')}` : ''})`)
+        throw new RiggingError(
+          'TELEMETRY_INVALID',
+          `metric ${name}: label name "${l}" is not allowed; use letters, ` +
+            `digits and "_" (not starting with "__"` +
+            `${reserved.length ? `, not ${reserved.join(', ')}` : ''})`,
+        )
       }
     }
   }
@@ -43,7 +48,11 @@ export abstract class Family<S> {
     }
     if (!ok) {
       const keys = labels === undefined ? [] : Object.keys(labels).sort()
-      throw new RiggingError('TELEMETRY_INVALID', `metric ${this.name}: got labels [${keys.join(', ')}], but it was declared with [${names.join(', ')}]; pass exactly those`)
+      throw new RiggingError(
+        'TELEMETRY_INVALID',
+        `metric ${this.name}: got labels [${keys.join(', ')}], but it ` +
+          `was declared with [${names.join(', ')}]; pass exactly those`,
+      )
     }
     let entry = this.series.get(id)
     if (entry === undefined && !create) return undefined
@@ -58,6 +67,7 @@ export abstract class Family<S> {
   }
 
   protected checkValue(value: number, what: string): void {
-    if (!Number.isFinite(value)) throw new RiggingError('TELEMETRY_INVALID', `metric ${this.name}: ${what} ${value} is not a finite number`)
+    if (!Number.isFinite(value))
+      throw new RiggingError('TELEMETRY_INVALID', `metric ${this.name}: ${what} ${value} is not a finite number`)
   }
 }

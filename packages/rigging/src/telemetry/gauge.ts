@@ -44,6 +44,11 @@ export class Gauge extends Family<{ value: number }> {
     return this.state(labels, false)?.value ?? 0
   }
   snapshot(): GaugeSnapshot {
-    return { type: 'gauge', name: this.name, help: this.help, samples: [...this.series.values()].map((s) => ({ labels: s.labels, value: s.state.value })) }
+    return {
+      type: 'gauge',
+      name: this.name,
+      help: this.help,
+      samples: [...this.series.values()].map((s) => ({ labels: s.labels, value: s.state.value })),
+    }
   }
 }

@@ -39,18 +39,34 @@ export class Histogram extends Family<HistogramState> {
     this.reservoirSize = opts.reservoirSize ?? 2048
     const b = this.buckets
     if (b.some((x, i) => !Number.isFinite(x) || (i > 0 && x <= b[i - 1]!))) {
-      throw new RiggingError('TELEMETRY_INVALID', `metric ${name}: buckets [${b.join(', ')}] must be finite and strictly ascending (+Inf is added for you)`)
+      throw new RiggingError(
+        'TELEMETRY_INVALID',
+        `metric ${name}: buckets [${b.join(', ')}] must be finite and ` + `strictly ascending (+Inf is added for you)`,
+      )
     }
     if (this.quantiles.some((q) => !(q >= 0 && q <= 1))) {
-      throw new RiggingError('TELEMETRY_INVALID', `metric ${name}: quantiles [${this.quantiles.join(', ')}] must be between 0 and 1`)
+      throw new RiggingError(
+        'TELEMETRY_INVALID',
+        `metric ${name}: quantiles [${this.quantiles.join(', ')}] must ` + `be between 0 and 1`,
+      )
     }
     if (!Number.isInteger(this.reservoirSize) || this.reservoirSize < 1) {
-      throw new RiggingError('TELEMETRY_INVALID', `metric ${name}: reservoirSize ${this.reservoirSize} must be a positive integer`)
+      throw new RiggingError(
+        'TELEMETRY_INVALID',
+        `metric ${name}: reservoirSize ${this.reservoirSize} must be a ` + `positive integer`,
+      )
     }
   }
 
   protected init(): HistogramState {
-    return { counts: new Array<number>(this.buckets.length).fill(0), count: 0, sum: 0, min: Infinity, max: -Infinity, reservoir: new Reservoir(this.reservoirSize) }
+    return {
+      counts: new Array<number>(this.buckets.length).fill(0),
+      count: 0,
+      sum: 0,
+      min: Infinity,
+      max: -Infinity,
+      reservoir: new Reservoir(this.reservoirSize),
+    }
   }
 
   observe(value: number, labels?: Labels): void {
@@ -114,6 +130,14 @@ export class Histogram extends Family<HistogramState> {
         exactQuantiles: s.reservoir.exact,
       }
     })
-    return { type: 'histogram', name: this.name, help: this.help, buckets: this.buckets, quantiles: this.quantiles, exposition: this.exposition, samples }
+    return {
+      type: 'histogram',
+      name: this.name,
+      help: this.help,
+      buckets: this.buckets,
+      quantiles: this.quantiles,
+      exposition: this.exposition,
+      samples,
+    }
   }
 }

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterEach, beforeEach, expect, test, vi } from 'vitest'
-import { RiggingError } from '../errors.js'
+import type { RiggingError } from '../errors.js'
 import { JsonlSink } from './jsonl-sink.js'
 import type { RegistrySnapshot } from './registry.js'
 import { MetricsRegistry } from './registry.js'
@@ -33,7 +33,10 @@ test('flushes snapshots periodically, one JSON line each', async () => {
   steps.inc(1)
   await vi.waitFor(() => expect(lines(path).length).toBeGreaterThanOrEqual(1), { timeout: 10_000, interval: 5 })
   steps.inc(4)
-  await vi.waitFor(() => expect(lines(path).at(-1)!.metrics[0]).toMatchObject({ samples: [{ value: 5 }] }), { timeout: 10_000, interval: 5 })
+  await vi.waitFor(() => expect(lines(path).at(-1)!.metrics[0]).toMatchObject({ samples: [{ value: 5 }] }), {
+    timeout: 10_000,
+    interval: 5,
+  })
   const all = lines(path)
   expect(all.length).toBeGreaterThanOrEqual(2)
   for (const l of all) expect(l.metrics[0]).toMatchObject({ type: 'counter', name: 'steps_total', help: 's' })
@@ -67,7 +70,10 @@ test('an unwritable path is TELEMETRY_IO naming the path', () => {
   writeFileSync(join(dir, 'file'), 'x')
   const path = join(dir, 'file', 'metrics.jsonl')
   expect(() => new JsonlSink(new MetricsRegistry(), { path, flushOnExit: false })).toThrow(
-    expect.objectContaining({ code: 'TELEMETRY_IO', message: expect.stringContaining(`cannot write metrics to ${path}`) }),
+    expect.objectContaining({
+      code: 'TELEMETRY_IO',
+      message: expect.stringContaining(`cannot write metrics to ${path}`),
+    }),
   )
 })
 
@@ -82,8 +88,13 @@ test('the last snapshot is written when the process exits', () => {
       `new JsonlSink(reg, { path: ${JSON.stringify(path)}, intervalMs: 60_000 })\n` +
       `reg.counter('done_total', { help: 'd' }).inc(7)\n`,
   )
-  const r = spawnSync(process.execPath, ['--import', 'tsx', script], { cwd: resolve(import.meta.dirname, '../../../..'), encoding: 'utf8' })
+  const r = spawnSync(process.execPath, ['--import', 'tsx', script], {
+    cwd: resolve(import.meta.dirname, '../../../..'),
+    encoding: 'utf8',
+  })
   expect(r.stderr).toBe('')
   expect(r.status).toBe(0) // the unref'd timer did not keep it alive for a minute
-  expect(lines(path).map((l) => l.metrics)).toEqual([[{ type: 'counter', name: 'done_total', help: 'd', samples: [{ labels: {}, value: 7 }] }]])
+  expect(lines(path).map((l) => l.metrics)).toEqual([
+    [{ type: 'counter', name: 'done_total', help: 'd', samples: [{ labels: {}, value: 7 }] }],
+  ])
 })

@@ -61,7 +61,11 @@ export class JsonlSink {
 
   /** Appends one snapshot line now. A failed write is TELEMETRY_IO. */
   flush(): void {
-    if (this.closed) throw new RiggingError('TELEMETRY_IO', `metrics sink ${this.path} is closed; create a new JsonlSink to write again`)
+    if (this.closed)
+      throw new RiggingError(
+        'TELEMETRY_IO',
+        `metrics sink ${this.path} is closed; create a new JsonlSink to write again`,
+      )
     try {
       appendFileSync(this.path, `${JSON.stringify(this.registry.snapshot())}\n`)
     } catch (err) {
@@ -84,5 +88,7 @@ export class JsonlSink {
 
 function io(path: string, err: unknown): RiggingError {
   const code = (err as NodeJS.ErrnoException).code ?? 'error'
-  return new RiggingError('TELEMETRY_IO', `cannot write metrics to ${path} (${code}); choose a writable path`, { cause: err })
+  return new RiggingError('TELEMETRY_IO', `cannot write metrics to ${path} (${code}); choose a writable path`, {
+    cause: err,
+  })
 }

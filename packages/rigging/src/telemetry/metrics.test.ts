@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { RiggingError } from '../errors.js'
+import type { RiggingError } from '../errors.js'
 import { MetricsRegistry, metrics } from './registry.js'
 import { Reservoir, quantileKey } from './reservoir.js'
 
@@ -69,7 +69,13 @@ describe('histogram', () => {
     for (const v of values) h.observe(v)
     const [s] = h.snapshot().samples
     expect(s!.exactQuantiles).toBe(true)
-    expect(s!.quantiles).toEqual({ p0: 1, p50: 50.5, p90: expect.closeTo(90.1, 9), p99: expect.closeTo(99.01, 9), p100: 100 })
+    expect(s!.quantiles).toEqual({
+      p0: 1,
+      p50: 50.5,
+      p90: expect.closeTo(90.1, 9),
+      p99: expect.closeTo(99.01, 9),
+      p100: 100,
+    })
   })
 
   test('quantiles stay close past the reservoir, from a bounded sample', () => {
@@ -103,10 +109,16 @@ describe('histogram', () => {
 
   test('bad buckets, quantiles and reserved labels are TELEMETRY_INVALID', () => {
     const reg = new MetricsRegistry()
-    expect(thrown(() => reg.histogram('a', { help: 'a', buckets: [1, 1] })).message).toContain('must be finite and strictly ascending')
+    expect(thrown(() => reg.histogram('a', { help: 'a', buckets: [1, 1] })).message).toContain(
+      'must be finite and strictly ascending',
+    )
     expect(thrown(() => reg.histogram('b', { help: 'b', quantiles: [1.5] })).code).toBe('TELEMETRY_INVALID')
-    expect(thrown(() => reg.histogram('c', { help: 'c', labelNames: ['le'] })).message).toContain('label name "le" is not allowed')
-    expect(thrown(() => reg.histogram('d', { help: 'd' }).observe(Number.POSITIVE_INFINITY)).code).toBe('TELEMETRY_INVALID')
+    expect(thrown(() => reg.histogram('c', { help: 'c', labelNames: ['le'] })).message).toContain(
+      'label name "le" is not allowed',
+    )
+    expect(thrown(() => reg.histogram('d', { help: 'd' }).observe(Number.POSITIVE_INFINITY)).code).toBe(
+      'TELEMETRY_INVALID',
+    )
   })
 
   test('time() observes the duration of a call, also when it throws', async () => {
@@ -143,7 +155,9 @@ describe('bound series', () => {
     const get = lat.with({ method: 'Get' })
     get.observe(0.5)
     get.observe(2)
-    expect(lat.snapshot().samples).toEqual([expect.objectContaining({ labels: { method: 'Get' }, count: 2, sum: 2.5, buckets: [1] })])
+    expect(lat.snapshot().samples).toEqual([
+      expect.objectContaining({ labels: { method: 'Get' }, count: 2, sum: 2.5, buckets: [1] }),
+    ])
     expect(thrown(() => get.observe(Number.NaN)).code).toBe('TELEMETRY_INVALID')
   })
 })

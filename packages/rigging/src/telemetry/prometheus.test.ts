@@ -8,7 +8,14 @@ type Family = {
   name: string
   help: string
   type: string
-  metrics: { value?: string; labels?: Record<string, string>; buckets?: Record<string, string>; quantiles?: Record<string, string>; count?: string; sum?: string }[]
+  metrics: {
+    value?: string
+    labels?: Record<string, string>
+    buckets?: Record<string, string>
+    quantiles?: Record<string, string>
+    count?: string
+    sum?: string
+  }[]
 }
 const parse = createRequire(import.meta.url)('parse-prometheus-text-format') as (text: string) => Family[]
 
@@ -40,7 +47,11 @@ function lint(text: string): string[] {
       const name = sample[1]!
       const t = current === undefined ? undefined : types.get(current)
       const allowed =
-        t === 'histogram' ? [`${current}_bucket`, `${current}_sum`, `${current}_count`] : t === 'summary' ? [current, `${current}_sum`, `${current}_count`] : [current]
+        t === 'histogram'
+          ? [`${current}_bucket`, `${current}_sum`, `${current}_count`]
+          : t === 'summary'
+            ? [current, `${current}_sum`, `${current}_count`]
+            : [current]
       if (!allowed.includes(name)) problems.push(`sample ${name} outside its family (${current})`)
     } else problems.push(`not valid: ${JSON.stringify(line)}`)
   }
@@ -49,13 +60,24 @@ function lint(text: string): string[] {
 
 function registry() {
   const reg = new MetricsRegistry()
-  const c = reg.counter('zephyr_records_total', { help: 'Records read.\nPer stage, with a \\ in help and "quotes".', labelNames: ['stage', 'path'] })
+  const c = reg.counter('zephyr_records_total', {
+    help: 'Records read.\nPer stage, with a \\ in help and "quotes".',
+    labelNames: ['stage', 'path'],
+  })
   c.inc(3, { stage: 'map', path: 'C:\\data\\"x".jsonl\nline2' })
   c.inc(1, { stage: 'filter', path: 'a' })
   reg.gauge('iris_queue_depth', { help: 'Jobs waiting.' }).set(4)
-  const h = reg.histogram('ducky_call_seconds', { help: 'RPC latency.', labelNames: ['method'], buckets: [0.01, 0.1, 1] })
+  const h = reg.histogram('ducky_call_seconds', {
+    help: 'RPC latency.',
+    labelNames: ['method'],
+    buckets: [0.01, 0.1, 1],
+  })
   for (const v of [0.005, 0.05, 0.05, 0.5, 5]) h.observe(v, { method: 'Get' })
-  const s = reg.histogram('levanter_step_seconds', { help: 'Step time.', exposition: 'summary', quantiles: [0.5, 0.99] })
+  const s = reg.histogram('levanter_step_seconds', {
+    help: 'Step time.',
+    exposition: 'summary',
+    quantiles: [0.5, 0.99],
+  })
   for (let i = 0; i <= 100; i++) s.observe(i)
   reg.histogram('empty_seconds', { help: 'Nothing yet.', exposition: 'summary' }).observe(1, {})
   return reg
@@ -92,7 +114,10 @@ describe('prometheus exposition', () => {
   test('follows the line grammar and family rules', () => {
     expect(lint(registry().toPrometheus())).toEqual([])
     // and the linter does catch mistakes
-    expect(lint('# TYPE a counter\nb 1\n')).toEqual(['TYPE a not right after its HELP', 'sample b outside its family (a)'])
+    expect(lint('# TYPE a counter\nb 1\n')).toEqual([
+      'TYPE a not right after its HELP',
+      'sample b outside its family (a)',
+    ])
     expect(lint('a{x="unescaped"quote"} 1\n')).toHaveLength(1)
   })
 
@@ -112,7 +137,13 @@ describe('prometheus exposition', () => {
     expect(summary.metrics[0]).toMatchObject({ quantiles: { '0.5': '50', '0.99': '99' }, count: '101', sum: '5050' })
     expect(byName.get('iris_queue_depth')!.metrics).toEqual([{ value: '4' }])
     // This parser folds only unlabelled histograms; read the labelled one sample by sample.
-    const untyped = new Map(parse(registry().toPrometheus().replace(/^# TYPE .*\n/gm, '')).map((f) => [f.name, f]))
+    const untyped = new Map(
+      parse(
+        registry()
+          .toPrometheus()
+          .replace(/^# TYPE .*\n/gm, ''),
+      ).map((f) => [f.name, f]),
+    )
     expect(untyped.get('ducky_call_seconds_bucket')!.metrics).toEqual([
       { labels: { method: 'Get', le: '0.01' }, value: '1' },
       { labels: { method: 'Get', le: '0.1' }, value: '3' },
@@ -128,7 +159,12 @@ describe('prometheus exposition', () => {
     const h = reg.histogram('h_seconds', { help: 'h', buckets: [0.5, 1] })
     for (const v of [0.25, 0.75, 2]) h.observe(v)
     expect(parse(reg.toPrometheus())).toEqual([
-      { name: 'h_seconds', help: 'h', type: 'HISTOGRAM', metrics: [{ buckets: { '0.5': '1', '1': '2', '+Inf': '3' }, count: '3', sum: '3' }] },
+      {
+        name: 'h_seconds',
+        help: 'h',
+        type: 'HISTOGRAM',
+        metrics: [{ buckets: { '0.5': '1', '1': '2', '+Inf': '3' }, count: '3', sum: '3' }],
+      },
     ])
   })
 
@@ -143,7 +179,14 @@ describe('prometheus exposition', () => {
   })
 
   test('special values and escapes', () => {
-    expect([Infinity, -Infinity, Number.NaN, null, 1e-7, 42].map(formatPromValue)).toEqual(['+Inf', '-Inf', 'NaN', 'NaN', '1e-7', '42'])
+    expect([Infinity, -Infinity, Number.NaN, null, 1e-7, 42].map(formatPromValue)).toEqual([
+      '+Inf',
+      '-Inf',
+      'NaN',
+      'NaN',
+      '1e-7',
+      '42',
+    ])
     expect(escapeLabelValue('a\\b"c\nd')).toBe('a\\\\b\\"c\\nd')
     expect(escapeHelp('say "hi"\\\n')).toBe('say "hi"\\\\\\n')
     expect(new MetricsRegistry().toPrometheus()).toBe('')

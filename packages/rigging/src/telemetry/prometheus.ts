@@ -45,14 +45,25 @@ export function toPrometheusText(metrics: readonly MetricSnapshot[]): string {
     }
     for (const s of m.samples) {
       if (m.exposition === 'histogram') {
-        m.buckets.forEach((le, i) => out.push(`${m.name}_bucket${labelText(s.labels, ['le', formatPromValue(le)])} ${s.buckets[i] ?? 0}`))
+        m.buckets.forEach((le, i) =>
+          out.push(
+            `${m.name}_bucket` + `${labelText(s.labels, ['le', formatPromValue(le)])} ` + `${s.buckets[i] ?? 0}`,
+          ),
+        )
         out.push(`${m.name}_bucket${labelText(s.labels, ['le', '+Inf'])} ${s.count}`)
       } else {
         for (const q of m.quantiles) {
-          out.push(`${m.name}${labelText(s.labels, ['quantile', formatPromValue(q)])} ${formatPromValue(s.quantiles[quantileKey(q)] ?? null)}`)
+          out.push(
+            `${m.name}` +
+              `${labelText(s.labels, ['quantile', formatPromValue(q)])} ` +
+              `${formatPromValue(s.quantiles[quantileKey(q)] ?? null)}`,
+          )
         }
       }
-      out.push(`${m.name}_sum${labelText(s.labels)} ${formatPromValue(s.sum)}`, `${m.name}_count${labelText(s.labels)} ${s.count}`)
+      out.push(
+        `${m.name}_sum${labelText(s.labels)} ${formatPromValue(s.sum)}`,
+        `${m.name}_count${labelText(s.labels)} ${s.count}`,
+      )
     }
   }
   return out.length === 0 ? '' : `${out.join('\n')}\n`

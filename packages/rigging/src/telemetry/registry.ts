@@ -58,7 +58,11 @@ export class MetricsRegistry {
 
   private getOrCreate<M extends Metric>(name: string, type: M['type'], opts: MetricOptions, make: () => M): M {
     if (!METRIC_NAME.test(name)) {
-      throw new RiggingError('TELEMETRY_INVALID', `metric name "${name}" is not valid; use letters, digits, "_" and ":", not starting with a digit (e.g. iris_jobs_total)`)
+      throw new RiggingError(
+        'TELEMETRY_INVALID',
+        `metric name "${name}" is not valid; use letters, digits, "_" ` +
+          `and ":", not starting with a digit (e.g. iris_jobs_total)`,
+      )
     }
     const existing = this.metrics.get(name)
     if (existing === undefined) {
@@ -70,7 +74,9 @@ export class MetricsRegistry {
     if (existing.type !== type || existing.labelNames.join(',') !== labels) {
       throw new RiggingError(
         'TELEMETRY_INVALID',
-        `metric ${name} already exists as a ${existing.type} with labels [${existing.labelNames.join(', ')}]; use another name or the same definition`,
+        `metric ${name} already exists as a ${existing.type} with labels ` +
+          `[${existing.labelNames.join(', ')}]; use another name or the ` +
+          `same definition`,
       )
     }
     return existing as M

@@ -20,8 +20,18 @@ export type HistogramSample = {
   readonly exactQuantiles: boolean
 }
 
-export type CounterSnapshot = { readonly type: 'counter'; readonly name: string; readonly help: string; readonly samples: readonly ScalarSample[] }
-export type GaugeSnapshot = { readonly type: 'gauge'; readonly name: string; readonly help: string; readonly samples: readonly ScalarSample[] }
+export type CounterSnapshot = {
+  readonly type: 'counter'
+  readonly name: string
+  readonly help: string
+  readonly samples: readonly ScalarSample[]
+}
+export type GaugeSnapshot = {
+  readonly type: 'gauge'
+  readonly name: string
+  readonly help: string
+  readonly samples: readonly ScalarSample[]
+}
 export type HistogramSnapshot = {
   readonly type: 'histogram'
   readonly name: string

@@ -45,7 +45,11 @@ export async function localCopy(loc: Location, counters?: TaskCounters): Promise
   await mkdir(join(cacheDir, key.slice(0, 2)), { recursive: true })
   const tmp = `${file}.tmp-${randomBytes(6).toString('hex')}`
   try {
-    await pipeline(await loc.storage.readStream(loc.path), countingTransform(counters, 'bytesRead'), createWriteStream(tmp))
+    await pipeline(
+      await loc.storage.readStream(loc.path),
+      countingTransform(counters, 'bytesRead'),
+      createWriteStream(tmp),
+    )
     await rename(tmp, file)
   } catch (err) {
     await rm(tmp, { force: true })

@@ -39,7 +39,9 @@ export class FrameEncoder {
 export type Frame = { readonly value: unknown; readonly bytes: number }
 
 /** Decodes a stream of frames, in batches. */
-export async function* decodeFrames(stream: AsyncIterable<Buffer | Uint8Array> | Iterable<Buffer> | Readable): AsyncGenerator<Frame[]> {
+export async function* decodeFrames(
+  stream: AsyncIterable<Buffer | Uint8Array> | Iterable<Buffer> | Readable,
+): AsyncGenerator<Frame[]> {
   let pending: Buffer = Buffer.alloc(0)
   for await (const chunk of stream as AsyncIterable<Buffer>) {
     pending = pending.length ? Buffer.concat([pending, chunk]) : Buffer.from(chunk)

@@ -34,22 +34,29 @@ export function globToRegExp(pattern: string): RegExp {
       const end = pattern.indexOf('}', i)
       if (end < 0) re += '\\{'
       else {
-        re += `(?:${pattern.slice(i + 1, end).split(',').map(escape).join('|')})`
+        re += `(?:${pattern
+          .slice(i + 1, end)
+          .split(',')
+          .map(escape)
+          .join('|')})`
         i = end
       }
     } else if (c === '[') {
       const end = pattern.indexOf(']', i)
       if (end < 0) re += '\\['
       else {
-        const body = pattern.slice(i + 1, end).replace(/^!/, '^').replace(/\\/g, '\\\\')
+        const body = pattern
+          .slice(i + 1, end)
+          .replace(/^!/, '^')
+          .replace(/\\/g, '\\\\')
         re += `[${body}]`
         i = end
       }
-    } else re += escape(c)
+    } else re += escapeRegExp(c)
   }
   return new RegExp(`^${re}$`)
 }
 
-function escape(s: string): string {
+function escapeRegExp(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')
 }

@@ -43,24 +43,27 @@ test.skipIf(!hasProc)('an input abandoned before its end closes its file (plain 
   }
 })
 
-test.skipIf(!hasProc)('an Arrow read stopped after its first batch, or failing on a truncated file, closes its file', async () => {
-  const dir = tempDir()
-  const bytes = tableToIPC(tableFromArrays({ x: Float64Array.from({ length: 1000 }, (_, i) => i) }), 'stream')
-  const whole = join(dir, 'whole.arrows')
-  const cut = join(dir, 'cut.arrows')
-  const batch = () => tableFromArrays({ x: Float64Array.from({ length: 1 << 16 }, (_, i) => i) })
-  writeFileSync(whole, tableToIPC(batch().concat(...Array.from({ length: 7 }, batch)), 'stream'))
-  writeFileSync(cut, bytes.subarray(0, bytes.length - 500))
+test.skipIf(!hasProc)(
+  'an Arrow read stopped after its first batch, or failing on a ' + 'truncated file, closes its file',
+  async () => {
+    const dir = tempDir()
+    const bytes = tableToIPC(tableFromArrays({ x: Float64Array.from({ length: 1000 }, (_, i) => i) }), 'stream')
+    const whole = join(dir, 'whole.arrows')
+    const cut = join(dir, 'cut.arrows')
+    const batch = () => tableFromArrays({ x: Float64Array.from({ length: 1 << 16 }, (_, i) => i) })
+    writeFileSync(whole, tableToIPC(batch().concat(...Array.from({ length: 7 }, batch)), 'stream'))
+    writeFileSync(cut, bytes.subarray(0, bytes.length - 500))
 
-  for await (const rows of readArrow(whole)) {
-    expect(rows).toHaveLength(1 << 16)
-    break
-  }
-  await waitClosed(whole)
+    for await (const rows of readArrow(whole)) {
+      expect(rows).toHaveLength(1 << 16)
+      break
+    }
+    await waitClosed(whole)
 
-  const readAll = async (path: string) => {
-    for await (const rows of readArrow(path)) expect(rows.length).toBeGreaterThan(0)
-  }
-  await expect(readAll(cut)).rejects.toMatchObject({ code: 'CORRUPT_ARROW' })
-  await waitClosed(cut)
-})
+    const readAll = async (path: string) => {
+      for await (const rows of readArrow(path)) expect(rows.length).toBeGreaterThan(0)
+    }
+    await expect(readAll(cut)).rejects.toMatchObject({ code: 'CORRUPT_ARROW' })
+    await waitClosed(cut)
+  },
+)

@@ -21,7 +21,9 @@ export function countingTransform(counters: TaskCounters | undefined, key: 'byte
 }
 
 export function notFound(url: string, err: unknown): ZephyrError {
-  return new ZephyrError('INPUT_NOT_FOUND', `${url}: input file does not exist; check the path or the glob`, false, { cause: err })
+  return new ZephyrError('INPUT_NOT_FOUND', `${url}: input file does not exist; check the path or the glob`, false, {
+    cause: err,
+  })
 }
 
 /**
@@ -59,7 +61,8 @@ export async function openInput(url: string, counters?: TaskCounters): Promise<R
     }
     raw = local === undefined ? await loc.storage.readStream(loc.path) : await localStream(local)
   } catch (err) {
-    if (isRiggingError(err, 'STORAGE_NOT_FOUND') || (err as NodeJS.ErrnoException).code === 'ENOENT') throw notFound(url, err)
+    if (isRiggingError(err, 'STORAGE_NOT_FOUND') || (err as NodeJS.ErrnoException).code === 'ENOENT')
+      throw notFound(url, err)
     throw err
   }
   const counted = countingTransform(counters, 'bytesRead')

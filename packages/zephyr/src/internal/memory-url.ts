@@ -24,4 +24,3 @@ export function memoryUrl(stages: readonly StagePlan[], scratch?: string): strin
   }
   return undefined
 }
-

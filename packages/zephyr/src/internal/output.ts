@@ -30,7 +30,9 @@ export async function openOutput(url: string, counters?: TaskCounters, bufferByt
   const sink: Writable = await loc.storage.writeStream(loc.path)
   const head = new PassThrough({ highWaterMark: bufferBytes })
   const codec = await compressor(codecOf(loc.path), loc.url)
-  const stages = codec ? [head, codec, countingTransform(counters, 'bytesWritten'), sink] : [head, countingTransform(counters, 'bytesWritten'), sink]
+  const stages = codec
+    ? [head, codec, countingTransform(counters, 'bytesWritten'), sink]
+    : [head, countingTransform(counters, 'bytesWritten'), sink]
   const done = pipeline(stages as [PassThrough, ...Writable[]])
   let failed: Error | undefined
   done.catch((err: Error) => {

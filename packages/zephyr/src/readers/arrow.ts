@@ -30,28 +30,42 @@ export function batchToRows(batch: RecordBatch, columns?: readonly string[]): Re
       let value: unknown = v ?? null
       if (json && typeof value === 'string') value = JSON.parse(value)
       else if (timestamp && (typeof value === 'number' || typeof value === 'bigint')) value = new Date(Number(value))
-      else if (value !== null && typeof value === 'object' && 'toJSON' in value && !(value instanceof Date)) value = (value as { toJSON(): unknown }).toJSON()
+      else if (value !== null && typeof value === 'object' && 'toJSON' in value && !(value instanceof Date))
+        value = (value as { toJSON(): unknown }).toJSON()
       rows[i++]![f.name] = value
     }
   }
   return rows
 }
 
-export async function* readArrow(url: string, opts: ArrowReadOptions = {}, counters?: TaskCounters): AsyncGenerator<Record<string, unknown>[]> {
+export async function* readArrow(
+  url: string,
+  opts: ArrowReadOptions = {},
+  counters?: TaskCounters,
+): AsyncGenerator<Record<string, unknown>[]> {
   const input = await openInput(url, counters)
   let reader
   try {
     reader = await RecordBatchReader.from(input as unknown as AsyncIterable<Uint8Array>)
     const names = reader.schema?.fields.map((f) => f.name) ?? []
     for (const c of opts.columns ?? []) {
-      if (names.length && !names.includes(c)) throw new ZephyrError('INVALID_PLAN', `${url}: no column "${c}" (columns: ${names.join(', ')}); fix the projection`)
+      if (names.length && !names.includes(c))
+        throw new ZephyrError(
+          'INVALID_PLAN',
+          `${url}: no column "${c}" (columns: ${names.join(', ')}); fix ` + `the projection`,
+        )
     }
     for await (const batch of reader as AsyncIterable<RecordBatch>) {
       if (batch.numRows) yield batchToRows(batch, opts.columns)
     }
   } catch (err) {
     if (err instanceof ZephyrError) throw err
-    throw new ZephyrError('CORRUPT_ARROW', `${url}: not a readable Arrow IPC file (${(err as Error).message}); the file may be truncated — rewrite it`, false, { cause: err })
+    throw new ZephyrError(
+      'CORRUPT_ARROW',
+      `${url}: not a readable Arrow IPC file (${(err as Error).message}` + `); the file may be truncated — rewrite it`,
+      false,
+      { cause: err },
+    )
   } finally {
     // the reader may stop before the end of the input (an error, or a consumer that stops early)
     input.destroy()

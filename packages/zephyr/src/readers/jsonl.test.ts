@@ -8,24 +8,39 @@ import { Dataset } from '../dataset.js'
 import { tempDir } from '../fixtures/tmp.js'
 
 const ctx = new ZephyrContext({ inProcess: true, progress: 'off' })
-const docs = Array.from({ length: 2500 }, (_, i) => ({ id: i, text: `document ${i} ${'é'.repeat(i % 7)}`, tags: [i % 3, 'x'], nested: { ok: i % 2 === 0 } }))
+const docs = Array.from({ length: 2500 }, (_, i) => ({
+  id: i,
+  text: `document ${i} ${'é'.repeat(i % 7)}`,
+  tags: [i % 3, 'x'],
+  nested: { ok: i % 2 === 0 },
+}))
 
 describe('JSONL', () => {
   test.each(['jsonl', 'jsonl.gz', 'jsonl.zst'])('round trip through .%s', async (ext) => {
     const dir = tempDir()
-    const written = await ctx.execute(Dataset.fromList(docs, { numShards: 3 }).writeJsonl(join(dir, `part-{shard:05d}-of-{total:05d}.${ext}`)))
-    expect(written.outputs.map((o) => o.slice(dir.length + 1))).toEqual([0, 1, 2].map((i) => `part-0000${i}-of-00003.${ext}`))
+    const written = await ctx.execute(
+      Dataset.fromList(docs, { numShards: 3 }).writeJsonl(join(dir, `part-{shard:05d}-of-{total:05d}.${ext}`)),
+    )
+    expect(written.outputs.map((o) => o.slice(dir.length + 1))).toEqual(
+      [0, 1, 2].map((i) => `part-0000${i}-of-00003.${ext}`),
+    )
     const back = await ctx.execute(Dataset.fromFiles(join(dir, `*.${ext}`)).loadJsonl())
     expect(back.results).toEqual(docs)
     expect(back.counters[0]!.bytesRead).toBeGreaterThan(0)
-    if (ext === 'jsonl.gz') expect(gunzipSync(readFileSync(written.outputs[0]!)).toString().split('\n')[0]).toBe(JSON.stringify(docs[0]))
+    if (ext === 'jsonl.gz')
+      expect(gunzipSync(readFileSync(written.outputs[0]!)).toString().split('\n')[0]).toBe(JSON.stringify(docs[0]))
   })
 
   test('.zst files interoperate with the zstd command-line tool both ways', async () => {
     const dir = tempDir()
     const [out] = (await ctx.execute(Dataset.fromList(docs).writeJsonl(join(dir, 'ours-{shard}.jsonl.zst')))).outputs
     const text = execFileSync('zstd', ['-dc', out!]).toString()
-    expect(text.trim().split('\n').map((l) => JSON.parse(l))).toEqual(docs)
+    expect(
+      text
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l)),
+    ).toEqual(docs)
     writeFileSync(join(dir, 'plain.jsonl'), text)
     execFileSync('zstd', ['-q', '-19', join(dir, 'plain.jsonl'), '-o', join(dir, 'theirs.jsonl.zst')])
     expect((await ctx.execute(Dataset.fromFiles(join(dir, 'theirs.jsonl.zst')).loadJsonl())).results).toEqual(docs)

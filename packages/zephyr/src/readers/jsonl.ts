@@ -12,7 +12,11 @@ export type JsonlOptions = {
 }
 
 /** Records of one JSONL file, in batches. Blank lines are ignored. */
-export async function* readJsonl(url: string, opts: JsonlOptions = {}, counters?: TaskCounters): AsyncGenerator<unknown[]> {
+export async function* readJsonl(
+  url: string,
+  opts: JsonlOptions = {},
+  counters?: TaskCounters,
+): AsyncGenerator<unknown[]> {
   const policy = opts.onError ?? 'fail'
   for await (const { first, lines: batch } of lines(await openInput(url, counters))) {
     const out: unknown[] = []
@@ -28,7 +32,9 @@ export async function* readJsonl(url: string, opts: JsonlOptions = {}, counters?
         }
         throw new ZephyrError(
           'CORRUPT_JSONL',
-          `${url}: line ${first + i} is not valid JSON (${(err as Error).message}); fix the line or load with { onError: 'skip' }`,
+          `${url}: line ${first + i} is not valid JSON (` +
+            `${(err as Error).message}); fix the line or load with { ` +
+            `onError: 'skip' }`,
           false,
           { cause: err },
         )

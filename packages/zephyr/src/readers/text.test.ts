@@ -24,7 +24,16 @@ test('loadText: one string per line, or one record per file', async () => {
 test('text round trip through writeJsonl of strings', async () => {
   const dir = tempDir()
   writeFileSync(join(dir, 'in.txt'), 'one\ntwo\n')
-  await ctx.execute(Dataset.fromFiles(join(dir, 'in.txt')).loadText().map((s) => ({ s })).writeJsonl(join(dir, 'out-{shard}.jsonl')))
-  const back = await ctx.execute(Dataset.fromFiles(join(dir, 'out-*.jsonl')).loadJsonl<{ s: string }>().map((r) => r.s))
+  await ctx.execute(
+    Dataset.fromFiles(join(dir, 'in.txt'))
+      .loadText()
+      .map((s) => ({ s }))
+      .writeJsonl(join(dir, 'out-{shard}.jsonl')),
+  )
+  const back = await ctx.execute(
+    Dataset.fromFiles(join(dir, 'out-*.jsonl'))
+      .loadJsonl<{ s: string }>()
+      .map((r) => r.s),
+  )
   expect(back.results).toEqual(['one', 'two'])
 })

@@ -7,7 +7,11 @@ export type TextOptions = {
   readonly per?: 'file' | 'line'
 }
 
-export async function* readText(url: string, opts: TextOptions = {}, counters?: TaskCounters): AsyncGenerator<unknown[]> {
+export async function* readText(
+  url: string,
+  opts: TextOptions = {},
+  counters?: TaskCounters,
+): AsyncGenerator<unknown[]> {
   if ((opts.per ?? 'line') === 'file') {
     const text = (await readInput(url, counters)).toString('utf8')
     yield [{ path: url, text }]

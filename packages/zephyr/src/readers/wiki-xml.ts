@@ -24,7 +24,11 @@ export type WikiXmlOptions = {
 
 const FIELDS = new Set(['title', 'ns', 'id', 'text'])
 
-export async function* readWikiXml(url: string, opts: WikiXmlOptions = {}, counters?: TaskCounters): AsyncGenerator<WikiPage[]> {
+export async function* readWikiXml(
+  url: string,
+  opts: WikiXmlOptions = {},
+  counters?: TaskCounters,
+): AsyncGenerator<WikiPage[]> {
   const skipRedirects = opts.skipRedirects ?? true
   const namespaces = opts.namespaces ? new Set(opts.namespaces) : undefined
   const parser = new SaxesParser({ fileName: url })
@@ -65,7 +69,8 @@ export async function* readWikiXml(url: string, opts: WikiXmlOptions = {}, count
     if (tag.name === 'page' && page) {
       const ns = Number(page.ns)
       const keep = (!skipRedirects || !page.redirect) && (!namespaces || namespaces.has(ns))
-      if (keep) ready.push({ id: Number(page.id), title: page.title, text: opts.raw ? page.text : wikitextToText(page.text) })
+      if (keep)
+        ready.push({ id: Number(page.id), title: page.title, text: opts.raw ? page.text : wikitextToText(page.text) })
       page = undefined
     }
   })
@@ -84,7 +89,12 @@ export async function* readWikiXml(url: string, opts: WikiXmlOptions = {}, count
   } catch (err) {
     if (err instanceof ZephyrError) throw err
     if (/^\S+:\d+:\d+: /.test((err as Error).message) || (err as Error).message.includes(url)) {
-      throw new ZephyrError('CORRUPT_XML', `${(err as Error).message}; the dump is not well-formed XML (truncated download?)`, false, { cause: err })
+      throw new ZephyrError(
+        'CORRUPT_XML',
+        `${(err as Error).message}; the dump is not well-formed XML ` + `(truncated download?)`,
+        false,
+        { cause: err },
+      )
     }
     throw err
   }

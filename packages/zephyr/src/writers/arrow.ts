@@ -4,7 +4,20 @@
  * TimestampMillisecond; objects, arrays and mixed columns are stored as JSON
  * text marked `zephyr:json` so that `loadArrow` returns them as values.
  */
-import { Bool, Field, Float64, Int64, makeData, RecordBatch, RecordBatchFileWriter, Schema, Struct, TimestampMillisecond, Utf8, vectorFromArray } from 'apache-arrow'
+import {
+  Bool,
+  Field,
+  Float64,
+  Int64,
+  makeData,
+  RecordBatch,
+  RecordBatchFileWriter,
+  Schema,
+  Struct,
+  TimestampMillisecond,
+  Utf8,
+  vectorFromArray,
+} from 'apache-arrow'
 import type { DataType } from 'apache-arrow'
 import type { TaskCounters } from '../counters.js'
 import { ZephyrError } from '../errors.js'
@@ -22,13 +35,19 @@ function kindOf(v: unknown): string | undefined {
 function fieldFor(name: string, kind: string | undefined): Field {
   const json = new Map([[JSON_FIELD_META, 'true']])
   switch (kind) {
-    case 'number': return new Field(name, new Float64(), true)
-    case 'bigint': return new Field(name, new Int64(), true)
-    case 'boolean': return new Field(name, new Bool(), true)
-    case 'date': return new Field(name, new TimestampMillisecond(), true)
+    case 'number':
+      return new Field(name, new Float64(), true)
+    case 'bigint':
+      return new Field(name, new Int64(), true)
+    case 'boolean':
+      return new Field(name, new Bool(), true)
+    case 'date':
+      return new Field(name, new TimestampMillisecond(), true)
     case 'string':
-    case undefined: return new Field(name, new Utf8(), true)
-    default: return new Field(name, new Utf8(), true, json)
+    case undefined:
+      return new Field(name, new Utf8(), true)
+    default:
+      return new Field(name, new Utf8(), true, json)
   }
 }
 
@@ -53,7 +72,13 @@ export async function arrowWriter(url: string, counters?: TaskCounters): Promise
       try {
         return vectorFromArray(values, f.type as DataType).data[0]!
       } catch (err) {
-        throw new ZephyrError('UNWRITABLE_RECORD', `${url}: column "${f.name}" cannot hold a value of these rows (${(err as Error).message}); give each field one type`, false, { cause: err })
+        throw new ZephyrError(
+          'UNWRITABLE_RECORD',
+          `${url}: column "${f.name}" cannot hold a value of these rows (` +
+            `${(err as Error).message}); give each field one type`,
+          false,
+          { cause: err },
+        )
       }
     })
     return new RecordBatch(s, makeData({ type: new Struct(s.fields), length: rows.length, nullCount: 0, children }))
@@ -65,7 +90,11 @@ export async function arrowWriter(url: string, counters?: TaskCounters): Promise
       if (!schema) {
         const kinds = new Map<string, string | undefined>()
         for (const r of batch) {
-          if (typeof r !== 'object' || r === null || Array.isArray(r)) throw new ZephyrError('UNWRITABLE_RECORD', `${url}: Arrow rows must be objects, got ${typeof r}; map records to objects first`)
+          if (typeof r !== 'object' || r === null || Array.isArray(r))
+            throw new ZephyrError(
+              'UNWRITABLE_RECORD',
+              `${url}: Arrow rows must be objects, got ${typeof r}; map ` + `records to objects first`,
+            )
           for (const [k, v] of Object.entries(r)) {
             const kd = kindOf(v)
             const seen = kinds.get(k)
@@ -78,7 +107,12 @@ export async function arrowWriter(url: string, counters?: TaskCounters): Promise
       }
       for (const r of batch) {
         for (const k of Object.keys(r as object)) {
-          if (!schema.fields.some((f) => f.name === k)) throw new ZephyrError('UNWRITABLE_RECORD', `${url}: field "${k}" is not in the Arrow schema inferred from the first batch; give every record the same fields`)
+          if (!schema.fields.some((f) => f.name === k))
+            throw new ZephyrError(
+              'UNWRITABLE_RECORD',
+              `${url}: field "${k}" is not in the Arrow schema inferred from ` +
+                `the first batch; give every record the same fields`,
+            )
         }
       }
       writer.write(toBatch(batch))

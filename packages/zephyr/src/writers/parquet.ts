@@ -33,10 +33,14 @@ export type ParquetWriteOptions = {
 function typeOf(v: unknown): BasicType | undefined {
   if (v === null || v === undefined) return undefined
   switch (typeof v) {
-    case 'string': return 'STRING'
-    case 'number': return 'DOUBLE'
-    case 'bigint': return 'INT64'
-    case 'boolean': return 'BOOLEAN'
+    case 'string':
+      return 'STRING'
+    case 'number':
+      return 'DOUBLE'
+    case 'bigint':
+      return 'INT64'
+    case 'boolean':
+      return 'BOOLEAN'
   }
   if (v instanceof Date) return 'TIMESTAMP'
   if (v instanceof Uint8Array) return 'BYTE_ARRAY'
@@ -64,12 +68,24 @@ function bytesPerRow(rows: readonly unknown[]): number {
   let bytes = 0
   for (const r of sample) {
     if (typeof r !== 'object' || r === null) continue
-    for (const v of Object.values(r)) bytes += typeof v === 'string' ? v.length : v instanceof Uint8Array ? v.byteLength : typeof v === 'object' && v !== null ? 64 : 8
+    for (const v of Object.values(r))
+      bytes +=
+        typeof v === 'string'
+          ? v.length
+          : v instanceof Uint8Array
+            ? v.byteLength
+            : typeof v === 'object' && v !== null
+              ? 64
+              : 8
   }
   return Math.max(1, bytes / Math.max(1, sample.length))
 }
 
-export async function parquetWriter(url: string, opts: ParquetWriteOptions = {}, counters?: TaskCounters): Promise<ShardWriter> {
+export async function parquetWriter(
+  url: string,
+  opts: ParquetWriteOptions = {},
+  counters?: TaskCounters,
+): Promise<ShardWriter> {
   const maxRows = opts.rowGroupSize ?? 50_000
   const targetBytes = opts.rowGroupBytes ?? 16 * 2 ** 20
   let rowGroupSize = 0 // set from the first batch
@@ -85,7 +101,12 @@ export async function parquetWriter(url: string, opts: ParquetWriteOptions = {},
       const names = new Map<string, BasicType | 'MIXED' | undefined>()
       for (const r of rows) {
         if (typeof r !== 'object' || r === null || Array.isArray(r)) {
-          throw new ZephyrError('UNWRITABLE_RECORD', `${url}: Parquet rows must be objects, got ${Array.isArray(r) ? 'an array' : typeof r}; map records to objects first`)
+          throw new ZephyrError(
+            'UNWRITABLE_RECORD',
+            `${url}: Parquet rows must be objects, got ` +
+              `${Array.isArray(r) ? 'an array' : typeof r}; map records to ` +
+              `objects first`,
+          )
         }
         for (const [k, v] of Object.entries(r)) {
           const t = typeOf(v)
@@ -95,26 +116,53 @@ export async function parquetWriter(url: string, opts: ParquetWriteOptions = {},
           else if (t && seen !== t) names.set(k, 'MIXED')
         }
       }
-      if (names.size === 0) throw new ZephyrError('UNWRITABLE_RECORD', `${url}: the records have no fields; a Parquet file needs at least one column`)
+      if (names.size === 0)
+        throw new ZephyrError(
+          'UNWRITABLE_RECORD',
+          `${url}: the records have no fields; a Parquet file needs at ` + `least one column`,
+        )
       columns = [...names.keys()]
       const columnData = columns.map((name) => {
         const t = opts.types?.[name] ?? names.get(name)
-        return { name, data: [], type: t === 'MIXED' || t === undefined ? (t === 'MIXED' ? 'JSON' : 'STRING') : t } as { name: string; data: unknown[]; type: BasicType }
+        return { name, data: [], type: t === 'MIXED' || t === undefined ? (t === 'MIXED' ? 'JSON' : 'STRING') : t } as {
+          name: string
+          data: unknown[]
+          type: BasicType
+        }
       })
-      writer = new ParquetWriter({ writer: sink, schema: schemaFromColumnData({ columnData: columnData as never }), codec: opts.codec ?? 'SNAPPY', createdBy: '@marin/zephyr' })
+      writer = new ParquetWriter({
+        writer: sink,
+        schema: schemaFromColumnData({ columnData: columnData as never }),
+        codec: opts.codec ?? 'SNAPPY',
+        createdBy: '@marin/zephyr',
+      })
     }
-    const columnData = columns.map((name) => ({ name, data: rows.map((r) => (r as Record<string, unknown>)[name] ?? null) }))
+    const columnData = columns.map((name) => ({
+      name,
+      data: rows.map((r) => (r as Record<string, unknown>)[name] ?? null),
+    }))
     const known = new Set(columns)
     for (const r of rows) {
       for (const k of Object.keys(r as object)) {
-        if (!known.has(k)) throw new ZephyrError('UNWRITABLE_RECORD', `${url}: field "${k}" is not in the Parquet schema (${columns.join(', ')}), which was inferred from the first ${rowGroupSize} rows; give every record the same fields`)
+        if (!known.has(k))
+          throw new ZephyrError(
+            'UNWRITABLE_RECORD',
+            `${url}: field "${k}" is not in the Parquet schema (` +
+              `${columns.join(', ')}), which was inferred from the first ` +
+              `${rowGroupSize} rows; give every record the same fields`,
+          )
       }
     }
     try {
       await writer.write({ columnData: columnData as never, rowGroupSize: rows.length })
     } catch (err) {
       if (err instanceof ZephyrError) throw err
-      throw new ZephyrError('UNWRITABLE_RECORD', `${url}: cannot encode rows as Parquet (${(err as Error).message}); check that each column keeps one type`, false, { cause: err })
+      throw new ZephyrError(
+        'UNWRITABLE_RECORD',
+        `${url}: cannot encode rows as Parquet (${(err as Error).message}` + `); check that each column keeps one type`,
+        false,
+        { cause: err },
+      )
     }
   }
 
@@ -125,14 +173,19 @@ export async function parquetWriter(url: string, opts: ParquetWriteOptions = {},
       for (const r of batch) pending.push(r)
       // whole groups off the front, then one copy of the rest (not one copy of the rest per group)
       let at = 0
-      for (; pending.length - at >= rowGroupSize; at += rowGroupSize) await writeGroup(pending.slice(at, at + rowGroupSize))
+      for (; pending.length - at >= rowGroupSize; at += rowGroupSize)
+        await writeGroup(pending.slice(at, at + rowGroupSize))
       if (at > 0) pending = pending.slice(at)
     },
     async close() {
       if (pending.length || !writer) {
         if (!pending.length && !writer) {
           // an empty shard still gets a valid file, with a placeholder schema
-          writer = new ParquetWriter({ writer: sink, schema: [{ name: 'root', num_children: 0 }], createdBy: '@marin/zephyr' })
+          writer = new ParquetWriter({
+            writer: sink,
+            schema: [{ name: 'root', num_children: 0 }],
+            createdBy: '@marin/zephyr',
+          })
         } else await writeGroup(pending)
         pending = []
       }

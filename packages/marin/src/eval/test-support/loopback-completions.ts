@@ -21,25 +21,46 @@ function echoChoice(model: CausalLM, tok: BpeTokenizer, prompt: string, index: n
   const top: (Record<string, number> | null)[] = [null]
   for (let i = 1; i < ids.length; i++) {
     const row = logits.subarray((i - 1) * V, i * V)
-    let max = -Infinity, arg = 0
-    row.forEach((v, j) => { if (v > max) { max = v; arg = j } })
+    let max = -Infinity,
+      arg = 0
+    row.forEach((v, j) => {
+      if (v > max) {
+        max = v
+        arg = j
+      }
+    })
     let s = 0
     for (const v of row) s += Math.exp(v - max)
     const lse = max + Math.log(s)
     tokenLogprobs.push(row[ids[i]!]! - lse)
     top.push({ [tok.decode([arg])]: row[arg]! - lse })
   }
-  return { index, text: prompt, finish_reason: 'length', logprobs: { tokens: ids.map((i) => tok.decode([i])), token_logprobs: tokenLogprobs, text_offset: offsets, top_logprobs: top } }
+  return {
+    index,
+    text: prompt,
+    finish_reason: 'length',
+    logprobs: {
+      tokens: ids.map((i) => tok.decode([i])),
+      token_logprobs: tokenLogprobs,
+      text_offset: offsets,
+      top_logprobs: top,
+    },
+  }
 }
 
 /** Start the endpoint on 127.0.0.1 (a free port); `baseUrl` ends in `/v1`. */
-export async function startLoopbackCompletions(model: CausalLM, tok: BpeTokenizer): Promise<{ baseUrl: string; close: () => Promise<void> }> {
+export async function startLoopbackCompletions(
+  model: CausalLM,
+  tok: BpeTokenizer,
+): Promise<{ baseUrl: string; close: () => Promise<void> }> {
   const server = createServer((req, res) => {
     let data = ''
     req.on('data', (c) => (data += c))
     req.on('end', () => {
-      const send = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
-      if (req.method !== 'POST' || req.url !== '/v1/completions') return send(404, { error: { message: 'not found', type: 'invalid_request_error', param: null, code: null } })
+      const send = (status: number, body: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+      if (req.method !== 'POST' || req.url !== '/v1/completions')
+        return send(404, { error: { message: 'not found', type: 'invalid_request_error', param: null, code: null } })
       const b = JSON.parse(data) as Body
       const prompts = Array.isArray(b.prompt) ? b.prompt : [b.prompt]
       const choices = prompts.map((p, i) => {
