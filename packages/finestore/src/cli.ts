@@ -4,7 +4,7 @@
  * (rigging's `marinPrefix`). Runs on rigging's CLI runner: exit 0 ok, 1 failure (not found,
  * corrupt data), 2 bad usage; a command's module loads when it runs.
  */
-import { runCli as run } from '@marin/rigging/cli'
+import { STDIO as PROCESS_STDIO, textCli } from '@marin/rigging/cli'
 import pkg from '../package.json' with { type: 'json' }
 import { FinestoreError } from './errors.js'
 
@@ -19,41 +19,58 @@ export type CliIo = {
   readonly errIsTty?: boolean
 }
 
-const STDIO: CliIo = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), errIsTty: process.stderr.isTTY === true }
+const STDIO: CliIo = { ...PROCESS_STDIO, errIsTty: process.stderr.isTTY === true }
 
-const USAGE_CODES: ReadonlySet<string> = new Set(['INVALID_NAME', 'INVALID_REF', 'INVALID_PATH', 'INVALID_HASH', 'INVALID_INPUT'])
+const USAGE_CODES: ReadonlySet<string> = new Set([
+  'INVALID_NAME',
+  'INVALID_REF',
+  'INVALID_PATH',
+  'INVALID_HASH',
+  'INVALID_INPUT',
+])
 
 const commands = () => import('./cli-commands.js')
 
 /** Runs the CLI on `argv` (without `node` and the script) and returns the exit code. */
-export function runCli(argv: readonly string[], io: CliIo = STDIO): Promise<number> {
-  return run(
-    {
-      package: pkg,
-      prefix: true,
-      commands: [
-        { name: 'ls', description: 'list artifacts (HEAD version, number of versions, kind)', load: async () => (await commands()).defineLs(io) },
-        { name: 'show', description: 'show one version: metadata, config, lineage, files', load: async () => (await commands()).defineShow(io) },
-        {
-          name: 'lineage',
-          description: 'what a version was derived from (ancestors) and what was derived from it (descendants)',
-          load: async () => (await commands()).defineLineage(io),
-        },
-        {
-          name: 'gc',
-          description: 'remove blobs no version references (safe while others commit); report what is kept and why',
-          load: async () => (await commands()).defineGc(io),
-        },
-        {
-          name: 'verify',
-          description: 'rehash every blob; list damaged (corrupt or missing) blobs and the versions they break; exit 1 if any (or if a manifest is unreadable)',
-          load: async () => (await commands()).defineVerify(io),
-        },
-        { name: 'rebuild-catalog', description: 'recreate catalog.sqlite from storage', load: async () => (await commands()).defineRebuildCatalog(io) },
-      ],
-      isUsageError: (err) => err instanceof FinestoreError && USAGE_CODES.has(err.code),
-    },
-    argv,
-    io,
-  )
-}
+export const runCli = textCli(
+  (io: CliIo) => ({
+    package: pkg,
+    prefix: true,
+    commands: [
+      {
+        name: 'ls',
+        description: 'list artifacts (HEAD version, number of versions, kind)',
+        load: async () => (await commands()).defineLs(io),
+      },
+      {
+        name: 'show',
+        description: 'show one version: metadata, config, lineage, files',
+        load: async () => (await commands()).defineShow(io),
+      },
+      {
+        name: 'lineage',
+        description: 'what a version was derived from (ancestors) and what was derived from it (descendants)',
+        load: async () => (await commands()).defineLineage(io),
+      },
+      {
+        name: 'gc',
+        description: 'remove blobs no version references (safe while others commit); report what is kept and why',
+        load: async () => (await commands()).defineGc(io),
+      },
+      {
+        name: 'verify',
+        description:
+          'rehash every blob; list damaged (corrupt or missing) blobs and ' +
+          'the versions they break; exit 1 if any (or if a manifest is unreadable)',
+        load: async () => (await commands()).defineVerify(io),
+      },
+      {
+        name: 'rebuild-catalog',
+        description: 'recreate catalog.sqlite from storage',
+        load: async () => (await commands()).defineRebuildCatalog(io),
+      },
+    ],
+    isUsageError: (err) => err instanceof FinestoreError && USAGE_CODES.has(err.code),
+  }),
+  STDIO,
+)

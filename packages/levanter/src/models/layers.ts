@@ -1,5 +1,7 @@
-/** @module Transformer building blocks as plain tensor functions. Shapes: B batch, T query positions, S key positions, H heads, K head size. */
+/** @module Transformer building blocks as plain tensor functions. Shapes: B batch, T query positions, S key positions,
+ * H heads, K head size. */
 import * as tf from '@tensorflow/tfjs'
+import type { LayerKv } from './batch-cache.js'
 import { columnSum } from '../kernels/column-sum.js'
 import { fusedGeluTanh } from '../kernels/gelu.js'
 import { fusedLayerNorm } from '../kernels/layer-norm.js'
@@ -19,7 +21,8 @@ function weightGrad(x: tf.Tensor, dy: tf.Tensor): tf.Tensor {
 
 /**
  * x2 [N, in] · w [in, out] + b [out], with a gradient on 2-D matMuls (transposed operands read in
- * place where the backend can, kernels/wasm-gemm.ts) and the bias gradient as one pass over dy's rows (kernels/column-sum.ts).
+ * place where the backend can, kernels/wasm-gemm.ts) and the bias gradient as one pass over dy's rows
+ * (kernels/column-sum.ts).
  */
 const affine = tf.customGrad((...args: (tf.Tensor | ((s: tf.Tensor[]) => void))[]) => {
   const [x2, w, b] = args as [tf.Tensor, tf.Tensor, tf.Tensor]
@@ -37,7 +40,8 @@ const affine = tf.customGrad((...args: (tf.Tensor | ((s: tf.Tensor[]) => void))[
 
 /** x [..., in] · w [in, out] (+ b [out]) as one 2-D matMul: [..., out]. */
 export function linear(x: tf.Tensor, w: tf.Tensor, b?: tf.Tensor): tf.Tensor {
-  const inDim = x.shape[x.rank - 1]!, outDim = w.shape[1]!
+  const inDim = x.shape[x.rank - 1]!,
+    outDim = w.shape[1]!
   const x2 = tf.reshape(x, [-1, inDim])
   const y = b ? (affine(x2, w, b) as tf.Tensor) : tf.matMul(x2, w)
   return tf.reshape(y, [...x.shape.slice(0, -1), outDim])
@@ -53,7 +57,8 @@ export function rmsNorm(x: tf.Tensor, g: tf.Tensor, eps: number): tf.Tensor {
   return tf.mul(tf.mul(x, tf.rsqrt(tf.add(tf.mean(tf.square(x), -1, true), eps))), g)
 }
 
-/** GELU with GPT-2's tanh approximation: ½x(1 + tanh(√(2/π)(x + 0.044715x³))) (closed-form gradient: kernels/gelu.ts). */
+/** GELU with GPT-2's tanh approximation: ½x(1 + tanh(√(2/π)(x + 0.044715x³))) (closed-form gradient: kernels/gelu.ts).
+ * */
 export function geluTanh(x: tf.Tensor): tf.Tensor {
   return fusedGeluTanh(x)
 }
@@ -80,6 +85,22 @@ export type Placement =
   | { readonly offset: number }
   | { readonly positions: readonly (readonly number[])[]; readonly bias: tf.Tensor }
 
+/**
+ * What a model's forward pass takes besides its config: its parameters by name, ids [B, T],
+ * their placement, each layer's keys/values so far, and whether only the last position's
+ * logits are wanted.
+ */
+export type ForwardArgs = [
+  p: (name: string) => tf.Tensor,
+  ids: tf.Tensor,
+  at: Placement,
+  past?: readonly LayerKv[],
+  lastOnly?: boolean,
+]
+
+/** logits [B, T, V] ([B, 1, V] with `lastOnly`) and each layer's keys/values, `past` included. */
+export type ForwardResult = { logits: tf.Tensor; kv: LayerKv[] }
+
 /** Additive causal mask [T, S]: query t (absolute position offset+t) sees keys 0…offset+t. */
 export function causalBias(T: number, S: number, offset: number): tf.Tensor {
   const m = new Float32Array(T * S)
@@ -95,11 +116,14 @@ export function causalBias(T: number, S: number, offset: number): tf.Tensor {
 export function attention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, at: Placement): tf.Tensor {
   const [B, H, T, K] = q.shape as [number, number, number, number]
   const S = k.shape[2]!
-  const q3 = tf.reshape(q, [B * H, T, K]), k3 = tf.reshape(k, [B * H, S, K]), v3 = tf.reshape(v, [B * H, S, K])
+  const q3 = tf.reshape(q, [B * H, T, K]),
+    k3 = tf.reshape(k, [B * H, S, K]),
+    v3 = tf.reshape(v, [B * H, S, K])
   const raw = tf.mul(matMulT(q3, k3, false, true), 1 / Math.sqrt(K)) // [B·H, T, S]
-  const scores = 'offset' in at
-    ? tf.add(raw, causalBias(T, S, at.offset))
-    : tf.reshape(tf.add(tf.reshape(raw, [B, H, T, S]), at.bias), [B * H, T, S])
+  const scores =
+    'offset' in at
+      ? tf.add(raw, causalBias(T, S, at.offset))
+      : tf.reshape(tf.add(tf.reshape(raw, [B, H, T, S]), at.bias), [B * H, T, S])
   const out = tf.matMul(tf.softmax(scores), v3) // [B·H, T, K]
   return tf.reshape(out, [B, H, T, K])
 }
@@ -115,17 +139,27 @@ export function positionsOf(at: Placement, B: number, T: number): (readonly numb
  * Rotary tables cos/sin for the placement (half-split layout, as Hugging Face Llama): [T, K] for
  * `{ offset }`, [B, 1, T, K] for per-row positions.
  */
-export function ropeTables(at: Placement, B: number, T: number, K: number, theta: number): { cos: tf.Tensor; sin: tf.Tensor } {
+export function ropeTables(
+  at: Placement,
+  B: number,
+  T: number,
+  K: number,
+  theta: number,
+): { cos: tf.Tensor; sin: tf.Tensor } {
   const rows = 'offset' in at ? [positionsOf(at, 1, T)[0]!] : at.positions
-  const cos = new Float32Array(rows.length * T * K), sin = new Float32Array(rows.length * T * K), half = K / 2
-  rows.forEach((row, r) => row.forEach((p, t) => {
-    const o = (r * T + t) * K
-    for (let i = 0; i < half; i++) {
-      const a = p / Math.pow(theta, (2 * i) / K)
-      cos[o + i] = cos[o + i + half] = Math.cos(a)
-      sin[o + i] = sin[o + i + half] = Math.sin(a)
-    }
-  }))
+  const cos = new Float32Array(rows.length * T * K),
+    sin = new Float32Array(rows.length * T * K),
+    half = K / 2
+  rows.forEach((row, r) =>
+    row.forEach((p, t) => {
+      const o = (r * T + t) * K
+      for (let i = 0; i < half; i++) {
+        const a = p / theta ** ((2 * i) / K)
+        cos[o + i] = cos[o + i + half] = Math.cos(a)
+        sin[o + i] = sin[o + i + half] = Math.sin(a)
+      }
+    }),
+  )
   if ('offset' in at) return { cos: tf.tensor2d(cos, [T, K]), sin: tf.tensor2d(sin, [T, K]) }
   return { cos: tf.tensor4d(cos, [B, 1, T, K]), sin: tf.tensor4d(sin, [B, 1, T, K]) }
 }

@@ -7,34 +7,36 @@ import { llamaHidden } from './config.js'
 import type { LlamaConfig } from './config.js'
 import type { LayerKv } from './batch-cache.js'
 import { applyRope, attention, lastPosition, linear, mergeHeads, rmsNorm, ropeTables, splitHeads } from './layers.js'
-import type { Placement } from './layers.js'
+import type { ForwardArgs, ForwardResult } from './layers.js'
 import { mat, ones } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
 
 export function llamaSpecs(c: LlamaConfig): ParamSpec[] {
-  const D = c.dModel, F = llamaHidden(c), s = c.initStd, proj = s / Math.sqrt(2 * c.nLayers)
+  const D = c.dModel,
+    F = llamaHidden(c),
+    s = c.initStd,
+    proj = s / Math.sqrt(2 * c.nLayers)
   const specs: ParamSpec[] = [mat('model.embed_tokens.weight', [c.vocabSize, D], s)]
   for (let i = 0; i < c.nLayers; i++) {
     const l = `model.layers.${i}`
     specs.push(
       ones(`${l}.input_layernorm.weight`, D),
-      mat(`${l}.self_attn.q_proj.weight`, [D, D], s), mat(`${l}.self_attn.k_proj.weight`, [D, D], s),
-      mat(`${l}.self_attn.v_proj.weight`, [D, D], s), mat(`${l}.self_attn.o_proj.weight`, [D, D], proj),
+      mat(`${l}.self_attn.q_proj.weight`, [D, D], s),
+      mat(`${l}.self_attn.k_proj.weight`, [D, D], s),
+      mat(`${l}.self_attn.v_proj.weight`, [D, D], s),
+      mat(`${l}.self_attn.o_proj.weight`, [D, D], proj),
       ones(`${l}.post_attention_layernorm.weight`, D),
-      mat(`${l}.mlp.gate_proj.weight`, [D, F], s), mat(`${l}.mlp.up_proj.weight`, [D, F], s), mat(`${l}.mlp.down_proj.weight`, [F, D], proj),
+      mat(`${l}.mlp.gate_proj.weight`, [D, F], s),
+      mat(`${l}.mlp.up_proj.weight`, [D, F], s),
+      mat(`${l}.mlp.down_proj.weight`, [F, D], proj),
     )
   }
   specs.push(ones('model.norm.weight', D), mat('lm_head.weight', [D, c.vocabSize], s))
   return specs
 }
 
-/**
- * ids [B, T] placed by `at` → logits [B, T, V] ([B, 1, V] with `lastOnly`), plus each layer's
- * keys/values including `past`.
- */
-export function llamaForward(
-  c: LlamaConfig, p: (name: string) => tf.Tensor, ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly = false,
-): { logits: tf.Tensor; kv: LayerKv[] } {
+/** ids [B, T] placed by `at` → logits and each layer's keys/values (see {@link ForwardArgs}). */
+export function llamaForward(c: LlamaConfig, ...[p, ids, at, past, lastOnly = false]: ForwardArgs): ForwardResult {
   const [B, T] = ids.shape as [number, number]
   const K = c.dModel / c.nHeads
   const { cos, sin } = ropeTables(at, B, T, K, c.ropeTheta) // [T, K] or [B, 1, T, K]
@@ -47,7 +49,8 @@ export function llamaForward(
     const k = applyRope(splitHeads(linear(a, w('self_attn.k_proj')), c.nHeads), cos, sin)
     const v = splitHeads(linear(a, w('self_attn.v_proj')), c.nHeads)
     const prev = past?.[i]
-    const kAll = prev ? tf.concat([prev.k, k], 2) : k, vAll = prev ? tf.concat([prev.v, v], 2) : v
+    const kAll = prev ? tf.concat([prev.k, k], 2) : k,
+      vAll = prev ? tf.concat([prev.v, v], 2) : v
     kv.push({ k: kAll, v: vAll })
     x = tf.add(x, linear(mergeHeads(attention(q, kAll, vAll, at)), w('self_attn.o_proj')))
     const m = rmsNorm(x, w('post_attention_layernorm'), c.rmsNormEps)

@@ -6,20 +6,28 @@ import { Gpt2Config, LlamaConfig, ModelConfig } from './config.js'
 import type { Gpt2ConfigInput, LlamaConfigInput, ModelConfigInput } from './config.js'
 import { gpt2Forward, gpt2Specs } from './gpt2.js'
 import type { LayerKv } from './batch-cache.js'
-import type { Placement } from './layers.js'
+import type { ForwardArgs, ForwardResult, Placement } from './layers.js'
 import { llamaForward, llamaSpecs } from './llama.js'
 import type { ParamSpec } from './param-spec.js'
 
 let variableCount = 0 // tf variable names must be unique in a process
 
-/** What every model does: forward passes over named parameters, whole sequences or placed rows after cached keys/values. */
+/** What every model does: forward passes over named parameters, whole sequences or placed rows after cached
+ * keys/values. */
 export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
   readonly specs: readonly ParamSpec[]
   readonly params = new Map<string, tf.Variable>()
 
-  protected constructor(readonly config: C, specs: ParamSpec[], readonly seed: number) {
+  protected constructor(
+    readonly config: C,
+    specs: ParamSpec[],
+    readonly seed: number,
+  ) {
     if (config.dModel % config.nHeads !== 0) {
-      throw new LevanterError('BAD_CONFIG', `model: dModel ${config.dModel} is not a multiple of nHeads ${config.nHeads}; change one of them`)
+      throw new LevanterError(
+        'BAD_CONFIG',
+        `model: dModel ${config.dModel} is not a multiple of nHeads ` + `${config.nHeads}; change one of them`,
+      )
     }
     this.specs = specs
     this.init(seed)
@@ -29,7 +37,12 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
   init(seed: number): void {
     for (const s of this.specs) {
       const n = s.shape.reduce((a, b) => a * b, 1)
-      const data = s.init === 'ones' ? new Float32Array(n).fill(1) : s.init === 'zeros' ? new Float32Array(n) : normalArray(n, s.init.std, seedFor(seed, s.name))
+      const data =
+        s.init === 'ones'
+          ? new Float32Array(n).fill(1)
+          : s.init === 'zeros'
+            ? new Float32Array(n)
+            : normalArray(n, s.init.std, seedFor(seed, s.name))
       this.set(s.name, data)
     }
   }
@@ -37,9 +50,17 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
   /** Overwrite one parameter's values (shape checked). */
   set(name: string, data: Float32Array): void {
     const spec = this.specs.find((s) => s.name === name)
-    if (!spec) throw new LevanterError('BAD_CHECKPOINT', `model has no parameter "${name}"; check the checkpoint matches the model type`)
+    if (!spec)
+      throw new LevanterError(
+        'BAD_CHECKPOINT',
+        `model has no parameter "${name}"; check the checkpoint matches ` + `the model type`,
+      )
     const n = spec.shape.reduce((a, b) => a * b, 1)
-    if (data.length !== n) throw new LevanterError('BAD_SHAPE', `parameter "${name}": got ${data.length} values, expected ${n} for shape [${spec.shape.join(', ')}]`)
+    if (data.length !== n)
+      throw new LevanterError(
+        'BAD_SHAPE',
+        `parameter "${name}": got ${data.length} values, expected ${n} ` + `for shape [${spec.shape.join(', ')}]`,
+      )
     const old = this.params.get(name)
     // the variable takes its own reference to the values: the temporary tensor is dropped, so the
     // parameter's buffer has one owner (AdamW then updates it in place on wasm)
@@ -62,7 +83,7 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
     return 6 * n + 12 * c.nLayers * c.dModel * seqLen
   }
 
-  protected abstract run(p: (name: string) => tf.Tensor, ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly?: boolean): { logits: tf.Tensor; kv: LayerKv[] }
+  protected abstract run(...args: ForwardArgs): ForwardResult
 
   /** ids [B, T] → logits [B, T, V], every row at positions 0…T-1. */
   forward(ids: tf.Tensor): tf.Tensor {
@@ -73,7 +94,10 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
   forwardWith(p: (name: string) => tf.Tensor, ids: tf.Tensor): tf.Tensor {
     const T = ids.shape[1]!
     if (T > this.config.seqLen) {
-      throw new LevanterError('BAD_SHAPE', `input: ${T} positions exceed the model's seqLen ${this.config.seqLen}; shorten the input`)
+      throw new LevanterError(
+        'BAD_SHAPE',
+        `input: ${T} positions exceed the model's seqLen ` + `${this.config.seqLen}; shorten the input`,
+      )
     }
     return tf.tidy(() => this.run(p, ids, { offset: 0 }).logits)
   }
@@ -84,7 +108,12 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
    * with `lastOnly`) and every layer's keys/values, `past` included. Tensors are the caller's: run
    * it inside `tf.tidy`. Batched decoding (models/decode.ts) is built on it.
    */
-  forwardPlaced(ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly = false): { logits: tf.Tensor; kv: LayerKv[] } {
+  forwardPlaced(
+    ids: tf.Tensor,
+    at: Placement,
+    past?: readonly LayerKv[],
+    lastOnly = false,
+  ): { logits: tf.Tensor; kv: LayerKv[] } {
     return this.run((n) => this.param(n), ids, at, past, lastOnly)
   }
 
@@ -113,8 +142,8 @@ export class Gpt2LM extends CausalLM<Gpt2Config> {
     const c = Gpt2Config.parse({ ...config, type: 'gpt2' })
     super(c, gpt2Specs(c), seed)
   }
-  protected run(p: (name: string) => tf.Tensor, ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly?: boolean) {
-    return gpt2Forward(this.config, p, ids, at, past, lastOnly)
+  protected run(...args: ForwardArgs): ForwardResult {
+    return gpt2Forward(this.config, ...args)
   }
 }
 
@@ -124,15 +153,19 @@ export class LlamaLM extends CausalLM<LlamaConfig> {
     const c = LlamaConfig.parse({ ...config, type: 'llama' })
     super(c, llamaSpecs(c), seed)
   }
-  protected run(p: (name: string) => tf.Tensor, ids: tf.Tensor, at: Placement, past?: readonly LayerKv[], lastOnly?: boolean) {
-    return llamaForward(this.config, p, ids, at, past, lastOnly)
+  protected run(...args: ForwardArgs): ForwardResult {
+    return llamaForward(this.config, ...args)
   }
 }
 
 /** Build the model a config names. */
 export function createModel(config: ModelConfigInput, seed = 0): CausalLM {
   const parsed = ModelConfig.safeParse(config)
-  if (!parsed.success) throw new LevanterError('BAD_CONFIG', `model config: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`)
+  if (!parsed.success)
+    throw new LevanterError(
+      'BAD_CONFIG',
+      `model config: ` + `${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    )
   const c = parsed.data
   return c.type === 'gpt2' ? new Gpt2LM(c, seed) : new LlamaLM(c, seed)
 }

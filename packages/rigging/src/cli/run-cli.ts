@@ -72,7 +72,13 @@ export type CliSpec = {
   readonly isUsageError?: (err: unknown) => boolean
 }
 
-type Built = { program: Command; ctx: CliContext; exit: { code: number }; deferred: (() => void | Promise<void>)[]; load: (cmd: Command) => Promise<void> }
+type Built = {
+  program: Command
+  ctx: CliContext
+  exit: { code: number }
+  deferred: (() => void | Promise<void>)[]
+  load: (cmd: Command) => Promise<void>
+}
 
 /** The command's name: the first `bin` of its package. */
 export function cliName(spec: CliSpec): string {
@@ -91,7 +97,11 @@ function build(spec: CliSpec, io: CliIo): Built {
     .exitOverride()
     .configureOutput({ writeOut: io.out, writeErr: io.err })
     .showHelpAfterError(`(run ${name} --help for usage)`)
-  if (spec.prefix) program.option('--prefix <prefix>', 'Marin prefix, a local path or storage URL (default: $MARIN_PREFIX, then ./.marin)')
+  if (spec.prefix)
+    program.option(
+      '--prefix <prefix>',
+      'Marin prefix, a local path or storage URL (default: ' + '$MARIN_PREFIX, then ./.marin)',
+    )
   spec.options?.(program)
   const ctx: CliContext = {
     globals: <T>() => program.opts<Record<string, unknown>>() as T,
@@ -163,4 +173,18 @@ export function lineCli<Io extends LineIo>(
     run: (argv, io) => runCli(spec(io), argv, lines(io)),
     loadAll: (io) => loadAllCommands(spec(io), lines(io)),
   }
+}
+
+/** The process's own stdout and stderr, as a {@link CliIo}. */
+export const STDIO: CliIo = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) }
+
+/**
+ * The entry point of a CLI whose own code writes text as given (newlines included), built from
+ * its spec: argv → exit code, writing to `stdio` unless a test passes its own io.
+ */
+export function textCli<Io extends CliIo>(
+  spec: (io: Io) => CliSpec,
+  stdio: Io,
+): (argv: readonly string[], io?: Io) => Promise<number> {
+  return (argv, io = stdio) => runCli(spec(io), argv, io)
 }
