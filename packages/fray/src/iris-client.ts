@@ -9,15 +9,12 @@
  * const group = await client.createActorGroup(Replica, 2, (i) => [i])
  */
 import type { IrisClient } from '@marin/iris'
-import type { ActorClass, ActorClassRef, ActorConnection, ActorHandle } from './actor.js'
-import type { ActorGroup } from './actor-group.js'
+import type { ActorConnection } from './actor.js'
 import type { ActorOptions } from './actor-options.js'
 import type { ActorSpec } from './actor-runtime.js'
-import type { Client, GroupArgs } from './client.js'
-import { FrayError } from './errors.js'
-import { createActorGroupWith, createActorWith, type Launch } from './internal/create-actors.js'
-import { type JobHandle, type JobRequestInput, jobRequest } from './job.js'
-import { resources } from './resources.js'
+import type { Client } from './client.js'
+import { ClientBase } from './internal/client-base.js'
+import type { JobHandle, JobRequest } from './job.js'
 import { DeferredActor } from './remote/deferred-actor.js'
 import { submitIrisJob } from './remote/iris-job.js'
 import { irisSpawner } from './remote/iris-spawner.js'
@@ -34,31 +31,17 @@ export type FrayIrisClientOptions = {
   hostAdvertise?: string
 }
 
-let counter = 0
-
-export class FrayIrisClient implements Client {
+/** Stops every actor and job it started on shutdown; the iris client stays open (it is the caller's). */
+export class FrayIrisClient extends ClientBase implements Client {
   readonly backend = 'iris' as const
   private readonly iris: IrisClient
-  private registry: Promise<DriverRegistry> | null = null
-  private readonly actors = new Set<ActorConnection>()
-  private readonly jobs = new Set<JobHandle>()
-  private closed = false
 
   constructor(private readonly opts: FrayIrisClientOptions) {
+    super()
     this.iris = opts.iris
   }
 
-  private readonly launch: Launch = (
-    cls: ActorClassRef,
-    args: readonly unknown[],
-    opts: ActorOptions,
-    index: number,
-    groupSize: number,
-    name: string,
-  ): ActorConnection => {
-    if (this.closed) throw new FrayError('CLIENT_SHUT_DOWN', 'this FrayIrisClient was shut down; create a new one')
-    resources(opts.resources)
-    const spec: ActorSpec = { name, cls: { module: cls.module, export: cls.export }, args, index, groupSize }
+  protected startActor(spec: ActorSpec, opts: ActorOptions): ActorConnection {
     const env: Record<string, string> = {
       FRAY_LISTEN_HOST: this.opts.hostListen ?? '127.0.0.1',
       FRAY_ADVERTISE_HOST: this.opts.hostAdvertise ?? this.opts.hostListen ?? '127.0.0.1',
@@ -66,45 +49,13 @@ export class FrayIrisClient implements Client {
     }
     const spawner = irisSpawner(this.iris, { env })
     this.registry ??= DriverRegistry.start(this.opts.driverHost)
-    const conn = new DeferredActor(
-      name,
+    return new DeferredActor(
+      spec.name,
       this.registry.then((reg) => RemoteActor.launch(spec, opts, reg, spawner)),
     )
-    this.actors.add(conn)
-    return conn
   }
 
-  async createActor<C extends ActorClass>(
-    cls: ActorClassRef<C>,
-    args: NoInfer<ConstructorParameters<C>>,
-    opts: ActorOptions = {},
-  ): Promise<ActorHandle<InstanceType<C>>> {
-    return createActorWith(this.launch, opts.name ?? `${cls.export}-${++counter}`, cls, args, opts)
-  }
-
-  async createActorGroup<C extends ActorClass>(
-    cls: ActorClassRef<C>,
-    n: number,
-    args: NoInfer<GroupArgs<C>>,
-    opts: ActorOptions = {},
-  ): Promise<ActorGroup<InstanceType<C>>> {
-    return createActorGroupWith(this.launch, opts.name ?? `${cls.export}-${++counter}`, cls, n, args, opts)
-  }
-
-  async submit(req: JobRequestInput): Promise<JobHandle> {
-    if (this.closed) throw new FrayError('CLIENT_SHUT_DOWN', 'this FrayIrisClient was shut down; create a new one')
-    const job = await submitIrisJob(this.iris, jobRequest(req))
-    this.jobs.add(job)
-    return job
-  }
-
-  /** Stops every actor and job this client started; the iris client stays open (it is the caller's). */
-  async shutdown(): Promise<void> {
-    this.closed = true
-    await Promise.all([...this.actors].map((a) => a.stop().catch(() => {})))
-    await Promise.all([...this.jobs].map((j) => j.terminate().catch(() => {})))
-    this.actors.clear()
-    this.jobs.clear()
-    if (this.registry) await (await this.registry).close()
+  protected startJob(req: JobRequest): Promise<JobHandle> {
+    return submitIrisJob(this.iris, req)
   }
 }

@@ -9,18 +9,15 @@
  * const results = await group.broadcast.run(task)
  * await client.shutdown()
  */
-import type { ActorClass, ActorClassRef, ActorConnection, ActorHandle } from './actor.js'
-import type { ActorGroup } from './actor-group.js'
+import type { ActorConnection } from './actor.js'
 import type { ActorOptions } from './actor-options.js'
 import type { ActorSpec } from './actor-runtime.js'
-import type { Client, GroupArgs } from './client.js'
-import { FrayError } from './errors.js'
-import { createActorGroupWith, createActorWith, type Launch } from './internal/create-actors.js'
+import type { Client } from './client.js'
 import { InlineActor } from './inline-actor.js'
-import { type JobHandle, type JobRequestInput, jobRequest } from './job.js'
+import { ClientBase, nextId } from './internal/client-base.js'
+import type { JobHandle, JobRequest } from './job.js'
 import { LocalJob } from './local-job.js'
 import { ProcessActor } from './process-actor.js'
-import { resources } from './resources.js'
 import { DeferredActor } from './remote/deferred-actor.js'
 import { DriverRegistry } from './remote/registry.js'
 import { RemoteActor } from './remote/remote-actor.js'
@@ -36,76 +33,25 @@ export type LocalClientOptions = {
   mode?: 'process' | 'inline' | 'grpc'
 }
 
-let counter = 0
-
-export class LocalClient implements Client {
+export class LocalClient extends ClientBase implements Client {
   readonly backend: 'process' | 'inline' | 'grpc'
-  private registry: Promise<DriverRegistry> | null = null
-  private readonly actors = new Set<ActorConnection>()
-  private readonly jobs = new Set<JobHandle>()
-  private closed = false
 
   constructor(opts: LocalClientOptions = {}) {
+    super()
     this.backend = opts.mode ?? 'process'
   }
 
-  private readonly launch: Launch = (
-    cls: ActorClassRef,
-    args: readonly unknown[],
-    opts: ActorOptions,
-    index: number,
-    groupSize: number,
-    name: string,
-  ): ActorConnection => {
-    if (this.closed) throw new FrayError('CLIENT_SHUT_DOWN', 'this LocalClient was shut down; create a new one')
-    resources(opts.resources)
-    const spec: ActorSpec = { name, cls: { module: cls.module, export: cls.export }, args, index, groupSize }
-    const conn =
-      this.backend === 'inline'
-        ? InlineActor.launch(spec, opts)
-        : this.backend === 'grpc'
-          ? new DeferredActor(
-              name,
-              (this.registry ??= DriverRegistry.start()).then((reg) =>
-                RemoteActor.launch(spec, opts, reg, localSpawner),
-              ),
-            )
-          : ProcessActor.launch(spec, opts)
-    this.actors.add(conn)
-    return conn
+  protected startActor(spec: ActorSpec, opts: ActorOptions): ActorConnection {
+    if (this.backend === 'inline') return InlineActor.launch(spec, opts)
+    if (this.backend === 'process') return ProcessActor.launch(spec, opts)
+    this.registry ??= DriverRegistry.start()
+    return new DeferredActor(
+      spec.name,
+      this.registry.then((reg) => RemoteActor.launch(spec, opts, reg, localSpawner)),
+    )
   }
 
-  async createActor<C extends ActorClass>(
-    cls: ActorClassRef<C>,
-    args: NoInfer<ConstructorParameters<C>>,
-    opts: ActorOptions = {},
-  ): Promise<ActorHandle<InstanceType<C>>> {
-    return createActorWith(this.launch, opts.name ?? `${cls.export}-${++counter}`, cls, args, opts)
-  }
-
-  async createActorGroup<C extends ActorClass>(
-    cls: ActorClassRef<C>,
-    n: number,
-    args: NoInfer<GroupArgs<C>>,
-    opts: ActorOptions = {},
-  ): Promise<ActorGroup<InstanceType<C>>> {
-    return createActorGroupWith(this.launch, opts.name ?? `${cls.export}-${++counter}`, cls, n, args, opts)
-  }
-
-  async submit(req: JobRequestInput): Promise<JobHandle> {
-    if (this.closed) throw new FrayError('CLIENT_SHUT_DOWN', 'this LocalClient was shut down; create a new one')
-    const r = jobRequest(req)
-    const job = new LocalJob(`${r.name}-${++counter}`, r)
-    this.jobs.add(job)
-    return job
-  }
-
-  async shutdown(): Promise<void> {
-    this.closed = true
-    await Promise.all([...this.actors].map((a) => a.stop().catch(() => {})))
-    await Promise.all([...this.jobs].map((j) => j.terminate().catch(() => {})))
-    this.actors.clear()
-    this.jobs.clear()
-    if (this.registry) await (await this.registry).close()
+  protected async startJob(req: JobRequest): Promise<JobHandle> {
+    return new LocalJob(`${req.name}-${nextId()}`, req)
   }
 }
