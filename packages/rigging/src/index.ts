@@ -112,3 +112,4 @@ export type { Provenance, ProvenanceOptions } from './provenance.js'
 
 // Byte sizes
 export { formatByteSize, parseByteSize } from './byte-size.js'
+export { seededRandom } from './random.js'

@@ -4,6 +4,7 @@
  * `brown_bpb` (bits per byte). Deterministic: the same items on every machine.
  */
 import { BROWN_HELD_OUT_FILES, readBrown } from '@marin/datakit'
+import { seededRandom } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import type { EvalTask, GenerationItem, MultipleChoiceItem, PerplexityItem } from './task.js'
 
@@ -20,17 +21,8 @@ export function brownSentences(held: 'in' | 'out' = 'out'): string[] {
   return readBrown({ part: held === 'out' ? 'held-out' : 'train' }).flatMap((d) => d.paragraphs.flat())
 }
 
-/** A small seeded generator (mulberry32): the tasks must not depend on Math.random. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+// The tasks must not depend on Math.random: items are drawn with a seeded generator.
+const rng = seededRandom
 
 /** Sentences ending in "<word>." with at least 6 words, short enough for small contexts. */
 function clozeSentences(maxChars: number): { context: string; word: string }[] {
