@@ -5,7 +5,7 @@ import { streamSSE } from 'hono/streaming'
 import { ApiError } from './api-error.js'
 import { ChatRequest } from './api-types.js'
 import { CHAT_END, renderChat } from './chat-template.js'
-import type { ChoiceParams } from './choice-runner.js'
+import { type ChoiceParams, usageOf } from './choice-runner.js'
 import type { TokenEvent } from './engine.js'
 import { now } from './route-context.js'
 import type { RouteContext } from './route-context.js'
@@ -74,18 +74,13 @@ export function chatRoute(app: Hono, x: RouteContext): void {
         const results = await runAll(c, params, abort)
         results.forEach((res, j) => void chunk(j, {}, null, res.finish === 'cancelled' ? 'abort' : res.finish))
         if (r.stream_options?.include_usage) {
-          const completion = results.reduce((a, x) => a + x.completionTokens, 0)
           void send({
             id,
             object: 'chat.completion.chunk',
             created,
             model: o.name,
             choices: [],
-            usage: {
-              prompt_tokens: promptTokens,
-              completion_tokens: completion,
-              total_tokens: promptTokens + completion,
-            },
+            usage: usageOf(promptTokens, results),
           })
         }
         await chain
@@ -99,7 +94,6 @@ export function chatRoute(app: Hono, x: RouteContext): void {
     )
     if (results.some((x) => x.finish === 'cancelled'))
       throw new ApiError(503, 'the request was cancelled: the server is shutting down', null, 'cancelled')
-    const completion = results.reduce((a, x) => a + x.completionTokens, 0)
     return c.json({
       id,
       object: 'chat.completion',
@@ -111,7 +105,7 @@ export function chatRoute(app: Hono, x: RouteContext): void {
         logprobs: wantLp ? { content: lpContent(res.events) } : null,
         finish_reason: res.finish,
       })),
-      usage: { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion },
+      usage: usageOf(promptTokens, results),
     })
   })
 }

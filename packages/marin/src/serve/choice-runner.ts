@@ -75,3 +75,9 @@ export async function runChoice(engine: Engine, tokenizer: BpeTokenizer, p: Choi
     ...(r.promptLogprobs ? { promptEvents: r.promptLogprobs } : {}),
   }
 }
+
+/** OpenAI's `usage` for one request: its prompt tokens and what its choices generated. */
+export function usageOf(promptTokens: number, results: readonly Pick<ChoiceResult, 'completionTokens'>[]) {
+  const completion = results.reduce((a, x) => a + x.completionTokens, 0)
+  return { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion }
+}

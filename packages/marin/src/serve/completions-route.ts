@@ -5,7 +5,7 @@ import type { Hono } from 'hono'
 import { streamSSE } from 'hono/streaming'
 import { ApiError } from './api-error.js'
 import { CompletionRequest } from './api-types.js'
-import type { ChoiceParams } from './choice-runner.js'
+import { type ChoiceParams, usageOf } from './choice-runner.js'
 import type { TokenEvent } from './engine.js'
 import { now } from './route-context.js'
 import type { RouteContext } from './route-context.js'
@@ -123,18 +123,13 @@ export function completionsRoute(app: Hono, x: RouteContext): void {
         const results = await runAll(c, params, abort)
         results.forEach((res, index) => void chunk(index, '', null, res.finish === 'cancelled' ? 'abort' : res.finish))
         if (r.stream_options?.include_usage) {
-          const completion = results.reduce((a, x) => a + x.completionTokens, 0)
           void send({
             id,
             object: 'text_completion',
             created,
             model: o.name,
             choices: [],
-            usage: {
-              prompt_tokens: promptTokens,
-              completion_tokens: completion,
-              total_tokens: promptTokens + completion,
-            },
+            usage: usageOf(promptTokens, results),
           })
         }
         await chain
@@ -145,7 +140,6 @@ export function completionsRoute(app: Hono, x: RouteContext): void {
     const results = await runAll(c, params, abort)
     if (results.some((x) => x.finish === 'cancelled'))
       throw new ApiError(503, 'the request was cancelled: the server is shutting down', null, 'cancelled')
-    const completion = results.reduce((a, x) => a + x.completionTokens, 0)
     return c.json({
       id,
       object: 'text_completion',
@@ -162,7 +156,7 @@ export function completionsRoute(app: Hono, x: RouteContext): void {
             : completionLogprobs(res.events, k, 0, false)
         return { index, text: prefix + res.text, logprobs: lp, finish_reason: res.finish }
       }),
-      usage: { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion },
+      usage: usageOf(promptTokens, results),
     })
   })
 }
