@@ -35,12 +35,15 @@ export type SecretStoreOptions = {
   specs?: Readonly<Record<string, string>>
   /**
    * The chain after the specs.
-   * @default [envSource(), dirSource(process.env.MARIN_SECRETS_DIR ?? '~/.marin/secrets')]
+   * @default [envSource(), dirSource(defaultSecretsDir())]
    */
   sources?: readonly SecretSource[]
 }
 
-/** The directory the default chain reads secret files from. */
+/**
+ * The directory the default chain reads secret files from: `$MARIN_SECRETS_DIR` (empty counts
+ * as unset, as for the prefix), else `~/.marin/secrets`.
+ */
 export function defaultSecretsDir(env: NodeJS.ProcessEnv = process.env): string {
   return env.MARIN_SECRETS_DIR || join(homedir(), '.marin', 'secrets')
 }
