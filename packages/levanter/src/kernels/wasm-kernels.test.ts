@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import * as tf from '@tensorflow/tfjs'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
@@ -216,3 +218,19 @@ describe('wasm kernels against the stock kernels', () => {
     }
   })
 })
+
+test('tensors above 2 GiB of wasm heap: transpose, products and a whole GPT-2 gradient are right', () => {
+  // In a process of its own: the heap grows past 2 GiB and never shrinks.
+  const script = fileURLToPath(new URL('../test-support/high-heap.ts', import.meta.url))
+  const r = spawnSync(process.execPath, ['--import', 'tsx', script], { encoding: 'utf8', timeout: 120_000 })
+  expect(r.status, r.stderr).toBe(0)
+  const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+    heapBytes: number
+    offset: number
+    ok: boolean
+    mismatch?: string
+  }
+  expect(out.offset).toBeGreaterThan(2 ** 31)
+  expect(out.mismatch).toBeUndefined()
+  expect(out.ok).toBe(true)
+}, 150_000)

@@ -115,7 +115,8 @@ export function wasmTranspose(stock: KernelFunc): KernelConfig {
       x.dtype as 'float32',
     )
     const f = new Int32Array(heap.f32().buffer) // after makeOutput: the heap may have grown
-    swapInto(f, heap.offset(x) >> 2, f, heap.offset(out) >> 2, swap.batch, swap.A, swap.B, swap.inner)
+    // Heap offsets reach 4 GiB: divided, never shifted (`>> 2` turns 2 GiB and more negative).
+    swapInto(f, heap.offset(x) / 4, f, heap.offset(out) / 4, swap.batch, swap.A, swap.B, swap.inner)
     return out
   }
   return { kernelName: 'Transpose', backendName: 'wasm', kernelFunc }
