@@ -34,7 +34,7 @@ describe('layering check', () => {
     const run = spawnSync(tsx, ['scripts/check-layering.ts', '--root', dir], { cwd: root, encoding: 'utf8' })
     expect(run.status).toBe(1)
     expect(run.stderr).toContain(
-      'packages/rigging/src/planted.ts:3: [upward-import] ' + '@marin/rigging (rank 0) imports @marin/iris (rank 4)',
+      'packages/rigging/src/planted.ts:3: [upward-import] @marin/rigging (rank 0) imports @marin/iris (rank 4)',
     )
   })
 

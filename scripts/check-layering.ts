@@ -48,9 +48,7 @@ function readPackages(root: string): Map<string, PackageInfo> {
     }
     const rank = pj.marin?.rank
     if (typeof rank !== 'number')
-      throw new Error(
-        `${relative(root, pjPath)}: missing "marin.rank"; add the ` + `package's rank from ARCHITECTURE.md`,
-      )
+      throw new Error(`${relative(root, pjPath)}: missing "marin.rank"; add the package's rank from ARCHITECTURE.md`)
     const deps = new Set<string>([
       ...Object.keys(pj.dependencies ?? {}),
       ...Object.keys(pj.peerDependencies ?? {}),
@@ -133,7 +131,7 @@ export function checkLayering(root: string): Violation[] {
           violations.push({
             ...where,
             rule: 'upward-import',
-            message: `${pkg.name} imports itself through '${spec}'; import the ` + `defining file relatively`,
+            message: `${pkg.name} imports itself through '${spec}'; import the defining file relatively`,
           })
           continue
         }

@@ -47,7 +47,7 @@ function main(argv: string[]): number {
   for (const l of long) process.stderr.write(`${l.file}:${l.line}: ${l.width} characters, over ${LINE_WIDTH}\n`)
   if (long.length) {
     process.stderr.write(
-      `line width: ${long.length} line(s) over ${LINE_WIDTH}; break ` + `them (see scripts/check-line-width.ts)\n`,
+      `line width: ${long.length} line(s) over ${LINE_WIDTH}; break them (see scripts/check-line-width.ts)\n`,
     )
     return 1
   }

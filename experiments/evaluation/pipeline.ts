@@ -73,7 +73,7 @@ try {
   for (const [task, t] of Object.entries(r.summary.tasks)) {
     for (const [metric, m] of Object.entries(t.metrics))
       console.log(
-        `${task.padEnd(16)} ${metric.padEnd(16)} ${m.value.toFixed(4)} ± ` + `${m.stderr.toFixed(4)}  (n=${t.samples})`,
+        `${task.padEnd(16)} ${metric.padEnd(16)} ${m.value.toFixed(4)} ± ${m.stderr.toFixed(4)}  (n=${t.samples})`,
       )
   }
   console.log(`results: ${r.ref}`)

@@ -63,7 +63,7 @@ export const defineShow =
           else {
             io.out(`${name}@${v}  (created ${m.createdAt})\n`)
             for (const [k, val] of Object.entries(m.metadata))
-              io.out(`  ${k}: ` + `${typeof val === 'object' ? JSON.stringify(val) : String(val)}\n`)
+              io.out(`  ${k}: ${typeof val === 'object' ? JSON.stringify(val) : String(val)}\n`)
             io.out(`  lineage: ${m.lineage.map((l) => `${l.artifact}@${l.version}`).join(', ') || '(none)'}\n`)
             io.out(`  files: ${info.files.join(', ')}\n`)
           }

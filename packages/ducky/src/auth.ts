@@ -31,7 +31,7 @@ function checkToken(token: unknown, what: string): string {
   if (typeof token !== 'string' || token.length === 0 || /[\r\n]/.test(token)) {
     throw new RpcError(
       'INVALID_ARGUMENT',
-      `${what}: a bearer token must be a non-empty single-line string; ` + `check the secret's value`,
+      `${what}: a bearer token must be a non-empty single-line string; check the secret's value`,
     )
   }
   return token

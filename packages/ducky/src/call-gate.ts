@@ -171,11 +171,11 @@ class GatedCall implements ServerInterceptingCallInterface, Listener {
     if (this.unbounded) {
       env.log.error(
         { method: gate.path },
-        'refused call: this @grpc/grpc-js has no per-call message reader ' + 'to bound; use the version ducky pins',
+        'refused call: this @grpc/grpc-js has no per-call message reader to bound; use the version ducky pins',
       )
       return this.refuse(
         grpcStatus('INTERNAL'),
-        `${gate.path}: the server cannot bound the size of requests; the ` + `server log has the cause`,
+        `${gate.path}: the server cannot bound the size of requests; the server log has the cause`,
       )
     }
     if (!gate.auth || env.token === undefined) return this.authorize(metadata)
@@ -272,7 +272,7 @@ class GatedCall implements ServerInterceptingCallInterface, Listener {
       const s = this.env.toStatus(
         err instanceof RpcError
           ? err
-          : new RpcError('INTERNAL', `cannot encode a response of ${gate.path}: ` + `${(err as Error).message}`, {
+          : new RpcError('INTERNAL', `cannot encode a response of ${gate.path}: ${(err as Error).message}`, {
               cause: err,
             }),
         gate.path,

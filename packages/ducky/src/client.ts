@@ -110,7 +110,7 @@ export function connect<S extends ServiceDef>(def: S, address: string, opts: Con
   if (typeof address !== 'string' || address.trim() === '') {
     throw new RpcError(
       'INVALID_ARGUMENT',
-      `address ${JSON.stringify(address)} is empty; pass host:port of ` + `a ducky server`,
+      `address ${JSON.stringify(address)} is empty; pass host:port of a ducky server`,
     )
   }
   const { grpc, metadata } = openChannel(address, def, opts)

@@ -88,7 +88,7 @@ class ServerCallContext implements CallContext {
 
   private cancelled(): void {
     this.controller?.abort(
-      new RpcError('CANCELLED', 'the client cancelled the call, its deadline passed or the ' + 'server shut down', {
+      new RpcError('CANCELLED', 'the client cancelled the call, its deadline passed or the server shut down', {
         method: this.method,
       }),
     )

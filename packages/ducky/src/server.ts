@@ -78,7 +78,7 @@ function grpcService(
     if (typeof handler !== 'function') {
       throw new RpcError(
         'INVALID_ARGUMENT',
-        `service ${def.name}: no handler for method ${name}; add ${name} ` + `to the implementation`,
+        `service ${def.name}: no handler for method ${name}; add ${name} to the implementation`,
       )
     }
     const path = methodPath(def, name)
@@ -175,7 +175,7 @@ export async function serve<S extends ServiceDef>(
         ? reject(
             new RpcError(
               'UNAVAILABLE',
-              `cannot listen on ${bracketed}:${port}: ${err.message}; pick a ` + `free port or another host`,
+              `cannot listen on ${bracketed}:${port}: ${err.message}; pick a free port or another host`,
               { cause: err },
             ),
           )

@@ -143,7 +143,7 @@ export function defineService<const M extends Methods>(def: { name: string; meth
     if (m.codec !== 'ducky' && m.codec !== 'bytes') {
       throw new RpcError(
         'INVALID_ARGUMENT',
-        `service ${def.name}: method ${name} has codec ` + `${JSON.stringify(m.codec)}; use 'ducky' or 'bytes'`,
+        `service ${def.name}: method ${name} has codec ${JSON.stringify(m.codec)}; use 'ducky' or 'bytes'`,
       )
     }
     if (!(METHOD_KINDS as readonly string[]).includes(m.kind)) {

@@ -50,7 +50,7 @@ export function serverCallOf(ctx: CallContext): TunnelServerCall {
   if (typeof call?.write !== 'function' || typeof call.on !== 'function' || typeof call.pause !== 'function') {
     throw new RpcError(
       'INTERNAL',
-      'the tunnel cannot reach the grpc-js call of its context; the ' + 'server and the tunnel service are out of step',
+      'the tunnel cannot reach the grpc-js call of its context; the server and the tunnel service are out of step',
       { method: ctx.method },
     )
   }
@@ -92,7 +92,7 @@ export function serveConnection(
     socket.on('error', (err: NodeJS.ErrnoException) => {
       failure ??= new RpcError(
         'UNAVAILABLE',
-        `the connection to tunnel target ${to} failed: ` + `${err.code ?? err.message}; check the target`,
+        `the connection to tunnel target ${to} failed: ${err.code ?? err.message}; check the target`,
         { method, cause: err },
       )
     })
@@ -108,11 +108,9 @@ export function serveConnection(
       else if (clientEnded && targetEnded) resolve()
       else
         reject(
-          new RpcError(
-            'UNAVAILABLE',
-            `the connection to tunnel target ${to} closed before both ` + `directions ended`,
-            { method },
-          ),
+          new RpcError('UNAVAILABLE', `the connection to tunnel target ${to} closed before both directions ended`, {
+            method,
+          }),
         )
     })
     if (signal.aborted) onAbort()

@@ -50,7 +50,7 @@ export function parseHostPort(text: string, field: string): { host: string; port
   if (!m || port < 1 || port > 65535) {
     throw new RpcError(
       'INVALID_ARGUMENT',
-      `${field}: ${JSON.stringify(text)} is not host:port; write it ` + `like 127.0.0.1:8080 or [::1]:8080`,
+      `${field}: ${JSON.stringify(text)} is not host:port; write it like 127.0.0.1:8080 or [::1]:8080`,
     )
   }
   const host = (m[1] ?? m[2]!).toLowerCase()
@@ -80,7 +80,7 @@ function dial(host: string, port: number, timeoutMs: number, signal: AbortSignal
       reject(
         new RpcError(
           'UNAVAILABLE',
-          `cannot connect to tunnel target ${to}: ` + `${err.code ?? err.message}; check that something listens there`,
+          `cannot connect to tunnel target ${to}: ${err.code ?? err.message}; check that something listens there`,
           { cause: err },
         ),
       )
@@ -104,7 +104,7 @@ export function tunnelService(opts: TunnelServiceOptions): ServiceBinding {
       log.warn({ to: target.key, method }, 'refused tunnel to a target outside the allow-list')
       throw new RpcError(
         'PERMISSION_DENIED',
-        `tunnel target ${target.key} is not allowed; the server allows ` + `${[...allowed].join(', ') || 'no target'}`,
+        `tunnel target ${target.key} is not allowed; the server allows ${[...allowed].join(', ') || 'no target'}`,
         { method },
       )
     }
@@ -119,11 +119,9 @@ export function tunnelService(opts: TunnelServiceOptions): ServiceBinding {
       const call = serverCallOf(ctx)
       const header = ctx.metadata.get(TARGET_HEADER)[0]
       if (typeof header !== 'string')
-        throw new RpcError(
-          'INVALID_ARGUMENT',
-          `missing ${TARGET_HEADER} metadata; open tunnels with ` + `openTunnel()`,
-          { method: ctx.method },
-        )
+        throw new RpcError('INVALID_ARGUMENT', `missing ${TARGET_HEADER} metadata; open tunnels with openTunnel()`, {
+          method: ctx.method,
+        })
       const target = permit(header, ctx.method)
       const socket = await dial(target.host, target.port, timeoutMs, ctx.signal, target.key)
       log.debug({ to: target.key, peer: ctx.peer }, 'tunnel connection opened')
@@ -225,7 +223,7 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
     closeClients()
     throw new RpcError(
       'UNAVAILABLE',
-      `cannot listen on ${host}:${opts.listen}: ` + `${(err as NodeJS.ErrnoException).code}; pick a free local port`,
+      `cannot listen on ${host}:${opts.listen}: ${(err as NodeJS.ErrnoException).code}; pick a free local port`,
       { cause: err },
     )
   }

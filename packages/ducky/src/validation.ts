@@ -26,7 +26,7 @@ export function parseRequest<T extends z.ZodType>(schema: T, value: unknown, met
   if (r.success) return r.data
   throw new RpcError(
     'INVALID_ARGUMENT',
-    `invalid request: ${describeIssues(r.error)}; fix the request to ` + `match the ${method} schema`,
+    `invalid request: ${describeIssues(r.error)}; fix the request to match the ${method} schema`,
     { method },
   )
 }

@@ -160,7 +160,7 @@ function encodeInto(value: unknown, alloc: (total: number) => Buffer): Buffer {
 function malformed(what: string): RpcError {
   return new RpcError(
     'INVALID_ARGUMENT',
-    `malformed ducky message: ${what}; the sender must use the ducky ` + `wire format v${VERSION}`,
+    `malformed ducky message: ${what}; the sender must use the ducky wire format v${VERSION}`,
   )
 }
 
@@ -258,7 +258,7 @@ export function encodeBytes(box: Boxed): Buffer {
   if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength)
   throw new RpcError(
     'INTERNAL',
-    `a bytes-codec message must be a Uint8Array, got ` + `${v === null ? 'null' : typeof v}; fix the method's schema`,
+    `a bytes-codec message must be a Uint8Array, got ${v === null ? 'null' : typeof v}; fix the method's schema`,
   )
 }
 

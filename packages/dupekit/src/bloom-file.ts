@@ -61,13 +61,13 @@ export function bloomFromBytes(bytes: Uint8Array, source = '<bytes>'): BloomFilt
   if (bytes.length < 4 && BLOOM_MAGIC.startsWith(head)) {
     throw new DupekitError(
       'BLOOM_TRUNCATED',
-      `${what} is truncated: ${bytes.length} bytes, not even a header; ` + `re-create or re-copy the file`,
+      `${what} is truncated: ${bytes.length} bytes, not even a header; re-create or re-copy the file`,
     )
   }
   if (head !== BLOOM_MAGIC) {
     throw new DupekitError(
       'BLOOM_FORMAT',
-      `${what} is not a saved Bloom filter (no "${BLOOM_MAGIC}" ` + `magic); check the path`,
+      `${what} is not a saved Bloom filter (no "${BLOOM_MAGIC}" magic); check the path`,
     )
   }
   if (bytes.length < HEADER + TRAILER) {
@@ -113,13 +113,13 @@ export function bloomFromBytes(bytes: Uint8Array, source = '<bytes>'): BloomFilt
   if (bytes.length < expected) {
     throw new DupekitError(
       'BLOOM_TRUNCATED',
-      `${what} is truncated: ${bytes.length} bytes, the header says ` + `${expected}; re-create or re-copy the file`,
+      `${what} is truncated: ${bytes.length} bytes, the header says ${expected}; re-create or re-copy the file`,
     )
   }
   if (bytes.length > expected) {
     throw new DupekitError(
       'BLOOM_CORRUPT',
-      `${what} is corrupted: ${bytes.length} bytes, the header says ` + `${expected}; re-create the filter`,
+      `${what} is corrupted: ${bytes.length} bytes, the header says ${expected}; re-create the filter`,
     )
   }
   const stored = dv.getBigUint64(HEADER + payload, true)
@@ -151,7 +151,7 @@ export async function saveBloom(filter: BloomFilter, path: string): Promise<void
     await rm(tmp, { force: true })
     throw new DupekitError(
       'BLOOM_IO',
-      `cannot save Bloom filter to ${path}: ${(err as Error).message}; ` + `check the directory exists and is writable`,
+      `cannot save Bloom filter to ${path}: ${(err as Error).message}; check the directory exists and is writable`,
       { cause: err },
     )
   }
@@ -165,7 +165,7 @@ export async function loadBloom(path: string): Promise<BloomFilter> {
   } catch (err) {
     throw new DupekitError(
       'BLOOM_IO',
-      `cannot read Bloom filter file ${path}: ${(err as Error).message}` + `; check the path`,
+      `cannot read Bloom filter file ${path}: ${(err as Error).message}; check the path`,
       { cause: err },
     )
   }

@@ -106,7 +106,7 @@ describe('save and load', () => {
   test('the layout is pinned: magic, version, header', () => {
     const bytes = bloomToBytes(new BloomFilter(128, 3, 7))
     expect(bytes.length).toBe(48 + 16 + 8)
-    expect(Buffer.from(bytes.subarray(0, 16)).toString('hex')).toBe('4d424c460100300003000000' + '07000000')
+    expect(Buffer.from(bytes.subarray(0, 16)).toString('hex')).toBe('4d424c46010030000300000007000000')
   })
 
   const codeOf = (fn: () => unknown): string => {
@@ -125,7 +125,7 @@ describe('save and load', () => {
     for (const keep of [0, 3, 20, 48, bytes.length - 1, bytes.length - 9]) {
       await writeFile(path, bytes.subarray(0, keep))
       await expect(loadBloom(path)).rejects.toThrow(
-        new RegExp(`Bloom filter file ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}` + ` is truncated`),
+        new RegExp(`Bloom filter file ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is truncated`),
       )
       await expect(loadBloom(path)).rejects.toMatchObject({ code: 'BLOOM_TRUNCATED' })
     }

@@ -36,7 +36,7 @@ export function bloomSize(expectedItems: number, falsePositiveRate = 0.01): { bi
   if (!(falsePositiveRate > 0 && falsePositiveRate < 1)) {
     throw new DupekitError(
       'INVALID_ARGUMENT',
-      `Bloom filter: falsePositiveRate must be in (0, 1), got ` + `${falsePositiveRate}; e.g. 0.01`,
+      `Bloom filter: falsePositiveRate must be in (0, 1), got ${falsePositiveRate}; e.g. 0.01`,
     )
   }
   const raw = Math.ceil((-expectedItems * Math.log(falsePositiveRate)) / (Math.LN2 * Math.LN2))
@@ -83,7 +83,7 @@ export class BloomFilter {
     if (words !== undefined && words.length !== bits / 32) {
       throw new DupekitError(
         'INVALID_ARGUMENT',
-        `Bloom filter: ${bits} bits need ${bits / 32} words, got ` + `${words.length}`,
+        `Bloom filter: ${bits} bits need ${bits / 32} words, got ${words.length}`,
       )
     }
     this.bits = bits

@@ -36,7 +36,7 @@ function checkSeed(seed: bigint, fn: string): bigint {
   if (typeof seed !== 'bigint' || seed < 0n || seed > MASK64) {
     throw new DupekitError(
       'INVALID_ARGUMENT',
-      `${fn}: seed must be a bigint in [0, 2^64), got ${String(seed)}; ` + `pass e.g. 0n`,
+      `${fn}: seed must be a bigint in [0, 2^64), got ${String(seed)}; pass e.g. 0n`,
     )
   }
   return seed

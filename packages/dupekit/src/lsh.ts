@@ -120,7 +120,7 @@ export class LshIndex {
     if (cap * 3 > 0xffffffff) {
       throw new DupekitError(
         'INVALID_ARGUMENT',
-        `LshIndex: more than ${this.used} buckets; index fewer documents ` + `per LshIndex (shard the corpus)`,
+        `LshIndex: more than ${this.used} buckets; index fewer documents per LshIndex (shard the corpus)`,
       )
     }
     this.table = new Uint32Array(cap * 3)

@@ -68,7 +68,7 @@ export class MinHashPool {
     if (!Number.isInteger(this.batchSize) || this.batchSize < 1) {
       throw new DupekitError(
         'INVALID_ARGUMENT',
-        `MinHashPool: batchSize must be a positive integer, got ` + `${this.batchSize}`,
+        `MinHashPool: batchSize must be a positive integer, got ${this.batchSize}`,
       )
     }
   }

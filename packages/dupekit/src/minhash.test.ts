@@ -142,7 +142,7 @@ describe('MinHash Jaccard estimates (statistical)', () => {
   })
 
   test.each(rows.map((r) => [r.J, r] as const))(
-    'J = %f: every estimate within 5 sigma, the mean within 4 ' + 'sigma/sqrt(n)',
+    'J = %f: every estimate within 5 sigma, the mean within 4 sigma/sqrt(n)',
     (_, r) => {
       for (const e of r.ests) expect(Math.abs(e - r.J)).toBeLessThanOrEqual(5 * r.sigma)
       const mean = r.ests.reduce((s, e) => s + e, 0) / r.ests.length
@@ -215,7 +215,7 @@ describe('kernel-side normalization', () => {
     ['word', 1],
     ['word', 2],
   ] as const)(
-    '%s %i-grams: signature(text) = signature(normalizeText(text)) ' + 'without normalization',
+    '%s %i-grams: signature(text) = signature(normalizeText(text)) without normalization',
     (shingle, ngram) => {
       for (const stripPunctuation of [false, true]) {
         const fast = new MinHasher({ shingle, ngram, numPerm: 16, normalize: { stripPunctuation } })

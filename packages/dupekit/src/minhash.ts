@@ -60,25 +60,25 @@ export function resolveMinHashParams(options: MinHashOptions = {}): MinHashParam
   if (!Number.isInteger(p.numPerm) || p.numPerm < 1 || p.numPerm > 65536) {
     throw new DupekitError(
       'INVALID_ARGUMENT',
-      `MinHash numPerm must be an integer in [1, 65536], got ` + `${p.numPerm}; the default is 286`,
+      `MinHash numPerm must be an integer in [1, 65536], got ${p.numPerm}; the default is 286`,
     )
   }
   if (!Number.isInteger(p.ngram) || p.ngram < 1 || p.ngram > 64) {
     throw new DupekitError(
       'INVALID_ARGUMENT',
-      `MinHash ngram must be an integer in [1, 64], got ${p.ngram}; ` + `the default is 5`,
+      `MinHash ngram must be an integer in [1, 64], got ${p.ngram}; the default is 5`,
     )
   }
   if (p.shingle !== 'char' && p.shingle !== 'word') {
     throw new DupekitError(
       'INVALID_ARGUMENT',
-      `MinHash shingle must be 'char' or 'word', got ` + `${JSON.stringify(p.shingle)}`,
+      `MinHash shingle must be 'char' or 'word', got ${JSON.stringify(p.shingle)}`,
     )
   }
   if (!Number.isInteger(p.seed) || p.seed < 0 || p.seed > 0xffffffff) {
     throw new DupekitError(
       'INVALID_ARGUMENT',
-      `MinHash seed must be an integer in [0, 2^32), got ${p.seed}; ` + `the default is 42`,
+      `MinHash seed must be an integer in [0, 2^32), got ${p.seed}; the default is 42`,
     )
   }
   return p
@@ -190,7 +190,7 @@ export function estimateJaccard(a: Uint32Array, b: Uint32Array): number {
   if (a.length !== b.length || a.length === 0) {
     throw new DupekitError(
       'INVALID_ARGUMENT',
-      `estimateJaccard: signatures must have the same non-zero length, ` + `got ${a.length} and ${b.length}`,
+      `estimateJaccard: signatures must have the same non-zero length, got ${a.length} and ${b.length}`,
     )
   }
   let same = 0

@@ -176,14 +176,14 @@ async function putGet(): Promise<void> {
   )
   report(
     'sha256_bound_vs_copy_mb_per_s',
-    'sha256 alone on one core from a cache-hot buffer, no I/O (the ' + 'most put or get can reach) vs plain copy',
+    'sha256 alone on one core from a cache-hot buffer, no I/O (the most put or get can reach) vs plain copy',
     mb,
     t.hash,
     t.copy,
   )
   report(
     'put_no_fsync_vs_kernel_copy_mb_per_s',
-    'put with fsync: false vs fs.copyFile (copy_file_range, no ' + 'user-space copy)',
+    'put with fsync: false vs fs.copyFile (copy_file_range, no user-space copy)',
     mb,
     t.scratch,
     t.kernel,
@@ -217,7 +217,7 @@ async function putGet(): Promise<void> {
   const c = await store.commit('bench/big', async (txn) => void (await txn.put('data.bin', { file: src })))
   const view = await store.open(c.ref)
   const blobFile = store.storage.localPath(
-    `blobs/sha256/${c.manifest.files['data.bin']!.blob.slice(0, 2)}/` + `${c.manifest.files['data.bin']!.blob}`,
+    `blobs/sha256/${c.manifest.files['data.bin']!.blob.slice(0, 2)}/${c.manifest.files['data.bin']!.blob}`,
   )!
   const getTimes: number[] = []
   const baseTimes: number[] = []
@@ -236,7 +236,7 @@ async function putGet(): Promise<void> {
   }
   report(
     'get_verified_vs_copy_mb_per_s',
-    'copyTo (bytes verified against the hash before the file ' + 'appears) vs plain copy',
+    'copyTo (bytes verified against the hash before the file appears) vs plain copy',
     mb,
     getTimes,
     baseTimes,

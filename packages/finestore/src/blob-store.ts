@@ -70,7 +70,7 @@ export function checkHash(hash: string): string {
   if (!HASH_RE.test(hash))
     throw new FinestoreError(
       'INVALID_HASH',
-      `blob hash "${hash}" is invalid: expected 64 lowercase hex ` + `digits of a sha256`,
+      `blob hash "${hash}" is invalid: expected 64 lowercase hex digits of a sha256`,
     )
   return hash
 }
@@ -336,7 +336,7 @@ export class BlobStore {
     }
     throw new FinestoreError(
       'CONFLICT',
-      `blob ${hash} kept changing while it was being stored (` + `${blobPath(hash)}); put it again`,
+      `blob ${hash} kept changing while it was being stored (${blobPath(hash)}); put it again`,
       true,
     )
   }

@@ -48,7 +48,7 @@ export class BlobCache {
     if (!(opts.maxBytes > 0))
       throw new FinestoreError(
         'INVALID_INPUT',
-        `cache maxBytes must be a positive number of bytes, got ` + `${opts.maxBytes}`,
+        `cache maxBytes must be a positive number of bytes, got ${opts.maxBytes}`,
       )
     const cache = new BlobCache(opts.dir, opts.maxBytes)
     await rm(join(opts.dir, '.tmp'), { recursive: true, force: true })

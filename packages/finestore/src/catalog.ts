@@ -130,7 +130,7 @@ export class Catalog {
     )
     const insFile = this.db.prepare('INSERT INTO files (artifact, version, path, blob, size) VALUES (?, ?, ?, ?, ?)')
     const insLineage = this.db.prepare(
-      'INSERT OR IGNORE INTO lineage (artifact, version, src_artifact, ' + 'src_version) VALUES (?, ?, ?, ?)',
+      'INSERT OR IGNORE INTO lineage (artifact, version, src_artifact, src_version) VALUES (?, ?, ?, ?)',
     )
     const upArtifact = this.db.prepare(
       `INSERT INTO artifacts (name, kind, head) VALUES (?, ?, ?)
@@ -233,7 +233,7 @@ export class Catalog {
       if (!KEY.test(key))
         throw new FinestoreError(
           'INVALID_INPUT',
-          `metadata key "${key}" is invalid: use dotted names of letters, ` + `digits, "_" or "-" (e.g. "stats.docs")`,
+          `metadata key "${key}" is invalid: use dotted names of letters, digits, "_" or "-" (e.g. "stats.docs")`,
         )
       const expr = 'json_extract(v.metadata, ?)'
       const path = `$.${key}`
@@ -297,7 +297,7 @@ export class Catalog {
   /** Versions whose files use blob `hash`. */
   blobUsers(hash: string): { artifact: string; version: number; path: string }[] {
     return this.db
-      .prepare('SELECT artifact, version, path FROM files WHERE blob = ? ORDER ' + 'BY artifact, version, path')
+      .prepare('SELECT artifact, version, path FROM files WHERE blob = ? ORDER BY artifact, version, path')
       .all(hash) as {
       artifact: string
       version: number

@@ -26,7 +26,7 @@ function storeOf(io: CliIo, ctx: CliContext): { url: () => string; open: () => P
       if (localDir !== undefined && !existsSync(localDir)) {
         throw new FinestoreError(
           'NOT_FOUND',
-          `no finestore store at ${localDir}; pass --prefix (or set ` + `MARIN_PREFIX) to the prefix that holds store/`,
+          `no finestore store at ${localDir}; pass --prefix (or set MARIN_PREFIX) to the prefix that holds store/`,
         )
       }
       const store = await openStore({ url })
@@ -155,7 +155,7 @@ export const defineVerify =
         const from = o.repairFrom === undefined ? undefined : resolve(o.repairFrom)
         if (from !== undefined && !statSync(from, { throwIfNoEntry: false })?.isDirectory()) {
           throw new UsageError(
-            `--repair-from ${from} is not a folder; pass the folder that ` + `holds good copies of the files`,
+            `--repair-from ${from} is not a folder; pass the folder that holds good copies of the files`,
           )
         }
         const where = storeOf(io, ctx)

@@ -105,13 +105,11 @@ export function showVerify(r: VerifyReport, from: string | undefined): string {
         ` blobs intact (${human(r.bytesChecked)} rehashed)`,
     )
     if (r.unreadableManifests.length > 0)
-      lines.push(
-        `but ${r.unreadableManifests.length} manifests are unreadable: ` + `restore them from a copy of the store`,
-      )
+      lines.push(`but ${r.unreadableManifests.length} manifests are unreadable: restore them from a copy of the store`)
     return lines.join('\n')
   }
   if (from !== undefined)
-    lines.push(`not repaired: no file under ${from} has the right bytes of ` + `${r.damaged.length} damaged blobs`)
+    lines.push(`not repaired: no file under ${from} has the right bytes of ${r.damaged.length} damaged blobs`)
   lines.push(
     `${r.damaged.length} damaged blobs break ` +
       `${r.brokenVersions.length} versions` +

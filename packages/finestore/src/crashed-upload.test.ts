@@ -59,7 +59,7 @@ test('an upload killed with SIGKILL: gc says what it holds and why, ' +
   const human = await finestore(['--prefix', dir, 'gc', '--grace', '0'])
   expect(human.code, human.err).toBe(0)
   expect(human.out).toMatch(
-    new RegExp(`pins held \\(1\\):\\n  .*datasets/crash.*pid ${pid} on ` + `${hostname()} \\(gone\\).*since .*until `),
+    new RegExp(`pins held \\(1\\):\\n  .*datasets/crash.*pid ${pid} on ${hostname()} \\(gone\\).*since .*until `),
   )
   expect(human.out).toMatch(
     new RegExp(

@@ -77,7 +77,7 @@ describe.each(BACKENDS)('gc on %s', (backend) => {
   })
 
   test.each(['bytes', 'stream'] as const)(
-    'a commit that dedups (%s) against an orphan while gc removes it ' + 'still lands complete',
+    'a commit that dedups (%s) against an orphan while gc removes it still lands complete',
     async (source) => {
       // A store whose gc pauses after reading pins and before reading manifests:
       // exactly the window in which a transaction can find a blob that gc is about to remove.

@@ -260,7 +260,7 @@ async function acquire(storage: Storage, leaseMs: number): Promise<Lease> {
       if (!isConditionFailed(err)) throw err
       throw new FinestoreError(
         'GC_RUNNING',
-        'this gc lost its hold on the store (its lease expired and ' + 'another gc took over); stopped',
+        'this gc lost its hold on the store (its lease expired and another gc took over); stopped',
         true,
         { cause: err },
       )

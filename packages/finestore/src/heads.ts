@@ -118,7 +118,7 @@ export async function moveTag(
     if (!isConditionFailed(err)) throw err
     throw new ConflictError(
       artifact,
-      `tag ${artifact}@${tag} was moved by another writer at the same ` + `time; re-read it and retry`,
+      `tag ${artifact}@${tag} was moved by another writer at the same time; re-read it and retry`,
       { cause: err },
     )
   }

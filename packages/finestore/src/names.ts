@@ -28,7 +28,7 @@ export function checkTagName(tag: string): string {
   if (!TAG.test(tag) || tag.length > 128) {
     throw new FinestoreError(
       'INVALID_NAME',
-      `tag "${tag}" is invalid: start with a letter, then letters, ` + `digits, ".", "_" or "-" (e.g. "best")`,
+      `tag "${tag}" is invalid: start with a letter, then letters, digits, ".", "_" or "-" (e.g. "best")`,
     )
   }
   return tag
@@ -79,7 +79,7 @@ export function parseRef(ref: string): ArtifactRef {
   if (TAG.test(sel)) return { artifact, selector: sel }
   throw new FinestoreError(
     'INVALID_REF',
-    `reference "${ref}" is invalid: after "@" put a version number ` + `(1, 2, …) or a tag name (e.g. "${artifact}@3")`,
+    `reference "${ref}" is invalid: after "@" put a version number (1, 2, …) or a tag name (e.g. "${artifact}@3")`,
   )
 }
 

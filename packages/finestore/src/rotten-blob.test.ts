@@ -32,7 +32,7 @@ describe.each(BACKENDS)('a rotten blob on %s', (backend) => {
   })
 
   test.each(['bytes', 'stream'] as const)(
-    'a commit (%s) whose content dedups onto a rotten blob replaces ' + 'it with the verified upload and warns',
+    'a commit (%s) whose content dedups onto a rotten blob replaces it with the verified upload and warns',
     async (source) => {
       configureLogging({ destination: { write: (l: string) => void lines.push(l) }, pretty: false, level: 'info' })
       t = await newStore(backend)

@@ -222,7 +222,7 @@ export class Store {
       if (v === undefined)
         throw new FinestoreError(
           'NOT_FOUND',
-          `artifact ${artifact} has no versions; commit one first ` + `(store.begin("${artifact}"))`,
+          `artifact ${artifact} has no versions; commit one first (store.begin("${artifact}"))`,
         )
       return { artifact, version: v }
     }

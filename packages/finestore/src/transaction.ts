@@ -246,7 +246,7 @@ export class Transaction {
     if (this.#state === 'committing')
       throw new FinestoreError(
         'TXN_CLOSED',
-        `transaction on ${this.artifact} is committing; wait for ` + `commit() instead of aborting`,
+        `transaction on ${this.artifact} is committing; wait for commit() instead of aborting`,
       )
     this.#state = 'aborted'
     await Promise.allSettled([...this.#inflight])
@@ -287,7 +287,7 @@ export class Transaction {
     if (this.#state !== 'open')
       throw new FinestoreError(
         'TXN_CLOSED',
-        `transaction on ${this.artifact} is already ${this.#state}; ` + `begin a new one`,
+        `transaction on ${this.artifact} is already ${this.#state}; begin a new one`,
       )
   }
 }

@@ -51,7 +51,7 @@ test('verify rehashes every blob: exit 1 naming damaged blobs and the ' +
   expect(bad.out).toContain(`${part}  corrupt`)
   expect(bad.out).toContain(`${readme}  missing`)
   expect(bad.out).toMatch(
-    new RegExp(`${part}  corrupt.*\\n    datasets/web@1  part-0\\.jsonl\\n    ` + `datasets/web@2  part-0\\.jsonl`),
+    new RegExp(`${part}  corrupt.*\\n    datasets/web@1  part-0\\.jsonl\\n    datasets/web@2  part-0\\.jsonl`),
   )
   expect(bad.out).toMatch(new RegExp(`${readme}  missing.*\\n    datasets/web@1  README\\n    datasets/web@2  README`))
   expect(bad.out).toMatch(/2 damaged blobs break 2 versions/)
@@ -90,7 +90,7 @@ test('verify rehashes every blob: exit 1 naming damaged blobs and the ' +
   io.out.length = 0
   expect(await run(['verify', '--repair-from', backup.dir])).toBe(0)
   expect(io.out.join('')).toContain(
-    `repaired ${readme} from ` + `${join(backup.dir, 'nested', 'deeper', 'readme-copy.txt')}`,
+    `repaired ${readme} from ${join(backup.dir, 'nested', 'deeper', 'readme-copy.txt')}`,
   )
   expect(await store.blobs.exists(readme)).toBe(true)
 

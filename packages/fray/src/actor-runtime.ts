@@ -67,7 +67,7 @@ export class ActorRuntime {
     } catch (err) {
       throw new FrayError(
         'ACTOR_START_FAILED',
-        `actor ${spec.name}: cannot import ${spec.cls.module}: ` + `${(err as Error).message}`,
+        `actor ${spec.name}: cannot import ${spec.cls.module}: ${(err as Error).message}`,
         { cause: err },
       )
     }
@@ -87,7 +87,7 @@ export class ActorRuntime {
     } catch (err) {
       throw new FrayError(
         'ACTOR_START_FAILED',
-        `actor ${spec.name}: constructor of ${spec.cls.export} threw: ` + `${(err as Error).message}`,
+        `actor ${spec.name}: constructor of ${spec.cls.export} threw: ${(err as Error).message}`,
         { cause: err },
       )
     }
@@ -145,7 +145,7 @@ export class ActorRuntime {
         if (!pending || pending.epoch !== j.epoch)
           throw new FrayError(
             'NOT_IN_MESH',
-            `actor ${this.spec.name}: mesh ${j.meshId} (link ${j.epoch}) was ` + `not opened here`,
+            `actor ${this.spec.name}: mesh ${j.meshId} (link ${j.epoch}) was not opened here`,
           )
         this.pendingPeers.delete(j.meshId)
         await pending.peers.connect(j.rank, j.peers)

@@ -219,17 +219,17 @@ describe('mesh axes and failures', () => {
     {
       what: 'allReduce against broadcast',
       calls: [sum10, { name: 'broadcast', root: 0, n: 10 }],
-      says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called ' + 'broadcast(root 0, 40 bytes)',
+      says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called broadcast(root 0, 40 bytes)',
     },
     {
       what: 'different ops',
       calls: [sum10, { name: 'allReduce', op: 'max', n: 10 }],
-      says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called ' + 'allReduce(op max, 40 bytes)',
+      says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called allReduce(op max, 40 bytes)',
     },
     {
       what: 'different lengths',
       calls: [sum10, { name: 'allReduce', op: 'sum', n: 12 }],
-      says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called ' + 'allReduce(op sum, 48 bytes)',
+      says: 'member 0 called allReduce(op sum, 40 bytes), member 1 called allReduce(op sum, 48 bytes)',
     },
     {
       what: 'barrier against allReduce',
@@ -242,7 +242,7 @@ describe('mesh axes and failures', () => {
         { name: 'broadcast', root: 0, n: 10 },
         { name: 'broadcast', root: 1, n: 10 },
       ],
-      says: 'member 0 called broadcast(root 0, 40 bytes), member 1 called ' + 'broadcast(root 1, 40 bytes)',
+      says: 'member 0 called broadcast(root 0, 40 bytes), member 1 called broadcast(root 1, 40 bytes)',
     },
   ] as { what: string; calls: Call[]; says: string }[])(
     'mismatched calls ($what) fail on every member, naming the calls',

@@ -33,7 +33,7 @@ export function currentActor(): ActorContext {
   if (!ctx)
     throw new FrayError(
       'ACTOR_NOT_FOUND',
-      'currentActor() was called outside an actor; call it from an ' + 'actor method or constructor',
+      'currentActor() was called outside an actor; call it from an actor method or constructor',
     )
   return ctx
 }

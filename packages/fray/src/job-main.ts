@@ -10,9 +10,7 @@ try {
   const mod = (await import(spec.module)) as Record<string, unknown>
   const fn = mod[spec.export]
   if (typeof fn !== 'function')
-    throw new Error(
-      `${spec.module} exports no function "${spec.export}"; exports ` + `are [${Object.keys(mod).join(', ')}]`,
-    )
+    throw new Error(`${spec.module} exports no function "${spec.export}"; exports are [${Object.keys(mod).join(', ')}]`)
   await fn(...spec.args)
   process.exitCode = 0
 } catch (err) {

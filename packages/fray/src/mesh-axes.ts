@@ -24,7 +24,7 @@ export function resolveAxes(input: MeshAxesInput, members: number): MeshAxes {
       if (rest !== null)
         throw new FrayError(
           'INVALID_MESH',
-          `mesh axes "${rest}" and "${name}" are both -1; at most one axis ` + `may take the rest`,
+          `mesh axes "${rest}" and "${name}" are both -1; at most one axis may take the rest`,
         )
       rest = name
     } else if (!Number.isInteger(size) || size < 1) {

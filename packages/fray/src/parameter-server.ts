@@ -54,7 +54,7 @@ export class ParameterServer {
     if (!Number.isInteger(shards) || shards < 1 || shards > opts.init.length) {
       throw new FrayError(
         'PARAMETER_SERVER',
-        `ParameterServer: shards=${shards} must be an integer in [1, ` + `${opts.init.length}] (the parameter count)`,
+        `ParameterServer: shards=${shards} must be an integer in [1, ${opts.init.length}] (the parameter count)`,
       )
     }
     const lr = opts.lr ?? 1

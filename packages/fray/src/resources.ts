@@ -59,7 +59,7 @@ export function resources(input: ResourcesInput = {}): Resources {
     const field = issue.path.length ? issue.path.join('.') : Object.keys(input).join(',')
     throw new FrayError(
       'INVALID_RESOURCES',
-      `resources.${field}: ${issue.message}; allowed keys are cpu, ` + `memory, gpu, replicas`,
+      `resources.${field}: ${issue.message}; allowed keys are cpu, memory, gpu, replicas`,
     )
   }
   return r.data

@@ -83,7 +83,7 @@ for (let r = 0; r < RUNS; r++) {
   direct.push(await directRun())
   iris.push(await irisRun())
   process.stderr.write(
-    `run ${r + 1}/${RUNS}: iris ${iris[r]!.seconds.toFixed(2)} s, ` + `direct ${direct[r]!.seconds.toFixed(2)} s\n`,
+    `run ${r + 1}/${RUNS}: iris ${iris[r]!.seconds.toFixed(2)} s, direct ${direct[r]!.seconds.toFixed(2)} s\n`,
   )
 }
 

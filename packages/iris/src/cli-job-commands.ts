@@ -26,7 +26,7 @@ function parseSecrets(pairs: readonly string[]): Record<string, string> {
     const eq = p.indexOf('=')
     const spec = p.slice(eq + 1)
     if (eq <= 0 || !/^(env:.|file:.)/.test(spec))
-      throw new UsageError(`--secret "${p}": expected NAME=env:VAR or NAME=file:PATH; ` + `${SECRET_SPEC_MESSAGE}`)
+      throw new UsageError(`--secret "${p}": expected NAME=env:VAR or NAME=file:PATH; ${SECRET_SPEC_MESSAGE}`)
     secrets[p.slice(0, eq)] = spec
   }
   return secrets
@@ -40,13 +40,13 @@ export function defineSubmit(cmd: Command, io: CliIo, ctx: CliContext): void {
     .option('--image <image>', 'container image (needs a worker with a docker engine)')
     .option(
       '--env <K=V>',
-      'environment variable for the task (repeatable); status and ' + 'lists show its name only',
+      'environment variable for the task (repeatable); status and lists show its name only',
       collect,
       [],
     )
     .option(
       '--secret <NAME=SPEC>',
-      'secret variable for the task, resolved on the worker from ' + 'env:VAR or file:PATH (repeatable)',
+      'secret variable for the task, resolved on the worker from env:VAR or file:PATH (repeatable)',
       collect,
       [],
     )
@@ -54,7 +54,7 @@ export function defineSubmit(cmd: Command, io: CliIo, ctx: CliContext): void {
     .addOption(new Option('--priority <band>', 'priority band').choices(PRIORITIES).default('batch'))
     .option(
       '--mount <ARTIFACT[@VERSION]:path>',
-      'materialize a finestore artifact read-only in the task ' + 'directory (repeatable)',
+      'materialize a finestore artifact read-only in the task directory (repeatable)',
       collect,
       [],
     )

@@ -24,7 +24,7 @@ export function defineController(cmd: Command, io: CliIo): void {
     .addOption(new Option('--token-env <name>', 'environment variable holding the cluster token').default('IRIS_TOKEN'))
     .option(
       '--token-file <path>',
-      'file holding the cluster token (default: a 0600 file "token" ' + 'beside the state, made if missing)',
+      'file holding the cluster token (default: a 0600 file "token" beside the state, made if missing)',
     )
     .option('--no-auth', 'serve without any token: anyone who reaches the port may run commands as this account')
     .option('--tls-cert <path>', 'serve TLS with this certificate chain (PEM); needs --tls-key')
@@ -33,7 +33,7 @@ export function defineController(cmd: Command, io: CliIo): void {
     .option('--worker-timeout <duration>', 'a worker silent this long is lost', '30s')
     .action(async (o) => {
       if (Boolean(o.tlsCert) !== Boolean(o.tlsKey))
-        throw new UsageError('controller: --tls-cert and --tls-key go together; pass both PEM ' + 'files or neither')
+        throw new UsageError('controller: --tls-cert and --tls-key go together; pass both PEM files or neither')
       const statePath = resolve(
         o.state ?? join(localMarinPrefix({ prefix: o.prefix, env: io.env }), MARIN_LAYOUT.irisState),
       )
@@ -79,7 +79,7 @@ export function defineWorker(cmd: Command, io: CliIo): void {
     .addOption(new Option('--token-env <name>', 'environment variable holding the cluster token').default('IRIS_TOKEN'))
     .option(
       '--token-file <path>',
-      'file holding the cluster token (default: IRIS_TOKEN_FILE, then ' + '<MARIN_PREFIX>/iris/token)',
+      'file holding the cluster token (default: IRIS_TOKEN_FILE, then <MARIN_PREFIX>/iris/token)',
     )
     .addOption(tlsCaOption(io))
     .option('--work-dir <dir>', 'where task directories go (default: <prefix>/iris/work)')

@@ -131,7 +131,7 @@ describe.sequential('iris cluster of separate processes', () => {
     const jobId = await client.submit({
       name: 'chatty',
       resources: 'cpu=1,memory=64M',
-      command: ['sh', '-c', `echo line-1; echo line-2; while [ ! -f ${gate} ]; do sleep ` + `0.05; done; echo line-3`],
+      command: ['sh', '-c', `echo line-1; echo line-2; while [ ! -f ${gate} ]; do sleep 0.05; done; echo line-3`],
     })
     const follow = startIris(['logs', jobId, '--follow', '--controller', address], {
       logDir: dir,

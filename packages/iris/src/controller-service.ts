@@ -176,7 +176,7 @@ class Access {
           `allowChildren (iris submit --allow-children) to let its tasks do so`,
       )
     if (isFinalJobState(parent.state))
-      throw denied(`job ${p.jobId} is ${parent.state}; a finished job submits no ` + `more children`)
+      throw denied(`job ${p.jobId} is ${parent.state}; a finished job submits no more children`)
     return { spec: { ...spec, parent: p.jobId }, principal: p }
   }
 
@@ -195,7 +195,7 @@ export function controllerImpl(c: Controller, auth?: ClusterAuth) {
       const key =
         requestId === undefined
           ? undefined
-          : `${s.principal.kind === 'admin' ? 'admin' : `job:${s.principal.jobId}`}` + `/${requestId}`
+          : `${s.principal.kind === 'admin' ? 'admin' : `job:${s.principal.jobId}`}/${requestId}`
       return { jobId: c.submit(s.spec, key === undefined ? {} : { requestId: key }) }
     }),
     getJob: guard(({ jobId }: { jobId: string }, ctx: CallContext) => {

@@ -46,11 +46,7 @@ describe('controller with in-process workers', () => {
         replicas: 3,
         resources: 'cpu=0.5',
         env: { GREETING: 'hi' },
-        command: [
-          'sh',
-          '-c',
-          'echo "$GREETING $IRIS_JOB_ID $IRIS_TASK_INDEX/$IRIS_NUM_TASKS ' + '$IRIS_CONTROLLER"; pwd',
-        ],
+        command: ['sh', '-c', 'echo "$GREETING $IRIS_JOB_ID $IRIS_TASK_INDEX/$IRIS_NUM_TASKS $IRIS_CONTROLLER"; pwd'],
       }),
     )
     const job = await controller.waitForJob(id)

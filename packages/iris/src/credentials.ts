@@ -39,7 +39,7 @@ export class ClusterAuth {
     if (clusterToken === '' || /\s/.test(clusterToken))
       throw new IrisError(
         'BAD_REQUEST',
-        'the cluster token must be a non-empty string without ' + 'whitespace; check the token file',
+        'the cluster token must be a non-empty string without whitespace; check the token file',
       )
     this.adminDigest = sha256(clusterToken)
     this.jobKey = createHash('sha256').update('iris job tokens\0').update(clusterToken).digest()
@@ -112,7 +112,7 @@ export function readTokenFile(path: string, field = 'token file', opts: { privat
   if (opts.private && process.getuid && st.uid !== process.getuid())
     throw new IrisError(
       'UNAUTHENTICATED',
-      `${field}: ${path} belongs to another account (uid ${st.uid}); ` + `use a token file of your own`,
+      `${field}: ${path} belongs to another account (uid ${st.uid}); use a token file of your own`,
     )
   const token = readFileSync(path, 'utf8').trim()
   if (token === '') throw new IrisError('UNAUTHENTICATED', `${field}: ${path} is empty; write the token into it`)

@@ -22,7 +22,7 @@ const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/
 const SECRET_SPEC = /^(env:[A-Za-z_][A-Za-z0-9_]*|file:.+)$/
 /** Why a secret spec was refused; a literal value would travel and be stored in plain text. */
 export const SECRET_SPEC_MESSAGE =
-  'a secret is env:NAME or file:PATH (resolved on the worker); a ' + 'literal value would be stored in plain text'
+  'a secret is env:NAME or file:PATH (resolved on the worker); a literal value would be stored in plain text'
 
 /** The resolved job spec: what the controller stores and what the wire carries. */
 export const JobSpecSchema = z.strictObject({

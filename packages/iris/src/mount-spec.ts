@@ -22,7 +22,7 @@ export function parseMount(text: string): Mount {
   if (artifact === '' || version === '') {
     throw new IrisError(
       'BAD_MOUNT',
-      `mount "${text}": artifact name or version is empty; expected ` + `ARTIFACT[@VERSION]:path`,
+      `mount "${text}": artifact name or version is empty; expected ARTIFACT[@VERSION]:path`,
     )
   }
   checkMountPath(path, text)

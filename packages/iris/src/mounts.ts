@@ -28,7 +28,7 @@ export function finestoreMounts(storeUrl: string): MountMaterializer {
     if (existsSync(dest))
       throw new IrisError(
         'MOUNT_FAILED',
-        `mount ${mountRef(mount)}: ${mount.path} already exists in the ` + `task directory; mount each path once`,
+        `mount ${mountRef(mount)}: ${mount.path} already exists in the task directory; mount each path once`,
       )
     store ??= openStore({ url: storeUrl }).catch((err: unknown) => {
       store = undefined
@@ -39,7 +39,7 @@ export function finestoreMounts(storeUrl: string): MountMaterializer {
       for (const f of view.files()) await view.copyTo(f, join(dest, f))
       if (view.files().length === 0) mkdirSync(dest, { recursive: true })
     } catch (err) {
-      throw new IrisError('MOUNT_FAILED', `mount ${mountRef(mount)} from ${storeUrl}: ` + `${(err as Error).message}`, {
+      throw new IrisError('MOUNT_FAILED', `mount ${mountRef(mount)} from ${storeUrl}: ${(err as Error).message}`, {
         cause: err,
       })
     }

@@ -45,7 +45,7 @@ export function parseResources(text: string, defaults: Resources = DEFAULT_RESOU
       if (value === '' || !Number.isFinite(n) || n <= 0)
         throw new IrisError(
           'BAD_RESOURCES',
-          `resources: cpu="${value}" must be a positive number such as ` + `cpu=1 or cpu=0.5`,
+          `resources: cpu="${value}" must be a positive number such as cpu=1 or cpu=0.5`,
         )
       out.cpu = n
     } else if (key === 'memory' || key === 'mem') {
@@ -55,7 +55,7 @@ export function parseResources(text: string, defaults: Resources = DEFAULT_RESOU
       if (value === '' || !Number.isInteger(n) || n < 0)
         throw new IrisError(
           'BAD_RESOURCES',
-          `resources: gpu="${value}" must be a whole number of devices ` + `such as gpu=0 or gpu=8`,
+          `resources: gpu="${value}" must be a whole number of devices such as gpu=0 or gpu=8`,
         )
       out.gpu = n
     } else {

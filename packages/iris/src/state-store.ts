@@ -72,7 +72,7 @@ export class StateStore {
       }
       const seq = (this.stmt('SELECT COALESCE(MAX(seq), 0) + 1 AS s FROM jobs').get() as { s: number }).s
       this.stmt(
-        'INSERT INTO jobs (job_id, seq, name, state, priority, spec, ' + 'submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        'INSERT INTO jobs (job_id, seq, name, state, priority, spec, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
       ).run(jobId, seq, spec.name, 'PENDING', spec.priority, JSON.stringify(spec), now)
       const ins = this.stmt(`INSERT INTO tasks (job_id, task_index, state) VALUES (?, ?, 'PENDING')`)
       for (let i = 0; i < spec.replicas; i++) ins.run(jobId, i)
@@ -230,7 +230,7 @@ export class StateStore {
   /** Creates the next attempt of a PENDING task on `workerId`; returns undefined if the task is no longer pending. */
   assign(jobId: string, taskIndex: number, workerId: string, now = Date.now()): AttemptStatus | undefined {
     return this.db.transaction(() => {
-      const t = this.stmt('SELECT state, attempts FROM tasks WHERE job_id = ? AND ' + 'task_index = ?').get(
+      const t = this.stmt('SELECT state, attempts FROM tasks WHERE job_id = ? AND task_index = ?').get(
         jobId,
         taskIndex,
       ) as Row | undefined
@@ -238,7 +238,7 @@ export class StateStore {
       const attempt = Number(t.attempts) + 1
       const attemptId = `${jobId}/${taskIndex}/${attempt}`
       this.stmt(
-        `UPDATE tasks SET state = 'ASSIGNED', attempts = ?, worker_id = ` + `? WHERE job_id = ? AND task_index = ?`,
+        `UPDATE tasks SET state = 'ASSIGNED', attempts = ?, worker_id = ? WHERE job_id = ? AND task_index = ?`,
       ).run(attempt, workerId, jobId, taskIndex)
       this.stmt(
         `INSERT INTO attempts (attempt_id, job_id, task_index, attempt, ` +
@@ -257,9 +257,10 @@ export class StateStore {
         | undefined
       if (a?.state !== 'ASSIGNED') return false
       this.stmt(`UPDATE attempts SET state = 'RUNNING', started_at = ? WHERE attempt_id = ?`).run(now, attemptId)
-      this.stmt(
-        `UPDATE tasks SET state = 'RUNNING' WHERE job_id = ? AND ` + `task_index = ? AND state = 'ASSIGNED'`,
-      ).run(a.job_id, a.task_index)
+      this.stmt(`UPDATE tasks SET state = 'RUNNING' WHERE job_id = ? AND task_index = ? AND state = 'ASSIGNED'`).run(
+        a.job_id,
+        a.task_index,
+      )
       this.stmt(
         `UPDATE jobs SET state = 'RUNNING', started_at = ` +
           `COALESCE(started_at, ?) WHERE job_id = ? AND state = 'PENDING'`,
@@ -310,7 +311,7 @@ export class StateStore {
         if (failures <= spec.maxRetriesFailure && !isFinalJobState(String(job.state))) taskState = 'PENDING'
       } else if (state === 'WORKER_FAILED') {
         const losses = Number(t.worker_losses) + 1
-        this.stmt('UPDATE tasks SET worker_losses = ? WHERE job_id = ? AND ' + 'task_index = ?').run(
+        this.stmt('UPDATE tasks SET worker_losses = ? WHERE job_id = ? AND task_index = ?').run(
           losses,
           jobId,
           taskIndex,
@@ -342,12 +343,12 @@ export class StateStore {
     return this.db.transaction(() => {
       const job = this.getJob(jobId)
       if (!isFinalJobState(job.state)) {
-        this.stmt(`UPDATE jobs SET state = 'KILLED', finished_at = ?, error = ? ` + `WHERE job_id = ?`).run(
+        this.stmt(`UPDATE jobs SET state = 'KILLED', finished_at = ?, error = ? WHERE job_id = ?`).run(
           now,
           reason,
           jobId,
         )
-        this.stmt(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? ` + `AND state = 'PENDING'`).run(
+        this.stmt(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? AND state = 'PENDING'`).run(
           reason,
           jobId,
         )
@@ -379,14 +380,14 @@ export class StateStore {
         exitCode = 0
       }
       if (isFinalJobState(state)) {
-        this.stmt('UPDATE jobs SET state = ?, finished_at = ?, exit_code = ?, ' + 'error = ? WHERE job_id = ?').run(
+        this.stmt('UPDATE jobs SET state = ?, finished_at = ?, exit_code = ?, error = ? WHERE job_id = ?').run(
           state,
           now,
           exitCode,
           error,
           jobId,
         )
-        this.stmt(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? ` + `AND state = 'PENDING'`).run(
+        this.stmt(`UPDATE tasks SET state = 'KILLED', error = ? WHERE job_id = ? AND state = 'PENDING'`).run(
           `job ${state}`,
           jobId,
         )
@@ -409,7 +410,7 @@ export class StateStore {
   }
 
   listWorkers(state?: 'ALIVE' | 'LOST'): WorkerStatus[] {
-    const rows = this.stmt(`SELECT * FROM workers ${state ? 'WHERE state = ?' : ''} ORDER ` + `BY worker_id`).all(
+    const rows = this.stmt(`SELECT * FROM workers ${state ? 'WHERE state = ?' : ''} ORDER BY worker_id`).all(
       ...(state ? [state] : []),
     ) as Row[]
     return rows.map((r) => ({

@@ -281,7 +281,7 @@ export class Worker {
       if (!this.opts.materialize) {
         return this.finish(h, {
           state: 'FAILED',
-          error: 'the job has --mount but this worker has no artifact store; ' + 'start it with --store URL',
+          error: 'the job has --mount but this worker has no artifact store; start it with --store URL',
         })
       }
       for (const m of a.spec.mounts) {

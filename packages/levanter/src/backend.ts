@@ -88,7 +88,7 @@ export function initBackend(prefer: string | undefined = process.env.LEVANTER_BA
       if (!(BACKEND_NAMES as readonly string[]).includes(prefer)) {
         throw new LevanterError(
           'BACKEND_UNAVAILABLE',
-          `LEVANTER_BACKEND=${prefer} is not one of ` + `${BACKEND_NAMES.join(', ')}; unset it or pick one of those`,
+          `LEVANTER_BACKEND=${prefer} is not one of ${BACKEND_NAMES.join(', ')}; unset it or pick one of those`,
         )
       }
       order = [prefer as BackendName]

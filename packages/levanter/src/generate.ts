@@ -127,7 +127,7 @@ export function score(
   if (all.length > model.config.seqLen)
     throw new LevanterError(
       'BAD_SHAPE',
-      `score: ${all.length} positions exceed seqLen ` + `${model.config.seqLen}; shorten the context`,
+      `score: ${all.length} positions exceed seqLen ${model.config.seqLen}; shorten the context`,
     )
   const V = model.config.vocabSize
   const d = tf.tidy(() => model.forward(tf.tensor2d([all], [1, all.length], 'int32')).dataSync() as Float32Array)

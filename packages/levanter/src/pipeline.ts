@@ -106,7 +106,7 @@ export class Pipeline {
         if (!Number.isFinite(loss))
           throw new LevanterError(
             'NON_FINITE_LOSS',
-            `step ${s + 1}: loss is ${loss}; lower the learning rate or ` + `check the data`,
+            `step ${s + 1}: loss is ${loss}; lower the learning rate or check the data`,
           )
         losses.push(loss)
         const tokensPerSec = (batch.batchSize * seqLen) / seconds

@@ -30,13 +30,13 @@ export function readConfigFile(path: string): ConfigFile {
     if (code === 'ENOENT') {
       throw new RiggingError(
         'CONFIG_NOT_FOUND',
-        `config file ${path} does not exist; check the path (relative ` + `paths start at ${process.cwd()})`,
+        `config file ${path} does not exist; check the path (relative paths start at ${process.cwd()})`,
         { cause: err },
       )
     }
     throw new RiggingError(
       'CONFIG_PARSE',
-      `config file ${path} cannot be read (${code ?? 'error'}); make ` + `it a readable regular file`,
+      `config file ${path} cannot be read (${code ?? 'error'}); make it a readable regular file`,
       { cause: err },
     )
   }

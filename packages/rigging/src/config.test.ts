@@ -205,13 +205,13 @@ describe('bad input', () => {
     expect(err.issues).toEqual([
       {
         field: 'trainer.maxStep',
-        message: 'unknown key "maxStep"; known fields: maxSteps, lr, tags, ' + 'mixedPrecision',
+        message: 'unknown key "maxStep"; known fields: maxSteps, lr, tags, mixedPrecision',
         source: `${p}:3:12`,
       },
       { field: 'data.shard', message: 'unknown key "shard"; known fields: path, shards', source: `${p}:5:10` },
       {
         field: 'extra',
-        message: 'unknown key "extra"; known fields: name, trainer, model, ' + 'secrets, data',
+        message: 'unknown key "extra"; known fields: name, trainer, model, secrets, data',
         source: `${p}:6:8`,
       },
     ])

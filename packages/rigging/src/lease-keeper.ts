@@ -127,7 +127,7 @@ class Keeper {
       this.pending.clear()
       const lost = new RiggingError(
         'LEASE_LOST',
-        `the lease keep-alive thread stopped (${err.message}); the ` + `leases it renewed are no longer renewed`,
+        `the lease keep-alive thread stopped (${err.message}); the leases it renewed are no longer renewed`,
         { cause: err },
       )
       for (const ev of this.held.values()) ev.lost(lost)

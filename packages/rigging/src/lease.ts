@@ -216,7 +216,7 @@ export class Lease {
   private lostError(why: string): RiggingError {
     return new RiggingError(
       'LEASE_LOST',
-      `lease ${this.path} on ${this.storage.url} was lost by ` + `${this.owner}: ${why}; stop the work it guarded`,
+      `lease ${this.path} on ${this.storage.url} was lost by ${this.owner}: ${why}; stop the work it guarded`,
     )
   }
 

@@ -55,7 +55,7 @@ function envPretty(usingDefaultDestination: boolean): boolean {
   if (format !== undefined && format !== '') {
     throw new RiggingError(
       'CONFIG_INVALID',
-      `LOG_FORMAT=${JSON.stringify(format)} is not a log format; set ` + `it to pretty or json`,
+      `LOG_FORMAT=${JSON.stringify(format)} is not a log format; set it to pretty or json`,
     )
   }
   return usingDefaultDestination && process.stderr.isTTY === true

@@ -35,7 +35,7 @@ export function writeSecretFile(path: string, value: string): void {
     const code = (err as NodeJS.ErrnoException).code ?? 'error'
     throw new RiggingError(
       'SECRET_WRITE_FAILED',
-      `cannot write secret file ${target} (${code}); check that its ` + `directory is writable`,
+      `cannot write secret file ${target} (${code}); check that its directory is writable`,
       { cause: err },
     )
   }

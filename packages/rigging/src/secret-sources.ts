@@ -37,7 +37,7 @@ export function parseSecretSpec(spec: string, what = 'secret spec'): SecretSpec 
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
       throw new RiggingError(
         'SECRET_INVALID_SPEC',
-        `${what}: "env:" must be followed by a variable name such as ` + `env:OPENAI_API_KEY, got "env:${name}"`,
+        `${what}: "env:" must be followed by a variable name such as env:OPENAI_API_KEY, got "env:${name}"`,
       )
     }
     return { kind: 'env', name }
@@ -47,7 +47,7 @@ export function parseSecretSpec(spec: string, what = 'secret spec'): SecretSpec 
     if (path === '')
       throw new RiggingError(
         'SECRET_INVALID_SPEC',
-        `${what}: "file:" must be followed by a path such as ` + `file:/run/secrets/token`,
+        `${what}: "file:" must be followed by a path such as file:/run/secrets/token`,
       )
     return { kind: 'file', path: expandHome(path) }
   }

@@ -107,7 +107,7 @@ describe('chain of sources', () => {
       `file:${join(dir, 'openai_api_key')}`,
     ])
     expect(err.message).toContain(
-      'secret "openai_api_key" not found; tried spec (none for ' + '"openai_api_key"), env:OPENAI_API_KEY, file:',
+      'secret "openai_api_key" not found; tried spec (none for "openai_api_key"), env:OPENAI_API_KEY, file:',
     )
     expect(err.message).not.toMatch(/secret-value/)
     expect(store.tryGet('openai_api_key')).toBeUndefined()

@@ -79,7 +79,7 @@ export class ZephyrContext {
     if (options.inProcess && options.client)
       throw new ZephyrError(
         'INVALID_PLAN',
-        'ZephyrContext: inProcess runs tasks in this process, so a ' + 'client has no use; pass one or the other',
+        'ZephyrContext: inProcess runs tasks in this process, so a client has no use; pass one or the other',
       )
     this.options = options
   }

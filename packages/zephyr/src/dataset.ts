@@ -38,7 +38,7 @@ function keySpec(key: unknown, what: string): KeySpec {
   if (isFunctionRef(key)) return checkFnSpec(key, `${what} key`) as KeySpec
   throw new ZephyrError(
     'INVALID_PLAN',
-    `${what} key must be a field name, a function or ` + `fnRef(import.meta.url, 'name')`,
+    `${what} key must be a field name, a function or fnRef(import.meta.url, 'name')`,
   )
 }
 
@@ -81,7 +81,7 @@ export class Dataset<T> {
     if (last?.kind === 'write')
       throw new ZephyrError(
         'INVALID_PLAN',
-        `${opLabel(op)} after ${opLabel(last)}: a writer must be the ` + `last operation of a pipeline`,
+        `${opLabel(op)} after ${opLabel(last)}: a writer must be the last operation of a pipeline`,
       )
     return new Dataset<U>(this.source, [...this.ops, op])
   }
@@ -91,7 +91,7 @@ export class Dataset<T> {
     if (options.onError !== undefined && options.onError !== 'fail' && options.onError !== 'skip') {
       throw new ZephyrError(
         'INVALID_PLAN',
-        `loadJsonl onError must be 'fail' or 'skip', got ` + `${String(options.onError)}`,
+        `loadJsonl onError must be 'fail' or 'skip', got ${String(options.onError)}`,
       )
     }
     return this.append({ kind: 'load', loader: { format: 'jsonl', options } })
@@ -113,7 +113,7 @@ export class Dataset<T> {
   loadText(options: { per: 'file' }): Dataset<{ path: string; text: string }>
   loadText(options: { per?: 'line' | 'file' } = {}): Dataset<unknown> {
     if (options.per !== undefined && options.per !== 'line' && options.per !== 'file')
-      throw new ZephyrError('INVALID_PLAN', `loadText per must be 'line' or 'file', got ` + `${String(options.per)}`)
+      throw new ZephyrError('INVALID_PLAN', `loadText per must be 'line' or 'file', got ${String(options.per)}`)
     return this.append({ kind: 'load', loader: { format: 'text', options } })
   }
 

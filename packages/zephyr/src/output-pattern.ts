@@ -11,7 +11,7 @@ export function checkPattern(pattern: string, writer: string): string {
   if (typeof pattern !== 'string' || pattern.length === 0) {
     throw new ZephyrError(
       'INVALID_PLAN',
-      `${writer}: the output pattern is empty; pass e.g. ` + `"out/part-{shard:05d}-of-{total:05d}.jsonl"`,
+      `${writer}: the output pattern is empty; pass e.g. "out/part-{shard:05d}-of-{total:05d}.jsonl"`,
     )
   }
   if (!/\{shard(:0?\d+d)?\}/.test(pattern)) {

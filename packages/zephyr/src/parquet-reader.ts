@@ -141,7 +141,7 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
         if (!names.has(c))
           throw new ZephyrError(
             'INVALID_PLAN',
-            `${this.path}: no column "${c}" (columns: ` + `${[...names].join(', ')}); fix the projection`,
+            `${this.path}: no column "${c}" (columns: ${[...names].join(', ')}); fix the projection`,
           )
       }
       const extra =

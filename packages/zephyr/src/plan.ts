@@ -67,7 +67,7 @@ export async function expandGlob(pattern: string): Promise<string[]> {
   if (found.length === 0)
     throw new ZephyrError(
       'INPUT_NOT_FOUND',
-      `fromFiles: no files match ${pattern}; check the glob and that ` + `the files exist`,
+      `fromFiles: no files match ${pattern}; check the glob and that the files exist`,
     )
   return found.sort().map((p) => joinUrl(root, p))
 }

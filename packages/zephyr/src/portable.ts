@@ -19,7 +19,7 @@ export function functionSource(fn: (...args: never[]) => unknown, where: string)
   if (/\{\s*\[native code\]\s*\}$/.test(src)) {
     throw new ZephyrError(
       'FUNCTION_NOT_PORTABLE',
-      `${where}: a native or bound function cannot be sent to a ` + `worker; pass an inline function like (r) => ...`,
+      `${where}: a native or bound function cannot be sent to a worker; pass an inline function like (r) => ...`,
     )
   }
   // method shorthand `m(x) {…}` / `async m(x) {…}` / `*m(x) {…}` is not an expression; make it one

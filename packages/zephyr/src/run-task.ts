@@ -280,7 +280,7 @@ export async function runTask(planned: StagePlan, shard: number, env: TaskEnv): 
     if (!b) {
       b = {
         enc: new FrameEncoder(),
-        file: await openOutput(`${scratch.url}` + `${scratchPaths.bucket(stage.index, to, shard, attempt)}`, counters),
+        file: await openOutput(`${scratch.url}${scratchPaths.bucket(stage.index, to, shard, attempt)}`, counters),
       }
       encoders.set(to, b)
     }
@@ -306,7 +306,7 @@ export async function runTask(planned: StagePlan, shard: number, env: TaskEnv): 
       } catch (err) {
         throw new ZephyrError(
           'USER_FUNCTION_FAILED',
-          `stage ${stage.index} shard ${shard}: key function threw: ` + `${(err as Error).message}`,
+          `stage ${stage.index} shard ${shard}: key function threw: ${(err as Error).message}`,
           false,
           { cause: err },
         )

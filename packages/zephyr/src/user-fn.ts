@@ -104,7 +104,7 @@ export async function importFn(ref: FunctionRef, what: string): Promise<AnyFn> {
   } catch (err) {
     throw new ZephyrError(
       'INVALID_PLAN',
-      `${what}: cannot import ${ref.module} (${(err as Error).message}` + `); check the module URL`,
+      `${what}: cannot import ${ref.module} (${(err as Error).message}); check the module URL`,
       false,
       { cause: err },
     )

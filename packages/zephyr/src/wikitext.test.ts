@@ -23,12 +23,12 @@ describe('wikitextToText', () => {
   })
   test('nested templates and tables are removed, headings and list items kept', () => {
     const t = wikitextToText(
-      '{{Infobox|a={{b|{{c}}}}}}\nIntro.\n== Title ==\n{|\n| a || ' + 'b\n{|\n|nested\n|}\n|}\n* item one\n# item two',
+      '{{Infobox|a={{b|{{c}}}}}}\nIntro.\n== Title ==\n{|\n| a || b\n{|\n|nested\n|}\n|}\n* item one\n# item two',
     )
     expect(t).toBe('Intro.\nTitle\nitem one\nitem two')
   })
   test('file and category links go, with their captions', () => {
-    expect(wikitextToText('A [[File:x.jpg|thumb|A [[b]] c]] B [[Category:Z]] ' + '[[:Category:Shown]]')).toBe(
+    expect(wikitextToText('A [[File:x.jpg|thumb|A [[b]] c]] B [[Category:Z]] [[:Category:Shown]]')).toBe(
       'A B Category:Shown',
     )
   })
@@ -62,7 +62,7 @@ function expectLyon(pages: WikiPage[]) {
     ].join('\n'),
   )
   expect(pages[1]!.text).toBe(
-    'The Rhône is a major river of Europe, rising in the Alps.\nIt ' + 'flows through Lake Geneva & Lyon.',
+    'The Rhône is a major river of Europe, rising in the Alps.\nIt flows through Lake Geneva & Lyon.',
   )
   for (const p of pages) expect(p.text).not.toMatch(/\{\{|\}\}|\[\[|\]\]|<ref|\|-|'''|Category/)
 }

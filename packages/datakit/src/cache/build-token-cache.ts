@@ -140,7 +140,7 @@ export async function buildTokenCache(opts: BuildTokenCacheOptions): Promise<Bui
     if (shards.length !== total || shards.some((s, i) => s.name !== shardName(i, total))) {
       throw new DatakitError(
         'CACHE_LEDGER_MISMATCH',
-        `buildTokenCache ${name}: expected ${total} shard results, got ` + `${shards.map((s) => s.name).join(', ')}`,
+        `buildTokenCache ${name}: expected ${total} shard results, got ${shards.map((s) => s.name).join(', ')}`,
       )
     }
     const ledger: TokenCacheLedger = {

@@ -26,7 +26,7 @@ export type BatchOptions = {
 function mismatch(ref: string, shard: string, what: string): never {
   throw new DatakitError(
     'CACHE_LEDGER_MISMATCH',
-    `token cache ${ref}: shard ${shard} disagrees with ledger.json (` + `${what}); rebuild the cache`,
+    `token cache ${ref}: shard ${shard} disagrees with ledger.json (${what}); rebuild the cache`,
   )
 }
 
@@ -83,7 +83,7 @@ export class TokenCache {
         if (tb.byteLength !== s.tokens * width)
           mismatch(view.ref, s.name, `${tb.byteLength / width} tokens on disk, ledger says ${s.tokens}`)
         if (ob.byteLength !== (s.documents + 1) * 8)
-          mismatch(view.ref, s.name, `${ob.byteLength / 8 - 1} documents on disk, ledger says ` + `${s.documents}`)
+          mismatch(view.ref, s.name, `${ob.byteLength / 8 - 1} documents on disk, ledger says ${s.documents}`)
         // Copy into aligned buffers (blob reads may share an unaligned buffer).
         const toks = width === 2 ? new Uint16Array(s.tokens) : new Uint32Array(s.tokens)
         new Uint8Array(toks.buffer).set(tb)
@@ -92,7 +92,7 @@ export class TokenCache {
         for (let i = 0; i < s.documents; i++)
           if (off[i]! > off[i + 1]!) mismatch(view.ref, s.name, `offsets decrease at document ${i}`)
         if (off[0] !== 0n || Number(off[s.documents]) !== s.tokens)
-          mismatch(view.ref, s.name, `offsets span [${off[0]}, ${off[s.documents]}], expected [0, ` + `${s.tokens}]`)
+          mismatch(view.ref, s.name, `offsets span [${off[0]}, ${off[s.documents]}], expected [0, ${s.tokens}]`)
         shards.push(toks)
         offsets.push(off)
       }
@@ -141,7 +141,7 @@ export class TokenCache {
     ) {
       throw new DatakitError(
         'CACHE_INDEX_OUT_OF_RANGE',
-        `read [${start}, ${start + length}) is outside the ` + `${this.numTokens} ids of ${this.ref}`,
+        `read [${start}, ${start + length}) is outside the ${this.numTokens} ids of ${this.ref}`,
       )
     }
     const out = new Int32Array(length)
@@ -192,7 +192,7 @@ export class TokenCache {
     if (n === 0)
       throw new DatakitError(
         'CACHE_INDEX_OUT_OF_RANGE',
-        `${this.ref} holds ${this.numTokens} ids, fewer than one ` + `sequence of ${seqLen}`,
+        `${this.ref} holds ${this.numTokens} ids, fewer than one sequence of ${seqLen}`,
       )
     let perm: FeistelPermutation | undefined
     if (opts.seed !== undefined) {

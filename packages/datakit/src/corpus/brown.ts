@@ -95,7 +95,7 @@ export function readBrown(options: ReadBrownOptions = {}): BrownDocument[] {
   if (files !== undefined && !(Number.isInteger(files) && files >= 0)) {
     throw new DatakitError(
       'INVALID_ARGUMENT',
-      `readBrown: files=${files} must be a whole number ≥ 0 (how many ` + `files of the part to read)`,
+      `readBrown: files=${files} must be a whole number ≥ 0 (how many files of the part to read)`,
     )
   }
   const { dir, names } = corpusFiles()

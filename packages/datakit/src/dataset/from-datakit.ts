@@ -58,7 +58,7 @@ export function fromDatakit(name: string, opts: OpenOptions = {}): ZephyrDataset
   if (opts.store)
     throw new DatakitError(
       'INVALID_ARGUMENT',
-      `fromDatakit ${name}: pass prefix, not store; the plan opens the ` + `store itself when it runs`,
+      `fromDatakit ${name}: pass prefix, not store; the plan opens the store itself when it runs`,
     )
   const m = readManifestSync(name, opts)
   const shards = Object.keys(m.files)

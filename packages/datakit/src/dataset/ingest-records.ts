@@ -36,7 +36,7 @@ function rawRecords(r: unknown, a: IngestArgs, file: string): Raw[] {
       if (typeof text !== 'string') {
         throw new DatakitError(
           'INVALID_ARGUMENT',
-          `ingest ${a.name}: a record of ${file} has no string field "` + `${a.textField}"; set textField`,
+          `ingest ${a.name}: a record of ${file} has no string field "${a.textField}"; set textField`,
         )
       }
       const { [a.textField]: _, ...meta } = row

@@ -89,7 +89,7 @@ function loader(files: string[], opts: IngestOptions): Dataset<unknown> {
     default:
       throw new DatakitError(
         'INVALID_ARGUMENT',
-        `ingest ${opts.name}: unknown format "${String(opts.format)}"; ` + `use one of ${INGEST_FORMATS.join(', ')}`,
+        `ingest ${opts.name}: unknown format "${String(opts.format)}"; use one of ${INGEST_FORMATS.join(', ')}`,
       )
   }
 }
@@ -118,7 +118,7 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
   if (!(INGEST_FORMATS as readonly string[]).includes(opts.format)) {
     throw new DatakitError(
       'INVALID_ARGUMENT',
-      `ingest ${opts.name}: format "${String(opts.format)}" is not one ` + `of ${INGEST_FORMATS.join(', ')}`,
+      `ingest ${opts.name}: format "${String(opts.format)}" is not one of ${INGEST_FORMATS.join(', ')}`,
     )
   }
   const patterns = typeof opts.source === 'string' ? [opts.source] : [...opts.source]
@@ -139,7 +139,7 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
   if (prints.every((p) => p.bytes === 0)) {
     throw new DatakitError(
       'SOURCE_EMPTY',
-      `ingest ${opts.name}: every source file is empty (` + `${files.join(', ')}); nothing to ingest`,
+      `ingest ${opts.name}: every source file is empty (${files.join(', ')}); nothing to ingest`,
     )
   }
   const config = {

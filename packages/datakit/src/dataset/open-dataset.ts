@@ -37,7 +37,7 @@ export function parseDatasetRef(ref: string): { name: string; version?: number }
   if (!Number.isInteger(v) || v < 1)
     throw new DatakitError(
       'INVALID_ARGUMENT',
-      `"${ref}": the version after @ must be a positive integer, e.g. ` + `${ref.slice(0, at)}@1`,
+      `"${ref}": the version after @ must be a positive integer, e.g. ${ref.slice(0, at)}@1`,
     )
   return { name: ref.slice(0, at), version: v }
 }

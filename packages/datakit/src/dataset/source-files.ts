@@ -49,7 +49,7 @@ export async function expandSources(patterns: readonly string[]): Promise<string
     } catch (err) {
       throw new DatakitError(
         'SOURCE_NOT_FOUND',
-        `ingest: source "${p}" matches no file (${(err as Error).message}` + `); check the path or glob`,
+        `ingest: source "${p}" matches no file (${(err as Error).message}); check the path or glob`,
         { cause: err },
       )
     }

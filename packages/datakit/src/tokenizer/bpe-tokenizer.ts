@@ -112,7 +112,7 @@ export class BpeTokenizer {
       if (a === undefined || b === undefined || c === undefined) {
         throw new DatakitError(
           'TOKENIZER_INVALID',
-          `merge ${rank} (${JSON.stringify(l)} ${JSON.stringify(r)}) uses ` + `a token missing from the vocabulary`,
+          `merge ${rank} (${JSON.stringify(l)} ${JSON.stringify(r)}) uses a token missing from the vocabulary`,
         )
       }
       const key = pairKey(a, b)
@@ -300,7 +300,7 @@ export class BpeTokenizer {
     } catch (err) {
       throw new DatakitError(
         'TOKENIZER_INVALID',
-        `${path}: not valid JSON (${(err as Error).message}); expected a ` + `Hugging Face tokenizer.json`,
+        `${path}: not valid JSON (${(err as Error).message}); expected a Hugging Face tokenizer.json`,
         { cause: err },
       )
     }
@@ -361,7 +361,7 @@ export function parseTokenizerJson(json: unknown, source: string): BpeTokenizerS
   if (typeof j !== 'object' || j === null) invalid(source, 'expected a JSON object')
   const model = j.model
   if (model?.type !== 'BPE')
-    invalid(source, `model.type is ${JSON.stringify(model?.type)}; only "BPE" ` + `tokenizers are supported`)
+    invalid(source, `model.type is ${JSON.stringify(model?.type)}; only "BPE" tokenizers are supported`)
   if (typeof model.vocab !== 'object' || model.vocab === null) invalid(source, 'model.vocab is missing')
   if (!Array.isArray(model.merges)) invalid(source, 'model.merges must be an array')
   if (model.continuing_subword_prefix || model.end_of_word_suffix)

@@ -90,7 +90,7 @@ export function trainBpe(texts: Iterable<string>, options: TrainBpeOptions): Bpe
   if (!Number.isInteger(vocabSize) || mergesWanted < 0) {
     throw new DatakitError(
       'TOKENIZER_TRAIN_INPUT',
-      `vocabSize ${vocabSize} must be an integer of at least 256 + ` + `${specialTokens.length} special tokens`,
+      `vocabSize ${vocabSize} must be an integer of at least 256 + ${specialTokens.length} special tokens`,
     )
   }
   if (vocabSize >= PAIR)

@@ -53,7 +53,7 @@ export function runNode(args: readonly string[], env: NodeJS.ProcessEnv = {}): C
       return new Promise((resolve, reject) => {
         waiters.push({ match, resolve })
         exited.then((e) =>
-          reject(new Error(`child exited (${e.code ?? e.signal}) before the expected line; ` + `stderr:\n${e.stderr}`)),
+          reject(new Error(`child exited (${e.code ?? e.signal}) before the expected line; stderr:\n${e.stderr}`)),
         )
       })
     },

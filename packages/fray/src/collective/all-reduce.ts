@@ -78,7 +78,7 @@ export async function allReduce(
   if (into && into.length !== data.length)
     throw new FrayError(
       'COLLECTIVE_MISMATCH',
-      `allReduce: out has ${into.length} floats but the input has ` + `${data.length}; pass an out of the same length`,
+      `allReduce: out has ${into.length} floats but the input has ${data.length}; pass an out of the same length`,
     )
   const n = comm.ranks.length
   // Every byte of a new result is written below (reduced here or received), so it is not zeroed first.

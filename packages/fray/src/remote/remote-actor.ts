@@ -67,7 +67,7 @@ export class RemoteActor extends ActorBase {
         rej(
           new FrayError(
             'ACTOR_START_FAILED',
-            `actor ${this.name}: its host exited (${describe(e)}) before the ` + `actor was ready; see its logs`,
+            `actor ${this.name}: its host exited (${describe(e)}) before the actor was ready; see its logs`,
           ),
         ),
       )

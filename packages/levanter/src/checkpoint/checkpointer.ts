@@ -79,7 +79,7 @@ export async function modelFromCheckpoint(
   if (!steps.includes(s))
     throw new LevanterError(
       'CHECKPOINT_NOT_FOUND',
-      `${view.ref}: no checkpoint at step ${s}; kept steps are ` + `${steps.join(', ')}`,
+      `${view.ref}: no checkpoint at step ${s}; kept steps are ${steps.join(', ')}`,
     )
   const what = (f: string) => `${view.ref} ${dir(s)}/${f}`
   let manifest: CheckpointManifest
@@ -165,7 +165,7 @@ export class Checkpointer {
       if (!steps.includes(step))
         throw new LevanterError(
           'CHECKPOINT_NOT_FOUND',
-          `${this.artifact}: no checkpoint at step ${step}; kept steps are ` + `${steps.join(', ')}`,
+          `${this.artifact}: no checkpoint at step ${step}; kept steps are ${steps.join(', ')}`,
         )
       return { ...(await this.#read(step)), damaged: [] }
     }

@@ -15,7 +15,7 @@ beforeAll(async () => {
 })
 
 test.each(['gpt2', 'llama'] as const)(
-  '%s: export uses Hugging Face names and layouts, import restores ' + 'the same logits',
+  '%s: export uses Hugging Face names and layouts, import restores the same logits',
   async (type) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), `lev-hf-${type}-`))
     const m = createModel({ type, ...tiny }, 4)

@@ -88,7 +88,7 @@ function fromHfConfig(j: Record<string, unknown>, file: string): ModelConfig {
     if ((j.num_key_value_heads ?? j.num_attention_heads) !== j.num_attention_heads) {
       throw new LevanterError(
         'BAD_CHECKPOINT',
-        `${file}: grouped-query attention (num_key_value_heads ≠ ` + `num_attention_heads) is not supported`,
+        `${file}: grouped-query attention (num_key_value_heads ≠ num_attention_heads) is not supported`,
       )
     }
     return {

@@ -20,7 +20,7 @@ beforeAll(async () => {
 })
 
 test.each(['gpt2', 'llama'] as const)(
-  '%s: export into a finestore transaction and import from the ' + 'view, no folder in between',
+  '%s: export into a finestore transaction and import from the view, no folder in between',
   async (type) => {
     const store = await openStore({ url: fs.mkdtempSync(path.join(os.tmpdir(), 'lev-hf-store-')) })
     const m = createModel({ type, ...tiny }, 5)

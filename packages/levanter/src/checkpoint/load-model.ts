@@ -41,7 +41,7 @@ export async function loadModel(source: string, o: LoadModelOptions = {}): Promi
   if (!ref)
     throw new LevanterError(
       'BAD_CONFIG',
-      `${source}: not a directory nor an artifact reference ` + `ARTIFACT[@VERSION][:STEP]`,
+      `${source}: not a directory nor an artifact reference ARTIFACT[@VERSION][:STEP]`,
     )
   if (o.store === undefined)
     throw new LevanterError('BAD_CONFIG', `${source}: an artifact reference needs a store; pass { store }`)
@@ -54,7 +54,7 @@ export async function loadModel(source: string, o: LoadModelOptions = {}): Promi
       if (isFinestoreError(err, 'INVALID_REF') || isFinestoreError(err, 'INVALID_NAME')) {
         throw new LevanterError(
           'BAD_CONFIG',
-          `${source}: not a directory nor an artifact reference (` + `${(err as Error).message})`,
+          `${source}: not a directory nor an artifact reference (${(err as Error).message})`,
           { cause: err },
         )
       }
@@ -67,7 +67,7 @@ export async function loadModel(source: string, o: LoadModelOptions = {}): Promi
     if (ref[2] === undefined && !view.metadata.steps)
       throw new LevanterError(
         'CHECKPOINT_NOT_FOUND',
-        `${source}: holds neither config.json + model.safetensors nor ` + `levanter checkpoints`,
+        `${source}: holds neither config.json + model.safetensors nor levanter checkpoints`,
       )
     const { model, step } = await modelFromCheckpoint(view, ref[2] === undefined ? undefined : Number(ref[2]))
     return { model, name, ...from, step }

@@ -22,7 +22,7 @@ export function encodeSafetensors(
     if (n !== t.data.length)
       throw new LevanterError(
         'BAD_SHAPE',
-        `safetensors: "${name}" has ${t.data.length} values for shape [` + `${t.shape.join(', ')}]`,
+        `safetensors: "${name}" has ${t.data.length} values for shape [${t.shape.join(', ')}]`,
       )
     header[name] = {
       dtype: t.data instanceof Int32Array ? 'I32' : 'F32',

@@ -29,7 +29,7 @@ export class InMemoryTokenSource implements TokenSource {
     if (start < 0 || start + length > this.numTokens) {
       throw new LevanterError(
         'BAD_DATA',
-        `read [${start}, ${start + length}) is outside the ` + `${this.numTokens} tokens of the source`,
+        `read [${start}, ${start + length}) is outside the ${this.numTokens} tokens of the source`,
       )
     }
     const out = new Int32Array(length)

@@ -39,7 +39,7 @@ export function decodeStep(model: CausalLM, cache: BatchCache, tokens: readonly 
   if (tokens.length !== cache.rows)
     throw new LevanterError(
       'BAD_SHAPE',
-      `decodeStep: ${tokens.length} tokens for ${cache.rows} cache ` + `rows; give one token per row`,
+      `decodeStep: ${tokens.length} tokens for ${cache.rows} cache rows; give one token per row`,
     )
   const full = cache.lengths.findIndex((l) => l >= model.config.seqLen)
   if (full >= 0)

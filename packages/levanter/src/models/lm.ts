@@ -26,7 +26,7 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
     if (config.dModel % config.nHeads !== 0) {
       throw new LevanterError(
         'BAD_CONFIG',
-        `model: dModel ${config.dModel} is not a multiple of nHeads ` + `${config.nHeads}; change one of them`,
+        `model: dModel ${config.dModel} is not a multiple of nHeads ${config.nHeads}; change one of them`,
       )
     }
     this.specs = specs
@@ -53,13 +53,13 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
     if (!spec)
       throw new LevanterError(
         'BAD_CHECKPOINT',
-        `model has no parameter "${name}"; check the checkpoint matches ` + `the model type`,
+        `model has no parameter "${name}"; check the checkpoint matches the model type`,
       )
     const n = spec.shape.reduce((a, b) => a * b, 1)
     if (data.length !== n)
       throw new LevanterError(
         'BAD_SHAPE',
-        `parameter "${name}": got ${data.length} values, expected ${n} ` + `for shape [${spec.shape.join(', ')}]`,
+        `parameter "${name}": got ${data.length} values, expected ${n} for shape [${spec.shape.join(', ')}]`,
       )
     const old = this.params.get(name)
     // the variable takes its own reference to the values: the temporary tensor is dropped, so the
@@ -96,7 +96,7 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
     if (T > this.config.seqLen) {
       throw new LevanterError(
         'BAD_SHAPE',
-        `input: ${T} positions exceed the model's seqLen ` + `${this.config.seqLen}; shorten the input`,
+        `input: ${T} positions exceed the model's seqLen ${this.config.seqLen}; shorten the input`,
       )
     }
     return tf.tidy(() => this.run(p, ids, { offset: 0 }).logits)
@@ -164,7 +164,7 @@ export function createModel(config: ModelConfigInput, seed = 0): CausalLM {
   if (!parsed.success)
     throw new LevanterError(
       'BAD_CONFIG',
-      `model config: ` + `${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+      `model config: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
     )
   const c = parsed.data
   return c.type === 'gpt2' ? new Gpt2LM(c, seed) : new LlamaLM(c, seed)

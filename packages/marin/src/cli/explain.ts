@@ -12,7 +12,7 @@ export function explainCommand(cmd: Command, io: CliIo, run: Run): void {
     .argument('<step>', 'step name (or name_hash8)')
     .option(
       '--script <file>',
-      'take the current version from this experiment script (default: ' + 'the version the latest run planned)',
+      'take the current version from this experiment script (default: the version the latest run planned)',
     )
     .option('--json', 'print JSON')
     .action((name: string, o: { script?: string; json?: boolean }) =>

@@ -50,14 +50,14 @@ export const COMMANDS: readonly CommandEntry[] = [
   {
     name: 'ls',
     term: 'ls [options]',
-    description: 'steps and their outputs under the prefix ($MARIN_PREFIX, ' + 'default ./.marin)',
+    description: 'steps and their outputs under the prefix ($MARIN_PREFIX, default ./.marin)',
     load: async () => (await import('./ls.js')).lsCommand,
   },
   {
     name: 'publish-report',
     term: 'publish-report [options]',
     description:
-      'build the static report of an experiment run and publish it to ' + 'a folder, storage URL or http(s) PUT target',
+      'build the static report of an experiment run and publish it to a folder, storage URL or http(s) PUT target',
     load: async () => (await import('../report/cli.js')).publishReportCommand,
   },
   {

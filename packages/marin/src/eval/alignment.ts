@@ -21,7 +21,7 @@ export function continuationTokens(
   if (out.length === 0)
     throw new MarinError(
       'BAD_CONFIG',
-      `${what}: the continuation is empty after tokenization; give a ` + `non-empty continuation`,
+      `${what}: the continuation is empty after tokenization; give a non-empty continuation`,
     )
   if (out[0] === 0)
     throw new MarinError(

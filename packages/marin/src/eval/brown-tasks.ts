@@ -89,6 +89,6 @@ export function builtinTask(name: string, options: BuiltinTaskOptions = {}): Eva
   }
   throw new MarinError(
     'BAD_CONFIG',
-    `task "${name}" is not built in (${BUILTIN_TASKS.join(', ')}) ` + `and not a .jsonl file; check --tasks`,
+    `task "${name}" is not built in (${BUILTIN_TASKS.join(', ')}) and not a .jsonl file; check --tasks`,
   )
 }

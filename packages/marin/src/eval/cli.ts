@@ -46,7 +46,7 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
   cmd
     .option(
       '--model-checkpoint <ref>',
-      'a folder with config.json + model.safetensors, or a checkpoint ' + 'artifact checkpoints/<run>[@version]',
+      'a folder with config.json + model.safetensors, or a checkpoint artifact checkpoints/<run>[@version]',
     )
     .option('--tokenizer <path>', 'tokenizer.json for --model-checkpoint when the checkpoint holds none')
     .option('--endpoint <url>', 'an OpenAI-compatible base URL ending in /v1, instead of --model-checkpoint')
@@ -54,7 +54,7 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
     .option('--api-key-file <file>', 'a file holding the API key for --endpoint')
     .option(
       '--tasks <list>',
-      `comma-separated built-in tasks (${BUILTIN_TASKS.join(', ')}) ` + `and .jsonl task files`,
+      `comma-separated built-in tasks (${BUILTIN_TASKS.join(', ')}) and .jsonl task files`,
       BUILTIN_TASKS.join(','),
     )
     .option('--limit <n>', 'evaluate at most n items per task', intArg('a count'))
@@ -79,7 +79,7 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
           return 0
         }
         if (!o.modelCheckpoint === !o.endpoint)
-          throw new UsageError('eval: give exactly one of --model-checkpoint PATH|ARTIFACT and ' + '--endpoint URL')
+          throw new UsageError('eval: give exactly one of --model-checkpoint PATH|ARTIFACT and --endpoint URL')
         const tasks = await usage(() => resolveTasks(specs, { size: o.size }))
         const store = await openStore({ url: storeUrl(prefixOf(io)) })
         let model: LanguageModel

@@ -53,7 +53,7 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
   if (config.serve && !config.checkpoint)
     throw new MarinError(
       'BAD_STEP',
-      `step ${name}: serve needs a checkpoint to serve; give ` + `checkpoint, or drop serve to use endpoint`,
+      `step ${name}: serve needs a checkpoint to serve; give checkpoint, or drop serve to use endpoint`,
     )
   // Every setting that changes the results counts toward the step's version; output references count through their
   // step.

@@ -192,7 +192,7 @@ describe('tasks and metrics', () => {
     const f = join(dir, 'my_task.jsonl')
     writeFileSync(
       f,
-      '{"context":"a b","choices":[" c"," ' + 'd"],"gold":0}\n\n{"context":"x","choices":[" y"," ' + 'z"],"gold":1}\n',
+      '{"context":"a b","choices":[" c"," d"],"gold":0}\n\n{"context":"x","choices":[" y"," z"],"gold":1}\n',
     )
     const t = await readTaskFile(f)
     expect(t).toMatchObject({ name: 'my_task', kind: 'multiple_choice' })
@@ -209,7 +209,7 @@ describe('tasks and metrics', () => {
     expect(bad('{"context":"a","choices":[" b"," c"],"gold":2}')).toMatch(
       /bad\.jsonl:1: field "gold": 2 is not an index/,
     )
-    expect(bad('{"context":"a","choices":[" b"," ' + 'c"],"gold":0}\n{"context":"a","answer":"b"}')).toMatch(
+    expect(bad('{"context":"a","choices":[" b"," c"],"gold":0}\n{"context":"a","answer":"b"}')).toMatch(
       /bad\.jsonl:2: a generation item in a multiple_choice task/,
     )
     expect(bad('{"context":"a","choices":" b","gold":0}')).toMatch(/bad\.jsonl:1: field "choices"/)

@@ -67,14 +67,14 @@ export class OpenAICompletionsModel implements LanguageModel {
     }
     const text = await res.text()
     if (!res.ok)
-      throw new MarinError('BAD_CONFIG', `eval endpoint ${this.url}: HTTP ${res.status}: ` + `${text.slice(0, 300)}`)
+      throw new MarinError('BAD_CONFIG', `eval endpoint ${this.url}: HTTP ${res.status}: ${text.slice(0, 300)}`)
     let json: { choices?: Choice[] }
     try {
       json = JSON.parse(text) as { choices?: Choice[] }
     } catch {
       throw new MarinError(
         'BAD_CONFIG',
-        `eval endpoint ${this.url}: response is not JSON; is this an ` + `OpenAI-compatible server?`,
+        `eval endpoint ${this.url}: response is not JSON; is this an OpenAI-compatible server?`,
       )
     }
     if (!Array.isArray(json.choices))
@@ -98,7 +98,7 @@ export class OpenAICompletionsModel implements LanguageModel {
       if (choices.length !== batch.length)
         throw new MarinError(
           'BAD_CONFIG',
-          `eval endpoint ${this.url}: ${choices.length} choices for ` + `${batch.length} prompts`,
+          `eval endpoint ${this.url}: ${choices.length} choices for ${batch.length} prompts`,
         )
       batch.forEach((r, j) => {
         const what = `loglikelihood request ${b + j}`

@@ -68,7 +68,7 @@ export function serveProcess(o: ServeProcessOptions): Promise<ServeProcess> {
       reject(
         new MarinError(
           'STEP_FAILED',
-          `marin serve --model-checkpoint ${o.checkpoint}: ${why}` + `${stderr.trim() ? `\n${stderr.trim()}` : ''}`,
+          `marin serve --model-checkpoint ${o.checkpoint}: ${why}${stderr.trim() ? `\n${stderr.trim()}` : ''}`,
         ),
       )
     }

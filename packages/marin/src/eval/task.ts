@@ -75,7 +75,7 @@ export function parseTaskJsonl(text: string, name: string, source: string): Eval
     if (k !== kind)
       throw new MarinError(
         'BAD_CONFIG',
-        `task file ${source}:${no}: a ${k} item in a ${kind} task; keep ` + `one kind per file`,
+        `task file ${source}:${no}: a ${k} item in a ${kind} task; keep one kind per file`,
       )
     const schema =
       kind === 'multiple_choice' ? MultipleChoiceItem : kind === 'generation' ? GenerationItem : PerplexityItem
@@ -84,7 +84,7 @@ export function parseTaskJsonl(text: string, name: string, source: string): Eval
       const issue = parsed.error.issues[0]!
       throw new MarinError(
         'BAD_CONFIG',
-        `task file ${source}:${no}: field "` + `${issue.path.join('.') || '(line)'}": ${issue.message}`,
+        `task file ${source}:${no}: field "${issue.path.join('.') || '(line)'}": ${issue.message}`,
       )
     }
     if (kind === 'multiple_choice') {

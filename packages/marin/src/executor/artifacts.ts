@@ -22,12 +22,12 @@ export function artifactRef(name: string, version: number): ArtifactRef {
   if (typeof name !== 'string' || name === '' || name.includes('@'))
     throw new MarinError(
       'BAD_CONFIG',
-      `artifact name ${JSON.stringify(name)} is invalid; give a ` + `finestore artifact name such as "datasets/brown"`,
+      `artifact name ${JSON.stringify(name)} is invalid; give a finestore artifact name such as "datasets/brown"`,
     )
   if (!Number.isInteger(version) || version < 1)
     throw new MarinError(
       'BAD_CONFIG',
-      `artifact ${name}: version must be a whole number >= 1, got ` + `${JSON.stringify(version)}`,
+      `artifact ${name}: version must be a whole number >= 1, got ${JSON.stringify(version)}`,
     )
   return { kind: 'artifact', name, version }
 }
@@ -73,17 +73,14 @@ export function parseStepArtifacts(text: string, file: string): StepArtifacts {
   } catch (err) {
     throw new MarinError(
       'STEP_FAILED',
-      `${file}: not JSON (${(err as Error).message}); run the step ` + `that wrote it again with --force`,
+      `${file}: not JSON (${(err as Error).message}); run the step that wrote it again with --force`,
       { cause: err },
     )
   }
   const rest = Array.isArray(parsed) ? {} : ((parsed ?? {}) as Record<string, unknown>)
   const list = Array.isArray(parsed) ? parsed : rest.artifacts
   if (!Array.isArray(list) || list.length === 0)
-    throw new MarinError(
-      'STEP_FAILED',
-      `${file}: lists no artifacts; run the step that wrote it again ` + `with --force`,
-    )
+    throw new MarinError('STEP_FAILED', `${file}: lists no artifacts; run the step that wrote it again with --force`)
   const artifacts = list.map((e: unknown, i) => {
     let ref: ArtifactRef | undefined
     try {

@@ -18,14 +18,12 @@ export function canonicalJson(value: unknown, where = 'config'): string {
       if (!Number.isFinite(value))
         throw new MarinError(
           'BAD_CONFIG',
-          `${where}: ${value} cannot be part of a version; use a finite ` + `number or a string`,
+          `${where}: ${value} cannot be part of a version; use a finite number or a string`,
         )
       return JSON.stringify(value)
     case 'object': {
       if (Array.isArray(value))
-        return (
-          `[` + `${value.map((v, i) => (v === undefined ? 'null' : canonicalJson(v, `${where}[${i}]`))).join(',')}]`
-        )
+        return `[${value.map((v, i) => (v === undefined ? 'null' : canonicalJson(v, `${where}[${i}]`))).join(',')}]`
       if (value instanceof Date) return JSON.stringify(value.toISOString())
       const keys = Object.keys(value).sort()
       const parts: string[] = []

@@ -148,7 +148,7 @@ function toRegExp(r: string | RegExp | undefined): RegExp | undefined {
   } catch (err) {
     throw new MarinError(
       'BAD_USAGE',
-      `--run-only: ${JSON.stringify(r)} is not a regular expression (` + `${(err as Error).message})`,
+      `--run-only: ${JSON.stringify(r)} is not a regular expression (${(err as Error).message})`,
     )
   }
 }

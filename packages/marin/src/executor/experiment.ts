@@ -40,7 +40,7 @@ export class Config<T extends Record<string, unknown> = Record<string, unknown>>
     if (!(key in this.values))
       throw new MarinError(
         'BAD_CONFIG',
-        `config has no field "${key}"; known fields: ` + `${Object.keys(this.values).join(', ')}`,
+        `config has no field "${key}"; known fields: ${Object.keys(this.values).join(', ')}`,
       )
     return this.values[key]
   }
@@ -102,19 +102,19 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
     if (typeof opts?.name !== 'string' || !NAME.test(opts.name)) {
       throw new MarinError(
         'BAD_CONFIG',
-        `experiment name ${JSON.stringify(opts?.name)} is invalid; use ` + `1-100 of letters, digits and ". _ -"`,
+        `experiment name ${JSON.stringify(opts?.name)} is invalid; use 1-100 of letters, digits and ". _ -"`,
       )
     }
     if (typeof opts.steps !== 'function' && !Array.isArray(opts.steps)) {
       throw new MarinError(
         'BAD_CONFIG',
-        `experiment "${opts.name}": steps must be an array of step(...) ` + `or a function (config) => steps`,
+        `experiment "${opts.name}": steps must be an array of step(...) or a function (config) => steps`,
       )
     }
     if (typeof opts.steps === 'function' && !opts.config) {
       throw new MarinError(
         'BAD_CONFIG',
-        `experiment "${opts.name}": steps is a function of the config, ` + `so pass config: new Config({...})`,
+        `experiment "${opts.name}": steps is a function of the config, so pass config: new Config({...})`,
       )
     }
     this.name = opts.name
@@ -123,7 +123,7 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
     if (opts.report !== undefined && (typeof opts.report?.target !== 'string' || opts.report.target === '')) {
       throw new MarinError(
         'BAD_CONFIG',
-        `experiment "${opts.name}": report.target must be a folder or ` + `URL, e.g. { target: './site' }`,
+        `experiment "${opts.name}": report.target must be a folder or URL, e.g. { target: './site' }`,
       )
     }
     this.report = opts.report

@@ -54,7 +54,7 @@ export async function explainStep(storage: Storage, nameOrHash: string, current?
   if (entries.length === 0 && !current) {
     throw new MarinError(
       'STEP_NOT_FOUND',
-      `no step named "${nameOrHash}" has run under ${storage.url}; see ` + `\`marin ls\` for the steps there`,
+      `no step named "${nameOrHash}" has run under ${storage.url}; see \`marin ls\` for the steps there`,
     )
   }
   const cur =

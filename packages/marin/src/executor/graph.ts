@@ -44,7 +44,7 @@ export function topoSort(roots: readonly Step[]): Step[] {
       const cycle = [...stack.slice(stack.indexOf(s)), s].map((x) => x.name)
       throw new MarinError(
         'CYCLE',
-        `steps depend on each other in a cycle: ${cycle.join(' -> ')}; ` + `remove one of these output() references`,
+        `steps depend on each other in a cycle: ${cycle.join(' -> ')}; remove one of these output() references`,
       )
     }
     const other = byName.get(s.name)

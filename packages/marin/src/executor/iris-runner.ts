@@ -65,7 +65,7 @@ export function irisRunner(scheduler: JobScheduler, script: string | undefined, 
       nameHash,
       attempt,
       task.leaseTtlMs,
-      `iris job ${job!.jobId} ended ${final.state} without a result` + `${final.error ? `: ${final.error}` : ''}`,
+      `iris job ${job!.jobId} ended ${final.state} without a result${final.error ? `: ${final.error}` : ''}`,
       startedAt,
     )
   }

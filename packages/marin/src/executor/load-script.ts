@@ -16,7 +16,7 @@ export async function loadExperiment(file: string): Promise<Experiment> {
   if (!existsSync(path))
     throw new MarinError(
       'SCRIPT_INVALID',
-      `experiment script ${file} does not exist; pass the path of a ` + `.ts or .js file`,
+      `experiment script ${file} does not exist; pass the path of a .ts or .js file`,
     )
   let mod: { default?: unknown }
   const g = globalThis as Record<symbol, unknown>
@@ -28,7 +28,7 @@ export async function loadExperiment(file: string): Promise<Experiment> {
     const detail = err instanceof Error ? (err.stack ?? err.message) : String(err)
     throw new MarinError(
       'SCRIPT_FAILED',
-      `experiment script ${file} threw while building its steps; ` + `nothing was run:\n${detail}`,
+      `experiment script ${file} threw while building its steps; nothing was run:\n${detail}`,
       { cause: err },
     )
   } finally {
@@ -50,7 +50,7 @@ export async function loadExperiment(file: string): Promise<Experiment> {
     const detail = err instanceof Error ? (err.stack ?? err.message) : String(err)
     throw new MarinError(
       'SCRIPT_FAILED',
-      `experiment script ${file} threw while building its steps; ` + `nothing was run:\n${detail}`,
+      `experiment script ${file} threw while building its steps; nothing was run:\n${detail}`,
       { cause: err },
     )
   }

@@ -42,7 +42,7 @@ async function neverRanReason(storage: Storage, v: StepVersion): Promise<string>
   const done = (await readHistory(storage, v.name)).filter((e) => e.status === 'SUCCESS' && e.nameHash !== v.nameHash)
   const last = done[done.length - 1]
   return last
-    ? `config changed (last done: ${last.nameHash} at ${last.at}; see ` + `\`marin explain ${v.name}\`)`
+    ? `config changed (last done: ${last.nameHash} at ${last.at}; see \`marin explain ${v.name}\`)`
     : 'never ran'
 }
 
@@ -71,7 +71,7 @@ export async function planStep(
       return {
         ...base,
         action: 'wait',
-        reason: `running elsewhere (${lease.record.owner}, lease until ` + `${iso(lease.record.expiresAt)})`,
+        reason: `running elsewhere (${lease.record.owner}, lease until ${iso(lease.record.expiresAt)})`,
       }
     }
     const why = lease?.record ? `its lease expired at ${iso(lease.record.expiresAt)}` : 'it holds no lease'

@@ -175,7 +175,7 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
   }
   const stepLog = openStepLog(
     storage,
-    `${nameHash}/logs/` + `${o.logName ?? `${startedAt.replace(/[:.]/g, '-')}-${process.pid}.log`}`,
+    `${nameHash}/logs/${o.logName ?? `${startedAt.replace(/[:.]/g, '-')}-${process.pid}.log`}`,
     { step: nameHash },
   )
   let error: unknown
@@ -209,7 +209,7 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
     const notDone = "the step's output was not published and its status not written"
     const message = isRiggingError(fenced, 'LEASE_LOST')
       ? leaseLostText(fenced, notDone)
-      : `cannot confirm that this run still holds the step's lease (` + `${errorText(fenced)}); ${notDone}`
+      : `cannot confirm that this run still holds the step's lease (${errorText(fenced)}); ${notDone}`
     stepLog.log.error({ err: fenced }, 'lease lost: output not published, status not written')
     await stepLog.close()
     await discardStaging(storage, staging).catch(() => {})
@@ -246,7 +246,7 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
     await lease.release().catch(() => {})
     const lost = new RiggingError(
       'LEASE_LOST',
-      `step ${nameHash}: another run wrote its status or info after ` + `this run's RUNNING (${err.message})`,
+      `step ${nameHash}: another run wrote its status or info after this run's RUNNING (${err.message})`,
     )
     return {
       status: 'FAILED',

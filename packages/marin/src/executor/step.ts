@@ -122,7 +122,7 @@ export class Step<C = any> {
     if (typeof opts.fn !== 'function')
       throw new MarinError(
         'BAD_STEP',
-        `step "${opts.name}": fn must be a function (config, { ` + `outputPath, log }) => ...`,
+        `step "${opts.name}": fn must be a function (config, { outputPath, log }) => ...`,
       )
     this.name = opts.name
     this.fn = opts.fn
@@ -149,7 +149,7 @@ export class Step<C = any> {
     if (clean.split('/').some((p) => p === '..'))
       throw new MarinError(
         'BAD_STEP',
-        `step "${this.name}": output("${subPath}") may not contain ".."; ` + `name a path inside the output`,
+        `step "${this.name}": output("${subPath}") may not contain ".."; name a path inside the output`,
       )
     return new OutputRef(this as unknown as Step, clean)
   }

@@ -9,7 +9,7 @@ export function publishReportCommand(cmd: Command, io: CliIo, run: Run): void {
   cmd
     .requiredOption(
       '--source <dir|experiment>',
-      'a record file, a folder of runs, a prefix, or NAME[/RUN] under ' + '$MARIN_PREFIX (newest run by default)',
+      'a record file, a folder of runs, a prefix, or NAME[/RUN] under $MARIN_PREFIX (newest run by default)',
     )
     .option('--target <dir|url>', 'a folder, any storage URL, or an http(s):// URL accepting PUT', './site')
     .option('--json', 'print what was published as JSON')

@@ -26,7 +26,7 @@ function table(
 ): string {
   const th = head.map((h) => `<th>${x(h)}</th>`).join('')
   const tr = rows
-    .map((r) => `<tr>` + `${r.map((c, i) => `<td${numeric.has(i) ? ' class="num"' : ''}>${c}</td>`).join('')}</tr>`)
+    .map((r) => `<tr>${r.map((c, i) => `<td${numeric.has(i) ? ' class="num"' : ''}>${c}</td>`).join('')}</tr>`)
     .join('\n')
   return `<table><thead><tr>${th}</tr></thead><tbody>\n${tr}\n</tbody></table>`
 }
@@ -208,7 +208,7 @@ export function renderHtml(p: SiteParts): string {
   if (data.warnings.length)
     out.push(
       '<h2 id="warnings">Warnings</h2>',
-      `<ul>` + `${data.warnings.map((w) => `<li class="warn">${x(w)}</li>`).join('')}</ul>`,
+      `<ul>${data.warnings.map((w) => `<li class="warn">${x(w)}</li>`).join('')}</ul>`,
     )
   out.push('</body></html>')
   return out.join('\n')

@@ -23,7 +23,7 @@ export function renderMarkdown(p: SiteParts): string {
   const out: string[] = [
     `# ${r.experiment}`,
     '',
-    `Run \`${r.run}\`: **${r.status}**, ${r.startedAt} → ` + `${r.finishedAt}. Record: \`${data.recordUrl}\`.`,
+    `Run \`${r.run}\`: **${r.status}**, ${r.startedAt} → ${r.finishedAt}. Record: \`${data.recordUrl}\`.`,
     '',
   ]
   const finals = finalMetrics(data.metrics)

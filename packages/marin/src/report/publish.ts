@@ -80,7 +80,7 @@ function httpSink(base: string): Sink {
   const fail = (what: string, p: string, detail: string) =>
     new MarinError(
       'PUBLISH_FAILED',
-      `--target: ${what} ${url(p)} failed (${detail}); check that the ` + `server accepts PUT and DELETE under ${root}`,
+      `--target: ${what} ${url(p)} failed (${detail}); check that the server accepts PUT and DELETE under ${root}`,
     )
   const call = async (method: string, p: string, body?: string): Promise<Response> => {
     try {

@@ -69,7 +69,7 @@ async function newestRun(storage: Storage, dir: string, what: string): Promise<R
   if (!last)
     throw new MarinError(
       'EXPERIMENT_NOT_FOUND',
-      `--source: ${what} has no runs (no .json records); run the ` + `experiment first with \`marin run\``,
+      `--source: ${what} has no runs (no .json records); run the experiment first with \`marin run\``,
     )
   return readRecord(storage, last)
 }
@@ -87,7 +87,7 @@ async function fromFolder(storage: Storage, where: string): Promise<ResolvedSour
     if (names.length === 0)
       throw new MarinError(
         'EXPERIMENT_NOT_FOUND',
-        `--source: ${where} is a prefix without experiment records; run ` + `an experiment first`,
+        `--source: ${where} is a prefix without experiment records; run an experiment first`,
       )
     throw new MarinError(
       'BAD_USAGE',
@@ -126,7 +126,7 @@ export async function resolveSource(source: string, prefix: string): Promise<Res
   if (!name || !NAME.test(name) || rest.length > 0 || (run !== undefined && !NAME.test(run.replace(/\.json$/, '')))) {
     throw new MarinError(
       'BAD_USAGE',
-      `--source: "${source}" is neither an existing folder or file nor ` + `an experiment name (NAME or NAME/RUN)`,
+      `--source: "${source}" is neither an existing folder or file nor an experiment name (NAME or NAME/RUN)`,
     )
   }
   const storage = await openStorage(prefix)
@@ -135,7 +135,7 @@ export async function resolveSource(source: string, prefix: string): Promise<Res
     if (!(await storage.exists(path)))
       throw new MarinError(
         'EXPERIMENT_NOT_FOUND',
-        `--source: no run "${run}" of experiment "${name}" under ` + `${storage.url} (looked for ${path})`,
+        `--source: no run "${run}" of experiment "${name}" under ${storage.url} (looked for ${path})`,
       )
     return readRecord(storage, path)
   }

@@ -60,7 +60,7 @@ export function createApp(o: AppOptions): Hono {
     c.json(
       new ApiError(
         404,
-        `no route ${c.req.method} ${c.req.path}; see /v1/models, ` + `/v1/completions, /v1/chat/completions`,
+        `no route ${c.req.method} ${c.req.path}; see /v1/models, /v1/completions, /v1/chat/completions`,
         null,
         'not_found',
       ).body(),
@@ -113,7 +113,7 @@ export function createApp(o: AppOptions): Hono {
     app.all(route, (c) => {
       throw new ApiError(
         405,
-        `${c.req.method} is not allowed on ${route}; use ` + `${allow.split(', ')[0]}`,
+        `${c.req.method} is not allowed on ${route}; use ${allow.split(', ')[0]}`,
         null,
         'method_not_allowed',
         { Allow: allow },

@@ -12,7 +12,7 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
   cmd
     .requiredOption(
       '--model-checkpoint <ref>',
-      'directory (config.json + model.safetensors [+ tokenizer.json]) ' + 'or finestore ARTIFACT[@VERSION]',
+      'directory (config.json + model.safetensors [+ tokenizer.json]) or finestore ARTIFACT[@VERSION]',
     )
     .option('--tokenizer <path>', 'tokenizer.json, when the checkpoint carries none')
     .option('--port <n>', 'port (0: any free port)', intArg('a port', 0), 8000)
@@ -29,7 +29,7 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
     )
     .option(
       '--max-queued-sequences <n>',
-      'most sequences waiting for a slot; a request that does not fit ' + 'gets 429 with Retry-After',
+      'most sequences waiting for a slot; a request that does not fit gets 429 with Retry-After',
       intArg('a sequence count'),
       1024,
     )

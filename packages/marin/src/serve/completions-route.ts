@@ -46,14 +46,14 @@ export function completionsRoute(app: Hono, x: RouteContext): void {
         if (p.length > seqLen)
           throw new ApiError(
             400,
-            `prompt: ${p.length} tokens exceed the model's context of ` + `${seqLen}; shorten it`,
+            `prompt: ${p.length} tokens exceed the model's context of ${seqLen}; shorten it`,
             'prompt',
             'context_length_exceeded',
           )
         if (p.some((t) => t >= o.model.config.vocabSize))
           throw new ApiError(
             400,
-            `prompt: token ids must be below the vocabulary size ` + `${o.model.config.vocabSize}`,
+            `prompt: token ids must be below the vocabulary size ${o.model.config.vocabSize}`,
             'prompt',
             'invalid_value',
           )

@@ -43,7 +43,7 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
     if (model === undefined)
       throw new ApiError(
         400,
-        `model: missing; name the served model, "${o.name}" (GET ` + `/v1/models lists it)`,
+        `model: missing; name the served model, "${o.name}" (GET /v1/models lists it)`,
         'model',
         'invalid_value',
       )
@@ -63,7 +63,7 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
     if (ids.length > seqLen)
       throw new ApiError(
         400,
-        `${param}: ${ids.length} tokens exceed the model's context of ` + `${seqLen}; shorten it`,
+        `${param}: ${ids.length} tokens exceed the model's context of ${seqLen}; shorten it`,
         param,
         'context_length_exceeded',
       )

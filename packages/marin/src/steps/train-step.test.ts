@@ -25,7 +25,7 @@ test("trainStep commits the exported model and the cache's tokenizer " +
     src,
     Array.from(
       { length: 12 },
-      (_, i) => `Sentence number ${i} talks about the harbor, the ferry and the ` + `bridge over the river.`,
+      (_, i) => `Sentence number ${i} talks about the harbor, the ferry and the bridge over the river.`,
     ).join('\n\n'),
   )
   const prefix = join(root, 'prefix')

@@ -100,7 +100,7 @@ function build(spec: CliSpec, io: CliIo): Built {
   if (spec.prefix)
     program.option(
       '--prefix <prefix>',
-      'Marin prefix, a local path or storage URL (default: ' + '$MARIN_PREFIX, then ./.marin)',
+      'Marin prefix, a local path or storage URL (default: $MARIN_PREFIX, then ./.marin)',
     )
   spec.options?.(program)
   const ctx: CliContext = {

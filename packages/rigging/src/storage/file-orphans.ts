@@ -23,7 +23,7 @@ const hostTag = createHash('sha256').update(hostname()).digest('hex').slice(0, 6
 export function tempPathFor(target: string): string {
   return join(
     dirname(target),
-    `.${basename(target)}.rigging-tmp-${hostTag}-${process.pid}-` + `${randomBytes(6).toString('hex')}`,
+    `.${basename(target)}.rigging-tmp-${hostTag}-${process.pid}-${randomBytes(6).toString('hex')}`,
   )
 }
 

@@ -381,10 +381,7 @@ export class FileStorage implements Storage {
     if (condition && 'ifGeneration' in condition) {
       const have = cur ? generationOf(cur) : '(absent)'
       if (have !== condition.ifGeneration)
-        throw this.conditionFailed(
-          rel,
-          `is at generation ${have}, not ${condition.ifGeneration}; ` + `re-read it and retry`,
-        )
+        throw this.conditionFailed(rel, `is at generation ${have}, not ${condition.ifGeneration}; re-read it and retry`)
     }
   }
 

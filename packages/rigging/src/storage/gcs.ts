@@ -91,7 +91,7 @@ class GcsStorage implements Storage {
     if (code === 412) {
       return new RiggingError(
         'STORAGE_CONDITION_FAILED',
-        `${where}: its generation condition does not hold (${detail}); ` + `re-read it and retry`,
+        `${where}: its generation condition does not hold (${detail}); re-read it and retry`,
         {
           cause: err,
         },
@@ -205,7 +205,7 @@ class GcsStorage implements Storage {
       if (status(err) === 404) {
         throw new RiggingError(
           'STORAGE_CONDITION_FAILED',
-          `storage ${this.url}: ${rel} is absent, not at generation ` + `${opts.ifGeneration}; not deleted`,
+          `storage ${this.url}: ${rel} is absent, not at generation ${opts.ifGeneration}; not deleted`,
         )
       }
       throw this.fail(err, 'delete', rel)

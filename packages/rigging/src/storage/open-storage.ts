@@ -69,7 +69,7 @@ export async function openStorage(url: string, opts: OpenStorageOptions = {}): P
       if (!isAbsolute(path)) {
         throw new RiggingError(
           'STORAGE_INVALID_PATH',
-          `storage URL ${url}: file URLs need an absolute path; use ` + `file:///absolute/path`,
+          `storage URL ${url}: file URLs need an absolute path; use file:///absolute/path`,
         )
       }
       return new FileStorage(path, fileOptions(opts))

@@ -52,7 +52,7 @@ export function parseBucketUrl(url: string, scheme: string): { bucket: string; p
   if (!m?.[1]) {
     throw new RiggingError(
       'STORAGE_INVALID_PATH',
-      `storage URL ${url}: expected ${scheme}://bucket or ${scheme}` + `://bucket/prefix`,
+      `storage URL ${url}: expected ${scheme}://bucket or ${scheme}://bucket/prefix`,
     )
   }
   const prefix = (m[2] ?? '').replace(/^\/+|\/+$/g, '')

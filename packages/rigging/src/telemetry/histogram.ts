@@ -41,19 +41,19 @@ export class Histogram extends Family<HistogramState> {
     if (b.some((x, i) => !Number.isFinite(x) || (i > 0 && x <= b[i - 1]!))) {
       throw new RiggingError(
         'TELEMETRY_INVALID',
-        `metric ${name}: buckets [${b.join(', ')}] must be finite and ` + `strictly ascending (+Inf is added for you)`,
+        `metric ${name}: buckets [${b.join(', ')}] must be finite and strictly ascending (+Inf is added for you)`,
       )
     }
     if (this.quantiles.some((q) => !(q >= 0 && q <= 1))) {
       throw new RiggingError(
         'TELEMETRY_INVALID',
-        `metric ${name}: quantiles [${this.quantiles.join(', ')}] must ` + `be between 0 and 1`,
+        `metric ${name}: quantiles [${this.quantiles.join(', ')}] must be between 0 and 1`,
       )
     }
     if (!Number.isInteger(this.reservoirSize) || this.reservoirSize < 1) {
       throw new RiggingError(
         'TELEMETRY_INVALID',
-        `metric ${name}: reservoirSize ${this.reservoirSize} must be a ` + `positive integer`,
+        `metric ${name}: reservoirSize ${this.reservoirSize} must be a positive integer`,
       )
     }
   }

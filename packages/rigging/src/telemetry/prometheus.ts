@@ -46,9 +46,7 @@ export function toPrometheusText(metrics: readonly MetricSnapshot[]): string {
     for (const s of m.samples) {
       if (m.exposition === 'histogram') {
         m.buckets.forEach((le, i) =>
-          out.push(
-            `${m.name}_bucket` + `${labelText(s.labels, ['le', formatPromValue(le)])} ` + `${s.buckets[i] ?? 0}`,
-          ),
+          out.push(`${m.name}_bucket${labelText(s.labels, ['le', formatPromValue(le)])} ${s.buckets[i] ?? 0}`),
         )
         out.push(`${m.name}_bucket${labelText(s.labels, ['le', '+Inf'])} ${s.count}`)
       } else {

@@ -44,7 +44,7 @@ test.skipIf(!hasProc)('an input abandoned before its end closes its file (plain 
 })
 
 test.skipIf(!hasProc)(
-  'an Arrow read stopped after its first batch, or failing on a ' + 'truncated file, closes its file',
+  'an Arrow read stopped after its first batch, or failing on a truncated file, closes its file',
   async () => {
     const dir = tempDir()
     const bytes = tableToIPC(tableFromArrays({ x: Float64Array.from({ length: 1000 }, (_, i) => i) }), 'stream')

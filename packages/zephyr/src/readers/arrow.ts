@@ -52,7 +52,7 @@ export async function* readArrow(
       if (names.length && !names.includes(c))
         throw new ZephyrError(
           'INVALID_PLAN',
-          `${url}: no column "${c}" (columns: ${names.join(', ')}); fix ` + `the projection`,
+          `${url}: no column "${c}" (columns: ${names.join(', ')}); fix the projection`,
         )
     }
     for await (const batch of reader as AsyncIterable<RecordBatch>) {
@@ -62,7 +62,7 @@ export async function* readArrow(
     if (err instanceof ZephyrError) throw err
     throw new ZephyrError(
       'CORRUPT_ARROW',
-      `${url}: not a readable Arrow IPC file (${(err as Error).message}` + `); the file may be truncated — rewrite it`,
+      `${url}: not a readable Arrow IPC file (${(err as Error).message}); the file may be truncated — rewrite it`,
       false,
       { cause: err },
     )

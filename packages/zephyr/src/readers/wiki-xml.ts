@@ -91,7 +91,7 @@ export async function* readWikiXml(
     if (/^\S+:\d+:\d+: /.test((err as Error).message) || (err as Error).message.includes(url)) {
       throw new ZephyrError(
         'CORRUPT_XML',
-        `${(err as Error).message}; the dump is not well-formed XML ` + `(truncated download?)`,
+        `${(err as Error).message}; the dump is not well-formed XML (truncated download?)`,
         false,
         { cause: err },
       )

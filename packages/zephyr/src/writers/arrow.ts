@@ -93,7 +93,7 @@ export async function arrowWriter(url: string, counters?: TaskCounters): Promise
           if (typeof r !== 'object' || r === null || Array.isArray(r))
             throw new ZephyrError(
               'UNWRITABLE_RECORD',
-              `${url}: Arrow rows must be objects, got ${typeof r}; map ` + `records to objects first`,
+              `${url}: Arrow rows must be objects, got ${typeof r}; map records to objects first`,
             )
           for (const [k, v] of Object.entries(r)) {
             const kd = kindOf(v)

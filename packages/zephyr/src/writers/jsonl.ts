@@ -17,7 +17,7 @@ export async function jsonlWriter(url: string, counters?: TaskCounters): Promise
         if (line === undefined)
           throw new ZephyrError(
             'UNWRITABLE_RECORD',
-            `${url}: a record is not JSON-serializable (${typeof r}); map it ` + `to a plain object first`,
+            `${url}: a record is not JSON-serializable (${typeof r}); map it to a plain object first`,
           )
         text += line + '\n'
       }

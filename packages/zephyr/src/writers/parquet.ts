@@ -119,7 +119,7 @@ export async function parquetWriter(
       if (names.size === 0)
         throw new ZephyrError(
           'UNWRITABLE_RECORD',
-          `${url}: the records have no fields; a Parquet file needs at ` + `least one column`,
+          `${url}: the records have no fields; a Parquet file needs at least one column`,
         )
       columns = [...names.keys()]
       const columnData = columns.map((name) => {
@@ -159,7 +159,7 @@ export async function parquetWriter(
       if (err instanceof ZephyrError) throw err
       throw new ZephyrError(
         'UNWRITABLE_RECORD',
-        `${url}: cannot encode rows as Parquet (${(err as Error).message}` + `); check that each column keeps one type`,
+        `${url}: cannot encode rows as Parquet (${(err as Error).message}); check that each column keeps one type`,
         false,
         { cause: err },
       )
