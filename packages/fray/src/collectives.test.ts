@@ -45,6 +45,23 @@ function f64Sums(parts: Float32Array[]): { exact: Float64Array; scale: Float64Ar
   return { exact, scale }
 }
 
+/** Shard `s` of `length` elements over `n` members: the first `length mod n` shards get one element more. */
+function shardOf(length: number, n: number, s: number): [number, number] {
+  const base = Math.floor(length / n)
+  const lo = s * base + Math.min(s, length % n)
+  return [lo, lo + base + (s < length % n ? 1 : 0)]
+}
+
+function concat(parts: Float32Array[]): Float32Array {
+  const out = new Float32Array(parts.reduce((s, p) => s + p.length, 0))
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.length
+  }
+  return out
+}
+
 /** Polls until `cond` holds (the driver learns of a death asynchronously). */
 async function until(cond: () => boolean): Promise<void> {
   while (!cond()) await new Promise((r) => setTimeout(r, 10))
@@ -122,6 +139,30 @@ describe.each(MODES)('collectives, $mode mode', ({ mode, sizes }) => {
     }
   })
 
+  test.each([
+    { members: 4, size: 100_003, op: 'sum' as const },
+    { members: 4, size: 3, op: 'sum' as const },
+    { members: 2, size: 1001, op: 'mean' as const },
+  ])(
+    'reduceScatter of $size floats ($op) over $members members, then allGather, equals allReduce bit for bit',
+    async ({ members, size, op }) => {
+      const res = await groups.get(members)!.broadcast.scatterGather(size, 'random', op)
+      const parts = Array.from({ length: members }, (_, i) => testData(seed(i), size, 'random'))
+      const sum = f32RankOrderSum(parts)
+      const reduced = op === 'sum' ? sum : sum.map((x) => Math.fround(x / members))
+      res.forEach((r, i) => {
+        // Each member's shard: its slice of the reduced array, the first size mod n shards one longer.
+        const [lo, hi] = shardOf(size, members, i)
+        expect(r.shard.length).toBe(hi - lo)
+        expect(digest(r.shard)).toBe(digest(reduced.subarray(lo, hi)))
+      })
+      // Gathered: identical on every member, and the all-reduce's bits.
+      expect(new Set(res.map((r) => r.gathered)).size).toBe(1)
+      expect(res[0]!.gathered).toBe(res[0]!.reduced)
+      expect(new Set(res.map((r) => r.reduced))).toEqual(new Set([digest(reduced)]))
+    },
+  )
+
   test('two collectives in flight at once do not mix', async () => {
     expect(await groups.get(4)!.broadcast.twoAtOnce(300_000)).toEqual([
       [4, 8],
@@ -176,6 +217,7 @@ describe.each(MODES)('collectives, $mode mode', ({ mode, sizes }) => {
 
 type Call = Parameters<Reducer['collective']>[0]
 const sum10: Call = { name: 'allReduce', op: 'sum', n: 10 }
+const scatter10: Call = { name: 'reduceScatter', op: 'sum', n: 10 }
 
 describe('mesh axes and failures', () => {
   let client: LocalClient
@@ -215,6 +257,53 @@ describe('mesh axes and failures', () => {
     await g.shutdown()
   })
 
+  test('reduceScatter and allGather over one axis of a 2×2 mesh stay within their sub-groups', async () => {
+    const g = await client.createActorGroup(ReducerClass, 4, (i) => [seed(i)])
+    const mesh = await Mesh.create(g, { data: -1, model: 2 })
+    const parts = Array.from({ length: 4 }, (_, i) => testData(seed(i), 5001, 'ints'))
+    // Over `data`: ranks {0, 2} (model 0) and {1, 3} (model 1); the data coordinate picks the shard.
+    const res = await g.broadcast.scatterGather(5001, 'ints', 'sum', 'data')
+    const sums = [f32RankOrderSum([parts[0]!, parts[2]!]), f32RankOrderSum([parts[1]!, parts[3]!])]
+    for (const [rank, sum, pos] of [
+      [0, 0, 0],
+      [1, 1, 0],
+      [2, 0, 1],
+      [3, 1, 1],
+    ] as const) {
+      const [lo, hi] = shardOf(5001, 2, pos)
+      expect(digest(res[rank]!.shard)).toBe(digest(sums[sum]!.subarray(lo, hi)))
+      expect(res[rank]!.gathered).toBe(digest(sums[sum]!))
+      expect(res[rank]!.reduced).toBe(digest(sums[sum]!))
+    }
+    // Gather over `model` with a length per member: ranks 0+1 and 2+3, in rank order.
+    const lengths = [3, 5, 0, 7]
+    const got = await Promise.all(g.members.map((m, r) => m.allGather(lengths[r]!, 'model')))
+    const piece = (r: number) => testData(seed(r), lengths[r]!, 'random')
+    const d01 = digest(concat([piece(0), piece(1)]))
+    const d23 = digest(concat([piece(2), piece(3)]))
+    expect(got).toEqual([
+      { digest: d01, length: 8 },
+      { digest: d01, length: 8 },
+      { digest: d23, length: 7 },
+      { digest: d23, length: 7 },
+    ])
+    await mesh.close()
+    await g.shutdown()
+  })
+
+  test('allGather concatenates shards of different lengths, empty ones included, in rank order', async () => {
+    for (const lengths of [
+      [0, 4],
+      [1000, 1],
+      [0, 0],
+      [300_001, 2_000_000],
+    ]) {
+      const got = await Promise.all(pair.members.map((m, r) => m.allGather(lengths[r]!)))
+      const want = digest(concat(lengths.map((n, r) => testData(seed(r), n, 'random'))))
+      expect(got).toEqual(Array(2).fill({ digest: want, length: lengths[0]! + lengths[1]! }))
+    }
+  })
+
   test.each([
     {
       what: 'allReduce against broadcast',
@@ -244,6 +333,26 @@ describe('mesh axes and failures', () => {
       ],
       says: 'member 0 called broadcast(root 0, 40 bytes), member 1 called broadcast(root 1, 40 bytes)',
     },
+    {
+      what: 'reduceScatter with different ops',
+      calls: [scatter10, { name: 'reduceScatter', op: 'mean', n: 10 }],
+      says: 'member 0 called reduceScatter(op sum, 40 bytes), member 1 called reduceScatter(op mean, 40 bytes)',
+    },
+    {
+      what: 'reduceScatter with different lengths',
+      calls: [scatter10, { name: 'reduceScatter', op: 'sum', n: 11 }],
+      says: 'member 0 called reduceScatter(op sum, 40 bytes), member 1 called reduceScatter(op sum, 44 bytes)',
+    },
+    {
+      what: 'reduceScatter against allReduce',
+      calls: [scatter10, sum10],
+      says: 'member 0 called reduceScatter(op sum, 40 bytes), member 1 called allReduce(op sum, 40 bytes)',
+    },
+    {
+      what: 'allGather against reduceScatter',
+      calls: [{ name: 'allGather', n: 5 }, scatter10],
+      says: 'member 0 called allGather(20 bytes), member 1 called reduceScatter(op sum, 40 bytes)',
+    },
   ] as { what: string; calls: Call[]; says: string }[])(
     'mismatched calls ($what) fail on every member, naming the calls',
     async ({ calls, says }) => {
@@ -261,6 +370,25 @@ describe('mesh axes and failures', () => {
       )
     },
   )
+
+  test('a member dying fails reduceScatter and allGather on the others with COLLECTIVE_PEER_LOST', async () => {
+    const g = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)])
+    const mesh = await Mesh.create(g)
+    const waiting = g.member(0).scatterGiven(new Float32Array(100), 'sum')
+    g.member(1).$actor.kill('SIGKILL')
+    await expect(waiting).rejects.toMatchObject({
+      code: 'COLLECTIVE_PEER_LOST',
+      message: expect.stringMatching(/member 1/),
+    })
+    await expect(g.member(0).gatherGiven(new Float32Array(100))).rejects.toMatchObject({
+      code: 'COLLECTIVE_PEER_LOST',
+      message: expect.stringMatching(/member 1 disconnected/),
+    })
+    // The survivor is still up: the failed collectives left no unhandled rejection behind.
+    expect(await g.member(0).coords()).toEqual({ data: 0 })
+    await mesh.close()
+    await g.shutdown()
+  })
 
   test('axes that do not fit the group are refused', async () => {
     await expect(Mesh.create(pair, { data: 3 })).rejects.toThrow(/do not fit 2 members/)

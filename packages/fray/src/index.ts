@@ -29,8 +29,14 @@ export type { MeshOptions } from './mesh.js'
 export { resolveAxes } from './mesh-axes.js'
 export type { MeshAxes, MeshAxesInput } from './mesh-axes.js'
 export { MeshMember } from './mesh-member.js'
-export type { AllReduceOptions, AxisSelector, BroadcastOptions } from './mesh-member.js'
-export type { ReduceOp } from './collective/all-reduce.js'
+export type {
+  AllGatherOptions,
+  AllReduceOptions,
+  AxisSelector,
+  BroadcastOptions,
+  ReduceScatterOptions,
+} from './mesh-member.js'
+export type { ReduceOp } from './collective/reduce-scatter.js'
 export { memoryBytes, Resources, resources } from './resources.js'
 export type { ResourcesInput } from './resources.js'
 export { ParameterServer, ParameterServerClient } from './parameter-server.js'

@@ -1,12 +1,15 @@
 /**
  * @module A mesh as one member sees it, inside an actor: its rank and coordinates, and
- * the collectives (`allReduce`, `broadcast`, `barrier`) over all axes or some of them.
+ * the collectives (`allReduce`, `reduceScatter`, `allGather`, `broadcast`, `barrier`) over all
+ * axes or some of them.
  * Every member must call the same collectives in the same order (SPMD).
  *
  * When a member restarts, the driver relinks the whole mesh: every member gets new links and
  * starts counting collectives afresh. Meanwhile collectives wait for the new links.
  */
-import { allReduce, type ReduceOp } from './collective/all-reduce.js'
+import { allGather } from './collective/all-gather.js'
+import { allReduce } from './collective/all-reduce.js'
+import { type ReduceOp, reduceScatter } from './collective/reduce-scatter.js'
 import { barrier, broadcast } from './collective/broadcast.js'
 import type { Comm } from './collective/comm.js'
 import type { Peers } from './collective/peers.js'
@@ -23,6 +26,28 @@ export type AllReduceOptions = AxisSelector & {
   /** Bytes per frame. @default 1 MiB */
   chunkBytes?: number
   /** Where the result goes (same length as the input; may be the input itself, for in place). @default a new array */
+  out?: Float32Array
+}
+
+export type ReduceScatterOptions = AxisSelector & {
+  /** @default 'sum' */
+  op?: ReduceOp
+  /** Bytes per frame. @default 1 MiB */
+  chunkBytes?: number
+  /**
+   * Where this member's shard goes (the shard's length; may be that range of the input, for in place).
+   * @default a new array
+   */
+  out?: Float32Array
+}
+
+export type AllGatherOptions = AxisSelector & {
+  /** Bytes per frame. @default 1 MiB */
+  chunkBytes?: number
+  /**
+   * Where the result goes (the shards' total length; may hold this member's shard at its offset).
+   * @default a new array
+   */
   out?: Float32Array
 }
 
@@ -91,6 +116,26 @@ export class MeshMember {
    */
   allReduce(data: Float32Array, opts: AllReduceOptions = {}): Promise<Float32Array> {
     return this.run(opts, (c) => allReduce(c, data, opts.op ?? 'sum', opts.chunkBytes, opts.out))
+  }
+
+  /**
+   * Reduces `data` over the selected axes and returns this member's shard of the result: of N floats
+   * over a sub-group of n, the member at position s (its coordinate, for one axis) gets floats
+   * [s·⌊N/n⌋ + min(s, N mod n), …) of length ⌊N/n⌋, plus one for the first N mod n positions.
+   * Its bits equal those of the same floats of `allReduce`.
+   * @example const shard = await currentMesh().reduceScatter(grad, { axis: 'data' })
+   */
+  reduceScatter(data: Float32Array, opts: ReduceScatterOptions = {}): Promise<Float32Array> {
+    return this.run(opts, (c) => reduceScatter(c, data, opts.op ?? 'sum', opts.chunkBytes, opts.out))
+  }
+
+  /**
+   * Concatenates every sub-group member's `shard`, in rank order; every member gets the same bytes.
+   * Shards may differ in length (empty ones too). After `reduceScatter`, gives the `allReduce` result.
+   * @example const full = await currentMesh().allGather(shard, { axis: 'data' })
+   */
+  allGather(shard: Float32Array, opts: AllGatherOptions = {}): Promise<Float32Array> {
+    return this.run(opts, (c) => allGather(c, shard, opts.chunkBytes, opts.out))
   }
 
   /** Overwrites `buf` on every member with the root's bytes; all members pass the same byte length. */

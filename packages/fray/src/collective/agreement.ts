@@ -17,7 +17,7 @@ type Op = {
   call: CollectiveCall
   heard: Map<number, CollectiveCall>
   due: Set<number>
-  resolve: () => void
+  resolve: (heard: ReadonlyMap<number, CollectiveCall>) => void
   reject: (e: Error) => void
 }
 
@@ -40,13 +40,13 @@ export class Agreements {
     return this.broken.has(opKey(comm, seq))
   }
 
-  /** This member's call: resolves once every other member of `group` announced the same. */
-  begin(group: OpGroup, seq: number, call: CollectiveCall): Promise<void> {
+  /** This member's call: resolves, with every other member's call by rank, once all announced the same. */
+  begin(group: OpGroup, seq: number, call: CollectiveCall): Promise<ReadonlyMap<number, CollectiveCall>> {
     const key = opKey(group.id, seq)
     const early = this.early.get(key)
     this.early.delete(key)
     const me = this.rank()
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<ReadonlyMap<number, CollectiveCall>>((resolve, reject) => {
       const op: Op = {
         group,
         seq,
@@ -103,6 +103,6 @@ export class Agreements {
 
   private settle(key: string, op: Op): void {
     this.ops.delete(key)
-    op.resolve()
+    op.resolve(op.heard)
   }
 }

@@ -192,10 +192,10 @@ export class Peers {
 
   /**
    * Starts a collective: tells every other member of `group` what this member called. Resolves
-   * once all of them announced the same call; on a different call, rejects (and fails the
+   * once all of them announced the same call, with their calls by rank; on a different call, rejects (and fails the
    * collective's pending receives) with `COLLECTIVE_MISMATCH` naming every call it knows of.
    */
-  begin(group: OpGroup, seq: number, call: CollectiveCall): Promise<void> {
+  begin(group: OpGroup, seq: number, call: CollectiveCall): Promise<ReadonlyMap<number, CollectiveCall>> {
     if (this.failure) return Promise.reject(this.failure)
     const { chunk, total } = encodeCall(call)
     for (const r of group.ranks)
@@ -217,16 +217,17 @@ export class Peers {
 
   /** Sends one frame to `peer`; resolves when the payload buffer may be reused. */
   send(peer: number, h: Omit<FrameHeader, 'from'>, payload?: ArrayBufferView): Promise<void> {
-    if (this.failure) return Promise.reject(this.failure)
     const s = this.out.get(peer)
-    if (!s)
-      return Promise.reject(
-        new FrayError('NOT_IN_MESH', `member ${this.rank} has no link to member ${peer}; is it in this mesh?`),
-      )
-    const sent = writeFrame(s, { ...h, from: this.rank }, payload)
-    // A write to a peer that died fails too; the collective learns of the loss through
-    // `fail`, and a caller that already gave up must not leave an unhandled rejection
-    // that would take this member's process down with its peer.
+    const sent = this.failure
+      ? Promise.reject(this.failure)
+      : s
+        ? writeFrame(s, { ...h, from: this.rank }, payload)
+        : Promise.reject(
+            new FrayError('NOT_IN_MESH', `member ${this.rank} has no link to member ${peer}; is it in this mesh?`),
+          )
+    // A write to a peer that died fails too (as does one after the links failed); the collective
+    // learns of the loss through `fail` or its receives, and a caller that already gave up must
+    // not leave an unhandled rejection that would take this member's process down with its peer.
     sent.catch(() => {})
     return sent
   }
