@@ -33,4 +33,30 @@ export class AllReducer {
     }
     return { wallMs: times, cpuMs: cpu / iters }
   }
+
+  /**
+   * Times `iters` reduce-scatters followed by all-gathers of the shard (`allReduce` in two
+   * collectives), as `timeAllReduce` does, into preallocated shard and result arrays.
+   */
+  async timeScatterGather(n: number, iters: number): Promise<{ wallMs: number[]; cpuMs: number }> {
+    const mesh = currentMesh()
+    const data = new Float32Array(n).fill(mesh.rank + 1)
+    const shard = await mesh.reduceScatter(data) // warm up, and the shard array to reuse
+    const full = new Float32Array(n)
+    await mesh.allGather(shard, { out: full })
+    const times: number[] = []
+    let cpu = 0
+    for (let i = 0; i < iters; i++) {
+      await mesh.barrier()
+      const c0 = process.cpuUsage()
+      const t0 = performance.now()
+      await mesh.reduceScatter(data, { out: shard })
+      await mesh.allGather(shard, { out: full })
+      times.push(performance.now() - t0)
+      const c = process.cpuUsage(c0)
+      cpu += (c.user + c.system) / 1000
+      if (full[n - 1] !== (mesh.size * (mesh.size + 1)) / 2) throw new Error(`wrong result ${full[n - 1]}`)
+    }
+    return { wallMs: times, cpuMs: cpu / iters }
+  }
 }

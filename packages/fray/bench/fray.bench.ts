@@ -2,7 +2,8 @@
  * @module `pnpm bench fray`: actor call round trips against a bare child_process message round
  * trip, and all-reduce of 16 MiB across 2 local members against a single memcpy (bandwidth)
  * and a bare loopback TCP transfer of the same bytes (time), into a reused result array and
- * into a new one each time.
+ * into a new one each time; and the same reduction as a reduce-scatter then an all-gather (two
+ * collectives) against the all-reduce (one).
  */
 import { fork } from 'node:child_process'
 import net from 'node:net'
@@ -117,6 +118,7 @@ const slowest = (perMember: Timing[]) =>
   perMember[0]!.wallMs.map((_, i) => Math.max(...perMember.map((t) => t.wallMs[i]!)))
 const reused = { ms: [] as number[], cpu: [] as number[] }
 const fresh = { ms: [] as number[], cpu: [] as number[] }
+const split = { ms: [] as number[], cpu: [] as number[] }
 for (let r = 0; r < 3; r++) {
   for (const [into, reuse] of [
     [reused, true],
@@ -126,6 +128,9 @@ for (let r = 0; r < 3; r++) {
     into.ms.push(...slowest(perMember))
     into.cpu.push(...perMember.map((t) => t.cpuMs))
   }
+  const perMember = await group.broadcast.timeScatterGather(BYTES / 4, 10)
+  split.ms.push(...slowest(perMember))
+  split.cpu.push(...perMember.map((t) => t.cpuMs))
 }
 const ms = median(reused.ms)
 // Bus bandwidth (NCCL's convention): bytes × 2(n−1)/n ÷ time; for n = 2 it is bytes ÷ time.
@@ -163,6 +168,14 @@ emit({
   unit: 'ms',
   baseline: tcpMs,
   lowerIsBetter: true,
+})
+// Reduce-scatter then all-gather moves the same bytes as the all-reduce: bus bandwidth by the same formula.
+emit({
+  bench: 'fray',
+  metric: 'reducescatter_allgather_16mib_2_members_bus_bandwidth',
+  value: (BYTES * 2 * (2 - 1)) / 2 / (median(split.ms) / 1000) / 1e9,
+  unit: 'GB/s',
+  baseline: busGBs,
 })
 emit({ bench: 'fray', metric: 'allreduce_16mib_cpu_ms_per_member', value: median(reused.cpu), unit: 'ms' })
 emit({ bench: 'fray', metric: 'allreduce_16mib_new_array_cpu_ms_per_member', value: median(fresh.cpu), unit: 'ms' })
