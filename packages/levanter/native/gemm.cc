@@ -1,0 +1,249 @@
+// levanter's native GEMM: C (+)= op(A)·op(B) for float32 row-major matrices on x86-64 with AVX2
+// and FMA, batched by byte strides (a stride of 0 broadcasts), working in place on a
+// WebAssembly.Memory's buffer (the tfjs wasm backend's heap). The classic blocked design: B is
+// packed in KC×NC blocks of NR-column panels, A in MC×KC blocks of MR-row slivers (transposed
+// operands are read through strides while packing), and a 6×16 micro-kernel keeps its tile of C in
+// twelve ymm registers for a whole KC-deep pass. Every element of C is the same chain of FMAs in
+// the same order whatever the shape around it (edge tiles run on zero-padded slivers), so a row
+// computed alone equals that row inside a larger product. Single-threaded.
+//
+// Built by native/build.mjs (node-gyp); only this file is compiled with -mavx2 -mfma, and JS asks
+// cpuSupported() before calling gemm(), so a CPU without AVX2/FMA never runs it.
+#include <immintrin.h>
+#include <node_api.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+constexpr int64_t MR = 6;
+constexpr int64_t NR = 16;
+constexpr int64_t KC = 256;
+constexpr int64_t MC = 144;  // a multiple of MR: the packed A block (MC×KC, 144 KiB) stays in L2
+constexpr int64_t NC = 2048; // the packed B block (KC×NC, 2 MiB) stays in L2/L3
+
+float* packA = nullptr;
+float* packB = nullptr;
+
+bool buffers() {
+  if (!packA) packA = static_cast<float*>(std::aligned_alloc(64, MC * KC * sizeof(float)));
+  if (!packB) packB = static_cast<float*>(std::aligned_alloc(64, KC * NC * sizeof(float)));
+  return packA && packB;
+}
+
+// A view of one operand: element (r, c) of op(X) is at x[r·rs + c·cs].
+struct View {
+  const float* x;
+  int64_t rs, cs;
+  float at(int64_t r, int64_t c) const { return x[r * rs + c * cs]; }
+};
+
+// dst[sliver][k][i] = op(A)(m0 + s·MR + i, k0 + k), zero past row mb.
+void packABlock(const View& a, int64_t m0, int64_t mb, int64_t k0, int64_t kb, float* dst) {
+  for (int64_t s = 0; s < mb; s += MR) {
+    const int64_t rows = mb - s < MR ? mb - s : MR;
+    if (rows == MR && a.cs == 1) {  // rows of A: MR streams along k
+      const float* r = a.x + (m0 + s) * a.rs + k0;
+      for (int64_t k = 0; k < kb; k++)
+        for (int64_t i = 0; i < MR; i++) dst[k * MR + i] = r[i * a.rs + k];
+      dst += kb * MR;
+      continue;
+    }
+    if (rows == MR && a.rs == 1) {  // transposed A: MR contiguous floats per k
+      const float* r = a.x + k0 * a.cs + m0 + s;
+      for (int64_t k = 0; k < kb; k++)
+        for (int64_t i = 0; i < MR; i++) dst[k * MR + i] = r[k * a.cs + i];
+      dst += kb * MR;
+      continue;
+    }
+    for (int64_t k = 0; k < kb; k++) {
+      for (int64_t i = 0; i < rows; i++) dst[k * MR + i] = a.at(m0 + s + i, k0 + k);
+      for (int64_t i = rows; i < MR; i++) dst[k * MR + i] = 0.0f;
+    }
+    dst += kb * MR;
+  }
+}
+
+// dst[panel][k][j] = op(B)(k0 + k, n0 + p·NR + j), zero past column nb.
+void packBBlock(const View& b, int64_t k0, int64_t kb, int64_t n0, int64_t nb, float* dst) {
+  for (int64_t p = 0; p < nb; p += NR) {
+    const int64_t cols = nb - p < NR ? nb - p : NR;
+    if (cols == NR && b.cs == 1) {
+      for (int64_t k = 0; k < kb; k++) {
+        const float* src = b.x + (k0 + k) * b.rs + n0 + p;
+        _mm256_store_ps(dst + k * NR, _mm256_loadu_ps(src));
+        _mm256_store_ps(dst + k * NR + 8, _mm256_loadu_ps(src + 8));
+      }
+    } else if (cols == NR && b.rs == 1) {  // transposed B: read each column along k
+      for (int64_t j = 0; j < NR; j++) {
+        const float* src = b.x + (n0 + p + j) * b.cs + k0;
+        for (int64_t k = 0; k < kb; k++) dst[k * NR + j] = src[k];
+      }
+    } else {
+      for (int64_t k = 0; k < kb; k++) {
+        for (int64_t j = 0; j < cols; j++) dst[k * NR + j] = b.at(k0 + k, n0 + p + j);
+        for (int64_t j = cols; j < NR; j++) dst[k * NR + j] = 0.0f;
+      }
+    }
+    dst += kb * NR;
+  }
+}
+
+// The MR×NR tile: acc = Σ_k a[k][i]·b[k][j] (FMA chain from zero), then c = acc or c += acc.
+void kernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, bool add) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t k = 0; k < kb; k++) {
+    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    __m256 x = _mm256_broadcast_ss(a);
+    c00 = _mm256_fmadd_ps(x, b0, c00);
+    c01 = _mm256_fmadd_ps(x, b1, c01);
+    x = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(x, b0, c10);
+    c11 = _mm256_fmadd_ps(x, b1, c11);
+    x = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(x, b0, c20);
+    c21 = _mm256_fmadd_ps(x, b1, c21);
+    x = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(x, b0, c30);
+    c31 = _mm256_fmadd_ps(x, b1, c31);
+    x = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(x, b0, c40);
+    c41 = _mm256_fmadd_ps(x, b1, c41);
+    x = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(x, b0, c50);
+    c51 = _mm256_fmadd_ps(x, b1, c51);
+    a += MR;
+    b += NR;
+  }
+  const __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  for (int64_t i = 0; i < MR; i++) {
+    float* row = c + i * ldc;
+    if (add) {
+      _mm256_storeu_ps(row, _mm256_add_ps(_mm256_loadu_ps(row), acc[i][0]));
+      _mm256_storeu_ps(row + 8, _mm256_add_ps(_mm256_loadu_ps(row + 8), acc[i][1]));
+    } else {
+      _mm256_storeu_ps(row, acc[i][0]);
+      _mm256_storeu_ps(row + 8, acc[i][1]);
+    }
+  }
+}
+
+// One product C (+)= op(A)·op(B), C row-major M×N.
+void gemm(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
+  alignas(32) float tile[MR * NR];
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M * N; i++) c[i] = 0.0f;
+    return;
+  }
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nb = N - jc < NC ? N - jc : NC;
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kb = K - pc < KC ? K - pc : KC;
+      const bool add = accumulate || pc > 0;
+      packBBlock(b, pc, kb, jc, nb, packB);
+      for (int64_t ic = 0; ic < M; ic += MC) {
+        const int64_t mb = M - ic < MC ? M - ic : MC;
+        packABlock(a, ic, mb, pc, kb, packA);
+        for (int64_t jr = 0; jr < nb; jr += NR) {
+          const int64_t cols = nb - jr < NR ? nb - jr : NR;
+          const float* bp = packB + jr * kb;
+          for (int64_t ir = 0; ir < mb; ir += MR) {
+            const int64_t rows = mb - ir < MR ? mb - ir : MR;
+            const float* ap = packA + ir * kb;
+            float* ct = c + (ic + ir) * N + jc + jr;
+            if (rows == MR && cols == NR) {
+              kernel(kb, ap, bp, ct, N, add);
+            } else {
+              kernel(kb, ap, bp, tile, NR, false);
+              for (int64_t i = 0; i < rows; i++)
+                for (int64_t j = 0; j < cols; j++) ct[i * N + j] = add ? ct[i * N + j] + tile[i * NR + j] : tile[i * NR + j];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- N-API ----
+
+napi_value fail(napi_env env, const char* msg) {
+  napi_throw_range_error(env, "LEVANTER_NATIVE_GEMM", msg);
+  return nullptr;
+}
+
+bool num(napi_env env, napi_value v, double* out) { return napi_get_value_double(env, v, out) == napi_ok; }
+
+// A non-negative integer argument (byte offsets and strides reach past 2^32: read as doubles).
+bool count(napi_env env, napi_value v, int64_t* out) {
+  double d;
+  if (!num(env, v, &d) || !(d >= 0) || d > 9007199254740991.0 || d != static_cast<double>(static_cast<int64_t>(d)))
+    return false;
+  *out = static_cast<int64_t>(d);
+  return true;
+}
+
+napi_value CpuSupported(napi_env env, napi_callback_info) {
+  __builtin_cpu_init();
+  napi_value r;
+  napi_get_boolean(env, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), &r);
+  return r;
+}
+
+// gemm(buffer, a, b, c, M, K, N, tA, tB, batch, sa, sb, sc, accumulate): pointers and strides in bytes.
+napi_value Gemm(napi_env env, napi_callback_info info) {
+  size_t argc = 14;
+  napi_value argv[14];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  if (argc != 14) return fail(env, "gemm takes 14 arguments");
+  void* data = nullptr;
+  size_t length = 0;
+  if (napi_get_arraybuffer_info(env, argv[0], &data, &length) != napi_ok)
+    return fail(env, "gemm: the first argument must be an ArrayBuffer (the wasm memory's buffer)");
+  int64_t v[13];
+  const int idx[] = {1, 2, 3, 4, 5, 6, 9, 10, 11, 12};
+  for (int i : idx)
+    if (!count(env, argv[i], &v[i - 1])) return fail(env, "gemm: offsets, sizes and strides must be non-negative integers");
+  bool tA = false, tB = false, acc = false;
+  napi_get_value_bool(env, argv[7], &tA);
+  napi_get_value_bool(env, argv[8], &tB);
+  napi_get_value_bool(env, argv[13], &acc);
+  const int64_t pa = v[0], pb = v[1], pc = v[2], M = v[3], K = v[4], N = v[5], batch = v[8];
+  const int64_t sa = v[9], sb = v[10], sc = v[11];
+  if (M == 0 || N == 0 || batch == 0) return nullptr;
+  if ((pa | pb | pc | sa | sb | sc) & 3) return fail(env, "gemm: offsets and strides must be multiples of 4 bytes");
+  const auto fits = [&](int64_t p, int64_t s, int64_t floats) {
+    const int64_t end = p + (batch - 1) * s + floats * 4;
+    return end <= static_cast<int64_t>(length);
+  };
+  if (!fits(pa, sa, M * K) || !fits(pb, sb, K * N) || !fits(pc, sc, M * N))
+    return fail(env, "gemm: an operand reaches past the end of the buffer");
+  if (!buffers()) return fail(env, "gemm: out of memory for the packing buffers");
+  char* base = static_cast<char*>(data);
+  for (int64_t i = 0; i < batch; i++) {
+    const float* A = reinterpret_cast<const float*>(base + pa + i * sa);
+    const float* B = reinterpret_cast<const float*>(base + pb + i * sb);
+    float* C = reinterpret_cast<float*>(base + pc + i * sc);
+    const View a = tA ? View{A, 1, M} : View{A, K, 1};
+    const View b = tB ? View{B, 1, K} : View{B, N, 1};
+    gemm(a, b, C, M, K, N, acc);
+  }
+  return nullptr;
+}
+
+napi_value Init(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+      {"cpuSupported", nullptr, CpuSupported, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"gemm", nullptr, Gemm, nullptr, nullptr, nullptr, napi_default, nullptr},
+  };
+  napi_define_properties(env, exports, 2, props);
+  return exports;
+}
+
+}  // namespace
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, Init)
