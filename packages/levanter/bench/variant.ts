@@ -1,13 +1,15 @@
 /**
  * One benchmark variant in its own process (so peak RSS is its own). Prints one JSON line:
  * { tokensPerSec, flopsPerSec, peakRssMiB, ... }. Variants: stock, levanter, levanter-dp2, generate,
- * gemm (GFLOP/s of the reference config's MLP products on each GEMM).
+ * gemm (GFLOP/s of the reference config's MLP products on each GEMM). The levanter variants train on
+ * the GEMM `LEVANTER_GEMM` names (the default: native where it runs, kernels/wasm-gemm.ts).
  */
 import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../src/backend.js'
 import { Dataset } from '../src/data/dataset.js'
 import { generate } from '../src/generate.js'
 import { unregisterLevanterKernels } from '../src/kernels/register.js'
+import { nativeGemm } from '../src/kernels/native-gemm.js'
 import { selectGemm } from '../src/kernels/wasm-gemm.js'
 import { Gpt2LM } from '../src/models/lm.js'
 import { DataParallelEngine } from '../src/parallel/data-parallel.js'
@@ -112,7 +114,7 @@ if (variant === 'stock') {
     }
     return (2 * x.shape[0]! * x.shape[1]! * w.shape[1]!) / median(ms) / 1e6
   }
-  for (const g of ['fma', 'simd', 'xnnpack'] as const) {
+  for (const g of [...(nativeGemm().addon ? (['native'] as const) : []), 'fma', 'simd', 'xnnpack'] as const) {
     selectGemm(g)
     out[`${g}Forward`] = gflops(() => tf.matMul(x, w))
     out[`${g}WeightGrad`] = gflops(() =>

@@ -160,7 +160,8 @@ void gemm(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t 
             } else {
               kernel(kb, ap, bp, tile, NR, false);
               for (int64_t i = 0; i < rows; i++)
-                for (int64_t j = 0; j < cols; j++) ct[i * N + j] = add ? ct[i * N + j] + tile[i * NR + j] : tile[i * NR + j];
+                for (int64_t j = 0; j < cols; j++)
+                  ct[i * N + j] = add ? ct[i * N + j] + tile[i * NR + j] : tile[i * NR + j];
             }
           }
         }
@@ -207,7 +208,8 @@ napi_value Gemm(napi_env env, napi_callback_info info) {
   int64_t v[13];
   const int idx[] = {1, 2, 3, 4, 5, 6, 9, 10, 11, 12};
   for (int i : idx)
-    if (!count(env, argv[i], &v[i - 1])) return fail(env, "gemm: offsets, sizes and strides must be non-negative integers");
+    if (!count(env, argv[i], &v[i - 1]))
+      return fail(env, "gemm: offsets, sizes and strides must be non-negative integers");
   bool tA = false, tB = false, acc = false;
   napi_get_value_bool(env, argv[7], &tA);
   napi_get_value_bool(env, argv[8], &tB);

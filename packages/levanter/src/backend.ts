@@ -22,9 +22,9 @@ export type BackendInfo = {
   readonly threads: number
   /** Whether the wasm backend runs its SIMD build. */
   readonly simd: boolean
-  /** On wasm, what runs matrix products: levanter's GEMM (`fma` or `simd` build, kernels/wasm-gemm.ts) or the backend's
-   * XNNPACK. */
-  readonly gemm?: 'fma' | 'simd' | 'xnnpack'
+  /** On wasm, what runs matrix products: levanter's GEMM (`native` AVX2/FMA addon, kernels/native-gemm.ts, or the `fma`
+   * or `simd` WebAssembly build, kernels/wasm-gemm.ts) or the backend's XNNPACK. */
+  readonly gemm?: 'native' | 'fma' | 'simd' | 'xnnpack'
 }
 
 let chosen: Promise<BackendInfo> | undefined

@@ -1,3 +1,6 @@
+import { spawnSync } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import * as tf from '@tensorflow/tfjs'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
@@ -5,6 +8,7 @@ import { isLevanterError } from '../errors.js'
 import { assembleGemm } from '../../scripts/gemm-assemble.js'
 import { KC, NC } from './gemm-wat.js'
 import { registerLevanterKernels, unregisterLevanterKernels } from './register.js'
+import { NATIVE_BLOCKING, nativeGemm } from './native-gemm.js'
 import { matMulT } from './transpose-last.js'
 import { chooseGemmBuild, GEMM_BUILDS, gemmBytes, gemmFor, selectGemm, transposeIsFree } from './wasm-gemm.js'
 import type { WasmModuleLike } from './wasm-gemm.js'
@@ -63,6 +67,28 @@ const CASES: [string, Case][] = [
   ['left operand broadcast, b transposed', { sa: [6, 5], sb: [3, 4, 5], tA: false, tB: true }],
 ]
 
+// The native GEMM's own edges (native/gemm.cc: 6×16 tiles, MC rows of A and NC columns of B per packed block).
+const { MR: NMR, MC: NMC, NC: NNC, KC: NKC } = NATIVE_BLOCKING
+const NATIVE_CASES: [string, Case][] = [
+  ['one tile of rows and one more', { sa: [NMR + 1, 19], sb: [19, 33], tA: false, tB: false }],
+  ['more rows than a packed block', { sa: [NMC + 7, 20], sb: [20, 17], tA: false, tB: false }],
+  ['wider than a native block', { sa: [7, 5], sb: [5, NNC + 19], tA: false, tB: false }],
+  ['deeper than a native pass, both transposed', { sa: [NKC + 21, 14], sb: [35, NKC + 21], tA: true, tB: true }],
+  ['full tiles, a transposed (weight gradients)', { sa: [NKC + 3, 2 * NMR], sb: [NKC + 3, 32], tA: true, tB: false }],
+  ['full tiles, b transposed', { sa: [2 * NMR, 40], sb: [48, 40], tA: false, tB: true }],
+  ['batched with a left broadcast, both transposed', { sa: [9, 13], sb: [3, 17, 9], tA: true, tB: true }],
+  ['batched with a right broadcast, b transposed', { sa: [2, 3, 13, 9], sb: [17, 9], tA: false, tB: true }],
+]
+const native = nativeGemm()
+// Where the install could build it (x86-64 Linux with a C++ compiler, a CPU with AVX2 and FMA), it must have.
+const buildable =
+  process.arch === 'x64' &&
+  existsSync('/proc/cpuinfo') &&
+  /\bavx2\b/.test(readFileSync('/proc/cpuinfo', 'utf8')) &&
+  /\bfma\b/.test(readFileSync('/proc/cpuinfo', 'utf8')) &&
+  spawnSync(process.env.CXX || 'c++', ['--version']).status === 0
+const BUILDS = [...(native.addon ? (['native'] as const) : []), ...GEMM_BUILDS] as const
+
 describe('levanter GEMM', () => {
   beforeAll(async () => {
     await initBackend('wasm')
@@ -80,8 +106,12 @@ describe('levanter GEMM', () => {
     ).toBe(true)
   })
 
-  for (const build of [...GEMM_BUILDS, 'xnnpack'] as const) {
-    test.each(CASES)(`${build}: %s`, async (_, c) => {
+  test.runIf(buildable)('the native GEMM is built and runs where it can (x86-64, AVX2 and FMA, a compiler)', () => {
+    expect(native.reason).toBeUndefined()
+  })
+
+  for (const build of [...BUILDS, 'xnnpack'] as const) {
+    test.each(build === 'native' ? [...CASES, ...NATIVE_CASES] : CASES)(`${build}: %s`, async (_, c) => {
       await tf.setBackend('wasm')
       selectGemm(build)
       const a = rand(c.sa, 1),
@@ -102,7 +132,7 @@ describe('levanter GEMM', () => {
       'and columns around it (cached decoding relies on it)',
     async () => {
       await tf.setBackend('wasm')
-      for (const build of GEMM_BUILDS) {
+      for (const build of BUILDS) {
         selectGemm(build)
         const x = rand([9, KC + 40], 3),
           w = rand([KC + 40, 21], 4)
@@ -137,9 +167,9 @@ describe('levanter GEMM', () => {
     tf.dispose([a, b])
   })
 
-  test('one workspace per backend: many products leave tensors, bytes and the heap where they were', async () => {
+  test.each(BUILDS)('%s: many products leave tensors, bytes and the heap where they were', async (build) => {
     await tf.setBackend('wasm')
-    selectGemm('fma')
+    selectGemm(build)
     const backend = tf.backend() as unknown as { wasm: WasmModuleLike & { HEAPU8: Uint8Array } }
     expect(gemmFor(backend.wasm)).toBe(gemmFor(backend.wasm))
     const a = rand([300, 300], 7),
@@ -154,13 +184,85 @@ describe('levanter GEMM', () => {
   test('LEVANTER_GEMM: a bad value names the variable and the choices; xnnpack turns the GEMM off', () => {
     expect(chooseGemmBuild('xnnpack')).toBeUndefined()
     expect(chooseGemmBuild('simd')).toBe('simd')
-    expect(chooseGemmBuild(undefined)).toBe('fma') // Node 20 here: relaxed SIMD behind a flag this module sets
+    // native where built and the CPU has AVX2/FMA; else fma (Node 20: relaxed SIMD behind a flag this module sets)
+    expect(chooseGemmBuild(undefined)).toBe(native.addon ? 'native' : 'fma')
     try {
       chooseGemmBuild('avx512')
       expect.unreachable()
     } catch (e) {
       expect(isLevanterError(e, 'BAD_CONFIG')).toBe(true)
-      expect((e as Error).message).toMatch(/LEVANTER_GEMM=avx512 is not one of fma, simd, xnnpack/)
+      expect((e as Error).message).toMatch(/LEVANTER_GEMM=avx512 is not one of native, fma, simd, xnnpack/)
     }
   })
+
+  test.runIf(native.addon)('native: C = op(A)·op(B) overwrites, C += op(A)·op(B) accumulates', () => {
+    const addon = native.addon!
+    type MemoryCtor = new (d: { initial: number }) => { buffer: ArrayBuffer }
+    const mem = new (globalThis as unknown as { WebAssembly: { Memory: MemoryCtor } }).WebAssembly.Memory({
+      initial: 1,
+    })
+    const f = new Float32Array(mem.buffer)
+    const [M, K, N] = [7, 300, 18]
+    const [pa, pb, pc] = [0, M * K * 4, (M * K + K * N) * 4]
+    for (let i = 0; i < M * K + K * N; i++) f[i] = Math.sin(i)
+    const product = (m: number, n: number) => {
+      let s = 0
+      for (let k = 0; k < K; k++) s += f[m * K + k]! * f[M * K + k * N + n]!
+      return s
+    }
+    f.fill(5, pc / 4, pc / 4 + M * N)
+    addon.gemm(mem.buffer, pa, pb, pc, M, K, N, false, false, 1, 0, 0, 0, true)
+    for (let i = 0; i < M * N; i++)
+      expect(Math.abs(f[pc / 4 + i]! - 5 - product(Math.floor(i / N), i % N))).toBeLessThan(1e-4)
+    f.fill(5, pc / 4, pc / 4 + M * N)
+    addon.gemm(mem.buffer, pa, pb, pc, M, K, N, false, false, 1, 0, 0, 0, false)
+    for (let i = 0; i < M * N; i++)
+      expect(Math.abs(f[pc / 4 + i]! - product(Math.floor(i / N), i % N))).toBeLessThan(1e-4)
+    expect(f[pc / 4 + M * N]).toBe(0) // nothing written past C
+    expect(() => addon.gemm(mem.buffer, pa, pb, 65536 - 8, M, K, N, false, false, 1, 0, 0, 0, false)).toThrow(
+      /past the end of the buffer/,
+    )
+  })
+
+  test('LEVANTER_GEMM=native where the native GEMM cannot run: BAD_CONFIG naming why; the default falls back', () => {
+    const saved = process.env.LEVANTER_NATIVE_DISABLE
+    process.env.LEVANTER_NATIVE_DISABLE = '1'
+    try {
+      expect(nativeGemm().reason).toMatch(/LEVANTER_NATIVE_DISABLE/)
+      expect(chooseGemmBuild(undefined)).toBe('fma')
+      try {
+        chooseGemmBuild('native')
+        expect.unreachable()
+      } catch (e) {
+        expect(isLevanterError(e, 'BAD_CONFIG')).toBe(true)
+        expect((e as Error).message).toMatch(
+          /LEVANTER_GEMM=native: the native GEMM is unavailable \(disabled by LEVANTER_NATIVE_DISABLE=1\)/,
+        )
+      }
+    } finally {
+      if (saved === undefined) delete process.env.LEVANTER_NATIVE_DISABLE
+      else process.env.LEVANTER_NATIVE_DISABLE = saved
+    }
+  })
+
+  test('a process without the native GEMM selects and multiplies on the fma build; with it, on native', () => {
+    const script = fileURLToPath(new URL('../test-support/gemm-choice.ts', import.meta.url))
+    const run = (env: Record<string, string>) => {
+      const r = spawnSync(process.execPath, ['--import', 'tsx', script], {
+        encoding: 'utf8',
+        timeout: 120_000,
+        env: { ...process.env, LEVANTER_GEMM: '', ...env },
+      })
+      expect(r.status, r.stderr).toBe(0)
+      return JSON.parse(r.stdout.trim().split('\n').pop()!) as { gemm: string; err: number }
+    }
+    const off = run({ LEVANTER_NATIVE_DISABLE: '1' })
+    expect(off.gemm).toBe('fma')
+    expect(off.err).toBeLessThan(1e-4)
+    if (native.addon) {
+      const on = run({})
+      expect(on.gemm).toBe('native')
+      expect(on.err).toBeLessThan(1e-4)
+    }
+  }, 150_000)
 })

@@ -7,6 +7,7 @@ import type { Batch } from '../data/batch.js'
 import { Gpt2LM } from '../models/lm.js'
 import { computeGrads } from '../train-step.js'
 import { registerLevanterKernels, unregisterLevanterKernels } from './register.js'
+import { nativeGemm } from './native-gemm.js'
 import { selectGemm } from './wasm-gemm.js'
 import { asSwap, reducePerm } from './wasm-transpose.js'
 
@@ -219,18 +220,29 @@ describe('wasm kernels against the stock kernels', () => {
   })
 })
 
-test('tensors above 2 GiB of wasm heap: transpose, products and a whole GPT-2 gradient are right', () => {
-  // In a process of its own: the heap grows past 2 GiB and never shrinks.
-  const script = fileURLToPath(new URL('../test-support/high-heap.ts', import.meta.url))
-  const r = spawnSync(process.execPath, ['--import', 'tsx', script], { encoding: 'utf8', timeout: 120_000 })
-  expect(r.status, r.stderr).toBe(0)
-  const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
-    heapBytes: number
-    offset: number
-    ok: boolean
-    mismatch?: string
-  }
-  expect(out.offset).toBeGreaterThan(2 ** 31)
-  expect(out.mismatch).toBeUndefined()
-  expect(out.ok).toBe(true)
-}, 150_000)
+const HIGH_HEAP_GEMMS = nativeGemm().addon ? ['native', 'fma'] : ['fma']
+test.each(HIGH_HEAP_GEMMS)(
+  '%s: tensors above 2 GiB of wasm heap: transpose, products and a whole GPT-2 gradient are right',
+  (gemm) => {
+    // In a process of its own: the heap grows past 2 GiB and never shrinks.
+    const script = fileURLToPath(new URL('../test-support/high-heap.ts', import.meta.url))
+    const r = spawnSync(process.execPath, ['--import', 'tsx', script], {
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, LEVANTER_GEMM: gemm },
+    })
+    expect(r.status, r.stderr).toBe(0)
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+      gemm: string
+      heapBytes: number
+      offset: number
+      ok: boolean
+      mismatch?: string
+    }
+    expect(out.gemm).toBe(gemm)
+    expect(out.offset).toBeGreaterThan(2 ** 31)
+    expect(out.mismatch).toBeUndefined()
+    expect(out.ok).toBe(true)
+  },
+  150_000,
+)

@@ -1,7 +1,7 @@
 /**
  * A process for the heap-offset test: fills the wasm heap past 2 GiB with a ballast tensor,
  * then runs levanter's wasm kernels on tensors that live above it, and prints one JSON line
- * `{ heapBytes, offset, ok, mismatch? }` comparing each result with plain JS or the cpu backend.
+ * `{ gemm, heapBytes, offset, ok, mismatch? }` comparing each result with plain JS or the cpu backend.
  */
 import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../backend.js'
@@ -11,7 +11,7 @@ import { WasmHeap, type WasmBackendLike } from '../kernels/wasm-heap.js'
 import { Gpt2LM } from '../models/lm.js'
 import { computeGrads } from '../train-step.js'
 
-await initBackend('wasm')
+const { gemm } = await initBackend('wasm')
 const ballast = tf.zeros([600 * 1024 * 1024]) // 2.34 GiB of float32
 const [A, B] = [48, 80]
 const values = Float32Array.from({ length: A * B }, (_, i) => (i % 97) - 48.5)
@@ -67,6 +67,6 @@ for (const [k, g] of ours.grads) {
   const i = g.findIndex((v, j) => !(Math.abs(v - r[j]!) < 1e-5 + 1e-3 * Math.abs(r[j]!)))
   if (!mismatch && i >= 0) mismatch = `gradient ${k}[${i}]: ${g[i]} ≠ ${r[i]}`
 }
-process.stdout.write(`${JSON.stringify({ heapBytes, offset, ok: mismatch === undefined, mismatch })}\n`)
+process.stdout.write(`${JSON.stringify({ gemm, heapBytes, offset, ok: mismatch === undefined, mismatch })}\n`)
 await tf.setBackend('wasm')
 ballast.dispose()

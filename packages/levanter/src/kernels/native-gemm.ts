@@ -1,0 +1,58 @@
+/**
+ * @module Loads levanter's native GEMM (native/gemm.cc, an N-API addon that `pnpm install` builds
+ * with node-gyp and the machine's compiler, native/build.mjs): C (+)= op(A)·op(B) with AVX2/FMA,
+ * single-threaded, in place on a WebAssembly.Memory's buffer. {@link nativeGemm} answers the addon,
+ * or why it cannot run here: not built, a CPU without AVX2/FMA, or `LEVANTER_NATIVE_DISABLE=1`
+ * (read here only; it forces the WebAssembly GEMM, to test that path).
+ */
+import { existsSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+
+/** The addon's functions. Pointers and strides are byte offsets into `buffer` (doubles: heaps reach 4 GiB). */
+export type NativeGemmAddon = {
+  cpuSupported(): boolean
+  gemm(
+    buffer: ArrayBuffer,
+    a: number,
+    b: number,
+    c: number,
+    M: number,
+    K: number,
+    N: number,
+    tA: boolean,
+    tB: boolean,
+    batch: number,
+    sa: number,
+    sb: number,
+    sc: number,
+    accumulate: boolean,
+  ): void
+}
+
+/** native/gemm.cc's blocking (tests aim their edge cases at it). */
+export const NATIVE_BLOCKING = { MR: 6, NR: 16, KC: 256, MC: 144, NC: 2048 } as const
+
+const ADDON = fileURLToPath(new URL('../../native/build/Release/levanter_gemm.node', import.meta.url))
+let loaded: { addon?: NativeGemmAddon; reason?: string } | undefined
+
+/** The addon where it runs here, else the reason it does not. */
+export function nativeGemm(): { addon?: NativeGemmAddon; reason?: string } {
+  if (process.env.LEVANTER_NATIVE_DISABLE === '1') return { reason: 'disabled by LEVANTER_NATIVE_DISABLE=1' }
+  if (!loaded) loaded = load()
+  return loaded
+}
+
+function load(): { addon?: NativeGemmAddon; reason?: string } {
+  if (process.arch !== 'x64') return { reason: `it is built for x86-64 only, this is ${process.arch}` }
+  if (!existsSync(ADDON))
+    return { reason: 'not built (no C++ compiler or node-gyp at install; run pnpm install where g++ exists)' }
+  let addon: NativeGemmAddon
+  try {
+    addon = createRequire(import.meta.url)(ADDON) as NativeGemmAddon
+  } catch (e) {
+    return { reason: `the built addon does not load: ${(e as Error).message}` }
+  }
+  if (!addon.cpuSupported()) return { reason: 'this CPU lacks AVX2/FMA' }
+  return { addon }
+}
