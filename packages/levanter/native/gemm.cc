@@ -24,8 +24,9 @@ constexpr int64_t KC = 256;
 constexpr int64_t MC = 144;  // a multiple of MR: the packed A block (MC×KC, 144 KiB) stays in L2
 constexpr int64_t NC = 2048; // the packed B block (KC×NC, 2 MiB) stays in L2/L3
 
-float* packA = nullptr;
-float* packB = nullptr;
+// Per thread (worker threads share the loaded library), allocated on first use and kept.
+thread_local float* packA = nullptr;
+thread_local float* packB = nullptr;
 
 bool buffers() {
   if (!packA) packA = static_cast<float*>(std::aligned_alloc(64, MC * KC * sizeof(float)));

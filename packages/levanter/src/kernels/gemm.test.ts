@@ -80,8 +80,10 @@ const NATIVE_CASES: [string, Case][] = [
   ['batched with a right broadcast, b transposed', { sa: [2, 3, 13, 9], sb: [17, 9], tA: false, tB: true }],
 ]
 const native = nativeGemm()
-// Where the install could build it (x86-64 Linux with a C++ compiler, a CPU with AVX2 and FMA), it must have.
+// Where the install could build it (x86-64 Linux with a C++ compiler, a CPU with AVX2 and FMA), it must have
+// (unless LEVANTER_NATIVE_DISABLE=1 turns it off, to run the suite on the WebAssembly GEMM).
 const buildable =
+  process.env.LEVANTER_NATIVE_DISABLE !== '1' &&
   process.arch === 'x64' &&
   existsSync('/proc/cpuinfo') &&
   /\bavx2\b/.test(readFileSync('/proc/cpuinfo', 'utf8')) &&
