@@ -37,6 +37,12 @@ describe('the quickstart, tiny scale', () => {
     expect(ckpt).toBeDefined()
     expect(first.out).toMatch(/brown_cloze\s+acc\s+[\d.]+ ± [\d.]+ {2}\(n=10\)/)
     expect(first.out).toMatch(/brown_bpb\s+bits_per_byte\s+[\d.]+/)
+    // How to serve the model, with a command that runs from the repository root.
+    expect(first.out).toContain(`serve it:      pnpm marin serve --model-checkpoint ${ckpt} --port 8000`)
+    // The scores are a table: every row's value starts in the same column.
+    const rows = first.out.split('\n').filter((l) => /^ {2}brown_\w+ /.test(l))
+    expect(rows.length).toBeGreaterThanOrEqual(5)
+    expect(new Set(rows.map((l) => l.search(/\d/))).size).toBe(1)
 
     // Every artifact the steps made is in finestore, and the eval ran against `marin serve` over HTTP.
     const record = JSON.parse(

@@ -139,19 +139,25 @@ async function printSummary(record: ExperimentRecord): Promise<void> {
   const skipped = record.steps.filter((r) => r.status === 'SKIPPED').length
   console.log('')
   console.log(`quickstart${tiny ? ' (tiny)' : ''}: ${record.steps.length} steps, ${skipped} already done`)
-  console.log(`final checkpoint: ${model}   (marin serve --model-checkpoint ${model})`)
+  console.log(`final checkpoint: ${model}`)
+  console.log(`  serve it:      pnpm marin serve --model-checkpoint ${model} --port 8000`)
+  console.log(`  see its files: pnpm exec finestore show ${model}`)
   console.log(
     `training: ${trained.steps} steps, ${trained.tokensTrained} tokens, ${trained.parameters} parameters; ` +
       `eval loss ${trained.evalLoss?.toFixed(3)} nats/token vs unigram ` +
       `entropy ${trained.unigramEntropy.toFixed(3)} (` +
       `${trained.evalLoss === null ? '?' : (trained.evalLoss / trained.unigramEntropy).toFixed(2)}×)`,
   )
-  for (const [task, t] of Object.entries(
+  const tasks = Object.entries(
     results.tasks as Record<string, { samples: number; metrics: Record<string, { value: number; stderr: number }> }>,
-  )) {
+  )
+  // Columns as wide as their longest entry, so every row lines up.
+  const taskWidth = Math.max(...tasks.map(([task]) => task.length))
+  const metricWidth = Math.max(...tasks.flatMap(([, t]) => Object.keys(t.metrics).map((m) => m.length)))
+  for (const [task, t] of tasks) {
     for (const [metric, m] of Object.entries(t.metrics))
       console.log(
-        `  ${task.padEnd(16)} ${metric.padEnd(14)} ${m.value.toFixed(4)} ` +
+        `  ${task.padEnd(taskWidth)}  ${metric.padEnd(metricWidth)}  ${m.value.toFixed(4)} ` +
           `± ${m.stderr.toFixed(4)}  (n=${t.samples})`,
       )
   }
