@@ -6,8 +6,9 @@
  */
 import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { readFile, rename, writeFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { fnRef, ParquetReader } from '@marin/zephyr'
+import { atomicWrite } from '../internal/atomic-write.js'
 import { BpeTokenizer } from '../tokenizer/bpe-tokenizer.js'
 
 /** What one shard task needs. */
@@ -42,12 +43,6 @@ export function shardName(shard: number, total: number): string {
 }
 
 const tokenizers = new Map<string, Promise<BpeTokenizer>>()
-
-async function atomicWrite(path: string, data: Uint8Array | string): Promise<void> {
-  const tmp = `${path}.${process.pid}.${Date.now()}.tmp`
-  await writeFile(tmp, data, { flush: true })
-  await rename(tmp, path)
-}
 
 /** Tokenizes one shard (or returns the summary of the run that already did); `tokenizer` skips loading the task's file.
  * */

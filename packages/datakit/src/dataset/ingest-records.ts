@@ -4,13 +4,12 @@
  * config. It is a module export reached by reference (`INGEST_RECORDS`) with its
  * settings as bound args, so worker processes import it with everything it uses.
  */
-import { join } from 'node:path'
 import type { ShardInfo, WikiPage } from '@marin/zephyr'
-import { fnRef } from '@marin/zephyr'
+import { fnRef, formatPattern } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
 import { contentId, normalizeDocument } from './record.js'
 import type { DatakitRecord, NormalizeConfig } from './record.js'
-import { shardFileName, Tally } from './shard-tally.js'
+import { Tally } from './shard-tally.js'
 
 /** The settings of one ingest, sent to every shard task. */
 export type IngestArgs = {
@@ -21,8 +20,8 @@ export type IngestArgs = {
   readonly textField: string
   readonly textUnit: 'file' | 'paragraph' | 'line'
   readonly normalize: Required<NormalizeConfig>
-  /** The folder the shards are written to: each shard's tally goes beside it. */
-  readonly dir: string
+  /** The shards' output pattern (`<dir>/part-{shard:05d}-of-{total:05d}.parquet`); each tally goes beside its shard. */
+  readonly output: string
 }
 
 type Raw = { text: string; meta: Record<string, unknown> }
@@ -77,7 +76,7 @@ export async function* ingestRecords(
       yield record
     }
   }
-  await tally.save(join(a.dir, shardFileName(shard.shard, shard.total)))
+  await tally.save(formatPattern(a.output, shard.shard, shard.total))
 }
 
 /** `ingestRecords` by module reference, for `Dataset.mapShard`. */

@@ -178,11 +178,9 @@ export async function ingest(opts: IngestOptions): Promise<IngestResult> {
       textField: config.textField,
       textUnit: config.textUnit,
       normalize: config.normalize,
-      dir,
+      output: `${dir}/part-{shard:05d}-of-{total:05d}.parquet`,
     }
-    const ds = loader(files, opts)
-      .mapShard(INGEST_RECORDS, { args })
-      .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`)
+    const ds = loader(files, opts).mapShard(INGEST_RECORDS, { args }).writeParquet(args.output)
     try {
       await (opts.context ?? defaultContext()).execute(ds, { skipExisting: true })
     } catch (err) {

@@ -6,8 +6,9 @@
  * is read instead, with the same result.
  */
 import { createHash } from 'node:crypto'
-import { readFile, rename, writeFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { ParquetReader } from '@marin/zephyr'
+import { atomicWrite } from '../internal/atomic-write.js'
 
 /** One shard's counts; `ids` is the shard's record ids joined, in order. */
 export type ShardTally = { records: number; bytes: number; ids: string }
@@ -29,15 +30,8 @@ export class Tally {
   /** Writes the tally of the shard at `shardPath` beside it (atomically: a partial file is never read). */
   async save(shardPath: string): Promise<void> {
     const tally: ShardTally = { records: this.records, bytes: this.bytes, ids: this.ids.join('') }
-    const tmp = `${tallyPath(shardPath)}.${process.pid}.tmp`
-    await writeFile(tmp, JSON.stringify(tally))
-    await rename(tmp, tallyPath(shardPath))
+    await atomicWrite(tallyPath(shardPath), JSON.stringify(tally))
   }
-}
-
-/** The file name zephyr gives shard `shard` of `total` (`part-{shard:05d}-of-{total:05d}.parquet`). */
-export function shardFileName(shard: number, total: number): string {
-  return `part-${String(shard).padStart(5, '0')}-of-${String(total).padStart(5, '0')}.parquet`
 }
 
 /** Where the tally of a shard lives. */
