@@ -159,7 +159,7 @@ emit({
 for (const phase of ['grads', 'flatten', 'allReduce', 'apply', 'driver', 'replicaCpu']) {
   emit({
     bench: b,
-    metric: `step_ms_2_processes_` + `${phase.replace('allReduce', 'all_reduce').replace('replicaCpu', 'replica_cpu')}`,
+    metric: `step_ms_2_processes_${phase.replace('allReduce', 'all_reduce').replace('replicaCpu', 'replica_cpu')}`,
     value: median(two.map((x) => x.phasesMs![phase]!)),
     unit: 'ms',
   })

@@ -20,7 +20,7 @@ function close(a: tf.Tensor, b: tf.Tensor, tol: number): void {
 }
 
 describe.each(['cpu', 'wasm'] as const)(
-  'fused ops with closed-form gradients against autodiff of the ' + 'plain formula (%s)',
+  'fused ops with closed-form gradients against autodiff of the plain formula (%s)',
   (backend) => {
     beforeAll(async () => {
       await initBackend('wasm')

@@ -116,7 +116,7 @@ export function chooseGemmBuild(env: string | undefined = process.env.LEVANTER_G
   if (env !== undefined && env !== '' && !(ALL as readonly string[]).includes(env)) {
     throw new LevanterError(
       'BAD_CONFIG',
-      `LEVANTER_GEMM=${env} is not one of native, fma, simd, xnnpack; unset it ` + `or pick one of those`,
+      `LEVANTER_GEMM=${env} is not one of native, fma, simd, xnnpack; unset it or pick one of those`,
     )
   }
   if (env) return usable(env as Build)
