@@ -39,6 +39,29 @@ function waitForLine(file: string, pred: (l: Record<string, number>) => boolean,
   })
 }
 
+/** Trains the child model here for `maxSteps` (checkpointing into `store` if given), each loss pushed to `losses`. */
+const trainHere = (maxSteps: number, store?: string, losses: number[] = []) =>
+  new Pipeline({
+    dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }),
+    model: new Gpt2LM(CHILD_MODEL, 1),
+    trainer: childTrainer(store, { hooks: [{ every: 1, run: ({ loss }) => void losses.push(loss) }] }),
+    maxSteps,
+  }).run()
+
+/** Saves step `s` of a one-tensor "model" `w` (all its values in one flat tensor). */
+const saveTiny = (ck: Checkpointer, s: number, w: Map<string, Float32Array>) =>
+  ck.save(
+    { step: s, dataPosition: s, rng: { seed: 0 }, optimizerCount: s, config: { model: {}, trainer: {} }, metrics: {} },
+    { weights: w, optimizer: new Map(), count: s },
+    new Map([...w].map(([k, d]) => [k, [d.length]])),
+  )
+
+/** Where, on disk, the blob of a checkpoint file lies in the local store at `storeDir`. */
+async function blobFile(ck: Checkpointer, storeDir: string, file: string): Promise<string> {
+  const blob = (await ck.store.open(ck.artifact)).entry(file).blob
+  return path.join(storeDir, 'blobs', 'sha256', blob.slice(0, 2), blob)
+}
+
 describe('safetensors', () => {
   test('round trip with metadata, 8-byte aligned data', () => {
     const t = new Map([
@@ -69,20 +92,7 @@ describe('checkpoints', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-keep-'))
     const ck = await Checkpointer.open({ store: dir, run: 'k', keepEvery: 3, keepLatest: 2 })
     const w = new Map([['x', new Float32Array([1])]])
-    for (let s = 1; s <= 7; s++) {
-      await ck.save(
-        {
-          step: s,
-          dataPosition: s,
-          rng: { seed: 0 },
-          optimizerCount: s,
-          config: { model: {}, trainer: {} },
-          metrics: {},
-        },
-        { weights: w, optimizer: new Map(), count: s },
-        new Map([['x', [1]]]),
-      )
-    }
+    for (let s = 1; s <= 7; s++) await saveTiny(ck, s, w)
     expect(await ck.steps()).toEqual([3, 5, 6, 7])
     expect((await ck.load(5))!.manifest.optimizerCount).toBe(5)
     await expect(ck.load(4)).rejects.toSatisfy((e) => isLevanterError(e, 'CHECKPOINT_NOT_FOUND'))
@@ -95,12 +105,7 @@ describe('checkpoints', () => {
       out = path.join(dir, 'losses.jsonl')
     // Uninterrupted reference run, in this process, without checkpoints.
     const ref: number[] = []
-    await new Pipeline({
-      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }),
-      model: new Gpt2LM(CHILD_MODEL, 1),
-      trainer: childTrainer(undefined, { hooks: [{ every: 1, run: ({ loss }) => void ref.push(loss) }] }),
-      maxSteps: 8,
-    }).run()
+    await trainHere(8, undefined, ref)
     // A training process that checkpoints every step, killed (SIGKILL) at step 4.
     const p = spawn(process.execPath, ['--import', 'tsx', child, store, out, '4'], {
       stdio: 'ignore',
@@ -131,36 +136,20 @@ describe('checkpoints', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-damaged-'))
     const store = path.join(dir, 'store')
     const ref: number[] = []
-    await new Pipeline({
-      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }),
-      model: new Gpt2LM(CHILD_MODEL, 1),
-      trainer: childTrainer(undefined, { hooks: [{ every: 1, run: ({ loss }) => void ref.push(loss) }] }),
-      maxSteps: 6,
-    }).run()
+    await trainHere(6, undefined, ref)
     // Train 4 steps with a checkpoint every step: 3 (a multiple of keepEvery) and the two latest others are kept.
-    await new Pipeline({
-      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }),
-      model: new Gpt2LM(CHILD_MODEL, 1),
-      trainer: childTrainer(store),
-      maxSteps: 4,
-    }).run()
+    await trainHere(4, store)
     // Flip one byte in the blob of step 4's weights, on disk, as a failing disk would.
     const ck = await Checkpointer.open({ store, run: 'resume' })
     expect(await ck.steps()).toEqual([2, 3, 4])
-    const blob = (await ck.store.open(ck.artifact)).entry('step-000000004/model.safetensors').blob
+    const file = await blobFile(ck, store, 'step-000000004/model.safetensors')
     ck.close()
-    const file = path.join(store, 'blobs', 'sha256', blob.slice(0, 2), blob)
     const bytes = fs.readFileSync(file)
     bytes[bytes.length - 3]! ^= 0x40
     fs.writeFileSync(file, bytes)
     // Resuming skips step 4, names it, and continues from step 3 with the same losses as an uninterrupted run.
     const losses: number[] = []
-    const result = await new Pipeline({
-      dataset: Dataset.fromTokens(CHILD_TOKENS, { evalFraction: 0 }),
-      model: new Gpt2LM(CHILD_MODEL, 1),
-      trainer: childTrainer(store, { hooks: [{ every: 1, run: ({ loss }) => void losses.push(loss) }] }),
-      maxSteps: 6,
-    }).run()
+    const result = await trainHere(6, store, losses)
     expect(result.resumedFrom).toBe(3)
     expect(result.damagedCheckpoints.map((d) => d.step)).toEqual([4])
     expect(result.damagedCheckpoints[0]!.reason).toMatch(/step-000000004\/model\.safetensors/)
@@ -172,23 +161,9 @@ describe('checkpoints', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-all-damaged-'))
     const ck = await Checkpointer.open({ store: dir, run: 'd', keepLatest: 2 })
     const w = new Map([['x', new Float32Array([1, 2, 3])]])
-    for (let s = 1; s <= 2; s++) {
-      await ck.save(
-        {
-          step: s,
-          dataPosition: s,
-          rng: { seed: 0 },
-          optimizerCount: s,
-          config: { model: {}, trainer: {} },
-          metrics: {},
-        },
-        { weights: w, optimizer: new Map(), count: s },
-        new Map([['x', [3]]]),
-      )
-    }
+    for (let s = 1; s <= 2; s++) await saveTiny(ck, s, w)
     // Both steps share the weights blob (same bytes); truncating it damages both.
-    const blob = (await ck.store.open(ck.artifact)).entry('step-000000002/model.safetensors').blob
-    fs.truncateSync(path.join(dir, 'blobs', 'sha256', blob.slice(0, 2), blob), 10)
+    fs.truncateSync(await blobFile(ck, dir, 'step-000000002/model.safetensors'), 10)
     const err = await ck.load().then(
       () => undefined,
       (e: unknown) => e,
