@@ -5,7 +5,7 @@ import pkg from '../package.json' with { type: 'json' }
 import { parseDuration, runCli, storeLocation } from './cli.js'
 import { manifestPath } from './layout.js'
 import { openStore, type Store } from './store.js'
-import { PKG_DIR, runNode } from './test-support/child.js'
+import { finestoreBin } from './test-support/child.js'
 import { tempDir } from './test-support/stores.js'
 
 let cleanups: (() => void)[] = []
@@ -37,14 +37,7 @@ async function prefixWithData(): Promise<{ prefix: string; store: Store }> {
 }
 
 /** Runs the real `finestore` bin in a child process. */
-async function finestore(
-  args: string[],
-  env: NodeJS.ProcessEnv = {},
-): Promise<{ code: number | null; out: string; err: string }> {
-  const child = runNode([join(PKG_DIR, 'bin', 'finestore.js'), ...args], env)
-  const e = await child.exited
-  return { code: e.code, out: child.lines.join('\n'), err: e.stderr }
-}
+const finestore = finestoreBin
 
 test('ls, show, lineage and gc --dry-run through the bin', async () => {
   const { prefix } = await prefixWithData()

@@ -1,9 +1,8 @@
 import { hostname } from 'node:os'
-import { join } from 'node:path'
 import { statSync } from 'node:fs'
 import { afterEach, expect, test } from 'vitest'
 import { runCli } from './cli.js'
-import { PKG_DIR, fixture, runNode } from './test-support/child.js'
+import { finestoreBin, fixture, runNode } from './test-support/child.js'
 import { listedPaths, newStore, type TestStore } from './test-support/stores.js'
 
 let t: TestStore | undefined
@@ -15,14 +14,7 @@ afterEach(() => {
 const listed = (prefix: string) => listedPaths(t!.store, prefix)
 
 /** Runs the real `finestore` bin in a child process. */
-async function finestore(
-  args: string[],
-  env: NodeJS.ProcessEnv = {},
-): Promise<{ code: number | null; out: string; err: string }> {
-  const child = runNode([join(PKG_DIR, 'bin', 'finestore.js'), ...args], env)
-  const e = await child.exited
-  return { code: e.code, out: child.lines.join('\n'), err: e.stderr }
-}
+const finestore = finestoreBin
 
 test('an upload killed with SIGKILL: gc says what it holds and why, ' +
   'and --expire-pins frees the temp file and the pin', async () => {

@@ -4,7 +4,7 @@ import { afterEach, expect, test } from 'vitest'
 import { runCli } from './cli.js'
 import { blobPath, manifestPath } from './layout.js'
 import { Progress } from './progress.js'
-import { PKG_DIR, runNode } from './test-support/child.js'
+import { finestoreBin } from './test-support/child.js'
 import { newStore, tempDir, type TestStore } from './test-support/stores.js'
 
 let t: TestStore | undefined
@@ -16,12 +16,8 @@ afterEach(() => {
   cleanups = []
 })
 
-/** Runs the real `finestore` bin in a child process (stdout and stderr are pipes, not terminals). */
-async function finestore(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  const child = runNode([join(PKG_DIR, 'bin', 'finestore.js'), ...args])
-  const e = await child.exited
-  return { code: e.code, out: child.lines.join('\n'), err: e.stderr }
-}
+/** Runs the real `finestore` bin in a child process. */
+const finestore = finestoreBin
 
 const PART = '{"text":"a document"}\n'.repeat(300)
 const README = 'what this dataset is\n'

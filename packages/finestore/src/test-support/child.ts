@@ -59,3 +59,13 @@ export function runNode(args: readonly string[], env: NodeJS.ProcessEnv = {}): C
     },
   }
 }
+
+/** Runs the real `finestore` bin in a child process (stdout and stderr are pipes, not terminals). */
+export async function finestoreBin(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; out: string; err: string }> {
+  const child = runNode([join(PKG_DIR, 'bin', 'finestore.js'), ...args], env)
+  const e = await child.exited
+  return { code: e.code, out: child.lines.join('\n'), err: e.stderr }
+}
