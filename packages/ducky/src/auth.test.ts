@@ -9,17 +9,9 @@ import { connect } from './client.js'
 import { RpcError } from './errors.js'
 import { checkHealth } from './health-check.js'
 import { serve, type DuckyServer } from './server.js'
-import { Demo, notUsed, recordingLogger } from './test-helpers.js'
+import { Demo, recordingLogger, unusedDemo } from './test-helpers.js'
 
-const impl = {
-  echo: ({ text }: { text: string }) => ({ text }),
-  tensor: notUsed,
-  count: notUsed,
-  chunks: notUsed,
-  sum: notUsed,
-  slow: notUsed,
-  broken: notUsed,
-}
+const impl = { ...unusedDemo, echo: ({ text }: { text: string }) => ({ text }) }
 
 const open: { close(): void }[] = []
 const servers: DuckyServer[] = []

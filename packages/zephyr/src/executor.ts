@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { serialize } from 'node:v8'
 import { logger } from '@marin/rigging'
-import { addTaskCounters } from './counters.js'
+import { addTaskCounters, emptyTaskCounters } from './counters.js'
 import type { StageCounters } from './counters.js'
 import { isZephyrError, ZephyrError } from './errors.js'
 import { decodeFrames, FrameEncoder } from './internal/frames.js'
@@ -204,13 +204,7 @@ export async function executeStages<T>(
     shardsSkipped: 0,
     retries: 0,
     timeMs: 0,
-    recordsIn: 0,
-    recordsOut: 0,
-    bytesRead: 0,
-    bytesWritten: 0,
-    skippedLines: 0,
-    rowGroupsSkipped: 0,
-    spilledBytes: 0,
+    ...emptyTaskCounters(),
   }))
   counters[counters.length - 1]!.shardsSkipped = skippedFinal
   const nothingToDo = finalShards.length === 0
