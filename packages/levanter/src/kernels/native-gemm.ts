@@ -8,26 +8,12 @@
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
+import type { GemmArgs } from './wasm-gemm.js'
 
 /** The addon's functions. Pointers and strides are byte offsets into `buffer` (doubles: heaps reach 4 GiB). */
 export type NativeGemmAddon = {
   cpuSupported(): boolean
-  gemm(
-    buffer: ArrayBuffer,
-    a: number,
-    b: number,
-    c: number,
-    M: number,
-    K: number,
-    N: number,
-    tA: boolean,
-    tB: boolean,
-    batch: number,
-    sa: number,
-    sb: number,
-    sc: number,
-    accumulate: boolean,
-  ): void
+  gemm(buffer: ArrayBuffer, ...args: [...Required<GemmArgs>, accumulate: boolean]): void
 }
 
 /** native/gemm.cc's blocking (tests aim their edge cases at it). */

@@ -52,23 +52,23 @@ export type GemmFn = (
   sc: number,
 ) => void
 
-export type Gemm = {
-  readonly build: Build
-  readonly run: (
-    a: number,
-    b: number,
-    c: number,
-    M: number,
-    K: number,
-    N: number,
-    tA: boolean,
-    tB: boolean,
-    batch?: number,
-    sa?: number,
-    sb?: number,
-    sc?: number,
-  ) => void
-}
+/** C = op(A)·op(B): pointers, sizes, transposes, then batch and byte strides (by default one product). */
+export type GemmArgs = [
+  a: number,
+  b: number,
+  c: number,
+  M: number,
+  K: number,
+  N: number,
+  tA: boolean,
+  tB: boolean,
+  batch?: number,
+  sa?: number,
+  sb?: number,
+  sc?: number,
+]
+
+export type Gemm = { readonly build: Build; readonly run: (...args: GemmArgs) => void }
 
 const bytes = new Map<string, Uint8Array>()
 /** The assembled module of one build (kept next to this file; `scripts/build-gemm.ts` writes it). */
