@@ -25,7 +25,8 @@ export function globalNorm(grads: Iterable<tf.Tensor>): number {
   return tf.tidy(() => Math.sqrt(tf.addN([...grads].map((g) => tf.sum(tf.square(g)))).dataSync()[0]!))
 }
 
-function sumSquares(g: Float32Array): number {
+/** Σ g², in two interleaved float64 sums (shards of a gradient add up to the global norm). */
+export function sumSquares(g: Float32Array): number {
   let s0 = 0,
     s1 = 0
   const n = g.length,
@@ -40,7 +41,7 @@ function sumSquares(g: Float32Array): number {
 
 /** One AdamW step over one parameter's arrays (a small top-level function: the JIT compiles the hot loop on its own).
  * */
-function adamwUpdate(
+export function adamwUpdate(
   g: Float32Array,
   m: Float32Array,
   v: Float32Array,
