@@ -26,6 +26,7 @@ test('exports', async () => {
       "ModelConfig",
       "Pipeline",
       "Rng",
+      "TensorBoardTracker",
       "Trainer",
       "TrainerConfig",
       "checkpointSteps",

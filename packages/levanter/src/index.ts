@@ -43,7 +43,7 @@ export { Trainer, TrainerConfig } from './trainer.js'
 export type { Hook, StepInfo, TrainerConfigInput, TrainerExtras } from './trainer.js'
 export { Pipeline } from './pipeline.js'
 export type { PipelineOptions, RunResult } from './pipeline.js'
-export { ConsoleTracker, JsonlTracker, MemoryTracker } from './trackers.js'
+export { ConsoleTracker, JsonlTracker, MemoryTracker, TensorBoardTracker } from './trackers.js'
 export type { Tracker } from './trackers.js'
 export { DataParallelEngine } from './parallel/data-parallel.js'
 

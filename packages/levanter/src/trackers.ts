@@ -1,4 +1,4 @@
-/** @module Where metrics go: a tracker interface, JSONL (default) and console trackers. */
+/** @module Where metrics go: a tracker interface, JSONL (default), console, memory and TensorBoard trackers. */
 import fs from 'node:fs'
 import path from 'node:path'
 import { logger } from '@marin/rigging'
@@ -34,3 +34,5 @@ export class MemoryTracker implements Tracker {
     this.rows.push({ step, ...metrics })
   }
 }
+
+export { TensorBoardTracker } from './tensorboard.js'
