@@ -6,8 +6,7 @@
  * ships inside the npm package. Written `.zst` files are a sequence of
  * independent frames (one per ~1 MiB of input), which every zstd decoder reads.
  */
-import { Transform } from 'node:stream'
-import type { Readable } from 'node:stream'
+import { Readable, Transform } from 'node:stream'
 import { createGunzip, createGzip } from 'node:zlib'
 import { Decompress } from 'fzstd'
 import { compress as zstdCompress, init as zstdInit } from '@bokuweb/zstd-wasm'
@@ -49,34 +48,109 @@ function zstdDecoder(): Transform {
 }
 
 /**
- * Pipes `raw` through the decoder of `codec`. Decoder errors are rethrown as
- * `CORRUPT_COMPRESSED` naming `url`.
+ * `source`'s chunks, then its error. A decoder that fails on a cut input has
+ * already produced everything that decodes, but a stream destroyed with an
+ * error drops what its reader has not taken yet; here the error is raised only
+ * once every chunk before it has been read.
+ */
+class ErrorAfterData extends Readable {
+  private readonly queue: Buffer[] = []
+  private ended = false
+  private failure: Error | undefined
+  private waiting = false
+
+  constructor(private readonly source: Readable) {
+    super()
+    source.on('data', (chunk: Buffer) => {
+      this.queue.push(chunk)
+      if (this.queue.length >= 4) source.pause()
+      this.serve()
+    })
+    source.on('end', () => {
+      this.ended = true
+      this.serve()
+    })
+  }
+
+  /** Records the stream's failure; the first one wins. */
+  fail(err: Error): void {
+    this.failure ??= err
+    this.serve()
+  }
+
+  override _read(): void {
+    this.waiting = true
+    this.serve()
+  }
+
+  private serve(): void {
+    if (!this.waiting) return
+    if (this.queue.length > 0) {
+      this.waiting = false
+      this.push(this.queue.shift())
+      if (this.queue.length < 4) this.source.resume()
+    } else if (this.failure) {
+      this.waiting = false
+      // chunks the reader has not taken yet come first; an empty push lets read() ask again
+      if (this.readableLength === 0) this.destroy(this.failure)
+      else this.push(Buffer.alloc(0))
+    } else if (this.ended) {
+      this.waiting = false
+      this.push(null)
+    }
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    this.source.destroy()
+    cb(err)
+  }
+}
+
+/**
+ * Pipes `raw` through the decoder of `codec`. Everything that decodes is
+ * delivered; then a decoder error is rethrown as `CORRUPT_COMPRESSED` naming
+ * `url`, marked `truncated` when the input had ended (a cut file: the last
+ * block or frame is incomplete).
  */
 export function decompress(raw: Readable, codec: Codec, url: string): Readable {
   if (codec === 'none') return raw
   const decoder: Transform =
     codec === 'gzip' ? createGunzip() : codec === 'zstd' ? zstdDecoder() : (bz2() as unknown as Transform)
-  raw.on('error', (err) => decoder.destroy(err))
-  const out = raw.pipe(decoder)
-  const wrapped = new Transform({
-    transform(chunk, _e, cb) {
-      cb(null, chunk)
-    },
+  let inputEnded = false
+  let decodedBytes = 0
+  raw.once('end', () => {
+    inputEnded = true
   })
-  out.on('error', (err: Error) =>
-    wrapped.destroy(
-      err instanceof ZephyrError || (err as NodeJS.ErrnoException).code?.startsWith('STORAGE')
-        ? err
-        : new ZephyrError(
-            'CORRUPT_COMPRESSED',
-            `${url}: cannot decode ${codec} data (${err.message}); check ` +
-              `that the file is complete and its extension matches its format`,
-            false,
-            { cause: err },
-          ),
-    ),
-  )
-  return out.pipe(wrapped)
+  decoder.on('data', (chunk: Buffer) => {
+    decodedBytes += chunk.length
+  })
+  const out = new ErrorAfterData(decoder)
+  raw.on('error', (err) => out.fail(err))
+  decoder.on('error', (err: Error) => {
+    if (err instanceof ZephyrError || (err as NodeJS.ErrnoException).code?.startsWith('STORAGE')) out.fail(err)
+    else if (inputEnded)
+      out.fail(
+        new ZephyrError(
+          'CORRUPT_COMPRESSED',
+          `${url}: the file ends inside a ${codec === 'bzip2' ? 'bzip2 block' : `${codec} frame`} (after ` +
+            `${decodedBytes} decoded bytes): it is truncated, e.g. by an interrupted download; fetch it again`,
+          false,
+          { cause: err, truncated: true },
+        ),
+      )
+    else
+      out.fail(
+        new ZephyrError(
+          'CORRUPT_COMPRESSED',
+          `${url}: cannot decode ${codec} data after ${decodedBytes} decoded bytes (${err.message}); check ` +
+            `that the file is complete and its extension matches its format`,
+          false,
+          { cause: err },
+        ),
+      )
+  })
+  raw.pipe(decoder)
+  return out
 }
 
 let zstdReady: Promise<void> | undefined

@@ -14,6 +14,8 @@ export type TaskCounters = {
   rowGroupsSkipped: number
   /** Bytes written to local spill files by groupBy/deduplicate. */
   spilledBytes: number
+  /** Input files that ended early and were read up to the cut (`onTruncated: 'stop'`). */
+  truncatedFiles: number
 }
 
 export type StageCounters = TaskCounters & {
@@ -37,6 +39,7 @@ export function emptyTaskCounters(): TaskCounters {
     skippedLines: 0,
     rowGroupsSkipped: 0,
     spilledBytes: 0,
+    truncatedFiles: 0,
   }
 }
 
@@ -48,4 +51,5 @@ export function addTaskCounters(into: TaskCounters, c: TaskCounters): void {
   into.skippedLines += c.skippedLines
   into.rowGroupsSkipped += c.rowGroupsSkipped
   into.spilledBytes += c.spilledBytes
+  into.truncatedFiles += c.truncatedFiles
 }

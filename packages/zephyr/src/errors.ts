@@ -31,19 +31,27 @@ export const ZEPHYR_ERROR_CODES = [
 
 export type ZephyrErrorCode = (typeof ZEPHYR_ERROR_CODES)[number]
 
+export type ZephyrErrorOptions = ErrorOptions & {
+  /** The input ended early (a cut download) rather than holding bad bytes. @default false */
+  readonly truncated?: boolean
+}
+
 /**
  * Every failure zephyr reports. `code` is stable and safe to branch on; the
  * message says what failed, on what (file, line, stage, shard), and what to do.
  */
 export class ZephyrError extends Error {
   override name = 'ZephyrError'
+  /** The input ended early: everything before the cut was read, the rest is missing. */
+  readonly truncated: boolean
   constructor(
     readonly code: ZephyrErrorCode,
     message: string,
     readonly retryable = false,
-    options?: ErrorOptions,
+    options?: ZephyrErrorOptions,
   ) {
     super(message, options)
+    this.truncated = options?.truncated ?? false
   }
 }
 

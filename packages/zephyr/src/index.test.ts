@@ -15,6 +15,7 @@ test('exports', async () => {
       "isZephyrError",
       "mayMatch",
       "name",
+      "readWikiXml",
       "version",
       "wikitextToText",
     ]

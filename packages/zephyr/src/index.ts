@@ -6,7 +6,7 @@ export const name: string = pkg.name
 export const version: string = pkg.version
 
 export { ZEPHYR_ERROR_CODES, ZephyrError, isZephyrError } from './errors.js'
-export type { ZephyrErrorCode } from './errors.js'
+export type { ZephyrErrorCode, ZephyrErrorOptions } from './errors.js'
 export { Dataset } from './dataset.js'
 export type { Row } from './dataset.js'
 export { col, evaluate, mayMatch } from './expr.js'
@@ -23,6 +23,7 @@ export { ParquetReader } from './parquet-reader.js'
 export type { ParquetReaderOptions } from './parquet-reader.js'
 export { formatPattern } from './output-pattern.js'
 export { wikitextToText } from './wikitext.js'
+export { readWikiXml } from './readers/wiki-xml.js'
 export type { WikiPage, WikiXmlOptions } from './readers/wiki-xml.js'
 export type { CorruptLinePolicy, JsonlOptions } from './readers/jsonl.js'
 export type { ParquetWriteOptions } from './writers/parquet.js'

@@ -20,6 +20,14 @@ export type WikiXmlOptions = {
   readonly skipRedirects?: boolean
   /** Keep the raw wikitext instead of plain text. @default false */
   readonly raw?: boolean
+  /**
+   * A dump that ends early (a cut download, or a compressed file whose last
+   * block is incomplete): every complete page before the cut is delivered,
+   * then `error` raises `CORRUPT_XML`/`CORRUPT_COMPRESSED` naming the file,
+   * while `stop` ends the file quietly and counts it in `truncatedFiles`.
+   * Malformed XML inside a file is an error either way. @default 'error'
+   */
+  readonly onTruncated?: 'error' | 'stop'
 }
 
 const FIELDS = new Set(['title', 'ns', 'id', 'text'])
@@ -37,6 +45,7 @@ export async function* readWikiXml(
   let page: { title: string; ns: string; id: string; text: string; redirect: boolean; revisions: number } | undefined
   let field: 'title' | 'ns' | 'id' | 'text' | undefined
   let buf = ''
+  let complete = 0
 
   parser.on('opentag', (tag) => {
     const parent = stack[stack.length - 1]
@@ -67,6 +76,7 @@ export async function* readWikiXml(
       field = undefined
     }
     if (tag.name === 'page' && page) {
+      complete++
       const ns = Number(page.ns)
       const keep = (!skipRedirects || !page.redirect) && (!namespaces || namespaces.has(ns))
       if (keep)
@@ -77,6 +87,8 @@ export async function* readWikiXml(
 
   const input = await openInput(url, counters)
   input.setEncoding('utf8')
+  let failure: unknown
+  let truncated = false
   try {
     for await (const chunk of input as AsyncIterable<string>) {
       parser.write(chunk)
@@ -85,18 +97,35 @@ export async function* readWikiXml(
         ready = []
       }
     }
+    truncated = true // an error from close() is a dump that ends before its last tag closes
     parser.close()
   } catch (err) {
-    if (err instanceof ZephyrError) throw err
-    if (/^\S+:\d+:\d+: /.test((err as Error).message) || (err as Error).message.includes(url)) {
-      throw new ZephyrError(
-        'CORRUPT_XML',
-        `${(err as Error).message}; the dump is not well-formed XML (truncated download?)`,
-        false,
-        { cause: err },
-      )
-    }
-    throw err
+    failure = err
+    truncated = truncated || (err instanceof ZephyrError && err.truncated)
   }
+  // pages completed before a failure are delivered first
   if (ready.length) yield ready
+  if (failure === undefined) return
+  if (truncated && opts.onTruncated === 'stop') {
+    if (counters) counters.truncatedFiles++
+    return
+  }
+  const after = `after ${complete} complete pages`
+  const hint = truncated ? `; load with { onTruncated: 'stop' } to keep the complete pages without an error` : ''
+  const err = failure as Error
+  if (err instanceof ZephyrError)
+    throw new ZephyrError(err.code, `${err.message} (${after}${hint})`, err.retryable, {
+      cause: err.cause,
+      truncated: err.truncated,
+    })
+  if (/^\S+:\d+:\d+: /.test(err.message) || err.message.includes(url)) {
+    throw new ZephyrError(
+      'CORRUPT_XML',
+      `${err.message}; the dump is not well-formed XML ${after} ` +
+        `(${truncated ? 'truncated download?' : 'a damaged file?'})${hint}`,
+      false,
+      { cause: err, truncated },
+    )
+  }
+  throw err
 }
