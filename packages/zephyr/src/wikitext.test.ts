@@ -37,6 +37,24 @@ describe('wikitextToText', () => {
       'See the site and em.',
     )
   })
+  test("a wiki's own namespace names drop its file, media and category links, with their options", () => {
+    const namespaces = { [-2]: ['Phương tiện'], 6: ['Tập tin'], 14: ['Thể loại'] }
+    expect(
+      wikitextToText(
+        'A [[Tập tin:x.jpg|nhỏ|trái|250px|B [[c]]]] C [[Thể_loại:Z]] [[thể loại:Y| ]] ' +
+          '[[Phương tiện:a.ogg|nghe]] [[Category:English]] [[:Thể loại:Shown|shown]]',
+        { namespaces },
+      ),
+    ).toBe('A C shown')
+  })
+  test('a link to a media file goes whatever its namespace prefix', () => {
+    expect(wikitextToText('[[Hình:Máy chủ.jpg|phải|200px|Một máy chủ]] ok [[Plik:Mapa.svg]]')).toBe('ok')
+  })
+  test('tables indented with a colon go, rows and all', () => {
+    expect(wikitextToText('Before.\n:{| class="wikitable"\n|-\n! Năm !! Người\n|-\n| 2000 || 361\n|}\nAfter.')).toBe(
+      'Before.\nAfter.',
+    )
+  })
   test('entities decode once', () => {
     expect(decodeEntities('a&nbsp;b &amp;lt; &#233; &#x41;')).toBe('a b &lt; é A')
   })
@@ -66,6 +84,36 @@ function expectLyon(pages: WikiPage[]) {
   )
   for (const p of pages) expect(p.text).not.toMatch(/\{\{|\}\}|\[\[|\]\]|<ref|\|-|'''|Category/)
 }
+
+describe('a Vietnamese dump', () => {
+  const vi = new URL('./fixtures/viwiki-sample.xml', import.meta.url)
+  const internet = [
+    'Internet là một hệ thống mạng toàn cầu.',
+    '',
+    'Lịch sử',
+    'Mạng ARPANET ra đời năm 1969.',
+    '',
+    'Số người dùng tăng rất nhanh.',
+  ].join('\n')
+  const hanoi =
+    'Hà Nội là thủ đô của Việt Nam, một trong các thủ đô châu Á.\nDiện tích: 3.359 km²\nSông chính: sông Hồng'
+
+  test("namespaces come from the dump's siteinfo: no category, file option or table row is left", async () => {
+    const dir = tempDir()
+    copyFileSync(vi, join(dir, 'viwiki.xml'))
+    const { results } = await ctx.execute(Dataset.fromFiles(join(dir, 'viwiki.xml')).loadWikiXml({ namespaces: [0] }))
+    expect(results.map((p) => p.title)).toEqual(['Internet', 'Hà Nội'])
+    expect(results.map((p) => p.text)).toEqual([internet, hanoi])
+    for (const p of results) expect(p.text).not.toMatch(/Thể loại|Tập tin|nhỏ|px|\|-|!!|\[\[|\]\]|\{\||Category/)
+  })
+
+  test('the category page is in namespace 14 and its own category link goes', async () => {
+    const dir = tempDir()
+    copyFileSync(vi, join(dir, 'viwiki.xml'))
+    const { results } = await ctx.execute(Dataset.fromFiles(join(dir, 'viwiki.xml')).loadWikiXml({ namespaces: [14] }))
+    expect(results).toEqual([{ id: 503, title: 'Thể loại:Internet', text: 'Các bài về Internet.' }])
+  })
+})
 
 describe('loadWikiXml', () => {
   test('a MediaWiki export: articles only, redirects dropped, markup reduced to text', async () => {

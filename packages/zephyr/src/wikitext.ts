@@ -26,8 +26,52 @@ const DROP_CONTENT = [
   'hiero',
 ]
 
-/** Link namespaces that are not links to prose (the whole link is dropped). */
-const DROP_LINK = /^\s*(file|image|media|category|datei|bild|fichier|kategorie|catégorie|categoría|archivo|imagen)\s*:/i
+/**
+ * A wiki's namespace names by namespace number, as its dump's `<siteinfo>`
+ * lists them (plus any aliases): `{ 6: ['Tập tin'], 14: ['Thể loại'] }`.
+ * Links into Media (-2), File (6) and Category (14) are not prose.
+ */
+export type WikiNamespaceNames = Readonly<Record<number, readonly string[]>>
+
+export type WikitextOptions = {
+  /** The wiki's own namespace names; the canonical English ones are always known. @default English, German,
+   * French and Spanish names */
+  readonly namespaces?: WikiNamespaceNames
+}
+
+/** Namespaces whose links are dropped whole (captions and options included). */
+const DROPPED_NAMESPACES = [-2, 6, 14]
+/** The canonical names MediaWiki accepts on every wiki, with the `Image` alias of File. */
+const CANONICAL: WikiNamespaceNames = { [-2]: ['Media'], 6: ['File', 'Image'], 14: ['Category'] }
+/** Used when no namespace names are given (text from an unknown wiki). */
+const COMMON: WikiNamespaceNames = {
+  [-2]: ['Medium', 'Média', 'Medio'],
+  6: ['Datei', 'Bild', 'Fichier', 'Archivo', 'Imagen'],
+  14: ['Kategorie', 'Catégorie', 'Categoría'],
+}
+/** A link whose target is a media file is a file link under any namespace alias: `[[Hình:x.jpg|…]]`. */
+const MEDIA_EXTENSIONS = 'jpe?g|png|gif|svg|tiff?|webp|bmp|ogg|ogv|oga|opus|webm|mp3|mp4|wav|flac|mid|pdf|djvu|stl'
+const MEDIA_FILE = new RegExp(`^\\s*[^:|[\\]]+:[^|[\\]]*\\.(${MEDIA_EXTENSIONS})\\s*(\\||$)`, 'i')
+
+function dropLinkPattern(names: WikiNamespaceNames): RegExp {
+  const all = new Set<string>()
+  for (const table of [CANONICAL, names])
+    for (const ns of DROPPED_NAMESPACES) for (const n of table[ns] ?? []) if (n.trim()) all.add(n.trim())
+  // spaces and underscores are the same in a title; the namespace is case-insensitive
+  const alts = [...all].map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/[ _]+/g, '[ _]+'))
+  return new RegExp(`^\\s*(${alts.join('|')})\\s*:`, 'iu')
+}
+
+const DEFAULT_DROP_LINK = dropLinkPattern(COMMON)
+const dropLinkCache = new WeakMap<WikiNamespaceNames, RegExp>()
+
+function dropLinkFor(names: WikiNamespaceNames | undefined): RegExp {
+  if (names === undefined) return DEFAULT_DROP_LINK
+  let re = dropLinkCache.get(names)
+  if (re === undefined) dropLinkCache.set(names, (re = dropLinkPattern(names)))
+  return re
+}
+
 /** Interlanguage links: `[[de:Artikel]]`. */
 const INTERWIKI = /^\s*[a-z]{2,3}(-[a-z]+)?\s*:/
 
@@ -90,12 +134,12 @@ function removeNested(s: string, open: string, close: string): string {
   return out
 }
 
-/** Removes `{| … |}` tables, which open and close at line starts and nest. */
+/** Removes `{| … |}` tables, which open and close at line starts (or indented, `:{|`) and nest. */
 function removeTables(s: string): string {
   const out: string[] = []
   let depth = 0
   for (const line of s.split('\n')) {
-    const t = line.trimStart()
+    const t = line.replace(/^[\s:]+/, '')
     if (t.startsWith('{|')) depth++
     else if (depth > 0 && t.startsWith('|}')) {
       depth--
@@ -107,7 +151,7 @@ function removeTables(s: string): string {
 }
 
 /** Replaces `[[…]]` links with their label; drops file, category and interlanguage links (captions included). */
-function replaceLinks(s: string): string {
+function replaceLinks(s: string, dropLink: RegExp): string {
   let out = ''
   let i = 0
   while (i < s.length) {
@@ -133,11 +177,11 @@ function replaceLinks(s: string): string {
     }
     const inner = s.slice(start + 2, j - 1)
     i = j + 1
-    if (DROP_LINK.test(inner) || (INTERWIKI.test(inner) && !inner.includes('|'))) continue
+    if (dropLink.test(inner) || MEDIA_FILE.test(inner) || (INTERWIKI.test(inner) && !inner.includes('|'))) continue
     const bar = inner.indexOf('|')
     let label = bar < 0 ? inner : inner.slice(bar + 1)
     if (bar >= 0 && label === '') label = inner.slice(0, bar).replace(/\s*\(.*\)\s*$/, '') // pipe trick
-    out += replaceLinks(label.replace(/^:/, ''))
+    out += replaceLinks(label.replace(/^:/, ''), dropLink)
   }
   return out + s.slice(i)
 }
@@ -147,7 +191,7 @@ function replaceLinks(s: string): string {
  * @example wikitextToText("'''Rome''' is the capital of [[Italy|Italia]].{{cite web|url=x}}") // "Rome is the capital
  * of Italia."
  */
-export function wikitextToText(wikitext: string): string {
+export function wikitextToText(wikitext: string, options: WikitextOptions = {}): string {
   let s = wikitext.replace(/\r\n?/g, '\n')
   s = s.replace(/<!--[\s\S]*?(-->|$)/g, '')
   s = s.replace(/<nowiki>([\s\S]*?)<\/nowiki>/gi, (_m, t: string) =>
@@ -160,7 +204,7 @@ export function wikitextToText(wikitext: string): string {
   s = s.replace(/<references\b[^>]*\/?>/gi, '')
   s = removeNested(s, '{{', '}}')
   s = removeTables(s)
-  s = replaceLinks(s)
+  s = replaceLinks(s, dropLinkFor(options.namespaces))
   // external links: [http://x label] → label, bare bracketed URL → nothing
   s = s.replace(/\[(?:https?:|ftp:)?\/\/[^\s\]]+(?:\s+([^\]]*))?\]/gi, (_m, label?: string) => label ?? '')
   s = s.replace(/'{2,5}/g, '')

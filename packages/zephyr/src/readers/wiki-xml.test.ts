@@ -95,3 +95,15 @@ describe('truncated dumps', () => {
     expect(error).toMatchObject({ code: 'CORRUPT_XML', message: expect.stringContaining('bad.xml') })
   })
 })
+
+describe('namespaces', () => {
+  test('namespaceAliases adds names the siteinfo does not list', async () => {
+    const dir = tempDir()
+    const xml = manyPagesDump(1).replace('[[Category:Generated]]', '[[Kat:Generated]] [[Ảnh:Map|nhỏ|Map]]')
+    writeFileSync(join(dir, 'one.xml'), xml)
+    const plain = await drain(join(dir, 'one.xml'))
+    expect(plain.pages[0]!.text).toMatch(/Kat:Generated/)
+    const { pages } = await drain(join(dir, 'one.xml'), { namespaceAliases: { 14: ['Kat'], 6: ['Ảnh'] } })
+    expect(pages[0]!.text).not.toMatch(/Kat|Generated|Map|nhỏ/)
+  })
+})
