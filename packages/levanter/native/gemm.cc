@@ -5,16 +5,23 @@
 // operands are read through strides while packing), and a 6×16 micro-kernel keeps its tile of C in
 // twelve ymm registers for a whole KC-deep pass. Every element of C is the same chain of FMAs in
 // the same order whatever the shape around it (edge tiles run on zero-padded slivers), so a row
-// computed alone equals that row inside a larger product. Single-threaded.
+// computed alone equals that row inside a larger product, and splitting the work over threads
+// (native/pool.h: by batch, by row slivers or by column panels) changes no bit of the result.
 //
-// Built by native/build.mjs (node-gyp); only this file is compiled with -mavx2 -mfma, and JS asks
-// cpuSupported() before calling gemm(), so a CPU without AVX2/FMA never runs it.
+// Built by native/build.mjs (node-gyp) with -mavx2 -mfma, and JS asks cpuSupported() before
+// calling anything else, so a CPU without AVX2/FMA never runs these kernels. The module also
+// holds the fused elementwise kernels (native/ops.cc) and the thread count.
 #include <immintrin.h>
 #include <node_api.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+#include "gemm.h"
+#include "pool.h"
+
+napi_value RegisterOps(napi_env env, napi_value exports);
 
 namespace {
 
@@ -132,12 +139,13 @@ void kernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, b
   }
 }
 
-// One product C (+)= op(A)·op(B), C row-major M×N.
-void gemm(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
+// One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart.
+void gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N, bool accumulate) {
   alignas(32) float tile[MR * NR];
   if (K == 0) {
     if (!accumulate)
-      for (int64_t i = 0; i < M * N; i++) c[i] = 0.0f;
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) c[i * ldc + j] = 0.0f;
     return;
   }
   for (int64_t jc = 0; jc < N; jc += NC) {
@@ -155,14 +163,14 @@ void gemm(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t 
           for (int64_t ir = 0; ir < mb; ir += MR) {
             const int64_t rows = mb - ir < MR ? mb - ir : MR;
             const float* ap = packA + ir * kb;
-            float* ct = c + (ic + ir) * N + jc + jr;
+            float* ct = c + (ic + ir) * ldc + jc + jr;
             if (rows == MR && cols == NR) {
-              kernel(kb, ap, bp, ct, N, add);
+              kernel(kb, ap, bp, ct, ldc, add);
             } else {
               kernel(kb, ap, bp, tile, NR, false);
               for (int64_t i = 0; i < rows; i++)
                 for (int64_t j = 0; j < cols; j++)
-                  ct[i * N + j] = add ? ct[i * N + j] + tile[i * NR + j] : tile[i * NR + j];
+                  ct[i * ldc + j] = add ? ct[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
             }
           }
         }
@@ -170,6 +178,41 @@ void gemm(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t 
     }
   }
 }
+
+// One product split over the pool's threads: by row slivers where there are enough rows, else by
+// column panels (decoding's single rows), else on this thread.
+void gemmThreaded(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
+  const int threads = levanter::Pool::get().threads();
+  if (threads == 1 || M * N * (K + 1) < (int64_t{1} << 20)) {
+    if (buffers()) gemm(a, b, c, N, M, K, N, accumulate);
+    return;
+  }
+  const int64_t slivers = (M + MR - 1) / MR, panels = (N + NR - 1) / NR;
+  if (slivers >= 2 * threads) {
+    levanter::parallel_for(slivers, 2, [&](int64_t s0, int64_t s1) {
+      const int64_t r0 = s0 * MR, r1 = s1 * MR < M ? s1 * MR : M;
+      const View part{a.x + r0 * a.rs, a.rs, a.cs};
+      if (buffers()) gemm(part, b, c + r0 * N, N, r1 - r0, K, N, accumulate);
+    });
+  } else {
+    levanter::parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+      const int64_t c0 = p0 * NR, c1 = p1 * NR < N ? p1 * NR : N;
+      const View part{b.x + c0 * b.cs, b.rs, b.cs};
+      if (buffers()) gemm(a, part, c + c0, N, M, K, c1 - c0, accumulate);
+    });
+  }
+}
+
+}  // namespace
+
+bool levanter::gemmOnThisThread(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs, int64_t bcs,
+                                float* c, int64_t ldc, int64_t M, int64_t K, int64_t N) {
+  if (!buffers()) return false;
+  gemm(View{a, ars, acs}, View{b, brs, bcs}, c, ldc, M, K, N, false);
+  return true;
+}
+
+namespace {
 
 // ---- N-API ----
 
@@ -227,24 +270,63 @@ napi_value Gemm(napi_env env, napi_callback_info info) {
     return fail(env, "gemm: an operand reaches past the end of the buffer");
   if (!buffers()) return fail(env, "gemm: out of memory for the packing buffers");
   char* base = static_cast<char*>(data);
-  for (int64_t i = 0; i < batch; i++) {
+  const auto views = [&](int64_t i, View* a, View* b, float** C) {
     const float* A = reinterpret_cast<const float*>(base + pa + i * sa);
     const float* B = reinterpret_cast<const float*>(base + pb + i * sb);
-    float* C = reinterpret_cast<float*>(base + pc + i * sc);
-    const View a = tA ? View{A, 1, M} : View{A, K, 1};
-    const View b = tB ? View{B, 1, K} : View{B, N, 1};
-    gemm(a, b, C, M, K, N, acc);
+    *C = reinterpret_cast<float*>(base + pc + i * sc);
+    *a = tA ? View{A, 1, M} : View{A, K, 1};
+    *b = tB ? View{B, 1, K} : View{B, N, 1};
+  };
+  const int threads = levanter::Pool::get().threads();
+  if (batch >= threads && threads > 1 && batch * M * N * (K + 1) >= (int64_t{1} << 20)) {
+    // whole products per thread (attention's batched heads)
+    bool ok = true;
+    levanter::parallel_for(batch, 1, [&](int64_t i0, int64_t i1) {
+      if (!buffers()) {
+        ok = false;
+        return;
+      }
+      for (int64_t i = i0; i < i1; i++) {
+        View a, b;
+        float* C;
+        views(i, &a, &b, &C);
+        gemm(a, b, C, N, M, K, N, acc);
+      }
+    });
+    if (!ok) return fail(env, "gemm: out of memory for the packing buffers");
+    return nullptr;
+  }
+  for (int64_t i = 0; i < batch; i++) {
+    View a, b;
+    float* C;
+    views(i, &a, &b, &C);
+    gemmThreaded(a, b, C, M, K, N, acc);
   }
   return nullptr;
+}
+
+// setThreads(n): the pool's size (1 to 64, the calling thread included); answers the size.
+napi_value SetThreads(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  int64_t n = 0;
+  if (argc != 1 || !count(env, argv[0], &n) || n < 1 || n > 64)
+    return fail(env, "setThreads takes one integer from 1 to 64");
+  levanter::Pool::get().resize(static_cast<int>(n));
+  napi_value r;
+  napi_create_int32(env, levanter::Pool::get().threads(), &r);
+  return r;
 }
 
 napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"cpuSupported", nullptr, CpuSupported, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"gemm", nullptr, Gemm, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"setThreads", nullptr, SetThreads, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
-  napi_define_properties(env, exports, 2, props);
-  return exports;
+  napi_define_properties(env, exports, 3, props);
+  return RegisterOps(env, exports);
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 /** @module Next-token cross-entropy with a loss mask (padding, document boundaries). */
 import * as tf from '@tensorflow/tfjs'
+import { fusedCrossEntropy } from './kernels/cross-entropy.js'
 
 /**
  * Σ mask·(−log p(target)) / `denominator`. logits [B, T, V], targets [B, T] int32, mask [B, T] float.
  * The denominator defaults to Σ mask; microbatches and replicas pass the global count so their
- * sums add up to the whole batch's mean exactly.
+ * sums add up to the whole batch's mean exactly. One native kernel where those run
+ * (kernels/cross-entropy.ts).
  */
 export function maskedCrossEntropy(
   logits: tf.Tensor,
@@ -13,6 +15,8 @@ export function maskedCrossEntropy(
   denominator?: number,
 ): tf.Scalar {
   return tf.tidy(() => {
+    const fused = fusedCrossEntropy(logits, targets, mask, denominator)
+    if (fused) return fused
     const V = logits.shape[logits.rank - 1]!
     const flat = tf.reshape(logits, [-1, V])
     const onehot = tf.oneHot(tf.reshape(targets, [-1]), V)

@@ -2,13 +2,18 @@
  * @module Sum over the rows of a matrix, [N, D] → [D]: the gradient of a bias or a norm's gain.
  * The wasm backend reduces a leading axis as a transpose plus a reduction, and `ones[1, N] · x`
  * makes XNNPACK pack all of x as a right operand for one row of output (≈2 ms for [2048, 256]);
- * one pass over the heap in place takes a quarter of that. Other backends use `tf.sum`.
+ * one pass over the heap in place takes a quarter of that (the native kernel, kernels/native-ops.ts,
+ * less again). Other backends use `tf.sum`.
  */
 import * as tf from '@tensorflow/tfjs'
-import { heapFloats } from './wasm-heap.js'
+import { nativeKernels } from './native-ops.js'
+import { heapFloats, heapKernel } from './wasm-heap.js'
 
 export function columnSum(x: tf.Tensor): tf.Tensor {
   const [N, D] = x.shape as [number, number]
+  const native = x.rank === 2 ? nativeKernels() : undefined
+  const summed = native && heapKernel([D], [x], (out, xv) => native.columnSum(xv!, out))
+  if (summed) return summed
   const h = x.rank === 2 ? heapFloats(x, tf.backend()) : undefined
   if (!h) return tf.sum(x, 0)
   // four rows per pass: a quarter of the accumulator traffic; float64 partial sums

@@ -8,12 +8,25 @@
 import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
+import { LevanterError } from '../errors.js'
+import type { NativeOps } from './native-ops.js'
 import type { GemmArgs } from './wasm-gemm.js'
 
 /** The addon's functions. Pointers and strides are byte offsets into `buffer` (doubles: heaps reach 4 GiB). */
-export type NativeGemmAddon = {
+export type NativeGemmAddon = NativeOps & {
   cpuSupported(): boolean
   gemm(buffer: ArrayBuffer, ...args: [...Required<GemmArgs>, accumulate: boolean]): void
+  /** The thread count of the GEMM and the fused kernels (1–64, the caller included); answers it. */
+  setThreads(n: number): number
+}
+
+/** The thread count `LEVANTER_THREADS` asks for (default 1), checked. */
+export function threadCount(env: string | undefined = process.env.LEVANTER_THREADS): number {
+  if (env === undefined || env === '') return 1
+  const n = Number(env)
+  if (!Number.isInteger(n) || n < 1 || n > 64)
+    throw new LevanterError('BAD_CONFIG', `LEVANTER_THREADS=${env} is not an integer from 1 to 64; unset it or fix it`)
+  return n
 }
 
 /** native/gemm.cc's blocking (tests aim their edge cases at it). */
@@ -40,5 +53,6 @@ function load(): { addon?: NativeGemmAddon; reason?: string } {
     return { reason: `the built addon does not load: ${(e as Error).message}` }
   }
   if (!addon.cpuSupported()) return { reason: 'this CPU lacks AVX2/FMA' }
+  addon.setThreads(threadCount())
   return { addon }
 }

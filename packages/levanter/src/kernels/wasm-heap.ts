@@ -111,12 +111,24 @@ export function heapKernel(
   inputs: readonly tf.Tensor[],
   fill: (out: Float32Array, ...inputs: Float32Array[]) => void,
 ): tf.Tensor | undefined {
+  return heapKernels([shape], inputs, (outs, ins) => fill(outs[0]!, ...ins))?.[0]
+}
+
+/** {@link heapKernel} with several outputs: new float32 tensors of `shapes`, filled together. */
+export function heapKernels(
+  shapes: readonly number[][],
+  inputs: readonly tf.Tensor[],
+  fill: (outs: Float32Array[], inputs: Float32Array[]) => void,
+): tf.Tensor[] | undefined {
   const backend = tf.backend()
   const b = backend as unknown as Partial<WasmBackendLike>
   if (!b.dataIdMap || !b.wasm || typeof b.makeOutput !== 'function' || inputs.some((t) => !heapEntry(t, b)))
     return undefined
-  const out = tf.engine().makeTensorFromTensorInfo(b.makeOutput(shape, 'float32'), backend)
-  // views after the allocation: it may have grown (and replaced) the heap buffer
-  fill(heapFloats(out, b)!, ...inputs.map((t) => heapFloats(t, b)!))
-  return out
+  const outs = shapes.map((s) => tf.engine().makeTensorFromTensorInfo(b.makeOutput!(s, 'float32'), backend))
+  // views after the allocations: they may have grown (and replaced) the heap buffer
+  fill(
+    outs.map((o) => heapFloats(o, b)!),
+    inputs.map((t) => heapFloats(t, b)!),
+  )
+  return outs
 }

@@ -3,6 +3,7 @@
  * Parameter names and layouts are GPT2LMHeadModel's (Conv1D weights are [in, out]).
  */
 import * as tf from '@tensorflow/tfjs'
+import { fusedCausalAttention } from '../kernels/attention.js'
 import type { Gpt2Config } from './config.js'
 import type { LayerKv } from './batch-cache.js'
 import { attention, geluTanh, lastPosition, layerNorm, linear, mergeHeads, splitHeads } from './layers.js'
@@ -40,7 +41,10 @@ export function gpt2Specs(c: Gpt2Config): ParamSpec[] {
 }
 
 /** ids [B, T] placed by `at` → logits and each layer's keys/values (see {@link ForwardArgs}). */
-export function gpt2Forward(c: Gpt2Config, ...[p, ids, at, past, lastOnly = false]: ForwardArgs): ForwardResult {
+export function gpt2Forward(
+  c: Gpt2Config,
+  ...[p, ids, at, past, lastOnly = false, keepKv = true]: ForwardArgs
+): ForwardResult {
   const [B, T] = ids.shape as [number, number]
   const wpe = p('transformer.wpe.weight')
   const pos =
@@ -54,14 +58,19 @@ export function gpt2Forward(c: Gpt2Config, ...[p, ids, at, past, lastOnly = fals
     const h = `transformer.h.${i}`,
       w = (n: string) => p(`${h}.${n}`)
     const a = layerNorm(x, w('ln_1.weight'), w('ln_1.bias'), c.layerNormEps)
-    const [q, k, v] = tf
-      .split(linear(a, w('attn.c_attn.weight'), w('attn.c_attn.bias')), 3, 2)
-      .map((t) => splitHeads(t, c.nHeads)) as [tf.Tensor, tf.Tensor, tf.Tensor]
-    const prev = past?.[i]
-    const kAll = prev ? tf.concat([prev.k, k], 2) : k,
-      vAll = prev ? tf.concat([prev.v, v], 2) : v // [B, H, S, K]
-    kv.push({ k: kAll, v: vAll })
-    x = tf.add(x, linear(mergeHeads(attention(q, kAll, vAll, at)), w('attn.c_proj.weight'), w('attn.c_proj.bias')))
+    const qkv = linear(a, w('attn.c_attn.weight'), w('attn.c_attn.bias')) // [B, T, 3D]
+    // whole sequences whose keys/values nobody keeps: one fused kernel where the native ones run
+    let attended =
+      !keepKv && !past && 'offset' in at && at.offset === 0 ? fusedCausalAttention(qkv, c.nHeads) : undefined
+    if (!attended) {
+      const [q, k, v] = tf.split(qkv, 3, 2).map((t) => splitHeads(t, c.nHeads)) as [tf.Tensor, tf.Tensor, tf.Tensor]
+      const prev = past?.[i]
+      const kAll = prev ? tf.concat([prev.k, k], 2) : k,
+        vAll = prev ? tf.concat([prev.v, v], 2) : v // [B, H, S, K]
+      kv.push({ k: kAll, v: vAll })
+      attended = mergeHeads(attention(q, kAll, vAll, at))
+    }
+    x = tf.add(x, linear(attended, w('attn.c_proj.weight'), w('attn.c_proj.bias')))
     const m = layerNorm(x, w('ln_2.weight'), w('ln_2.bias'), c.layerNormEps)
     x = tf.add(
       x,

@@ -5,6 +5,7 @@ import type { LayerKv } from './batch-cache.js'
 import { columnSum } from '../kernels/column-sum.js'
 import { fusedGeluTanh } from '../kernels/gelu.js'
 import { fusedLayerNorm } from '../kernels/layer-norm.js'
+import { fusedCausalSoftmax } from '../kernels/softmax.js'
 import { matMulT } from '../kernels/transpose-last.js'
 import { transposeIsFree } from '../kernels/wasm-gemm.js'
 
@@ -96,9 +97,12 @@ export type ForwardArgs = [
   at: Placement,
   past?: readonly LayerKv[],
   lastOnly?: boolean,
+  /** false: the caller drops the keys/values (training, scoring), so attention may run fused without them */
+  keepKv?: boolean,
 ]
 
-/** logits [B, T, V] ([B, 1, V] with `lastOnly`) and each layer's keys/values, `past` included. */
+/** logits [B, T, V] ([B, 1, V] with `lastOnly`) and each layer's keys/values, `past` included (none when `keepKv` is
+ * false). */
 export type ForwardResult = { logits: tf.Tensor; kv: LayerKv[] }
 
 /** Additive causal mask [T, S]: query t (absolute position offset+t) sees keys 0…offset+t. */
@@ -111,7 +115,8 @@ export function causalBias(T: number, S: number, offset: number): tf.Tensor {
 /**
  * Attention. q [B, H, T, K], k and v [B, H, S, K] (S ≥ T; the last T keys are the queries' own
  * positions) → [B, H, T, K], masked causally (`{ offset }`) or by the placement's bias. Multiplies
- * are rank-3; kᵀ is read in place where the backend can (kernels/).
+ * are rank-3; kᵀ is read in place where the backend can, and the causal softmax is one native
+ * kernel where those run (kernels/).
  */
 export function attention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, at: Placement): tf.Tensor {
   const [B, H, T, K] = q.shape as [number, number, number, number]
@@ -119,13 +124,19 @@ export function attention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, at: Placemen
   const q3 = tf.reshape(q, [B * H, T, K]),
     k3 = tf.reshape(k, [B * H, S, K]),
     v3 = tf.reshape(v, [B * H, S, K])
-  const raw = tf.mul(matMulT(q3, k3, false, true), 1 / Math.sqrt(K)) // [B·H, T, S]
-  const scores =
-    'offset' in at
-      ? tf.add(raw, causalBias(T, S, at.offset))
-      : tf.reshape(tf.add(tf.reshape(raw, [B, H, T, S]), at.bias), [B * H, T, S])
-  const out = tf.matMul(tf.softmax(scores), v3) // [B·H, T, K]
+  const qk = matMulT(q3, k3, false, true) // [B·H, T, S]
+  const fused = 'offset' in at ? fusedCausalSoftmax(qk, 1 / Math.sqrt(K), at.offset) : undefined
+  const out = tf.matMul(fused ?? tf.softmax(maskedScores(qk, 1 / Math.sqrt(K), at)), v3) // [B·H, T, K]
   return tf.reshape(out, [B, H, T, K])
+}
+
+/** scale·qk plus the placement's additive mask, qk [B·H, T, S]. */
+function maskedScores(qk: tf.Tensor, scale: number, at: Placement): tf.Tensor {
+  const [BH, T, S] = qk.shape as [number, number, number]
+  const raw = tf.mul(qk, scale)
+  if ('offset' in at) return tf.add(raw, causalBias(T, S, at.offset))
+  const B = at.bias.shape[0]!
+  return tf.reshape(tf.add(tf.reshape(raw, [B, BH / B, T, S]), at.bias), [BH, T, S])
 }
 
 /** Absolute positions of each row's queries, [B][T]. */

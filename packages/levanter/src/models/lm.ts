@@ -99,7 +99,7 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
         `input: ${T} positions exceed the model's seqLen ${this.config.seqLen}; shorten the input`,
       )
     }
-    return tf.tidy(() => this.run(p, ids, { offset: 0 }).logits)
+    return tf.tidy(() => this.run(p, ids, { offset: 0 }, undefined, false, false).logits)
   }
 
   /**

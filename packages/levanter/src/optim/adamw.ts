@@ -2,6 +2,7 @@
 import * as tf from '@tensorflow/tfjs'
 import { z } from 'zod'
 import { LevanterError } from '../errors.js'
+import { nativeKernels } from '../kernels/native-ops.js'
 import { writableHeapFloats } from '../kernels/wasm-heap.js'
 import type { CausalLM } from '../models/lm.js'
 
@@ -69,7 +70,9 @@ export function adamwUpdate(
  * First and second moments per parameter, plus the update count. The update runs as one fused
  * pass per parameter over plain arrays (float64 arithmetic, float32 storage): one read of the
  * gradient and the parameter and one write of the parameter, instead of a dozen tensor ops per
- * parameter (each a full pass over memory and a kernel dispatch).
+ * parameter (each a full pass over memory and a kernel dispatch). Where levanter's native kernels
+ * run (kernels/native-ops.ts) that pass is native, with the same arithmetic in the same order (the
+ * same bits for the same gradient norm).
  */
 export class AdamW {
   /** First moments by parameter name. */
@@ -114,8 +117,9 @@ export class AdamW {
 
   #update(grads: ReadonlyMap<string, Float32Array>, lr: number): number {
     const c = this.config
+    const native = nativeKernels()
     let sq = 0
-    for (const g of grads.values()) sq += sumSquares(g)
+    for (const g of grads.values()) sq += native ? native.sumSquares(g) : sumSquares(g)
     const norm = Math.sqrt(sq)
     const scale = c.maxGradNorm !== null && norm > c.maxGradNorm ? c.maxGradNorm / (norm + 1e-6) : 1
     this.count++
@@ -141,7 +145,8 @@ export class AdamW {
       const own = writableHeapFloats(p, tf.backend())
       const old = own?.data ?? (p.dataSync() as Float32Array)
       const out = own?.data ?? new Float32Array(old.length)
-      adamwUpdate(g, m, v, old, out, scale, b1, c1, b2, c2, keep, step, rbc2, eps)
+      if (native) native.adamw(g, m, v, old, out, scale, b1, c1, b2, c2, keep, step, rbc2, eps)
+      else adamwUpdate(g, m, v, old, out, scale, b1, c1, b2, c2, keep, step, rbc2, eps)
       if (own) {
         own.written()
         continue

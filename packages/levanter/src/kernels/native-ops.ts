@@ -1,0 +1,80 @@
+/**
+ * @module levanter's fused native kernels (native/ops.cc, in the same addon as the native GEMM):
+ * LayerNorm and GELU forward and backward, attention's causal softmax and its backward,
+ * cross-entropy with its gradient, column sums and AdamW, each one pass over float32 arrays in
+ * place, on the addon's threads. {@link nativeKernels} answers them where the native GEMM is the
+ * one in use on the wasm backend (so `LEVANTER_GEMM=fma` or `LEVANTER_NATIVE_DISABLE=1` runs the
+ * all-WebAssembly path); callers fall back to their tensor-op or JS versions otherwise.
+ */
+import * as tf from '@tensorflow/tfjs'
+import { nativeGemm } from './native-gemm.js'
+import { gemmFor } from './wasm-gemm.js'
+import type { WasmBackendLike } from './wasm-heap.js'
+
+/** The addon's fused kernels. Every array is read or written in place; lengths are checked. */
+export type NativeOps = {
+  geluForward(x: Float32Array, y: Float32Array): void
+  geluBackward(x: Float32Array, dy: Float32Array, dx: Float32Array): void
+  layerNormForward(
+    x: Float32Array,
+    g: Float32Array,
+    b: Float32Array,
+    eps: number,
+    y: Float32Array,
+    xhat: Float32Array,
+    rstd: Float32Array,
+  ): void
+  layerNormBackward(
+    dy: Float32Array,
+    xhat: Float32Array,
+    rstd: Float32Array,
+    g: Float32Array,
+    dx: Float32Array,
+    dg: Float32Array,
+    db: Float32Array,
+  ): void
+  columnSum(x: Float32Array, out: Float32Array): void
+  /** Rows of S; row r is query r mod T at position offset + r mod T (causal: it sees keys up to there). */
+  softmaxForward(
+    x: Float32Array,
+    y: Float32Array,
+    S: number,
+    T: number,
+    offset: number,
+    scale: number,
+    causal: boolean,
+  ): void
+  softmaxBackward(y: Float32Array, dy: Float32Array, dx: Float32Array, S: number, scale: number): void
+  /** Σ mask·nll / denom; writes d(that)/dlogits into `grad`. */
+  crossEntropy(logits: Float32Array, targets: Int32Array, mask: Float32Array, denom: number, grad: Float32Array): number
+  adamw(
+    g: Float32Array,
+    m: Float32Array,
+    v: Float32Array,
+    p: Float32Array,
+    out: Float32Array,
+    scale: number,
+    b1: number,
+    c1: number,
+    b2: number,
+    c2: number,
+    keep: number,
+    step: number,
+    rbc2: number,
+    eps: number,
+  ): void
+  sumSquares(g: Float32Array): number
+}
+
+/** The addon's ops whatever the backend (AdamW works on plain arrays), or undefined where the addon does not run. */
+export function nativeOpsAnywhere(): NativeOps | undefined {
+  return nativeGemm().addon
+}
+
+/** The fused kernels where the native GEMM runs on the active (wasm) backend; undefined otherwise. */
+export function nativeKernels(): NativeOps | undefined {
+  if (tf.getBackend() !== 'wasm') return undefined
+  const wasm = (tf.backend() as unknown as WasmBackendLike).wasm
+  if (gemmFor(wasm)?.build !== 'native') return undefined
+  return nativeOpsAnywhere()
+}
