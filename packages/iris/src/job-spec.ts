@@ -47,6 +47,10 @@ export const JobSpecSchema = z.strictObject({
   allowChildren: z.boolean().optional(),
   /** The job whose task submitted this one; set by the controller. */
   parent: z.string().min(1).optional(),
+  /** A warm runner (a program built on `serveWarmTasks`) that runs `command` as a call; see `warm-runner.ts`. */
+  runner: z
+    .strictObject({ command: z.array(z.string()).min(1, 'runner.command must name the runner program') })
+    .optional(),
 })
 export type JobSpec = z.infer<typeof JobSpecSchema>
 
@@ -75,6 +79,13 @@ export type JobRequest = {
   maxRetriesFailure?: number
   /** Retries after a task's worker is lost. @default 3 */
   maxRetriesWorker?: number
+  /**
+   * Run the tasks as calls into a process the worker keeps between tasks: `command` is a program built on
+   * `serveWarmTasks` (`@marin/iris/warm-task`) that can run the job's `command` without starting it. Tasks
+   * share a runner only with tasks of the same submitter, runner and environment (see OPS.md); a worker
+   * without warm runners runs `command` itself, so it must also work as a program of its own. Not with `image`.
+   */
+  runner?: { readonly command: readonly string[] }
 }
 
 /** Resolves defaults and validates a request; throws `IrisError('BAD_REQUEST')` naming the field. */
@@ -96,6 +107,7 @@ export function resolveJobRequest(req: JobRequest): JobSpec {
     maxRetriesWorker: req.maxRetriesWorker ?? 3,
     ...(req.secrets && Object.keys(req.secrets).length > 0 ? { secrets: { ...req.secrets } } : {}),
     ...(req.allowChildren ? { allowChildren: true } : {}),
+    ...(req.runner ? { runner: { command: [...req.runner.command] } } : {}),
     ...((req as Partial<JobSpec>).parent !== undefined ? { parent: (req as Partial<JobSpec>).parent } : {}),
   }
   return parseJobSpec(candidate)
@@ -104,6 +116,12 @@ export function resolveJobRequest(req: JobRequest): JobSpec {
 /** Validates a resolved spec (from the wire or the state store). */
 export function parseJobSpec(value: unknown): JobSpec {
   const r = JobSpecSchema.safeParse(value)
+  if (r.success && r.data.runner && r.data.image !== undefined)
+    throw new IrisError(
+      'BAD_REQUEST',
+      'job request: field "runner": a warm runner runs on the worker\'s host, so a job with an image cannot ' +
+        'have one; drop runner or image',
+    )
   if (!r.success) {
     const issue = r.error.issues[0]!
     const field = issue.path.join('.') || '(request)'

@@ -37,6 +37,8 @@ export type LocalClusterOptions = {
   cleanupTtlMs?: number
   /** Materializes `--mount` artifacts (see `finestoreMounts`). */
   materialize?: MountMaterializer
+  /** Run the tasks of jobs that name a `runner` in warm runners. @default true */
+  warmRunners?: boolean
 }
 
 export class LocalCluster {
@@ -86,6 +88,7 @@ export class LocalCluster {
           ...(opts.resources ? { resources: opts.resources } : {}),
           ...(opts.cleanupTtlMs !== undefined ? { cleanupTtlMs: opts.cleanupTtlMs } : {}),
           ...(opts.materialize ? { materialize: opts.materialize } : {}),
+          ...(opts.warmRunners !== undefined ? { warmRunners: opts.warmRunners } : {}),
         })
         await w.start()
         workers.push(w)

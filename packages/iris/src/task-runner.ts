@@ -29,10 +29,33 @@ export type RunTaskOptions = {
 }
 
 /** Longest line kept in one piece; longer output is split so memory stays bounded. */
-const MAX_LINE = 64 * 1024
+export const MAX_LINE = 64 * 1024
 
-/** A started attempt. */
-export class TaskHandle {
+/** A started attempt, in a process of its own or in a warm runner. */
+export interface RunningTask {
+  readonly done: Promise<TaskOutcome>
+  /** Stops the task: SIGTERM to its process group, then SIGKILL if it is still there after `graceMs`. */
+  kill(graceMs: number): void
+}
+
+/** How a process's end reads as a task's outcome. */
+export function exitOutcome(
+  code: number | null,
+  signal: NodeJS.Signals | null,
+  spawnError: Error | undefined,
+  program: string,
+): TaskOutcome {
+  if (spawnError) return { state: 'FAILED', exitCode: 127, error: `cannot start "${program}": ${spawnError.message}` }
+  if (signal) {
+    const no = constants.signals[signal] ?? 0
+    return { state: 'FAILED', exitCode: 128 + no, error: `terminated by signal ${signal}` }
+  }
+  if (code === 0) return { state: 'SUCCEEDED', exitCode: 0 }
+  return { state: 'FAILED', exitCode: code ?? 1, error: `exited with code ${code}` }
+}
+
+/** A started attempt in a process of its own. */
+export class TaskHandle implements RunningTask {
   readonly done: Promise<TaskOutcome>
   private killRequested = false
   private killTimer: NodeJS.Timeout | undefined
@@ -103,16 +126,7 @@ export function runTask(opts: RunTaskOptions): TaskHandle {
     child.once('close', async (code, signal) => {
       await Promise.all(pumps)
       await Promise.all([closeStream(out), closeStream(err)])
-      if (spawnError) {
-        resolve({ state: 'FAILED', exitCode: 127, error: `cannot start "${opts.command[0]}": ${spawnError.message}` })
-      } else if (signal) {
-        const no = constants.signals[signal] ?? 0
-        resolve({ state: 'FAILED', exitCode: 128 + no, error: `terminated by signal ${signal}` })
-      } else if (code === 0) {
-        resolve({ state: 'SUCCEEDED', exitCode: 0 })
-      } else {
-        resolve({ state: 'FAILED', exitCode: code ?? 1, error: `exited with code ${code}` })
-      }
+      resolve(exitOutcome(code, signal, spawnError, opts.command[0]!))
     })
   })
   return new TaskHandle(child, done)

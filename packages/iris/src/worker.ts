@@ -20,7 +20,8 @@ import type { AttemptReport, LogInput, TaskAssignment } from './protocol.js'
 import type { Resources } from './resources.js'
 import type { AttemptState } from './states.js'
 import { isFinalAttemptState } from './states.js'
-import { orphanGuard, runTask, type TaskHandle, type TaskOutcome } from './task-runner.js'
+import { orphanGuard, runTask, type RunningTask, type TaskOutcome } from './task-runner.js'
+import { WarmRunners } from './warm-runner.js'
 
 const log = logger('iris')
 
@@ -49,6 +50,11 @@ export type WorkerOptions = {
   dockerBinary?: string
   /** Environment added to every task (e.g. IRIS_TLS_CA, so that tasks reach a TLS controller). */
   extraEnv?: Record<string, string>
+  /** Run the tasks of jobs that name a `runner` in warm runners (`warm-runner.ts`); false runs their command as a
+   * process. @default true */
+  warmRunners?: boolean
+  /** An idle warm runner is stopped after this long. @default 60000 */
+  warmRunnerIdleMs?: number
 }
 
 /**
@@ -67,7 +73,7 @@ type Held = {
   exitCode?: number
   error?: string
   at: number
-  handle?: TaskHandle
+  handle?: RunningTask
   killRequested: boolean
   /** GPU indices given to the attempt (CUDA_VISIBLE_DEVICES). */
   gpus?: number[]
@@ -101,12 +107,19 @@ export class Worker {
   /** GPU indices not given to a running attempt. */
   private readonly freeGpus: number[]
   private readonly abort = new AbortController()
+  private readonly warm: WarmRunners | undefined
 
   constructor(private readonly opts: WorkerOptions) {
     this.workerId = opts.workerId ?? `${hostname()}-${randomBytes(3).toString('hex')}`
     this.resources = opts.resources ?? { cpu: availableParallelism(), memory: totalmem(), gpu: 0 }
     this.workDir = resolve(opts.workDir)
     this.freeGpus = Array.from({ length: this.resources.gpu }, (_, i) => i)
+    if (opts.warmRunners ?? true)
+      this.warm = new WarmRunners({
+        prefix: this.guard,
+        cwd: this.workDir,
+        ...(opts.warmRunnerIdleMs !== undefined ? { idleMs: opts.warmRunnerIdleMs } : {}),
+      })
   }
 
   /** Probes docker, registers (retrying until the controller answers) and starts heartbeating. */
@@ -142,6 +155,7 @@ export class Worker {
         }
       }
       await Promise.all(done)
+      await this.warm?.close(this.opts.killGraceMs ?? 10_000)
       await this.flush().catch(() => {})
       // Say goodbye so that nothing more is assigned here while the controller waits for a heartbeat.
       await this.opts.link
@@ -310,17 +324,30 @@ export class Worker {
         byName: new Set([...Object.keys(secrets), 'IRIS_TOKEN']),
       })
     }
-    writeFileSync(join(dir, 'attempt.json'), JSON.stringify({ attemptId: a.attemptId, command, startedAt: Date.now() }))
-    h.handle = runTask({
-      command,
-      cwd: work,
-      env,
-      logDir: dir,
-      prefix: this.guard,
-      // Resolved secret values never leave the worker, not even in the task's own output.
-      onLine: (stream, line, ts) =>
-        this.pushLine({ attemptId: a.attemptId, lineNo: h.lineNo++, stream, ts, line: scrubSecretValues(line) }),
-    })
+    const warm = a.spec.runner && a.spec.image === undefined ? this.warm : undefined
+    writeFileSync(
+      join(dir, 'attempt.json'),
+      JSON.stringify({
+        attemptId: a.attemptId,
+        command,
+        ...(warm ? { runner: a.spec.runner!.command } : {}),
+        startedAt: Date.now(),
+      }),
+    )
+    // Resolved secret values never leave the worker, not even in the task's own output.
+    const onLine = (stream: 'stdout' | 'stderr', line: string, ts: number) =>
+      this.pushLine({ attemptId: a.attemptId, lineNo: h.lineNo++, stream, ts, line: scrubSecretValues(line) })
+    h.handle = warm
+      ? warm.run({
+          runner: a.spec.runner!.command,
+          command,
+          env,
+          submitter: a.spec.parent ?? '',
+          cwd: work,
+          logDir: dir,
+          onLine,
+        })
+      : runTask({ command, cwd: work, env, logDir: dir, prefix: this.guard, onLine })
     h.state = 'RUNNING'
     h.at = Date.now()
     this.markDirty(a.attemptId)
