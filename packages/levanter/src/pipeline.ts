@@ -15,6 +15,8 @@ import { measuredPeakFlops } from './flops.js'
 import type { CausalLM } from './models/lm.js'
 import { learningRateAt } from './optim/schedule.js'
 import { DataParallelEngine } from './parallel/data-parallel.js'
+import { checkModelAxis } from './parallel/layout.js'
+import { MeshEngine } from './parallel/mesh-engine.js'
 import { JsonlTracker } from './trackers.js'
 import type { Tracker } from './trackers.js'
 import type { StepInfo, Trainer } from './trainer.js'
@@ -44,13 +46,15 @@ export type RunResult = {
  *                      trainer: new Trainer({ learningRate: 1e-4, optimizer: 'adamw' }), maxSteps: 1000 }).run()
  */
 export class Pipeline {
-  /** The step executor while `run` is in progress (a `DataParallelEngine` with a mesh). */
+  /** The step executor while `run` is in progress (a `DataParallelEngine` over `{ data }`, a `MeshEngine` with fsdp or a
+   * model axis). */
   engine: Engine | undefined
 
   constructor(readonly options: PipelineOptions) {
     if (!(Number.isInteger(options.maxSteps) && options.maxSteps > 0)) {
       throw new LevanterError('BAD_CONFIG', `pipeline: maxSteps ${options.maxSteps} must be a positive integer`)
     }
+    checkModelAxis(options.model.config, options.trainer.config.mesh.model)
   }
 
   /** Train from the newest checkpoint (or step 0) to `maxSteps`; the model ends up holding the trained weights. */
@@ -71,12 +75,16 @@ export class Pipeline {
         })
       : undefined
     const adamw = { beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: c.weightDecay, maxGradNorm: c.maxGradNorm }
-    const engine: Engine = c.mesh
-      ? await DataParallelEngine.create(model, adamw, c.mesh.data, c.microbatches)
-      : new LocalEngine(model, adamw, c.microbatches)
+    const members = c.mesh.data * c.mesh.model
+    const engine: Engine =
+      members === 1 && !c.fsdp
+        ? new LocalEngine(model, adamw, c.microbatches)
+        : c.mesh.model === 1 && !c.fsdp
+          ? await DataParallelEngine.create(model, adamw, c.mesh.data, c.microbatches)
+          : await MeshEngine.create(model, adamw, { mesh: c.mesh, fsdp: c.fsdp, microbatches: c.microbatches })
     this.engine = engine
     const shapes = new Map([...model.params].map(([k, v]) => [k, v.shape]))
-    const peak = c.peakFlops ?? measuredPeakFlops() * (c.mesh?.data ?? 1)
+    const peak = c.peakFlops ?? measuredPeakFlops() * members
     const flopsPerToken = model.flopsPerToken(seqLen)
     const losses: number[] = []
     let start = 0,
@@ -155,7 +163,7 @@ export class Pipeline {
         }
         for (const h of trainer.hooks) if (info.step % h.every === 0) await h.run(info)
       }
-      if (c.mesh)
+      if (!(engine instanceof LocalEngine))
         await engine.state().then((st) => {
           for (const [n, d] of st.weights) model.set(n, d)
         })

@@ -41,9 +41,16 @@ export const TrainerConfig = z.strictObject({
     .describe('checkpoint artifact is checkpoints/<runName>'),
   runDir: z.string().optional().describe('metrics.jsonl goes here; @default levanter-runs/<runName>'),
   mesh: z
-    .strictObject({ data: z.number().int().positive() })
-    .optional()
-    .describe('data-parallel replicas as fray actors'),
+    .strictObject({
+      data: z.number().int().positive().default(1).describe('replicas over the batch (fsdp shards over them)'),
+      model: z.number().int().positive().default(1).describe('tensor-parallel members: heads and MLP split'),
+    })
+    .default({ data: 1, model: 1 })
+    .describe('members as fray actors, data × model of them; { data: 1 } trains in this process'),
+  fsdp: z
+    .boolean()
+    .default(false)
+    .describe('shard parameters and optimizer state over mesh.data (ZeRO-3): each member owns 1/data of them'),
   peakFlops: z
     .number()
     .positive()
@@ -91,7 +98,7 @@ export class Trainer {
       )
     }
     this.config = parsed.data
-    if (this.config.mesh && this.config.batchSize % this.config.mesh.data !== 0) {
+    if (this.config.batchSize % this.config.mesh.data !== 0) {
       throw new LevanterError(
         'BAD_CONFIG',
         `trainer config: batchSize ${this.config.batchSize} must be a ` +

@@ -1,0 +1,278 @@
+/**
+ * @module How parameters lie on a `{ data, model }` mesh.
+ *
+ * Over `model` (tensor parallelism, Megatron style): attention is split by heads (the q/k/v
+ * projections by columns, each of q, k and v its own block of columns; the output projection by
+ * rows) and the MLP is column-parallel then row-parallel (its first projections by columns, its
+ * last by rows). Embeddings, the output layer, norms and the row-parallel biases are replicated:
+ * every model member holds them whole.
+ *
+ * Over `data` with `fsdp` (ZeRO-3): each member owns 1/data of every parameter it holds (after the
+ * model split) and of its AdamW moments: the flat values padded with zeros to a multiple of
+ * `data`, member s owning floats [s·L, (s+1)·L) with L = ⌈n / data⌉.
+ */
+import { LevanterError } from '../errors.js'
+import { llamaHidden } from '../models/config.js'
+import type { ModelConfig } from '../models/config.js'
+import type { ParamSpec } from '../models/param-spec.js'
+
+/** The `{ data, model }` mesh a run trains on. */
+export type MeshShape = { readonly data: number; readonly model: number }
+
+/**
+ * `cols`: the last dimension is split, in `groups` blocks each split alike (q, k and v of a packed
+ * projection); `rows`: the first dimension is split; `replicated`: whole on every member.
+ */
+export type ModelSplit =
+  | { readonly kind: 'replicated' }
+  | { readonly kind: 'cols'; readonly groups: number }
+  | {
+      readonly kind: 'rows'
+    }
+
+const REPLICATED: ModelSplit = { kind: 'replicated' }
+const COLS: ModelSplit = { kind: 'cols', groups: 1 }
+const ROWS: ModelSplit = { kind: 'rows' }
+
+/** How parameter `name` of a model splits over the model axis. */
+export function modelSplitOf(config: ModelConfig, name: string): ModelSplit {
+  if (config.type === 'gpt2') {
+    if (/\.attn\.c_attn\.(weight|bias)$/.test(name)) return { kind: 'cols', groups: 3 }
+    if (/\.mlp\.c_fc\.(weight|bias)$/.test(name)) return COLS
+    if (/\.(attn|mlp)\.c_proj\.weight$/.test(name)) return ROWS
+    return REPLICATED
+  }
+  if (/\.self_attn\.[qkv]_proj\.weight$/.test(name) || /\.mlp\.(gate|up)_proj\.weight$/.test(name)) return COLS
+  if (/\.self_attn\.o_proj\.weight$/.test(name) || /\.mlp\.down_proj\.weight$/.test(name)) return ROWS
+  return REPLICATED
+}
+
+/**
+ * A replicated parameter used inside a split block (its norms, its row-parallel biases): each
+ * model member's gradient is a part, and the parts add up over the model axis.
+ */
+export function partialGradient(config: ModelConfig, name: string): boolean {
+  return modelSplitOf(config, name).kind === 'replicated' && /^(transformer\.h|model\.layers)\./.test(name)
+}
+
+/** Throws BAD_CONFIG when the model's heads or MLP do not split evenly over `model` members. */
+export function checkModelAxis(config: ModelConfig, model: number): void {
+  if (model === 1) return
+  if (config.nHeads % model !== 0)
+    throw new LevanterError(
+      'BAD_CONFIG',
+      `trainer config: mesh.model ${model} must divide nHeads ${config.nHeads} (heads are split over it); ` +
+        `choose a mesh.model that divides it`,
+    )
+  const mlp = config.type === 'gpt2' ? config.mlpRatio * config.dModel : llamaHidden(config)
+  if (mlp % model !== 0)
+    throw new LevanterError(
+      'BAD_CONFIG',
+      `trainer config: mesh.model ${model} must divide the MLP width ${mlp} (its columns are split over it); ` +
+        `choose a mesh.model that divides it`,
+    )
+}
+
+/** Rows and columns of a parameter seen as a matrix (a vector is one row). */
+const dims = (shape: readonly number[]): [number, number] =>
+  shape.length === 1 ? [1, shape[0]!] : [shape[0]!, shape.slice(1).reduce((a, b) => a * b, 1)]
+
+/** The shape member `r` of `model` holds. */
+export function localShape(shape: readonly number[], split: ModelSplit, model: number): number[] {
+  if (split.kind === 'replicated' || model === 1) return [...shape]
+  if (split.kind === 'rows') return [shape[0]! / model, ...shape.slice(1)]
+  return [...shape.slice(0, -1), shape[shape.length - 1]! / model]
+}
+
+/** Member `r`'s part (of `model`) of the full values `full` of a parameter of shape `shape`. */
+export function modelPart(
+  full: Float32Array,
+  shape: readonly number[],
+  split: ModelSplit,
+  model: number,
+  r: number,
+): Float32Array {
+  if (split.kind === 'replicated' || model === 1) return full
+  const [R, C] = dims(shape)
+  if (split.kind === 'rows') return full.slice((r * R * C) / model, ((r + 1) * R * C) / model)
+  const block = C / split.groups,
+    w = block / model,
+    lc = C / model
+  const out = new Float32Array(R * lc)
+  for (let i = 0; i < R; i++)
+    for (let g = 0; g < split.groups; g++) {
+      const from = i * C + g * block + r * w
+      out.set(full.subarray(from, from + w), i * lc + g * w)
+    }
+  return out
+}
+
+/** The full values of a parameter from every model member's part, in model order (inverse of {@link modelPart}). */
+export function joinModelParts(
+  parts: readonly Float32Array[],
+  shape: readonly number[],
+  split: ModelSplit,
+): Float32Array {
+  const model = parts.length
+  if (split.kind === 'replicated' || model === 1) return parts[0]!
+  const [R, C] = dims(shape)
+  const out = new Float32Array(R * C)
+  if (split.kind === 'rows') {
+    parts.forEach((p, r) => out.set(p, (r * R * C) / model))
+    return out
+  }
+  const block = C / split.groups,
+    w = block / model,
+    lc = C / model
+  parts.forEach((p, r) => {
+    for (let i = 0; i < R; i++)
+      for (let g = 0; g < split.groups; g++)
+        out.set(p.subarray(i * lc + g * w, i * lc + (g + 1) * w), i * C + g * block + r * w)
+  })
+  return out
+}
+
+/** Floats each of `data` members owns of `n`: ⌈n / data⌉ (the last ones padded with zeros). */
+export const shardLength = (n: number, data: number): number => Math.ceil(n / data)
+
+/** Member `s`'s shard (of `data`) of `values`, zero-padded to {@link shardLength}. */
+export function fsdpShard(values: Float32Array, data: number, s: number): Float32Array {
+  const L = shardLength(values.length, data)
+  const out = new Float32Array(L)
+  out.set(values.subarray(Math.min(values.length, s * L), Math.min(values.length, (s + 1) * L)))
+  return out
+}
+
+/** The `n` values from every member's shard in data order (inverse of {@link fsdpShard}). */
+export function joinFsdpShards(shards: readonly Float32Array[], n: number): Float32Array {
+  const out = new Float32Array(n)
+  const L = shardLength(n, shards.length)
+  shards.forEach((s, i) => out.set(s.subarray(0, Math.max(0, Math.min(L, n - i * L))), i * L))
+  return out
+}
+
+/** One parameter as one member holds it. */
+export type LocalParam = {
+  readonly name: string
+  /** Shape of the full parameter. */
+  readonly shape: readonly number[]
+  /** Shape of this member's part over the model axis. */
+  readonly local: readonly number[]
+  readonly split: ModelSplit
+  /** Its gradient adds up over the model axis (see {@link partialGradient}). */
+  readonly partial: boolean
+  readonly decay: boolean
+  /** Floats of the local part, and of the member's shard of it (the local part itself without fsdp). */
+  readonly size: number
+  readonly owned: number
+}
+
+/** Every parameter of a model as a member of `mesh` holds it, in the model's order. */
+export function localParams(
+  config: ModelConfig,
+  specs: readonly ParamSpec[],
+  mesh: MeshShape,
+  fsdp: boolean,
+): LocalParam[] {
+  return specs.map((s) => {
+    const split = modelSplitOf(config, s.name)
+    const local = localShape(s.shape, split, mesh.model)
+    const size = local.reduce((a, b) => a * b, 1)
+    return {
+      name: s.name,
+      shape: s.shape,
+      local,
+      split,
+      partial: mesh.model > 1 && partialGradient(config, s.name),
+      decay: s.decay,
+      size,
+      owned: fsdp ? shardLength(size, mesh.data) : size,
+    }
+  })
+}
+
+/** Full weights, moments (`m.<name>`, `v.<name>`) and update count. */
+export type FullTensors = {
+  readonly weights: ReadonlyMap<string, Float32Array>
+  readonly optimizer: ReadonlyMap<string, Float32Array>
+  readonly count: number
+}
+
+/** A member's parts: model parts of the weights, owned slices of the moments. */
+export type PartTensors = FullTensors
+
+/** Coordinates of `rank` on a `{ data, model }` mesh (model varies fastest). */
+export const coordsOfRank = (mesh: MeshShape, rank: number) => ({
+  data: Math.floor(rank / mesh.model),
+  model: rank % mesh.model,
+})
+
+/** What member `rank` of `mesh` holds of `full` (moments absent in `full` stay absent). */
+export function cutForMember(
+  full: FullTensors,
+  layout: readonly LocalParam[],
+  mesh: MeshShape,
+  fsdp: boolean,
+  rank: number,
+): PartTensors {
+  const { data, model } = coordsOfRank(mesh, rank)
+  const weights = new Map<string, Float32Array>()
+  const optimizer = new Map<string, Float32Array>()
+  for (const lp of layout) {
+    const w = full.weights.get(lp.name)
+    if (!w)
+      throw new LevanterError(
+        'BAD_CHECKPOINT',
+        `no values for parameter "${lp.name}"; check the checkpoint matches the model`,
+      )
+    if (w.length !== lp.shape.reduce((a, b) => a * b, 1))
+      throw new LevanterError(
+        'BAD_SHAPE',
+        `parameter "${lp.name}": got ${w.length} values for shape [${lp.shape.join(', ')}]`,
+      )
+    weights.set(lp.name, modelPart(w, lp.shape, lp.split, mesh.model, model))
+    for (const k of ['m', 'v']) {
+      const o = full.optimizer.get(`${k}.${lp.name}`)
+      if (!o) continue
+      const part = modelPart(o, lp.shape, lp.split, mesh.model, model)
+      optimizer.set(`${k}.${lp.name}`, fsdp ? fsdpShard(part, mesh.data, data) : part)
+    }
+  }
+  return { weights, optimizer, count: full.count }
+}
+
+/** The full tensors from every member's parts, in rank order (inverse of {@link cutForMember}). */
+export function assembleMembers(
+  parts: readonly PartTensors[],
+  layout: readonly LocalParam[],
+  mesh: MeshShape,
+  fsdp: boolean,
+): FullTensors {
+  const weights = new Map<string, Float32Array>()
+  const optimizer = new Map<string, Float32Array>()
+  const at = (d: number, m: number) => parts[d * mesh.model + m]!
+  const models = Array.from({ length: mesh.model }, (_, m) => m)
+  for (const lp of layout) {
+    weights.set(
+      lp.name,
+      joinModelParts(
+        models.map((m) => at(0, m).weights.get(lp.name)!),
+        lp.shape,
+        lp.split,
+      ),
+    )
+    for (const k of ['m', 'v']) {
+      const key = `${k}.${lp.name}`
+      const modelParts = models.map((m) =>
+        fsdp
+          ? joinFsdpShards(
+              Array.from({ length: mesh.data }, (_, d) => at(d, m).optimizer.get(key)!),
+              lp.size,
+            )
+          : at(0, m).optimizer.get(key)!,
+      )
+      optimizer.set(key, joinModelParts(modelParts, lp.shape, lp.split))
+    }
+  }
+  return { weights, optimizer, count: parts[0]!.count }
+}

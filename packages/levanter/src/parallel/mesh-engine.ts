@@ -1,0 +1,140 @@
+/**
+ * @module Mesh engine: data × model members as fray actors over a `{ data, model }` mesh,
+ * replicated or fsdp over `data`, tensor-parallel over `model` (layout.ts says what each holds).
+ * The driver hands each member its rows of the global batch and, to load and save, cuts full
+ * tensors into the members' parts and joins them back, so a state saved on one mesh loads on any.
+ */
+import { actorClass, currentClient, Mesh } from '@marin/fray'
+import type { ActorGroup } from '@marin/fray'
+import { logger } from '@marin/rigging'
+import { maskCount, sliceBatch } from '../data/batch.js'
+import type { Batch } from '../data/batch.js'
+import type { Engine, StepResult, TrainTensors } from '../engine.js'
+import { LevanterError } from '../errors.js'
+import type { CausalLM } from '../models/lm.js'
+import type { AdamWConfig } from '../optim/adamw.js'
+import { assembleMembers, checkModelAxis, coordsOfRank, cutForMember, localParams } from './layout.js'
+import type { LocalParam, MeshShape, PartTensors } from './layout.js'
+import type { MeshReplica } from './mesh-replica.js'
+
+const log = logger('levanter')
+const MeshReplicaClass = actorClass<typeof MeshReplica>(new URL('./mesh-replica.ts', import.meta.url), 'MeshReplica')
+
+// Copies, so structured clone sends only this slice's bytes, not the whole batch's buffer.
+const copyRows = (b: Batch, from: number, to: number): Batch => {
+  const s = sliceBatch(b, from, to)
+  return { ...s, inputs: s.inputs.slice(), targets: s.targets.slice(), mask: s.mask.slice() }
+}
+
+export type MeshEngineOptions = {
+  readonly mesh: MeshShape
+  /** Shard parameters and AdamW state over `data`. @default false */
+  readonly fsdp?: boolean
+  /** @default 1 */
+  readonly microbatches?: number
+}
+
+export class MeshEngine implements Engine {
+  /** Process ids of the members, in rank order (after the first load). */
+  pids: number[] = []
+  readonly layout: readonly LocalParam[]
+
+  private constructor(
+    readonly group: ActorGroup<MeshReplica>,
+    readonly mesh: MeshShape,
+    readonly fsdp: boolean,
+    model: CausalLM,
+  ) {
+    this.layout = localParams(model.config, model.specs, mesh, fsdp)
+  }
+
+  get size(): number {
+    return this.mesh.data * this.mesh.model
+  }
+
+  /** Starts data × model members holding `model`'s current weights and fresh optimizer state. */
+  static async create(model: CausalLM, adamw: AdamWConfig, opts: MeshEngineOptions): Promise<MeshEngine> {
+    const { mesh } = opts
+    checkModelAxis(model.config, mesh.model)
+    const fsdp = opts.fsdp ?? false
+    const n = mesh.data * mesh.model
+    const replica = { mesh, fsdp, microbatches: opts.microbatches ?? 1 }
+    const group = await currentClient().createActorGroup(MeshReplicaClass, n, () => [model.config, adamw, replica])
+    try {
+      await group.waitReady()
+      await Mesh.create(group, { data: mesh.data, model: mesh.model })
+    } catch (err) {
+      await group.shutdown()
+      throw err
+    }
+    const engine = new MeshEngine(group, mesh, fsdp, model)
+    await engine.load({ weights: await model.weights(), optimizer: new Map(), count: 0 })
+    return engine
+  }
+
+  /** Awaits every call; when one fails, REPLICA_FAILED naming the members that are gone. */
+  async #all<T>(what: string, calls: Promise<T>[]): Promise<T[]> {
+    // Wait for every call to settle: when one member dies, a survivor's collective often fails
+    // first (its peer disconnected), before the dead one is known as gone.
+    const settled = await Promise.allSettled(calls)
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
+    if (!failed) return settled.map((r) => (r as PromiseFulfilledResult<T>).value)
+    const err: unknown = failed.reason
+    const gone = this.group.gone()
+    log.error({ err, gone }, 'mesh member failed')
+    throw new LevanterError(
+      'REPLICA_FAILED',
+      `mesh ${what}: ${gone.length > 1 ? 'members' : 'member'} ${gone.length ? gone.join(', ') : '?'} of ` +
+        `${this.size} failed (${(err as Error).message}); the step was not applied — resume from the last checkpoint`,
+      { cause: err },
+    )
+  }
+
+  /** Cuts full weights and moments into every member's parts and loads them. */
+  async load(state: TrainTensors): Promise<void> {
+    this.pids = await this.#all(
+      'load',
+      this.group.members.map((m, r) => m.load(cutForMember(state, this.layout, this.mesh, this.fsdp, r))),
+    )
+  }
+
+  async step(batch: Batch, lr: number): Promise<StepResult> {
+    const per = batch.batchSize / this.mesh.data
+    const denom = Math.max(1, maskCount(batch))
+    const rows = Array.from({ length: this.mesh.data }, (_, d) => copyRows(batch, d * per, (d + 1) * per))
+    const results = await this.#all(
+      'step',
+      this.group.members.map((m, r) => m.step(rows[coordsOfRank(this.mesh, r).data]!, denom, lr)),
+    )
+    return results[0]!
+  }
+
+  /** The first model group (data coordinate 0) evaluates together. */
+  async evalLoss(batch: Batch): Promise<number> {
+    const group = this.group.members.slice(0, this.mesh.model)
+    return (
+      await this.#all(
+        'eval',
+        group.map((m) => m.evalLoss(batch)),
+      )
+    )[0]!
+  }
+
+  /** Every member's parts, in rank order. */
+  async parts(): Promise<PartTensors[]> {
+    return this.#all(
+      'state',
+      this.group.members.map((m) => m.state()),
+    )
+  }
+
+  /** Full weights and moments, joined from the members' parts. */
+  async state(): Promise<TrainTensors> {
+    const full = assembleMembers(await this.parts(), this.layout, this.mesh, this.fsdp)
+    return { weights: new Map(full.weights), optimizer: new Map(full.optimizer), count: full.count }
+  }
+
+  async close(): Promise<void> {
+    await this.group.shutdown()
+  }
+}

@@ -1,0 +1,92 @@
+import { LocalClient, withClient } from '@marin/fray'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { initBackend } from '../backend.js'
+import { Dataset } from '../data/dataset.js'
+import { generate } from '../generate.js'
+import { createModel } from '../models/lm.js'
+import type { ModelConfigInput } from '../models/config.js'
+import { Pipeline } from '../pipeline.js'
+import { MemoryTracker } from '../trackers.js'
+import { Trainer } from '../trainer.js'
+import type { TrainerConfigInput } from '../trainer.js'
+import type { MeshEngine } from './mesh-engine.js'
+
+const STEPS = 20
+const tokens = Array.from({ length: 1500 }, (_, i) => ((i * 3) % 10) + (i % 23 === 0 ? 1 : 0))
+const MODELS: Record<string, ModelConfigInput> = {
+  gpt2: { type: 'gpt2', vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 2, nHeads: 2 },
+  llama: { type: 'llama', vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 2, nHeads: 2 },
+}
+// Members in this process (inline actors) linked by real sockets: the suite starts no process per member.
+const client = new LocalClient({ mode: (process.env.LEVANTER_MESH_TEST_MODE as 'process' | undefined) ?? 'inline' })
+
+beforeAll(async () => {
+  await initBackend()
+})
+afterAll(() => client.shutdown())
+
+type Run = { losses: number[]; evals: number[]; text: number[]; ownedBytes: number[]; params: number; tensors: number }
+
+async function train(model: ModelConfigInput, layout: Pick<TrainerConfigInput, 'mesh' | 'fsdp'>): Promise<Run> {
+  const lm = createModel(model, 3)
+  const tracker = new MemoryTracker()
+  const trainer = new Trainer(
+    { learningRate: 1e-2, batchSize: 4, seed: 1, evalEvery: 10, ...layout },
+    { trackers: [tracker] },
+  )
+  const pipeline = new Pipeline({
+    dataset: Dataset.fromTokens(tokens, { evalFraction: 0.1 }),
+    model: lm,
+    trainer,
+    maxSteps: STEPS,
+  })
+  const ownedBytes: number[] = []
+  trainer.addHook(STEPS, async () => {
+    const e = pipeline.engine as MeshEngine | undefined
+    if (e && 'layout' in e) ownedBytes.push(...(await e.group.broadcast.memory()).map((m) => m.ownedBytes))
+  })
+  const r = await withClient(client, () => pipeline.run())
+  const evals = tracker.rows.filter((x) => x['eval/loss'] !== undefined).map((x) => x['eval/loss']!)
+  const text = generate(lm, [1, 4, 7], { maxNewTokens: 8, temperature: 0 }).tokens
+  const params = lm.numParams(),
+    tensors = lm.specs.length
+  lm.dispose()
+  return { losses: [...r.losses], evals, text, ownedBytes, params, tensors }
+}
+
+const close = (a: readonly number[], b: readonly number[]) => {
+  expect(a).toHaveLength(b.length)
+  a.forEach((x, i) => expect(Math.abs(x - b[i]!)).toBeLessThan(1e-4))
+}
+
+describe.each(Object.keys(MODELS))('%s on a mesh matches one process on the same global batch', (name) => {
+  const model = MODELS[name]!
+  let single: Run
+  beforeAll(async () => {
+    single = await train(model, {})
+  }, 60_000)
+
+  test.each([
+    { layout: 'data 2', mesh: { data: 2 }, fsdp: false },
+    { layout: 'data 2 fsdp', mesh: { data: 2 }, fsdp: true },
+    { layout: 'model 2', mesh: { model: 2 }, fsdp: false },
+    { layout: 'data 2 × model 2', mesh: { data: 2, model: 2 }, fsdp: false },
+  ])(
+    `$layout: ${STEPS} losses, evaluation and generated text`,
+    async ({ mesh, fsdp }) => {
+      const sharded = await train(model, { mesh, fsdp })
+      expect(single.losses).toHaveLength(STEPS)
+      close(sharded.losses, single.losses)
+      expect(single.evals).toHaveLength(2)
+      close(sharded.evals, single.evals)
+      expect(sharded.text).toEqual(single.text)
+      // The mesh engine's members report what they own: fsdp keeps half of each parameter and its moments.
+      if (fsdp || mesh.model) expect(sharded.ownedBytes).toHaveLength((mesh.data ?? 1) * (mesh.model ?? 1))
+      // Parameters + AdamW moments, 12 bytes a float: 1/2 of them per member (up to one padding float per tensor).
+      if (fsdp)
+        for (const b of sharded.ownedBytes)
+          expect(Math.abs(b - (12 * sharded.params) / 2)).toBeLessThanOrEqual(12 * sharded.tensors)
+    },
+    60_000,
+  )
+})

@@ -1,0 +1,275 @@
+/**
+ * @module The forward and backward pass of one tensor-parallel member, stage by stage.
+ *
+ * A model is cut where the members must talk: the embedding (replicated), then per block an
+ * attention stage and an MLP stage (each split over the model axis: every member computes its
+ * heads or its MLP columns, and the stage's outputs add up over the axis), then the head and the
+ * loss (replicated). Between stages the outputs are all-reduced over `model`; in the backward
+ * pass each split stage is run again under `tf.grads` (activation recomputation) and the gradient
+ * of its input is all-reduced the same way. The model axis's first member adds the residual and
+ * the replicated biases, so the sum over members counts them once.
+ */
+import * as tf from '@tensorflow/tfjs'
+import type { Batch } from '../data/batch.js'
+import { sliceBatch } from '../data/batch.js'
+import { maskedCrossEntropy } from '../loss.js'
+import type { Gpt2Config, LlamaConfig, ModelConfig } from '../models/config.js'
+import {
+  applyRope,
+  attention,
+  geluTanh,
+  layerNorm,
+  linear,
+  mergeHeads,
+  rmsNorm,
+  ropeTables,
+  splitHeads,
+} from '../models/layers.js'
+
+/** One stage: `fn(x, weights)` with its weights named in `names`; `split` stages sum over the model axis. */
+type Stage = {
+  readonly names: readonly string[]
+  readonly split: boolean
+  readonly fn: (x: tf.Tensor, w: tf.Tensor[]) => tf.Tensor
+}
+
+/** The stages of a model for one member: embedding (input ids), blocks, head (→ logits). */
+export type Stages = { readonly embed: Stage; readonly blocks: readonly Stage[]; readonly head: Stage }
+
+/** Sums a float buffer over the model axis (identical bits on every member). */
+export type ModelAllReduce = (x: Float32Array) => Promise<Float32Array>
+
+const residual = (lead: boolean, x: tf.Tensor, partial: tf.Tensor, b?: tf.Tensor): tf.Tensor => {
+  if (!lead) return b ? tf.add(partial, tf.mul(b, 0)) : partial // b stays in the graph: its gradient here is 0
+  return tf.add(x, b ? tf.add(partial, b) : partial)
+}
+
+function gpt2Stages(c: Gpt2Config, model: number, lead: boolean): Stages {
+  const heads = c.nHeads / model
+  const blocks: Stage[] = []
+  for (let i = 0; i < c.nLayers; i++) {
+    const h = `transformer.h.${i}`
+    blocks.push(
+      {
+        names: [
+          'ln_1.weight',
+          'ln_1.bias',
+          'attn.c_attn.weight',
+          'attn.c_attn.bias',
+          'attn.c_proj.weight',
+          'attn.c_proj.bias',
+        ].map((n) => `${h}.${n}`),
+        split: true,
+        fn: (x, [g, b, wa, ba, wp, bp]) => {
+          const a = layerNorm(x, g!, b!, c.layerNormEps)
+          const [q, k, v] = tf.split(linear(a, wa!, ba!), 3, 2).map((t) => splitHeads(t, heads)) as [
+            tf.Tensor,
+            tf.Tensor,
+            tf.Tensor,
+          ]
+          return residual(lead, x, linear(mergeHeads(attention(q, k, v, { offset: 0 })), wp!), bp!)
+        },
+      },
+      {
+        names: [
+          'ln_2.weight',
+          'ln_2.bias',
+          'mlp.c_fc.weight',
+          'mlp.c_fc.bias',
+          'mlp.c_proj.weight',
+          'mlp.c_proj.bias',
+        ].map((n) => `${h}.${n}`),
+        split: true,
+        fn: (x, [g, b, wf, bf, wp, bp]) => {
+          const m = layerNorm(x, g!, b!, c.layerNormEps)
+          return residual(lead, x, linear(geluTanh(linear(m, wf!, bf!)), wp!), bp!)
+        },
+      },
+    )
+  }
+  return {
+    embed: {
+      names: ['transformer.wte.weight', 'transformer.wpe.weight'],
+      split: false,
+      fn: (ids, [wte, wpe]) => {
+        const [B, T] = ids.shape as [number, number]
+        const tok = tf.reshape(tf.gather(wte!, tf.reshape(ids, [-1])), [B, T, c.dModel])
+        return tf.add(tok, tf.slice(wpe!, [0, 0], [T, c.dModel]))
+      },
+    },
+    blocks,
+    head: {
+      names: ['transformer.ln_f.weight', 'transformer.ln_f.bias', 'transformer.wte.weight'],
+      split: false,
+      fn: (x, [g, b, wte]) => linear(layerNorm(x, g!, b!, c.layerNormEps), tf.transpose(wte!)),
+    },
+  }
+}
+
+function llamaStages(c: LlamaConfig, model: number, lead: boolean): Stages {
+  const heads = c.nHeads / model,
+    K = c.dModel / c.nHeads
+  const blocks: Stage[] = []
+  for (let i = 0; i < c.nLayers; i++) {
+    const l = `model.layers.${i}`
+    blocks.push(
+      {
+        names: ['input_layernorm', 'self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj'].map(
+          (n) => `${l}.${n}.weight`,
+        ),
+        split: true,
+        fn: (x, [g, wq, wk, wv, wo]) => {
+          const [B, T] = x.shape as [number, number, number]
+          const { cos, sin } = ropeTables({ offset: 0 }, B, T, K, c.ropeTheta)
+          const a = rmsNorm(x, g!, c.rmsNormEps)
+          const q = applyRope(splitHeads(linear(a, wq!), heads), cos, sin)
+          const k = applyRope(splitHeads(linear(a, wk!), heads), cos, sin)
+          const v = splitHeads(linear(a, wv!), heads)
+          return residual(lead, x, linear(mergeHeads(attention(q, k, v, { offset: 0 })), wo!))
+        },
+      },
+      {
+        names: ['post_attention_layernorm', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'].map(
+          (n) => `${l}.${n}.weight`,
+        ),
+        split: true,
+        fn: (x, [g, wg, wu, wd]) => {
+          const m = rmsNorm(x, g!, c.rmsNormEps)
+          const gate = linear(m, wg!)
+          return residual(lead, x, linear(tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, wu!)), wd!))
+        },
+      },
+    )
+  }
+  return {
+    embed: {
+      names: ['model.embed_tokens.weight'],
+      split: false,
+      fn: (ids, [w]) => {
+        const [B, T] = ids.shape as [number, number]
+        return tf.reshape(tf.gather(w!, tf.reshape(ids, [-1])), [B, T, c.dModel])
+      },
+    },
+    blocks,
+    head: {
+      names: ['model.norm.weight', 'lm_head.weight'],
+      split: false,
+      fn: (x, [g, w]) => linear(rmsNorm(x, g!, c.rmsNormEps), w!),
+    },
+  }
+}
+
+/** The stages of `config` for a member of `model` (`lead`: its model coordinate is 0). */
+export function stagesOf(config: ModelConfig, model: number, lead: boolean): Stages {
+  return config.type === 'gpt2' ? gpt2Stages(config, model, lead) : llamaStages(config, model, lead)
+}
+
+const weightsOf = (stage: Stage, params: ReadonlyMap<string, tf.Tensor>) => stage.names.map((n) => params.get(n)!)
+
+async function reduced(t: tf.Tensor, allReduce: ModelAllReduce): Promise<tf.Tensor> {
+  const sum = await allReduce(t.dataSync() as Float32Array)
+  const out = tf.tensor(sum, t.shape)
+  t.dispose()
+  return out
+}
+
+/** ids → the last block's output, keeping each block's input (for the backward pass) when `keep` is given. */
+async function runBlocks(
+  s: Stages,
+  params: ReadonlyMap<string, tf.Tensor>,
+  ids: tf.Tensor,
+  allReduce: ModelAllReduce,
+  keep?: tf.Tensor[],
+): Promise<tf.Tensor> {
+  let x = tf.tidy(() => s.embed.fn(ids, weightsOf(s.embed, params)))
+  for (const b of s.blocks) {
+    const w = weightsOf(b, params)
+    const input = x
+    const y = tf.tidy(() => b.fn(input, w))
+    if (keep) keep.push(input)
+    else input.dispose()
+    x = b.split ? await reduced(y, allReduce) : y
+  }
+  return x
+}
+
+const batchTensors = (b: Batch) => ({
+  ids: tf.tensor2d(b.inputs, [b.batchSize, b.seqLen], 'int32'),
+  targets: tf.tensor2d(b.targets, [b.batchSize, b.seqLen], 'int32'),
+  mask: tf.tensor2d(b.mask, [b.batchSize, b.seqLen]),
+})
+
+/**
+ * Loss and this member's gradients of `batch` (Σ over microbatches of ∇(Σ mask·nll / denominator)),
+ * by parameter name. Gradients of replicated parameters used inside split stages are this member's
+ * parts (see layout.ts `partialGradient`); the caller sums them over the model axis.
+ */
+export async function tensorParallelGrads(
+  s: Stages,
+  params: ReadonlyMap<string, tf.Tensor>,
+  batch: Batch,
+  denominator: number,
+  microbatches: number,
+  allReduce: ModelAllReduce,
+): Promise<{ loss: number; grads: Map<string, Float32Array> }> {
+  const grads = new Map<string, Float32Array>()
+  const add = (names: readonly string[], gs: tf.Tensor[]) =>
+    names.forEach((n, i) => {
+      const d = gs[i]!.dataSync() as Float32Array
+      const acc = grads.get(n)
+      if (acc) for (let j = 0; j < acc.length; j++) acc[j]! += d[j]!
+      else grads.set(n, d.slice())
+    })
+  let loss = 0
+  const per = Math.ceil(batch.batchSize / microbatches)
+  for (let from = 0; from < batch.batchSize; from += per) {
+    const { ids, targets, mask } = batchTensors(sliceBatch(batch, from, Math.min(batch.batchSize, from + per)))
+    const inputs: tf.Tensor[] = []
+    const top = await runBlocks(s, params, ids, allReduce, inputs)
+    // head and loss: value and gradients of its input and weights
+    const hw = weightsOf(s.head, params)
+    let dx = tf.tidy(() => {
+      const { value, grads: g } = tf.valueAndGrads((x: tf.Tensor, ...w: tf.Tensor[]) =>
+        maskedCrossEntropy(s.head.fn(x, w), targets, mask, denominator),
+      )([top, ...hw])
+      loss += value.dataSync()[0]!
+      add(s.head.names, g.slice(1))
+      return g[0]!
+    })
+    top.dispose()
+    for (let i = s.blocks.length - 1; i >= 0; i--) {
+      const b = s.blocks[i]!,
+        w = weightsOf(b, params),
+        x = inputs[i]!,
+        dy = dx
+      const dxPart = tf.tidy(() => {
+        const g = tf.grads((xx: tf.Tensor, ...ww: tf.Tensor[]) => b.fn(xx, ww))([x, ...w], dy)
+        add(b.names, g.slice(1))
+        return g[0]!
+      })
+      x.dispose()
+      dy.dispose()
+      dx = b.split ? await reduced(dxPart, allReduce) : dxPart
+    }
+    const ew = weightsOf(s.embed, params)
+    tf.tidy(() => add(s.embed.names, tf.grads((...w: tf.Tensor[]) => s.embed.fn(ids, w))(ew, dx)))
+    tf.dispose([dx, ids, targets, mask])
+  }
+  return { loss, grads }
+}
+
+/** Mean masked loss of `batch` (no gradients). */
+export async function tensorParallelLoss(
+  s: Stages,
+  params: ReadonlyMap<string, tf.Tensor>,
+  batch: Batch,
+  allReduce: ModelAllReduce,
+): Promise<number> {
+  const { ids, targets, mask } = batchTensors(batch)
+  const top = await runBlocks(s, params, ids, allReduce)
+  const loss = tf.tidy(
+    () => maskedCrossEntropy(s.head.fn(top, weightsOf(s.head, params)), targets, mask).dataSync()[0]!,
+  )
+  tf.dispose([top, ids, targets, mask])
+  return loss
+}
