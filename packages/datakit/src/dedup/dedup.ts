@@ -1,18 +1,20 @@
 /**
- * @module Dedup passes over a dataset version: exact (normalized-text hash) and fuzzy
- * (MinHash LSH at the dupekit defaults, clustered by connected components). The
- * first document of each group in shard order is kept; the kept records are written
- * by zephyr into a new version of the dataset, with the input as its lineage and a
- * report of what was removed.
+ * @module Dedup passes over a dataset version, by level: exact documents (normalized-text
+ * hash), fuzzy documents (MinHash LSH at the dupekit defaults, clustered by connected
+ * components), then, on request, paragraphs and lines (a span whose normalized text
+ * appeared earlier in the dataset is removed, as datatrove's and Marin's exact
+ * paragraph dedup do; a document left empty is dropped). The first occurrence in
+ * shard order is kept; the kept records are written by zephyr into a new version of
+ * the dataset, with the input as its lineage and a report of what each level removed.
  *
  * @example
- * const { ref, report } = await dedup('brown')
- * report.exactDuplicates, report.fuzzyClusters, report.kept
+ * const { ref, report } = await dedup('brown', { paragraphs: true })
+ * report.levels // [{ level: 'exact', … }, { level: 'fuzzy', … }, { level: 'paragraph', removed: 26, … }]
  */
 import { createHash } from 'node:crypto'
 import { readdir, rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import { exactKeys, findDuplicateClusters, MINHASH_DEFAULTS } from '@marin/dupekit'
+import { exactKey, exactKeys, findDuplicateClusters, MINHASH_DEFAULTS } from '@marin/dupekit'
 import type { JsonObject } from '@marin/finestore'
 import { logger } from '@marin/rigging'
 import { Dataset, ParquetReader, type ZephyrContext } from '@marin/zephyr'
@@ -24,6 +26,8 @@ import { openDataset } from '../dataset/open-dataset.js'
 import type { OpenOptions } from '../dataset/open-dataset.js'
 import type { DatakitRecord } from '../dataset/record.js'
 import { datasetArtifact, withStore, workDir } from '../store.js'
+import { DEDUP_SHARD } from './dedup-shard.js'
+import { dropLines, dropParagraphs, type SpanEdit, splitLines, splitParagraphs } from './spans.js'
 
 const log = logger('datakit')
 
@@ -32,6 +36,10 @@ export type DedupOptions = OpenOptions & {
   readonly exact?: boolean
   /** Remove near-duplicates found by MinHash LSH. @default true */
   readonly fuzzy?: boolean
+  /** Remove each paragraph (blank-line separated) whose normalized text appeared earlier. @default false */
+  readonly paragraphs?: boolean
+  /** Remove each non-blank line whose normalized text appeared earlier (after the paragraph level). @default false */
+  readonly lines?: boolean
   /** MinHash permutations. @default 286 */
   readonly numPerm?: number
   /** LSH bands. @default 26 */
@@ -49,6 +57,20 @@ export type DedupOptions = OpenOptions & {
   readonly context?: ZephyrContext
 }
 
+/** What one level of a dedup pass removed. */
+export type DedupLevelReport = {
+  readonly level: 'exact' | 'fuzzy' | 'paragraph' | 'line'
+  /** What the level counts: documents for exact and fuzzy, paragraphs or non-blank lines for the others. */
+  readonly unit: 'documents' | 'paragraphs' | 'lines'
+  /** Units the level looked at (what the levels before it kept). */
+  readonly of: number
+  readonly removed: number
+  /** UTF-8 bytes of the removed units' text. */
+  readonly bytesRemoved: number
+  /** Documents dropped because every span of them was removed. */
+  readonly documentsEmptied: number
+}
+
 /** What a dedup pass found and kept. */
 export type DedupReport = {
   readonly input: string
@@ -59,7 +81,10 @@ export type DedupReport = {
   readonly fuzzyClusters: number
   /** Documents removed as members of a fuzzy cluster other than its first. */
   readonly fuzzyDuplicates: number
+  /** Documents written (some may have lost paragraphs or lines). */
   readonly kept: number
+  /** What each level that ran removed, in the order they ran. */
+  readonly levels: readonly DedupLevelReport[]
   /** A few clusters: ids, and the first 100 characters of each text. */
   readonly exampleClusters: { kind: 'exact' | 'fuzzy'; ids: string[]; texts: string[] }[]
 }
@@ -76,14 +101,19 @@ export type DedupResult = {
 export async function dedup(name: string, opts: DedupOptions = {}): Promise<DedupResult> {
   const exact = opts.exact ?? true
   const fuzzy = opts.fuzzy ?? true
+  const paragraphs = opts.paragraphs ?? false
+  const lines = opts.lines ?? false
   const mh = {
     numPerm: opts.numPerm ?? MINHASH_DEFAULTS.numPerm,
     numBands: opts.numBands ?? MINHASH_DEFAULTS.numBands,
     ngram: opts.ngram ?? MINHASH_DEFAULTS.ngram,
     seed: opts.seed ?? MINHASH_DEFAULTS.seed,
   }
-  if (!exact && !fuzzy)
-    throw new DatakitError('INVALID_ARGUMENT', `dedup ${name}: both exact and fuzzy are off; enable at least one`)
+  if (!exact && !fuzzy && !paragraphs && !lines)
+    throw new DatakitError(
+      'INVALID_ARGUMENT',
+      `dedup ${name}: every level is off; enable at least one of exact, fuzzy, paragraphs, lines`,
+    )
   const input = await openDataset(name, opts)
   const outName = opts.output ?? name
   const artifact = datasetArtifact(outName)
@@ -94,6 +124,9 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
     exact,
     fuzzy,
     ...mh,
+    // only when on, so versions made before these levels existed are still found
+    ...(paragraphs ? { paragraphs } : {}),
+    ...(lines ? { lines } : {}),
   }
   const key = createHash('sha256').update(JSON.stringify(config)).digest('hex')
 
@@ -126,8 +159,11 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
     const fuzzyExamples: DedupReport['exampleClusters'] = []
     const maxExamples = opts.examples ?? 5
     const snippet = (i: number): string => texts[i]!.slice(0, 100)
+    const levels: DedupLevelReport[] = []
+    const bytesOf = (i: number): number => Buffer.byteLength(texts[i]!)
     // Exact pass: the first document of each normalized-text group stays.
     let exactDuplicates = 0
+    let exactBytes = 0
     const reps: number[] = []
     if (exact) {
       const groups = new Map<string, number[]>()
@@ -138,18 +174,23 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
       })
       for (const g of groups.values()) {
         reps.push(g[0]!)
-        for (const i of g.slice(1)) keep[i] = 0
+        for (const i of g.slice(1)) {
+          keep[i] = 0
+          exactBytes += bytesOf(i)
+        }
         exactDuplicates += g.length - 1
         if (g.length > 1 && exactExamples.length < maxExamples)
           exactExamples.push({ kind: 'exact', ids: g.map((i) => ids[i]!), texts: g.map(snippet) })
       }
       reps.sort((a, b) => a - b)
+      levels.push(documentLevel('exact', texts.length, exactDuplicates, exactBytes))
     } else {
       for (let i = 0; i < texts.length; i++) reps.push(i)
     }
     // Fuzzy pass over the exact-unique documents: connected components of LSH candidates.
     let fuzzyClusters = 0
     let fuzzyDuplicates = 0
+    let fuzzyBytes = 0
     if (fuzzy && reps.length > 1) {
       const { clusters } = findDuplicateClusters(
         reps.map((i) => texts[i]!),
@@ -159,11 +200,19 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
         const members = c.map((j) => reps[j]!)
         fuzzyClusters++
         fuzzyDuplicates += members.length - 1
-        for (const i of members.slice(1)) keep[i] = 0
+        for (const i of members.slice(1)) {
+          keep[i] = 0
+          fuzzyBytes += bytesOf(i)
+        }
         if (fuzzyExamples.length < maxExamples)
           fuzzyExamples.push({ kind: 'fuzzy', ids: members.map((i) => ids[i]!), texts: members.map(snippet) })
       }
     }
+    if (fuzzy) levels.push(documentLevel('fuzzy', reps.length, fuzzyDuplicates, fuzzyBytes))
+    // Sub-document levels, over the kept documents in order.
+    const edits = new Map<number, SpanEdit>()
+    if (paragraphs) levels.push(spanLevel('paragraph', texts, keep, edits))
+    if (lines) levels.push(spanLevel('line', texts, keep, edits))
     // Show both kinds: fuzzy clusters first, exact ones after, up to maxExamples in all.
     const nFuzzy = Math.min(
       fuzzyExamples.length,
@@ -178,6 +227,7 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
       fuzzyClusters,
       fuzzyDuplicates,
       kept,
+      levels,
       exampleClusters: examples,
     }
 
@@ -185,15 +235,8 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
     await rm(dir, { recursive: true, force: true })
     const ds = Dataset.fromList([...input.shards], { numShards: input.shards.length })
       .loadParquet<DatakitRecord>()
-      // self-contained, with the keep bitmap as bound args: it runs on worker processes
-      .mapShard(
-        async function* (records, info, a) {
-          let i = a.shardStart[info.shard]!
-          for await (const r of records)
-            if (a.keep[i++] === 1) yield { id: r.id, text: r.text, source: r.source, meta: r.meta }
-        },
-        { args: { keep, shardStart } },
-      )
+      // a module export with the decisions as bound args: it runs on worker processes
+      .mapShard(DEDUP_SHARD, { args: { keep, shardStart, edits } })
       .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`)
     await (opts.context ?? defaultContext()).execute(ds)
     const shards = (await readdir(dir)).filter((f) => /^part-\d+-of-\d+\.parquet$/.test(f)).sort()
@@ -202,7 +245,18 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
       ...summary,
       shards: shards.length,
       source: `dedup of ${input.ref}`,
-      dedup: { documentsIn: report.documentsIn, exactDuplicates, fuzzyClusters, fuzzyDuplicates, kept },
+      dedup: {
+        documentsIn: report.documentsIn,
+        exactDuplicates,
+        fuzzyClusters,
+        fuzzyDuplicates,
+        kept,
+        ...Object.fromEntries(
+          levels
+            .filter((l) => l.unit !== 'documents')
+            .map((l) => [`${l.level}Removed`, `${l.removed} of ${l.of} ${l.unit}, ${l.bytesRemoved} bytes`]),
+        ),
+      },
     }
     const { version, ref } = await store.commit(
       artifact,
@@ -222,4 +276,54 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
     log.info({ input: input.ref, output: ref, documentsIn: report.documentsIn, kept }, 'dedup done')
     return { name: outName, version, ref, reused: false, report }
   })
+}
+
+function documentLevel(level: 'exact' | 'fuzzy', of: number, removed: number, bytes: number): DedupLevelReport {
+  return { level, unit: 'documents', of, removed, bytesRemoved: bytes, documentsEmptied: 0 }
+}
+
+/**
+ * One sub-document level over the kept documents in order: a span whose normalized text
+ * was seen earlier is removed. Updates `texts` (what the next level sees), `keep` (a
+ * document left empty is dropped) and `edits` (what the shard writer applies).
+ */
+function spanLevel(
+  level: 'paragraph' | 'line',
+  texts: string[],
+  keep: Uint8Array,
+  edits: Map<number, SpanEdit>,
+): DedupLevelReport {
+  const seen = new Set<string>()
+  let of = 0
+  let removed = 0
+  let bytesRemoved = 0
+  let documentsEmptied = 0
+  for (let i = 0; i < texts.length; i++) {
+    if (keep[i] !== 1) continue
+    const spans = level === 'paragraph' ? splitParagraphs(texts[i]!) : splitLines(texts[i]!)
+    const drop: number[] = []
+    for (let j = 0; j < spans.length; j++) {
+      const span = spans[j]!
+      if (span.trim() === '') continue
+      of++
+      const key = exactKey(span)
+      if (!seen.has(key)) seen.add(key)
+      else {
+        drop.push(j)
+        bytesRemoved += Buffer.byteLength(span)
+      }
+    }
+    if (drop.length === 0) continue
+    removed += drop.length
+    const text = level === 'paragraph' ? dropParagraphs(texts[i]!, drop) : dropLines(texts[i]!, drop)
+    texts[i] = text
+    const edit = edits.get(i) ?? {}
+    edits.set(i, level === 'paragraph' ? { ...edit, paragraphs: drop } : { ...edit, lines: drop })
+    if (text === '') {
+      keep[i] = 0
+      documentsEmptied++
+    }
+  }
+  const unit = level === 'paragraph' ? 'paragraphs' : 'lines'
+  return { level, unit, of, removed, bytesRemoved, documentsEmptied }
 }
