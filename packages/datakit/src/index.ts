@@ -32,7 +32,7 @@ export type { StoreAccess } from './store.js'
 
 // Dedup
 export { dedup } from './dedup/dedup.js'
-export type { DedupOptions, DedupReport, DedupResult } from './dedup/dedup.js'
+export type { DedupLevelReport, DedupOptions, DedupReport, DedupResult } from './dedup/dedup.js'
 
 // Corpora
 export { BROWN_HELD_OUT_FILES, brownParagraphs, readBrown, untagBrown } from './corpus/brown.js'
