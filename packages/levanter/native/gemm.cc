@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #include <node_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -181,26 +182,31 @@ void gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_
 
 // One product split over the pool's threads: by row slivers where there are enough rows, else by
 // column panels (decoding's single rows), else on this thread.
-void gemmThreaded(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
+bool gemmThreaded(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
   const int threads = levanter::Pool::get().threads();
   if (threads == 1 || M * N * (K + 1) < (int64_t{1} << 20)) {
-    if (buffers()) gemm(a, b, c, N, M, K, N, accumulate);
-    return;
+    if (!buffers()) return false;
+    gemm(a, b, c, N, M, K, N, accumulate);
+    return true;
   }
+  std::atomic<bool> ok{true};
   const int64_t slivers = (M + MR - 1) / MR, panels = (N + NR - 1) / NR;
   if (slivers >= 2 * threads) {
     levanter::parallel_for(slivers, 2, [&](int64_t s0, int64_t s1) {
       const int64_t r0 = s0 * MR, r1 = s1 * MR < M ? s1 * MR : M;
       const View part{a.x + r0 * a.rs, a.rs, a.cs};
       if (buffers()) gemm(part, b, c + r0 * N, N, r1 - r0, K, N, accumulate);
+      else ok = false;
     });
   } else {
     levanter::parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
       const int64_t c0 = p0 * NR, c1 = p1 * NR < N ? p1 * NR : N;
       const View part{b.x + c0 * b.cs, b.rs, b.cs};
       if (buffers()) gemm(a, part, c + c0, N, M, K, c1 - c0, accumulate);
+      else ok = false;
     });
   }
+  return ok;
 }
 
 }  // namespace
@@ -210,6 +216,11 @@ bool levanter::gemmOnThisThread(const float* a, int64_t ars, int64_t acs, const 
   if (!buffers()) return false;
   gemm(View{a, ars, acs}, View{b, brs, bcs}, c, ldc, M, K, N, false);
   return true;
+}
+
+bool levanter::gemmParallel(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs, int64_t bcs,
+                            float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
+  return gemmThreaded(View{a, ars, acs}, View{b, brs, bcs}, c, M, K, N, accumulate);
 }
 
 namespace {
@@ -300,7 +311,7 @@ napi_value Gemm(napi_env env, napi_callback_info info) {
     View a, b;
     float* C;
     views(i, &a, &b, &C);
-    gemmThreaded(a, b, C, M, K, N, acc);
+    if (!gemmThreaded(a, b, C, M, K, N, acc)) return fail(env, "gemm: out of memory for the packing buffers");
   }
   return nullptr;
 }

@@ -11,4 +11,9 @@ namespace levanter {
 bool gemmOnThisThread(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs, int64_t bcs, float* c,
                       int64_t ldc, int64_t M, int64_t K, int64_t N);
 
+// C (+)= op(A)·op(B), C row-major M×N (rows N floats apart), split over the pool's threads; false
+// as above.
+bool gemmParallel(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs, int64_t bcs, float* c,
+                  int64_t M, int64_t K, int64_t N, bool accumulate);
+
 }  // namespace levanter

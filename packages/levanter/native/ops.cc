@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "gemm.h"
@@ -27,8 +28,11 @@ using levanter::parallel_for;
 
 // ---- exp and sigmoid on 8 floats (Cephes' expf: range reduction by ln 2, degree-5 polynomial) ----
 
+// Below −88.38 (where float32's exp leaves the normal range) the result is exactly 0: masked
+// attention scores (−∞, or −1e9 added) then weigh nothing at all.
 inline __m256 exp8(__m256 x) {
   const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-88.3762626647949f);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
   x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
   __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -42,7 +46,7 @@ inline __m256 exp8(__m256 x) {
   y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
   y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+  return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
 }
 
 inline float exp1(float x) {
@@ -219,32 +223,42 @@ void columnSum(const float* x, float* out, int64_t rows, int64_t D) {
 
 // ---- softmax over rows of S (attention), scaled, optionally causal ----
 
-// y = softmax(scale·x) over the first n of S entries, 0 for the rest (the masked keys).
-void softmaxRow(const float* xr, float* yr, int64_t n, int64_t S, float scale) {
-  __m256 mv = _mm256_set1_ps(-INFINITY);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(xr + j));
+// y = softmax(s) over a row of S scores s_j = scale·x_j + bias_j, where the first n entries are
+// seen and the rest masked (probability exactly 0); `bias` may be null (0). Masked or not, the row
+// is reduced in the same lanes and order, and a masked entry adds exactly 0: a row masked by
+// position (n) and the same row masked by an additive −1e9 bias give the same bits.
+void softmaxRow(const float* xr, const float* bias, float* yr, int64_t n, int64_t S, float scale) {
+  const __m256 sv = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+  const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  const auto score = [&](int64_t j) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xr + j), sv);
+    if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+    // lanes at or past n are masked
+    const __m256 seen = _mm256_cmp_ps(_mm256_add_ps(lane, _mm256_set1_ps(static_cast<float>(j))),
+                                      _mm256_set1_ps(static_cast<float>(n)), _CMP_LT_OQ);
+    return _mm256_blendv_ps(ninf, v, seen);
+  };
+  const auto score1 = [&](int64_t j) { return j < n ? xr[j] * scale + (bias ? bias[j] : 0.0f) : -INFINITY; };
+  const int64_t full = S - S % 8;
+  __m256 mv = ninf;
+  for (int64_t j = 0; j < full; j += 8) mv = _mm256_max_ps(mv, score(j));
   float m = hmax(mv);
-  for (; j < n; j++) m = xr[j] > m ? xr[j] : m;
-  const __m256 sv = _mm256_set1_ps(scale), msv = _mm256_set1_ps(m * scale);
+  for (int64_t j = full; j < S; j++) m = score1(j) > m ? score1(j) : m;
+  const __m256 msv = _mm256_set1_ps(m);
   __m256 acc = _mm256_setzero_ps();
-  j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(xr + j), sv, msv));
+  for (int64_t j = 0; j < full; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(score(j), msv));
     _mm256_storeu_ps(yr + j, e);
     acc = _mm256_add_ps(acc, e);
   }
   float sum = hsum(acc);
-  for (; j < n; j++) {
-    yr[j] = exp1(xr[j] * scale - m * scale);
+  for (int64_t j = full; j < S; j++) {
+    yr[j] = exp1(score1(j) - m);
     sum += yr[j];
   }
-  const float inv = 1.0f / sum;
-  const __m256 iv = _mm256_set1_ps(inv);
-  j = 0;
-  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(yr + j, _mm256_mul_ps(_mm256_loadu_ps(yr + j), iv));
-  for (; j < n; j++) yr[j] *= inv;
-  for (j = n; j < S; j++) yr[j] = 0.0f;
+  const __m256 iv = _mm256_set1_ps(1.0f / sum);
+  for (int64_t j = 0; j < full; j += 8) _mm256_storeu_ps(yr + j, _mm256_mul_ps(_mm256_loadu_ps(yr + j), iv));
+  for (int64_t j = full; j < S; j++) yr[j] *= 1.0f / sum;
 }
 
 // dx = scale·y·(dy − Σ dy·y) over one row of S (dx may be dy).
@@ -270,7 +284,18 @@ void softmaxForward(const float* x, float* y, int64_t rows, int64_t S, int64_t T
   parallel_for(rows, grainRows(S), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
       const int64_t n = causal ? offset + r % T + 1 : S;
-      softmaxRow(x + r * S, y + r * S, n < S ? n : S, S, scale);
+      softmaxRow(x + r * S, nullptr, y + r * S, n < S ? n : S, S, scale);
+    }
+  });
+}
+
+// The same over x [B, H, T, S] with an additive bias [B, 1, T, S] shared by the heads.
+void softmaxBiasForward(const float* x, const float* bias, float* y, int64_t rows, int64_t S, int64_t T, int64_t H,
+                        float scale) {
+  parallel_for(rows, grainRows(S), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+      const int64_t b = r / (H * T), t = r % T;
+      softmaxRow(x + r * S, bias + (b * T + t) * S, y + r * S, S, S, scale);
     }
   });
 }
@@ -298,7 +323,7 @@ bool attentionForward(const float* qkv, float* out, float* P, int64_t B, int64_t
       const float *k = q + D, *v = q + 2 * D;
       float* p = P + i * T * T;
       if (!levanter::gemmOnThisThread(q, 3 * D, 1, k, 1, 3 * D, p, T, T, K, T)) ok = false;
-      for (int64_t t = 0; t < T; t++) softmaxRow(p + t * T, p + t * T, t + 1, T, scale);
+      for (int64_t t = 0; t < T; t++) softmaxRow(p + t * T, nullptr, p + t * T, t + 1, T, scale);
       if (!levanter::gemmOnThisThread(p, T, 1, v, 3 * D, 1, out + b * T * D + h * K, D, T, T, K)) ok = false;
     }
   });
@@ -564,6 +589,19 @@ napi_value SoftmaxForward(napi_env env, napi_callback_info info) {
   return nullptr;
 }
 
+napi_value SoftmaxBiasForward(napi_env env, napi_callback_info info) {
+  Args a(env, info, "softmaxBiasForward(x, bias, y: Float32Array, S, T, H, scale: number)", 7);
+  int64_t nx, nb, ny;
+  const float* x = a.f32(0, &nx);
+  const float* bias = a.f32(1, &nb);
+  float* y = a.f32(2, &ny);
+  const int64_t S = a.integer(3), T = a.integer(4), H = a.integer(5);
+  const double scale = a.number(6);
+  if (a.check(S > 0 && T > 0 && H > 0 && nx == ny && nx % (H * T * S) == 0 && nb * H == nx))
+    softmaxBiasForward(x, bias, y, nx / S, S, T, H, static_cast<float>(scale));
+  return nullptr;
+}
+
 napi_value SoftmaxBackward(napi_env env, napi_callback_info info) {
   Args a(env, info, "softmaxBackward(y, dy, dx: Float32Array, S, scale: number)", 5);
   int64_t ny, nd, nx;
@@ -574,6 +612,26 @@ napi_value SoftmaxBackward(napi_env env, napi_callback_info info) {
   const double scale = a.number(4);
   if (a.check(S > 0 && ny == nd && ny == nx && ny % S == 0))
     softmaxBackward(y, dy, dx, ny / S, S, static_cast<float>(scale));
+  return nullptr;
+}
+
+// y = x·w + b for x [N, in], w [in, out], b [out]: y starts as the bias rows and the GEMM adds
+// the product onto it (no separate pass for the bias).
+napi_value AffineForward(napi_env env, napi_callback_info info) {
+  Args a(env, info, "affineForward(x, w, b, y: Float32Array)", 4);
+  int64_t nx, nw, nb, ny;
+  const float* x = a.f32(0, &nx);
+  const float* w = a.f32(1, &nw);
+  const float* b = a.f32(2, &nb);
+  float* y = a.f32(3, &ny);
+  if (!a.check(nb > 0 && nw % nb == 0 && nw > 0 && nx % (nw / nb) == 0 && ny == (nx / (nw / nb)) * nb))
+    return nullptr;
+  const int64_t out = nb, in = nw / nb, rows = nx / in;
+  parallel_for(rows, grainRows(out), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) std::memcpy(y + r * out, b, out * sizeof(float));
+  });
+  if (!levanter::gemmParallel(x, in, 1, w, out, 1, y, rows, in, out, true))
+    return fail(env, "affineForward: out of memory for the packing buffers");
   return nullptr;
 }
 
@@ -658,7 +716,9 @@ napi_value RegisterOps(napi_env env, napi_value exports) {
       {"layerNormBackward", nullptr, LayerNormBackward, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"columnSum", nullptr, ColumnSum, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"softmaxForward", nullptr, SoftmaxForward, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"softmaxBiasForward", nullptr, SoftmaxBiasForward, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"softmaxBackward", nullptr, SoftmaxBackward, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"affineForward", nullptr, AffineForward, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"attentionForward", nullptr, AttentionForward, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"attentionBackward", nullptr, AttentionBackward, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"crossEntropy", nullptr, CrossEntropy, nullptr, nullptr, nullptr, napi_default, nullptr},

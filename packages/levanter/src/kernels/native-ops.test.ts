@@ -153,6 +153,20 @@ describe('native kernels against float64 references', () => {
     close(dx!, wdx, 1e-6, 'softmax grad')
   })
 
+  it('a row masked by an additive −1e9 bias gets the same bits as the same row masked causally', () => {
+    const [B, H, T, S] = [2, 3, 5, 21]
+    const x = rand(B * H * T * S, 18, 30),
+      bias = new Float32Array(B * T * S)
+    for (let b = 0; b < B; b++)
+      for (let t = 0; t < T; t++) for (let s = S - T + t + 1; s < S; s++) bias[(b * T + t) * S + s] = -1e9
+    const causal = new Float32Array(x.length),
+      biased = new Float32Array(x.length)
+    ops.softmaxForward(x, causal, S, T, S - T, 0.7, true)
+    ops.softmaxBiasForward(x, bias, biased, S, T, H, 0.7)
+    expect(bytes(biased).equals(bytes(causal))).toBe(true)
+    expect(causal[S - 1]).toBe(0)
+  })
+
   it.each(SHAPES)('cross-entropy and its gradient, %i rows of %i classes', (rows, V) => {
     const logits = rand(rows * V, 9, 8)
     const targets = Int32Array.from({ length: rows }, (_, r) => (r * 7) % V)
@@ -243,6 +257,29 @@ describe('native kernels against float64 references', () => {
     }
     close(out!, wout, 1e-5, 'attention out')
     close(dqkv!, wd, 1e-5, 'attention dqkv')
+  })
+
+  it.each([
+    [1, 1, 1],
+    [7, 300, 21],
+    [200, 40, 70],
+  ])("affine x·w + b, %i rows, %i in, %i out (the bias as the GEMM's start)", (N, inDim, outDim) => {
+    const x = rand(N * inDim, 15),
+      w = rand(inDim * outDim, 16),
+      b = rand(outDim, 17)
+    const [y] = sameOnThreads(() => {
+      const o = new Float32Array(N * outDim)
+      ops.affineForward(x, w, b, o)
+      return [o]
+    })
+    const want = new Float64Array(N * outDim)
+    for (let r = 0; r < N; r++)
+      for (let j = 0; j < outDim; j++) {
+        let t = b[j]!
+        for (let k = 0; k < inDim; k++) t += x[r * inDim + k]! * w[k * outDim + j]!
+        want[r * outDim + j] = t
+      }
+    close(y!, want, 1e-5, 'affine')
   })
 
   it('column sums in float64 blocks, and the same bits on any thread count', () => {

@@ -34,6 +34,30 @@ export type NativeOps = {
     db: Float32Array,
   ): void
   columnSum(x: Float32Array, out: Float32Array): void
+  /** y = x·w + b for x [N, in], w [in, out], b [out] (sizes from the lengths). */
+  affineForward(x: Float32Array, w: Float32Array, b: Float32Array, y: Float32Array): void
+  /** qkv [B, T, 3·H·K] → out [B, T, H·K], keeping the probabilities P [B, H, T, T]. */
+  attentionForward(
+    qkv: Float32Array,
+    out: Float32Array,
+    P: Float32Array,
+    B: number,
+    T: number,
+    H: number,
+    K: number,
+    scale: number,
+  ): void
+  attentionBackward(
+    qkv: Float32Array,
+    P: Float32Array,
+    dout: Float32Array,
+    dqkv: Float32Array,
+    B: number,
+    T: number,
+    H: number,
+    K: number,
+    scale: number,
+  ): void
   /** Rows of S; row r is query r mod T at position offset + r mod T (causal: it sees keys up to there). */
   softmaxForward(
     x: Float32Array,
@@ -43,6 +67,16 @@ export type NativeOps = {
     offset: number,
     scale: number,
     causal: boolean,
+  ): void
+  /** x [B·H, T, S] with an additive bias [B, 1, T, S] shared by the H heads. */
+  softmaxBiasForward(
+    x: Float32Array,
+    bias: Float32Array,
+    y: Float32Array,
+    S: number,
+    T: number,
+    H: number,
+    scale: number,
   ): void
   softmaxBackward(y: Float32Array, dy: Float32Array, dx: Float32Array, S: number, scale: number): void
   /** Σ mask·nll / denom; writes d(that)/dlogits into `grad`. */

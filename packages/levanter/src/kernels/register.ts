@@ -7,6 +7,7 @@ import type { GradConfig, KernelConfig } from '@tensorflow/tfjs'
 import { batchMatMulGrad } from './batch-matmul-grad.js'
 import { gatherGrad } from './gather-grad.js'
 import { wasmBatchMatMul } from './wasm-batch-matmul.js'
+import { wasmGather } from './wasm-gather.js'
 import { markGemmKernel } from './wasm-gemm.js'
 import { wasmCast, wasmIdentity } from './wasm-identity.js'
 import { wasmSlice, wasmSplitV } from './wasm-slice.js'
@@ -34,6 +35,7 @@ const WASM_KERNELS: Record<string, (stock: tf.KernelFunc) => KernelConfig> = {
   Cast: wasmCast,
   Slice: wasmSlice,
   SplitV: wasmSplitV,
+  GatherV2: wasmGather,
 }
 
 /** Install the fast/correct gradients, and the wasm kernels when that backend is registered. Idempotent; `initBackend`

@@ -165,6 +165,28 @@ describe('wasm kernels against the stock kernels', () => {
     await check([ints], (x) => tf.split(x!, split as number | number[], axis), 0)
   })
 
+  test.each([
+    ['embedding rows', [11, 6], [[3, 0, 10, 3]]],
+    [
+      'a vector by a 2-D index',
+      [9],
+      [
+        [1, 2],
+        [8, 0],
+      ],
+    ],
+    ['rows of a rank-3 table', [5, 2, 3], [[4, 4, 1]]],
+    ['no indices', [4, 3], [[]]],
+  ] as const)('GatherV2 along axis 0: %s', async (_, shape, idx) => {
+    const ids = { shape: [idx.length, idx[0]!.length], values: idx.flat() as number[], dtype: 'int32' as const }
+    await check([rand([...shape], 8), ids], (x, i) => tf.gather(x!, i!), 0)
+  })
+
+  test('GatherV2 on another axis is the stock kernel`s', async () => {
+    const ids = { shape: [2], values: [2, 0], dtype: 'int32' as const }
+    await check([rand([3, 4], 9), ids], (x, i) => tf.gather(x!, i!, 1), 0)
+  })
+
   test('Identity and same-dtype Cast share the buffer; gradients through saved clones agree', async () => {
     await check(
       [rand([4, 5], 5)],

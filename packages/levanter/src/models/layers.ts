@@ -5,8 +5,10 @@ import type { LayerKv } from './batch-cache.js'
 import { columnSum } from '../kernels/column-sum.js'
 import { fusedGeluTanh } from '../kernels/gelu.js'
 import { fusedLayerNorm } from '../kernels/layer-norm.js'
-import { fusedCausalSoftmax } from '../kernels/softmax.js'
+import { fusedBiasSoftmax, fusedCausalSoftmax } from '../kernels/softmax.js'
+import { nativeKernels } from '../kernels/native-ops.js'
 import { matMulT } from '../kernels/transpose-last.js'
+import { heapKernel } from '../kernels/wasm-heap.js'
 import { transposeIsFree } from '../kernels/wasm-gemm.js'
 
 /**
@@ -23,14 +25,18 @@ function weightGrad(x: tf.Tensor, dy: tf.Tensor): tf.Tensor {
 /**
  * x2 [N, in] · w [in, out] + b [out], with a gradient on 2-D matMuls (transposed operands read in
  * place where the backend can, kernels/wasm-gemm.ts) and the bias gradient as one pass over dy's rows
- * (kernels/column-sum.ts).
+ * (kernels/column-sum.ts). With the native kernels the bias is the GEMM's starting value.
  */
 const affine = tf.customGrad((...args: (tf.Tensor | ((s: tf.Tensor[]) => void))[]) => {
   const [x2, w, b] = args as [tf.Tensor, tf.Tensor, tf.Tensor]
   const save = args[3] as (s: tf.Tensor[]) => void
   save([x2, w])
+  const native = nativeKernels()
+  const fused =
+    native &&
+    heapKernel([x2.shape[0]!, w.shape[1]!], [x2, w, b], (y, xv, wv, bv) => native.affineForward(xv!, wv!, bv!, y))
   return {
-    value: tf.add(tf.matMul(x2, w), b),
+    value: fused ?? tf.add(tf.matMul(x2, w), b),
     gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
       const g = dy as tf.Tensor
       const [xs, ws] = saved as [tf.Tensor, tf.Tensor]
@@ -125,7 +131,10 @@ export function attention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, at: Placemen
     k3 = tf.reshape(k, [B * H, S, K]),
     v3 = tf.reshape(v, [B * H, S, K])
   const qk = matMulT(q3, k3, false, true) // [B·H, T, S]
-  const fused = 'offset' in at ? fusedCausalSoftmax(qk, 1 / Math.sqrt(K), at.offset) : undefined
+  const fused =
+    'offset' in at
+      ? fusedCausalSoftmax(qk, 1 / Math.sqrt(K), at.offset)
+      : fusedBiasSoftmax(qk, 1 / Math.sqrt(K), at.bias)
   const out = tf.matMul(fused ?? tf.softmax(maskedScores(qk, 1 / Math.sqrt(K), at)), v3) // [B·H, T, K]
   return tf.reshape(out, [B, H, T, K])
 }
