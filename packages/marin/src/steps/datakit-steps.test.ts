@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, expect, test } from 'vitest'
@@ -45,4 +45,22 @@ test('ingest -> dedup -> tokenize as executor steps; each hands its ' +
   expect(existsSync(join(prefix, 'store'))).toBe(true)
   const again = await new Executor({ prefix }).run(exp)
   expect(again.steps.map((s) => s.status)).toEqual(['SKIPPED', 'SKIPPED', 'SKIPPED'])
+}, 60_000)
+
+test('dedupStep with paragraphs: true removes a paragraph two documents share and reports it', async () => {
+  const dir = join(root, 'para')
+  mkdirSync(dir, { recursive: true })
+  writeFileSync(join(dir, 'a.txt'), 'Harbor news from the north.\n\nAll rights reserved by the gazette.')
+  writeFileSync(join(dir, 'b.txt'), 'A recipe for fig jam with lemon.\n\nAll rights reserved by the gazette.')
+  const prefix = join(root, 'prefix-para')
+  const ing = ingestStep({ name: 'pages', source: join(dir, '*.txt'), format: 'text', textUnit: 'file' })
+  const dd = dedupStep(ing, { name: 'pages-dedup', paragraphs: true })
+  const rec = await new Executor({ prefix, leaseTtlMs: 2000 }).run(new Experiment({ name: 'para', steps: [dd] }))
+  expect(
+    rec.steps.map((s) => s.status),
+    JSON.stringify(rec.steps.map((s) => s.error)),
+  ).toEqual(['SUCCESS', 'SUCCESS'])
+  const art = JSON.parse(readFileSync(join(prefix, rec.steps[1]!.nameHash, 'artifacts.json'), 'utf8'))
+  expect(art.report.kept).toBe(2)
+  expect(art.report.levels.find((l: { level: string }) => l.level === 'paragraph')).toMatchObject({ of: 4, removed: 1 })
 }, 60_000)

@@ -65,10 +65,14 @@ export type DedupStepOptions = {
   readonly name: string
   readonly exact?: boolean
   readonly fuzzy?: boolean
+  /** Also remove paragraphs, and lines, seen earlier in the dataset (datakit's sub-document levels). */
+  readonly paragraphs?: boolean
+  readonly lines?: boolean
   readonly seed?: number
 }
 
-/** Exact and MinHash near-duplicate removal of the dataset `input` made; writes `<name>` as a dataset. */
+/** Exact and MinHash near-duplicate removal (and, on request, paragraph and line dedup) of the dataset `input` made;
+ * writes `<name>` as a dataset. */
 export function dedupStep(input: Step, o: DedupStepOptions): Step {
   return step({
     name: o.name,
@@ -78,6 +82,9 @@ export function dedupStep(input: Step, o: DedupStepOptions): Step {
       exact: versioned(o.exact ?? true),
       fuzzy: versioned(o.fuzzy ?? true),
       seed: versioned(o.seed ?? 42),
+      // only when on, so the steps of existing experiments keep their hashes
+      ...(o.paragraphs ? { paragraphs: versioned(true) } : {}),
+      ...(o.lines ? { lines: versioned(true) } : {}),
     },
     fn: async (c, { outputPath, prefix, log }) => {
       await mkdir(outputPath, { recursive: true })
@@ -89,6 +96,8 @@ export function dedupStep(input: Step, o: DedupStepOptions): Step {
         exact: c.exact,
         fuzzy: c.fuzzy,
         seed: c.seed,
+        paragraphs: c.paragraphs === true,
+        lines: c.lines === true,
         prefix,
       })
       log.info({ ref: r.ref, kept: r.report.kept, documentsIn: r.report.documentsIn }, 'deduplicated')
