@@ -76,6 +76,29 @@ describe('experiment processes at fault', () => {
     expect(names(counter)).toEqual(['ingest', 'tokenize', 'tokenize', 'train'])
   }, 60_000)
 
+  test('a step that exits its warm runner fails only itself; the next run redoes it in a fresh runner', async () => {
+    const prefix = join(root, 'exits')
+    const counter = join(root, 'exits.count')
+    const env = { MARIN_PREFIX: prefix, FIX_COUNTER: counter }
+    const first = await start(['--import', 'tsx', script], { ...env, FIX_EXIT: 'tokenize' }).done
+    expect(first.code).toBe(1)
+    expect(first.out).toMatch(/SUCCESS ingest_\w+/)
+    expect(first.out).toMatch(
+      /FAILED tokenize_\w+ \(.*\n\s+iris job \S+ ended FAILED without a result: task 0: exited with code 7/,
+    )
+    expect(first.out).toMatch(/DEP_FAILED train_/)
+    // ingest and tokenize shared the runner that tokenize took down.
+    const [ingest, tokenize] = runs(counter)
+    expect(tokenize![1]).toBe(ingest![1])
+    const again = await start(['--import', 'tsx', script], env).done
+    expect(again.code, again.err).toBe(0)
+    expect(again.out).toMatch(/skip {2}ingest_\w+ +done at /)
+    const rows = runs(counter)
+    expect(rows.map(([n]) => n)).toEqual(['ingest', 'tokenize', 'tokenize', 'train'])
+    expect(rows[2]![1]).not.toBe(ingest![1])
+    expect(rows[3]![1]).toBe(rows[2]![1])
+  }, 60_000)
+
   test('two drivers at once with steps as iris jobs: each step runs exactly once', async () => {
     const prefix = join(root, 'concurrent-iris')
     const counter = join(root, 'concurrent-iris.count')

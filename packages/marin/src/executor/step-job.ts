@@ -1,9 +1,11 @@
 /**
- * @module A step as an iris job: the command re-imports the experiment script
- * in a fresh Node process (through tsx, so TypeScript scripts work) and runs
- * that one step with `step-main.ts`. The parent names the attempt and its lease
- * owner, so it can find the child's result file and clean up after a child
- * that died holding the lease.
+ * @module A step as an iris job: the command imports the experiment script in a
+ * Node process (through tsx, so TypeScript scripts work) and runs that one step
+ * with `step-main.ts`; the job names `warm-step-runner.ts` as its warm runner, so
+ * a worker that keeps one runs the step as a call in a process that has imported
+ * the script already. The parent names the attempt and its lease owner, so it
+ * can find the child's result file and clean up after a child that died holding
+ * the lease.
  */
 import { randomBytes } from 'node:crypto'
 import { createRequire } from 'node:module'
@@ -18,6 +20,7 @@ import type { StepTask } from './executor.js'
 
 const require = createRequire(import.meta.url)
 const STEP_MAIN = fileURLToPath(new URL('./step-main.ts', import.meta.url))
+const WARM_RUNNER = fileURLToPath(new URL('./warm-step-runner.ts', import.meta.url))
 
 /** One attempt at a step in a child process. */
 export type StepAttempt = { readonly id: string; readonly owner: string }
@@ -45,19 +48,25 @@ export function stepJobRequest(
     )
   }
   const tsx = pathToFileURL(require.resolve('tsx')).href
-  const ttl = String(task.leaseTtlMs)
+  const node = [process.execPath, '--import', tsx]
   return {
     name: `${experiment}.${task.version.nameHash}`.replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 100),
-    command: [process.execPath, '--import', tsx, STEP_MAIN, script, task.step.name, task.version.nameHash],
+    command: [
+      ...node,
+      STEP_MAIN,
+      script,
+      task.step.name,
+      task.version.nameHash,
+      '--attempt',
+      attempt.id,
+      '--owner',
+      attempt.owner,
+      ...(task.force ? ['--force'] : []),
+    ],
+    runner: { command: [...node, WARM_RUNNER] },
     resources: task.step.resources ?? 'cpu=1,memory=1G,gpu=0',
-    env: {
-      MARIN_PREFIX: task.storage.url,
-      MARIN_STEP_CHILD: '1',
-      MARIN_STEP_OWNER: attempt.owner,
-      MARIN_STEP_ATTEMPT: attempt.id,
-      MARIN_LEASE_TTL_MS: ttl,
-      ...(task.force ? { MARIN_STEP_FORCE: '1' } : {}),
-    },
+    // The same for every step of a run (what differs is in the arguments), so that they share a warm runner.
+    env: { MARIN_PREFIX: task.storage.url, MARIN_STEP_CHILD: '1', MARIN_LEASE_TTL_MS: String(task.leaseTtlMs) },
   }
 }
 
