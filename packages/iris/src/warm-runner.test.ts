@@ -70,7 +70,8 @@ describe('on a local cluster', () => {
     await cluster.stop()
   })
 
-  test('tasks of jobs that name a runner run as calls in one warm process, each with only its own token, variables and output', async () => {
+  test('tasks of jobs that name a runner run as calls in one warm process, each with only its own token, variables and ' +
+    'output', async () => {
     const reports: Report[] = []
     for (let i = 0; i < 4; i++) reports.push(await report(client, { env: { KIND: 'same' } }))
     const pids = new Set(reports.map((r) => r.pid))
@@ -93,7 +94,7 @@ describe('on a local cluster', () => {
     expect(self.pid).toBe(reports[0]!.pid)
   }, 120_000)
 
-  test('jobs with other settings or other secrets never share a runner, and never see each other’s secret', async () => {
+  test('jobs with other settings or secrets never share a runner, and never see each other’s secret', async () => {
     process.env.IRIS_WARM_TEST_SECRET = 'hunter2-warm'
     const a = await report(client, { env: { KIND: 'a' } })
     const b = await report(client, { env: { KIND: 'b' } })
