@@ -70,7 +70,7 @@ describe('on a local cluster', () => {
     await cluster.stop()
   })
 
-  test('tasks of jobs that name a runner run as calls in one warm process, each with its own token, env, output', async () => {
+  test('jobs naming a runner run as calls in one warm process, each with its own token, env and output', async () => {
     const reports: Report[] = []
     for (let i = 0; i < 4; i++) reports.push(await report(client, { env: { KIND: 'same' } }))
     const pids = new Set(reports.map((r) => r.pid))
