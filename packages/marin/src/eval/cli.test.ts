@@ -9,6 +9,8 @@ import { runCli } from '../cli/program.js'
 import { Executor } from '../executor/executor.js'
 import { Experiment } from '../executor/experiment.js'
 import { evalStep } from './eval-step.js'
+import { artifactRef, parseStepArtifacts } from '../executor/artifacts.js'
+import { buildReport } from '../report/build.js'
 import { LocalLanguageModel } from './local-model.js'
 import { readTaskFile } from './task.js'
 import { runTask } from './run-task.js'
@@ -147,5 +149,11 @@ describe('marin eval', () => {
       ref: 'eval/eval-toy@1',
       tasks: { toy: { samples: 2 } },
     })
+    // artifacts.json names the stored results, so dependents and the report find them.
+    const listed = readFileSync(join(prefix, outDir, 'artifacts.json'), 'utf8')
+    expect(parseStepArtifacts(listed, 'artifacts.json').artifacts).toEqual([artifactRef('eval/eval-toy', 1)])
+    const { data } = await buildReport('eval-exp', prefix)
+    expect(data.samples.length).toBeGreaterThan(0)
+    expect(data.samples[0]!.source).toBe('eval-toy: toy')
   })
 })

@@ -8,7 +8,7 @@ import { marinPrefix } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import { isOutputRef, step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
-import { mainArtifact } from '../steps/artifacts.js'
+import { mainArtifact, writeArtifacts } from '../steps/artifacts.js'
 import { formatArtifactRef, isArtifactRef, type ArtifactRef } from '../executor/artifacts.js'
 import { serveProcess, type ServeProcess } from './serve-process.js'
 import type { OutputRef, Step } from '../executor/step.js'
@@ -42,7 +42,8 @@ export type EvalStepConfig = {
 }
 
 /**
- * A step that evaluates and writes `results.json` (the summary plus the stored ref) to its output.
+ * A step that evaluates and writes `results.json` (the summary plus the stored ref) and `artifacts.json` (the ref) to
+ * its output.
  * Results go to the finestore under `options.prefix` (default `$MARIN_PREFIX`, else ./.marin); the prefix is not part
  * of the step's version.
  * @example evalStep('eval/tiny', { checkpoint: train.output('hf'), tasks: ['brown_cloze', 'brown_bpb'] })
@@ -120,6 +121,8 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
         join(ctx.outputPath, 'results.json'),
         JSON.stringify({ ref: r.ref, ...r.summary }, null, 2) + '\n',
       )
+      // artifacts.json names the stored results (summary and per-sample records), as every step that commits does.
+      if (r.ref) await writeArtifacts(ctx.outputPath, { artifacts: [r.ref] })
       ctx.log.info({ ref: r.ref }, 'evaluation stored')
       return { ref: r.ref, ...r.summary }
     },
