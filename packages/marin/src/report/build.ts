@@ -1,9 +1,14 @@
-/** @module Building a report site in memory: every file it holds, by relative path. */
+/**
+ * @module Building a report site in memory: every file it holds, by relative path. A run's files
+ * go under `runs/<experiment>/<run>/`; the site's front page (`index.html`) and its list of runs
+ * (`runs.json`) are at the root, and publishing merges them with the runs already at the target.
+ */
 import { renderCharts } from './charts.js'
 import { collectReport } from './collect.js'
 import { renderHtml } from './html.js'
 import { renderMarkdown } from './markdown.js'
-import { logFile } from './site-parts.js'
+import { RUNS_FILE, formatRuns, renderIndex, summaryOf } from './site-index.js'
+import { logFile, runFolder } from './site-parts.js'
 import { resolveSource } from './source.js'
 import { stepGraphSvg } from './step-graph.js'
 import type { ReportData } from './types.js'
@@ -11,23 +16,36 @@ import type { ReportData } from './types.js'
 /** A built site: relative path → contents. */
 export type Site = ReadonlyMap<string, string>
 
+/** The name of a run's summary inside its folder, which publishing adds to the site's `runs.json`. */
+export const RUN_SUMMARY_FILE = 'summary.json'
+
 /**
- * The files of the site for `data`: `index.html`, `report.md`, `step-graph.svg`,
- * `charts/*.svg`, `logs/<step>/*` (the end of each log) and `data.json`.
+ * The files of the site for `data`: in the run's folder `index.html`, `report.md`,
+ * `step-graph.svg`, `charts/*.svg`, `logs/<step>/*` (the end of each log), `artifacts/*.json`
+ * (the manifests), `data.json` and `summary.json`; at the root `index.html` and `runs.json`
+ * listing this run.
  */
 export async function buildSite(data: ReportData): Promise<Site> {
-  const charts = await renderCharts(data.metrics)
+  const charts = await renderCharts(data.metrics, data.tokensPerStep)
   const graphSvg = stepGraphSvg(data.steps)
+  const dir = runFolder(data.record)
   const files = new Map<string, string>()
+  const put = (path: string, body: string) => files.set(`${dir}/${path}`, body)
   const parts = { data, charts, graphSvg }
-  files.set('index.html', renderHtml(parts))
-  files.set('report.md', renderMarkdown(parts))
-  files.set('step-graph.svg', graphSvg)
-  for (const c of charts) files.set(c.file, c.svg)
-  for (const s of data.steps) for (const l of s.logs) files.set(logFile(s.nameHash, l.path), l.tail)
-  // The log tails are files of their own; data.json keeps only where they are.
+  put('index.html', renderHtml(parts))
+  put('report.md', renderMarkdown(parts))
+  put('step-graph.svg', graphSvg)
+  for (const c of charts) put(c.file, c.svg)
+  for (const s of data.steps) for (const l of s.logs) put(logFile(s.nameHash, l.path), l.tail)
+  for (const a of data.artifacts) put(a.url, `${JSON.stringify(a.manifest, null, 2)}\n`)
+  // The log tails and manifests are files of their own; data.json keeps only where they are.
   const steps = data.steps.map((s) => ({ ...s, logs: s.logs.map(({ tail: _tail, ...l }) => l) }))
-  files.set('data.json', `${JSON.stringify({ ...data, steps }, null, 2)}\n`)
+  const artifacts = data.artifacts.map(({ manifest: _manifest, ...a }) => a)
+  put('data.json', `${JSON.stringify({ ...data, steps, artifacts }, null, 2)}\n`)
+  const summary = summaryOf(data)
+  put(RUN_SUMMARY_FILE, `${JSON.stringify(summary, null, 2)}\n`)
+  files.set(RUNS_FILE, formatRuns([summary]))
+  files.set('index.html', renderIndex([summary]))
   return files
 }
 

@@ -1,13 +1,30 @@
 /**
  * @module Training curves as SVG, rendered at build time with vega-lite → vega (`renderer: 'none'`),
- * so the published page needs no script and no network to show them.
+ * so the published page needs no script and no network to show them. Each chart is drawn against
+ * the optimizer step and, where the training config gives the tokens per step, against tokens seen
+ * and against training time; the page shows one x-axis at a time.
  */
 import * as vega from 'vega'
 import { compile, type TopLevelSpec } from 'vega-lite'
 import type { MetricRow } from './types.js'
 
-/** A rendered chart: a file name (`charts/<id>.svg`), a title and the SVG text. */
-export type Chart = { readonly id: string; readonly title: string; readonly file: string; readonly svg: string }
+/** What a chart's x-axis counts. */
+export type XAxis = 'step' | 'tokens' | 'time'
+export const X_AXES: readonly XAxis[] = ['step', 'tokens', 'time']
+const X_TITLES: Readonly<Record<XAxis, string>> = {
+  step: 'step',
+  tokens: 'tokens',
+  time: 'training time (s, from tokens/s)',
+}
+
+/** A rendered chart: a file name (`charts/<id>.svg`, `charts/<id>-tokens.svg`, …), a title, its x-axis and the SVG. */
+export type Chart = {
+  readonly id: string
+  readonly title: string
+  readonly x: XAxis
+  readonly file: string
+  readonly svg: string
+}
 
 /** Which metrics each chart plots; a chart is drawn when any of its keys has points. */
 export const CHARTS: readonly { id: string; title: string; keys: readonly string[]; y: string; log?: boolean }[] = [
@@ -17,23 +34,58 @@ export const CHARTS: readonly { id: string; title: string; keys: readonly string
   { id: 'tokens-per-sec', title: 'Throughput', keys: ['throughput/tokens_per_sec'], y: 'tokens/s' },
 ]
 
-type Point = { step: number; value: number; series: string }
+type Point = { x: number; value: number; series: string }
 
-function points(rows: readonly MetricRow[], keys: readonly string[]): Point[] {
-  const sources = new Set(rows.map((r) => r.source))
-  const out: Point[] = []
+/**
+ * Training time at each logged step of one training step's rows: the steps since the previous
+ * logged one, times its tokens per step, divided by the throughput logged there (the compute
+ * time of the optimizer steps; evaluation and checkpoints are not counted).
+ */
+function timeAt(rows: readonly MetricRow[], tokensPerStep: number): Map<number, number> {
+  const at = new Map<number, number>()
+  let t = 0
+  let prev = 0
+  let rate: number | undefined
   for (const r of rows) {
-    for (const k of keys) {
-      const v = r.values[k]
-      // With several training steps in one report, each series is named after its step too.
-      if (v !== undefined) out.push({ step: r.step, value: v, series: sources.size > 1 ? `${r.source}: ${k}` : k })
+    const tps = r.values['throughput/tokens_per_sec']
+    if (tps !== undefined && tps > 0) rate = tps
+    if (r.step > prev && rate !== undefined) {
+      t += ((r.step - prev) * tokensPerStep) / rate
+      prev = r.step
+    }
+    if (rate !== undefined) at.set(r.step, t)
+  }
+  return at
+}
+
+function points(
+  rows: readonly MetricRow[],
+  keys: readonly string[],
+  x: XAxis,
+  tokensPerStep: Readonly<Record<string, number>>,
+): Point[] {
+  const sources = [...new Set(rows.map((r) => r.source))]
+  const out: Point[] = []
+  for (const source of sources) {
+    const mine = rows.filter((r) => r.source === source)
+    const perStep = tokensPerStep[source]
+    if (x !== 'step' && perStep === undefined) continue
+    const times = x === 'time' ? timeAt(mine, perStep!) : undefined
+    for (const r of mine) {
+      const xv = x === 'step' ? r.step : x === 'tokens' ? r.step * perStep! : times!.get(r.step)
+      if (xv === undefined) continue
+      for (const k of keys) {
+        const v = r.values[k]
+        // With several training steps in one report, each series is named after its step too.
+        if (v !== undefined) out.push({ x: xv, value: v, series: sources.length > 1 ? `${source}: ${k}` : k })
+      }
     }
   }
   return out
 }
 
-/** The vega-lite spec of one chart: a line per series, points on top so single values show. */
-export function chartSpec(title: string, y: string, values: readonly Point[]): TopLevelSpec {
+/** The vega-lite spec of one chart: a line per series, points on top so single values (and eval points) show. */
+export function chartSpec(title: string, y: string, values: readonly Point[], x: XAxis = 'step'): TopLevelSpec {
   return {
     width: 400,
     height: 200,
@@ -41,7 +93,7 @@ export function chartSpec(title: string, y: string, values: readonly Point[]): T
     data: { values: values as Point[] },
     config: { font: 'sans-serif', background: 'white' },
     encoding: {
-      x: { field: 'step', type: 'quantitative', title: 'step' },
+      x: { field: 'x', type: 'quantitative', title: X_TITLES[x] },
       y: { field: 'value', type: 'quantitative', title: y, scale: { zero: false } },
       color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom', labelLimit: 400 } },
     },
@@ -59,18 +111,27 @@ export async function renderSvg(spec: TopLevelSpec): Promise<string> {
   }
 }
 
-/** Every chart the metrics allow, in `CHARTS` order. */
-export async function renderCharts(rows: readonly MetricRow[]): Promise<Chart[]> {
+/**
+ * Every chart the metrics allow, in `CHARTS` order, against each x-axis the data allows (tokens
+ * and time need the tokens per step of the training step that logged the metrics).
+ */
+export async function renderCharts(
+  rows: readonly MetricRow[],
+  tokensPerStep: Readonly<Record<string, number>> = {},
+): Promise<Chart[]> {
   const charts: Chart[] = []
-  for (const c of CHARTS) {
-    const values = points(rows, c.keys)
-    if (values.length === 0) continue
-    charts.push({
-      id: c.id,
-      title: c.title,
-      file: `charts/${c.id}.svg`,
-      svg: await renderSvg(chartSpec(c.title, c.y, values)),
-    })
+  for (const x of X_AXES) {
+    for (const c of CHARTS) {
+      const values = points(rows, c.keys, x, tokensPerStep)
+      if (values.length === 0) continue
+      charts.push({
+        id: c.id,
+        title: c.title,
+        x,
+        file: `charts/${c.id}${x === 'step' ? '' : `-${x}`}.svg`,
+        svg: await renderSvg(chartSpec(c.title, c.y, values, x)),
+      })
+    }
   }
   return charts
 }

@@ -1,8 +1,11 @@
-/** @module `marin publish-report --source DIR|EXPERIMENT --target DIR|URL`. */
+/** @module `marin publish-report --source DIR|EXPERIMENT --target DIR|URL`: adds the run's page to the site at the
+ * target (which keeps the runs published before) and updates its list of runs. */
+import { join } from 'node:path'
 import type { Command } from 'commander'
 import { prefixOf, type CliIo, type Run } from '../cli/io.js'
 import { buildReport } from './build.js'
 import { publishSite } from './publish.js'
+import { runFolder } from './site-parts.js'
 
 /** The `publish-report` command: builds the report site of a run and publishes it. */
 export function publishReportCommand(cmd: Command, io: CliIo, run: Run): void {
@@ -26,10 +29,10 @@ export function publishReportCommand(cmd: Command, io: CliIo, run: Run): void {
               `${res.uploaded.length} files uploaded, ${res.unchanged.length} ` +
               `unchanged, ${res.deleted.length} deleted`,
           )
-          const index = /^[a-z][a-z0-9+.-]*:\/\//i.test(res.target)
-            ? `${res.target.replace(/\/+$/, '')}/index.html`
-            : `${res.target}/index.html`
-          io.out(`open ${index}`)
+          const at = (p: string) =>
+            /^[a-z][a-z0-9+.-]*:\/\//i.test(res.target) ? `${res.target.replace(/\/+$/, '')}/${p}` : join(res.target, p)
+          io.out(`run page: ${at(`${runFolder(data.record)}/index.html`)}`)
+          io.out(`all runs: ${at('index.html')}`)
         }
         return 0
       }),

@@ -1,15 +1,30 @@
 /**
  * @module Gathering a report's data from the prefix: the experiment record, each step's status,
- * logs and output files (`artifacts.json`, levanter `metrics.jsonl`, eval JSON, sample
- * generations) and the finestore manifests of the artifacts the steps committed.
+ * resolved config, logs and output files (`artifacts.json`, levanter `metrics.jsonl`, eval JSON,
+ * sample generations), the runs that made skipped steps, and the finestore manifests of the
+ * artifacts the steps committed (with the first rows of each dataset and the eval samples).
  */
-import { pathToFileURL } from 'node:url'
-import { openStorage, type Storage } from '@marin/rigging'
-import { openStore, storeUrl, type Store } from '@marin/finestore'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { MARIN_LAYOUT, openStorage, type Storage } from '@marin/rigging'
+import { openStore, storeUrl, type ArtifactView, type Store } from '@marin/finestore'
 import { parseStepArtifacts } from '../executor/artifacts.js'
-import { readStatus } from '../executor/status-files.js'
+import { readInfo, readStatus } from '../executor/status-files.js'
 import type { ExperimentRecord } from '../executor/executor.js'
-import type { EvalRow, MetricRow, ReportArtifact, ReportData, ReportStep, SampleRow, StepLogFile } from './types.js'
+import { artifactFile } from './site-parts.js'
+import type {
+  BackendShown,
+  DatasetRows,
+  EvalRow,
+  MetricRow,
+  ReportArtifact,
+  ReportData,
+  ReportStep,
+  RunRef,
+  SampleRow,
+  StepLogFile,
+} from './types.js'
 
 /** How much of each log file the report keeps (its end). */
 export const LOG_TAIL_BYTES = 64 * 1024
@@ -19,6 +34,10 @@ const EVAL_FILE = /(^|\/)([^/]*eval[^/]*|results)\.json$/i
 export const SAMPLES_PER_TASK = 5
 const SAMPLES_FILE = /(^|\/)(samples|generations)\.jsonl$/i
 const METRICS_FILE = /(^|\/)metrics\.jsonl$/
+/** Rows shown per dataset, and how much of a text cell. */
+export const DATASET_ROWS = 5
+export const TEXT_CELL_CHARS = 160
+const OTHER_CELL_CHARS = 60
 
 /** `artifacts.json`: `{artifacts: [{kind: 'artifact', name, version}]}`, or the older `["name@3"]`, `[{artifact,
  * version}]`. */
@@ -79,24 +98,176 @@ export function parseEvals(text: string, source: string): EvalRow[] {
   return rows
 }
 
-/** `{prompt, completion}` lines, or marin eval generation records `{context, generated, answer}`. */
+// Per-sample score fields of marin's eval records, by the metric name the eval table uses.
+const SCORE_FIELDS: Readonly<Record<string, string>> = {
+  exactMatch: 'exact_match',
+  acc: 'acc',
+  accNorm: 'acc_norm',
+  bitsPerByte: 'bits_per_byte',
+  score: 'score',
+}
+
+/**
+ * `{prompt, completion}` lines, or marin eval records: generation `{context, generated, answer, exactMatch}`,
+ * multiple choice `{context, choices, gold, pred, acc, accNorm}` (the chosen continuation as the completion).
+ */
 export function parseSamples(text: string, source: string, limit = Infinity): SampleRow[] {
   const rows: SampleRow[] = []
   for (const line of text.split('\n')) {
     if (rows.length >= limit) break
     if (!line.trim()) continue
     const o = JSON.parse(line) as Record<string, unknown>
-    const completion = o.completion ?? o.generated ?? o.output
+    const choices = Array.isArray(o.choices) ? (o.choices as unknown[]) : undefined
+    const pick = (i: unknown) => (choices && typeof i === 'number' ? choices[i] : undefined)
+    const completion = o.completion ?? o.generated ?? o.output ?? pick(o.pred)
     if (completion === undefined) continue
     const prompt = o.prompt ?? o.context ?? o.input ?? ''
+    const expected = o.answer ?? pick(o.gold)
+    const scores: Record<string, number> = {}
+    for (const [field, metric] of Object.entries(SCORE_FIELDS))
+      if (typeof o[field] === 'number') scores[metric] = o[field] as number
     rows.push({
       source,
       prompt: String(prompt),
       completion: String(completion),
-      ...(o.answer !== undefined ? { expected: String(o.answer) } : {}),
+      ...(expected !== undefined ? { expected: String(expected) } : {}),
+      scores,
     })
   }
   return rows
+}
+
+/** `s` cut to `n` characters, with an ellipsis when it was longer. */
+export function shorten(s: string, n: number): string {
+  const flat = s.replace(/\s+/g, ' ')
+  return flat.length > n ? `${flat.slice(0, n - 1)}…` : flat
+}
+
+/** Cells of the first dataset rows: `id` and `text` first, objects as JSON, everything shortened. */
+function tabulate(file: string, records: readonly Record<string, unknown>[]): DatasetRows {
+  const seen = new Set<string>()
+  for (const r of records) for (const k of Object.keys(r)) seen.add(k)
+  const first = ['id', 'text'].filter((k) => seen.has(k))
+  const columns = [...first, ...[...seen].filter((k) => !first.includes(k))]
+  const cell = (k: string, v: unknown) => {
+    if (v === undefined || v === null) return ''
+    const text = typeof v === 'string' ? v : typeof v === 'bigint' ? v.toString() : JSON.stringify(v)
+    return shorten(text, k === 'text' ? TEXT_CELL_CHARS : OTHER_CELL_CHARS)
+  }
+  return { file, columns, rows: records.map((r) => columns.map((k) => cell(k, r[k]))) }
+}
+
+/** The first rows of a dataset version: its first JSONL or Parquet file (a plain line is a `text`). */
+async function datasetRows(view: ArtifactView): Promise<DatasetRows | undefined> {
+  const file = view
+    .files()
+    .filter((f) => /\.(jsonl|parquet)$/.test(f))
+    .sort()[0]
+  if (!file) return undefined
+  const records: Record<string, unknown>[] = []
+  if (file.endsWith('.jsonl')) {
+    for (const line of (await view.readText(file)).split('\n')) {
+      if (records.length >= DATASET_ROWS) break
+      if (!line.trim()) continue
+      let o: unknown
+      try {
+        o = JSON.parse(line)
+      } catch {
+        o = undefined
+      }
+      records.push(o && typeof o === 'object' && !Array.isArray(o) ? (o as Record<string, unknown>) : { text: line })
+    }
+  } else {
+    // The Parquet reader reads files; the version's bytes (verified against their hash) go to a temporary one.
+    const dir = await mkdtemp(join(tmpdir(), 'marin-report-rows-'))
+    try {
+      const path = join(dir, 'shard.parquet')
+      await writeFile(path, await view.read(file))
+      const { ParquetReader } = await import('@marin/zephyr')
+      for await (const r of new ParquetReader({ path })) {
+        records.push(r)
+        if (records.length >= DATASET_ROWS) break
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  }
+  return tabulate(file, records)
+}
+
+/** The backend levanter chose, from a training step's `artifacts.json` (`backend`) or its log line. */
+function backendOf(step: string, o: unknown): BackendShown | undefined {
+  const b = (o ?? {}) as Record<string, unknown>
+  if (typeof b.name !== 'string') return undefined
+  return {
+    step,
+    name: b.name,
+    ...(typeof b.threads === 'number' ? { threads: b.threads } : {}),
+    ...(typeof b.simd === 'boolean' ? { simd: b.simd } : {}),
+    ...(typeof b.gemm === 'string' ? { gemm: b.gemm } : {}),
+    ...(adapterText(b.adapter) ? { adapter: adapterText(b.adapter)! } : {}),
+  }
+}
+
+/** A GPU adapter as levanter records it (`{vendor, architecture, device, description, software}`), as text. */
+function adapterText(a: unknown): string | undefined {
+  if (typeof a === 'string') return a
+  if (!a || typeof a !== 'object') return undefined
+  const o = a as Record<string, unknown>
+  const parts = ['vendor', 'architecture', 'device', 'description']
+    .map((k) => o[k])
+    .filter((v): v is string => typeof v === 'string' && v !== '')
+  const text = [...new Set(parts)].join(' ')
+  return text ? `${text}${o.software === true ? ' (software)' : ''}` : undefined
+}
+
+/** levanter's `tensor backend selected` line in a log, if any. */
+function backendInLog(step: string, text: string): BackendShown | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.includes('tensor backend selected')) continue
+    try {
+      const found = backendOf(step, JSON.parse(line))
+      if (found) return found
+    } catch {
+      // not a JSON line
+    }
+  }
+  return undefined
+}
+
+/** Tokens per optimizer step from a resolved training config: `trainer.batchSize` × `model.seqLen`. */
+export function tokensPerStepOf(config: unknown): number | undefined {
+  const c = (config ?? {}) as { trainer?: { batchSize?: unknown }; model?: { seqLen?: unknown } }
+  const batch = c.trainer?.batchSize
+  const seq = c.model?.seqLen
+  return typeof batch === 'number' && typeof seq === 'number' && batch > 0 && seq > 0 ? batch * seq : undefined
+}
+
+/** For each step of `record` that did not run in it, the newest other run (by id) in which that step succeeded. */
+async function producers(storage: Storage, record: ExperimentRecord): Promise<Map<string, RunRef>> {
+  const wanted = new Set(record.steps.filter((s) => s.action !== 'run').map((s) => s.nameHash))
+  const found = new Map<string, RunRef>()
+  if (wanted.size === 0) return found
+  const files: string[] = []
+  for await (const o of storage.list(`${MARIN_LAYOUT.experiments}/`)) if (o.path.endsWith('.json')) files.push(o.path)
+  const runOf = (f: string) => f.split('/').at(-1)!.slice(0, -'.json'.length)
+  // Newest first: run ids start with their start time.
+  files.sort((a, b) => runOf(b).localeCompare(runOf(a)))
+  for (const f of files) {
+    if (found.size === wanted.size) break
+    if (runOf(f) === record.run) continue
+    let other: ExperimentRecord
+    try {
+      other = JSON.parse(await storage.readText(f)) as ExperimentRecord
+    } catch {
+      continue
+    }
+    if (!Array.isArray(other.steps) || other.run >= record.run) continue
+    for (const s of other.steps)
+      if (wanted.has(s.nameHash) && !found.has(s.nameHash) && s.status === 'SUCCESS')
+        found.set(s.nameHash, { experiment: other.experiment, run: other.run })
+  }
+  return found
 }
 
 async function tail(storage: Storage, path: string, size: number): Promise<string> {
@@ -108,13 +279,6 @@ async function tail(storage: Storage, path: string, size: number): Promise<strin
   return text.slice(text.indexOf('\n') + 1)
 }
 
-function linkTo(storage: Storage, path: string): string {
-  const local = storage.localPath(path)
-  return local ? pathToFileURL(local).href : `${storage.url.replace(/\/+$/, '')}/${path}`
-}
-
-const outputUrl = (storage: Storage, nameHash: string) => `${linkTo(storage, nameHash)}/`
-
 /** Reads everything a report shows about `record` from its prefix. */
 export async function collectReport(record: ExperimentRecord, recordUrl: string): Promise<ReportData> {
   const storage = await openStorage(record.prefix)
@@ -125,28 +289,47 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
   const metrics: MetricRow[] = []
   const evals: EvalRow[] = []
   const samples: SampleRow[] = []
+  const backends: BackendShown[] = []
+  const tokensPerStep: Record<string, number> = {}
+  const madeBy = await producers(storage, record)
   for (const s of record.steps) {
     const logs: StepLogFile[] = []
     const status = await readStatus(storage, s.nameHash)
+    const info = await readInfo(storage, s.nameHash).catch(() => undefined)
+    let backend: BackendShown | undefined
+    let hasMetrics = false
     for await (const o of storage.list(`${s.nameHash}/`)) {
       const rel = o.path.slice(s.nameHash.length + 1)
       try {
-        if (rel.startsWith('logs/')) logs.push({ path: rel, bytes: o.size, tail: await tail(storage, o.path, o.size) })
-        else if (rel === 'artifacts.json')
-          refs.push(...parseArtifactList(await storage.readText(o.path), o.path).map((r) => ({ ...r, step: s.name })))
-        else if (METRICS_FILE.test(rel)) metrics.push(...parseMetrics(await storage.readText(o.path), s.name, warn))
-        else if (SAMPLES_FILE.test(rel)) samples.push(...parseSamples(await storage.readText(o.path), s.name))
+        if (rel.startsWith('logs/')) {
+          const text = await tail(storage, o.path, o.size)
+          logs.push({ path: rel, bytes: o.size, tail: text })
+          backend ??= backendInLog(s.name, text)
+        } else if (rel === 'artifacts.json') {
+          const listed = parseStepArtifacts(await storage.readText(o.path), o.path)
+          refs.push(...listed.artifacts.map((r) => ({ artifact: r.name, version: r.version, step: s.name })))
+          const recorded = backendOf(s.name, listed.backend)
+          if (recorded) backend = recorded
+        } else if (METRICS_FILE.test(rel)) {
+          metrics.push(...parseMetrics(await storage.readText(o.path), s.name, warn))
+          hasMetrics = true
+        } else if (SAMPLES_FILE.test(rel)) samples.push(...parseSamples(await storage.readText(o.path), s.name))
         else if (EVAL_FILE.test(rel)) evals.push(...parseEvals(await storage.readText(o.path), s.name))
       } catch (err) {
         warn(`${s.name}: ${rel} skipped (${(err as Error).message})`)
       }
     }
+    if (backend) backends.push(backend)
+    const perStep = hasMetrics ? tokensPerStepOf(info?.config) : undefined
+    if (perStep) tokensPerStep[s.name] = perStep
     logs.sort((a, b) => a.path.localeCompare(b.path))
+    const by = madeBy.get(s.nameHash)
     steps.push({
       ...s,
       ...(status ? { diskStatus: status.status } : {}),
       logs,
-      outputUrl: outputUrl(storage, s.nameHash),
+      ...(info?.config !== undefined ? { config: info.config } : {}),
+      ...(by ? { madeBy: by } : {}),
     })
   }
   const artifacts: ReportArtifact[] = []
@@ -158,7 +341,7 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
         try {
           const view = await store.open(`${r.artifact}@${r.version}`)
           const m = view.manifest
-          // Eval artifacts keep per-sample records; generation tasks give the sample generations.
+          // Eval artifacts keep per-sample records: the samples with their scores.
           for (const f of view.files().filter((f) => /^samples\/[^/]+\.jsonl$/.test(f))) {
             samples.push(
               ...parseSamples(
@@ -167,6 +350,14 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
                 SAMPLES_PER_TASK,
               ),
             )
+          }
+          let rows: DatasetRows | undefined
+          if (m.kind === 'datasets') {
+            try {
+              rows = await datasetRows(view)
+            } catch (err) {
+              warn(`${r.step}: first rows of ${m.artifact}@${m.version} not readable (${(err as Error).message})`)
+            }
           }
           artifacts.push({
             ref: `${m.artifact}@${m.version}`,
@@ -179,7 +370,9 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
             metadata: m.metadata,
             lineage: m.lineage.map((l) => `${l.artifact}@${l.version}`),
             step: r.step,
-            url: linkTo(storage, `store/artifacts/${m.artifact}/versions/${m.version}.json`),
+            url: artifactFile(m.artifact, m.version),
+            manifest: m,
+            ...(rows ? { rows } : {}),
           })
         } catch (err) {
           warn(`${r.step}: artifact ${r.artifact}@${r.version} not readable (${(err as Error).message})`)
@@ -190,5 +383,5 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
     }
   }
   metrics.sort((a, b) => a.source.localeCompare(b.source) || a.step - b.step)
-  return { record, recordUrl, steps, artifacts, metrics, evals, samples, warnings }
+  return { record, recordUrl, steps, artifacts, metrics, evals, samples, backends, tokensPerStep, warnings }
 }

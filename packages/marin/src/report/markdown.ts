@@ -1,6 +1,6 @@
 /** @module `report.md`: the page's content in Markdown, with the graph and charts as SVG files beside it. */
 import { escapeCell as c, formatBytes, formatNumber, formatSeconds, formatValue } from './format.js'
-import { finalMetrics, logFile, provenanceOf, type SiteParts } from './site-parts.js'
+import { finalMetrics, logFile, provenanceOf, runLink, type SiteParts } from './site-parts.js'
 
 function table(head: readonly string[], rows: readonly (readonly string[])[]): string {
   return [
@@ -32,13 +32,14 @@ export function renderMarkdown(p: SiteParts): string {
   out.push('## Steps', '', '![step graph](step-graph.svg)', '')
   out.push(
     table(
-      ['step', 'status', 'action', 'time', 'output', 'logs'],
+      ['step', 'status', 'action', 'time', 'output folder', 'made by', 'logs'],
       data.steps.map((s) => [
         `${s.name} (\`${s.nameHash}\`)`,
         s.status + (s.error ? `: ${s.error}` : ''),
         `${s.action}: ${s.reason}`,
         s.seconds !== undefined ? formatSeconds(s.seconds) : '',
-        `[output](${s.outputUrl})`,
+        `\`${s.outputPath}\``,
+        s.madeBy ? `[${s.madeBy.run}](${runLink(r, s.madeBy).replace(/index\.html$/, 'report.md')})` : '',
         s.logs.map((l) => `[${l.path}](${logFile(s.nameHash, l.path)})`).join(', '),
       ]),
     ),
@@ -66,9 +67,12 @@ export function renderMarkdown(p: SiteParts): string {
     '',
   )
 
+  for (const a of datasets)
+    if (a.rows) out.push(`First rows of \`${a.ref}\` (\`${a.rows.file}\`):`, '', table(a.rows.columns, a.rows.rows), '')
+
   out.push('## Training', '')
   if (charts.length === 0) out.push('_No training metrics (metrics.jsonl) in any step._', '')
-  for (const ch of charts) out.push(`![${ch.title}](${ch.file})`, '')
+  for (const ch of charts.filter((c) => c.x === 'step')) out.push(`![${ch.title}](${ch.file})`, '')
   if (checkpoints.length)
     out.push(
       '### Checkpoints',
@@ -108,8 +112,16 @@ export function renderMarkdown(p: SiteParts): string {
     '',
     data.samples.length
       ? table(
-          ['prompt', 'completion', 'expected', 'from'],
-          data.samples.map((s) => [s.prompt, s.completion, s.expected ?? '', s.source]),
+          ['prompt', 'completion', 'expected', 'scores', 'from'],
+          data.samples.map((s) => [
+            s.prompt,
+            s.completion,
+            s.expected ?? '',
+            Object.entries(s.scores)
+              .map(([k, v]) => `${k} ${formatNumber(v)}`)
+              .join(', '),
+            s.source,
+          ]),
         )
       : '_No sample generations (samples.jsonl) in any step._',
     '',
@@ -121,6 +133,11 @@ export function renderMarkdown(p: SiteParts): string {
     `- git sha: \`${prov.gitSha ?? 'unknown'}\`${prov.gitDirty ? ' (uncommitted changes)' : ''}`,
     `- host: ${prov.host ?? ''}, node ${prov.node ?? ''}, recorded ${prov.timestamp ?? ''}`,
     `- script: \`${r.script ?? ''}\`, prefix \`${r.prefix}\``,
+    ...data.backends.map(
+      (b) =>
+        `- backend (${b.step}): ${b.name}${b.simd ? ', SIMD' : ''}${b.threads ? `, ${b.threads} threads` : ''}` +
+        `${b.gemm ? `; GEMM kernels: ${b.gemm}` : ''}; adapter: ${b.adapter ?? 'none (CPU)'}`,
+    ),
     '',
     table(['package', 'version'], Object.entries(prov.packages)),
     '',

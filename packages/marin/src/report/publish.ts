@@ -1,14 +1,17 @@
 /**
  * @module Publishing a built site: to any rigging storage URL or local folder, or to an
- * `http(s)://` server that accepts PUT (WebDAV style). Only changed files are sent: the target
- * keeps a manifest (`.marin-report.json`, sha256 of every file) written after the files, so an
- * interrupted publish is completed by the next one.
+ * `http(s)://` server that accepts PUT (WebDAV style). A target keeps every run published to it:
+ * a run's files go to its own folder, the front page and `runs.json` are rebuilt from the runs
+ * already there plus the new one, and nothing outside the published run's folder is ever deleted.
+ * Only changed files are sent: the target keeps a manifest (`.marin-report.json`, sha256 of every
+ * file) written after the files, so an interrupted publish is completed by the next one.
  */
 import { createHash } from 'node:crypto'
 import { resolve } from 'node:path'
 import { isRiggingError, openStorage, scrubSecretValues, type Storage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
-import type { Site } from './build.js'
+import { RUN_SUMMARY_FILE, type Site } from './build.js'
+import { RUNS_FILE, formatRuns, mergeRuns, parseRuns, renderIndex, type RunSummary } from './site-index.js'
 
 /** The manifest file at the target: `{ format: 1, files: { path: sha256 } }`. */
 export const MANIFEST_FILE = '.marin-report.json'
@@ -51,7 +54,8 @@ function parseManifest(text: string | undefined): Manifest {
 /** Where files go: the few operations publishing needs. */
 type Sink = {
   readonly where: string
-  readManifest(): Promise<string | undefined>
+  /** A file's text, or undefined where there is none. */
+  read(path: string): Promise<string | undefined>
   exists(path: string): Promise<boolean>
   put(path: string, body: string): Promise<void>
   remove(path: string): Promise<void>
@@ -60,9 +64,9 @@ type Sink = {
 function storageSink(storage: Storage, where: string): Sink {
   return {
     where,
-    async readManifest() {
+    async read(path) {
       try {
-        return await storage.readText(MANIFEST_FILE)
+        return await storage.readText(path)
       } catch (err) {
         if (isRiggingError(err, 'STORAGE_NOT_FOUND')) return undefined
         throw err
@@ -98,10 +102,13 @@ function httpSink(base: string): Sink {
   }
   return {
     where: root,
-    async readManifest() {
-      const res = await call('GET', MANIFEST_FILE)
-      if (res.status === 404) return undefined
-      if (!res.ok) throw fail('GET', MANIFEST_FILE, `HTTP ${res.status}`)
+    async read(path) {
+      const res = await call('GET', path)
+      if (res.status === 404) {
+        await res.arrayBuffer()
+        return undefined
+      }
+      if (!res.ok) throw fail('GET', path, `HTTP ${res.status}`)
       return res.text()
     },
     // Over HTTP the manifest is trusted: checking each file would cost a request per file.
@@ -138,18 +145,42 @@ async function sinkFor(target: string): Promise<Sink> {
   }
 }
 
+const RUN_SUMMARY = new RegExp(`^(runs/[^/]+/[^/]+)/${RUN_SUMMARY_FILE.replace('.', '\\.')}$`)
+
+/** The run folders `site` publishes, with their summaries. */
+function runsOf(site: Site): { folders: string[]; summaries: RunSummary[] } {
+  const folders: string[] = []
+  const summaries: RunSummary[] = []
+  for (const [path, body] of site) {
+    const m = RUN_SUMMARY.exec(path)
+    if (!m) continue
+    folders.push(`${m[1]}/`)
+    summaries.push(...parseRuns(`[${body}]`))
+  }
+  return { folders, summaries }
+}
+
 /**
- * Writes the files of `site` that differ from what the target's manifest records (or that are
- * missing there), deletes files of the previous publish that are gone, then writes the manifest.
+ * Publishes `site` into `target`, merging: the runs it holds are added to the target's `runs.json`
+ * and front page; of the files the previous publishes wrote, only those inside the folder of a
+ * run published again and missing from it now are deleted. Files that differ from what the
+ * target's manifest records (or are missing there) are written, then the manifest.
  * A site is meant to be read by others: every secret value this process knows is scrubbed from it.
  */
 export async function publishSite(site: Site, target: string): Promise<PublishResult> {
   const sink = await sinkFor(target)
-  const old = parseManifest(await sink.readManifest())
+  const old = parseManifest(await sink.read(MANIFEST_FILE))
+  const { folders, summaries } = runsOf(site)
+  const files = new Map(site)
+  if (summaries.length > 0) {
+    const runs = mergeRuns(parseRuns(await sink.read(RUNS_FILE)), summaries)
+    files.set(RUNS_FILE, formatRuns(runs))
+    files.set('index.html', renderIndex(runs))
+  }
   const next: Manifest = { format: 1, files: {} }
   const uploaded: string[] = []
   const unchanged: string[] = []
-  for (const [path, raw] of [...site].sort(([a], [b]) => a.localeCompare(b))) {
+  for (const [path, raw] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
     const body = scrubSecretValues(raw)
     const hash = sha256(body)
     next.files[path] = hash
@@ -160,10 +191,14 @@ export async function publishSite(site: Site, target: string): Promise<PublishRe
     await sink.put(path, body)
     uploaded.push(path)
   }
-  const deleted = Object.keys(old.files)
-    .filter((p) => !site.has(p) && p !== MANIFEST_FILE)
-    .sort()
+  const deleted: string[] = []
+  for (const [p, hash] of Object.entries(old.files).sort(([a], [b]) => a.localeCompare(b))) {
+    if (files.has(p) || p === MANIFEST_FILE) continue
+    if (folders.some((f) => p.startsWith(f))) deleted.push(p)
+    else next.files[p] = hash // another run's file, or one this site does not hold: kept
+  }
   for (const p of deleted) await sink.remove(p)
-  await sink.put(MANIFEST_FILE, `${JSON.stringify(next, null, 2)}\n`)
+  const sorted: Manifest = { format: 1, files: Object.fromEntries(Object.entries(next.files).sort(([a], [b]) => a.localeCompare(b))) }
+  await sink.put(MANIFEST_FILE, `${JSON.stringify(sorted, null, 2)}\n`)
   return { target: sink.where, uploaded, unchanged, deleted }
 }

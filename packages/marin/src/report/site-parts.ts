@@ -1,6 +1,6 @@
 /** @module What the HTML and Markdown renderers share: the rendered pieces and derived values. */
 import type { Chart } from './charts.js'
-import type { MetricRow, ReportData } from './types.js'
+import type { MetricRow, ReportData, RunRef } from './types.js'
 
 /** The collected data plus what was rendered from it. */
 export type SiteParts = { readonly data: ReportData; readonly charts: readonly Chart[]; readonly graphSvg: string }
@@ -31,7 +31,22 @@ export function provenanceOf(p: unknown): ShownProvenance {
   }
 }
 
-/** Where a step's log is copied inside the site. */
+/** The folder of a run's page inside the site: `runs/<experiment>/<run>`. */
+export function runFolder(r: RunRef): string {
+  return `runs/${r.experiment}/${r.run}`
+}
+
+/** A relative link from the page of run `from` to the page of run `to`. */
+export function runLink(from: RunRef, to: RunRef): string {
+  return from.experiment === to.experiment ? `../${to.run}/index.html` : `../../${to.experiment}/${to.run}/index.html`
+}
+
+/** Where the site keeps a copy of an artifact version's manifest, relative to the run's page. */
+export function artifactFile(artifact: string, version: number): string {
+  return `artifacts/${artifact}@${version}.json`
+}
+
+/** Where a step's log is copied inside the run's folder. */
 export function logFile(nameHash: string, path: string): string {
   return `logs/${nameHash}/${path.replace(/^logs\//, '')}`
 }

@@ -8,14 +8,17 @@ import { join } from 'node:path'
 import { openStore, storeUrl } from '@marin/finestore'
 import { JsonlTracker } from '@marin/levanter'
 import { Experiment } from '../executor/experiment.js'
-import { step } from '../executor/step.js'
+import { step, type Step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
+
+const LONG_DOC = `a long story begins here ${'and goes on '.repeat(40)}until the very end`
 
 const DOCS = [
   'the cat sat on the mat',
   'the dog sat on the log',
   'the cat sat on the mat',
   'a bird flew over the house',
+  LONG_DOC,
 ]
 
 async function commit(
@@ -78,7 +81,13 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
   })
   const train = step({
     name: 'train',
-    config: { data: dedup.output(), lr: versioned(3e-3), steps: versioned(trainSteps) },
+    config: {
+      data: dedup.output(),
+      lr: versioned(3e-3),
+      steps: versioned(trainSteps),
+      model: versioned({ seqLen: 16 }),
+      trainer: versioned({ batchSize: 4 }),
+    },
     fn: async (c, ctx) => {
       const tracker = new JsonlTracker(join(ctx.outputPath, 'run', 'metrics.jsonl'))
       for (let s = 1; s <= c.steps; s++) {
@@ -99,9 +108,13 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
         { steps: [c.steps] },
         ['datasets/dedup@1'],
       )
+      // What trainStep records besides the references: the tensor backend levanter chose.
       writeFileSync(
         join(ctx.outputPath, 'artifacts.json'),
-        JSON.stringify([{ artifact: 'checkpoints/tiny', version: v }]),
+        JSON.stringify({
+          artifacts: [{ artifact: 'checkpoints/tiny', version: v }],
+          backend: { name: 'wasm', threads: 1, simd: true, gemm: 'native' },
+        }),
       )
       ctx.log.info({ steps: c.steps }, 'trained')
     },
@@ -141,6 +154,11 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
           samples: records.length,
           metrics: { exact_match: { value: 0.5, stderr: 0.1 } },
         },
+        'held-out-text': {
+          kind: 'perplexity',
+          samples: 3,
+          metrics: { bits_per_byte: { value: 3.125, stderr: 0.05 }, byte_perplexity: { value: 8.724, stderr: 0.3 } },
+        },
       }
       const v = await commit(
         prefix,
@@ -158,4 +176,20 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
     },
   })
   return new Experiment({ name, steps: [evaluate] })
+}
+
+/** The experiment `name`: a chain of `n` trivial steps with long names (the widest step graph). */
+export function chainFixture(n: number, name = 'long-chain'): Experiment {
+  let prev: Step | undefined
+  const steps: Step[] = []
+  for (let i = 1; i <= n; i++) {
+    const s: Step = step({
+      name: `stage-${String(i).padStart(2, '0')}-with-a-rather-long-name`,
+      config: { index: versioned(i), ...(prev ? { input: prev.output() } : {}) },
+      fn: async (c, ctx) => ctx.log.info({ index: c.index }, 'done'),
+    })
+    steps.push(s)
+    prev = s
+  }
+  return new Experiment({ name, steps })
 }

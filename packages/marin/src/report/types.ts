@@ -10,13 +10,26 @@ export type StepLogFile = {
   readonly tail: string
 }
 
+/** The run that made a step's output (what a SKIPPED step reused). */
+export type RunRef = { readonly experiment: string; readonly run: string }
+
 /** A step as the report shows it: its record plus what its output folder holds. */
 export type ReportStep = StepRecord & {
   /** The on-disk status word (`.executor_status`), when there is one. */
   readonly diskStatus?: string
   readonly logs: readonly StepLogFile[]
-  /** A link to the step's output folder (a `file://` URL on a local prefix, else the storage URL). */
-  readonly outputUrl: string
+  /** The resolved config the step ran with (`.executor_info`), when readable. */
+  readonly config?: unknown
+  /** For a step that did not run in this run: the newest earlier run in which it succeeded. */
+  readonly madeBy?: RunRef
+}
+
+/** The first rows of a dataset artifact, long text shortened. */
+export type DatasetRows = {
+  /** The file of the artifact they were read from. */
+  readonly file: string
+  readonly columns: readonly string[]
+  readonly rows: readonly (readonly string[])[]
 }
 
 /** A finestore version a step committed, with its manifest's summary. */
@@ -33,8 +46,12 @@ export type ReportArtifact = {
   readonly lineage: readonly string[]
   /** The step that listed it in its `artifacts.json`. */
   readonly step: string
-  /** A link to the version's manifest in the store (`file://` on a local prefix). */
+  /** Where the site keeps a copy of the version's manifest, relative to the run's page. */
   readonly url: string
+  /** The manifest itself (copied into the site, left out of `data.json`). */
+  readonly manifest: unknown
+  /** For datasets: the first rows. */
+  readonly rows?: DatasetRows
 }
 
 /** One line of a levanter `metrics.jsonl`, with the step that wrote it. */
@@ -53,12 +70,24 @@ export type EvalRow = {
   readonly stderr?: number
 }
 
-/** One sample generation. */
+/** One evaluated sample: the prompt, what the model answered, the expected answer and its scores. */
 export type SampleRow = {
   readonly source: string
   readonly prompt: string
   readonly completion: string
   readonly expected?: string
+  /** Per-sample scores (`exact_match`, `acc`, `acc_norm`), by metric name. */
+  readonly scores: Readonly<Record<string, number>>
+}
+
+/** The tensor backend a training step ran on, as levanter reported it (`initBackend()`). */
+export type BackendShown = {
+  readonly step: string
+  readonly name: string
+  readonly threads?: number
+  readonly simd?: boolean
+  readonly gemm?: string
+  readonly adapter?: string
 }
 
 /** Everything a report shows about one experiment run. */
@@ -71,6 +100,10 @@ export type ReportData = {
   readonly metrics: readonly MetricRow[]
   readonly evals: readonly EvalRow[]
   readonly samples: readonly SampleRow[]
+  /** The backends training steps ran on. */
+  readonly backends: readonly BackendShown[]
+  /** Tokens per optimizer step of each training step (batch size × sequence length from its config), by step name. */
+  readonly tokensPerStep: Readonly<Record<string, number>>
   /** Problems met while gathering (an unreadable metrics line, a missing artifact), shown in the report. */
   readonly warnings: readonly string[]
 }
