@@ -158,8 +158,14 @@ export class Pipeline {
             config: { model: model.config, trainer: c },
             metrics,
           }
-          const tensors = await engine.state()
-          await ckpt.save({ ...manifest, optimizerCount: tensors.count }, tensors, shapes)
+          if (engine instanceof MeshEngine && c.checkpointStore) {
+            // every member writes its own parts into the version
+            const blobs = await engine.writeShards(c.checkpointStore)
+            await ckpt.saveShards({ ...manifest, optimizerCount: blobs[0]!.count }, engine.checkpointLayout(), blobs)
+          } else {
+            const tensors = await engine.state()
+            await ckpt.save({ ...manifest, optimizerCount: tensors.count }, tensors, shapes)
+          }
         }
         for (const h of trainer.hooks) if (info.step % h.every === 0) await h.run(info)
       }

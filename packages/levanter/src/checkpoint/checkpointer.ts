@@ -1,18 +1,23 @@
 /**
  * @module Checkpoints in finestore. Artifact `checkpoints/<run>`; each save commits a version
  * holding `step-<N>/{model,optimizer}.safetensors` and `step-<N>/manifest.json` for every kept
- * checkpoint. finestore writes a version's manifest after all its blobs, so a checkpoint whose
+ * checkpoint. A mesh's members write their own parts instead, all into the same version
+ * (`step-<N>/{model,optimizer}-<rank>-of-<members>.safetensors`), and the manifest records the mesh
+ * and how each parameter lies on it; reading joins the parts into full tensors, which load into
+ * any mesh (parallel/layout.ts). finestore writes a version's manifest after all its blobs, so a checkpoint whose
  * save was interrupted is never visible. Keep policy: multiples of `keepEvery` stay in every later
  * version; others only while among the `keepLatest` newest.
  */
 import { isFinestoreError, openStore } from '@marin/finestore'
-import type { ArtifactView, Store } from '@marin/finestore'
+import type { ArtifactView, Store, Transaction } from '@marin/finestore'
 import { logger } from '@marin/rigging'
 import type { TrainTensors } from '../engine.js'
 import { LevanterError, isLevanterError } from '../errors.js'
 import { createModel } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import type { ModelConfigInput } from '../models/config.js'
+import { joinMoments, joinWeights } from '../parallel/layout.js'
+import type { ShardBlobs, ShardedLayout } from '../parallel/layout.js'
 import { decodeSafetensors, encodeSafetensors } from './safetensors.js'
 import type { SafeTensor } from './safetensors.js'
 
@@ -28,6 +33,8 @@ export type CheckpointManifest = {
   readonly optimizerCount: number
   readonly config: { readonly model: unknown; readonly trainer: unknown }
   readonly metrics: Readonly<Record<string, number>>
+  /** Present when each mesh member wrote its own parts. */
+  readonly mesh?: ShardedLayout
 }
 
 export type CheckpointerOptions = {
@@ -90,9 +97,42 @@ export async function modelFromCheckpoint(
     throw new LevanterError('BAD_CHECKPOINT', `${what('manifest.json')}: not JSON (${err.message})`)
   }
   const model = createModel(manifest.config.model as ModelConfigInput)
-  const { tensors } = decodeSafetensors(await view.read(`${dir(s)}/model.safetensors`), what('model.safetensors'))
-  for (const [n, t] of tensors) model.set(n, t.data instanceof Float32Array ? t.data : Float32Array.from(t.data))
+  for (const [n, d] of await readTensors(view, s, manifest, 'model')) model.set(n, d)
   return { model, step: s }
+}
+
+const shardFile = (kind: 'model' | 'optimizer', rank: number, members: number) =>
+  `${kind}-${String(rank).padStart(5, '0')}-of-${String(members).padStart(5, '0')}.safetensors`
+
+/** The full weights (`model`) or moments (`optimizer`) of step `s`: one file, or every member's parts joined. */
+async function readTensors(
+  view: ArtifactView,
+  s: number,
+  manifest: CheckpointManifest,
+  kind: 'model' | 'optimizer',
+): Promise<Map<string, Float32Array>> {
+  const read = async (f: string) => {
+    const { tensors } = decodeSafetensors(await view.read(`${dir(s)}/${f}`), `${view.ref} ${dir(s)}/${f}`)
+    return new Map(
+      [...tensors].map(([k, t]) => [k, t.data instanceof Float32Array ? t.data : Float32Array.from(t.data)]),
+    )
+  }
+  const mesh = manifest.mesh
+  if (!mesh) return read(`${kind}.safetensors`)
+  const members = mesh.data * mesh.model
+  const parts = await Promise.all(Array.from({ length: members }, (_, r) => read(shardFile(kind, r, members))))
+  for (const [r, part] of parts.entries())
+    for (const lp of mesh.layout) {
+      const keys = kind === 'model' ? [lp.name] : [`m.${lp.name}`, `v.${lp.name}`]
+      for (const k of keys)
+        if (part.get(k)?.length !== (kind === 'model' ? lp.size : lp.owned))
+          throw new LevanterError(
+            'BAD_CHECKPOINT',
+            `${view.ref} ${dir(s)}/${shardFile(kind, r, members)}: "${k}" is missing or not the size the manifest's ` +
+              'layout records',
+          )
+    }
+  return kind === 'model' ? joinWeights(parts, mesh.layout, mesh) : joinMoments(parts, mesh.layout, mesh, mesh.fsdp)
 }
 
 export class Checkpointer {
@@ -122,6 +162,38 @@ export class Checkpointer {
     tensors: TrainTensors,
     shapes: ReadonlyMap<string, readonly number[]>,
   ): Promise<void> {
+    const optShapes = new Map<string, readonly number[]>()
+    for (const [k, s] of shapes) {
+      optShapes.set(`m.${k}`, s)
+      optShapes.set(`v.${k}`, s)
+    }
+    await this.#commit(manifest, async (txn, d) => {
+      await txn.put(`${d}/model.safetensors`, encodeSafetensors(toSafe(tensors.weights, shapes)))
+      await txn.put(`${d}/optimizer.safetensors`, encodeSafetensors(toSafe(tensors.optimizer, optShapes)))
+    })
+  }
+
+  /**
+   * Save step `manifest.step` from the blobs each member of a mesh wrote (`MeshEngine.writeShards`,
+   * in rank order) into this store: one version holds every member's files, and the manifest
+   * records `mesh` and its layout. Applies the keep policy.
+   */
+  async saveShards(manifest: CheckpointManifest, mesh: ShardedLayout, blobs: readonly ShardBlobs[]): Promise<void> {
+    const members = mesh.data * mesh.model
+    if (blobs.length !== members)
+      throw new LevanterError(
+        'BAD_CHECKPOINT',
+        `${this.artifact}: ${blobs.length} members' shards for a mesh of ${members}`,
+      )
+    await this.#commit({ ...manifest, mesh }, async (txn, d) => {
+      for (const [r, b] of blobs.entries()) {
+        await txn.putBlob(`${d}/${shardFile('model', r, members)}`, b.model)
+        await txn.putBlob(`${d}/${shardFile('optimizer', r, members)}`, b.optimizer)
+      }
+    })
+  }
+
+  async #commit(manifest: CheckpointManifest, write: (txn: Transaction, dir: string) => Promise<void>): Promise<void> {
     const step = manifest.step
     const keepEvery = this.opts.keepEvery ?? null,
       keepLatest = this.opts.keepLatest ?? 2
@@ -130,20 +202,14 @@ export class Checkpointer {
     const temporary = all.filter((s) => !(keepEvery && s % keepEvery === 0))
     const dropped = new Set(temporary.slice(0, Math.max(0, temporary.length - keepLatest)))
     const kept = all.filter((s) => !dropped.has(s))
-    const optShapes = new Map<string, readonly number[]>()
-    for (const [k, s] of shapes) {
-      optShapes.set(`m.${k}`, s)
-      optShapes.set(`v.${k}`, s)
-    }
     await this.store.commit(
       this.artifact,
       async (txn) => {
         for (const path of Object.keys(txn.files())) {
           const s = Number(/^step-(\d+)\//.exec(path)?.[1])
-          if (dropped.has(s)) txn.remove(path)
+          if (dropped.has(s) || s === step) txn.remove(path)
         }
-        await txn.put(`${dir(step)}/model.safetensors`, encodeSafetensors(toSafe(tensors.weights, shapes)))
-        await txn.put(`${dir(step)}/optimizer.safetensors`, encodeSafetensors(toSafe(tensors.optimizer, optShapes)))
+        await write(txn, dir(step))
         await txn.put(`${dir(step)}/manifest.json`, JSON.stringify(manifest)) // the step's metadata, last
         txn.setMetadata({ latest: step, steps: kept })
       },
@@ -204,15 +270,11 @@ export class Checkpointer {
     if (manifest?.step !== s || typeof manifest.optimizerCount !== 'number') {
       throw new LevanterError('BAD_CHECKPOINT', `${what('manifest.json')}: does not describe step ${s}`)
     }
-    const read = async (f: string) => {
-      const { tensors } = decodeSafetensors(await view.read(`${dir(s)}/${f}`), what(f))
-      return new Map([...tensors].map(([k, t]) => [k, t.data as Float32Array]))
-    }
     return {
       manifest,
       tensors: {
-        weights: await read('model.safetensors'),
-        optimizer: await read('optimizer.safetensors'),
+        weights: await readTensors(view, s, manifest, 'model'),
+        optimizer: await readTensors(view, s, manifest, 'optimizer'),
         count: manifest.optimizerCount,
       },
     }

@@ -241,6 +241,45 @@ export function cutForMember(
   return { weights, optimizer, count: full.count }
 }
 
+/** Full weights from every member's model parts, in rank order. */
+export function joinWeights(
+  parts: readonly ReadonlyMap<string, Float32Array>[],
+  layout: readonly LocalParam[],
+  mesh: MeshShape,
+): Map<string, Float32Array> {
+  const out = new Map<string, Float32Array>()
+  for (const lp of layout) {
+    const models = Array.from({ length: mesh.model }, (_, m) => parts[m]!.get(lp.name)!) // data coordinate 0
+    out.set(lp.name, joinModelParts(models, lp.shape, lp.split))
+  }
+  return out
+}
+
+/** Full moments (`m.<name>`, `v.<name>`) from every member's owned slices, in rank order. */
+export function joinMoments(
+  parts: readonly ReadonlyMap<string, Float32Array>[],
+  layout: readonly LocalParam[],
+  mesh: MeshShape,
+  fsdp: boolean,
+): Map<string, Float32Array> {
+  const out = new Map<string, Float32Array>()
+  const at = (d: number, m: number) => parts[d * mesh.model + m]!
+  for (const lp of layout)
+    for (const k of ['m', 'v']) {
+      const key = `${k}.${lp.name}`
+      const models = Array.from({ length: mesh.model }, (_, m) =>
+        fsdp
+          ? joinFsdpShards(
+              Array.from({ length: mesh.data }, (_, d) => at(d, m).get(key)!),
+              lp.size,
+            )
+          : at(0, m).get(key)!,
+      )
+      out.set(key, joinModelParts(models, lp.shape, lp.split))
+    }
+  return out
+}
+
 /** The full tensors from every member's parts, in rank order (inverse of {@link cutForMember}). */
 export function assembleMembers(
   parts: readonly PartTensors[],
@@ -248,31 +287,33 @@ export function assembleMembers(
   mesh: MeshShape,
   fsdp: boolean,
 ): FullTensors {
-  const weights = new Map<string, Float32Array>()
-  const optimizer = new Map<string, Float32Array>()
-  const at = (d: number, m: number) => parts[d * mesh.model + m]!
-  const models = Array.from({ length: mesh.model }, (_, m) => m)
-  for (const lp of layout) {
-    weights.set(
-      lp.name,
-      joinModelParts(
-        models.map((m) => at(0, m).weights.get(lp.name)!),
-        lp.shape,
-        lp.split,
-      ),
-    )
-    for (const k of ['m', 'v']) {
-      const key = `${k}.${lp.name}`
-      const modelParts = models.map((m) =>
-        fsdp
-          ? joinFsdpShards(
-              Array.from({ length: mesh.data }, (_, d) => at(d, m).optimizer.get(key)!),
-              lp.size,
-            )
-          : at(0, m).optimizer.get(key)!,
-      )
-      optimizer.set(key, joinModelParts(modelParts, lp.shape, lp.split))
-    }
+  return {
+    weights: joinWeights(
+      parts.map((p) => p.weights),
+      layout,
+      mesh,
+    ),
+    optimizer: joinMoments(
+      parts.map((p) => p.optimizer),
+      layout,
+      mesh,
+      fsdp,
+    ),
+    count: parts[0]!.count,
   }
-  return { weights, optimizer, count: parts[0]!.count }
+}
+
+/** What a sharded checkpoint records of its mesh: the axes, fsdp, and how each parameter lies. */
+export type ShardedLayout = {
+  readonly data: number
+  readonly model: number
+  readonly fsdp: boolean
+  readonly layout: readonly LocalParam[]
+}
+
+/** The blobs one member wrote for a checkpoint (its model parts, its owned moments) and its update count. */
+export type ShardBlobs = {
+  readonly model: { readonly hash: string; readonly size: number }
+  readonly optimizer: { readonly hash: string; readonly size: number }
+  readonly count: number
 }

@@ -14,7 +14,7 @@ import { LevanterError } from '../errors.js'
 import type { CausalLM } from '../models/lm.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import { assembleMembers, checkModelAxis, coordsOfRank, cutForMember, localParams } from './layout.js'
-import type { LocalParam, MeshShape, PartTensors } from './layout.js'
+import type { LocalParam, MeshShape, PartTensors, ShardBlobs, ShardedLayout } from './layout.js'
 import type { MeshReplica } from './mesh-replica.js'
 
 const log = logger('levanter')
@@ -132,6 +132,19 @@ export class MeshEngine implements Engine {
   async state(): Promise<TrainTensors> {
     const full = assembleMembers(await this.parts(), this.layout, this.mesh, this.fsdp)
     return { weights: new Map(full.weights), optimizer: new Map(full.optimizer), count: full.count }
+  }
+
+  /** How the members hold the parameters, as a sharded checkpoint records it. */
+  checkpointLayout(): ShardedLayout {
+    return { data: this.mesh.data, model: this.mesh.model, fsdp: this.fsdp, layout: this.layout }
+  }
+
+  /** Every member writes its parts into the store at `storeUrl` at once; their blobs, in rank order. */
+  async writeShards(storeUrl: string): Promise<ShardBlobs[]> {
+    return this.#all(
+      'checkpoint',
+      this.group.members.map((m) => m.writeShard(storeUrl)),
+    )
   }
 
   async close(): Promise<void> {

@@ -9,8 +9,11 @@
  * on what it owns and, under fsdp, all-gathers the updated shards back into its parameters.
  */
 import * as tf from '@tensorflow/tfjs'
+import { openStore } from '@marin/finestore'
+import type { BlobInfo, Store } from '@marin/finestore'
 import { currentMesh } from '@marin/fray'
 import { initBackend } from '../backend.js'
+import { encodeSafetensors } from '../checkpoint/safetensors.js'
 import type { Batch } from '../data/batch.js'
 import { evalLossOf } from '../engine.js'
 import type { StepResult } from '../engine.js'
@@ -60,6 +63,7 @@ export class MeshReplica {
   #v = new Map<string, Float32Array>()
   #count = 0
   readonly #phases: MeshStepPhases[] = []
+  #store: { url: string; store: Store } | undefined
 
   constructor(
     readonly modelConfig: ModelConfig,
@@ -240,6 +244,47 @@ export class MeshReplica {
       optimizer.set(`v.${lp.name}`, this.#v.get(lp.name)!.slice())
     }
     return { weights, optimizer, count: this.#count }
+  }
+
+  /**
+   * Writes this member's parts as two loose blobs into the finestore at `storeUrl` (the driver
+   * commits them into the checkpoint's version): its model parts in their local shapes, and its
+   * owned moments.
+   */
+  async writeShard(storeUrl: string): Promise<{ model: BlobInfo; optimizer: BlobInfo; count: number }> {
+    if (this.#store?.url !== storeUrl) {
+      this.#store?.store.close()
+      this.#store = { url: storeUrl, store: await openStore({ url: storeUrl }) }
+    }
+    const store = this.#store.store
+    const st = await this.state()
+    const byLayout = (
+      m: ReadonlyMap<string, Float32Array>,
+      key: (n: string) => string,
+      shape: (lp: LocalParam) => number[],
+    ) => new Map(this.#layout.map((lp) => [key(lp.name), { shape: shape(lp), data: m.get(key(lp.name))! }]))
+    const weights = byLayout(
+      st.weights,
+      (n) => n,
+      (lp) => [...lp.local],
+    )
+    const moments = new Map([
+      ...byLayout(
+        st.optimizer,
+        (n) => `m.${n}`,
+        (lp) => [lp.owned],
+      ),
+      ...byLayout(
+        st.optimizer,
+        (n) => `v.${n}`,
+        (lp) => [lp.owned],
+      ),
+    ])
+    const [model, optimizer] = await Promise.all([
+      store.putBlob(encodeSafetensors(weights)),
+      store.putBlob(encodeSafetensors(moments)),
+    ])
+    return { model, optimizer, count: st.count }
   }
 
   /**
