@@ -1,7 +1,7 @@
 /**
  * @module Loads levanter's native GEMM (native/gemm.cc, an N-API addon that `pnpm install` builds
  * with node-gyp and the machine's compiler, native/build.mjs): C (+)= op(A)·op(B) with AVX2/FMA,
- * single-threaded, in place on a WebAssembly.Memory's buffer. {@link nativeGemm} answers the addon,
+ * on `LEVANTER_THREADS` threads, in place on a WebAssembly.Memory's buffer. {@link nativeGemm} answers the addon,
  * or why it cannot run here: not built, a CPU without AVX2/FMA, or `LEVANTER_NATIVE_DISABLE=1`
  * (read here only; it forces the WebAssembly GEMM, to test that path).
  */
