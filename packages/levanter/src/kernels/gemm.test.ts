@@ -247,7 +247,7 @@ describe('levanter GEMM', () => {
     }
   })
 
-  test('a process without the native GEMM selects and multiplies on the fma build; with it, on native', () => {
+  test('a process without the native GEMM selects and multiplies on the fma build, and trains without the fused native kernels; with it, on native', () => {
     const script = fileURLToPath(new URL('../test-support/gemm-choice.ts', import.meta.url))
     const run = (env: Record<string, string>) => {
       const r = spawnSync(process.execPath, ['--import', 'tsx', script], {
@@ -256,15 +256,20 @@ describe('levanter GEMM', () => {
         env: { ...process.env, LEVANTER_GEMM: '', ...env },
       })
       expect(r.status, r.stderr).toBe(0)
-      return JSON.parse(r.stdout.trim().split('\n').pop()!) as { gemm: string; err: number }
+      type Choice = { gemm: string; err: number; fused: boolean; loss: number; gradNorm: number }
+      return JSON.parse(r.stdout.trim().split('\n').pop()!) as Choice
     }
     const off = run({ LEVANTER_NATIVE_DISABLE: '1' })
     expect(off.gemm).toBe('fma')
     expect(off.err).toBeLessThan(1e-4)
+    expect(off.fused).toBe(false)
     if (native.addon) {
       const on = run({})
       expect(on.gemm).toBe('native')
       expect(on.err).toBeLessThan(1e-4)
+      expect(on.fused).toBe(true)
+      expect(Math.abs(on.loss - off.loss)).toBeLessThan(1e-5)
+      expect(Math.abs(on.gradNorm - off.gradNorm)).toBeLessThan(1e-5 * off.gradNorm)
     }
   }, 150_000)
 })

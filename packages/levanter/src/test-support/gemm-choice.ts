@@ -1,10 +1,16 @@
 /**
  * A process for the GEMM-selection test: starts the wasm backend as a program would (LEVANTER_GEMM,
- * LEVANTER_NATIVE_DISABLE from the environment), runs one product on the chosen GEMM, and prints
- * one JSON line `{ gemm, err }`: the GEMM the backend reported and the largest error against float64.
+ * LEVANTER_NATIVE_DISABLE from the environment), runs one product on the chosen GEMM and one small
+ * GPT-2 gradient, and prints one JSON line `{ gemm, err, fused, loss, gradNorm }`: the GEMM the
+ * backend reported, the product's largest error against float64, whether the fused native kernels
+ * ran, and the gradient's loss and norm.
  */
 import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../backend.js'
+import { nativeKernels } from '../kernels/native-ops.js'
+import { maskedCrossEntropy } from '../loss.js'
+import { Gpt2LM } from '../models/lm.js'
+import { globalNorm } from '../optim/adamw.js'
 
 const { gemm } = await initBackend('wasm')
 const [M, K, N] = [37, 300, 45]
@@ -19,4 +25,21 @@ for (let m = 0; m < M; m++) {
     err = Math.max(err, Math.abs(c[m * N + n]! - s))
   }
 }
-process.stdout.write(`${JSON.stringify({ gemm, err })}\n`)
+const model = new Gpt2LM({ vocabSize: 37, seqLen: 12, dModel: 16, nLayers: 2, nHeads: 2 }, 3)
+const ids = tf.tensor2d(
+  Array.from({ length: 24 }, (_, i) => (i * 5) % 37),
+  [2, 12],
+  'int32',
+)
+const targets = tf.tensor2d(
+  Array.from({ length: 24 }, (_, i) => (i * 3 + 1) % 37),
+  [2, 12],
+  'int32',
+)
+const { value, grads } = tf.variableGrads(
+  () => maskedCrossEntropy(model.forward(ids), targets, tf.ones([2, 12])),
+  [...model.params.values()],
+)
+const fused = nativeKernels() !== undefined
+const result = { gemm, err, fused, loss: value.dataSync()[0], gradNorm: globalNorm(Object.values(grads)) }
+process.stdout.write(`${JSON.stringify(result)}\n`)
