@@ -9,183 +9,323 @@
  * LEVANTER_BENCH_STEPS sets the timed steps per levanter variant (median reported) @default 3;
  * LEVANTER_BENCH_STOCK_STEPS the stock baseline's @default 1; LEVANTER_BENCH_ROUNDS the rounds @default 3.
  */
-import { spawnSync } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import os from 'node:os'
 import { emit, median } from '@marin/rigging/bench'
 import { nativeGemm } from '../src/kernels/native-gemm.js'
+import { findTorch, levanterRun, pytorchRun, run, tryRun } from './processes.js'
+import type { Result, Size } from './processes.js'
 
-const steps = process.env.LEVANTER_BENCH_STEPS ?? '3'
-const rounds = Number(process.env.LEVANTER_BENCH_ROUNDS ?? 3)
-const variantFile = fileURLToPath(new URL('./variant.ts', import.meta.url))
-type Result = Record<string, number> & { phasesMs?: Record<string, number> }
-
-function run(variant: string, n = steps, gemm?: string): Result {
-  process.stderr.write(`levanter bench: ${variant}${gemm ? ` (LEVANTER_GEMM=${gemm})` : ''}…\n`)
-  const r = spawnSync(process.execPath, ['--import', 'tsx', variantFile, variant, n], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, LOG_LEVEL: 'warn', ...(gemm ? { LEVANTER_GEMM: gemm } : {}) },
-  })
-  const line = r.stdout
-    .trim()
-    .split('\n')
-    .filter((l) => l.startsWith('{"variant"'))
-    .pop()
-  if (!line) throw new Error(`bench variant ${variant} printed no result (exit ${r.status})`)
-  return JSON.parse(line)
+/** A whole-number env setting of at least `min`; anything else stops the bench with exit 2. */
+function setting(name: string, dflt: number, min: number): number {
+  const raw = process.env[name]
+  if (raw === undefined || raw === '') return dflt
+  const n = Number(raw)
+  if (Number.isInteger(n) && n >= min) return n
+  process.stderr.write(`levanter bench: ${name} must be a whole number ≥ ${min}, got "${raw}"\n`)
+  process.exit(2)
 }
 
-// The machine is shared: run the variants in rounds (stock, 1 process, 2 processes) so each ratio
-// compares runs made minutes apart, and report medians over the rounds.
+/** LEVANTER_BENCH_SIZES: unset/0 none, 1 the default sweep, or a list of dModel/layers (heads of 64). */
+function sizesSetting(): Size[] {
+  const raw = process.env.LEVANTER_BENCH_SIZES ?? ''
+  if (raw === '' || raw === '0') return []
+  const list = raw === '1' ? '128/2,512/6,768/8,1024/8' : raw
+  return list.split(',').map((item) => {
+    const m = /^\s*(\d+)\/(\d+)\s*$/.exec(item)
+    const dModel = Number(m?.[1]),
+      nLayers = Number(m?.[2])
+    if (!m || dModel < 64 || dModel % 64 !== 0 || nLayers < 1) {
+      process.stderr.write(
+        `levanter bench: LEVANTER_BENCH_SIZES: "${item}" is not dModel/layers with dModel a multiple of 64 ` +
+          `(e.g. 1, or 128/2,768/8)\n`,
+      )
+      process.exit(2)
+    }
+    return { dModel, nLayers, nHeads: dModel / 64 }
+  })
+}
+
+const steps = String(setting('LEVANTER_BENCH_STEPS', 3, 1))
+const stockSteps = setting('LEVANTER_BENCH_STOCK_STEPS', 1, 0)
+const rounds = setting('LEVANTER_BENCH_ROUNDS', 3, 0)
+const sizes = sizesSetting()
+const sizeSteps = String(setting('LEVANTER_BENCH_SIZE_STEPS', 1, 1))
+
+const torch = findTorch()
+const python = 'python' in torch ? torch.python : undefined
+if ('why' in torch) {
+  process.stderr.write(
+    `levanter bench: no PyTorch reference (${torch.why}); to compare with PyTorch, install it ` +
+      `(Debian: apt-get install python3-torch libopenblas0-pthread) or set LEVANTER_BENCH_PYTHON to a python with torch\n`,
+  )
+} else {
+  process.stderr.write(`levanter bench: PyTorch ${torch.torch} from ${torch.python}\n`)
+}
+/** Warn once when PyTorch did not load OpenBLAS (Debian's reference BLAS is some 20× slower: a meaningless baseline). */
+let blasChecked = false
+function checkBlas(r: Result): Result {
+  if (!blasChecked && !/openblas|mkl/i.test(String(r.blas))) {
+    process.stderr.write(
+      `levanter bench: PyTorch runs on ${r.blas}, not OpenBLAS; its numbers are not a fair baseline ` +
+        `(Debian: apt-get install libopenblas0-pthread)\n`,
+    )
+  }
+  blasChecked = true
+  return r
+}
+
+// The machine is shared: run the variants in rounds (stock, PyTorch, 1 process, 2 processes) so each
+// ratio compares runs made minutes apart, and report medians over the rounds.
 const load: number[] = [os.loadavg()[0]!]
 const native = nativeGemm().addon !== undefined
 const stock: Result[] = [],
   one: Result[] = [],
   two: Result[] = [],
   oneFma: Result[] = [],
-  twoFma: Result[] = []
+  twoFma: Result[] = [],
+  torch1: Result[] = [],
+  torch2: Result[] = []
 for (let r = 0; r < rounds; r++) {
-  stock.push(run('stock', process.env.LEVANTER_BENCH_STOCK_STEPS ?? '1'))
-  one.push(run('levanter'))
-  if (native) oneFma.push(run('levanter', steps, 'fma'))
-  two.push(run('levanter-dp2'))
-  if (native) twoFma.push(run('levanter-dp2', steps, 'fma'))
+  if (stockSteps > 0) stock.push(run(levanterRun('stock', String(stockSteps))))
+  if (python) torch1.push(checkBlas(run(pytorchRun(python, 1, steps))))
+  one.push(run(levanterRun('levanter', steps)))
+  if (native) oneFma.push(run(levanterRun('levanter', steps, { gemm: 'fma' })))
+  if (python) torch2.push(checkBlas(run(pytorchRun(python, 2, steps))))
+  two.push(run(levanterRun('levanter-dp2', steps)))
+  if (native) twoFma.push(run(levanterRun('levanter-dp2', steps, { gemm: 'fma' })))
   load.push(os.loadavg()[0]!)
-  const t = (x: Result) => x.tokensPerSec!.toFixed(1)
+  const t = (x: Result | undefined) => (x ? x.tokensPerSec!.toFixed(1) : '-')
+  const vsStock = (x: Result) => (stock[r] ? ` (${(x.tokensPerSec! / stock[r]!.tokensPerSec!).toFixed(2)}× stock)` : '')
   process.stderr.write(
-    `round ${r + 1} (tokens/CPU-s: stock ` +
-      `${stock[r]!.tokensPerCpuSec!.toFixed(1)}, 1 process ` +
-      `${one[r]!.tokensPerCpuSec!.toFixed(1)}, per replica ` +
-      `${two[r]!.tokensPerCpuSec!.toFixed(1)}): stock ${t(stock[r]!)}, ` +
-      `1 process ${t(one[r]!)} (` +
-      `${(one[r]!.tokensPerSec! / stock[r]!.tokensPerSec!).toFixed(2)}` +
-      `×), 2 processes ${t(two[r]!)} (` +
-      `${(two[r]!.tokensPerSec! / stock[r]!.tokensPerSec!).toFixed(2)}` +
-      `×) ${JSON.stringify(two[r]!.phasesMs)}, load ` +
-      `${load[r + 1]!.toFixed(1)}\n`,
+    `round ${r + 1} tokens/s: stock ${t(stock[r])}, PyTorch 1 thread ${t(torch1[r])}, 2 threads ${t(torch2[r])}, ` +
+      `1 process ${t(one[r])}${vsStock(one[r]!)}, 2 processes ${t(two[r])}${vsStock(two[r]!)} ` +
+      `${JSON.stringify(two[r]!.phasesMs)}; tokens/CPU-s: 1 process ${one[r]!.tokensPerCpuSec!.toFixed(1)}, ` +
+      `per replica ${two[r]!.tokensPerCpuSec!.toFixed(1)}; load ${load[r + 1]!.toFixed(1)}\n`,
   )
 }
-const gen = run('generate')
-const gemm = run('gemm', '7')
 const m = (xs: Result[], k: string) => median(xs.map((x) => x[k] as number))
 const ratio = (xs: Result[]) => median(xs.map((x, i) => x.tokensPerSec! / stock[i]!.tokensPerSec!))
+/** The stock baseline of a line, where the stock variant ran. */
+const vsStock = (k: string) => (stock.length ? { baseline: m(stock, k) } : {})
+/** A run's peak RSS per process: the driver's, or the largest replica's where that is larger. */
+const perProcessRss = (x: Result) => Math.max(x.peakRssMiB!, x.replicaPeakRssMiB ?? 0)
+// levanter's 2-core layouts, each round's fastest taken (today one: 2 processes, data-parallel).
+const twoCoreLayouts = [two]
+const bestTwo = two.map((_, i) =>
+  twoCoreLayouts.map((xs) => xs[i]!).reduce((a, x) => (x.tokensPerSec! > a.tokensPerSec! ? x : a)),
+)
 
 const b = 'levanter'
 emit({ bench: b, metric: 'load_average_1m', value: median(load), unit: 'runnable' })
-emit({ bench: b, metric: 'stock_tfjs_train_tokens_per_s', value: m(stock, 'tokensPerSec'), unit: 'tokens/s' })
-emit({ bench: b, metric: 'stock_tfjs_model_flops_per_s', value: m(stock, 'flopsPerSec'), unit: 'FLOP/s' })
-emit({ bench: b, metric: 'stock_tfjs_peak_rss', value: m(stock, 'peakRssMiB'), unit: 'MiB' })
-emit({
-  bench: b,
-  metric: 'train_tokens_per_s_1_process',
-  value: m(one, 'tokensPerSec'),
-  unit: 'tokens/s',
-  baseline: m(stock, 'tokensPerSec'),
-})
-emit({ bench: b, metric: 'train_ratio_1_process_median_of_rounds', value: ratio(one), unit: 'x' })
-if (native) {
-  for (const [procs, xs, fma] of [
-    ['1_process', one, oneFma],
-    ['2_processes', two, twoFma],
-  ] as const) {
+if (rounds > 0) {
+  if (stock.length) {
+    emit({ bench: b, metric: 'stock_tfjs_train_tokens_per_s', value: m(stock, 'tokensPerSec'), unit: 'tokens/s' })
+    emit({ bench: b, metric: 'stock_tfjs_model_flops_per_s', value: m(stock, 'flopsPerSec'), unit: 'FLOP/s' })
+    emit({ bench: b, metric: 'stock_tfjs_peak_rss', value: m(stock, 'peakRssMiB'), unit: 'MiB' })
+  }
+  emit({
+    bench: b,
+    metric: 'train_tokens_per_s_1_process',
+    value: m(one, 'tokensPerSec'),
+    unit: 'tokens/s',
+    ...vsStock('tokensPerSec'),
+  })
+  if (stock.length) emit({ bench: b, metric: 'train_ratio_1_process_median_of_rounds', value: ratio(one), unit: 'x' })
+  if (native) {
+    for (const [procs, xs, fma] of [
+      ['1_process', one, oneFma],
+      ['2_processes', two, twoFma],
+    ] as const) {
+      emit({
+        bench: b,
+        metric: `train_tokens_per_s_${procs}_fma`,
+        value: m(fma, 'tokensPerSec'),
+        unit: 'tokens/s',
+        ...vsStock('tokensPerSec'),
+      })
+      emit({
+        bench: b,
+        metric: `train_ratio_${procs}_native_over_fma_median_of_rounds`,
+        value: median(xs.map((x, i) => x.tokensPerSec! / fma[i]!.tokensPerSec!)),
+        unit: 'x',
+      })
+    }
+  }
+  emit({
+    bench: b,
+    metric: 'train_tokens_per_cpu_s_1_process',
+    value: m(one, 'tokensPerCpuSec'),
+    unit: 'tokens/CPU-s',
+    ...vsStock('tokensPerCpuSec'),
+  })
+  emit({
+    bench: b,
+    metric: 'model_flops_per_s_1_process',
+    value: m(one, 'flopsPerSec'),
+    unit: 'FLOP/s',
+    ...vsStock('flopsPerSec'),
+  })
+  emit({
+    bench: b,
+    metric: 'peak_rss_1_process',
+    value: m(one, 'peakRssMiB'),
+    unit: 'MiB',
+    ...vsStock('peakRssMiB'),
+    lowerIsBetter: true,
+  })
+  emit({
+    bench: b,
+    metric: 'train_tokens_per_s_2_processes',
+    value: m(two, 'tokensPerSec'),
+    unit: 'tokens/s',
+    ...vsStock('tokensPerSec'),
+  })
+  if (stock.length) emit({ bench: b, metric: 'train_ratio_2_processes_median_of_rounds', value: ratio(two), unit: 'x' })
+  emit({
+    bench: b,
+    metric: 'train_tokens_per_cpu_s_per_replica_2_processes',
+    value: m(two, 'tokensPerCpuSec'),
+    unit: 'tokens/CPU-s',
+    ...vsStock('tokensPerCpuSec'),
+  })
+  emit({
+    bench: b,
+    metric: 'model_flops_per_s_2_processes',
+    value: m(two, 'flopsPerSec'),
+    unit: 'FLOP/s',
+    ...vsStock('flopsPerSec'),
+  })
+  emit({
+    bench: b,
+    metric: 'peak_rss_per_replica_2_processes',
+    value: m(two, 'replicaPeakRssMiB'),
+    unit: 'MiB',
+    ...vsStock('peakRssMiB'),
+    lowerIsBetter: true,
+  })
+  for (const phase of ['grads', 'flatten', 'allReduce', 'apply', 'driver', 'replicaCpu']) {
     emit({
       bench: b,
-      metric: `train_tokens_per_s_${procs}_fma`,
-      value: m(fma, 'tokensPerSec'),
+      metric: `step_ms_2_processes_${phase.replace('allReduce', 'all_reduce').replace('replicaCpu', 'replica_cpu')}`,
+      value: median(two.map((x) => x.phasesMs![phase]!)),
+      unit: 'ms',
+    })
+  }
+  emit({ bench: b, metric: 'step_ms_1_process', value: m(one, 'stepMs'), unit: 'ms' })
+  if (python) {
+    // Against the PyTorch reference on the same cores: tokens/s (ratio = ours ÷ PyTorch) and peak RSS
+    // per process (ratio = PyTorch ÷ ours, so higher is better here too).
+    emit({
+      bench: b,
+      metric: 'train_ratio_vs_pytorch_1_core',
+      value: m(one, 'tokensPerSec'),
       unit: 'tokens/s',
-      baseline: m(stock, 'tokensPerSec'),
+      baseline: m(torch1, 'tokensPerSec'),
     })
     emit({
       bench: b,
-      metric: `train_ratio_${procs}_native_over_fma_median_of_rounds`,
-      value: median(xs.map((x, i) => x.tokensPerSec! / fma[i]!.tokensPerSec!)),
-      unit: 'x',
+      metric: 'train_ratio_vs_pytorch_2_cores',
+      value: m(bestTwo, 'tokensPerSec'),
+      unit: 'tokens/s',
+      baseline: m(torch2, 'tokensPerSec'),
+    })
+    emit({
+      bench: b,
+      metric: 'peak_rss_ratio_vs_pytorch_1_core',
+      value: m(one, 'peakRssMiB'),
+      unit: 'MiB',
+      baseline: m(torch1, 'peakRssMiB'),
+      lowerIsBetter: true,
+    })
+    emit({
+      bench: b,
+      metric: 'peak_rss_per_process_ratio_vs_pytorch_2_cores',
+      value: median(bestTwo.map(perProcessRss)),
+      unit: 'MiB',
+      baseline: m(torch2, 'peakRssMiB'),
+      lowerIsBetter: true,
+    })
+  }
+  const gen = run(levanterRun('generate', steps))
+  emit({
+    bench: b,
+    metric: 'generate_tokens_per_s_kv_cache',
+    value: gen.cachedTokensPerSec!,
+    unit: 'tokens/s',
+    baseline: gen.uncachedTokensPerSec!,
+  })
+  emit({ bench: b, metric: 'generate_tokens_per_s_no_cache', value: gen.uncachedTokensPerSec!, unit: 'tokens/s' })
+  const gemm = run(levanterRun('gemm', '7'))
+  for (const build of [...(native ? ['native'] : []), 'fma', 'simd']) {
+    emit({
+      bench: b,
+      metric: `gemm_${build}_gflops_forward`,
+      value: gemm[`${build}Forward`]!,
+      unit: 'GFLOP/s',
+      baseline: gemm.xnnpackForward!,
+    })
+    emit({
+      bench: b,
+      metric: `gemm_${build}_gflops_weight_grad`,
+      value: gemm[`${build}WeightGrad`]!,
+      unit: 'GFLOP/s',
+      baseline: gemm.xnnpackWeightGrad!,
     })
   }
 }
-emit({
-  bench: b,
-  metric: 'train_tokens_per_cpu_s_1_process',
-  value: m(one, 'tokensPerCpuSec'),
-  unit: 'tokens/CPU-s',
-  baseline: m(stock, 'tokensPerCpuSec'),
-})
-emit({
-  bench: b,
-  metric: 'model_flops_per_s_1_process',
-  value: m(one, 'flopsPerSec'),
-  unit: 'FLOP/s',
-  baseline: m(stock, 'flopsPerSec'),
-})
-emit({
-  bench: b,
-  metric: 'peak_rss_1_process',
-  value: m(one, 'peakRssMiB'),
-  unit: 'MiB',
-  baseline: m(stock, 'peakRssMiB'),
-  lowerIsBetter: true,
-})
-emit({
-  bench: b,
-  metric: 'train_tokens_per_s_2_processes',
-  value: m(two, 'tokensPerSec'),
-  unit: 'tokens/s',
-  baseline: m(stock, 'tokensPerSec'),
-})
-emit({ bench: b, metric: 'train_ratio_2_processes_median_of_rounds', value: ratio(two), unit: 'x' })
-emit({
-  bench: b,
-  metric: 'train_tokens_per_cpu_s_per_replica_2_processes',
-  value: m(two, 'tokensPerCpuSec'),
-  unit: 'tokens/CPU-s',
-  baseline: m(stock, 'tokensPerCpuSec'),
-})
-emit({
-  bench: b,
-  metric: 'model_flops_per_s_2_processes',
-  value: m(two, 'flopsPerSec'),
-  unit: 'FLOP/s',
-  baseline: m(stock, 'flopsPerSec'),
-})
-emit({
-  bench: b,
-  metric: 'peak_rss_per_replica_2_processes',
-  value: m(two, 'replicaPeakRssMiB'),
-  unit: 'MiB',
-  baseline: m(stock, 'peakRssMiB'),
-  lowerIsBetter: true,
-})
-for (const phase of ['grads', 'flatten', 'allReduce', 'apply', 'driver', 'replicaCpu']) {
+
+// The size sweep: one levanter process against PyTorch on one thread, per model size. A size
+// levanter (or PyTorch) cannot train is a line with value 0 and the run's error, not a failed bench.
+const SIZE_TIMEOUT_MS = 30 * 60_000
+for (const size of sizes) {
+  const name = `size_d${size.dModel}_l${size.nLayers}`
+  const ours = tryRun({
+    ...levanterRun('levanter', sizeSteps, { size }),
+    liveStderr: false,
+    timeoutMs: SIZE_TIMEOUT_MS,
+  })
+  const theirs = python ? tryRun({ ...pytorchRun(python, 1, sizeSteps, size), timeoutMs: SIZE_TIMEOUT_MS }) : undefined
+  if (theirs?.ok) checkBlas(theirs.result)
+  if (!python) {
+    if (!ours.ok) failedLine(`${name}_train_tokens_per_s_1_process`, 'tokens/s', ours.error)
+    else {
+      emit({
+        bench: b,
+        metric: `${name}_train_tokens_per_s_1_process`,
+        value: ours.result.tokensPerSec!,
+        unit: 'tokens/s',
+      })
+      emit({ bench: b, metric: `${name}_peak_rss_1_process`, value: ours.result.peakRssMiB!, unit: 'MiB' })
+    }
+    continue
+  }
+  const baseline = (k: string) => (theirs?.ok ? { baseline: theirs.result[k]! } : {})
+  const error = [ours, theirs].flatMap((o) => (o && !o.ok ? [o.error] : [])).join('; ')
+  if (!ours.ok) {
+    failedLine(`${name}_train_ratio_vs_pytorch_1_core`, 'tokens/s', error, baseline('tokensPerSec'))
+    continue
+  }
+  const line = emit({
+    bench: b,
+    metric: `${name}_train_ratio_vs_pytorch_1_core`,
+    value: ours.result.tokensPerSec!,
+    unit: 'tokens/s',
+    ...baseline('tokensPerSec'),
+  })
+  if (error) process.stderr.write(`levanter bench: ${line.metric} has no baseline: ${error}\n`)
   emit({
     bench: b,
-    metric: `step_ms_2_processes_${phase.replace('allReduce', 'all_reduce').replace('replicaCpu', 'replica_cpu')}`,
-    value: median(two.map((x) => x.phasesMs![phase]!)),
-    unit: 'ms',
+    metric: `${name}_peak_rss_ratio_vs_pytorch_1_core`,
+    value: ours.result.peakRssMiB!,
+    unit: 'MiB',
+    ...baseline('peakRssMiB'),
+    lowerIsBetter: true,
   })
 }
-emit({ bench: b, metric: 'step_ms_1_process', value: m(one, 'stepMs'), unit: 'ms' })
-emit({
-  bench: b,
-  metric: 'generate_tokens_per_s_kv_cache',
-  value: gen.cachedTokensPerSec!,
-  unit: 'tokens/s',
-  baseline: gen.uncachedTokensPerSec!,
-})
-emit({ bench: b, metric: 'generate_tokens_per_s_no_cache', value: gen.uncachedTokensPerSec!, unit: 'tokens/s' })
-for (const build of [...(native ? ['native'] : []), 'fma', 'simd']) {
-  emit({
-    bench: b,
-    metric: `gemm_${build}_gflops_forward`,
-    value: gemm[`${build}Forward`]!,
-    unit: 'GFLOP/s',
-    baseline: gemm.xnnpackForward!,
-  })
-  emit({
-    bench: b,
-    metric: `gemm_${build}_gflops_weight_grad`,
-    value: gemm[`${build}WeightGrad`]!,
-    unit: 'GFLOP/s',
-    baseline: gemm.xnnpackWeightGrad!,
-  })
+
+/** A line for a run that failed: value 0 (it trained nothing) and the run's error. */
+function failedLine(metric: string, unit: string, error: string, base: { baseline?: number } = {}): void {
+  const baseline = base.baseline === undefined ? {} : { baseline: Number(base.baseline.toPrecision(4)), ratio: 0 }
+  const line = { bench: b, metric, value: 0, unit, ...baseline, error }
+  process.stdout.write(`${JSON.stringify(line)}\n`)
 }

@@ -3,7 +3,10 @@
  * { tokensPerSec, flopsPerSec, peakRssMiB, ... }. Variants: stock, levanter, levanter-dp2, generate,
  * gemm (GFLOP/s of the reference config's MLP products on each GEMM). The levanter variants train on
  * the GEMM `LEVANTER_GEMM` names (the default: native where it runs, kernels/wasm-gemm.ts).
+ * `--d-model`, `--layers` and `--heads` change the model's size (the size sweep of levanter.bench.ts).
+ * `node --import tsx bench/variant.ts levanter 3 --d-model 512 --layers 6 --heads 8`
  */
+import { parseArgs } from 'node:util'
 import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../src/backend.js'
 import { Dataset } from '../src/data/dataset.js'
@@ -28,14 +31,52 @@ const cpuSeconds = () => {
   return (u.user + u.system) / 1e6
 }
 
-const variant = process.argv[2]
-const steps = Number(process.argv[3] ?? 3)
+const USAGE =
+  'usage: variant.ts stock|levanter|levanter-dp2|generate|gemm [steps] [--d-model N] [--layers N] [--heads N]'
+const usage = (why: string): never => {
+  console.error(`variant.ts: ${why}\n${USAGE}`)
+  process.exit(2)
+}
+const cli = (() => {
+  try {
+    return parseArgs({
+      allowPositionals: true,
+      options: { 'd-model': { type: 'string' }, layers: { type: 'string' }, heads: { type: 'string' } },
+    })
+  } catch (e) {
+    return usage((e as Error).message)
+  }
+})()
+const count = (name: string, v: string | undefined, dflt: number): number => {
+  if (v === undefined) return dflt
+  const n = Number(v)
+  return Number.isInteger(n) && n > 0 ? n : usage(`${name} must be a positive integer, got "${v}"`)
+}
+const [variant, stepsArg] = cli.positionals
+if (!['stock', 'levanter', 'levanter-dp2', 'generate', 'gemm'].includes(variant ?? ''))
+  usage(variant === undefined ? 'no variant named' : `unknown variant "${variant}"`)
+const steps = count('steps', stepsArg, 3)
+/** The model this run trains: the reference config, or the size the flags name. */
+const CONFIG = {
+  ...REFERENCE,
+  dModel: count('--d-model', cli.values['d-model'], REFERENCE.dModel),
+  nLayers: count('--layers', cli.values.layers, REFERENCE.nLayers),
+  nHeads: count('--heads', cli.values.heads, REFERENCE.nHeads),
+}
+if (CONFIG.dModel % CONFIG.nHeads !== 0)
+  usage(`--d-model ${CONFIG.dModel} is not a multiple of --heads ${CONFIG.nHeads}`)
 const info = await initBackend()
-const model = new Gpt2LM(REFERENCE, 0)
-const flopsPerToken = model.flopsPerToken(REFERENCE.seqLen)
+const model = new Gpt2LM(CONFIG, 0)
+const flopsPerToken = model.flopsPerToken(CONFIG.seqLen)
 const tokens = Array.from({ length: 200_000 }, (_, i) => (i * 7919 + (i >> 7)) % 512)
 const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
-const out: Record<string, unknown> = { variant, backend: info.name, simd: info.simd, gemm: info.gemm }
+const out: Record<string, unknown> = {
+  variant,
+  backend: info.name,
+  simd: info.simd,
+  gemm: info.gemm,
+  model: { dModel: CONFIG.dModel, nLayers: CONFIG.nLayers, nHeads: CONFIG.nHeads, params: model.numParams() },
+}
 
 if (variant === 'stock') {
   unregisterLevanterKernels()
@@ -44,9 +85,9 @@ if (variant === 'stock') {
   const times: number[] = [],
     cpu: number[] = []
   for (let s = 0; s <= steps; s++) {
-    const b = await dataset.trainBatch(s, BATCH, REFERENCE.seqLen, 0)
-    const ids = tf.tensor2d(b.inputs, [BATCH, REFERENCE.seqLen], 'int32'),
-      tg = tf.tensor2d(b.targets, [BATCH, REFERENCE.seqLen], 'int32')
+    const b = await dataset.trainBatch(s, BATCH, CONFIG.seqLen, 0)
+    const ids = tf.tensor2d(b.inputs, [BATCH, CONFIG.seqLen], 'int32'),
+      tg = tf.tensor2d(b.targets, [BATCH, CONFIG.seqLen], 'int32')
     const t = performance.now(),
       c = cpuSeconds()
     step(ids, tg)
@@ -54,8 +95,8 @@ if (variant === 'stock') {
     if (s > 0) cpu.push(cpuSeconds() - c)
     tf.dispose([ids, tg])
   }
-  out.tokensPerSec = (BATCH * REFERENCE.seqLen) / median(times)
-  out.tokensPerCpuSec = (BATCH * REFERENCE.seqLen) / median(cpu)
+  out.tokensPerSec = (BATCH * CONFIG.seqLen) / median(times)
+  out.tokensPerCpuSec = (BATCH * CONFIG.seqLen) / median(cpu)
 } else if (variant === 'levanter' || variant === 'levanter-dp2') {
   const tps: number[] = []
   const trainer = new Trainer(
@@ -85,11 +126,11 @@ if (variant === 'stock') {
     out.phasesMs = { ...replica, driver: median(driver), replicaCpu: med('cpu') }
     // Per CPU-second of the busiest replica: the rate were each replica to have a core of its own (communication waits
     // excluded).
-    out.tokensPerCpuSec = (BATCH * REFERENCE.seqLen) / (med('cpu') / 1000)
+    out.tokensPerCpuSec = (BATCH * CONFIG.seqLen) / (med('cpu') / 1000)
   })
   await pipeline.run()
   out.tokensPerSec = median(tps.slice(1))
-  if (variant === 'levanter') out.tokensPerCpuSec = (BATCH * REFERENCE.seqLen) / median(cpu.slice(1))
+  if (variant === 'levanter') out.tokensPerCpuSec = (BATCH * CONFIG.seqLen) / median(cpu.slice(1))
   out.stepMs = median(stepMs.slice(1))
 } else if (variant === 'generate') {
   const prompt = Array.from({ length: 16 }, (_, i) => i)
@@ -102,9 +143,9 @@ if (variant === 'stock') {
 } else if (variant === 'gemm') {
   // The first MLP product (x [2048, 256] · w [256, 1024]) and its weight gradient xᵀ · dy, on
   // levanter's GEMM (flagged) and on XNNPACK (which needs xᵀ made first): GFLOP/s, median of `steps`.
-  const x = tf.randomNormal([BATCH * REFERENCE.seqLen, REFERENCE.dModel]),
-    w = tf.randomNormal([REFERENCE.dModel, 4 * REFERENCE.dModel])
-  const dy = tf.randomNormal([BATCH * REFERENCE.seqLen, 4 * REFERENCE.dModel])
+  const x = tf.randomNormal([BATCH * CONFIG.seqLen, CONFIG.dModel]),
+    w = tf.randomNormal([CONFIG.dModel, 4 * CONFIG.dModel])
+  const dy = tf.randomNormal([BATCH * CONFIG.seqLen, 4 * CONFIG.dModel])
   const gflops = (f: () => tf.Tensor) => {
     const ms: number[] = []
     for (let i = 0; i <= Math.max(steps, 3); i++) {
@@ -121,9 +162,6 @@ if (variant === 'stock') {
       g === 'xnnpack' ? tf.tidy(() => tf.matMul(tf.transpose(x), dy)) : tf.matMul(x, dy, true, false),
     )
   }
-} else {
-  console.error(`usage: variant.ts stock|levanter|levanter-dp2|generate|gemm [steps]`)
-  process.exit(2)
 }
 if (typeof out.tokensPerSec === 'number') out.flopsPerSec = out.tokensPerSec * flopsPerToken
 out.peakRssMiB = rssMiB()
