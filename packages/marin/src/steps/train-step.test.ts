@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, expect, test } from 'vitest'
@@ -49,8 +49,13 @@ test("trainStep commits the exported model and the cache's tokenizer " +
   const arts = JSON.parse(readFileSync(join(out, 'artifacts.json'), 'utf8')) as {
     artifacts: { kind: 'artifact'; name: string; version: number }[]
     cache: string
+    backend: { name: string }
   }
   expect(arts.artifacts[0]).toEqual({ kind: 'artifact', name: 'models/toy-lm', version: 1 })
+  // The backend levanter trained on, for the report's provenance.
+  expect(arts.backend).toMatchObject({ name: expect.stringMatching(/^(tensorflow|webgpu|wasm|cpu)$/) })
+  // TensorBoard event files beside metrics.jsonl.
+  expect(readdirSync(join(out, 'tensorboard')).some((f) => f.startsWith('events.out.tfevents.'))).toBe(true)
   const store = await openStore({ url: storeUrl(prefix) })
   const model = await store.open('models/toy-lm@1'),
     cache = await store.open(arts.cache)

@@ -59,8 +59,8 @@ const runNameOf = (outputPath: string) =>
 
 /**
  * Trains `o.model` on the token cache `tokens` made, with `o.trainer` (`mesh: {data: N}` trains
- * data-parallel over N fray worker processes). Writes `metrics.jsonl` and `artifacts.json` = `models/<name>@v`,
- * `checkpoints/<run>` and a {@link TrainSummary}.
+ * data-parallel over N fray worker processes). Writes `metrics.jsonl`, TensorBoard event files in `tensorboard/`,
+ * and `artifacts.json` = `models/<name>@v`, `checkpoints/<run>`, a {@link TrainSummary} and the tensor backend.
  * @example trainStep(tokens, { name: 'gpt-brown', model: { type: 'gpt2', vocabSize: 512, seqLen: 128 }, trainer: {
  * batchSize: 16, mesh: { data: 2 } }, maxSteps: 500 })
  */
@@ -111,7 +111,13 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
       const memory = new lv.MemoryTracker()
       const trainer = new lv.Trainer(
         { ...(c.trainer as TrainerConfigInput), checkpointStore: storeUrl(prefix), runName: run, runDir: outputPath },
-        { trackers: [new lv.JsonlTracker(join(outputPath, 'metrics.jsonl')), memory] },
+        {
+          trackers: [
+            new lv.JsonlTracker(join(outputPath, 'metrics.jsonl')),
+            new lv.TensorBoardTracker(join(outputPath, 'tensorboard')),
+            memory,
+          ],
+        },
       )
       trainer.addHook(trainer.config.logEvery, (i) =>
         log.info(
@@ -163,7 +169,14 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
           },
         )
         log.info({ ref: committed.ref, ...summary }, 'trained')
-        await writeArtifacts(outputPath, { artifacts: [committed.ref, ...checkpoints], cache: cache.ref, ...summary })
+        // The backend levanter trained on (chosen once per process) goes in too, for the report's provenance.
+        const backend = await lv.initBackend()
+        await writeArtifacts(outputPath, {
+          artifacts: [committed.ref, ...checkpoints],
+          cache: cache.ref,
+          ...summary,
+          backend,
+        })
         return { ref: committed.ref, ...summary }
       } finally {
         store.close()
