@@ -6,6 +6,7 @@
  * (read here only; it forces the WebAssembly GEMM, to test that path).
  */
 import { existsSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { LevanterError } from '../errors.js'
@@ -20,13 +21,24 @@ export type NativeGemmAddon = NativeOps & {
   setThreads(n: number): number
 }
 
-/** The thread count `LEVANTER_THREADS` asks for (default 1), checked. */
+/**
+ * The thread count `LEVANTER_THREADS` asks for, checked; by default every core this process may use
+ * (`os.availableParallelism()`). Data-parallel replicas on one machine are started with their share
+ * ({@link replicaThreadsEnv}).
+ */
 export function threadCount(env: string | undefined = process.env.LEVANTER_THREADS): number {
-  if (env === undefined || env === '') return 1
+  if (env === undefined || env === '') return availableParallelism()
   const n = Number(env)
   if (!Number.isInteger(n) || n < 1 || n > 64)
     throw new LevanterError('BAD_CONFIG', `LEVANTER_THREADS=${env} is not an integer from 1 to 64; unset it or fix it`)
   return n
+}
+
+/** The environment for one of `replicas` processes sharing this machine: `LEVANTER_THREADS` as set here, else
+ * the cores divided among them (at least 1 each). */
+export function replicaThreadsEnv(replicas: number): { LEVANTER_THREADS: string } {
+  const set = process.env.LEVANTER_THREADS
+  return { LEVANTER_THREADS: set ? set : String(Math.max(1, Math.floor(availableParallelism() / replicas))) }
 }
 
 /** native/gemm.cc's blocking (tests aim their edge cases at it). */

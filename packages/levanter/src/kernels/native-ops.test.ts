@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os'
 import * as tf from '@tensorflow/tfjs'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
@@ -5,7 +6,7 @@ import { isLevanterError } from '../errors.js'
 import { maskedCrossEntropy } from '../loss.js'
 import { Gpt2LM } from '../models/lm.js'
 import { AdamW, AdamWConfig } from '../optim/adamw.js'
-import { nativeGemm, threadCount } from './native-gemm.js'
+import { nativeGemm, replicaThreadsEnv, threadCount } from './native-gemm.js'
 import type { NativeGemmAddon } from './native-gemm.js'
 import { selectGemm } from './wasm-gemm.js'
 
@@ -336,9 +337,20 @@ describe('native GEMM on several threads', () => {
     sameOnThreads(() => [tf.matMul(fa, fb, tA, tB).dataSync() as Float32Array])
   })
 
-  it('LEVANTER_THREADS: a bad value is BAD_CONFIG naming the variable', () => {
-    expect(threadCount(undefined)).toBe(1)
+  it('LEVANTER_THREADS: every core by default, a share of them per local replica, a bad value BAD_CONFIG', () => {
+    expect(threadCount(undefined)).toBe(availableParallelism())
     expect(threadCount('2')).toBe(2)
+    const saved = process.env.LEVANTER_THREADS
+    try {
+      delete process.env.LEVANTER_THREADS
+      expect(replicaThreadsEnv(2)).toEqual({ LEVANTER_THREADS: String(Math.max(1, availableParallelism() >> 1)) })
+      expect(replicaThreadsEnv(1000)).toEqual({ LEVANTER_THREADS: '1' })
+      process.env.LEVANTER_THREADS = '3'
+      expect(replicaThreadsEnv(2)).toEqual({ LEVANTER_THREADS: '3' })
+    } finally {
+      if (saved === undefined) delete process.env.LEVANTER_THREADS
+      else process.env.LEVANTER_THREADS = saved
+    }
     for (const bad of ['0', '1.5', 'two', '65']) {
       let err: unknown
       try {

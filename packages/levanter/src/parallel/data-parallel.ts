@@ -7,6 +7,7 @@ import type { Batch } from '../data/batch.js'
 import type { Engine, StepResult, TrainTensors } from '../engine.js'
 import { LevanterError } from '../errors.js'
 import type { CausalLM } from '../models/lm.js'
+import { replicaThreadsEnv } from '../kernels/native-gemm.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import type { Replica } from './replica.js'
 
@@ -28,7 +29,10 @@ export class DataParallelEngine implements Engine {
 
   /** Start `n` replicas holding `model`'s current weights and fresh optimizer state. */
   static async create(model: CausalLM, adamw: AdamWConfig, n: number, microbatches = 1): Promise<DataParallelEngine> {
-    const group = await currentClient().createActorGroup(ReplicaClass, n, () => [model.config, adamw, microbatches])
+    // each replica's native kernels get its share of the cores
+    const group = await currentClient().createActorGroup(ReplicaClass, n, () => [model.config, adamw, microbatches], {
+      env: replicaThreadsEnv(n),
+    })
     await group.waitReady()
     await Mesh.create(group, { data: n })
     const engine = new DataParallelEngine(group, n)
