@@ -30,6 +30,10 @@ export { LATEST, checkArtifactName, checkFilePath, checkTagName, formatRef, pars
 export type { ArtifactRef } from './names.js'
 export { SchemaRegistry, defaultKind } from './schemas.js'
 
+// How the CLIs print: aligned tables and byte sizes (datakit's CLI prints the same way)
+export { table as formatTable } from './cli-format.js'
+export { formatBytes } from './progress.js'
+
 // Catalog, gc and verification
 export { Catalog } from './catalog.js'
 export type { ArtifactRow, LineageRow, MetadataCondition, SearchQuery, VersionRow } from './catalog.js'
