@@ -1,5 +1,5 @@
 /** @module The commands of the `datakit` CLI, loaded when one of them runs. */
-import type { Store } from '@marin/finestore'
+import { formatBytes, formatTable, type Store } from '@marin/finestore'
 import type { CliContext, CliIo } from '@marin/rigging/cli'
 import type { Command } from 'commander'
 import { datasetNames, parseDatasetRef, resolveVersion } from './dataset/open-dataset.js'
@@ -19,7 +19,7 @@ export const defineLs =
           const head = (await s.head(artifact))!
           const m = await s.manifest(artifact, head)
           rows.push({
-            name,
+            name: artifact,
             latest: head,
             versions: (await s.versions(artifact)).length,
             records: m.metadata.records,
@@ -29,11 +29,18 @@ export const defineLs =
         if (o.json) io.out(`${JSON.stringify(rows)}\n`)
         else if (rows.length === 0) io.out('no datasets\n')
         else
-          for (const r of rows)
-            io.out(
-              `${r.name}@${r.latest}\t${r.versions} version(s)\t` +
-                `${String(r.records)} records\t${String(r.bytes)} bytes\n`,
-            )
+          io.out(
+            `${formatTable([
+              ['DATASET', 'HEAD', 'VERSIONS', 'RECORDS', 'SIZE'],
+              ...rows.map((r) => [
+                r.name,
+                String(r.latest),
+                String(r.versions),
+                String(r.records ?? '?'),
+                typeof r.bytes === 'number' ? formatBytes(r.bytes) : '?',
+              ]),
+            ])}\n`,
+          )
       }),
     )
   }
@@ -51,7 +58,7 @@ export const defineShow =
           const v = await resolveVersion(s, artifact, version)
           const m = await s.manifest(artifact, v)
           const info = {
-            name,
+            name: artifact,
             version: v,
             createdAt: m.createdAt,
             metadata: m.metadata,
@@ -61,7 +68,7 @@ export const defineShow =
           }
           if (o.json) io.out(`${JSON.stringify(info, null, 2)}\n`)
           else {
-            io.out(`${name}@${v}  (created ${m.createdAt})\n`)
+            io.out(`${artifact}@${v}  (created ${m.createdAt})\n`)
             for (const [k, val] of Object.entries(m.metadata))
               io.out(`  ${k}: ${typeof val === 'object' ? JSON.stringify(val) : String(val)}\n`)
             io.out(`  lineage: ${m.lineage.map((l) => `${l.artifact}@${l.version}`).join(', ') || '(none)'}\n`)

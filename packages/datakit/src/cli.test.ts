@@ -23,28 +23,43 @@ async function run(...argv: string[]): Promise<{ code: number; out: string; err:
   return { code, out, err }
 }
 
-test('ls and show', async () => {
-  expect(await run('ls')).toMatchObject({
-    code: 0,
-    out: expect.stringMatching(/^tiny@1\t1 version\(s\)\t2 records\t6 bytes/),
-  })
-  const show = await run('show', 'tiny@1', '--json')
-  expect(show.code).toBe(0)
+test('ls prints an aligned table with human sizes, naming datasets as finestore does', async () => {
+  writeFileSync(join(root, 'big.jsonl'), `${JSON.stringify({ text: 'x'.repeat(5000) })}\n`)
+  await ingest({ name: 'a-much-longer-name', source: join(root, 'big.jsonl'), format: 'jsonl', prefix })
+  const { code, out } = await run('ls')
+  expect(code).toBe(0)
+  expect(out).toBe(
+    [
+      'DATASET                      HEAD  VERSIONS  RECORDS  SIZE',
+      'datasets/a-much-longer-name  1     1         1        4.9 KiB',
+      'datasets/tiny                1     1         2        6 B',
+      '',
+    ].join('\n'),
+  )
+})
+
+test('show takes the name finestore uses (datasets/NAME) or the bare name', async () => {
+  const show = await run('show', 'datasets/tiny@1', '--json')
+  expect(show.code, show.err).toBe(0)
   expect(JSON.parse(show.out)).toMatchObject({
-    name: 'tiny',
+    name: 'datasets/tiny',
     version: 1,
     metadata: { records: 2, shards: 1 },
     files: ['part-00000-of-00001.parquet'],
   })
-  expect((await run('show', 'tiny')).out).toContain('tiny@1')
+  expect((await run('show', 'tiny')).out).toMatch(/^datasets\/tiny@1 /)
+  expect((await run('show', 'datasets/tiny')).out).toMatch(/^datasets\/tiny@1 /)
 })
 
 test('unknown names and versions list what exists; bad usage exits 2', async () => {
   expect(await run('show', 'nope')).toMatchObject({
     code: 1,
-    err: expect.stringContaining('no dataset "nope"; existing: tiny'),
+    err: expect.stringMatching(/no dataset "datasets\/nope"; existing: datasets\/a-much-longer-name, datasets\/tiny/),
   })
-  expect(await run('show', 'tiny@5')).toMatchObject({ code: 1, err: expect.stringContaining('existing versions: 1') })
+  expect(await run('show', 'datasets/tiny@5')).toMatchObject({
+    code: 1,
+    err: expect.stringContaining('dataset "datasets/tiny" has no version 5; existing versions: 1'),
+  })
   expect((await run('show', 'tiny@x')).code).toBe(2)
   expect((await run('frobnicate')).code).toBe(2)
   expect((await run('show')).code).toBe(2)
@@ -63,5 +78,5 @@ test('no arguments print help and exit 2; --version prints the package version',
 test('the bin runs through tsx', async () => {
   const bin = new URL('../bin/datakit.js', import.meta.url).pathname
   const { stdout } = await promisify(execFile)(process.execPath, [bin, '--prefix', prefix, 'ls', '--json'])
-  expect(JSON.parse(stdout)).toEqual([{ name: 'tiny', latest: 1, versions: 1, records: 2, bytes: 6 }])
+  expect(JSON.parse(stdout)).toContainEqual({ name: 'datasets/tiny', latest: 1, versions: 1, records: 2, bytes: 6 })
 }, 60_000)

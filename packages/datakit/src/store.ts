@@ -12,14 +12,22 @@ export type StoreAccess = {
   readonly prefix?: string
 }
 
-/** Artifact name of dataset `name` in finestore. */
-export function datasetArtifact(name: string): string {
-  return `datasets/${name}`
+/**
+ * The bare name of an artifact of `kind` given bare (`brown`) or as finestore names it
+ * (`datasets/brown`): every datakit call and command takes either.
+ */
+export function bareName(name: string, kind = 'datasets'): string {
+  return name.startsWith(`${kind}/`) ? name.slice(kind.length + 1) : name
 }
 
-/** Artifact name of token cache `name` in finestore. */
+/** Artifact name of dataset `name` (bare or `datasets/…`) in finestore. */
+export function datasetArtifact(name: string): string {
+  return `datasets/${bareName(name)}`
+}
+
+/** Artifact name of token cache `name` (bare or `token-caches/…`) in finestore. */
 export function cacheArtifact(name: string): string {
-  return `token-caches/${name}`
+  return `token-caches/${bareName(name, 'token-caches')}`
 }
 
 /** The local prefix folder: option, then `$MARIN_PREFIX`, then `./.marin` (see rigging's `marinPrefix`). */

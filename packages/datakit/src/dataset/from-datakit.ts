@@ -17,7 +17,7 @@ import type { Manifest } from '@marin/finestore'
 import { MARIN_LAYOUT } from '@marin/rigging'
 import { Dataset as ZephyrDataset } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
-import { datasetArtifact, resolvePrefix } from '../store.js'
+import { bareName, resolvePrefix } from '../store.js'
 import type { OpenOptions } from './open-dataset.js'
 import type { DatakitRecord } from './record.js'
 import { READ_DATAKIT_SHARDS } from './shard-fns.js'
@@ -26,14 +26,16 @@ import type { PinnedDataset } from './shard-fns.js'
 /** The manifest of a dataset version, read synchronously from a local store; errors list what exists. */
 export function readManifestSync(name: string, opts: OpenOptions = {}, kind = 'datasets'): Manifest {
   const root = join(resolvePrefix(opts.prefix), MARIN_LAYOUT.store, 'artifacts')
-  const dir = join(root, kind === 'datasets' ? datasetArtifact(name) : `${kind}/${name}`, 'versions')
+  const artifact = `${kind}/${bareName(name, kind)}`
+  const dir = join(root, artifact, 'versions')
   const label = kind === 'datasets' ? 'dataset' : 'token cache'
   if (!existsSync(dir)) {
     const names = existsSync(join(root, kind)) ? readdirSync(join(root, kind)).sort() : []
+    const existing = names.map((n) => `${kind}/${n}`).join(', ')
     throw new DatakitError(
       'DATASET_NOT_FOUND',
-      `no ${label} "${name}" under ${root}; ` +
-        `${names.length ? `existing: ${names.join(', ')}` : 'the store has none yet; create one first'}`,
+      `no ${label} "${artifact}" under ${root}; ` +
+        `${names.length ? `existing: ${existing}` : 'the store has none yet; create one first'}`,
     )
   }
   const versions = readdirSync(dir)
@@ -45,7 +47,7 @@ export function readManifestSync(name: string, opts: OpenOptions = {}, kind = 'd
   if (version === undefined || !versions.includes(version)) {
     throw new DatakitError(
       'VERSION_NOT_FOUND',
-      `${label} "${name}" has no version ${String(version)}; existing ` +
+      `${label} "${artifact}" has no version ${String(version)}; existing ` +
         `versions: ${versions.join(', ') || '(none)'}`,
     )
   }

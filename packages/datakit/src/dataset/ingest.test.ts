@@ -131,9 +131,11 @@ describe('bad input', () => {
   })
 
   test('unknown dataset names and versions list what exists', async () => {
-    expect(() => Dataset.fromDatakit('nope', { prefix })).toThrow(/no dataset "nope".*existing: .*lines/)
+    expect(() => Dataset.fromDatakit('nope', { prefix })).toThrow(
+      /no dataset "datasets\/nope".*existing: .*datasets\/lines/,
+    )
     expect(() => Dataset.fromDatakit('lines', { prefix, version: 9 })).toThrow(
-      /"lines" has no version 9; existing versions: 1/,
+      /"datasets\/lines" has no version 9; existing versions: 1/,
     )
     const err = await openDataset('nope', { prefix }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(DatakitError)

@@ -29,7 +29,7 @@ export type DatasetVersion = {
   readonly shards: readonly string[]
 }
 
-/** Splits `NAME[@VERSION]`. */
+/** Splits `NAME[@VERSION]`; NAME may be bare (`brown`) or as finestore names it (`datasets/brown`). */
 export function parseDatasetRef(ref: string): { name: string; version?: number } {
   const at = ref.lastIndexOf('@')
   if (at < 0) return { name: ref }
@@ -54,14 +54,12 @@ export async function resolveVersion(
   version: number | undefined,
   kind = 'datasets',
 ): Promise<number> {
-  const name = artifact.slice(kind.length + 1)
   const head = await store.head(artifact)
   if (head === undefined) {
-    const names = await datasetNames(store, kind)
+    const names = (await datasetNames(store, kind)).map((n) => `${kind}/${n}`)
     throw new DatakitError(
       'DATASET_NOT_FOUND',
-      `no ${kind === 'datasets' ? 'dataset' : 'token cache'} "${name}` +
-        `"; ` +
+      `no ${kind === 'datasets' ? 'dataset' : 'token cache'} "${artifact}"; ` +
         `${names.length ? `existing: ${names.join(', ')}` : 'the store has none yet; create one first'}`,
     )
   }
@@ -70,7 +68,7 @@ export async function resolveVersion(
   if (!versions.includes(version)) {
     throw new DatakitError(
       'VERSION_NOT_FOUND',
-      `${kind === 'datasets' ? 'dataset' : 'token cache'} "${name}" ` +
+      `${kind === 'datasets' ? 'dataset' : 'token cache'} "${artifact}" ` +
         `has no version ${version}; existing versions: ` +
         `${versions.join(', ')}`,
     )
