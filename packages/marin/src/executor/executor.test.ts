@@ -53,6 +53,26 @@ const statuses = (r: { record: { steps: readonly { name: string; status: string 
   Object.fromEntries(r.record.steps.map((s) => [s.name, s.status]))
 
 describe('executor', () => {
+  test('prints the plan before any step runs, and says when each step starts before it ends', async () => {
+    const lines: string[] = []
+    let release!: () => void
+    const hold = new Promise<void>((r) => (release = r))
+    const a = build({ hold })
+    const running = new Executor({ prefix: freshPrefix(), leaseTtlMs: 600, out: (l) => lines.push(l) }).run(a.exp)
+    // tokenize holds: by then the plan is out, and so is the line saying tokenize started.
+    for (let i = 0; i < 200 && !lines.some((l) => /… tokenize_\w+: started/.test(l)); i++)
+      await new Promise((r) => setTimeout(r, 25))
+    const planAt = lines.findIndex((l) => /^running exp: 3 steps/.test(l))
+    const startedAt = lines.findIndex((l) => /… ingest_\w+: started/.test(l))
+    expect(planAt).toBe(0)
+    expect(lines.slice(1, 4).every((l) => /^ {2}run /.test(l))).toBe(true)
+    expect(startedAt).toBeGreaterThan(3)
+    expect(lines.some((l) => /… tokenize_\w+: started/.test(l))).toBe(true)
+    expect(lines.some((l) => /SUCCESS tokenize_/.test(l))).toBe(false)
+    release()
+    expect((await running).status).toBe('SUCCESS')
+  })
+
   test('runs in dependency order, skips what is done, writes status, info, logs and the record', async () => {
     const prefix = freshPrefix()
     const a = build()

@@ -253,8 +253,9 @@ export class Executor {
         }
         const t0 = performance.now()
         const result = await sem
-          .use(() =>
-            runner({
+          .use(() => {
+            progress.update(e.version.nameHash, 'started')
+            return runner({
               storage,
               step: s,
               version: e.version,
@@ -263,8 +264,8 @@ export class Executor {
               leaseTtlMs: this.leaseTtlMs,
               force: !!this.opts.force && matched.has(s),
               progress: (text) => progress.update(e.version.nameHash, text),
-            }),
-          )
+            })
+          })
           .catch(
             (err: unknown): StepResult => ({
               status: 'FAILED',

@@ -44,3 +44,23 @@ describe('progressSink without a terminal', () => {
     expect(quiet).toEqual(['  … a: first'])
   })
 })
+
+describe('progressSink: a step shows up as soon as it starts', () => {
+  test('the first line of each step is shown at once, whatever the interval; later ones once per interval', () => {
+    const lines: string[] = []
+    const sink = progressSink((l) => lines.push(l), { everyMs: 60_000 })
+    sink.update('a', 'started')
+    sink.update('a', 'second')
+    sink.update('b', 'started')
+    expect(lines).toEqual(['  … a: started', '  … b: started'])
+  })
+
+  test('on a terminal, a line with step=N/M is drawn as a bar with the rest of its fields', () => {
+    const written: string[] = []
+    const tty = { columns: 120, write: (s: string) => written.push(s) } as unknown as NodeJS.WriteStream
+    const sink = progressSink(() => {}, { tty, everyMs: 0 })
+    sink.update('gpt_1234', 'training step=150/300 loss=3.2 eval_loss=3.4 eta=1m20s')
+    const shown = written.at(-1)!
+    expect(shown).toMatch(/^\r {2}… gpt_1234: training \[#{10}-{10}\] 150\/300 loss=3\.2 eval_loss=3\.4 eta=1m20s/)
+  })
+})

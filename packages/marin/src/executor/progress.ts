@@ -1,7 +1,8 @@
 /**
- * @module Progress of steps running elsewhere (iris jobs): the newest log line of each step, shown
- * as one line rewritten in place on a terminal, or printed every few seconds otherwise (CI logs).
- * Secret values this process knows are scrubbed from what is shown.
+ * @module Progress of running steps: the newest log line of each step (an iris job's), shown as one
+ * line rewritten in place on a terminal (a line with `step=N/M` as a bar), or printed every few
+ * seconds otherwise (CI logs). A step's first line (`started`, when the executor starts it) is shown
+ * at once. Secret values this process knows are scrubbed from what is shown.
  */
 import { scrubSecretValues } from '@marin/rigging'
 
@@ -47,24 +48,25 @@ export function progressSink(
   out: (line: string) => void,
   opts: { readonly tty?: NodeJS.WriteStream; readonly everyMs?: number } = {},
 ): ProgressSink {
-  const every = opts.everyMs ?? (opts.tty ? 250 : 10_000)
+  const every = opts.everyMs ?? (opts.tty ? 250 : 5000)
   const latest = new Map<string, string>()
   const shown = new Map<string, string>()
+  const seen = new Set<string>()
   const finished = new Set<string>()
   let lastAt = 0
   let width = 0
-  const flush = () => {
+  const flush = (only?: string) => {
     lastAt = Date.now()
     if (opts.tty) {
       const [label, text] = [...latest].at(-1) ?? []
       if (!label) return
-      const line = `  … ${label}: ${text}`.slice(0, Math.max(20, (opts.tty.columns ?? 100) - 1))
+      const line = `  … ${label}: ${withBar(text!)}`.slice(0, Math.max(20, (opts.tty.columns ?? 100) - 1))
       opts.tty.write(`\r${line.padEnd(width)}`)
       width = line.length
       return
     }
     for (const [label, text] of latest) {
-      if (shown.get(label) === text) continue
+      if (shown.get(label) === text || (only !== undefined && label !== only)) continue
       shown.set(label, text)
       out(`  … ${label}: ${text}`)
     }
@@ -74,7 +76,10 @@ export function progressSink(
       if (finished.has(label)) return
       latest.delete(label)
       latest.set(label, scrubSecretValues(text))
+      const first = !seen.has(label)
+      seen.add(label)
       if (Date.now() - lastAt >= every) flush()
+      else if (first) flush(label)
     },
     finish(label) {
       finished.add(label)
@@ -85,4 +90,15 @@ export function progressSink(
       width = 0
     },
   }
+}
+
+const BAR = 20
+
+/** `training step=150/300 loss=3.2` → `training [##########----------] 150/300 loss=3.2`. */
+function withBar(text: string): string {
+  const m = /^(.*?)step=(\d+)\/(\d+)(.*)$/.exec(text)
+  if (!m) return text
+  const [, head, n, of, tail] = m
+  const filled = Math.max(0, Math.min(BAR, Math.round((BAR * Number(n)) / Math.max(1, Number(of)))))
+  return `${head}[${'#'.repeat(filled)}${'-'.repeat(BAR - filled)}] ${n}/${of}${tail}`
 }
