@@ -54,7 +54,8 @@ export async function runStepJob(argv: readonly string[], env: NodeJS.ProcessEnv
     if (!step)
       throw new MarinError(
         'STEP_NOT_FOUND',
-        `${args.script}: experiment "${experiment.name}" has no step "${args.step}"; was the script edited during the run?`,
+        `${args.script}: experiment "${experiment.name}" has no step "${args.step}"; ` +
+          'was the script edited during the run?',
       )
     const version = versions.get(step)!
     if (version.nameHash !== args.nameHash) {
