@@ -1,12 +1,27 @@
-/** @module @marin/marin/report: the static report of an experiment run (charts with vega), and publishing it. */
-export { buildReport, buildSite } from './build.js'
+/** @module @marin/marin/report: the static report site of experiment runs (a page per run, charts with vega, an index
+ * of every run), and publishing it (merged into the target). */
+export { RUN_SUMMARY_FILE, buildReport, buildSite } from './build.js'
 export type { Site } from './build.js'
 export { collectReport, parseArtifactList, parseEvals, parseMetrics } from './collect.js'
 export { resolveSource } from './source.js'
 export type { ResolvedSource } from './source.js'
 export { renderCharts, renderSvg } from './charts.js'
-export type { Chart } from './charts.js'
-export { stepGraphSvg } from './step-graph.js'
+export type { Chart, XAxis } from './charts.js'
+export { GRAPH_MAX_WIDTH, stepGraphLayout, stepGraphSvg } from './step-graph.js'
+export { RUNS_FILE, mergeRuns, parseRuns, renderIndex, summaryOf } from './site-index.js'
+export type { RunSummary } from './site-index.js'
+export { runFolder } from './site-parts.js'
 export { MANIFEST_FILE, publishSite } from './publish.js'
 export type { PublishResult } from './publish.js'
-export type { EvalRow, MetricRow, ReportArtifact, ReportData, ReportStep, SampleRow, StepLogFile } from './types.js'
+export type {
+  BackendShown,
+  DatasetRows,
+  EvalRow,
+  MetricRow,
+  ReportArtifact,
+  ReportData,
+  ReportStep,
+  RunRef,
+  SampleRow,
+  StepLogFile,
+} from './types.js'
