@@ -73,11 +73,15 @@ describe('the quickstart, tiny scale', () => {
     const dedup = JSON.parse(readFileSync(join(out('brown-dedup'), 'artifacts.json'), 'utf8'))
     expect(dedup.report.documentsIn).toBe(20)
 
-    // The report is published and names the run's steps.
+    // The report is published: the site lists the run, whose page names its steps and shows the eval samples.
     const index = readFileSync(join(site, 'index.html'), 'utf8')
     expect(index).toContain('quickstart-tiny')
-    expect(index).toContain('gpt-brown')
-    expect(existsSync(join(site, 'report.md'))).toBe(true)
+    const page = join(site, 'runs', 'quickstart-tiny', record.run)
+    expect(index).toContain(`runs/quickstart-tiny/${record.run}/index.html`)
+    const firstPage = readFileSync(join(page, 'index.html'), 'utf8')
+    expect(firstPage).toContain('gpt-brown')
+    expect(firstPage).not.toContain('No sample generations')
+    expect(existsSync(join(page, 'report.md'))).toBe(true)
 
     // Again, under ts-node: nothing runs, the same model is reported, the site is republished unchanged.
     const second = runQuickstart(['--no-warnings', '--loader', 'ts-node/esm'])
@@ -86,5 +90,13 @@ describe('the quickstart, tiny scale', () => {
     expect(second.out).not.toMatch(/SUCCESS \S+_[0-9a-f]{8} /)
     expect(second.out).toContain('quickstart (tiny): 6 steps, 6 already done')
     expect(second.out).toContain(`final checkpoint: ${ckpt}`)
+    // The site lists both runs, and the first run's page is as it was.
+    const runs = JSON.parse(readFileSync(join(site, 'runs.json'), 'utf8')) as { run: string }[]
+    expect(runs).toHaveLength(2)
+    expect(runs[1]!.run).toBe(record.run)
+    expect(readFileSync(join(page, 'index.html'), 'utf8')).toBe(firstPage)
+    expect(readFileSync(join(site, 'runs', 'quickstart-tiny', runs[0]!.run, 'index.html'), 'utf8')).toContain(
+      `href="../${record.run}/index.html"`,
+    )
   }, 300_000)
 })
