@@ -42,7 +42,10 @@ export type MemberParts = {
 
 /** Where one step's time went (ms). */
 export type MeshStepPhases = {
+  /** Forward and backward, the model-axis all-reduces between stages included. */
   readonly grads: number
+  /** Of `grads`: waiting on the model-axis all-reduces between stages. */
+  readonly stageReduce: number
   readonly modelReduce: number
   readonly dataReduce: number
   readonly norm: number
@@ -64,6 +67,7 @@ export class MeshReplica {
   #count = 0
   readonly #phases: MeshStepPhases[] = []
   #store: { url: string; store: Store } | undefined
+  #stageReduceMs = 0
 
   constructor(
     readonly modelConfig: ModelConfig,
@@ -125,9 +129,12 @@ export class MeshReplica {
       return { loss: r.loss, grads }
     }
     const mesh = currentMesh()
-    return tensorParallelGrads(this.#stages!, this.#params, slice, denominator, this.opts.microbatches, (x) =>
-      mesh.allReduce(x, { axis: 'model' }),
-    )
+    return tensorParallelGrads(this.#stages!, this.#params, slice, denominator, this.opts.microbatches, async (x) => {
+      const t = performance.now()
+      const sum = await mesh.allReduce(x, { axis: 'model' })
+      this.#stageReduceMs += performance.now() - t
+      return sum
+    })
   }
 
   /** One step on this member's rows of the global batch; returns the global loss and gradient norm. */
@@ -135,6 +142,7 @@ export class MeshReplica {
     const mesh = currentMesh()
     const { mesh: shape, fsdp } = this.opts
     const t0 = performance.now()
+    this.#stageReduceMs = 0
     const { loss, grads } = await this.#grads(slice, denominator)
     const t1 = performance.now()
     // Replicated parameters inside split stages: the parts add up over the model axis.
@@ -188,6 +196,7 @@ export class MeshReplica {
     const t6 = performance.now()
     this.#phases.push({
       grads: t1 - t0,
+      stageReduce: this.#stageReduceMs,
       modelReduce: t2 - t1,
       dataReduce: t3 - t2,
       norm: t4 - t3,
