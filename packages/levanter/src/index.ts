@@ -44,6 +44,8 @@ export type { Hook, StepInfo, TrainerConfigInput, TrainerExtras } from './traine
 export { Pipeline } from './pipeline.js'
 export type { PipelineOptions, RunResult } from './pipeline.js'
 export { ConsoleTracker, JsonlTracker, MemoryTracker, TensorBoardTracker } from './trackers.js'
+export { ProgressTracker, formatEta } from './progress-tracker.js'
+export type { ProgressLog, ProgressTrackerOptions } from './progress-tracker.js'
 export type { Tracker } from './trackers.js'
 export { DataParallelEngine } from './parallel/data-parallel.js'
 
