@@ -161,7 +161,12 @@ test('two trackers in one folder write two files; a later one does not overwrite
   await b.close()
   const files = fs.readdirSync(dir).sort()
   expect(files).toHaveLength(2)
-  const steps = files.map((f) => records(fs.readFileSync(path.join(dir, f))).map(decodeEvent).at(-1)!.step)
+  const steps = files.map(
+    (f) =>
+      records(fs.readFileSync(path.join(dir, f)))
+        .map(decodeEvent)
+        .at(-1)!.step,
+  )
   expect(steps.sort()).toEqual([1, 2])
 })
 

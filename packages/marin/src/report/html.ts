@@ -19,10 +19,13 @@ h1{margin-bottom:4px}h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-t
 table{border-collapse:collapse;margin:8px 0;font-size:14px;max-width:100%}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
-table.kv th{width:170px;font-weight:normal}table.log{font-size:12px;width:100%}table.log td:first-child,table.log td:nth-child(2){white-space:nowrap;overflow-wrap:normal}
-code,pre{font-family:monospace;font-size:12px}pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:260px;white-space:pre-wrap;overflow-wrap:anywhere}
+table.kv th{width:170px;font-weight:normal}table.log{font-size:12px;width:100%}
+table.log td:first-child,table.log td:nth-child(2){white-space:nowrap;overflow-wrap:normal}
+code,pre{font-family:monospace;font-size:12px}
+pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:260px;white-space:pre-wrap;overflow-wrap:anywhere}
 .status{display:inline-block;padding:1px 6px;border-radius:4px;border:1px solid #999;font-size:12px}
-.charts{display:flex;flex-wrap:wrap;gap:16px}.chart{border:1px solid #eee;padding:4px;margin:0}.chart svg{max-width:100%;height:auto}
+.charts{display:flex;flex-wrap:wrap;gap:16px}.chart{border:1px solid #eee;padding:4px;margin:0}
+.chart svg{max-width:100%;height:auto}
 .graph{border:1px solid #eee;padding:4px}.muted{color:#666}.warn{color:#a40}
 .lv-warn{color:#a60}.lv-error,.lv-fatal{color:#b00;font-weight:bold}
 details{margin:4px 0}td pre{margin:0;padding:2px 4px}fieldset.xaxis{border:1px solid #ddd;display:inline-block}`
@@ -58,20 +61,28 @@ function table(
 
 /** A two-column table of names and values, the names as row headers (no empty header row). */
 function keyValues(rows: readonly (readonly [string, string])[]): string {
-  return `<table class="kv"><tbody>\n${rows.map(([k, v]) => `<tr><th>${x(k)}</th><td>${v}</td></tr>`).join('\n')}\n</tbody></table>`
+  const tr = rows.map(([k, v]) => `<tr><th>${x(k)}</th><td>${v}</td></tr>`).join('\n')
+  return `<table class="kv"><tbody>\n${tr}\n</tbody></table>`
 }
 
 /** A config as `a.b.c → value` pairs; artifact references as `name@version`, lists of plain values inline. */
 export function flattenConfig(v: unknown, prefix = ''): [string, string][] {
   if (isArtifactRef(v)) return [[prefix, `${v.name}@${v.version}`]]
-  if (v === null || typeof v !== 'object') return [[prefix, typeof v === 'string' ? v : JSON.stringify(v) ?? '']]
+  if (v === null || typeof v !== 'object') return [[prefix, typeof v === 'string' ? v : (JSON.stringify(v) ?? '')]]
   if (Array.isArray(v) && v.every((e) => e === null || typeof e !== 'object')) return [[prefix, JSON.stringify(v)]]
   const entries = Array.isArray(v) ? v.map((e, i) => [String(i), e] as const) : Object.entries(v)
   if (entries.length === 0) return [[prefix, Array.isArray(v) ? '[]' : '{}']]
   return entries.flatMap(([k, e]) => flattenConfig(e, prefix ? `${prefix}.${k}` : k))
 }
 
-const LEVELS: Readonly<Record<number, string>> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' }
+const LEVELS: Readonly<Record<number, string>> = {
+  10: 'trace',
+  20: 'debug',
+  30: 'info',
+  40: 'warn',
+  50: 'error',
+  60: 'fatal',
+}
 const HIDDEN_FIELDS = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'pkg', 'step', 'name', 'v'])
 
 /** One log line as time (UTC, of day), level and message with its other fields; plain text lines as they are. */
@@ -86,7 +97,8 @@ export function logRow(line: string): { time: string; level: string; message: st
   if (!o) return { time: '', level: '', message: line, fields: '' }
   const t = typeof o.time === 'number' ? new Date(o.time) : typeof o.time === 'string' ? new Date(o.time) : undefined
   const time = t && !Number.isNaN(t.getTime()) ? t.toISOString().slice(11, 23) : ''
-  const level = typeof o.level === 'number' ? (LEVELS[o.level] ?? String(o.level)) : typeof o.level === 'string' ? o.level : ''
+  const level =
+    typeof o.level === 'number' ? (LEVELS[o.level] ?? String(o.level)) : typeof o.level === 'string' ? o.level : ''
   const fields = Object.entries(o)
     .filter(([k]) => !HIDDEN_FIELDS.has(k))
     .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
@@ -130,8 +142,15 @@ const GEMM: Readonly<Record<string, string>> = {
   xnnpack: "the wasm backend's XNNPACK",
 }
 
+/** What runs a backend's matrix products. */
+function gemmText(b: BackendShown): string {
+  if (b.gemm) return GEMM[b.gemm] ?? b.gemm
+  return b.name === 'tensorflow' ? "TensorFlow's" : `the ${b.name} backend's own`
+}
+
 function backendRows(backends: readonly BackendShown[]): [string, string][] {
-  if (backends.length === 0) return [['backend', '<span class="muted">not recorded (no training step in this run)</span>']]
+  if (backends.length === 0)
+    return [['backend', '<span class="muted">not recorded (no training step in this run)</span>']]
   const where = (b: BackendShown) => (backends.length > 1 ? ` <span class="muted">(${x(b.step)})</span>` : '')
   return [
     [
@@ -139,7 +158,8 @@ function backendRows(backends: readonly BackendShown[]): [string, string][] {
       backends
         .map(
           (b) =>
-            `${x(b.name)}${b.simd ? ', SIMD' : ''}${b.threads ? `, ${b.threads} thread${b.threads === 1 ? '' : 's'}` : ''}` +
+            `${x(b.name)}${b.simd ? ', SIMD' : ''}` +
+            `${b.threads ? `, ${b.threads} thread${b.threads === 1 ? '' : 's'}` : ''}` +
             where(b),
         )
         .join('<br>'),
@@ -147,17 +167,17 @@ function backendRows(backends: readonly BackendShown[]): [string, string][] {
     [
       'adapter',
       backends
-        .map((b) => `${x(b.adapter ?? (b.name === 'tensorflow' ? 'TensorFlow (libtensorflow)' : 'none: CPU, no GPU adapter'))}${where(b)}`)
+        .map(
+          (b) =>
+            x(b.adapter ?? (b.name === 'tensorflow' ? 'TensorFlow (libtensorflow)' : 'none: CPU, no GPU adapter')) +
+            where(b),
+        )
         .join('<br>'),
     ],
     [
       'kernels',
       backends
-        .map(
-          (b) =>
-            `${x(b.gemm ? (GEMM[b.gemm] ?? b.gemm) : b.name === 'tensorflow' ? "TensorFlow's" : `${b.name} backend's own`)} matrix products, ` +
-            `levanter's fused kernels and gradients${where(b)}`,
-        )
+        .map((b) => `${x(gemmText(b))} matrix products, levanter's fused kernels and gradients${where(b)}`)
         .join('<br>'),
     ],
   ]
@@ -196,7 +216,10 @@ export function renderHtml(p: SiteParts): string {
   const checkpoints = data.artifacts.filter((a) => a.kind === 'checkpoints')
   const here = { experiment: r.experiment, run: r.run }
   const madeByLink = (s: ReportStep) =>
-    s.madeBy ? `<a href="${x(runLink(here, s.madeBy))}">${x(s.madeBy.experiment === r.experiment ? s.madeBy.run : `${s.madeBy.experiment} ${s.madeBy.run}`)}</a>` : ''
+    s.madeBy
+      ? `<a href="${x(runLink(here, s.madeBy))}">` +
+        `${x(s.madeBy.experiment === r.experiment ? s.madeBy.run : `${s.madeBy.experiment} ${s.madeBy.run}`)}</a>`
+      : ''
   const seconds = (Date.parse(r.finishedAt) - Date.parse(r.startedAt)) / 1000
   const out: string[] = []
   out.push(
@@ -214,7 +237,8 @@ export function renderHtml(p: SiteParts): string {
   if (data.steps.length > 0 && notRun.length === data.steps.length) {
     const makers = [...new Map(notRun.filter((s) => s.madeBy).map((s) => [madeByLink(s), s])).keys()]
     out.push(
-      `<p>Every step was already done, so nothing ran in this run${makers.length ? `: made by ${makers.join(', ')}` : ''}. ` +
+      `<p>Every step was already done, so nothing ran in this run` +
+        `${makers.length ? `: made by ${makers.join(', ')}` : ''}. ` +
         'Times and logs below are those of the runs that made them.</p>',
     )
   }
@@ -235,7 +259,9 @@ export function renderHtml(p: SiteParts): string {
         s.seconds !== undefined ? x(formatSeconds(s.seconds)) : '',
         `<code>${x(s.outputPath)}</code>`,
         s.madeBy ? madeByLink(s) : s.action === 'run' ? 'this run' : '',
-        s.logs.length ? `<a href="#logs-${x(s.nameHash)}">${s.logs.length} file${s.logs.length === 1 ? '' : 's'}</a>` : '',
+        s.logs.length
+          ? `<a href="#logs-${x(s.nameHash)}">${s.logs.length} file${s.logs.length === 1 ? '' : 's'}</a>`
+          : '',
       ]),
       new Set([3]),
     ),
@@ -245,14 +271,20 @@ export function renderHtml(p: SiteParts): string {
   if (r.config !== undefined && r.config !== null)
     out.push(
       '<h3>experiment</h3>',
-      table(['field', 'value'], flattenConfig(r.config).map(([k, v]) => [`<code>${x(k)}</code>`, x(v)])),
+      table(
+        ['field', 'value'],
+        flattenConfig(r.config).map(([k, v]) => [`<code>${x(k)}</code>`, x(v)]),
+      ),
     )
   for (const s of data.steps) {
     out.push(`<h3>${x(s.name)} <code class="muted">${x(s.nameHash)}</code></h3>`)
     out.push(
       s.config === undefined
         ? '<p class="muted">no resolved config recorded (.executor_info)</p>'
-        : table(['field', 'value'], flattenConfig(s.config).map(([k, v]) => [`<code>${x(k || '(value)')}</code>`, x(v)])),
+        : table(
+            ['field', 'value'],
+            flattenConfig(s.config).map(([k, v]) => [`<code>${x(k || '(value)')}</code>`, x(v)]),
+          ),
     )
   }
 

@@ -198,7 +198,10 @@ export async function publishSite(site: Site, target: string): Promise<PublishRe
     else next.files[p] = hash // another run's file, or one this site does not hold: kept
   }
   for (const p of deleted) await sink.remove(p)
-  const sorted: Manifest = { format: 1, files: Object.fromEntries(Object.entries(next.files).sort(([a], [b]) => a.localeCompare(b))) }
+  const sorted: Manifest = {
+    format: 1,
+    files: Object.fromEntries(Object.entries(next.files).sort(([a], [b]) => a.localeCompare(b))),
+  }
   await sink.put(MANIFEST_FILE, `${JSON.stringify(sorted, null, 2)}\n`)
   return { target: sink.where, uploaded, unchanged, deleted }
 }

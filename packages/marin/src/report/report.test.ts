@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import packagedChromium from '@sparticuz/chromium'
 import { chromium } from 'playwright-core'
@@ -204,12 +204,14 @@ describe('a second run', () => {
     const target = join(dir, 'site-two-runs')
     const first = await buildReport(`tiny-report/${record.run}`, prefix)
     await publishSite(first.site, target)
-    const firstPage = new Map(readdirSync(join(target, page), { recursive: true, withFileTypes: true })
-      .filter((e) => e.isFile())
-      .map((e) => {
-        const f = join(e.parentPath, e.name)
-        return [f, readFileSync(f, 'utf8')] as const
-      }))
+    const firstPage = new Map(
+      readdirSync(join(target, page), { recursive: true, withFileTypes: true })
+        .filter((e) => e.isFile())
+        .map((e) => {
+          const f = join(e.parentPath, e.name)
+          return [f, readFileSync(f, 'utf8')] as const
+        }),
+    )
     expect(firstPage.size).toBeGreaterThan(5)
 
     const again = await new Executor({ prefix, leaseTtlMs: 2000 }).run(reportFixture(prefix))
@@ -220,9 +222,7 @@ describe('a second run', () => {
       expect(data.steps.map((s) => s.status)).toEqual(['SKIPPED', 'SKIPPED', 'SKIPPED', 'SKIPPED'])
       expect(data.steps.map((s) => s.diskStatus)).toEqual(['SUCCESS', 'SUCCESS', 'SUCCESS', 'SUCCESS'])
       // Each skipped step names the run whose output it reused.
-      expect(data.steps.map((s) => s.madeBy)).toEqual(
-        Array(4).fill({ experiment: 'tiny-report', run: record.run }),
-      )
+      expect(data.steps.map((s) => s.madeBy)).toEqual(Array(4).fill({ experiment: 'tiny-report', run: record.run }))
       expect(data.artifacts.map((a) => a.ref)).toEqual([
         'datasets/raw@1',
         'datasets/dedup@1',
@@ -398,7 +398,7 @@ describe('marin publish-report', () => {
 })
 
 describe('the published site in headless Chromium at 1280 px', () => {
-  it('shows every step, config, samples and dataset rows without overflow, links relative, nothing fetched', async () => {
+  it('shows every step, config, samples and dataset rows, no overflow, links relative, nothing fetched', async () => {
     const target = join(dir, 'site-browser')
     await publishSite((await buildReport(`tiny-report/${record.run}`, prefix)).site, target)
     // A second run of the experiment with a different training length (a loss curve of its own) and a 20-step chain.
@@ -534,7 +534,9 @@ describe('the step graph layout', () => {
   const shapes: Record<string, number[][]> = {
     chain: Array.from({ length: 20 }, (_, i) => (i ? [i - 1] : [])),
     fan: Array.from({ length: 20 }, (_, i) => (i ? [0] : [])),
-    diamonds: Array.from({ length: 20 }, (_, i) => (i === 0 ? [] : i % 3 === 0 ? [i - 1, i - 2] : [i - 1 - (i % 3 === 2 ? 1 : 0)])),
+    diamonds: Array.from({ length: 20 }, (_, i) =>
+      i === 0 ? [] : i % 3 === 0 ? [i - 1, i - 2] : [i - 1 - (i % 3 === 2 ? 1 : 0)],
+    ),
     ladder: Array.from({ length: 20 }, (_, i) => (i < 2 ? [] : [i - 2, i - 1])),
   }
   for (const [shape, deps] of Object.entries(shapes))

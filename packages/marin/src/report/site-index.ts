@@ -86,7 +86,8 @@ export function mergeRuns(old: readonly RunSummary[], added: readonly RunSummary
   const byKey = new Map(old.map((r) => [runFolder(r), r]))
   for (const r of added) byKey.set(runFolder(r), r)
   return [...byKey.values()].sort(
-    (a, b) => b.startedAt.localeCompare(a.startedAt) || b.run.localeCompare(a.run) || a.experiment.localeCompare(b.experiment),
+    (a, b) =>
+      b.startedAt.localeCompare(a.startedAt) || b.run.localeCompare(a.run) || a.experiment.localeCompare(b.experiment),
   )
 }
 
@@ -96,7 +97,8 @@ h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
 table{border-collapse:collapse;margin:8px 0;font-size:14px;max-width:100%}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}code{font-size:12px}
-.muted{color:#666}.choose label{margin-right:12px;font-size:13px;white-space:nowrap}svg.overlay{max-width:100%;height:auto}`
+.muted{color:#666}.choose label{margin-right:12px;font-size:13px;white-space:nowrap}
+svg.overlay{max-width:100%;height:auto}`
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#8c564b', '#e377c2', '#7f7f7f']
 
@@ -124,7 +126,8 @@ function overlaySvg(runs: readonly RunSummary[]): string {
     out.push(`<text x="${sx(v)}" y="${H - B + 14}" text-anchor="middle">${x(formatNumber(v))}</text>`)
   out.push(
     `<text x="${(L + W - R) / 2}" y="${H - 4}" text-anchor="middle">step</text>`,
-    `<text x="12" y="${(T + H - B) / 2}" transform="rotate(-90 12 ${(T + H - B) / 2})" text-anchor="middle">train loss</text>`,
+    `<text x="12" y="${(T + H - B) / 2}" transform="rotate(-90 12 ${(T + H - B) / 2})" ` +
+      'text-anchor="middle">train loss</text>',
   )
   runs.forEach((r, i) => {
     const d = r.loss.map(([s, v], j) => `${j ? 'L' : 'M'}${sx(s).toFixed(1)},${sy(v).toFixed(1)}`).join('')
@@ -161,7 +164,8 @@ function stepsCell(r: RunSummary): string {
 /** The front page for `runs` (newest first). Links are relative to the site's root. */
 export function renderIndex(runs: readonly RunSummary[]): string {
   const byExperiment = new Map<string, RunSummary[]>()
-  for (const r of runs) (byExperiment.get(r.experiment) ?? byExperiment.set(r.experiment, []).get(r.experiment)!).push(r)
+  for (const r of runs)
+    (byExperiment.get(r.experiment) ?? byExperiment.set(r.experiment, []).get(r.experiment)!).push(r)
   const out = [
     '<!doctype html><html lang="en"><head><meta charset="utf-8">',
     '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -189,7 +193,8 @@ export function renderIndex(runs: readonly RunSummary[]): string {
               return `<td class="num">${v === undefined ? '' : x(formatNumber(v))}</td>`
             })
             .join('') +
-          `<td><code>${x(r.gitSha?.slice(0, 12) ?? 'unknown')}</code>${r.gitDirty ? ' (uncommitted changes)' : ''}</td></tr>`,
+          `<td><code>${x(r.gitSha?.slice(0, 12) ?? 'unknown')}</code>` +
+          `${r.gitDirty ? ' (uncommitted changes)' : ''}</td></tr>`,
       )
     }
     out.push('</tbody></table>')
@@ -200,7 +205,8 @@ export function renderIndex(runs: readonly RunSummary[]): string {
         `<p class="choose" hidden>${curves
           .map(
             (r, i) =>
-              `<label style="color:${COLORS[i % COLORS.length]}"><input type="checkbox" data-run="${x(r.run)}" checked> ` +
+              `<label style="color:${COLORS[i % COLORS.length]}">` +
+              `<input type="checkbox" data-run="${x(r.run)}" checked> ` +
               `${x(r.run)}</label>`,
           )
           .join('')}</p>`,
