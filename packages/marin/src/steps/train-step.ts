@@ -109,6 +109,8 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
       }
       const run = runNameOf(outputPath)
       const memory = new lv.MemoryTracker()
+      // A line per logged step: step/max, loss, eval loss (held-out split of these tokens), tokens/s, ETA.
+      const progress = new lv.ProgressTracker({ maxSteps: c.maxSteps, log })
       const trainer = new lv.Trainer(
         { ...(c.trainer as TrainerConfigInput), checkpointStore: storeUrl(prefix), runName: run, runDir: outputPath },
         {
@@ -116,14 +118,9 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
             new lv.JsonlTracker(join(outputPath, 'metrics.jsonl')),
             new lv.TensorBoardTracker(join(outputPath, 'tensorboard')),
             memory,
+            progress,
           ],
         },
-      )
-      trainer.addHook(trainer.config.logEvery, (i) =>
-        log.info(
-          { progress: `${i.step}/${c.maxSteps}`, loss: i.loss, tokensPerSec: Math.round(i.tokensPerSec) },
-          'training',
-        ),
       )
       const dataset = lv.Dataset.fromDatakit(cache, { evalFraction: c.evalFraction, eosId: cache.ledger.eos })
       log.info(
