@@ -57,9 +57,34 @@ const runNameOf = (outputPath: string) =>
     .toLowerCase()
     .replace(/[^a-z0-9._-]+/g, '-')
 
+const positiveInt = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v > 0
+
 /**
- * Trains `o.model` on the token cache `tokens` made, with `o.trainer` (`mesh: {data: N}` trains
- * data-parallel over N fray worker processes). Writes `metrics.jsonl`, TensorBoard event files in `tensorboard/`,
+ * The trainer's layout fields as levanter's `TrainerConfig` takes them (`mesh: { data, model }`,
+ * `fsdp`), checked when the step is defined: levanter itself loads only when the step runs.
+ */
+function checkLayout(name: string, t: TrainStepTrainer): void {
+  const bad = (field: string, why: string): never => {
+    throw new MarinError('BAD_CONFIG', `step ${name}: trainer.${field} ${why}`)
+  }
+  if (t.mesh !== undefined) {
+    if (typeof t.mesh !== 'object' || t.mesh === null) bad('mesh', 'must be an object such as { data: 2, model: 2 }')
+    for (const [k, v] of Object.entries(t.mesh)) {
+      if (k !== 'data' && k !== 'model') bad(`mesh.${k}`, 'is not an axis; the axes are data and model')
+      if (v !== undefined && !positiveInt(v)) bad(`mesh.${k}`, `${JSON.stringify(v)} must be a positive integer`)
+    }
+  }
+  if (t.fsdp !== undefined && typeof t.fsdp !== 'boolean')
+    bad('fsdp', `${JSON.stringify(t.fsdp)} must be true or false`)
+  const data = t.mesh?.data ?? 1
+  if (t.batchSize !== undefined && positiveInt(t.batchSize) && t.batchSize % data !== 0)
+    bad(`batchSize ${t.batchSize}`, `must be a multiple of trainer.mesh.data ${data}`)
+}
+
+/**
+ * Trains `o.model` on the token cache `tokens` made, with `o.trainer` (`mesh: { data, model }` and
+ * `fsdp` train over data × model fray worker processes: replicated or fsdp over `data`, tensor
+ * parallel over `model`). Writes `metrics.jsonl`, TensorBoard event files in `tensorboard/`,
  * and `artifacts.json` = `models/<name>@v`, `checkpoints/<run>`, a {@link TrainSummary} and the tensor backend.
  * @example trainStep(tokens, { name: 'gpt-brown', model: { type: 'gpt2', vocabSize: 512, seqLen: 128 }, trainer: {
  * batchSize: 16, mesh: { data: 2 } }, maxSteps: 500 })
@@ -67,6 +92,7 @@ const runNameOf = (outputPath: string) =>
 export function trainStep(tokens: Step, o: TrainStepOptions): Step {
   if (!(Number.isInteger(o.maxSteps) && o.maxSteps > 0))
     throw new MarinError('BAD_STEP', `step ${o.name}: maxSteps ${o.maxSteps} must be a positive integer`)
+  checkLayout(o.name, o.trainer)
   return step({
     name: o.name,
     description: `train ${o.model.type ?? 'a model'} for ${o.maxSteps} steps`,
