@@ -28,12 +28,23 @@ const candidates = [
   [process.execPath, [join(npmGyp, 'node-gyp.js')]],
 ]
 let result
+let gyp
 for (const [cmd, pre] of candidates) {
   if (cmd === process.execPath && !existsSync(pre[0])) continue
   result = spawnSync(cmd, [...pre, 'rebuild', '--release'], { cwd: here, env, encoding: 'utf8' })
-  if (!result.error) break
+  if (!result.error) {
+    gyp = [cmd, pre]
+    break
+  }
 }
 if (!result || result.error) skip('node-gyp not found')
+if (result.status !== 0) {
+  // a compiler without -mavx512f: build the AVX2 kernels alone
+  const [cmd, pre] = gyp
+  const again = spawnSync(cmd, [...pre, 'rebuild', '--release', '--', '-Davx512=0'], { cwd: here, env, encoding: 'utf8' })
+  if (again.status === 0) console.log('levanter: native GEMM built without its AVX-512 kernel (the compiler refused it)')
+  result = again.status === 0 ? again : result
+}
 if (result.status !== 0) {
   const lines = `${result.stdout}\n${result.stderr}`.split('\n').filter((l) => /error/i.test(l))
   skip(`node-gyp failed: ${(lines[0] ?? `exit ${result.status}`).trim().slice(0, 200)}`)

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gemm-impl.h"
 #include "gemm.h"
 #include "pool.h"
 
@@ -26,81 +27,13 @@ napi_value RegisterOps(napi_env env, napi_value exports);
 
 namespace {
 
+using levanter::buffers;
+using levanter::View;
+
 constexpr int64_t MR = 6;
 constexpr int64_t NR = 16;
-constexpr int64_t KC = 256;
-constexpr int64_t MC = 144;  // a multiple of MR: the packed A block (MC×KC, 144 KiB) stays in L2
-constexpr int64_t NC = 2048; // the packed B block (KC×NC, 2 MiB) stays in L2/L3
 
-// Per thread (worker threads share the loaded library), allocated on first use and kept.
-thread_local float* packA = nullptr;
-thread_local float* packB = nullptr;
-
-bool buffers() {
-  if (!packA) packA = static_cast<float*>(std::aligned_alloc(64, MC * KC * sizeof(float)));
-  if (!packB) packB = static_cast<float*>(std::aligned_alloc(64, KC * NC * sizeof(float)));
-  return packA && packB;
-}
-
-// A view of one operand: element (r, c) of op(X) is at x[r·rs + c·cs].
-struct View {
-  const float* x;
-  int64_t rs, cs;
-  float at(int64_t r, int64_t c) const { return x[r * rs + c * cs]; }
-};
-
-// dst[sliver][k][i] = op(A)(m0 + s·MR + i, k0 + k), zero past row mb.
-void packABlock(const View& a, int64_t m0, int64_t mb, int64_t k0, int64_t kb, float* dst) {
-  for (int64_t s = 0; s < mb; s += MR) {
-    const int64_t rows = mb - s < MR ? mb - s : MR;
-    if (rows == MR && a.cs == 1) {  // rows of A: MR streams along k
-      const float* r = a.x + (m0 + s) * a.rs + k0;
-      for (int64_t k = 0; k < kb; k++)
-        for (int64_t i = 0; i < MR; i++) dst[k * MR + i] = r[i * a.rs + k];
-      dst += kb * MR;
-      continue;
-    }
-    if (rows == MR && a.rs == 1) {  // transposed A: MR contiguous floats per k
-      const float* r = a.x + k0 * a.cs + m0 + s;
-      for (int64_t k = 0; k < kb; k++)
-        for (int64_t i = 0; i < MR; i++) dst[k * MR + i] = r[k * a.cs + i];
-      dst += kb * MR;
-      continue;
-    }
-    for (int64_t k = 0; k < kb; k++) {
-      for (int64_t i = 0; i < rows; i++) dst[k * MR + i] = a.at(m0 + s + i, k0 + k);
-      for (int64_t i = rows; i < MR; i++) dst[k * MR + i] = 0.0f;
-    }
-    dst += kb * MR;
-  }
-}
-
-// dst[panel][k][j] = op(B)(k0 + k, n0 + p·NR + j), zero past column nb.
-void packBBlock(const View& b, int64_t k0, int64_t kb, int64_t n0, int64_t nb, float* dst) {
-  for (int64_t p = 0; p < nb; p += NR) {
-    const int64_t cols = nb - p < NR ? nb - p : NR;
-    if (cols == NR && b.cs == 1) {
-      for (int64_t k = 0; k < kb; k++) {
-        const float* src = b.x + (k0 + k) * b.rs + n0 + p;
-        _mm256_store_ps(dst + k * NR, _mm256_loadu_ps(src));
-        _mm256_store_ps(dst + k * NR + 8, _mm256_loadu_ps(src + 8));
-      }
-    } else if (cols == NR && b.rs == 1) {  // transposed B: read each column along k
-      for (int64_t j = 0; j < NR; j++) {
-        const float* src = b.x + (n0 + p + j) * b.cs + k0;
-        for (int64_t k = 0; k < kb; k++) dst[k * NR + j] = src[k];
-      }
-    } else {
-      for (int64_t k = 0; k < kb; k++) {
-        for (int64_t j = 0; j < cols; j++) dst[k * NR + j] = b.at(k0 + k, n0 + p + j);
-        for (int64_t j = cols; j < NR; j++) dst[k * NR + j] = 0.0f;
-      }
-    }
-    dst += kb * NR;
-  }
-}
-
-// The MR×NR tile: acc = Σ_k a[k][i]·b[k][j] (FMA chain from zero), then c = acc or c += acc.
+// The AVX2 6×16 tile in twelve ymm registers.
 void kernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, bool add) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -140,44 +73,23 @@ void kernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, b
   }
 }
 
-// One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart.
+bool useAvx512 = false;  // set by Init where the CPU has AVX-512F; setIsa() switches (tests)
+
+// One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart, on the widest kernel.
 void gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N, bool accumulate) {
-  alignas(32) float tile[MR * NR];
-  if (K == 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) c[i * ldc + j] = 0.0f;
-    return;
-  }
-  for (int64_t jc = 0; jc < N; jc += NC) {
-    const int64_t nb = N - jc < NC ? N - jc : NC;
-    for (int64_t pc = 0; pc < K; pc += KC) {
-      const int64_t kb = K - pc < KC ? K - pc : KC;
-      const bool add = accumulate || pc > 0;
-      packBBlock(b, pc, kb, jc, nb, packB);
-      for (int64_t ic = 0; ic < M; ic += MC) {
-        const int64_t mb = M - ic < MC ? M - ic : MC;
-        packABlock(a, ic, mb, pc, kb, packA);
-        for (int64_t jr = 0; jr < nb; jr += NR) {
-          const int64_t cols = nb - jr < NR ? nb - jr : NR;
-          const float* bp = packB + jr * kb;
-          for (int64_t ir = 0; ir < mb; ir += MR) {
-            const int64_t rows = mb - ir < MR ? mb - ir : MR;
-            const float* ap = packA + ir * kb;
-            float* ct = c + (ic + ir) * ldc + jc + jr;
-            if (rows == MR && cols == NR) {
-              kernel(kb, ap, bp, ct, ldc, add);
-            } else {
-              kernel(kb, ap, bp, tile, NR, false);
-              for (int64_t i = 0; i < rows; i++)
-                for (int64_t j = 0; j < cols; j++)
-                  ct[i * ldc + j] = add ? ct[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
-            }
-          }
-        }
-      }
-    }
-  }
+#ifdef LEVANTER_AVX512
+  if (useAvx512) return levanter::gemmAvx512(a, b, c, ldc, M, K, N, accumulate);
+#endif
+  levanter::Blocked<MR, NR, kernel>::gemm(a, b, c, ldc, M, K, N, accumulate);
+}
+
+bool avx512Here() {
+#ifdef LEVANTER_AVX512
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;  // built without it (the compiler lacked -mavx512f)
+#endif
 }
 
 // One product split over the pool's threads: by row slivers where there are enough rows, else by
@@ -190,17 +102,19 @@ bool gemmThreaded(const View& a, const View& b, float* c, int64_t M, int64_t K, 
     return true;
   }
   std::atomic<bool> ok{true};
-  const int64_t slivers = (M + MR - 1) / MR, panels = (N + NR - 1) / NR;
+  // split at the active kernel's tiles (any split gives the same bits; whole tiles waste nothing)
+  const int64_t mr = useAvx512 ? 12 : MR, nr = useAvx512 ? 32 : NR;
+  const int64_t slivers = (M + mr - 1) / mr, panels = (N + nr - 1) / nr;
   if (slivers >= 2 * threads) {
     levanter::parallel_for(slivers, 2, [&](int64_t s0, int64_t s1) {
-      const int64_t r0 = s0 * MR, r1 = s1 * MR < M ? s1 * MR : M;
+      const int64_t r0 = s0 * mr, r1 = s1 * mr < M ? s1 * mr : M;
       const View part{a.x + r0 * a.rs, a.rs, a.cs};
       if (buffers()) gemm(part, b, c + r0 * N, N, r1 - r0, K, N, accumulate);
       else ok = false;
     });
   } else {
     levanter::parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
-      const int64_t c0 = p0 * NR, c1 = p1 * NR < N ? p1 * NR : N;
+      const int64_t c0 = p0 * nr, c1 = p1 * nr < N ? p1 * nr : N;
       const View part{b.x + c0 * b.cs, b.rs, b.cs};
       if (buffers()) gemm(a, part, c + c0, N, M, K, c1 - c0, accumulate);
       else ok = false;
@@ -316,6 +230,28 @@ napi_value Gemm(napi_env env, napi_callback_info info) {
   return nullptr;
 }
 
+// setIsa(name?): the micro-kernel, "avx512" (where built and the CPU has it) or "avx2"; answers the
+// one in use (no argument: just answers).
+napi_value SetIsa(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  if (argc == 1) {
+    char name[16] = {0};
+    size_t len = 0;
+    if (napi_get_value_string_utf8(env, argv[0], name, sizeof(name), &len) != napi_ok)
+      return fail(env, "setIsa takes \"avx2\" or \"avx512\"");
+    if (std::strcmp(name, "avx2") == 0) useAvx512 = false;
+    else if (std::strcmp(name, "avx512") == 0 && avx512Here()) useAvx512 = true;
+    else if (std::strcmp(name, "avx512") == 0)
+      return fail(env, "setIsa: AVX-512 is unavailable (this CPU lacks AVX-512F, or the addon was built without it)");
+    else return fail(env, "setIsa takes \"avx2\" or \"avx512\"");
+  }
+  napi_value r;
+  napi_create_string_utf8(env, useAvx512 ? "avx512" : "avx2", NAPI_AUTO_LENGTH, &r);
+  return r;
+}
+
 // setThreads(n): the pool's size (1 to 64, the calling thread included); answers the size.
 napi_value SetThreads(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -335,8 +271,10 @@ napi_value Init(napi_env env, napi_value exports) {
       {"cpuSupported", nullptr, CpuSupported, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"gemm", nullptr, Gemm, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"setThreads", nullptr, SetThreads, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"setIsa", nullptr, SetIsa, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
-  napi_define_properties(env, exports, 3, props);
+  useAvx512 = avx512Here();
+  napi_define_properties(env, exports, 4, props);
   return RegisterOps(env, exports);
 }
 

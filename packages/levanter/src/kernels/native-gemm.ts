@@ -3,7 +3,8 @@
  * with node-gyp and the machine's compiler, native/build.mjs): C (+)= op(A)·op(B) with AVX2/FMA,
  * on `LEVANTER_THREADS` threads, in place on a WebAssembly.Memory's buffer. {@link nativeGemm} answers the addon,
  * or why it cannot run here: not built, a CPU without AVX2/FMA, or `LEVANTER_NATIVE_DISABLE=1`
- * (read here only; it forces the WebAssembly GEMM, to test that path).
+ * (read here only; it forces the WebAssembly GEMM, to test that path). Its micro-kernel is AVX-512
+ * where the CPU has it, else AVX2 (the same bits); `LEVANTER_NATIVE_ISA=avx2|avx512` picks one.
  */
 import { existsSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
@@ -19,6 +20,9 @@ export type NativeGemmAddon = NativeOps & {
   gemm(buffer: ArrayBuffer, ...args: [...Required<GemmArgs>, accumulate: boolean]): void
   /** The thread count of the GEMM and the fused kernels (1–64, the caller included); answers it. */
   setThreads(n: number): number
+  /** The GEMM's micro-kernel: `avx512` (the default where the CPU has AVX-512F) or `avx2`; answers the one in use
+   * (no argument: only answers). Both give the same bits. */
+  setIsa(isa?: 'avx2' | 'avx512'): 'avx2' | 'avx512'
 }
 
 /**
@@ -41,8 +45,8 @@ export function replicaThreadsEnv(replicas: number): { LEVANTER_THREADS: string 
   return { LEVANTER_THREADS: set ? set : String(Math.max(1, Math.floor(availableParallelism() / replicas))) }
 }
 
-/** native/gemm.cc's blocking (tests aim their edge cases at it). */
-export const NATIVE_BLOCKING = { MR: 6, NR: 16, KC: 256, MC: 144, NC: 2048 } as const
+/** native/gemm-impl.h's blocking and the tiles of its AVX2 and AVX-512 kernels (tests aim their edge cases at them). */
+export const NATIVE_BLOCKING = { MR: 6, NR: 16, MR512: 12, NR512: 32, KC: 256, MC: 144, NC: 2048 } as const
 
 const ADDON = fileURLToPath(new URL('../../native/build/Release/levanter_gemm.node', import.meta.url))
 let loaded: { addon?: NativeGemmAddon; reason?: string } | undefined
@@ -66,5 +70,15 @@ function load(): { addon?: NativeGemmAddon; reason?: string } {
   }
   if (!addon.cpuSupported()) return { reason: 'this CPU lacks AVX2/FMA' }
   addon.setThreads(threadCount())
+  const isa = process.env.LEVANTER_NATIVE_ISA
+  if (isa) {
+    if (isa !== 'avx2' && isa !== 'avx512')
+      throw new LevanterError('BAD_CONFIG', `LEVANTER_NATIVE_ISA=${isa} is not avx2 or avx512; unset it or pick one`)
+    try {
+      addon.setIsa(isa)
+    } catch (e) {
+      throw new LevanterError('BAD_CONFIG', `LEVANTER_NATIVE_ISA=${isa}: ${(e as Error).message}; unset it or pick avx2`)
+    }
+  }
   return { addon }
 }

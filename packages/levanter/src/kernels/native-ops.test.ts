@@ -337,6 +337,50 @@ describe('native GEMM on several threads', () => {
     sameOnThreads(() => [tf.matMul(fa, fb, tA, tB).dataSync() as Float32Array])
   })
 
+  const avx512 =
+    addon !== undefined &&
+    (() => {
+      const was = ops.setIsa()
+      try {
+        return ops.setIsa('avx512') === 'avx512'
+      } catch {
+        return false
+      } finally {
+        ops.setIsa(was)
+      }
+    })()
+  test.skipIf(!avx512).each([
+    ['12×32 tiles and ragged edges', [37, 300], [300, 71], false, false],
+    ['transposed operands past one pass', [300, 25], [90, 300], true, true],
+    ['batched attention shapes', [6, 33, 16], [6, 16, 33], false, false],
+  ] as const)('the AVX-512 and AVX2 kernels give the same bits: %s', (_, sa, sb, tA, tB) => {
+    const a = tf.tensor(
+      rand(
+        sa.reduce((p, q) => p * q, 1),
+        19,
+      ),
+      [...sa],
+    )
+    const b = tf.tensor(
+      rand(
+        sb.reduce((p, q) => p * q, 1),
+        20,
+      ),
+      [...sb],
+    )
+    selectGemm('native')
+    const was = ops.setIsa()
+    try {
+      ops.setIsa('avx2')
+      const narrow = tf.matMul(a, b, tA, tB).dataSync() as Float32Array
+      ops.setIsa('avx512')
+      const wide = tf.matMul(a, b, tA, tB).dataSync() as Float32Array
+      expect(bytes(wide).equals(bytes(narrow))).toBe(true)
+    } finally {
+      ops.setIsa(was)
+    }
+  })
+
   it('LEVANTER_THREADS: every core by default, a share of them per local replica, a bad value BAD_CONFIG', () => {
     expect(threadCount(undefined)).toBe(availableParallelism())
     expect(threadCount('2')).toBe(2)

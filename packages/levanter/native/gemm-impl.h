@@ -1,0 +1,132 @@
+// The blocked GEMM shared by the micro-kernels (native/gemm.cc: AVX2 6×16; native/gemm512.cc:
+// AVX-512 12×32), as templates over the tile size and the micro-kernel so each instantiation is
+// compiled with its own instruction set. KC, MC and NC are common to all: every element of C is
+// the FMA chain over one KC-deep pass at a time, from zero, added to C in pass order, so the two
+// kernels give the same bits, and so do the row and column splits over threads.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace levanter {
+
+constexpr int64_t KC = 256;
+constexpr int64_t MC = 144;   // a multiple of both kernels' MR: the packed A block (MC×KC, 144 KiB) stays in L2
+constexpr int64_t NC = 2048;  // a multiple of both kernels' NR: the packed B block (KC×NC, 2 MiB) stays in L2/L3
+
+// Per thread (worker threads share the loaded library), allocated on first use and kept.
+inline thread_local float* packA = nullptr;
+inline thread_local float* packB = nullptr;
+
+inline bool buffers() {
+  if (!packA) packA = static_cast<float*>(std::aligned_alloc(64, MC * KC * sizeof(float)));
+  if (!packB) packB = static_cast<float*>(std::aligned_alloc(64, KC * NC * sizeof(float)));
+  return packA && packB;
+}
+
+// A view of one operand: element (r, c) of op(X) is at x[r·rs + c·cs].
+struct View {
+  const float* x;
+  int64_t rs, cs;
+  float at(int64_t r, int64_t c) const { return x[r * rs + c * cs]; }
+};
+
+// kernel(kb, a, b, c, ldc, add): the MR×NR tile acc = Σ_k a[k][i]·b[k][j] (an FMA chain from zero
+// in k order), then c = acc or c += acc.
+using Kernel = void (*)(int64_t, const float*, const float*, float*, int64_t, bool);
+
+template <int64_t MR, int64_t NR, Kernel kernel>
+struct Blocked {
+  static_assert(MC % MR == 0 && NC % NR == 0, "blocks hold whole slivers and panels");
+
+  // dst[sliver][k][i] = op(A)(m0 + s·MR + i, k0 + k), zero past row mb.
+  static void packA(const View& a, int64_t m0, int64_t mb, int64_t k0, int64_t kb, float* dst) {
+    for (int64_t s = 0; s < mb; s += MR) {
+      const int64_t rows = mb - s < MR ? mb - s : MR;
+      if (rows == MR && a.cs == 1) {  // rows of A: MR streams along k
+        const float* r = a.x + (m0 + s) * a.rs + k0;
+        for (int64_t k = 0; k < kb; k++)
+          for (int64_t i = 0; i < MR; i++) dst[k * MR + i] = r[i * a.rs + k];
+      } else if (rows == MR && a.rs == 1) {  // transposed A: MR contiguous floats per k
+        const float* r = a.x + k0 * a.cs + m0 + s;
+        for (int64_t k = 0; k < kb; k++) std::memcpy(dst + k * MR, r + k * a.cs, MR * sizeof(float));
+      } else {
+        for (int64_t k = 0; k < kb; k++) {
+          for (int64_t i = 0; i < rows; i++) dst[k * MR + i] = a.at(m0 + s + i, k0 + k);
+          for (int64_t i = rows; i < MR; i++) dst[k * MR + i] = 0.0f;
+        }
+      }
+      dst += kb * MR;
+    }
+  }
+
+  // dst[panel][k][j] = op(B)(k0 + k, n0 + p·NR + j), zero past column nb.
+  static void packB(const View& b, int64_t k0, int64_t kb, int64_t n0, int64_t nb, float* dst) {
+    for (int64_t p = 0; p < nb; p += NR) {
+      const int64_t cols = nb - p < NR ? nb - p : NR;
+      if (cols == NR && b.cs == 1) {
+        for (int64_t k = 0; k < kb; k++) std::memcpy(dst + k * NR, b.x + (k0 + k) * b.rs + n0 + p, NR * sizeof(float));
+      } else if (cols == NR && b.rs == 1) {  // transposed B: read each column along k
+        for (int64_t j = 0; j < NR; j++) {
+          const float* src = b.x + (n0 + p + j) * b.cs + k0;
+          for (int64_t k = 0; k < kb; k++) dst[k * NR + j] = src[k];
+        }
+      } else {
+        for (int64_t k = 0; k < kb; k++) {
+          for (int64_t j = 0; j < cols; j++) dst[k * NR + j] = b.at(k0 + k, n0 + p + j);
+          for (int64_t j = cols; j < NR; j++) dst[k * NR + j] = 0.0f;
+        }
+      }
+      dst += kb * NR;
+    }
+  }
+
+  // One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart (buffers() first).
+  static void gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
+                   bool accumulate) {
+    alignas(64) float tile[MR * NR];
+    if (K == 0) {
+      if (!accumulate)
+        for (int64_t i = 0; i < M; i++)
+          for (int64_t j = 0; j < N; j++) c[i * ldc + j] = 0.0f;
+      return;
+    }
+    for (int64_t jc = 0; jc < N; jc += NC) {
+      const int64_t nb = N - jc < NC ? N - jc : NC;
+      for (int64_t pc = 0; pc < K; pc += KC) {
+        const int64_t kb = K - pc < KC ? K - pc : KC;
+        const bool add = accumulate || pc > 0;
+        packB(b, pc, kb, jc, nb, levanter::packB);
+        for (int64_t ic = 0; ic < M; ic += MC) {
+          const int64_t mb = M - ic < MC ? M - ic : MC;
+          packA(a, ic, mb, pc, kb, levanter::packA);
+          for (int64_t jr = 0; jr < nb; jr += NR) {
+            const int64_t cols = nb - jr < NR ? nb - jr : NR;
+            const float* bp = levanter::packB + jr * kb;
+            for (int64_t ir = 0; ir < mb; ir += MR) {
+              const int64_t rows = mb - ir < MR ? mb - ir : MR;
+              const float* ap = levanter::packA + ir * kb;
+              float* ct = c + (ic + ir) * ldc + jc + jr;
+              if (rows == MR && cols == NR) {
+                kernel(kb, ap, bp, ct, ldc, add);
+              } else {
+                kernel(kb, ap, bp, tile, NR, false);
+                for (int64_t i = 0; i < rows; i++)
+                  for (int64_t j = 0; j < cols; j++)
+                    ct[i * ldc + j] = add ? ct[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+};
+
+// The AVX-512 instantiation (native/gemm512.cc, compiled with -mavx512f): call only where the CPU
+// has AVX-512F.
+void gemmAvx512(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
+                bool accumulate);
+
+}  // namespace levanter
