@@ -41,8 +41,13 @@ if (!result || result.error) skip('node-gyp not found')
 if (result.status !== 0) {
   // a compiler without -mavx512f: build the AVX2 kernels alone
   const [cmd, pre] = gyp
-  const again = spawnSync(cmd, [...pre, 'rebuild', '--release', '--', '-Davx512=0'], { cwd: here, env, encoding: 'utf8' })
-  if (again.status === 0) console.log('levanter: native GEMM built without its AVX-512 kernel (the compiler refused it)')
+  const again = spawnSync(cmd, [...pre, 'rebuild', '--release', '--', '-Davx512=0'], {
+    cwd: here,
+    env,
+    encoding: 'utf8',
+  })
+  if (again.status === 0)
+    console.log('levanter: native GEMM built without its AVX-512 kernel (the compiler refused it)')
   result = again.status === 0 ? again : result
 }
 if (result.status !== 0) {

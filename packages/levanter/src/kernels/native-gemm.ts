@@ -77,7 +77,10 @@ function load(): { addon?: NativeGemmAddon; reason?: string } {
     try {
       addon.setIsa(isa)
     } catch (e) {
-      throw new LevanterError('BAD_CONFIG', `LEVANTER_NATIVE_ISA=${isa}: ${(e as Error).message}; unset it or pick avx2`)
+      throw new LevanterError(
+        'BAD_CONFIG',
+        `LEVANTER_NATIVE_ISA=${isa}: ${(e as Error).message}; unset it or pick avx2`,
+      )
     }
   }
   return { addon }
