@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import packagedChromium from '@sparticuz/chromium'
 import { chromium } from 'playwright-core'
 import { Executor, type ExperimentRecord } from '../executor/executor.js'
+import { Experiment } from '../executor/experiment.js'
+import { ingestStep } from '../steps/datakit-steps.js'
 import { runCli } from '../cli/program.js'
 import { isMarinError } from '../errors.js'
 import { buildReport } from './build.js'
@@ -197,6 +199,30 @@ describe('buildReport', () => {
     }
     expect((await buildReport(`tiny-report/${record.run}`, prefix)).data.record.run).toBe(record.run)
   })
+})
+
+describe('dataset rows', () => {
+  it('shows the first rows of a Parquet dataset that ingestStep committed, text shortened', async () => {
+    const own = join(dir, 'parquet-prefix')
+    const src = join(dir, 'paragraphs.txt')
+    const long = `The harbor ferry ${'crosses the river again and '.repeat(20)}ends here.`
+    writeFileSync(src, ['First paragraph about the bridge.', 'Second one on the mill.', long].join('\n\n'))
+    const ingest = ingestStep({ name: 'paragraphs', source: src, format: 'text', textUnit: 'paragraph' })
+    const run = await new Executor({ prefix: own, leaseTtlMs: 2000 }).run(
+      new Experiment({ name: 'parquet-rows', steps: [ingest] }),
+    )
+    expect(run.status).toBe('SUCCESS')
+    const { data, site } = await buildReport('parquet-rows', own)
+    const rows = data.artifacts.find((a) => a.artifact === 'datasets/paragraphs')!.rows!
+    expect(rows.file).toMatch(/^part-\d+-of-\d+\.parquet$/)
+    expect(rows.columns.slice(0, 2)).toEqual(['id', 'text'])
+    const texts = rows.rows.map((r) => r[1])
+    expect(texts).toContain('First paragraph about the bridge.')
+    const cut = texts.find((t) => t!.startsWith('The harbor ferry'))!
+    expect(cut.length).toBeLessThanOrEqual(160)
+    expect(cut.endsWith('…')).toBe(true)
+    expect(section(site.get(`${runFolder(run)}/index.html`)!, 'datasets')).toContain('Second one on the mill.')
+  }, 120_000)
 })
 
 describe('a second run', () => {
