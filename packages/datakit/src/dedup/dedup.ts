@@ -27,6 +27,12 @@ import type { OpenOptions } from '../dataset/open-dataset.js'
 import type { DatakitRecord } from '../dataset/record.js'
 import { datasetArtifact, withStore, workDir } from '../store.js'
 import { DEDUP_SHARD } from './dedup-shard.js'
+import {
+  type DocumentPasses,
+  documentPassesOutOfCore,
+  type OutOfCoreOptions,
+  type OutOfCoreStats,
+} from './out-of-core.js'
 import { dropLines, dropParagraphs, type SpanEdit, splitLines, splitParagraphs } from './spans.js'
 
 const log = logger('datakit')
@@ -55,7 +61,18 @@ export type DedupOptions = OpenOptions & {
   /** A zephyr context to run on (pass one to reuse its workers across calls). @default datakit's shared context on
    * worker processes */
   readonly context?: ZephyrContext
+  /**
+   * Run the exact and fuzzy levels out of core: signatures per shard on the context's
+   * workers, shuffled by bucket through local disk, clusters merged (same decisions as in
+   * memory; see `out-of-core.ts`). `true` or `{ buckets }` forces it, `false` keeps every
+   * text in this process. Paragraph and line levels run in memory only.
+   * @default out of core above 200,000 documents
+   */
+  readonly outOfCore?: boolean | OutOfCoreOptions
 }
+
+/** Documents above which dedup runs out of core unless told otherwise. */
+const OUT_OF_CORE_ABOVE = 200_000
 
 /** What one level of a dedup pass removed. */
 export type DedupLevelReport = {
@@ -95,6 +112,8 @@ export type DedupResult = {
   readonly ref: string
   readonly reused: boolean
   readonly report: DedupReport
+  /** How the run went out of core, when it did (absent when reused). */
+  readonly outOfCore?: OutOfCoreStats
 }
 
 /** Runs the dedup passes on a dataset version and commits the kept documents as a new version. */
@@ -115,6 +134,15 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
       `dedup ${name}: every level is off; enable at least one of exact, fuzzy, paragraphs, lines`,
     )
   const input = await openDataset(name, opts)
+  const records = typeof input.metadata.records === 'number' ? input.metadata.records : Number.POSITIVE_INFINITY
+  const ooc =
+    opts.outOfCore === undefined ? records > OUT_OF_CORE_ABOVE && !paragraphs && !lines : opts.outOfCore !== false
+  if (ooc && (paragraphs || lines))
+    throw new DatakitError(
+      'INVALID_ARGUMENT',
+      `dedup ${name}: the ${paragraphs ? 'paragraphs' : 'lines'} level runs in memory only, and outOfCore is on; ` +
+        'run the sub-document levels without outOfCore (on a smaller dataset), or leave them off',
+    )
   const outName = opts.output ?? name
   const artifact = datasetArtifact(outName)
   const config = {
@@ -142,77 +170,34 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
         report: JSON.parse(await view.readText('dedup-report.json')) as DedupReport,
       }
     }
-    // Every document, in shard order: position i is what the clustering numbers.
-    const ids: string[] = []
-    const texts: string[] = []
-    const shardStart: number[] = []
-    for (const path of input.shards) {
-      shardStart.push(ids.length)
-      for await (const row of new ParquetReader({ path })) {
-        const r = row as { id: string; text: string }
-        ids.push(r.id)
-        texts.push(r.text)
-      }
-    }
-    const keep = new Uint8Array(texts.length).fill(1)
-    const exactExamples: DedupReport['exampleClusters'] = []
-    const fuzzyExamples: DedupReport['exampleClusters'] = []
     const maxExamples = opts.examples ?? 5
-    const snippet = (i: number): string => texts[i]!.slice(0, 100)
-    const levels: DedupLevelReport[] = []
-    const bytesOf = (i: number): number => Buffer.byteLength(texts[i]!)
-    // Exact pass: the first document of each normalized-text group stays.
-    let exactDuplicates = 0
-    let exactBytes = 0
-    const reps: number[] = []
-    if (exact) {
-      const groups = new Map<string, number[]>()
-      exactKeys(texts).forEach((k, i) => {
-        const g = groups.get(k)
-        if (g) g.push(i)
-        else groups.set(k, [i])
-      })
-      for (const g of groups.values()) {
-        reps.push(g[0]!)
-        for (const i of g.slice(1)) {
-          keep[i] = 0
-          exactBytes += bytesOf(i)
-        }
-        exactDuplicates += g.length - 1
-        if (g.length > 1 && exactExamples.length < maxExamples)
-          exactExamples.push({ kind: 'exact', ids: g.map((i) => ids[i]!), texts: g.map(snippet) })
-      }
-      reps.sort((a, b) => a - b)
-      levels.push(documentLevel('exact', texts.length, exactDuplicates, exactBytes))
-    } else {
-      for (let i = 0; i < texts.length; i++) reps.push(i)
-    }
-    // Fuzzy pass over the exact-unique documents: connected components of LSH candidates.
-    let fuzzyClusters = 0
-    let fuzzyDuplicates = 0
-    let fuzzyBytes = 0
-    if (fuzzy && reps.length > 1) {
-      const { clusters } = findDuplicateClusters(
-        reps.map((i) => texts[i]!),
-        { ...mh, exact: false },
-      )
-      for (const c of clusters) {
-        const members = c.map((j) => reps[j]!)
-        fuzzyClusters++
-        fuzzyDuplicates += members.length - 1
-        for (const i of members.slice(1)) {
-          keep[i] = 0
-          fuzzyBytes += bytesOf(i)
-        }
-        if (fuzzyExamples.length < maxExamples)
-          fuzzyExamples.push({ kind: 'fuzzy', ids: members.map((i) => ids[i]!), texts: members.map(snippet) })
-      }
-    }
-    if (fuzzy) levels.push(documentLevel('fuzzy', reps.length, fuzzyDuplicates, fuzzyBytes))
-    // Sub-document levels, over the kept documents in order.
+    const context = opts.context ?? defaultContext()
+    const dir = workDir(opts, 'dedup', outName, key.slice(0, 16))
+    let passes: DocumentPasses
+    let stats: OutOfCoreStats | undefined
     const edits = new Map<number, SpanEdit>()
-    if (paragraphs) levels.push(spanLevel('paragraph', texts, keep, edits))
-    if (lines) levels.push(spanLevel('line', texts, keep, edits))
+    if (ooc) {
+      const r = await documentPassesOutOfCore({
+        shards: input.shards,
+        exact,
+        fuzzy,
+        mh,
+        maxExamples,
+        context,
+        dir: join(dir, 'signatures'),
+        options: typeof opts.outOfCore === 'object' ? opts.outOfCore : {},
+      })
+      passes = r
+      stats = r.stats
+    } else {
+      const r = await documentPassesInMemory(input.shards, exact, fuzzy, mh, maxExamples)
+      passes = r
+      // Sub-document levels, over the kept documents in order.
+      if (paragraphs) passes.levels.push(spanLevel('paragraph', r.texts, passes.keep, edits))
+      if (lines) passes.levels.push(spanLevel('line', r.texts, passes.keep, edits))
+    }
+    const { keep, shardStart, exactDuplicates, fuzzyClusters, fuzzyDuplicates, levels } = passes
+    const { exactExamples, fuzzyExamples } = passes
     // Show both kinds: fuzzy clusters first, exact ones after, up to maxExamples in all.
     const nFuzzy = Math.min(
       fuzzyExamples.length,
@@ -222,7 +207,7 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
     const kept = keep.reduce((a, b) => a + b, 0)
     const report: DedupReport = {
       input: input.ref,
-      documentsIn: texts.length,
+      documentsIn: keep.length,
       exactDuplicates,
       fuzzyClusters,
       fuzzyDuplicates,
@@ -231,14 +216,13 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
       exampleClusters: examples,
     }
 
-    const dir = workDir(opts, 'dedup', outName, key.slice(0, 16))
     await rm(dir, { recursive: true, force: true })
     const ds = Dataset.fromList([...input.shards], { numShards: input.shards.length })
       .loadParquet<DatakitRecord>()
       // a module export with the decisions as bound args: it runs on worker processes
       .mapShard(DEDUP_SHARD, { args: { keep, shardStart, edits } })
       .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`)
-    await (opts.context ?? defaultContext()).execute(ds)
+    await context.execute(ds)
     const shards = (await readdir(dir)).filter((f) => /^part-\d+-of-\d+\.parquet$/.test(f)).sort()
     const summary = await summarizeShards(shards.map((f) => join(dir, f)))
     const metadata: JsonObject = {
@@ -274,7 +258,7 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
     )
     await rm(dir, { recursive: true, force: true })
     log.info({ input: input.ref, output: ref, documentsIn: report.documentsIn, kept }, 'dedup done')
-    return { name: outName, version, ref, reused: false, report }
+    return { name: outName, version, ref, reused: false, report, ...(stats ? { outOfCore: stats } : {}) }
   })
 }
 
@@ -326,4 +310,91 @@ function spanLevel(
   }
   const unit = level === 'paragraph' ? 'paragraphs' : 'lines'
   return { level, unit, of, removed, bytesRemoved, documentsEmptied }
+}
+
+/** The exact and fuzzy levels with every text in this process; `texts` is what the sub-document levels read. */
+async function documentPassesInMemory(
+  shards: readonly string[],
+  exact: boolean,
+  fuzzy: boolean,
+  mh: { numPerm: number; numBands: number; ngram: number; seed: number },
+  maxExamples: number,
+): Promise<DocumentPasses & { texts: string[] }> {
+  // Every document, in shard order: position i is what the clustering numbers.
+  const ids: string[] = []
+  const texts: string[] = []
+  const shardStart: number[] = []
+  for (const path of shards) {
+    shardStart.push(ids.length)
+    for await (const row of new ParquetReader({ path })) {
+      const r = row as { id: string; text: string }
+      ids.push(r.id)
+      texts.push(r.text)
+    }
+  }
+  const keep = new Uint8Array(texts.length).fill(1)
+  const exactExamples: DedupReport['exampleClusters'] = []
+  const fuzzyExamples: DedupReport['exampleClusters'] = []
+  const snippet = (i: number): string => texts[i]!.slice(0, 100)
+  const levels: DedupLevelReport[] = []
+  const bytesOf = (i: number): number => Buffer.byteLength(texts[i]!)
+  // Exact pass: the first document of each normalized-text group stays.
+  let exactDuplicates = 0
+  let exactBytes = 0
+  const reps: number[] = []
+  if (exact) {
+    const groups = new Map<string, number[]>()
+    exactKeys(texts).forEach((k, i) => {
+      const g = groups.get(k)
+      if (g) g.push(i)
+      else groups.set(k, [i])
+    })
+    for (const g of groups.values()) {
+      reps.push(g[0]!)
+      for (const i of g.slice(1)) {
+        keep[i] = 0
+        exactBytes += bytesOf(i)
+      }
+      exactDuplicates += g.length - 1
+      if (g.length > 1 && exactExamples.length < maxExamples)
+        exactExamples.push({ kind: 'exact', ids: g.map((i) => ids[i]!), texts: g.map(snippet) })
+    }
+    reps.sort((a, b) => a - b)
+    levels.push(documentLevel('exact', texts.length, exactDuplicates, exactBytes))
+  } else {
+    for (let i = 0; i < texts.length; i++) reps.push(i)
+  }
+  // Fuzzy pass over the exact-unique documents: connected components of LSH candidates.
+  let fuzzyClusters = 0
+  let fuzzyDuplicates = 0
+  let fuzzyBytes = 0
+  if (fuzzy && reps.length > 1) {
+    const { clusters } = findDuplicateClusters(
+      reps.map((i) => texts[i]!),
+      { ...mh, exact: false },
+    )
+    for (const c of clusters) {
+      const members = c.map((j) => reps[j]!)
+      fuzzyClusters++
+      fuzzyDuplicates += members.length - 1
+      for (const i of members.slice(1)) {
+        keep[i] = 0
+        fuzzyBytes += bytesOf(i)
+      }
+      if (fuzzyExamples.length < maxExamples)
+        fuzzyExamples.push({ kind: 'fuzzy', ids: members.map((i) => ids[i]!), texts: members.map(snippet) })
+    }
+  }
+  if (fuzzy) levels.push(documentLevel('fuzzy', reps.length, fuzzyDuplicates, fuzzyBytes))
+  return {
+    keep,
+    shardStart,
+    exactDuplicates,
+    fuzzyClusters,
+    fuzzyDuplicates,
+    levels,
+    exactExamples,
+    fuzzyExamples,
+    texts,
+  }
 }

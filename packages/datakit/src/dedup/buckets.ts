@@ -1,0 +1,85 @@
+/**
+ * @module The reduce side of out-of-core dedup, run per bucket on zephyr's worker
+ * processes: the bucket's records from every shard are sorted by key, then position, and
+ * each run of equal keys becomes pairs `[first, other]` (two little-endian u32) in
+ * `exact-pairs-B.bin` or `edges-B.bin`: for exact keys, each later copy of a document;
+ * for band keys, a candidate pair with the run's first document (as dupekit's LSH index
+ * pairs each document with the first of its bucket). Documents that the exact level
+ * removed take no part in bands. A task holds one bucket: about 16 bytes per record.
+ */
+import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs'
+import { join } from 'node:path'
+import { fnRef, type ShardInfo } from '@marin/zephyr'
+
+export type BucketArgs = {
+  readonly dir: string
+  readonly kind: 'exact' | 'band'
+  readonly shards: number
+  /** Bit i set: document i was removed by the exact level (band buckets skip it). */
+  readonly exactRemoved?: Uint8Array
+}
+
+/** The bucket's records from every shard's file, as one array of 4-u32 records. */
+function readBucket(a: BucketArgs, bucket: number): Uint32Array {
+  const parts: Buffer[] = []
+  let bytes = 0
+  for (let s = 0; s < a.shards; s++) {
+    const path = join(a.dir, `${a.kind}-${bucket}-${s}.bin`)
+    if (!existsSync(path)) continue
+    const b = readFileSync(path)
+    parts.push(b)
+    bytes += b.length
+  }
+  const out = new Uint32Array(bytes / 4)
+  let at = 0
+  for (const p of parts) {
+    out.set(new Uint32Array(p.buffer, p.byteOffset, p.length / 4), at)
+    at += p.length / 4
+  }
+  return out
+}
+
+export type BucketResult = { bucket: number; records: number; pairs: number }
+
+/** Bucket indexes → their pairs files; yields what each bucket held and wrote. */
+export async function* resolveBuckets(
+  items: AsyncIterable<number>,
+  _info: ShardInfo,
+  a: BucketArgs,
+): AsyncGenerator<BucketResult> {
+  for await (const bucket of items) {
+    const r = readBucket(a, bucket)
+    const n = r.length / 4
+    // band records of documents the exact level removed are left out
+    const order: number[] = []
+    for (let i = 0; i < n; i++) {
+      const pos = r[i * 4 + 3]!
+      if (a.exactRemoved && (a.exactRemoved[pos >>> 3]! & (1 << (pos & 7))) !== 0) continue
+      order.push(i)
+    }
+    order.sort(
+      (x, y) =>
+        r[x * 4]! - r[y * 4]! ||
+        r[x * 4 + 1]! - r[y * 4 + 1]! ||
+        r[x * 4 + 2]! - r[y * 4 + 2]! ||
+        r[x * 4 + 3]! - r[y * 4 + 3]!,
+    )
+    const pairs: number[] = []
+    for (let i = 0; i < order.length; ) {
+      const f = order[i]! * 4
+      let j = i + 1
+      for (; j < order.length; j++) {
+        const o = order[j]! * 4
+        if (r[o] !== r[f] || r[o + 1] !== r[f + 1] || r[o + 2] !== r[f + 2]) break
+        if (r[o + 3] !== r[f + 3]) pairs.push(r[f + 3]!, r[o + 3]!)
+      }
+      i = j
+    }
+    const fd = openSync(join(a.dir, `${a.kind === 'exact' ? 'exact-pairs' : 'edges'}-${bucket}.bin`), 'w')
+    writeSync(fd, new Uint8Array(Uint32Array.from(pairs).buffer))
+    closeSync(fd)
+    yield { bucket, records: n, pairs: pairs.length / 2 }
+  }
+}
+
+export const RESOLVE_BUCKETS = fnRef<typeof resolveBuckets>(import.meta.url, 'resolveBuckets')
