@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -23,6 +23,42 @@ async function cli(...argv: string[]) {
 }
 
 describe('marin CLI', () => {
+  test('marin export copies every file of an artifact version into a folder; unknown ones name what exists', async () => {
+    const { openStore, storeUrl } = await import('@marin/finestore')
+    // A prefix of its own: the other tests look at what is under theirs.
+    const own = mkdtempSync(join(tmpdir(), 'marin-cli-export-'))
+    const cli = async (...argv: string[]) => {
+      const out: string[] = []
+      const err: string[] = []
+      const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l), env: { MARIN_PREFIX: own } })
+      return { code, out: out.join('\n'), err: err.join('\n') }
+    }
+    const store = await openStore({ url: storeUrl(own) })
+    try {
+      await store.commit('models/tiny', async (txn) => {
+        await txn.put('config.json', '{"n":1}')
+        await txn.put('weights/model.safetensors', new Uint8Array([1, 2, 3]))
+      })
+    } finally {
+      store.close()
+    }
+    const dest = join(own, 'exported')
+    const r = await cli('export', 'models/tiny@1', dest)
+    expect(r, r.err).toMatchObject({ code: 0 })
+    expect(r.out).toContain(`2 files of models/tiny@1 → ${dest}`)
+    expect(readFileSync(join(dest, 'config.json'), 'utf8')).toBe('{"n":1}')
+    expect([...readFileSync(join(dest, 'weights', 'model.safetensors'))]).toEqual([1, 2, 3])
+    // A folder that is not empty is refused (nothing is overwritten).
+    expect(await cli('export', 'models/tiny@1', dest)).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/not empty/),
+    })
+    const missing = await cli('export', 'models/nope@1', join(own, 'other'))
+    expect(missing.code).toBe(1)
+    expect(missing.err).toMatch(/models\/nope/)
+    rmSync(own, { recursive: true, force: true })
+  })
+
   test('the help line of every command, listed without loading it, is the one the loaded command has', async () => {
     const program = await buildProgram({ out: () => {}, err: () => {}, env: {} })
     for (const entry of COMMANDS) {

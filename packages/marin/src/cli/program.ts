@@ -1,5 +1,5 @@
 /**
- * @module The `marin` command line: `run`, `status`, `explain`, `ls`,
+ * @module The `marin` command line: `run`, `status`, `explain`, `ls`, `export`,
  * `publish-report`, `eval`, `serve`, on rigging's CLI runner. Each command is built in its own file and
  * listed in `COMMANDS`, which loads only the one being run. Exit 0 ok, 1 failure, 2 bad usage (the problem named);
  * no arguments print help and exit 2.
@@ -52,6 +52,12 @@ export const COMMANDS: readonly CommandEntry[] = [
     term: 'ls [options]',
     description: 'steps and their outputs under the prefix ($MARIN_PREFIX, default ./.marin)',
     load: async () => (await import('./ls.js')).lsCommand,
+  },
+  {
+    name: 'export',
+    term: 'export <artifact> <dir>',
+    description: 'copy the files of an artifact version (a model such as models/gpt-brown@1) into a folder',
+    load: async () => (await import('./export.js')).exportCommand,
   },
   {
     name: 'publish-report',
