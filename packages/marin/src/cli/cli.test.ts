@@ -23,7 +23,7 @@ async function cli(...argv: string[]) {
 }
 
 describe('marin CLI', () => {
-  test('marin export copies every file of an artifact version into a folder; unknown ones name what exists', async () => {
+  test('marin export copies the files of an artifact version into a folder; an unknown one is named', async () => {
     const { openStore, storeUrl } = await import('@marin/finestore')
     // A prefix of its own: the other tests look at what is under theirs.
     const own = mkdtempSync(join(tmpdir(), 'marin-cli-export-'))
