@@ -18,12 +18,12 @@ body{font-family:sans-serif;margin:0 auto;max-width:1100px;padding:16px 24px;col
 h1{margin-bottom:4px}h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}h3{margin:20px 0 4px}
 table{border-collapse:collapse;margin:8px 0;font-size:14px;max-width:100%}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f4f4f4;overflow-wrap:normal}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.kv th{width:170px;font-weight:normal}table.log{font-size:12px;width:100%}
 table.log td:first-child,table.log td:nth-child(2){white-space:nowrap;overflow-wrap:normal}
 code,pre{font-family:monospace;font-size:12px}
 pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:260px;white-space:pre-wrap;overflow-wrap:anywhere}
-.status{display:inline-block;padding:1px 6px;border-radius:4px;border:1px solid #999;font-size:12px}
+.status{display:inline-block;padding:1px 6px;border-radius:4px;border:1px solid #999;font-size:12px;white-space:nowrap}
 .charts{display:flex;flex-wrap:wrap;gap:16px}.chart{border:1px solid #eee;padding:4px;margin:0}
 .chart svg{max-width:100%;height:auto}
 .graph{border:1px solid #eee;padding:4px}.muted{color:#666}.warn{color:#a40}

@@ -95,8 +95,9 @@ const CSS = `
 body{font-family:sans-serif;margin:0 auto;max-width:1100px;padding:16px 24px;color:#222;line-height:1.4}
 h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
 table{border-collapse:collapse;margin:8px 0;font-size:14px;max-width:100%}
-th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}code{font-size:12px}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+code{font-size:12px}td a code{white-space:nowrap}
 .muted{color:#666}.choose label{margin-right:12px;font-size:13px;white-space:nowrap}
 svg.overlay{max-width:100%;height:auto}`
 
