@@ -123,6 +123,28 @@ describe('Parquet from another writer', () => {
     })
   })
 
+  test('close() releases the file that metadata() opened', async () => {
+    const dir = tempDir()
+    const path = join(dir, 'meta.parquet')
+    await ctx.execute(Dataset.fromList(rows.slice(0, 10)).writeParquet(join(dir, 'meta-{shard}.parquet')))
+    const { renameSync, readdirSync, readlinkSync } = await import('node:fs')
+    renameSync(join(dir, 'meta-0.parquet'), path)
+    const open = () =>
+      readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`) === path
+        } catch {
+          return false
+        }
+      }).length
+    const reader = new ParquetReader({ path })
+    expect(Number((await reader.metadata()).num_rows)).toBe(10)
+    expect(open()).toBe(1)
+    await reader.close()
+    expect(open()).toBe(0)
+    await reader.close() // twice is fine
+  })
+
   test('a missing column in the projection is an INVALID_PLAN error', async () => {
     const dir = tempDir()
     writeFileSync(join(dir, 'x.parquet'), foreignParquet(columns, 'SNAPPY'))

@@ -130,6 +130,13 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
     }
   }
 
+  /** Releases the file `metadata()` opened (reading all batches closes it by itself). */
+  async close(): Promise<void> {
+    const file = this.file
+    this.file = undefined
+    if (file) await (await file).close()
+  }
+
   /** Rows in batches, one batch per row group read. */
   async *batches(): AsyncGenerator<Record<string, unknown>[]> {
     this.file ??= this.openFile()
