@@ -37,8 +37,28 @@ describe('the quickstart, tiny scale', () => {
     expect(ckpt).toBeDefined()
     expect(first.out).toMatch(/brown_cloze\s+acc\s+[\d.]+ ± [\d.]+ {2}\(n=10\)/)
     expect(first.out).toMatch(/brown_bpb\s+bits_per_byte\s+[\d.]+/)
-    // How to serve the model, with a command that runs from the repository root.
-    expect(first.out).toContain(`serve it:      pnpm marin serve --model-checkpoint ${ckpt} --port 8000`)
+    // How to serve the model and get its files, with commands that run from the repository root (and this prefix).
+    expect(first.out).toContain(
+      `serve it:      MARIN_PREFIX=${prefix} pnpm marin serve --model-checkpoint ${ckpt} --port 8000`,
+    )
+    expect(first.out).toContain(`get its files: MARIN_PREFIX=${prefix} pnpm marin export ${ckpt} ./gpt-brown`)
+    const files = join(prefix, 'exported-model')
+    const exported = spawnSync(process.execPath, ['packages/marin/bin/marin.js', 'export', ckpt!, files], {
+      cwd: root,
+      encoding: 'utf8',
+      env: { ...process.env, MARIN_PREFIX: prefix },
+    })
+    expect(exported.status, exported.stderr).toBe(0)
+    expect(existsSync(join(files, 'config.json'))).toBe(true)
+    // The plan comes first; then each step says it started before it ends.
+    expect(first.out.split('\n')[0]).toMatch(/^running quickstart-tiny: 6 steps under /)
+    for (const s of ['brown-text', 'gpt-brown', 'eval-brown'])
+      expect(first.out).toMatch(new RegExp(`… ${s}_[0-9a-f]{8}: started[^]*SUCCESS ${s}_`))
+    // The two bits-per-byte figures say what they measure.
+    expect(first.out).toMatch(
+      /loss on the held-out split of the training tokens [\d.]+ nats\/token \([\d.]+ bits\/byte, /,
+    )
+    expect(first.out).toContain('brown_bpb scores each sentence alone')
     // The scores are a table: every row's value starts in the same column.
     const rows = first.out.split('\n').filter((l) => /^ {2}brown_\w+ /.test(l))
     expect(rows.length).toBeGreaterThanOrEqual(5)
@@ -65,6 +85,16 @@ describe('the quickstart, tiny scale', () => {
     })
     expect(trained.steps).toBe(40)
     expect(trained.unigramEntropy).toBeGreaterThan(3)
+    // Training's progress lines carry the step, loss, eval loss, tokens/s and the time left.
+    const trainLogs = readdirSync(join(out('gpt-brown'), 'logs'))
+      .map((f) => readFileSync(join(out('gpt-brown'), 'logs', f), 'utf8'))
+      .join('')
+    const progress = trainLogs
+      .split('\n')
+      .filter((l) => l.includes('"msg":"training"') && l.includes('"of":40'))
+      .map((l) => JSON.parse(l))
+    expect(progress.at(-1)).toMatchObject({ step: 40, of: 40, eta: '0s' })
+    expect(progress.some((p) => typeof p.eval_loss === 'number' && typeof p.tokens_per_s === 'number')).toBe(true)
     const evalLogs = readdirSync(join(out('eval-brown'), 'logs'))
       .map((f) => readFileSync(join(out('eval-brown'), 'logs', f), 'utf8'))
       .join('')

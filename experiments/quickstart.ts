@@ -138,16 +138,32 @@ async function printSummary(record: ExperimentRecord): Promise<void> {
   const model = formatArtifactRef(trained.artifacts[0]!)
   const results = JSON.parse(await readFile(join(out('eval-brown'), 'results.json'), 'utf8'))
   const skipped = record.steps.filter((r) => r.status === 'SKIPPED').length
+  const seconds = (Date.parse(record.finishedAt) - Date.parse(record.startedAt)) / 1000
+  // Commands run from the repository root; a prefix other than the default goes with them.
+  const env = process.env.MARIN_PREFIX ? `MARIN_PREFIX=${process.env.MARIN_PREFIX} ` : ''
   console.log('')
-  console.log(`quickstart${tiny ? ' (tiny)' : ''}: ${record.steps.length} steps, ${skipped} already done`)
-  console.log(`final checkpoint: ${model}`)
-  console.log(`  serve it:      pnpm marin serve --model-checkpoint ${model} --port 8000`)
-  console.log(`  see its files: pnpm exec finestore show ${model}`)
+  console.log(
+    `quickstart${tiny ? ' (tiny)' : ''}: ${record.steps.length} steps, ${skipped} already done, ` +
+      `${seconds.toFixed(1)} s`,
+  )
+  console.log(`final checkpoint: ${model} (an artifact in the store under ${record.prefix})`)
+  console.log(`  serve it:      ${env}pnpm marin serve --model-checkpoint ${model} --port 8000`)
+  console.log(
+    `  then ask it:   curl -s localhost:8000/v1/completions -H 'content-type: application/json' ` +
+      `-d '{"model":"${trained.artifacts[0]!.name}","prompt":"The jury said","max_tokens":20}'`,
+  )
+  console.log(`  get its files: ${env}pnpm marin export ${model} ./gpt-brown   (config.json, model.safetensors, …)`)
+  console.log(`  list them:     ${env}pnpm exec finestore show ${model}`)
+  const evalLoss = trained.evalLoss
   console.log(
     `training: ${trained.steps} steps, ${trained.tokensTrained} tokens, ${trained.parameters} parameters; ` +
-      `eval loss ${trained.evalLoss?.toFixed(3)} nats/token vs unigram ` +
-      `entropy ${trained.unigramEntropy.toFixed(3)} (` +
-      `${trained.evalLoss === null ? '?' : (trained.evalLoss / trained.unigramEntropy).toFixed(2)}×)`,
+      `loss on the held-out split of the training tokens ${evalLoss?.toFixed(3)} nats/token ` +
+      `(${trained.evalBpb?.toFixed(3)} bits/byte, metric eval/bpb) vs unigram entropy ` +
+      `${trained.unigramEntropy.toFixed(3)} (${evalLoss === null ? '?' : (evalLoss / trained.unigramEntropy).toFixed(2)}×)`,
+  )
+  console.log(
+    `evaluation over HTTP on held-out Brown files (brown_bpb scores each sentence alone, ` +
+      `with no context before it, so its bits_per_byte is above training's):`,
   )
   const tasks = Object.entries(
     results.tasks as Record<string, { samples: number; metrics: Record<string, { value: number; stderr: number }> }>,
