@@ -8,7 +8,8 @@
  * const client = new FrayIrisClient({ iris: cluster.client() })
  * const group = await client.createActorGroup(Replica, 2, (i) => [i])
  */
-import type { IrisClient } from '@marin/iris'
+import { IrisClient } from '@marin/iris'
+import type { IrisClientOptions } from '@marin/iris'
 import type { ActorConnection } from './actor.js'
 import type { ActorOptions } from './actor-options.js'
 import type { ActorSpec } from './actor-runtime.js'
@@ -22,8 +23,12 @@ import { DriverRegistry } from './remote/registry.js'
 import { RemoteActor } from './remote/remote-actor.js'
 
 export type FrayIrisClientOptions = {
-  /** The cluster's controller client (e.g. `cluster.client()` of a `LocalCluster`). */
-  iris: IrisClient
+  /**
+   * The cluster's controller client (e.g. `cluster.client()` of a `LocalCluster`; it stays the
+   * caller's), or where to reach the controller (`{ controller: 'host:port', token }`: the client
+   * opens that connection and closes it at shutdown).
+   */
+  iris: IrisClient | IrisClientOptions
   /** Interface the driver's registry listens on; hosts must reach it. @default '127.0.0.1' */
   driverHost?: string
   /** Where actor hosts listen, and the address they give out. @default '127.0.0.1' for both */
@@ -31,14 +36,21 @@ export type FrayIrisClientOptions = {
   hostAdvertise?: string
 }
 
-/** Stops every actor and job it started on shutdown; the iris client stays open (it is the caller's). */
+/** Stops every actor and job it started on shutdown; an iris client passed in stays open (it is the caller's). */
 export class FrayIrisClient extends ClientBase implements Client {
   readonly backend = 'iris' as const
   private readonly iris: IrisClient
+  private readonly ownsIris: boolean
 
   constructor(private readonly opts: FrayIrisClientOptions) {
     super()
-    this.iris = opts.iris
+    this.ownsIris = !(opts.iris instanceof IrisClient)
+    this.iris = opts.iris instanceof IrisClient ? opts.iris : new IrisClient(opts.iris)
+  }
+
+  override async shutdown(): Promise<void> {
+    await super.shutdown()
+    if (this.ownsIris) this.iris.close()
   }
 
   protected startActor(spec: ActorSpec, opts: ActorOptions): ActorConnection {
