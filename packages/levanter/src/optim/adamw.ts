@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs'
 import { z } from 'zod'
 import { LevanterError } from '../errors.js'
 import { nativeKernels } from '../kernels/native-ops.js'
-import { writableHeapFloats } from '../kernels/wasm-heap.js'
+import { heapFloats, writableHeapFloats } from '../kernels/wasm-heap.js'
 import type { CausalLM } from '../models/lm.js'
 
 export const AdamWConfig = z.strictObject({
@@ -95,10 +95,14 @@ export class AdamW {
 
   /** Clip by global norm, then one AdamW update at `lr`. Returns the norm before clipping. */
   apply(grads: ReadonlyMap<string, tf.Tensor>, lr: number): number {
-    const arrays = new Map<string, Float32Array>()
+    const arrays = new Map<string, () => Float32Array>()
+    const backend = tf.backend()
     for (const name of this.model.params.keys()) {
       const g = grads.get(name)
-      if (g) arrays.set(name, g.dataSync() as Float32Array)
+      // on wasm read in place, the view taken when used (an update that allocates may move the heap)
+      if (!g) continue
+      const copy = heapFloats(g, backend) ? undefined : (g.dataSync() as Float32Array)
+      arrays.set(name, () => copy ?? heapFloats(g, backend)!)
     }
     return this.#update(arrays, lr)
   }
@@ -106,20 +110,21 @@ export class AdamW {
   /** {@link apply} with the gradients as one buffer, parameters in `model.params` order (as `flattenGrads` lays them
    * out). */
   applyFlat(flat: Float32Array, lr: number): number {
-    const arrays = new Map<string, Float32Array>()
+    const arrays = new Map<string, () => Float32Array>()
     let o = 0
     for (const [name, p] of this.model.params) {
-      arrays.set(name, flat.subarray(o, o + p.size))
+      const g = flat.subarray(o, o + p.size)
+      arrays.set(name, () => g)
       o += p.size
     }
     return this.#update(arrays, lr)
   }
 
-  #update(grads: ReadonlyMap<string, Float32Array>, lr: number): number {
+  #update(grads: ReadonlyMap<string, () => Float32Array>, lr: number): number {
     const c = this.config
     const native = nativeKernels()
     let sq = 0
-    for (const g of grads.values()) sq += native ? native.sumSquares(g) : sumSquares(g)
+    for (const g of grads.values()) sq += native ? native.sumSquares(g()) : sumSquares(g())
     const norm = Math.sqrt(sq)
     const scale = c.maxGradNorm !== null && norm > c.maxGradNorm ? c.maxGradNorm / (norm + 1e-6) : 1
     this.count++
@@ -135,8 +140,8 @@ export class AdamW {
       c1 = 1 - b1,
       c2 = 1 - b2
     for (const [name, p] of this.model.params) {
-      const g = grads.get(name)
-      if (!g) continue
+      const gradient = grads.get(name)
+      if (!gradient) continue
       const m = this.m.get(name)!,
         v = this.v.get(name)!
       const keep = 1 - lr * (this.#decay.has(name) ? c.weightDecay : 0)
@@ -145,6 +150,7 @@ export class AdamW {
       const own = writableHeapFloats(p, tf.backend())
       const old = own?.data ?? (p.dataSync() as Float32Array)
       const out = own?.data ?? new Float32Array(old.length)
+      const g = gradient()
       if (native) native.adamw(g, m, v, old, out, scale, b1, c1, b2, c2, keep, step, rbc2, eps)
       else adamwUpdate(g, m, v, old, out, scale, b1, c1, b2, c2, keep, step, rbc2, eps)
       if (own) {
