@@ -138,7 +138,9 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
   let n = 0
   for (const path of shards) {
     shardStart.push(n)
-    n += Number((await new ParquetReader({ path }).metadata()).num_rows)
+    const reader = new ParquetReader({ path })
+    n += Number((await reader.metadata()).num_rows)
+    await reader.close()
   }
   if (n > 0xfffffffe)
     throw new DatakitError('INVALID_ARGUMENT', `dedup: ${n} documents; out-of-core dedup numbers them in 32 bits`)
