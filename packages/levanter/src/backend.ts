@@ -1,6 +1,8 @@
 /**
  * @module Tensor backend selection: `tensorflow` (tfjs-node-gpu, then tfjs-node, optional peers),
- * else `wasm` (XNNPACK, SIMD), else `cpu`. `LEVANTER_BACKEND` overrides the order.
+ * else `webgpu` on a hardware GPU adapter (Dawn over Vulkan), else `wasm` (levanter's CPU kernels,
+ * XNNPACK, SIMD), else `cpu`. `LEVANTER_BACKEND` overrides the order; `LEVANTER_BACKEND=webgpu`
+ * also accepts a software adapter (SwiftShader, from the registry) when the machine has no GPU.
  */
 import { createRequire } from 'node:module'
 import path from 'node:path'
@@ -9,10 +11,13 @@ import { logger } from '@marin/rigging'
 import { LevanterError } from './errors.js'
 import { registerLevanterKernels } from './kernels/register.js'
 import { chooseGemmBuild } from './kernels/wasm-gemm.js'
+import { hardwareAdapter, swiftShaderAdapter } from './webgpu/adapter.js'
+import type { GpuAdapterInfo } from './webgpu/adapter.js'
+import { startWebGpuBackend } from './webgpu/backend.js'
 
 const log = logger('levanter')
 
-export const BACKEND_NAMES = ['tensorflow', 'wasm', 'cpu'] as const
+export const BACKEND_NAMES = ['tensorflow', 'webgpu', 'wasm', 'cpu'] as const
 export type BackendName = (typeof BACKEND_NAMES)[number]
 
 /** What {@link initBackend} chose. */
@@ -25,7 +30,17 @@ export type BackendInfo = {
   /** On wasm, what runs matrix products: levanter's GEMM (`native` AVX2/FMA addon, kernels/native-gemm.ts, or the `fma`
    * or `simd` WebAssembly build, kernels/wasm-gemm.ts) or the backend's XNNPACK. */
   readonly gemm?: 'native' | 'fma' | 'simd' | 'xnnpack'
+  /** On webgpu, the adapter (vendor, architecture, device; `software` for SwiftShader). */
+  readonly adapter?: GpuAdapterInfo
 }
+
+/** Whether tensors live on an accelerator (host reads are costly, and on webgpu asynchronous only). */
+export function isDeviceBackend(name: string = tf.getBackend()): boolean {
+  return name === 'webgpu' || name === 'tensorflow'
+}
+
+/** One candidate in the selection order; `software` admits a software GPU adapter. */
+export type BackendCandidate = { readonly name: BackendName; readonly software: boolean }
 
 let chosen: Promise<BackendInfo> | undefined
 
@@ -44,6 +59,19 @@ async function tryTensorflow(): Promise<BackendInfo | undefined> {
     }
   }
   return undefined
+}
+
+async function tryWebGpu(software: boolean): Promise<BackendInfo | undefined> {
+  try {
+    const found = (await hardwareAdapter()) ?? (software ? await swiftShaderAdapter() : undefined)
+    if (!found || !(await startWebGpuBackend(found))) return undefined
+    await tf.ready()
+    return { name: 'webgpu', threads: 0, simd: false, adapter: found.info }
+  } catch (err) {
+    if (software) throw err // asked for by name: say why not
+    log.debug({ err }, 'webgpu backend not loadable')
+    return undefined
+  }
 }
 
 async function tryWasm(): Promise<BackendInfo | undefined> {
@@ -68,33 +96,37 @@ async function tryCpu(): Promise<BackendInfo | undefined> {
   return (await tf.setBackend('cpu')) ? { name: 'cpu', threads: 1, simd: false } : undefined
 }
 
-const TRY: Record<BackendName, () => Promise<BackendInfo | undefined>> = {
+const TRY: Record<BackendName, (software: boolean) => Promise<BackendInfo | undefined>> = {
   tensorflow: tryTensorflow,
+  webgpu: tryWebGpu,
   wasm: tryWasm,
   cpu: tryCpu,
+}
+
+/** The candidates {@link initBackend} tries, in order, for a `LEVANTER_BACKEND` value (unchecked). */
+export function backendOrder(prefer: string | undefined): BackendCandidate[] {
+  if (prefer === undefined || prefer === '') return BACKEND_NAMES.map((name) => ({ name, software: false }))
+  return [{ name: prefer as BackendName, software: prefer === 'webgpu' }]
 }
 
 /**
  * Pick and initialize the tensor backend once per process, register levanter's kernels and
  * gradients, and log the choice. Later calls return the first answer.
- * @param prefer a backend name; @default process.env.LEVANTER_BACKEND, else tensorflow → wasm → cpu
+ * @param prefer a backend name; @default process.env.LEVANTER_BACKEND, else tensorflow → webgpu (hardware) → wasm → cpu
  */
 export function initBackend(prefer: string | undefined = process.env.LEVANTER_BACKEND): Promise<BackendInfo> {
   chosen ??= (async () => {
     tf.env().set('IS_NODE', true)
     tf.env().set('PROD', true) // no per-op NaN checks or deprecation chatter
-    let order: readonly BackendName[] = BACKEND_NAMES
-    if (prefer !== undefined && prefer !== '') {
-      if (!(BACKEND_NAMES as readonly string[]).includes(prefer)) {
-        throw new LevanterError(
-          'BACKEND_UNAVAILABLE',
-          `LEVANTER_BACKEND=${prefer} is not one of ${BACKEND_NAMES.join(', ')}; unset it or pick one of those`,
-        )
-      }
-      order = [prefer as BackendName]
+    if (prefer !== undefined && prefer !== '' && !(BACKEND_NAMES as readonly string[]).includes(prefer)) {
+      throw new LevanterError(
+        'BACKEND_UNAVAILABLE',
+        `LEVANTER_BACKEND=${prefer} is not one of ${BACKEND_NAMES.join(', ')}; unset it or pick one of those`,
+      )
     }
-    for (const name of order) {
-      let info = await TRY[name]()
+    const order = backendOrder(prefer)
+    for (const { name, software } of order) {
+      let info = await TRY[name](software)
       if (info) {
         // a bad LEVANTER_GEMM fails here, by name
         if (info.name === 'wasm') info = { ...info, gemm: chooseGemmBuild() ?? 'xnnpack' }
@@ -105,7 +137,8 @@ export function initBackend(prefer: string | undefined = process.env.LEVANTER_BA
     }
     throw new LevanterError(
       'BACKEND_UNAVAILABLE',
-      `backend ${order.join(', ')} could not be initialized; unset LEVANTER_BACKEND or install the backend's package`,
+      `backend ${order.map((c) => c.name).join(', ')} could not be initialized; ` +
+        `unset LEVANTER_BACKEND or install the backend's package`,
     )
   })()
   chosen.catch(() => {

@@ -1,0 +1,101 @@
+/**
+ * @module WebGPU adapters through Dawn (the `webgpu` package's prebuilt `dawn.node`). On Linux Dawn
+ * needs the Vulkan loader (libvulkan.so.1) and a Vulkan driver: a GPU vendor's, or SwiftShader
+ * (software, from {@link unpackSwiftShader}) when asked for. The loader is loaded into this process
+ * for good before Dawn starts, so a loader from a folder outside the library path (the one shipped
+ * with SwiftShader) serves Dawn's own `dlopen` without `LD_LIBRARY_PATH`.
+ */
+import { createRequire } from 'node:module'
+import os from 'node:os'
+import { logger } from '@marin/rigging'
+import type { create } from 'webgpu' // (also brings the global GPU* types)
+import { unpackSwiftShader } from './swiftshader.js'
+
+const log = logger('levanter')
+
+/** glibc's RTLD_NODELETE: keep a library loaded after `process.dlopen` gives up on it (it is not a Node addon). */
+const RTLD_NODELETE = 0x1000
+
+/** The adapter levanter runs on, as the log line and the run's provenance name it. */
+export type GpuAdapterInfo = {
+  readonly vendor: string
+  readonly architecture: string
+  readonly device: string
+  readonly description: string
+  /** A software rasterizer (SwiftShader) rather than a GPU. */
+  readonly software: boolean
+}
+
+/** A Dawn instance with its adapter. */
+export type FoundAdapter = { readonly gpu: GPU; readonly adapter: GPUAdapter; readonly info: GpuAdapterInfo }
+
+type Dawn = { create: typeof create; globals: Record<string, unknown> }
+let dawn: Dawn | undefined
+
+/** The `webgpu` package, with its `GPU*` constants installed as globals (tfjs-backend-webgpu reads them there). */
+export function loadDawn(): Dawn {
+  if (dawn) return dawn
+  const require = createRequire(import.meta.url)
+  dawn = require('webgpu') as Dawn
+  for (const [k, v] of Object.entries(dawn.globals)) if (!(k in globalThis)) Object.assign(globalThis, { [k]: v })
+  return dawn
+}
+
+/**
+ * Load the Vulkan loader into this process for good: the system's (`libvulkan.so.1` on the library
+ * path) if there is one, else `fallback` (a path). Returns which one, or undefined when neither loads.
+ * Not Linux: Dawn uses the platform's own API and this is a no-op ('system').
+ */
+export function loadVulkanLoader(fallback?: string): 'system' | string | undefined {
+  if (process.platform !== 'linux') return 'system'
+  const flags = os.constants.dlopen.RTLD_NOW | os.constants.dlopen.RTLD_GLOBAL | RTLD_NODELETE
+  for (const [spec, answer] of [
+    ['libvulkan.so.1', 'system'],
+    ...(fallback ? [[fallback, fallback]] : []),
+  ] as const) {
+    try {
+      process.dlopen({ exports: {} }, spec, flags)
+      return answer // (not reached: a plain library never registers as a module)
+    } catch (err) {
+      // Loaded, but not a Node addon: that is the expected answer, and the library stays loaded.
+      if (/did not self-register/.test((err as Error).message)) return answer
+      log.debug({ err, spec }, 'vulkan loader not loadable')
+    }
+  }
+  return undefined
+}
+
+function describe(adapter: GPUAdapter): GpuAdapterInfo {
+  const i = adapter.info as GPUAdapterInfo & { isFallbackAdapter?: boolean }
+  return {
+    vendor: i.vendor,
+    architecture: i.architecture,
+    device: i.device,
+    description: i.description,
+    software: Boolean(i.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(`${i.architecture} ${i.description}`),
+  }
+}
+
+async function request(): Promise<FoundAdapter | undefined> {
+  const gpu = loadDawn().create([])
+  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' })
+  return adapter ? { gpu, adapter, info: describe(adapter) } : undefined
+}
+
+/**
+ * A hardware adapter if the machine has a GPU with a Vulkan driver (or Metal/D3D elsewhere);
+ * undefined otherwise, without starting Dawn when there is no Vulkan loader at all.
+ */
+export async function hardwareAdapter(): Promise<FoundAdapter | undefined> {
+  if (!loadVulkanLoader()) return undefined
+  const found = await request()
+  return found && !found.info.software ? found : undefined
+}
+
+/** A SwiftShader adapter: the driver (and, if the system has none, the loader) unpacked from the registry package. */
+export async function swiftShaderAdapter(cacheDir?: string): Promise<FoundAdapter | undefined> {
+  const ss = unpackSwiftShader(cacheDir)
+  process.env.VK_ICD_FILENAMES = ss.icd // read by the loader when Dawn creates its Vulkan instance
+  if (!loadVulkanLoader(ss.loader)) return undefined
+  return request()
+}
