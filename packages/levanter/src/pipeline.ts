@@ -2,6 +2,7 @@
  * @module Pipeline: dataset + model + trainer → a training run that resumes from its newest
  * checkpoint, logs, evaluates and checkpoints through the trainer's hooks.
  */
+import { withClient } from '@marin/fray'
 import { logger } from '@marin/rigging'
 import path from 'node:path'
 import { initBackend } from './backend.js'
@@ -17,6 +18,7 @@ import { learningRateAt } from './optim/schedule.js'
 import { DataParallelEngine } from './parallel/data-parallel.js'
 import { checkModelAxis } from './parallel/layout.js'
 import { MeshEngine } from './parallel/mesh-engine.js'
+import { placementClient } from './parallel/placement.js'
 import { JsonlTracker } from './trackers.js'
 import type { Tracker } from './trackers.js'
 import type { StepInfo, Trainer } from './trainer.js'
@@ -76,12 +78,19 @@ export class Pipeline {
       : undefined
     const adamw = { beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: c.weightDecay, maxGradNorm: c.maxGradNorm }
     const members = c.mesh.data * c.mesh.model
-    const engine: Engine =
+    const makeEngine = async (): Promise<Engine> =>
       members === 1 && !c.fsdp
         ? new LocalEngine(model, adamw, c.microbatches)
         : c.mesh.model === 1 && !c.fsdp
           ? await DataParallelEngine.create(model, adamw, c.mesh.data, c.microbatches)
           : await MeshEngine.create(model, adamw, { mesh: c.mesh, fsdp: c.fsdp, microbatches: c.microbatches })
+    const placement = members > 1 || c.fsdp ? placementClient(c.placement) : undefined
+    const engine = placement
+      ? await withClient(placement, makeEngine).catch(async (err: unknown) => {
+          await placement.shutdown()
+          throw err
+        })
+      : await makeEngine()
     this.engine = engine
     const shapes = new Map([...model.params].map(([k, v]) => [k, v.shape]))
     const peak = c.peakFlops ?? measuredPeakFlops() * members
@@ -175,6 +184,7 @@ export class Pipeline {
         })
     } finally {
       await engine.close()
+      await placement?.shutdown()
       ckpt?.close()
       for (const t of trackers) await t.close?.()
     }

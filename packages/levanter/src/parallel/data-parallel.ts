@@ -10,6 +10,7 @@ import type { CausalLM } from '../models/lm.js'
 import { replicaThreadsEnv } from '../kernels/native-gemm.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import type { Replica } from './replica.js'
+import { fromWire, toWire } from './wire.js'
 
 const log = logger('levanter')
 // Copies, so structured clone sends only this slice's bytes, not the whole batch's buffer.
@@ -66,9 +67,10 @@ export class DataParallelEngine implements Engine {
   }
 
   async load(state: TrainTensors): Promise<void> {
+    const wire = toWire(state)
     this.pids = await this.#all(
       'load',
-      this.group.members.map((m) => m.load(state)),
+      this.group.members.map((m) => m.load(wire)),
     )
   }
 
@@ -87,7 +89,7 @@ export class DataParallelEngine implements Engine {
   }
 
   async state(): Promise<TrainTensors> {
-    return (await this.#all('state', [this.group.member(0).state()]))[0]!
+    return fromWire((await this.#all('state', [this.group.member(0).state()]))[0]!)
   }
 
   async close(): Promise<void> {

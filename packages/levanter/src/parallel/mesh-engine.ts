@@ -16,6 +16,7 @@ import type { AdamWConfig } from '../optim/adamw.js'
 import { assembleMembers, checkModelAxis, coordsOfRank, cutForMember, localParams } from './layout.js'
 import type { LocalParam, MeshShape, PartTensors, ShardBlobs, ShardedLayout } from './layout.js'
 import type { MeshReplica } from './mesh-replica.js'
+import { fromWire, toWire } from './wire.js'
 
 const log = logger('levanter')
 const MeshReplicaClass = actorClass<typeof MeshReplica>(new URL('./mesh-replica.ts', import.meta.url), 'MeshReplica')
@@ -94,7 +95,7 @@ export class MeshEngine implements Engine {
   async load(state: TrainTensors): Promise<void> {
     this.pids = await this.#all(
       'load',
-      this.group.members.map((m, r) => m.load(cutForMember(state, this.layout, this.mesh, this.fsdp, r))),
+      this.group.members.map((m, r) => m.load(toWire(cutForMember(state, this.layout, this.mesh, this.fsdp, r)))),
     )
   }
 
@@ -122,10 +123,12 @@ export class MeshEngine implements Engine {
 
   /** Every member's parts, in rank order. */
   async parts(): Promise<PartTensors[]> {
-    return this.#all(
-      'state',
-      this.group.members.map((m) => m.state()),
-    )
+    return (
+      await this.#all(
+        'state',
+        this.group.members.map((m) => m.state()),
+      )
+    ).map(fromWire)
   }
 
   /** Full weights and moments, joined from the members' parts. */

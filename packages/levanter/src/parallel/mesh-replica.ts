@@ -27,6 +27,8 @@ import { LevanterError } from '../errors.js'
 import { fsdpShard, joinFsdpShards, localParams } from './layout.js'
 import type { LocalParam, MeshShape } from './layout.js'
 import { stagesOf, tensorParallelGrads, tensorParallelLoss } from './tensor-parallel.js'
+import { fromWire, toWire } from './wire.js'
+import type { WireTensors } from './wire.js'
 import type { Stages } from './tensor-parallel.js'
 
 export type MeshReplicaOptions = { readonly mesh: MeshShape; readonly fsdp: boolean; readonly microbatches: number }
@@ -76,7 +78,8 @@ export class MeshReplica {
   ) {}
 
   /** Takes this member's parts of the weights and its owned moments (zeros where absent). Returns the process id. */
-  async load(state: MemberParts): Promise<number> {
+  async load(wire: WireTensors): Promise<number> {
+    const state = fromWire(wire)
     await initBackend()
     const c = currentMesh().coords()
     this.#coords = { data: c.data ?? 0, model: c.model ?? 0 }
@@ -244,11 +247,15 @@ export class MeshReplica {
   }
 
   /** This member's parts of the weights and its owned moments (what it would checkpoint). */
-  async state(): Promise<MemberParts> {
+  async state(): Promise<WireTensors> {
+    return toWire(this.#parts())
+  }
+
+  #parts(): MemberParts {
     const weights = new Map<string, Float32Array>()
     const optimizer = new Map<string, Float32Array>()
     for (const lp of this.#layout) {
-      weights.set(lp.name, (await this.#params.get(lp.name)!.data()) as Float32Array)
+      weights.set(lp.name, (this.#params.get(lp.name)!.dataSync() as Float32Array).slice())
       optimizer.set(`m.${lp.name}`, this.#m.get(lp.name)!.slice())
       optimizer.set(`v.${lp.name}`, this.#v.get(lp.name)!.slice())
     }
@@ -266,7 +273,7 @@ export class MeshReplica {
       this.#store = { url: storeUrl, store: await openStore({ url: storeUrl }) }
     }
     const store = this.#store.store
-    const st = await this.state()
+    const st = this.#parts()
     const byLayout = (
       m: ReadonlyMap<string, Float32Array>,
       key: (n: string) => string,

@@ -9,13 +9,15 @@ import { currentMesh } from '@marin/fray'
 import { initBackend } from '../backend.js'
 import type { Batch } from '../data/batch.js'
 import { evalLossOf } from '../engine.js'
-import type { StepResult, TrainTensors } from '../engine.js'
+import type { StepResult } from '../engine.js'
 import { createModel } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import type { ModelConfig } from '../models/config.js'
 import { AdamW } from '../optim/adamw.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import { computeGrads, flattenGrads } from '../train-step.js'
+import { fromWire, toWire } from './wire.js'
+import type { WireTensors } from './wire.js'
 
 /** Where one replica step's time went, in milliseconds of wall time, and the CPU time the process used (on a shared
  * machine, the work itself). */
@@ -47,7 +49,8 @@ export class Replica {
   ) {}
 
   /** Start the backend, build the model, take the driver's weights and optimizer state. */
-  async load(state: TrainTensors): Promise<number> {
+  async load(wire: WireTensors): Promise<number> {
+    const state = fromWire(wire)
     await initBackend()
     this.#model ??= createModel(this.modelConfig)
     this.#opt ??= new AdamW(this.adamw, this.#model)
@@ -87,8 +90,12 @@ export class Replica {
     return evalLossOf(this.#model!, batch)
   }
 
-  async state(): Promise<TrainTensors> {
-    return { weights: await this.#model!.weights(), optimizer: await this.#opt!.state(), count: this.#opt!.count }
+  async state(): Promise<WireTensors> {
+    return toWire({
+      weights: await this.#model!.weights(),
+      optimizer: await this.#opt!.state(),
+      count: this.#opt!.count,
+    })
   }
 
   /** The phases of this replica's latest steps (up to 100), oldest first. */
