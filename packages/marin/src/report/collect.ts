@@ -38,6 +38,8 @@ const METRICS_FILE = /(^|\/)metrics\.jsonl$/
 export const DATASET_ROWS = 5
 export const TEXT_CELL_CHARS = 160
 const OTHER_CELL_CHARS = 60
+/** The largest Parquet file read for a dataset's first rows. */
+const DATASET_ROWS_MAX_BYTES = 256 * 1024 * 1024
 
 /** `artifacts.json`: `{artifacts: [{kind: 'artifact', name, version}]}`, or the older `["name@3"]`, `[{artifact,
  * version}]`. */
@@ -178,6 +180,10 @@ async function datasetRows(view: ArtifactView): Promise<DatasetRows | undefined>
       records.push(o && typeof o === 'object' && !Array.isArray(o) ? (o as Record<string, unknown>) : { text: line })
     }
   } else {
+    // Parquet keeps its index at the end, so the whole file is read: a very large shard is left out.
+    const size = view.entry(file).size
+    if (size > DATASET_ROWS_MAX_BYTES)
+      throw new Error(`${file} is ${size} bytes, more than the ${DATASET_ROWS_MAX_BYTES} the report reads for rows`)
     // The Parquet reader reads files; the version's bytes (verified against their hash) go to a temporary one.
     const dir = await mkdtemp(join(tmpdir(), 'marin-report-rows-'))
     try {
