@@ -63,7 +63,7 @@ export const COMMANDS: readonly CommandEntry[] = [
     name: 'publish-report',
     term: 'publish-report [options]',
     description:
-      'build the static report of an experiment run and publish it to a folder, storage URL or http(s) PUT target',
+      "add an experiment run's page to the report site (it keeps every run) in a folder, storage URL or http(s) target",
     load: async () => (await import('../report/cli.js')).publishReportCommand,
   },
   {
