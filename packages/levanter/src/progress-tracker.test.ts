@@ -54,3 +54,12 @@ test('formatEta', () => {
   expect(formatEta(61)).toBe('1m01s')
   expect(formatEta(3 * 3600 + 65)).toBe('3h01m')
 })
+
+test('given the tokens of a step, the first line’s ETA comes from the step’s own pace, not the start-up before it', () => {
+  const { lines, log } = capture()
+  let now = 0
+  const t = new ProgressTracker({ maxSteps: 100, tokensPerStep: 1000, log, now: () => now })
+  now = 60_000
+  t.log(10, { 'train/loss': 2, 'throughput/tokens_per_sec': 2000 })
+  expect(lines.at(-1)).toMatchObject({ step: 10, eta: '45s' })
+})

@@ -15,6 +15,8 @@ export type ProgressTrackerOptions = {
   readonly maxSteps: number
   /** The step training starts from (a resumed run's checkpoint). @default 0 */
   readonly startStep?: number
+  /** Tokens in one step (batch × sequence): the first line's ETA then comes from that step's own pace. */
+  readonly tokensPerStep?: number
   /** @default the `levanter` logger */
   readonly log?: ProgressLog
   /** Milliseconds now. @default Date.now */
@@ -38,8 +40,11 @@ export class ProgressTracker implements Tracker {
   #loss: number | undefined
   #evalLoss: number | undefined
   #tokensPerSec: number | undefined
+  /** Tokens in one step; may be set once the trainer's config is known. */
+  tokensPerStep: number | undefined
 
   constructor(readonly opts: ProgressTrackerOptions) {
+    this.tokensPerStep = opts.tokensPerStep
     this.#log = opts.log ?? logger('levanter')
     this.#now = opts.now ?? Date.now
     this.#startedAt = this.#now()
@@ -54,10 +59,15 @@ export class ProgressTracker implements Tracker {
     const tps = metrics['throughput/tokens_per_sec']
     if (tps !== undefined) this.#tokensPerSec = tps
     const now = this.#now()
-    // The pace since the first line (no start-up in it), else since the tracker was made.
+    // The pace since the first line (no start-up in it), else that of the step just done, else since the tracker was
+    // made.
     const from =
       this.#first && step > this.#first.step ? this.#first : { step: this.opts.startStep ?? 0, at: this.#startedAt }
-    const perStep = step > from.step ? (now - from.at) / 1000 / (step - from.step) : undefined
+    const ownPace =
+      from !== this.#first && this.tokensPerStep && this.#tokensPerSec
+        ? this.tokensPerStep / this.#tokensPerSec
+        : undefined
+    const perStep = ownPace ?? (step > from.step ? (now - from.at) / 1000 / (step - from.step) : undefined)
     this.#first ??= { step, at: now }
     this.#log.info(
       {
