@@ -64,3 +64,16 @@ describe('progressSink: a step shows up as soon as it starts', () => {
     expect(shown).toMatch(/^\r {2}… gpt_1234: training \[#{10}-{10}\] 150\/300 loss=3\.2 eval_loss=3\.4 eta=1m20s/)
   })
 })
+
+describe('progressSink: periodic lines', () => {
+  test('a line held back by the interval is shown once the interval has passed, with no later update', async () => {
+    const lines: string[] = []
+    const sink = progressSink((l) => lines.push(l), { everyMs: 50 })
+    sink.update('a', 'started')
+    sink.update('a', 'step started')
+    expect(lines).toEqual(['  … a: started'])
+    for (let i = 0; i < 400 && lines.length < 2; i++) await new Promise((r) => setTimeout(r, 25))
+    expect(lines).toEqual(['  … a: started', '  … a: step started'])
+    sink.done()
+  })
+})

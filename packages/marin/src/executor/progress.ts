@@ -55,6 +55,7 @@ export function progressSink(
   const finished = new Set<string>()
   let lastAt = 0
   let width = 0
+  let timer: NodeJS.Timeout | undefined
   const flush = (only?: string) => {
     lastAt = Date.now()
     if (opts.tty) {
@@ -78,8 +79,17 @@ export function progressSink(
       latest.set(label, scrubSecretValues(text))
       const first = !seen.has(label)
       seen.add(label)
-      if (Date.now() - lastAt >= every) flush()
+      const wait = lastAt + every - Date.now()
+      if (wait <= 0) flush()
       else if (first) flush(label)
+      // A line held back now is shown when the interval has passed, even if the step says nothing more.
+      if (wait > 0 && !timer) {
+        timer = setTimeout(() => {
+          timer = undefined
+          flush()
+        }, wait)
+        timer.unref()
+      }
     },
     finish(label) {
       finished.add(label)
