@@ -148,6 +148,7 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
           ],
         },
       )
+      progress.tokensPerStep = trainer.config.batchSize * model.config.seqLen
       const dataset = lv.Dataset.fromDatakit(cache, { evalFraction: c.evalFraction, eosId: cache.ledger.eos })
       log.info(
         {
