@@ -55,7 +55,7 @@ test('formatEta', () => {
   expect(formatEta(3 * 3600 + 65)).toBe('3h01m')
 })
 
-test('given the tokens of a step, the first line’s ETA comes from the step’s own pace, not the start-up before it', () => {
+test('with the tokens of a step, the first ETA comes from that step’s own pace, not the start-up before it', () => {
   const { lines, log } = capture()
   let now = 0
   const t = new ProgressTracker({ maxSteps: 100, tokensPerStep: 1000, log, now: () => now })
