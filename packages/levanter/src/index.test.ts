@@ -23,6 +23,7 @@ test('exports', async () => {
       "LocalEngine",
       "LrSchedule",
       "MemoryTracker",
+      "MeshEngine",
       "ModelConfig",
       "Pipeline",
       "Rng",

@@ -48,6 +48,10 @@ export { ProgressTracker, formatEta } from './progress-tracker.js'
 export type { ProgressLog, ProgressTrackerOptions } from './progress-tracker.js'
 export type { Tracker } from './trackers.js'
 export { DataParallelEngine } from './parallel/data-parallel.js'
+export { MeshEngine } from './parallel/mesh-engine.js'
+export type { MeshEngineOptions } from './parallel/mesh-engine.js'
+export type { LocalParam, MeshShape, ModelSplit, ShardedLayout } from './parallel/layout.js'
+export type { MeshPlacement } from './parallel/placement.js'
 
 // Checkpoints
 export { Checkpointer } from './checkpoint/checkpointer.js'

@@ -6,7 +6,7 @@ import { z } from 'zod'
 import { LevanterError } from './errors.js'
 import { AdamWConfig } from './optim/adamw.js'
 import { LrSchedule } from './optim/schedule.js'
-import { Placement } from './parallel/placement.js'
+import { MeshPlacement } from './parallel/placement.js'
 import type { Tracker } from './trackers.js'
 
 export const TrainerConfig = z.strictObject({
@@ -52,7 +52,7 @@ export const TrainerConfig = z.strictObject({
     .boolean()
     .default(false)
     .describe('shard parameters and optimizer state over mesh.data (ZeRO-3): each member owns 1/data of them'),
-  placement: Placement.optional().describe(
+  placement: MeshPlacement.optional().describe(
     'where mesh members run: { iris: { controller, tokenFile } } places each on an iris worker; @default worker ' +
       'processes of the current fray client',
   ),

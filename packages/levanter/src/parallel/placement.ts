@@ -8,16 +8,16 @@ import type { Client } from '@marin/fray'
 import { z } from 'zod'
 import { LevanterError } from '../errors.js'
 
-export const Placement = z.strictObject({
+export const MeshPlacement = z.strictObject({
   iris: z.strictObject({
     controller: z.string().min(1).describe('host:port of the iris controller'),
     tokenFile: z.string().min(1).optional().describe('file holding the cluster token (`iris controller` writes it)'),
   }),
 })
-export type Placement = z.output<typeof Placement>
+export type MeshPlacement = z.output<typeof MeshPlacement>
 
 /** A fray client that places members as `placement` says (the caller shuts it down), or undefined for the current one. */
-export function placementClient(placement: Placement | undefined): Client | undefined {
+export function placementClient(placement: MeshPlacement | undefined): Client | undefined {
   if (!placement) return undefined
   const { controller, tokenFile } = placement.iris
   let token: string | undefined
