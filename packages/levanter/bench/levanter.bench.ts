@@ -56,12 +56,14 @@ const python = 'python' in torch ? torch.python : undefined
 if ('why' in torch) {
   process.stderr.write(
     `levanter bench: no PyTorch reference (${torch.why}); to compare with PyTorch, install it ` +
-      `(Debian: apt-get install python3-torch libopenblas0-pthread) or set LEVANTER_BENCH_PYTHON to a python with torch\n`,
+      '(Debian: apt-get install python3-torch libopenblas0-pthread) ' +
+      'or set LEVANTER_BENCH_PYTHON to a python with torch\n',
   )
 } else {
   process.stderr.write(`levanter bench: PyTorch ${torch.torch} from ${torch.python}\n`)
 }
-/** Warn once when PyTorch did not load OpenBLAS (Debian's reference BLAS is some 20× slower: a meaningless baseline). */
+/** Warn once when PyTorch did not load OpenBLAS (Debian's reference BLAS is some 20× slower: a meaningless
+ * baseline). */
 let blasChecked = false
 function checkBlas(r: Result): Result {
   if (!blasChecked && !/openblas|mkl/i.test(String(r.blas))) {
@@ -84,7 +86,8 @@ const stock: Result[] = [],
   oneFma: Result[] = [],
   twoFma: Result[] = [],
   torch1: Result[] = [],
-  torch2: Result[] = []
+  torch2: Result[] = [],
+  twoThreads: Result[] = []
 for (let r = 0; r < rounds; r++) {
   if (stockSteps > 0) stock.push(run(levanterRun('stock', String(stockSteps))))
   if (python) torch1.push(checkBlas(run(pytorchRun(python, 1, steps))))
@@ -92,13 +95,15 @@ for (let r = 0; r < rounds; r++) {
   if (native) oneFma.push(run(levanterRun('levanter', steps, { gemm: 'fma' })))
   if (python) torch2.push(checkBlas(run(pytorchRun(python, 2, steps))))
   two.push(run(levanterRun('levanter-dp2', steps)))
+  if (native) twoThreads.push(run(levanterRun('levanter', steps, { threads: 2 })))
   if (native) twoFma.push(run(levanterRun('levanter-dp2', steps, { gemm: 'fma' })))
   load.push(os.loadavg()[0]!)
   const t = (x: Result | undefined) => (x ? x.tokensPerSec!.toFixed(1) : '-')
   const vsStock = (x: Result) => (stock[r] ? ` (${(x.tokensPerSec! / stock[r]!.tokensPerSec!).toFixed(2)}× stock)` : '')
   process.stderr.write(
     `round ${r + 1} tokens/s: stock ${t(stock[r])}, PyTorch 1 thread ${t(torch1[r])}, 2 threads ${t(torch2[r])}, ` +
-      `1 process ${t(one[r])}${vsStock(one[r]!)}, 2 processes ${t(two[r])}${vsStock(two[r]!)} ` +
+      `1 process ${t(one[r])}${vsStock(one[r]!)}, 2 processes ${t(two[r])}${vsStock(two[r]!)}, ` +
+      `1 process × 2 threads ${t(twoThreads[r])} ` +
       `${JSON.stringify(two[r]!.phasesMs)}; tokens/CPU-s: 1 process ${one[r]!.tokensPerCpuSec!.toFixed(1)}, ` +
       `per replica ${two[r]!.tokensPerCpuSec!.toFixed(1)}; load ${load[r + 1]!.toFixed(1)}\n`,
   )
@@ -109,8 +114,9 @@ const ratio = (xs: Result[]) => median(xs.map((x, i) => x.tokensPerSec! / stock[
 const vsStock = (k: string) => (stock.length ? { baseline: m(stock, k) } : {})
 /** A run's peak RSS per process: the driver's, or the largest replica's where that is larger. */
 const perProcessRss = (x: Result) => Math.max(x.peakRssMiB!, x.replicaPeakRssMiB ?? 0)
-// levanter's 2-core layouts, each round's fastest taken (today one: 2 processes, data-parallel).
-const twoCoreLayouts = [two]
+// levanter's 2-core layouts, each round's fastest taken: 2 data-parallel processes of 1 thread each,
+// and (where the native kernels run) 1 process on 2 threads.
+const twoCoreLayouts = native ? [two, twoThreads] : [two]
 const bestTwo = two.map((_, i) =>
   twoCoreLayouts.map((xs) => xs[i]!).reduce((a, x) => (x.tokensPerSec! > a.tokensPerSec! ? x : a)),
 )
@@ -181,6 +187,14 @@ if (rounds > 0) {
     ...vsStock('tokensPerSec'),
   })
   if (stock.length) emit({ bench: b, metric: 'train_ratio_2_processes_median_of_rounds', value: ratio(two), unit: 'x' })
+  if (twoThreads.length)
+    emit({
+      bench: b,
+      metric: 'train_tokens_per_s_1_process_2_threads',
+      value: m(twoThreads, 'tokensPerSec'),
+      unit: 'tokens/s',
+      baseline: m(two, 'tokensPerSec'),
+    })
   emit({
     bench: b,
     metric: 'train_tokens_per_cpu_s_per_replica_2_processes',

@@ -31,12 +31,20 @@ export type RunSpec = {
 }
 
 /** A levanter variant: `levanter`, `levanter-dp2`, `stock`, `generate`, `gemm`. */
-export function levanterRun(variant: string, steps: string, opts: { gemm?: string; size?: Size } = {}): RunSpec {
+export function levanterRun(
+  variant: string,
+  steps: string,
+  opts: { gemm?: string; size?: Size; threads?: number } = {},
+): RunSpec {
+  const threads = opts.threads ?? 1
   return {
-    label: `${variant}${opts.gemm ? ` (LEVANTER_GEMM=${opts.gemm})` : ''}${opts.size ? ` ${opts.size.dModel}/${opts.size.nLayers}` : ''}`,
+    label:
+      `${variant}${opts.gemm ? ` (LEVANTER_GEMM=${opts.gemm})` : ''}` +
+      `${threads > 1 ? ` ${threads} threads` : ''}${opts.size ? ` ${opts.size.dModel}/${opts.size.nLayers}` : ''}`,
     command: process.execPath,
     args: ['--import', 'tsx', variantFile, variant, steps, ...sizeArgs(opts.size)],
-    env: { LOG_LEVEL: 'warn', ...(opts.gemm ? { LEVANTER_GEMM: opts.gemm } : {}) },
+    // native kernel threads per process: 1 unless asked (data-parallel replicas take the driver's setting)
+    env: { LOG_LEVEL: 'warn', LEVANTER_THREADS: String(threads), ...(opts.gemm ? { LEVANTER_GEMM: opts.gemm } : {}) },
     prefix: '{"variant"',
     liveStderr: true,
   }

@@ -12,8 +12,8 @@ import { findTorch, pytorchRun, run, tryRun } from './processes.js'
 
 const torch = findTorch()
 const python = 'python' in torch ? torch.python : undefined
-// Weights large enough that GELU's tanh form, the LayerNorms and the softmax shape the loss, a learning rate large enough
-// that the AdamW updates (weight decay, clipping, moments) move it.
+// Weights large enough that GELU's tanh form, the LayerNorms and the softmax shape the loss, a learning rate large
+// enough that the AdamW updates (weight decay, clipping, moments) move it.
 const tiny = { vocabSize: 64, seqLen: 16, dModel: 32, nLayers: 2, nHeads: 2, initStd: 0.3 }
 const LR = 0.02
 const BATCH = 4
