@@ -58,7 +58,9 @@ describe('the quickstart, tiny scale', () => {
     expect(first.out).toMatch(
       /loss on the held-out split of the training tokens [\d.]+ nats\/token \([\d.]+ bits\/byte, /,
     )
-    expect(first.out).toContain('brown_bpb scores each sentence alone')
+    expect(first.out).toContain('brown_bpb: sentences of held-out Brown files, each scored alone with no context')
+    // The report says it is being built before the seconds that takes.
+    expect(first.out).toMatch(/report of quickstart-tiny: building …\n(.*\n)*report of quickstart-tiny: \d+ files/)
     // The scores are a table: every row's value starts in the same column.
     const rows = first.out.split('\n').filter((l) => /^ {2}brown_\w+ /.test(l))
     expect(rows.length).toBeGreaterThanOrEqual(5)

@@ -162,8 +162,8 @@ async function printSummary(record: ExperimentRecord): Promise<void> {
       `${trained.unigramEntropy.toFixed(3)} (${evalLoss === null ? '?' : (evalLoss / trained.unigramEntropy).toFixed(2)}×)`,
   )
   console.log(
-    `evaluation over HTTP on held-out Brown files (brown_bpb scores each sentence alone, ` +
-      `with no context before it, so its bits_per_byte is above training's):`,
+    'evaluation over HTTP (brown_bpb: sentences of held-out Brown files, each scored alone with no context ' +
+      'before it, unlike the 128-token windows of eval/bpb above):',
   )
   const tasks = Object.entries(
     results.tasks as Record<string, { samples: number; metrics: Record<string, { value: number; stderr: number }> }>,

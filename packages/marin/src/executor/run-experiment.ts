@@ -45,6 +45,8 @@ export async function runExperiment(experiment: Experiment, opts: RunOptions = {
 
 /** Builds the run's report and publishes it to `experiment.report.target`. */
 async function publishReport(experiment: Experiment, record: ExperimentRecord, opts: RunOptions): Promise<void> {
+  const out = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`))
+  out(`report of ${record.experiment}: building …`)
   const [{ buildReport }, { publishSite }] = await Promise.all([
     import('../report/build.js'),
     import('../report/publish.js'),
@@ -52,7 +54,6 @@ async function publishReport(experiment: Experiment, record: ExperimentRecord, o
   const source = prefixPath(record.prefix, experimentRecordPath(record.experiment, record.run))
   const { data, site } = await buildReport(source, record.prefix)
   const res = await publishSite(site, experiment.report!.target)
-  const out = opts.out ?? ((l: string) => process.stdout.write(`${l}\n`))
   for (const w of data.warnings) out(`  report warning: ${w}`)
   out(
     `report of ${record.experiment}: ${res.uploaded.length} files ` +
