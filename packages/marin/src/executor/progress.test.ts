@@ -62,6 +62,11 @@ describe('progressSink: a step shows up as soon as it starts', () => {
     sink.update('gpt_1234', 'training step=150/300 loss=3.2 eval_loss=3.4 eta=1m20s')
     const shown = written.at(-1)!
     expect(shown).toMatch(/^\r {2}… gpt_1234: training \[#{10}-{10}\] 150\/300 loss=3\.2 eval_loss=3\.4 eta=1m20s/)
+    // A terminal that reports no width (0 columns, as some ptys do) gets lines of a usual width, not 20 characters.
+    const narrow: string[] = []
+    const unknown = { columns: 0, write: (s: string) => narrow.push(s) } as unknown as NodeJS.WriteStream
+    progressSink(() => {}, { tty: unknown, everyMs: 0 }).update('gpt_1234', 'training step=1/300 loss=3.2')
+    expect(narrow.at(-1)).toContain('1/300 loss=3.2')
   })
 })
 

@@ -61,7 +61,7 @@ export function progressSink(
     if (opts.tty) {
       const [label, text] = [...latest].at(-1) ?? []
       if (!label) return
-      const line = `  … ${label}: ${withBar(text!)}`.slice(0, Math.max(20, (opts.tty.columns ?? 100) - 1))
+      const line = `  … ${label}: ${withBar(text!)}`.slice(0, Math.max(20, (opts.tty.columns || 100) - 1))
       opts.tty.write(`\r${line.padEnd(width)}`)
       width = line.length
       return
