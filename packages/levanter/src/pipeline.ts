@@ -5,14 +5,16 @@
 import { withClient } from '@marin/fray'
 import { logger } from '@marin/rigging'
 import path from 'node:path'
-import { initBackend } from './backend.js'
+import { initBackend, isDeviceBackend } from './backend.js'
+import type { BackendInfo } from './backend.js'
 import { Checkpointer } from './checkpoint/checkpointer.js'
 import type { DamagedCheckpoint } from './checkpoint/checkpointer.js'
 import type { Dataset } from './data/dataset.js'
+import { DeviceEngine } from './device-engine.js'
 import { LocalEngine } from './engine.js'
 import type { Engine } from './engine.js'
 import { LevanterError } from './errors.js'
-import { measuredPeakFlops } from './flops.js'
+import { measurePeakFlops } from './flops.js'
 import type { CausalLM } from './models/lm.js'
 import { learningRateAt } from './optim/schedule.js'
 import { DataParallelEngine } from './parallel/data-parallel.js'
@@ -40,6 +42,8 @@ export type RunResult = {
   /** Newer checkpoints skipped at resume because their files were damaged (each also logged as a warning). */
   readonly damagedCheckpoints: readonly DamagedCheckpoint[]
   readonly last?: StepInfo
+  /** The backend the run trained on (with its GPU adapter on webgpu); checkpoints record it too. */
+  readonly backend: BackendInfo
 }
 
 /**
@@ -61,7 +65,7 @@ export class Pipeline {
 
   /** Train from the newest checkpoint (or step 0) to `maxSteps`; the model ends up holding the trained weights. */
   async run(): Promise<RunResult> {
-    await initBackend()
+    const backend = await initBackend()
     const { dataset, model, trainer, maxSteps } = this.options
     const c = trainer.config
     const seqLen = model.config.seqLen
@@ -80,7 +84,9 @@ export class Pipeline {
     const members = c.mesh.data * c.mesh.model
     const makeEngine = async (): Promise<Engine> =>
       members === 1 && !c.fsdp
-        ? new LocalEngine(model, adamw, c.microbatches)
+        ? isDeviceBackend()
+          ? new DeviceEngine(model, adamw, c.microbatches)
+          : new LocalEngine(model, adamw, c.microbatches)
         : c.mesh.model === 1 && !c.fsdp
           ? await DataParallelEngine.create(model, adamw, c.mesh.data, c.microbatches)
           : await MeshEngine.create(model, adamw, { mesh: c.mesh, fsdp: c.fsdp, microbatches: c.microbatches })
@@ -93,7 +99,7 @@ export class Pipeline {
       : await makeEngine()
     this.engine = engine
     const shapes = new Map([...model.params].map(([k, v]) => [k, v.shape]))
-    const peak = c.peakFlops ?? measuredPeakFlops() * members
+    const peak = c.peakFlops ?? (await measurePeakFlops()) * members
     const flopsPerToken = model.flopsPerToken(seqLen)
     const losses: number[] = []
     let start = 0,
@@ -164,7 +170,7 @@ export class Pipeline {
             dataPosition: info.step * c.batchSize,
             rng: { seed: c.seed },
             optimizerCount: 0,
-            config: { model: model.config, trainer: c },
+            config: { model: model.config, trainer: c, backend },
             metrics,
           }
           if (engine instanceof MeshEngine && c.checkpointStore) {
@@ -178,7 +184,7 @@ export class Pipeline {
         }
         for (const h of trainer.hooks) if (info.step % h.every === 0) await h.run(info)
       }
-      if (!(engine instanceof LocalEngine))
+      if (!(engine instanceof LocalEngine || engine instanceof DeviceEngine))
         await engine.state().then((st) => {
           for (const [n, d] of st.weights) model.set(n, d)
         })
@@ -194,6 +200,7 @@ export class Pipeline {
       resumedFrom: start,
       damagedCheckpoints,
       ...(last ? { last } : {}),
+      backend,
     }
   }
 }

@@ -43,6 +43,50 @@ export function computeGrads(model: CausalLM, batch: Batch, denominator: number,
 }
 
 /**
+ * {@link computeGrads} with the loss left on the device (a scalar the caller disposes): nothing is
+ * read back. `bytesToDevice` counts the batch uploads.
+ */
+export function computeGradsOnDevice(
+  model: CausalLM,
+  batch: Batch,
+  denominator: number,
+  microbatches = 1,
+): { loss: tf.Scalar; grads: Map<string, tf.Tensor>; bytesToDevice: number } {
+  const names = [...model.params.keys()]
+  const vars = names.map((n) => model.params.get(n)!)
+  const per = Math.ceil(batch.batchSize / microbatches)
+  let loss: tf.Scalar | undefined
+  let acc: tf.Tensor[] | undefined
+  let bytesToDevice = 0
+  for (let from = 0; from < batch.batchSize; from += per) {
+    const mb = sliceBatch(batch, from, Math.min(batch.batchSize, from + per))
+    bytesToDevice += mb.inputs.byteLength + mb.targets.byteLength + 4 * mb.mask.length
+    const { value, grads } = tf.tidy(() => {
+      const ids = tf.tensor2d(mb.inputs, [mb.batchSize, mb.seqLen], 'int32')
+      const targets = tf.tensor2d(mb.targets, [mb.batchSize, mb.seqLen], 'int32')
+      const mask = tf.tensor2d(mb.mask, [mb.batchSize, mb.seqLen])
+      return tf.variableGrads(() => maskedCrossEntropy(model.forward(ids), targets, mask, denominator), vars)
+    })
+    const gs = names.map((n) => grads[model.params.get(n)!.name]!)
+    if (!loss) loss = value
+    else {
+      const prev = loss
+      loss = tf.add(prev, value) as tf.Scalar
+      tf.dispose([prev, value])
+    }
+    if (!acc) acc = gs
+    else {
+      const prev = acc
+      acc = prev.map((a, i) => tf.add(a, gs[i]!))
+      tf.dispose([...prev, ...gs])
+    }
+  }
+  const out = new Map<string, tf.Tensor>()
+  names.forEach((n, i) => out.set(n, acc![i]!))
+  return { loss: loss!, grads: out, bytesToDevice }
+}
+
+/**
  * Flatten named gradients into one buffer (for all-reduce), in `names` order, with `extra` free
  * floats at the end. On wasm each gradient is copied straight off the heap (no intermediate
  * array); `into` (of the right length) is reused instead of allocating and zeroing a new buffer.

@@ -22,7 +22,8 @@ export function scatterAddRows(dy: Tensor, indices: Tensor, numRows: number, row
   return tf.tensor(out, [numRows, ...rowShape], 'float32')
 }
 
-/** Wrap the stock gradient: take over axis-0 lookups off the tensorflow backend, defer otherwise. */
+/** Wrap the stock gradient: take over axis-0 lookups on the CPU backends, defer otherwise (tensorflow, and webgpu,
+ * whose tensors cannot be read synchronously). */
 export function gatherGrad(stock: GradFunc | undefined): GradConfig {
   return {
     kernelName: 'GatherV2',
@@ -32,7 +33,10 @@ export function gatherGrad(stock: GradFunc | undefined): GradConfig {
       const axis = Number(attrs.axis ?? 0),
         batchDims = Number(attrs.batchDims ?? 0)
       const parsedAxis = axis < 0 ? axis + x.rank : axis
-      if ((parsedAxis !== 0 || batchDims !== 0 || tf.getBackend() === 'tensorflow') && stock)
+      if (
+        (parsedAxis !== 0 || batchDims !== 0 || tf.getBackend() === 'tensorflow' || tf.getBackend() === 'webgpu') &&
+        stock
+      )
         return stock(dy, saved, attrs)
       return {
         x: () => scatterAddRows(dy as Tensor, indices, x.shape[0]!, x.shape.slice(1)),

@@ -1,0 +1,254 @@
+/**
+ * The device check: `pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X]`.
+ * Finds the GPU adapter (bringing the Vulkan loader from the registry's SwiftShader package when the
+ * machine lacks one), checks levanter's ops and a model's loss and gradients on the GPU against the
+ * cpu backend, then trains the quickstart's reference config and a GPT-2-small-sized model for a
+ * fixed number of steps on the device-resident step. Prints one JSON line per result; exits 1 when
+ * a check fails or no GPU adapter is found, 2 on bad usage.
+ *
+ * --software accepts SwiftShader (no GPU); --quick shrinks both models so that SwiftShader runs them.
+ */
+import { parseArgs } from 'node:util'
+import * as tf from '@tensorflow/tfjs'
+import { initBackend } from '../src/backend.js'
+import type { BackendInfo } from '../src/backend.js'
+import { Dataset } from '../src/data/dataset.js'
+import { DeviceEngine } from '../src/device-engine.js'
+import { maskedCrossEntropy } from '../src/loss.js'
+import type { ModelConfigInput } from '../src/models/config.js'
+import { createModel } from '../src/models/lm.js'
+import { AdamWConfig } from '../src/optim/adamw.js'
+import { loadVulkanLoader } from '../src/webgpu/adapter.js'
+import { fp32PeakFlops } from '../src/webgpu/peak.js'
+import { unpackSwiftShader } from '../src/webgpu/swiftshader.js'
+
+const USAGE =
+  'usage: pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X]\n' +
+  '  --software      accept a software adapter (SwiftShader) when there is no GPU\n' +
+  '  --quick         tiny models (for SwiftShader)\n' +
+  '  --steps N       timed training steps per model (after 2 warm-up steps); default 10\n' +
+  '  --batch N       GPT-2-small batch (sequences of 1024); default 8\n' +
+  '  --peak-tflops X fp32 peak of the GPU for MFU, when its name is not in the table'
+
+function usage(message: string): never {
+  process.stderr.write(`device-check: ${message}\n${USAGE}\n`)
+  process.exit(2)
+}
+
+function parse() {
+  let values
+  try {
+    values = parseArgs({
+      options: {
+        software: { type: 'boolean', default: false },
+        quick: { type: 'boolean', default: false },
+        steps: { type: 'string', default: '10' },
+        batch: { type: 'string', default: '8' },
+        'peak-tflops': { type: 'string' },
+        help: { type: 'boolean', default: false },
+      },
+    }).values
+  } catch (err) {
+    usage((err as Error).message)
+  }
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`)
+    process.exit(0)
+  }
+  const int = (name: string, v: string) => {
+    const n = Number(v)
+    if (!Number.isInteger(n) || n < 1) usage(`--${name} ${v}: give a positive integer`)
+    return n
+  }
+  const peak = values['peak-tflops'] === undefined ? undefined : Number(values['peak-tflops'])
+  if (peak !== undefined && !(peak > 0)) usage(`--peak-tflops ${values['peak-tflops']}: give a positive number`)
+  return {
+    software: values.software,
+    quick: values.quick,
+    steps: int('steps', values.steps),
+    batch: int('batch', values.batch),
+    peakTflops: peak,
+  }
+}
+
+const emit = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(o)}\n`)
+
+/** Largest |a − b| / (1 + |b|) over two arrays. */
+function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let worst = 0
+  for (let i = 0; i < b.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!) / (1 + Math.abs(b[i]!)))
+  return a.length === b.length ? worst : Infinity
+}
+
+type Case = { readonly name: string; readonly run: () => tf.Tensor | tf.Tensor[] }
+
+/** Ops at levanter's shapes, and a model's loss and gradients: each computed on the GPU and on cpu. */
+function cases(quick: boolean): Case[] {
+  const B = 2,
+    T = quick ? 16 : 128,
+    D = quick ? 32 : 256,
+    V = quick ? 64 : 1024
+  // Inputs are made inside each case, on the backend that runs it (tfjs's seeded random numbers come from the host,
+  // so both backends see the same values).
+  const x = () => tf.randomNormal([B, T, D], 0, 1, 'float32', 1)
+  const w = () => tf.randomNormal([D, 4 * D], 0, 0.05, 'float32', 2)
+  const q = () => tf.randomNormal([B, 4, T, D / 4], 0, 1, 'float32', 3)
+  const ids = () =>
+    tf.tensor2d(
+      Array.from({ length: B * T }, (_, i) => (i * 7) % V),
+      [B, T],
+      'int32',
+    )
+  const table = () => tf.randomNormal([V, D], 0, 1, 'float32', 4)
+  const causal = () => tf.mul(tf.sub(1, tf.linalg.bandPart(tf.ones([T, T]), -1, 0)), -1e9)
+  const model: ModelConfigInput = { type: 'gpt2', vocabSize: V, seqLen: T, dModel: D, nLayers: 2, nHeads: 4 }
+  const llama: ModelConfigInput = { ...model, type: 'llama' }
+  const lossAndGrads = (cfg: ModelConfigInput) => () => {
+    const m = createModel(cfg, 5)
+    const targets = tf.tensor2d(
+      Array.from({ length: B * T }, (_, i) => (i * 11) % V),
+      [B, T],
+      'int32',
+    )
+    const mask = tf.ones([B, T])
+    const { value, grads } = tf.variableGrads(() => maskedCrossEntropy(m.forward(ids()), targets, mask, B * T), [
+      ...m.params.values(),
+    ])
+    const out = [value, ...[...m.params.values()].map((p) => grads[p.name]!)]
+    m.dispose()
+    return out
+  }
+  return [
+    { name: 'matMul [B·T, D]·[D, 4D]', run: () => tf.matMul(tf.reshape(x(), [B * T, D]), w()) },
+    { name: 'matMul transposeB', run: () => tf.matMul(tf.reshape(x(), [B * T, D]), tf.transpose(w()), false, true) },
+    { name: 'batchMatMul q·kᵀ', run: () => tf.matMul(q(), q(), false, true) },
+    { name: 'masked softmax', run: () => tf.softmax(tf.add(tf.matMul(q(), q(), false, true), causal())) },
+    {
+      name: 'gelu (tanh)',
+      run: () => {
+        const v = x()
+        return tf.mul(tf.mul(v, 0.5), tf.add(1, tf.tanh(tf.mul(0.7978845608, tf.add(v, tf.mul(0.044715, tf.pow(v, 3)))))))
+      },
+    },
+    {
+      name: 'layer norm',
+      run: () => {
+        const v = x()
+        const { mean, variance } = tf.moments(v, -1, true)
+        return tf.div(tf.sub(v, mean), tf.sqrt(tf.add(variance, 1e-5)))
+      },
+    },
+    { name: 'embedding gather', run: () => tf.gather(table(), ids()) },
+    { name: 'gpt2 loss and gradients', run: lossAndGrads(model) },
+    { name: 'llama loss and gradients', run: lossAndGrads(llama) },
+  ]
+}
+
+async function read(t: tf.Tensor | tf.Tensor[]): Promise<Float32Array[]> {
+  const ts = Array.isArray(t) ? t : [t]
+  const out: Float32Array[] = []
+  for (const x of ts) out.push(new Float32Array(await x.data()))
+  tf.dispose(ts)
+  return out
+}
+
+async function kernelEquality(quick: boolean): Promise<boolean> {
+  let ok = true
+  const list = cases(quick)
+  for (const c of list) {
+    const gpu = await read(tf.tidy(c.run))
+    await tf.setBackend('cpu')
+    const cpu = await read(tf.tidy(c.run))
+    await tf.setBackend('webgpu')
+    const err = Math.max(...gpu.map((g, i) => relErr(g, cpu[i]!)))
+    const pass = err < 1e-3
+    ok &&= pass
+    emit({ check: 'kernel', name: c.name, maxRelErr: err, pass })
+  }
+  return ok
+}
+
+async function train(
+  label: string,
+  cfg: ModelConfigInput,
+  batch: number,
+  steps: number,
+  info: BackendInfo,
+  peakTflops: number | undefined,
+): Promise<void> {
+  const model = createModel(cfg, 0)
+  const seqLen = model.config.seqLen
+  const vocab = model.config.vocabSize
+  const tokens = Array.from({ length: batch * (seqLen + 1) * 4 }, (_, i) => (i * 7919) % vocab)
+  const data = Dataset.fromTokens(tokens, { evalFraction: 0 })
+  const engine = new DeviceEngine(model, AdamWConfig.parse({}))
+  let peakBytes = 0
+  const times: number[] = []
+  let loss = NaN
+  try {
+    for (let s = 0; s < steps + 2; s++) {
+      const b = await data.trainBatch(s, batch, seqLen, 0)
+      const t0 = performance.now()
+      loss = (await engine.step(b, 1e-4)).loss
+      if (s >= 2) times.push((performance.now() - t0) / 1000)
+      const mem = tf.memory() as tf.MemoryInfo & { numBytesAllocatedInGPU?: number }
+      peakBytes = Math.max(peakBytes, mem.numBytesAllocatedInGPU ?? mem.numBytes)
+    }
+  } finally {
+    await engine.close()
+    model.dispose()
+  }
+  times.sort((a, b) => a - b)
+  const median = times[Math.floor(times.length / 2)]!
+  const tokensPerSec = (batch * seqLen) / median
+  const flops = tokensPerSec * model.flopsPerToken(seqLen)
+  const peak = peakTflops !== undefined ? peakTflops * 1e12 : fp32PeakFlops(`${info.adapter?.description} ${info.adapter?.device}`)
+  emit({
+    check: 'train',
+    model: label,
+    params: [...model.specs].reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0),
+    batch,
+    seqLen,
+    steps,
+    medianStepSeconds: median,
+    tokensPerSec,
+    modelTflops: flops / 1e12,
+    mfu: peak ? flops / peak : null,
+    fp32PeakTflops: peak ? peak / 1e12 : null,
+    peakGpuBytes: peakBytes,
+    hostDeviceBytesPerStep: engine.lastStep,
+    finalLoss: loss,
+  })
+}
+
+async function main(): Promise<void> {
+  const o = parse()
+  const started = performance.now()
+  // Without a Vulkan loader on the machine, the one shipped with SwiftShader serves the GPU's driver too.
+  if (loadVulkanLoader() === undefined) {
+    const loader = unpackSwiftShader().loader
+    emit({ check: 'vulkan-loader', brought: loader, ok: loadVulkanLoader(loader) !== undefined })
+  }
+  const info = await initBackend(o.software ? 'webgpu' : undefined)
+  emit({ check: 'adapter', backend: info.name, adapter: info.adapter ?? null })
+  if (info.name !== 'webgpu') {
+    process.stderr.write(
+      'device-check: no GPU adapter found (is the NVIDIA Vulkan driver installed, and does the container expose ' +
+        'the graphics capability?); --software runs the check on SwiftShader\n',
+    )
+    process.exit(1)
+  }
+  const ok = await kernelEquality(o.quick)
+  const reference: ModelConfigInput = o.quick
+    ? { type: 'gpt2', vocabSize: 512, seqLen: 32, dModel: 32, nLayers: 1, nHeads: 2 }
+    : { type: 'gpt2', vocabSize: 512, seqLen: 128, dModel: 128, nLayers: 2, nHeads: 4 }
+  const small: ModelConfigInput = o.quick
+    ? { type: 'gpt2', vocabSize: 1024, seqLen: 64, dModel: 64, nLayers: 2, nHeads: 4 }
+    : { type: 'gpt2', vocabSize: 50257, seqLen: 1024, dModel: 768, nLayers: 12, nHeads: 12 }
+  await train('reference', reference, o.quick ? 4 : 16, o.steps, info, o.peakTflops)
+  await train('gpt2-small', small, o.quick ? 2 : o.batch, o.steps, info, o.peakTflops)
+  emit({ check: 'done', ok, seconds: (performance.now() - started) / 1000 })
+  process.exit(ok ? 0 : 1)
+}
+
+await main()

@@ -1,0 +1,99 @@
+/**
+ * @module AdamW on the device: moments are variables beside the parameters, and clipping and the
+ * update run as tensor ops, so a step reads nothing back to the host. The numbers are those of
+ * {@link AdamW} (in float32 throughout).
+ */
+import * as tf from '@tensorflow/tfjs'
+import { LevanterError } from '../errors.js'
+import type { CausalLM } from '../models/lm.js'
+import type { AdamWConfig } from './adamw.js'
+
+export class DeviceAdamW {
+  /** First moments by parameter name. */
+  readonly m = new Map<string, tf.Variable>()
+  /** Second moments by parameter name. */
+  readonly v = new Map<string, tf.Variable>()
+  count = 0
+  readonly #decay: ReadonlySet<string>
+
+  constructor(
+    readonly config: AdamWConfig,
+    readonly model: CausalLM,
+  ) {
+    for (const [name, p] of model.params) {
+      this.m.set(name, tf.variable(tf.zeros(p.shape), false))
+      this.v.set(name, tf.variable(tf.zeros(p.shape), false))
+    }
+    this.#decay = new Set(model.specs.filter((s) => s.decay).map((s) => s.name))
+  }
+
+  /** Clip by global norm, then one AdamW update at `lr`. Returns the norm before clipping, on the device (the caller
+   * disposes it). */
+  apply(grads: ReadonlyMap<string, tf.Tensor>, lr: number): tf.Scalar {
+    const c = this.config
+    this.count++
+    const bc1 = 1 - c.beta1 ** this.count,
+      bc2 = 1 - c.beta2 ** this.count
+    const step = lr / bc1,
+      rbc2 = 1 / bc2
+    return tf.tidy(() => {
+      const present = [...this.model.params.keys()].filter((n) => grads.has(n))
+      // pairwise adds: one addN over every parameter would bind more buffers than a shader stage may have
+      const sq = present.map((n) => tf.sum(tf.square(grads.get(n)!)))
+      const norm = tf.sqrt(sq.reduce((a, b) => tf.add(a, b))) as tf.Scalar
+      const scale =
+        c.maxGradNorm === null
+          ? tf.scalar(1)
+          : tf.where(tf.greater(norm, c.maxGradNorm), tf.div(c.maxGradNorm, tf.add(norm, 1e-6)), tf.scalar(1))
+      for (const name of present) {
+        const p = this.model.params.get(name)!,
+          m = this.m.get(name)!,
+          v = this.v.get(name)!
+        const g = tf.mul(grads.get(name)!, scale)
+        const m1 = tf.add(tf.mul(m, c.beta1), tf.mul(g, 1 - c.beta1))
+        const v1 = tf.add(tf.mul(v, c.beta2), tf.mul(tf.square(g), 1 - c.beta2))
+        const keep = 1 - lr * (this.#decay.has(name) ? c.weightDecay : 0)
+        const upd = tf.div(tf.mul(m1, step), tf.add(tf.sqrt(tf.mul(v1, rbc2)), c.eps))
+        m.assign(m1)
+        v.assign(v1)
+        p.assign(tf.sub(tf.mul(p, keep), upd))
+      }
+      return norm
+    })
+  }
+
+  /** Moments by name (`m.<param>`, `v.<param>`), for checkpoints (read back from the device). */
+  async state(): Promise<Map<string, Float32Array>> {
+    const out = new Map<string, Float32Array>()
+    for (const [n, t] of this.m) out.set(`m.${n}`, (await t.data()) as Float32Array)
+    for (const [n, t] of this.v) out.set(`v.${n}`, (await t.data()) as Float32Array)
+    return out
+  }
+
+  /** Restore moments saved by {@link state} (or by the host {@link AdamW}), and the update count. */
+  load(state: ReadonlyMap<string, Float32Array>, count: number): void {
+    for (const [prefix, map] of [
+      ['m', this.m],
+      ['v', this.v],
+    ] as const) {
+      for (const [n, t] of map) {
+        const d = state.get(`${prefix}.${n}`)
+        if (!d) continue
+        if (d.length !== t.size)
+          throw new LevanterError(
+            'BAD_SHAPE',
+            `optimizer state "${prefix}.${n}": got ${d.length} values, ` +
+              `expected ${t.size}; check the checkpoint matches the model`,
+          )
+        tf.tidy(() => t.assign(tf.tensor(d, t.shape)))
+      }
+    }
+    this.count = count
+  }
+
+  dispose(): void {
+    for (const t of [...this.m.values(), ...this.v.values()]) t.dispose()
+    this.m.clear()
+    this.v.clear()
+  }
+}
