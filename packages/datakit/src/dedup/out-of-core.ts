@@ -31,6 +31,8 @@ export type OutOfCoreStats = {
   /** Exact pairs and band candidate pairs the buckets produced. */
   readonly exactPairs: number
   readonly candidatePairs: number
+  /** Wall-clock seconds of each phase: signing the shards, resolving exact and band buckets, merging. */
+  readonly seconds: { sign: number; exact: number; band: number; merge: number }
 }
 
 /** The document levels' decisions, as the in-memory path makes them. */
@@ -151,6 +153,13 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
   await rm(a.dir, { recursive: true, force: true })
   await mkdir(a.dir, { recursive: true })
   const range = (k: number) => Array.from({ length: k }, (_, i) => i)
+  const seconds = { sign: 0, exact: 0, band: 0, merge: 0 }
+  let t = performance.now()
+  const lap = (phase: keyof typeof seconds): void => {
+    const now = performance.now()
+    seconds[phase] += (now - t) / 1000
+    t = now
+  }
   try {
     // 1. map: signatures per shard, into bucket files
     const signArgs = { shards: [...shards], shardStart, dir: a.dir, buckets, exact, fuzzy, ...mh }
@@ -160,6 +169,7 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
       )
     ).results as SignResult[]
     const signatureBytes = signed.reduce((s, r) => s + r.signatureBytes, 0)
+    lap('sign')
     const resolve = async (kind: 'exact' | 'band', exactRemoved?: Uint8Array): Promise<BucketResult[]> =>
       (
         await context.execute(
@@ -176,6 +186,7 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
     const exactGroups = new Map<number, number[]>()
     if (exact) {
       await resolve('exact')
+      lap('exact')
       for (let b = 0; b < buckets; b++)
         for await (const [first, copy] of pairsOf(join(a.dir, `exact-pairs-${b}.bin`))) {
           exactPairs++
@@ -194,12 +205,14 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
           }
         }
     }
+    lap('merge')
     // 3. fuzzy: band pairs among the exact-unique documents, merged into clusters
     let candidatePairs = 0
     const fuzzyRemoved = new Uint8Array(Math.ceil(n / 8))
     const clusters: number[][] = []
     if (fuzzy && n - exactDuplicates > 1) {
       await resolve('band', exactRemoved)
+      lap('band')
       const uf = new SparseUnionFind()
       for (let b = 0; b < buckets; b++)
         for await (const [first, other] of pairsOf(join(a.dir, `edges-${b}.bin`))) {
@@ -249,6 +262,7 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
       .map(([, g]) => [g[0]!, ...g.slice(1).sort((p, q) => p - q)])
     const fuzzyShown = clusters.slice(0, a.maxExamples)
     const shown = await snippets(shards, shardStart, new Set([...groups, ...fuzzyShown].flat()))
+    lap('merge')
     const example = (kind: 'exact' | 'fuzzy', g: number[]) => ({
       kind,
       ids: g.map((i) => shown.get(i)!.id),
@@ -263,7 +277,7 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
       levels,
       exactExamples: groups.map((g) => example('exact', g)),
       fuzzyExamples: fuzzyShown.map((g) => example('fuzzy', g)),
-      stats: { shards: shards.length, buckets, signatureBytes, exactPairs, candidatePairs },
+      stats: { shards: shards.length, buckets, signatureBytes, exactPairs, candidatePairs, seconds },
     }
   } finally {
     await rm(a.dir, { recursive: true, force: true })
