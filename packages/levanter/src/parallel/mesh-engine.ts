@@ -110,9 +110,9 @@ export class MeshEngine implements Engine {
     return results[0]!
   }
 
-  /** The first model group (data coordinate 0) evaluates together. */
+  /** The first model group (data coordinate 0) evaluates together; under fsdp every member (weights are gathered). */
   async evalLoss(batch: Batch): Promise<number> {
-    const group = this.group.members.slice(0, this.mesh.model)
+    const group = this.fsdp ? this.group.members : this.group.members.slice(0, this.mesh.model)
     return (
       await this.#all(
         'eval',

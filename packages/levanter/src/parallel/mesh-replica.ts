@@ -26,10 +26,10 @@ import { computeGrads } from '../train-step.js'
 import { LevanterError } from '../errors.js'
 import { fsdpShard, joinFsdpShards, localParams } from './layout.js'
 import type { LocalParam, MeshShape } from './layout.js'
-import { stagesOf, tensorParallelGrads, tensorParallelLoss } from './tensor-parallel.js'
+import { heldWeights, stagesOf, sumInto, tensorParallelGrads, tensorParallelLoss } from './tensor-parallel.js'
+import type { GradSink, ModelAllReduce, Stages, StageWeights } from './tensor-parallel.js'
 import { fromWire, toWire } from './wire.js'
 import type { WireTensors } from './wire.js'
-import type { Stages } from './tensor-parallel.js'
 
 export type MeshReplicaOptions = { readonly mesh: MeshShape; readonly fsdp: boolean; readonly microbatches: number }
 
@@ -70,6 +70,9 @@ export class MeshReplica {
   readonly #phases: MeshStepPhases[] = []
   #store: { url: string; store: Store } | undefined
   #stageReduceMs = 0
+  /** fsdp over more than one member: weights are gathered stage by stage, never held whole. */
+  #gathered = false
+  #index = new Map<string, number>()
 
   constructor(
     readonly modelConfig: ModelConfig,
@@ -87,7 +90,9 @@ export class MeshReplica {
     if (!this.#layout.length) {
       const probe = createModel(this.modelConfig)
       this.#layout = localParams(this.modelConfig, probe.specs, shape, fsdp)
-      if (shape.model === 1) this.#model = probe
+      this.#layout.forEach((lp, i) => this.#index.set(lp.name, i))
+      this.#gathered = fsdp && shape.data > 1
+      if (shape.model === 1 && !this.#gathered) this.#model = probe
       else {
         probe.dispose()
         this.#stages = stagesOf(this.modelConfig, shape.model, this.#coords.model === 0)
@@ -100,7 +105,7 @@ export class MeshReplica {
           'BAD_SHAPE',
           `mesh member ${currentMesh().rank}: parameter "${lp.name}" got ${w?.length ?? 0} values, expected ${lp.size}`,
         )
-      this.#setParam(lp, w)
+      if (!this.#gathered) this.#setParam(lp, w)
       this.#p.set(lp.name, fsdp ? fsdpShard(w, shape.data, this.#coords.data) : w.slice())
       this.#m.set(lp.name, state.optimizer.get(`m.${lp.name}`)?.slice() ?? new Float32Array(lp.owned))
       this.#v.set(lp.name, state.optimizer.get(`v.${lp.name}`)?.slice() ?? new Float32Array(lp.owned))
@@ -131,13 +136,90 @@ export class MeshReplica {
       tf.dispose([...r.grads.values()])
       return { loss: r.loss, grads }
     }
+    const grads = new Map<string, Float32Array>()
+    const w = heldWeights(this.#params)
+    const mb = this.opts.microbatches
+    const loss = await tensorParallelGrads(
+      this.#stages!,
+      w,
+      slice,
+      denominator,
+      mb,
+      this.#modelAllReduce(),
+      sumInto(grads),
+    )
+    return { loss, grads }
+  }
+
+  /** Sums over the model axis between stages (timed); null without a model axis. */
+  #modelAllReduce(): ModelAllReduce | null {
+    if (this.opts.mesh.model === 1) return null
     const mesh = currentMesh()
-    return tensorParallelGrads(this.#stages!, this.#params, slice, denominator, this.opts.microbatches, async (x) => {
+    return async (x) => {
       const t = performance.now()
       const sum = await mesh.allReduce(x, { axis: 'model' })
       this.#stageReduceMs += performance.now() - t
       return sum
-    })
+    }
+  }
+
+  /** fsdp: a stage's weights all-gathered over data from the owned shards, dropped after the stage. */
+  #gatheredWeights(): StageWeights {
+    const mesh = currentMesh(),
+      data = this.opts.mesh.data
+    return {
+      acquire: async (names) => {
+        const lps = names.map((n) => this.#layout[this.#index.get(n)!]!)
+        const per = lps.reduce((a, lp) => a + lp.owned, 0)
+        const full = await mesh.allGather(concat(lps.map((lp) => this.#p.get(lp.name)!)), { axis: 'data' })
+        let o = 0
+        return lps.map((lp) => {
+          const shards = Array.from({ length: data }, (_, s) => full.subarray(s * per + o, s * per + o + lp.owned))
+          o += lp.owned
+          return tf.tensor(joinFsdpShards(shards, lp.size), [...lp.local])
+        })
+      },
+      release: (ws) => tf.dispose(ws),
+    }
+  }
+
+  /**
+   * fsdp: the loss, and this member's shard of every gradient summed over data. Each stage's
+   * gradients are reduce-scattered as soon as its backward pass produces them, while the next
+   * stage computes; only the owned shards accumulate.
+   */
+  async #shardedGrads(slice: Batch, denominator: number): Promise<{ loss: number; owned: Float32Array[] }> {
+    const mesh = currentMesh(),
+      data = this.opts.mesh.data
+    const owned = this.#layout.map((lp) => new Float32Array(lp.owned))
+    const pending: Promise<void>[] = []
+    const sink: GradSink = (names, gs) => {
+      const ids = names.map((n) => this.#index.get(n)!)
+      const values = gs.map((g) => g.dataSync() as Float32Array)
+      const per = ids.reduce((a, i) => a + this.#layout[i]!.owned, 0)
+      const flat = new Float32Array(per * data)
+      let o = 0
+      for (let s = 0; s < data; s++)
+        ids.forEach((i, k) => {
+          flat.set(fsdpShard(values[k]!, data, s), o)
+          o += this.#layout[i]!.owned
+        })
+      pending.push(
+        mesh.reduceScatter(flat, { axis: 'data' }).then((shard) => {
+          let at = 0
+          for (const i of ids) {
+            const acc = owned[i]!
+            for (let j = 0; j < acc.length; j++) acc[j]! += shard[at + j]!
+            at += acc.length
+          }
+        }),
+      )
+    }
+    const w = this.#gatheredWeights()
+    const mb = this.opts.microbatches
+    const loss = await tensorParallelGrads(this.#stages!, w, slice, denominator, mb, this.#modelAllReduce(), sink)
+    await Promise.all(pending)
+    return { loss, owned }
   }
 
   /** One step on this member's rows of the global batch; returns the global loss and gradient norm. */
@@ -146,32 +228,38 @@ export class MeshReplica {
     const { mesh: shape, fsdp } = this.opts
     const t0 = performance.now()
     this.#stageReduceMs = 0
-    const { loss, grads } = await this.#grads(slice, denominator)
-    const t1 = performance.now()
+    let loss: number, owned: Float32Array[], t1: number, t2: number
     // Replicated parameters inside split stages: the parts add up over the model axis.
     const partial = this.#layout.filter((lp) => lp.partial)
-    if (partial.length) {
-      const sum = await mesh.allReduce(concat(partial.map((lp) => grads.get(lp.name)!)), { axis: 'model' })
-      split(sum, partial, (lp) => lp.size).forEach((g, i) => grads.set(partial[i]!.name, g))
-    }
-    const t2 = performance.now()
-    // Over data: the sum (replicated) or this member's shard of it (fsdp), shard-major so each member's
-    // range holds its shard of every parameter.
-    let owned: Float32Array[]
-    if (shape.data === 1) owned = this.#layout.map((lp) => grads.get(lp.name)!)
-    else if (!fsdp) {
-      const flat = concat(this.#layout.map((lp) => grads.get(lp.name)!))
-      owned = split(await mesh.allReduce(flat, { axis: 'data', out: flat }), this.#layout, (lp) => lp.size)
+    const sumPartial = async (of: (lp: LocalParam) => Float32Array, len: (lp: LocalParam) => number) =>
+      partial.length ? split(await mesh.allReduce(concat(partial.map(of)), { axis: 'model' }), partial, len) : []
+    if (this.#gathered) {
+      // Reduce-scattered over data during the backward pass already.
+      ;({ loss, owned } = await this.#shardedGrads(slice, denominator))
+      t1 = performance.now()
+      const sums = await sumPartial(
+        (lp) => owned[this.#index.get(lp.name)!]!,
+        (lp) => lp.owned,
+      )
+      partial.forEach((lp, k) => (owned[this.#index.get(lp.name)!] = sums[k]!))
+      t2 = performance.now()
     } else {
-      const per = this.#layout.reduce((a, lp) => a + lp.owned, 0)
-      const flat = new Float32Array(per * shape.data)
-      let o = 0
-      for (let s = 0; s < shape.data; s++)
-        for (const lp of this.#layout) {
-          flat.set(fsdpShard(grads.get(lp.name)!, shape.data, s), o)
-          o += lp.owned
-        }
-      owned = split(await mesh.reduceScatter(flat, { axis: 'data' }), this.#layout, (lp) => lp.owned)
+      const r = await this.#grads(slice, denominator)
+      loss = r.loss
+      const grads = r.grads
+      t1 = performance.now()
+      const sums = await sumPartial(
+        (lp) => grads.get(lp.name)!,
+        (lp) => lp.size,
+      )
+      partial.forEach((lp, k) => grads.set(lp.name, sums[k]!))
+      t2 = performance.now()
+      // Over data: the sum of every gradient (fsdp over one member owns everything).
+      if (shape.data === 1) owned = this.#layout.map((lp) => grads.get(lp.name)!)
+      else {
+        const flat = concat(this.#layout.map((lp) => grads.get(lp.name)!))
+        owned = split(await mesh.allReduce(flat, { axis: 'data', out: flat }), this.#layout, (lp) => lp.size)
+      }
     }
     const t3 = performance.now()
     // Global norm and loss: each distinct value counted once over the mesh.
@@ -186,16 +274,8 @@ export class MeshReplica {
     const t4 = performance.now()
     this.#apply(owned, norm, lr)
     const t5 = performance.now()
-    if (fsdp && shape.data > 1) {
-      const full = await mesh.allGather(concat(this.#layout.map((lp) => this.#p.get(lp.name)!)), { axis: 'data' })
-      const per = this.#layout.reduce((a, lp) => a + lp.owned, 0)
-      let o = 0
-      for (const lp of this.#layout) {
-        const shards = Array.from({ length: shape.data }, (_, s) => full.subarray(s * per + o, s * per + o + lp.owned))
-        this.#setParam(lp, joinFsdpShards(shards, lp.size))
-        o += lp.owned
-      }
-    } else for (const lp of this.#layout) this.#setParam(lp, this.#p.get(lp.name)!)
+    // fsdp gathers the updated shards stage by stage in the next pass.
+    if (!this.#gathered) for (const lp of this.#layout) this.#setParam(lp, this.#p.get(lp.name)!)
     const t6 = performance.now()
     this.#phases.push({
       grads: t1 - t0,
@@ -239,26 +319,35 @@ export class MeshReplica {
     })
   }
 
-  /** Mean masked loss of `batch`; with a model axis, every member of this member's model group calls it. */
+  /**
+   * Mean masked loss of `batch`; with a model axis every member of this member's model group calls
+   * it, under fsdp every member.
+   */
   async evalLoss(batch: Batch): Promise<number> {
     if (this.#model) return evalLossOf(this.#model, batch)
-    const mesh = currentMesh()
-    return tensorParallelLoss(this.#stages!, this.#params, batch, (x) => mesh.allReduce(x, { axis: 'model' }))
+    const w = this.#gathered ? this.#gatheredWeights() : heldWeights(this.#params)
+    return tensorParallelLoss(this.#stages!, w, batch, this.#modelAllReduce())
   }
 
   /** This member's parts of the weights and its owned moments (what it would checkpoint). */
   async state(): Promise<WireTensors> {
-    return toWire(this.#parts())
+    return toWire(await this.#parts())
   }
 
-  #parts(): MemberParts {
+  /** Under fsdp every member calls it (the weights are gathered over data). */
+  async #parts(): Promise<MemberParts> {
     const weights = new Map<string, Float32Array>()
     const optimizer = new Map<string, Float32Array>()
-    for (const lp of this.#layout) {
-      weights.set(lp.name, (this.#params.get(lp.name)!.dataSync() as Float32Array).slice())
+    const gathered = this.#gathered
+      ? await this.#gatheredWeights().acquire(this.#layout.map((lp) => lp.name))
+      : undefined
+    for (const [i, lp] of this.#layout.entries()) {
+      const t = gathered ? gathered[i]! : this.#params.get(lp.name)!
+      weights.set(lp.name, (t.dataSync() as Float32Array).slice())
       optimizer.set(`m.${lp.name}`, this.#m.get(lp.name)!.slice())
       optimizer.set(`v.${lp.name}`, this.#v.get(lp.name)!.slice())
     }
+    if (gathered) tf.dispose(gathered)
     return { weights, optimizer, count: this.#count }
   }
 
@@ -273,7 +362,7 @@ export class MeshReplica {
       this.#store = { url: storeUrl, store: await openStore({ url: storeUrl }) }
     }
     const store = this.#store.store
-    const st = this.#parts()
+    const st = await this.#parts()
     const byLayout = (
       m: ReadonlyMap<string, Float32Array>,
       key: (n: string) => string,
@@ -304,15 +393,18 @@ export class MeshReplica {
   }
 
   /**
-   * Bytes this member keeps between steps: the parameters it owns and their AdamW moments (fsdp:
-   * 1/data of its model part), and the bytes of the parameters it computes with (its model part).
+   * Bytes this member keeps between steps: `ownedBytes`, the parameters it owns and their AdamW
+   * moments (under fsdp 1/data of its model part); `heldBytes`, parameters it holds as tensors
+   * between steps (none under fsdp over several members: each stage's weights are gathered for the
+   * stage and dropped after it).
    */
-  memory(): { ownedBytes: number; computeBytes: number; peakRssMiB: number; numTensors: number } {
+  memory(): { ownedBytes: number; heldBytes: number; peakRssMiB: number; numTensors: number } {
     const owned = this.#layout.reduce((a, lp) => a + lp.owned, 0)
-    const local = this.#layout.reduce((a, lp) => a + lp.size, 0)
+    let held = 0
+    for (const v of this.#params.values()) held += 4 * v.size
     return {
       ownedBytes: 3 * 4 * owned,
-      computeBytes: 4 * local,
+      heldBytes: held,
       peakRssMiB: process.resourceUsage().maxRSS / 1024,
       numTensors: tf.memory().numTensors,
     }

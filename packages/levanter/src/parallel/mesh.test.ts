@@ -25,7 +25,15 @@ beforeAll(async () => {
 })
 afterAll(() => client.shutdown())
 
-type Run = { losses: number[]; evals: number[]; text: number[]; ownedBytes: number[]; params: number; tensors: number }
+type Run = {
+  losses: number[]
+  evals: number[]
+  text: number[]
+  ownedBytes: number[]
+  heldBytes: number[]
+  params: number
+  tensors: number
+}
 
 async function train(model: ModelConfigInput, layout: Pick<TrainerConfigInput, 'mesh' | 'fsdp'>): Promise<Run> {
   const lm = createModel(model, 3)
@@ -40,10 +48,15 @@ async function train(model: ModelConfigInput, layout: Pick<TrainerConfigInput, '
     trainer,
     maxSteps: STEPS,
   })
-  const ownedBytes: number[] = []
+  const ownedBytes: number[] = [],
+    heldBytes: number[] = []
   trainer.addHook(STEPS, async () => {
     const e = pipeline.engine as MeshEngine | undefined
-    if (e && 'layout' in e) ownedBytes.push(...(await e.group.broadcast.memory()).map((m) => m.ownedBytes))
+    if (e && 'layout' in e) {
+      const mem = await e.group.broadcast.memory()
+      ownedBytes.push(...mem.map((m) => m.ownedBytes))
+      heldBytes.push(...mem.map((m) => m.heldBytes))
+    }
   })
   const r = await withClient(client, () => pipeline.run())
   const evals = tracker.rows.filter((x) => x['eval/loss'] !== undefined).map((x) => x['eval/loss']!)
@@ -51,7 +64,7 @@ async function train(model: ModelConfigInput, layout: Pick<TrainerConfigInput, '
   const params = lm.numParams(),
     tensors = lm.specs.length
   lm.dispose()
-  return { losses: [...r.losses], evals, text, ownedBytes, params, tensors }
+  return { losses: [...r.losses], evals, text, ownedBytes, heldBytes, params, tensors }
 }
 
 const close = (a: readonly number[], b: readonly number[]) => {
@@ -71,6 +84,7 @@ describe.each(Object.keys(MODELS))('%s on a mesh matches one process on the same
     { layout: 'data 2 fsdp', mesh: { data: 2 }, fsdp: true },
     { layout: 'model 2', mesh: { model: 2 }, fsdp: false },
     { layout: 'data 2 × model 2', mesh: { data: 2, model: 2 }, fsdp: false },
+    { layout: 'data 2 × model 2 fsdp', mesh: { data: 2, model: 2 }, fsdp: true },
   ])(
     `$layout: ${STEPS} losses, evaluation and generated text`,
     async ({ mesh, fsdp }) => {
@@ -82,10 +96,17 @@ describe.each(Object.keys(MODELS))('%s on a mesh matches one process on the same
       expect(sharded.text).toEqual(single.text)
       // The mesh engine's members report what they own: fsdp keeps half of each parameter and its moments.
       if (fsdp || mesh.model) expect(sharded.ownedBytes).toHaveLength((mesh.data ?? 1) * (mesh.model ?? 1))
-      // Parameters + AdamW moments, 12 bytes a float: 1/2 of them per member (up to one padding float per tensor).
-      if (fsdp)
+      // fsdp: parameters + AdamW moments (12 bytes a float) owned per member are 1/data of the model part
+      // (up to one padding float per tensor), and no whole parameter is held between steps.
+      if (fsdp) {
+        expect(new Set(sharded.heldBytes)).toEqual(new Set([0]))
+        const part = mesh.model ? 0.75 : 1 // with model 2, the split half of the weights is halved again
         for (const b of sharded.ownedBytes)
-          expect(Math.abs(b - (12 * sharded.params) / 2)).toBeLessThanOrEqual(12 * sharded.tensors)
+          expect(b).toBeLessThanOrEqual((12 * sharded.params * part) / 2 + 12 * sharded.tensors)
+        if (!mesh.model)
+          for (const b of sharded.ownedBytes)
+            expect(Math.abs(b - (12 * sharded.params) / 2)).toBeLessThanOrEqual(12 * sharded.tensors)
+      }
     },
     60_000,
   )

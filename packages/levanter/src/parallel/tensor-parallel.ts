@@ -164,26 +164,73 @@ export function stagesOf(config: ModelConfig, model: number, lead: boolean): Sta
   return config.type === 'gpt2' ? gpt2Stages(config, model, lead) : llamaStages(config, model, lead)
 }
 
-const weightsOf = (stage: Stage, params: ReadonlyMap<string, tf.Tensor>) => stage.names.map((n) => params.get(n)!)
+/**
+ * Where a stage's weights come from: held whole (`acquire` gives the variables) or gathered from
+ * shards for the stage and dropped after it (fsdp). `acquire` is called in the same order on every
+ * member, one stage ahead of the computation (the next stage's weights travel while this one runs).
+ */
+export type StageWeights = {
+  acquire(names: readonly string[]): Promise<tf.Tensor[]>
+  release(weights: tf.Tensor[]): void
+}
 
-async function reduced(t: tf.Tensor, allReduce: ModelAllReduce): Promise<tf.Tensor> {
+/** Weights held whole, by name. */
+export const heldWeights = (params: ReadonlyMap<string, tf.Tensor>): StageWeights => ({
+  acquire: async (names) => names.map((n) => params.get(n)!),
+  release: () => {},
+})
+
+/**
+ * Takes a stage's weight gradients as the backward pass produces them (called synchronously inside
+ * the stage's `tf.tidy`: read them before returning). Called in the same order on every member.
+ */
+export type GradSink = (names: readonly string[], grads: tf.Tensor[]) => void
+
+/** A sink that sums gradients by name into `into`. */
+export function sumInto(into: Map<string, Float32Array>): GradSink {
+  return (names, gs) =>
+    names.forEach((n, i) => {
+      const d = gs[i]!.dataSync() as Float32Array
+      const acc = into.get(n)
+      if (acc) for (let j = 0; j < acc.length; j++) acc[j]! += d[j]!
+      else into.set(n, d.slice())
+    })
+}
+
+async function reduced(t: tf.Tensor, allReduce: ModelAllReduce | null): Promise<tf.Tensor> {
+  if (!allReduce) return t
   const sum = await allReduce(t.dataSync() as Float32Array)
   const out = tf.tensor(sum, t.shape)
   t.dispose()
   return out
 }
 
+/** Runs `stages` in order, each with its weights acquired one stage ahead and released after it. */
+async function* withWeights(stages: readonly Stage[], w: StageWeights): AsyncGenerator<[Stage, tf.Tensor[]]> {
+  let next = stages.length ? w.acquire(stages[0]!.names) : undefined
+  for (let i = 0; i < stages.length; i++) {
+    const ws = await next!
+    next = i + 1 < stages.length ? w.acquire(stages[i + 1]!.names) : undefined
+    try {
+      yield [stages[i]!, ws]
+    } finally {
+      w.release(ws)
+    }
+  }
+}
+
 /** ids → the last block's output, keeping each block's input (for the backward pass) when `keep` is given. */
 async function runBlocks(
   s: Stages,
-  params: ReadonlyMap<string, tf.Tensor>,
+  weights: StageWeights,
   ids: tf.Tensor,
-  allReduce: ModelAllReduce,
+  allReduce: ModelAllReduce | null,
   keep?: tf.Tensor[],
 ): Promise<tf.Tensor> {
-  let x = tf.tidy(() => s.embed.fn(ids, weightsOf(s.embed, params)))
-  for (const b of s.blocks) {
-    const w = weightsOf(b, params)
+  const ew = await weights.acquire(s.embed.names)
+  let x = tf.tidy(() => s.embed.fn(ids, ew))
+  weights.release(ew)
+  for await (const [b, w] of withWeights(s.blocks, weights)) {
     const input = x
     const y = tf.tidy(() => b.fn(input, w))
     if (keep) keep.push(input)
@@ -200,76 +247,71 @@ const batchTensors = (b: Batch) => ({
 })
 
 /**
- * Loss and this member's gradients of `batch` (Σ over microbatches of ∇(Σ mask·nll / denominator)),
- * by parameter name. Gradients of replicated parameters used inside split stages are this member's
- * parts (see layout.ts `partialGradient`); the caller sums them over the model axis.
+ * The loss of `batch` (Σ over microbatches of Σ mask·nll / denominator), its weight gradients handed
+ * to `sink` stage by stage (last stage first) as the backward pass produces them. Gradients of
+ * replicated parameters used inside split stages are this member's parts (see layout.ts
+ * `partialGradient`); the caller sums them over the model axis. `allReduce` null: no model axis.
  */
 export async function tensorParallelGrads(
   s: Stages,
-  params: ReadonlyMap<string, tf.Tensor>,
+  weights: StageWeights,
   batch: Batch,
   denominator: number,
   microbatches: number,
-  allReduce: ModelAllReduce,
-): Promise<{ loss: number; grads: Map<string, Float32Array> }> {
-  const grads = new Map<string, Float32Array>()
-  const add = (names: readonly string[], gs: tf.Tensor[]) =>
-    names.forEach((n, i) => {
-      const d = gs[i]!.dataSync() as Float32Array
-      const acc = grads.get(n)
-      if (acc) for (let j = 0; j < acc.length; j++) acc[j]! += d[j]!
-      else grads.set(n, d.slice())
-    })
+  allReduce: ModelAllReduce | null,
+  sink: GradSink,
+): Promise<number> {
   let loss = 0
   const per = Math.ceil(batch.batchSize / microbatches)
   for (let from = 0; from < batch.batchSize; from += per) {
     const { ids, targets, mask } = batchTensors(sliceBatch(batch, from, Math.min(batch.batchSize, from + per)))
     const inputs: tf.Tensor[] = []
-    const top = await runBlocks(s, params, ids, allReduce, inputs)
+    const top = await runBlocks(s, weights, ids, allReduce, inputs)
     // head and loss: value and gradients of its input and weights
-    const hw = weightsOf(s.head, params)
+    const hw = await weights.acquire(s.head.names)
     let dx = tf.tidy(() => {
       const { value, grads: g } = tf.valueAndGrads((x: tf.Tensor, ...w: tf.Tensor[]) =>
         maskedCrossEntropy(s.head.fn(x, w), targets, mask, denominator),
       )([top, ...hw])
       loss += value.dataSync()[0]!
-      add(s.head.names, g.slice(1))
+      sink(s.head.names, g.slice(1))
       return g[0]!
     })
+    weights.release(hw)
     top.dispose()
-    for (let i = s.blocks.length - 1; i >= 0; i--) {
-      const b = s.blocks[i]!,
-        w = weightsOf(b, params),
-        x = inputs[i]!,
+    let i = s.blocks.length
+    for await (const [b, w] of withWeights([...s.blocks].reverse(), weights)) {
+      const x = inputs[--i]!,
         dy = dx
       const dxPart = tf.tidy(() => {
         const g = tf.grads((xx: tf.Tensor, ...ww: tf.Tensor[]) => b.fn(xx, ww))([x, ...w], dy)
-        add(b.names, g.slice(1))
+        sink(b.names, g.slice(1))
         return g[0]!
       })
       x.dispose()
       dy.dispose()
       dx = b.split ? await reduced(dxPart, allReduce) : dxPart
     }
-    const ew = weightsOf(s.embed, params)
-    tf.tidy(() => add(s.embed.names, tf.grads((...w: tf.Tensor[]) => s.embed.fn(ids, w))(ew, dx)))
+    const ew = await weights.acquire(s.embed.names)
+    tf.tidy(() => sink(s.embed.names, tf.grads((...w: tf.Tensor[]) => s.embed.fn(ids, w))(ew, dx)))
+    weights.release(ew)
     tf.dispose([dx, ids, targets, mask])
   }
-  return { loss, grads }
+  return loss
 }
 
 /** Mean masked loss of `batch` (no gradients). */
 export async function tensorParallelLoss(
   s: Stages,
-  params: ReadonlyMap<string, tf.Tensor>,
+  weights: StageWeights,
   batch: Batch,
-  allReduce: ModelAllReduce,
+  allReduce: ModelAllReduce | null,
 ): Promise<number> {
   const { ids, targets, mask } = batchTensors(batch)
-  const top = await runBlocks(s, params, ids, allReduce)
-  const loss = tf.tidy(
-    () => maskedCrossEntropy(s.head.fn(top, weightsOf(s.head, params)), targets, mask).dataSync()[0]!,
-  )
+  const top = await runBlocks(s, weights, ids, allReduce)
+  const hw = await weights.acquire(s.head.names)
+  const loss = tf.tidy(() => maskedCrossEntropy(s.head.fn(top, hw), targets, mask).dataSync()[0]!)
+  weights.release(hw)
   tf.dispose([top, ids, targets, mask])
   return loss
 }
