@@ -6,6 +6,7 @@ import * as tf from '@tensorflow/tfjs'
 import type { GradConfig, KernelConfig } from '@tensorflow/tfjs'
 import { batchMatMulGrad } from './batch-matmul-grad.js'
 import { gatherGrad } from './gather-grad.js'
+import { installLeanBackprop, uninstallLeanBackprop } from './lean-backprop.js'
 import { wasmBatchMatMul } from './wasm-batch-matmul.js'
 import { wasmGather } from './wasm-gather.js'
 import { markGemmKernel } from './wasm-gemm.js'
@@ -38,8 +39,8 @@ const WASM_KERNELS: Record<string, (stock: tf.KernelFunc) => KernelConfig> = {
   GatherV2: wasmGather,
 }
 
-/** Install the fast/correct gradients, and the wasm kernels when that backend is registered. Idempotent; `initBackend`
- * calls it. */
+/** Install the fast/correct gradients, the lean backward pass (kernels/lean-backprop.ts), and the wasm kernels when
+ * that backend is registered. Idempotent; `initBackend` calls it. */
 export function registerLevanterKernels(): void {
   if (stock) return
   stock = new Map()
@@ -55,6 +56,7 @@ export function registerLevanterKernels(): void {
     quietly(() => tf.registerKernel({ ...make(k.kernelFunc), ...(k.setupFunc ? { setupFunc: k.setupFunc } : {}) }))
   }
   markGemmKernel(stockKernels.some((k) => k.kernelName === 'BatchMatMul'))
+  installLeanBackprop()
 }
 
 /** Restore the stock gradients and kernels (to compare against them). */
@@ -65,4 +67,5 @@ export function unregisterLevanterKernels(): void {
   stock = undefined
   stockKernels = undefined
   markGemmKernel(false)
+  uninstallLeanBackprop()
 }
