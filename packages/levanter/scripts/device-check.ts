@@ -111,9 +111,10 @@ function cases(quick: boolean): Case[] {
       'int32',
     )
     const mask = tf.ones([B, T])
-    const { value, grads } = tf.variableGrads(() => maskedCrossEntropy(m.forward(ids()), targets, mask, B * T), [
-      ...m.params.values(),
-    ])
+    const { value, grads } = tf.variableGrads(
+      () => maskedCrossEntropy(m.forward(ids()), targets, mask, B * T),
+      [...m.params.values()],
+    )
     const out = [value, ...[...m.params.values()].map((p) => grads[p.name]!)]
     m.dispose()
     return out
@@ -127,7 +128,10 @@ function cases(quick: boolean): Case[] {
       name: 'gelu (tanh)',
       run: () => {
         const v = x()
-        return tf.mul(tf.mul(v, 0.5), tf.add(1, tf.tanh(tf.mul(0.7978845608, tf.add(v, tf.mul(0.044715, tf.pow(v, 3)))))))
+        return tf.mul(
+          tf.mul(v, 0.5),
+          tf.add(1, tf.tanh(tf.mul(0.7978845608, tf.add(v, tf.mul(0.044715, tf.pow(v, 3)))))),
+        )
       },
     },
     {
@@ -202,7 +206,8 @@ async function train(
   const median = times[Math.floor(times.length / 2)]!
   const tokensPerSec = (batch * seqLen) / median
   const flops = tokensPerSec * model.flopsPerToken(seqLen)
-  const peak = peakTflops !== undefined ? peakTflops * 1e12 : fp32PeakFlops(`${info.adapter?.description} ${info.adapter?.device}`)
+  const peak =
+    peakTflops !== undefined ? peakTflops * 1e12 : fp32PeakFlops(`${info.adapter?.description} ${info.adapter?.device}`)
   emit({
     check: 'train',
     model: label,

@@ -7,7 +7,7 @@
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from './errors.js'
 import { BatchCache } from './models/batch-cache.js'
-import { decodeStep, prefill } from './models/decode.js'
+import { decodeStepOnDevice, prefillOnDevice } from './models/decode.js'
 import type { CausalLM } from './models/lm.js'
 import { Rng } from './rng.js'
 
@@ -68,33 +68,40 @@ export function sampleToken(logits: Float32Array, o: GenerateOptions, rng: Rng):
   return order[order.length - 1]!
 }
 
-function lastLogits(logits: tf.Tensor): Float32Array {
-  const [, T, V] = logits.shape as [number, number, number]
-  const d = logits.dataSync() as Float32Array
-  return d.slice((T - 1) * V, T * V)
-}
-
-/** Continue `prompt` (token ids) with up to `maxNewTokens` tokens. */
-export function generate(model: CausalLM, prompt: readonly number[], o: GenerateOptions = {}): Generation {
+/**
+ * The decoding loop. It yields each logits tensor it needs read and takes back its values, so that
+ * one loop serves the synchronous reads of the CPU backends ({@link generate}) and the asynchronous
+ * ones of webgpu ({@link generateAsync}); the driver disposes what it is handed.
+ */
+function* decoding(
+  model: CausalLM,
+  prompt: readonly number[],
+  o: GenerateOptions,
+): Generator<tf.Tensor, Generation, Float32Array> {
   if (prompt.length === 0) throw new LevanterError('BAD_SHAPE', 'generate: prompt is empty; give at least one token')
   const max = o.maxNewTokens ?? 32,
     rng = new Rng(o.seed ?? 0),
-    useCache = o.useCache ?? true
+    useCache = o.useCache ?? true,
+    V = model.config.vocabSize
   const seq = [...prompt],
     tokens: number[] = [],
     logprobs: number[] = []
   const cache = useCache ? new BatchCache() : undefined
-  const next = (): Float32Array => {
-    if (!cache) return tf.tidy(() => lastLogits(model.forward(tf.tensor2d([seq], [1, seq.length], 'int32'))))
-    if (cache.rows > 0) return decodeStep(model, cache, [seq[seq.length - 1]!])
-    const p = prefill(model, [seq], false)
+  function* next(): Generator<tf.Tensor, Float32Array, Float32Array> {
+    if (!cache) {
+      const T = seq.length
+      const d = yield tf.tidy(() => model.forward(tf.tensor2d([seq], [1, T], 'int32')))
+      return d.slice((T - 1) * V, T * V)
+    }
+    if (cache.rows > 0) return yield decodeStepOnDevice(model, cache, [seq[seq.length - 1]!])
+    const p = prefillOnDevice(model, [seq], false)
     cache.add(p.kv, [seq.length])
-    return p.logits[0]!
+    return p.split(yield p.logits)[0]!
   }
   try {
     while (tokens.length < max) {
       if (seq.length > model.config.seqLen) return { tokens, logprobs, finish: 'length' }
-      const last = next()
+      const last = yield* next()
       const tok = sampleToken(last, o, rng)
       logprobs.push(logSoftmax(last)[tok]!)
       tokens.push(tok)
@@ -112,6 +119,52 @@ export function generate(model: CausalLM, prompt: readonly number[], o: Generate
     return { tokens, logprobs, finish: 'length' }
   } finally {
     cache?.dispose()
+  }
+}
+
+/** Continue `prompt` (token ids) with up to `maxNewTokens` tokens. */
+export function generate(model: CausalLM, prompt: readonly number[], o: GenerateOptions = {}): Generation {
+  const loop = decoding(model, prompt, o)
+  try {
+    let r = loop.next()
+    while (!r.done) {
+      const t = r.value
+      let d: Float32Array
+      try {
+        d = t.dataSync() as Float32Array
+      } finally {
+        t.dispose()
+      }
+      r = loop.next(d)
+    }
+    return r.value
+  } finally {
+    loop.return(undefined as never) // releases the cache when a read failed
+  }
+}
+
+/** {@link generate} with asynchronous reads: what runs on webgpu, where a GPU tensor cannot be read synchronously. */
+export async function generateAsync(
+  model: CausalLM,
+  prompt: readonly number[],
+  o: GenerateOptions = {},
+): Promise<Generation> {
+  const loop = decoding(model, prompt, o)
+  try {
+    let r = loop.next()
+    while (!r.done) {
+      const t = r.value
+      let d: Float32Array
+      try {
+        d = (await t.data()) as Float32Array
+      } finally {
+        t.dispose()
+      }
+      r = loop.next(d)
+    }
+    return r.value
+  } finally {
+    loop.return(undefined as never)
   }
 }
 

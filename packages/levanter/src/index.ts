@@ -64,7 +64,7 @@ export { loadModel } from './checkpoint/load-model.js'
 export type { LoadModelOptions, LoadedModel } from './checkpoint/load-model.js'
 
 // Generation and batched decoding (rows at different positions: continuous batching)
-export { generate, sampleToken, score } from './generate.js'
+export { generate, generateAsync, sampleToken, score } from './generate.js'
 export { BatchCache } from './models/batch-cache.js'
 export type { LayerKv } from './models/batch-cache.js'
 export { decodeStep, prefill } from './models/decode.js'

@@ -20,15 +20,21 @@ function run(
   at: Placement,
   past: readonly LayerKv[] | undefined,
   lastOnly: boolean,
-): { logits: Float32Array; kv: LayerKv[] } {
-  const { logits, kv } = tf.tidy(() => {
+): { logits: tf.Tensor; kv: LayerKv[] } {
+  return tf.tidy(() => {
     const B = ids.length,
       T = ids[0]!.length
     return model.forwardPlaced(tf.tensor2d(ids.flat(), [B, T], 'int32'), at, past, lastOnly)
   })
-  const data = logits.dataSync() as Float32Array
-  logits.dispose()
-  return { logits: data, kv }
+}
+
+/** The values of `t`, which is disposed. */
+function readAndDispose(t: tf.Tensor): Float32Array {
+  try {
+    return t.dataSync() as Float32Array
+  } finally {
+    t.dispose()
+  }
 }
 
 /**
@@ -36,6 +42,12 @@ function run(
  * column, and returns the next-token logits of every row, [B·V].
  */
 export function decodeStep(model: CausalLM, cache: BatchCache, tokens: readonly number[]): Float32Array {
+  return readAndDispose(decodeStepOnDevice(model, cache, tokens))
+}
+
+/** {@link decodeStep} with the logits left on the device, [B, 1, V] (the caller reads and disposes them: on webgpu
+ * with `await data()`). */
+export function decodeStepOnDevice(model: CausalLM, cache: BatchCache, tokens: readonly number[]): tf.Tensor {
   if (tokens.length !== cache.rows)
     throw new LevanterError(
       'BAD_SHAPE',
@@ -72,6 +84,17 @@ export function prefill(
   prompts: readonly (readonly number[])[],
   allPositions: boolean,
 ): { logits: Float32Array[]; kv: LayerKv[]; width: number } {
+  const p = prefillOnDevice(model, prompts, allPositions)
+  return { logits: p.split(readAndDispose(p.logits)), kv: p.kv, width: p.width }
+}
+
+/** {@link prefill} with the logits left on the device: `split` cuts their values (read by the caller, who disposes
+ * the tensor) into each prompt's logits. */
+export function prefillOnDevice(
+  model: CausalLM,
+  prompts: readonly (readonly number[])[],
+  allPositions: boolean,
+): { logits: tf.Tensor; kv: LayerKv[]; width: number; split: (values: Float32Array) => Float32Array[] } {
   prompts.forEach((p, r) => {
     if (p.length === 0) throw new LevanterError('BAD_SHAPE', `prefill: prompt ${r} is empty; give at least one token`)
     if (p.length > model.config.seqLen)
@@ -96,8 +119,9 @@ export function prefill(
   const bias = tf.tensor4d(m, [B, 1, W, W])
   const { logits, kv } = run(model, ids, { positions, bias }, undefined, !allPositions)
   bias.dispose()
-  const per = allPositions
-    ? prompts.map((_, r) => logits.slice((r * W + pads[r]!) * V, (r + 1) * W * V))
-    : prompts.map((_, r) => logits.slice(r * V, (r + 1) * V))
-  return { logits: per, kv, width: W }
+  const split = (d: Float32Array) =>
+    allPositions
+      ? prompts.map((_, r) => d.slice((r * W + pads[r]!) * V, (r + 1) * W * V))
+      : prompts.map((_, r) => d.slice(r * V, (r + 1) * V))
+  return { logits, kv, width: W, split }
 }

@@ -49,10 +49,7 @@ export function loadDawn(): Dawn {
 export function loadVulkanLoader(fallback?: string): 'system' | string | undefined {
   if (process.platform !== 'linux') return 'system'
   const flags = os.constants.dlopen.RTLD_NOW | os.constants.dlopen.RTLD_GLOBAL | RTLD_NODELETE
-  for (const [spec, answer] of [
-    ['libvulkan.so.1', 'system'],
-    ...(fallback ? [[fallback, fallback]] : []),
-  ] as const) {
+  for (const [spec, answer] of [['libvulkan.so.1', 'system'], ...(fallback ? [[fallback, fallback]] : [])] as const) {
     try {
       process.dlopen({ exports: {} }, spec, flags)
       return answer // (not reached: a plain library never registers as a module)
@@ -72,7 +69,8 @@ function describe(adapter: GPUAdapter): GpuAdapterInfo {
     architecture: i.architecture,
     device: i.device,
     description: i.description,
-    software: Boolean(i.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(`${i.architecture} ${i.description}`),
+    software:
+      Boolean(i.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(`${i.architecture} ${i.description}`),
   }
 }
 

@@ -89,7 +89,10 @@ export function unpackSwiftShader(cacheDir: string = os.tmpdir()): SwiftShader {
     )
   const tmp = fs.mkdtempSync(path.join(cacheDir, `.levanter-swiftshader-${version}-`))
   try {
-    for (const f of FILES) fs.writeFileSync(path.join(tmp, f), files.get(f)!, { mode: f.endsWith('.so') || f.includes('.so.') ? 0o755 : 0o644 })
+    for (const f of FILES)
+      fs.writeFileSync(path.join(tmp, f), files.get(f)!, {
+        mode: f.endsWith('.so') || f.includes('.so.') ? 0o755 : 0o644,
+      })
     try {
       fs.renameSync(tmp, dir)
     } catch (err) {

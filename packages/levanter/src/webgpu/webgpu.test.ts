@@ -14,6 +14,7 @@ import type { BackendInfo } from '../backend.js'
 import { Checkpointer } from '../checkpoint/checkpointer.js'
 import { Dataset } from '../data/dataset.js'
 import { DeviceEngine } from '../device-engine.js'
+import { generateAsync } from '../generate.js'
 import { createModel } from '../models/lm.js'
 import { AdamWConfig } from '../optim/adamw.js'
 import { TINY_MODELS, trainSpec } from '../test-support/backend-train.js'
@@ -63,7 +64,7 @@ describe('webgpu backend', () => {
     t.dispose()
   })
 
-  test('tiny GPT-2 and Llama train 20 steps with losses within 1e-4 of wasm; a webgpu checkpoint resumes on wasm', async () => {
+  test('tiny GPT-2 and Llama train 20 steps within 1e-4 of wasm; a webgpu checkpoint resumes on wasm', async () => {
     // GPT-2 stops after step 10 (checkpointed) and resumes from it, on webgpu here and on wasm in a child process.
     const store = path.join(tmp, 'store'),
       copy = path.join(tmp, 'store-for-wasm')
@@ -90,6 +91,21 @@ describe('webgpu backend', () => {
     ckpt.close()
     expect((saved!.manifest.config as { backend?: unknown }).backend).toEqual(info)
   }, 600_000)
+
+  test.each(['gpt2', 'llama'] as const)(
+    '%s generation with the KV cache equals the full forward, on webgpu',
+    async (type) => {
+      const m = createModel({ ...TINY_MODELS[type], vocabSize: 19, seqLen: 16 }, 9)
+      const o = { maxNewTokens: 6, temperature: 0.9, topK: 8, seed: 3 }
+      const cached = await generateAsync(m, [1, 2, 3], o)
+      const full = await generateAsync(m, [1, 2, 3], { ...o, useCache: false })
+      expect(cached.tokens).toHaveLength(6)
+      expect(cached.tokens).toEqual(full.tokens)
+      cached.logprobs.forEach((lp, i) => expect(Math.abs(lp - full.logprobs[i]!)).toBeLessThan(1e-4))
+      m.dispose()
+    },
+    120_000,
+  )
 
   test('no tensor or GPU-buffer growth over 50 device steps', async () => {
     const model = createModel({ ...TINY_MODELS.llama, seqLen: 8 }, 2)
