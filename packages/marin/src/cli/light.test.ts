@@ -43,6 +43,14 @@ describe('light entry points', () => {
     expect(r.heavy).toContain('hono')
   }, 60_000)
 
+  test('a dry run plans without loading iris; the driver loads it only to run steps as jobs', async () => {
+    const script = join(import.meta.dirname, '..', 'fixtures', 'three-steps.ts')
+    const r = await modulesOf('dry-run', ['--import', 'tsx', script, '--dry-run'])
+    expect(r.code, r.err).toBe(0)
+    expect(r.out).toMatch(/^plan three_steps: 3 steps/m)
+    expect(r.modules.filter((m) => m.includes('/packages/iris/'))).toEqual([])
+  }, 60_000)
+
   test("import '@marin/marin' loads the experiment API and steps without tfjs, hono or vega", async () => {
     const code =
       "const m = await import('@marin/marin'); for (const n of " +

@@ -9,8 +9,12 @@ import { waitForLease } from './step-runner.js'
 
 const log = logger('marin')
 
-/** A runner that submits each step to `scheduler` and waits for it. */
-export function irisRunner(scheduler: JobScheduler, script: string | undefined, experiment: string): StepRunner {
+/** A runner that submits each step to `scheduler` (or the one it resolves with) and waits for it. */
+export function irisRunner(
+  scheduler: JobScheduler | Promise<JobScheduler>,
+  script: string | undefined,
+  experiment: string,
+): StepRunner {
   return async (task) => {
     const startedAt = new Date().toISOString()
     const nameHash = task.version.nameHash
@@ -27,7 +31,8 @@ export function irisRunner(scheduler: JobScheduler, script: string | undefined, 
         }
     }
     const attempt = newAttempt()
-    const [job] = await scheduler.submit(stepJobRequest(task, script, experiment, attempt))
+    const request = stepJobRequest(task, script, experiment, attempt)
+    const [job] = await (await scheduler).submit(request)
     // Follow the job's log so the driver can show what the step is doing; the lines followed to
     // the job's end are also what is kept with the step, so the log is read once.
     const followed: string[] = []

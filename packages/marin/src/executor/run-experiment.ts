@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { join, resolve } from 'node:path'
-import { JobScheduler } from '@marin/iris'
+import type { JobScheduler } from '@marin/iris'
 import {
   DEFAULT_MARIN_PREFIX,
   Lease,
@@ -84,13 +84,17 @@ async function runSteps(experiment: Experiment, opts: RunOptions): Promise<Exper
     if (!owner)
       irisPrefix = join(localPrefix, MARIN_LAYOUT.iris, 'concurrent', `${Date.now()}-${randomBytes(3).toString('hex')}`)
   }
-  const scheduler = new JobScheduler({ cluster, prefix: irisPrefix, ...(opts.token ? { token: opts.token } : {}) })
+  // iris (gRPC, SQLite) loads while the executor plans and prints the plan; the first step waits for it.
+  const scheduler = import('@marin/iris').then(
+    ({ JobScheduler }) =>
+      new JobScheduler({ cluster, prefix: irisPrefix, ...(opts.token ? { token: opts.token } : {}) }),
+  )
   try {
     return await new Executor({ ...base, runner: irisRunner(scheduler, experiment.script, experiment.name) }).run(
       experiment,
     )
   } finally {
-    await scheduler.close()
+    await (await scheduler.catch(() => undefined))?.close()
     await owner?.release().catch(() => {})
   }
 }
