@@ -39,6 +39,44 @@ function readBucket(a: BucketArgs, bucket: number): Uint32Array {
   return out
 }
 
+const compare = (r: Uint32Array) => (x: number, y: number) =>
+  r[x * 4]! - r[y * 4]! ||
+  r[x * 4 + 1]! - r[y * 4 + 1]! ||
+  r[x * 4 + 2]! - r[y * 4 + 2]! ||
+  r[x * 4 + 3]! - r[y * 4 + 3]!
+
+/**
+ * Indexes of the records `include` accepts, ordered by (key0, key1, key2, position). The
+ * typed-array sort is native: each record becomes one u64, key0 above the high bits of
+ * key1 above the record's index; runs that tie on those bits are then sorted in full.
+ */
+export function sortedOrder(r: Uint32Array, include: (i: number) => boolean): Uint32Array {
+  const n = r.length / 4
+  const bits = Math.max(1, Math.ceil(Math.log2(n + 1)))
+  const low = 2 ** bits - 1
+  const high = ~low >>> 0
+  const keys = new BigUint64Array(n)
+  const w = new Uint32Array(keys.buffer)
+  let m = 0
+  for (let i = 0; i < n; i++) {
+    if (!include(i)) continue
+    w[2 * m] = ((r[i * 4 + 1]! & high) | i) >>> 0
+    w[2 * m + 1] = r[i * 4]!
+    m++
+  }
+  keys.subarray(0, m).sort()
+  const order = new Uint32Array(m)
+  for (let j = 0; j < m; j++) order[j] = w[2 * j]! & low
+  const cmp = compare(r)
+  for (let j = 0; j < m; ) {
+    let k = j + 1
+    while (k < m && w[2 * k + 1] === w[2 * j + 1] && (w[2 * k]! & high) === (w[2 * j]! & high)) k++
+    if (k - j > 1) order.set(Array.from(order.subarray(j, k)).sort(cmp), j)
+    j = k
+  }
+  return order
+}
+
 export type BucketResult = { bucket: number; records: number; pairs: number }
 
 /** Bucket indexes → their pairs files; yields what each bucket held and wrote. */
@@ -51,18 +89,10 @@ export async function* resolveBuckets(
     const r = readBucket(a, bucket)
     const n = r.length / 4
     // band records of documents the exact level removed are left out
-    const order: number[] = []
-    for (let i = 0; i < n; i++) {
-      const pos = r[i * 4 + 3]!
-      if (a.exactRemoved && (a.exactRemoved[pos >>> 3]! & (1 << (pos & 7))) !== 0) continue
-      order.push(i)
-    }
-    order.sort(
-      (x, y) =>
-        r[x * 4]! - r[y * 4]! ||
-        r[x * 4 + 1]! - r[y * 4 + 1]! ||
-        r[x * 4 + 2]! - r[y * 4 + 2]! ||
-        r[x * 4 + 3]! - r[y * 4 + 3]!,
+    const removed = a.exactRemoved
+    const order = sortedOrder(
+      r,
+      removed ? (i) => (removed[r[i * 4 + 3]! >>> 3]! & (1 << (r[i * 4 + 3]! & 7))) === 0 : () => true,
     )
     const pairs: number[] = []
     for (let i = 0; i < order.length; ) {
