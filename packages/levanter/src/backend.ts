@@ -10,6 +10,7 @@ import * as tf from '@tensorflow/tfjs'
 import { logger } from '@marin/rigging'
 import { LevanterError } from './errors.js'
 import { registerLevanterKernels } from './kernels/register.js'
+import { nativeGemm, threadCount } from './kernels/native-gemm.js'
 import { chooseGemmBuild } from './kernels/wasm-gemm.js'
 import { hardwareAdapter, swiftShaderAdapter } from './webgpu/adapter.js'
 import type { GpuAdapterInfo } from './webgpu/adapter.js'
@@ -30,6 +31,8 @@ export type BackendInfo = {
   /** On wasm, what runs matrix products: levanter's GEMM (`native` AVX2/FMA addon, kernels/native-gemm.ts, or the `fma`
    * or `simd` WebAssembly build, kernels/wasm-gemm.ts) or the backend's XNNPACK. */
   readonly gemm?: 'native' | 'fma' | 'simd' | 'xnnpack'
+  /** With the `native` GEMM: its micro-kernel and the threads of it and the fused native kernels (kernels/native-ops.ts). */
+  readonly native?: { readonly isa: 'avx2' | 'avx512'; readonly threads: number }
   /** On webgpu, the adapter (vendor, architecture, device; `software` for SwiftShader). */
   readonly adapter?: GpuAdapterInfo
 }
@@ -130,6 +133,8 @@ export function initBackend(prefer: string | undefined = process.env.LEVANTER_BA
       if (info) {
         // a bad LEVANTER_GEMM fails here, by name
         if (info.name === 'wasm') info = { ...info, gemm: chooseGemmBuild() ?? 'xnnpack' }
+        const addon = info.gemm === 'native' ? nativeGemm().addon : undefined
+        if (addon) info = { ...info, native: { isa: addon.setIsa(), threads: threadCount() } }
         registerLevanterKernels()
         log.info(info, 'tensor backend selected')
         return info

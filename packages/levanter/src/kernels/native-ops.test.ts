@@ -469,3 +469,11 @@ describe('a GPT-2 step on the native kernels', () => {
     for (const m of models) m.dispose()
   })
 })
+
+describe('provenance', () => {
+  it('the wasm backend reports the native GEMM, its instruction set and its threads', async () => {
+    const info = await initBackend('wasm')
+    expect(info.gemm).toBe('native')
+    expect(info.native).toEqual({ isa: ops.setIsa(), threads: threadCount() })
+  })
+})

@@ -211,8 +211,17 @@ function backendOf(step: string, o: unknown): BackendShown | undefined {
     ...(typeof b.threads === 'number' ? { threads: b.threads } : {}),
     ...(typeof b.simd === 'boolean' ? { simd: b.simd } : {}),
     ...(typeof b.gemm === 'string' ? { gemm: b.gemm } : {}),
+    ...(nativeText(b.native) ? { native: nativeText(b.native)! } : {}),
     ...(adapterText(b.adapter) ? { adapter: adapterText(b.adapter)! } : {}),
   }
+}
+
+/** The native kernels as levanter records them (`{isa, threads}`), as text. */
+function nativeText(o: unknown): string | undefined {
+  const n = (o ?? {}) as Record<string, unknown>
+  if (typeof n.isa !== 'string') return undefined
+  const threads = typeof n.threads === 'number' ? `, ${n.threads} thread${n.threads === 1 ? '' : 's'}` : ''
+  return `${n.isa === 'avx512' ? 'AVX-512' : 'AVX2/FMA'}${threads}`
 }
 
 /** A GPU adapter as levanter records it (`{vendor, architecture, device, description, software}`), as text. */

@@ -144,6 +144,7 @@ const GEMM: Readonly<Record<string, string>> = {
 
 /** What runs a backend's matrix products. */
 function gemmText(b: BackendShown): string {
+  if (b.gemm === 'native' && b.native) return `levanter's GEMM, native (C++, ${b.native})`
   if (b.gemm) return GEMM[b.gemm] ?? b.gemm
   return b.name === 'tensorflow' ? "TensorFlow's" : `the ${b.name} backend's own`
 }

@@ -136,7 +136,8 @@ export function renderMarkdown(p: SiteParts): string {
     ...data.backends.map(
       (b) =>
         `- backend (${b.step}): ${b.name}${b.simd ? ', SIMD' : ''}${b.threads ? `, ${b.threads} threads` : ''}` +
-        `${b.gemm ? `; GEMM kernels: ${b.gemm}` : ''}; adapter: ${b.adapter ?? 'none (CPU)'}`,
+        `${b.gemm ? `; GEMM kernels: ${b.gemm}${b.native ? ` (${b.native})` : ''}` : ''}; ` +
+        `adapter: ${b.adapter ?? 'none (CPU)'}`,
     ),
     '',
     table(['package', 'version'], Object.entries(prov.packages)),

@@ -151,7 +151,7 @@ describe('buildReport', () => {
     const prov = section(html, 'provenance')
     expect(prov).not.toMatch(/<th>\s*<\/th>/)
     expect(prov).toMatch(/backend<\/th><td>wasm/)
-    expect(prov).toMatch(/kernels<\/th><td>[^<]*native/)
+    expect(prov).toMatch(/kernels<\/th><td>[^<]*native \(C\+\+, AVX-512, 2 threads\)/)
     expect(prov).toMatch(/adapter<\/th><td>/)
     // Every row of the eval table has as many cells as its header (byte_perplexity included).
     const evals = section(html, 'evals')

@@ -113,7 +113,7 @@ export function reportFixture(prefix: string, name = 'tiny-report', trainSteps =
         join(ctx.outputPath, 'artifacts.json'),
         JSON.stringify({
           artifacts: [{ artifact: 'checkpoints/tiny', version: v }],
-          backend: { name: 'wasm', threads: 1, simd: true, gemm: 'native' },
+          backend: { name: 'wasm', threads: 1, simd: true, gemm: 'native', native: { isa: 'avx512', threads: 2 } },
         }),
       )
       ctx.log.info({ steps: c.steps }, 'trained')

@@ -87,6 +87,8 @@ export type BackendShown = {
   readonly threads?: number
   readonly simd?: boolean
   readonly gemm?: string
+  /** With the native GEMM: its instruction set and threads, as text (`AVX-512, 2 threads`). */
+  readonly native?: string
   readonly adapter?: string
 }
 
