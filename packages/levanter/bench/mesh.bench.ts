@@ -101,6 +101,34 @@ for (const { name, config } of LAYOUTS) {
     emit({ bench: b, metric: `${at}_${k}_per_step`, value: v, unit: 'ms' })
 }
 
+// fsdp's gradients reduce-scattered stage by stage during the backward pass, against one collective after it.
+const stepMs: Record<string, number> = {}
+for (const overlapReduce of [true, false]) {
+  const model = new Gpt2LM(REFERENCE, 0)
+  const adamw = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 }
+  const engine = await MeshEngine.create(model, adamw, { mesh: { data: 2, model: 1 }, fsdp: true, overlapReduce })
+  const times: number[] = []
+  try {
+    for (let s = 0; s <= STEPS; s++) {
+      const batch = await dataset.trainBatch(s, 16, REFERENCE.seqLen, 0)
+      const t = performance.now()
+      await engine.step(batch, 1e-3)
+      if (s > 0) times.push(performance.now() - t) // step 0 warms up
+    }
+  } finally {
+    await engine.close()
+  }
+  stepMs[overlapReduce ? 'overlapped' : 'after'] = median(times)
+}
+emit({ bench: b, metric: 'mesh_fsdp_2_step_reduce_scatter_per_stage', value: stepMs.overlapped!, unit: 'ms' })
+emit({ bench: b, metric: 'mesh_fsdp_2_step_reduce_scatter_after_backward', value: stepMs.after!, unit: 'ms' })
+emit({
+  bench: b,
+  metric: 'mesh_fsdp_2_step_time_saved_by_overlap',
+  value: stepMs.after! - stepMs.overlapped!,
+  unit: 'ms',
+})
+
 if (process.env.MESH_BENCH_BIG === '1') {
   const BIG = { vocabSize: 512, seqLen: 128, dModel: 1024, nLayers: 8, nHeads: 16 }
   process.stderr.write('mesh bench: d_model 1024, 8 layers on { model: 2 } at batch 16\n')

@@ -33,6 +33,8 @@ export type MeshEngineOptions = {
   readonly fsdp?: boolean
   /** @default 1 */
   readonly microbatches?: number
+  /** fsdp: reduce-scatter each stage's gradients during the backward pass. @default true */
+  readonly overlapReduce?: boolean
 }
 
 export class MeshEngine implements Engine {
@@ -59,7 +61,7 @@ export class MeshEngine implements Engine {
     checkModelAxis(model.config, mesh.model)
     const fsdp = opts.fsdp ?? false
     const n = mesh.data * mesh.model
-    const replica = { mesh, fsdp, microbatches: opts.microbatches ?? 1 }
+    const replica = { mesh, fsdp, microbatches: opts.microbatches ?? 1, overlapReduce: opts.overlapReduce ?? true }
     const group = await currentClient().createActorGroup(MeshReplicaClass, n, () => [model.config, adamw, replica])
     try {
       await group.waitReady()

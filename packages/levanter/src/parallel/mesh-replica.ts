@@ -31,7 +31,16 @@ import type { GradSink, ModelAllReduce, Stages, StageWeights } from './tensor-pa
 import { fromWire, toWire } from './wire.js'
 import type { WireTensors } from './wire.js'
 
-export type MeshReplicaOptions = { readonly mesh: MeshShape; readonly fsdp: boolean; readonly microbatches: number }
+export type MeshReplicaOptions = {
+  readonly mesh: MeshShape
+  readonly fsdp: boolean
+  readonly microbatches: number
+  /**
+   * fsdp: reduce-scatter each stage's gradients as the backward pass produces them (true), or all
+   * of them in one collective after it (false: the baseline the bench compares with). @default true
+   */
+  readonly overlapReduce?: boolean
+}
 
 /** What a member holds and loads: its model part of each parameter (whole over data) and its owned moments. */
 export type MemberParts = {
@@ -193,9 +202,8 @@ export class MeshReplica {
       data = this.opts.mesh.data
     const owned = this.#layout.map((lp) => new Float32Array(lp.owned))
     const pending: Promise<void>[] = []
-    const sink: GradSink = (names, gs) => {
-      const ids = names.map((n) => this.#index.get(n)!)
-      const values = gs.map((g) => g.dataSync() as Float32Array)
+    const held: [number[], Float32Array[]][] = []
+    const scatter = (ids: number[], values: Float32Array[]) => {
       const per = ids.reduce((a, i) => a + this.#layout[i]!.owned, 0)
       const flat = new Float32Array(per * data)
       let o = 0
@@ -215,9 +223,21 @@ export class MeshReplica {
         }),
       )
     }
+    const overlap = this.opts.overlapReduce ?? true
+    const sink: GradSink = (names, gs) => {
+      const ids = names.map((n) => this.#index.get(n)!)
+      const values = gs.map((g) => (g.dataSync() as Float32Array).slice())
+      if (overlap) scatter(ids, values)
+      else held.push([ids, values])
+    }
     const w = this.#gatheredWeights()
     const mb = this.opts.microbatches
     const loss = await tensorParallelGrads(this.#stages!, w, slice, denominator, mb, this.#modelAllReduce(), sink)
+    if (!overlap)
+      scatter(
+        held.flatMap(([ids]) => ids),
+        held.flatMap(([, values]) => values),
+      )
     await Promise.all(pending)
     return { loss, owned }
   }
