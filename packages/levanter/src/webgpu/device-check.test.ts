@@ -1,0 +1,54 @@
+/**
+ * `pnpm device-check` as a real child process: bad usage exits 2 naming the flag; with
+ * `--software --quick` it runs whole on SwiftShader (or this machine's GPU) and prints its JSON lines.
+ */
+import { execFile } from 'node:child_process'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import { expect, test } from 'vitest'
+
+const script = path.join(import.meta.dirname, '..', '..', 'scripts', 'device-check.ts')
+
+function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--import', 'tsx', script, ...args], { maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    )
+  })
+}
+
+test('bad usage exits 2 and names the flag', async () => {
+  const r = await run(['--steps', '0'])
+  expect(r.code).toBe(2)
+  expect(r.stderr).toMatch(/--steps 0: give a positive integer/)
+  expect(r.stderr).toMatch(/usage: pnpm device-check/)
+  const unknown = await run(['--gpu'])
+  expect(unknown.code).toBe(2)
+  expect(unknown.stderr).toMatch(/--gpu/)
+})
+
+test('--software --quick prints the adapter, passing kernel checks and a training line per model', async () => {
+  const r = await run(['--software', '--quick', '--steps', '1'])
+  expect(r.stderr.replace(/Warning: vkCreateInstance[^\n]*\n|\s+at CheckVkSuccessImpl[^\n]*\n/g, '')).not.toMatch(
+    /Error/,
+  )
+  const lines = r.stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+  const adapter = lines.find((l) => l.check === 'adapter')
+  expect(adapter?.backend).toBe('webgpu')
+  const kernels = lines.filter((l) => l.check === 'kernel')
+  expect(kernels.length).toBeGreaterThanOrEqual(9)
+  for (const k of kernels) expect(k.pass, String(k.name)).toBe(true)
+  const train = lines.filter((l) => l.check === 'train')
+  expect(train.map((t) => t.model)).toEqual(['reference', 'gpt2-small'])
+  for (const t of train) {
+    expect(t.tokensPerSec).toBeGreaterThan(0)
+    expect(t.peakGpuBytes).toBeGreaterThan(0)
+    expect(t.hostDeviceBytesPerStep).toEqual({ toDevice: expect.any(Number), toHost: 8 })
+  }
+  expect(lines.at(-1)).toMatchObject({ check: 'done', ok: true })
+  expect(r.code).toBe(0)
+}, 300_000)
