@@ -4,7 +4,6 @@
  */
 import { execFile } from 'node:child_process'
 import path from 'node:path'
-import { promisify } from 'node:util'
 import { expect, test } from 'vitest'
 
 const script = path.join(import.meta.dirname, '..', '..', 'scripts', 'device-check.ts')
