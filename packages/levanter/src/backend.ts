@@ -135,6 +135,9 @@ export function initBackend(prefer: string | undefined = process.env.LEVANTER_BA
         if (info.name === 'wasm') info = { ...info, gemm: chooseGemmBuild() ?? 'xnnpack' }
         const addon = info.gemm === 'native' ? nativeGemm().addon : undefined
         if (addon) info = { ...info, native: { isa: addon.setIsa(), threads: threadCount() } }
+        // say once why the native kernels do not run where they could have
+        if (info.name === 'wasm' && !addon)
+          log.info({ reason: nativeGemm().reason ?? 'LEVANTER_GEMM' }, 'native kernels off')
         registerLevanterKernels()
         log.info(info, 'tensor backend selected')
         return info
