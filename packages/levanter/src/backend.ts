@@ -137,7 +137,7 @@ export function initBackend(prefer: string | undefined = process.env.LEVANTER_BA
         if (addon) info = { ...info, native: { isa: addon.setIsa(), threads: threadCount() } }
         // say once why the native kernels do not run where they could have
         if (info.name === 'wasm' && !addon)
-          log.info({ reason: nativeGemm().reason ?? 'LEVANTER_GEMM' }, 'native kernels off')
+          log.info({ reason: nativeGemm().reason ?? `LEVANTER_GEMM=${info.gemm}` }, 'native kernels off')
         registerLevanterKernels()
         log.info(info, 'tensor backend selected')
         return info
