@@ -15,10 +15,9 @@ test('LEVANTER_BACKEND-style override: a bad name is refused, a good one is used
   expect(await initBackend('wasm')).toBe(info) // chosen once per process
 })
 
-test('the default order tries TensorFlow, a hardware GPU, then the CPU backends; SwiftShader only when asked', () => {
+test('the default order tries TensorFlow, then the CPU backends; webgpu (SwiftShader too) only when asked', () => {
   expect(backendOrder(undefined)).toEqual([
     { name: 'tensorflow', software: false },
-    { name: 'webgpu', software: false },
     { name: 'wasm', software: false },
     { name: 'cpu', software: false },
   ])

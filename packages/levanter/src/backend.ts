@@ -1,8 +1,9 @@
 /**
  * @module Tensor backend selection: `tensorflow` (tfjs-node-gpu, then tfjs-node, optional peers),
- * else `webgpu` on a hardware GPU adapter (Dawn over Vulkan), else `wasm` (levanter's CPU kernels,
- * XNNPACK, SIMD), else `cpu`. `LEVANTER_BACKEND` overrides the order; `LEVANTER_BACKEND=webgpu`
- * also accepts a software adapter (SwiftShader, from the registry) when the machine has no GPU.
+ * else `wasm` (levanter's CPU kernels, XNNPACK, SIMD), else `cpu`. `LEVANTER_BACKEND` overrides the
+ * order; `LEVANTER_BACKEND=webgpu` runs on a hardware GPU adapter (Dawn over Vulkan), else a
+ * software one (SwiftShader, from the registry). webgpu is not picked by default yet: data-parallel
+ * replicas, scoring and serving still read tensors synchronously, which webgpu cannot.
  */
 import { createRequire } from 'node:module'
 import path from 'node:path'
@@ -108,14 +109,18 @@ const TRY: Record<BackendName, (software: boolean) => Promise<BackendInfo | unde
 
 /** The candidates {@link initBackend} tries, in order, for a `LEVANTER_BACKEND` value (unchecked). */
 export function backendOrder(prefer: string | undefined): BackendCandidate[] {
-  if (prefer === undefined || prefer === '') return BACKEND_NAMES.map((name) => ({ name, software: false }))
+  // webgpu only when asked: its tensors cannot be read synchronously, which data-parallel replicas,
+  // scoring and serving still do, so a default pick on a GPU machine would break those
+  if (prefer === undefined || prefer === '')
+    return BACKEND_NAMES.filter((name) => name !== 'webgpu').map((name) => ({ name, software: false }))
   return [{ name: prefer as BackendName, software: prefer === 'webgpu' }]
 }
 
 /**
  * Pick and initialize the tensor backend once per process, register levanter's kernels and
  * gradients, and log the choice. Later calls return the first answer.
- * @param prefer a backend name; @default process.env.LEVANTER_BACKEND, else tensorflow → webgpu (hardware) → wasm → cpu
+ * @param prefer a backend name; @default process.env.LEVANTER_BACKEND, else tensorflow → wasm → cpu (webgpu only when
+ * asked)
  */
 export function initBackend(prefer: string | undefined = process.env.LEVANTER_BACKEND): Promise<BackendInfo> {
   chosen ??= (async () => {
