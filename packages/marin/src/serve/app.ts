@@ -14,10 +14,23 @@ import { ApiError } from './api-error.js'
 import { chatRoute } from './chat-route.js'
 import { completionsRoute } from './completions-route.js'
 import type { Engine } from './engine.js'
-import { now, routeContext } from './route-context.js'
+import { routeContext } from './route-context.js'
+
+/** One line of the access log: a request and its answer. */
+export type AccessLogEntry = {
+  readonly method: string
+  readonly path: string
+  readonly status: number
+  /** Until the response's head was ready (a stream's body may run on after), ms. */
+  readonly ms: number
+}
 
 export type AppOptions = {
   readonly name: string
+  /** `created` of the served model in `/v1/models`, Unix seconds: fixed when the server starts. */
+  readonly created: number
+  /** Called once per request. */
+  readonly accessLog: (e: AccessLogEntry) => void
   readonly model: CausalLM
   readonly tokenizer: BpeTokenizer
   readonly engine: Engine
@@ -48,8 +61,10 @@ export function createApp(o: AppOptions): Hono {
   const seqLen = o.model.config.seqLen
 
   app.use('*', async (c, next) => {
+    const t0 = performance.now()
     await next()
     requests.inc(1, { route: c.req.routePath || 'none', status: c.res.status })
+    o.accessLog({ method: c.req.method, path: c.req.path, status: c.res.status, ms: performance.now() - t0 })
   })
   app.onError((err, c) => {
     const e =
@@ -93,7 +108,7 @@ export function createApp(o: AppOptions): Hono {
   app.get('/v1/models', (c) =>
     c.json({
       object: 'list',
-      data: [{ id: o.name, object: 'model', created: now(), owned_by: 'marin', max_model_len: seqLen }],
+      data: [{ id: o.name, object: 'model', created: o.created, owned_by: 'marin', max_model_len: seqLen }],
     }),
   )
 

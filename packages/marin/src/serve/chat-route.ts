@@ -13,11 +13,12 @@ import type { RouteContext } from './route-context.js'
 const reqId = () => `chatcmpl-${randomBytes(12).toString('hex')}`
 
 export function chatRoute(app: Hono, x: RouteContext): void {
-  const { o, seqLen, tokStr, parse, checkModel, encode, checkMax, checkSequences, checkRoom, runAll } = x
+  const { o, seqLen, tokStr, parse, checkModel, encode, processingOf, checkMax, checkSequences, checkRoom, runAll } = x
   app.post('/v1/chat/completions', async (c) => {
     const r = await parse(c, ChatRequest)
     checkModel(r.model)
     checkSequences(1, r.n ?? 1)
+    const processing = processingOf(r)
     const prompt = encode(renderChat(r.messages), 'messages')
     const asked = r.max_completion_tokens ?? r.max_tokens
     const maxTokens =
@@ -46,6 +47,7 @@ export function chatRoute(app: Hono, x: RouteContext): void {
       topLogprobs: k,
       wantLogprobs: wantLp,
       ...(r.top_k != null ? { topK: r.top_k } : {}),
+      processing,
     })
     const id = reqId(),
       created = now(),

@@ -4,6 +4,7 @@
  */
 import type { BpeTokenizer } from '@marin/datakit'
 import type { Engine, FinishReason, TokenEvent } from './engine.js'
+import type { LogitsProcessing } from './sampling.js'
 import { TextStream } from './text-stream.js'
 
 export type ChoiceParams = {
@@ -12,6 +13,7 @@ export type ChoiceParams = {
   readonly temperature: number
   readonly topP: number
   readonly topK?: number
+  readonly processing?: LogitsProcessing
   readonly seed: number
   readonly stops: readonly string[]
   readonly topLogprobs: number
@@ -47,6 +49,7 @@ export async function runChoice(engine: Engine, tokenizer: BpeTokenizer, p: Choi
     topP: p.topP,
     seed: p.seed,
     ...(p.topK !== undefined ? { topK: p.topK } : {}),
+    ...(p.processing ? { processing: p.processing } : {}),
     topLogprobs: p.topLogprobs,
     promptLogprobs: p.promptLogprobs ?? false,
     ...(p.signal ? { signal: p.signal } : {}),

@@ -13,7 +13,7 @@ import type { RouteContext } from './route-context.js'
 const reqId = () => `cmpl-${randomBytes(12).toString('hex')}`
 
 export function completionsRoute(app: Hono, x: RouteContext): void {
-  const { o, seqLen, tokStr, parse, checkModel, encode, checkMax, checkSequences, checkRoom, runAll } = x
+  const { o, seqLen, tokStr, parse, checkModel, encode, processingOf, checkMax, checkSequences, checkRoom, runAll } = x
   const completionLogprobs = (events: readonly TokenEvent[], k: number, offset0: number, firstNull: boolean) => {
     let off = offset0
     return {
@@ -40,6 +40,7 @@ export function completionsRoute(app: Hono, x: RouteContext): void {
           ? [r.prompt as number[]]
           : (r.prompt as string[])
     checkSequences(prompts.length, r.n ?? 1)
+    const processing = processingOf(r)
     const ids = prompts.map((p, i) => {
       const param = typeof r.prompt === 'string' ? 'prompt' : `prompt.${i}`
       if (typeof p !== 'string') {
@@ -80,6 +81,7 @@ export function completionsRoute(app: Hono, x: RouteContext): void {
       wantLogprobs: wantLp,
       promptLogprobs: echo && wantLp,
       ...(r.top_k != null ? { topK: r.top_k } : {}),
+      processing,
     })
     const id = reqId(),
       created = now(),

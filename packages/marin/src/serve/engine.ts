@@ -12,7 +12,8 @@
 import { BatchCache, Rng, decodeStep, prefill, sampleToken } from '@marin/levanter'
 import type { CausalLM } from '@marin/levanter'
 import type { MetricsRegistry } from '@marin/rigging'
-import { logSoftmax, topLogprobs } from './sampling.js'
+import { applyLogitsProcessing, logSoftmax, processes, topLogprobs } from './sampling.js'
+import type { LogitsProcessing } from './sampling.js'
 
 /** One generated (or, for the prompt, scored) token. */
 export type TokenEvent = { readonly token: number; readonly logprob: number; readonly top: readonly [number, number][] }
@@ -25,6 +26,8 @@ export type SequenceRequest = {
   readonly temperature: number
   readonly topP: number
   readonly topK?: number
+  /** `logit_bias` and the penalties; the reported log-probabilities stay the model's own. */
+  readonly processing?: LogitsProcessing
   readonly seed: number
   /** How many alternatives to report per token (0: none). */
   readonly topLogprobs: number
@@ -55,6 +58,8 @@ type Active = {
   position: number
   last: number
   generated: number
+  /** How often each token was generated, kept only when the penalties need it. */
+  readonly counts: Map<number, number>
   readonly done: (r: SequenceResult) => void
   readonly fail: (e: unknown) => void
   promptLogprobs?: TokenEvent[]
@@ -142,6 +147,7 @@ export class Engine {
         position: 0,
         last: 0,
         generated: 0,
+        counts: new Map(),
         done,
         fail,
       })
@@ -288,14 +294,16 @@ export class Engine {
     const { req } = s
     const logits = this.vocabLimit < raw.length ? raw.slice() : raw
     if (logits !== raw) logits.fill(-Infinity, this.vocabLimit)
+    const p = req.processing
     const token = sampleToken(
-      logits,
+      p && processes(p) ? applyLogitsProcessing(logits, p, s.counts) : logits,
       { temperature: req.temperature, topP: req.topP, ...(req.topK !== undefined ? { topK: req.topK } : {}) },
       s.rng,
     )
     const lp = logSoftmax(logits)
     s.last = token
     s.generated++
+    if (p && (p.presence || p.frequency)) s.counts.set(token, (s.counts.get(token) ?? 0) + 1)
     this.m?.tokens.inc()
     let stop: unknown
     try {

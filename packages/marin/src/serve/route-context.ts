@@ -5,10 +5,11 @@
 import type { Context } from 'hono'
 import type { ZodError } from 'zod'
 import { ApiError } from './api-error.js'
-import { describeIssue } from './api-types.js'
+import { UNSUPPORTED, describeIssue, unsupportedOption } from './api-types.js'
 import type { AppOptions } from './app.js'
 import { runChoice } from './choice-runner.js'
 import type { ChoiceParams, ChoiceResult } from './choice-runner.js'
+import type { LogitsProcessing } from './sampling.js'
 
 export type Schema<T> = { safeParse(x: unknown): { success: true; data: T } | { success: false; error: ZodError } }
 
@@ -31,6 +32,14 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
     }
     if (typeof json !== 'object' || json === null || Array.isArray(json))
       throw new ApiError(400, 'request body must be a JSON object', null, 'invalid_request')
+    const unsupported = unsupportedOption(json as Record<string, unknown>)
+    if (unsupported !== undefined)
+      throw new ApiError(
+        400,
+        `${unsupported}: not supported by this server (${UNSUPPORTED[unsupported]}); remove it from the request`,
+        unsupported,
+        'unsupported_option',
+      )
     const r = schema.safeParse(json)
     if (!r.success) {
       const { param, message } = describeIssue(r.error)
@@ -68,6 +77,38 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
         'context_length_exceeded',
       )
     return ids
+  }
+
+  /** `logit_bias` as a map of token id → bias; every key must be a token id of the tokenizer. */
+  function logitBias(bias: Readonly<Record<string, number>> | null | undefined): Map<number, number> | undefined {
+    if (bias == null) return undefined
+    const out = new Map<number, number>()
+    for (const [k, v] of Object.entries(bias)) {
+      const id = Number(k)
+      if (!/^\d+$/.test(k) || id >= o.tokenizer.vocabSize)
+        throw new ApiError(
+          400,
+          `logit_bias.${k}: not a token id; keys are token ids 0…${o.tokenizer.vocabSize - 1}`,
+          `logit_bias.${k}`,
+          'invalid_value',
+        )
+      out.set(id, v)
+    }
+    return out
+  }
+
+  /** The request's `logit_bias` and penalties for the engine. */
+  function processingOf(r: {
+    logit_bias?: Readonly<Record<string, number>> | null
+    presence_penalty?: number | null
+    frequency_penalty?: number | null
+  }): LogitsProcessing {
+    const bias = logitBias(r.logit_bias)
+    return {
+      ...(bias ? { logitBias: bias } : {}),
+      presence: r.presence_penalty ?? 0,
+      frequency: r.frequency_penalty ?? 0,
+    }
   }
 
   function checkMax(n: number, param: string): number {
@@ -133,5 +174,5 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
     }
   }
 
-  return { o, seqLen, tokStr, parse, checkModel, encode, checkMax, checkSequences, checkRoom, runAll }
+  return { o, seqLen, tokStr, parse, checkModel, encode, processingOf, checkMax, checkSequences, checkRoom, runAll }
 }

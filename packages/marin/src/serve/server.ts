@@ -12,6 +12,7 @@ import type { CausalLM } from '@marin/levanter'
 import { MetricsRegistry, logger } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import { createApp } from './app.js'
+import type { AccessLogEntry } from './app.js'
 import { Engine } from './engine.js'
 
 const log = logger('marin')
@@ -40,7 +41,11 @@ export type ServeOptions = {
   readonly maxBodyBytes?: number
   /** Metrics land here (served at /metrics). @default a new registry */
   readonly metrics?: MetricsRegistry
+  /** Where each request's access-log line goes. @default an info line on the `marin` logger */
+  readonly accessLog?: (e: AccessLogEntry) => void
 }
+
+export type { AccessLogEntry }
 
 export type RunningServer = {
   readonly url: string
@@ -90,6 +95,8 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   const name = o.name ?? 'marin'
   const app = createApp({
     name,
+    created: Math.floor(Date.now() / 1000),
+    accessLog: o.accessLog ?? ((e) => log.info({ ...e, ms: Math.round(e.ms * 10) / 10 }, 'request')),
     model: o.model,
     tokenizer: o.tokenizer,
     engine,
