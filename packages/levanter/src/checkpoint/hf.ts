@@ -1,20 +1,37 @@
 /**
- * @module Hugging Face-style export/import: a directory with `config.json` and `model.safetensors`,
- * using GPT2LMHeadModel's names and layouts for gpt2 (Conv1D weights are [in, out], as here) and
- * LlamaForCausalLM's for llama (nn.Linear weights are [out, in]: transposed on the way out and in).
- * The two files go to a directory or straight into a finestore transaction, and come back from a
- * directory or straight from a finestore view: no folder in between.
+ * @module Hugging Face-style export/import: a directory with `config.json` and `model.safetensors`
+ * (or shards `model-00001-of-00003.safetensors`… named by `model.safetensors.index.json`), using
+ * GPT2LMHeadModel's names and layouts for gpt2 (Conv1D weights are [in, out], as here) and
+ * LlamaForCausalLM's for llama (nn.Linear weights are [out, in]: transposed on the way out and in;
+ * grouped-query attention, a tied head and `rope_scaling` linear/llama3 included). Float32,
+ * float16 and bfloat16 files are read (converted to float32); export writes float32 unless asked
+ * for another dtype. The files go to a directory or straight into a finestore transaction, and
+ * come back from a directory or straight from a finestore view: no folder in between.
  */
 import fs from 'node:fs'
 import path from 'node:path'
 import type { ArtifactView, Transaction } from '@marin/finestore'
 import { LevanterError } from '../errors.js'
-import { llamaHidden } from '../models/config.js'
-import type { ModelConfig } from '../models/config.js'
+import { llamaHidden, llamaKvHeads } from '../models/config.js'
+import type { ModelConfig, RopeScaling } from '../models/config.js'
 import { createModel } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import { decodeSafetensors, encodeSafetensors } from './safetensors.js'
-import type { SafeTensor } from './safetensors.js'
+import type { SafeTensor, StoredDtype } from './safetensors.js'
+
+/** How exported weights are stored: `torch_dtype` in config.json. */
+export type HfDtype = 'float32' | 'float16' | 'bfloat16'
+const STORED: Record<HfDtype, StoredDtype> = { float32: 'F32', float16: 'F16', bfloat16: 'BF16' }
+
+export type ExportHfOptions = {
+  /** @default 'float32' */
+  readonly dtype?: HfDtype
+  /** Split the weights into shards of at most this many bytes (a tensor larger than that gets a shard of its own),
+   * with `model.safetensors.index.json`; @default one `model.safetensors` */
+  readonly maxShardBytes?: number
+}
+
+const INDEX = 'model.safetensors.index.json'
 
 /** [r, c] row-major → [c, r]. */
 function transpose2d(d: Float32Array, r: number, c: number): Float32Array {
@@ -26,7 +43,43 @@ function transpose2d(d: Float32Array, r: number, c: number): Float32Array {
 // Llama parameters stored [in, out] here and [out, in] by Hugging Face.
 const isLinear = (name: string) => /(_proj|lm_head)\.weight$/.test(name)
 
-function hfConfig(c: ModelConfig): Record<string, unknown> {
+function hfRopeScaling(r: RopeScaling): Record<string, unknown> {
+  if (r.type === 'linear') return { rope_type: 'linear', factor: r.factor }
+  return {
+    rope_type: 'llama3',
+    factor: r.factor,
+    low_freq_factor: r.lowFreqFactor,
+    high_freq_factor: r.highFreqFactor,
+    original_max_position_embeddings: r.originalMaxPositionEmbeddings,
+  }
+}
+
+function fromHfRopeScaling(j: unknown, file: string): RopeScaling | undefined {
+  if (j === undefined || j === null) return undefined
+  const r = j as Record<string, unknown>
+  const kind = r.rope_type ?? r.type
+  const n = (k: string) => {
+    if (typeof r[k] !== 'number')
+      throw new LevanterError('BAD_CHECKPOINT', `${file}: field "rope_scaling.${k}" is missing or not a number`)
+    return r[k] as number
+  }
+  if (kind === 'default') return undefined
+  if (kind === 'linear') return { type: 'linear', factor: n('factor') }
+  if (kind === 'llama3')
+    return {
+      type: 'llama3',
+      factor: n('factor'),
+      lowFreqFactor: n('low_freq_factor'),
+      highFreqFactor: n('high_freq_factor'),
+      originalMaxPositionEmbeddings: n('original_max_position_embeddings'),
+    }
+  throw new LevanterError(
+    'BAD_CHECKPOINT',
+    `${file}: rope_scaling type ${JSON.stringify(kind)} is not supported (linear and llama3 are)`,
+  )
+}
+
+function hfConfig(c: ModelConfig, dtype: HfDtype): Record<string, unknown> {
   if (c.type === 'gpt2') {
     return {
       architectures: ['GPT2LMHeadModel'],
@@ -42,7 +95,7 @@ function hfConfig(c: ModelConfig): Record<string, unknown> {
       layer_norm_epsilon: c.layerNormEps,
       initializer_range: c.initStd,
       tie_word_embeddings: true,
-      torch_dtype: 'float32',
+      torch_dtype: dtype,
     }
   }
   return {
@@ -54,13 +107,14 @@ function hfConfig(c: ModelConfig): Record<string, unknown> {
     intermediate_size: llamaHidden(c),
     num_hidden_layers: c.nLayers,
     num_attention_heads: c.nHeads,
-    num_key_value_heads: c.nHeads,
+    num_key_value_heads: llamaKvHeads(c),
     hidden_act: 'silu',
     rms_norm_eps: c.rmsNormEps,
     rope_theta: c.ropeTheta,
+    ...(c.ropeScaling ? { rope_scaling: hfRopeScaling(c.ropeScaling) } : {}),
     initializer_range: c.initStd,
-    tie_word_embeddings: false,
-    torch_dtype: 'float32',
+    tie_word_embeddings: c.tieWordEmbeddings ?? false,
+    torch_dtype: dtype,
   }
 }
 
@@ -85,12 +139,12 @@ function fromHfConfig(j: Record<string, unknown>, file: string): ModelConfig {
     }
   }
   if (j.model_type === 'llama') {
-    if ((j.num_key_value_heads ?? j.num_attention_heads) !== j.num_attention_heads) {
-      throw new LevanterError(
-        'BAD_CHECKPOINT',
-        `${file}: grouped-query attention (num_key_value_heads ≠ num_attention_heads) is not supported`,
-      )
-    }
+    const kv = j.num_key_value_heads ?? j.num_attention_heads
+    if (typeof kv !== 'number')
+      throw new LevanterError('BAD_CHECKPOINT', `${file}: field "num_key_value_heads" is not a number`)
+    if (j.tie_word_embeddings !== undefined && typeof j.tie_word_embeddings !== 'boolean')
+      throw new LevanterError('BAD_CHECKPOINT', `${file}: field "tie_word_embeddings" is not true or false`)
+    const ropeScaling = fromHfRopeScaling(j.rope_scaling, file)
     return {
       type: 'llama',
       vocabSize: n('vocab_size'),
@@ -102,55 +156,144 @@ function fromHfConfig(j: Record<string, unknown>, file: string): ModelConfig {
       rmsNormEps: n('rms_norm_eps'),
       ropeTheta: (j.rope_theta as number) ?? 10_000,
       initStd: (j.initializer_range as number) ?? 0.02,
+      ...(kv !== n('num_attention_heads') ? { nKvHeads: kv } : {}),
+      ...(j.tie_word_embeddings ? { tieWordEmbeddings: true } : {}),
+      ...(ropeScaling ? { ropeScaling } : {}),
     }
   }
   throw new LevanterError('BAD_CHECKPOINT', `${file}: model_type ${JSON.stringify(j.model_type)} is not gpt2 or llama`)
 }
 
+/** Tensors in order → shards of at most `max` bytes each (a larger tensor alone in its own). */
+function shard(tensors: Map<string, SafeTensor>, bytesPer: number, max: number): Map<string, SafeTensor>[] {
+  const shards: Map<string, SafeTensor>[] = []
+  let cur = new Map<string, SafeTensor>(),
+    size = 0
+  for (const [name, t] of tensors) {
+    const b = t.data.length * bytesPer
+    if (cur.size && size + b > max) {
+      shards.push(cur)
+      cur = new Map()
+      size = 0
+    }
+    cur.set(name, t)
+    size += b
+  }
+  if (cur.size) shards.push(cur)
+  return shards
+}
+
 /**
- * Write `config.json` and `model.safetensors` into the directory `to`, or into the finestore
- * transaction `to` (its commit holds them).
+ * Write `config.json` and `model.safetensors` (or shards and their index) into the directory `to`,
+ * or into the finestore transaction `to` (its commit holds them).
  * @example await store.commit('models/gpt-small', (txn) => exportHf(model, txn))
+ * @example await exportHf(model, dir, { dtype: 'bfloat16', maxShardBytes: 2 ** 30 })
  */
-export async function exportHf(model: CausalLM, to: string | Transaction): Promise<void> {
+export async function exportHf(
+  model: CausalLM,
+  to: string | Transaction,
+  options: ExportHfOptions = {},
+): Promise<void> {
+  const dtype = options.dtype ?? 'float32'
+  if (!(dtype in STORED))
+    throw new LevanterError(
+      'BAD_CONFIG',
+      `exportHf: dtype ${JSON.stringify(dtype)} is not float32, float16 or bfloat16`,
+    )
+  const stored = STORED[dtype]
   const out = new Map<string, SafeTensor>()
   const llama = model.config.type === 'llama'
   for (const [name, data] of await model.weights()) {
     const shape = model.param(name).shape
     if (llama && isLinear(name))
-      out.set(name, { shape: [shape[1]!, shape[0]!], data: transpose2d(data, shape[0]!, shape[1]!) })
-    else out.set(name, { shape, data })
+      out.set(name, { shape: [shape[1]!, shape[0]!], data: transpose2d(data, shape[0]!, shape[1]!), dtype: stored })
+    else out.set(name, { shape, data, dtype: stored })
   }
-  const weights = encodeSafetensors(out, { format: 'pt' }),
-    config = JSON.stringify(hfConfig(model.config), null, 2) + '\n'
+  const files = new Map<string, Uint8Array | string>()
+  files.set('config.json', JSON.stringify(hfConfig(model.config, dtype), null, 2) + '\n')
+  const max = options.maxShardBytes
+  if (max === undefined) files.set('model.safetensors', encodeSafetensors(out, { format: 'pt' }))
+  else {
+    if (!(max > 0)) throw new LevanterError('BAD_CONFIG', `exportHf: maxShardBytes ${max} must be a positive number`)
+    const bytesPer = stored === 'F32' ? 4 : 2
+    const shards = shard(out, bytesPer, max)
+    const weightMap: Record<string, string> = {}
+    let total = 0
+    shards.forEach((part, i) => {
+      const file = `model-${String(i + 1).padStart(5, '0')}-of-${String(shards.length).padStart(5, '0')}.safetensors`
+      files.set(file, encodeSafetensors(part, { format: 'pt' }))
+      for (const [name, t] of part) {
+        weightMap[name] = file
+        total += t.data.length * bytesPer
+      }
+    })
+    files.set(INDEX, JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2) + '\n')
+  }
   if (typeof to !== 'string') {
-    await to.put('model.safetensors', weights)
-    await to.put('config.json', config)
+    for (const [f, bytes] of files) await to.put(f, bytes)
     return
   }
   fs.mkdirSync(to, { recursive: true })
-  fs.writeFileSync(path.join(to, 'model.safetensors'), weights)
-  fs.writeFileSync(path.join(to, 'config.json'), config)
+  for (const [f, bytes] of files) fs.writeFileSync(path.join(to, f), bytes)
 }
 
-/** Build a model from a Hugging Face-style directory or finestore view (GPT2LMHeadModel or LlamaForCausalLM). */
+/**
+ * Build a model from a Hugging Face-style directory or finestore view (GPT2LMHeadModel or
+ * LlamaForCausalLM; one `model.safetensors` or shards named by `model.safetensors.index.json`).
+ */
 export async function importHf(from: string | ArtifactView): Promise<CausalLM> {
   const where = typeof from === 'string' ? from : from.ref
-  const cfgFile = typeof from === 'string' ? path.join(from, 'config.json') : `${where} config.json`
-  const wFile = typeof from === 'string' ? path.join(from, 'model.safetensors') : `${where} model.safetensors`
+  const name = (f: string) => (typeof from === 'string' ? path.join(from, f) : `${where} ${f}`)
   const has = (f: string) => (typeof from === 'string' ? fs.existsSync(path.join(from, f)) : from.has(f))
-  if (!has('config.json') || !has('model.safetensors'))
-    throw new LevanterError('CHECKPOINT_NOT_FOUND', `${where}: needs config.json and model.safetensors`)
+  const sharded = !has('model.safetensors') && has(INDEX)
+  if (!has('config.json') || (!has('model.safetensors') && !sharded))
+    throw new LevanterError(
+      'CHECKPOINT_NOT_FOUND',
+      `${where}: needs config.json and model.safetensors (or ${INDEX} and its shards)`,
+    )
   const read = async (f: string) =>
     typeof from === 'string' ? new Uint8Array(fs.readFileSync(path.join(from, f))) : from.read(f)
-  const config = fromHfConfig(JSON.parse(new TextDecoder().decode(await read('config.json'))), cfgFile)
+  const config = fromHfConfig(JSON.parse(new TextDecoder().decode(await read('config.json'))), name('config.json'))
+  // tensor name → the file that holds it
+  const fileOf = new Map<string, string>()
+  if (sharded) {
+    let index: { weight_map?: Record<string, unknown> }
+    try {
+      index = JSON.parse(new TextDecoder().decode(await read(INDEX)))
+    } catch (_err) {
+      throw new LevanterError('BAD_CHECKPOINT', `${name(INDEX)}: is not JSON`)
+    }
+    if (!index.weight_map || typeof index.weight_map !== 'object')
+      throw new LevanterError('BAD_CHECKPOINT', `${name(INDEX)}: has no "weight_map" object`)
+    for (const [t, f] of Object.entries(index.weight_map)) {
+      if (typeof f !== 'string' || f.includes('/') || f.includes('\\') || f.startsWith('.'))
+        throw new LevanterError(
+          'BAD_CHECKPOINT',
+          `${name(INDEX)}: tensor "${t}" maps to ${JSON.stringify(f)}, not a file name`,
+        )
+      fileOf.set(t, f)
+    }
+    for (const f of new Set(fileOf.values()))
+      if (!has(f))
+        throw new LevanterError('CHECKPOINT_NOT_FOUND', `${name(f)}: shard named by ${INDEX} is missing; download it`)
+  }
+  const tensors = new Map<string, SafeTensor>()
+  for (const f of sharded ? new Set(fileOf.values()) : ['model.safetensors'])
+    for (const [n, t] of decodeSafetensors(await read(f), name(f)).tensors) tensors.set(n, t)
+  const wFile = sharded ? name(INDEX) : name('model.safetensors')
   const model = createModel(config)
-  const { tensors } = decodeSafetensors(await read('model.safetensors'), wFile)
   const llama = config.type === 'llama'
   for (const spec of model.specs) {
     // GPT-2 files from the hub may lack the "transformer." prefix.
     const t = tensors.get(spec.name) ?? tensors.get(spec.name.replace(/^transformer\./, ''))
     if (!t) throw new LevanterError('BAD_CHECKPOINT', `${wFile}: tensor "${spec.name}" is missing`)
+    const want = spec.shape.reduce((a, b) => a * b, 1)
+    if (t.data.length !== want)
+      throw new LevanterError(
+        'BAD_CHECKPOINT',
+        `${wFile}: tensor "${spec.name}" has shape [${t.shape.join(', ')}], ` +
+          `expected ${want} values as config.json describes`,
+      )
     const data = t.data instanceof Float32Array ? t.data : Float32Array.from(t.data)
     model.set(spec.name, llama && isLinear(spec.name) ? transpose2d(data, t.shape[0]!, t.shape[1]!) : data)
   }

@@ -157,14 +157,15 @@ export function positionsOf(at: Placement, B: number, T: number): (readonly numb
 
 /**
  * Rotary tables cos/sin for the placement (half-split layout, as Hugging Face Llama): [T, K] for
- * `{ offset }`, [B, 1, T, K] for per-row positions.
+ * `{ offset }`, [B, 1, T, K] for per-row positions. `theta` is the base, or the K/2 inverse
+ * frequencies themselves (scaled rotary, models/llama.ts).
  */
 export function ropeTables(
   at: Placement,
   B: number,
   T: number,
   K: number,
-  theta: number,
+  theta: number | readonly number[],
 ): { cos: tf.Tensor; sin: tf.Tensor } {
   const rows = 'offset' in at ? [positionsOf(at, 1, T)[0]!] : at.positions
   const cos = new Float32Array(rows.length * T * K),
@@ -174,7 +175,7 @@ export function ropeTables(
     row.forEach((p, t) => {
       const o = (r * T + t) * K
       for (let i = 0; i < half; i++) {
-        const a = p / theta ** ((2 * i) / K)
+        const a = typeof theta === 'number' ? p / theta ** ((2 * i) / K) : p * theta[i]!
         cos[o + i] = cos[o + i + half] = Math.cos(a)
         sin[o + i] = sin[o + i + half] = Math.sin(a)
       }

@@ -151,6 +151,12 @@ export class Gpt2LM extends CausalLM<Gpt2Config> {
 export class LlamaLM extends CausalLM<LlamaConfig> {
   constructor(config: Omit<LlamaConfigInput, 'type'> & { type?: 'llama' }, seed = 0) {
     const c = LlamaConfig.parse({ ...config, type: 'llama' })
+    if (c.nKvHeads !== undefined && c.nHeads % c.nKvHeads !== 0)
+      throw new LevanterError(
+        'BAD_CONFIG',
+        `model: nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}; ` +
+          `each key/value head serves the same number of query heads`,
+      )
     super(c, llamaSpecs(c), seed)
   }
   protected run(...args: ForwardArgs): ForwardResult {
