@@ -12,6 +12,7 @@ import { PROMETHEUS_CONTENT_TYPE } from '@marin/rigging'
 import type { MetricsRegistry } from '@marin/rigging'
 import { ApiError } from './api-error.js'
 import { chatRoute } from './chat-route.js'
+import type { ChatTemplate } from './chat-template.js'
 import { completionsRoute } from './completions-route.js'
 import type { Engine } from './engine.js'
 import { routeContext } from './route-context.js'
@@ -33,6 +34,8 @@ export type AppOptions = {
   readonly accessLog: (e: AccessLogEntry) => void
   readonly model: CausalLM
   readonly tokenizer: BpeTokenizer
+  /** How chat messages become the prompt. */
+  readonly chatTemplate: ChatTemplate
   readonly engine: Engine
   readonly metrics: MetricsRegistry
   /** Largest `max_tokens` accepted. */

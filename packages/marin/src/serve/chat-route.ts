@@ -1,10 +1,9 @@
-/** @module `POST /v1/chat/completions`: messages through the chat template, logprobs, SSE streaming. */
+/** @module `POST /v1/chat/completions`: messages through the model's chat template, logprobs, SSE streaming. */
 import { randomBytes, randomInt } from 'node:crypto'
 import type { Hono } from 'hono'
 import { streamSSE } from 'hono/streaming'
 import { ApiError } from './api-error.js'
 import { ChatRequest } from './api-types.js'
-import { CHAT_END, renderChat } from './chat-template.js'
 import { type ChoiceParams, usageOf } from './choice-runner.js'
 import type { TokenEvent } from './engine.js'
 import { now } from './route-context.js'
@@ -19,7 +18,18 @@ export function chatRoute(app: Hono, x: RouteContext): void {
     checkModel(r.model)
     checkSequences(1, r.n ?? 1)
     const processing = processingOf(r)
-    const prompt = encode(renderChat(r.messages), 'messages')
+    let rendered: string
+    try {
+      rendered = o.chatTemplate.render(r.messages)
+    } catch (err) {
+      throw new ApiError(
+        400,
+        `messages: the model's chat template rejects them: ${(err as Error).message}`,
+        'messages',
+        'chat_template_error',
+      )
+    }
+    const prompt = encode(rendered, 'messages')
     const asked = r.max_completion_tokens ?? r.max_tokens
     const maxTokens =
       asked != null
@@ -29,7 +39,7 @@ export function chatRoute(app: Hono, x: RouteContext): void {
       seed = r.seed ?? randomInt(2 ** 31),
       wantLp = r.logprobs ?? false,
       k = wantLp ? (r.top_logprobs ?? 0) : 0
-    const stops = [CHAT_END, ...(r.stop == null ? [] : typeof r.stop === 'string' ? [r.stop] : r.stop)]
+    const stops = [...o.chatTemplate.stops, ...(r.stop == null ? [] : typeof r.stop === 'string' ? [r.stop] : r.stop)]
     const lpContent = (events: readonly TokenEvent[]) =>
       events.map((e) => ({
         token: tokStr(e.token),

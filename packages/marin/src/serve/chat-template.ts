@@ -1,19 +1,82 @@
 /**
- * @module The chat template: ChatML-style turns written as plain text, so any byte-level tokenizer
- * encodes them. The assistant turn ends at `<|im_end|>`, which is always a stop string for chat.
+ * @module Chat templates: how a list of messages becomes the prompt text. A checkpoint's
+ * `tokenizer_config.json` may carry a Jinja `chat_template` (as Hugging Face tokenizers do); it is
+ * rendered with `messages`, `add_generation_prompt: true`, `bos_token` and `eos_token`, and the
+ * assistant turn ends at `eos_token`. Without one, ChatML-style turns are written as plain text,
+ * so any byte-level tokenizer encodes them, and the turn ends at `<|im_end|>`.
  */
+import { Template } from '@huggingface/jinja'
+import { MarinError } from '../errors.js'
 
 export const CHAT_END = '<|im_end|>'
 
 export type ChatTurn = { readonly role: string; readonly content: string | readonly { readonly text: string }[] }
 
+/** Renders messages into the prompt; `stops` end the assistant's turn. */
+export type ChatTemplate = {
+  /** Throws (the template's own `raise_exception`, or a rendering error) when the messages do not fit it. */
+  render(messages: readonly ChatTurn[]): string
+  readonly stops: readonly string[]
+}
+
+const textOf = (m: ChatTurn) => (typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join(''))
+
 /** `<|im_start|>role\ncontent<|im_end|>\n` per message, then the open assistant turn. */
 export function renderChat(messages: readonly ChatTurn[]): string {
-  const body = messages.map(
-    (m) =>
-      `<|im_start|>${m.role}\n` +
-      `${typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('')}` +
-      `${CHAT_END}\n`,
-  )
+  const body = messages.map((m) => `<|im_start|>${m.role}\n${textOf(m)}${CHAT_END}\n`)
   return `${body.join('')}<|im_start|>assistant\n`
+}
+
+/** The template used when the checkpoint has none. */
+export const CHATML: ChatTemplate = { render: renderChat, stops: [CHAT_END] }
+
+/** A special token as `tokenizer_config.json` writes it: a string or an AddedToken `{content, …}`. */
+function tokenText(v: unknown): string | undefined {
+  if (typeof v === 'string') return v
+  if (typeof v === 'object' && v !== null && typeof (v as { content?: unknown }).content === 'string')
+    return (v as { content: string }).content
+  return undefined
+}
+
+/**
+ * The chat template of a parsed `tokenizer_config.json` (`file` names it in errors), or undefined
+ * when it has none. `chat_template` may be one template or a list of `{name, template}`, of which
+ * "default" is used. A template that does not parse is a BAD_USAGE error naming the file.
+ */
+export function chatTemplateFromConfig(config: unknown, file: string): ChatTemplate | undefined {
+  if (typeof config !== 'object' || config === null) return undefined
+  const c = config as Record<string, unknown>
+  let source = c.chat_template
+  if (Array.isArray(source)) {
+    const named = source.find((t: { name?: unknown }) => t?.name === 'default') as { template?: unknown } | undefined
+    if (named === undefined)
+      throw new MarinError(
+        'BAD_USAGE',
+        `${file}: chat_template lists named templates but none is "default"; add one or remove the list`,
+      )
+    source = named.template
+  }
+  if (source == null) return undefined
+  if (typeof source !== 'string')
+    throw new MarinError('BAD_USAGE', `${file}: chat_template must be a string (a Jinja template), got ${typeof source}`)
+  let template: Template
+  try {
+    template = new Template(source)
+  } catch (err) {
+    throw new MarinError('BAD_USAGE', `${file}: chat_template is not a valid Jinja template: ${(err as Error).message}`, {
+      cause: err,
+    })
+  }
+  const bos = tokenText(c.bos_token),
+    eos = tokenText(c.eos_token)
+  return {
+    render: (messages) =>
+      template.render({
+        messages: messages.map((m) => ({ role: m.role, content: textOf(m) })),
+        add_generation_prompt: true,
+        ...(bos !== undefined ? { bos_token: bos } : {}),
+        ...(eos !== undefined ? { eos_token: eos } : {}),
+      }),
+    stops: eos !== undefined && eos !== '' ? [eos] : [],
+  }
 }

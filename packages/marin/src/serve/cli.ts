@@ -71,6 +71,7 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
           const server = await startServer({
             model: loaded.model,
             tokenizer: loaded.tokenizer,
+            ...(loaded.chatTemplate ? { chatTemplate: loaded.chatTemplate } : {}),
             name: o.name ?? loaded.name,
             port: o.port,
             host: o.host,

@@ -3,7 +3,8 @@
  * Face-style directory, an exported model artifact, or a levanter checkpoint artifact
  * `checkpoints/<run>[@VERSION][:STEP]`) and its tokenizer. levanter's checkpoints do not record a
  * tokenizer, so one comes from the directory's or artifact's `tokenizer.json` if present (read
- * straight from the store), else from `tokenizerPath`.
+ * straight from the store), else from `tokenizerPath`. A `tokenizer_config.json` beside the
+ * checkpoint's tokenizer supplies the chat template (`chat_template`, `bos_token`, `eos_token`).
  */
 import fs from 'node:fs'
 import path from 'node:path'
@@ -13,8 +14,26 @@ import { isLevanterError, loadModel as loadLevanterModel } from '@marin/levanter
 import type { CausalLM } from '@marin/levanter'
 import { marinPrefix } from '@marin/rigging'
 import { MarinError } from '../errors.js'
+import { chatTemplateFromConfig } from './chat-template.js'
+import type { ChatTemplate } from './chat-template.js'
 
-export type LoadedModel = { readonly name: string; readonly model: CausalLM; readonly tokenizer: BpeTokenizer }
+export type LoadedModel = {
+  readonly name: string
+  readonly model: CausalLM
+  readonly tokenizer: BpeTokenizer
+  /** From the checkpoint's `tokenizer_config.json`; none means ChatML. */
+  readonly chatTemplate?: ChatTemplate
+}
+
+function parseConfig(text: string, file: string): ChatTemplate | undefined {
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (err) {
+    throw new MarinError('BAD_USAGE', `${file}: not valid JSON (${(err as Error).message})`, { cause: err })
+  }
+  return chatTemplateFromConfig(json, file)
+}
 
 export type LoadModelOptions = {
   /** A directory, or `ARTIFACT[@VERSION][:STEP]` in the store. */
@@ -45,8 +64,10 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
       file = o.tokenizerPath ?? (fs.existsSync(own) ? own : undefined)
     if (file === undefined) throw noTokenizer()
     const tokenizer = await BpeTokenizer.load(file)
+    const cfg = path.join(src, 'tokenizer_config.json')
+    const chatTemplate = fs.existsSync(cfg) ? parseConfig(fs.readFileSync(cfg, 'utf8'), cfg) : undefined
     const { model, name } = await loadLevanterModel(src).catch(usage)
-    return { name, model, tokenizer }
+    return { name, model, tokenizer, ...(chatTemplate ? { chatTemplate } : {}) }
   }
   const store = await openStore({ url: storeUrl(marinPrefix({ prefix: o.prefix })) })
   try {
@@ -60,7 +81,10 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
           `${view.ref} tokenizer.json`,
         )
       else throw noTokenizer()
-      return { name, model, tokenizer }
+      const chatTemplate = view?.has('tokenizer_config.json')
+        ? parseConfig(await view.readText('tokenizer_config.json'), `${view.ref} tokenizer_config.json`)
+        : undefined
+      return { name, model, tokenizer, ...(chatTemplate ? { chatTemplate } : {}) }
     } catch (err) {
       model.dispose()
       throw err

@@ -12,6 +12,8 @@ import type { CausalLM } from '@marin/levanter'
 import { MetricsRegistry, logger } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import { createApp } from './app.js'
+import { CHATML } from './chat-template.js'
+import type { ChatTemplate } from './chat-template.js'
 import type { AccessLogEntry } from './app.js'
 import { Engine } from './engine.js'
 
@@ -20,6 +22,8 @@ const log = logger('marin')
 export type ServeOptions = {
   readonly model: CausalLM
   readonly tokenizer: BpeTokenizer
+  /** How chat messages become the prompt (see `loadModel`'s `chatTemplate`). @default ChatML */
+  readonly chatTemplate?: ChatTemplate
   /** The id `/v1/models` lists and requests may name. @default 'marin' */
   readonly name?: string
   /** 0 picks a free port. @default 8000 */
@@ -99,6 +103,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     accessLog: o.accessLog ?? ((e) => log.info({ ...e, ms: Math.round(e.ms * 10) / 10 }, 'request')),
     model: o.model,
     tokenizer: o.tokenizer,
+    chatTemplate: o.chatTemplate ?? CHATML,
     engine,
     metrics,
     shutdown: stopping.signal,
