@@ -58,14 +58,16 @@ export function chatTemplateFromConfig(config: unknown, file: string): ChatTempl
   }
   if (source == null) return undefined
   if (typeof source !== 'string')
-    throw new MarinError('BAD_USAGE', `${file}: chat_template must be a string (a Jinja template), got ${typeof source}`)
+    throw new MarinError(
+      'BAD_USAGE',
+      `${file}: chat_template must be a string (a Jinja template), got ${typeof source}`,
+    )
   let template: Template
   try {
     template = new Template(source)
   } catch (err) {
-    throw new MarinError('BAD_USAGE', `${file}: chat_template is not a valid Jinja template: ${(err as Error).message}`, {
-      cause: err,
-    })
+    const why = (err as Error).message
+    throw new MarinError('BAD_USAGE', `${file}: chat_template is not a valid Jinja template: ${why}`, { cause: err })
   }
   const bos = tokenText(c.bos_token),
     eos = tokenText(c.eos_token)
