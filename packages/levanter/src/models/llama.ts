@@ -59,7 +59,7 @@ export function ropeInvFreq(c: LlamaConfig): number[] {
 
 /** Key/value heads [B, Hkv, S, K] repeated for the query heads that share them: [B, Hkv·g, S, K], head h reading kv
  * head ⌊h/g⌋. */
-function repeatKv(x: tf.Tensor, g: number): tf.Tensor {
+export function repeatKv(x: tf.Tensor, g: number): tf.Tensor {
   if (g === 1) return x
   const [B, H, S, K] = x.shape as [number, number, number, number]
   // a rank-3 tile: tfjs has its gradient

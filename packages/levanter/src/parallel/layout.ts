@@ -12,7 +12,7 @@
  * `data`, member s owning floats [s·L, (s+1)·L) with L = ⌈n / data⌉.
  */
 import { LevanterError } from '../errors.js'
-import { llamaHidden } from '../models/config.js'
+import { llamaHidden, llamaKvHeads } from '../models/config.js'
 import type { ModelConfig } from '../models/config.js'
 import type { ParamSpec } from '../models/param-spec.js'
 
@@ -63,6 +63,12 @@ export function checkModelAxis(config: ModelConfig, model: number): void {
       'BAD_CONFIG',
       `trainer config: mesh.model ${model} must divide nHeads ${config.nHeads} (heads are split over it); ` +
         `choose a mesh.model that divides it`,
+    )
+  if (config.type === 'llama' && llamaKvHeads(config) % model !== 0)
+    throw new LevanterError(
+      'BAD_CONFIG',
+      `trainer config: mesh.model ${model} must divide nKvHeads ${llamaKvHeads(config)} (key/value heads are split ` +
+        `over it); choose a mesh.model that divides it`,
     )
   const mlp = config.type === 'gpt2' ? config.mlpRatio * config.dModel : llamaHidden(config)
   if (mlp % model !== 0)

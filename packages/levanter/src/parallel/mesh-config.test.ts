@@ -37,6 +37,11 @@ describe('mesh and fsdp in the trainer config', () => {
       () => new Pipeline({ dataset: data, model: llama, trainer: new Trainer({ mesh: { model: 2 } }), maxSteps: 1 }),
       /mesh\.model 2 must divide the MLP width 9/,
     )
+    const mqa = new LlamaLM({ vocabSize: 11, seqLen: 4, dModel: 8, nLayers: 1, nHeads: 2, nKvHeads: 1 })
+    badConfig(
+      () => new Pipeline({ dataset: data, model: mqa, trainer: new Trainer({ mesh: { model: 2 } }), maxSteps: 1 }),
+      /mesh\.model 2 must divide nKvHeads 1/,
+    )
     expect(isLevanterError(new Error('x'))).toBe(false)
   })
 })

@@ -16,6 +16,12 @@ const tokens = Array.from({ length: 1500 }, (_, i) => ((i * 3) % 10) + (i % 23 =
 const MODELS: Record<string, ModelConfigInput> = {
   gpt2: { type: 'gpt2', vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 2, nHeads: 2 },
   llama: { type: 'llama', vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 2, nHeads: 2 },
+  // grouped-query attention, tied head, scaled rotary
+  'llama gqa': {
+    type: 'llama',
+    ...{ vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, tieWordEmbeddings: true },
+    ropeScaling: { type: 'linear', factor: 2 },
+  },
 }
 // Members in this process (inline actors) linked by real sockets: the suite starts no process per member.
 const client = new LocalClient({ mode: (process.env.LEVANTER_MESH_TEST_MODE as 'process' | undefined) ?? 'inline' })

@@ -13,6 +13,7 @@ import * as tf from '@tensorflow/tfjs'
 import type { Batch } from '../data/batch.js'
 import { sliceBatch } from '../data/batch.js'
 import { maskedCrossEntropy } from '../loss.js'
+import { llamaKvHeads } from '../models/config.js'
 import type { Gpt2Config, LlamaConfig, ModelConfig } from '../models/config.js'
 import {
   applyRope,
@@ -25,6 +26,7 @@ import {
   ropeTables,
   splitHeads,
 } from '../models/layers.js'
+import { repeatKv, ropeInvFreq } from '../models/llama.js'
 
 /** One stage: `fn(x, weights)` with its weights named in `names`; `split` stages sum over the model axis. */
 type Stage = {
@@ -108,7 +110,9 @@ function gpt2Stages(c: Gpt2Config, model: number, lead: boolean): Stages {
 
 function llamaStages(c: LlamaConfig, model: number, lead: boolean): Stages {
   const heads = c.nHeads / model,
-    K = c.dModel / c.nHeads
+    kvHeads = llamaKvHeads(c) / model,
+    K = c.dModel / c.nHeads,
+    rope = c.ropeScaling ? ropeInvFreq(c) : c.ropeTheta
   const blocks: Stage[] = []
   for (let i = 0; i < c.nLayers; i++) {
     const l = `model.layers.${i}`
@@ -120,11 +124,11 @@ function llamaStages(c: LlamaConfig, model: number, lead: boolean): Stages {
         split: true,
         fn: (x, [g, wq, wk, wv, wo]) => {
           const [B, T] = x.shape as [number, number, number]
-          const { cos, sin } = ropeTables({ offset: 0 }, B, T, K, c.ropeTheta)
+          const { cos, sin } = ropeTables({ offset: 0 }, B, T, K, rope)
           const a = rmsNorm(x, g!, c.rmsNormEps)
           const q = applyRope(splitHeads(linear(a, wq!), heads), cos, sin)
-          const k = applyRope(splitHeads(linear(a, wk!), heads), cos, sin)
-          const v = splitHeads(linear(a, wv!), heads)
+          const k = repeatKv(applyRope(splitHeads(linear(a, wk!), kvHeads), cos, sin), heads / kvHeads)
+          const v = repeatKv(splitHeads(linear(a, wv!), kvHeads), heads / kvHeads)
           return residual(lead, x, linear(mergeHeads(attention(q, k, v, { offset: 0 })), wo!))
         },
       },
@@ -152,9 +156,9 @@ function llamaStages(c: LlamaConfig, model: number, lead: boolean): Stages {
     },
     blocks,
     head: {
-      names: ['model.norm.weight', 'lm_head.weight'],
+      names: ['model.norm.weight', c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'],
       split: false,
-      fn: (x, [g, w]) => linear(rmsNorm(x, g!, c.rmsNormEps), w!),
+      fn: (x, [g, w]) => linear(rmsNorm(x, g!, c.rmsNormEps), c.tieWordEmbeddings ? tf.transpose(w!) : w!),
     },
   }
 }
