@@ -110,9 +110,10 @@ describe('marin serve uses the checkpoint chat template', () => {
   }
 
   test('the prompt the model sees is the template rendering, ChatML only without one', async () => {
+    const turns = messages as OpenAI.ChatCompletionMessageParam[]
     const zephyr = await serveWith({ chat_template: ZEPHYR, eos_token: '</s>' })
     try {
-      const r = await zephyr.client.chat.completions.create({ model: 'tiny', messages: messages as never, max_tokens: 1 })
+      const r = await zephyr.client.chat.completions.create({ model: 'tiny', messages: turns, max_tokens: 1 })
       const want = '<|system|>\nbe brief</s>\n<|user|>\nthe quick fox</s>\n<|assistant|>\n'
       expect(r.usage!.prompt_tokens).toBe(tokenizer.encode(want).length)
     } finally {
@@ -120,7 +121,7 @@ describe('marin serve uses the checkpoint chat template', () => {
     }
     const plain = await serveWith(undefined)
     try {
-      const r = await plain.client.chat.completions.create({ model: 'tiny', messages: messages as never, max_tokens: 1 })
+      const r = await plain.client.chat.completions.create({ model: 'tiny', messages: turns, max_tokens: 1 })
       expect(r.usage!.prompt_tokens).toBe(tokenizer.encode(CHATML.render(messages)).length)
     } finally {
       await plain.close()
