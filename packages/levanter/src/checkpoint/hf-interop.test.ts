@@ -8,6 +8,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { openStore } from '@marin/finestore'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { BatchCache } from '../models/batch-cache.js'
@@ -16,6 +17,7 @@ import { createModel } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import { computeGrads } from '../train-step.js'
 import { exportHf, importHf } from './hf.js'
+import { loadModel } from './load-model.js'
 import { decodeSafetensors } from './safetensors.js'
 import type { SafeTensor } from './safetensors.js'
 
@@ -137,6 +139,25 @@ describe('export', () => {
     back.dispose()
     m.dispose()
   })
+})
+
+test('a sharded bfloat16 export committed to finestore loads by reference', async () => {
+  const store = await openStore({ url: fs.mkdtempSync(path.join(os.tmpdir(), 'lev-hf-shard-store-')) })
+  const m = await importHf(path.join(FIXTURES, 'gqa-f32'))
+  await store.commit('models/gqa', (txn) => exportHf(m, txn, { dtype: 'bfloat16', maxShardBytes: 20_000 }))
+  const { model } = await loadModel('models/gqa', { store })
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-hf-bf16-'))
+  await exportHf(m, dir, { dtype: 'bfloat16' })
+  const single = await importHf(dir)
+  const ids = reference('gqa-f32').ids
+  expect(Array.from(logitsOf(model, ids))).toEqual(Array.from(logitsOf(single, ids)))
+  // bfloat16 keeps 8 bits of mantissa: close to the float32 reference, not equal
+  expect(maxDiff(logitsOf(model, ids), reference('gqa-f32').logits)).toBeLessThan(0.5)
+  expect(maxDiff(logitsOf(model, ids), reference('gqa-f32').logits)).toBeGreaterThan(1e-3)
+  single.dispose()
+  model.dispose()
+  m.dispose()
+  store.close()
 })
 
 describe('training with grouped-query attention', () => {

@@ -62,7 +62,8 @@ export async function loadModel(source: string, o: LoadModelOptions = {}): Promi
     })
     const name = view.artifact.replace(/^checkpoints\//, ''),
       from = owned ? {} : { view }
-    if (ref[2] === undefined && view.has('config.json') && view.has('model.safetensors'))
+    const weights = view.has('model.safetensors') || view.has('model.safetensors.index.json')
+    if (ref[2] === undefined && view.has('config.json') && weights)
       return { model: await importHf(view), name, ...from }
     if (ref[2] === undefined && !view.metadata.steps)
       throw new LevanterError(
