@@ -13,6 +13,7 @@ import { IrisClient } from './client.js'
 import { inProcessLink } from './controller-link.js'
 import { startController, type ControllerServer } from './controller-server.js'
 import { ensureTokenFile, localTokenPath } from './credentials.js'
+import { KubePods, type KubePodsOptions } from './kube-pods.js'
 import type { Resources } from './resources.js'
 import { Worker, type MountMaterializer } from './worker.js'
 
@@ -39,6 +40,12 @@ export type LocalClusterOptions = {
   materialize?: MountMaterializer
   /** Run the tasks of jobs that name a `runner` in warm runners. @default true */
   warmRunners?: boolean
+  /**
+   * Run tasks as Kubernetes Pods instead of processes here: one worker, `k8s-<namespace>`, offering `resources`
+   * (@default cpu=1000, memory=4Ti, gpu=64: the cluster's quota and scheduler decide what runs). Tasks reach the
+   * controller at `advertise`.
+   */
+  kubernetes?: Omit<KubePodsOptions, 'platformId'> & { advertise?: string; platformId?: string }
 }
 
 export class LocalCluster {
@@ -76,7 +83,24 @@ export class LocalCluster {
     })
     const workers: Worker[] = []
     try {
-      for (let i = 0; i < (opts.workers ?? 1); i++) {
+      const k = opts.kubernetes
+      if (k) {
+        const workerId = `k8s-${k.namespace}`
+        const w = new Worker({
+          link: inProcessLink(server.controller),
+          controllerAddress: k.advertise ?? server.address,
+          workDir: join(prefix, MARIN_LAYOUT.irisWork, workerId),
+          workerId,
+          retryDelayMs: 100,
+          killGraceMs: opts.killGraceMs ?? 5000,
+          resources: opts.resources ?? { cpu: 1000, memory: 4 * 2 ** 40, gpu: 64 },
+          warmRunners: false,
+          pods: new KubePods({ ...k, platformId: k.platformId ?? workerId }),
+        })
+        await w.start()
+        workers.push(w)
+      }
+      for (let i = 0; i < (k ? 0 : (opts.workers ?? 1)); i++) {
         const workerId = `local-${i}`
         const w = new Worker({
           link: inProcessLink(server.controller),

@@ -9,7 +9,8 @@ import { join } from 'node:path'
 import { constants } from 'node:os'
 
 export type TaskOutcome = {
-  state: 'SUCCEEDED' | 'FAILED' | 'KILLED'
+  /** WORKER_FAILED: the task ended through no fault of its own (a Kubernetes Pod evicted or lost with its node). */
+  state: 'SUCCEEDED' | 'FAILED' | 'KILLED' | 'WORKER_FAILED'
   exitCode?: number
   error?: string
 }

@@ -13,6 +13,7 @@ import { join, resolve } from 'node:path'
 import { logger, scrubSecretValues, SecretStore } from '@marin/rigging'
 import { attemptDir, removeExpiredAttemptDirs } from './attempt-dirs.js'
 import { dockerRunArgs, probeDocker, type DockerProbe } from './container.js'
+import type { KubePods } from './kube-pods.js'
 import type { ControllerLink } from './controller-link.js'
 import type { Mount } from './mount-spec.js'
 import { checkMountPath } from './mount-spec.js'
@@ -55,6 +56,8 @@ export type WorkerOptions = {
   warmRunners?: boolean
   /** An idle warm runner is stopped after this long. @default 60000 */
   warmRunnerIdleMs?: number
+  /** Run every attempt as a Kubernetes Pod (`kube-pods.ts`) instead of a process on this host. */
+  pods?: KubePods
 }
 
 /**
@@ -125,7 +128,11 @@ export class Worker {
   /** Probes docker, registers (retrying until the controller answers) and starts heartbeating. */
   async start(): Promise<void> {
     mkdirSync(this.workDir, { recursive: true })
-    this.docker = await probeDocker(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {})
+    if (this.opts.pods) {
+      // Every Pod has an image: the job's, else the platform's default.
+      await this.opts.pods.start()
+      this.docker = { available: true }
+    } else this.docker = await probeDocker(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {})
     if (!this.docker.available)
       log.info({ reason: this.docker.reason }, 'docker unavailable: jobs with an image will be refused')
     this.running = true
@@ -156,6 +163,7 @@ export class Worker {
       }
       await Promise.all(done)
       await this.warm?.close(this.opts.killGraceMs ?? 10_000)
+      await this.opts.pods?.close()
       await this.flush().catch(() => {})
       // Say goodbye so that nothing more is assigned here while the controller waits for a heartbeat.
       await this.opts.link
@@ -163,6 +171,7 @@ export class Worker {
         .catch(() => {})
     }
     await this.loop?.catch(() => {})
+    if (!(opts.killTasks ?? true)) await this.opts.pods?.close()
   }
 
   /** Attempts this worker holds now, with their states. */
@@ -253,6 +262,7 @@ export class Worker {
   }
 
   private async launch(h: Held): Promise<void> {
+    if (this.opts.pods) return this.launchPod(h, this.opts.pods)
     const a = h.assignment
     const dir = attemptDir(this.workDir, a.jobId, a.taskIndex, a.attempt)
     const work = join(dir, 'work')
@@ -353,6 +363,38 @@ export class Worker {
     this.markDirty(a.attemptId)
     const outcome = await h.handle.done
     this.finish(h, outcome)
+  }
+
+  /** An attempt as a Kubernetes Pod: the variables a process would get, less this host's own environment. */
+  private async launchPod(h: Held, pods: KubePods): Promise<void> {
+    const a = h.assignment
+    if (a.spec.mounts.length > 0)
+      return this.finish(h, {
+        state: 'FAILED',
+        error: 'the job has --mount, which the k8s platform does not materialize; read the data from the shared volume',
+      })
+    const secretEnv: Record<string, string> = {}
+    for (const [name, spec] of Object.entries(a.spec.secrets ?? {})) secretEnv[name] = secretStore.resolve(spec, name)
+    if (a.token !== undefined) secretEnv.IRIS_TOKEN = a.token
+    const env: Record<string, string> = {
+      ...(this.opts.extraEnv ?? {}),
+      ...a.spec.env,
+      IRIS_JOB_ID: a.jobId,
+      IRIS_TASK_INDEX: String(a.taskIndex),
+      IRIS_NUM_TASKS: String(a.numTasks),
+      IRIS_ATTEMPT: String(a.attempt),
+      IRIS_CONTROLLER: this.opts.controllerAddress,
+      IRIS_WORKER_ID: this.workerId,
+      IRIS_TASK_DIR: '/workspace',
+    }
+    if (h.killRequested) return this.finish(h, { state: 'KILLED', error: 'killed before it started' })
+    const onLine = (stream: 'stdout' | 'stderr', line: string, ts: number) =>
+      this.pushLine({ attemptId: a.attemptId, lineNo: h.lineNo++, stream, ts, line: scrubSecretValues(line) })
+    h.handle = pods.run({ assignment: a, env, secretEnv, onLine }, this.opts.killGraceMs ?? 10_000)
+    h.state = 'RUNNING'
+    h.at = Date.now()
+    this.markDirty(a.attemptId)
+    this.finish(h, await h.handle.done)
   }
 
   private finish(h: Held, o: Partial<TaskOutcome> & { state: AttemptState }): void {

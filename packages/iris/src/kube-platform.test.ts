@@ -1,0 +1,172 @@
+/**
+ * The k8s platform against a loopback Kubernetes API (`internal/kube-api.ts`), through the real
+ * `@kubernetes/client-node`: jobs become Pods, Pod output becomes `iris logs`, kill deletes the Pod, evicted and
+ * lost Pods are retried within the worker-loss budget, OOMKilled is shown, and a watch that gets 410 Gone lists
+ * again.
+ */
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { V1Pod } from '@kubernetes/client-node'
+import { afterEach, beforeEach, expect, test } from 'vitest'
+import type { IrisClient } from './client.js'
+import { FakeKubeApi } from './internal/kube-api.js'
+import { ATTEMPT_ANNOTATION } from './kube-pods.js'
+import { LocalCluster } from './local-cluster.js'
+
+const NS = 'iris-test'
+let api: FakeKubeApi
+let cluster: LocalCluster
+let iris: IrisClient
+
+beforeEach(async () => {
+  api = await FakeKubeApi.start()
+  cluster = await LocalCluster.start({
+    prefix: mkdtempSync(join(tmpdir(), 'iris-k8s-')),
+    heartbeatMs: 200,
+    killGraceMs: 1000,
+    kubernetes: {
+      kubeConfig: api.kubeConfig(NS),
+      namespace: NS,
+      defaultImage: 'marin-ts:test',
+      advertise: 'iris-controller:10000',
+      volumes: [{ name: 'data', claimName: 'marin-data', mountPath: '/data' }],
+      rewatchDelayMs: 50,
+    },
+  })
+  iris = cluster.client()
+})
+
+afterEach(async () => {
+  iris.close()
+  await cluster.stop()
+  await api.close()
+})
+
+const attemptOf = (p: V1Pod) => p.metadata!.annotations![ATTEMPT_ANNOTATION]!
+const nameOf = (p: V1Pod) => p.metadata!.name!
+const podFor = (jobId: string, attempt = 1) =>
+  api.waitForPod((p) => attemptOf(p).startsWith(jobId) && p.metadata!.labels!['iris.marin.dev/attempt'] === String(attempt), `pod of ${jobId} attempt ${attempt}`)
+
+test('a job becomes a Pod whose spec matches the request; secrets reach it only as Secret references', async () => {
+  process.env.K8S_TEST_HF = 'hf-secret-value'
+  const id = await iris.submit({
+    name: 'train',
+    command: ['node', 'train.js', '--steps', '10'],
+    resources: 'cpu=2.5,memory=4Gi,gpu=1',
+    image: 'ghcr.io/marin/train:1',
+    priority: 'production',
+    env: { SEED: '7' },
+    secrets: { HF_TOKEN: 'env:K8S_TEST_HF' },
+  })
+  const pod = await podFor(id)
+  const spec = pod.spec!
+  const c = spec.containers[0]!
+  expect(pod.metadata!.namespace).toBe(NS)
+  expect(spec.restartPolicy).toBe('Never')
+  expect(spec.priorityClassName).toBe('iris-production')
+  expect(spec.automountServiceAccountToken).toBe(false)
+  expect(c.image).toBe('ghcr.io/marin/train:1')
+  expect(c.command).toEqual(['node', 'train.js', '--steps', '10'])
+  expect(c.resources).toEqual({
+    requests: { cpu: '2500m', memory: String(4 * 2 ** 30), 'nvidia.com/gpu': '1' },
+    limits: { cpu: '2500m', memory: String(4 * 2 ** 30), 'nvidia.com/gpu': '1' },
+  })
+  const env = Object.fromEntries(c.env!.map((e) => [e.name, e]))
+  expect(env.SEED).toEqual({ name: 'SEED', value: '7' })
+  expect(env.IRIS_JOB_ID!.value).toBe(id)
+  expect(env.IRIS_CONTROLLER!.value).toBe('iris-controller:10000')
+  expect(env.HF_TOKEN).toEqual({ name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: nameOf(pod), key: 'HF_TOKEN' } } })
+  expect(env.IRIS_TOKEN).toEqual({ name: 'IRIS_TOKEN', valueFrom: { secretKeyRef: { name: nameOf(pod), key: 'IRIS_TOKEN' } } })
+  // No secret value and no token anywhere in the Pod object.
+  const text = JSON.stringify(pod)
+  expect(text).not.toContain('hf-secret-value')
+  expect(text).not.toMatch(/iris-job\./)
+  const secret = api.secret(NS, nameOf(pod))!
+  expect(Buffer.from((secret.data as Record<string, string>).HF_TOKEN!, 'base64').toString()).toBe('hf-secret-value')
+  expect(Buffer.from((secret.data as Record<string, string>).IRIS_TOKEN!, 'base64').toString()).toMatch(/^iris-job\./)
+  expect(c.volumeMounts).toContainEqual({ name: 'data', mountPath: '/data' })
+  expect(spec.volumes).toContainEqual({ name: 'data', persistentVolumeClaim: { claimName: 'marin-data' } })
+})
+
+test('pod output flows into iris logs and the job succeeds with the pod', async () => {
+  const id = await iris.submit({ name: 'hello', command: ['echo', 'hi'] })
+  const pod = await podFor(id)
+  api.run(NS, nameOf(pod))
+  api.appendLog(NS, nameOf(pod), 'hello from the pod')
+  api.appendLog(NS, nameOf(pod), 'second line')
+  const seen: string[] = []
+  for await (const l of iris.logs(id, { follow: true })) {
+    seen.push(l.line)
+    if (seen.length === 1) api.exit(NS, nameOf(pod), 0)
+  }
+  expect(seen).toEqual(['hello from the pod', 'second line'])
+  expect((await iris.wait(id, { timeoutMs: 30_000 })).state).toBe('SUCCEEDED')
+})
+
+test('kill deletes the pod and its secret', async () => {
+  const id = await iris.submit({ name: 'sleepy', command: ['sleep', '1000'] })
+  const pod = await podFor(id)
+  api.run(NS, nameOf(pod))
+  expect(api.secret(NS, nameOf(pod))).toBeDefined()
+  await iris.kill(id)
+  await api.waitFor(() => (api.pods(NS).some((p) => nameOf(p) === nameOf(pod)) ? undefined : true), 'pod deleted')
+  await api.waitFor(() => (api.secret(NS, nameOf(pod)) ? undefined : true), 'secret deleted')
+  expect(api.calls).toContainEqual(expect.objectContaining({ method: 'DELETE', path: `/api/v1/namespaces/${NS}/pods/${nameOf(pod)}` }))
+  expect((await iris.wait(id, { timeoutMs: 30_000 })).state).toBe('KILLED')
+})
+
+test('an evicted pod is retried within the worker-loss budget; the reason is shown', async () => {
+  const id = await iris.submit({ name: 'evictee', command: ['true'], maxRetriesWorker: 1 })
+  const first = await podFor(id, 1)
+  api.run(NS, nameOf(first))
+  api.evict(NS, nameOf(first))
+  const second = await podFor(id, 2)
+  api.run(NS, nameOf(second))
+  api.exit(NS, nameOf(second), 0)
+  const job = await iris.wait(id, { timeoutMs: 30_000 })
+  expect(job.state).toBe('SUCCEEDED')
+  const attempts = await iris.attempts(id)
+  expect(attempts.map((a) => a.state)).toEqual(['WORKER_FAILED', 'SUCCEEDED'])
+  expect(attempts[0]!.error).toMatch(/Evicted: The node was low on resource: memory/)
+})
+
+test('a pod lost with its node is retried; when the budget is spent the job fails', async () => {
+  const id = await iris.submit({ name: 'nodeloss', command: ['true'], maxRetriesWorker: 1 })
+  const first = await podFor(id, 1)
+  api.run(NS, nameOf(first))
+  api.remove(NS, nameOf(first))
+  const second = await podFor(id, 2)
+  api.run(NS, nameOf(second))
+  api.evict(NS, nameOf(second))
+  const job = await iris.wait(id, { timeoutMs: 30_000 })
+  expect(job.state).toBe('FAILED')
+  const attempts = await iris.attempts(id)
+  expect(attempts.map((a) => a.state)).toEqual(['WORKER_FAILED', 'WORKER_FAILED'])
+  expect(attempts[0]!.error).toMatch(/deleted before it finished/)
+})
+
+test('OOMKilled fails the task with the reason', async () => {
+  const id = await iris.submit({ name: 'hungry', command: ['true'], resources: 'memory=1Gi' })
+  const pod = await podFor(id)
+  api.run(NS, nameOf(pod))
+  api.exit(NS, nameOf(pod), 137, 'OOMKilled')
+  const job = await iris.wait(id, { timeoutMs: 30_000 })
+  expect(job.state).toBe('FAILED')
+  expect((await iris.attempts(id))[0]!.error).toMatch(/^OOMKilled: .*1073741824 bytes/)
+})
+
+test('after 410 Gone the watch lists again and still sees the pod end', async () => {
+  const id = await iris.submit({ name: 'gone', command: ['true'] })
+  const pod = await podFor(id)
+  api.run(NS, nameOf(pod))
+  api.compact()
+  const before = api.calls.length
+  api.exit(NS, nameOf(pod), 3)
+  const job = await iris.wait(id, { timeoutMs: 30_000 })
+  expect(job.state).toBe('FAILED')
+  expect(job.tasks[0]!.exitCode).toBe(3)
+  // The stale watch was answered 410 Gone, so the platform listed the pods again.
+  const after = api.calls.slice(before)
+  expect(after.some((c) => c.method === 'GET' && c.path === `/api/v1/namespaces/${NS}/pods` && c.query.watch !== 'true')).toBe(true)
+})

@@ -1,0 +1,464 @@
+/**
+ * @module Runs task attempts as Kubernetes Pods (`iris cluster start --platform k8s`): one Pod per attempt, made
+ * through the Kubernetes API with `@kubernetes/client-node`. Resources become requests and limits (`cpu`,
+ * `memory`, `nvidia.com/gpu`); the job's token and resolved secrets go into a Secret of the attempt and reach the
+ * container as `secretKeyRef`s, never as literal values in the Pod; the priority band names a PriorityClass
+ * (`iris-production`, `iris-interactive`, `iris-batch`). States come from one watch of this platform's Pods
+ * (relisted after `410 Gone`), output from `log?follow=true`; kill deletes the Pod. A Pod evicted, preempted or
+ * lost with its node ends as WORKER_FAILED, which the controller retries within the job's worker-loss budget;
+ * OOMKilled and other failures end as FAILED with the reason. Finished Pods are deleted after a TTL.
+ */
+import { PassThrough } from 'node:stream'
+import { createInterface } from 'node:readline'
+import { CoreV1Api, Log, Watch, type KubeConfig, type V1EnvVar, type V1Pod } from '@kubernetes/client-node'
+import { logger } from '@marin/rigging'
+import type { TaskAssignment } from './protocol.js'
+import type { RunningTask, TaskOutcome } from './task-runner.js'
+
+const log = logger('iris')
+
+/** Labels iris puts on its Pods and Secrets. */
+export const KUBE_LABELS = {
+  managedBy: 'app.kubernetes.io/managed-by',
+  platform: 'iris.marin.dev/platform',
+  job: 'iris.marin.dev/job',
+  task: 'iris.marin.dev/task',
+  attempt: 'iris.marin.dev/attempt',
+} as const
+
+/** The annotation holding the full attempt id (labels are too short for it). */
+export const ATTEMPT_ANNOTATION = 'iris.marin.dev/attempt-id'
+
+/** The container name of every task Pod. */
+export const TASK_CONTAINER = 'task'
+
+/** A PersistentVolumeClaim mounted into every task Pod. */
+export type KubeVolume = { name: string; claimName: string; mountPath: string; readOnly?: boolean }
+
+export type KubePodsOptions = {
+  kubeConfig: KubeConfig
+  namespace: string
+  /** Names this platform's Pods (label `iris.marin.dev/platform`), so that two controllers in a namespace never touch each other's. */
+  platformId: string
+  /** Image of tasks whose job names none. */
+  defaultImage: string
+  /** Mounted into every task Pod (the shared data volume, e.g. `marin-data` at `/data`). @default none */
+  volumes?: readonly KubeVolume[]
+  /** Finished Pods (and their Secrets) are deleted this long after they end. @default an hour */
+  podTtlMs?: number
+  /** Service account of task Pods; its API token is never mounted. @default the namespace's default */
+  serviceAccountName?: string
+  /** Pause before watching again after the watch ends or fails. @default 1000 */
+  rewatchDelayMs?: number
+}
+
+/** What `run` needs besides the assignment: the environment split into plain values and secret values. */
+export type PodTaskInput = {
+  assignment: TaskAssignment
+  /** Plain variables (the job's env and the IRIS_* variables). */
+  env: Record<string, string>
+  /** Values that must not appear in the Pod spec: the job token and resolved secrets. */
+  secretEnv: Record<string, string>
+  onLine: (stream: 'stdout' | 'stderr', line: string, ts: number) => void
+}
+
+/** A Kubernetes object name for an attempt: DNS-1123, at most 63 characters, unique per attempt id. */
+export function podName(attemptId: string): string {
+  const clean = attemptId
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+  let h = 0
+  for (const c of attemptId) h = (Math.imul(h, 31) + c.charCodeAt(0)) >>> 0
+  const suffix = h.toString(36).padStart(7, '0').slice(-7)
+  return `iris-${clean.slice(0, 63 - 5 - 8)}-${suffix}`.replace(/-+/g, '-')
+}
+
+const labelValue = (v: string) =>
+  v
+    .replace(/[^A-Za-z0-9._-]/g, '-')
+    .slice(0, 63)
+    .replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '')
+
+/** The Kubernetes quantity for cpus: whole cores as a number, fractions in millicores. */
+export function cpuQuantity(cpu: number): string {
+  return Number.isInteger(cpu) ? String(cpu) : `${Math.ceil(cpu * 1000)}m`
+}
+
+/** The Secret and Pod of one attempt (pure: what `run` sends). */
+export function podManifests(
+  input: Omit<PodTaskInput, 'onLine'>,
+  opts: Pick<KubePodsOptions, 'namespace' | 'platformId' | 'defaultImage' | 'volumes' | 'serviceAccountName'> & {
+    killGraceMs: number
+  },
+): { secret?: { apiVersion: 'v1'; kind: 'Secret'; metadata: V1Pod['metadata']; type: 'Opaque'; data: Record<string, string> }; pod: V1Pod } {
+  const a = input.assignment
+  const name = podName(a.attemptId)
+  const labels = {
+    [KUBE_LABELS.managedBy]: 'iris',
+    [KUBE_LABELS.platform]: labelValue(opts.platformId),
+    [KUBE_LABELS.job]: labelValue(a.jobId),
+    [KUBE_LABELS.task]: String(a.taskIndex),
+    [KUBE_LABELS.attempt]: String(a.attempt),
+  }
+  const metadata = { name, namespace: opts.namespace, labels, annotations: { [ATTEMPT_ANNOTATION]: a.attemptId } }
+  const secretNames = Object.keys(input.secretEnv).sort()
+  const env: V1EnvVar[] = [
+    ...Object.entries(input.env)
+      .filter(([k]) => !(k in input.secretEnv))
+      .map(([k, value]) => ({ name: k, value })),
+    ...secretNames.map((k) => ({ name: k, valueFrom: { secretKeyRef: { name, key: k } } })),
+  ]
+  const r = a.spec.resources
+  const requests: Record<string, string> = { cpu: cpuQuantity(r.cpu), memory: String(r.memory) }
+  const limits: Record<string, string> = { ...requests }
+  if (r.gpu > 0) requests['nvidia.com/gpu'] = limits['nvidia.com/gpu'] = String(r.gpu)
+  const volumes = opts.volumes ?? []
+  const pod: V1Pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata,
+    spec: {
+      restartPolicy: 'Never',
+      priorityClassName: `iris-${a.spec.priority}`,
+      // Tasks talk to iris with their job token, never to the Kubernetes API.
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      ...(opts.serviceAccountName ? { serviceAccountName: opts.serviceAccountName } : {}),
+      terminationGracePeriodSeconds: Math.ceil(opts.killGraceMs / 1000),
+      containers: [
+        {
+          name: TASK_CONTAINER,
+          image: a.spec.image ?? opts.defaultImage,
+          command: [...a.spec.command],
+          workingDir: '/workspace',
+          env,
+          resources: { requests, limits },
+          volumeMounts: [
+            { name: 'workspace', mountPath: '/workspace' },
+            ...volumes.map((v) => ({ name: v.name, mountPath: v.mountPath, ...(v.readOnly ? { readOnly: true } : {}) })),
+          ],
+        },
+      ],
+      volumes: [
+        { name: 'workspace', emptyDir: {} },
+        ...volumes.map((v) => ({
+          name: v.name,
+          persistentVolumeClaim: { claimName: v.claimName, ...(v.readOnly ? { readOnly: true } : {}) },
+        })),
+      ],
+    },
+  }
+  if (secretNames.length === 0) return { pod }
+  const data = Object.fromEntries(secretNames.map((k) => [k, Buffer.from(input.secretEnv[k]!).toString('base64')]))
+  return { secret: { apiVersion: 'v1', kind: 'Secret', metadata, type: 'Opaque', data }, pod }
+}
+
+/** Reasons Kubernetes gives when a Pod ends through no fault of its task: retried as a lost worker. */
+const DISRUPTIONS = new Set([
+  'Evicted',
+  'Preempting',
+  'NodeLost',
+  'NodeShutdown',
+  'Terminated',
+  'DeletionByTaintManager',
+  'TerminationByKubelet',
+  'UnexpectedAdmissionError',
+  'NodeAffinity',
+  'OutOfcpu',
+  'OutOfmemory',
+])
+
+export type PodVerdict =
+  | { final: false; running: boolean; note?: string }
+  | { final: true; state: 'SUCCEEDED' | 'FAILED' | 'WORKER_FAILED'; exitCode?: number; error?: string }
+
+/** What a Pod's status means for its attempt. */
+export function podVerdict(pod: V1Pod): PodVerdict {
+  const st = pod.status ?? {}
+  const c = st.containerStatuses?.find((s) => s.name === TASK_CONTAINER)
+  const term = c?.state?.terminated
+  const disruption =
+    (st.reason && DISRUPTIONS.has(st.reason) ? st.reason : undefined) ??
+    st.conditions?.find((x) => x.type === 'DisruptionTarget' && x.status === 'True')?.reason
+  if (st.phase === 'Succeeded') return { final: true, state: 'SUCCEEDED', exitCode: term?.exitCode ?? 0 }
+  if (st.phase === 'Failed') {
+    if (disruption && term?.reason !== 'OOMKilled')
+      return {
+        final: true,
+        state: 'WORKER_FAILED',
+        error: `pod ${pod.metadata?.name} ${disruption}${st.message ? `: ${st.message}` : ''}`,
+      }
+    const why = term?.reason ?? st.reason ?? 'Failed'
+    const exitCode = term?.exitCode
+    const detail = term?.message ?? st.message
+    return {
+      final: true,
+      state: 'FAILED',
+      ...(exitCode !== undefined ? { exitCode } : {}),
+      error:
+        why === 'OOMKilled'
+          ? `OOMKilled: the task used more than its memory limit (${pod.spec?.containers?.[0]?.resources?.limits?.memory} bytes)`
+          : `pod ${why}${exitCode !== undefined ? ` (exit ${exitCode})` : ''}${detail ? `: ${detail}` : ''}`,
+    }
+  }
+  if (st.phase === 'Running') return { final: false, running: true }
+  const waiting = c?.state?.waiting
+  const unsched = st.conditions?.find((x) => x.type === 'PodScheduled' && x.status === 'False')
+  const note = waiting?.reason
+    ? `${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`
+    : unsched?.reason
+      ? `${unsched.reason}${unsched.message ? `: ${unsched.message}` : ''}`
+      : undefined
+  return { final: false, running: false, ...(note ? { note } : {}) }
+}
+
+type Tracked = {
+  name: string
+  settle: (o: TaskOutcome) => void
+  onLine: PodTaskInput['onLine']
+  killRequested: boolean
+  logs?: Promise<void>
+  note?: string
+  done: boolean
+}
+
+
+/** The Pods of one iris platform in one namespace. */
+export class KubePods {
+  private readonly core: CoreV1Api
+  private readonly tracked = new Map<string, Tracked>()
+  private readonly timers = new Set<NodeJS.Timeout>()
+  private watching = false
+  private watchAbort: AbortController | undefined
+  private loop: Promise<void> | undefined
+  private wake: (() => void) | undefined
+  private readonly selector: string
+
+  constructor(private readonly opts: KubePodsOptions) {
+    this.core = opts.kubeConfig.makeApiClient(CoreV1Api)
+    this.selector = `${KUBE_LABELS.managedBy}=iris,${KUBE_LABELS.platform}=${labelValue(opts.platformId)}`
+  }
+
+  get namespace(): string {
+    return this.opts.namespace
+  }
+
+  /**
+   * Deletes this platform's Pods left by an earlier run (their attempts are retried by the controller) and
+   * starts watching. Fails with the API's answer when the namespace cannot be read.
+   */
+  async start(): Promise<void> {
+    const list = await this.core.listNamespacedPod({ namespace: this.opts.namespace, labelSelector: this.selector })
+    for (const p of list.items) await this.deletePod(p.metadata!.name!, 0)
+    this.watching = true
+    this.loop = this.watchLoop(list.metadata?.resourceVersion)
+  }
+
+  async close(): Promise<void> {
+    this.watching = false
+    this.watchAbort?.abort()
+    this.wake?.()
+    await this.loop
+    for (const t of this.timers) clearTimeout(t)
+    this.timers.clear()
+  }
+
+  /** Creates the attempt's Secret and Pod; the returned task ends when the Pod does. */
+  run(input: PodTaskInput, killGraceMs: number): RunningTask {
+    const { secret, pod } = podManifests(input, { ...this.opts, killGraceMs })
+    const name = pod.metadata!.name!
+    let settle!: (o: TaskOutcome) => void
+    const done = new Promise<TaskOutcome>((r) => (settle = r))
+    const t: Tracked = { name, settle, onLine: input.onLine, killRequested: false, done: false }
+    this.tracked.set(name, t)
+    const create = async () => {
+      if (secret) await this.core.createNamespacedSecret({ namespace: this.opts.namespace, body: secret })
+      await this.core.createNamespacedPod({ namespace: this.opts.namespace, body: pod })
+      // Tracked before it exists: the watch sees every event of the Pod, even those before this answer.
+      log.info({ attemptId: input.assignment.attemptId, pod: name, namespace: this.opts.namespace }, 'pod created')
+    }
+    create().catch((err: unknown) => {
+      if (t.done) return
+      this.end(t, { state: 'FAILED', error: `could not create pod ${name}: ${apiMessage(err)}` })
+      void this.deletePod(name, 0)
+    })
+    return {
+      done,
+      kill: (graceMs) => {
+        if (t.done || t.killRequested) return
+        t.killRequested = true
+        void this.deletePod(name, Math.ceil(graceMs / 1000))
+      },
+    }
+  }
+
+  private async watchLoop(resourceVersion: string | undefined): Promise<void> {
+    let rv = resourceVersion
+    const watch = new Watch(this.opts.kubeConfig)
+    while (this.watching) {
+      if (rv === undefined) {
+        try {
+          const list = await this.core.listNamespacedPod({ namespace: this.opts.namespace, labelSelector: this.selector })
+          for (const p of list.items) this.observe(p)
+          for (const t of [...this.tracked.values()])
+            if (!list.items.some((p) => p.metadata?.name === t.name)) this.gone(t)
+          rv = list.metadata?.resourceVersion
+        } catch (err) {
+          log.warn({ err: apiMessage(err) }, 'listing pods failed; retrying')
+          await this.pause()
+          continue
+        }
+      }
+      const ended = new Promise<unknown>((resolve) => {
+        watch
+          .watch(
+            `/api/v1/namespaces/${this.opts.namespace}/pods`,
+            { labelSelector: this.selector, resourceVersion: rv, allowWatchBookmarks: true },
+            (type, obj: V1Pod & { code?: number }) => {
+              if (type === 'ERROR') {
+                // 410 Gone: the resource version is too old; list again and watch from the new one.
+                rv = undefined
+                this.watchAbort?.abort()
+                return
+              }
+              if (obj.metadata?.resourceVersion) rv = obj.metadata.resourceVersion
+              if (type === 'BOOKMARK') return
+              if (type === 'DELETED') {
+                const t = this.tracked.get(obj.metadata?.name ?? '')
+                if (t) {
+                  this.observe(obj)
+                  this.gone(t)
+                }
+                return
+              }
+              this.observe(obj)
+            },
+            resolve,
+          )
+          .then((c) => (this.watchAbort = c), resolve)
+      })
+      const err = await ended
+      if (!this.watching) return
+      if (err && (err as { statusCode?: number }).statusCode === 410) rv = undefined
+      else if (err) {
+        log.warn({ err: apiMessage(err) }, 'pod watch failed; watching again')
+        await this.pause()
+      }
+    }
+  }
+
+  private pause(): Promise<void> {
+    return new Promise((r) => {
+      const t = setTimeout(r, this.opts.rewatchDelayMs ?? 1000)
+      this.wake = () => {
+        clearTimeout(t)
+        r()
+      }
+    })
+  }
+
+  private observe(pod: V1Pod): void {
+    const t = this.tracked.get(pod.metadata?.name ?? '')
+    if (!t || t.done) return
+    const v = podVerdict(pod)
+    if (!v.final) {
+      if (v.note && v.note !== t.note) {
+        t.note = v.note
+        log.info({ pod: t.name, note: v.note }, 'pod waiting')
+      }
+      if (v.running) this.followLogs(t)
+      return
+    }
+    // Output comes first: the log stream of a finished container ends by itself.
+    this.followLogs(t)
+    void t.logs!.then(() => {
+      if (t.killRequested && v.state !== 'SUCCEEDED') this.end(t, { state: 'KILLED', error: 'killed: pod deleted' })
+      else this.end(t, v)
+    })
+  }
+
+  /** The Pod is gone (deleted, or no longer listed). */
+  private gone(t: Tracked): void {
+    if (t.done) return
+    const logs = t.logs ?? Promise.resolve()
+    void logs.then(() =>
+      this.end(
+        t,
+        t.killRequested
+          ? { state: 'KILLED', error: 'killed: pod deleted' }
+          : { state: 'WORKER_FAILED', error: `pod ${t.name} was deleted before it finished (node lost or removed)` },
+      ),
+    )
+  }
+
+  private followLogs(t: Tracked): void {
+    if (t.logs) return
+    const sink = new PassThrough()
+    const lines = createInterface({ input: sink, crlfDelay: Infinity })
+    lines.on('line', (raw) => {
+      // `timestamps=true` prefixes each line with its RFC 3339 time and a space.
+      const sp = raw.indexOf(' ')
+      const ts = sp > 0 ? Date.parse(raw.slice(0, sp)) : NaN
+      if (Number.isNaN(ts)) t.onLine('stdout', raw, Date.now())
+      else t.onLine('stdout', raw.slice(sp + 1), ts)
+    })
+    const closed = new Promise<void>((r) => lines.once('close', () => r()))
+    t.logs = new Log(this.opts.kubeConfig)
+      .log(this.opts.namespace, t.name, TASK_CONTAINER, sink, { follow: true, timestamps: true })
+      .then(
+        () => closed,
+        (err: unknown) => {
+          log.warn({ pod: t.name, err: apiMessage(err) }, 'pod log stream failed')
+          sink.end()
+          return closed
+        },
+      )
+  }
+
+  private end(t: Tracked, o: TaskOutcome): void {
+    if (t.done) return
+    t.done = true
+    t.settle(o)
+    // Kept for a while after it ends, for `kubectl describe` and `kubectl logs`; then deleted with its Secret.
+    const timer = setTimeout(() => {
+      this.timers.delete(timer)
+      this.tracked.delete(t.name)
+      void this.deletePod(t.name, 0)
+    }, this.opts.podTtlMs ?? 3_600_000)
+    timer.unref()
+    this.timers.add(timer)
+  }
+
+  /** Deletes a Pod and its Secret; either being gone already is fine. */
+  private async deletePod(name: string, graceSeconds: number): Promise<void> {
+    const ns = this.opts.namespace
+    for (const del of [
+      () => this.core.deleteNamespacedPod({ name, namespace: ns, gracePeriodSeconds: graceSeconds }),
+      () => this.core.deleteNamespacedSecret({ name, namespace: ns }),
+    ]) {
+      try {
+        await del()
+      } catch (err) {
+        if ((err as { code?: number }).code !== 404) log.warn({ name, err: apiMessage(err) }, 'delete failed')
+      }
+    }
+  }
+}
+
+function apiMessage(err: unknown): string {
+  const e = err as { code?: number; body?: unknown; message?: string }
+  if (e.code !== undefined) {
+    let body = e.body
+    if (typeof body === 'string') {
+      try {
+        body = JSON.parse(body)
+      } catch {
+        // a body that is not JSON is shown as it is
+      }
+    }
+    const msg = (body as { message?: string } | undefined)?.message
+    return `HTTP ${e.code}${msg ? `: ${msg}` : ''}`
+  }
+  return e.message ?? String(err)
+}
