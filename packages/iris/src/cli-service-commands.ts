@@ -116,35 +116,79 @@ export function defineWorker(cmd: Command, io: CliIo): void {
     })
 }
 
-/** `iris cluster start --local`: a controller and workers in this process. */
+/** `iris cluster start --local`: a controller and workers in this process; `--platform k8s`: tasks as Kubernetes Pods. */
 export function defineCluster(cmd: Command, io: CliIo): void {
   cmd
     .command('start')
-    .description('start a controller and workers in this process')
-    .option('--local', 'run everything in this process (the only mode)')
+    .description('start a controller and workers in this process, or a controller that runs tasks as Kubernetes Pods')
+    .option('--local', 'run everything in this process (same as --platform local)')
+    .option('--platform <platform>', 'local: workers in this process; k8s: each task a Pod in --namespace')
+    .option('--namespace <ns>', 'k8s: the namespace of task Pods')
+    .option('--kubeconfig <path>', 'k8s: kubeconfig file (default: KUBECONFIG, ~/.kube/config, then in-cluster)')
+    .option('--image <image>', 'k8s: image of tasks whose job names none', 'marin-ts:latest')
+    .option('--volume <claim:path>', 'k8s: mount a PersistentVolumeClaim into every task Pod (repeatable)', collect, [])
+    .option('--pod-ttl <duration>', 'k8s: delete finished Pods this long after they end', '1h')
+    .option('--advertise <address>', 'k8s: the controller address task Pods use (default: the bound address)')
+    .option('--host <host>', 'interface the controller listens on', '127.0.0.1')
     .option('--prefix <dir>', 'where state and task directories go (default: $MARIN_PREFIX, then ./.marin)')
     .option('--port <port>', 'controller port (0 picks one)', intArg('a port'), 10000)
     .option('--workers <n>', 'number of workers', intArg('a worker count', 1), 1)
     .option('--resources <spec>', 'resources of each worker (default: the whole machine)')
     .action(async (o) => {
-      if (!o.local)
+      const platform = o.platform ?? (o.local ? 'local' : undefined)
+      if (platform === undefined)
         throw new UsageError(
-          'cluster start: only --local is supported; start "iris ' +
-            'controller" and "iris worker" on hosts for a real cluster',
+          'cluster start: give --local (or --platform local), or --platform k8s --namespace NS; start "iris ' +
+            'controller" and "iris worker" on hosts for a cluster of hosts',
         )
+      if (platform !== 'local' && platform !== 'k8s')
+        throw new UsageError(`cluster start: --platform is local or k8s, not "${platform}"`)
+      if (platform === 'k8s' && !o.namespace)
+        throw new UsageError('cluster start: --platform k8s needs --namespace NS (the namespace of task Pods)')
       const prefix = localMarinPrefix({ prefix: o.prefix, env: io.env })
+      const resources = o.resources ? parseResources(o.resources, { cpu: 1, memory: 0, gpu: 0 }) : undefined
+      const kubernetes = platform === 'k8s' ? await kubernetesOf(o) : undefined
       const c = await LocalCluster.start({
         prefix,
         port: o.port,
+        host: o.host,
         workers: o.workers,
-        ...(o.resources ? { resources: parseResources(o.resources, { cpu: 1, memory: 0, gpu: 0 }) } : {}),
+        ...(resources ? { resources } : {}),
+        ...(kubernetes ? { kubernetes } : {}),
         materialize: finestoreMounts(prefixPath(marinPrefix({ prefix }), MARIN_LAYOUT.store)),
       })
       io.out(
-        `iris local cluster on ${c.address} (prefix ${c.prefix}); export ` +
-          `IRIS_CONTROLLER=${c.address} IRIS_TOKEN_FILE=${c.tokenFile}`,
+        `iris ${kubernetes ? `k8s cluster (namespace ${o.namespace})` : 'local cluster'} on ${c.address} ` +
+          `(prefix ${c.prefix}); export IRIS_CONTROLLER=${c.address} IRIS_TOKEN_FILE=${c.tokenFile}`,
       )
       await io.stopped
       await c.stop()
     })
+}
+
+const collect = (v: string, all: string[]) => [...all, v]
+
+async function kubernetesOf(o: Record<string, string | string[] | undefined>) {
+  // Loaded only for --platform k8s: the client library is large.
+  const { KubeConfig } = await import('@kubernetes/client-node')
+  const kubeConfig = new KubeConfig()
+  try {
+    if (o.kubeconfig) kubeConfig.loadFromFile(resolve(o.kubeconfig as string))
+    else kubeConfig.loadFromDefault()
+  } catch (err) {
+    throw new UsageError(`cluster start: --kubeconfig ${o.kubeconfig}: ${(err as Error).message}`)
+  }
+  const volumes = (o.volume as string[]).map((v) => {
+    const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?):(\/.*)$/.exec(v)
+    if (!m) throw new UsageError(`cluster start: --volume "${v}" is CLAIM:/absolute/path (a PersistentVolumeClaim name)`)
+    return { name: m[1]!, claimName: m[1]!, mountPath: m[3]! }
+  })
+  return {
+    kubeConfig,
+    namespace: o.namespace as string,
+    defaultImage: o.image as string,
+    volumes,
+    podTtlMs: parseDuration(o.podTtl as string, '--pod-ttl'),
+    ...(o.advertise ? { advertise: o.advertise as string } : {}),
+  }
 }

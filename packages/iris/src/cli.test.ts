@@ -34,7 +34,7 @@ describe('bad usage exits 2 and names the problem', () => {
     [['logs', 'job-1', '--since', 'yesterday'], /--since="yesterday" is not a duration/],
     [['list', '--state', 'DONE'], /Allowed choices are PENDING/],
     [['frobnicate'], /unknown command 'frobnicate'/],
-    [['cluster', 'start'], /only --local is supported/],
+    [['cluster', 'start'], /give --local .*--platform k8s --namespace NS/],
     [['controller', '--port', 'http'], /expected a port/],
   ])('%j', async (argv, message) => {
     const c = capture()

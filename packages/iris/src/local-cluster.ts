@@ -26,6 +26,8 @@ export type LocalClusterOptions = {
   resources?: Resources
   /** Port of the controller's gRPC server. @default 0 (a free port) */
   port?: number
+  /** Interface the controller listens on. @default '127.0.0.1' */
+  host?: string
   /** The cluster token. @default the one in `<prefix>/iris/token`, made (0600) if there is none */
   token?: string
   /** @default 1000 */
@@ -77,6 +79,7 @@ export class LocalCluster {
     const server = await startController({
       statePath: join(prefix, MARIN_LAYOUT.irisState),
       port: opts.port ?? 0,
+      ...(opts.host ? { host: opts.host } : {}),
       heartbeatMs: opts.heartbeatMs ?? 1000,
       workerTimeoutMs: opts.workerTimeoutMs ?? 10_000,
       token,
