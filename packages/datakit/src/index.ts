@@ -11,11 +11,17 @@ export type { DatakitErrorCode } from './errors.js'
 
 // Tokenizers
 export { BpeTokenizer, parseTokenizerJson } from './tokenizer/bpe-tokenizer.js'
-export type { BpeTokenizerSpec, EncodeOptions, SpecialToken, TokenizerJson } from './tokenizer/bpe-tokenizer.js'
+export type {
+  BpeTokenizerSpec,
+  EncodeOptions,
+  MetaspacePrepend,
+  SpecialToken,
+  TokenizerJson,
+} from './tokenizer/bpe-tokenizer.js'
 export { trainBpe } from './tokenizer/train-bpe.js'
 export type { TrainBpeOptions } from './tokenizer/train-bpe.js'
 export { BYTE_TO_CHAR } from './tokenizer/byte-level.js'
-export { GPT2_PATTERN } from './tokenizer/pretokenize.js'
+export { GPT2_PATTERN, LLAMA3_PATTERN } from './tokenizer/pretokenize.js'
 
 // Datasets
 export { ingest, INGEST_FORMATS } from './dataset/ingest.js'

@@ -1,6 +1,10 @@
 /**
- * @module A byte-level BPE tokenizer: encode, decode, and the Hugging Face
- * `tokenizer.json` format (load and save), compatible with GPT-2-style files.
+ * @module A BPE tokenizer: encode, decode, and the Hugging Face `tokenizer.json` format (load and
+ * save). Two vocabularies: byte-level (GPT-2, Llama 3: every byte a printable character, text
+ * split by a regex first, `ignore_merges` taking whole words found in the vocabulary) and
+ * SentencePiece-style (Llama 2, Mistral: spaces as `▁`, prepended to the text, characters outside
+ * the vocabulary as their UTF-8 byte tokens `<0xE6>`…). Added tokens marked special are matched
+ * when asked; the others always are.
  *
  * @example
  * const tok = await BpeTokenizer.load('tokenizer.json')
@@ -16,7 +20,16 @@ import { GPT2_PATTERN, compilePattern, pretokenize } from './pretokenize.js'
 const PAIR = 2 ** 21
 export const pairKey = (a: number, b: number): number => a * PAIR + b
 
-export type SpecialToken = { id: number; content: string }
+/** An added token: special (control tokens such as `<s>`) unless `special` is false (then always matched in text);
+ * `lstrip`/`rstrip` swallow the whitespace before/after it. */
+export type SpecialToken = { id: number; content: string; special?: boolean; lstrip?: boolean; rstrip?: boolean }
+
+/**
+ * How a SentencePiece-style vocabulary puts `▁` in front of text: `legacy` before every piece of
+ * text between added tokens (a Prepend normalizer, Llama 2), `first` before the text's start only
+ * and `always` before every piece (Metaspace), unless it starts with `▁` already; `never`.
+ */
+export type MetaspacePrepend = 'legacy' | 'first' | 'always' | 'never'
 
 export type BpeTokenizerSpec = {
   /** Byte-level token string → id. Must hold all 256 single-byte tokens. */
@@ -25,8 +38,24 @@ export type BpeTokenizerSpec = {
   merges: ReadonlyArray<readonly [string, string]>
   /** Special tokens; they are never produced by merges. */
   specialTokens?: ReadonlyArray<SpecialToken>
-  /** Pre-tokenization regex source. @default GPT2_PATTERN */
+  /** Pre-tokenization regex source (byte-level). @default GPT2_PATTERN */
   pattern?: string
+  /** Byte-level: after `pattern`, split each piece again with GPT-2's pattern (a ByteLevel step with use_regex). */
+  byteLevelRegex?: boolean
+  /** Byte-level: a piece found whole in the vocabulary is that token, merges aside. @default false */
+  ignoreMerges?: boolean
+  /**
+   * `metaspace`: a SentencePiece-style vocabulary (`▁` for spaces, `<0xNN>` byte tokens); the text
+   * is one piece (or one per `▁` with `splitOnMetaspace`). @default byte-level
+   */
+  metaspace?: {
+    prepend: MetaspacePrepend
+    /** characters outside the vocabulary become their UTF-8 byte tokens */
+    byteFallback: boolean
+    /** the token for what neither the vocabulary nor byte fallback covers */
+    unkToken?: string
+    splitOnMetaspace?: boolean
+  }
 }
 
 export type EncodeOptions = {
@@ -53,7 +82,13 @@ export class BpeTokenizer {
   private readonly mergedIds: Int32Array
   private readonly byteIds = new Int32Array(256)
   private readonly re: RegExp
+  private readonly re2: RegExp | undefined
+  private readonly ignoreMerges: boolean
+  private readonly metaspace: BpeTokenizerSpec['metaspace']
+  private readonly unkId: number | undefined
+  /** added tokens matched in `'match'` mode (all) and always (the non-special ones) */
   private readonly specialRe: RegExp | undefined
+  private readonly addedRe: RegExp | undefined
   private readonly cache = new Map<string, readonly number[]>()
   readonly mergeList: ReadonlyArray<readonly [string, string]>
 
@@ -70,6 +105,9 @@ export class BpeTokenizer {
         { cause: err },
       )
     }
+    this.re2 = spec.byteLevelRegex ? compilePattern(GPT2_PATTERN) : undefined
+    this.ignoreMerges = spec.ignoreMerges ?? false
+    this.metaspace = spec.metaspace
     this.specialTokens = [...(spec.specialTokens ?? [])]
     this.vocab = new Map(spec.vocab)
     const size = Math.max(-1, ...this.vocab.values(), ...this.specialTokens.map((t) => t.id)) + 1
@@ -78,7 +116,7 @@ export class BpeTokenizer {
     this.tokens = new Array<string>(size).fill('')
     this.tokenBytes = new Array<Uint8Array>(size).fill(new Uint8Array(0))
     for (const [tok, id] of this.vocab) {
-      const bytes = symbolsToBytes(tok)
+      const bytes = this.metaspace ? metaspaceBytes(tok) : symbolsToBytes(tok)
       if (!bytes)
         throw new DatakitError(
           'TOKENIZER_INVALID',
@@ -92,7 +130,15 @@ export class BpeTokenizer {
       this.tokens[sp.id] = sp.content
       this.tokenBytes[sp.id] = utf8.encode(sp.content)
     }
+    const unk = this.metaspace?.unkToken
+    this.unkId = unk === undefined ? undefined : this.tokenToId(unk)
+    if (unk !== undefined && this.unkId === undefined)
+      throw new DatakitError('TOKENIZER_INVALID', `unk_token ${JSON.stringify(unk)} is not in the vocabulary`)
     for (let b = 0; b < 256; b++) {
+      if (this.metaspace) {
+        this.byteIds[b] = this.vocab.get(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`) ?? -1
+        continue
+      }
       const id = this.vocab.get(BYTE_TO_CHAR[b]!)
       if (id === undefined)
         throw new DatakitError(
@@ -119,10 +165,19 @@ export class BpeTokenizer {
       if (!this.ranks.has(key)) this.ranks.set(key, rank)
       this.mergedIds[rank] = c
     })
-    const specials = this.specialTokens.map((t) => t.content.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-    this.specialRe = specials.length
-      ? new RegExp(`(${specials.sort((x, y) => y.length - x.length).join('|')})`)
-      : undefined
+    const alternation = (ts: readonly SpecialToken[]) => {
+      if (!ts.length) return undefined
+      const sorted = [...ts].sort((x, y) => y.content.length - x.content.length)
+      const parts = sorted.map(
+        (t) =>
+          (t.lstrip ? '\\s*' : '') +
+          `(${t.content.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')})` +
+          (t.rstrip ? '\\s*' : ''),
+      )
+      return new RegExp(parts.join('|'), 'g')
+    }
+    this.specialRe = alternation(this.specialTokens)
+    this.addedRe = alternation(this.specialTokens.filter((t) => t.special === false))
   }
 
   /** Number of ids, special tokens included. */
@@ -141,14 +196,19 @@ export class BpeTokenizer {
 
   encode(text: string, options: EncodeOptions = {}): number[] {
     const out: number[] = []
-    if (options.specials === 'match' && this.specialRe) {
-      text.split(this.specialRe).forEach((part, i) => {
-        if (i % 2 === 1) out.push(this.tokenToId(part)!)
-        else if (part) this.encodeOrdinary(part, out)
-      })
-    } else {
-      this.encodeOrdinary(text, out)
+    const re = options.specials === 'match' ? this.specialRe : this.addedRe
+    if (!re) {
+      this.encodeOrdinary(text, true, out)
+      return out
     }
+    let last = 0
+    re.lastIndex = 0
+    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+      if (m.index > last) this.encodeOrdinary(text.slice(last, m.index), last === 0, out)
+      out.push(this.tokenToId(m.slice(1).find((g) => g !== undefined)!)!)
+      last = m.index + m[0].length
+    }
+    if (last < text.length) this.encodeOrdinary(text.slice(last), last === 0, out)
     return out
   }
 
@@ -157,8 +217,10 @@ export class BpeTokenizer {
     return texts.map((t) => this.encode(t, options))
   }
 
+  /** The text of `ids`; a SentencePiece-style vocabulary drops the one space it put in front of the text. */
   decode(ids: Iterable<number>): string {
-    return new TextDecoder().decode(this.decodeBytes(ids))
+    const text = new TextDecoder().decode(this.decodeBytes(ids))
+    return this.metaspace && this.metaspace.prepend !== 'never' && text.startsWith(' ') ? text.slice(1) : text
   }
 
   /** The bytes the ids stand for (decoding is exact at the byte level). */
@@ -184,8 +246,12 @@ export class BpeTokenizer {
     return out
   }
 
-  private encodeOrdinary(text: string, out: number[]): void {
-    for (const piece of pretokenize(text, this.re)) {
+  /** Encodes text between added tokens; `atStart`: it begins the whole text. */
+  private encodeOrdinary(text: string, atStart: boolean, out: number[]): void {
+    if (this.metaspace) return this.encodeMetaspace(text, atStart, out)
+    let pieces = pretokenize(text, this.re)
+    if (this.re2) pieces = pieces.flatMap((p) => pretokenize(p, this.re2!))
+    for (const piece of pieces) {
       let ids = this.cache.get(piece)
       if (ids === undefined) {
         ids = this.bpe(piece)
@@ -196,8 +262,50 @@ export class BpeTokenizer {
     }
   }
 
+  /** SentencePiece-style: spaces as ▁ (prepended as configured), characters as tokens or their bytes, then merges. */
+  private encodeMetaspace(text: string, atStart: boolean, out: number[]): void {
+    const ms = this.metaspace!
+    let s = text.replaceAll(' ', '▁')
+    const wanted = ms.prepend === 'always' || (ms.prepend === 'first' && atStart)
+    if (s && (ms.prepend === 'legacy' || (wanted && !s.startsWith('▁')))) s = '▁' + s
+    const pieces = ms.splitOnMetaspace ? (s.match(/▁[^▁]*|[^▁]+/gu) ?? []) : s ? [s] : []
+    for (const piece of pieces) {
+      const word: number[] = []
+      let unk = false
+      for (const ch of piece) {
+        const id = this.vocab.get(ch)
+        if (id !== undefined) {
+          word.push(id)
+          unk = false
+          continue
+        }
+        const bytes = ms.byteFallback ? [...utf8.encode(ch)].map((b) => this.byteIds[b]!) : [-1]
+        if (bytes.every((b) => b >= 0)) {
+          word.push(...bytes)
+          unk = false
+        } else if (this.unkId === undefined)
+          throw new DatakitError(
+            'TOKENIZER_UNKNOWN_TOKEN',
+            `character ${JSON.stringify(ch)} is not in the vocabulary, which has no unk_token nor its bytes`,
+          )
+        else if (!unk) {
+          word.push(this.unkId) // consecutive unknown characters fuse into one
+          unk = true
+        }
+      }
+      const merged = this.mergeWord(word)
+      for (let i = 0; i < merged.length; i++) out.push(merged[i]!)
+    }
+  }
+
   /** Applies merges to one piece's bytes, lowest rank first, until none applies. */
   private bpe(piece: string): number[] {
+    if (this.ignoreMerges) {
+      let chars = ''
+      for (const b of utf8.encode(piece)) chars += BYTE_TO_CHAR[b]!
+      const whole = this.vocab.get(chars)
+      if (whole !== undefined) return [whole]
+    }
     const word: number[] = []
     for (let i = 0; i < piece.length; i++) {
       const c = piece.charCodeAt(i)
@@ -209,6 +317,11 @@ export class BpeTokenizer {
       }
       word.push(this.byteIds[c]!)
     }
+    return this.mergeWord(word)
+  }
+
+  /** Applies merges to a word's ids, lowest rank first, until none applies (in place). */
+  private mergeWord(word: number[]): number[] {
     while (word.length > 1) {
       let best = -1
       let bestRank = Infinity
@@ -244,8 +357,15 @@ export class BpeTokenizer {
       type: 'ByteLevel',
       add_prefix_space: false,
       trim_offsets: true,
-      use_regex: this.pattern === GPT2_PATTERN,
+      use_regex: this.pattern === GPT2_PATTERN || this.re2 !== undefined,
     }
+    const ms = this.metaspace
+    const metaspace = (prepend: MetaspacePrepend) => ({
+      type: 'Metaspace',
+      replacement: '▁',
+      prepend_scheme: prepend,
+      split: ms?.splitOnMetaspace ?? false,
+    })
     return {
       version: '1.0',
       truncation: null,
@@ -254,14 +374,26 @@ export class BpeTokenizer {
         id: t.id,
         content: t.content,
         single_word: false,
-        lstrip: false,
-        rstrip: false,
-        normalized: false,
-        special: true,
+        lstrip: t.lstrip ?? false,
+        rstrip: t.rstrip ?? false,
+        normalized: t.special === false,
+        special: t.special !== false,
       })),
-      normalizer: null,
-      pre_tokenizer:
-        this.pattern === GPT2_PATTERN
+      normalizer:
+        ms?.prepend === 'legacy'
+          ? {
+              type: 'Sequence',
+              normalizers: [
+                { type: 'Prepend', prepend: '▁' },
+                { type: 'Replace', pattern: { String: ' ' }, content: '▁' },
+              ],
+            }
+          : null,
+      pre_tokenizer: ms
+        ? ms.prepend === 'legacy'
+          ? null
+          : metaspace(ms.prepend)
+        : this.pattern === GPT2_PATTERN
           ? byteLevel
           : {
               type: 'Sequence',
@@ -271,16 +403,28 @@ export class BpeTokenizer {
               ],
             },
       post_processor: null,
-      decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
+      decoder: ms
+        ? ms.prepend === 'legacy'
+          ? {
+              type: 'Sequence',
+              decoders: [
+                { type: 'Replace', pattern: { String: '▁' }, content: ' ' },
+                { type: 'ByteFallback' },
+                { type: 'Fuse' },
+                { type: 'Strip', content: ' ', start: 1, stop: 0 },
+              ],
+            }
+          : metaspace(ms.prepend)
+        : { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
       model: {
         type: 'BPE',
         dropout: null,
-        unk_token: null,
+        unk_token: ms?.unkToken ?? null,
         continuing_subword_prefix: '',
         end_of_word_suffix: '',
-        fuse_unk: false,
-        byte_fallback: false,
-        ignore_merges: false,
+        fuse_unk: ms !== undefined,
+        byte_fallback: ms?.byteFallback ?? false,
+        ignore_merges: this.ignoreMerges,
         vocab: Object.fromEntries([...this.vocab].sort((x, y) => x[1] - y[1])),
         merges: this.mergeList.map(([l, r]) => [l, r]),
       },
@@ -333,14 +477,14 @@ export type TokenizerJson = {
     normalized: boolean
     special: boolean
   }>
-  normalizer: null
-  pre_tokenizer: Record<string, unknown>
+  normalizer: Record<string, unknown> | null
+  pre_tokenizer: Record<string, unknown> | null
   post_processor: null
   decoder: Record<string, unknown>
   model: {
     type: 'BPE'
     dropout: null
-    unk_token: null
+    unk_token: string | null
     continuing_subword_prefix: string
     end_of_word_suffix: string
     fuse_unk: boolean
@@ -355,7 +499,14 @@ function invalid(source: string, what: string): never {
   throw new DatakitError('TOKENIZER_INVALID', `${source}: ${what}`)
 }
 
-/** Reads the parts of a `tokenizer.json` a byte-level BPE needs, refusing what it cannot honour. */
+/** The bytes of a SentencePiece-style token: `<0xNN>` is that byte, `▁` a space, the rest UTF-8. */
+function metaspaceBytes(token: string): Uint8Array {
+  const m = /^<0x([0-9A-Fa-f]{2})>$/.exec(token)
+  return m ? Uint8Array.of(parseInt(m[1]!, 16)) : utf8.encode(token.replaceAll('▁', ' '))
+}
+
+/** Reads the parts of a `tokenizer.json` a BPE needs (byte-level or SentencePiece-style), refusing what it cannot
+ * honour. */
 export function parseTokenizerJson(json: unknown, source: string): BpeTokenizerSpec {
   const j = json as Record<string, any>
   if (typeof j !== 'object' || j === null) invalid(source, 'expected a JSON object')
@@ -379,23 +530,76 @@ export function parseTokenizerJson(json: unknown, source: string): BpeTokenizerS
     (t: any, i: number) => {
       if (typeof t?.id !== 'number' || typeof t?.content !== 'string')
         invalid(source, `added_tokens[${i}] needs a numeric id and a string content`)
-      return { id: t.id, content: t.content }
+      if (t.single_word)
+        invalid(source, `added_tokens[${i}] (${JSON.stringify(t.content)}): single_word is not supported`)
+      return {
+        id: t.id,
+        content: t.content,
+        ...(t.special === false ? { special: false } : {}),
+        ...(t.lstrip ? { lstrip: true } : {}),
+        ...(t.rstrip ? { rstrip: true } : {}),
+      }
     },
   )
   const specialContents = new Set(specialTokens.map((t) => t.content))
   const vocab = new Map(Object.entries(model.vocab as Record<string, number>).filter(([t]) => !specialContents.has(t)))
-  return { vocab, merges, specialTokens, pattern: patternOf(j.pre_tokenizer, source) }
+  const metaspace = metaspaceOf(j, source)
+  if (metaspace) return { vocab, merges, specialTokens, metaspace }
+  if (model.byte_fallback) invalid(source, 'model.byte_fallback needs a SentencePiece-style (▁) vocabulary')
+  return {
+    vocab,
+    merges,
+    specialTokens,
+    ...patternOf(j.pre_tokenizer, source),
+    ...(model.ignore_merges ? { ignoreMerges: true } : {}),
+  }
 }
 
-function patternOf(pre: any, source: string): string {
+/** The SentencePiece-style settings of a tokenizer.json (Prepend/Replace normalizer or a Metaspace pre-tokenizer). */
+function metaspaceOf(j: Record<string, any>, source: string): BpeTokenizerSpec['metaspace'] {
+  const pre = j.pre_tokenizer,
+    norm = j.normalizer,
+    model = j.model
+  const normalizers: any[] = norm ? (norm.type === 'Sequence' ? norm.normalizers ?? [] : [norm]) : []
+  const prependN = normalizers.find((n) => n?.type === 'Prepend')
+  const common = {
+    byteFallback: model.byte_fallback === true,
+    ...(model.unk_token ? { unkToken: model.unk_token as string } : {}),
+  }
+  if (prependN) {
+    const replace = normalizers.find((n) => n?.type === 'Replace')
+    if (prependN.prepend !== '▁' || replace?.pattern?.String !== ' ' || replace?.content !== '▁' || pre)
+      invalid(source, 'normalizer: only Prepend "▁" with Replace " " → "▁" (and no pre_tokenizer) is supported')
+    return { prepend: 'legacy', ...common }
+  }
+  if (pre?.type === 'Metaspace') {
+    if (normalizers.length) invalid(source, `normalizer ${JSON.stringify(norm.type)} is not supported with Metaspace`)
+    if ((pre.replacement ?? '▁') !== '▁')
+      invalid(source, `pre_tokenizer.replacement ${JSON.stringify(pre.replacement)} is not supported; only "▁"`)
+    const scheme = pre.prepend_scheme ?? (pre.add_prefix_space === false ? 'never' : 'always')
+    if (!['first', 'always', 'never'].includes(scheme))
+      invalid(source, `pre_tokenizer.prepend_scheme ${JSON.stringify(scheme)} is not first, always or never`)
+    return { prepend: scheme as MetaspacePrepend, splitOnMetaspace: pre.split !== false, ...common }
+  }
+  if (norm) invalid(source, `normalizer ${JSON.stringify(norm.type)} is not supported`)
+  return undefined
+}
+
+function patternOf(pre: any, source: string): { pattern: string; byteLevelRegex?: boolean } {
   if (pre?.type === 'ByteLevel') {
     if (pre.add_prefix_space) invalid(source, 'pre_tokenizer.add_prefix_space = true is not supported; set it to false')
-    return GPT2_PATTERN
+    return { pattern: GPT2_PATTERN }
   }
-  if (pre?.type === 'Sequence' && Array.isArray(pre.pretokenizers)) {
-    const split = pre.pretokenizers.find((p: any) => p?.type === 'Split')
-    const byteLevel = pre.pretokenizers.find((p: any) => p?.type === 'ByteLevel')
-    if (split?.pattern?.Regex && byteLevel && !byteLevel.add_prefix_space) return split.pattern.Regex as string
+  if (pre?.type === 'Sequence' && Array.isArray(pre.pretokenizers) && pre.pretokenizers.length === 2) {
+    const [split, byteLevel] = pre.pretokenizers
+    if (split?.type === 'Split' && (split.behavior !== 'Isolated' || split.invert))
+      invalid(source, 'pre_tokenizer Split: only behavior "Isolated" without invert is supported')
+    const plainByteLevel = byteLevel?.type === 'ByteLevel' && !byteLevel.add_prefix_space
+    if (split?.type === 'Split' && split.pattern?.Regex && plainByteLevel)
+      return {
+        pattern: split.pattern.Regex as string,
+        ...(byteLevel.use_regex !== false ? { byteLevelRegex: true } : {}),
+      }
   }
   return invalid(
     source,

@@ -6,9 +6,68 @@
 /** GPT-2's pattern: contractions, letters, numbers and other runs, each with an optional leading space. */
 export const GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 
-/** Compiles a pre-tokenization pattern with the flags it needs (`g`, `u`). */
+/** Llama 3's pattern (also tiktoken's cl100k): case-insensitive contractions, letters with one leading non-letter,
+ * numbers of up to three digits. */
+export const LLAMA3_PATTERN =
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*" +
+  '|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+'
+
+/**
+ * Rewrites `(?i:…)` groups (Rust and Python regex syntax, which JavaScript lacks) into plain groups
+ * where each ASCII letter matches either case: `(?i:'s)` → `(?:'[sS])`. Escapes are kept as they are.
+ */
+export function expandCaseInsensitiveGroups(pattern: string): string {
+  let out = ''
+  let i = 0
+  while (i < pattern.length) {
+    if (pattern[i] === '\\') {
+      out += pattern.slice(i, i + 2)
+      i += 2
+      continue
+    }
+    if (!pattern.startsWith('(?i:', i)) {
+      out += pattern[i++]
+      continue
+    }
+    out += '(?:'
+    i += 4
+    let depth = 1,
+      inClass = false
+    while (i < pattern.length && depth > 0) {
+      const c = pattern[i]!
+      if (c === '\\') {
+        out += pattern.slice(i, i + 2)
+        i += 2
+        continue
+      }
+      const letter = /[a-zA-Z]/.test(c)
+      if (inClass) {
+        // a letter in a class gains its other case; a range a-z gains A-Z after it
+        if (c === ']') inClass = false
+        if (letter && pattern[i + 1] === '-' && /[a-zA-Z]/.test(pattern[i + 2] ?? '')) {
+          out += `${c}-${pattern[i + 2]}${swapCase(c)}-${swapCase(pattern[i + 2]!)}`
+          i += 3
+          continue
+        }
+        out += letter ? c + swapCase(c) : c
+      } else {
+        if (c === '[') inClass = true
+        if (c === '(') depth++
+        if (c === ')') depth--
+        out += letter ? `[${c}${swapCase(c)}]` : c
+      }
+      i++
+    }
+    if (depth > 0) throw new SyntaxError(`unterminated (?i: group in ${JSON.stringify(pattern)}`)
+  }
+  return out
+}
+
+const swapCase = (c: string) => (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase())
+
+/** Compiles a pre-tokenization pattern with the flags it needs (`g`, `u`); `(?i:…)` groups are expanded. */
 export function compilePattern(pattern: string): RegExp {
-  return new RegExp(pattern, 'gu')
+  return new RegExp(expandCaseInsensitiveGroups(pattern), 'gu')
 }
 
 /**
