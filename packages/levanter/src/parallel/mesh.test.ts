@@ -1,6 +1,7 @@
 import { LocalClient, withClient } from '@marin/fray'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
+import { isLevanterError } from '../errors.js'
 import { Dataset } from '../data/dataset.js'
 import { generate } from '../generate.js'
 import { createModel } from '../models/lm.js'
@@ -117,3 +118,29 @@ describe.each(Object.keys(MODELS))('%s on a mesh matches one process on the same
     60_000,
   )
 })
+
+test('a dead tensor-parallel member fails the step with REPLICA_FAILED naming it', async () => {
+  const processes = new LocalClient() // members as real processes, so one can be killed
+  const trainer = new Trainer(
+    { learningRate: 1e-2, batchSize: 4, mesh: { model: 2 } },
+    { trackers: [new MemoryTracker()] },
+  )
+  const pipeline = new Pipeline({
+    dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }),
+    model: createModel(MODELS.gpt2!, 3),
+    trainer,
+    maxSteps: 10,
+  })
+  trainer.addHook(2, () => {
+    process.kill((pipeline.engine as MeshEngine).pids[1]!, 'SIGKILL')
+  })
+  try {
+    await expect(withClient(processes, () => pipeline.run())).rejects.toSatisfy(
+      (e) =>
+        isLevanterError(e, 'REPLICA_FAILED') &&
+        /mesh step: member 1 of 2 failed.*resume from the last checkpoint/.test((e as Error).message),
+    )
+  } finally {
+    await processes.shutdown()
+  }
+}, 60_000)
