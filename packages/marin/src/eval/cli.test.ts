@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { trainBpe } from '@marin/datakit'
 import { openStore } from '@marin/finestore'
 import { Gpt2LM, exportHf, initBackend } from '@marin/levanter'
@@ -113,6 +114,28 @@ describe('marin eval', () => {
     const r = await cli(['eval', '--export-tasks', out, '--tasks', 'brown_cloze', '--size', '7'], join(dir, 'p2'))
     expect(r.code).toBe(0)
     expect((await readTaskFile(join(out, 'brown_cloze.jsonl'))).items).toHaveLength(7)
+  })
+
+  test('runs the lm-evaluation-harness core suite from --lm-eval-tasks with --data-dir', async () => {
+    const fix = fileURLToPath(new URL('./fixtures/lm-eval/', import.meta.url))
+    const args = ['eval', '--model-checkpoint', ckpt, '--tasks', 'core', '--lm-eval-tasks', fix, '--no-store', '--json']
+    const r = await cli([...args, '--data-dir', join(fix, 'data')], join(dir, 'p-lm'))
+    expect(r.err).toBe('')
+    expect(r.code).toBe(0)
+    const json = JSON.parse(r.out)
+    expect(Object.keys(json.tasks)).toEqual([
+      'arc_easy',
+      'arc_challenge',
+      'hellaswag',
+      'lambada_openai',
+      'piqa',
+      'winogrande',
+    ])
+    expect(json.tasks.arc_easy).toMatchObject({ kind: 'multiple_choice', samples: 4 })
+    expect(Object.keys(json.tasks.lambada_openai.metrics)).toEqual(['perplexity', 'acc'])
+    const missing = await cli(args, join(dir, 'p-lm'))
+    expect(missing.code).toBe(2)
+    expect(missing.err).toMatch(/arc_easy\.yaml: no local data .*--data-dir/)
   })
 
   test('bad usage exits 2 and names the problem', async () => {

@@ -10,6 +10,7 @@ import type { CliIo, Run } from '../cli/io.js'
 import { isMarinError } from '../errors.js'
 import { BUILTIN_TASKS, builtinTask } from './brown-tasks.js'
 import { evaluate, resolveTasks } from './evaluate.js'
+import { LM_EVAL_SUITES } from './lm-eval-task.js'
 import type { LanguageModel } from './language-model.js'
 import { loadModel } from '../serve/load-model.js'
 import { LocalLanguageModel } from './local-model.js'
@@ -29,6 +30,9 @@ type EvalOptions = {
   store: boolean
   json?: boolean
   exportTasks?: string
+  lmEvalTasks?: string
+  dataDir?: string
+  dataFiles?: string
 }
 
 /** Task problems the user can fix on the command line exit 2. */
@@ -54,9 +58,17 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
     .option('--api-key-file <file>', 'a file holding the API key for --endpoint')
     .option(
       '--tasks <list>',
-      `comma-separated built-in tasks (${BUILTIN_TASKS.join(', ')}) and .jsonl task files`,
+      `comma-separated built-in tasks (${BUILTIN_TASKS.join(', ')}), .jsonl task files, ` +
+        'lm-evaluation-harness task .yaml files, names of tasks under --lm-eval-tasks, and suites ' +
+        `(${Object.keys(LM_EVAL_SUITES).join(', ')})`,
       BUILTIN_TASKS.join(','),
     )
+    .option('--lm-eval-tasks <dir>', 'a folder of lm-evaluation-harness task YAML, searched for task names and suites')
+    .option(
+      '--data-dir <dir>',
+      'local datasets for lm-eval tasks: <dir>/<dataset_path>/[<dataset_name>/]<split>.jsonl or .parquet',
+    )
+    .option('--data-files <file>', 'a JSONL or Parquet file with the documents of the (single) lm-eval task')
     .option('--limit <n>', 'evaluate at most n items per task', intArg('a count'))
     .option('--size <n>', 'items in each built-in task (default 200)', intArg('a count'))
     .option('--artifact <name>', 'finestore artifact for the results', 'eval/results')
@@ -80,7 +92,12 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
         }
         if (!o.modelCheckpoint === !o.endpoint)
           throw new UsageError('eval: give exactly one of --model-checkpoint PATH|ARTIFACT and --endpoint URL')
-        const tasks = await usage(() => resolveTasks(specs, { size: o.size }))
+        const lmEval = {
+          ...(o.lmEvalTasks ? { tasksDir: o.lmEvalTasks } : {}),
+          ...(o.dataDir ? { dataDir: o.dataDir } : {}),
+          ...(o.dataFiles ? { dataFiles: o.dataFiles } : {}),
+        }
+        const tasks = await usage(() => resolveTasks(specs, { size: o.size, lmEval }))
         const store = await openStore({ url: storeUrl(prefixOf(io)) })
         let model: LanguageModel
         const lineage: string[] = []

@@ -1,28 +1,61 @@
 /** @module Run a suite of tasks against a model, store the results in finestore and return them as JSON. */
 import type { JsonObject, Store } from '@marin/finestore'
 import { logger } from '@marin/rigging'
-import { builtinTask } from './brown-tasks.js'
+import { MarinError } from '../errors.js'
+import { BUILTIN_TASKS, builtinTask } from './brown-tasks.js'
 import type { BuiltinTaskOptions } from './brown-tasks.js'
 import type { LanguageModel } from './language-model.js'
 import { storeResults, summarize } from './results-store.js'
 import type { EvalSummary } from './results-store.js'
 import { runTask } from './run-task.js'
 import type { TaskResult } from './run-task.js'
+import { LM_EVAL_SUITES, findTaskYaml, readLmEvalTask } from './lm-eval-task.js'
+import type { LmEvalOptions, LmEvalTask } from './lm-eval-task.js'
 import { readTaskFile } from './task.js'
 import type { EvalTask } from './task.js'
 
 const log = logger('marin').child({ component: 'eval' })
 
-/** Tasks from names: a `.jsonl` path is a user task file, anything else a built-in task. */
-export async function resolveTasks(specs: readonly string[], builtin: BuiltinTaskOptions = {}): Promise<EvalTask[]> {
-  const out: EvalTask[] = []
-  for (const s of specs) out.push(s.endsWith('.jsonl') ? await readTaskFile(s) : builtinTask(s, builtin))
+export type ResolveTasksOptions = BuiltinTaskOptions & {
+  /** Where lm-evaluation-harness task YAML and its data are found. */
+  readonly lmEval?: LmEvalOptions
+}
+
+/**
+ * Tasks from names: a `.jsonl` path is a task file; a `.yaml`/`.yml` path an lm-evaluation-harness
+ * task; a suite name (`core`, see `LM_EVAL_SUITES`) its tasks; a built-in task name that task; any
+ * other name an lm-eval task found by its `task:` under `lmEval.tasksDir`.
+ */
+export async function resolveTasks(
+  specs: readonly string[],
+  o: ResolveTasksOptions = {},
+): Promise<(EvalTask | LmEvalTask)[]> {
+  const out: (EvalTask | LmEvalTask)[] = []
+  const lm = o.lmEval ?? {}
+  const byName = async (name: string) => {
+    if (lm.tasksDir === undefined)
+      throw new MarinError(
+        'BAD_CONFIG',
+        `task "${name}" is not built in (${BUILTIN_TASKS.join(', ')}); for an lm-evaluation-harness ` +
+          `task pass --lm-eval-tasks DIR (a folder of its task YAML) or the YAML file's path`,
+      )
+    const file = findTaskYaml(lm.tasksDir, name)
+    if (!file) throw new MarinError('BAD_CONFIG', `task ${name}: no YAML under ${lm.tasksDir} has "task: ${name}"`)
+    return readLmEvalTask(file, lm)
+  }
+  for (const s of specs) {
+    if (s.endsWith('.jsonl')) out.push(await readTaskFile(s))
+    else if (/\.ya?ml$/.test(s)) out.push(await readLmEvalTask(s, lm))
+    else if (LM_EVAL_SUITES[s]) for (const n of LM_EVAL_SUITES[s]) out.push(await byName(n))
+    else if ((BUILTIN_TASKS as readonly string[]).includes(s)) out.push(builtinTask(s, o))
+    else out.push(await byName(s))
+  }
   return out
 }
 
 export type EvaluateOptions = {
   readonly model: LanguageModel
-  readonly tasks: readonly EvalTask[]
+  readonly tasks: readonly (EvalTask | LmEvalTask)[]
   /** Items per task. */
   readonly limit?: number
   /** Where to store results; without it nothing is stored. */

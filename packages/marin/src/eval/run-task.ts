@@ -2,6 +2,8 @@
 import type { LanguageModel } from './language-model.js'
 import { splitBoundary } from './language-model.js'
 import { mean, meanStderr, ratioWithStderr, utf8Length } from './stats.js'
+import type { LmEvalOutputType, LmEvalTask } from './lm-eval-task.js'
+import { runLmEvalTask } from './lm-eval-run.js'
 import type { EvalTask, GenerationItem, MultipleChoiceItem, PerplexityItem, TaskKind } from './task.js'
 
 /** One metric of a task: its value and the standard error of that value. */
@@ -10,7 +12,8 @@ export type MetricValue = { readonly metric: string; readonly value: number; rea
 /** What a task produced: metrics, the number of samples and one record per sample. */
 export type TaskResult = {
   readonly task: string
-  readonly kind: TaskKind
+  /** The JSONL task kind, or the lm-eval task's `output_type`. */
+  readonly kind: TaskKind | LmEvalOutputType
   readonly model: string
   readonly samples: number
   readonly metrics: readonly MetricValue[]
@@ -112,8 +115,13 @@ async function perplexity(model: LanguageModel, items: readonly PerplexityItem[]
  * Evaluate one task.
  * @example const r = await runTask(new LocalLanguageModel(model, tok), await readTaskFile('cloze.jsonl'))
  */
-export async function runTask(model: LanguageModel, task: EvalTask, options: RunTaskOptions = {}): Promise<TaskResult> {
+export async function runTask(
+  model: LanguageModel,
+  task: EvalTask | LmEvalTask,
+  options: RunTaskOptions = {},
+): Promise<TaskResult> {
   const limit = options.limit ?? Infinity
+  if (task.kind === 'lm_eval') return runLmEvalTask(model, task, limit)
   const out =
     task.kind === 'multiple_choice'
       ? await multipleChoice(model, task.items.slice(0, limit))

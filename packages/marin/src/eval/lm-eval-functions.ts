@@ -1,0 +1,52 @@
+/**
+ * @module Built-in equivalents of the Python functions lm-evaluation-harness task YAML names with
+ * `!function` (`process_docs`, `doc_to_*`), for the tasks Marin runs. Each reproduces the upstream
+ * function's behaviour on one document.
+ */
+
+/** One dataset row. */
+export type Doc = Record<string, unknown>
+/** A `!function`: a document to a value (`process_docs`: the processed document). */
+export type DocFunction = (doc: Doc) => unknown
+
+const str = (v: unknown) => (typeof v === 'string' ? v : String(v))
+
+/** HellaSwag's text clean-up: " [title]" becomes ". ", other bracketed tags go, double spaces close up. */
+function hellaswagPreprocess(text: string): string {
+  return text
+    .trim()
+    .replace(/ \[title\]/g, '. ')
+    .replace(/\[.*?\]/g, '')
+    .replace(/ {2}/g, ' ')
+}
+
+const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1).toLowerCase()
+
+const FUNCTIONS: Readonly<Record<string, Readonly<Record<string, DocFunction>>>> = {
+  hellaswag: {
+    'utils.process_docs': (doc) => ({
+      ...doc,
+      query: hellaswagPreprocess(`${str(doc.activity_label)}: ${str(doc.ctx_a)} ${capitalize(str(doc.ctx_b))}`),
+      choices: (doc.endings as unknown[]).map((e) => hellaswagPreprocess(str(e))),
+      gold: Number.parseInt(str(doc.label), 10),
+    }),
+  },
+  winogrande: {
+    'preprocess_winogrande.doc_to_text': (doc) => ({ '1': 0, '2': 1 })[str(doc.answer)],
+    'preprocess_winogrande.doc_to_target': (doc) => {
+      const s = str(doc.sentence)
+      return s.slice(s.indexOf('_') + 1).trim()
+    },
+    'preprocess_winogrande.doc_to_choice': (doc) => {
+      const s = str(doc.sentence),
+        i = s.indexOf('_')
+      return [doc.option1, doc.option2].map((o) => s.slice(0, i) + str(o))
+    },
+  },
+}
+
+/** The built-in for `!function name` in task `task` (matched by its family: `hellaswag…`, `winogrande…`). */
+export function knownFunction(task: string, name: string): DocFunction | undefined {
+  for (const [family, fns] of Object.entries(FUNCTIONS)) if (task.startsWith(family) && fns[name]) return fns[name]
+  return undefined
+}

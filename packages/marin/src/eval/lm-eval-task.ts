@@ -1,0 +1,307 @@
+/**
+ * @module lm-evaluation-harness task YAML: read a task definition (`include`s merged, `!function`
+ * references mapped to built-in equivalents) and its documents from local JSONL or Parquet files,
+ * so tasks such as ARC, HellaSwag, PIQA, LAMBADA and Winogrande run unchanged when their data is on
+ * disk. Running is in `lm-eval-run.ts`.
+ *
+ * Where the documents come from, first match wins: the `dataFiles` override; the YAML's
+ * `dataset_kwargs.data_files` (a path, a list, or `{split: path}`; relative to the YAML file);
+ * `<dataDir>/<dataset_path>/[<dataset_name>/]<split>.{jsonl,json,parquet}`. The split is the task's
+ * `test_split`, else `validation_split`, else `training_split`, as lm-eval picks it.
+ */
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs'
+import { dirname, extname, join, resolve } from 'node:path'
+import { ParquetReader } from '@marin/zephyr'
+import { parse as parseYaml } from 'yaml'
+import { z } from 'zod'
+import { MarinError } from '../errors.js'
+import { knownFunction } from './lm-eval-functions.js'
+import type { Doc, DocFunction } from './lm-eval-functions.js'
+
+export const LM_EVAL_OUTPUT_TYPES = [
+  'multiple_choice',
+  'loglikelihood',
+  'generate_until',
+  'loglikelihood_rolling',
+] as const
+export type LmEvalOutputType = (typeof LM_EVAL_OUTPUT_TYPES)[number]
+
+/** Metrics each output type can compute, and its defaults when `metric_list` is absent. */
+export const LM_EVAL_METRICS: Readonly<Record<LmEvalOutputType, { all: readonly string[]; defaults: string[] }>> = {
+  multiple_choice: { all: ['acc', 'acc_norm'], defaults: ['acc'] },
+  loglikelihood: { all: ['perplexity', 'acc'], defaults: ['perplexity', 'acc'] },
+  generate_until: { all: ['exact_match'], defaults: ['exact_match'] },
+  loglikelihood_rolling: {
+    all: ['word_perplexity', 'byte_perplexity', 'bits_per_byte'],
+    defaults: ['word_perplexity', 'byte_perplexity', 'bits_per_byte'],
+  },
+}
+
+/** A `doc_to_*` field: a Jinja template or column name, a constant (index or list), or a function. */
+export type DocField = string | number | readonly unknown[] | DocFunction
+
+export type LmEvalMetric = {
+  readonly metric: string
+  readonly ignoreCase: boolean
+  readonly ignorePunctuation: boolean
+  readonly regexesToIgnore: readonly string[]
+}
+
+/** A task read from lm-eval YAML: what to ask of each document and which metrics to report. */
+export type LmEvalTask = {
+  readonly name: string
+  readonly kind: 'lm_eval'
+  readonly outputType: LmEvalOutputType
+  /** The YAML file. */
+  readonly source: string
+  readonly docs: readonly Doc[]
+  readonly docToText: DocField
+  readonly docToTarget: DocField
+  readonly docToChoice?: DocField
+  readonly description: string
+  readonly targetDelimiter: string
+  readonly until: readonly string[]
+  readonly maxGenTokens: number
+  readonly multipleInputs: boolean
+  readonly metrics: readonly LmEvalMetric[]
+}
+
+export type LmEvalOptions = {
+  /** Documents from this JSONL or Parquet file instead of what the YAML names. */
+  readonly dataFiles?: string
+  /** Root of local copies: `<dataDir>/<dataset_path>/[<dataset_name>/]<split>.{jsonl,json,parquet}`. */
+  readonly dataDir?: string
+  /** Where task YAML files are looked up by task name (suites, bare names). */
+  readonly tasksDir?: string
+}
+
+/** Marin's core tasks as lm-eval names. */
+export const LM_EVAL_SUITES: Readonly<Record<string, readonly string[]>> = {
+  core: ['arc_easy', 'arc_challenge', 'hellaswag', 'lambada_openai', 'piqa', 'winogrande'],
+}
+
+const FN_TAG = '!function'
+const yamlTags = [{ tag: FN_TAG, resolve: (name: string) => ({ [FN_TAG]: name }) }]
+
+const Field = z.union([z.string(), z.number(), z.array(z.unknown()), z.object({ [FN_TAG]: z.string() })])
+const Config = z.looseObject({
+  task: z.string().min(1),
+  output_type: z.enum(LM_EVAL_OUTPUT_TYPES).default('generate_until'),
+  dataset_path: z.string().nullish(),
+  dataset_name: z.string().nullish(),
+  dataset_kwargs: z.looseObject({ data_files: z.unknown().optional() }).nullish(),
+  test_split: z.string().nullish(),
+  validation_split: z.string().nullish(),
+  training_split: z.string().nullish(),
+  process_docs: z.object({ [FN_TAG]: z.string() }).nullish(),
+  doc_to_text: Field.nullish(),
+  doc_to_target: Field.nullish(),
+  doc_to_choice: Field.nullish(),
+  description: z.string().nullish(),
+  target_delimiter: z.string().nullish(),
+  fewshot_delimiter: z.string().nullish(),
+  num_fewshot: z.number().int().min(0).nullish(),
+  multiple_inputs: z.boolean().nullish(),
+  generation_kwargs: z
+    .looseObject({
+      until: z.union([z.string(), z.array(z.string())]).optional(),
+      max_gen_toks: z.number().int().positive().optional(),
+    })
+    .nullish(),
+  metric_list: z
+    .array(
+      z.looseObject({
+        metric: z.string(),
+        ignore_case: z.boolean().optional(),
+        ignore_punctuation: z.boolean().optional(),
+        regexes_to_ignore: z.array(z.string()).optional(),
+      }),
+    )
+    .nullish(),
+})
+
+const bad = (file: string, msg: string) => new MarinError('BAD_CONFIG', `${file}: ${msg}`)
+
+/** The YAML as an object, `include`s merged underneath (relative to the including file). */
+function readMerged(file: string, seen: string[] = []): Record<string, unknown> {
+  if (seen.includes(file)) throw bad(file, `include cycle: ${[...seen, file].join(' → ')}`)
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (err) {
+    throw new MarinError('BAD_CONFIG', `task file ${file}: cannot read it; check the path`, { cause: err })
+  }
+  let y: unknown
+  try {
+    y = parseYaml(text, { customTags: yamlTags })
+  } catch (err) {
+    throw bad(file, `not valid YAML: ${(err as Error).message}`)
+  }
+  if (typeof y !== 'object' || y === null || Array.isArray(y)) throw bad(file, 'expected a YAML mapping')
+  const own = y as Record<string, unknown>
+  if (typeof own.include !== 'string') return own
+  const base = readMerged(resolve(dirname(file), own.include), [...seen, file])
+  const { include: _, ...rest } = own
+  return { ...base, ...rest }
+}
+
+function dataFilesFor(spec: unknown, split: string, file: string): string[] | undefined {
+  if (spec == null) return undefined
+  if (typeof spec === 'string') return [spec]
+  if (Array.isArray(spec) && spec.every((x) => typeof x === 'string')) return spec as string[]
+  if (typeof spec === 'object' && !Array.isArray(spec)) {
+    const v = (spec as Record<string, unknown>)[split]
+    if (v === undefined)
+      throw bad(file, `dataset_kwargs.data_files has no "${split}" split (has ${Object.keys(spec).join(', ')})`)
+    return dataFilesFor(v, split, file)
+  }
+  throw bad(file, 'dataset_kwargs.data_files must be a path, a list of paths, or {split: path}')
+}
+
+async function readDocsFile(path: string, what: string): Promise<Doc[]> {
+  if (extname(path) === '.parquet') {
+    const out: Doc[] = []
+    try {
+      for await (const row of new ParquetReader({ path })) out.push(row)
+    } catch (err) {
+      throw new MarinError('BAD_CONFIG', `${what}: cannot read Parquet ${path}: ${(err as Error).message}`, {
+        cause: err,
+      })
+    }
+    return out
+  }
+  const lines = readFileSync(path, 'utf8').split('\n')
+  const out: Doc[] = []
+  lines.forEach((l, i) => {
+    if (l.trim() === '') return
+    try {
+      out.push(JSON.parse(l) as Doc)
+    } catch {
+      throw new MarinError('BAD_CONFIG', `${what}: ${path}:${i + 1} is not a JSON object; write one per line`)
+    }
+  })
+  return out
+}
+
+async function loadDocs(c: z.output<typeof Config>, file: string, o: LmEvalOptions): Promise<Doc[]> {
+  const split = c.test_split ?? c.validation_split ?? c.training_split
+  let files: string[] | undefined
+  if (o.dataFiles !== undefined) files = [o.dataFiles]
+  else {
+    const named = split === undefined || split === null ? undefined : split
+    const fromYaml = dataFilesFor(c.dataset_kwargs?.data_files, named ?? 'train', file)
+    if (fromYaml) files = fromYaml.map((f) => resolve(dirname(file), f))
+    else {
+      if (!named) throw bad(file, 'names no test_split, validation_split or training_split to evaluate')
+      const parts = [c.dataset_path ?? '', c.dataset_name ?? ''].filter(Boolean)
+      const tried = ['.jsonl', '.json', '.parquet'].map((ext) => join(o.dataDir ?? '<data-dir>', ...parts, named + ext))
+      const hit = o.dataDir !== undefined ? tried.find((p) => existsSync(p)) : undefined
+      if (!hit)
+        throw bad(
+          file,
+          `no local data for task ${c.task}: looked for ${tried.join(', ')}; ` +
+            `pass --data-dir DIR holding ${[...parts, named].join('/')}.jsonl (or .parquet), ` +
+            `or --data-files FILE, or set dataset_kwargs.data_files`,
+        )
+      files = [hit]
+    }
+  }
+  const docs: Doc[] = []
+  for (const f of files) {
+    if (!existsSync(f)) throw bad(file, `data file ${f} does not exist`)
+    docs.push(...(await readDocsFile(f, file)))
+  }
+  if (docs.length === 0) throw bad(file, `no documents in ${files.join(', ')}`)
+  return docs
+}
+
+function field(v: z.output<typeof Field> | null | undefined, key: string, task: string, file: string) {
+  if (v == null) return undefined
+  if (typeof v === 'object' && !Array.isArray(v)) {
+    const name = (v as Record<string, string>)[FN_TAG]!
+    const fn = knownFunction(task, name)
+    if (!fn) throw bad(file, `${key}: !function ${name} is Python, and has no built-in equivalent for task ${task}`)
+    return fn
+  }
+  return v as DocField
+}
+
+/**
+ * Read an lm-eval task YAML and its documents.
+ * @example const task = await readLmEvalTask('tasks/arc/arc_easy.yaml', { dataDir: 'data' })
+ */
+export async function readLmEvalTask(file: string, o: LmEvalOptions = {}): Promise<LmEvalTask> {
+  const raw = readMerged(file)
+  const parsed = Config.safeParse(raw)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    throw bad(file, `${issue.path.join('.') || '(file)'}: ${issue.message}`)
+  }
+  const c = parsed.data
+  if ((c.num_fewshot ?? 0) > 0)
+    throw bad(file, `num_fewshot: ${c.num_fewshot} few-shot examples are not supported; set it to 0`)
+  const type = c.output_type
+  const metrics = (c.metric_list ?? LM_EVAL_METRICS[type].defaults.map((metric) => ({ metric }))).map((m) => {
+    if (!LM_EVAL_METRICS[type].all.includes(m.metric))
+      throw bad(
+        file,
+        `metric_list: ${m.metric} is not computed for output_type ${type}; ` +
+          `use ${LM_EVAL_METRICS[type].all.join(', ')}`,
+      )
+    const e = m as { ignore_case?: boolean; ignore_punctuation?: boolean; regexes_to_ignore?: string[] }
+    return {
+      metric: m.metric,
+      ignoreCase: e.ignore_case ?? false,
+      ignorePunctuation: e.ignore_punctuation ?? false,
+      regexesToIgnore: e.regexes_to_ignore ?? [],
+    }
+  })
+  const docToText = field(c.doc_to_text, 'doc_to_text', c.task, file)
+  const docToTarget = field(c.doc_to_target, 'doc_to_target', c.task, file)
+  const docToChoice = field(c.doc_to_choice, 'doc_to_choice', c.task, file)
+  if (docToText === undefined && type !== 'loglikelihood_rolling') throw bad(file, 'doc_to_text: missing')
+  if (docToTarget === undefined) throw bad(file, 'doc_to_target: missing')
+  if (type === 'multiple_choice' && docToChoice === undefined) throw bad(file, 'doc_to_choice: missing')
+  let docs = await loadDocs(c, file, o)
+  if (c.process_docs) {
+    const name = c.process_docs[FN_TAG]
+    const fn = knownFunction(c.task, name)
+    if (!fn) throw bad(file, `process_docs: !function ${name} is Python, and has no built-in equivalent`)
+    docs = docs.map((d) => fn(d) as Doc)
+  }
+  const until = c.generation_kwargs?.until
+  return {
+    name: c.task,
+    kind: 'lm_eval',
+    outputType: type,
+    source: file,
+    docs,
+    docToText: docToText ?? '',
+    docToTarget,
+    ...(docToChoice !== undefined ? { docToChoice } : {}),
+    description: c.description ?? '',
+    targetDelimiter: c.target_delimiter ?? ' ',
+    until: until === undefined ? [c.fewshot_delimiter ?? '\n\n'] : typeof until === 'string' ? [until] : until,
+    maxGenTokens: c.generation_kwargs?.max_gen_toks ?? 256,
+    multipleInputs: c.multiple_inputs ?? false,
+    metrics,
+  }
+}
+
+/** Every `*.yaml` under `dir` whose own `task:` is `name` (the first found), or undefined. */
+export function findTaskYaml(dir: string, name: string): string | undefined {
+  const walk = (d: string): string | undefined => {
+    for (const e of readdirSync(d).sort()) {
+      const p = join(d, e)
+      if (statSync(p).isDirectory()) {
+        const hit = walk(p)
+        if (hit) return hit
+      } else if (e.endsWith('.yaml') || e.endsWith('.yml')) {
+        const m = /^task:\s*(\S+)\s*$/m.exec(readFileSync(p, 'utf8'))
+        if (m?.[1] === name) return p
+      }
+    }
+    return undefined
+  }
+  return walk(dir)
+}
