@@ -40,6 +40,8 @@ export type BpeTokenizerSpec = {
   specialTokens?: ReadonlyArray<SpecialToken>
   /** Pre-tokenization regex source (byte-level). @default GPT2_PATTERN */
   pattern?: string
+  /** Ids a post-processor puts around a single text (`TemplateProcessing`: Llama's BOS), added on request. */
+  template?: { readonly before: readonly number[]; readonly after: readonly number[] }
   /** Byte-level: after `pattern`, split each piece again with GPT-2's pattern (a ByteLevel step with use_regex). */
   byteLevelRegex?: boolean
   /** Byte-level: a piece found whole in the vocabulary is that token, merges aside. @default false */
@@ -64,6 +66,9 @@ export type EncodeOptions = {
    * `'match'` turns them into their special ids. @default 'ignore'
    */
   specials?: 'ignore' | 'match'
+  /** Put the post-processor's special tokens (such as BOS) around the ids, as Hugging Face's
+   * `add_special_tokens`. @default false */
+  addSpecialTokens?: boolean
 }
 
 const utf8 = new TextEncoder()
@@ -85,6 +90,7 @@ export class BpeTokenizer {
   private readonly re2: RegExp | undefined
   private readonly ignoreMerges: boolean
   private readonly metaspace: BpeTokenizerSpec['metaspace']
+  readonly template: BpeTokenizerSpec['template']
   private readonly unkId: number | undefined
   /** added tokens matched in `'match'` mode (all) and always (the non-special ones) */
   private readonly specialRe: RegExp | undefined
@@ -108,6 +114,7 @@ export class BpeTokenizer {
     this.re2 = spec.byteLevelRegex ? compilePattern(GPT2_PATTERN) : undefined
     this.ignoreMerges = spec.ignoreMerges ?? false
     this.metaspace = spec.metaspace
+    this.template = spec.template
     this.specialTokens = [...(spec.specialTokens ?? [])]
     this.vocab = new Map(spec.vocab)
     const size = Math.max(-1, ...this.vocab.values(), ...this.specialTokens.map((t) => t.id)) + 1
@@ -195,12 +202,15 @@ export class BpeTokenizer {
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
-    const out: number[] = []
+    const out: number[] = options.addSpecialTokens && this.template ? [...this.template.before] : []
+    this.encodeText(text, options, out)
+    if (options.addSpecialTokens && this.template) out.push(...this.template.after)
+    return out
+  }
+
+  private encodeText(text: string, options: EncodeOptions, out: number[]): void {
     const re = options.specials === 'match' ? this.specialRe : this.addedRe
-    if (!re) {
-      this.encodeOrdinary(text, true, out)
-      return out
-    }
+    if (!re) return this.encodeOrdinary(text, true, out)
     let last = 0
     re.lastIndex = 0
     for (let m = re.exec(text); m !== null; m = re.exec(text)) {
@@ -209,7 +219,6 @@ export class BpeTokenizer {
       last = m.index + m[0].length
     }
     if (last < text.length) this.encodeOrdinary(text.slice(last), last === 0, out)
-    return out
   }
 
   /** Encodes many texts; the same as mapping `encode`, sharing the piece cache. */
@@ -402,7 +411,7 @@ export class BpeTokenizer {
                 byteLevel,
               ],
             },
-      post_processor: null,
+      post_processor: this.template ? this.templateJson(this.template) : null,
       decoder: ms
         ? ms.prepend === 'legacy'
           ? {
@@ -428,6 +437,19 @@ export class BpeTokenizer {
         vocab: Object.fromEntries([...this.vocab].sort((x, y) => x[1] - y[1])),
         merges: this.mergeList.map(([l, r]) => [l, r]),
       },
+    }
+  }
+
+  private templateJson(t: NonNullable<BpeTokenizerSpec['template']>): Record<string, unknown> {
+    const item = (id: number) => ({ SpecialToken: { id: this.tokens[id]!, type_id: 0 } })
+    const ids = [...new Set([...t.before, ...t.after])]
+    return {
+      type: 'TemplateProcessing',
+      single: [...t.before.map(item), { Sequence: { id: 'A', type_id: 0 } }, ...t.after.map(item)],
+      pair: [],
+      special_tokens: Object.fromEntries(
+        ids.map((id) => [this.tokens[id]!, { id: this.tokens[id]!, ids: [id], tokens: [this.tokens[id]!] }]),
+      ),
     }
   }
 
@@ -479,7 +501,7 @@ export type TokenizerJson = {
   }>
   normalizer: Record<string, unknown> | null
   pre_tokenizer: Record<string, unknown> | null
-  post_processor: null
+  post_processor: Record<string, unknown> | null
   decoder: Record<string, unknown>
   model: {
     type: 'BPE'
@@ -543,8 +565,9 @@ export function parseTokenizerJson(json: unknown, source: string): BpeTokenizerS
   )
   const specialContents = new Set(specialTokens.map((t) => t.content))
   const vocab = new Map(Object.entries(model.vocab as Record<string, number>).filter(([t]) => !specialContents.has(t)))
+  const template = templateOf(j.post_processor, source)
   const metaspace = metaspaceOf(j, source)
-  if (metaspace) return { vocab, merges, specialTokens, metaspace }
+  if (metaspace) return { vocab, merges, specialTokens, metaspace, ...(template ? { template } : {}) }
   if (model.byte_fallback) invalid(source, 'model.byte_fallback needs a SentencePiece-style (▁) vocabulary')
   return {
     vocab,
@@ -552,7 +575,31 @@ export function parseTokenizerJson(json: unknown, source: string): BpeTokenizerS
     specialTokens,
     ...patternOf(j.pre_tokenizer, source),
     ...(model.ignore_merges ? { ignoreMerges: true } : {}),
+    ...(template ? { template } : {}),
   }
+}
+
+/** The ids a TemplateProcessing post-processor (alone or in a Sequence) puts around a single text. */
+function templateOf(post: any, source: string): BpeTokenizerSpec['template'] {
+  const inSequence = post?.type === 'Sequence' && Array.isArray(post.processors)
+  const t = inSequence ? post.processors.find((p: any) => p?.type === 'TemplateProcessing') : post
+  if (t?.type !== 'TemplateProcessing') return undefined
+  if (!Array.isArray(t.single)) invalid(source, 'post_processor.single must be an array')
+  const before: number[] = [],
+    after: number[] = []
+  let seen = false
+  for (const item of t.single) {
+    if (item?.Sequence) {
+      seen = true
+      continue
+    }
+    const name = item?.SpecialToken?.id
+    const ids = t.special_tokens?.[name]?.ids
+    if (!Array.isArray(ids) || !ids.every((i: unknown) => typeof i === 'number'))
+      invalid(source, `post_processor.special_tokens has no ids for ${JSON.stringify(name)}`)
+    ;(seen ? after : before).push(...(ids as number[]))
+  }
+  return before.length || after.length ? { before, after } : undefined
 }
 
 /** The SentencePiece-style settings of a tokenizer.json (Prepend/Replace normalizer or a Metaspace pre-tokenizer). */

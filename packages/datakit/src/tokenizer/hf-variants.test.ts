@@ -27,6 +27,12 @@ describe.each(NAMES)('%s tokenizer.json', (name) => {
     }
   })
 
+  test("with addSpecialTokens, the post-processor's template (BOS) surrounds the ids", async () => {
+    const tok = await load(name)
+    for (const c of reference[`${name} with special tokens`]!)
+      expect(tok.encode(c.text, { specials: 'match', addSpecialTokens: true }), JSON.stringify(c.text)).toEqual(c.ids)
+  })
+
   test('decodes the ids back to the text', async () => {
     const tok = await load(name)
     // As Hugging Face's Metaspace decoder does, the first space goes: the text's own when it had one (no ▁ added).
@@ -38,6 +44,8 @@ describe.each(NAMES)('%s tokenizer.json', (name) => {
     const tok = await load(name)
     const again = BpeTokenizer.fromJSON(JSON.parse(JSON.stringify(tok.toJSON())))
     for (const c of reference[name]!) expect(again.encode(c.text, { specials: c.specials })).toEqual(c.ids)
+    for (const c of reference[`${name} with special tokens`]!)
+      expect(again.encode(c.text, { specials: 'match', addSpecialTokens: true })).toEqual(c.ids)
   })
 })
 

@@ -66,11 +66,13 @@ def llama3_json():
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": LLAMA3_PATTERN}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
-        "post_processor": {"type": "TemplateProcessing",
-                           "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
-                                      {"Sequence": {"id": "A", "type_id": 0}}],
-                           "pair": [], "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>",
-                                                                                 "ids": [n], "tokens": ["<|begin_of_text|>"]}}},
+        "post_processor": {"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+            {"type": "TemplateProcessing",
+             "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                        {"Sequence": {"id": "A", "type_id": 0}}],
+             "pair": [], "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>",
+                                                                   "ids": [n], "tokens": ["<|begin_of_text|>"]}}}]},
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
@@ -240,6 +242,22 @@ TEXTS = [
 ]
 
 
+def template(tok, ids):
+    """The post-processor's TemplateProcessing `single`: its special tokens around the sequence."""
+    post = tok["post_processor"]
+    if post and post["type"] == "Sequence":
+        post = next((p for p in post["processors"] if p["type"] == "TemplateProcessing"), None)
+    if not post or post["type"] != "TemplateProcessing":
+        return ids
+    out = []
+    for item in post["single"]:
+        if "Sequence" in item:
+            out.extend(ids)
+        else:
+            out.extend(post["special_tokens"][item["SpecialToken"]["id"]]["ids"])
+    return out
+
+
 def main():
     out = {}
     for name, make in [("llama3-style", llama3_json), ("llama2-style", llama2_json), ("mistral-style", mistral_json)]:
@@ -249,6 +267,8 @@ def main():
             f.write("\n")
         out[name] = [{"text": t, "specials": s, "ids": encode(tok, t, s == "match")}
                      for t in TEXTS for s in ("ignore", "match")]
+        out[name + " with special tokens"] = [{"text": t, "specials": "match", "ids": template(tok, encode(tok, t, True))}
+                                              for t in TEXTS]
     with open(os.path.join(HERE, "reference-ids.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")
