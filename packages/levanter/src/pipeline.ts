@@ -101,6 +101,8 @@ export class Pipeline {
     const shapes = new Map([...model.params].map(([k, v]) => [k, v.shape]))
     const peak = c.peakFlops ?? (await measurePeakFlops()) * members
     const flopsPerToken = model.flopsPerToken(seqLen)
+    // parameters + AdamW moments, 12 bytes a float, on each member (or this process)
+    const ownedBytes = engine instanceof MeshEngine ? engine.ownedBytesPerMember() : 12 * model.numParams()
     const losses: number[] = []
     let start = 0,
       last: StepInfo | undefined,
@@ -151,6 +153,7 @@ export class Pipeline {
           'train/grad_norm': gradNorm,
           'throughput/tokens_per_sec': tokensPerSec,
           'throughput/mfu': info.mfu,
+          'memory/params_and_adamw_bytes_per_member': ownedBytes,
         }
         if (info.step % c.logEvery === 0 || info.step === maxSteps)
           for (const t of trackers) await t.log(info.step, metrics)

@@ -139,6 +139,11 @@ export class MeshEngine implements Engine {
     return { weights: new Map(full.weights), optimizer: new Map(full.optimizer), count: full.count }
   }
 
+  /** Bytes of parameters + AdamW moments the member that owns most keeps (what `member.memory().ownedBytes` says). */
+  ownedBytesPerMember(): number {
+    return 12 * this.layout.reduce((a, lp) => a + lp.owned, 0)
+  }
+
   /** How the members hold the parameters, as a sharded checkpoint records it. */
   checkpointLayout(): ShardedLayout {
     return { data: this.mesh.data, model: this.mesh.model, fsdp: this.fsdp, layout: this.layout }

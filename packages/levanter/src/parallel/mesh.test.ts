@@ -38,6 +38,8 @@ type Run = {
   text: number[]
   ownedBytes: number[]
   heldBytes: number[]
+  /** What the run logged as each member's parameter + AdamW bytes. */
+  ownedMetric: number | undefined
   params: number
   tensors: number
 }
@@ -71,7 +73,10 @@ async function train(model: ModelConfigInput, layout: Pick<TrainerConfigInput, '
   const params = lm.numParams(),
     tensors = lm.specs.length
   lm.dispose()
-  return { losses: [...r.losses], evals, text, ownedBytes, heldBytes, params, tensors }
+  const ownedMetric = tracker.rows.findLast((x) => x['memory/params_and_adamw_bytes_per_member'] !== undefined)?.[
+    'memory/params_and_adamw_bytes_per_member'
+  ]
+  return { losses: [...r.losses], evals, text, ownedBytes, heldBytes, params, tensors, ownedMetric }
 }
 
 const close = (a: readonly number[], b: readonly number[]) => {
@@ -101,6 +106,10 @@ describe.each(Object.keys(MODELS))('%s on a mesh matches one process on the same
       expect(single.evals).toHaveLength(2)
       close(sharded.evals, single.evals)
       expect(sharded.text).toEqual(single.text)
+      // Every run logs what each member keeps: all of it in one process or replicated, its share otherwise.
+      expect(single.ownedMetric).toBe(12 * single.params)
+      if (fsdp || mesh.model) expect(sharded.ownedMetric).toBe(Math.max(...sharded.ownedBytes))
+      else expect(sharded.ownedMetric).toBe(12 * sharded.params)
       // The mesh engine's members report what they own: fsdp keeps half of each parameter and its moments.
       if (fsdp || mesh.model) expect(sharded.ownedBytes).toHaveLength((mesh.data ?? 1) * (mesh.model ?? 1))
       // fsdp: parameters + AdamW moments (12 bytes a float) owned per member are 1/data of the model part
