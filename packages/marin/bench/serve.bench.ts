@@ -25,7 +25,7 @@ const backend = await initBackend()
 process.stderr.write(`backend ${backend.name}\n`)
 const tokenizer = trainBpe(TEXT, { vocabSize: 512 })
 const model = new Gpt2LM({ vocabSize: 512, seqLen: 128, dModel: 256, nLayers: 4, nHeads: 4 }, 0)
-const server = await startServer({ model, tokenizer, name: 'bench', port: 0, maxBatch: STREAMS })
+const server = await startServer({ model, tokenizer, name: 'bench', port: 0, maxBatch: STREAMS, accessLog: () => {} })
 
 /** One streaming completion: tokens generated and ms to the first one. */
 async function stream(i: number): Promise<{ tokens: number; ttftMs: number }> {

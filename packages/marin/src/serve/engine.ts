@@ -9,10 +9,10 @@
  * to the waiting group with the fewest running sequences, round-robin on ties, so a small request
  * waits for the next sequence to finish, not behind every sequence of a large one queued before it.
  */
-import { BatchCache, Rng, decodeStep, prefill, sampleToken } from '@marin/levanter'
+import { BatchCache, Rng, decodeStep, prefill } from '@marin/levanter'
 import type { CausalLM } from '@marin/levanter'
 import type { MetricsRegistry } from '@marin/rigging'
-import { applyLogitsProcessing, logSoftmax, processes, topLogprobs } from './sampling.js'
+import { applyLogitsProcessing, logSoftmax, processes, sampleNext, topLogprobs } from './sampling.js'
 import type { LogitsProcessing } from './sampling.js'
 
 /** One generated (or, for the prompt, scored) token. */
@@ -295,7 +295,7 @@ export class Engine {
     const logits = this.vocabLimit < raw.length ? raw.slice() : raw
     if (logits !== raw) logits.fill(-Infinity, this.vocabLimit)
     const p = req.processing
-    const token = sampleToken(
+    const token = sampleNext(
       p && processes(p) ? applyLogitsProcessing(logits, p, s.counts) : logits,
       { temperature: req.temperature, topP: req.topP, ...(req.topK !== undefined ? { topK: req.topK } : {}) },
       s.rng,
