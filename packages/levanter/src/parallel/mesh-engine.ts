@@ -11,6 +11,7 @@ import { maskCount, sliceBatch } from '../data/batch.js'
 import type { Batch } from '../data/batch.js'
 import type { Engine, StepResult, TrainTensors } from '../engine.js'
 import { LevanterError } from '../errors.js'
+import { replicaThreadsEnv } from '../kernels/native-gemm.js'
 import type { CausalLM } from '../models/lm.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import { assembleMembers, checkModelAxis, coordsOfRank, cutForMember, localParams } from './layout.js'
@@ -62,7 +63,10 @@ export class MeshEngine implements Engine {
     const fsdp = opts.fsdp ?? false
     const n = mesh.data * mesh.model
     const replica = { mesh, fsdp, microbatches: opts.microbatches ?? 1, overlapReduce: opts.overlapReduce ?? true }
-    const group = await currentClient().createActorGroup(MeshReplicaClass, n, () => [model.config, adamw, replica])
+    // each member's native kernels get its share of the cores
+    const group = await currentClient().createActorGroup(MeshReplicaClass, n, () => [model.config, adamw, replica], {
+      env: replicaThreadsEnv(n),
+    })
     try {
       await group.waitReady()
       await Mesh.create(group, { data: mesh.data, model: mesh.model })
