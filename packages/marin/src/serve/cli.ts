@@ -19,6 +19,12 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--api-key-file <path>', 'file holding the bearer key clients must send')
     .option('--max-batch <n>', 'sequences decoded together', intArg('a batch size'), 16)
+    .option(
+      '--max-prefill-tokens <n>',
+      'prompt tokens prefilled per scheduler step, so new prompts do not stall running ones',
+      intArg('a token count'),
+      512,
+    )
     .option('--max-tokens <n>', 'largest max_tokens accepted (default: the context length)', intArg('a token count'))
     .option('--max-body-bytes <n>', 'largest request body', intArg('a byte count'), 1 << 20)
     .option(
@@ -46,6 +52,7 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
         maxBodyBytes: number
         maxSequencesPerRequest: number
         maxQueuedSequences: number
+        maxPrefillTokens: number
         name?: string
       }) =>
         run(async () => {
@@ -79,6 +86,7 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
             maxBodyBytes: o.maxBodyBytes,
             maxSequencesPerRequest: o.maxSequencesPerRequest,
             maxQueuedSequences: o.maxQueuedSequences,
+            maxPrefillTokens: o.maxPrefillTokens,
             ...(apiKey !== undefined ? { apiKey } : {}),
             ...(o.maxTokens !== undefined ? { maxTokensCap: o.maxTokens } : {}),
           })

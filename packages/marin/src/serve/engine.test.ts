@@ -178,3 +178,36 @@ test('a forward pass that fails rejects every sequence in flight instead of leav
   expect(String((results[0] as PromiseRejectedResult).reason)).toMatch(/no parameter/)
   expect(engine.load).toEqual({ active: 0, queued: 0 })
 })
+
+test('prompts are prefilled a token budget at a time, and running sequences decode in between', async () => {
+  const model = createModel({ type: 'gpt2', ...tiny }, 2)
+  const engine = new Engine(model, { maxPrefillTokens: 10 })
+  const order: string[] = []
+  const base = { maxTokens: 2, temperature: 0, topP: 1, seed: 0, topLogprobs: 0 }
+  let joined: Promise<unknown>[] = []
+  const running = engine.submit({
+    ...base,
+    prompt: [1, 2],
+    maxTokens: 20,
+    onToken: () => {
+      order.push('a')
+      if (order.length === 2)
+        // Four prompts of 6 tokens arrive together: 24 tokens, more than the budget of 10.
+        joined = ['b', 'c', 'd', 'e'].map((name, i) =>
+          engine.submit({ ...base, prompt: [3 + i, 4, 5, 6, 7, 8], onToken: () => void order.push(name) }),
+        )
+    },
+  })
+  await running
+  await Promise.all(joined)
+  const firsts = ['b', 'c', 'd', 'e'].map((n) => order.indexOf(n))
+  // One 6-token prompt per step: each joins a step after the one before, with `a` decoding between.
+  for (let i = 1; i < 4; i++) {
+    expect(firsts[i]).toBeGreaterThan(firsts[i - 1]!)
+    expect(order.slice(firsts[i - 1]!, firsts[i]).filter((x) => x === 'a').length).toBeGreaterThanOrEqual(1)
+  }
+  // A prompt longer than the budget is still admitted (alone).
+  const long = await engine.submit({ ...base, prompt: Array.from({ length: 14 }, (_, i) => i + 1), onToken: () => {} })
+  expect(long.completionTokens).toBe(2)
+  model.dispose()
+})

@@ -1,7 +1,8 @@
 /**
  * @module The continuous-batching engine. Requests queue; each scheduler step admits waiting
- * requests into free slots (their prompts prefilled together in one forward pass), then advances every active sequence
- * by one
+ * requests into free slots (their prompts prefilled together in one forward pass, at most
+ * `maxPrefillTokens` prompt tokens per step, so a burst of prompts is prefilled over several
+ * steps instead of stalling the running sequences), then advances every active sequence by one
  * token in a single batched forward pass (`decodeStep`). A request that arrives mid-generation
  * joins at the next step instead of waiting for the others to finish.
  *
@@ -74,6 +75,8 @@ export type EngineOptions = {
   /** Only ids below this are ever sampled (models often pad their vocabulary past the tokenizer's). @default the
    * model's vocabulary size */
   readonly vocabLimit?: number
+  /** Prompt tokens prefilled per scheduler step at most (a longer prompt is admitted alone). @default 512 */
+  readonly maxPrefillTokens?: number
 }
 
 /** Runs generation requests against one model with continuous batching. */
@@ -89,6 +92,7 @@ export class Engine {
   private idle: (() => void)[] = []
   readonly maxBatch: number
   readonly maxQueued: number
+  readonly maxPrefillTokens: number
   /** Mean time a sequence runs, admission to finish (exponentially weighted), ms; undefined before the first. */
   private meanRunMs: number | undefined
   private readonly vocabLimit: number
@@ -100,6 +104,7 @@ export class Engine {
   ) {
     this.maxBatch = opts.maxBatch ?? 16
     this.maxQueued = opts.maxQueued ?? Infinity
+    this.maxPrefillTokens = opts.maxPrefillTokens ?? 512
     this.vocabLimit = Math.min(opts.vocabLimit ?? model.config.vocabSize, model.config.vocabSize)
     const reg = opts.metrics
     this.m = reg && {
@@ -219,12 +224,14 @@ export class Engine {
   /**
    * Take up to `free` sequences off the queue, one at a time to the group with the fewest running
    * (and already picked) sequences; among those, the group whose last turn is oldest (never first,
-   * then the one queued earliest): round-robin. Each group's own sequences go in order.
+   * then the one queued earliest): round-robin. Each group's own sequences go in order. Stops
+   * before the prompt tokens picked would pass `maxPrefillTokens` (the first is always taken).
    */
   private pick(free: number): Active[] {
     const held = new Map<object, number>()
     for (const s of this.active) held.set(s.group, (held.get(s.group) ?? 0) + 1)
     const picked: Active[] = []
+    let tokens = 0
     while (picked.length < free && this.queue.length > 0) {
       let best = -1,
         bestHeld = Infinity,
@@ -237,6 +244,9 @@ export class Engine {
           t = this.lastTurn.get(s.group) ?? -1
         if (h < bestHeld || (h === bestHeld && t < bestTurn)) [best, bestHeld, bestTurn] = [i, h, t]
       })
+      const cost = this.queue[best]!.req.prompt.length
+      if (picked.length > 0 && tokens + cost > this.maxPrefillTokens) break
+      tokens += cost
       const [s] = this.queue.splice(best, 1)
       held.set(s!.group, bestHeld + 1)
       this.lastTurn.set(s!.group, this.turn++)

@@ -34,6 +34,8 @@ export type ServeOptions = {
   readonly apiKey?: string
   /** @default 16 */
   readonly maxBatch?: number
+  /** Prompt tokens prefilled per scheduler step at most (see `EngineOptions`). @default 512 */
+  readonly maxPrefillTokens?: number
   /** @default the model's context length */
   readonly maxTokensCap?: number
   /** Most sequences (prompts × n) one request may ask for; more → 400 naming `n` or `prompt`. @default 256 */
@@ -73,6 +75,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     maxQueued = o.maxQueuedSequences ?? 1024
   for (const [k, v] of [
     ['maxBatch', o.maxBatch ?? 16],
+    ['maxPrefillTokens', o.maxPrefillTokens ?? 512],
     ['maxSequencesPerRequest', maxSequencesPerRequest],
     ['maxQueuedSequences', maxQueued],
   ] as const) {
@@ -89,6 +92,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   const metrics = o.metrics ?? new MetricsRegistry()
   const engine = new Engine(o.model, {
     maxBatch: o.maxBatch ?? 16,
+    maxPrefillTokens: o.maxPrefillTokens ?? 512,
     maxQueued,
     metrics,
     vocabLimit: o.tokenizer.vocabSize,
