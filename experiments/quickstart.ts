@@ -155,11 +155,12 @@ async function printSummary(record: ExperimentRecord): Promise<void> {
   console.log(`  get its files: ${env}pnpm marin export ${model} ./gpt-brown   (config.json, model.safetensors, …)`)
   console.log(`  list them:     ${env}pnpm exec finestore show ${model}`)
   const evalLoss = trained.evalLoss
+  const vsUnigram = evalLoss === null ? '?' : (evalLoss / trained.unigramEntropy).toFixed(2)
   console.log(
     `training: ${trained.steps} steps, ${trained.tokensTrained} tokens, ${trained.parameters} parameters; ` +
       `loss on the held-out split of the training tokens ${evalLoss?.toFixed(3)} nats/token ` +
       `(${trained.evalBpb?.toFixed(3)} bits/byte, metric eval/bpb) vs unigram entropy ` +
-      `${trained.unigramEntropy.toFixed(3)} (${evalLoss === null ? '?' : (evalLoss / trained.unigramEntropy).toFixed(2)}×)`,
+      `${trained.unigramEntropy.toFixed(3)} (${vsUnigram}×)`,
   )
   console.log(
     'evaluation over HTTP (brown_bpb: sentences of held-out Brown files, each scored alone with no context ' +

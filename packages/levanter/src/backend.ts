@@ -32,7 +32,8 @@ export type BackendInfo = {
   /** On wasm, what runs matrix products: levanter's GEMM (`native` AVX2/FMA addon, kernels/native-gemm.ts, or the `fma`
    * or `simd` WebAssembly build, kernels/wasm-gemm.ts) or the backend's XNNPACK. */
   readonly gemm?: 'native' | 'fma' | 'simd' | 'xnnpack'
-  /** With the `native` GEMM: its micro-kernel and the threads of it and the fused native kernels (kernels/native-ops.ts). */
+  /** With the `native` GEMM: its micro-kernel, and the threads of it and of the fused native kernels
+   * (kernels/native-ops.ts). */
   readonly native?: { readonly isa: 'avx2' | 'avx512'; readonly threads: number }
   /** On webgpu, the adapter (vendor, architecture, device; `software` for SwiftShader). */
   readonly adapter?: GpuAdapterInfo

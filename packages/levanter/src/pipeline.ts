@@ -52,8 +52,8 @@ export type RunResult = {
  *                      trainer: new Trainer({ learningRate: 1e-4, optimizer: 'adamw' }), maxSteps: 1000 }).run()
  */
 export class Pipeline {
-  /** The step executor while `run` is in progress (a `DataParallelEngine` over `{ data }`, a `MeshEngine` with fsdp or a
-   * model axis). */
+  /** The step executor while `run` is in progress (a `DataParallelEngine` over `{ data }`, a `MeshEngine` with fsdp or
+   * a model axis). */
   engine: Engine | undefined
 
   constructor(readonly options: PipelineOptions) {

@@ -16,7 +16,8 @@ export const MeshPlacement = z.strictObject({
 })
 export type MeshPlacement = z.output<typeof MeshPlacement>
 
-/** A fray client that places members as `placement` says (the caller shuts it down), or undefined for the current one. */
+/** A fray client that places members as `placement` says (the caller shuts it down), or undefined for the current
+ * one. */
 export function placementClient(placement: MeshPlacement | undefined): Client | undefined {
   if (!placement) return undefined
   const { controller, tokenFile } = placement.iris

@@ -104,7 +104,7 @@ const train = (trainer: TrainerConfigInput, maxSteps: number) => {
   return { trainer: t, pipeline }
 }
 
-test('data 2 on two iris workers: a SIGKILLed worker fails the step naming its member; training resumes from the checkpoint', async () => {
+test('data 2 on two iris workers: a SIGKILLed worker fails the step naming its member; training resumes', async () => {
   const reference = await train({}, 6).pipeline.run()
   const store = join(dir, 'store')
   const onIris: TrainerConfigInput = {
