@@ -129,7 +129,7 @@ describe('lm-evaluation-harness task YAML', () => {
     expect(r.metrics.map((x) => x.metric)).toEqual(['acc'])
   })
 
-  test('generate_until with exact_match, and loglikelihood_rolling with bits_per_byte (task YAML written here)', async () => {
+  test('generate_until with exact_match; loglikelihood_rolling with bits_per_byte (YAML written here)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'lm-eval-gen-'))
     writeFileSync(join(dir, 'qa.jsonl'), '{"q": "the cat sat on the", "a": "mat"}\n{"q": "the", "a": "zzz"}\n')
     writeFileSync(
