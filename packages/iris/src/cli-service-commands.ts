@@ -6,7 +6,7 @@ import { UsageError } from '@marin/rigging/cli'
 import { Option, type Command } from 'commander'
 import { DEFAULT_CONTROLLER, intArg, tlsCaOption, tlsOf, tokenOf, type CliIo } from './cli-io.js'
 import { startController } from './controller-server.js'
-import { ensureTokenFile, tokenPathFor } from './credentials.js'
+import { ensureTokenFile, readTokenFile, tokenPathFor } from './credentials.js'
 import { parseDuration } from './duration.js'
 import { grpcLink } from './grpc-link.js'
 import { LocalCluster } from './local-cluster.js'
@@ -130,6 +130,7 @@ export function defineCluster(cmd: Command, io: CliIo): void {
     .option('--pod-ttl <duration>', 'k8s: delete finished Pods this long after they end', '1h')
     .option('--advertise <address>', 'k8s: the controller address task Pods use (default: the bound address)')
     .option('--host <host>', 'interface the controller listens on', '127.0.0.1')
+    .option('--token-file <path>', 'file holding the cluster token (default: <prefix>/iris/token, made 0600 if missing)')
     .option('--prefix <dir>', 'where state and task directories go (default: $MARIN_PREFIX, then ./.marin)')
     .option('--port <port>', 'controller port (0 picks one)', intArg('a port'), 10000)
     .option('--workers <n>', 'number of workers', intArg('a worker count', 1), 1)
@@ -152,6 +153,7 @@ export function defineCluster(cmd: Command, io: CliIo): void {
         prefix,
         port: o.port,
         host: o.host,
+        ...(o.tokenFile ? { token: readTokenFile(resolve(o.tokenFile), '--token-file') } : {}),
         workers: o.workers,
         ...(resources ? { resources } : {}),
         ...(kubernetes ? { kubernetes } : {}),
@@ -166,7 +168,7 @@ export function defineCluster(cmd: Command, io: CliIo): void {
     })
 }
 
-const collect = (v: string, all: string[]) => [...all, v]
+const collect = (v: string, all: string[] = []) => [...all, v]
 
 async function kubernetesOf(o: Record<string, string | string[] | undefined>) {
   // Loaded only for --platform k8s: the client library is large.

@@ -84,7 +84,8 @@ describe('infra uses only flags that exist', () => {
     expect(all.map((a) => a.source).sort()).toEqual([
       'Dockerfile CMD',
       'k8s/iris-controller.yaml controller',
-      'k8s/iris-worker.yaml worker',
+      'k8s/iris-worker-cpu.yaml worker',
+      'k8s/iris-worker-gpu.yaml worker',
       'systemd/iris-controller.service',
       'systemd/iris-worker.service',
     ])

@@ -11,7 +11,7 @@ import type { V1Pod } from '@kubernetes/client-node'
 import { afterEach, beforeEach, expect, test } from 'vitest'
 import type { IrisClient } from './client.js'
 import { FakeKubeApi } from './internal/kube-api.js'
-import { ATTEMPT_ANNOTATION } from './kube-pods.js'
+import { ATTEMPT_ANNOTATION, KUBE_RBAC_RULES } from './kube-pods.js'
 import { LocalCluster } from './local-cluster.js'
 
 const NS = 'iris-test'
@@ -41,6 +41,15 @@ afterEach(async () => {
   iris.close()
   await cluster.stop()
   await api.close()
+  // Every call the platform made is one the controller's Role (infra/k8s/iris-controller.yaml) grants.
+  for (const c of api.calls) {
+    const m = /^\/api\/v1\/namespaces\/[^/]+\/(pods|secrets)(\/[^/]+)?(\/log)?$/.exec(c.path)
+    expect(m, c.path).not.toBeNull()
+    const resource = m![3] ? 'pods/log' : m![1]!
+    const verb = { POST: 'create', DELETE: 'delete' }[c.method] ?? (c.query.watch === 'true' ? 'watch' : m![2] ? 'get' : 'list')
+    const granted = KUBE_RBAC_RULES.some((r) => (r.resources as readonly string[]).includes(resource) && (r.verbs as readonly string[]).includes(verb))
+    expect(granted, `${c.method} ${c.path} needs ${verb} ${resource}`).toBe(true)
+  }
 })
 
 const attemptOf = (p: V1Pod) => p.metadata!.annotations![ATTEMPT_ANNOTATION]!

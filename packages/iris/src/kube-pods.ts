@@ -29,6 +29,19 @@ export const KUBE_LABELS = {
 /** The annotation holding the full attempt id (labels are too short for it). */
 export const ATTEMPT_ANNOTATION = 'iris.marin.dev/attempt-id'
 
+/**
+ * The Kubernetes API calls this platform makes, as RBAC rules: the controller's Role grants exactly these
+ * (`kube-manifests.ts`). Secrets are only created and deleted, never read back.
+ */
+export const KUBE_RBAC_RULES = [
+  { apiGroups: [''], resources: ['pods'], verbs: ['create', 'delete', 'list', 'watch'] },
+  { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
+  { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'delete'] },
+] as const
+
+/** The PriorityClass of each priority band (`kube-manifests.ts` defines them). */
+export const PRIORITY_CLASS_VALUES = { production: 100_000, interactive: 50_000, batch: 10_000 } as const
+
 /** The container name of every task Pod. */
 export const TASK_CONTAINER = 'task'
 
@@ -233,6 +246,7 @@ export class KubePods {
   private watchAbort: AbortController | undefined
   private loop: Promise<void> | undefined
   private wake: (() => void) | undefined
+  private stopWatch: (() => void) | undefined
   private readonly selector: string
 
   constructor(private readonly opts: KubePodsOptions) {
@@ -258,6 +272,7 @@ export class KubePods {
   async close(): Promise<void> {
     this.watching = false
     this.watchAbort?.abort()
+    this.stopWatch?.()
     this.wake?.()
     await this.loop
     for (const t of this.timers) clearTimeout(t)
@@ -311,6 +326,8 @@ export class KubePods {
         }
       }
       const ended = new Promise<unknown>((resolve) => {
+        // close() ends the wait even while the request is still waiting for the server's answer.
+        this.stopWatch = () => resolve(undefined)
         watch
           .watch(
             `/api/v1/namespaces/${this.opts.namespace}/pods`,
@@ -336,7 +353,10 @@ export class KubePods {
             },
             resolve,
           )
-          .then((c) => (this.watchAbort = c), resolve)
+          .then((c) => {
+            this.watchAbort = c
+            if (!this.watching) c.abort()
+          }, resolve)
       })
       const err = await ended
       if (!this.watching) return

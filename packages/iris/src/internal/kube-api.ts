@@ -148,7 +148,8 @@ export class FakeKubeApi {
 
   /** Forgets the event history: watches from any earlier resourceVersion now get 410 Gone. */
   compact(): void {
-    this.compactedThrough = this.rv
+    // Other objects changed meanwhile: the compaction point is past every version a client has seen.
+    this.compactedThrough = ++this.rv
     this.events = []
     // Open watches are closed, as an API server restart would.
     for (const w of this.watches) w.end()
@@ -232,6 +233,8 @@ export class FakeKubeApi {
 
   private watch(kind: 'pods' | 'secrets', ns: string, sel: (o: Obj) => boolean, from: string | undefined, res: ServerResponse): void {
     res.writeHead(200, { 'content-type': 'application/json' })
+    // The API server answers a watch at once and sends events as they come.
+    res.flushHeaders()
     this.watches.add(res)
     res.on('close', () => this.watches.delete(res))
     let last = from !== undefined && from !== '' && from !== '0' ? Number(from) : this.rv
@@ -259,6 +262,7 @@ export class FakeKubeApi {
     if (phase === 'Pending')
       return status(res, 400, 'BadRequest', `container "task" in pod "${pod.metadata.name}" is waiting to start: ContainerCreating`)
     res.writeHead(200, { 'content-type': 'text/plain' })
+    res.flushHeaders()
     let sent = 0
     const strip = (l: string) => (q.timestamps === 'true' ? l : l.slice(l.indexOf(' ') + 1))
     const send = () => {

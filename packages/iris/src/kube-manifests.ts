@@ -1,0 +1,252 @@
+/**
+ * @module The one source of `infra/`: the Kubernetes manifests (controller with its RBAC and state volume, CPU
+ * workers, GPU workers, the shared data volume, the PriorityClasses of the bands), the image's Dockerfile and its
+ * `.dockerignore`. `pnpm exec tsx infra/generate.ts` writes them; a test checks the files are what this makes and
+ * validates every manifest against the Kubernetes OpenAPI types.
+ */
+import { stringify } from 'yaml'
+import { KUBE_RBAC_RULES, PRIORITY_CLASS_VALUES } from './kube-pods.js'
+import { PRIORITIES } from './states.js'
+
+type Obj = Record<string, unknown>
+
+const IMAGE = 'marin-ts:latest'
+const GPU_IMAGE = 'marin-ts-gpu:latest'
+const TOKEN_SECRET = 'iris-token'
+const DATA_CLAIM = 'marin-data'
+
+const tokenVolume = { name: 'token', secret: { secretName: TOKEN_SECRET, defaultMode: 0o400, items: [{ key: 'token', path: 'token' }] } }
+const podEnv = [
+  { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+  { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+  { name: 'MARIN_PREFIX', value: '/data/.marin' },
+  { name: 'LOG_FORMAT', value: 'json' },
+]
+
+function controller(): Obj[] {
+  const labels = { app: 'iris-controller' }
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'iris-controller' } },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: 'iris-controller' },
+      rules: KUBE_RBAC_RULES.map((r) => ({ apiGroups: [...r.apiGroups], resources: [...r.resources], verbs: [...r.verbs] })),
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: 'iris-controller' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'iris-controller' },
+      subjects: [{ kind: 'ServiceAccount', name: 'iris-controller' }],
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: 'iris-controller-state' },
+      spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Gi' } } },
+    },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'iris-controller', labels },
+      spec: {
+        replicas: 1,
+        // Never two controllers on one state file: the old pod stops before the new one starts.
+        strategy: { type: 'Recreate' },
+        selector: { matchLabels: labels },
+        template: {
+          metadata: { labels },
+          spec: {
+            serviceAccountName: 'iris-controller',
+            containers: [
+              {
+                name: 'controller',
+                image: IMAGE,
+                env: podEnv,
+                args: [
+                  'cluster', 'start', '--platform', 'k8s', '--namespace', '$(POD_NAMESPACE)',
+                  '--host', '0.0.0.0', '--port', '10000', '--prefix', '/var/lib/iris',
+                  '--token-file', '/etc/iris/token', '--advertise', 'iris-controller:10000',
+                  '--image', IMAGE, '--volume', `${DATA_CLAIM}:/data`, '--pod-ttl', '1h',
+                ],
+                ports: [{ containerPort: 10000, name: 'grpc' }],
+                volumeMounts: [
+                  { name: 'state', mountPath: '/var/lib/iris' },
+                  { name: 'token', mountPath: '/etc/iris', readOnly: true },
+                ],
+                readinessProbe: { tcpSocket: { port: 'grpc' }, periodSeconds: 5 },
+                resources: { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } },
+              },
+            ],
+            volumes: [{ name: 'state', persistentVolumeClaim: { claimName: 'iris-controller-state' } }, tokenVolume],
+          },
+        },
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'iris-controller' },
+      spec: { selector: labels, ports: [{ name: 'grpc', port: 10000, targetPort: 'grpc' }] },
+    },
+  ]
+}
+
+function workers(kind: 'cpu' | 'gpu'): Obj {
+  const labels = { app: `iris-worker-${kind}` }
+  const gpu = kind === 'gpu'
+  const limits = gpu ? { cpu: '8', memory: '32Gi', 'nvidia.com/gpu': '1' } : { cpu: '4', memory: '16Gi' }
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: `iris-worker-${kind}`, labels },
+    spec: {
+      replicas: gpu ? 1 : 2,
+      selector: { matchLabels: labels },
+      template: {
+        metadata: { labels },
+        spec: {
+          // Long enough for the worker to SIGTERM its tasks and wait their grace period.
+          terminationGracePeriodSeconds: 60,
+          automountServiceAccountToken: false,
+          ...(gpu ? { tolerations: [{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }] } : {}),
+          containers: [
+            {
+              name: 'worker',
+              image: gpu ? GPU_IMAGE : IMAGE,
+              env: [
+                ...podEnv,
+                // Dawn (levanter's WebGPU backend) reaches the GPU through Vulkan: the NVIDIA runtime mounts the
+                // driver's Vulkan ICD only with the graphics capability.
+                ...(gpu ? [{ name: 'NVIDIA_DRIVER_CAPABILITIES', value: 'compute,utility,graphics' }] : []),
+              ],
+              args: [
+                'worker', '--controller', 'iris-controller:10000', '--worker-id', '$(POD_NAME)',
+                '--work-dir', '/scratch/iris/work',
+                '--resources', gpu ? 'cpu=8,memory=32Gi,gpu=1' : 'cpu=4,memory=16Gi,gpu=0',
+                '--store', 'file:///data/.marin/store', '--token-file', '/etc/iris/token',
+                '--kill-grace', '30s', '--cleanup-ttl', '1d',
+              ],
+              resources: { requests: limits, limits },
+              volumeMounts: [
+                { name: 'scratch', mountPath: '/scratch' },
+                { name: 'data', mountPath: '/data' },
+                { name: 'token', mountPath: '/etc/iris', readOnly: true },
+              ],
+            },
+          ],
+          volumes: [
+            { name: 'scratch', emptyDir: {} },
+            { name: 'data', persistentVolumeClaim: { claimName: DATA_CLAIM } },
+            tokenVolume,
+          ],
+        },
+      },
+    },
+  }
+}
+
+function data(): Obj {
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name: DATA_CLAIM },
+    // Shared by the controller's task Pods and every worker: a ReadWriteMany class (NFS, Filestore, EFS …).
+    spec: { accessModes: ['ReadWriteMany'], resources: { requests: { storage: '1Ti' } } },
+  }
+}
+
+function priorityClasses(): Obj[] {
+  return PRIORITIES.map((p) => ({
+    apiVersion: 'scheduling.k8s.io/v1',
+    kind: 'PriorityClass',
+    metadata: { name: `iris-${p}` },
+    value: PRIORITY_CLASS_VALUES[p],
+    globalDefault: false,
+    // Only production preempts; the other bands wait for room.
+    preemptionPolicy: p === 'production' ? 'PreemptLowerPriority' : 'Never',
+    description: `iris tasks of the ${p} band`,
+  }))
+}
+
+const DOCKERFILE = `# The marin-ts workspace image: every package from source, run through tsx. Generated from
+# packages/iris/src/kube-manifests.ts; do not edit by hand. Build from the repository root:
+#   docker build -f infra/Dockerfile -t marin-ts .                  (CPU)
+#   docker build -f infra/Dockerfile --target gpu -t marin-ts-gpu . (CUDA + Vulkan, for levanter's WebGPU backend)
+# The image's entry point is the iris CLI; Kubernetes and systemd pass the subcommand.
+
+FROM node:20-bookworm-slim AS build
+# build tools for better-sqlite3's native addon
+RUN apt-get update \\
+ && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \\
+ && rm -rf /var/lib/apt/lists/*
+RUN npm install -g pnpm@12.4.2
+WORKDIR /opt/marin-ts
+COPY . .
+RUN pnpm install --frozen-lockfile
+
+FROM node:20-bookworm-slim AS cpu
+# util-linux gives setpriv, which iris uses so that a task dies with its worker; ca-certificates for object stores.
+RUN apt-get update \\
+ && apt-get install -y --no-install-recommends util-linux ca-certificates \\
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /opt/marin-ts /opt/marin-ts
+WORKDIR /opt/marin-ts
+ENV MARIN_PREFIX=/data/.marin \\
+    LOG_FORMAT=json
+VOLUME ["/data"]
+EXPOSE 10000
+ENTRYPOINT ["node", "/opt/marin-ts/packages/iris/bin/iris.js"]
+CMD ["controller", "--host", "0.0.0.0", "--port", "10000", "--prefix", "/data/.marin"]
+
+# GPU workers: CUDA's base image with the Vulkan loader; the NVIDIA container runtime adds the driver and its
+# Vulkan ICD (NVIDIA_DRIVER_CAPABILITIES must include graphics), which Dawn uses.
+FROM nvidia/cuda:12.6.3-base-ubuntu24.04 AS gpu
+RUN apt-get update \\
+ && apt-get install -y --no-install-recommends libvulkan1 vulkan-tools util-linux ca-certificates \\
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /usr/local/bin/node /usr/local/bin/node
+COPY --from=build /opt/marin-ts /opt/marin-ts
+WORKDIR /opt/marin-ts
+ENV MARIN_PREFIX=/data/.marin \\
+    LOG_FORMAT=json \\
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics
+VOLUME ["/data"]
+ENTRYPOINT ["node", "/opt/marin-ts/packages/iris/bin/iris.js"]
+CMD ["worker", "--resources", "cpu=8,memory=32Gi,gpu=1"]
+
+FROM cpu
+`
+
+// BuildKit reads <Dockerfile>.dockerignore beside the Dockerfile.
+const DOCKERIGNORE = `# Generated from packages/iris/src/kube-manifests.ts.
+**/node_modules
+**/.marin
+site
+.git
+**/*.log
+**/.vitest-tmp
+**/dist
+**/native/build
+`
+
+const yamlOf = (header: string, docs: Obj[]) =>
+  `# ${header}\n# Generated from packages/iris/src/kube-manifests.ts; do not edit by hand.\n` +
+  docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n')
+
+/** Every generated file of `infra/`, by path relative to it. */
+export function infraFiles(): Record<string, string> {
+  return {
+    'Dockerfile': DOCKERFILE,
+    'Dockerfile.dockerignore': DOCKERIGNORE,
+    'k8s/iris-controller.yaml': yamlOf(
+      'The iris controller (kubectl create secret generic iris-token --from-literal=token="$(openssl rand -hex 32)" first): it runs tasks as Pods in its namespace.',
+      controller(),
+    ),
+    'k8s/iris-worker-cpu.yaml': yamlOf('iris CPU workers: each pod registers with the controller and runs tasks as processes.', [workers('cpu')]),
+    'k8s/iris-worker-gpu.yaml': yamlOf('iris GPU workers: one GPU each, CUDA + Vulkan image.', [workers('gpu')]),
+    'k8s/marin-data.yaml': yamlOf('The shared data volume: the marin prefix (finestore store, step outputs).', [data()]),
+    'k8s/priority-classes.yaml': yamlOf('The PriorityClasses of iris priority bands.', priorityClasses()),
+  }
+}
