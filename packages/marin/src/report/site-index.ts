@@ -2,7 +2,8 @@
  * @module The site's front page: every run published to it (`runs.json`, one summary per run),
  * grouped by experiment, newest first, with date, status, duration, headline metrics and git
  * commit, and per experiment the loss curves of its runs overlaid (a checkbox per run chooses
- * which; without scripts all are drawn).
+ * which; without scripts all are drawn) and a table of its runs' eval results (a column per task
+ * and metric).
  */
 import { escapeXml as x, formatNumber, formatSeconds } from './format.js'
 import { finalMetrics, provenanceOf, runFolder } from './site-parts.js'
@@ -25,6 +26,8 @@ export type RunSummary = RunRef & {
   readonly gitDirty: boolean | null
   /** `train/loss` by step, when this run trained (a skipped training step's curve belongs to the run that made it). */
   readonly loss: readonly (readonly [number, number])[]
+  /** `"task metric"` → value of each eval result of the run (absent in summaries written before evals were kept). */
+  readonly evals?: readonly (readonly [string, number])[]
 }
 
 const MAX_CURVE_POINTS = 300
@@ -58,6 +61,7 @@ export function summaryOf(data: ReportData): RunSummary {
     gitSha: prov.gitSha,
     gitDirty: prov.gitDirty,
     loss: curve.filter((_, i) => i % every === 0 || i === curve.length - 1),
+    evals: data.evals.map((e) => [`${e.task} ${e.metric}`, e.value] as const),
   }
 }
 
@@ -199,6 +203,25 @@ export function renderIndex(runs: readonly RunSummary[]): string {
       )
     }
     out.push('</tbody></table>')
+    const scored = list.filter((r) => (r.evals?.length ?? 0) > 0)
+    if (scored.length > 0) {
+      const cols = [...new Set(scored.flatMap((r) => r.evals!.map(([k]) => k)))]
+      out.push(
+        '<h3>Evaluation across its runs</h3>',
+        `<table><thead><tr><th>run</th>${cols.map((c) => `<th>${x(c)}</th>`).join('')}</tr></thead><tbody>`,
+      )
+      for (const r of scored) {
+        const cell = (c: string) => {
+          const v = r.evals!.find(([k]) => k === c)?.[1]
+          return `<td class="num">${v === undefined ? '' : x(formatNumber(v))}</td>`
+        }
+        out.push(
+          `<tr><td><a href="${x(`${runFolder(r)}/index.html`)}"><code>${x(r.run)}</code></a></td>` +
+            `${cols.map(cell).join('')}</tr>`,
+        )
+      }
+      out.push('</tbody></table>')
+    }
     const curves = list.filter((r) => r.loss.length > 0)
     if (curves.length > 0) {
       out.push(
