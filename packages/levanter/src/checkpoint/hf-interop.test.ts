@@ -18,7 +18,7 @@ import type { CausalLM } from '../models/lm.js'
 import { computeGrads } from '../train-step.js'
 import { exportHf, importHf } from './hf.js'
 import { loadModel } from './load-model.js'
-import { decodeSafetensors } from './safetensors.js'
+import { decodeSafetensors, encodeSafetensors } from './safetensors.js'
 import type { SafeTensor } from './safetensors.js'
 
 const FIXTURES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../test-fixtures/hf-llama')
@@ -77,6 +77,36 @@ describe('import', () => {
     for (const f of ['config.json', 'model.safetensors.index.json', 'model-00001-of-00002.safetensors'])
       fs.copyFileSync(path.join(src, f), path.join(dir, f))
     await expect(importHf(dir)).rejects.toThrow(/model-00002-of-00002\.safetensors/)
+  })
+})
+
+describe('what import cannot honour is refused, naming the field or tensor', () => {
+  const variant = (edit: (cfg: Record<string, unknown>) => void, extra?: string) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-hf-bad-'))
+    const src = path.join(FIXTURES, 'gqa-f32')
+    const cfg = JSON.parse(fs.readFileSync(path.join(src, 'config.json'), 'utf8'))
+    edit(cfg)
+    fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(cfg))
+    const tensors = decodeSafetensors(new Uint8Array(fs.readFileSync(path.join(src, 'model.safetensors')))).tensors
+    if (extra) tensors.set(extra, { shape: [2], data: new Float32Array(2) })
+    fs.writeFileSync(path.join(dir, 'model.safetensors'), encodeSafetensors(tensors))
+    return dir
+  }
+  const edits: [string, Record<string, unknown>, RegExp][] = [
+    ['rope_scaling yarn', { rope_scaling: { rope_type: 'yarn', factor: 4 } }, /rope_scaling type "yarn" is not/],
+    ['head_dim', { head_dim: 16 }, /head_dim 16/],
+    ['attention_bias', { attention_bias: true }, /attention_bias/],
+    ['mlp_bias', { mlp_bias: true }, /mlp_bias/],
+  ]
+  test.each(edits)('%s', async (_name, fields, message) => {
+    await expect(importHf(variant((c) => Object.assign(c, fields)))).rejects.toThrow(message)
+  })
+
+  test('a tensor the model does not use', async () => {
+    const dir = variant(() => {}, 'model.layers.0.self_attn.q_proj.bias')
+    await expect(importHf(dir)).rejects.toThrow(/"model\.layers\.0\.self_attn\.q_proj\.bias" is not used/)
+    // rotary buffers that older exports carry are fine
+    await expect(importHf(variant(() => {}, 'model.layers.0.self_attn.rotary_emb.inv_freq'))).resolves.toBeTruthy()
   })
 })
 

@@ -145,6 +145,15 @@ function fromHfConfig(j: Record<string, unknown>, file: string): ModelConfig {
     if (j.tie_word_embeddings !== undefined && typeof j.tie_word_embeddings !== 'boolean')
       throw new LevanterError('BAD_CHECKPOINT', `${file}: field "tie_word_embeddings" is not true or false`)
     const ropeScaling = fromHfRopeScaling(j.rope_scaling, file)
+    const headDim = n('hidden_size') / n('num_attention_heads')
+    if (j.head_dim !== undefined && j.head_dim !== null && j.head_dim !== headDim)
+      throw new LevanterError(
+        'BAD_CHECKPOINT',
+        `${file}: head_dim ${String(j.head_dim)} differs from hidden_size / num_attention_heads = ${headDim}; ` +
+          `only that head size is supported`,
+      )
+    for (const k of ['attention_bias', 'mlp_bias'])
+      if (j[k] === true) throw new LevanterError('BAD_CHECKPOINT', `${file}: ${k} = true is not supported (no biases)`)
     return {
       type: 'llama',
       vocabSize: n('vocab_size'),
@@ -283,6 +292,16 @@ export async function importHf(from: string | ArtifactView): Promise<CausalLM> {
   const wFile = sharded ? name(INDEX) : name('model.safetensors')
   const model = createModel(config)
   const llama = config.type === 'llama'
+  if (llama) {
+    // a Llama tensor the model would not use (a bias, an extra head) is refused rather than dropped
+    const used = new Set(model.specs.map((sp) => sp.name))
+    for (const t of tensors.keys()) {
+      const extra = !used.has(t) && !/\.rotary_emb\.inv_freq$/.test(t)
+      if (!extra || (t === 'lm_head.weight' && config.tieWordEmbeddings)) continue
+      model.dispose()
+      throw new LevanterError('BAD_CHECKPOINT', `${wFile}: tensor "${t}" is not used by LlamaForCausalLM as configured`)
+    }
+  }
   for (const spec of model.specs) {
     // GPT-2 files from the hub may lack the "transformer." prefix.
     const t = tensors.get(spec.name) ?? tensors.get(spec.name.replace(/^transformer\./, ''))
