@@ -9,6 +9,8 @@ import { startController } from './controller-server.js'
 import { ensureTokenFile, readTokenFile, tokenPathFor } from './credentials.js'
 import { parseDuration } from './duration.js'
 import { grpcLink } from './grpc-link.js'
+import { isIrisError } from './errors.js'
+import { kubernetesPlatform } from './kube-platform.js'
 import { LocalCluster } from './local-cluster.js'
 import { finestoreMounts } from './mounts.js'
 import { parseResources } from './resources.js'
@@ -171,26 +173,17 @@ export function defineCluster(cmd: Command, io: CliIo): void {
 const collect = (v: string, all: string[] = []) => [...all, v]
 
 async function kubernetesOf(o: Record<string, string | string[] | undefined>) {
-  // Loaded only for --platform k8s: the client library is large.
-  const { KubeConfig } = await import('@kubernetes/client-node')
-  const kubeConfig = new KubeConfig()
   try {
-    if (o.kubeconfig) kubeConfig.loadFromFile(resolve(o.kubeconfig as string))
-    else kubeConfig.loadFromDefault()
+    return await kubernetesPlatform({
+      namespace: o.namespace as string,
+      image: o.image as string,
+      volumes: o.volume as string[],
+      podTtlMs: parseDuration(o.podTtl as string, '--pod-ttl'),
+      ...(o.kubeconfig ? { kubeconfig: o.kubeconfig as string } : {}),
+      ...(o.advertise ? { advertise: o.advertise as string } : {}),
+    })
   } catch (err) {
-    throw new UsageError(`cluster start: --kubeconfig ${o.kubeconfig}: ${(err as Error).message}`)
-  }
-  const volumes = (o.volume as string[]).map((v) => {
-    const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?):(\/.*)$/.exec(v)
-    if (!m) throw new UsageError(`cluster start: --volume "${v}" is CLAIM:/absolute/path (a PersistentVolumeClaim name)`)
-    return { name: m[1]!, claimName: m[1]!, mountPath: m[3]! }
-  })
-  return {
-    kubeConfig,
-    namespace: o.namespace as string,
-    defaultImage: o.image as string,
-    volumes,
-    podTtlMs: parseDuration(o.podTtl as string, '--pod-ttl'),
-    ...(o.advertise ? { advertise: o.advertise as string } : {}),
+    if (isIrisError(err, 'BAD_REQUEST')) throw new UsageError(`cluster start: ${err.message} (--namespace, --kubeconfig, --volume)`)
+    throw err
   }
 }

@@ -29,6 +29,7 @@ test('exports', async () => {
       "isFinalJobState",
       "isFinalTaskState",
       "isIrisError",
+      "kubernetesPlatform",
       "localTokenPath",
       "name",
       "parseDuration",

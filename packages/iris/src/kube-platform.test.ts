@@ -4,7 +4,7 @@
  * lost Pods are retried within the worker-loss budget, OOMKilled is shown, and a watch that gets 410 Gone lists
  * again.
  */
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { V1Pod } from '@kubernetes/client-node'
@@ -12,6 +12,8 @@ import { afterEach, beforeEach, expect, test } from 'vitest'
 import type { IrisClient } from './client.js'
 import { FakeKubeApi } from './internal/kube-api.js'
 import { ATTEMPT_ANNOTATION, KUBE_RBAC_RULES } from './kube-pods.js'
+import { JobScheduler } from './job-scheduler.js'
+import { kubernetesPlatform } from './kube-platform.js'
 import { LocalCluster } from './local-cluster.js'
 
 const NS = 'iris-test'
@@ -178,4 +180,27 @@ test('after 410 Gone the watch lists again and still sees the pod end', async ()
   // The stale watch was answered 410 Gone, so the platform listed the pods again.
   const after = api.calls.slice(before)
   expect(after.some((c) => c.method === 'GET' && c.path === `/api/v1/namespaces/${NS}/pods` && c.query.watch !== 'true')).toBe(true)
+})
+
+test('JobScheduler runs jobs as Pods with kubernetesPlatform (a kubeconfig file, a PVC volume)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'iris-k8s-sched-'))
+  writeFileSync(join(dir, 'kubeconfig'), api.kubeConfigYaml('sched'), { mode: 0o600 })
+  await expect(kubernetesPlatform({ namespace: 'Bad_NS' })).rejects.toThrow(/not a Kubernetes namespace name/)
+  await expect(kubernetesPlatform({ namespace: 'sched', volumes: ['data'] })).rejects.toThrow(/CLAIM:\/absolute\/path/)
+  const scheduler = new JobScheduler({
+    prefix: join(dir, 'prefix'),
+    local: {
+      kubernetes: await kubernetesPlatform({ namespace: 'sched', kubeconfig: join(dir, 'kubeconfig'), volumes: ['marin-data:/data'] }),
+    },
+  })
+  try {
+    const [job] = await scheduler.submit({ name: 'step', command: ['node', 'step.js'] })
+    const pod = await api.waitForPod((p) => p.metadata!.namespace === 'sched', 'the scheduler pod')
+    expect(pod.spec!.containers[0]!.image).toBe('marin-ts:latest')
+    api.run('sched', nameOf(pod))
+    api.exit('sched', nameOf(pod), 0)
+    expect((await job!.wait({ timeoutMs: 30_000 })).state).toBe('SUCCEEDED')
+  } finally {
+    await scheduler.close()
+  }
 })

@@ -13,7 +13,7 @@ import { IrisClient } from './client.js'
 import { inProcessLink } from './controller-link.js'
 import { startController, type ControllerServer } from './controller-server.js'
 import { ensureTokenFile, localTokenPath } from './credentials.js'
-import { KubePods, type KubePodsOptions } from './kube-pods.js'
+import type { KubePodsOptions } from './kube-pods.js'
 import type { Resources } from './resources.js'
 import { Worker, type MountMaterializer } from './worker.js'
 
@@ -88,6 +88,8 @@ export class LocalCluster {
     try {
       const k = opts.kubernetes
       if (k) {
+        // Loaded only for this platform: the Kubernetes client library is large.
+        const { KubePods } = await import('./kube-pods.js')
         const workerId = `k8s-${k.namespace}`
         const w = new Worker({
           link: inProcessLink(server.controller),
