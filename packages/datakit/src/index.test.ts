@@ -12,6 +12,7 @@ test('exports', async () => {
       "FeistelPermutation",
       "GPT2_PATTERN",
       "INGEST_FORMATS",
+      "LLAMA3_PATTERN",
       "TokenCache",
       "brownParagraphs",
       "buildTokenCache",
