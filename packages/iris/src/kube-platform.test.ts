@@ -115,6 +115,21 @@ test('pod output flows into iris logs and the job succeeds with the pod', async 
   expect((await iris.wait(id, { timeoutMs: 30_000 })).state).toBe('SUCCEEDED')
 })
 
+test('why a pod waits shows in iris logs', async () => {
+  const id = await iris.submit({ name: 'pull', command: ['true'], image: 'nope:1' })
+  const pod = await podFor(id)
+  api.setStatus(NS, nameOf(pod), {
+    phase: 'Pending',
+    containerStatuses: [{ name: 'task', ready: false, restartCount: 0, image: 'nope:1', imageID: '', state: { waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image "nope:1"' } } }],
+  })
+  for await (const l of iris.logs(id, { follow: true })) {
+    expect(l.line).toBe(`[iris] pod ${nameOf(pod)} is waiting: ImagePullBackOff: Back-off pulling image "nope:1"`)
+    expect(l.stream).toBe('stderr')
+    break
+  }
+  await iris.kill(id)
+})
+
 test('kill deletes the pod and its secret', async () => {
   const id = await iris.submit({ name: 'sleepy', command: ['sleep', '1000'] })
   const pod = await podFor(id)

@@ -384,8 +384,11 @@ export class KubePods {
     const v = podVerdict(pod)
     if (!v.final) {
       if (v.note && v.note !== t.note) {
+        // Why the Pod does not run yet (ImagePullBackOff, Unschedulable …) goes to the task's output, so
+        // `iris logs` shows it.
         t.note = v.note
         log.info({ pod: t.name, note: v.note }, 'pod waiting')
+        t.onLine('stderr', `[iris] pod ${t.name} is waiting: ${v.note}`, Date.now())
       }
       if (v.running) this.followLogs(t)
       return
