@@ -159,6 +159,21 @@ describe('marin eval', () => {
     expect((await cli(['eval', '--limit', 'x'], p)).code).toBe(2)
   })
 
+  test('as an executor step: lm-evaluation-harness tasks by name from lmEvalTasks with dataDir', async () => {
+    const fix = fileURLToPath(new URL('./fixtures/lm-eval/', import.meta.url))
+    const prefix = join(dir, 'p5')
+    const s = evalStep(
+      'eval-lm',
+      { checkpoint: ckpt, tasks: ['arc_easy', 'lambada_openai'], lmEvalTasks: fix, dataDir: join(fix, 'data') },
+      { prefix },
+    )
+    await new Executor({ prefix, out: () => {} }).run(new Experiment({ name: 'eval-lm-exp', steps: [s] }))
+    const store = await openStore({ url: join(prefix, 'store') })
+    const summary = JSON.parse(await (await store.open('eval/eval-lm')).readText('summary.json'))
+    expect(summary.tasks.arc_easy).toMatchObject({ kind: 'multiple_choice', samples: 4 })
+    expect(summary.tasks.lambada_openai).toMatchObject({ kind: 'loglikelihood', samples: 3 })
+  })
+
   test('as an executor step: results in the step output and in finestore', async () => {
     const prefix = join(dir, 'p4')
     const s = evalStep('eval-toy', { checkpoint: ckpt, tasks: [taskFile], limit: 2 }, { prefix })

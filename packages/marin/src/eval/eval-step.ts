@@ -29,8 +29,13 @@ export type EvalStepConfig = {
   readonly endpoint?: string
   /** @default 'default' */
   readonly model?: string
-  /** Built-in task names and .jsonl task files. */
+  /** Built-in task names, .jsonl task files, lm-evaluation-harness task .yaml files, names of tasks under
+   * `lmEvalTasks`, and suites (`core`). */
   readonly tasks: readonly string[]
+  /** A folder of lm-evaluation-harness task YAML, searched for task names and suites. */
+  readonly lmEvalTasks?: string
+  /** Local datasets for lm-eval tasks: `<dataDir>/<dataset_path>/[<dataset_name>/]<split>.jsonl|.parquet`. */
+  readonly dataDir?: string
   readonly limit?: number
   /** Items per built-in task. @default 200 */
   readonly size?: number
@@ -71,7 +76,11 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
       const c = resolved as unknown as EvalStepConfig
       const prefix = options.prefix ? marinPrefix({ prefix: options.prefix }) : ctx.prefix
       const store = await openStore({ url: storeUrl(prefix) })
-      const tasks = await resolveTasks(c.tasks as string[], { size: c.size })
+      const lmEval = {
+        ...(c.lmEvalTasks !== undefined ? { tasksDir: c.lmEvalTasks } : {}),
+        ...(c.dataDir !== undefined ? { dataDir: c.dataDir } : {}),
+      }
+      const tasks = await resolveTasks(c.tasks as string[], { size: c.size, lmEval })
       // The artifact a step committed (`trainStep` → `models/<name>@v`), as a reference or through its artifacts.json.
       const given = c.checkpoint as unknown
       const checkpoint = isArtifactRef(given)
