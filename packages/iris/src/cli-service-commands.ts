@@ -118,7 +118,7 @@ export function defineWorker(cmd: Command, io: CliIo): void {
     })
 }
 
-/** `iris cluster start --local`: a controller and workers in this process; `--platform k8s`: tasks as Kubernetes Pods. */
+/** `iris cluster start --local`: a controller and workers in this process; `--platform k8s`: tasks as Pods. */
 export function defineCluster(cmd: Command, io: CliIo): void {
   cmd
     .command('start')
@@ -132,7 +132,10 @@ export function defineCluster(cmd: Command, io: CliIo): void {
     .option('--pod-ttl <duration>', 'k8s: delete finished Pods this long after they end', '1h')
     .option('--advertise <address>', 'k8s: the controller address task Pods use (default: the bound address)')
     .option('--host <host>', 'interface the controller listens on', '127.0.0.1')
-    .option('--token-file <path>', 'file holding the cluster token (default: <prefix>/iris/token, made 0600 if missing)')
+    .option(
+      '--token-file <path>',
+      'file holding the cluster token (default: <prefix>/iris/token, made 0600 if missing)',
+    )
     .option('--prefix <dir>', 'where state and task directories go (default: $MARIN_PREFIX, then ./.marin)')
     .option('--port <port>', 'controller port (0 picks one)', intArg('a port'), 10000)
     .option('--workers <n>', 'number of workers', intArg('a worker count', 1), 1)
@@ -183,7 +186,8 @@ async function kubernetesOf(o: Record<string, string | string[] | undefined>) {
       ...(o.advertise ? { advertise: o.advertise as string } : {}),
     })
   } catch (err) {
-    if (isIrisError(err, 'BAD_REQUEST')) throw new UsageError(`cluster start: ${err.message} (--namespace, --kubeconfig, --volume)`)
+    if (isIrisError(err, 'BAD_REQUEST'))
+      throw new UsageError(`cluster start: ${err.message} (--namespace, --kubeconfig, --volume)`)
     throw err
   }
 }

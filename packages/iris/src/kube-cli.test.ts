@@ -1,4 +1,7 @@
-/** `iris cluster start --platform k8s` as a real process against the loopback Kubernetes API; `iris logs` shows the Pod's output. */
+/**
+ * `iris cluster start --platform k8s` as a real process against the loopback Kubernetes API; `iris logs` shows
+ * the Pod's output.
+ */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -15,8 +18,24 @@ test('iris cluster start --platform k8s runs a submitted job as a Pod and iris l
   writeFileSync(kubeconfig, api.kubeConfigYaml('ml'), { mode: 0o600 })
   const prefix = join(dir, 'prefix')
   const cluster = startIris(
-    ['cluster', 'start', '--platform', 'k8s', '--namespace', 'ml', '--kubeconfig', kubeconfig, '--prefix', prefix,
-      '--port', '0', '--image', 'marin-ts:1', '--volume', 'marin-data:/data'],
+    [
+      'cluster',
+      'start',
+      '--platform',
+      'k8s',
+      '--namespace',
+      'ml',
+      '--kubeconfig',
+      kubeconfig,
+      '--prefix',
+      prefix,
+      '--port',
+      '0',
+      '--image',
+      'marin-ts:1',
+      '--volume',
+      'marin-data:/data',
+    ],
     { logDir: dir, name: 'cluster' },
   )
   let client: IrisClient | undefined
@@ -24,10 +43,16 @@ test('iris cluster start --platform k8s runs a submitted job as a Pod and iris l
     const m = await cluster.waitFor(/k8s cluster \(namespace ml\) on (\S+) /)
     const env = { IRIS_CONTROLLER: m[1]!, IRIS_TOKEN_FILE: join(prefix, 'iris', 'token') }
     client = new IrisClient({ controller: m[1]!, token: readFileSync(env.IRIS_TOKEN_FILE, 'utf8').trim() })
-    const sub = await runIris(['submit', '--job-name', 'hello', '--resources', 'cpu=1,memory=1Gi', '--', 'echo', 'hi'], { logDir: dir, name: 'submit', env })
+    const sub = await runIris(
+      ['submit', '--job-name', 'hello', '--resources', 'cpu=1,memory=1Gi', '--', 'echo', 'hi'],
+      { logDir: dir, name: 'submit', env },
+    )
     expect(sub.code, sub.stderr).toBe(0)
     const jobId = /hello-[0-9a-f]{8}/.exec(sub.stdout)![0]
-    const pod = await api.waitForPod((p) => p.metadata!.annotations![ATTEMPT_ANNOTATION]!.startsWith(jobId), 'the job pod')
+    const pod = await api.waitForPod(
+      (p) => p.metadata!.annotations![ATTEMPT_ANNOTATION]!.startsWith(jobId),
+      'the job pod',
+    )
     expect(pod.metadata!.namespace).toBe('ml')
     expect(pod.spec!.containers[0]!.image).toBe('marin-ts:1')
     expect(pod.spec!.volumes).toContainEqual({ name: 'marin-data', persistentVolumeClaim: { claimName: 'marin-data' } })

@@ -31,7 +31,11 @@ test('infra/ is what kube-manifests.ts generates (run: pnpm exec tsx infra/gener
   const files = infraFiles()
   for (const [path, text] of Object.entries(files)) expect(readFileSync(join(INFRA, path), 'utf8'), path).toBe(text)
   const k8s = readdirSync(join(INFRA, 'k8s')).map((f) => `k8s/${f}`)
-  expect(k8s.sort()).toEqual(Object.keys(files).filter((p) => p.startsWith('k8s/')).sort())
+  expect(k8s.sort()).toEqual(
+    Object.keys(files)
+      .filter((p) => p.startsWith('k8s/'))
+      .sort(),
+  )
 })
 
 describe('every manifest validates against the Kubernetes OpenAPI types', () => {
@@ -62,21 +66,26 @@ test('the validator catches unknown fields, missing required fields and wrong ty
   expect(checkQuantity('500m') && checkQuantity('16Gi') && !checkQuantity('16 GB')).toBe(true)
 })
 
-test('references resolve: claims, secrets, service accounts, PriorityClasses, and RBAC is what the platform calls', () => {
+test('references resolve (claims, secrets, accounts, PriorityClasses); RBAC is what the platform calls', () => {
   const named = (kind: string) => new Set(docs.filter((d) => d.doc.kind === kind).map((d) => d.doc.metadata.name))
   const claims = named('PersistentVolumeClaim')
-  walk(docs.map((d) => d.doc), (k, v) => {
-    if (k === 'claimName') expect(claims.has(v as string), `PVC ${v}`).toBe(true)
-    if (k === 'serviceAccountName') expect(named('ServiceAccount').has(v as string), `ServiceAccount ${v}`).toBe(true)
-    // The one Secret made by hand (OPS.md says how).
-    if (k === 'secretName') expect(v).toBe('iris-token')
-  })
+  walk(
+    docs.map((d) => d.doc),
+    (k, v) => {
+      if (k === 'claimName') expect(claims.has(v as string), `PVC ${v}`).toBe(true)
+      if (k === 'serviceAccountName') expect(named('ServiceAccount').has(v as string), `ServiceAccount ${v}`).toBe(true)
+      // The one Secret made by hand (OPS.md says how).
+      if (k === 'secretName') expect(v).toBe('iris-token')
+    },
+  )
   const classes = named('PriorityClass')
   for (const p of PRIORITIES) expect(classes.has(`iris-${p}`), p).toBe(true)
   const role = docs.find((d) => d.doc.kind === 'Role')!.doc as unknown as { rules: unknown }
   expect(role.rules).toEqual(KUBE_RBAC_RULES)
   // Every --volume the controller gives task Pods is a claim defined here.
-  const ctrl = JSON.stringify(docs.find((d) => d.doc.kind === 'Deployment' && d.doc.metadata.name === 'iris-controller')!.doc)
+  const ctrl = JSON.stringify(
+    docs.find((d) => d.doc.kind === 'Deployment' && d.doc.metadata.name === 'iris-controller')!.doc,
+  )
   for (const m of ctrl.matchAll(/"--volume","([a-z0-9-]+):/g)) expect(claims.has(m[1]!), m[1]).toBe(true)
   // GPU workers ask Kubernetes for the GPUs they offer to iris.
   const gpu = JSON.stringify(docs.find((d) => d.doc.metadata.name === 'iris-worker-gpu')!.doc)

@@ -15,7 +15,10 @@ const GPU_IMAGE = 'marin-ts-gpu:latest'
 const TOKEN_SECRET = 'iris-token'
 const DATA_CLAIM = 'marin-data'
 
-const tokenVolume = { name: 'token', secret: { secretName: TOKEN_SECRET, defaultMode: 0o400, items: [{ key: 'token', path: 'token' }] } }
+const tokenVolume = {
+  name: 'token',
+  secret: { secretName: TOKEN_SECRET, defaultMode: 0o400, items: [{ key: 'token', path: 'token' }] },
+}
 const podEnv = [
   { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
   { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
@@ -31,7 +34,11 @@ function controller(): Obj[] {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'Role',
       metadata: { name: 'iris-controller' },
-      rules: KUBE_RBAC_RULES.map((r) => ({ apiGroups: [...r.apiGroups], resources: [...r.resources], verbs: [...r.verbs] })),
+      rules: KUBE_RBAC_RULES.map((r) => ({
+        apiGroups: [...r.apiGroups],
+        resources: [...r.resources],
+        verbs: [...r.verbs],
+      })),
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -65,10 +72,28 @@ function controller(): Obj[] {
                 image: IMAGE,
                 env: podEnv,
                 args: [
-                  'cluster', 'start', '--platform', 'k8s', '--namespace', '$(POD_NAMESPACE)',
-                  '--host', '0.0.0.0', '--port', '10000', '--prefix', '/var/lib/iris',
-                  '--token-file', '/etc/iris/token', '--advertise', 'iris-controller:10000',
-                  '--image', IMAGE, '--volume', `${DATA_CLAIM}:/data`, '--pod-ttl', '1h',
+                  'cluster',
+                  'start',
+                  '--platform',
+                  'k8s',
+                  '--namespace',
+                  '$(POD_NAMESPACE)',
+                  '--host',
+                  '0.0.0.0',
+                  '--port',
+                  '10000',
+                  '--prefix',
+                  '/var/lib/iris',
+                  '--token-file',
+                  '/etc/iris/token',
+                  '--advertise',
+                  'iris-controller:10000',
+                  '--image',
+                  IMAGE,
+                  '--volume',
+                  `${DATA_CLAIM}:/data`,
+                  '--pod-ttl',
+                  '1h',
                 ],
                 ports: [{ containerPort: 10000, name: 'grpc' }],
                 volumeMounts: [
@@ -122,11 +147,23 @@ function workers(kind: 'cpu' | 'gpu'): Obj {
                 ...(gpu ? [{ name: 'NVIDIA_DRIVER_CAPABILITIES', value: 'compute,utility,graphics' }] : []),
               ],
               args: [
-                'worker', '--controller', 'iris-controller:10000', '--worker-id', '$(POD_NAME)',
-                '--work-dir', '/scratch/iris/work',
-                '--resources', gpu ? 'cpu=8,memory=32Gi,gpu=1' : 'cpu=4,memory=16Gi,gpu=0',
-                '--store', 'file:///data/.marin/store', '--token-file', '/etc/iris/token',
-                '--kill-grace', '30s', '--cleanup-ttl', '1d',
+                'worker',
+                '--controller',
+                'iris-controller:10000',
+                '--worker-id',
+                '$(POD_NAME)',
+                '--work-dir',
+                '/scratch/iris/work',
+                '--resources',
+                gpu ? 'cpu=8,memory=32Gi,gpu=1' : 'cpu=4,memory=16Gi,gpu=0',
+                '--store',
+                'file:///data/.marin/store',
+                '--token-file',
+                '/etc/iris/token',
+                '--kill-grace',
+                '30s',
+                '--cleanup-ttl',
+                '1d',
               ],
               resources: { requests: limits, limits },
               volumeMounts: [
@@ -238,15 +275,21 @@ const yamlOf = (header: string, docs: Obj[]) =>
 /** Every generated file of `infra/`, by path relative to it. */
 export function infraFiles(): Record<string, string> {
   return {
-    'Dockerfile': DOCKERFILE,
+    Dockerfile: DOCKERFILE,
     'Dockerfile.dockerignore': DOCKERIGNORE,
     'k8s/iris-controller.yaml': yamlOf(
-      'The iris controller (kubectl create secret generic iris-token --from-literal=token="$(openssl rand -hex 32)" first): it runs tasks as Pods in its namespace.',
+      'The iris controller: it runs tasks as Pods in its namespace. First:\n' +
+        '#   kubectl create secret generic iris-token --from-literal=token="$(openssl rand -hex 32)"',
       controller(),
     ),
-    'k8s/iris-worker-cpu.yaml': yamlOf('iris CPU workers: each pod registers with the controller and runs tasks as processes.', [workers('cpu')]),
+    'k8s/iris-worker-cpu.yaml': yamlOf(
+      'iris CPU workers: each pod registers with the controller and runs tasks as processes.',
+      [workers('cpu')],
+    ),
     'k8s/iris-worker-gpu.yaml': yamlOf('iris GPU workers: one GPU each, CUDA + Vulkan image.', [workers('gpu')]),
-    'k8s/marin-data.yaml': yamlOf('The shared data volume: the marin prefix (finestore store, step outputs).', [data()]),
+    'k8s/marin-data.yaml': yamlOf('The shared data volume: the marin prefix (finestore store, step outputs).', [
+      data(),
+    ]),
     'k8s/priority-classes.yaml': yamlOf('The PriorityClasses of iris priority bands.', priorityClasses()),
   }
 }

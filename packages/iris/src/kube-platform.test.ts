@@ -48,8 +48,11 @@ afterEach(async () => {
     const m = /^\/api\/v1\/namespaces\/[^/]+\/(pods|secrets)(\/[^/]+)?(\/log)?$/.exec(c.path)
     expect(m, c.path).not.toBeNull()
     const resource = m![3] ? 'pods/log' : m![1]!
-    const verb = { POST: 'create', DELETE: 'delete' }[c.method] ?? (c.query.watch === 'true' ? 'watch' : m![2] ? 'get' : 'list')
-    const granted = KUBE_RBAC_RULES.some((r) => (r.resources as readonly string[]).includes(resource) && (r.verbs as readonly string[]).includes(verb))
+    const verb =
+      { POST: 'create', DELETE: 'delete' }[c.method] ?? (c.query.watch === 'true' ? 'watch' : m![2] ? 'get' : 'list')
+    const granted = KUBE_RBAC_RULES.some(
+      (r) => (r.resources as readonly string[]).includes(resource) && (r.verbs as readonly string[]).includes(verb),
+    )
     expect(granted, `${c.method} ${c.path} needs ${verb} ${resource}`).toBe(true)
   }
 })
@@ -57,7 +60,10 @@ afterEach(async () => {
 const attemptOf = (p: V1Pod) => p.metadata!.annotations![ATTEMPT_ANNOTATION]!
 const nameOf = (p: V1Pod) => p.metadata!.name!
 const podFor = (jobId: string, attempt = 1) =>
-  api.waitForPod((p) => attemptOf(p).startsWith(jobId) && p.metadata!.labels!['iris.marin.dev/attempt'] === String(attempt), `pod of ${jobId} attempt ${attempt}`)
+  api.waitForPod(
+    (p) => attemptOf(p).startsWith(jobId) && p.metadata!.labels!['iris.marin.dev/attempt'] === String(attempt),
+    `pod of ${jobId} attempt ${attempt}`,
+  )
 
 test('a job becomes a Pod whose spec matches the request; secrets reach it only as Secret references', async () => {
   process.env.K8S_TEST_HF = 'hf-secret-value'
@@ -87,8 +93,14 @@ test('a job becomes a Pod whose spec matches the request; secrets reach it only 
   expect(env.SEED).toEqual({ name: 'SEED', value: '7' })
   expect(env.IRIS_JOB_ID!.value).toBe(id)
   expect(env.IRIS_CONTROLLER!.value).toBe('iris-controller:10000')
-  expect(env.HF_TOKEN).toEqual({ name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: nameOf(pod), key: 'HF_TOKEN' } } })
-  expect(env.IRIS_TOKEN).toEqual({ name: 'IRIS_TOKEN', valueFrom: { secretKeyRef: { name: nameOf(pod), key: 'IRIS_TOKEN' } } })
+  expect(env.HF_TOKEN).toEqual({
+    name: 'HF_TOKEN',
+    valueFrom: { secretKeyRef: { name: nameOf(pod), key: 'HF_TOKEN' } },
+  })
+  expect(env.IRIS_TOKEN).toEqual({
+    name: 'IRIS_TOKEN',
+    valueFrom: { secretKeyRef: { name: nameOf(pod), key: 'IRIS_TOKEN' } },
+  })
   // No secret value and no token anywhere in the Pod object.
   const text = JSON.stringify(pod)
   expect(text).not.toContain('hf-secret-value')
@@ -120,7 +132,16 @@ test('why a pod waits shows in iris logs', async () => {
   const pod = await podFor(id)
   api.setStatus(NS, nameOf(pod), {
     phase: 'Pending',
-    containerStatuses: [{ name: 'task', ready: false, restartCount: 0, image: 'nope:1', imageID: '', state: { waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image "nope:1"' } } }],
+    containerStatuses: [
+      {
+        name: 'task',
+        ready: false,
+        restartCount: 0,
+        image: 'nope:1',
+        imageID: '',
+        state: { waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image "nope:1"' } },
+      },
+    ],
   })
   for await (const l of iris.logs(id, { follow: true })) {
     expect(l.line).toBe(`[iris] pod ${nameOf(pod)} is waiting: ImagePullBackOff: Back-off pulling image "nope:1"`)
@@ -138,7 +159,9 @@ test('kill deletes the pod and its secret', async () => {
   await iris.kill(id)
   await api.waitFor(() => (api.pods(NS).some((p) => nameOf(p) === nameOf(pod)) ? undefined : true), 'pod deleted')
   await api.waitFor(() => (api.secret(NS, nameOf(pod)) ? undefined : true), 'secret deleted')
-  expect(api.calls).toContainEqual(expect.objectContaining({ method: 'DELETE', path: `/api/v1/namespaces/${NS}/pods/${nameOf(pod)}` }))
+  expect(api.calls).toContainEqual(
+    expect.objectContaining({ method: 'DELETE', path: `/api/v1/namespaces/${NS}/pods/${nameOf(pod)}` }),
+  )
   expect((await iris.wait(id, { timeoutMs: 30_000 })).state).toBe('KILLED')
 })
 
@@ -194,7 +217,9 @@ test('after 410 Gone the watch lists again and still sees the pod end', async ()
   expect(job.tasks[0]!.exitCode).toBe(3)
   // The stale watch was answered 410 Gone, so the platform listed the pods again.
   const after = api.calls.slice(before)
-  expect(after.some((c) => c.method === 'GET' && c.path === `/api/v1/namespaces/${NS}/pods` && c.query.watch !== 'true')).toBe(true)
+  expect(
+    after.some((c) => c.method === 'GET' && c.path === `/api/v1/namespaces/${NS}/pods` && c.query.watch !== 'true'),
+  ).toBe(true)
 })
 
 test('JobScheduler runs jobs as Pods with kubernetesPlatform (a kubeconfig file, a PVC volume)', async () => {
@@ -205,7 +230,11 @@ test('JobScheduler runs jobs as Pods with kubernetesPlatform (a kubeconfig file,
   const scheduler = new JobScheduler({
     prefix: join(dir, 'prefix'),
     local: {
-      kubernetes: await kubernetesPlatform({ namespace: 'sched', kubeconfig: join(dir, 'kubeconfig'), volumes: ['marin-data:/data'] }),
+      kubernetes: await kubernetesPlatform({
+        namespace: 'sched',
+        kubeconfig: join(dir, 'kubeconfig'),
+        volumes: ['marin-data:/data'],
+      }),
     },
   })
   try {

@@ -26,7 +26,9 @@ export type KubernetesPlatformOptions = {
  * @example
  * const scheduler = new JobScheduler({ local: { kubernetes: await kubernetesPlatform({ namespace: 'ml' }) } })
  */
-export async function kubernetesPlatform(o: KubernetesPlatformOptions): Promise<NonNullable<LocalClusterOptions['kubernetes']>> {
+export async function kubernetesPlatform(
+  o: KubernetesPlatformOptions,
+): Promise<NonNullable<LocalClusterOptions['kubernetes']>> {
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(o.namespace))
     throw new IrisError('BAD_REQUEST', `namespace "${o.namespace}" is not a Kubernetes namespace name (a-z, 0-9, -)`)
   const { KubeConfig } = await import('@kubernetes/client-node')

@@ -51,7 +51,8 @@ export type KubeVolume = { name: string; claimName: string; mountPath: string; r
 export type KubePodsOptions = {
   kubeConfig: KubeConfig
   namespace: string
-  /** Names this platform's Pods (label `iris.marin.dev/platform`), so that two controllers in a namespace never touch each other's. */
+  /** Names this platform's Pods (label `iris.marin.dev/platform`): two controllers in a namespace never touch
+   * each other's. */
   platformId: string
   /** Image of tasks whose job names none. */
   defaultImage: string
@@ -104,7 +105,16 @@ export function podManifests(
   opts: Pick<KubePodsOptions, 'namespace' | 'platformId' | 'defaultImage' | 'volumes' | 'serviceAccountName'> & {
     killGraceMs: number
   },
-): { secret?: { apiVersion: 'v1'; kind: 'Secret'; metadata: V1Pod['metadata']; type: 'Opaque'; data: Record<string, string> }; pod: V1Pod } {
+): {
+  secret?: {
+    apiVersion: 'v1'
+    kind: 'Secret'
+    metadata: V1Pod['metadata']
+    type: 'Opaque'
+    data: Record<string, string>
+  }
+  pod: V1Pod
+} {
   const a = input.assignment
   const name = podName(a.attemptId)
   const labels = {
@@ -149,7 +159,11 @@ export function podManifests(
           resources: { requests, limits },
           volumeMounts: [
             { name: 'workspace', mountPath: '/workspace' },
-            ...volumes.map((v) => ({ name: v.name, mountPath: v.mountPath, ...(v.readOnly ? { readOnly: true } : {}) })),
+            ...volumes.map((v) => ({
+              name: v.name,
+              mountPath: v.mountPath,
+              ...(v.readOnly ? { readOnly: true } : {}),
+            })),
           ],
         },
       ],
@@ -211,7 +225,7 @@ export function podVerdict(pod: V1Pod): PodVerdict {
       ...(exitCode !== undefined ? { exitCode } : {}),
       error:
         why === 'OOMKilled'
-          ? `OOMKilled: the task used more than its memory limit (${pod.spec?.containers?.[0]?.resources?.limits?.memory} bytes)`
+          ? `OOMKilled: the task used more than its memory limit (${limitOf(pod)} bytes)`
           : `pod ${why}${exitCode !== undefined ? ` (exit ${exitCode})` : ''}${detail ? `: ${detail}` : ''}`,
     }
   }
@@ -226,6 +240,8 @@ export function podVerdict(pod: V1Pod): PodVerdict {
   return { final: false, running: false, ...(note ? { note } : {}) }
 }
 
+const limitOf = (pod: V1Pod) => pod.spec?.containers?.[0]?.resources?.limits?.memory
+
 type Tracked = {
   name: string
   settle: (o: TaskOutcome) => void
@@ -235,7 +251,6 @@ type Tracked = {
   note?: string
   done: boolean
 }
-
 
 /** The Pods of one iris platform in one namespace. */
 export class KubePods {
@@ -314,7 +329,10 @@ export class KubePods {
     while (this.watching) {
       if (rv === undefined) {
         try {
-          const list = await this.core.listNamespacedPod({ namespace: this.opts.namespace, labelSelector: this.selector })
+          const list = await this.core.listNamespacedPod({
+            namespace: this.opts.namespace,
+            labelSelector: this.selector,
+          })
           for (const p of list.items) this.observe(p)
           for (const t of [...this.tracked.values()])
             if (!list.items.some((p) => p.metadata?.name === t.name)) this.gone(t)

@@ -11,7 +11,18 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node'
 
-type Obj = { metadata: { name: string; namespace: string; resourceVersion?: string; uid?: string; labels?: Record<string, string>; creationTimestamp?: string; deletionTimestamp?: string }; [k: string]: unknown }
+type Obj = {
+  metadata: {
+    name: string
+    namespace: string
+    resourceVersion?: string
+    uid?: string
+    labels?: Record<string, string>
+    creationTimestamp?: string
+    deletionTimestamp?: string
+  }
+  [k: string]: unknown
+}
 type Event = { rv: number; type: 'ADDED' | 'MODIFIED' | 'DELETED'; kind: 'pods' | 'secrets'; obj: Obj }
 
 export type ApiCall = { method: string; path: string; query: Record<string, string> }
@@ -114,7 +125,16 @@ export class FakeKubeApi {
   run(namespace: string, name: string): void {
     this.setStatus(namespace, name, {
       phase: 'Running',
-      containerStatuses: [{ name: 'task', ready: true, restartCount: 0, image: '', imageID: '', state: { running: { startedAt: new Date().toISOString() } } }],
+      containerStatuses: [
+        {
+          name: 'task',
+          ready: true,
+          restartCount: 0,
+          image: '',
+          imageID: '',
+          state: { running: { startedAt: new Date().toISOString() } },
+        },
+      ],
     })
   }
 
@@ -122,7 +142,22 @@ export class FakeKubeApi {
   exit(namespace: string, name: string, exitCode: number, reason?: string): void {
     this.setStatus(namespace, name, {
       phase: exitCode === 0 ? 'Succeeded' : 'Failed',
-      containerStatuses: [{ name: 'task', ready: false, restartCount: 0, image: '', imageID: '', state: { terminated: { exitCode, reason: reason ?? (exitCode === 0 ? 'Completed' : 'Error'), finishedAt: new Date().toISOString() } } }],
+      containerStatuses: [
+        {
+          name: 'task',
+          ready: false,
+          restartCount: 0,
+          image: '',
+          imageID: '',
+          state: {
+            terminated: {
+              exitCode,
+              reason: reason ?? (exitCode === 0 ? 'Completed' : 'Error'),
+              finishedAt: new Date().toISOString(),
+            },
+          },
+        },
+      ],
     })
   }
 
@@ -133,7 +168,16 @@ export class FakeKubeApi {
       reason: 'Evicted',
       message: 'The node was low on resource: memory.',
       conditions: [{ type: 'DisruptionTarget', status: 'True', reason: 'TerminationByKubelet' }],
-      containerStatuses: [{ name: 'task', ready: false, restartCount: 0, image: '', imageID: '', state: { terminated: { exitCode: 137, reason: 'Error' } } }],
+      containerStatuses: [
+        {
+          name: 'task',
+          ready: false,
+          restartCount: 0,
+          image: '',
+          imageID: '',
+          state: { terminated: { exitCode: 137, reason: 'Error' } },
+        },
+      ],
     })
   }
 
@@ -200,7 +244,13 @@ export class FakeKubeApi {
   private route(method: string, path: string, q: Record<string, string>, body: string, res: ServerResponse): void {
     const m = /^\/api\/v1\/namespaces\/([^/]+)\/(pods|secrets)(?:\/([^/]+))?(?:\/(log))?$/.exec(path)
     if (!m) return status(res, 404, 'NotFound', `the server could not find the requested resource (${path})`)
-    const [, ns, kind, name, sub] = m as unknown as [string, string, 'pods' | 'secrets', string | undefined, string | undefined]
+    const [, ns, kind, name, sub] = m as unknown as [
+      string,
+      string,
+      'pods' | 'secrets',
+      string | undefined,
+      string | undefined,
+    ]
     const key = `${ns}/${name}`
     if (!name && method === 'POST') {
       const obj = JSON.parse(body) as Obj
@@ -212,7 +262,12 @@ export class FakeKubeApi {
         return status(res, 409, 'AlreadyExists', `${kind} "${obj.metadata.name}" already exists`)
       const created = this.put(kind, 'ADDED', {
         ...obj,
-        metadata: { ...obj.metadata, namespace: ns, uid: `uid-${this.rv + 1}`, creationTimestamp: new Date().toISOString() },
+        metadata: {
+          ...obj.metadata,
+          namespace: ns,
+          uid: `uid-${this.rv + 1}`,
+          creationTimestamp: new Date().toISOString(),
+        },
         ...(kind === 'pods' ? { status: { phase: 'Pending' } } : {}),
       })
       return json(res, 201, created)
@@ -221,7 +276,12 @@ export class FakeKubeApi {
       const sel = parseSelector(q.labelSelector)
       if (q.watch === 'true') return this.watch(kind, ns, sel, q.resourceVersion, res)
       const items = [...this.store[kind].values()].filter((o) => o.metadata.namespace === ns && sel(o))
-      return json(res, 200, { kind: kind === 'pods' ? 'PodList' : 'SecretList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items })
+      return json(res, 200, {
+        kind: kind === 'pods' ? 'PodList' : 'SecretList',
+        apiVersion: 'v1',
+        metadata: { resourceVersion: String(this.rv) },
+        items,
+      })
     }
     const obj = this.store[kind].get(key)
     if (!obj) return status(res, 404, 'NotFound', `${kind} "${name}" not found`)
@@ -231,7 +291,13 @@ export class FakeKubeApi {
     status(res, 405, 'MethodNotAllowed', `${method} is not supported here`)
   }
 
-  private watch(kind: 'pods' | 'secrets', ns: string, sel: (o: Obj) => boolean, from: string | undefined, res: ServerResponse): void {
+  private watch(
+    kind: 'pods' | 'secrets',
+    ns: string,
+    sel: (o: Obj) => boolean,
+    from: string | undefined,
+    res: ServerResponse,
+  ): void {
     res.writeHead(200, { 'content-type': 'application/json' })
     // The API server answers a watch at once and sends events as they come.
     res.flushHeaders()
@@ -239,7 +305,19 @@ export class FakeKubeApi {
     res.on('close', () => this.watches.delete(res))
     let last = from !== undefined && from !== '' && from !== '0' ? Number(from) : this.rv
     if (last < this.compactedThrough) {
-      res.end(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Expired', code: 410, message: `too old resource version: ${last} (${this.compactedThrough})` } }) + '\n')
+      res.end(
+        JSON.stringify({
+          type: 'ERROR',
+          object: {
+            kind: 'Status',
+            apiVersion: 'v1',
+            status: 'Failure',
+            reason: 'Expired',
+            code: 410,
+            message: `too old resource version: ${last} (${this.compactedThrough})`,
+          },
+        }) + '\n',
+      )
       return
     }
     const send = () => {
@@ -260,7 +338,12 @@ export class FakeKubeApi {
     const pod = this.store.pods.get(key)!
     const phase = (pod.status as { phase?: string } | undefined)?.phase
     if (phase === 'Pending')
-      return status(res, 400, 'BadRequest', `container "task" in pod "${pod.metadata.name}" is waiting to start: ContainerCreating`)
+      return status(
+        res,
+        400,
+        'BadRequest',
+        `container "task" in pod "${pod.metadata.name}" is waiting to start: ContainerCreating`,
+      )
     res.writeHead(200, { 'content-type': 'text/plain' })
     res.flushHeaders()
     let sent = 0
