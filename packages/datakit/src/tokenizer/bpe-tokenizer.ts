@@ -44,6 +44,8 @@ export type BpeTokenizerSpec = {
   template?: { readonly before: readonly number[]; readonly after: readonly number[] }
   /** Byte-level: after `pattern`, split each piece again with GPT-2's pattern (a ByteLevel step with use_regex). */
   byteLevelRegex?: boolean
+  /** Byte-level: the Unicode normal form text is put in first (a `normalizer` such as Qwen2's NFC). */
+  unicodeNormal?: 'NFC' | 'NFKC' | 'NFD' | 'NFKD'
   /** Byte-level: a piece found whole in the vocabulary is that token, merges aside. @default false */
   ignoreMerges?: boolean
   /**
@@ -89,6 +91,7 @@ export class BpeTokenizer {
   private readonly re: RegExp
   private readonly re2: RegExp | undefined
   private readonly ignoreMerges: boolean
+  private readonly unicodeNormal: BpeTokenizerSpec['unicodeNormal']
   private readonly metaspace: BpeTokenizerSpec['metaspace']
   readonly template: BpeTokenizerSpec['template']
   private readonly unkId: number | undefined
@@ -113,6 +116,7 @@ export class BpeTokenizer {
     }
     this.re2 = spec.byteLevelRegex ? compilePattern(GPT2_PATTERN) : undefined
     this.ignoreMerges = spec.ignoreMerges ?? false
+    this.unicodeNormal = spec.unicodeNormal
     this.metaspace = spec.metaspace
     this.template = spec.template
     this.specialTokens = [...(spec.specialTokens ?? [])]
@@ -258,7 +262,7 @@ export class BpeTokenizer {
   /** Encodes text between added tokens; `atStart`: it begins the whole text. */
   private encodeOrdinary(text: string, atStart: boolean, out: number[]): void {
     if (this.metaspace) return this.encodeMetaspace(text, atStart, out)
-    let pieces = pretokenize(text, this.re)
+    let pieces = pretokenize(this.unicodeNormal ? text.normalize(this.unicodeNormal) : text, this.re)
     if (this.re2) pieces = pieces.flatMap((p) => pretokenize(p, this.re2!))
     for (const piece of pieces) {
       let ids = this.cache.get(piece)
@@ -388,8 +392,9 @@ export class BpeTokenizer {
         normalized: t.special === false,
         special: t.special !== false,
       })),
-      normalizer:
-        ms?.prepend === 'legacy'
+      normalizer: this.unicodeNormal
+        ? { type: this.unicodeNormal }
+        : ms?.prepend === 'legacy'
           ? {
               type: 'Sequence',
               normalizers: [
@@ -576,7 +581,13 @@ export function parseTokenizerJson(json: unknown, source: string): BpeTokenizerS
     ...patternOf(j.pre_tokenizer, source),
     ...(model.ignore_merges ? { ignoreMerges: true } : {}),
     ...(template ? { template } : {}),
+    ...unicodeNormalOf(j.normalizer),
   }
+}
+
+function unicodeNormalOf(norm: any): Pick<BpeTokenizerSpec, 'unicodeNormal'> {
+  const n = norm?.type === 'Sequence' ? norm.normalizers?.[0] : norm
+  return n ? { unicodeNormal: n.type } : {}
 }
 
 /** The ids a TemplateProcessing post-processor (alone or in a Sequence) puts around a single text. */
@@ -628,7 +639,9 @@ function metaspaceOf(j: Record<string, any>, source: string): BpeTokenizerSpec['
       invalid(source, `pre_tokenizer.prepend_scheme ${JSON.stringify(scheme)} is not first, always or never`)
     return { prepend: scheme as MetaspacePrepend, splitOnMetaspace: pre.split !== false, ...common }
   }
-  if (norm) invalid(source, `normalizer ${JSON.stringify(norm.type)} is not supported`)
+  const unicode = normalizers.length === 1 && ['NFC', 'NFKC', 'NFD', 'NFKD'].includes(normalizers[0]?.type)
+  if (norm && !unicode)
+    invalid(source, `normalizer ${JSON.stringify(norm.type)} is not supported (NFC, NFKC, NFD, NFKD, SentencePiece's)`)
   return undefined
 }
 

@@ -9,6 +9,7 @@ Run once with a Python that has the `regex` module (Debian: python3-regex):
 """
 import json
 import os
+import unicodedata
 
 import regex
 
@@ -78,6 +79,15 @@ def llama3_json():
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
                   "vocab": vocab, "merges": [f"{l} {r}" for l, r in merges]},
     }
+
+
+def qwen2_json():
+    """Qwen2's layout: the Llama 3 one with an NFC normalizer and merges always applied."""
+    tok = llama3_json()
+    tok["normalizer"] = {"type": "NFC"}
+    tok["model"]["ignore_merges"] = False
+    tok["post_processor"] = None
+    return tok
 
 
 # ---------------------------------------------------------------- SentencePiece style (Llama 2, Mistral)
@@ -218,6 +228,8 @@ def encode(tok, text, match_special=False):
             for s in bpe(symbols, ranks):
                 ids.append(vocab[s])
             continue
+        if tok["normalizer"] and tok["normalizer"]["type"] == "NFC":
+            seg = unicodedata.normalize("NFC", seg)
         pattern = pre["pretokenizers"][0]["pattern"]["Regex"]
         for piece in regex.findall(pattern, seg):
             chars = "".join(B2U[b] for b in piece.encode("utf-8"))
@@ -239,6 +251,7 @@ TEXTS = [
     "[INST] Hello [/INST] the world</s>",
     "",
     "   ",
+    "cafe\u0301 Cafe\u0301s \ufb01ne",
 ]
 
 
@@ -260,7 +273,8 @@ def template(tok, ids):
 
 def main():
     out = {}
-    for name, make in [("llama3-style", llama3_json), ("llama2-style", llama2_json), ("mistral-style", mistral_json)]:
+    for name, make in [("llama3-style", llama3_json), ("llama2-style", llama2_json), ("mistral-style", mistral_json),
+                       ("qwen2-style", qwen2_json)]:
         tok = make()
         with open(os.path.join(HERE, f"{name}.tokenizer.json"), "w", encoding="utf-8") as f:
             json.dump(tok, f, ensure_ascii=False, indent=1)
