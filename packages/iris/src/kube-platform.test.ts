@@ -195,6 +195,27 @@ test('a pod lost with its node is retried; when the budget is spent the job fail
   expect(attempts[0]!.error).toMatch(/deleted before it finished/)
 })
 
+test('a pod deleted while the watch was down is found gone by the relist and retried', async () => {
+  const id = await iris.submit({ name: 'unseen', command: ['true'], maxRetriesWorker: 1 })
+  const first = await podFor(id, 1)
+  api.run(NS, nameOf(first))
+  await api.waitFor(
+    () => (api.calls.some((c) => c.path.endsWith(`/${nameOf(first)}/log`)) ? true : undefined),
+    'log follow',
+  )
+  // Both before the platform hears of either: its next watch is 410 Gone, and the list lacks the Pod.
+  api.compact()
+  api.remove(NS, nameOf(first))
+  const second = await podFor(id, 2)
+  api.run(NS, nameOf(second))
+  api.exit(NS, nameOf(second), 0)
+  expect((await iris.wait(id, { timeoutMs: 30_000 })).state).toBe('SUCCEEDED')
+  expect((await iris.attempts(id))[0]!.error).toMatch(/deleted before it finished/)
+  expect(api.calls).toContainEqual(
+    expect.objectContaining({ method: 'GET', path: `/api/v1/namespaces/${NS}/pods/${nameOf(first)}` }),
+  )
+})
+
 test('OOMKilled fails the task with the reason', async () => {
   const id = await iris.submit({ name: 'hungry', command: ['true'], resources: 'memory=1Gi' })
   const pod = await podFor(id)

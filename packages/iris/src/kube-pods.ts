@@ -31,10 +31,11 @@ export const ATTEMPT_ANNOTATION = 'iris.marin.dev/attempt-id'
 
 /**
  * The Kubernetes API calls this platform makes, as RBAC rules: the controller's Role grants exactly these
- * (`kube-manifests.ts`). Secrets are only created and deleted, never read back.
+ * (`kube-manifests.ts`). Secrets are only created and deleted, never read back; a Pod is read only when a list
+ * no longer shows it.
  */
 export const KUBE_RBAC_RULES = [
-  { apiGroups: [''], resources: ['pods'], verbs: ['create', 'delete', 'list', 'watch'] },
+  { apiGroups: [''], resources: ['pods'], verbs: ['create', 'delete', 'get', 'list', 'watch'] },
   { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
   { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'delete'] },
 ] as const
@@ -247,6 +248,8 @@ type Tracked = {
   settle: (o: TaskOutcome) => void
   onLine: PodTaskInput['onLine']
   killRequested: boolean
+  /** The create call has answered: a list without the Pod now means it is gone. */
+  created: boolean
   logs?: Promise<void>
   note?: string
   done: boolean
@@ -300,11 +303,12 @@ export class KubePods {
     const name = pod.metadata!.name!
     let settle!: (o: TaskOutcome) => void
     const done = new Promise<TaskOutcome>((r) => (settle = r))
-    const t: Tracked = { name, settle, onLine: input.onLine, killRequested: false, done: false }
+    const t: Tracked = { name, settle, onLine: input.onLine, killRequested: false, created: false, done: false }
     this.tracked.set(name, t)
     const create = async () => {
       if (secret) await this.core.createNamespacedSecret({ namespace: this.opts.namespace, body: secret })
       await this.core.createNamespacedPod({ namespace: this.opts.namespace, body: pod })
+      t.created = true
       // Tracked before it exists: the watch sees every event of the Pod, even those before this answer.
       log.info({ attemptId: input.assignment.attemptId, pod: name, namespace: this.opts.namespace }, 'pod created')
     }
@@ -335,7 +339,7 @@ export class KubePods {
           })
           for (const p of list.items) this.observe(p)
           for (const t of [...this.tracked.values()])
-            if (!list.items.some((p) => p.metadata?.name === t.name)) this.gone(t)
+            if (t.created && !t.done && !list.items.some((p) => p.metadata?.name === t.name)) void this.confirmGone(t)
           rv = list.metadata?.resourceVersion
         } catch (err) {
           log.warn({ err: apiMessage(err) }, 'listing pods failed; retrying')
@@ -417,6 +421,15 @@ export class KubePods {
       if (t.killRequested && v.state !== 'SUCCEEDED') this.end(t, { state: 'KILLED', error: 'killed: pod deleted' })
       else this.end(t, v)
     })
+  }
+
+  /** A Pod missing from a list: gone if reading it says 404 (the list may predate its creation). */
+  private async confirmGone(t: Tracked): Promise<void> {
+    try {
+      this.observe(await this.core.readNamespacedPod({ name: t.name, namespace: this.opts.namespace }))
+    } catch (err) {
+      if ((err as { code?: number }).code === 404) this.gone(t)
+    }
   }
 
   /** The Pod is gone (deleted, or no longer listed). */

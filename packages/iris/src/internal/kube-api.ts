@@ -229,6 +229,7 @@ export class FakeKubeApi {
     const u = new URL(req.url ?? '/', 'http://x')
     const query = Object.fromEntries(u.searchParams)
     this.calls.push({ method: req.method ?? 'GET', path: u.pathname, query })
+    this.changes.emit('change')
     if (req.headers.authorization !== `Bearer ${this.token}`) return status(res, 401, 'Unauthorized', 'Unauthorized')
     let body = ''
     req.on('data', (c: Buffer) => (body += c.toString()))
