@@ -181,9 +181,7 @@ export class BpeTokenizer {
       const sorted = [...ts].sort((x, y) => y.content.length - x.content.length)
       const parts = sorted.map(
         (t) =>
-          (t.lstrip ? '\\s*' : '') +
-          `(${t.content.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')})` +
-          (t.rstrip ? '\\s*' : ''),
+          (t.lstrip ? '\\s*' : '') + `(${t.content.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')})` + (t.rstrip ? '\\s*' : ''),
       )
       return new RegExp(parts.join('|'), 'g')
     }
@@ -618,7 +616,7 @@ function metaspaceOf(j: Record<string, any>, source: string): BpeTokenizerSpec['
   const pre = j.pre_tokenizer,
     norm = j.normalizer,
     model = j.model
-  const normalizers: any[] = norm ? (norm.type === 'Sequence' ? norm.normalizers ?? [] : [norm]) : []
+  const normalizers: any[] = norm ? (norm.type === 'Sequence' ? (norm.normalizers ?? []) : [norm]) : []
   const prependN = normalizers.find((n) => n?.type === 'Prepend')
   const common = {
     byteFallback: model.byte_fallback === true,

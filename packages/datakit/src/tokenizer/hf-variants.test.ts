@@ -55,7 +55,7 @@ test('LLAMA3_PATTERN is the Split regex of a Llama 3 tokenizer.json', () => {
   expect(json.pre_tokenizer.pretokenizers[0].pattern.Regex).toBe(LLAMA3_PATTERN)
 })
 
-test("(?i:…) groups, which JavaScript lacks, match either case", () => {
+test('(?i:…) groups, which JavaScript lacks, match either case', () => {
   const re = compilePattern("(?i:'s|'ll)|[a-z]+")
   expect("it'S I'LL x'Ll".match(re)).toEqual(['it', "'S", "'LL", 'x', "'Ll"])
   expect(() => compilePattern('(?i:[a-z')).toThrow()

@@ -156,8 +156,7 @@ export function decodeSafetensors(
       continue
     }
     const { dtype, shape, data_offsets } = e as { dtype: string; shape: number[]; data_offsets: [number, number] }
-    if (!(dtype in BYTES))
-      throw bad(`tensor "${name}" has dtype ${dtype}; only F32, F16, BF16 and I32 are read`)
+    if (!(dtype in BYTES)) throw bad(`tensor "${name}" has dtype ${dtype}; only F32, F16, BF16 and I32 are read`)
     const size = BYTES[dtype as StoredDtype]
     const [b, end] = data_offsets
     if (base + end > bytes.length || end - b !== shape.reduce((x, y) => x * y, 1) * size)

@@ -32,8 +32,8 @@ export function fusedCausalAttention(qkv: tf.Tensor, nHeads: number): tf.Tensor 
       ],
       [x],
       ([o, p], [xv]) => native.attentionForward(xv!, o!, p!, B, T, nHeads, K, scale),
-    )!
-    save([x, probs!])
+    ) as [tf.Tensor, tf.Tensor]
+    save([x, probs])
     return {
       value: out,
       gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {

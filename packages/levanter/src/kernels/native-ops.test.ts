@@ -316,20 +316,22 @@ describe('native GEMM on several threads', () => {
     ['split by rows', [300, 70], [70, 90], false, false],
     ['split by column panels (one row)', [1, 300], [300, 700], false, true],
     ['split by batch', [8, 40, 30], [8, 30, 50], true, false],
-  ] as const)('%s: the same bits as one thread', (_, sa, sb, tA, tB) => {
+  ] as const)('%s: the same bits as one thread', (_, shapeA, shapeB, tA, tB) => {
+    const sa: number[] = [...shapeA],
+      sb: number[] = [...shapeB]
     const a = tf.tensor(
       rand(
         sa.reduce((p, q) => p * q, 1),
         13,
       ),
-      [...sa],
+      sa,
     )
     const b = tf.tensor(
       rand(
         sb.reduce((p, q) => p * q, 1),
         14,
       ),
-      [...sb],
+      sb,
     )
     const fa = tA ? tf.transpose(a, sa.length === 3 ? [0, 2, 1] : [1, 0]) : a
     const fb = tB ? tf.transpose(b, sb.length === 3 ? [0, 2, 1] : [1, 0]) : b
