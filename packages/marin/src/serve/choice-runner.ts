@@ -37,7 +37,7 @@ export type ChoiceResult = {
 }
 
 export async function runChoice(engine: Engine, tokenizer: BpeTokenizer, p: ChoiceParams): Promise<ChoiceResult> {
-  const text = new TextStream(tokenizer, p.stops)
+  const text = new TextStream(tokenizer, p.stops, p.prompt)
   const events: TokenEvent[] = []
   const t0 = performance.now()
   let ttftMs: number | undefined

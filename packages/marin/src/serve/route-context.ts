@@ -65,8 +65,10 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
       )
   }
 
-  function encode(text: string, param: string): number[] {
-    const ids = o.tokenizer.encode(text)
+  /** A prompt's ids: with the tokenizer's own special tokens around it (BOS where its post-processor adds one), or,
+   * for text a chat template rendered (`template`), with the special tokens it wrote matched as such. */
+  function encode(text: string, param: string, template = false): number[] {
+    const ids = o.tokenizer.encode(text, template ? { specials: 'match' } : { addSpecialTokens: true })
     if (ids.length === 0)
       throw new ApiError(400, `${param}: is empty; give at least one token of text`, param, 'invalid_value')
     if (ids.length > seqLen)

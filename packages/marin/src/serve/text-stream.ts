@@ -9,20 +9,43 @@ export class TextStream {
   private readonly tokens: number[] = []
   private emitted = 0
   private readonly hold: number
+  private readonly context: readonly number[]
+  private readonly contextText: string
   /** The final text once a stop string matched. */
   stoppedText: string | undefined
 
+  /**
+   * @param context the prompt's ids: its last few are decoded in front of the completion and cut
+   * off again, so a decoder that treats a sequence's start specially (SentencePiece drops the first
+   * ▁'s space) gives the completion the text it has after the prompt
+   */
   constructor(
     private readonly tokenizer: BpeTokenizer,
     private readonly stops: readonly string[],
+    context: readonly number[] = [],
   ) {
     this.hold = Math.max(0, ...stops.map((s) => s.length - 1))
+    const tail = context.slice(-4)
+    const text = tail.length ? tokenizer.decode(tail) : ''
+    // a tail that ends inside a character cannot be cut off cleanly: decode the completion alone
+    const clean = !text.endsWith('\uFFFD')
+    this.context = clean ? tail : []
+    this.contextText = clean ? text : ''
+  }
+
+  /** The completion's text so far (decoded after the prompt's tail where that cuts off cleanly). */
+  private decoded(): string {
+    if (!this.context.length) return this.tokenizer.decode(this.tokens)
+    const whole = this.tokenizer.decode([...this.context, ...this.tokens])
+    return whole.startsWith(this.contextText)
+      ? whole.slice(this.contextText.length)
+      : this.tokenizer.decode(this.tokens)
   }
 
   /** Add a token; returns the text that is now safe to show and whether a stop string matched. */
   push(token: number): { delta: string; stopped: boolean } {
     this.tokens.push(token)
-    const text = this.tokenizer.decode(this.tokens)
+    const text = this.decoded()
     let cut = -1
     for (const s of this.stops) {
       const i = text.indexOf(s, Math.max(0, this.emitted - s.length))
@@ -45,7 +68,7 @@ export class TextStream {
   /** The rest of the text once generation ended. */
   flush(): string {
     if (this.stoppedText !== undefined) return ''
-    const text = this.tokenizer.decode(this.tokens)
+    const text = this.decoded()
     const delta = text.slice(this.emitted)
     this.emitted = text.length
     return delta
@@ -53,6 +76,6 @@ export class TextStream {
 
   /** The whole completion text. */
   text(): string {
-    return this.stoppedText ?? this.tokenizer.decode(this.tokens)
+    return this.stoppedText ?? this.decoded()
   }
 }
