@@ -8,6 +8,21 @@ import { createWriteStream, existsSync, type WriteStream } from 'node:fs'
 import { join } from 'node:path'
 import { constants } from 'node:os'
 
+/** `sig` to a child's whole process group (it was spawned detached), else to the child alone; nothing if it is gone. */
+export function signalGroup(child: ChildProcess, sig: NodeJS.Signals): void {
+  const pid = child.pid
+  if (pid === undefined) return
+  try {
+    process.kill(-pid, sig)
+  } catch {
+    try {
+      child.kill(sig)
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
 export type TaskOutcome = {
   /** WORKER_FAILED: the task ended through no fault of its own (a Kubernetes Pod evicted or lost with its node). */
   state: 'SUCCEEDED' | 'FAILED' | 'KILLED' | 'WORKER_FAILED'
@@ -86,17 +101,7 @@ export class TaskHandle implements RunningTask {
   }
 
   private signal(sig: NodeJS.Signals): void {
-    const pid = this.child.pid
-    if (pid === undefined) return
-    try {
-      process.kill(-pid, sig)
-    } catch {
-      try {
-        this.child.kill(sig)
-      } catch {
-        // Already gone.
-      }
-    }
+    signalGroup(this.child, sig)
   }
 }
 

@@ -16,7 +16,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { createWriteStream, type WriteStream } from 'node:fs'
 import { join } from 'node:path'
 import { logger } from '@marin/rigging'
-import { exitOutcome, MAX_LINE, type RunningTask, type TaskOutcome } from './task-runner.js'
+import { exitOutcome, MAX_LINE, type RunningTask, signalGroup, type TaskOutcome } from './task-runner.js'
 import { WARM_TASK_END, type WarmDoneMessage, type WarmRunMessage } from './warm-task.js'
 
 const log = logger('iris')
@@ -151,17 +151,7 @@ class Runner {
   }
 
   private signal(sig: NodeJS.Signals): void {
-    const pid = this.child.pid
-    if (pid === undefined) return
-    try {
-      process.kill(-pid, sig)
-    } catch {
-      try {
-        this.child.kill(sig)
-      } catch {
-        // Already gone.
-      }
-    }
+    signalGroup(this.child, sig)
   }
 
   private data(s: 'stdout' | 'stderr', chunk: string): void {

@@ -11,7 +11,7 @@ import { maskedCrossEntropy } from './loss.js'
 import type { CausalLM } from './models/lm.js'
 import type { AdamWConfig } from './optim/adamw.js'
 import { DeviceAdamW } from './optim/adamw-device.js'
-import { computeGradsOnDevice } from './train-step.js'
+import { batchTensors, computeGradsOnDevice } from './train-step.js'
 
 /** Bytes moved between host and device. */
 export type TransferBytes = { toDevice: number; toHost: number }
@@ -56,11 +56,8 @@ export class DeviceEngine implements Engine {
 
   async evalLoss(batch: Batch): Promise<number> {
     const loss = tf.tidy(() => {
-      const shape: [number, number] = [batch.batchSize, batch.seqLen]
-      const ids = tf.tensor2d(batch.inputs, shape, 'int32')
-      const t = tf.tensor2d(batch.targets, shape, 'int32')
-      const m = tf.tensor2d(batch.mask, shape)
-      return maskedCrossEntropy(this.model.forward(ids), t, m, Math.max(1, maskCount(batch)))
+      const { ids, targets, mask } = batchTensors(batch)
+      return maskedCrossEntropy(this.model.forward(ids), targets, mask, Math.max(1, maskCount(batch)))
     })
     try {
       return (await loss.data())[0]!

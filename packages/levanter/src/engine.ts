@@ -6,7 +6,7 @@ import { maskedCrossEntropy } from './loss.js'
 import type { CausalLM } from './models/lm.js'
 import { AdamW } from './optim/adamw.js'
 import type { AdamWConfig } from './optim/adamw.js'
-import { computeGrads } from './train-step.js'
+import { batchTensors, computeGrads } from './train-step.js'
 
 /** Model weights, optimizer moments and update count: everything a checkpoint holds of the math. */
 export type TrainTensors = {
@@ -30,10 +30,8 @@ export interface Engine {
 /** Mean masked loss of `batch` under `model`. */
 export function evalLossOf(model: CausalLM, batch: Batch): number {
   return tf.tidy(() => {
-    const ids = tf.tensor2d(batch.inputs, [batch.batchSize, batch.seqLen], 'int32')
-    const t = tf.tensor2d(batch.targets, [batch.batchSize, batch.seqLen], 'int32')
-    const m = tf.tensor2d(batch.mask, [batch.batchSize, batch.seqLen])
-    return maskedCrossEntropy(model.forward(ids), t, m).dataSync()[0]!
+    const { ids, targets, mask } = batchTensors(batch)
+    return maskedCrossEntropy(model.forward(ids), targets, mask).dataSync()[0]!
   })
 }
 

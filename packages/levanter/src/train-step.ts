@@ -9,26 +9,41 @@ import { heapFloats } from './kernels/wasm-heap.js'
 /** Loss and gradients of one batch; the caller owns (and disposes) the gradient tensors. */
 export type Grads = { readonly loss: number; readonly grads: Map<string, tf.Tensor> }
 
+/** A batch's ids, targets and loss mask as tensors [B, T] (the caller disposes them, or runs inside `tf.tidy`). */
+export function batchTensors(b: Batch): { ids: tf.Tensor2D; targets: tf.Tensor2D; mask: tf.Tensor2D } {
+  const shape: [number, number] = [b.batchSize, b.seqLen]
+  return {
+    ids: tf.tensor2d(b.inputs, shape, 'int32'),
+    targets: tf.tensor2d(b.targets, shape, 'int32'),
+    mask: tf.tensor2d(b.mask, shape),
+  }
+}
+
 /**
- * Σ over microbatches of ∇(Σ mask·nll / denominator). With denominator = the global batch's
- * mask count, microbatches and replicas add up to the gradient of the whole batch's mean loss.
+ * Σ over microbatches of ∇(Σ mask·nll / denominator), the gradients summed on the backend; each
+ * microbatch's loss (a scalar) goes to `onLoss`, which owns it. Returns the gradients and the bytes
+ * of batch data uploaded.
  */
-export function computeGrads(model: CausalLM, batch: Batch, denominator: number, microbatches = 1): Grads {
+function accumulateGrads(
+  model: CausalLM,
+  batch: Batch,
+  denominator: number,
+  microbatches: number,
+  onLoss: (value: tf.Scalar) => void,
+): { grads: Map<string, tf.Tensor>; bytesToDevice: number } {
   const names = [...model.params.keys()]
   const vars = names.map((n) => model.params.get(n)!)
   const per = Math.ceil(batch.batchSize / microbatches)
-  let loss = 0
   let acc: tf.Tensor[] | undefined
+  let bytesToDevice = 0
   for (let from = 0; from < batch.batchSize; from += per) {
     const mb = sliceBatch(batch, from, Math.min(batch.batchSize, from + per))
+    bytesToDevice += mb.inputs.byteLength + mb.targets.byteLength + 4 * mb.mask.length
     const { value, grads } = tf.tidy(() => {
-      const ids = tf.tensor2d(mb.inputs, [mb.batchSize, mb.seqLen], 'int32')
-      const targets = tf.tensor2d(mb.targets, [mb.batchSize, mb.seqLen], 'int32')
-      const mask = tf.tensor2d(mb.mask, [mb.batchSize, mb.seqLen])
+      const { ids, targets, mask } = batchTensors(mb)
       return tf.variableGrads(() => maskedCrossEntropy(model.forward(ids), targets, mask, denominator), vars)
     })
-    loss += value.dataSync()[0]!
-    value.dispose()
+    onLoss(value)
     const gs = names.map((n) => grads[model.params.get(n)!.name]!)
     if (!acc) acc = gs
     else {
@@ -39,7 +54,20 @@ export function computeGrads(model: CausalLM, batch: Batch, denominator: number,
   }
   const out = new Map<string, tf.Tensor>()
   names.forEach((n, i) => out.set(n, acc![i]!))
-  return { loss, grads: out }
+  return { grads: out, bytesToDevice }
+}
+
+/**
+ * Σ over microbatches of ∇(Σ mask·nll / denominator). With denominator = the global batch's
+ * mask count, microbatches and replicas add up to the gradient of the whole batch's mean loss.
+ */
+export function computeGrads(model: CausalLM, batch: Batch, denominator: number, microbatches = 1): Grads {
+  let loss = 0
+  const { grads } = accumulateGrads(model, batch, denominator, microbatches, (value) => {
+    loss += value.dataSync()[0]!
+    value.dispose()
+  })
+  return { loss, grads }
 }
 
 /**
@@ -52,38 +80,16 @@ export function computeGradsOnDevice(
   denominator: number,
   microbatches = 1,
 ): { loss: tf.Scalar; grads: Map<string, tf.Tensor>; bytesToDevice: number } {
-  const names = [...model.params.keys()]
-  const vars = names.map((n) => model.params.get(n)!)
-  const per = Math.ceil(batch.batchSize / microbatches)
   let loss: tf.Scalar | undefined
-  let acc: tf.Tensor[] | undefined
-  let bytesToDevice = 0
-  for (let from = 0; from < batch.batchSize; from += per) {
-    const mb = sliceBatch(batch, from, Math.min(batch.batchSize, from + per))
-    bytesToDevice += mb.inputs.byteLength + mb.targets.byteLength + 4 * mb.mask.length
-    const { value, grads } = tf.tidy(() => {
-      const ids = tf.tensor2d(mb.inputs, [mb.batchSize, mb.seqLen], 'int32')
-      const targets = tf.tensor2d(mb.targets, [mb.batchSize, mb.seqLen], 'int32')
-      const mask = tf.tensor2d(mb.mask, [mb.batchSize, mb.seqLen])
-      return tf.variableGrads(() => maskedCrossEntropy(model.forward(ids), targets, mask, denominator), vars)
-    })
-    const gs = names.map((n) => grads[model.params.get(n)!.name]!)
+  const { grads, bytesToDevice } = accumulateGrads(model, batch, denominator, microbatches, (value) => {
     if (!loss) loss = value
     else {
       const prev = loss
       loss = tf.add(prev, value) as tf.Scalar
       tf.dispose([prev, value])
     }
-    if (!acc) acc = gs
-    else {
-      const prev = acc
-      acc = prev.map((a, i) => tf.add(a, gs[i]!))
-      tf.dispose([...prev, ...gs])
-    }
-  }
-  const out = new Map<string, tf.Tensor>()
-  names.forEach((n, i) => out.set(n, acc![i]!))
-  return { loss: loss!, grads: out, bytesToDevice }
+  })
+  return { loss: loss!, grads, bytesToDevice }
 }
 
 /**

@@ -7,6 +7,7 @@
  * all-WebAssembly path); callers fall back to their tensor-op or JS versions otherwise.
  */
 import * as tf from '@tensorflow/tfjs'
+import type { adamwUpdate } from '../optim/adamw.js'
 import { nativeGemm } from './native-gemm.js'
 import { gemmFor } from './wasm-gemm.js'
 import type { WasmBackendLike } from './wasm-heap.js'
@@ -81,22 +82,8 @@ export type NativeOps = {
   softmaxBackward(y: Float32Array, dy: Float32Array, dx: Float32Array, S: number, scale: number): void
   /** Σ mask·nll / denom; writes d(that)/dlogits into `grad`. */
   crossEntropy(logits: Float32Array, targets: Int32Array, mask: Float32Array, denom: number, grad: Float32Array): number
-  adamw(
-    g: Float32Array,
-    m: Float32Array,
-    v: Float32Array,
-    p: Float32Array,
-    out: Float32Array,
-    scale: number,
-    b1: number,
-    c1: number,
-    b2: number,
-    c2: number,
-    keep: number,
-    step: number,
-    rbc2: number,
-    eps: number,
-  ): void
+  /** The JS update (optim/adamw.ts) in native code: the same arguments, the same bits. */
+  adamw: typeof adamwUpdate
   sumSquares(g: Float32Array): number
 }
 

@@ -4,8 +4,8 @@
  * {@link AdamW} (in float32 throughout).
  */
 import * as tf from '@tensorflow/tfjs'
-import { LevanterError } from '../errors.js'
 import type { CausalLM } from '../models/lm.js'
+import { loadMoments } from './adamw.js'
 import type { AdamWConfig } from './adamw.js'
 
 export class DeviceAdamW {
@@ -72,22 +72,12 @@ export class DeviceAdamW {
 
   /** Restore moments saved by {@link state} (or by the host {@link AdamW}), and the update count. */
   load(state: ReadonlyMap<string, Float32Array>, count: number): void {
-    for (const [prefix, map] of [
-      ['m', this.m],
-      ['v', this.v],
-    ] as const) {
-      for (const [n, t] of map) {
-        const d = state.get(`${prefix}.${n}`)
-        if (!d) continue
-        if (d.length !== t.size)
-          throw new LevanterError(
-            'BAD_SHAPE',
-            `optimizer state "${prefix}.${n}": got ${d.length} values, ` +
-              `expected ${t.size}; check the checkpoint matches the model`,
-          )
-        tf.tidy(() => t.assign(tf.tensor(d, t.shape)))
-      }
-    }
+    loadMoments(
+      state,
+      this,
+      (t) => t.size,
+      (t, d) => tf.tidy(() => t.assign(tf.tensor(d, t.shape))),
+    )
     this.count = count
   }
 

@@ -67,6 +67,32 @@ export function adamwUpdate(
 }
 
 /**
+ * Put each saved moment (`m.<param>`, `v.<param>` in `state`) into its holder with `put`, checking
+ * its length first (BAD_SHAPE naming it); moments the state lacks are left as they are. The host
+ * and the device AdamW both restore through it.
+ */
+export function loadMoments<T>(
+  state: ReadonlyMap<string, Float32Array>,
+  moments: { readonly m: ReadonlyMap<string, T>; readonly v: ReadonlyMap<string, T> },
+  size: (t: T) => number,
+  put: (t: T, d: Float32Array) => void,
+): void {
+  for (const prefix of ['m', 'v'] as const) {
+    for (const [n, t] of moments[prefix]) {
+      const d = state.get(`${prefix}.${n}`)
+      if (!d) continue
+      if (d.length !== size(t))
+        throw new LevanterError(
+          'BAD_SHAPE',
+          `optimizer state "${prefix}.${n}": got ${d.length} values, ` +
+            `expected ${size(t)}; check the checkpoint matches the model`,
+        )
+      put(t, d)
+    }
+  }
+}
+
+/**
  * First and second moments per parameter, plus the update count. The update runs as one fused
  * pass per parameter over plain arrays (float64 arithmetic, float32 storage): one read of the
  * gradient and the parameter and one write of the parameter, instead of a dozen tensor ops per
@@ -174,22 +200,12 @@ export class AdamW {
 
   /** Restore moments saved by {@link state}, and the update count. */
   load(state: ReadonlyMap<string, Float32Array>, count: number): void {
-    for (const [prefix, map] of [
-      ['m', this.m],
-      ['v', this.v],
-    ] as const) {
-      for (const [n, t] of map) {
-        const d = state.get(`${prefix}.${n}`)
-        if (!d) continue
-        if (d.length !== t.length)
-          throw new LevanterError(
-            'BAD_SHAPE',
-            `optimizer state "${prefix}.${n}": got ${d.length} values, ` +
-              `expected ${t.length}; check the checkpoint matches the model`,
-          )
-        t.set(d)
-      }
-    }
+    loadMoments(
+      state,
+      this,
+      (t) => t.length,
+      (t, d) => t.set(d),
+    )
     this.count = count
   }
 

@@ -1,23 +1,16 @@
 /** @module Data-parallel engine: N replicas as fray actors over a `{ data: N }` mesh, driven step by step. */
 import { actorClass, currentClient, Mesh } from '@marin/fray'
 import type { ActorGroup } from '@marin/fray'
-import { logger } from '@marin/rigging'
-import { maskCount, sliceBatch } from '../data/batch.js'
+import { maskCount } from '../data/batch.js'
 import type { Batch } from '../data/batch.js'
 import type { Engine, StepResult, TrainTensors } from '../engine.js'
-import { LevanterError } from '../errors.js'
 import type { CausalLM } from '../models/lm.js'
 import { replicaThreadsEnv } from '../kernels/native-gemm.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import type { Replica } from './replica.js'
-import { fromWire, toWire } from './wire.js'
+import { allMembers } from './all-members.js'
+import { copyRows, fromWire, toWire } from './wire.js'
 
-const log = logger('levanter')
-// Copies, so structured clone sends only this slice's bytes, not the whole batch's buffer.
-const copyRows = (b: Batch, from: number, to: number): Batch => {
-  const s = sliceBatch(b, from, to)
-  return { ...s, inputs: s.inputs.slice(), targets: s.targets.slice(), mask: s.mask.slice() }
-}
 const ReplicaClass = actorClass<typeof Replica>(new URL('./replica.ts', import.meta.url), 'Replica')
 
 export class DataParallelEngine implements Engine {
@@ -46,24 +39,8 @@ export class DataParallelEngine implements Engine {
     return engine
   }
 
-  async #all<T>(what: string, calls: Promise<T>[]): Promise<T[]> {
-    // Wait for every call to settle: when one replica dies, a survivor's collective
-    // often fails first (its peer disconnected), before the dead one is known as gone.
-    const settled = await Promise.allSettled(calls)
-    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
-    if (!failed) return settled.map((r) => (r as PromiseFulfilledResult<T>).value)
-    const err: unknown = failed.reason
-    const gone = this.group.gone()
-    log.error({ err, gone }, 'replica failed')
-    throw new LevanterError(
-      'REPLICA_FAILED',
-      `data-parallel ${what}: ` +
-        `${gone.length > 1 ? 'replicas' : 'replica'} ` +
-        `${gone.length ? gone.join(', ') : '?'} of ${this.n} failed (` +
-        `${(err as Error).message}); the step was not applied — resume ` +
-        `from the last checkpoint`,
-      { cause: err },
-    )
+  #all<T>(what: string, calls: Promise<T>[]): Promise<T[]> {
+    return allMembers(this.group, this.n, { engine: 'data-parallel', member: 'replica' }, what, calls)
   }
 
   async load(state: TrainTensors): Promise<void> {

@@ -6,27 +6,19 @@
  */
 import { actorClass, currentClient, Mesh } from '@marin/fray'
 import type { ActorGroup } from '@marin/fray'
-import { logger } from '@marin/rigging'
-import { maskCount, sliceBatch } from '../data/batch.js'
+import { maskCount } from '../data/batch.js'
 import type { Batch } from '../data/batch.js'
 import type { Engine, StepResult, TrainTensors } from '../engine.js'
-import { LevanterError } from '../errors.js'
 import { replicaThreadsEnv } from '../kernels/native-gemm.js'
 import type { CausalLM } from '../models/lm.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import { assembleMembers, checkModelAxis, coordsOfRank, cutForMember, localParams } from './layout.js'
 import type { LocalParam, MeshShape, PartTensors, ShardBlobs, ShardedLayout } from './layout.js'
 import type { MeshReplica } from './mesh-replica.js'
-import { fromWire, toWire } from './wire.js'
+import { allMembers } from './all-members.js'
+import { copyRows, fromWire, toWire } from './wire.js'
 
-const log = logger('levanter')
 const MeshReplicaClass = actorClass<typeof MeshReplica>(new URL('./mesh-replica.ts', import.meta.url), 'MeshReplica')
-
-// Copies, so structured clone sends only this slice's bytes, not the whole batch's buffer.
-const copyRows = (b: Batch, from: number, to: number): Batch => {
-  const s = sliceBatch(b, from, to)
-  return { ...s, inputs: s.inputs.slice(), targets: s.targets.slice(), mask: s.mask.slice() }
-}
 
 export type MeshEngineOptions = {
   readonly mesh: MeshShape
@@ -80,21 +72,8 @@ export class MeshEngine implements Engine {
   }
 
   /** Awaits every call; when one fails, REPLICA_FAILED naming the members that are gone. */
-  async #all<T>(what: string, calls: Promise<T>[]): Promise<T[]> {
-    // Wait for every call to settle: when one member dies, a survivor's collective often fails
-    // first (its peer disconnected), before the dead one is known as gone.
-    const settled = await Promise.allSettled(calls)
-    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected')
-    if (!failed) return settled.map((r) => (r as PromiseFulfilledResult<T>).value)
-    const err: unknown = failed.reason
-    const gone = this.group.gone()
-    log.error({ err, gone }, 'mesh member failed')
-    throw new LevanterError(
-      'REPLICA_FAILED',
-      `mesh ${what}: ${gone.length > 1 ? 'members' : 'member'} ${gone.length ? gone.join(', ') : '?'} of ` +
-        `${this.size} failed (${(err as Error).message}); the step was not applied — resume from the last checkpoint`,
-      { cause: err },
-    )
+  #all<T>(what: string, calls: Promise<T>[]): Promise<T[]> {
+    return allMembers(this.group, this.size, { engine: 'mesh', member: 'member' }, what, calls)
   }
 
   /** Cuts full weights and moments into every member's parts and loads them. */

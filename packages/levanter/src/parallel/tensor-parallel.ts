@@ -13,6 +13,7 @@ import * as tf from '@tensorflow/tfjs'
 import type { Batch } from '../data/batch.js'
 import { sliceBatch } from '../data/batch.js'
 import { maskedCrossEntropy } from '../loss.js'
+import { batchTensors } from '../train-step.js'
 import { llamaKvHeads } from '../models/config.js'
 import type { Gpt2Config, LlamaConfig, ModelConfig } from '../models/config.js'
 import {
@@ -243,12 +244,6 @@ async function runBlocks(
   }
   return x
 }
-
-const batchTensors = (b: Batch) => ({
-  ids: tf.tensor2d(b.inputs, [b.batchSize, b.seqLen], 'int32'),
-  targets: tf.tensor2d(b.targets, [b.batchSize, b.seqLen], 'int32'),
-  mask: tf.tensor2d(b.mask, [b.batchSize, b.seqLen]),
-})
 
 /**
  * The loss of `batch` (Σ over microbatches of Σ mask·nll / denominator), its weight gradients handed

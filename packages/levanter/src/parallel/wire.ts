@@ -1,7 +1,9 @@
 /**
- * @module Named tensors as they travel to and from mesh members: plain objects, since fray's iris
+ * @module Named tensors and batch rows as they travel to and from mesh members: plain objects, since fray's iris
  * transport carries JSON structure and typed arrays (not Maps); the local transports carry them alike.
  */
+import { sliceBatch } from '../data/batch.js'
+import type { Batch } from '../data/batch.js'
 
 /** Weights and moments by name, and the update count, as a member receives or returns them. */
 export type WireTensors = {
@@ -29,3 +31,10 @@ export const fromWire = (
   optimizer: new Map(Object.entries(w.optimizer)),
   count: w.count,
 })
+
+/** Rows from…to of a batch as copies, so structured clone sends only those rows' bytes, not the whole
+ * batch's buffer. */
+export function copyRows(b: Batch, from: number, to: number): Batch {
+  const s = sliceBatch(b, from, to)
+  return { ...s, inputs: s.inputs.slice(), targets: s.targets.slice(), mask: s.mask.slice() }
+}

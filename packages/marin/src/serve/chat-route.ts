@@ -3,7 +3,6 @@ import { randomBytes, randomInt } from 'node:crypto'
 import type { Hono } from 'hono'
 import { streamSSE } from 'hono/streaming'
 import { ApiError } from './api-error.js'
-import { CHATML } from './chat-template.js'
 import { ChatRequest } from './api-types.js'
 import { type ChoiceParams, usageOf } from './choice-runner.js'
 import type { TokenEvent } from './engine.js'
@@ -30,7 +29,7 @@ export function chatRoute(app: Hono, x: RouteContext): void {
         'chat_template_error',
       )
     }
-    const prompt = encode(rendered, 'messages', o.chatTemplate !== CHATML)
+    const prompt = encode(rendered, 'messages', o.chatTemplate.writesSpecialTokens)
     const asked = r.max_completion_tokens ?? r.max_tokens
     const maxTokens =
       asked != null

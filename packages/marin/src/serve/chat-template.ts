@@ -17,6 +17,9 @@ export type ChatTemplate = {
   /** Throws (the template's own `raise_exception`, or a rendering error) when the messages do not fit it. */
   render(messages: readonly ChatTurn[]): string
   readonly stops: readonly string[]
+  /** The rendered text holds the tokenizer's special tokens (BOS, turn markers) as text, to encode as their ids
+   * (a checkpoint's own template); otherwise it is plain text and the tokenizer adds its own. */
+  readonly writesSpecialTokens: boolean
 }
 
 const textOf = (m: ChatTurn) => (typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join(''))
@@ -28,7 +31,7 @@ export function renderChat(messages: readonly ChatTurn[]): string {
 }
 
 /** The template used when the checkpoint has none. */
-export const CHATML: ChatTemplate = { render: renderChat, stops: [CHAT_END] }
+export const CHATML: ChatTemplate = { render: renderChat, stops: [CHAT_END], writesSpecialTokens: false }
 
 /** A special token as `tokenizer_config.json` writes it: a string or an AddedToken `{content, …}`. */
 function tokenText(v: unknown): string | undefined {
@@ -80,5 +83,6 @@ export function chatTemplateFromConfig(config: unknown, file: string): ChatTempl
         ...(eos !== undefined ? { eos_token: eos } : {}),
       }),
     stops: eos !== undefined && eos !== '' ? [eos] : [],
+    writesSpecialTokens: true,
   }
 }

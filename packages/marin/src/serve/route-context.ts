@@ -66,9 +66,9 @@ export function routeContext(o: AppOptions, observeTtft: (seconds: number) => vo
   }
 
   /** A prompt's ids: with the tokenizer's own special tokens around it (BOS where its post-processor adds one), or,
-   * for text a chat template rendered (`template`), with the special tokens it wrote matched as such. */
-  function encode(text: string, param: string, template = false): number[] {
-    const ids = o.tokenizer.encode(text, template ? { specials: 'match' } : { addSpecialTokens: true })
+   * for text that already holds them as text (`hasSpecials`: a checkpoint's chat template), with those matched. */
+  function encode(text: string, param: string, hasSpecials = false): number[] {
+    const ids = o.tokenizer.encode(text, hasSpecials ? { specials: 'match' } : { addSpecialTokens: true })
     if (ids.length === 0)
       throw new ApiError(400, `${param}: is empty; give at least one token of text`, param, 'invalid_value')
     if (ids.length > seqLen)
