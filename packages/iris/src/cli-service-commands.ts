@@ -131,6 +131,11 @@ export function defineCluster(cmd: Command, io: CliIo): void {
     .option('--volume <claim:path>', 'k8s: mount a PersistentVolumeClaim into every task Pod (repeatable)', collect, [])
     .option('--pod-ttl <duration>', 'k8s: delete finished Pods this long after they end', '1h')
     .option('--advertise <address>', 'k8s: the controller address task Pods use (default: the bound address)')
+    .addOption(
+      new Option('--pod-stderr <mode>', 'k8s: tagged (stderr apart from stdout; needs /bin/sh) or merged')
+        .choices(['tagged', 'merged'])
+        .default('tagged'),
+    )
     .option('--host <host>', 'interface the controller listens on', '127.0.0.1')
     .option(
       '--token-file <path>',
@@ -182,12 +187,13 @@ async function kubernetesOf(o: Record<string, string | string[] | undefined>) {
       image: o.image as string,
       volumes: o.volume as string[],
       podTtlMs: parseDuration(o.podTtl as string, '--pod-ttl'),
+      stderr: o.podStderr as 'tagged' | 'merged',
       ...(o.kubeconfig ? { kubeconfig: o.kubeconfig as string } : {}),
       ...(o.advertise ? { advertise: o.advertise as string } : {}),
     })
   } catch (err) {
     if (isIrisError(err, 'BAD_REQUEST'))
-      throw new UsageError(`cluster start: ${err.message} (--namespace, --kubeconfig, --volume)`)
+      throw new UsageError(`cluster start: ${err.message} (--namespace, --kubeconfig, --volume, --pod-stderr)`)
     throw err
   }
 }

@@ -11,7 +11,7 @@ import type { V1Pod } from '@kubernetes/client-node'
 import { afterEach, beforeEach, expect, test } from 'vitest'
 import type { IrisClient } from './client.js'
 import { FakeKubeApi } from './internal/kube-api.js'
-import { ATTEMPT_ANNOTATION, KUBE_RBAC_RULES } from './kube-pods.js'
+import { ATTEMPT_ANNOTATION, KUBE_RBAC_RULES, podManifests, STDERR_WRAPPER } from './kube-pods.js'
 import { JobScheduler } from './job-scheduler.js'
 import { kubernetesPlatform } from './kube-platform.js'
 import { LocalCluster } from './local-cluster.js'
@@ -84,7 +84,9 @@ test('a job becomes a Pod whose spec matches the request; secrets reach it only 
   expect(spec.priorityClassName).toBe('iris-production')
   expect(spec.automountServiceAccountToken).toBe(false)
   expect(c.image).toBe('ghcr.io/marin/train:1')
-  expect(c.command).toEqual(['node', 'train.js', '--steps', '10'])
+  // The job's command is the container's args; the container's command is the wrapper that tags stderr lines.
+  expect(c.command).toEqual(['/bin/sh', '-c', STDERR_WRAPPER, 'iris-task'])
+  expect(c.args).toEqual(['node', 'train.js', '--steps', '10'])
   expect(c.resources).toEqual({
     requests: { cpu: '2500m', memory: String(4 * 2 ** 30), 'nvidia.com/gpu': '1' },
     limits: { cpu: '2500m', memory: String(4 * 2 ** 30), 'nvidia.com/gpu': '1' },
@@ -268,4 +270,42 @@ test('JobScheduler runs jobs as Pods with kubernetesPlatform (a kubeconfig file,
   } finally {
     await scheduler.close()
   }
+})
+
+test('stdout and stderr of a Pod reach iris logs as separate streams (the container runs the wrapper)', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'iris-kubelet-'))
+  const kubelet = api.startKubelet({ namespace: NS, root, claims: { 'marin-data': root } })
+  try {
+    const script =
+      'console.log("out 1"); console.error("err 1"); console.log("out 2"); ' +
+      'process.stderr.write("err \\\\ 2 no newline"); process.exitCode = 3'
+    const id = await iris.submit({ name: 'streams', command: [process.execPath, '-e', script] })
+    const job = await iris.wait(id, { timeoutMs: 30_000 })
+    expect(job.state).toBe('FAILED')
+    expect(job.tasks[0]!.exitCode).toBe(3)
+    const lines: string[] = []
+    for await (const l of iris.logs(id)) lines.push(`${l.stream}: ${l.line}`)
+    // The order between the two streams is not kept (two pipes, as for a process on a worker); within one it is.
+    expect(lines.filter((l) => l.startsWith('stdout'))).toEqual(['stdout: out 1', 'stdout: out 2'])
+    expect(lines.filter((l) => l.startsWith('stderr'))).toEqual(['stderr: err 1', 'stderr: err \\ 2 no newline'])
+  } finally {
+    await kubelet.close()
+  }
+})
+
+test('with stderr "merged" the container runs the job command itself', () => {
+  const assignment = {
+    attemptId: 'j-1/0/1',
+    jobId: 'j-1',
+    taskIndex: 0,
+    attempt: 1,
+    numTasks: 1,
+    spec: { command: ['echo', 'hi'], resources: { cpu: 1, memory: 1, gpu: 0 }, priority: 'batch' },
+  } as never
+  const opts = { namespace: NS, platformId: 'p', defaultImage: 'i', killGraceMs: 1000 }
+  const merged = podManifests({ assignment, env: {}, secretEnv: {} }, { ...opts, stderr: 'merged' }).pod
+  expect(merged.spec!.containers[0]!.command).toEqual(['echo', 'hi'])
+  expect(merged.spec!.containers[0]!.args).toBeUndefined()
+  const tagged = podManifests({ assignment, env: {}, secretEnv: {} }, opts).pod
+  expect(tagged.spec!.containers[0]!.args).toEqual(['echo', 'hi'])
 })

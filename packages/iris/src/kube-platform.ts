@@ -20,6 +20,9 @@ export type KubernetesPlatformOptions = {
   podTtlMs?: number
   /** The controller address task Pods use. @default the bound address */
   advertise?: string
+  /** `tagged`: stderr lines kept apart from stdout (the image needs `/bin/sh` and `mkfifo`); `merged`: the job's
+   * command alone, all output shown as stdout. @default 'tagged' */
+  stderr?: 'tagged' | 'merged'
 }
 
 /**
@@ -39,6 +42,8 @@ export async function kubernetesPlatform(
   } catch (err) {
     throw new IrisError('BAD_REQUEST', `kubeconfig ${o.kubeconfig ?? '(default)'}: ${(err as Error).message}`)
   }
+  if (o.stderr !== undefined && o.stderr !== 'tagged' && o.stderr !== 'merged')
+    throw new IrisError('BAD_REQUEST', `stderr "${o.stderr}" is tagged or merged`)
   const volumes = (o.volumes ?? []).map((v) => {
     const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?):(\/.*)$/.exec(v)
     if (!m) throw new IrisError('BAD_REQUEST', `volume "${v}" is CLAIM:/absolute/path (a PersistentVolumeClaim name)`)
@@ -51,5 +56,6 @@ export async function kubernetesPlatform(
     volumes,
     ...(o.podTtlMs !== undefined ? { podTtlMs: o.podTtlMs } : {}),
     ...(o.advertise ? { advertise: o.advertise } : {}),
+    ...(o.stderr ? { stderr: o.stderr } : {}),
   }
 }

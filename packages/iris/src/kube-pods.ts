@@ -46,6 +46,29 @@ export const PRIORITY_CLASS_VALUES = { production: 100_000, interactive: 50_000,
 /** The container name of every task Pod. */
 export const TASK_CONTAINER = 'task'
 
+/**
+ * The container command of a task Pod (`/bin/sh -c STDERR_WRAPPER iris-task CMD…`): Kubernetes merges a
+ * container's stdout and stderr in its log API, so the wrapper runs the task with its stderr into a FIFO and writes
+ * each line read from it to the container's stderr with `STDERR_MARK` before it; the platform reads marked lines
+ * as stderr. The task's stdout is the container's stdout, untouched. SIGTERM (the Pod deleted) is passed on to the
+ * task, and the wrapper exits with the task's exit code. Needs `/bin/sh` and `mkfifo` in the image and a writable
+ * `$TMPDIR` (or `/tmp`); `stderr: 'merged'` runs the command alone.
+ */
+export const STDERR_WRAPPER = [
+  'f="${TMPDIR:-/tmp}/.iris-stderr.$$"',
+  'mkfifo "$f" || exit 126',
+  `while IFS= read -r l || [ -n "$l" ]; do printf '\\036%s\\n' "$l"; done <"$f" >&2 & r=$!`,
+  '"$@" 2>"$f" & p=$!',
+  `trap 'kill -TERM "$p" 2>/dev/null' TERM INT`,
+  'while :; do wait "$p"; c=$?; kill -0 "$p" 2>/dev/null || break; done',
+  'wait "$r"',
+  'rm -f "$f"',
+  'exit "$c"',
+].join('\n')
+
+/** What starts every stderr line in a task Pod's log (ASCII record separator). */
+export const STDERR_MARK = '\u001e'
+
 /** A PersistentVolumeClaim mounted into every task Pod. */
 export type KubeVolume = { name: string; claimName: string; mountPath: string; readOnly?: boolean }
 
@@ -65,6 +88,9 @@ export type KubePodsOptions = {
   serviceAccountName?: string
   /** Pause before watching again after the watch ends or fails. @default 1000 */
   rewatchDelayMs?: number
+  /** `tagged`: the container runs `STDERR_WRAPPER`, so `iris logs` tells stderr from stdout; `merged`: the job's
+   * command alone (for images without `/bin/sh`), every line shown as stdout. @default 'tagged' */
+  stderr?: 'tagged' | 'merged'
 }
 
 /** What `run` needs besides the assignment: the environment split into plain values and secret values. */
@@ -103,7 +129,10 @@ export function cpuQuantity(cpu: number): string {
 /** The Secret and Pod of one attempt (pure: what `run` sends). */
 export function podManifests(
   input: Omit<PodTaskInput, 'onLine'>,
-  opts: Pick<KubePodsOptions, 'namespace' | 'platformId' | 'defaultImage' | 'volumes' | 'serviceAccountName'> & {
+  opts: Pick<
+    KubePodsOptions,
+    'namespace' | 'platformId' | 'defaultImage' | 'volumes' | 'serviceAccountName' | 'stderr'
+  > & {
     killGraceMs: number
   },
 ): {
@@ -154,7 +183,9 @@ export function podManifests(
         {
           name: TASK_CONTAINER,
           image: a.spec.image ?? opts.defaultImage,
-          command: [...a.spec.command],
+          ...(opts.stderr === 'merged'
+            ? { command: [...a.spec.command] }
+            : { command: ['/bin/sh', '-c', STDERR_WRAPPER, 'iris-task'], args: [...a.spec.command] }),
           workingDir: '/workspace',
           env,
           resources: { requests, limits },
@@ -454,8 +485,10 @@ export class KubePods {
       // `timestamps=true` prefixes each line with its RFC 3339 time and a space.
       const sp = raw.indexOf(' ')
       const ts = sp > 0 ? Date.parse(raw.slice(0, sp)) : NaN
-      if (Number.isNaN(ts)) t.onLine('stdout', raw, Date.now())
-      else t.onLine('stdout', raw.slice(sp + 1), ts)
+      const line = Number.isNaN(ts) ? raw : raw.slice(sp + 1)
+      // The wrapper marks the task's stderr lines (STDERR_WRAPPER).
+      if (line.startsWith(STDERR_MARK)) t.onLine('stderr', line.slice(1), Number.isNaN(ts) ? Date.now() : ts)
+      else t.onLine('stdout', line, Number.isNaN(ts) ? Date.now() : ts)
     })
     const closed = new Promise<void>((r) => lines.once('close', () => r()))
     t.logs = new Log(this.opts.kubeConfig)

@@ -4,9 +4,13 @@
  * `resourceVersion`; a watch sends ADDED, MODIFIED and DELETED events after the version it was given, and an
  * ERROR event with a `410 Gone` Status when that version was compacted away; 404 for what does not exist, 409 for
  * a name that does, 401 without the bearer token. The test plays the kubelet: it sets Pod phases, appends output,
- * evicts and deletes Pods.
+ * evicts and deletes Pods; or `startKubelet` runs each new Pod's container command as a process on this machine.
  */
+import { spawn, type ChildProcess } from 'node:child_process'
 import { EventEmitter } from 'node:events'
+import { mkdtempSync } from 'node:fs'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node'
@@ -197,6 +201,123 @@ export class FakeKubeApi {
     this.events = []
     // Open watches are closed, as an API server restart would.
     for (const w of this.watches) w.end()
+  }
+
+  /**
+   * A node on this machine: every Pod of `namespace` created from now on is run (Pending, then Running) as a
+   * process of its container's `command` + `args`, with the container's env (`secretKeyRef`s read from the stored
+   * Secrets) over `baseEnv` (the image's environment; @default PATH only). The image is not pulled: the command
+   * must exist here. Volumes are host folders: each `emptyDir` a new folder under `root`, each PVC the folder
+   * `claims` names for it (a Pod naming another claim fails with `FailedMount`); `workingDir` and env values under
+   * a volume's `mountPath` are rewritten to the host folder. Every stdout and stderr line is appended to the Pod's
+   * log (which, as in Kubernetes, merges them); the Pod ends Succeeded or Failed with the exit code. Deleting the
+   * Pod SIGTERMs the process (SIGKILL after the Pod's grace period). `holdPending` keeps new Pods Pending (waiting
+   * with that reason) until `release` is called.
+   */
+  startKubelet(o: {
+    namespace: string
+    root: string
+    claims?: Record<string, string>
+    baseEnv?: Record<string, string>
+    holdPending?: { reason: string; message: string }
+  }): { release(): void; close(): Promise<void>; readonly started: string[] } {
+    const procs = new Map<string, ChildProcess>()
+    const seen = new Set<string>()
+    const started: string[] = []
+    const held: string[] = []
+    let hold = o.holdPending
+    const launch = (key: string) => {
+      const pod = this.store.pods.get(key) as (V1Pod & Obj) | undefined
+      if (!pod) return
+      const name = pod.metadata.name
+      const c = pod.spec!.containers[0]!
+      const hostPath = new Map<string, string>()
+      for (const v of pod.spec!.volumes ?? []) {
+        if (v.emptyDir) hostPath.set(v.name, mkdtempSync(join(o.root, `${v.name}-`)))
+        else if (v.persistentVolumeClaim) {
+          const dir = o.claims?.[v.persistentVolumeClaim.claimName]
+          if (!dir) {
+            this.setStatus(o.namespace, name, {
+              phase: 'Pending',
+              conditions: [{ type: 'PodScheduled', status: 'False', reason: 'FailedMount', message: v.name }],
+            })
+            return
+          }
+          hostPath.set(v.name, dir)
+        }
+      }
+      const mounts = (c.volumeMounts ?? []).map((m) => [m.mountPath, hostPath.get(m.name)!] as const)
+      const mapPath = (p: string) => {
+        for (const [at, dir] of mounts) if (p === at || p.startsWith(`${at}/`)) return dir + p.slice(at.length)
+        return p
+      }
+      const env: Record<string, string> = { ...(o.baseEnv ?? { PATH: process.env.PATH ?? '/usr/bin:/bin' }) }
+      for (const e of c.env ?? []) {
+        const ref = e.valueFrom?.secretKeyRef
+        if (ref) {
+          const data = this.store.secrets.get(`${o.namespace}/${ref.name}`)?.data as Record<string, string> | undefined
+          env[e.name] = Buffer.from(data?.[ref.key] ?? '', 'base64').toString()
+        } else env[e.name] = mapPath(e.value ?? '')
+      }
+      const argv = [...(c.command ?? []), ...(c.args ?? [])]
+      const child = spawn(argv[0]!, argv.slice(1), {
+        cwd: mapPath(c.workingDir ?? o.root),
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      procs.set(key, child)
+      started.push(name)
+      this.run(o.namespace, name)
+      for (const s of [child.stdout!, child.stderr!])
+        createInterface({ input: s, crlfDelay: Infinity }).on('line', (l) => this.appendLog(o.namespace, name, l))
+      const closed = new Promise<void>((r) => child.once('close', () => r()))
+      child.once('error', (err) => this.appendLog(o.namespace, name, `exec: ${err.message}`))
+      void closed.then(() => {
+        procs.delete(key)
+        if (!this.store.pods.has(key)) return
+        const code = child.exitCode ?? 128 + ({ SIGTERM: 15, SIGKILL: 9 }[child.signalCode as string] ?? 1)
+        this.exit(o.namespace, name, code)
+      })
+    }
+    const onChange = () => {
+      for (const [key, p] of this.store.pods) {
+        if (p.metadata.namespace !== o.namespace || seen.has(key)) continue
+        seen.add(key)
+        if (hold) {
+          held.push(key)
+          this.setStatus(o.namespace, p.metadata.name, {
+            phase: 'Pending',
+            containerStatuses: [
+              { name: 'task', ready: false, restartCount: 0, image: '', imageID: '', state: { waiting: hold } },
+            ],
+          })
+        } else setImmediate(() => launch(key))
+      }
+      for (const [key, child] of procs) {
+        if (this.store.pods.has(key) || child.exitCode !== null || child.signalCode !== null) continue
+        child.kill('SIGTERM')
+        setTimeout(() => child.kill('SIGKILL'), 5000).unref()
+      }
+    }
+    this.changes.on('change', onChange)
+    onChange()
+    return {
+      started,
+      release: () => {
+        hold = undefined
+        for (const key of held.splice(0)) launch(key)
+      },
+      close: async () => {
+        this.changes.off('change', onChange)
+        await Promise.all(
+          [...procs.values()].map((c) => {
+            const gone = new Promise((r) => c.once('close', r))
+            c.kill('SIGKILL')
+            return gone
+          }),
+        )
+      },
+    }
   }
 
   /** Removes a Pod as the node lifecycle controller would after node loss. */
