@@ -7,9 +7,11 @@
  * const cluster = await LocalCluster.start({ workers: 2 })
  * const client = new FrayIrisClient({ iris: cluster.client() })
  * const group = await client.createActorGroup(Replica, 2, (i) => [i])
+ * // or a cluster the client starts, whose tasks are Kubernetes Pods:
+ * const k8s = new FrayIrisClient({ iris: { platform: 'k8s', namespace: 'ml' } })
  */
-import { IrisClient } from '@marin/iris'
-import type { IrisClientOptions } from '@marin/iris'
+import { IrisClient, LocalCluster, kubernetesPlatform } from '@marin/iris'
+import type { IrisClientOptions, KubernetesPlatformOptions } from '@marin/iris'
 import type { ActorConnection } from './actor.js'
 import type { ActorOptions } from './actor-options.js'
 import type { ActorSpec } from './actor-runtime.js'
@@ -22,13 +24,23 @@ import { irisSpawner } from './remote/iris-spawner.js'
 import { DriverRegistry } from './remote/registry.js'
 import { RemoteActor } from './remote/remote-actor.js'
 
+/**
+ * A cluster the client starts in this process and stops at shutdown: `platform: 'local'` runs tasks as processes
+ * here (`workers` of them); `platform: 'k8s'` runs each task as a Pod in `namespace` (the options of
+ * `kubernetesPlatform`; `iris cluster start --platform k8s` in code). State lives in `<prefix>/iris`.
+ */
+export type FrayIrisClusterOptions =
+  | { platform: 'local'; prefix?: string; workers?: number }
+  | ({ platform: 'k8s'; prefix?: string } & KubernetesPlatformOptions)
+
 export type FrayIrisClientOptions = {
   /**
    * The cluster's controller client (e.g. `cluster.client()` of a `LocalCluster`; it stays the
-   * caller's), or where to reach the controller (`{ controller: 'host:port', token }`: the client
-   * opens that connection and closes it at shutdown).
+   * caller's), where to reach the controller (`{ controller: 'host:port', token }`: the client
+   * opens that connection and closes it at shutdown), or a cluster to start (`{ platform: 'k8s',
+   * namespace }`, `{ platform: 'local' }`: started on first use, stopped at shutdown).
    */
-  iris: IrisClient | IrisClientOptions
+  iris: IrisClient | IrisClientOptions | FrayIrisClusterOptions
   /** Interface the driver's registry listens on; hosts must reach it. @default '127.0.0.1' */
   driverHost?: string
   /** Where actor hosts listen, and the address they give out. @default '127.0.0.1' for both */
@@ -39,18 +51,27 @@ export type FrayIrisClientOptions = {
 /** Stops every actor and job it started on shutdown; an iris client passed in stays open (it is the caller's). */
 export class FrayIrisClient extends ClientBase implements Client {
   readonly backend = 'iris' as const
-  private readonly iris: IrisClient
+  private readonly iris: Promise<IrisClient>
   private readonly ownsIris: boolean
+  private cluster: Promise<LocalCluster> | undefined
 
   constructor(private readonly opts: FrayIrisClientOptions) {
     super()
-    this.ownsIris = !(opts.iris instanceof IrisClient)
-    this.iris = opts.iris instanceof IrisClient ? opts.iris : new IrisClient(opts.iris)
+    const o = opts.iris
+    this.ownsIris = !(o instanceof IrisClient)
+    if (o instanceof IrisClient) this.iris = Promise.resolve(o)
+    else if ('platform' in o) {
+      this.cluster = startCluster(o)
+      this.iris = this.cluster.then((c) => c.client())
+    } else this.iris = Promise.resolve(new IrisClient(o))
+    // A cluster that fails to start fails the calls that need it, not the process.
+    this.iris.catch(() => {})
   }
 
   override async shutdown(): Promise<void> {
     await super.shutdown()
-    if (this.ownsIris) this.iris.close()
+    if (this.ownsIris) (await this.iris.catch(() => undefined))?.close()
+    await (await this.cluster?.catch(() => undefined))?.stop()
   }
 
   protected startActor(spec: ActorSpec, opts: ActorOptions): ActorConnection {
@@ -67,7 +88,14 @@ export class FrayIrisClient extends ClientBase implements Client {
     )
   }
 
-  protected startJob(req: JobRequest): Promise<JobHandle> {
-    return submitIrisJob(this.iris, req)
+  protected async startJob(req: JobRequest): Promise<JobHandle> {
+    return submitIrisJob(await this.iris, req)
   }
+}
+
+async function startCluster(o: FrayIrisClusterOptions): Promise<LocalCluster> {
+  if (o.platform === 'local')
+    return LocalCluster.start({ ...(o.prefix ? { prefix: o.prefix } : {}), workers: o.workers ?? 1 })
+  const { platform: _, prefix, ...k8s } = o
+  return LocalCluster.start({ ...(prefix ? { prefix } : {}), kubernetes: await kubernetesPlatform(k8s) })
 }

@@ -29,10 +29,12 @@ export type IrisSpawnerOptions = {
   env?: Record<string, string>
 }
 
-export function irisSpawner(iris: IrisClient, opts: IrisSpawnerOptions = {}): Spawner {
+/** `iris` may still be starting (a cluster the client starts itself): each call waits for it. */
+export function irisSpawner(iris: IrisClient | Promise<IrisClient>, opts: IrisSpawnerOptions = {}): Spawner {
   return {
     spawn(name: string, env: Record<string, string>, res: Resources): SpawnedHost {
-      const submitted = iris.submit({
+      const client = Promise.resolve(iris)
+      const submitted = client.then((c) => c.submit({
         name: irisJobName(name),
         command: hostCommand(res.cpu),
         env: { ...opts.env, ...env },
@@ -41,16 +43,16 @@ export function irisSpawner(iris: IrisClient, opts: IrisSpawnerOptions = {}): Sp
         // Restarts are fray's (maxRestarts), so that each one is a fresh registration.
         maxRetriesFailure: 0,
         maxRetriesWorker: 0,
-      })
+      }))
       const exited: Promise<HostExit> = submitted.then(
-        async (jobId) => exitOf(await iris.wait(jobId)),
+        async (jobId) => exitOf(await (await client).wait(jobId)),
         (err: Error) => ({ code: null, signal: null, error: `iris refused the job: ${err.message}` }),
       )
       return {
         exited,
         kill: () => {
           void submitted
-            .then((jobId) => iris.kill(jobId))
+            .then(async (jobId) => (await client).kill(jobId))
             .catch((err: unknown) => log.warn({ err, actor: name }, 'could not kill actor job'))
         },
       }
