@@ -13,6 +13,7 @@ import { markGemmKernel } from './wasm-gemm.js'
 import { wasmCast, wasmIdentity } from './wasm-identity.js'
 import { wasmSlice, wasmSplitV } from './wasm-slice.js'
 import { wasmTranspose } from './wasm-transpose.js'
+import { registerWebGpuKernels, unregisterWebGpuKernels } from '../webgpu/kernels/register.js'
 
 let stock: Map<string, GradConfig | undefined> | undefined
 let stockKernels: KernelConfig[] | undefined
@@ -39,8 +40,8 @@ const WASM_KERNELS: Record<string, (stock: tf.KernelFunc) => KernelConfig> = {
   GatherV2: wasmGather,
 }
 
-/** Install the fast/correct gradients, the lean backward pass (kernels/lean-backprop.ts), and the wasm kernels when
- * that backend is registered. Idempotent; `initBackend` calls it. */
+/** Install the fast/correct gradients, the lean backward pass (kernels/lean-backprop.ts), the wasm kernels when
+ * that backend is registered, and the WGSL kernels for webgpu (webgpu/kernels/). Idempotent; `initBackend` calls it. */
 export function registerLevanterKernels(): void {
   if (stock) return
   stock = new Map()
@@ -56,6 +57,7 @@ export function registerLevanterKernels(): void {
     quietly(() => tf.registerKernel({ ...make(k.kernelFunc), ...(k.setupFunc ? { setupFunc: k.setupFunc } : {}) }))
   }
   markGemmKernel(stockKernels.some((k) => k.kernelName === 'BatchMatMul'))
+  registerWebGpuKernels()
   installLeanBackprop()
 }
 
@@ -67,5 +69,6 @@ export function unregisterLevanterKernels(): void {
   stock = undefined
   stockKernels = undefined
   markGemmKernel(false)
+  unregisterWebGpuKernels()
   uninstallLeanBackprop()
 }

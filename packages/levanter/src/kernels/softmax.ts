@@ -9,15 +9,18 @@ import * as tf from '@tensorflow/tfjs'
 import { nativeKernels } from './native-ops.js'
 import type { NativeOps } from './native-ops.js'
 import { heapFloats, heapKernel } from './wasm-heap.js'
+import { deviceBiasSoftmax, deviceCausalSoftmax } from '../webgpu/kernels/softmax.js'
 
 type Save = (s: tf.Tensor[]) => void
 
 /**
  * softmax(scale·x) over rows of x [..., T, S] where query t (absolute position offset + t) sees keys
- * 0…offset+t (probability 0 beyond), with its gradient; undefined where the native kernels do not
- * run, for the caller to compose it from tensor ops.
+ * 0…offset+t (probability 0 beyond), with its gradient; undefined where neither the native kernels
+ * nor the WGSL ones (webgpu/kernels/softmax.ts) run, for the caller to compose it from tensor ops.
  */
 export function fusedCausalSoftmax(x: tf.Tensor, scale: number, offset: number): tf.Tensor | undefined {
+  const device = deviceCausalSoftmax(x, scale, offset)
+  if (device) return device
   const S = x.shape[x.rank - 1]!,
     T = x.shape[x.rank - 2]!
   return fused(x, scale, [], (native, xv, out) => native.softmaxForward(xv, out, S, T, offset, scale, true))
@@ -26,9 +29,11 @@ export function fusedCausalSoftmax(x: tf.Tensor, scale: number, offset: number):
 /**
  * softmax(scale·x + bias) for x [B·H, T, S] and an additive mask bias [B, 1, T, S] (0 where seen,
  * −1e9 elsewhere), with its gradient; the same bits as {@link fusedCausalSoftmax} gives a row the
- * bias masks the same way. Undefined where the native kernels do not run.
+ * bias masks the same way. Undefined where neither the native nor the WGSL kernels run.
  */
 export function fusedBiasSoftmax(x: tf.Tensor, scale: number, bias: tf.Tensor): tf.Tensor | undefined {
+  const device = deviceBiasSoftmax(x, scale, bias)
+  if (device) return device
   const S = x.shape[x.rank - 1]!,
     T = x.shape[x.rank - 2]!,
     H = x.shape[0]! / bias.shape[0]!

@@ -171,10 +171,11 @@ export function markGemmKernel(on: boolean): void {
   kernelRegistered = on
 }
 
-/** Whether tf.matMul reads a transposed operand in place on the active backend (tensorflow; wasm with this GEMM). */
+/** Whether tf.matMul reads a transposed operand in place on the active backend (tensorflow; webgpu, whose matMul
+ * programs index either layout; wasm with this GEMM). */
 export function transposeIsFree(): boolean {
   const name = tf.getBackend()
-  if (name === 'tensorflow') return true
+  if (name === 'tensorflow' || name === 'webgpu') return true
   if (name !== 'wasm' || !kernelRegistered) return false
   return gemmFor((tf.backend() as unknown as WasmBackendLike).wasm) !== undefined
 }

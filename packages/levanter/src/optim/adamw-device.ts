@@ -1,9 +1,12 @@
 /**
  * @module AdamW on the device: moments are variables beside the parameters, and clipping and the
- * update run as tensor ops, so a step reads nothing back to the host. The numbers are those of
- * {@link AdamW} (in float32 throughout).
+ * update run on the device, so a step reads nothing back to the host. On webgpu that is levanter's
+ * WGSL kernels (webgpu/kernels/adamw.ts: one dispatch per gradient for the norm, one more, and one
+ * per parameter for the update); elsewhere tensor ops. The numbers are those of {@link AdamW} (in
+ * float32 throughout).
  */
 import * as tf from '@tensorflow/tfjs'
+import { fusedAdamW, fusedGlobalNorm, hasFusedAdamW } from '../webgpu/kernels/adamw.js'
 import type { CausalLM } from '../models/lm.js'
 import { loadMoments } from './adamw.js'
 import type { AdamWConfig } from './adamw.js'
@@ -20,9 +23,11 @@ export class DeviceAdamW {
     readonly config: AdamWConfig,
     readonly model: CausalLM,
   ) {
+    // each moment owns its buffer (the fused update writes it in place)
+    const zeros = (shape: number[]) => tf.tidy(() => tf.variable(tf.zeros(shape), false))
     for (const [name, p] of model.params) {
-      this.m.set(name, tf.variable(tf.zeros(p.shape), false))
-      this.v.set(name, tf.variable(tf.zeros(p.shape), false))
+      this.m.set(name, zeros(p.shape))
+      this.v.set(name, zeros(p.shape))
     }
     this.#decay = new Set(model.specs.filter((s) => s.decay).map((s) => s.name))
   }
@@ -36,6 +41,7 @@ export class DeviceAdamW {
       bc2 = 1 - c.beta2 ** this.count
     const step = lr / bc1,
       rbc2 = 1 / bc2
+    if (hasFusedAdamW()) return this.#fused(grads, lr, step, rbc2)
     return tf.tidy(() => {
       const present = [...this.model.params.keys()].filter((n) => grads.has(n))
       // pairwise adds: one addN over every parameter would bind more buffers than a shader stage may have
@@ -60,6 +66,28 @@ export class DeviceAdamW {
       }
       return norm
     })
+  }
+
+  #fused(grads: ReadonlyMap<string, tf.Tensor>, lr: number, step: number, rbc2: number): tf.Scalar {
+    const c = this.config
+    const present = [...this.model.params.keys()].filter((n) => grads.has(n))
+    const norm = fusedGlobalNorm(present.map((n) => grads.get(n)!))
+    for (const name of present) {
+      const p = this.model.params.get(name)!
+      const keep = 1 - lr * (this.#decay.has(name) ? c.weightDecay : 0)
+      const next = fusedAdamW(grads.get(name)!, norm, p, this.m.get(name)!, this.v.get(name)!, {
+        beta1: c.beta1,
+        beta2: c.beta2,
+        eps: c.eps,
+        keep,
+        step,
+        rbc2,
+        maxNorm: c.maxGradNorm ?? 0,
+      })
+      p.assign(next)
+      next.dispose()
+    }
+    return norm
   }
 
   /** Moments by name (`m.<param>`, `v.<param>`), for checkpoints (read back from the device). */
