@@ -5,86 +5,55 @@
  * `generate_until` and `loglikelihood_rolling`. `doc_to_*` fields are Jinja templates rendered
  * with `@huggingface/jinja`, or column names, or constants, as lm-eval reads them.
  *
- * Differences from lm-eval: zero-shot only; `loglikelihood_rolling` conditions on a newline
- * instead of the end-of-text token; `exact_match` compares after trimming whitespace.
+ * Differences from lm-eval: `loglikelihood_rolling` and `acc_mutual_info`'s unconditional scores
+ * condition on a newline instead of the BOS/EOT token (the model contract is text); `exact_match`
+ * compares after trimming whitespace; generation is greedy (one response per document).
  */
-import { Template } from '@huggingface/jinja'
 import { MarinError } from '../errors.js'
 import type { LanguageModel } from './language-model.js'
 import { splitBoundary } from './language-model.js'
+import { asIndex, text as fieldText, value } from './lm-eval-fields.js'
+import { FewshotDrawer, exampleText } from './lm-eval-fewshot.js'
+import { applyFilter, exactMatchScore } from './lm-eval-filters.js'
 import type { Doc } from './lm-eval-functions.js'
-import type { DocField, LmEvalMetric, LmEvalTask } from './lm-eval-task.js'
+import type { LmEvalTask } from './lm-eval-task.js'
 import type { MetricValue, TaskResult } from './run-task.js'
 import { mean, meanStderr, ratioWithStderr, utf8Length } from './stats.js'
 
-const templates = new Map<string, Template>()
-
-/** Python list methods Jinja here lacks, rewritten to helper calls: `xs.index(v)` → `__index(xs, v)`. */
-const pythonisms = (src: string) => src.replace(/([A-Za-z_][\w.]*(?:\[[^\]]*\])*)\.index\(/g, '__index($1, ')
-const unwrap = (v: unknown): unknown =>
-  typeof v === 'object' && v !== null && 'value' in v && 'type' in v ? unwrap((v as { value: unknown }).value) : v
-const helpers = {
-  __index: (xs: unknown, v: unknown) => {
-    const arr = (unwrap(xs) as unknown[]).map(unwrap)
-    const i = arr.indexOf(unwrap(v))
-    if (i < 0) throw new Error(`${JSON.stringify(unwrap(v))} is not in the list ${JSON.stringify(arr)}`)
-    return i
-  },
-}
-
-function render(src: string, doc: Doc, what: string): string {
-  let t = templates.get(src)
-  if (!t) {
-    try {
-      t = new Template(pythonisms(src))
-    } catch (err) {
-      throw new MarinError('BAD_CONFIG', `${what}: not a valid Jinja template: ${(err as Error).message}`)
-    }
-    templates.set(src, t)
-  }
-  try {
-    return t.render({ ...doc, ...helpers })
-  } catch (err) {
-    throw new MarinError('BAD_CONFIG', `${what}: rendering failed: ${(err as Error).message}`)
-  }
-}
-
-/**
- * A `doc_to_*` field's value for one document, as lm-eval computes it: a column name gives the
- * column; a template that is one `{{ expression }}` gives the expression's value (lists stay
- * lists); any other template gives its text; constants and functions give themselves / their result.
- */
-function value(f: DocField, doc: Doc, what: string): unknown {
-  if (typeof f === 'function') return f(doc)
-  if (typeof f !== 'string') return f
-  if (Object.hasOwn(doc, f)) return doc[f]
-  const single = /^\s*\{\{([\s\S]*)\}\}\s*$/.exec(f)
-  if (single && !single[1]!.includes('}}') && !single[1]!.includes('{{'))
-    return JSON.parse(render(`{{ (${single[1]}) | tojson }}`, doc, what)) as unknown
-  return render(f, doc, what)
-}
-
-/** A target or text that names a choice: a number, or a string of digits (with `doc_to_choice` set). */
-const asIndex = (v: unknown): number | undefined =>
-  typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : undefined
-
 const argmax = (xs: readonly number[]) => xs.reduce((best, v, i) => (v > xs[best]! ? i : best), 0)
 
-function exactMatch(pred: string, gold: string, m: LmEvalMetric): number {
-  const norm = (s: string) => {
-    let x = s
-    for (const r of m.regexesToIgnore) x = x.replace(new RegExp(r, 'g'), '')
-    if (m.ignoreCase) x = x.toLowerCase()
-    if (m.ignorePunctuation) x = x.replace(/[!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]/g, '')
-    return x.trim()
-  }
-  return norm(pred) === norm(gold) ? 1 : 0
+/**
+ * What comes before each document's own text: the description (rendered for the document) and its
+ * few-shot examples, drawn in document order from one sampler per run, as the harness does.
+ */
+function prefixes(t: LmEvalTask, docs: readonly Doc[]): string[] {
+  const drawer = t.fewshot && t.numFewshot > 0 ? new FewshotDrawer(t.fewshot, t.fewshotSeed) : undefined
+  const multi = t.outputType === 'multiple_choice' && isMultipleInput(t, docs)
+  return docs.map((doc, i) => {
+    const description = t.description ? fieldText(t.description, doc, `${t.source}: description of document ${i}`) : ''
+    if (!drawer) return description
+    const examples = drawer.draw(t.numFewshot, doc)
+    return description + examples.map((e) => exampleText(drawer.spec, e, multi, t.source)).join('')
+  })
+}
+
+/** Multiple inputs (Winogrande): set in the YAML, or the first document's text is a choice index (the harness's test). */
+function isMultipleInput(t: LmEvalTask, docs: readonly Doc[]): boolean {
+  if (t.multipleInputs) return true
+  if (docs.length === 0) return false
+  return asIndex(value(t.docToText, docs[0]!, `${t.source}: doc_to_text of document 0`)) !== undefined
 }
 
 type Out = { records: Record<string, unknown>[]; metrics: Map<string, MetricValue> }
 
+/** The unconditional context of `acc_mutual_info` (the harness's empty context, which its models fill with BOS/EOT). */
+export const UNCONDITIONAL_CONTEXT = '\n'
+
 async function multipleChoice(model: LanguageModel, t: LmEvalTask, docs: readonly Doc[]): Promise<Out> {
   const what = (k: string, i: number) => `${t.source}: ${k} of document ${i}`
+  const mutualInfo = t.metrics.some((m) => m.metric === 'acc_mutual_info')
+  const multi = isMultipleInput(t, docs)
+  const pre = prefixes(t, docs)
   const shaped = docs.map((doc, i) => {
     const text = value(t.docToText, doc, what('doc_to_text', i))
     const target = value(t.docToTarget, doc, what('doc_to_target', i))
@@ -96,29 +65,34 @@ async function multipleChoice(model: LanguageModel, t: LmEvalTask, docs: readonl
       )
     const ch = choices.map(String)
     // Multiple inputs (Winogrande): the text is the gold index, each choice a context, the target the continuation.
-    const multi = t.multipleInputs || asIndex(text) !== undefined
     const gold = multi ? asIndex(text) : (asIndex(target) ?? ch.indexOf(String(target)))
     if (gold === undefined || gold < 0 || gold >= ch.length)
       throw new MarinError(
         'BAD_CONFIG',
         `${what('doc_to_target', i)}: ${JSON.stringify(target)} is not one of the ${ch.length} choices`,
       )
-    const prefix = t.description
+    const prefix = pre[i]!
     const reqs = multi
       ? ch.map((c) => splitBoundary(prefix + c, t.targetDelimiter + String(target)))
       : ch.map((c) => splitBoundary(prefix + String(text), t.targetDelimiter + c))
-    return { ch, gold, reqs, multi, text }
+    // acc_mutual_info: each `target_delimiter + choice` also scored without the context.
+    const unconditional = mutualInfo
+      ? ch.map((c) => ({ context: UNCONDITIONAL_CONTEXT, continuation: t.targetDelimiter + c }))
+      : []
+    return { ch, gold, reqs, unconditional }
   })
-  const scores = await model.loglikelihood(shaped.flatMap((s) => s.reqs))
+  const scores = await model.loglikelihood(shaped.flatMap((s) => [...s.reqs, ...s.unconditional]))
   let k = 0
   const records = shaped.map((s, index) => {
     const lls = s.reqs.map(() => scores[k++]!.logprob)
-    // acc_norm: lm-eval divides by each choice's length in characters.
+    const uncond = s.unconditional.map(() => scores[k++]!.logprob)
+    // acc_norm: lm-eval divides by each choice's length in characters (Python's len: code points).
     const pred = argmax(lls),
-      predNorm = argmax(lls.map((ll, i) => ll / Math.max(1, s.ch[i]!.length)))
+      predNorm = argmax(lls.map((ll, i) => ll / Math.max(1, [...s.ch[i]!].length)))
+    const mi = mutualInfo ? argmax(lls.map((ll, i) => ll - uncond[i]!)) : undefined
     return {
       index,
-      context: s.multi ? null : s.reqs[0]!.context,
+      context: multi ? null : s.reqs[0]!.context,
       choices: s.ch,
       gold: s.gold,
       loglikelihoods: lls,
@@ -126,23 +100,29 @@ async function multipleChoice(model: LanguageModel, t: LmEvalTask, docs: readonl
       predNorm,
       acc: pred === s.gold ? 1 : 0,
       accNorm: predNorm === s.gold ? 1 : 0,
+      ...(mi !== undefined
+        ? { unconditionalLoglikelihoods: uncond, predMutualInfo: mi, accMutualInfo: mi === s.gold ? 1 : 0 }
+        : {}),
     }
   })
   const acc = records.map((r) => r.acc),
-    norm = records.map((r) => r.accNorm)
+    norm = records.map((r) => r.accNorm),
+    mis = records.map((r) => r.accMutualInfo ?? 0)
   return {
     records,
     metrics: new Map([
       ['acc', { metric: 'acc', value: mean(acc), stderr: meanStderr(acc) }],
       ['acc_norm', { metric: 'acc_norm', value: mean(norm), stderr: meanStderr(norm) }],
+      ['acc_mutual_info', { metric: 'acc_mutual_info', value: mean(mis), stderr: meanStderr(mis) }],
     ]),
   }
 }
 
 async function loglikelihood(model: LanguageModel, t: LmEvalTask, docs: readonly Doc[]): Promise<Out> {
+  const pre = prefixes(t, docs)
   const reqs = docs.map((doc, i) =>
     splitBoundary(
-      t.description + String(value(t.docToText, doc, `${t.source}: doc_to_text of document ${i}`)),
+      pre[i]! + String(value(t.docToText, doc, `${t.source}: doc_to_text of document ${i}`)),
       String(value(t.docToTarget, doc, `${t.source}: doc_to_target of document ${i}`)),
     ),
   )
@@ -201,28 +181,63 @@ async function rolling(model: LanguageModel, t: LmEvalTask, docs: readonly Doc[]
   }
 }
 
+/** Metric names in result order: `metric_list` order; with `filter_list`, `metric,pipeline` for each pipeline. */
+export function lmEvalMetricNames(t: LmEvalTask): string[] {
+  if (!t.filters) return t.metrics.map((m) => m.metric)
+  return t.filters.flatMap((f) => t.metrics.map((m) => `${m.metric},${f.name}`))
+}
+
 async function generateUntil(model: LanguageModel, t: LmEvalTask, docs: readonly Doc[]): Promise<Out> {
+  const pre = prefixes(t, docs)
   const ctx = docs.map(
-    (doc, i) => t.description + String(value(t.docToText, doc, `${t.source}: doc_to_text of document ${i}`)),
+    (doc, i) => pre[i]! + String(value(t.docToText, doc, `${t.source}: doc_to_text of document ${i}`)),
   )
-  const targets = docs.map((doc, i) => String(value(t.docToTarget, doc, `${t.source}: doc_to_target of document ${i}`)))
+  const targets = docs.map((doc, i) => {
+    const v = value(t.docToTarget, doc, `${t.source}: doc_to_target of document ${i}`)
+    // With choices the target is an index into them, as the harness reads it.
+    if (t.docToChoice === undefined) return String(Array.isArray(v) ? v[0] : v)
+    const ch = value(t.docToChoice, doc, `${t.source}: doc_to_choice of document ${i}`) as unknown[]
+    return String(ch[asIndex(v) ?? -1] ?? v)
+  })
   const outs = await model.generate(ctx.map((context) => ({ context, maxTokens: t.maxGenTokens })))
-  const em = t.metrics.find((m) => m.metric === 'exact_match')
+  const em = t.metrics.find((m) => m.metric === 'exact_match') ?? {
+    ignoreCase: false,
+    ignorePunctuation: false,
+    regexesToIgnore: [],
+  }
   const records = outs.map((generated, index) => {
     let end = generated.length
     for (const u of t.until) {
       const at = generated.indexOf(u)
       if (at >= 0 && at < end) end = at
     }
-    const prediction = generated.slice(0, end).trim()
-    const exact = em ? exactMatch(prediction, targets[index]!, em) : prediction === targets[index]!.trim() ? 1 : 0
-    return { index, context: ctx[index], target: targets[index], generated, prediction, exactMatch: exact }
+    const cut = generated.slice(0, end)
+    const base = { index, context: ctx[index], target: targets[index], generated }
+    if (!t.filters) {
+      const prediction = cut.trim()
+      return { ...base, prediction, exactMatch: exactMatchScore(prediction, targets[index]!, em) }
+    }
+    const filtered: Record<string, string> = {}
+    const exactMatch: Record<string, number> = {}
+    for (const f of t.filters) {
+      const v = applyFilter(f, [cut])
+      // A pipeline without take_first leaves a list of responses; there is one here.
+      filtered[f.name] = String(Array.isArray(v) ? v[0] : v)
+      exactMatch[f.name] = exactMatchScore(filtered[f.name]!, targets[index]!, em)
+    }
+    return { ...base, prediction: cut, filtered, exactMatch }
   })
-  const e = records.map((r) => r.exactMatch)
-  return {
-    records,
-    metrics: new Map([['exact_match', { metric: 'exact_match', value: mean(e), stderr: meanStderr(e) }]]),
-  }
+  const metrics = new Map<string, MetricValue>()
+  if (!t.filters) {
+    const e = records.map((r) => r.exactMatch as number)
+    metrics.set('exact_match', { metric: 'exact_match', value: mean(e), stderr: meanStderr(e) })
+  } else
+    for (const f of t.filters) {
+      const e = records.map((r) => (r.exactMatch as Record<string, number>)[f.name]!)
+      const name = `exact_match,${f.name}`
+      metrics.set(name, { metric: name, value: mean(e), stderr: meanStderr(e) })
+    }
+  return { records, metrics }
 }
 
 /** Evaluate an lm-eval task; metrics come in `metric_list` order. */
@@ -240,7 +255,7 @@ export async function runLmEvalTask(model: LanguageModel, t: LmEvalTask, limit =
     kind: t.outputType,
     model: model.description,
     samples: out.records.length,
-    metrics: t.metrics.map((m) => out.metrics.get(m.metric)!),
+    metrics: lmEvalMetricNames(t).map((m) => out.metrics.get(m)!),
     records: out.records,
   }
 }

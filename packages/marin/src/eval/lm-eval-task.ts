@@ -8,6 +8,11 @@
  * `dataset_kwargs.data_files` (a path, a list, or `{split: path}`; relative to the YAML file);
  * `<dataDir>/<dataset_path>/[<dataset_name>/]<split>.{jsonl,json,parquet}`. The split is the task's
  * `test_split`, else `validation_split`, else `training_split`, as lm-eval picks it.
+ *
+ * Few-shot (`num_fewshot`, overridden by the `numFewshot` option unless the YAML sets 0): examples
+ * come from `fewshot_config.split` / `fewshot_split`, else `fewshot_config.samples`, else the
+ * training split, else validation, else test (see `lm-eval-fewshot.ts`); that split is read only when
+ * examples are wanted, from the same places (`dataFiles` stands for the evaluated split only).
  */
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs'
 import { dirname, extname, join, resolve } from 'node:path'
@@ -15,8 +20,15 @@ import { ParquetReader } from '@marin/zephyr'
 import { parse as parseYaml } from 'yaml'
 import { z } from 'zod'
 import { MarinError } from '../errors.js'
+import type { DocField } from './lm-eval-fields.js'
+import { FEWSHOT_SAMPLERS, poolNeeded } from './lm-eval-fewshot.js'
+import type { FewshotSpec } from './lm-eval-fewshot.js'
+import { FilterListConfig, parseFilterList } from './lm-eval-filters.js'
+import type { LmEvalFilter } from './lm-eval-filters.js'
 import { knownFunction } from './lm-eval-functions.js'
-import type { Doc, DocFunction } from './lm-eval-functions.js'
+import type { Doc } from './lm-eval-functions.js'
+
+export type { DocField } from './lm-eval-fields.js'
 
 export const LM_EVAL_OUTPUT_TYPES = [
   'multiple_choice',
@@ -28,7 +40,7 @@ export type LmEvalOutputType = (typeof LM_EVAL_OUTPUT_TYPES)[number]
 
 /** Metrics each output type can compute, and its defaults when `metric_list` is absent. */
 export const LM_EVAL_METRICS: Readonly<Record<LmEvalOutputType, { all: readonly string[]; defaults: string[] }>> = {
-  multiple_choice: { all: ['acc', 'acc_norm'], defaults: ['acc'] },
+  multiple_choice: { all: ['acc', 'acc_norm', 'acc_mutual_info'], defaults: ['acc'] },
   loglikelihood: { all: ['perplexity', 'acc'], defaults: ['perplexity', 'acc'] },
   generate_until: { all: ['exact_match'], defaults: ['exact_match'] },
   loglikelihood_rolling: {
@@ -36,9 +48,6 @@ export const LM_EVAL_METRICS: Readonly<Record<LmEvalOutputType, { all: readonly 
     defaults: ['word_perplexity', 'byte_perplexity', 'bits_per_byte'],
   },
 }
-
-/** A `doc_to_*` field: a Jinja template or column name, a constant (index or list), or a function. */
-export type DocField = string | number | readonly unknown[] | DocFunction
 
 export type LmEvalMetric = {
   readonly metric: string
@@ -58,10 +67,20 @@ export type LmEvalTask = {
   readonly docToText: DocField
   readonly docToTarget: DocField
   readonly docToChoice?: DocField
+  /** Rendered per document (a column name or a Jinja template), put before everything else. */
   readonly description: string
   readonly targetDelimiter: string
+  readonly fewshotDelimiter: string
+  /** Examples before each document (`num_fewshot`, or the `numFewshot` option). */
+  readonly numFewshot: number
+  /** Seed of the few-shot sampler's `random.Random` (the harness's `fewshot_random_seed`). */
+  readonly fewshotSeed: number
+  /** The few-shot pool and how examples are written; present when `numFewshot` > 0. */
+  readonly fewshot?: FewshotSpec
   readonly until: readonly string[]
   readonly maxGenTokens: number
+  /** `filter_list` (generate_until): each pipeline scores separately; absent, the output cut at `until`. */
+  readonly filters?: readonly LmEvalFilter[]
   readonly multipleInputs: boolean
   readonly metrics: readonly LmEvalMetric[]
 }
@@ -73,7 +92,14 @@ export type LmEvalOptions = {
   readonly dataDir?: string
   /** Where task YAML files are looked up by task name (suites, bare names). */
   readonly tasksDir?: string
+  /** Few-shot examples per document, instead of the YAML's `num_fewshot` (except where it is 0). */
+  readonly numFewshot?: number
+  /** The few-shot sampler's seed. @default 1234 (lm-eval's default `fewshot_random_seed`) */
+  readonly fewshotSeed?: number
 }
+
+/** lm-eval's default `fewshot_random_seed`. */
+export const DEFAULT_FEWSHOT_SEED = 1234
 
 /** Marin's core tasks as lm-eval names. */
 export const LM_EVAL_SUITES: Readonly<Record<string, readonly string[]>> = {
@@ -84,6 +110,7 @@ const FN_TAG = '!function'
 const yamlTags = [{ tag: FN_TAG, resolve: (name: string) => ({ [FN_TAG]: name }) }]
 
 const Field = z.union([z.string(), z.number(), z.array(z.unknown()), z.object({ [FN_TAG]: z.string() })])
+const FnRef = z.object({ [FN_TAG]: z.string() })
 const Config = z.looseObject({
   task: z.string().min(1),
   output_type: z.enum(LM_EVAL_OUTPUT_TYPES).default('generate_until'),
@@ -93,7 +120,8 @@ const Config = z.looseObject({
   test_split: z.string().nullish(),
   validation_split: z.string().nullish(),
   training_split: z.string().nullish(),
-  process_docs: z.object({ [FN_TAG]: z.string() }).nullish(),
+  fewshot_split: z.string().nullish(),
+  process_docs: FnRef.nullish(),
   doc_to_text: Field.nullish(),
   doc_to_target: Field.nullish(),
   doc_to_choice: Field.nullish(),
@@ -101,13 +129,32 @@ const Config = z.looseObject({
   target_delimiter: z.string().nullish(),
   fewshot_delimiter: z.string().nullish(),
   num_fewshot: z.number().int().min(0).nullish(),
+  fewshot_config: z
+    .looseObject({
+      sampler: z.string().nullish(),
+      split: z.string().nullish(),
+      samples: z.union([z.array(z.record(z.string(), z.unknown())), FnRef]).nullish(),
+      process_docs: FnRef.nullish(),
+      doc_to_text: Field.nullish(),
+      doc_to_target: Field.nullish(),
+      doc_to_choice: Field.nullish(),
+      target_delimiter: z.string().nullish(),
+      fewshot_delimiter: z.string().nullish(),
+      gen_prefix: z.string().nullish(),
+    })
+    .nullish(),
+  gen_prefix: z.string().nullish(),
   multiple_inputs: z.boolean().nullish(),
+  repeats: z.number().int().positive().nullish(),
   generation_kwargs: z
     .looseObject({
       until: z.union([z.string(), z.array(z.string())]).optional(),
       max_gen_toks: z.number().int().positive().optional(),
+      do_sample: z.boolean().optional(),
+      temperature: z.number().optional(),
     })
     .nullish(),
+  filter_list: FilterListConfig.nullish(),
   metric_list: z
     .array(
       z.looseObject({
@@ -183,25 +230,38 @@ async function readDocsFile(path: string, what: string): Promise<Doc[]> {
   return out
 }
 
-async function loadDocs(c: z.output<typeof Config>, file: string, o: LmEvalOptions): Promise<Doc[]> {
-  const split = c.test_split ?? c.validation_split ?? c.training_split
+/** The split evaluated: `test_split`, else `validation_split`, else `training_split`. */
+const evalSplit = (c: z.output<typeof Config>) => c.test_split ?? c.validation_split ?? c.training_split ?? undefined
+
+/**
+ * The documents of `split` (the evaluated one when `forEval`; `dataFiles` stands for that one only).
+ * `purpose` says, in errors, what they were for.
+ */
+async function loadSplit(
+  c: z.output<typeof Config>,
+  file: string,
+  o: LmEvalOptions,
+  split: string | undefined,
+  purpose: string,
+  forEval: boolean,
+): Promise<Doc[]> {
   let files: string[] | undefined
-  if (o.dataFiles !== undefined) files = [o.dataFiles]
+  if (o.dataFiles !== undefined && (forEval || split === evalSplit(c))) files = [o.dataFiles]
   else {
-    const named = split === undefined || split === null ? undefined : split
-    const fromYaml = dataFilesFor(c.dataset_kwargs?.data_files, named ?? 'train', file)
+    const fromYaml = dataFilesFor(c.dataset_kwargs?.data_files, split ?? 'train', file)
     if (fromYaml) files = fromYaml.map((f) => resolve(dirname(file), f))
     else {
-      if (!named) throw bad(file, 'names no test_split, validation_split or training_split to evaluate')
+      if (!split) throw bad(file, 'names no test_split, validation_split or training_split to evaluate')
       const parts = [c.dataset_path ?? '', c.dataset_name ?? ''].filter(Boolean)
-      const tried = ['.jsonl', '.json', '.parquet'].map((ext) => join(o.dataDir ?? '<data-dir>', ...parts, named + ext))
+      const tried = ['.jsonl', '.json', '.parquet'].map((ext) => join(o.dataDir ?? '<data-dir>', ...parts, split + ext))
       const hit = o.dataDir !== undefined ? tried.find((p) => existsSync(p)) : undefined
       if (!hit)
         throw bad(
           file,
-          `no local data for task ${c.task}: looked for ${tried.join(', ')}; ` +
-            `pass --data-dir DIR holding ${[...parts, named].join('/')}.jsonl (or .parquet), ` +
-            `or --data-files FILE, or set dataset_kwargs.data_files`,
+          `no local data for task ${c.task}${purpose}: looked for ${tried.join(', ')}; ` +
+            `pass --data-dir DIR holding ${[...parts, split].join('/')}.jsonl (or .parquet)` +
+            (forEval ? ', or --data-files FILE,' : '') +
+            ' or set dataset_kwargs.data_files',
         )
       files = [hit]
     }
@@ -213,6 +273,76 @@ async function loadDocs(c: z.output<typeof Config>, file: string, o: LmEvalOptio
   }
   if (docs.length === 0) throw bad(file, `no documents in ${files.join(', ')}`)
   return docs
+}
+
+function processDocs(ref: { [FN_TAG]: string } | null | undefined, task: string, file: string, key: string) {
+  if (!ref) return (docs: Doc[]) => docs
+  const name = ref[FN_TAG]
+  const fn = knownFunction(task, name)
+  if (!fn) throw bad(file, `${key}: !function ${name} is Python, and has no built-in equivalent`)
+  return (docs: Doc[]) => docs.map((d) => fn(d) as Doc)
+}
+
+/** The few-shot pool and writing rules, as the harness resolves `fewshot_config` over the task's fields. */
+async function fewshotSpec(
+  c: z.output<typeof Config>,
+  file: string,
+  o: LmEvalOptions,
+  n: number,
+  task: { docToText: DocField; docToTarget: DocField; docToChoice?: DocField },
+): Promise<FewshotSpec> {
+  const fc = c.fewshot_config ?? {}
+  if (c.output_type === 'loglikelihood_rolling')
+    throw bad(file, `num_fewshot: ${n}: loglikelihood_rolling tasks take no few-shot examples; set it to 0`)
+  if (c.gen_prefix != null || fc.gen_prefix != null) throw bad(file, 'gen_prefix is not supported; remove it')
+  const sampler = fc.sampler ?? 'default'
+  if (!(FEWSHOT_SAMPLERS as readonly string[]).includes(sampler))
+    throw bad(file, `fewshot_config.sampler: ${sampler} is not supported; use ${FEWSHOT_SAMPLERS.join(', ')}`)
+  const named = fc.split ?? c.fewshot_split ?? undefined
+  let docs: Doc[]
+  let from: string
+  if (named !== undefined) {
+    const process = processDocs(fc.process_docs ?? c.process_docs, c.task, file, 'fewshot_config.process_docs')
+    docs = process(await loadSplit(c, file, o, named, ' (few-shot examples)', false))
+    from = `split "${named}"`
+  } else if (fc.samples != null) {
+    if (!Array.isArray(fc.samples))
+      throw bad(file, `fewshot_config.samples: !function ${fc.samples[FN_TAG]} is Python; list the samples inline`)
+    docs = fc.samples as Doc[]
+    from = 'fewshot_config.samples'
+  } else {
+    const split = c.training_split ?? c.validation_split ?? c.test_split ?? undefined
+    docs = processDocs(
+      c.process_docs,
+      c.task,
+      file,
+      'process_docs',
+    )(await loadSplit(c, file, o, split, ' (few-shot examples)', split === evalSplit(c)))
+    from = `split "${split}"`
+  }
+  const spec: FewshotSpec = {
+    docs,
+    from,
+    sampler: sampler as FewshotSpec['sampler'],
+    // The harness leaves the evaluated document out when the few-shot split equals the test split (unset == unset).
+    excludeEvalDoc: (named ?? null) === (c.test_split ?? null),
+    docToText: field(fc.doc_to_text, 'fewshot_config.doc_to_text', c.task, file) ?? task.docToText,
+    docToTarget: field(fc.doc_to_target, 'fewshot_config.doc_to_target', c.task, file) ?? task.docToTarget,
+    ...((field(fc.doc_to_choice, 'fewshot_config.doc_to_choice', c.task, file) ?? task.docToChoice) !== undefined
+      ? { docToChoice: field(fc.doc_to_choice, 'fewshot_config.doc_to_choice', c.task, file) ?? task.docToChoice }
+      : {}),
+    targetDelimiter: fc.target_delimiter ?? c.target_delimiter ?? ' ',
+    fewshotDelimiter: fc.fewshot_delimiter ?? c.fewshot_delimiter ?? '\n\n',
+  }
+  const need = poolNeeded(spec, n)
+  if (docs.length < need)
+    throw bad(
+      file,
+      `num_fewshot: ${n} needs ${need} documents in the few-shot ${from}` +
+        (need > n ? ' (the evaluated one is left out of each draw)' : '') +
+        `, which has ${docs.length}; lower num_fewshot`,
+    )
+  return spec
 }
 
 function field(v: z.output<typeof Field> | null | undefined, key: string, task: string, file: string) {
@@ -238,9 +368,19 @@ export async function readLmEvalTask(file: string, o: LmEvalOptions = {}): Promi
     throw bad(file, `${issue.path.join('.') || '(file)'}: ${issue.message}`)
   }
   const c = parsed.data
-  if ((c.num_fewshot ?? 0) > 0)
-    throw bad(file, `num_fewshot: ${c.num_fewshot} few-shot examples are not supported; set it to 0`)
   const type = c.output_type
+  // As the harness: a run's num_fewshot replaces the task's, except where the task sets 0.
+  const numFewshot = c.num_fewshot === 0 ? 0 : (o.numFewshot ?? c.num_fewshot ?? 0)
+  if (!Number.isInteger(numFewshot) || numFewshot < 0)
+    throw bad(file, `num_fewshot: ${numFewshot} must be a whole number of examples`)
+  if ((c.repeats ?? 1) > 1)
+    throw bad(file, `repeats: ${c.repeats}: generation here is greedy, so repeats would be identical; set it to 1`)
+  const gk = c.generation_kwargs
+  if (gk?.do_sample === true || (gk?.temperature ?? 0) > 0)
+    throw bad(file, 'generation_kwargs: sampling (do_sample, temperature > 0) is not supported; generation is greedy')
+  if (c.filter_list != null && type !== 'generate_until')
+    throw bad(file, `filter_list applies to generate_until tasks here, not ${type}; remove it`)
+  const filters = c.filter_list != null ? parseFilterList(c.filter_list, file) : undefined
   const metrics = (c.metric_list ?? LM_EVAL_METRICS[type].defaults.map((metric) => ({ metric }))).map((m) => {
     if (!LM_EVAL_METRICS[type].all.includes(m.metric))
       throw bad(
@@ -262,13 +402,16 @@ export async function readLmEvalTask(file: string, o: LmEvalOptions = {}): Promi
   if (docToText === undefined && type !== 'loglikelihood_rolling') throw bad(file, 'doc_to_text: missing')
   if (docToTarget === undefined) throw bad(file, 'doc_to_target: missing')
   if (type === 'multiple_choice' && docToChoice === undefined) throw bad(file, 'doc_to_choice: missing')
-  let docs = await loadDocs(c, file, o)
-  if (c.process_docs) {
-    const name = c.process_docs[FN_TAG]
-    const fn = knownFunction(c.task, name)
-    if (!fn) throw bad(file, `process_docs: !function ${name} is Python, and has no built-in equivalent`)
-    docs = docs.map((d) => fn(d) as Doc)
-  }
+  const docs = processDocs(
+    c.process_docs,
+    c.task,
+    file,
+    'process_docs',
+  )(await loadSplit(c, file, o, evalSplit(c), '', true))
+  const fewshot =
+    numFewshot > 0
+      ? await fewshotSpec(c, file, o, numFewshot, { docToText: docToText ?? '', docToTarget, docToChoice })
+      : undefined
   const until = c.generation_kwargs?.until
   return {
     name: c.task,
@@ -281,8 +424,13 @@ export async function readLmEvalTask(file: string, o: LmEvalOptions = {}): Promi
     ...(docToChoice !== undefined ? { docToChoice } : {}),
     description: c.description ?? '',
     targetDelimiter: c.target_delimiter ?? ' ',
+    fewshotDelimiter: c.fewshot_delimiter ?? '\n\n',
+    numFewshot,
+    fewshotSeed: o.fewshotSeed ?? DEFAULT_FEWSHOT_SEED,
+    ...(fewshot ? { fewshot } : {}),
     until: until === undefined ? [c.fewshot_delimiter ?? '\n\n'] : typeof until === 'string' ? [until] : until,
     maxGenTokens: c.generation_kwargs?.max_gen_toks ?? 256,
+    ...(filters ? { filters } : {}),
     multipleInputs: c.multiple_inputs ?? false,
     metrics,
   }

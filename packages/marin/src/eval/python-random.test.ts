@@ -3,7 +3,9 @@ import { describe, expect, test } from 'vitest'
 import { PythonRandom } from './python-random.js'
 
 /** Written by CPython 3.11's `random` (the script that wrote it is inside the file). */
-const fixture = JSON.parse(readFileSync(new URL('./fixtures/lm-eval/python-random-1234.json', import.meta.url), 'utf8')) as {
+const fixture = JSON.parse(
+  readFileSync(new URL('./fixtures/lm-eval/python-random-1234.json', import.meta.url), 'utf8'),
+) as {
   getrandbits32: number[]
   samples: { n: number; k: number; calls: number[][] }[]
 }
@@ -17,7 +19,10 @@ describe('PythonRandom: CPython random.Random(seed)', () => {
   test('successive sample(range(n), k) calls match CPython (list and set algorithms)', () => {
     for (const s of fixture.samples) {
       const r = new PythonRandom(1234)
-      expect(s.calls.map(() => r.sample(s.n, s.k)), `n=${s.n} k=${s.k}`).toEqual(s.calls)
+      expect(
+        s.calls.map(() => r.sample(s.n, s.k)),
+        `n=${s.n} k=${s.k}`,
+      ).toEqual(s.calls)
     }
   })
 

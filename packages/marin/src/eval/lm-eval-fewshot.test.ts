@@ -1,0 +1,214 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { beforeAll, describe, expect, test } from 'vitest'
+import type { LocalLanguageModel } from './local-model.js'
+import { readLmEvalTask } from './lm-eval-task.js'
+import { runTask } from './run-task.js'
+import {
+  LM_EVAL_DATA,
+  LM_EVAL_FIXTURES,
+  Recording,
+  fixtureRows,
+  tinyLocalModel,
+} from './test-support/recording-model.js'
+
+/** Indices CPython's random.Random(1234).sample(range(n), k) gives on successive calls (see the file's script). */
+const pyRandom = JSON.parse(readFileSync(join(LM_EVAL_FIXTURES, 'python-random-1234.json'), 'utf8')) as {
+  samples: { n: number; k: number; calls: number[][] }[]
+}
+const pyCalls = (n: number, k: number) => pyRandom.samples.find((s) => s.n === n && s.k === k)!.calls
+
+let local: LocalLanguageModel
+beforeAll(async () => {
+  local = await tinyLocalModel()
+})
+
+/** A task folder with sums.jsonl (five documents) and the given YAML files. */
+function taskDir(files: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'lm-eval-fewshot-'))
+  writeFileSync(
+    join(dir, 'sums.jsonl'),
+    [
+      { q: '2+2', choices: ['4', '5'], label: 0 },
+      { q: '3+3', choices: ['7', '6'], label: 1 },
+      { q: '1+1', choices: ['2', '3'], label: 0 },
+      { q: '5+5', choices: ['11', '10'], label: 1 },
+      { q: '4+4', choices: ['8', '9'], label: 0 },
+    ]
+      .map((d) => JSON.stringify(d))
+      .join('\n') + '\n',
+  )
+  for (const [name, body] of Object.entries(files)) writeFileSync(join(dir, name), body)
+  return dir
+}
+
+const SUMS_MC = [
+  'task: tiny_sums',
+  'dataset_path: json',
+  'dataset_kwargs:',
+  '  data_files:',
+  '    test: sums.jsonl',
+  'test_split: test',
+  'fewshot_split: test',
+  'output_type: multiple_choice',
+  'description: "Add the numbers.\\n\\n"',
+  'doc_to_text: "Q: {{q}}"',
+  'doc_to_target: label',
+  'doc_to_choice: choices',
+  'target_delimiter: " A: "',
+  'fewshot_delimiter: "\\n###\\n"',
+  'num_fewshot: 2',
+].join('\n')
+
+describe('few-shot contexts as lm-evaluation-harness builds them', () => {
+  test('default sampler, few-shot split = test split: Random(1234).sample(pool, n+1), the evaluated document left out', async () => {
+    // CPython's Random(1234).sample(range(5), 3), five calls: [3,0,4] [0,4,2] [0,4,1] [1,0,3] [0,2,3].
+    // Each document drops itself from its draw and keeps the first two.
+    expect(pyCalls(5, 3).slice(0, 5)).toEqual([
+      [3, 0, 4],
+      [0, 4, 2],
+      [0, 4, 1],
+      [1, 0, 3],
+      [0, 2, 3],
+    ])
+    const dir = taskDir({ 'sums.yaml': SUMS_MC })
+    const m = new Recording(local)
+    const r = await runTask(m, await readLmEvalTask(join(dir, 'sums.yaml')))
+    expect(r.samples).toBe(5)
+    const contexts = [...new Set(m.ll.map((x) => x.context))]
+    expect(contexts).toEqual([
+      'Add the numbers.\n\nQ: 5+5 A: 10\n###\nQ: 4+4 A: 8\n###\nQ: 2+2',
+      'Add the numbers.\n\nQ: 2+2 A: 4\n###\nQ: 4+4 A: 8\n###\nQ: 3+3',
+      'Add the numbers.\n\nQ: 2+2 A: 4\n###\nQ: 4+4 A: 8\n###\nQ: 1+1',
+      'Add the numbers.\n\nQ: 3+3 A: 6\n###\nQ: 2+2 A: 4\n###\nQ: 5+5',
+      'Add the numbers.\n\nQ: 2+2 A: 4\n###\nQ: 1+1 A: 2\n###\nQ: 4+4',
+    ])
+    expect(m.ll.slice(0, 2).map((x) => x.continuation)).toEqual([' A: 4', ' A: 5'])
+  })
+
+  test('first_n sampler with inline samples and fewshot_config overrides; num_fewshot from the options', async () => {
+    const dir = taskDir({
+      'gen.yaml': [
+        'task: tiny_sums_gen',
+        'dataset_path: json',
+        'dataset_kwargs:',
+        '  data_files:',
+        '    test: sums.jsonl',
+        'test_split: test',
+        'output_type: generate_until',
+        'description: "Solve {{q}}.\\n\\n"',
+        'doc_to_text: "Q: {{q}}\\nA:"',
+        'doc_to_target: "{{choices[label]}}"',
+        'num_fewshot: 1',
+        'fewshot_config:',
+        '  sampler: first_n',
+        '  target_delimiter: " => "',
+        '  doc_to_target: "{{why}}, so {{a}}"',
+        '  samples:',
+        '    - {q: "7+7", a: "14", why: "7 and 7 make 14"}',
+        '    - {q: "9+1", a: "10", why: "9 and 1 make 10"}',
+        '    - {q: "6+2", a: "8", why: "6 and 2 make 8"}',
+        'generation_kwargs:',
+        '  until: ["\\n\\n"]',
+        '  max_gen_toks: 3',
+      ].join('\n'),
+    })
+    const m = new Recording(local)
+    await runTask(m, await readLmEvalTask(join(dir, 'gen.yaml'), { numFewshot: 2 }), { limit: 2 })
+    expect(m.gen).toEqual([
+      {
+        context:
+          'Solve 2+2.\n\nQ: 7+7\nA: => 7 and 7 make 14, so 14\n\nQ: 9+1\nA: => 9 and 1 make 10, so 10\n\nQ: 2+2\nA:',
+        maxTokens: 3,
+      },
+      {
+        context:
+          'Solve 3+3.\n\nQ: 7+7\nA: => 7 and 7 make 14, so 14\n\nQ: 9+1\nA: => 9 and 1 make 10, so 10\n\nQ: 3+3\nA:',
+        maxTokens: 3,
+      },
+    ])
+  })
+
+  test('upstream arc_easy.yaml with num_fewshot 2: examples drawn from its training split as the harness draws them', async () => {
+    const train = fixtureRows('ai2_arc/ARC-Easy/train.jsonl')
+    const testRows = fixtureRows('ai2_arc/ARC-Easy/test.jsonl')
+    expect(train.length).toBe(7)
+    // test_split is "test" and there is no fewshot_split: examples come from training_split, nothing is left out,
+    // so each document takes CPython's next Random(1234).sample(range(7), 2).
+    type Arc = { question: string; choices: { text: string[]; label: string[] }; answerKey: string }
+    const shot = (d: Arc) =>
+      `Question: ${d.question}\nAnswer: ${d.choices.text[d.choices.label.indexOf(d.answerKey)]}\n\n`
+    const expected = testRows.map(
+      (d, i) =>
+        pyCalls(7, 2)
+          [i]!.map((j) => shot(train[j] as Arc))
+          .join('') + `Question: ${(d as Arc).question}\nAnswer:`,
+    )
+    expect(expected[0]).toBe(
+      'Question: What do bees make?\nAnswer: honey\n\n' +
+        'Question: Which planet do we live on?\nAnswer: Earth\n\n' +
+        'Question: Which of these is a gas at room temperature?\nAnswer:',
+    )
+    const task = await readLmEvalTask(join(LM_EVAL_FIXTURES, 'arc/arc_easy.yaml'), {
+      dataDir: LM_EVAL_DATA,
+      numFewshot: 2,
+    })
+    const m = new Recording(local)
+    const r = await runTask(m, task)
+    expect([...new Set(m.ll.map((x) => x.context))]).toEqual(expected)
+    expect(m.ll[0]!.continuation).toBe(' iron')
+    expect(r.records.map((x) => x.gold)).toEqual([1, 0, 2, 3])
+    // Another seed draws other examples.
+    const m2 = new Recording(local)
+    await runTask(
+      m2,
+      await readLmEvalTask(join(LM_EVAL_FIXTURES, 'arc/arc_easy.yaml'), {
+        dataDir: LM_EVAL_DATA,
+        numFewshot: 2,
+        fewshotSeed: 7,
+      }),
+    )
+    expect([...new Set(m2.ll.map((x) => x.context))]).not.toEqual(expected)
+  })
+
+  test('num_fewshot override: applies unless the YAML sets 0; zero-shot needs no training data', async () => {
+    const dir = taskDir({
+      'zero.yaml': SUMS_MC.replace('num_fewshot: 2', 'num_fewshot: 0'),
+      'none.yaml': SUMS_MC.replace('num_fewshot: 2', ''),
+    })
+    const zero = await readLmEvalTask(join(dir, 'zero.yaml'), { numFewshot: 3 })
+    expect(zero.numFewshot).toBe(0)
+    const m = new Recording(local)
+    await runTask(m, zero, { limit: 1 })
+    expect(m.ll[0]!.context).toBe('Add the numbers.\n\nQ: 2+2')
+    expect((await readLmEvalTask(join(dir, 'none.yaml'))).numFewshot).toBe(0)
+    expect((await readLmEvalTask(join(dir, 'none.yaml'), { numFewshot: 1 })).numFewshot).toBe(1)
+    // arc_easy zero-shot reads no train split; its lambada sibling has none and stays runnable.
+    const lambada = await readLmEvalTask(join(LM_EVAL_FIXTURES, 'lambada/lambada_openai.yaml'), {
+      dataDir: LM_EVAL_DATA,
+    })
+    expect(lambada.numFewshot).toBe(0)
+  })
+
+  test('few-shot problems are errors naming the file and the fix', async () => {
+    const dir = taskDir({
+      'many.yaml': SUMS_MC.replace('num_fewshot: 2', 'num_fewshot: 5'),
+      'sampler.yaml': `${SUMS_MC}\nfewshot_config:\n  sampler: balanced\n`,
+    })
+    await expect(readLmEvalTask(join(dir, 'many.yaml'))).rejects.toMatchObject({
+      code: 'BAD_CONFIG',
+      message: expect.stringMatching(/many\.yaml: num_fewshot: 5 .*6 documents.*"test".*has 5/),
+    })
+    await expect(readLmEvalTask(join(dir, 'sampler.yaml'))).rejects.toMatchObject({
+      code: 'BAD_CONFIG',
+      message: expect.stringMatching(/sampler\.yaml: fewshot_config\.sampler: balanced.*default, first_n/),
+    })
+    await expect(
+      readLmEvalTask(join(LM_EVAL_FIXTURES, 'piqa/piqa.yaml'), { dataDir: LM_EVAL_DATA, numFewshot: 1 }),
+    ).rejects.toMatchObject({
+      code: 'BAD_CONFIG',
+      message: expect.stringMatching(/piqa\.yaml: no local data .*few-shot.*piqa\/train\.jsonl/s),
+    })
+  })
+})
