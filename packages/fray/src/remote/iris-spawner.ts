@@ -34,16 +34,18 @@ export function irisSpawner(iris: IrisClient | Promise<IrisClient>, opts: IrisSp
   return {
     spawn(name: string, env: Record<string, string>, res: Resources): SpawnedHost {
       const client = Promise.resolve(iris)
-      const submitted = client.then((c) => c.submit({
-        name: irisJobName(name),
-        command: hostCommand(res.cpu),
-        env: { ...opts.env, ...env },
-        resources: { cpu: res.cpu, memory: memoryBytes(res.memory), gpu: res.gpu },
-        replicas: 1,
-        // Restarts are fray's (maxRestarts), so that each one is a fresh registration.
-        maxRetriesFailure: 0,
-        maxRetriesWorker: 0,
-      }))
+      const submitted = client.then((c) =>
+        c.submit({
+          name: irisJobName(name),
+          command: hostCommand(res.cpu),
+          env: { ...opts.env, ...env },
+          resources: { cpu: res.cpu, memory: memoryBytes(res.memory), gpu: res.gpu },
+          replicas: 1,
+          // Restarts are fray's (maxRestarts), so that each one is a fresh registration.
+          maxRetriesFailure: 0,
+          maxRetriesWorker: 0,
+        }),
+      )
       const exited: Promise<HostExit> = submitted.then(
         async (jobId) => exitOf(await (await client).wait(jobId)),
         (err: Error) => ({ code: null, signal: null, error: `iris refused the job: ${err.message}` }),
