@@ -10,6 +10,7 @@ import { scrubProcessOutput } from '@marin/rigging'
 import { intArg, prefixOf, regexArg, type CliIo } from '../cli/io.js'
 import type { ExperimentRecord } from './executor.js'
 import type { Experiment } from './experiment.js'
+import { UsageError } from '@marin/rigging/cli'
 import { runExperiment } from './run-experiment.js'
 
 /** Set on globalThis (a count) while `loadExperiment` imports a script. */
@@ -27,6 +28,9 @@ export type RunFlags = {
   maxConcurrent?: number
   local?: boolean
   cluster?: string
+  platform?: 'local' | 'k8s'
+  namespace?: string
+  kubeconfig?: string
 }
 
 /** Adds the flags of `marin run` to a command. */
@@ -40,10 +44,19 @@ export function withRunFlags(cmd: Command): Command {
     .addOption(new Option('--max-concurrent <n>', 'steps running at once').argParser(intArg('--max-concurrent')))
     .option('--local', 'run steps in this process instead of as iris jobs')
     .option('--cluster <address>', "iris controller host:port, or 'local' for a cluster started here", 'local')
+    .addOption(
+      new Option('--platform <platform>', "the run's own cluster: local (steps as processes here) or k8s (as Pods)")
+        .choices(['local', 'k8s'])
+        .default('local'),
+    )
+    .option('--namespace <ns>', 'k8s: the namespace of step Pods')
+    .option('--kubeconfig <path>', 'k8s: kubeconfig file (default: KUBECONFIG, ~/.kube/config, then in-cluster)')
 }
 
 /** Runs `experiment` with parsed flags; resolves with its record (status FAILED when a step failed). */
 export function runWithFlags(experiment: Experiment, flags: RunFlags, io: CliIo): Promise<ExperimentRecord> {
+  if (flags.platform === 'k8s' && !flags.namespace)
+    throw new UsageError('--platform k8s needs --namespace NS (the namespace of step Pods)')
   return runExperiment(experiment, {
     prefix: prefixOf(io),
     out: io.out,
@@ -53,6 +66,14 @@ export function runWithFlags(experiment: Experiment, flags: RunFlags, io: CliIo)
     ...(flags.maxConcurrent ? { maxConcurrent: flags.maxConcurrent } : {}),
     ...(flags.local ? { local: true } : {}),
     ...(flags.cluster && flags.cluster !== 'local' ? { cluster: flags.cluster } : {}),
+    ...(flags.platform === 'k8s'
+      ? {
+          kubernetes: {
+            namespace: flags.namespace!,
+            ...(flags.kubeconfig ? { kubeconfig: resolve(flags.kubeconfig) } : {}),
+          },
+        }
+      : {}),
   })
 }
 
@@ -81,7 +102,10 @@ export async function runMain(
   } catch (e) {
     if (e instanceof CommanderError)
       code = e.code === 'commander.helpDisplayed' || e.code === 'commander.version' ? 0 : 2
-    else {
+    else if (e instanceof UsageError) {
+      io.err(`${experiment.name}: ${e.message}`)
+      code = 2
+    } else {
       io.err(`${experiment.name}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`)
       code = 1
     }

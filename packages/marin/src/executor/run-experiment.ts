@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { join, resolve } from 'node:path'
-import type { JobScheduler } from '@marin/iris'
+import type { JobScheduler, KubernetesPlatformOptions } from '@marin/iris'
 import {
   DEFAULT_MARIN_PREFIX,
   Lease,
@@ -16,6 +16,7 @@ import {
   prefixDir,
   prefixPath,
 } from '@marin/rigging'
+import { MarinError } from '../errors.js'
 import { Executor, type ExecutorOptions, type ExperimentRecord } from './executor.js'
 import type { Experiment } from './experiment.js'
 import { irisRunner } from './iris-runner.js'
@@ -27,6 +28,9 @@ export type RunOptions = Omit<ExecutorOptions, 'runner'> & {
   /** `'local'` (a cluster started in this process, state in `<prefix>/iris`) or a controller `host:port`. @default
    * 'local' */
   readonly cluster?: string
+  /** Run the steps of the run's own cluster as Kubernetes Pods (`marin run --platform k8s --namespace NS`; the
+   * options of iris's `kubernetesPlatform`). Only with `cluster: 'local'`. */
+  readonly kubernetes?: KubernetesPlatformOptions
   readonly token?: string
   /** Submit the steps' jobs to this scheduler (left open) instead of one made for the run from `cluster`. */
   readonly scheduler?: JobScheduler
@@ -72,6 +76,12 @@ async function runSteps(experiment: Experiment, opts: RunOptions): Promise<Exper
     )
   const localPrefix = prefixDir(prefix) ?? resolve(DEFAULT_MARIN_PREFIX)
   const cluster = opts.cluster ?? 'local'
+  if (opts.kubernetes && cluster !== 'local')
+    throw new MarinError(
+      'BAD_USAGE',
+      `kubernetes: the run starts a cluster whose tasks are Pods, so it cannot also use the controller at ${cluster}; ` +
+        'drop one of --platform k8s and --cluster',
+    )
   // One local cluster owns `<prefix>/iris` at a time (its SQLite state and work folders);
   // a second driver on the same prefix starts its own cluster in a folder of its own.
   let owner: Lease | undefined
@@ -86,8 +96,13 @@ async function runSteps(experiment: Experiment, opts: RunOptions): Promise<Exper
   }
   // iris (gRPC, SQLite) loads while the executor plans and prints the plan; the first step waits for it.
   const scheduler = import('@marin/iris').then(
-    ({ JobScheduler }) =>
-      new JobScheduler({ cluster, prefix: irisPrefix, ...(opts.token ? { token: opts.token } : {}) }),
+    async ({ JobScheduler, kubernetesPlatform }) =>
+      new JobScheduler({
+        cluster,
+        prefix: irisPrefix,
+        ...(opts.token ? { token: opts.token } : {}),
+        ...(opts.kubernetes ? { local: { kubernetes: await kubernetesPlatform(opts.kubernetes) } } : {}),
+      }),
   )
   try {
     return await new Executor({ ...base, runner: irisRunner(scheduler, experiment.script, experiment.name) }).run(
