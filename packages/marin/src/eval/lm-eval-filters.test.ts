@@ -85,7 +85,7 @@ describe('lm-eval filters (expected values are what Python re / collections give
       ignorePunctuation: false,
       regexesToIgnore: [',', '\\$', '(?s).*#### ', '\\.$'],
     }
-    const gold = 'Natalia sold 48/2 = 24 clips in May.\nNatalia sold 48+24 = 72 clips altogether.\n#### 72'
+    const gold = 'In the afternoon she picked 48/2 = 24 cherries.\nIn all she picked 48+24 = 72 cherries.\n#### 72'
     expect(exactMatchScore('72', gold, m)).toBe(1)
     expect(exactMatchScore('$72.', gold, m)).toBe(1)
     expect(exactMatchScore('1,072', '#### 1072', m)).toBe(1)

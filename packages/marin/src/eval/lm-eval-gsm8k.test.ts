@@ -1,0 +1,91 @@
+import { join } from 'node:path'
+import { readFileSync } from 'node:fs'
+import { beforeAll, describe, expect, test } from 'vitest'
+import type { LocalLanguageModel } from './local-model.js'
+import { readLmEvalTask } from './lm-eval-task.js'
+import { runTask } from './run-task.js'
+import {
+  LM_EVAL_DATA,
+  LM_EVAL_FIXTURES,
+  Recording,
+  fixtureRows,
+  tinyLocalModel,
+} from './test-support/recording-model.js'
+
+const pyRandom = JSON.parse(readFileSync(join(LM_EVAL_FIXTURES, 'python-random-1234.json'), 'utf8')) as {
+  samples: { n: number; k: number; calls: number[][] }[]
+}
+
+let local: LocalLanguageModel
+beforeAll(async () => {
+  local = await tinyLocalModel()
+})
+
+type Row = { question: string; answer: string }
+
+/** Python's re.findall over the text, as the harness's regex filter reads it (written out here for the test). */
+function pyFindallGroups(re: RegExp, text: string): string[][] {
+  return [...text.matchAll(re)].map((m) => m.slice(1).map((g) => g ?? ''))
+}
+
+describe('gsm8k.yaml (unchanged upstream): 5-shot generate_until with filter_list', () => {
+  test('contexts from the train split, stop sequences, both filter pipelines scored', async () => {
+    const task = await readLmEvalTask(join(LM_EVAL_FIXTURES, 'gsm8k/gsm8k.yaml'), { dataDir: LM_EVAL_DATA })
+    expect(task.numFewshot).toBe(5)
+    const train = fixtureRows('openai/gsm8k/main/train.jsonl') as Row[]
+    const rows = fixtureRows('openai/gsm8k/main/test.jsonl') as Row[]
+    // fewshot_split (train) is not test_split (test): each document takes CPython's next Random(1234).sample(range(6), 5).
+    const draws = pyRandom.samples.find((s) => s.n === 6 && s.k === 5)!.calls
+    const shot = (r: Row) => `Question: ${r.question}\nAnswer: ${r.answer}\n\n`
+    const expected = rows
+      .slice(0, 2)
+      .map((r, i) => draws[i]!.map((j) => shot(train[j]!)).join('') + `Question: ${r.question}\nAnswer:`)
+    expect(expected[0]!.startsWith('Question: A farm has 7 cows and 5 goats.')).toBe(true)
+
+    const m = new Recording(local)
+    const r = await runTask(m, task, { limit: 2 })
+    expect(m.gen).toEqual(expected.map((context) => ({ context, maxTokens: 256 })))
+    expect(r.metrics.map((x) => x.metric)).toEqual(['exact_match,strict-match', 'exact_match,flexible-extract'])
+
+    // The same generations, cut at the first of until (["Question:", "</s>", "<|im_end|>"]) and filtered by hand.
+    const outs = await local.generate(m.gen)
+    const golds = ['72', '12']
+    const strictScores: number[] = [],
+      flexScores: number[] = []
+    outs.forEach((o, i) => {
+      const cut = ['Question:', '</s>', '<|im_end|>'].reduce(
+        (s, u) => (s.includes(u) ? s.slice(0, s.indexOf(u)) : s),
+        o,
+      )
+      const strict = pyFindallGroups(/#### (\-?[0-9\.\,]+)/g, cut)[0]?.[0]?.trim() ?? '[invalid]'
+      const last = pyFindallGroups(/(-?[$0-9.,]{2,})|(-?[0-9]+)/g, cut).at(-1)
+      const flexible = last ? (last.find((g) => g !== '') ?? '[invalid]').trim() : '[invalid]'
+      const rec = r.records[i] as { prediction: string; filtered: Record<string, string> }
+      expect(rec.prediction).toBe(cut)
+      expect(rec.filtered).toEqual({ 'strict-match': strict, 'flexible-extract': flexible })
+      // exact_match's regexes_to_ignore: ",", "\$", "(?s).*#### ", "\.$"; ignore_case.
+      const norm = (s: string) =>
+        s
+          .replace(/,/g, '')
+          .replace(/\$/g, '')
+          .replace(/^[\s\S]*#### /, '')
+          .replace(/\.$/, '')
+          .toLowerCase()
+          .trim()
+      strictScores.push(norm(strict) === golds[i] ? 1 : 0)
+      flexScores.push(norm(flexible) === golds[i] ? 1 : 0)
+    })
+    expect(r.metrics[0]!.value).toBe((strictScores[0]! + strictScores[1]!) / 2)
+    expect(r.metrics[1]!.value).toBe((flexScores[0]! + flexScores[1]!) / 2)
+  })
+
+  test('zero-shot by override keeps the stop sequences and needs no train split', async () => {
+    const task = await readLmEvalTask(join(LM_EVAL_FIXTURES, 'gsm8k/gsm8k.yaml'), {
+      dataFiles: join(LM_EVAL_DATA, 'openai/gsm8k/main/test.jsonl'),
+      numFewshot: 0,
+    })
+    expect(task.numFewshot).toBe(0)
+    expect(task.until).toEqual(['Question:', '</s>', '<|im_end|>'])
+    expect(task.filters?.map((f) => f.name)).toEqual(['strict-match', 'flexible-extract'])
+  })
+})
