@@ -138,6 +138,37 @@ describe('marin eval', () => {
     expect(missing.err).toMatch(/arc_easy\.yaml: no local data .*--data-dir/)
   })
 
+  test('--num-fewshot and --fewshot-seed build few-shot contexts for lm-eval tasks; the stored config records them', async () => {
+    const fix = fileURLToPath(new URL('./fixtures/lm-eval/', import.meta.url))
+    const prefix = join(dir, 'p-fs')
+    const base = [
+      'eval',
+      '--model-checkpoint',
+      ckpt,
+      '--tasks',
+      join(fix, 'arc/arc_easy.yaml'),
+      '--data-dir',
+      join(fix, 'data'),
+    ]
+    const r = await cli([...base, '--num-fewshot', '2', '--json'], prefix)
+    expect(r.err).toBe('')
+    expect(r.code).toBe(0)
+    const store = await openStore({ url: join(prefix, 'store') })
+    const first = (await (await store.open('eval/results@1')).readText('samples/arc_easy.jsonl')).split('\n')[0]!
+    // CPython's Random(1234).sample(range(7), 2) first gives [6, 3]: the 7th and 4th training questions.
+    expect(JSON.parse(first).context).toBe(
+      'Question: What do bees make?\nAnswer: honey\n\nQuestion: Which planet do we live on?\nAnswer: Earth\n\n' +
+        'Question: Which of these is a gas at room temperature?\nAnswer:',
+    )
+    const v = await store.open('eval/results@1')
+    expect(v.manifest.config).toMatchObject({ numFewshot: 2, fewshotSeed: 1234 })
+    const other = await cli([...base, '--num-fewshot', '2', '--fewshot-seed', '7', '--json'], prefix)
+    expect(other.code).toBe(0)
+    const seeded = (await (await store.open('eval/results@2')).readText('samples/arc_easy.jsonl')).split('\n')[0]!
+    expect(JSON.parse(seeded).context).not.toBe(JSON.parse(first).context)
+    expect((await cli([...base, '--num-fewshot', 'two'], prefix)).code).toBe(2)
+  })
+
   test('bad usage exits 2 and names the problem', async () => {
     const p = join(dir, 'p3')
     expect(await cli(['eval', '--tasks', 'brown_cloze'], p)).toMatchObject({
@@ -164,7 +195,13 @@ describe('marin eval', () => {
     const prefix = join(dir, 'p5')
     const s = evalStep(
       'eval-lm',
-      { checkpoint: ckpt, tasks: ['arc_easy', 'lambada_openai'], lmEvalTasks: fix, dataDir: join(fix, 'data') },
+      {
+        checkpoint: ckpt,
+        tasks: ['arc_easy', 'lambada_openai'],
+        lmEvalTasks: fix,
+        dataDir: join(fix, 'data'),
+        numFewshot: 1,
+      },
       { prefix },
     )
     await new Executor({ prefix, out: () => {} }).run(new Experiment({ name: 'eval-lm-exp', steps: [s] }))
@@ -172,6 +209,11 @@ describe('marin eval', () => {
     const summary = JSON.parse(await (await store.open('eval/eval-lm')).readText('summary.json'))
     expect(summary.tasks.arc_easy).toMatchObject({ kind: 'multiple_choice', samples: 4 })
     expect(summary.tasks.lambada_openai).toMatchObject({ kind: 'loglikelihood', samples: 3 })
+    // One example from the training split before each ARC question (CPython's Random(1234).sample(range(7), 1): 6).
+    const arc = (await (await store.open('eval/eval-lm')).readText('samples/arc_easy.jsonl')).split('\n')[0]!
+    expect(JSON.parse(arc).context).toBe(
+      'Question: What do bees make?\nAnswer: honey\n\nQuestion: Which of these is a gas at room temperature?\nAnswer:',
+    )
   })
 
   test('as an executor step: results in the step output and in finestore', async () => {

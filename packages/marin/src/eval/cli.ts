@@ -10,7 +10,7 @@ import type { CliIo, Run } from '../cli/io.js'
 import { isMarinError } from '../errors.js'
 import { BUILTIN_TASKS, builtinTask } from './brown-tasks.js'
 import { evaluate, resolveTasks } from './evaluate.js'
-import { LM_EVAL_SUITES } from './lm-eval-task.js'
+import { DEFAULT_FEWSHOT_SEED, LM_EVAL_SUITES } from './lm-eval-task.js'
 import type { LanguageModel } from './language-model.js'
 import { loadModel } from '../serve/load-model.js'
 import { LocalLanguageModel } from './local-model.js'
@@ -33,6 +33,8 @@ type EvalOptions = {
   lmEvalTasks?: string
   dataDir?: string
   dataFiles?: string
+  numFewshot?: number
+  fewshotSeed?: number
 }
 
 /** Task problems the user can fix on the command line exit 2. */
@@ -69,6 +71,16 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
       'local datasets for lm-eval tasks: <dir>/<dataset_path>/[<dataset_name>/]<split>.jsonl or .parquet',
     )
     .option('--data-files <file>', 'a JSONL or Parquet file with the documents of the (single) lm-eval task')
+    .option(
+      '--num-fewshot <n>',
+      "few-shot examples before each lm-eval document, instead of the task's num_fewshot (not where it is 0)",
+      intArg('a count', 0),
+    )
+    .option(
+      '--fewshot-seed <n>',
+      "seed of lm-eval's few-shot sampler (Python's random.Random; default 1234, as lm-eval)",
+      intArg('a seed', 0),
+    )
     .option('--limit <n>', 'evaluate at most n items per task', intArg('a count'))
     .option('--size <n>', 'items in each built-in task (default 200)', intArg('a count'))
     .option('--artifact <name>', 'finestore artifact for the results', 'eval/results')
@@ -96,6 +108,8 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
           ...(o.lmEvalTasks ? { tasksDir: o.lmEvalTasks } : {}),
           ...(o.dataDir ? { dataDir: o.dataDir } : {}),
           ...(o.dataFiles ? { dataFiles: o.dataFiles } : {}),
+          ...(o.numFewshot !== undefined ? { numFewshot: o.numFewshot } : {}),
+          ...(o.fewshotSeed !== undefined ? { fewshotSeed: o.fewshotSeed } : {}),
         }
         const tasks = await usage(() => resolveTasks(specs, { size: o.size, lmEval }))
         const store = await openStore({ url: storeUrl(prefixOf(io)) })
@@ -128,7 +142,13 @@ export function evalCommand(cmd: Command, io: CliIo, run: Run): void {
           store: o.store ? store : undefined,
           artifact: o.artifact,
           lineage,
-          config: { tasks: specs, limit: o.limit ?? null, model: model.description },
+          config: {
+            tasks: specs,
+            limit: o.limit ?? null,
+            model: model.description,
+            numFewshot: o.numFewshot ?? null,
+            fewshotSeed: o.fewshotSeed ?? DEFAULT_FEWSHOT_SEED,
+          },
         })
         if (o.json) io.out(JSON.stringify({ ref: r.ref ?? null, ...r.summary }, null, 2))
         else {

@@ -36,6 +36,10 @@ export type EvalStepConfig = {
   readonly lmEvalTasks?: string
   /** Local datasets for lm-eval tasks: `<dataDir>/<dataset_path>/[<dataset_name>/]<split>.jsonl|.parquet`. */
   readonly dataDir?: string
+  /** Few-shot examples before each lm-eval document, instead of the task's `num_fewshot` (not where it is 0). */
+  readonly numFewshot?: number
+  /** Seed of lm-eval's few-shot sampler. @default 1234 */
+  readonly fewshotSeed?: number
   readonly limit?: number
   /** Items per built-in task. @default 200 */
   readonly size?: number
@@ -79,6 +83,8 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
       const lmEval = {
         ...(c.lmEvalTasks !== undefined ? { tasksDir: c.lmEvalTasks } : {}),
         ...(c.dataDir !== undefined ? { dataDir: c.dataDir } : {}),
+        ...(c.numFewshot !== undefined ? { numFewshot: c.numFewshot } : {}),
+        ...(c.fewshotSeed !== undefined ? { fewshotSeed: c.fewshotSeed } : {}),
       }
       const tasks = await resolveTasks(c.tasks as string[], { size: c.size, lmEval })
       // The artifact a step committed (`trainStep` → `models/<name>@v`), as a reference or through its artifacts.json.
