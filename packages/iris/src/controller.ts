@@ -268,6 +268,10 @@ export class Controller {
       if (r.state === 'RUNNING' && a.state === 'ASSIGNED') {
         this.store.markRunning(r.attemptId)
         this.events.emit(`job:${a.jobId}`)
+      } else if (r.state === 'ASSIGNED' && a.state === 'ASSIGNED' && r.error !== a.error) {
+        // Why a started attempt waits (a Kubernetes Pod still Pending).
+        this.store.noteWaiting(r.attemptId, r.error)
+        this.events.emit(`job:${a.jobId}`)
       } else if (isFinalAttemptState(r.state)) {
         this.killsSent.delete(r.attemptId)
         const outcome = {

@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import type { V1Pod } from '@kubernetes/client-node'
 import { afterEach, beforeEach, expect, test } from 'vitest'
 import type { IrisClient } from './client.js'
+import type { JobStatus } from './records.js'
 import { FakeKubeApi } from './internal/kube-api.js'
 import { ATTEMPT_ANNOTATION, KUBE_RBAC_RULES, podManifests, STDERR_WRAPPER } from './kube-pods.js'
 import { JobScheduler } from './job-scheduler.js'
@@ -308,4 +309,48 @@ test('with stderr "merged" the container runs the job command itself', () => {
   expect(merged.spec!.containers[0]!.args).toBeUndefined()
   const tagged = podManifests({ assignment, env: {}, secretEnv: {} }, opts).pod
   expect(tagged.spec!.containers[0]!.args).toEqual(['echo', 'hi'])
+})
+
+/** Polls the job's status until `pred` holds (the state changes on the controller's side, not as an event here). */
+async function until(id: string, pred: (j: JobStatus) => boolean, what: string): Promise<JobStatus> {
+  const end = Date.now() + 20_000
+  for (;;) {
+    const j = await iris.status(id)
+    if (pred(j)) return j
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(j.tasks)} ${j.state}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+test('a Pending pod is PENDING with why it waits; Running is RUNNING; then the pod ends the job', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'iris-kubelet-'))
+  const kubelet = api.startKubelet({
+    namespace: NS,
+    root,
+    claims: { 'marin-data': root },
+    holdPending: { reason: 'ImagePullBackOff', message: 'Back-off pulling image "marin-ts:test"' },
+  })
+  try {
+    const id = await iris.submit({
+      name: 'pending',
+      command: [process.execPath, '-e', 'setInterval(() => {}, 1000)'],
+    })
+    const pending = await until(id, (j) => j.tasks[0]!.error !== undefined, 'the waiting reason')
+    expect(pending.state).toBe('PENDING')
+    expect(pending.tasks[0]!.state).toBe('ASSIGNED')
+    expect(pending.tasks[0]!.error).toBe('Pending: ImagePullBackOff: Back-off pulling image "marin-ts:test"')
+    expect((await iris.attempts(id))[0]!.state).toBe('ASSIGNED')
+    kubelet.release()
+    const running = await until(id, (j) => j.state !== 'PENDING', 'the job to run')
+    expect(running.state).toBe('RUNNING')
+    expect(running.tasks[0]!.state).toBe('RUNNING')
+    expect(running.tasks[0]!.error).toBeUndefined()
+    const [attempt] = await iris.attempts(id)
+    expect(attempt!.state).toBe('RUNNING')
+    expect(attempt!.startedAt).toBeDefined()
+    await iris.kill(id)
+    expect((await iris.wait(id, { timeoutMs: 30_000 })).state).toBe('KILLED')
+  } finally {
+    await kubelet.close()
+  }
 })

@@ -101,6 +101,10 @@ export type PodTaskInput = {
   /** Values that must not appear in the Pod spec: the job token and resolved secrets. */
   secretEnv: Record<string, string>
   onLine: (stream: 'stdout' | 'stderr', line: string, ts: number) => void
+  /** The Pod waits (phase Pending), with why (`ImagePullBackOff: …`, `Unschedulable: …`) once the API says. */
+  onPending?: (note: string | undefined) => void
+  /** The Pod's phase became Running (called once). */
+  onRunning?: () => void
 }
 
 /** A Kubernetes object name for an attempt: DNS-1123, at most 63 characters, unique per attempt id. */
@@ -278,6 +282,9 @@ type Tracked = {
   name: string
   settle: (o: TaskOutcome) => void
   onLine: PodTaskInput['onLine']
+  onPending?: PodTaskInput['onPending']
+  onRunning?: PodTaskInput['onRunning']
+  running?: boolean
   killRequested: boolean
   /** The create call has answered: a list without the Pod now means it is gone. */
   created: boolean
@@ -334,7 +341,16 @@ export class KubePods {
     const name = pod.metadata!.name!
     let settle!: (o: TaskOutcome) => void
     const done = new Promise<TaskOutcome>((r) => (settle = r))
-    const t: Tracked = { name, settle, onLine: input.onLine, killRequested: false, created: false, done: false }
+    const t: Tracked = {
+      name,
+      settle,
+      onLine: input.onLine,
+      ...(input.onPending ? { onPending: input.onPending } : {}),
+      ...(input.onRunning ? { onRunning: input.onRunning } : {}),
+      killRequested: false,
+      created: false,
+      done: false,
+    }
     this.tracked.set(name, t)
     const create = async () => {
       if (secret) await this.core.createNamespacedSecret({ namespace: this.opts.namespace, body: secret })
@@ -442,6 +458,11 @@ export class KubePods {
         t.note = v.note
         log.info({ pod: t.name, note: v.note }, 'pod waiting')
         t.onLine('stderr', `[iris] pod ${t.name} is waiting: ${v.note}`, Date.now())
+        if (!v.running) t.onPending?.(v.note)
+      }
+      if (v.running && !t.running) {
+        t.running = true
+        t.onRunning?.()
       }
       if (v.running) this.followLogs(t)
       return

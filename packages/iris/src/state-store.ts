@@ -249,14 +249,40 @@ export class StateStore {
     })()
   }
 
+  /**
+   * Why an ASSIGNED attempt has not started (a Pod waiting: `Pending: ImagePullBackOff: …`), shown as the error
+   * of the attempt and its task until it runs; undefined clears it.
+   */
+  noteWaiting(attemptId: string, note: string | undefined): void {
+    this.db.transaction(() => {
+      const a = this.stmt('SELECT job_id, task_index, state, error FROM attempts WHERE attempt_id = ?').get(
+        attemptId,
+      ) as Row | undefined
+      if (a?.state !== 'ASSIGNED') return
+      this.stmt('UPDATE attempts SET error = ? WHERE attempt_id = ?').run(note ?? null, attemptId)
+      this.stmt(
+        `UPDATE tasks SET error = ? WHERE job_id = ? AND task_index = ? AND state = 'ASSIGNED' ` +
+          `AND (error IS NULL OR error = ?)`,
+      ).run(note ?? null, a.job_id, a.task_index, a.error ?? null)
+    })()
+  }
+
   /** The worker started the attempt. Ignored unless the attempt is still ASSIGNED. */
   markRunning(attemptId: string, now = Date.now()): boolean {
     return this.db.transaction(() => {
-      const a = this.stmt('SELECT job_id, task_index, state FROM attempts WHERE attempt_id = ?').get(attemptId) as
-        | Row
-        | undefined
+      const a = this.stmt('SELECT job_id, task_index, state, error FROM attempts WHERE attempt_id = ?').get(
+        attemptId,
+      ) as Row | undefined
       if (a?.state !== 'ASSIGNED') return false
-      this.stmt(`UPDATE attempts SET state = 'RUNNING', started_at = ? WHERE attempt_id = ?`).run(now, attemptId)
+      // An ASSIGNED attempt's error is only why it waited (noteWaiting): it no longer applies.
+      if (a.error != null)
+        this.stmt(
+          `UPDATE tasks SET error = NULL WHERE job_id = ? AND task_index = ? AND state = 'ASSIGNED' AND error = ?`,
+        ).run(a.job_id, a.task_index, a.error)
+      this.stmt(`UPDATE attempts SET state = 'RUNNING', started_at = ?, error = NULL WHERE attempt_id = ?`).run(
+        now,
+        attemptId,
+      )
       this.stmt(`UPDATE tasks SET state = 'RUNNING' WHERE job_id = ? AND task_index = ? AND state = 'ASSIGNED'`).run(
         a.job_id,
         a.task_index,

@@ -390,11 +390,26 @@ export class Worker {
     if (h.killRequested) return this.finish(h, { state: 'KILLED', error: 'killed before it started' })
     const onLine = (stream: 'stdout' | 'stderr', line: string, ts: number) =>
       this.pushLine({ attemptId: a.attemptId, lineNo: h.lineNo++, stream, ts, line: scrubSecretValues(line) })
-    h.handle = pods.run({ assignment: a, env, secretEnv, onLine }, this.opts.killGraceMs ?? 10_000)
-    h.state = 'RUNNING'
-    h.at = Date.now()
-    this.markDirty(a.attemptId)
-    this.finish(h, await h.handle.done)
+    // ASSIGNED while the Pod is Pending (with why it waits as the report's error), RUNNING once it runs.
+    const onPending = (note: string | undefined) => {
+      if (h.state !== 'ASSIGNED') return
+      h.error = note ? `Pending: ${note}` : undefined
+      this.markDirty(a.attemptId)
+    }
+    const onRunning = () => {
+      if (h.state !== 'ASSIGNED') return
+      h.state = 'RUNNING'
+      h.error = undefined
+      h.at = Date.now()
+      this.markDirty(a.attemptId)
+    }
+    h.handle = pods.run(
+      { assignment: a, env, secretEnv, onLine, onPending, onRunning },
+      this.opts.killGraceMs ?? 10_000,
+    )
+    const outcome = await h.handle.done
+    if (h.state === 'ASSIGNED') h.error = undefined
+    this.finish(h, outcome)
   }
 
   private finish(h: Held, o: Partial<TaskOutcome> & { state: AttemptState }): void {
