@@ -172,6 +172,58 @@ describe('few-shot contexts as lm-evaluation-harness builds them', () => {
     expect([...new Set(m2.ll.map((x) => x.context))]).not.toEqual(expected)
   })
 
+  test('winogrande and hellaswag (upstream YAML, no test_split): multiple-input examples, process_docs on train', async () => {
+    // Neither sets test_split or fewshot_split, so the harness draws n + 1 from the training split and leaves out
+    // the evaluated document: Random(1234).sample(range(3), 2) gives [1, 0] then [0, 2]; each keeps the first.
+    expect(pyCalls(3, 2).slice(0, 2)).toEqual([
+      [1, 0],
+      [0, 2],
+    ])
+    const wino = await readLmEvalTask(join(LM_EVAL_FIXTURES, 'winogrande/default.yaml'), {
+      dataDir: LM_EVAL_DATA,
+      numFewshot: 1,
+    })
+    const m = new Recording(local)
+    await runTask(m, wino)
+    expect(m.ll).toEqual([
+      {
+        context:
+          'The dog chased the cat until the cat climbed a tree.\n\nThe trophy did not fit in the suitcase because the trophy',
+        continuation: ' was too big.',
+      },
+      {
+        context:
+          'The dog chased the cat until the cat climbed a tree.\n\nThe trophy did not fit in the suitcase because the suitcase',
+        continuation: ' was too big.',
+      },
+      {
+        context:
+          'Anna lent Beth a book because Anna had finished reading it.\n\nThe cup fell off the table because the cup',
+        continuation: ' was wobbly.',
+      },
+      {
+        context:
+          'Anna lent Beth a book because Anna had finished reading it.\n\nThe cup fell off the table because the table',
+        continuation: ' was wobbly.',
+      },
+    ])
+    const hs = await readLmEvalTask(join(LM_EVAL_FIXTURES, 'hellaswag/hellaswag.yaml'), {
+      dataDir: LM_EVAL_DATA,
+      numFewshot: 1,
+    })
+    const h = new Recording(local)
+    await runTask(h, hs)
+    const contexts = [...new Set(h.ll.map((x) => x.context))]
+    expect(contexts[0]).toBe(
+      'Riding bike: A boy puts on a helmet. He rides down the street.\n\n' +
+        'Washing dishes: A man fills the sink with water. He',
+    )
+    // HellaSwag's clean-up applies to the example: " [title]" becomes ". ", then double spaces close up.
+    expect(
+      contexts[1]!.startsWith('Painting fence: A woman dips a brush in white paint. She paints the fence. slowly.\n\n'),
+    ).toBe(true)
+  })
+
   test('num_fewshot override: applies unless the YAML sets 0; zero-shot needs no training data', async () => {
     const dir = taskDir({
       'zero.yaml': SUMS_MC.replace('num_fewshot: 2', 'num_fewshot: 0'),

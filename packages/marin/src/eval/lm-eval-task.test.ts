@@ -221,6 +221,14 @@ describe('suites', () => {
       lmEval: { tasksDir: FIX, dataDir: DATA },
     })
     expect(one.map((t) => t.name)).toEqual(['arc_easy', 'lambada_openai'])
+    // With --num-fewshot every core task finds its few-shot split (train; lambada has only test) and runs.
+    const shots = await resolveTasks(['core'], { lmEval: { tasksDir: FIX, dataDir: DATA, numFewshot: 1 } })
+    for (const t of shots) {
+      const m = fresh()
+      const r = await runTask(m, t, { limit: 1 })
+      expect(r.samples, t.name).toBe(1)
+      expect(m.ll[0]!.context, t.name).toContain('\n\n')
+    }
     await expect(resolveTasks(['core'], { lmEval: { dataDir: DATA } })).rejects.toMatchObject({
       code: 'BAD_CONFIG',
       message: expect.stringContaining('--lm-eval-tasks'),
