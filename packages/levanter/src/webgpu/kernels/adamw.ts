@@ -12,9 +12,10 @@ import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs'
 import { WgslKernel, grid, newTensor } from './dispatch.js'
 import type { WebGpuBackendLike } from './dispatch.js'
 
-const WG = 256
+/** Threads per workgroup. */
+const WG = 64
 /** Workgroups (partial sums) per gradient at most. */
-const MAX_PARTIALS = 256
+const MAX_PARTIALS = 512
 
 const sumSquaresCode = /* wgsl */ `
 struct P { n: u32, slot: u32 }

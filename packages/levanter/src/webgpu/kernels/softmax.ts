@@ -13,10 +13,15 @@ import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs'
 import { WgslKernel, grid, newTensor } from './dispatch.js'
 import type { WebGpuBackendLike } from './dispatch.js'
 
-const WG = 128
+/** Threads per row: the row's width rounded up to a power of two, 32…256 (a wider row loops). */
+function threadsFor(S: number): number {
+  let wg = 32
+  while (wg < 256 && wg < S) wg *= 2
+  return wg
+}
 
-/** The forward shader: causal (`bias` false) or with an additive bias. */
-function forwardCode(bias: boolean): string {
+/** The forward shader for `WG` threads per row: causal (`bias` false) or with an additive bias. */
+function forwardCode(bias: boolean, WG: number): string {
   return /* wgsl */ `
 struct P { scale: f32, rows: u32, T: u32, S: u32, offset: u32, H: u32 }
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -69,7 +74,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }`
 }
 
-const backwardCode = /* wgsl */ `
+const backwardCode = (WG: number) => /* wgsl */ `
 struct P { scale: f32, rows: u32, S: u32 }
 @group(0) @binding(0) var<storage, read> y: array<f32>;
 @group(0) @binding(1) var<storage, read> dy: array<f32>;
@@ -95,9 +100,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   for (var s = lid; s < u.S; s += ${WG}u) { dx[base + s] = u.scale * y[base + s] * (dy[base + s] - d); }
 }`
 
-const causalKernel = new WgslKernel('LevanterCausalSoftmax', forwardCode(false))
-const biasKernel = new WgslKernel('LevanterBiasSoftmax', forwardCode(true))
-const gradKernel = new WgslKernel('LevanterSoftmaxGrad', backwardCode)
+const kernels = new Map<string, WgslKernel>()
+/** The kernel of `kind` for rows of width S (one pipeline per kind and workgroup size). */
+function kernel(kind: 'LevanterCausalSoftmax' | 'LevanterBiasSoftmax' | 'LevanterSoftmaxGrad', S: number): WgslKernel {
+  const wg = threadsFor(S)
+  const key = `${kind}/${wg}`
+  let k = kernels.get(key)
+  if (!k) {
+    const code = kind === 'LevanterSoftmaxGrad' ? backwardCode(wg) : forwardCode(kind === 'LevanterBiasSoftmax', wg)
+    k = new WgslKernel(kind, code)
+    kernels.set(key, k)
+  }
+  return k
+}
 
 // uniforms: scale (float), then integers
 const INTS = new Set([1, 2, 3, 4, 5])
@@ -118,7 +133,7 @@ function causalForward({ inputs, backend, attrs }: Args): TensorInfo {
     rows = x.shape.slice(0, -1).reduce((a, d) => a * d, 1)
   const y = newTensor(b, [...x.shape])
   if (rows > 0 && S > 0)
-    causalKernel.dispatch(
+    kernel('LevanterCausalSoftmax', S).dispatch(
       b,
       [x, y],
       [attrs!.scale as number, rows, T, S, attrs!.offset as number, 1],
@@ -136,7 +151,13 @@ function biasForward({ inputs, backend, attrs }: Args): TensorInfo {
   const H = R / bias.shape[0]!
   const y = newTensor(b, [...x.shape])
   if (R * T > 0 && S > 0)
-    biasKernel.dispatch(b, [x, y, bias], [attrs!.scale as number, R * T, T, S, 0, H], grid(R * T, 1), INTS)
+    kernel('LevanterBiasSoftmax', S).dispatch(
+      b,
+      [x, y, bias],
+      [attrs!.scale as number, R * T, T, S, 0, H],
+      grid(R * T, 1),
+      INTS,
+    )
   return y
 }
 
@@ -147,7 +168,8 @@ function backward({ inputs, backend, attrs }: Args): TensorInfo {
   const S = y.shape[y.shape.length - 1]!,
     rows = y.shape.slice(0, -1).reduce((a, d) => a * d, 1)
   const dx = newTensor(b, [...y.shape])
-  if (rows > 0 && S > 0) gradKernel.dispatch(b, [y, dy, dx], [attrs!.scale as number, rows, S], grid(rows, 1), INTS)
+  if (rows > 0 && S > 0)
+    kernel('LevanterSoftmaxGrad', S).dispatch(b, [y, dy, dx], [attrs!.scale as number, rows, S], grid(rows, 1), INTS)
   return dx
 }
 
