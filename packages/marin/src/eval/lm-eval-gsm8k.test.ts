@@ -1,5 +1,6 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { readFileSync } from 'node:fs'
 import { beforeAll, describe, expect, test } from 'vitest'
 import type { LocalLanguageModel } from './local-model.js'
 import { readLmEvalTask } from './lm-eval-task.js'
@@ -87,5 +88,46 @@ describe('gsm8k.yaml (unchanged upstream): 5-shot generate_until with filter_lis
     expect(task.numFewshot).toBe(0)
     expect(task.until).toEqual(['Question:', '</s>', '<|im_end|>'])
     expect(task.filters?.map((f) => f.name)).toEqual(['strict-match', 'flexible-extract'])
+  })
+
+  test('what greedy generation cannot honour is refused, naming the file and field', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lm-eval-gen-bad-'))
+    writeFileSync(join(dir, 'd.jsonl'), '{"q": "a", "a": "b"}\n')
+    const base =
+      'task: t\ndataset_path: json\ndataset_kwargs:\n  data_files: d.jsonl\ntest_split: train\n' +
+      'doc_to_text: "{{q}}"\ndoc_to_target: "{{a}}"\n'
+    const bad = async (name: string, body: string, re: RegExp) => {
+      writeFileSync(join(dir, name), base + body)
+      await expect(readLmEvalTask(join(dir, name))).rejects.toMatchObject({
+        code: 'BAD_CONFIG',
+        message: expect.stringMatching(re),
+      })
+    }
+    await bad('rep.yaml', 'output_type: generate_until\nrepeats: 4\n', /rep\.yaml: repeats: 4/)
+    await bad(
+      'samp.yaml',
+      'output_type: generate_until\ngeneration_kwargs:\n  do_sample: true\n',
+      /samp\.yaml: generation_kwargs: sampling/,
+    )
+    await bad(
+      'temp.yaml',
+      'output_type: generate_until\ngeneration_kwargs:\n  temperature: 0.7\n',
+      /temp\.yaml: generation_kwargs/,
+    )
+    await bad(
+      'fl.yaml',
+      'output_type: loglikelihood\nfilter_list:\n  - name: x\n    filter:\n      - function: take_first\n',
+      /fl\.yaml: filter_list applies to generate_until/,
+    )
+    await bad(
+      'roll.yaml',
+      'output_type: loglikelihood_rolling\nnum_fewshot: 2\n',
+      /roll\.yaml: num_fewshot: 2: loglikelihood_rolling/,
+    )
+    await bad(
+      'fn.yaml',
+      'output_type: generate_until\nnum_fewshot: 1\nfewshot_config:\n  samples: !function utils.list_fewshot_samples\n',
+      /fn\.yaml: fewshot_config\.samples: !function utils\.list_fewshot_samples is Python/,
+    )
   })
 })
