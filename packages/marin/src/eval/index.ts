@@ -25,9 +25,21 @@ export { storeResults, summarize } from './results-store.js'
 export type { EvalSummary, StoreResultsOptions } from './results-store.js'
 export { evaluate, resolveTasks } from './evaluate.js'
 export type { EvaluateOptions, EvaluateResult, ResolveTasksOptions } from './evaluate.js'
-export { LM_EVAL_METRICS, LM_EVAL_OUTPUT_TYPES, LM_EVAL_SUITES, findTaskYaml, readLmEvalTask } from './lm-eval-task.js'
+export {
+  DEFAULT_FEWSHOT_SEED,
+  LM_EVAL_METRICS,
+  LM_EVAL_OUTPUT_TYPES,
+  LM_EVAL_SUITES,
+  findTaskYaml,
+  readLmEvalTask,
+} from './lm-eval-task.js'
 export type { LmEvalOptions, LmEvalOutputType, LmEvalTask } from './lm-eval-task.js'
-export { runLmEvalTask } from './lm-eval-run.js'
+export { lmEvalMetricNames, runLmEvalTask } from './lm-eval-run.js'
+export { FEWSHOT_SAMPLERS } from './lm-eval-fewshot.js'
+export type { FewshotSpec } from './lm-eval-fewshot.js'
+export { LM_EVAL_FILTERS, applyFilter } from './lm-eval-filters.js'
+export type { LmEvalFilter } from './lm-eval-filters.js'
+export { PythonRandom } from './python-random.js'
 export { evalStep } from './eval-step.js'
 export type { EvalStepConfig } from './eval-step.js'
 export { serveProcess } from './serve-process.js'

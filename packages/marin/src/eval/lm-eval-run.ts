@@ -2,8 +2,10 @@
  * @module Run an lm-evaluation-harness task (see `lm-eval-task.ts`) with lm-eval's request shapes
  * and metrics: `multiple_choice` (one context, each choice after `target_delimiter`; or, with
  * multiple inputs, each choice as a context and one continuation), `loglikelihood`,
- * `generate_until` and `loglikelihood_rolling`. `doc_to_*` fields are Jinja templates rendered
- * with `@huggingface/jinja`, or column names, or constants, as lm-eval reads them.
+ * `generate_until` (with `filter_list` pipelines, each scored as `metric,pipeline`) and
+ * `loglikelihood_rolling`. Each context starts with the task's description and few-shot examples
+ * (`lm-eval-fewshot.ts`), drawn per document in order from one sampler per run. `doc_to_*` fields
+ * are read as lm-eval reads them (`lm-eval-fields.ts`).
  *
  * Differences from lm-eval: `loglikelihood_rolling` and `acc_mutual_info`'s unconditional scores
  * condition on a newline instead of the BOS/EOT token (the model contract is text); `exact_match`
