@@ -53,6 +53,7 @@ test('exports', async () => {
       "modelFromCheckpoint",
       "name",
       "prefill",
+      "prefillChunk",
       "registerLevanterKernels",
       "sampleToken",
       "score",

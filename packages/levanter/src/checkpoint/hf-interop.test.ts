@@ -118,14 +118,14 @@ describe('generation with grouped-query attention', () => {
       const { ids, logits } = reference(c)
       const V = 40
       // two rows at different positions: the whole prompt's first 4 and first 6 tokens
-      const p = prefill(m, [ids.slice(0, 4), ids.slice(0, 6)], false)
+      const p = await prefill(m, [ids.slice(0, 4), ids.slice(0, 6)], false)
       expect(p.kv[0]!.k.shape[1]).toBe(c === 'gqa-f32' ? 2 : 1) // the cache keeps only the key/value heads
       expect(maxDiff(p.logits[0]!, logits.slice(3 * V, 4 * V))).toBeLessThan(2e-4)
       expect(maxDiff(p.logits[1]!, logits.slice(5 * V, 6 * V))).toBeLessThan(2e-4)
       const cache = new BatchCache()
       cache.add(p.kv, [4, 6])
       for (let s = 0; s < 4; s++) {
-        const out = decodeStep(m, cache, [ids[4 + s]!, ids[6 + s]!])
+        const out = await decodeStep(m, cache, [ids[4 + s]!, ids[6 + s]!])
         expect(maxDiff(out.subarray(0, V), logits.slice((4 + s) * V, (5 + s) * V))).toBeLessThan(2e-4)
         expect(maxDiff(out.subarray(V), logits.slice((6 + s) * V, (7 + s) * V))).toBeLessThan(2e-4)
       }

@@ -2,7 +2,8 @@
  * @module The keys and values of every running sequence in one tensor per layer, [B, H, S, K],
  * right-aligned: row r's `lengths[r]` positions are the last columns, earlier columns are padding
  * masked out of attention. Rows sit at different positions, yet each decode step appends one
- * column for all rows with a single concat, and attention over the batch is one product. Rows
+ * column for all rows with a single concat (a prefill chunk: n columns), and attention over the batch is one
+ * product. Rows
  * join (left-padded to the common width) and leave (gathered out; all-padding columns dropped).
  * Keys carry their absolute positions already (learned positions or rotary applied before caching),
  * so where a key is stored does not change attention.
@@ -74,19 +75,39 @@ export class BatchCache {
     this.lengths = lengths
   }
 
-  /** Additive mask [B, 1, 1, S+1] for a step that appends one column: row r sees its last lengths[r]+1 columns. */
-  stepBias(): tf.Tensor {
+  /**
+   * Additive mask [B, 1, n, S+n] for a pass that appends n columns (a decode step: n = 1; a prefill chunk: more):
+   * row r's query t sees its cached lengths[r] columns and the chunk's columns up to its own, t.
+   */
+  extendBias(n: number): tf.Tensor {
     const B = this.rows,
-      S1 = this.width + 1
-    const m = new Float32Array(B * S1)
-    this.lengths.forEach((len, r) => m.fill(-1e9, r * S1, r * S1 + S1 - (len + 1)))
-    return tf.tensor4d(m, [B, 1, 1, S1])
+      S = this.width,
+      Sn = S + n
+    const m = new Float32Array(B * n * Sn)
+    this.lengths.forEach((len, r) => {
+      for (let t = 0; t < n; t++) {
+        const o = (r * n + t) * Sn
+        m.fill(-1e9, o, o + S - len)
+        m.fill(-1e9, o + S + t + 1, o + Sn)
+      }
+    })
+    return tf.tensor4d(m, [B, 1, n, Sn])
   }
 
-  /** Install the layers a step produced (one column wider) and advance every row. */
-  advance(next: LayerKv[]): void {
+  /** Install the layers a pass produced (`n` columns wider) and advance every row by n. */
+  advance(next: LayerKv[], n = 1): void {
     this.replace(next)
-    this.lengths = this.lengths.map((l) => l + 1)
+    this.lengths = this.lengths.map((l) => l + n)
+  }
+
+  /** Move the rows of `other` in after this cache's rows (a sequence prefilled in a cache of its own joins the
+   * batch); `other` is left empty. */
+  absorb(other: BatchCache): void {
+    if (other.rows === 0) return
+    const { layers, lengths } = other
+    other.layers = []
+    other.lengths = []
+    this.add(layers, lengths)
   }
 
   dispose(): void {

@@ -1,12 +1,15 @@
 /**
  * @module Batched decoding, each row at its own position: what `generate` and a continuous-batching
  * server run. `prefill`: several prompts of different lengths, left-padded to one width, in one
- * pass; their keys/values come out right-aligned, the layout `BatchCache` keeps. `decodeStep`: B
- * sequences, each at its own position, advance by one token over the shared cache (weight
- * products over [B, D], attention over [B, H, 1, S] with each row's padding masked). Both are the
- * model's own forward pass (`CausalLM.forwardPlaced`), so a row's logits equal the full forward's
- * at its position (tested bit for bit on wasm, where products of at most 4 rows keep the blocked
- * GEMM's operation order).
+ * pass; their keys/values come out right-aligned, the layout `BatchCache` keeps. `prefillChunk`:
+ * the next tokens of every row of a cache, at the positions after its cached ones, attending to
+ * the cache and causally among themselves, so a long prompt is prefilled a chunk at a time.
+ * `decodeStep`: B sequences, each at its own position, advance by one token over the shared cache
+ * (weight products over [B, D], attention over [B, H, 1, S] with each row's padding masked). All
+ * are the model's own forward pass (`CausalLM.forwardPlaced`), so a row's logits equal the full
+ * forward's at its position (tested bit for bit on wasm, where products of at most 4 rows keep the
+ * blocked GEMM's operation order). Logits are read with `await tensor.data()`, which every
+ * backend serves (webgpu only that way) with the same values as a synchronous read.
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'
@@ -28,50 +31,121 @@ function run(
   })
 }
 
-/** The values of `t`, which is disposed. */
-function readAndDispose(t: tf.Tensor): Float32Array {
+/** The values of `t`, read asynchronously; `t` is disposed. */
+async function readAndDispose(t: tf.Tensor): Promise<Float32Array> {
   try {
-    return t.dataSync() as Float32Array
+    return (await t.data()) as Float32Array
   } finally {
     t.dispose()
   }
+}
+
+/** Each row's logits out of [B·n·V] values: all n positions, or the last one. */
+function splitRows(d: Float32Array, B: number, n: number, V: number, allPositions: boolean): Float32Array[] {
+  return Array.from({ length: B }, (_, r) =>
+    allPositions ? d.slice(r * n * V, (r + 1) * n * V) : d.slice(r * V, (r + 1) * V),
+  )
 }
 
 /**
  * Feeds `tokens[r]` at absolute position `lengths[r]` to row r of `cache`, extends the cache by one
  * column, and returns the next-token logits of every row, [B·V].
  */
-export function decodeStep(model: CausalLM, cache: BatchCache, tokens: readonly number[]): Float32Array {
+export async function decodeStep(model: CausalLM, cache: BatchCache, tokens: readonly number[]): Promise<Float32Array> {
   return readAndDispose(decodeStepOnDevice(model, cache, tokens))
 }
 
-/** {@link decodeStep} with the logits left on the device, [B, 1, V] (the caller reads and disposes them: on webgpu
- * with `await data()`). */
+/** {@link decodeStep} with the logits left on the device, [B, 1, V] (the caller reads and disposes them). */
 export function decodeStepOnDevice(model: CausalLM, cache: BatchCache, tokens: readonly number[]): tf.Tensor {
   if (tokens.length !== cache.rows)
     throw new LevanterError(
       'BAD_SHAPE',
       `decodeStep: ${tokens.length} tokens for ${cache.rows} cache rows; give one token per row`,
     )
-  const full = cache.lengths.findIndex((l) => l >= model.config.seqLen)
-  if (full >= 0)
+  return extendOnDevice(
+    model,
+    cache,
+    tokens.map((t) => [t]),
+    false,
+    'decodeStep',
+  )
+}
+
+/**
+ * Feeds `chunks[r]` to row r of `cache` at positions lengths[r]…lengths[r]+n-1 (every chunk n tokens: the rows of a
+ * cache advance together), each token attending to the row's cached positions and to the chunk's tokens up to
+ * itself; extends the cache by n columns. An empty cache takes the chunks as its rows' first tokens, of any
+ * lengths (as {@link prefill}). Returns each row's logits: [n·V] over the chunk's positions when `allPositions`, else
+ * [V] for its last. Prefilling a prompt chunk by chunk gives the logits and cache of prefilling it whole (tested
+ * bit for bit), with each pass as long as one chunk.
+ */
+export async function prefillChunk(
+  model: CausalLM,
+  cache: BatchCache,
+  chunks: readonly (readonly number[])[],
+  allPositions: boolean,
+): Promise<Float32Array[]> {
+  if (cache.rows === 0) {
+    const p = prefillOnDevice(model, chunks, allPositions)
+    cache.add(
+      p.kv,
+      chunks.map((c) => c.length),
+    )
+    return p.split(await readAndDispose(p.logits))
+  }
+  if (chunks.length !== cache.rows)
     throw new LevanterError(
       'BAD_SHAPE',
-      `decodeStep: row ${full} already holds ${cache.lengths[full]} ` +
-        `positions, the model's seqLen ${model.config.seqLen}; end that ` +
-        `sequence first`,
+      `prefillChunk: ${chunks.length} chunks for ${cache.rows} cache rows; give one chunk per row`,
     )
-  const at = { positions: cache.lengths.map((l) => [l]), bias: cache.stepBias() }
-  const { logits, kv } = run(
-    model,
-    tokens.map((t) => [t]),
-    at,
-    cache.layers.length ? cache.layers : undefined,
-    false,
-  )
-  at.bias.dispose()
-  cache.advance(kv)
-  return logits
+  const n = chunks[0]!.length
+  chunks.forEach((c, r) => {
+    if (c.length !== n)
+      throw new LevanterError(
+        'BAD_SHAPE',
+        `prefillChunk: a chunk of ${c.length} token${c.length === 1 ? '' : 's'} for row ${r} but ${n} tokens for ` +
+          `row 0; the rows of a cache advance together, so give chunks of equal lengths (or prefill rows in caches ` +
+          `of their own and join them with BatchCache.absorb)`,
+      )
+  })
+  const logits = extendOnDevice(model, cache, chunks, allPositions, 'prefillChunk')
+  return splitRows(await readAndDispose(logits), chunks.length, n, model.config.vocabSize, allPositions)
+}
+
+/** Runs `chunks` (n tokens each, one per row) after each row's cached positions and extends `cache` by n columns:
+ * logits [B, n, V] ([B, 1, V] unless `allPositions`). */
+function extendOnDevice(
+  model: CausalLM,
+  cache: BatchCache,
+  chunks: readonly (readonly number[])[],
+  allPositions: boolean,
+  what: string,
+): tf.Tensor {
+  const n = chunks[0]!.length,
+    seqLen = model.config.seqLen
+  if (n === 0) throw new LevanterError('BAD_SHAPE', `${what}: the chunks are empty; give at least one token per row`)
+  const over = cache.lengths.findIndex((l) => l + n > seqLen)
+  if (over >= 0) {
+    const len = cache.lengths[over]!
+    throw new LevanterError(
+      'BAD_SHAPE',
+      `${what}: row ${over} holds ${len} positions; a chunk of ${n} token${n === 1 ? '' : 's'} would reach ` +
+        `${len + n}, past the model's seqLen ${seqLen}; ` +
+        (len >= seqLen ? 'end that sequence first' : `give at most ${seqLen - len} tokens`),
+    )
+  }
+  const at = {
+    positions: cache.lengths.map((l) => Array.from({ length: n }, (_, t) => l + t)),
+    bias: cache.extendBias(n),
+  }
+  let out: { logits: tf.Tensor; kv: LayerKv[] }
+  try {
+    out = run(model, chunks, at, cache.layers.length ? cache.layers : undefined, !allPositions)
+  } finally {
+    at.bias.dispose()
+  }
+  cache.advance(out.kv, n)
+  return out.logits
 }
 
 /**
@@ -79,13 +153,20 @@ export function decodeStepOnDevice(model: CausalLM, cache: BatchCache, tokens: r
  * when `allPositions`, else [V] for its last position) and the keys/values of all rows, [B, H, W, K]
  * right-aligned (W the longest prompt), ready for `BatchCache.add`.
  */
-export function prefill(
+export async function prefill(
   model: CausalLM,
   prompts: readonly (readonly number[])[],
   allPositions: boolean,
-): { logits: Float32Array[]; kv: LayerKv[]; width: number } {
+): Promise<{ logits: Float32Array[]; kv: LayerKv[]; width: number }> {
   const p = prefillOnDevice(model, prompts, allPositions)
-  return { logits: p.split(readAndDispose(p.logits)), kv: p.kv, width: p.width }
+  let values: Float32Array
+  try {
+    values = await readAndDispose(p.logits)
+  } catch (err) {
+    for (const l of p.kv) tf.dispose([l.k, l.v])
+    throw err
+  }
+  return { logits: p.split(values), kv: p.kv, width: p.width }
 }
 
 /** {@link prefill} with the logits left on the device: `split` cuts their values (read by the caller, who disposes
@@ -95,6 +176,7 @@ export function prefillOnDevice(
   prompts: readonly (readonly number[])[],
   allPositions: boolean,
 ): { logits: tf.Tensor; kv: LayerKv[]; width: number; split: (values: Float32Array) => Float32Array[] } {
+  if (prompts.length === 0) throw new LevanterError('BAD_SHAPE', 'prefill: no prompts; give at least one')
   prompts.forEach((p, r) => {
     if (p.length === 0) throw new LevanterError('BAD_SHAPE', `prefill: prompt ${r} is empty; give at least one token`)
     if (p.length > model.config.seqLen)
@@ -117,11 +199,15 @@ export function prefillOnDevice(
       for (let s = 0; s < W; s++) if (s > t || (s < pad && t >= pad)) m[(r * W + t) * W + s] = -1e9
   })
   const bias = tf.tensor4d(m, [B, 1, W, W])
-  const { logits, kv } = run(model, ids, { positions, bias }, undefined, !allPositions)
-  bias.dispose()
+  let out: { logits: tf.Tensor; kv: LayerKv[] }
+  try {
+    out = run(model, ids, { positions, bias }, undefined, !allPositions)
+  } finally {
+    bias.dispose()
+  }
   const split = (d: Float32Array) =>
     allPositions
       ? prompts.map((_, r) => d.slice((r * W + pads[r]!) * V, (r + 1) * W * V))
       : prompts.map((_, r) => d.slice(r * V, (r + 1) * V))
-  return { logits, kv, width: W, split }
+  return { ...out, width: W, split }
 }
