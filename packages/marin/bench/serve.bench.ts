@@ -124,7 +124,7 @@ await server.close()
 /** Tokens/s of decode steps over `rows` sequences (median of 5 steps of 10). */
 async function stepRate(rows: number): Promise<number> {
   const cache = new BatchCache()
-  const pf = prefill(
+  const pf = await prefill(
     model,
     Array.from({ length: rows }, (_, i) => Array.from({ length: 40 }, (_, j) => (i + j) % 256)),
     false,
@@ -134,7 +134,7 @@ async function stepRate(rows: number): Promise<number> {
   const rates: number[] = []
   for (let r = 0; r < 6; r++) {
     const t0 = performance.now()
-    for (let i = 0; i < 10; i++) decodeStep(model, cache, toks)
+    for (let i = 0; i < 10; i++) await decodeStep(model, cache, toks)
     if (r > 0) rates.push((rows * 10) / ((performance.now() - t0) / 1000))
   }
   cache.dispose()

@@ -67,7 +67,13 @@ test('subpath entry points: @marin/marin/serve, /eval, /report', async () => {
     import('@marin/marin/eval'),
     import('@marin/marin/report'),
   ])
-  expect(Object.keys(serve).sort()).toEqual(['Engine', 'createApp', 'loadModel', 'startServer'])
+  expect(Object.keys(serve).sort()).toEqual([
+    'DEFAULT_MAX_PREFILL_TOKENS',
+    'Engine',
+    'createApp',
+    'loadModel',
+    'startServer',
+  ])
   expect(Object.keys(evaluation)).toEqual(
     expect.arrayContaining([
       'BUILTIN_TASKS',

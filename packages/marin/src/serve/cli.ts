@@ -5,6 +5,7 @@ import { UsageError } from '@marin/rigging/cli'
 import { initBackend } from '@marin/levanter'
 import { intArg, prefixOf } from '../cli/io.js'
 import type { CliIo, Run } from '../cli/io.js'
+import { DEFAULT_MAX_PREFILL_TOKENS } from './engine.js'
 import { loadModel } from './load-model.js'
 import { startServer } from './server.js'
 
@@ -21,9 +22,10 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
     .option('--max-batch <n>', 'sequences decoded together', intArg('a batch size'), 16)
     .option(
       '--max-prefill-tokens <n>',
-      'prompt tokens prefilled per scheduler step, so new prompts do not stall running ones',
+      'prompt tokens prefilled per scheduler step (a longer prompt in chunks of this size), so new prompts do not ' +
+        'stall running ones',
       intArg('a token count'),
-      512,
+      DEFAULT_MAX_PREFILL_TOKENS,
     )
     .option('--max-tokens <n>', 'largest max_tokens accepted (default: the context length)', intArg('a token count'))
     .option('--max-body-bytes <n>', 'largest request body', intArg('a byte count'), 1 << 20)

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, test } from 'vitest'
 import { createModel, generate, initBackend, score } from '@marin/levanter'
 import { MetricsRegistry } from '@marin/rigging'
 import { Engine } from './engine.js'
-import type { TokenEvent } from './engine.js'
+import type { SequenceResult, TokenEvent } from './engine.js'
 
 const tiny = { vocabSize: 40, seqLen: 32, dModel: 16, nLayers: 2, nHeads: 2 }
 
@@ -209,5 +209,91 @@ test('prompts are prefilled a token budget at a time, and running sequences deco
   // A prompt longer than the budget is still admitted (alone).
   const long = await engine.submit({ ...base, prompt: Array.from({ length: 14 }, (_, i) => i + 1), onToken: () => {} })
   expect(long.completionTokens).toBe(2)
+  model.dispose()
+})
+
+describe.each(['gpt2', 'llama'] as const)('%s chunked prefill', (type) => {
+  test(
+    'a long prompt arriving while another stream decodes is prefilled in chunks with decode steps between them, ' +
+      'and completes as unchunked',
+    async () => {
+      const model = createModel({ type, ...tiny }, 7)
+      const long = Array.from({ length: 25 }, (_, i) => (i * 7 + 3) % tiny.vocabSize)
+      const base = { temperature: 0, topP: 1, seed: 0, topLogprobs: 0 }
+      const log: string[] = []
+      const engine = new Engine(model, {
+        maxPrefillTokens: 6,
+        onStep: (e) => void log.push(e.kind === 'decode' ? `decode ${e.rows}` : `${e.kind} ${e.tokens}`),
+      })
+      const before = tf.memory().numTensors
+      const longTokens: number[] = []
+      let longDone: Promise<SequenceResult> | undefined
+      const a = engine.submit({
+        ...base,
+        prompt: [1, 2],
+        maxTokens: 12,
+        onToken: () => {
+          log.push('a')
+          if (!longDone)
+            longDone = engine.submit({
+              ...base,
+              prompt: long,
+              maxTokens: 5,
+              promptLogprobs: true,
+              onToken: (e) => void (longTokens.push(e.token), log.push('long')),
+            })
+        },
+      })
+      await a
+      const r = await longDone!
+      // 25 prompt tokens in chunks of 6: five passes, each followed by a decode step in which `a` gets a token.
+      const chunks = log.flatMap((l, i) => (l.startsWith('prefill-chunk') ? [i] : []))
+      expect(chunks.map((i) => log[i])).toEqual([6, 6, 6, 6, 1].map((n) => `prefill-chunk ${n}`))
+      for (let c = 1; c < chunks.length; c++) {
+        const between = log.slice(chunks[c - 1]! + 1, chunks[c])
+        expect(between).toEqual(['decode 1', 'a'])
+      }
+      // the same tokens as one-pass prefill, in levanter's generate and in an engine whose budget holds the prompt
+      const want = generate(model, long, { maxNewTokens: 5, temperature: 0 }).tokens
+      expect(longTokens).toEqual(want)
+      const whole: number[] = []
+      const wholeLog: string[] = []
+      const unchunked = new Engine(model, {
+        maxPrefillTokens: 512,
+        onStep: (e) => void wholeLog.push(e.kind === 'decode' ? 'decode' : `${e.kind} ${e.tokens}`),
+      })
+      await unchunked.submit({ ...base, prompt: long, maxTokens: 5, onToken: (e) => void whole.push(e.token) })
+      expect(whole).toEqual(want)
+      expect(wholeLog[0]).toBe('prefill 25')
+      // prompt log-probs gathered over the chunks equal levanter's score
+      const s = score(model, long.slice(0, 1), long.slice(1))
+      expect(r.promptLogprobs!.map((e) => e.token)).toEqual(long.slice(1))
+      r.promptLogprobs!.forEach((e, j) => expect(e.logprob).toBeCloseTo(s.tokenLogprobs[j]!, 4))
+      expect(engine.load).toEqual({ active: 0, queued: 0 })
+      expect(tf.memory().numTensors).toBe(before)
+      model.dispose()
+    },
+  )
+})
+
+test('a long prompt cancelled between its chunks frees its cache; the running stream goes on', async () => {
+  const model = createModel({ type: 'gpt2', ...tiny }, 8)
+  const engine = new Engine(model, {
+    maxPrefillTokens: 4,
+    onStep: (e) => void (e.kind === 'prefill-chunk' && ++chunks === 2 && ac.abort()),
+  })
+  let chunks = 0
+  const ac = new AbortController()
+  const before = tf.memory().numTensors
+  const base = { temperature: 0, topP: 1, seed: 0, topLogprobs: 0, onToken: () => {} }
+  const [a, long] = await Promise.all([
+    engine.submit({ ...base, prompt: [1, 2], maxTokens: 10 }),
+    engine.submit({ ...base, prompt: Array.from({ length: 20 }, (_, i) => i + 1), maxTokens: 3, signal: ac.signal }),
+  ])
+  expect(chunks).toBe(2)
+  expect(long).toMatchObject({ finish: 'cancelled', completionTokens: 0 })
+  expect(a).toMatchObject({ finish: 'length', completionTokens: 10 })
+  expect(engine.load).toEqual({ active: 0, queued: 0 })
+  expect(tf.memory().numTensors).toBe(before)
   model.dispose()
 })

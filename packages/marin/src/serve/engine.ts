@@ -1,16 +1,19 @@
 /**
- * @module The continuous-batching engine. Requests queue; each scheduler step admits waiting
- * requests into free slots (their prompts prefilled together in one forward pass, at most
- * `maxPrefillTokens` prompt tokens per step, so a burst of prompts is prefilled over several
- * steps instead of stalling the running sequences), then advances every active sequence by one
- * token in a single batched forward pass (`decodeStep`). A request that arrives mid-generation
- * joins at the next step instead of waiting for the others to finish.
+ * @module The continuous-batching engine. Requests queue; each scheduler step runs at most one
+ * prefill pass of at most `maxPrefillTokens` prompt tokens, then advances every active sequence by
+ * one token in a single batched forward pass (`decodeStep`). The prefill pass either admits
+ * waiting requests into free slots (their prompts prefilled together, so a burst of prompts is
+ * prefilled over several steps), or takes the next chunk of a prompt longer than the budget: such
+ * a prompt is prefilled `maxPrefillTokens` tokens at a time into a cache of its own (levanter's
+ * `prefillChunk`) and joins the batch after its last chunk, so it never stalls the running
+ * sequences for more than one chunk. A request that arrives mid-generation joins at the next step
+ * instead of waiting for the others to finish. Logits are read asynchronously (any backend).
  *
  * Admission is fair between groups (one HTTP request's prompts × n form a group): a free slot goes
  * to the waiting group with the fewest running sequences, round-robin on ties, so a small request
  * waits for the next sequence to finish, not behind every sequence of a large one queued before it.
  */
-import { BatchCache, Rng, decodeStep, prefill } from '@marin/levanter'
+import { BatchCache, Rng, decodeStep, prefill, prefillChunk } from '@marin/levanter'
 import type { CausalLM } from '@marin/levanter'
 import type { MetricsRegistry } from '@marin/rigging'
 import { applyLogitsProcessing, logSoftmax, processes, sampleNext, topLogprobs } from './sampling.js'
@@ -66,6 +69,19 @@ type Active = {
   promptLogprobs?: TokenEvent[]
 }
 
+/** What one forward pass of the engine did (`EngineOptions.onStep`): a prefill of whole prompts, a chunk of a long
+ * prompt, or a decode step over the running batch. */
+export type EngineStep =
+  | { readonly kind: 'prefill'; readonly sequences: number; readonly tokens: number }
+  | { readonly kind: 'prefill-chunk'; readonly offset: number; readonly tokens: number; readonly promptTokens: number }
+  | { readonly kind: 'decode'; readonly rows: number }
+
+/** Prompt tokens prefilled per scheduler step by default: the chunk size of long prompts. */
+export const DEFAULT_MAX_PREFILL_TOKENS = 256
+
+/** A sequence whose prompt is prefilled a chunk per step, in a cache of its own until its last chunk. */
+type Chunking = { readonly s: Active; readonly cache: BatchCache; done: number }
+
 export type EngineOptions = {
   /** Sequences decoded together at most; more requests wait in the queue. @default 16 */
   readonly maxBatch?: number
@@ -75,8 +91,11 @@ export type EngineOptions = {
   /** Only ids below this are ever sampled (models often pad their vocabulary past the tokenizer's). @default the
    * model's vocabulary size */
   readonly vocabLimit?: number
-  /** Prompt tokens prefilled per scheduler step at most (a longer prompt is admitted alone). @default 512 */
+  /** Prompt tokens prefilled per scheduler step at most: whole prompts together up to it, a longer prompt in chunks
+   * of this many tokens with decode steps in between. @default {@link DEFAULT_MAX_PREFILL_TOKENS} */
   readonly maxPrefillTokens?: number
+  /** Called after each forward pass (scheduling is observable without timing it). */
+  readonly onStep?: (e: EngineStep) => void
 }
 
 /** Runs generation requests against one model with continuous batching. */
@@ -85,6 +104,10 @@ export class Engine {
   /** Running sequences, in the order of the cache's rows. */
   private readonly active: Active[] = []
   private readonly cache = new BatchCache()
+  /** The sequence whose long prompt is being prefilled, if any (it holds a slot). */
+  private chunking: Chunking | undefined
+  /** Sequences whose one-pass prefill is running (out of the queue, not yet in the batch). */
+  private admitting: Active[] = []
   private running = false
   /** When each group last had a sequence admitted (a running count of admissions). */
   private readonly lastTurn = new WeakMap<object, number>()
@@ -96,6 +119,7 @@ export class Engine {
   /** Mean time a sequence runs, admission to finish (exponentially weighted), ms; undefined before the first. */
   private meanRunMs: number | undefined
   private readonly vocabLimit: number
+  private readonly onStep: ((e: EngineStep) => void) | undefined
   private readonly m
 
   constructor(
@@ -104,12 +128,14 @@ export class Engine {
   ) {
     this.maxBatch = opts.maxBatch ?? 16
     this.maxQueued = opts.maxQueued ?? Infinity
-    this.maxPrefillTokens = opts.maxPrefillTokens ?? 512
+    this.maxPrefillTokens = opts.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS
+    this.onStep = opts.onStep
     this.vocabLimit = Math.min(opts.vocabLimit ?? model.config.vocabSize, model.config.vocabSize)
     const reg = opts.metrics
     this.m = reg && {
       tokens: reg.counter('marin_serve_generated_tokens_total', { help: 'tokens generated' }),
       prompt: reg.counter('marin_serve_prompt_tokens_total', { help: 'prompt tokens prefilled' }),
+      chunks: reg.counter('marin_serve_prefill_chunks_total', { help: 'chunks of long prompts prefilled' }),
       steps: reg.counter('marin_serve_decode_steps_total', { help: 'batched decode forward passes' }),
       batch: reg.histogram('marin_serve_batch_size', {
         help: 'sequences per decode step',
@@ -122,7 +148,7 @@ export class Engine {
 
   /** Sequences running and waiting. */
   get load(): { active: number; queued: number } {
-    return { active: this.active.length, queued: this.queue.length }
+    return { active: this.active.length + (this.chunking ? 1 : 0), queued: this.queue.length }
   }
 
   /** Whether `count` more sequences fit in the queue (`maxQueued`) now. */
@@ -169,7 +195,19 @@ export class Engine {
   /** Cancel every running and waiting sequence (they finish with 'cancelled'). */
   cancelAll(): void {
     this.cache.dispose()
-    for (const s of [...this.queue.splice(0), ...this.active.splice(0)]) this.finish(s, 'cancelled')
+    const admitting = this.admitting
+    this.admitting = []
+    for (const s of [...this.queue.splice(0), ...this.active.splice(0), ...admitting, ...this.dropChunking()])
+      this.finish(s, 'cancelled')
+  }
+
+  /** Give up the prompt being prefilled in chunks (its cache freed); returns its sequence. */
+  private dropChunking(): Active[] {
+    const c = this.chunking
+    if (!c) return []
+    this.chunking = undefined
+    c.cache.dispose()
+    return [c.s]
   }
 
   private kick(): void {
@@ -180,25 +218,29 @@ export class Engine {
 
   private async loop(): Promise<void> {
     try {
-      while (this.queue.length > 0 || this.active.length > 0) {
+      while (this.queue.length > 0 || this.active.length > 0 || this.chunking) {
         this.dropCancelled()
         const free = this.maxBatch - this.active.length
-        if (this.queue.length > 0 && free > 0) {
-          this.admit(this.pick(free))
+        if (this.chunking || (this.queue.length > 0 && free > 0)) {
+          if (this.chunking) await this.nextChunk()
+          else await this.admit(this.pick(free))
           // Flush the first tokens before the next forward pass: time to first token.
           await new Promise((r) => setImmediate(r))
           this.dropCancelled()
         }
         this.m?.queued.set(this.queue.length)
         this.m?.active.set(this.active.length)
-        if (this.active.length > 0) this.step()
+        if (this.active.length > 0) await this.step()
         // Let the event loop deliver new requests, stream bytes and notice disconnects.
         await new Promise((r) => setImmediate(r))
       }
     } catch (err) {
       // A failed forward pass fails every sequence in flight rather than leaving them hanging.
       this.cache.dispose()
-      for (const s of [...this.queue.splice(0), ...this.active.splice(0)]) s.fail(err)
+      const admitting = this.admitting
+      this.admitting = []
+      for (const s of [...this.queue.splice(0), ...this.active.splice(0), ...admitting, ...this.dropChunking()])
+        s.fail(err)
     } finally {
       this.running = false
       this.m?.active.set(0)
@@ -214,6 +256,7 @@ export class Engine {
         this.finish(s, 'cancelled')
       }
     }
+    if (this.chunking?.s.req.signal?.aborted) for (const s of this.dropChunking()) this.finish(s, 'cancelled')
     const gone = this.active.filter((s) => s.req.signal?.aborted)
     if (gone.length > 0) {
       this.remove(gone)
@@ -255,47 +298,115 @@ export class Engine {
     return picked
   }
 
-  /** Prefill the prompts of `joining` in one forward pass, add them to the batch, sample their first tokens. */
-  private admit(joining: Active[]): void {
+  /**
+   * Prefill the prompts of `joining` in one forward pass, add them to the batch, sample their first tokens; a prompt
+   * longer than `maxPrefillTokens` (picked alone) starts its chunks instead.
+   */
+  private async admit(joining: Active[]): Promise<void> {
     const V = this.model.config.vocabSize
+    if (joining.length === 1 && joining[0]!.req.prompt.length > this.maxPrefillTokens) {
+      const s = joining[0]!
+      if (s.req.promptLogprobs) s.promptLogprobs = []
+      this.chunking = { s, cache: new BatchCache(), done: 0 }
+      return this.nextChunk()
+    }
     const all = joining.some((s) => s.req.promptLogprobs)
-    let out: ReturnType<typeof prefill>
+    let out: Awaited<ReturnType<typeof prefill>>
+    this.admitting = joining
     try {
-      out = prefill(
+      out = await prefill(
         this.model,
         joining.map((s) => s.req.prompt),
         all,
       )
     } catch (err) {
+      this.admitting = []
       for (const s of joining) s.fail(err)
       return
     }
-    this.cache.add(
-      out.kv,
-      joining.map((s) => s.req.prompt.length),
-    ) // the batch cache owns the tensors now
+    const lengths = joining.map((s) => s.req.prompt.length)
+    if (this.admitting !== joining) {
+      // cancelled (and finished) while the pass ran: drop the keys/values
+      const dropped = new BatchCache()
+      dropped.add(out.kv, lengths)
+      dropped.dispose()
+      return
+    }
+    this.admitting = []
+    this.onStep?.({
+      kind: 'prefill',
+      sequences: joining.length,
+      tokens: joining.reduce((n, s) => n + s.req.prompt.length, 0),
+    })
+    this.cache.add(out.kv, lengths) // the batch cache owns the tensors now
+    joining.forEach((s, r) => {
+      const T = s.req.prompt.length,
+        rows = out.logits[r]!
+      if (s.req.promptLogprobs) {
+        s.promptLogprobs = []
+        this.scorePrompt(s, rows, 0, T - 1)
+      }
+    })
+    this.joined(
+      joining,
+      joining.map((s, r) => {
+        const T = s.req.prompt.length
+        return all ? out.logits[r]!.subarray((T - 1) * V, T * V) : out.logits[r]!
+      }),
+    )
+  }
+
+  /** The next chunk of the prompt being prefilled in chunks; after the last, its sequence joins the batch. */
+  private async nextChunk(): Promise<void> {
+    const c = this.chunking!
+    const { s } = c,
+      prompt = s.req.prompt,
+      V = this.model.config.vocabSize
+    const n = Math.min(this.maxPrefillTokens, prompt.length - c.done)
+    const all = s.req.promptLogprobs === true
+    let logits: Float32Array
+    try {
+      logits = (await prefillChunk(this.model, c.cache, [prompt.slice(c.done, c.done + n)], all))[0]!
+    } catch (err) {
+      this.dropChunking()
+      s.fail(err)
+      return
+    }
+    if (this.chunking !== c) return // cancelled while the pass ran
+    const offset = c.done
+    c.done += n
+    this.m?.chunks.inc()
+    this.onStep?.({ kind: 'prefill-chunk', offset, tokens: n, promptTokens: prompt.length })
+    // position offset+j predicts prompt token offset+j+1
+    if (all) this.scorePrompt(s, logits, offset, Math.min(n, prompt.length - 1 - offset))
+    if (c.done < prompt.length) return
+    this.chunking = undefined
+    this.cache.absorb(c.cache)
+    this.joined([s], [all ? logits.subarray((n - 1) * V, n * V) : logits])
+  }
+
+  /** Log-probs of the prompt tokens after positions offset…offset+count-1, from their logits `rows` (from offset). */
+  private scorePrompt(s: Active, rows: Float32Array, offset: number, count: number): void {
+    const V = this.model.config.vocabSize,
+      { req } = s
+    for (let j = 0; j < count; j++) {
+      const token = req.prompt[offset + j + 1]!
+      const lp = logSoftmax(rows.subarray(j * V, (j + 1) * V))
+      s.promptLogprobs!.push({ token, logprob: lp[token]!, top: topLogprobs(lp, req.topLogprobs) })
+    }
+  }
+
+  /** Sequences whose prompts are in the batch cache now (its last rows) start: each samples its first token from
+   * `last`, its prompt's last logits. */
+  private joined(joining: Active[], last: Float32Array[]): void {
     this.active.push(...joining)
     const t = performance.now()
-    for (const s of joining) s.admittedAt = t
     joining.forEach((s, r) => {
-      const { req } = s,
-        T = req.prompt.length,
-        rows = out.logits[r]!
-      s.position = T
-      this.m?.prompt.inc(T)
-      if (req.promptLogprobs) {
-        s.promptLogprobs = []
-        for (let t = 1; t < T; t++) {
-          const lp = logSoftmax(rows.subarray((t - 1) * V, t * V))
-          s.promptLogprobs.push({
-            token: req.prompt[t]!,
-            logprob: lp[req.prompt[t]!]!,
-            top: topLogprobs(lp, req.topLogprobs),
-          })
-        }
-      }
-      if (req.maxTokens <= 0) this.end(s, 'length')
-      else this.take(s, all ? rows.subarray((T - 1) * V, T * V) : rows)
+      s.admittedAt = t
+      s.position = s.req.prompt.length
+      this.m?.prompt.inc(s.req.prompt.length)
+      if (s.req.maxTokens <= 0) this.end(s, 'length')
+      else this.take(s, last[r]!)
     })
   }
 
@@ -327,15 +438,16 @@ export class Engine {
     else if (s.generated >= req.maxTokens || s.position >= this.model.config.seqLen) this.end(s, 'length')
   }
 
-  private step(): void {
+  private async step(): Promise<void> {
     const batch = [...this.active]
     this.m?.steps.inc()
     this.m?.batch.observe(batch.length)
-    const logits = decodeStep(
+    const logits = await decodeStep(
       this.model,
       this.cache,
       batch.map((s) => s.last),
     )
+    this.onStep?.({ kind: 'decode', rows: batch.length })
     const V = this.model.config.vocabSize
     for (const s of batch) s.position++
     batch.forEach((s, b) => {

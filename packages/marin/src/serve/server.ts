@@ -15,7 +15,7 @@ import { createApp } from './app.js'
 import { CHATML } from './chat-template.js'
 import type { ChatTemplate } from './chat-template.js'
 import type { AccessLogEntry } from './app.js'
-import { Engine } from './engine.js'
+import { DEFAULT_MAX_PREFILL_TOKENS, Engine } from './engine.js'
 
 const log = logger('marin')
 
@@ -34,7 +34,8 @@ export type ServeOptions = {
   readonly apiKey?: string
   /** @default 16 */
   readonly maxBatch?: number
-  /** Prompt tokens prefilled per scheduler step at most (see `EngineOptions`). @default 512 */
+  /** Prompt tokens prefilled per scheduler step at most, the chunk size of longer prompts (see `EngineOptions`).
+   * @default {@link DEFAULT_MAX_PREFILL_TOKENS} */
   readonly maxPrefillTokens?: number
   /** @default the model's context length */
   readonly maxTokensCap?: number
@@ -75,7 +76,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     maxQueued = o.maxQueuedSequences ?? 1024
   for (const [k, v] of [
     ['maxBatch', o.maxBatch ?? 16],
-    ['maxPrefillTokens', o.maxPrefillTokens ?? 512],
+    ['maxPrefillTokens', o.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS],
     ['maxSequencesPerRequest', maxSequencesPerRequest],
     ['maxQueuedSequences', maxQueued],
   ] as const) {
@@ -92,7 +93,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   const metrics = o.metrics ?? new MetricsRegistry()
   const engine = new Engine(o.model, {
     maxBatch: o.maxBatch ?? 16,
-    maxPrefillTokens: o.maxPrefillTokens ?? 512,
+    maxPrefillTokens: o.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS,
     maxQueued,
     metrics,
     vocabLimit: o.tokenizer.vocabSize,
