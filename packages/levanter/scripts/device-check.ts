@@ -1,8 +1,9 @@
 /**
  * The device check: `pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X]`.
  * Finds the GPU adapter (bringing the Vulkan loader from the registry's SwiftShader package when the
- * machine lacks one), checks levanter's ops and a model's loss and gradients on the GPU against the
- * cpu backend, then trains the quickstart's reference config and a GPT-2-small-sized model for a
+ * machine lacks one), checks levanter's ops, its WGSL kernels (src/webgpu/kernels/: softmax,
+ * AdamW) and a model's loss and gradients on the GPU against the cpu backend (where the composite
+ * ops run), then trains the quickstart's reference config and a GPT-2-small-sized model for a
  * fixed number of steps on the device-resident step. Prints one JSON line per result; exits 1 when
  * a check fails or no GPU adapter is found, 2 on bad usage.
  *
@@ -16,8 +17,11 @@ import { Dataset } from '../src/data/dataset.js'
 import { DeviceEngine } from '../src/device-engine.js'
 import { maskedCrossEntropy } from '../src/loss.js'
 import type { ModelConfigInput } from '../src/models/config.js'
+import { fusedBiasSoftmax, fusedCausalSoftmax } from '../src/kernels/softmax.js'
+import { causalBias } from '../src/models/layers.js'
 import { createModel } from '../src/models/lm.js'
 import { AdamWConfig } from '../src/optim/adamw.js'
+import { DeviceAdamW } from '../src/optim/adamw-device.js'
 import { loadVulkanLoader } from '../src/webgpu/adapter.js'
 import { fp32PeakFlops } from '../src/webgpu/peak.js'
 import { unpackSwiftShader } from '../src/webgpu/swiftshader.js'
@@ -119,6 +123,57 @@ function cases(quick: boolean): Case[] {
     m.dispose()
     return out
   }
+  // attention scores of the last R queries [B·H, R, T] (R = T − 3: rows and widths off any workgroup size)
+  const scores = (R: number) =>
+    tf.reshape(tf.slice(tf.matMul(q(), q(), false, true), [0, 0, T - R, 0], [B, 4, R, T]), [B * 4, R, T])
+  const dScores = (R: number) => tf.randomNormal([B * 4, R, T], 0, 1, 'float32', 6)
+  const withGrad = (f: (a: tf.Tensor) => tf.Tensor, x: tf.Tensor, dy: tf.Tensor) => [
+    f(x),
+    tf.grad((a: tf.Tensor) => tf.sum(tf.mul(f(a), dy)))(x),
+  ]
+  const scale = 1 / Math.sqrt(D / 4)
+  const causalSoftmax = (R: number) => () =>
+    withGrad(
+      (a) => fusedCausalSoftmax(a, scale, T - R) ?? tf.softmax(tf.add(tf.mul(a, scale), causalBias(R, T, T - R))),
+      scores(R),
+      dScores(R),
+    )
+  const biasSoftmax = () => {
+    const R = T - 3
+    // causal at offset 3, and batch row 1 with its first key hidden (padding)
+    const m = new Float32Array(B * R * T)
+    for (let b = 0; b < B; b++)
+      for (let t = 0; t < R; t++)
+        for (let s = 0; s < T; s++) if (s > T - R + t || (b === 1 && s === 0)) m[(b * R + t) * T + s] = -1e9
+    const bias = tf.tensor4d(m, [B, 1, R, T])
+    return withGrad(
+      (a) =>
+        fusedBiasSoftmax(a, scale, bias) ??
+        tf.reshape(tf.softmax(tf.add(tf.reshape(tf.mul(a, scale), [B, 4, R, T]), bias)), [B * 4, R, T]),
+      scores(R),
+      dScores(R),
+    )
+  }
+  // three AdamW steps (the second unclipped) on the model's parameters: WGSL on the GPU, tensor ops on cpu
+  const adamw = () => {
+    const m = createModel(model, 6)
+    const opt = new DeviceAdamW(AdamWConfig.parse({}), m)
+    const out: tf.Tensor[] = []
+    for (let s = 1; s <= 3; s++) {
+      const grads = new Map(
+        [...m.params].map(([n, p], i) => [
+          n,
+          tf.randomNormal(p.shape, 0, s === 2 ? 1e-4 : 0.1, 'float32', 100 * s + i),
+        ]),
+      )
+      out.push(opt.apply(grads, 1e-2))
+      tf.dispose([...grads.values()])
+    }
+    for (const [n, p] of m.params) out.push(tf.clone(p), tf.clone(opt.m.get(n)!), tf.clone(opt.v.get(n)!))
+    opt.dispose()
+    m.dispose()
+    return out
+  }
   return [
     { name: 'matMul [B·T, D]·[D, 4D]', run: () => tf.matMul(tf.reshape(x(), [B * T, D]), w()) },
     { name: 'matMul transposeB', run: () => tf.matMul(tf.reshape(x(), [B * T, D]), tf.transpose(w()), false, true) },
@@ -143,6 +198,10 @@ function cases(quick: boolean): Case[] {
       },
     },
     { name: 'embedding gather', run: () => tf.gather(table(), ids()) },
+    { name: `causal softmax kernel and gradient [${B * 4}, ${T}, ${T}]`, run: causalSoftmax(T) },
+    { name: `causal softmax kernel and gradient [${B * 4}, ${T - 3}, ${T}]`, run: causalSoftmax(T - 3) },
+    { name: `bias softmax kernel and gradient [${B * 4}, ${T - 3}, ${T}]`, run: biasSoftmax },
+    { name: 'AdamW kernels, 3 steps (norms, parameters, moments)', run: adamw },
     { name: 'gpt2 loss and gradients', run: lossAndGrads(model) },
     { name: 'llama loss and gradients', run: lossAndGrads(llama) },
   ]
