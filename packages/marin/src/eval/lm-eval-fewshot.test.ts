@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, test } from 'vitest'
@@ -244,6 +244,11 @@ describe('few-shot contexts as lm-evaluation-harness builds them', () => {
   })
 
   test('few-shot problems are errors naming the file and the fix', async () => {
+    // PIQA's validation split alone: zero-shot runs, few-shot needs its training split.
+    const validationOnly = mkdtempSync(join(tmpdir(), 'lm-eval-valonly-'))
+    mkdirSync(join(validationOnly, 'piqa'))
+    copyFileSync(join(LM_EVAL_DATA, 'piqa/validation.jsonl'), join(validationOnly, 'piqa/validation.jsonl'))
+    await readLmEvalTask(join(LM_EVAL_FIXTURES, 'piqa/piqa.yaml'), { dataDir: validationOnly })
     const dir = taskDir({
       'many.yaml': SUMS_MC.replace('num_fewshot: 2', 'num_fewshot: 5'),
       'sampler.yaml': `${SUMS_MC}\nfewshot_config:\n  sampler: balanced\n`,
@@ -257,7 +262,7 @@ describe('few-shot contexts as lm-evaluation-harness builds them', () => {
       message: expect.stringMatching(/sampler\.yaml: fewshot_config\.sampler: balanced.*default, first_n/),
     })
     await expect(
-      readLmEvalTask(join(LM_EVAL_FIXTURES, 'piqa/piqa.yaml'), { dataDir: LM_EVAL_DATA, numFewshot: 1 }),
+      readLmEvalTask(join(LM_EVAL_FIXTURES, 'piqa/piqa.yaml'), { dataDir: validationOnly, numFewshot: 1 }),
     ).rejects.toMatchObject({
       code: 'BAD_CONFIG',
       message: expect.stringMatching(/piqa\.yaml: no local data .*few-shot.*piqa\/train\.jsonl/s),
