@@ -297,3 +297,27 @@ test('a long prompt cancelled between its chunks frees its cache; the running st
   expect(tf.memory().numTensors).toBe(before)
   model.dispose()
 })
+
+test('a short request arriving while a long prompt is prefilled in chunks joins between two chunks', async () => {
+  const model = createModel({ type: 'llama', ...tiny }, 9)
+  const long = Array.from({ length: 25 }, (_, i) => (i * 5 + 1) % tiny.vocabSize)
+  const base = { temperature: 0, topP: 1, seed: 0, topLogprobs: 0 }
+  const log: string[] = []
+  const got = { long: [] as number[], b: [] as number[] }
+  let b: Promise<unknown> | undefined
+  const engine = new Engine(model, {
+    maxPrefillTokens: 6,
+    onStep: (e) => {
+      log.push(e.kind === 'decode' ? `decode ${e.rows}` : `${e.kind} ${e.tokens}`)
+      if (e.kind === 'prefill-chunk' && !b)
+        b = engine.submit({ ...base, prompt: [5, 6], maxTokens: 3, onToken: (t) => void got.b.push(t.token) })
+    },
+  })
+  await engine.submit({ ...base, prompt: long, maxTokens: 4, onToken: (t) => void got.long.push(t.token) })
+  await b
+  // b is prefilled after the first chunk and decodes while the others follow, one prefill pass per step
+  expect(log.slice(0, 5)).toEqual(['prefill-chunk 6', 'prefill 2', 'decode 1', 'prefill-chunk 6', 'decode 1'])
+  expect(got.b).toEqual(generate(model, [5, 6], { maxNewTokens: 3, temperature: 0 }).tokens)
+  expect(got.long).toEqual(generate(model, long, { maxNewTokens: 4, temperature: 0 }).tokens)
+  model.dispose()
+})

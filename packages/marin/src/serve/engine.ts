@@ -6,8 +6,9 @@
  * prefilled over several steps), or takes the next chunk of a prompt longer than the budget: such
  * a prompt is prefilled `maxPrefillTokens` tokens at a time into a cache of its own (levanter's
  * `prefillChunk`) and joins the batch after its last chunk, so it never stalls the running
- * sequences for more than one chunk. A request that arrives mid-generation joins at the next step
- * instead of waiting for the others to finish. Logits are read asynchronously (any backend).
+ * sequences for more than one chunk; while it is prefilled, its chunks and admissions of waiting
+ * prompts take turns. A request that arrives mid-generation joins at the next step instead of
+ * waiting for the others to finish. Logits are read asynchronously (any backend).
  *
  * Admission is fair between groups (one HTTP request's prompts × n form a group): a free slot goes
  * to the waiting group with the fewest running sequences, round-robin on ties, so a small request
@@ -106,6 +107,8 @@ export class Engine {
   private readonly cache = new BatchCache()
   /** The sequence whose long prompt is being prefilled, if any (it holds a slot). */
   private chunking: Chunking | undefined
+  /** Whether the chunked prompt has the next prefill pass (after an admission in its midst, until its next chunk). */
+  private chunkTurn = false
   /** Sequences whose one-pass prefill is running (out of the queue, not yet in the batch). */
   private admitting: Active[] = []
   private running = false
@@ -220,10 +223,14 @@ export class Engine {
     try {
       while (this.queue.length > 0 || this.active.length > 0 || this.chunking) {
         this.dropCancelled()
-        const free = this.maxBatch - this.active.length
-        if (this.chunking || (this.queue.length > 0 && free > 0)) {
-          if (this.chunking) await this.nextChunk()
-          else await this.admit(this.pick(free))
+        const free = this.maxBatch - this.active.length - (this.chunking ? 1 : 0)
+        // While a long prompt is prefilled in chunks, passes alternate between its chunks and admitting waiting
+        // prompts that fit one pass.
+        const chunkFirst = this.chunking !== undefined && this.chunkTurn
+        const admit = !chunkFirst && this.queue.length > 0 && free > 0 ? this.pick(free, !this.chunking) : []
+        if (admit.length > 0 || this.chunking) {
+          if (admit.length > 0) await this.admit(admit)
+          else await this.nextChunk()
           // Flush the first tokens before the next forward pass: time to first token.
           await new Promise((r) => setImmediate(r))
           this.dropCancelled()
@@ -268,11 +275,13 @@ export class Engine {
    * Take up to `free` sequences off the queue, one at a time to the group with the fewest running
    * (and already picked) sequences; among those, the group whose last turn is oldest (never first,
    * then the one queued earliest): round-robin. Each group's own sequences go in order. Stops
-   * before the prompt tokens picked would pass `maxPrefillTokens` (the first is always taken).
+   * before the prompt tokens picked would pass `maxPrefillTokens` (the first is always taken). Without `long`, a group
+   * whose next prompt is longer than `maxPrefillTokens` is passed over (one prompt is prefilled in chunks at a time).
    */
-  private pick(free: number): Active[] {
+  private pick(free: number, long: boolean): Active[] {
     const held = new Map<object, number>()
-    for (const s of this.active) held.set(s.group, (held.get(s.group) ?? 0) + 1)
+    for (const s of [...this.active, ...(this.chunking ? [this.chunking.s] : [])])
+      held.set(s.group, (held.get(s.group) ?? 0) + 1)
     const picked: Active[] = []
     let tokens = 0
     while (picked.length < free && this.queue.length > 0) {
@@ -283,10 +292,12 @@ export class Engine {
       this.queue.forEach((s, i) => {
         if (seen.has(s.group)) return
         seen.add(s.group)
+        if (!long && s.req.prompt.length > this.maxPrefillTokens) return
         const h = held.get(s.group) ?? 0,
           t = this.lastTurn.get(s.group) ?? -1
         if (h < bestHeld || (h === bestHeld && t < bestTurn)) [best, bestHeld, bestTurn] = [i, h, t]
       })
+      if (best < 0) break
       const cost = this.queue[best]!.req.prompt.length
       if (picked.length > 0 && tokens + cost > this.maxPrefillTokens) break
       tokens += cost
@@ -333,6 +344,7 @@ export class Engine {
       return
     }
     this.admitting = []
+    this.chunkTurn = true
     this.onStep?.({
       kind: 'prefill',
       sequences: joining.length,
@@ -373,6 +385,7 @@ export class Engine {
       return
     }
     if (this.chunking !== c) return // cancelled while the pass ran
+    this.chunkTurn = false
     const offset = c.done
     c.done += n
     this.m?.chunks.inc()
