@@ -17,7 +17,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { MarinError } from '../errors.js'
 import type { Doc } from './lm-eval-functions.js'
 import type { DocField } from './lm-eval-fields.js'
-import { asIndex, value } from './lm-eval-fields.js'
+import { asIndex, choicesOf, value } from './lm-eval-fields.js'
 import { PythonRandom } from './python-random.js'
 
 export const FEWSHOT_SAMPLERS = ['default', 'first_n'] as const
@@ -76,7 +76,7 @@ export class FewshotDrawer {
 export function exampleText(spec: FewshotSpec, doc: Doc, multipleInputs: boolean, where: string): string {
   const what = (k: string) => `${where}: fewshot ${k} of an example from ${spec.from}`
   let q = value(spec.docToText, doc, what('doc_to_text'))
-  let choices = spec.docToChoice !== undefined ? value(spec.docToChoice, doc, what('doc_to_choice')) : undefined
+  let choices = spec.docToChoice !== undefined ? choicesOf(spec.docToChoice, doc, what('doc_to_choice')) : undefined
   const a = value(spec.docToTarget, doc, what('doc_to_target'))
   if (choices !== undefined && !Array.isArray(choices))
     throw new MarinError('BAD_CONFIG', `${what('doc_to_choice')}: expected a list, got ${JSON.stringify(choices)}`)

@@ -67,3 +67,28 @@ export function text(f: string, doc: Doc, what: string): string {
 /** A target or text that names a choice: a number, or a string of digits (with `doc_to_choice` set). */
 export const asIndex = (v: unknown): number | undefined =>
   typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : undefined
+
+/** A rendered Python list literal (`['a', "b"]`, as `ast.literal_eval` reads it) as a list; anything else unchanged. */
+export function listLiteral(v: unknown): unknown {
+  if (typeof v !== 'string') return v
+  const s = v.trim()
+  if (!(s.startsWith('[') && s.endsWith(']'))) return v
+  try {
+    return JSON.parse(s) as unknown
+  } catch {
+    // Python's single-quoted strings become JSON strings; escapes inside keep their meaning.
+    const json = s.replace(/'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"/g, (_m, single?: string, double?: string) =>
+      JSON.stringify(single !== undefined ? single.replace(/\\(.)/g, '$1') : JSON.parse(`"${double}"`)),
+    )
+    try {
+      return JSON.parse(json) as unknown
+    } catch {
+      return v
+    }
+  }
+}
+
+/** `doc_to_choice`'s list for one document: a template's text is read as a Python list literal, as lm-eval does. */
+export function choicesOf(f: DocField, doc: Doc, what: string): unknown {
+  return listLiteral(value(f, doc, what))
+}

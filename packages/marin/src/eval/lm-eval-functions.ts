@@ -22,6 +22,24 @@ function hellaswagPreprocess(text: string): string {
 
 const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1).toLowerCase()
 
+/** COPA's choice joined onto the premise: its first letter lowercased. */
+const copaChoice = (c: unknown) => {
+  const x = str(c)
+  return x.charAt(0).toLowerCase() + x.slice(1)
+}
+
+const WSC_UPPER_PRONOUNS = ['A', 'An', 'The', 'She', 'He', 'It', 'They', 'My', 'His', 'Her', 'Their']
+
+/** WSC273's option clean-up: possessives get "'s"; a capitalized first word is lowercased mid-sentence. */
+function wscOption(doc: Doc, option: string): string {
+  let o = option
+  if (['my', 'his', 'her', 'our', 'their'].includes(str(doc.pronoun).toLowerCase())) o += "'s"
+  const pronoun = o.split(/\s+/)[0]!
+  const startOfSentence = str(doc.text).at(Number(doc.pronoun_loc) - 2) === '.'
+  if (!startOfSentence && WSC_UPPER_PRONOUNS.includes(pronoun)) return o.split(pronoun).join(pronoun.toLowerCase())
+  return o
+}
+
 const FUNCTIONS: Readonly<Record<string, Readonly<Record<string, DocFunction>>>> = {
   hellaswag: {
     'utils.process_docs': (doc) => ({
@@ -30,6 +48,19 @@ const FUNCTIONS: Readonly<Record<string, Readonly<Record<string, DocFunction>>>>
       choices: (doc.endings as unknown[]).map((e) => hellaswagPreprocess(str(e))),
       gold: Number.parseInt(str(doc.label), 10),
     }),
+  },
+  copa: {
+    'utils.doc_to_text': (doc) =>
+      `${str(doc.premise).trim().slice(0, -1)} ${({ cause: 'because', effect: 'therefore' } as Record<string, string>)[str(doc.question)]}`,
+    'utils.doc_to_target': (doc) => ` ${copaChoice(Number(doc.label) === 0 ? doc.choice1 : doc.choice2)}`,
+    'utils.doc_to_choice': (doc) => [` ${copaChoice(doc.choice1)}`, ` ${copaChoice(doc.choice2)}`],
+  },
+  wsc273: {
+    'utils.process_doc': (doc) => {
+      // As upstream: the text's double spaces close up first, and the options are judged against that text.
+      const d: Doc = { ...doc, text: str(doc.text).replaceAll('  ', ' ') }
+      return { ...d, options: (doc.options as unknown[]).map((o) => wscOption(d, str(o))) }
+    },
   },
   winogrande: {
     'preprocess_winogrande.doc_to_text': (doc) => ({ '1': 0, '2': 1 })[str(doc.answer)],
@@ -45,7 +76,8 @@ const FUNCTIONS: Readonly<Record<string, Readonly<Record<string, DocFunction>>>>
   },
 }
 
-/** The built-in for `!function name` in task `task` (matched by its family: `hellaswag…`, `winogrande…`). */
+/** The built-in for `!function name` in task `task` (matched by its family: `hellaswag…`, `winogrande…`, `copa`,
+ * `wsc273`). */
 export function knownFunction(task: string, name: string): DocFunction | undefined {
   for (const [family, fns] of Object.entries(FUNCTIONS)) if (task.startsWith(family) && fns[name]) return fns[name]
   return undefined

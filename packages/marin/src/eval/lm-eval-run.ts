@@ -14,7 +14,7 @@
 import { MarinError } from '../errors.js'
 import type { LanguageModel } from './language-model.js'
 import { splitBoundary } from './language-model.js'
-import { asIndex, text as fieldText, value } from './lm-eval-fields.js'
+import { asIndex, choicesOf, text as fieldText, value } from './lm-eval-fields.js'
 import { FewshotDrawer, exampleText } from './lm-eval-fewshot.js'
 import { applyFilter, exactMatchScore } from './lm-eval-filters.js'
 import type { Doc } from './lm-eval-functions.js'
@@ -59,7 +59,7 @@ async function multipleChoice(model: LanguageModel, t: LmEvalTask, docs: readonl
   const shaped = docs.map((doc, i) => {
     const text = value(t.docToText, doc, what('doc_to_text', i))
     const target = value(t.docToTarget, doc, what('doc_to_target', i))
-    const choices = value(t.docToChoice!, doc, what('doc_to_choice', i))
+    const choices = choicesOf(t.docToChoice!, doc, what('doc_to_choice', i))
     if (!Array.isArray(choices) || choices.length < 2)
       throw new MarinError(
         'BAD_CONFIG',
@@ -198,7 +198,7 @@ async function generateUntil(model: LanguageModel, t: LmEvalTask, docs: readonly
     const v = value(t.docToTarget, doc, `${t.source}: doc_to_target of document ${i}`)
     // With choices the target is an index into them, as the harness reads it.
     if (t.docToChoice === undefined) return String(Array.isArray(v) ? v[0] : v)
-    const ch = value(t.docToChoice, doc, `${t.source}: doc_to_choice of document ${i}`) as unknown[]
+    const ch = choicesOf(t.docToChoice, doc, `${t.source}: doc_to_choice of document ${i}`) as unknown[]
     return String(ch[asIndex(v) ?? -1] ?? v)
   })
   const outs = await model.generate(ctx.map((context) => ({ context, maxTokens: t.maxGenTokens })))
