@@ -51,10 +51,12 @@ export function completionsRoute(app: Hono, x: RouteContext): void {
             'prompt',
             'context_length_exceeded',
           )
-        if (p.some((t) => t >= o.model.config.vocabSize))
+        // ids the tokenizer lacks cannot be decoded for the response, even where the model pads its vocabulary
+        const vocab = Math.min(o.model.config.vocabSize, o.tokenizer.vocabSize)
+        if (p.some((t) => t >= vocab))
           throw new ApiError(
             400,
-            `prompt: token ids must be below the vocabulary size ${o.model.config.vocabSize}`,
+            `prompt: token ids must be below ${vocab}, the vocabulary size`,
             'prompt',
             'invalid_value',
           )

@@ -127,3 +127,22 @@ describe('models and the access log', () => {
     for (const e of access) expect(e.ms).toBeGreaterThanOrEqual(0)
   })
 })
+
+test('prompt token ids the tokenizer lacks get 400 naming prompt, also where the model pads its vocabulary', async () => {
+  const padded = new Gpt2LM({ vocabSize: tokenizer.vocabSize + 20, seqLen: 16, dModel: 16, nLayers: 1, nHeads: 2 }, 1)
+  const s = await startServer({ model: padded, tokenizer, name: 'tiny', port: 0, accessLog: () => {} })
+  try {
+    const res = await fetch(`${s.url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ model: 'tiny', prompt: [1, tokenizer.vocabSize + 3], max_tokens: 2 }),
+      headers: { 'content-type': 'application/json' },
+    })
+    expect(res.status).toBe(400)
+    expect(await res.json()).toMatchObject({
+      error: { param: 'prompt', message: expect.stringContaining(`below ${tokenizer.vocabSize}`) },
+    })
+  } finally {
+    await s.close()
+    padded.dispose()
+  }
+})
