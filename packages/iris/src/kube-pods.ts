@@ -6,7 +6,10 @@
  * (`iris-production`, `iris-interactive`, `iris-batch`). States come from one watch of this platform's Pods
  * (relisted after `410 Gone`), output from `log?follow=true`; kill deletes the Pod. A Pod evicted, preempted or
  * lost with its node ends as WORKER_FAILED, which the controller retries within the job's worker-loss budget;
- * OOMKilled and other failures end as FAILED with the reason. Finished Pods are deleted after a TTL.
+ * OOMKilled and other failures end as FAILED with the reason. Finished Pods are deleted after a TTL. A Pending Pod
+ * is reported as such (with why it waits), a Running one as running. The task's stderr is kept apart from its stdout
+ * by a wrapper (`STDERR_WRAPPER`). A platform that starts finds the Pods an earlier run left (`start`) for the
+ * worker to adopt, so a restarted controller follows them to their end instead of running them again.
  */
 import { PassThrough } from 'node:stream'
 import { createInterface } from 'node:readline'
@@ -28,6 +31,25 @@ export const KUBE_LABELS = {
 
 /** The annotation holding the full attempt id (labels are too short for it). */
 export const ATTEMPT_ANNOTATION = 'iris.marin.dev/attempt-id'
+
+/** The annotation holding the job's secret specs (`{"HF_TOKEN":"env:HF_TOKEN"}`: references, never values), so
+ * that a controller that adopts the Pod can resolve them again and keep their values out of `iris logs`. */
+export const SECRET_SPECS_ANNOTATION = 'iris.marin.dev/secret-specs'
+
+/** A Pod of this platform found at start: the attempt it runs, to be adopted (`KubePods.adopt`). */
+export type FoundPod = {
+  attemptId: string
+  jobId: string
+  taskIndex: number
+  attempt: number
+  /** The job's secret specs (from `SECRET_SPECS_ANNOTATION`). */
+  secrets: Record<string, string>
+  pod: V1Pod
+}
+
+/** Log lines of a Pod are numbered by their place in its log (so that a log read again from its start after a
+ * controller restart is stored once); iris's own notes about the Pod are numbered above them, by their time. */
+export const NOTE_LINE_BASE = 2 ** 41
 
 /**
  * The Kubernetes API calls this platform makes, as RBAC rules: the controller's Role grants exactly these
@@ -55,11 +77,13 @@ export const TASK_CONTAINER = 'task'
  * `$TMPDIR` (or `/tmp`); `stderr: 'merged'` runs the command alone.
  */
 export const STDERR_WRAPPER = [
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
   'f="${TMPDIR:-/tmp}/.iris-stderr.$$"',
-  'mkfifo "$f" || exit 126',
+  'rm -f "$f"; mkfifo "$f" || exit 126',
   `while IFS= read -r l || [ -n "$l" ]; do printf '\\036%s\\n' "$l"; done <"$f" >&2 & r=$!`,
+  `p=; trap 't=1; [ -n "$p" ] && kill -TERM "$p" 2>/dev/null' TERM INT`,
   '"$@" 2>"$f" & p=$!',
-  `trap 'kill -TERM "$p" 2>/dev/null' TERM INT`,
+  '[ -n "$t" ] && kill -TERM "$p" 2>/dev/null',
   'while :; do wait "$p"; c=$?; kill -0 "$p" 2>/dev/null || break; done',
   'wait "$r"',
   'rm -f "$f"',
@@ -100,7 +124,8 @@ export type PodTaskInput = {
   env: Record<string, string>
   /** Values that must not appear in the Pod spec: the job token and resolved secrets. */
   secretEnv: Record<string, string>
-  onLine: (stream: 'stdout' | 'stderr', line: string, ts: number) => void
+  /** `lineNo`: the line's place in the Pod's log, or `NOTE_LINE_BASE` + its time for iris's notes. */
+  onLine: (stream: 'stdout' | 'stderr', line: string, ts: number, lineNo: number) => void
   /** The Pod waits (phase Pending), with why (`ImagePullBackOff: …`, `Unschedulable: …`) once the API says. */
   onPending?: (note: string | undefined) => void
   /** The Pod's phase became Running (called once). */
@@ -158,7 +183,12 @@ export function podManifests(
     [KUBE_LABELS.task]: String(a.taskIndex),
     [KUBE_LABELS.attempt]: String(a.attempt),
   }
-  const metadata = { name, namespace: opts.namespace, labels, annotations: { [ATTEMPT_ANNOTATION]: a.attemptId } }
+  const specs = a.spec.secrets ?? {}
+  const annotations = {
+    [ATTEMPT_ANNOTATION]: a.attemptId,
+    ...(Object.keys(specs).length > 0 ? { [SECRET_SPECS_ANNOTATION]: JSON.stringify(specs) } : {}),
+  }
+  const metadata = { name, namespace: opts.namespace, labels, annotations }
   const secretNames = Object.keys(input.secretEnv).sort()
   const env: V1EnvVar[] = [
     ...Object.entries(input.env)
@@ -291,6 +321,7 @@ type Tracked = {
   logs?: Promise<void>
   note?: string
   done: boolean
+  finished: Promise<TaskOutcome>
 }
 
 /** The Pods of one iris platform in one namespace. */
@@ -318,11 +349,42 @@ export class KubePods {
    * Deletes this platform's Pods left by an earlier run (their attempts are retried by the controller) and
    * starts watching. Fails with the API's answer when the namespace cannot be read.
    */
-  async start(): Promise<void> {
+  async start(): Promise<FoundPod[]> {
     const list = await this.core.listNamespacedPod({ namespace: this.opts.namespace, labelSelector: this.selector })
-    for (const p of list.items) await this.deletePod(p.metadata!.name!, 0)
+    const found: FoundPod[] = []
+    for (const pod of list.items) {
+      const attemptId = pod.metadata?.annotations?.[ATTEMPT_ANNOTATION] ?? ''
+      const m = /^([^/]+)\/(\d+)\/(\d+)$/.exec(attemptId)
+      let secrets: Record<string, string> = {}
+      try {
+        secrets = JSON.parse(pod.metadata?.annotations?.[SECRET_SPECS_ANNOTATION] ?? '{}') as Record<string, string>
+      } catch {
+        // an annotation edited by hand: its secrets are not resolved again
+      }
+      if (m && podName(attemptId) === pod.metadata?.name)
+        found.push({ attemptId, jobId: m[1]!, taskIndex: Number(m[2]), attempt: Number(m[3]), secrets, pod })
+      else await this.deletePod(pod.metadata!.name!, 0)
+    }
     this.watching = true
     this.loop = this.watchLoop(list.metadata?.resourceVersion)
+    return found
+  }
+
+  /**
+   * Follows a Pod found by `start` as `run` follows the Pods it makes: the returned task ends when the Pod does
+   * (at once for one that ended while nobody watched), and its log is read from the start.
+   */
+  adopt(found: FoundPod, input: Pick<PodTaskInput, 'onLine' | 'onPending' | 'onRunning'>): RunningTask {
+    const t = this.track(podName(found.attemptId), input)
+    t.created = true
+    log.info({ attemptId: found.attemptId, pod: t.name }, 'pod adopted')
+    this.observe(found.pod)
+    return this.handleOf(t)
+  }
+
+  /** Deletes a Pod found by `start` that no attempt wants. */
+  discard(found: FoundPod): Promise<void> {
+    return this.deletePod(podName(found.attemptId), 0)
   }
 
   async close(): Promise<void> {
@@ -339,19 +401,7 @@ export class KubePods {
   run(input: PodTaskInput, killGraceMs: number): RunningTask {
     const { secret, pod } = podManifests(input, { ...this.opts, killGraceMs })
     const name = pod.metadata!.name!
-    let settle!: (o: TaskOutcome) => void
-    const done = new Promise<TaskOutcome>((r) => (settle = r))
-    const t: Tracked = {
-      name,
-      settle,
-      onLine: input.onLine,
-      ...(input.onPending ? { onPending: input.onPending } : {}),
-      ...(input.onRunning ? { onRunning: input.onRunning } : {}),
-      killRequested: false,
-      created: false,
-      done: false,
-    }
-    this.tracked.set(name, t)
+    const t = this.track(name, input)
     const create = async () => {
       if (secret) await this.core.createNamespacedSecret({ namespace: this.opts.namespace, body: secret })
       await this.core.createNamespacedPod({ namespace: this.opts.namespace, body: pod })
@@ -364,12 +414,34 @@ export class KubePods {
       this.end(t, { state: 'FAILED', error: `could not create pod ${name}: ${apiMessage(err)}` })
       void this.deletePod(name, 0)
     })
+    return this.handleOf(t)
+  }
+
+  private track(name: string, input: Pick<PodTaskInput, 'onLine' | 'onPending' | 'onRunning'>): Tracked {
+    let settle!: (o: TaskOutcome) => void
+    const done = new Promise<TaskOutcome>((r) => (settle = r))
+    const t: Tracked = {
+      name,
+      settle,
+      done: false,
+      finished: done,
+      onLine: input.onLine,
+      ...(input.onPending ? { onPending: input.onPending } : {}),
+      ...(input.onRunning ? { onRunning: input.onRunning } : {}),
+      killRequested: false,
+      created: false,
+    }
+    this.tracked.set(name, t)
+    return t
+  }
+
+  private handleOf(t: Tracked): RunningTask {
     return {
-      done,
+      done: t.finished,
       kill: (graceMs) => {
         if (t.done || t.killRequested) return
         t.killRequested = true
-        void this.deletePod(name, Math.ceil(graceMs / 1000))
+        void this.deletePod(t.name, Math.ceil(graceMs / 1000))
       },
     }
   }
@@ -457,7 +529,8 @@ export class KubePods {
         // `iris logs` shows it.
         t.note = v.note
         log.info({ pod: t.name, note: v.note }, 'pod waiting')
-        t.onLine('stderr', `[iris] pod ${t.name} is waiting: ${v.note}`, Date.now())
+        const now = Date.now()
+        t.onLine('stderr', `[iris] pod ${t.name} is waiting: ${v.note}`, now, NOTE_LINE_BASE + now)
         if (!v.running) t.onPending?.(v.note)
       }
       if (v.running && !t.running) {
@@ -502,14 +575,16 @@ export class KubePods {
     if (t.logs) return
     const sink = new PassThrough()
     const lines = createInterface({ input: sink, crlfDelay: Infinity })
+    let lineNo = 0
     lines.on('line', (raw) => {
       // `timestamps=true` prefixes each line with its RFC 3339 time and a space.
       const sp = raw.indexOf(' ')
       const ts = sp > 0 ? Date.parse(raw.slice(0, sp)) : NaN
       const line = Number.isNaN(ts) ? raw : raw.slice(sp + 1)
       // The wrapper marks the task's stderr lines (STDERR_WRAPPER).
-      if (line.startsWith(STDERR_MARK)) t.onLine('stderr', line.slice(1), Number.isNaN(ts) ? Date.now() : ts)
-      else t.onLine('stdout', line, Number.isNaN(ts) ? Date.now() : ts)
+      const at = Number.isNaN(ts) ? Date.now() : ts
+      if (line.startsWith(STDERR_MARK)) t.onLine('stderr', line.slice(1), at, lineNo++)
+      else t.onLine('stdout', line, at, lineNo++)
     })
     const closed = new Promise<void>((r) => lines.once('close', () => r()))
     t.logs = new Log(this.opts.kubeConfig)

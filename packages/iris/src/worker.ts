@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path'
 import { logger, scrubSecretValues, SecretStore } from '@marin/rigging'
 import { attemptDir, removeExpiredAttemptDirs } from './attempt-dirs.js'
 import { dockerRunArgs, probeDocker, type DockerProbe } from './container.js'
-import type { KubePods } from './kube-pods.js'
+import type { FoundPod, KubePods } from './kube-pods.js'
 import type { ControllerLink } from './controller-link.js'
 import type { Mount } from './mount-spec.js'
 import { checkMountPath } from './mount-spec.js'
@@ -71,7 +71,7 @@ export const WORKER_ONLY_ENV: readonly string[] = ['IRIS_TOKEN', 'IRIS_TOKEN_FIL
 const secretStore = new SecretStore({ sources: [] })
 
 type Held = {
-  assignment: TaskAssignment
+  assignment: Pick<TaskAssignment, 'attemptId' | 'jobId' | 'taskIndex' | 'attempt'>
   state: AttemptState
   exitCode?: number
   error?: string
@@ -130,7 +130,10 @@ export class Worker {
     mkdirSync(this.workDir, { recursive: true })
     if (this.opts.pods) {
       // Every Pod has an image: the job's, else the platform's default.
-      await this.opts.pods.start()
+      const found = await this.opts.pods.start()
+      // Pods left by an earlier run of this worker (a controller restarted): followed again, reported at
+      // registration; the controller kills those it no longer wants.
+      for (const f of found) this.adoptPod(f, this.opts.pods)
       this.docker = { available: true }
     } else this.docker = await probeDocker(this.opts.dockerBinary ? { binary: this.opts.dockerBinary } : {})
     if (!this.docker.available)
@@ -256,14 +259,13 @@ export class Worker {
     if (this.seen.size > 100_000) this.seen.delete(this.seen.values().next().value!)
     const h: Held = { assignment: a, state: 'ASSIGNED', at: Date.now(), killRequested: false, lineNo: 0 }
     this.held.set(a.attemptId, h)
-    this.launch(h).catch((err: unknown) =>
+    this.launch(h, a).catch((err: unknown) =>
       this.finish(h, { state: 'FAILED', error: `worker could not start the task: ${(err as Error).message}` }),
     )
   }
 
-  private async launch(h: Held): Promise<void> {
-    if (this.opts.pods) return this.launchPod(h, this.opts.pods)
-    const a = h.assignment
+  private async launch(h: Held, a: TaskAssignment): Promise<void> {
+    if (this.opts.pods) return this.launchPod(h, a, this.opts.pods)
     const dir = attemptDir(this.workDir, a.jobId, a.taskIndex, a.attempt)
     const work = join(dir, 'work')
     mkdirSync(work, { recursive: true })
@@ -366,12 +368,13 @@ export class Worker {
   }
 
   /** An attempt as a Kubernetes Pod: the variables a process would get, less this host's own environment. */
-  private async launchPod(h: Held, pods: KubePods): Promise<void> {
-    const a = h.assignment
+  private async launchPod(h: Held, a: TaskAssignment, pods: KubePods): Promise<void> {
     if (a.spec.mounts.length > 0)
       return this.finish(h, {
         state: 'FAILED',
-        error: 'the job has --mount, which the k8s platform does not materialize; read the data from the shared volume',
+        error:
+          'refused: the job has --mount, which the k8s platform does not materialize into Pods; read the data ' +
+          'from a volume every Pod mounts (iris cluster start --volume CLAIM:/path) or run the job on iris workers',
       })
     const secretEnv: Record<string, string> = {}
     for (const [name, spec] of Object.entries(a.spec.secrets ?? {})) secretEnv[name] = secretStore.resolve(spec, name)
@@ -388,26 +391,57 @@ export class Worker {
       IRIS_TASK_DIR: '/workspace',
     }
     if (h.killRequested) return this.finish(h, { state: 'KILLED', error: 'killed before it started' })
-    const onLine = (stream: 'stdout' | 'stderr', line: string, ts: number) =>
-      this.pushLine({ attemptId: a.attemptId, lineNo: h.lineNo++, stream, ts, line: scrubSecretValues(line) })
-    // ASSIGNED while the Pod is Pending (with why it waits as the report's error), RUNNING once it runs.
-    const onPending = (note: string | undefined) => {
-      if (h.state !== 'ASSIGNED') return
-      h.error = note ? `Pending: ${note}` : undefined
-      this.markDirty(a.attemptId)
+    h.handle = pods.run({ assignment: a, env, secretEnv, ...this.podCallbacks(h) }, this.opts.killGraceMs ?? 10_000)
+    await this.followPod(h)
+  }
+
+  /** A Pod an earlier run of this worker made (found at start): held and reported again, followed to its end. */
+  private adoptPod(f: FoundPod, pods: KubePods): void {
+    const h: Held = {
+      assignment: { attemptId: f.attemptId, jobId: f.jobId, taskIndex: f.taskIndex, attempt: f.attempt },
+      state: 'ASSIGNED',
+      at: Date.now(),
+      killRequested: false,
+      lineNo: 0,
     }
-    const onRunning = () => {
-      if (h.state !== 'ASSIGNED') return
-      h.state = 'RUNNING'
-      h.error = undefined
-      h.at = Date.now()
-      this.markDirty(a.attemptId)
+    this.held.set(f.attemptId, h)
+    this.seen.add(f.attemptId)
+    // Resolved again so that their values stay out of the output, as for the Pods this run makes.
+    for (const [name, spec] of Object.entries(f.secrets)) {
+      try {
+        secretStore.resolve(spec, name)
+      } catch (err) {
+        log.warn({ attemptId: f.attemptId, secret: name, err }, "an adopted pod's secret no longer resolves")
+      }
     }
-    h.handle = pods.run(
-      { assignment: a, env, secretEnv, onLine, onPending, onRunning },
-      this.opts.killGraceMs ?? 10_000,
-    )
-    const outcome = await h.handle.done
+    h.handle = pods.adopt(f, this.podCallbacks(h))
+    void this.followPod(h)
+  }
+
+  // ASSIGNED while the Pod is Pending (with why it waits as the report's error), RUNNING once it runs; output
+  // lines keep the numbers the platform gives them (their place in the Pod's log).
+  private podCallbacks(h: Held) {
+    const id = h.assignment.attemptId
+    return {
+      onLine: (stream: 'stdout' | 'stderr', line: string, ts: number, lineNo: number) =>
+        this.pushLine({ attemptId: id, lineNo, stream, ts, line: scrubSecretValues(line) }),
+      onPending: (note: string | undefined) => {
+        if (h.state !== 'ASSIGNED') return
+        h.error = note ? `Pending: ${note}` : undefined
+        this.markDirty(id)
+      },
+      onRunning: () => {
+        if (h.state !== 'ASSIGNED') return
+        h.state = 'RUNNING'
+        h.error = undefined
+        h.at = Date.now()
+        this.markDirty(id)
+      },
+    }
+  }
+
+  private async followPod(h: Held): Promise<void> {
+    const outcome = await h.handle!.done
     if (h.state === 'ASSIGNED') h.error = undefined
     this.finish(h, outcome)
   }

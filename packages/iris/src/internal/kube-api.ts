@@ -206,7 +206,7 @@ export class FakeKubeApi {
   /**
    * A node on this machine: every Pod of `namespace` created from now on is run (Pending, then Running) as a
    * process of its container's `command` + `args`, with the container's env (`secretKeyRef`s read from the stored
-   * Secrets) over `baseEnv` (the image's environment; @default PATH only). The image is not pulled: the command
+   * Secrets) over `baseEnv` (the image's environment; @default PATH only) and a `TMPDIR` of its own. The image is not pulled: the command
    * must exist here. Volumes are host folders: each `emptyDir` a new folder under `root`, each PVC the folder
    * `claims` names for it (a Pod naming another claim fails with `FailedMount`); `workingDir` and env values under
    * a volume's `mountPath` are rewritten to the host folder. Every stdout and stderr line is appended to the Pod's
@@ -251,7 +251,11 @@ export class FakeKubeApi {
         for (const [at, dir] of mounts) if (p === at || p.startsWith(`${at}/`)) return dir + p.slice(at.length)
         return p
       }
-      const env: Record<string, string> = { ...(o.baseEnv ?? { PATH: process.env.PATH ?? '/usr/bin:/bin' }) }
+      const env: Record<string, string> = {
+        // A container's own /tmp.
+        TMPDIR: mkdtempSync(join(o.root, 'tmp-')),
+        ...(o.baseEnv ?? { PATH: process.env.PATH ?? '/usr/bin:/bin' }),
+      }
       for (const e of c.env ?? []) {
         const ref = e.valueFrom?.secretKeyRef
         if (ref) {
@@ -264,6 +268,8 @@ export class FakeKubeApi {
         cwd: mapPath(c.workingDir ?? o.root),
         env,
         stdio: ['ignore', 'pipe', 'pipe'],
+        // The container: SIGKILL reaches every process in it.
+        detached: true,
       })
       procs.set(key, child)
       started.push(name)
@@ -295,8 +301,10 @@ export class FakeKubeApi {
       }
       for (const [key, child] of procs) {
         if (this.store.pods.has(key) || child.exitCode !== null || child.signalCode !== null) continue
+        // As the kubelet does: SIGTERM to the container's main process, SIGKILL to all of it after the grace period.
         child.kill('SIGTERM')
-        setTimeout(() => child.kill('SIGKILL'), 5000).unref()
+        const pid = child.pid!
+        setTimeout(() => killGroup(pid), 5000).unref()
       }
     }
     this.changes.on('change', onChange)
@@ -312,7 +320,7 @@ export class FakeKubeApi {
         await Promise.all(
           [...procs.values()].map((c) => {
             const gone = new Promise((r) => c.once('close', r))
-            c.kill('SIGKILL')
+            killGroup(c.pid!)
             return gone
           }),
         )
@@ -484,6 +492,14 @@ export class FakeKubeApi {
     this.changes.on('change', send)
     res.on('close', () => this.changes.off('change', send))
     send()
+  }
+}
+
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL')
+  } catch {
+    // already gone
   }
 }
 
