@@ -81,55 +81,67 @@ test('cluster start: a bad platform, or k8s without a namespace, is bad usage (e
   expect(noNs.stderr).toMatch(/--namespace/)
 })
 
-test('a controller killed with SIGKILL and started again adopts its running Pod: the job finishes once', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'iris-k8sadopt-'))
-  const api = await FakeKubeApi.start()
-  const kubelet = api.startKubelet({ namespace: 'ml', root: dir })
-  const kubeconfig = join(dir, 'kubeconfig')
-  writeFileSync(kubeconfig, api.kubeConfigYaml('ml'), { mode: 0o600 })
-  const prefix = join(dir, 'prefix')
-  const args = ['cluster', 'start', '--platform', 'k8s', '--namespace', 'ml', '--kubeconfig', kubeconfig]
-  const start = async (name: string) => {
-    const p = startIris([...args, '--prefix', prefix, '--port', '0'], { logDir: dir, name })
-    const m = await p.waitFor(/k8s cluster \(namespace ml\) on (\S+) /)
-    const token = readFileSync(join(prefix, 'iris', 'token'), 'utf8').trim()
-    return { p, client: new IrisClient({ controller: m[1]!, token }) }
-  }
-  let first: Awaited<ReturnType<typeof start>> | undefined
-  let second: Awaited<ReturnType<typeof start>> | undefined
-  const go = join(dir, 'go')
-  try {
-    first = await start('first')
-    const task =
-      'console.log("started"); console.error("on stderr"); ' +
-      'const t = setInterval(() => { if (require("fs").existsSync(process.argv[1])) { console.log("done"); clearInterval(t) } }, 50)'
-    const jobId = await first.client.submit({ name: 'adopted', command: [process.execPath, '-e', task, go] })
-    // The task runs and its first lines reached the controller.
-    for await (const l of first.client.logs(jobId, { follow: true })) if (l.line === 'on stderr') break
-    expect((await first.client.status(jobId)).state).toBe('RUNNING')
-    first.client.close()
-    first.p.child.kill('SIGKILL')
-    await first.p.exited
-    second = await start('second')
-    const status = await second.client.status(jobId)
-    expect(status.state).toBe('RUNNING')
-    writeFileSync(go, '')
-    const job = await second.client.wait(jobId, { timeoutMs: 60_000 })
-    expect(job.state).toBe('SUCCEEDED')
-    // One Pod, one attempt, and each line of its output once.
-    expect(kubelet.started).toHaveLength(1)
-    expect(api.calls.filter((c) => c.method === 'POST' && c.path.endsWith('/pods'))).toHaveLength(1)
-    expect((await second.client.attempts(jobId)).map((a) => a.state)).toEqual(['SUCCEEDED'])
-    const lines: string[] = []
-    for await (const l of second.client.logs(jobId)) lines.push(`${l.stream}: ${l.line}`)
-    expect(lines.sort()).toEqual(['stderr: on stderr', 'stdout: done', 'stdout: started'])
-  } finally {
-    first?.client.close()
-    second?.client.close()
-    if (first && first.p.child.exitCode === null && first.p.child.signalCode === null) first.p.child.kill('SIGKILL')
-    second?.p.child.kill('SIGTERM')
-    await second?.p.exited
-    await kubelet.close()
-    await api.close()
-  }
-}, 120_000)
+test.each([
+  ['runs on after the restart', false],
+  ['ends while the controller is down', true],
+])(
+  'a controller killed with SIGKILL and started again adopts its Pod that %s: the job finishes once',
+  async (_, endsWhileDown) => {
+    const dir = mkdtempSync(join(tmpdir(), 'iris-k8sadopt-'))
+    const api = await FakeKubeApi.start()
+    const kubelet = api.startKubelet({ namespace: 'ml', root: dir })
+    const kubeconfig = join(dir, 'kubeconfig')
+    writeFileSync(kubeconfig, api.kubeConfigYaml('ml'), { mode: 0o600 })
+    const prefix = join(dir, 'prefix')
+    const args = ['cluster', 'start', '--platform', 'k8s', '--namespace', 'ml', '--kubeconfig', kubeconfig]
+    const start = async (name: string) => {
+      const p = startIris([...args, '--prefix', prefix, '--port', '0'], { logDir: dir, name })
+      const m = await p.waitFor(/k8s cluster \(namespace ml\) on (\S+) /)
+      const token = readFileSync(join(prefix, 'iris', 'token'), 'utf8').trim()
+      return { p, client: new IrisClient({ controller: m[1]!, token }) }
+    }
+    let first: Awaited<ReturnType<typeof start>> | undefined
+    let second: Awaited<ReturnType<typeof start>> | undefined
+    const go = join(dir, 'go')
+    try {
+      first = await start('first')
+      const task =
+        'console.log("started"); console.error("on stderr"); ' +
+        'const t = setInterval(() => { if (require("fs").existsSync(process.argv[1])) { console.log("done"); clearInterval(t) } }, 50)'
+      const jobId = await first.client.submit({ name: 'adopted', command: [process.execPath, '-e', task, go] })
+      // The task runs and its first lines reached the controller.
+      for await (const l of first.client.logs(jobId, { follow: true })) if (l.line === 'on stderr') break
+      expect((await first.client.status(jobId)).state).toBe('RUNNING')
+      first.client.close()
+      first.p.child.kill('SIGKILL')
+      await first.p.exited
+      if (endsWhileDown) {
+        writeFileSync(go, '')
+        await api.waitForPod((p) => p.status?.phase === 'Succeeded', 'the pod to end')
+      }
+      second = await start('second')
+      if (!endsWhileDown) {
+        expect((await second.client.status(jobId)).state).toBe('RUNNING')
+        writeFileSync(go, '')
+      }
+      const job = await second.client.wait(jobId, { timeoutMs: 60_000 })
+      expect(job.state).toBe('SUCCEEDED')
+      // One Pod, one attempt, and each line of its output once.
+      expect(kubelet.started).toHaveLength(1)
+      expect(api.calls.filter((c) => c.method === 'POST' && c.path.endsWith('/pods'))).toHaveLength(1)
+      expect((await second.client.attempts(jobId)).map((a) => a.state)).toEqual(['SUCCEEDED'])
+      const lines: string[] = []
+      for await (const l of second.client.logs(jobId)) lines.push(`${l.stream}: ${l.line}`)
+      expect(lines.sort()).toEqual(['stderr: on stderr', 'stdout: done', 'stdout: started'])
+    } finally {
+      first?.client.close()
+      second?.client.close()
+      if (first && first.p.child.exitCode === null && first.p.child.signalCode === null) first.p.child.kill('SIGKILL')
+      second?.p.child.kill('SIGTERM')
+      await second?.p.exited
+      await kubelet.close()
+      await api.close()
+    }
+  },
+  120_000,
+)
