@@ -30,7 +30,7 @@ export type EvalStepConfig = {
   /** @default 'default' */
   readonly model?: string
   /** Built-in task names, .jsonl task files, lm-evaluation-harness task .yaml files, names of tasks under
-   * `lmEvalTasks`, and suites (`core`). */
+   * `lmEvalTasks`, and suites (`core`, `marin_core`). */
   readonly tasks: readonly string[]
   /** A folder of lm-evaluation-harness task YAML, searched for task names and suites. */
   readonly lmEvalTasks?: string

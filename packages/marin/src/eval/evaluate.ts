@@ -23,7 +23,8 @@ export type ResolveTasksOptions = BuiltinTaskOptions & {
 
 /**
  * Tasks from names: a `.jsonl` path is a task file; a `.yaml`/`.yml` path an lm-evaluation-harness
- * task; a suite name (`core`, see `LM_EVAL_SUITES`) its tasks; a built-in task name that task; any
+ * task; a suite name (`core`, `marin_core`, see `LM_EVAL_SUITES`) its tasks (each with the suite's
+ * `num_fewshot`, unless `lmEval.numFewshot` is set); a built-in task name that task; any
  * other name an lm-eval task found by its `task:` under `lmEval.tasksDir`.
  */
 export async function resolveTasks(
@@ -32,7 +33,7 @@ export async function resolveTasks(
 ): Promise<(EvalTask | LmEvalTask)[]> {
   const out: (EvalTask | LmEvalTask)[] = []
   const lm = o.lmEval ?? {}
-  const byName = async (name: string) => {
+  const byName = async (name: string, own: LmEvalOptions = lm) => {
     if (lm.tasksDir === undefined)
       throw new MarinError(
         'BAD_CONFIG',
@@ -41,12 +42,20 @@ export async function resolveTasks(
       )
     const file = findTaskYaml(lm.tasksDir, name)
     if (!file) throw new MarinError('BAD_CONFIG', `task ${name}: no YAML under ${lm.tasksDir} has "task: ${name}"`)
-    return readLmEvalTask(file, lm)
+    return readLmEvalTask(file, own)
   }
   for (const s of specs) {
     if (s.endsWith('.jsonl')) out.push(await readTaskFile(s))
     else if (/\.ya?ml$/.test(s)) out.push(await readLmEvalTask(s, lm))
-    else if (LM_EVAL_SUITES[s]) for (const n of LM_EVAL_SUITES[s]) out.push(await byName(n))
+    else if (LM_EVAL_SUITES[s])
+      for (const e of LM_EVAL_SUITES[s]) {
+        if (typeof e === 'string') out.push(await byName(e))
+        else {
+          // As Marin passes num_fewshot per task: a run-wide numFewshot still wins.
+          const t = await byName(e.task, { ...lm, numFewshot: lm.numFewshot ?? e.numFewshot })
+          out.push(e.alias ? { ...t, name: e.alias } : t)
+        }
+      }
     else if ((BUILTIN_TASKS as readonly string[]).includes(s)) out.push(builtinTask(s, o))
     else out.push(await byName(s))
   }

@@ -33,7 +33,7 @@ export {
   findTaskYaml,
   readLmEvalTask,
 } from './lm-eval-task.js'
-export type { LmEvalOptions, LmEvalOutputType, LmEvalTask } from './lm-eval-task.js'
+export type { LmEvalOptions, LmEvalOutputType, LmEvalSuiteTask, LmEvalTask } from './lm-eval-task.js'
 export { lmEvalMetricNames, runLmEvalTask } from './lm-eval-run.js'
 export { FEWSHOT_SAMPLERS } from './lm-eval-fewshot.js'
 export type { FewshotSpec } from './lm-eval-fewshot.js'

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -233,5 +233,45 @@ describe('suites', () => {
       code: 'BAD_CONFIG',
       message: expect.stringContaining('--lm-eval-tasks'),
     })
+  })
+})
+
+describe("marin_core: Marin's core tasks with their few-shot counts", () => {
+  test('each task with its num_fewshot (hellaswag twice, by alias); a run-wide --num-fewshot wins', async () => {
+    // Ten-shot tasks need ten training documents (eleven where the evaluated one is left out): pad the slices.
+    const data = mkdtempSync(join(tmpdir(), 'lm-eval-core-data-'))
+    cpSync(DATA, data, { recursive: true })
+    const pad = (dir: string): void => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const p = join(dir, e.name)
+        if (e.isDirectory()) pad(p)
+        else if (e.name === 'train.jsonl') {
+          const rows = readFileSync(p, 'utf8').trim().split('\n')
+          writeFileSync(p, Array.from({ length: 11 }, (_, i) => rows[i % rows.length]).join('\n') + '\n')
+        }
+      }
+    }
+    pad(data)
+    const tasks = await resolveTasks(['marin_core'], { lmEval: { tasksDir: FIX, dataDir: data } })
+    expect(tasks.map((t) => [t.name, (t as { numFewshot: number }).numFewshot])).toEqual([
+      ['arc_easy', 10],
+      ['arc_challenge', 10],
+      ['boolq', 10],
+      ['commonsense_qa', 10],
+      ['copa', 0],
+      ['hellaswag_0shot', 0],
+      ['hellaswag_10shot', 10],
+      ['lambada_openai', 0],
+      ['openbookqa', 0],
+      ['piqa', 10],
+      ['wsc273', 0],
+      ['winogrande', 0],
+    ])
+    const boolq = tasks.find((t) => t.name === 'boolq')!
+    const m = fresh()
+    await runTask(m, boolq, { limit: 1 })
+    expect(m.ll[0]!.context.split('\nAnswer: ').length).toBe(11)
+    const all1 = await resolveTasks(['marin_core'], { lmEval: { tasksDir: FIX, dataDir: data, numFewshot: 1 } })
+    expect(all1.map((t) => (t as { numFewshot: number }).numFewshot)).toEqual(Array(12).fill(1))
   })
 })

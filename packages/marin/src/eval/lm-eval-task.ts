@@ -101,9 +101,29 @@ export type LmEvalOptions = {
 /** lm-eval's default `fewshot_random_seed`. */
 export const DEFAULT_FEWSHOT_SEED = 1234
 
-/** Marin's core tasks as lm-eval names. */
-export const LM_EVAL_SUITES: Readonly<Record<string, readonly string[]>> = {
+/** A suite's task: an lm-eval task name, or one run with its own `num_fewshot` (and name, when a task runs twice). */
+export type LmEvalSuiteTask = string | { readonly task: string; readonly numFewshot: number; readonly alias?: string }
+
+/**
+ * Named task sets: `core`, the six tasks above at each YAML's own `num_fewshot`; `marin_core`, Marin's
+ * `CORE_TASKS` with their few-shot counts (less `agieval_lsat_ar`, whose YAML is not here).
+ */
+export const LM_EVAL_SUITES: Readonly<Record<string, readonly LmEvalSuiteTask[]>> = {
   core: ['arc_easy', 'arc_challenge', 'hellaswag', 'lambada_openai', 'piqa', 'winogrande'],
+  marin_core: [
+    { task: 'arc_easy', numFewshot: 10 },
+    { task: 'arc_challenge', numFewshot: 10 },
+    { task: 'boolq', numFewshot: 10 },
+    { task: 'commonsense_qa', numFewshot: 10 },
+    { task: 'copa', numFewshot: 0 },
+    { task: 'hellaswag', numFewshot: 0, alias: 'hellaswag_0shot' },
+    { task: 'hellaswag', numFewshot: 10, alias: 'hellaswag_10shot' },
+    { task: 'lambada_openai', numFewshot: 0 },
+    { task: 'openbookqa', numFewshot: 0 },
+    { task: 'piqa', numFewshot: 10 },
+    { task: 'wsc273', numFewshot: 0 },
+    { task: 'winogrande', numFewshot: 0 },
+  ],
 }
 
 const FN_TAG = '!function'
