@@ -354,3 +354,23 @@ test('a Pending pod is PENDING with why it waits; Running is RUNNING; then the p
     await kubelet.close()
   }
 })
+
+test('a job with --mount is refused on Pods with a reason naming the option; no Pod is made', async () => {
+  const id = await iris.submit({ name: 'mounted', command: ['true'], mounts: ['dataset@1:data'] })
+  const job = await iris.wait(id, { timeoutMs: 30_000 })
+  expect(job.state).toBe('FAILED')
+  expect(job.tasks[0]!.error).toMatch(/--mount.*not materialize.*--volume CLAIM:\/path/)
+  expect(api.calls.filter((c) => c.method === 'POST' && c.path.endsWith('/pods'))).toEqual([])
+})
+
+test('a job that names a warm runner runs its own command in the Pod (no runner on Pods)', async () => {
+  const id = await iris.submit({
+    name: 'warm',
+    command: ['node', 'step.js', 'a'],
+    runner: { command: ['node', 'warm-runner.js'] },
+  })
+  const pod = await podFor(id)
+  expect(pod.spec!.containers[0]!.args).toEqual(['node', 'step.js', 'a'])
+  expect(JSON.stringify(pod.spec)).not.toContain('warm-runner.js')
+  await iris.kill(id)
+})
