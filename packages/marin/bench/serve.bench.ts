@@ -5,6 +5,14 @@
  * Model: GPT-2, vocab 512, context 128, 4 layers, d_model 256, 4 heads, random init (speed does
  * not depend on the weights); prompts of ~16 tokens, 32 new tokens each. Also the forward pass
  * alone: tokens/s of one decode step over 1 and 16 rows of a 40-position cache.
+ *
+ * Then a long prompt arriving under load, with chunked prefill (the default `maxPrefillTokens`) and
+ * unchunked (a budget that holds the whole prompt), the same model with a 1,536-token context: a
+ * stream decodes 40 tokens; after its third, a 1,200-token prompt arrives, and 4 short requests
+ * 40, 80, 120, 160 ms later. Reported: the decoding stream's inter-token latency p99, the short
+ * requests' time to first token p99 (from when each was due: the client shares the server's
+ * process, whose event loop a prefill pass holds), and the long prompt's own time to first token;
+ * medians of 5 rounds, ratio = unchunked ÷ chunked.
  */
 import { trainBpe } from '@marin/datakit'
 import { BatchCache, Gpt2LM, decodeStep, initBackend, prefill } from '@marin/levanter'
@@ -27,26 +35,34 @@ const tokenizer = trainBpe(TEXT, { vocabSize: 512 })
 const model = new Gpt2LM({ vocabSize: 512, seqLen: 128, dModel: 256, nLayers: 4, nHeads: 4 }, 0)
 const server = await startServer({ model, tokenizer, name: 'bench', port: 0, maxBatch: STREAMS, accessLog: () => {} })
 
-/** One streaming completion: tokens generated and ms to the first one. */
-async function stream(i: number): Promise<{ tokens: number; ttftMs: number }> {
-  const t0 = performance.now()
-  const res = await fetch(`${server.url}/v1/completions`, {
+type Streamed = { tokens: number; ttftMs: number; times: number[] }
+
+/**
+ * One streaming completion against `url`: tokens generated, ms from `t0` (default: now) to the first one, and when
+ * each token came (performance.now()). `onToken` sees each token's arrival.
+ */
+async function completion(
+  url: string,
+  body: { prompt: string | number[]; max_tokens: number; seed: number },
+  t0 = performance.now(),
+  onToken?: (n: number) => void,
+): Promise<Streamed> {
+  const res = await fetch(`${url}/v1/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     // logprobs: 0 makes every token its own event, so the first event is the first token.
     body: JSON.stringify({
       model: 'bench',
-      prompt: TEXT[i % TEXT.length]!.slice(0, 60 + i),
-      max_tokens: NEW_TOKENS,
-      seed: i,
+      ...body,
       stream: true,
       logprobs: 0,
       stream_options: { include_usage: true },
     }),
   })
+  if (!res.ok) throw new Error(`completion: HTTP ${res.status}: ${await res.text()}`)
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader()
-  let ttftMs = -1,
-    tokens = 0,
+  const times: number[] = []
+  let tokens = 0,
     buf = ''
   for (;;) {
     const { value, done } = await reader.read()
@@ -61,13 +77,21 @@ async function stream(i: number): Promise<{ tokens: number; ttftMs: number }> {
         choices: { logprobs: { tokens: string[] } | null }[]
         usage?: { completion_tokens: number }
       }
-      if (ttftMs < 0 && (ev.choices[0]?.logprobs?.tokens.length ?? 0) > 0) ttftMs = performance.now() - t0
+      const now = performance.now()
+      for (const _ of ev.choices[0]?.logprobs?.tokens ?? []) {
+        times.push(now)
+        onToken?.(times.length)
+      }
       if (ev.usage) tokens = ev.usage.completion_tokens
     }
   }
-  if (tokens !== NEW_TOKENS) throw new Error(`stream ${i}: ${tokens} tokens, expected ${NEW_TOKENS}`)
-  return { tokens, ttftMs }
+  if (tokens !== body.max_tokens) throw new Error(`completion: ${tokens} tokens, expected ${body.max_tokens}`)
+  return { tokens, ttftMs: times[0]! - t0, times }
 }
+
+/** One streaming completion of the 16-vs-1 runs. */
+const stream = (i: number) =>
+  completion(server.url, { prompt: TEXT[i % TEXT.length]!.slice(0, 60 + i), max_tokens: NEW_TOKENS, seed: i })
 
 await stream(0) // warm-up: JIT, wasm kernels
 const single: number[] = [],
@@ -92,7 +116,7 @@ for (let r = 0; r < ROUNDS; r++) {
       `${STREAMS} streams ${batched.at(-1)!.toFixed(1)} tok/s\n`,
   )
 }
-const q = (xs: number[], p: number) =>
+const q = (xs: readonly number[], p: number) =>
   [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!
 const one = median(single)
 emit({ bench: 'serve', metric: 'tokens_per_s_1_stream', value: one, unit: 'tokens/s' })
@@ -150,3 +174,87 @@ emit({
   baseline: step1,
 })
 model.dispose()
+
+// A long prompt arriving while a stream decodes: chunked prefill against one pass.
+const LONG = 1200,
+  LONG_ROUNDS = 5,
+  ARRIVALS = [40, 80, 120, 160]
+const longModel = new Gpt2LM({ vocabSize: 512, seqLen: 1536, dModel: 256, nLayers: 4, nHeads: 4 }, 0)
+const longPrompt = Array.from({ length: LONG }, (_, i) => (i * 37 + 11) % tokenizer.vocabSize)
+const modes = {
+  chunked: await startServer({ model: longModel, tokenizer, name: 'bench', port: 0, accessLog: () => {} }),
+  unchunked: await startServer({
+    model: longModel,
+    tokenizer,
+    name: 'bench',
+    port: 0,
+    maxPrefillTokens: LONG,
+    accessLog: () => {},
+  }),
+}
+type Round = { itlP99: number; arrivalTtftP99: number; longTtft: number }
+async function longRound(url: string, r: number): Promise<Round> {
+  let late: Promise<Streamed[]> | undefined
+  const decoding = await completion(
+    url,
+    { prompt: TEXT[r % TEXT.length]!, max_tokens: 40, seed: r },
+    undefined,
+    (n) => {
+      if (n !== 3) return
+      const t = performance.now()
+      late = Promise.all([
+        completion(url, { prompt: longPrompt, max_tokens: 4, seed: r }, t),
+        // each short request is timed from when it was due, whenever the event loop got to send it
+        ...ARRIVALS.map(
+          (ms, i) =>
+            new Promise<Streamed>((res, rej) =>
+              setTimeout(
+                () => completion(url, { prompt: TEXT[i]!.slice(0, 40), max_tokens: 8, seed: i }, t + ms).then(res, rej),
+                ms,
+              ),
+            ),
+        ),
+      ])
+    },
+  )
+  const [long, ...short] = await late!
+  const gaps = decoding.times.slice(1).map((t, i) => t - decoding.times[i]!)
+  return {
+    itlP99: q(gaps, 0.99),
+    arrivalTtftP99: q(
+      short.map((s) => s.ttftMs),
+      0.99,
+    ),
+    longTtft: long!.ttftMs,
+  }
+}
+const rounds: Record<keyof typeof modes, Round[]> = { chunked: [], unchunked: [] }
+for (const url of [modes.chunked.url, modes.unchunked.url]) await longRound(url, 0) // warm-up
+for (let r = 0; r < LONG_ROUNDS; r++)
+  for (const mode of ['unchunked', 'chunked'] as const) {
+    rounds[mode].push(await longRound(modes[mode].url, r))
+    const x = rounds[mode].at(-1)!
+    process.stderr.write(
+      `long prompt round ${r} ${mode}: decode ITL p99 ${x.itlP99.toFixed(0)} ms, arrivals' TTFT p99 ` +
+        `${x.arrivalTtftP99.toFixed(0)} ms, long prompt TTFT ${x.longTtft.toFixed(0)} ms\n`,
+    )
+  }
+for (const [key, metric] of [
+  ['itlP99', 'decode_itl_p99'],
+  ['arrivalTtftP99', 'arrivals_ttft_p99'],
+  ['longTtft', 'ttft'],
+] as const) {
+  const unchunked = median(rounds.unchunked.map((x) => x[key]))
+  emit({ bench: 'serve', metric: `long_prompt_${metric}_unchunked`, value: unchunked, unit: 'ms' })
+  emit({
+    bench: 'serve',
+    metric: `long_prompt_${metric}_chunked`,
+    value: median(rounds.chunked.map((x) => x[key])),
+    unit: 'ms',
+    baseline: unchunked,
+    lowerIsBetter: true,
+  })
+}
+await modes.chunked.close()
+await modes.unchunked.close()
+longModel.dispose()
