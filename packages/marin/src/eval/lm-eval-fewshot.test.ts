@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, test } from 'vitest'
 import type { LocalLanguageModel } from './local-model.js'
+import { FewshotDrawer } from './lm-eval-fewshot.js'
 import { readLmEvalTask } from './lm-eval-task.js'
 import { runTask } from './run-task.js'
 import {
@@ -60,6 +61,61 @@ const SUMS_MC = [
   'fewshot_delimiter: "\\n###\\n"',
   'num_fewshot: 2',
 ].join('\n')
+
+describe("the few-shot drawer against lm-evaluation-harness's own ContextSampler", () => {
+  /** Draws the harness's samplers.py made over the fixture data (its script and commit are in the file). */
+  const harness = JSON.parse(readFileSync(join(LM_EVAL_FIXTURES, 'harness-fewshot-draws.json'), 'utf8')) as Record<
+    string,
+    number[][]
+  >
+  const sums = [
+    { q: '2+2', choices: ['4', '5'], label: 0 },
+    { q: '3+3', choices: ['7', '6'], label: 1 },
+    { q: '1+1', choices: ['2', '3'], label: 0 },
+    { q: '5+5', choices: ['11', '10'], label: 1 },
+    { q: '4+4', choices: ['8', '9'], label: 0 },
+  ]
+  const draws = (
+    pool: Record<string, unknown>[],
+    evals: Record<string, unknown>[],
+    n: number,
+    excludeEvalDoc: boolean,
+    sampler: 'default' | 'first_n' = 'default',
+  ) => {
+    const d = new FewshotDrawer(
+      {
+        docs: pool,
+        from: 'test',
+        sampler,
+        excludeEvalDoc,
+        docToText: 'q',
+        docToTarget: 'label',
+        targetDelimiter: ' ',
+        fewshotDelimiter: '\n\n',
+      },
+      1234,
+    )
+    return evals.map((e) => d.draw(n, e).map((x) => pool.indexOf(x)))
+  }
+
+  test('the same documents, in the same order, for each evaluated document', () => {
+    const train = fixtureRows('ai2_arc/ARC-Easy/train.jsonl')
+    expect(draws(train, fixtureRows('ai2_arc/ARC-Easy/test.jsonl'), 2, false)).toEqual(harness.arc_easy_2shot)
+    expect(draws(sums, sums, 2, true)).toEqual(harness.sums_2shot_same_split)
+    expect(draws(sums, sums, 2, true, 'first_n')).toEqual(harness.sums_2shot_first_n_same_split)
+    expect(
+      draws(
+        fixtureRows('winogrande/winogrande_xl/train.jsonl'),
+        fixtureRows('winogrande/winogrande_xl/validation.jsonl'),
+        1,
+        true,
+      ),
+    ).toEqual(harness.winogrande_1shot)
+    expect(
+      draws(fixtureRows('openai/gsm8k/main/train.jsonl'), fixtureRows('openai/gsm8k/main/test.jsonl'), 5, false),
+    ).toEqual(harness.gsm8k_5shot)
+  })
+})
 
 describe('few-shot contexts as lm-evaluation-harness builds them', () => {
   test('default sampler, few-shot split = test split: Random(1234).sample(pool, n+1), the evaluated document left out', async () => {
