@@ -2,7 +2,9 @@
  * infra/ is what `kube-manifests.ts` makes, and every Kubernetes manifest in it is valid against the Kubernetes
  * OpenAPI types shipped with @kubernetes/client-node (internal/kube-schema.ts); references between them resolve.
  */
-import { readdirSync, readFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { describe, expect, test } from 'vitest'
 import { parseAllDocuments } from 'yaml'
@@ -30,12 +32,88 @@ const walk = (v: unknown, visit: (k: string, v: unknown) => void): void => {
 test('infra/ is what kube-manifests.ts generates (run: pnpm exec tsx infra/generate.ts)', () => {
   const files = infraFiles()
   for (const [path, text] of Object.entries(files)) expect(readFileSync(join(INFRA, path), 'utf8'), path).toBe(text)
-  const k8s = readdirSync(join(INFRA, 'k8s')).map((f) => `k8s/${f}`)
-  expect(k8s.sort()).toEqual(
-    Object.keys(files)
-      .filter((p) => p.startsWith('k8s/'))
-      .sort(),
-  )
+  for (const dir of ['k8s', 'systemd']) {
+    const onDisk = readdirSync(join(INFRA, dir)).map((f) => `${dir}/${f}`)
+    expect(onDisk.sort()).toEqual(
+      Object.keys(files)
+        .filter((p) => p.startsWith(`${dir}/`))
+        .sort(),
+    )
+  }
+})
+
+/** Problems of a unit file: syntax, sections and keys systemd does not know here, required keys, values. */
+function unitProblems(text: string): string[] {
+  const known: Record<string, Set<string>> = {
+    Unit: new Set(['Description', 'After', 'Wants', 'Requires', 'Documentation']),
+    Service: new Set([
+      ...['User', 'Group', 'Environment', 'EnvironmentFile', 'WorkingDirectory', 'ExecStart', 'KillSignal'],
+      ...['KillMode', 'TimeoutStopSec', 'Restart', 'RestartSec', 'StateDirectory', 'Type'],
+    ]),
+    Install: new Set(['WantedBy']),
+  }
+  const out: string[] = []
+  const seen: Record<string, Record<string, string>> = {}
+  let section: string | undefined
+  for (const [i, line] of text.split('\n').entries()) {
+    if (line === '' || line.startsWith('#')) continue
+    const sec = /^\[(\w+)\]$/.exec(line)
+    if (sec) {
+      section = sec[1]!
+      if (!known[section]) out.push(`line ${i + 1}: unknown section [${section}]`)
+      seen[section] = {}
+      continue
+    }
+    const kv = /^([A-Za-z]+)=(.*)$/.exec(line)
+    if (!kv || !section) {
+      out.push(`line ${i + 1}: not Key=value in a section: ${line}`)
+      continue
+    }
+    if (!known[section]?.has(kv[1]!)) out.push(`line ${i + 1}: unknown key ${kv[1]} in [${section}]`)
+    seen[section]![kv[1]!] = kv[2]!
+  }
+  for (const [sec, key] of [
+    ['Unit', 'Description'],
+    ['Service', 'ExecStart'],
+    ['Service', 'User'],
+    ['Service', 'Restart'],
+    ['Install', 'WantedBy'],
+  ] as const)
+    if (seen[sec]?.[key] === undefined) out.push(`[${sec}] needs ${key}`)
+  const exec = seen.Service?.ExecStart
+  if (exec !== undefined && !exec.startsWith('/')) out.push(`ExecStart must start with an absolute path: ${exec}`)
+  const restart = seen.Service?.Restart
+  if (restart !== undefined && !['no', 'always', 'on-failure', 'on-abnormal', 'on-abort'].includes(restart))
+    out.push(`Restart=${restart} is not a restart policy`)
+  for (const k of ['TimeoutStopSec', 'RestartSec'])
+    if (seen.Service?.[k] !== undefined && !/^\d+$/.test(seen.Service[k]!)) out.push(`${k} is not seconds`)
+  return out
+}
+
+describe('the systemd units', () => {
+  const units = readdirSync(join(INFRA, 'systemd')).filter((f) => f.endsWith('.service'))
+  test.each(units)('%s has the keys it needs and only keys systemd knows', (f) => {
+    expect(unitProblems(readFileSync(join(INFRA, 'systemd', f), 'utf8'))).toEqual([])
+  })
+
+  test('the unit check catches unknown keys, a missing ExecStart and a bad Restart', () => {
+    expect(unitProblems('[Unit]\nDescription=x\n[Service]\nExecStrt=/bin/true\nUser=u\nRestart=sometimes\n')).toEqual([
+      'line 4: unknown key ExecStrt in [Service]',
+      '[Service] needs ExecStart',
+      '[Install] needs WantedBy',
+      'Restart=sometimes is not a restart policy',
+    ])
+  })
+
+  // systemd's own check, where this machine has it (and the node the units start, which it checks exists).
+  const analyze = spawnSync('systemd-analyze', ['--version']).status === 0 && existsSync('/usr/bin/node')
+  test.skipIf(!analyze)('systemd-analyze verify accepts every unit without a warning', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'iris-units-'))
+    for (const f of units) copyFileSync(join(INFRA, 'systemd', f), join(dir, f))
+    const r = spawnSync('systemd-analyze', ['verify', ...units.map((f) => join(dir, f))], { encoding: 'utf8' })
+    expect(r.stderr).toBe('')
+    expect(r.status).toBe(0)
+  })
 })
 
 describe('every manifest validates against the Kubernetes OpenAPI types', () => {

@@ -1,7 +1,7 @@
 /**
  * @module The one source of `infra/`: the Kubernetes manifests (controller with its RBAC and state volume, CPU
  * workers, GPU workers, the shared data volume, the PriorityClasses of the bands), the image's Dockerfile and its
- * `.dockerignore`. `pnpm exec tsx infra/generate.ts` writes them; a test checks the files are what this makes and
+ * `.dockerignore`, and the systemd units of bare hosts. `pnpm exec tsx infra/generate.ts` writes them; a test checks the files are what this makes and
  * validates every manifest against the Kubernetes OpenAPI types.
  */
 import { stringify } from 'yaml'
@@ -268,6 +268,127 @@ site
 **/native/build
 `
 
+/** A systemd unit: its sections in order, each a list of `Key=value` pairs (a key may repeat). */
+export type SystemdUnit = { header: string; sections: [string, [string, string][]][] }
+
+const IRIS_JS = '/opt/marin-ts/packages/iris/bin/iris.js'
+
+/** The systemd units of `infra/systemd`, by file name (`infraFiles` renders them). */
+export function systemdUnits(): Record<string, SystemdUnit> {
+  const after: [string, string][] = [
+    ['After', 'network-online.target'],
+    ['Wants', 'network-online.target'],
+  ]
+  const common: [string, string][] = [
+    ['User', 'iris'],
+    ['Environment', 'LOG_FORMAT=json'],
+    ['Environment', 'MARIN_PREFIX=/var/lib/marin'],
+    ['WorkingDirectory', '/opt/marin-ts'],
+  ]
+  const install: [string, [string, string][]] = ['Install', [['WantedBy', 'multi-user.target']]]
+  return {
+    'iris-controller.service': {
+      header:
+        'iris controller on a bare host. Install the workspace at /opt/marin-ts\n' +
+        '(pnpm install), put the token in /etc/iris/token (mode 0600, owner iris),\n' +
+        'then: systemctl enable --now iris-controller',
+      sections: [
+        ['Unit', [['Description', 'iris controller (job scheduler state and API)'], ...after]],
+        [
+          'Service',
+          [
+            ...common,
+            [
+              'ExecStart',
+              [
+                '/usr/bin/node',
+                IRIS_JS,
+                'controller',
+                '--host',
+                '0.0.0.0',
+                '--port',
+                '10000',
+                '--state',
+                '/var/lib/iris/iris.sqlite',
+                '--token-file',
+                '/etc/iris/token',
+                '--worker-timeout',
+                '60s',
+              ].join(' '),
+            ],
+            // SIGTERM lets in-flight calls finish; the state is consistent at any instant anyway.
+            ['KillSignal', 'SIGTERM'],
+            ['TimeoutStopSec', '30'],
+            ['Restart', 'always'],
+            ['RestartSec', '2'],
+            ['StateDirectory', 'iris'],
+          ],
+        ],
+        install,
+      ],
+    },
+    'iris-worker.service': {
+      header:
+        "iris worker on a bare host. Set the controller's address in\n" +
+        '/etc/iris/worker.env (IRIS_CONTROLLER=controller-host:10000), the token in\n' +
+        '/etc/iris/token, then: systemctl enable --now iris-worker',
+      sections: [
+        ['Unit', [['Description', 'iris worker (runs tasks for the iris controller)'], ...after]],
+        [
+          'Service',
+          [
+            ['EnvironmentFile', '/etc/iris/worker.env'],
+            ...common,
+            [
+              'ExecStart',
+              [
+                '/usr/bin/node',
+                IRIS_JS,
+                'worker',
+                '--controller',
+                // biome-ignore lint/suspicious/noTemplateCurlyInString: systemd expands it from EnvironmentFile
+                '${IRIS_CONTROLLER}',
+                '--work-dir',
+                '/var/lib/iris-worker/work',
+                '--store',
+                'file:///var/lib/marin/store',
+                '--token-file',
+                '/etc/iris/token',
+                '--kill-grace',
+                '30s',
+                '--cleanup-ttl',
+                '1d',
+              ].join(' '),
+            ],
+            // The worker SIGTERMs its tasks and waits up to --kill-grace for them; the rest of the group is
+            // SIGKILLed after TimeoutStopSec.
+            ['KillSignal', 'SIGTERM'],
+            ['KillMode', 'mixed'],
+            ['TimeoutStopSec', '60'],
+            ['Restart', 'always'],
+            ['RestartSec', '2'],
+            ['StateDirectory', 'iris-worker'],
+          ],
+        ],
+        install,
+      ],
+    },
+  }
+}
+
+/** The text of a unit file. */
+export function renderUnit(u: SystemdUnit): string {
+  const lines = [
+    ...u.header.split('\n').map((l) => `# ${l}`),
+    '# Generated from packages/iris/src/kube-manifests.ts; do not edit by hand.',
+  ]
+  for (const [name, keys] of u.sections) {
+    lines.push(`[${name}]`, ...keys.map(([k, v]) => `${k}=${v}`))
+    if (name !== u.sections.at(-1)![0]) lines.push('')
+  }
+  return `${lines.join('\n')}\n`
+}
+
 const yamlOf = (header: string, docs: Obj[]) =>
   `# ${header}\n# Generated from packages/iris/src/kube-manifests.ts; do not edit by hand.\n` +
   docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n')
@@ -291,5 +412,6 @@ export function infraFiles(): Record<string, string> {
       data(),
     ]),
     'k8s/priority-classes.yaml': yamlOf('The PriorityClasses of iris priority bands.', priorityClasses()),
+    ...Object.fromEntries(Object.entries(systemdUnits()).map(([f, u]) => [`systemd/${f}`, renderUnit(u)])),
   }
 }
