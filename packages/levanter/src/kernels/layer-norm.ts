@@ -9,6 +9,7 @@ import * as tf from '@tensorflow/tfjs'
 import { columnSum } from './column-sum.js'
 import { nativeKernels } from './native-ops.js'
 import { heapKernel, heapKernels } from './wasm-heap.js'
+import { deviceLayerNorm } from '../webgpu/kernels/layer-norm.js'
 
 type Save = (s: tf.Tensor[]) => void
 
@@ -113,5 +114,7 @@ export function fusedLayerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor, eps: nu
   let f = cores.get(eps)
   if (!f) cores.set(eps, (f = core(eps)))
   const D = x.shape[x.rank - 1]!
-  return tf.reshape(f(tf.reshape(x, [-1, D]), g, b) as tf.Tensor, x.shape)
+  const x2 = tf.reshape(x, [-1, D])
+  // on webgpu one WGSL kernel each way (webgpu/kernels/layer-norm.ts)
+  return tf.reshape(deviceLayerNorm(x2, g, b, eps) ?? (f(x2, g, b) as tf.Tensor), x.shape)
 }

@@ -6,6 +6,7 @@
 import * as tf from '@tensorflow/tfjs'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
+import { fusedLayerNorm } from '../kernels/layer-norm.js'
 import { fusedBiasSoftmax, fusedCausalSoftmax } from '../kernels/softmax.js'
 import { matMulT } from '../kernels/transpose-last.js'
 import { causalBias } from '../models/layers.js'
@@ -129,6 +130,43 @@ describe('WGSL softmax', () => {
     expectClose(got[1]!, want[1]!, 1e-6, 'gradient')
     // batch row 0 is causal at `offset`: bit for bit the causal kernel's rows
     expect(Array.from(got[0]!.subarray(0, H * T * S))).toEqual(Array.from(causalY.subarray(0, H * T * S)))
+  })
+})
+
+describe('WGSL LayerNorm', () => {
+  // rows and widths off any workgroup size, one row wider than the workgroup
+  test.each([
+    [7, 37],
+    [3, 300],
+  ])('LayerNorm [%i, %i]: values and gradients for x, gain and bias equal the plain formula on cpu', async (N, D) => {
+    const x = normals(N * D, 11, 2),
+      g = normals(D, 12),
+      b = normals(D, 13),
+      w = normals(N * D, 14)
+    const plain = (a: tf.Tensor, c: tf.Tensor, d: tf.Tensor) => {
+      const { mean, variance } = tf.moments(a, -1, true)
+      return tf.add(tf.mul(tf.mul(tf.sub(a, mean), tf.rsqrt(tf.add(variance, 1e-5))), c), d)
+    }
+    const run = (ln: typeof plain) => {
+      const xs = [tf.tensor2d(x, [N, D]), tf.tensor1d(g), tf.tensor1d(b)] as const
+      const wt = tf.tensor2d(w, [N, D])
+      const loss = (a: tf.Tensor, c: tf.Tensor, d: tf.Tensor) => tf.sum(tf.mul(ln(a, c, d), wt))
+      return [ln(...xs), ...tf.grads(loss)([...xs])]
+    }
+    const fused = (a: tf.Tensor, c: tf.Tensor, d: tf.Tensor) => fusedLayerNorm(a, c, d, 1e-5)
+    const names = await kernelsOf(() => run(fused))
+    expect(names).toContain('LevanterLayerNorm')
+    expect(names).toContain('LevanterLayerNormGrad')
+    expect(names).not.toContain('Mean')
+    const outs = run(fused)
+    const got: Float32Array[] = []
+    for (const t of outs) got.push((await t.data()) as Float32Array)
+    tf.dispose(outs)
+    const want = await onCpu(() => run(plain).map((t) => t.dataSync()))
+    ;['y', 'dx', 'dgain', 'dbias'].forEach((what, i) => {
+      const scale = Math.max(1, ...Array.from(want[i]!, Math.abs))
+      expectClose(got[i]!, want[i]!, 2e-6 * scale, what)
+    })
   })
 })
 

@@ -6,9 +6,10 @@
 import * as tf from '@tensorflow/tfjs'
 import type { KernelConfig } from '@tensorflow/tfjs'
 import { ADAMW_KERNELS } from './adamw.js'
+import { LAYER_NORM_KERNELS } from './layer-norm.js'
 import { SOFTMAX_KERNELS } from './softmax.js'
 
-export const WEBGPU_KERNELS: readonly KernelConfig[] = [...ADAMW_KERNELS, ...SOFTMAX_KERNELS]
+export const WEBGPU_KERNELS: readonly KernelConfig[] = [...ADAMW_KERNELS, ...SOFTMAX_KERNELS, ...LAYER_NORM_KERNELS]
 
 /** Register the WGSL kernels for 'webgpu' (whether or not that backend runs here; idempotent). */
 export function registerWebGpuKernels(): void {
