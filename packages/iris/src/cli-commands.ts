@@ -10,4 +10,5 @@ export const COMMANDS = {
   controller: 'run the controller (state in SQLite, gRPC API)',
   worker: 'run a worker that takes tasks from a controller',
   cluster: 'clusters in one process',
+  materialize: "put --mount artifacts in a task directory (a task Pod's init container runs it)",
 } as const

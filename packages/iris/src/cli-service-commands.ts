@@ -12,6 +12,7 @@ import { grpcLink } from './grpc-link.js'
 import { isIrisError } from './errors.js'
 import { kubernetesPlatform } from './kube-platform.js'
 import { LocalCluster } from './local-cluster.js'
+import { checkMountPath, parseMount } from './mount-spec.js'
 import { finestoreMounts } from './mounts.js'
 import { parseResources } from './resources.js'
 import { Worker } from './worker.js'
@@ -131,6 +132,10 @@ export function defineCluster(cmd: Command, io: CliIo): void {
     .option('--volume <claim:path>', 'k8s: mount a PersistentVolumeClaim into every task Pod (repeatable)', collect, [])
     .option('--pod-ttl <duration>', 'k8s: delete finished Pods this long after they end', '1h')
     .option('--advertise <address>', 'k8s: the controller address task Pods use (default: the bound address)')
+    .option(
+      '--mount-store <url>',
+      'k8s: the finestore store as task Pods see it (e.g. file:///data/.marin/store on a --volume); enables --mount',
+    )
     .addOption(
       new Option('--pod-stderr <mode>', 'k8s: tagged (stderr apart from stdout; needs /bin/sh) or merged')
         .choices(['tagged', 'merged'])
@@ -178,6 +183,22 @@ export function defineCluster(cmd: Command, io: CliIo): void {
     })
 }
 
+/** `iris materialize`: what the init container of a task Pod with `--mount` runs (`kube-pods.ts`). */
+export function defineMaterialize(cmd: Command, io: CliIo): void {
+  cmd
+    .requiredOption('--store <url>', 'the finestore store to read')
+    .requiredOption('--dest <dir>', 'the task directory; each mount lands at <dir>/<path>')
+    .argument('<mounts...>', 'ARTIFACT[@VERSION]:path, as in iris submit --mount')
+    .action(async (mounts: string[], o: { store: string; dest: string }) => {
+      const materialize = finestoreMounts(o.store)
+      for (const text of mounts) {
+        const m = parseMount(text)
+        await materialize(m, join(resolve(o.dest), checkMountPath(m.path)))
+        io.out(`mounted ${text}`)
+      }
+    })
+}
+
 const collect = (v: string, all: string[] = []) => [...all, v]
 
 async function kubernetesOf(o: Record<string, string | string[] | undefined>) {
@@ -188,6 +209,7 @@ async function kubernetesOf(o: Record<string, string | string[] | undefined>) {
       volumes: o.volume as string[],
       podTtlMs: parseDuration(o.podTtl as string, '--pod-ttl'),
       stderr: o.podStderr as 'tagged' | 'merged',
+      ...(o.mountStore ? { mountStore: o.mountStore as string } : {}),
       ...(o.kubeconfig ? { kubeconfig: o.kubeconfig as string } : {}),
       ...(o.advertise ? { advertise: o.advertise as string } : {}),
     })

@@ -35,6 +35,7 @@ function spec(io: CliIo): CliSpec {
       { name: 'controller', description: COMMANDS.controller, load: services((m) => m.defineController) },
       { name: 'worker', description: COMMANDS.worker, load: services((m) => m.defineWorker) },
       { name: 'cluster', description: COMMANDS.cluster, load: services((m) => m.defineCluster) },
+      { name: 'materialize', description: COMMANDS.materialize, load: services((m) => m.defineMaterialize) },
     ],
     isUsageError: (err) => isIrisError(err) && USAGE_CODES.has(err.code),
   }

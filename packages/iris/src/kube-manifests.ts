@@ -92,6 +92,9 @@ function controller(): Obj[] {
                   IMAGE,
                   '--volume',
                   `${DATA_CLAIM}:/data`,
+                  // The store the CPU and GPU workers use, as task Pods see it: `--mount` works on Pods too.
+                  '--mount-store',
+                  'file:///data/.marin/store',
                   '--pod-ttl',
                   '1h',
                 ],

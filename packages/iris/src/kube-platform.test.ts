@@ -16,6 +16,8 @@ import { ATTEMPT_ANNOTATION, KUBE_RBAC_RULES, podManifests, STDERR_WRAPPER } fro
 import { JobScheduler } from './job-scheduler.js'
 import { kubernetesPlatform } from './kube-platform.js'
 import { LocalCluster } from './local-cluster.js'
+import { IRIS_BIN } from './internal/test-processes.js'
+import { openStore } from '@marin/finestore'
 
 const NS = 'iris-test'
 let api: FakeKubeApi
@@ -355,11 +357,80 @@ test('a Pending pod is PENDING with why it waits; Running is RUNNING; then the p
   }
 })
 
+test('--mount on Pods: an init container materializes the artifact from the store on a shared volume', async () => {
+  const data = mkdtempSync(join(tmpdir(), 'iris-k8s-data-'))
+  const store = await openStore({ url: `file://${join(data, 'store')}` })
+  await store.commit('datasets/tiny', async (txn) => {
+    await txn.put('train.txt', 'one\ntwo\n')
+  })
+  await store.commit('datasets/tiny', async (txn) => {
+    await txn.put('train.txt', 'version two\n')
+  })
+  store.close()
+  const own = await LocalCluster.start({
+    prefix: mkdtempSync(join(tmpdir(), 'iris-k8s-mounts-')),
+    heartbeatMs: 200,
+    kubernetes: {
+      kubeConfig: api.kubeConfig('mounts'),
+      namespace: 'mounts',
+      defaultImage: 'marin-ts:test',
+      volumes: [{ name: 'data', claimName: 'marin-data', mountPath: '/data' }],
+      mountStore: 'file:///data/store',
+      mountCommand: [process.execPath, IRIS_BIN],
+      rewatchDelayMs: 50,
+    },
+  })
+  const kubelet = api.startKubelet({ namespace: 'mounts', root: data, claims: { 'marin-data': data } })
+  const client = own.client()
+  try {
+    const read =
+      'const fs = require("fs"); console.log(fs.readFileSync(process.env.IRIS_MOUNT_IN_DATA + "/train.txt", "utf8"))'
+    const id = await client.submit({
+      name: 'mounted',
+      command: [process.execPath, '-e', read],
+      mounts: ['datasets/tiny@1:in/data'],
+      image: 'python:3.12',
+    })
+    const job = await client.wait(id, { timeoutMs: 60_000 })
+    const lines: string[] = []
+    for await (const l of client.logs(id)) lines.push(l.line)
+    expect(job.state, JSON.stringify(job.tasks)).toBe('SUCCEEDED')
+    expect(lines).toEqual(['one', 'two', ''])
+    const pod = api.pods('mounts')[0]!
+    const init = pod.spec!.initContainers![0]!
+    expect(init.image).toBe('marin-ts:test')
+    expect(init.args).toEqual([
+      'materialize',
+      '--store',
+      'file:///data/store',
+      '--dest',
+      '/workspace',
+      'datasets/tiny@1:in/data',
+    ])
+    expect(init.volumeMounts).toEqual([
+      { name: 'workspace', mountPath: '/workspace' },
+      { name: 'data', mountPath: '/data' },
+    ])
+    const env = Object.fromEntries(pod.spec!.containers[0]!.env!.map((e) => [e.name, e.value]))
+    expect(env.IRIS_MOUNT_IN_DATA).toBe('/workspace/in/data')
+    expect(JSON.parse(env.IRIS_MOUNTS!)).toEqual({ 'in/data': '/workspace/in/data' })
+    // A mount that cannot be materialized fails the attempt with the init container's reason.
+    const bad = await client.submit({ name: 'nomount', command: ['true'], mounts: ['datasets/none:data'] })
+    const failed = await client.wait(bad, { timeoutMs: 60_000 })
+    expect(failed.state).toBe('FAILED')
+    expect(failed.tasks[0]!.error).toMatch(/^mount failed \(init container exit 1\): .*datasets\/none/s)
+  } finally {
+    client.close()
+    await kubelet.close()
+    await own.stop()
+  }
+})
+
 test('a job with --mount is refused on Pods with a reason naming the option; no Pod is made', async () => {
   const id = await iris.submit({ name: 'mounted', command: ['true'], mounts: ['dataset@1:data'] })
   const job = await iris.wait(id, { timeoutMs: 30_000 })
   expect(job.state).toBe('FAILED')
-  expect(job.tasks[0]!.error).toMatch(/--mount.*not materialize.*--volume CLAIM:\/path/)
+  expect(job.tasks[0]!.error).toMatch(/--mount.*no --mount-store/)
   expect(api.calls.filter((c) => c.method === 'POST' && c.path.endsWith('/pods'))).toEqual([])
 })
 

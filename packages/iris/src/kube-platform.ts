@@ -23,6 +23,8 @@ export type KubernetesPlatformOptions = {
   /** `tagged`: stderr lines kept apart from stdout (the image needs `/bin/sh` and `mkfifo`); `merged`: the job's
    * command alone, all output shown as stdout. @default 'tagged' */
   stderr?: 'tagged' | 'merged'
+  /** The finestore store as task Pods see it (e.g. `file:///data/.marin/store` on a volume): `--mount` works. */
+  mountStore?: string
 }
 
 /**
@@ -57,5 +59,6 @@ export async function kubernetesPlatform(
     ...(o.podTtlMs !== undefined ? { podTtlMs: o.podTtlMs } : {}),
     ...(o.advertise ? { advertise: o.advertise } : {}),
     ...(o.stderr ? { stderr: o.stderr } : {}),
+    ...(o.mountStore ? { mountStore: o.mountStore } : {}),
   }
 }

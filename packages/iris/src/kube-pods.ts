@@ -115,7 +115,17 @@ export type KubePodsOptions = {
   /** `tagged`: the container runs `STDERR_WRAPPER`, so `iris logs` tells stderr from stdout; `merged`: the job's
    * command alone (for images without `/bin/sh`), every line shown as stdout. @default 'tagged' */
   stderr?: 'tagged' | 'merged'
+  /** The finestore store as task Pods see it (`file:///data/.marin/store` on the shared volume): jobs with
+   * `--mount` get an init container that materializes their artifacts into `/workspace` from it. Without it they
+   * are refused. */
+  mountStore?: string
+  /** How the init container starts the iris CLI, in the platform's image.
+   * @default ['node', '/opt/marin-ts/packages/iris/bin/iris.js'] */
+  mountCommand?: readonly string[]
 }
+
+/** The iris CLI in the image `infra/Dockerfile` builds. */
+const IMAGE_IRIS = ['node', '/opt/marin-ts/packages/iris/bin/iris.js']
 
 /** What `run` needs besides the assignment: the environment split into plain values and secret values. */
 export type PodTaskInput = {
@@ -160,7 +170,14 @@ export function podManifests(
   input: Omit<PodTaskInput, 'onLine'>,
   opts: Pick<
     KubePodsOptions,
-    'namespace' | 'platformId' | 'defaultImage' | 'volumes' | 'serviceAccountName' | 'stderr'
+    | 'namespace'
+    | 'platformId'
+    | 'defaultImage'
+    | 'volumes'
+    | 'serviceAccountName'
+    | 'stderr'
+    | 'mountStore'
+    | 'mountCommand'
   > & {
     killGraceMs: number
   },
@@ -201,6 +218,46 @@ export function podManifests(
   const limits: Record<string, string> = { ...requests }
   if (r.gpu > 0) requests['nvidia.com/gpu'] = limits['nvidia.com/gpu'] = String(r.gpu)
   const volumes = opts.volumes ?? []
+  const volumeMounts = [
+    { name: 'workspace', mountPath: '/workspace' },
+    ...volumes.map((v) => ({
+      name: v.name,
+      mountPath: v.mountPath,
+      ...(v.readOnly ? { readOnly: true } : {}),
+    })),
+  ]
+  // `--mount`: materialized by the iris CLI (`iris materialize`) in an init container of the platform's image,
+  // from the store on a volume, into the workspace; the task finds them as on a worker (IRIS_MOUNT_*, IRIS_MOUNTS).
+  const mounts = a.spec.mounts
+  if (mounts.length > 0) {
+    if (!opts.mountStore) throw new Error('podManifests: a job with mounts needs mountStore')
+    for (const m of mounts) env.push({ name: mountEnvName(m.path), value: `/workspace/${m.path}` })
+    env.push({
+      name: 'IRIS_MOUNTS',
+      value: JSON.stringify(Object.fromEntries(mounts.map((m) => [m.path, `/workspace/${m.path}`]))),
+    })
+  }
+  const initContainers =
+    mounts.length > 0
+      ? [
+          {
+            name: 'mounts',
+            image: opts.defaultImage,
+            command: [...(opts.mountCommand ?? IMAGE_IRIS)],
+            args: [
+              'materialize',
+              '--store',
+              opts.mountStore!,
+              '--dest',
+              '/workspace',
+              ...mounts.map((m) => `${m.version === undefined ? m.artifact : `${m.artifact}@${m.version}`}:${m.path}`),
+            ],
+            // Why a mount failed is the container's last output (`terminated.message`).
+            terminationMessagePolicy: 'FallbackToLogsOnError',
+            volumeMounts,
+          },
+        ]
+      : undefined
   const pod: V1Pod = {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -223,16 +280,10 @@ export function podManifests(
           workingDir: '/workspace',
           env,
           resources: { requests, limits },
-          volumeMounts: [
-            { name: 'workspace', mountPath: '/workspace' },
-            ...volumes.map((v) => ({
-              name: v.name,
-              mountPath: v.mountPath,
-              ...(v.readOnly ? { readOnly: true } : {}),
-            })),
-          ],
+          volumeMounts,
         },
       ],
+      ...(initContainers ? { initContainers } : {}),
       volumes: [
         { name: 'workspace', emptyDir: {} },
         ...volumes.map((v) => ({
@@ -246,6 +297,9 @@ export function podManifests(
   const data = Object.fromEntries(secretNames.map((k) => [k, Buffer.from(input.secretEnv[k]!).toString('base64')]))
   return { secret: { apiVersion: 'v1', kind: 'Secret', metadata, type: 'Opaque', data }, pod }
 }
+
+/** The variable naming a mount's path, as on a worker (`data/ckpt` → `IRIS_MOUNT_DATA_CKPT`). */
+const mountEnvName = (path: string) => `IRIS_MOUNT_${path.replace(/[^A-Za-z0-9]/g, '_').toUpperCase()}`
 
 /** Reasons Kubernetes gives when a Pod ends through no fault of its task: retried as a lost worker. */
 const DISRUPTIONS = new Set([
@@ -281,6 +335,15 @@ export function podVerdict(pod: V1Pod): PodVerdict {
         final: true,
         state: 'WORKER_FAILED',
         error: `pod ${pod.metadata?.name} ${disruption}${st.message ? `: ${st.message}` : ''}`,
+      }
+    const init = st.initContainerStatuses?.find((s) => s.state?.terminated && s.state.terminated.exitCode !== 0)?.state
+      ?.terminated
+    if (init && !term)
+      return {
+        final: true,
+        state: 'FAILED',
+        exitCode: init.exitCode,
+        error: `mount failed (init container exit ${init.exitCode})${init.message ? `: ${init.message.trim()}` : ''}`,
       }
     const why = term?.reason ?? st.reason ?? 'Failed'
     const exitCode = term?.exitCode
@@ -343,6 +406,11 @@ export class KubePods {
 
   get namespace(): string {
     return this.opts.namespace
+  }
+
+  /** Whether jobs with `--mount` can run here (a `mountStore` was given). */
+  get mountsSupported(): boolean {
+    return this.opts.mountStore !== undefined
   }
 
   /**

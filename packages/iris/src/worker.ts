@@ -369,13 +369,15 @@ export class Worker {
 
   /** An attempt as a Kubernetes Pod: the variables a process would get, less this host's own environment. */
   private async launchPod(h: Held, a: TaskAssignment, pods: KubePods): Promise<void> {
-    if (a.spec.mounts.length > 0)
+    if (a.spec.mounts.length > 0 && !pods.mountsSupported)
       return this.finish(h, {
         state: 'FAILED',
         error:
-          'refused: the job has --mount, which the k8s platform does not materialize into Pods; read the data ' +
-          'from a volume every Pod mounts (iris cluster start --volume CLAIM:/path) or run the job on iris workers',
+          'refused: the job has --mount but this k8s platform has no --mount-store (the finestore store as Pods ' +
+          'see it, e.g. file:///data/.marin/store on a --volume every Pod mounts); start it with one, or run the ' +
+          'job on iris workers',
       })
+    for (const m of a.spec.mounts) checkMountPath(m.path)
     const secretEnv: Record<string, string> = {}
     for (const [name, spec] of Object.entries(a.spec.secrets ?? {})) secretEnv[name] = secretStore.resolve(spec, name)
     if (a.token !== undefined) secretEnv.IRIS_TOKEN = a.token

@@ -209,7 +209,8 @@ export class FakeKubeApi {
    * Secrets) over `baseEnv` (the image's environment; @default PATH only) and a `TMPDIR` of its own. The image is not pulled: the command
    * must exist here. Volumes are host folders: each `emptyDir` a new folder under `root`, each PVC the folder
    * `claims` names for it (a Pod naming another claim fails with `FailedMount`); `workingDir` and env values under
-   * a volume's `mountPath` are rewritten to the host folder. Every stdout and stderr line is appended to the Pod's
+   * a volume's `mountPath` are rewritten to the host folder, in args too (also as `file://` URLs). Init containers
+   * run first, one after the other; one that fails fails the Pod with its last output as the message. Every stdout and stderr line is appended to the Pod's
    * log (which, as in Kubernetes, merges them); the Pod ends Succeeded or Failed with the exit code. Deleting the
    * Pod SIGTERMs the process (SIGKILL after the Pod's grace period). `holdPending` keeps new Pods Pending (waiting
    * with that reason) until `release` is called.
@@ -246,44 +247,96 @@ export class FakeKubeApi {
           hostPath.set(v.name, dir)
         }
       }
-      const mounts = (c.volumeMounts ?? []).map((m) => [m.mountPath, hostPath.get(m.name)!] as const)
-      const mapPath = (p: string) => {
-        for (const [at, dir] of mounts) if (p === at || p.startsWith(`${at}/`)) return dir + p.slice(at.length)
-        return p
+      type Container = NonNullable<V1Pod['spec']>['containers'][number]
+      const spawnContainer = (ctr: Container) => {
+        const mounts = (ctr.volumeMounts ?? []).map((m) => [m.mountPath, hostPath.get(m.name)!] as const)
+        const mapPath = (p: string) => {
+          const url = p.startsWith('file:///')
+          const path = url ? p.slice('file://'.length) : p
+          for (const [at, dir] of mounts)
+            if (path === at || path.startsWith(`${at}/`)) return `${url ? 'file://' : ''}${dir}${path.slice(at.length)}`
+          return p
+        }
+        const env: Record<string, string> = {
+          // A container's own /tmp.
+          TMPDIR: mkdtempSync(join(o.root, 'tmp-')),
+          ...(o.baseEnv ?? { PATH: process.env.PATH ?? '/usr/bin:/bin' }),
+        }
+        for (const e of ctr.env ?? []) {
+          const ref = e.valueFrom?.secretKeyRef
+          if (ref) {
+            const data = this.store.secrets.get(`${o.namespace}/${ref.name}`)?.data as
+              | Record<string, string>
+              | undefined
+            env[e.name] = Buffer.from(data?.[ref.key] ?? '', 'base64').toString()
+          } else env[e.name] = mapPath(e.value ?? '')
+        }
+        const argv = [...(ctr.command ?? []), ...(ctr.args ?? []).map(mapPath)]
+        const child = spawn(argv[0]!, argv.slice(1), {
+          cwd: mapPath(ctr.workingDir ?? o.root),
+          env,
+          stdio: ['ignore', 'pipe', 'pipe'],
+          // The container: SIGKILL reaches every process in it.
+          detached: true,
+        })
+        procs.set(key, child)
+        const closed = new Promise<number>((r) =>
+          child.once('close', () =>
+            r(child.exitCode ?? 128 + ({ SIGTERM: 15, SIGKILL: 9 }[child.signalCode as string] ?? 1)),
+          ),
+        )
+        return { child, closed }
       }
-      const env: Record<string, string> = {
-        // A container's own /tmp.
-        TMPDIR: mkdtempSync(join(o.root, 'tmp-')),
-        ...(o.baseEnv ?? { PATH: process.env.PATH ?? '/usr/bin:/bin' }),
-      }
-      for (const e of c.env ?? []) {
-        const ref = e.valueFrom?.secretKeyRef
-        if (ref) {
-          const data = this.store.secrets.get(`${o.namespace}/${ref.name}`)?.data as Record<string, string> | undefined
-          env[e.name] = Buffer.from(data?.[ref.key] ?? '', 'base64').toString()
-        } else env[e.name] = mapPath(e.value ?? '')
-      }
-      const argv = [...(c.command ?? []), ...(c.args ?? [])]
-      const child = spawn(argv[0]!, argv.slice(1), {
-        cwd: mapPath(c.workingDir ?? o.root),
-        env,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        // The container: SIGKILL reaches every process in it.
-        detached: true,
+      const status = (ctr: string, state: object) => ({
+        name: ctr,
+        ready: false,
+        restartCount: 0,
+        image: '',
+        imageID: '',
+        state,
       })
-      procs.set(key, child)
       started.push(name)
-      this.run(o.namespace, name)
-      for (const s of [child.stdout!, child.stderr!])
-        createInterface({ input: s, crlfDelay: Infinity }).on('line', (l) => this.appendLog(o.namespace, name, l))
-      const closed = new Promise<void>((r) => child.once('close', () => r()))
-      child.once('error', (err) => this.appendLog(o.namespace, name, `exec: ${err.message}`))
-      void closed.then(() => {
-        procs.delete(key)
-        if (!this.store.pods.has(key)) return
-        const code = child.exitCode ?? 128 + ({ SIGTERM: 15, SIGKILL: 9 }[child.signalCode as string] ?? 1)
-        this.exit(o.namespace, name, code)
-      })
+      // Init containers run one after the other before the task; one that fails fails the Pod (restartPolicy
+      // Never), its last output as `terminated.message` (FallbackToLogsOnError).
+      const inits = pod.spec!.initContainers ?? []
+      const runInit = (i: number): void => {
+        if (i === inits.length) return runTask()
+        const ic = inits[i]!
+        const { child, closed } = spawnContainer(ic)
+        const out: string[] = []
+        for (const s of [child.stdout!, child.stderr!])
+          createInterface({ input: s, crlfDelay: Infinity }).on('line', (l) => out.push(l))
+        this.setStatus(o.namespace, name, {
+          phase: 'Pending',
+          initContainerStatuses: [status(ic.name, { running: { startedAt: new Date().toISOString() } })],
+        })
+        void closed.then((code) => {
+          procs.delete(key)
+          if (!this.store.pods.has(key)) return
+          if (code === 0) return runInit(i + 1)
+          this.setStatus(o.namespace, name, {
+            phase: 'Failed',
+            initContainerStatuses: [
+              status(ic.name, {
+                terminated: { exitCode: code, reason: 'Error', message: out.slice(-80).join('\n').slice(-2048) },
+              }),
+            ],
+            containerStatuses: [status('task', { waiting: { reason: 'PodInitializing' } })],
+          })
+        })
+      }
+      const runTask = () => {
+        const { child, closed } = spawnContainer(c)
+        this.run(o.namespace, name)
+        for (const s of [child.stdout!, child.stderr!])
+          createInterface({ input: s, crlfDelay: Infinity }).on('line', (l) => this.appendLog(o.namespace, name, l))
+        child.once('error', (err) => this.appendLog(o.namespace, name, `exec: ${err.message}`))
+        void closed.then((code) => {
+          procs.delete(key)
+          if (this.store.pods.has(key)) this.exit(o.namespace, name, code)
+        })
+      }
+      runInit(0)
     }
     const onChange = () => {
       for (const [key, p] of this.store.pods) {
