@@ -58,7 +58,7 @@ describe('gsm8k.yaml (unchanged upstream): 5-shot generate_until with filter_lis
         (s, u) => (s.includes(u) ? s.slice(0, s.indexOf(u)) : s),
         o,
       )
-      const strict = pyFindallGroups(/#### (\-?[0-9\.\,]+)/g, cut)[0]?.[0]?.trim() ?? '[invalid]'
+      const strict = pyFindallGroups(/#### (-?[0-9.,]+)/g, cut)[0]?.[0]?.trim() ?? '[invalid]'
       const last = pyFindallGroups(/(-?[$0-9.,]{2,})|(-?[0-9]+)/g, cut).at(-1)
       const flexible = last ? (last.find((g) => g !== '') ?? '[invalid]').trim() : '[invalid]'
       const rec = r.records[i] as { prediction: string; filtered: Record<string, string> }
