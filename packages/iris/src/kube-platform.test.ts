@@ -303,7 +303,7 @@ test('with stderr "merged" the container runs the job command itself', () => {
     taskIndex: 0,
     attempt: 1,
     numTasks: 1,
-    spec: { command: ['echo', 'hi'], resources: { cpu: 1, memory: 1, gpu: 0 }, priority: 'batch' },
+    spec: { command: ['echo', 'hi'], resources: { cpu: 1, memory: 1, gpu: 0 }, priority: 'batch', mounts: [] },
   } as never
   const opts = { namespace: NS, platformId: 'p', defaultImage: 'i', killGraceMs: 1000 }
   const merged = podManifests({ assignment, env: {}, secretEnv: {} }, { ...opts, stderr: 'merged' }).pod
