@@ -130,4 +130,25 @@ describe('gsm8k.yaml (unchanged upstream): 5-shot generate_until with filter_lis
       /fn\.yaml: fewshot_config\.samples: !function utils\.list_fewshot_samples is Python/,
     )
   })
+
+  test('a list target (several accepted answers) scores exact_match when any of them matches, as lm-eval does', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lm-eval-multi-'))
+    // What this model says after the prompt, cut at the newline: one of the accepted answers below.
+    const [said] = await local.generate([{ context: 'Q: the cat sat on the\nA:', maxTokens: 4 }])
+    const answer = said!.split('\n')[0]!.trim()
+    expect(answer).not.toBe('')
+    writeFileSync(
+      join(dir, 'qa.jsonl'),
+      `${JSON.stringify({ q: 'the cat sat on the', answers: ['zzz', answer] })}\n${JSON.stringify({ q: 'the cat sat on the', answers: ['zzz', 'yyy'] })}\n`,
+    )
+    writeFileSync(
+      join(dir, 'qa.yaml'),
+      'task: multi_qa\ndataset_path: json\ndataset_kwargs:\n  data_files: qa.jsonl\ntest_split: train\n' +
+        'output_type: generate_until\ndoc_to_text: "Q: {{q}}\\nA:"\ndoc_to_target: "{{answers}}"\n' +
+        'generation_kwargs:\n  until: ["\\n"]\n  max_gen_toks: 4\n',
+    )
+    const r = await runTask(new Recording(local), await readLmEvalTask(join(dir, 'qa.yaml')))
+    expect(r.records.map((x) => x.exactMatch)).toEqual([1, 0])
+    expect(r.metrics[0]!.value).toBe(0.5)
+  })
 })

@@ -14,7 +14,7 @@
 import { MarinError } from '../errors.js'
 import type { LanguageModel } from './language-model.js'
 import { splitBoundary } from './language-model.js'
-import { asIndex, choicesOf, text as fieldText, value } from './lm-eval-fields.js'
+import { asIndex, choicesOf, text as fieldText, listLiteral, value } from './lm-eval-fields.js'
 import { FewshotDrawer, exampleText } from './lm-eval-fewshot.js'
 import { applyFilter, exactMatchScore } from './lm-eval-filters.js'
 import type { Doc } from './lm-eval-functions.js'
@@ -194,12 +194,16 @@ async function generateUntil(model: LanguageModel, t: LmEvalTask, docs: readonly
   const ctx = docs.map(
     (doc, i) => pre[i]! + String(value(t.docToText, doc, `${t.source}: doc_to_text of document ${i}`)),
   )
-  const targets = docs.map((doc, i) => {
-    const v = value(t.docToTarget, doc, `${t.source}: doc_to_target of document ${i}`)
+  // Each document's accepted answers: a list target (several answers) scores when any matches, as lm-eval's
+  // multiple targets do.
+  const targets = docs.map((doc, i): string[] => {
+    const v = listLiteral(value(t.docToTarget, doc, `${t.source}: doc_to_target of document ${i}`))
     // With choices the target is an index into them, as the harness reads it.
-    if (t.docToChoice === undefined) return String(Array.isArray(v) ? v[0] : v)
-    const ch = choicesOf(t.docToChoice, doc, `${t.source}: doc_to_choice of document ${i}`) as unknown[]
-    return String(ch[asIndex(v) ?? -1] ?? v)
+    if (t.docToChoice !== undefined) {
+      const ch = choicesOf(t.docToChoice, doc, `${t.source}: doc_to_choice of document ${i}`) as unknown[]
+      return [String(ch[asIndex(v) ?? -1] ?? v)]
+    }
+    return Array.isArray(v) ? v.map(String) : [String(v)]
   })
   const outs = await model.generate(ctx.map((context) => ({ context, maxTokens: t.maxGenTokens })))
   const em = t.metrics.find((m) => m.metric === 'exact_match') ?? {
@@ -214,10 +218,12 @@ async function generateUntil(model: LanguageModel, t: LmEvalTask, docs: readonly
       if (at >= 0 && at < end) end = at
     }
     const cut = generated.slice(0, end)
-    const base = { index, context: ctx[index], target: targets[index], generated }
+    const golds = targets[index]!
+    const score = (pred: string) => Math.max(...golds.map((g) => exactMatchScore(pred, g, em)))
+    const base = { index, context: ctx[index], target: golds.length === 1 ? golds[0] : golds, generated }
     if (!t.filters) {
       const prediction = cut.trim()
-      return { ...base, prediction, exactMatch: exactMatchScore(prediction, targets[index]!, em) }
+      return { ...base, prediction, exactMatch: score(prediction) }
     }
     const filtered: Record<string, string> = {}
     const exactMatch: Record<string, number> = {}
@@ -225,7 +231,7 @@ async function generateUntil(model: LanguageModel, t: LmEvalTask, docs: readonly
       const v = applyFilter(f, [cut])
       // A pipeline without take_first leaves a list of responses; there is one here.
       filtered[f.name] = String(Array.isArray(v) ? v[0] : v)
-      exactMatch[f.name] = exactMatchScore(filtered[f.name]!, targets[index]!, em)
+      exactMatch[f.name] = score(filtered[f.name]!)
     }
     return { ...base, prediction: cut, filtered, exactMatch }
   })
