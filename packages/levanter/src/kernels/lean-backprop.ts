@@ -27,6 +27,8 @@ type EngineLike = {
   startTape(): void
   endTape(): void
   tidy<T extends tf.TensorContainer>(nameOrFn: string | (() => T), fn?: () => T): T
+  startScope(name?: string): void
+  endScope(result?: tf.TensorContainer): void
   gradients: Gradients
 }
 type Gradients = (
@@ -65,15 +67,17 @@ function pathNodes(tape: readonly TapeNode[], xs: readonly tf.Tensor[], y: tf.Te
 /**
  * Walk `tape` backward from `grads` (tensor id → gradient, holding y's), accumulating input
  * gradients as tfjs does, and dispose a gradient as soon as nothing can read it any more, and each
- * node's saved tensors once its gradient has run.
+ * node's saved tensors once its gradient has run. Yields after each node. With `onFinal`, the
+ * gradient of each tensor of `keep` goes to it once no node left can add to it, and is disposed.
  */
-function backprop(
+function* backprop(
   engine: EngineLike,
   grads: Map<number, Grad>,
   tape: readonly TapeNode[],
   keep: ReadonlySet<number>,
   pinned: ReadonlySet<Grad>,
-): void {
+  onFinal?: (id: number, g: Grad) => void,
+): Generator<void, void, void> {
   // how many map entries hold each gradient object (a gradient function may pass dy through as is)
   const holders = new Map<Grad, number>()
   const hold = (g: Grad) => holders.set(g, (holders.get(g) ?? 0) + 1)
@@ -86,6 +90,18 @@ function backprop(
     }
   }
   for (const g of grads.values()) hold(g)
+  // the node at which each tensor of `keep` gets its last contribution (the first to use it)
+  const lastUse = new Map<number, number[]>()
+  if (onFinal) {
+    const seen = new Set<number>()
+    tape.forEach((node, i) => {
+      for (const x of Object.values(node.inputs))
+        if (keep.has(x.id) && !seen.has(x.id)) {
+          seen.add(x.id)
+          lastUse.set(i, [...(lastUse.get(i) ?? []), x.id])
+        }
+    })
+  }
   for (let i = tape.length - 1; i >= 0; i--) {
     const node = tape[i]!
     if (!node.gradient) throw new Error(`Cannot compute gradient: gradient function not found for ${node.kernelName}.`)
@@ -119,10 +135,22 @@ function backprop(
       release(g)
     }
     for (const t of node.saved ?? []) if (!holders.has(t)) t.dispose()
+    for (const id of (onFinal && lastUse.get(i)) || []) {
+      const g = grads.get(id)
+      if (g === undefined) continue
+      onFinal!(id, g)
+      grads.delete(id)
+      release(g)
+    }
+    yield
   }
 }
 
 let stock: Gradients | undefined
+
+function drain(pass: Generator<void, void, void>): void {
+  while (!pass.next().done);
+}
 
 /** Replace the engine's `gradients` with the lean pass (idempotent). */
 export function installLeanBackprop(): void {
@@ -150,12 +178,65 @@ export function installLeanBackprop(): void {
       )
     return engine.tidy('backward', () => {
       const grads = new Map<number, Grad>([[y.id, dy ?? tf.onesLike(y)]])
-      backprop(engine, grads, nodes, new Set(xs.map((x) => x.id)), new Set(dy ? [dy] : []))
+      drain(backprop(engine, grads, nodes, new Set(xs.map((x) => x.id)), new Set(dy ? [dy] : [])))
       for (const node of tape) for (const t of node.saved ?? []) t.dispose()
       engine.state.activeTape = null
       return { value: y, grads: xs.map((x) => grads.get(x.id)!) }
     })
   }
+}
+
+/**
+ * The lean pass over `f`'s gradients with respect to `xs`, handing each gradient to `onGrad(i, g)`
+ * (i: its index in `xs`) as soon as it is final, that is once the pass has run every node that
+ * adds to it, and disposing it after (`onGrad` copies what it keeps). The same computation in the
+ * same order as {@link installLeanBackprop}'s pass, so the same bits. After each node it awaits
+ * `between()` when given: a collective started on finished gradients progresses there while the
+ * rest of the pass still has to run. `f`'s value is returned (the caller disposes it); an x that
+ * `f` does not depend on gets a zero gradient, at the end.
+ */
+export async function streamGradients(
+  f: () => tf.Tensor,
+  xs: readonly tf.Tensor[],
+  onGrad: (i: number, g: tf.Tensor) => void,
+  between?: () => Promise<void> | undefined,
+): Promise<tf.Tensor> {
+  const engine = tf.engine() as unknown as EngineLike
+  if (engine.state.gradientDepth > 0) throw new Error('streamGradients cannot run inside another gradient')
+  const y = engine.scopedRun(
+    () => engine.startTape(),
+    () => engine.endTape(),
+    () => engine.tidy('forward', f),
+  )
+  const tape = engine.state.activeTape ?? []
+  engine.state.activeTape = null
+  const index = new Map(xs.map((x, i) => [x.id, i]))
+  const done = new Set<number>()
+  // what the gradient functions make outside their results goes with the scope, as in a tidy
+  engine.startScope('backward')
+  try {
+    const nodes = pathNodes(tape, xs, y)
+    const grads = new Map<number, Grad>([[y.id, tf.onesLike(y)]])
+    const pass = backprop(engine, grads, nodes, new Set(index.keys()), new Set(), (id, g) => {
+      done.add(id)
+      onGrad(index.get(id)!, g)
+    })
+    for (const _ of pass) {
+      const wait = between?.()
+      if (wait) await wait
+    }
+    for (const g of grads.values()) g.dispose()
+  } finally {
+    engine.endScope()
+    for (const node of tape) for (const t of node.saved ?? []) if (!t.isDisposed) t.dispose()
+  }
+  xs.forEach((x, i) => {
+    if (done.has(x.id)) return
+    const z = tf.zerosLike(x)
+    onGrad(i, z)
+    z.dispose()
+  })
+  return y
 }
 
 /** Put tfjs's own pass back. */

@@ -10,7 +10,7 @@ import { Gpt2LM } from '../models/lm.js'
 import { Pipeline } from '../pipeline.js'
 import { MemoryTracker } from '../trackers.js'
 import { Trainer } from '../trainer.js'
-import type { DataParallelEngine } from './data-parallel.js'
+import { DataParallelEngine } from './data-parallel.js'
 import type { StepPhases } from './replica.js'
 
 const cfg = { vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 1, nHeads: 2 }
@@ -95,4 +95,34 @@ describe('data-parallel over a fray mesh', () => {
     expect(last!.tensors.weights.get('transformer.wte.weight')!.length).toBe(11 * 16)
     ck.close()
   }, 60_000)
+
+  test('gradients all-reduced in buckets during the backward pass give the bits of one all-reduce after it', async () => {
+    const adamw = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 }
+    const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
+    const run = async (overlapReduce: boolean) => {
+      const model = new Gpt2LM({ ...cfg, nLayers: 3 }, 2)
+      // small buckets: several per step
+      const engine = await DataParallelEngine.create(model, adamw, 2, 1, { overlapReduce, bucketBytes: 2048 })
+      model.dispose()
+      try {
+        const results = []
+        for (let s = 0; s < 5; s++) results.push(await engine.step(await dataset.trainBatch(s, 4, cfg.seqLen, 1), 1e-2))
+        return { results, state: await engine.state(), phases: (await engine.group.broadcast.phases()).flat() }
+      } finally {
+        await engine.close()
+      }
+    }
+    const after = await run(false),
+      overlapped = await run(true)
+    expect(overlapped.results).toEqual(after.results) // losses and gradient norms, bit for bit
+    for (const [n, w] of after.state.weights) expect(overlapped.state.weights.get(n)).toEqual(w)
+    for (const [n, m] of after.state.optimizer) expect(overlapped.state.optimizer.get(n)).toEqual(m)
+    // One collective after the backward pass, against several started while it ran (all but the
+    // last: the tied embedding's gradient is complete only when the pass ends).
+    for (const p of after.phases) expect([p.buckets, p.bucketsDuringBackward]).toEqual([1, 0])
+    for (const p of overlapped.phases) {
+      expect(p.buckets).toBeGreaterThanOrEqual(4)
+      expect(p.bucketsDuringBackward).toBe(p.buckets - 1)
+    }
+  }, 90_000)
 })

@@ -7,7 +7,7 @@ import type { Engine, StepResult, TrainTensors } from '../engine.js'
 import type { CausalLM } from '../models/lm.js'
 import { replicaThreadsEnv } from '../kernels/native-gemm.js'
 import type { AdamWConfig } from '../optim/adamw.js'
-import type { Replica } from './replica.js'
+import type { Replica, ReplicaOptions } from './replica.js'
 import { allMembers } from './all-members.js'
 import { copyRows, fromWire, toWire } from './wire.js'
 
@@ -21,10 +21,16 @@ export class DataParallelEngine implements Engine {
     readonly n: number,
   ) {}
 
-  /** Start `n` replicas holding `model`'s current weights and fresh optimizer state. */
-  static async create(model: CausalLM, adamw: AdamWConfig, n: number, microbatches = 1): Promise<DataParallelEngine> {
+  /** Start `n` replicas holding `model`'s current weights and fresh optimizer state (`opts`: how they reduce). */
+  static async create(
+    model: CausalLM,
+    adamw: AdamWConfig,
+    n: number,
+    microbatches = 1,
+    opts: ReplicaOptions = {},
+  ): Promise<DataParallelEngine> {
     // each replica's native kernels get its share of the cores
-    const group = await currentClient().createActorGroup(ReplicaClass, n, () => [model.config, adamw, microbatches], {
+    const group = await currentClient().createActorGroup(ReplicaClass, n, () => [model.config, adamw, microbatches, opts], {
       env: replicaThreadsEnv(n),
     })
     await group.waitReady()

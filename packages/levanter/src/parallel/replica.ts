@@ -2,7 +2,8 @@
  * @module One data-parallel replica, run as a fray actor: it holds a copy of the model and the
  * optimizer, computes gradients on its slice of the global batch, all-reduces them over the mesh
  * (sum; each replica's loss is already divided by the global token count), and applies the update.
- * Every replica applies identical bits, so the copies never drift.
+ * Every replica applies identical bits, so the copies never drift. The gradients are all-reduced
+ * in buckets as the backward pass finishes them, while it computes the rest (`overlapReduce`).
  */
 import * as tf from '@tensorflow/tfjs'
 import { currentMesh } from '@marin/fray'
@@ -15,18 +16,37 @@ import type { CausalLM } from '../models/lm.js'
 import type { ModelConfig } from '../models/config.js'
 import { AdamW } from '../optim/adamw.js'
 import type { AdamWConfig } from '../optim/adamw.js'
-import { computeGrads, flattenGrads } from '../train-step.js'
+import { batchTensors, computeGrads, flattenGrads } from '../train-step.js'
+import { streamGradients } from '../kernels/lean-backprop.js'
+import { heapFloats } from '../kernels/wasm-heap.js'
+import { maskedCrossEntropy } from '../loss.js'
 import { fromWire, toWire } from './wire.js'
 import type { WireTensors } from './wire.js'
 
 /** Where one replica step's time went, in milliseconds of wall time, and the CPU time the process used (on a shared
  * machine, the work itself). */
 export type StepPhases = {
+  /** Forward and backward (with `overlapReduce`, the buckets' collectives interleaved). */
   readonly grads: number
   readonly flatten: number
+  /** Waiting on the all-reduce after the backward pass. */
   readonly allReduce: number
   readonly apply: number
   readonly cpu: number
+  /** All-reduces of the step's gradients, and how many of them started before the backward pass ended. */
+  readonly buckets: number
+  readonly bucketsDuringBackward: number
+}
+
+export type ReplicaOptions = {
+  /**
+   * All-reduce the gradients in buckets as the backward pass finishes them (true), or in one
+   * collective after it (false). The same bits either way: the all-reduce adds each element in
+   * rank order, whatever the buffer it is in. Microbatches other than 1 reduce after. @default true
+   */
+  readonly overlapReduce?: boolean
+  /** Bytes of gradients per bucket (at least). @default 4 MiB */
+  readonly bucketBytes?: number
 }
 
 const cpuMs = (): number => {
@@ -46,12 +66,13 @@ export class Replica {
     readonly modelConfig: ModelConfig,
     readonly adamw: AdamWConfig,
     readonly microbatches: number,
+    readonly opts: ReplicaOptions = {},
   ) {}
 
   /** Start the backend, build the model, take the driver's weights and optimizer state. */
   async load(wire: WireTensors): Promise<number> {
     const state = fromWire(wire)
-    await initBackend()
+    await initBackend(undefined, { syncReads: true }) // reads tensors synchronously: never webgpu
     this.#model ??= createModel(this.modelConfig)
     this.#opt ??= new AdamW(this.adamw, this.#model)
     for (const [n, d] of state.weights) this.#model.set(n, d)
@@ -65,6 +86,7 @@ export class Replica {
    * step, reduced in place, and the optimizer reads the sum straight from it.
    */
   async step(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
+    if ((this.opts.overlapReduce ?? true) && this.microbatches === 1) return this.#overlappedStep(slice, denominator, lr)
     const model = this.#model!,
       opt = this.#opt!
     const names = [...model.params.keys()]
@@ -81,9 +103,86 @@ export class Replica {
     const loss = flat[flat.length - 1]!
     const gradNorm = opt.applyFlat(flat.subarray(0, flat.length - 1), lr)
     const t4 = performance.now()
-    this.#phases.push({ grads: t1 - t0, flatten: t2 - t1, allReduce: t3 - t2, apply: t4 - t3, cpu: cpuMs() - c0 })
-    if (this.#phases.length > KEEP_PHASES) this.#phases.shift()
+    this.#record({ grads: t1 - t0, flatten: t2 - t1, allReduce: t3 - t2, apply: t4 - t3, cpu: cpuMs() - c0 }, 1, 0)
     return { loss, gradNorm }
+  }
+
+  /**
+   * {@link step} with the gradients all-reduced in buckets during the backward pass. The buffer is
+   * the loss then the gradients in parameter order; each gradient is copied in as the pass
+   * finishes it (the last layers' first), and each time the finished tail of the buffer holds a
+   * bucket's worth not yet sent, that range is all-reduced in place while the pass goes on. Every
+   * replica runs the same pass, so all start the same buckets in the same order. The loss and
+   * what is left (the embeddings, finished last) go in one collective after the pass.
+   */
+  async #overlappedStep(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
+    const model = this.#model!,
+      opt = this.#opt!,
+      mesh = currentMesh()
+    const vars = [...model.params.values()]
+    const at: number[] = []
+    let total = 1
+    for (const v of vars) {
+      at.push(total)
+      total += v.size
+    }
+    const flat = this.#flat?.length === total ? this.#flat : (this.#flat = new Float32Array(total))
+    const bucket = Math.max(1, (this.opts.bucketBytes ?? 4 * 2 ** 20) >> 2)
+    const filled = new Uint8Array(vars.length)
+    let frontier = vars.length, // parameters frontier… are in the buffer
+      sent = total, // floats sent… are being reduced
+      unsettled = 0,
+      buckets = 0,
+      during = 0,
+      inPass = true
+    const pending: Promise<unknown>[] = []
+    const reduce = (lo: number, hi: number) => {
+      const part = flat.subarray(lo, hi)
+      unsettled++
+      buckets++
+      if (inPass) during++
+      pending.push(mesh.allReduce(part, { op: 'sum', out: part }).finally(() => unsettled--))
+    }
+    const backend = tf.backend()
+    const c0 = cpuMs(),
+      t0 = performance.now()
+    const { ids, targets, mask } = batchTensors(slice)
+    let value: tf.Tensor
+    try {
+      value = await streamGradients(
+        () => maskedCrossEntropy(model.forward(ids), targets, mask, denominator),
+        vars,
+        (i, g) => {
+          flat.set(heapFloats(g, backend) ?? (g.dataSync() as Float32Array), at[i]!)
+          filled[i] = 1
+          while (frontier > 0 && filled[frontier - 1]) frontier--
+          const lo = frontier < vars.length ? at[frontier]! : total
+          if (sent - lo >= bucket && frontier > 0) {
+            reduce(lo, sent)
+            sent = lo
+          }
+        },
+        () => (unsettled > 0 ? new Promise<void>((r) => setImmediate(r)) : undefined),
+      )
+    } finally {
+      tf.dispose([ids, targets, mask])
+    }
+    inPass = false
+    flat[0] = value.dataSync()[0]!
+    value.dispose()
+    const t1 = performance.now()
+    reduce(0, sent)
+    await Promise.all(pending)
+    const t2 = performance.now()
+    const gradNorm = opt.applyFlat(flat.subarray(1), lr)
+    const t3 = performance.now()
+    this.#record({ grads: t1 - t0, flatten: 0, allReduce: t2 - t1, apply: t3 - t2, cpu: cpuMs() - c0 }, buckets, during)
+    return { loss: flat[0]!, gradNorm }
+  }
+
+  #record(p: Omit<StepPhases, 'buckets' | 'bucketsDuringBackward'>, buckets: number, during: number): void {
+    this.#phases.push({ ...p, buckets, bucketsDuringBackward: during })
+    if (this.#phases.length > KEEP_PHASES) this.#phases.shift()
   }
 
   async evalLoss(batch: Batch): Promise<number> {
