@@ -11,6 +11,7 @@ export const LEVANTER_ERROR_CODES = [
   'BAD_DATA',
   'REPLICA_FAILED',
   'NON_FINITE_LOSS',
+  'OUT_OF_MEMORY',
 ] as const
 export type LevanterErrorCode = (typeof LEVANTER_ERROR_CODES)[number]
 

@@ -18,6 +18,7 @@ import { measurePeakFlops } from './flops.js'
 import type { CausalLM } from './models/lm.js'
 import { learningRateAt } from './optim/schedule.js'
 import { DataParallelEngine } from './parallel/data-parallel.js'
+import { explainOutOfMemory } from './parallel/heap-limit.js'
 import { checkModelAxis } from './parallel/layout.js'
 import { MeshEngine } from './parallel/mesh-engine.js'
 import { placementClient } from './parallel/placement.js'
@@ -108,9 +109,14 @@ export class Pipeline {
       last: StepInfo | undefined,
       damagedCheckpoints: readonly DamagedCheckpoint[] = []
     try {
-      const saved = await ckpt?.load()
+      // a mesh's members read their own parts of a sharded checkpoint
+      const store = c.checkpointStore
+      const saved =
+        ckpt && store && engine instanceof MeshEngine
+          ? await ckpt.loadInto((src) => engine.loadShards(store, src))
+          : await ckpt?.load()
       if (saved) {
-        await engine.load(saved.tensors)
+        if (saved.tensors) await engine.load(saved.tensors)
         start = saved.manifest.step
         damagedCheckpoints = saved.damaged
         log.info(
@@ -126,7 +132,9 @@ export class Pipeline {
         const batch = await dataset.trainBatch(s, c.batchSize, seqLen, c.seed)
         const lr = learningRateAt(c.schedule, c.learningRate, s, maxSteps)
         const t0 = performance.now()
-        const { loss, gradNorm } = await engine.step(batch, lr)
+        const { loss, gradNorm } = await engine.step(batch, lr).catch((err: unknown) => {
+          throw members === 1 ? explainOutOfMemory(err, model.numParams()) : err
+        })
         const seconds = (performance.now() - t0) / 1000
         if (!Number.isFinite(loss))
           throw new LevanterError(

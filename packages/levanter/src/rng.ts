@@ -45,6 +45,18 @@ export function normalArray(n: number, std: number, seed: number): Float32Array 
   return out
 }
 
+/**
+ * Draws `from`…`to` of `normalArray(n, std, seed)` (for any n ≥ to) without the ones before them:
+ * the generator's state is a counter, so draw i starts from the state after 2·i steps. The same
+ * bits as the slice of the whole array.
+ */
+export function normalRange(from: number, to: number, std: number, seed: number): Float32Array {
+  const r = new Rng((seed + Math.imul(2 * from, 0x9e3779b9)) >>> 0),
+    out = new Float32Array(to - from)
+  for (let i = 0; i < out.length; i++) out[i] = r.normal() * std
+  return out
+}
+
 /** Fisher–Yates permutation of 0…n-1 from a seed. */
 export function permutation(n: number, seed: number): Uint32Array {
   const r = new Rng(seed),

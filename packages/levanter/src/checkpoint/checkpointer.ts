@@ -3,8 +3,9 @@
  * holding `step-<N>/{model,optimizer}.safetensors` and `step-<N>/manifest.json` for every kept
  * checkpoint. A mesh's members write their own parts instead, all into the same version
  * (`step-<N>/{model,optimizer}-<rank>-of-<members>.safetensors`), and the manifest records the mesh
- * and how each parameter lies on it; reading joins the parts into full tensors, which load into
- * any mesh (parallel/layout.ts). finestore writes a version's manifest after all its blobs, so a checkpoint whose
+ * and how each parameter lies on it (under fsdp each member stores only what it owns); reading
+ * joins the parts into full tensors, which load into any mesh (parallel/layout.ts), or, for a mesh
+ * (`loadInto`), leaves each member to read only the files its new parts lie in. finestore writes a version's manifest after all its blobs, so a checkpoint whose
  * save was interrupted is never visible. Keep policy: multiples of `keepEvery` stay in every later
  * version; others only while among the `keepLatest` newest.
  */
@@ -47,6 +48,15 @@ export type CheckpointerOptions = {
 
 /** A kept checkpoint that could not be read, and why. */
 export type DamagedCheckpoint = { readonly step: number; readonly reason: string }
+
+/** Where a sharded checkpoint lies, for a mesh whose members read their own parts (`MeshEngine.loadShards`). */
+export type ShardSource = {
+  /** The artifact version (`checkpoints/<run>@<version>`) and the step's folder in it. */
+  readonly ref: string
+  readonly dir: string
+  readonly mesh: ShardedLayout
+  readonly count: number
+}
 
 /** A loaded checkpoint; `damaged` lists newer ones skipped because they could not be read. */
 export type LoadedCheckpoint = {
@@ -101,7 +111,8 @@ export async function modelFromCheckpoint(
   return { model, step: s }
 }
 
-const shardFile = (kind: 'model' | 'optimizer', rank: number, members: number) =>
+/** The file of member `rank` of a mesh of `members` in a sharded checkpoint's step folder. */
+export const shardFile = (kind: 'model' | 'optimizer', rank: number, members: number) =>
   `${kind}-${String(rank).padStart(5, '0')}-of-${String(members).padStart(5, '0')}.safetensors`
 
 /** The full weights (`model`) or moments (`optimizer`) of step `s`: one file, or every member's parts joined. */
@@ -125,14 +136,16 @@ async function readTensors(
     for (const lp of mesh.layout) {
       const keys = kind === 'model' ? [lp.name] : [`m.${lp.name}`, `v.${lp.name}`]
       for (const k of keys)
-        if (part.get(k)?.length !== (kind === 'model' ? lp.size : lp.owned))
+        if (part.get(k)?.length !== (kind === 'model' && !mesh.ownedWeights ? lp.size : lp.owned))
           throw new LevanterError(
             'BAD_CHECKPOINT',
             `${view.ref} ${dir(s)}/${shardFile(kind, r, members)}: "${k}" is missing or not the size the manifest's ` +
               'layout records',
           )
     }
-  return kind === 'model' ? joinWeights(parts, mesh.layout, mesh) : joinMoments(parts, mesh.layout, mesh, mesh.fsdp)
+  return kind === 'model'
+    ? joinWeights(parts, mesh.layout, mesh, mesh.ownedWeights === true)
+    : joinMoments(parts, mesh.layout, mesh, mesh.fsdp)
 }
 
 export class Checkpointer {
@@ -257,8 +270,25 @@ export class Checkpointer {
     )
   }
 
-  async #read(s: number): Promise<{ manifest: CheckpointManifest; tensors: TrainTensors }> {
+  /**
+   * {@link load}, except that a sharded checkpoint is not read here: `into` gets where it lies and
+   * the mesh's members read their own parts (`MeshEngine.loadShards`), and `tensors` is absent.
+   * A checkpoint written by one process is read and returned as by `load`.
+   */
+  async loadInto(
+    into: (src: ShardSource) => Promise<void>,
+  ): Promise<(Omit<LoadedCheckpoint, 'tensors'> & { readonly tensors?: TrainTensors }) | undefined> {
+    const steps = await this.steps()
+    const newest = steps[steps.length - 1]
+    if (newest === undefined) return undefined
     const view = await this.store.open(this.artifact)
+    const manifest = await this.#manifest(view, newest)
+    if (!manifest.mesh) return this.load()
+    await into({ ref: view.ref, dir: dir(newest), mesh: manifest.mesh, count: manifest.optimizerCount })
+    return { manifest, damaged: [] }
+  }
+
+  async #manifest(view: ArtifactView, s: number): Promise<CheckpointManifest> {
     const what = (f: string) => `${this.artifact} ${dir(s)}/${f}`
     let manifest: CheckpointManifest
     try {
@@ -270,6 +300,12 @@ export class Checkpointer {
     if (manifest?.step !== s || typeof manifest.optimizerCount !== 'number') {
       throw new LevanterError('BAD_CHECKPOINT', `${what('manifest.json')}: does not describe step ${s}`)
     }
+    return manifest
+  }
+
+  async #read(s: number): Promise<{ manifest: CheckpointManifest; tensors: TrainTensors }> {
+    const view = await this.store.open(this.artifact)
+    const manifest = await this.#manifest(view, s)
     return {
       manifest,
       tensors: {

@@ -10,6 +10,7 @@ import { Pipeline } from '../pipeline.js'
 import { MemoryTracker } from '../trackers.js'
 import { Trainer } from '../trainer.js'
 import type { TrainerConfigInput } from '../trainer.js'
+import type { MeshEngine } from '../parallel/mesh-engine.js'
 import { Checkpointer, modelFromCheckpoint } from './checkpointer.js'
 
 const cfg = { vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 2, nHeads: 2 }
@@ -29,7 +30,12 @@ afterAll(async () => {
 type Layout = Pick<TrainerConfigInput, 'mesh' | 'fsdp'>
 
 /** Trains to `maxSteps` on `layout` (resuming from `store`'s newest checkpoint); the losses of the steps it ran. */
-async function train(layout: Layout, maxSteps: number, store?: string): Promise<number[]> {
+async function train(
+  layout: Layout,
+  maxSteps: number,
+  store?: string,
+  after?: (p: Pipeline) => void,
+): Promise<number[]> {
   const trainer = new Trainer(
     {
       learningRate: 1e-2,
@@ -47,7 +53,9 @@ async function train(layout: Layout, maxSteps: number, store?: string): Promise<
     trainer,
     maxSteps,
   })
-  return [...(await withClient(client, () => pipeline.run())).losses]
+  const losses = [...(await withClient(client, () => pipeline.run())).losses]
+  after?.(pipeline)
+  return losses
 }
 
 const newStore = () => {
@@ -103,6 +111,43 @@ describe('checkpoints of a mesh', () => {
       const rest = await train(to, 8, store)
       expect(rest).toHaveLength(4)
       ;[...first, ...rest].forEach((l, i) => expect(Math.abs(l - reference[i]!)).toBeLessThan(1e-4))
+    },
+    60_000,
+  )
+
+  test.each<{ what: string; from: Layout; to: Layout }>([
+    { what: 'fsdp data 4 → fsdp data 2', from: { mesh: { data: 4 }, fsdp: true }, to: { mesh: { data: 2 }, fsdp: true } },
+    { what: 'model 2 → fsdp data 2', from: { mesh: { model: 2 } }, to: { mesh: { data: 2 }, fsdp: true } },
+    { what: 'fsdp data 2 → model 2', from: { mesh: { data: 2 }, fsdp: true }, to: { mesh: { model: 2 } } },
+  ])(
+    '$what: each member reads only the shards its parts lie in, and resumes within 1e-4',
+    async ({ from, to }) => {
+      const store = newStore()
+      const first = await train(from, 4, store)
+      let reads: { files: string[]; bytes: number }[] = []
+      const rest = await train(to, 8, store, (p) => (reads = (p.engine as MeshEngine).shardReads))
+      expect(rest).toHaveLength(4)
+      ;[...first, ...rest].forEach((l, i) => expect(Math.abs(l - reference[i]!)).toBeLessThan(1e-4))
+      const ck = await Checkpointer.open({ store, run: 'reshard' })
+      const view = await ck.store.open(ck.artifact)
+      const sizes = new Map(
+        view
+          .files()
+          .filter((f) => /^step-000000004\/(model|optimizer)-/.test(f))
+          .map((f) => [f.slice('step-000000004/'.length), view.entry(f).size]),
+      )
+      ck.close()
+      const total = [...sizes.values()].reduce((a, b) => a + b, 0)
+      const file = (kind: string, r: number, n: number) => `${kind}-0000${r}-of-0000${n}.safetensors`
+      const old = (from.mesh?.data ?? 1) * (from.mesh?.model ?? 1)
+      const files = (...ranks: number[]) => ranks.flatMap((r) => [file('model', r, old), file('optimizer', r, old)]).sort()
+      // Every member read its files itself (the driver joined nothing), only those its parts lie in.
+      expect(reads.map((r) => [...r.files].sort())).toEqual(
+        old === 4 ? [files(0, 1), files(2, 3)] : [files(0, 1), files(0, 1)],
+      )
+      for (const r of reads) expect(r.bytes).toBe(r.files.reduce((a, f) => a + sizes.get(f)!, 0))
+      // fsdp members store only what they own: 4 → 2 reads half of the checkpoint per member.
+      if (old === 4) for (const r of reads) expect(r.bytes).toBeLessThan(0.51 * total)
     },
     60_000,
   )

@@ -13,6 +13,7 @@ import { markGemmKernel } from './wasm-gemm.js'
 import { wasmCast, wasmIdentity } from './wasm-identity.js'
 import { wasmSlice, wasmSplitV } from './wasm-slice.js'
 import { wasmTranspose } from './wasm-transpose.js'
+import { guardHeap } from './wasm-heap.js'
 import { registerWebGpuKernels, unregisterWebGpuKernels } from '../webgpu/kernels/register.js'
 
 let stock: Map<string, GradConfig | undefined> | undefined
@@ -40,9 +41,11 @@ const WASM_KERNELS: Record<string, (stock: tf.KernelFunc) => KernelConfig> = {
   GatherV2: wasmGather,
 }
 
-/** Install the fast/correct gradients, the lean backward pass (kernels/lean-backprop.ts), the wasm kernels when
+/** Guard the wasm heap's allocator (`OUT_OF_MEMORY`, kernels/wasm-heap.ts), install the fast/correct gradients, the
+ * lean backward pass (kernels/lean-backprop.ts), the wasm kernels when
  * that backend is registered, and the WGSL kernels for webgpu (webgpu/kernels/). Idempotent; `initBackend` calls it. */
 export function registerLevanterKernels(): void {
+  if (tf.getBackend() === 'wasm') guardHeap(tf.backend())
   if (stock) return
   stock = new Map()
   for (const name of ['BatchMatMul', 'GatherV2']) stock.set(name, tf.getGradient(name))

@@ -7,6 +7,7 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import type { TensorInfo } from '@tensorflow/tfjs'
+import { LevanterError } from '../errors.js'
 
 /** The parts of the wasm backend (tfjs-backend-wasm's BackendWasm) the kernels rely on. */
 export type WasmBackendLike = {
@@ -16,7 +17,7 @@ export type WasmBackendLike = {
   wasm: {
     HEAPF32: Float32Array
     /** The module's memory (another wasm module can import it: kernels/wasm-gemm.ts) and its allocator. */
-    asm: { memory: object }
+    asm: { memory: object; malloc?: (bytes: number) => number }
     _malloc(bytes: number): number
     cwrap(name: string, ret: null, args: string[]): (...a: unknown[]) => void
     tfjs: { registerTensor(id: number, size: number, offset: number): void; disposeData(id: number): void }
@@ -131,4 +132,33 @@ export function heapKernels(
     inputs.map((t) => heapFloats(t, b)!),
   )
   return outs
+}
+
+/** Most a wasm heap can hold: a wasm32 memory's 65536 pages of 64 KiB. */
+export const WASM_HEAP_MAX_BYTES = 4 * 2 ** 30
+
+const guarded = new WeakSet<object>()
+const MiB = (n: number) => (n / 2 ** 20).toFixed(0)
+
+/**
+ * Makes the wasm backend's allocator throw `OUT_OF_MEMORY` when the heap cannot grow to hold a
+ * new tensor, instead of handing back offset 0 (tfjs then registers the tensor there and the next
+ * kernel fails with an opaque "memory access out of bounds"). Idempotent; a no-op off wasm.
+ */
+export function guardHeap(backend: unknown): void {
+  const wasm = (backend as Partial<WasmBackendLike>).wasm
+  const raw = wasm?.asm?.malloc
+  if (!wasm || typeof raw !== 'function' || guarded.has(wasm)) return
+  guarded.add(wasm)
+  wasm._malloc = (bytes: number): number => {
+    const at = raw(bytes)
+    if (at === 0 && bytes > 0)
+      throw new LevanterError(
+        'OUT_OF_MEMORY',
+        `wasm heap full: cannot allocate ${MiB(bytes)} MiB with ${MiB(wasm.HEAPF32.byteLength)} MiB of the ` +
+          `4 GiB wasm heap in use; shard the model over processes (mesh: { data: 2 }, fsdp: true, or ` +
+          'mesh: { model: 2 }), or lower batchSize (microbatches)',
+      )
+    return at
+  }
 }

@@ -164,14 +164,24 @@ export class LlamaLM extends CausalLM<LlamaConfig> {
   }
 }
 
-/** Build the model a config names. */
-export function createModel(config: ModelConfigInput, seed = 0): CausalLM {
+function parseModelConfig(config: ModelConfigInput): ModelConfig {
   const parsed = ModelConfig.safeParse(config)
   if (!parsed.success)
     throw new LevanterError(
       'BAD_CONFIG',
       `model config: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
     )
-  const c = parsed.data
+  return parsed.data
+}
+
+/** Build the model a config names. */
+export function createModel(config: ModelConfigInput, seed = 0): CausalLM {
+  const c = parseModelConfig(config)
   return c.type === 'gpt2' ? new Gpt2LM(c, seed) : new LlamaLM(c, seed)
+}
+
+/** The parameters the model a config names has, in its order, without building it (nothing allocated). */
+export function specsOf(config: ModelConfigInput): ParamSpec[] {
+  const c = parseModelConfig(config)
+  return c.type === 'gpt2' ? gpt2Specs(c) : llamaSpecs(c)
 }

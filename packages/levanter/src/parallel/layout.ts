@@ -15,6 +15,7 @@ import { LevanterError } from '../errors.js'
 import { llamaHidden, llamaKvHeads } from '../models/config.js'
 import type { ModelConfig } from '../models/config.js'
 import type { ParamSpec } from '../models/param-spec.js'
+import { normalRange, seedFor } from '../rng.js'
 
 /** The `{ data, model }` mesh a run trains on. */
 export type MeshShape = { readonly data: number; readonly model: number }
@@ -247,17 +248,41 @@ export function cutForMember(
   return { weights, optimizer, count: full.count }
 }
 
-/** Full weights from every member's model parts, in rank order. */
+/** Full weights from every member's model parts (or, `owned`, their fsdp shards of them), in rank order. */
 export function joinWeights(
   parts: readonly ReadonlyMap<string, Float32Array>[],
   layout: readonly LocalParam[],
   mesh: MeshShape,
+  owned = false,
 ): Map<string, Float32Array> {
+  if (owned) return joinOwned(parts, layout, mesh, (n) => [n])
   const out = new Map<string, Float32Array>()
   for (const lp of layout) {
     const models = Array.from({ length: mesh.model }, (_, m) => parts[m]!.get(lp.name)!) // data coordinate 0
     out.set(lp.name, joinModelParts(models, lp.shape, lp.split))
   }
+  return out
+}
+
+/** Full tensors (`keys` of each parameter) from every member's fsdp shards of its model part, in rank order. */
+function joinOwned(
+  parts: readonly ReadonlyMap<string, Float32Array>[],
+  layout: readonly LocalParam[],
+  mesh: MeshShape,
+  keys: (name: string) => string[],
+): Map<string, Float32Array> {
+  const out = new Map<string, Float32Array>()
+  const at = (d: number, m: number) => parts[d * mesh.model + m]!
+  for (const lp of layout)
+    for (const key of keys(lp.name)) {
+      const models = Array.from({ length: mesh.model }, (_, m) =>
+        joinFsdpShards(
+          Array.from({ length: mesh.data }, (_, d) => at(d, m).get(key)!),
+          lp.size,
+        ),
+      )
+      out.set(key, joinModelParts(models, lp.shape, lp.split))
+    }
   return out
 }
 
@@ -268,19 +293,12 @@ export function joinMoments(
   mesh: MeshShape,
   fsdp: boolean,
 ): Map<string, Float32Array> {
+  const keys = (n: string) => [`m.${n}`, `v.${n}`]
+  if (fsdp) return joinOwned(parts, layout, mesh, keys)
   const out = new Map<string, Float32Array>()
-  const at = (d: number, m: number) => parts[d * mesh.model + m]!
   for (const lp of layout)
-    for (const k of ['m', 'v']) {
-      const key = `${k}.${lp.name}`
-      const models = Array.from({ length: mesh.model }, (_, m) =>
-        fsdp
-          ? joinFsdpShards(
-              Array.from({ length: mesh.data }, (_, d) => at(d, m).get(key)!),
-              lp.size,
-            )
-          : at(0, m).get(key)!,
-      )
+    for (const key of keys(lp.name)) {
+      const models = Array.from({ length: mesh.model }, (_, m) => parts[m]!.get(key)!) // data coordinate 0
       out.set(key, joinModelParts(models, lp.shape, lp.split))
     }
   return out
@@ -315,6 +333,11 @@ export type ShardedLayout = {
   readonly model: number
   readonly fsdp: boolean
   readonly layout: readonly LocalParam[]
+  /**
+   * The members' model files hold their owned shards of the weights (fsdp: `owned` floats each)
+   * rather than their whole model parts (`size` floats; every data member the same).
+   */
+  readonly ownedWeights?: boolean
 }
 
 /** The blobs one member wrote for a checkpoint (its model parts, its owned moments) and its update count. */
@@ -322,4 +345,178 @@ export type ShardBlobs = {
   readonly model: { readonly hash: string; readonly size: number }
   readonly optimizer: { readonly hash: string; readonly size: number }
   readonly count: number
+}
+
+/**
+ * Calls `run(localAt, fullAt, length)` for each contiguous run of the local indices
+ * [from, to) of member `r`'s model part of a parameter of `shape`, with where the run starts in the
+ * full parameter (its flat index).
+ */
+function partRuns(
+  shape: readonly number[],
+  split: ModelSplit,
+  model: number,
+  r: number,
+  from: number,
+  to: number,
+  run: (localAt: number, fullAt: number, length: number) => void,
+): void {
+  if (from >= to) return
+  if (split.kind === 'replicated' || model === 1) return run(from, from, to - from)
+  const [R, C] = dims(shape)
+  if (split.kind === 'rows') return run(from, (r * R * C) / model + from, to - from)
+  const block = C / split.groups,
+    w = block / model,
+    lc = C / model
+  for (let i = Math.floor(from / lc); i < R && i * lc < to; i++)
+    for (let g = 0; g < split.groups; g++) {
+      const at = i * lc + g * w,
+        a = Math.max(at, from),
+        b = Math.min(at + w, to)
+      if (a < b) run(a, i * C + g * block + r * w + (a - at), b - a)
+    }
+}
+
+/**
+ * Member `rank`'s initial values of a parameter, drawn as the whole model draws them
+ * (`CausalLM.init`: each parameter from its own stream of `seed`) but only where the member needs
+ * them: its model part (`owned` false), or under fsdp its owned shard of that part (zero-padded to
+ * `lp.owned`). No member, and not the driver, ever holds the whole parameter.
+ */
+export function initialPart(
+  spec: ParamSpec,
+  lp: LocalParam,
+  mesh: MeshShape,
+  rank: number,
+  seed: number,
+  owned: boolean,
+): Float32Array {
+  const { data, model } = coordsOfRank(mesh, rank)
+  const [from, to] = owned ? [data * lp.owned, Math.min(lp.size, (data + 1) * lp.owned)] : [0, lp.size]
+  const out = new Float32Array(owned ? lp.owned : lp.size)
+  if (spec.init === 'ones') out.fill(1, 0, Math.max(0, to - from))
+  else if (spec.init !== 'zeros') {
+    const { std } = spec.init,
+      s = seedFor(seed, spec.name)
+    partRuns(lp.shape, lp.split, mesh.model, model, from, to, (localAt, fullAt, length) =>
+      out.set(normalRange(fullAt, fullAt + length, std, s), localAt - from),
+    )
+  }
+  return out
+}
+
+/**
+ * Calls `visit(m, localAt, fullAt, length)` for the pieces of the full parameter's flat range
+ * [from, to) as the members of a model axis of `model` hold them: member m, at `localAt` of its
+ * part (the inverse of {@link partRuns}; a replicated parameter is member 0's).
+ */
+function fullRuns(
+  shape: readonly number[],
+  split: ModelSplit,
+  model: number,
+  from: number,
+  to: number,
+  visit: (m: number, localAt: number, fullAt: number, length: number) => void,
+): void {
+  if (from >= to) return
+  if (split.kind === 'replicated' || model === 1) return visit(0, from, from, to - from)
+  const [R, C] = dims(shape)
+  if (split.kind === 'rows') {
+    const per = (R * C) / model
+    for (let p = from; p < to; ) {
+      const m = Math.floor(p / per),
+        len = Math.min(to, (m + 1) * per) - p
+      visit(m, p - m * per, p, len)
+      p += len
+    }
+    return
+  }
+  const block = C / split.groups,
+    w = block / model,
+    lc = C / model
+  for (let p = from; p < to; ) {
+    const i = Math.floor(p / C),
+      c = p - i * C,
+      g = Math.floor(c / block),
+      m = Math.floor((c - g * block) / w),
+      cw = c - g * block - m * w,
+      len = Math.min(to - p, w - cw)
+    visit(m, i * lc + g * w + cw, p, len)
+    p += len
+  }
+}
+
+/** One copy of a checkpoint member's stored values into a member's new part. */
+export type ShardCopy = {
+  /** The stored member (rank in the checkpoint's mesh) and the tensor in its file. */
+  readonly rank: number
+  readonly key: string
+  readonly from: number
+  readonly to: Float32Array
+  readonly at: number
+  readonly length: number
+}
+
+/**
+ * What member `rank` of `mesh` needs of a sharded checkpoint laid out as `stored`, without joining
+ * any full tensor: its new parts (zero-filled: its weights' model part, or with `ownedWeights` its
+ * fsdp shard of it; its owned moments) and the copies that fill them from the stored members'
+ * tensors. The ranks the copies name are the only files the member has to read: a stored weight
+ * is taken from the member that stored the moment at the same place where there is a choice, and
+ * whole model parts stored alike by every data member from the one at this member's data
+ * coordinate (modulo the stored data axis).
+ */
+export function shardCopies(
+  stored: ShardedLayout,
+  layout: readonly LocalParam[],
+  mesh: MeshShape,
+  fsdp: boolean,
+  rank: number,
+  ownedWeights: boolean,
+): { weights: Map<string, Float32Array>; optimizer: Map<string, Float32Array>; copies: ShardCopy[] } {
+  const { data, model } = coordsOfRank(mesh, rank)
+  const storedBy = new Map(stored.layout.map((lp) => [lp.name, lp]))
+  const weights = new Map<string, Float32Array>()
+  const optimizer = new Map<string, Float32Array>()
+  const copies: ShardCopy[] = []
+  for (const lp of layout) {
+    const old = storedBy.get(lp.name)
+    if (!old || old.shape.join() !== lp.shape.join())
+      throw new LevanterError(
+        'BAD_CHECKPOINT',
+        `parameter "${lp.name}" [${lp.shape.join(', ')}] is ${old ? `[${old.shape.join(', ')}]` : 'missing'} in the ` +
+          "checkpoint's layout; check the checkpoint matches the model",
+      )
+    const L = old.owned
+    // `owned`: member d of the stored data axis keeps floats [d·L, (d+1)·L) of its model part; `byOwner`: every
+    // data member keeps the whole part, taken from that same member; else from this member's data coordinate
+    const fill = (key: string, into: Float32Array, lo: number, hi: number, how: 'owned' | 'byOwner' | 'whole') =>
+      partRuns(lp.shape, lp.split, mesh.model, model, lo, hi, (localAt, fullAt, length) =>
+        fullRuns(old.shape, old.split, stored.model, fullAt, fullAt + length, (m, oldAt, pieceAt, len) => {
+          const at = localAt - lo + (pieceAt - fullAt)
+          if (how === 'whole') {
+            copies.push({ rank: (data % stored.data) * stored.model + m, key, from: oldAt, to: into, at, length: len })
+            return
+          }
+          for (let q = oldAt; q < oldAt + len; ) {
+            const d = Math.floor(q / L),
+              n = Math.min(oldAt + len, (d + 1) * L) - q
+            const from = how === 'owned' ? q - d * L : q
+            copies.push({ rank: d * stored.model + m, key, from, to: into, at: at + (q - oldAt), length: n })
+            q += n
+          }
+        }),
+      )
+    const [wLo, wHi] = ownedWeights ? [data * lp.owned, Math.min(lp.size, (data + 1) * lp.owned)] : [0, lp.size]
+    const w = new Float32Array(ownedWeights ? lp.owned : lp.size)
+    fill(lp.name, w, wLo, wHi, stored.ownedWeights ? 'owned' : stored.fsdp ? 'byOwner' : 'whole')
+    weights.set(lp.name, w)
+    const [mLo, mHi] = fsdp ? [data * lp.owned, Math.min(lp.size, (data + 1) * lp.owned)] : [0, lp.size]
+    for (const k of ['m', 'v']) {
+      const o = new Float32Array(lp.owned)
+      fill(`${k}.${lp.name}`, o, mLo, mHi, stored.fsdp ? 'owned' : 'whole')
+      optimizer.set(`${k}.${lp.name}`, o)
+    }
+  }
+  return { weights, optimizer, copies }
 }

@@ -8,9 +8,14 @@ import { actorClass, currentClient, Mesh } from '@marin/fray'
 import type { ActorGroup } from '@marin/fray'
 import { maskCount } from '../data/batch.js'
 import type { Batch } from '../data/batch.js'
+import type { ShardSource } from '../checkpoint/checkpointer.js'
 import type { Engine, StepResult, TrainTensors } from '../engine.js'
 import { replicaThreadsEnv } from '../kernels/native-gemm.js'
+import { specsOf } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
+import { ModelConfig } from '../models/config.js'
+import type { ModelConfigInput } from '../models/config.js'
+import type { ParamSpec } from '../models/param-spec.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import { assembleMembers, checkModelAxis, coordsOfRank, cutForMember, localParams } from './layout.js'
 import type { LocalParam, MeshShape, PartTensors, ShardBlobs, ShardedLayout } from './layout.js'
@@ -33,15 +38,18 @@ export type MeshEngineOptions = {
 export class MeshEngine implements Engine {
   /** Process ids of the members, in rank order (after the first load). */
   pids: number[] = []
+  /** The files (and their bytes) each member read at the last {@link loadShards}, in rank order. */
+  shardReads: { files: string[]; bytes: number }[] = []
   readonly layout: readonly LocalParam[]
 
   private constructor(
     readonly group: ActorGroup<MeshReplica>,
     readonly mesh: MeshShape,
     readonly fsdp: boolean,
-    model: CausalLM,
+    config: ModelConfig,
+    specs: readonly ParamSpec[],
   ) {
-    this.layout = localParams(model.config, model.specs, mesh, fsdp)
+    this.layout = localParams(config, specs, mesh, fsdp)
   }
 
   get size(): number {
@@ -50,13 +58,51 @@ export class MeshEngine implements Engine {
 
   /** Starts data × model members holding `model`'s current weights and fresh optimizer state. */
   static async create(model: CausalLM, adamw: AdamWConfig, opts: MeshEngineOptions): Promise<MeshEngine> {
+    const engine = await MeshEngine.#start(model.config, model.specs, adamw, opts)
+    await engine.load({ weights: await model.weights(), optimizer: new Map(), count: 0 })
+    return engine
+  }
+
+  /**
+   * Starts data × model members that draw their own parts of the initial weights of the model
+   * `config` names (the values `createModel(config, seed)` holds) and fresh optimizer state: this
+   * process never holds the model, and under fsdp no process holds a whole parameter, so a model
+   * too large for one process starts. @example await MeshEngine.init(config, 0, adamw, { mesh: { data: 2, model: 1 },
+   * fsdp: true })
+   */
+  static async init(
+    config: ModelConfigInput,
+    seed: number,
+    adamw: AdamWConfig,
+    opts: MeshEngineOptions,
+  ): Promise<MeshEngine> {
+    const parsed = ModelConfig.parse(config)
+    const engine = await MeshEngine.#start(parsed, specsOf(parsed), adamw, opts)
+    try {
+      engine.pids = await engine.#all(
+        'init',
+        engine.group.members.map((m) => m.init(seed)),
+      )
+    } catch (err) {
+      await engine.close()
+      throw err
+    }
+    return engine
+  }
+
+  static async #start(
+    config: ModelConfig,
+    specs: readonly ParamSpec[],
+    adamw: AdamWConfig,
+    opts: MeshEngineOptions,
+  ): Promise<MeshEngine> {
     const { mesh } = opts
-    checkModelAxis(model.config, mesh.model)
+    checkModelAxis(config, mesh.model)
     const fsdp = opts.fsdp ?? false
     const n = mesh.data * mesh.model
     const replica = { mesh, fsdp, microbatches: opts.microbatches ?? 1, overlapReduce: opts.overlapReduce ?? true }
     // each member's native kernels get its share of the cores
-    const group = await currentClient().createActorGroup(MeshReplicaClass, n, () => [model.config, adamw, replica], {
+    const group = await currentClient().createActorGroup(MeshReplicaClass, n, () => [config, adamw, replica], {
       env: replicaThreadsEnv(n),
     })
     try {
@@ -66,9 +112,7 @@ export class MeshEngine implements Engine {
       await group.shutdown()
       throw err
     }
-    const engine = new MeshEngine(group, mesh, fsdp, model)
-    await engine.load({ weights: await model.weights(), optimizer: new Map(), count: 0 })
-    return engine
+    return new MeshEngine(group, mesh, fsdp, config, specs)
   }
 
   /** Awaits every call; when one fails, REPLICA_FAILED naming the members that are gone. */
@@ -82,6 +126,20 @@ export class MeshEngine implements Engine {
       'load',
       this.group.members.map((m, r) => m.load(toWire(cutForMember(state, this.layout, this.mesh, this.fsdp, r)))),
     )
+  }
+
+  /**
+   * Every member reads its own parts of the sharded checkpoint `src` in the finestore at
+   * `storeUrl` (whatever mesh wrote it), only from the stored members' files they lie in; this
+   * process reads no tensor. What each member read is kept in {@link shardReads}.
+   */
+  async loadShards(storeUrl: string, src: ShardSource): Promise<void> {
+    const got = await this.#all(
+      'load',
+      this.group.members.map((m) => m.loadShards(storeUrl, src)),
+    )
+    this.pids = got.map((g) => g.pid)
+    this.shardReads = got.map(({ files, bytes }) => ({ files, bytes }))
   }
 
   async step(batch: Batch, lr: number): Promise<StepResult> {
@@ -129,7 +187,7 @@ export class MeshEngine implements Engine {
 
   /** How the members hold the parameters, as a sharded checkpoint records it. */
   checkpointLayout(): ShardedLayout {
-    return { data: this.mesh.data, model: this.mesh.model, fsdp: this.fsdp, layout: this.layout }
+    return { data: this.mesh.data, model: this.mesh.model, fsdp: this.fsdp, layout: this.layout, ownedWeights: this.fsdp }
   }
 
   /** Every member writes its parts into the store at `storeUrl` at once; their blobs, in rank order. */

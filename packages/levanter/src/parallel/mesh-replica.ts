@@ -13,19 +13,22 @@ import { openStore } from '@marin/finestore'
 import type { BlobInfo, Store } from '@marin/finestore'
 import { currentMesh } from '@marin/fray'
 import { initBackend } from '../backend.js'
-import { encodeSafetensors } from '../checkpoint/safetensors.js'
 import type { Batch } from '../data/batch.js'
 import { evalLossOf } from '../engine.js'
 import type { StepResult } from '../engine.js'
-import { createModel } from '../models/lm.js'
+import { createModel, specsOf } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import type { ModelConfig } from '../models/config.js'
 import { adamwUpdate, sumSquares } from '../optim/adamw.js'
+import { nativeKernels } from '../kernels/native-ops.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import { computeGrads } from '../train-step.js'
 import { LevanterError } from '../errors.js'
-import { fsdpShard, joinFsdpShards, localParams } from './layout.js'
+import { fsdpShard, initialPart, joinFsdpShards, localParams, shardCopies } from './layout.js'
 import type { LocalParam, MeshShape } from './layout.js'
+import { shardFile } from '../checkpoint/checkpointer.js'
+import type { ShardSource } from '../checkpoint/checkpointer.js'
+import { decodeSafetensors, encodeSafetensors } from '../checkpoint/safetensors.js'
 import { heldWeights, stagesOf, sumInto, tensorParallelGrads, tensorParallelLoss } from './tensor-parallel.js'
 import type { GradSink, ModelAllReduce, Stages, StageWeights } from './tensor-parallel.js'
 import { fromWire, toWire } from './wire.js'
@@ -89,37 +92,123 @@ export class MeshReplica {
     readonly opts: MeshReplicaOptions,
   ) {}
 
-  /** Takes this member's parts of the weights and its owned moments (zeros where absent). Returns the process id. */
-  async load(wire: WireTensors): Promise<number> {
-    const state = fromWire(wire)
+  /** Backend, coordinates, layout and the stages, once. */
+  async #setup(): Promise<void> {
     await initBackend()
     const c = currentMesh().coords()
     this.#coords = { data: c.data ?? 0, model: c.model ?? 0 }
+    if (this.#layout.length) return
     const { mesh: shape, fsdp } = this.opts
-    if (!this.#layout.length) {
-      const probe = createModel(this.modelConfig)
-      this.#layout = localParams(this.modelConfig, probe.specs, shape, fsdp)
-      this.#layout.forEach((lp, i) => this.#index.set(lp.name, i))
-      this.#gathered = fsdp && shape.data > 1
-      if (shape.model === 1 && !this.#gathered) this.#model = probe
-      else {
-        probe.dispose()
-        this.#stages = stagesOf(this.modelConfig, shape.model, this.#coords.model === 0)
-      }
-    }
+    this.#layout = localParams(this.modelConfig, specsOf(this.modelConfig), shape, fsdp)
+    this.#layout.forEach((lp, i) => this.#index.set(lp.name, i))
+    this.#gathered = fsdp && shape.data > 1
+    if (shape.model === 1 && !this.#gathered) this.#model = createModel(this.modelConfig)
+    else this.#stages = stagesOf(this.modelConfig, shape.model, this.#coords.model === 0)
+  }
+
+  /** Takes this member's parts of the weights and its owned moments (zeros where absent). Returns the process id. */
+  async load(wire: WireTensors): Promise<number> {
+    const state = fromWire(wire)
+    await this.#setup()
+    this.#take(state.weights, state.optimizer, state.count, false)
+    return process.pid
+  }
+
+  /**
+   * Holds `weights` (model parts, or with `owned` this member's fsdp shards of them) and the owned
+   * moments of `optimizer` (zeros where absent), copied.
+   */
+  #take(
+    weights: ReadonlyMap<string, Float32Array>,
+    optimizer: ReadonlyMap<string, Float32Array>,
+    count: number,
+    owned: boolean,
+  ): void {
+    const { mesh: shape, fsdp } = this.opts
     for (const lp of this.#layout) {
-      const w = state.weights.get(lp.name)
-      if (w?.length !== lp.size)
+      const w = weights.get(lp.name)
+      const want = owned ? lp.owned : lp.size
+      if (w?.length !== want)
         throw new LevanterError(
           'BAD_SHAPE',
-          `mesh member ${currentMesh().rank}: parameter "${lp.name}" got ${w?.length ?? 0} values, expected ${lp.size}`,
+          `mesh member ${currentMesh().rank}: parameter "${lp.name}" got ${w?.length ?? 0} values, expected ${want}`,
         )
       if (!this.#gathered) this.#setParam(lp, w)
-      this.#p.set(lp.name, fsdp ? fsdpShard(w, shape.data, this.#coords.data) : w.slice())
-      this.#m.set(lp.name, state.optimizer.get(`m.${lp.name}`)?.slice() ?? new Float32Array(lp.owned))
-      this.#v.set(lp.name, state.optimizer.get(`v.${lp.name}`)?.slice() ?? new Float32Array(lp.owned))
+      this.#p.set(lp.name, fsdp && !owned ? fsdpShard(w, shape.data, this.#coords.data) : w.slice())
+      this.#m.set(lp.name, optimizer.get(`m.${lp.name}`)?.slice() ?? new Float32Array(lp.owned))
+      this.#v.set(lp.name, optimizer.get(`v.${lp.name}`)?.slice() ?? new Float32Array(lp.owned))
     }
-    this.#count = state.count
+    this.#count = count
+  }
+
+  async #openStore(storeUrl: string): Promise<Store> {
+    if (this.#store?.url !== storeUrl) {
+      this.#store?.store.close()
+      this.#store = { url: storeUrl, store: await openStore({ url: storeUrl }) }
+    }
+    return this.#store.store
+  }
+
+  /**
+   * Loads this member's parts straight from a sharded checkpoint in the finestore at `storeUrl`,
+   * whatever mesh wrote it: it reads only the stored members' files its parts lie in
+   * (layout.ts's `shardCopies`) and cuts its parts from them; no full tensor is joined anywhere.
+   * Returns the process id and the files it read with their bytes.
+   */
+  async loadShards(storeUrl: string, src: ShardSource): Promise<{ pid: number; files: string[]; bytes: number }> {
+    await this.#setup()
+    const rank = currentMesh().rank
+    const { weights, optimizer, copies } = shardCopies(
+      src.mesh,
+      this.#layout,
+      this.opts.mesh,
+      this.opts.fsdp,
+      rank,
+      this.#gathered,
+    )
+    const view = await (await this.#openStore(storeUrl)).open(src.ref)
+    const members = src.mesh.data * src.mesh.model
+    const files = new Map<string, Map<string, Float32Array>>()
+    let bytes = 0
+    for (const c of copies) {
+      const f = shardFile(/^[mv]\./.test(c.key) ? 'optimizer' : 'model', c.rank, members)
+      if (!files.has(f)) {
+        const path = `${src.dir}/${f}`
+        const raw = await view.read(path)
+        bytes += raw.byteLength
+        const { tensors } = decodeSafetensors(raw, `${src.ref} ${path}`)
+        files.set(f, new Map([...tensors].map(([k, t]) => [k, t.data as Float32Array])))
+      }
+      const from = files.get(f)!.get(c.key)
+      if (!from || from.length < c.from + c.length)
+        throw new LevanterError(
+          'BAD_CHECKPOINT',
+          `${src.ref} ${src.dir}/${f}: "${c.key}" is missing or not the size the manifest's layout records`,
+        )
+      c.to.set(from.subarray(c.from, c.from + c.length), c.at)
+    }
+    this.#take(weights, optimizer, src.count, this.#gathered)
+    return { pid: process.pid, files: [...files.keys()], bytes }
+  }
+
+  /**
+   * Draws this member's parts of the initial weights from `seed` (the values `createModel(config,
+   * seed)` holds), only where it needs them: under fsdp its owned shards, so no process holds a
+   * whole parameter. Fresh moments. Returns the process id.
+   */
+  async init(seed: number): Promise<number> {
+    await this.#setup()
+    const rank = currentMesh().rank,
+      specs = specsOf(this.modelConfig)
+    const { mesh: shape, fsdp } = this.opts
+    this.#layout.forEach((lp, i) => {
+      const part = initialPart(specs[i]!, lp, shape, rank, seed, this.#gathered)
+      if (!this.#gathered) this.#setParam(lp, part)
+      this.#p.set(lp.name, !this.#gathered && fsdp ? fsdpShard(part, shape.data, this.#coords.data) : part)
+      this.#m.set(lp.name, new Float32Array(lp.owned))
+      this.#v.set(lp.name, new Float32Array(lp.owned))
+    })
+    this.#count = 0
     return process.pid
   }
 
@@ -209,8 +298,10 @@ export class MeshReplica {
       let o = 0
       for (let s = 0; s < data; s++)
         ids.forEach((i, k) => {
-          flat.set(fsdpShard(values[k]!, data, s), o)
-          o += this.#layout[i]!.owned
+          const L = this.#layout[i]!.owned,
+            v = values[k]!
+          flat.set(v.subarray(Math.min(v.length, s * L), Math.min(v.length, (s + 1) * L)), o) // zero-padded
+          o += L
         })
       pending.push(
         mesh.reduceScatter(flat, { axis: 'data' }).then((shard) => {
@@ -226,7 +317,7 @@ export class MeshReplica {
     const overlap = this.opts.overlapReduce ?? true
     const sink: GradSink = (names, gs) => {
       const ids = names.map((n) => this.#index.get(n)!)
-      const values = gs.map((g) => (g.dataSync() as Float32Array).slice())
+      const values = gs.map((g) => g.dataSync() as Float32Array) // a copy off the backend
       if (overlap) scatter(ids, values)
       else held.push([ids, values])
     }
@@ -284,10 +375,11 @@ export class MeshReplica {
     const t3 = performance.now()
     // Global norm and loss: each distinct value counted once over the mesh.
     let sq = 0
+    const native = nativeKernels()
     this.#layout.forEach((lp, i) => {
       const distinctOverModel = lp.split.kind !== 'replicated' || this.#coords.model === 0
       const distinctOverData = fsdp || this.#coords.data === 0
-      if (distinctOverModel && distinctOverData) sq += sumSquares(owned[i]!)
+      if (distinctOverModel && distinctOverData) sq += native ? native.sumSquares(owned[i]!) : sumSquares(owned[i]!)
     })
     const totals = await mesh.allReduce(Float32Array.of(this.#coords.model === 0 ? loss : 0, sq))
     const norm = Math.sqrt(totals[1]!)
@@ -317,10 +409,11 @@ export class MeshReplica {
     this.#count++
     const bc1 = 1 - c.beta1 ** this.#count,
       bc2 = 1 - c.beta2 ** this.#count
+    const update = nativeKernels()?.adamw ?? adamwUpdate // the same bits
     this.#layout.forEach((lp, i) => {
       const p = this.#p.get(lp.name)!
       const keep = 1 - lr * (lp.decay ? c.weightDecay : 0)
-      adamwUpdate(
+      update(
         grads[i]!,
         this.#m.get(lp.name)!,
         this.#v.get(lp.name)!,
@@ -371,18 +464,24 @@ export class MeshReplica {
     return { weights, optimizer, count: this.#count }
   }
 
+  /** fsdp: the shards of the weights and the moments this member owns, no collective. */
+  #owned(): MemberParts {
+    const optimizer = new Map<string, Float32Array>()
+    for (const lp of this.#layout) {
+      optimizer.set(`m.${lp.name}`, this.#m.get(lp.name)!)
+      optimizer.set(`v.${lp.name}`, this.#v.get(lp.name)!)
+    }
+    return { weights: this.#p, optimizer, count: this.#count }
+  }
+
   /**
    * Writes this member's parts as two loose blobs into the finestore at `storeUrl` (the driver
-   * commits them into the checkpoint's version): its model parts in their local shapes, and its
-   * owned moments.
+   * commits them into the checkpoint's version): its model parts in their local shapes (under fsdp
+   * its owned shards of them, flat), and its owned moments.
    */
   async writeShard(storeUrl: string): Promise<{ model: BlobInfo; optimizer: BlobInfo; count: number }> {
-    if (this.#store?.url !== storeUrl) {
-      this.#store?.store.close()
-      this.#store = { url: storeUrl, store: await openStore({ url: storeUrl }) }
-    }
-    const store = this.#store.store
-    const st = await this.#parts()
+    const store = await this.#openStore(storeUrl)
+    const st = this.opts.fsdp ? this.#owned() : await this.#parts()
     const byLayout = (
       m: ReadonlyMap<string, Float32Array>,
       key: (n: string) => string,
@@ -391,7 +490,7 @@ export class MeshReplica {
     const weights = byLayout(
       st.weights,
       (n) => n,
-      (lp) => [...lp.local],
+      (lp) => (this.opts.fsdp ? [lp.owned] : [...lp.local]),
     )
     const moments = new Map([
       ...byLayout(
@@ -416,15 +515,17 @@ export class MeshReplica {
    * Bytes this member keeps between steps: `ownedBytes`, the parameters it owns and their AdamW
    * moments (under fsdp 1/data of its model part); `heldBytes`, parameters it holds as tensors
    * between steps (none under fsdp over several members: each stage's weights are gathered for the
-   * stage and dropped after it).
+   * stage and dropped after it); `heapBytes`, the size the wasm heap grew to (0 off wasm).
    */
-  memory(): { ownedBytes: number; heldBytes: number; peakRssMiB: number; numTensors: number } {
+  memory(): { ownedBytes: number; heldBytes: number; heapBytes: number; peakRssMiB: number; numTensors: number } {
     const owned = this.#layout.reduce((a, lp) => a + lp.owned, 0)
     let held = 0
     for (const v of this.#params.values()) held += 4 * v.size
+    const wasm = (tf.backend() as { wasm?: { HEAPF32: Float32Array } }).wasm
     return {
       ownedBytes: 3 * 4 * owned,
       heldBytes: held,
+      heapBytes: wasm?.HEAPF32.byteLength ?? 0,
       peakRssMiB: process.resourceUsage().maxRSS / 1024,
       numTensors: tf.memory().numTensors,
     }
