@@ -3,13 +3,16 @@
  * The wasm backend reduces a leading axis as a transpose plus a reduction, and `ones[1, N] · x`
  * makes XNNPACK pack all of x as a right operand for one row of output (≈2 ms for [2048, 256]);
  * one pass over the heap in place takes a quarter of that (the native kernel, kernels/native-ops.ts,
- * less again). Other backends use `tf.sum`.
+ * less again). On webgpu a WGSL kernel (webgpu/kernels/column-sum.ts); other backends use `tf.sum`.
  */
 import * as tf from '@tensorflow/tfjs'
 import { nativeKernels } from './native-ops.js'
 import { heapFloats, heapKernel } from './wasm-heap.js'
+import { deviceColumnSum } from '../webgpu/kernels/column-sum.js'
 
 export function columnSum(x: tf.Tensor): tf.Tensor {
+  const device = deviceColumnSum(x)
+  if (device) return device
   const [N, D] = x.shape as [number, number]
   const native = x.rank === 2 ? nativeKernels() : undefined
   const summed = native && heapKernel([D], [x], (out, xv) => native.columnSum(xv!, out))

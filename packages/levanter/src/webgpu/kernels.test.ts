@@ -6,6 +6,7 @@
 import * as tf from '@tensorflow/tfjs'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
+import { columnSum } from '../kernels/column-sum.js'
 import { fusedLayerNorm } from '../kernels/layer-norm.js'
 import { fusedBiasSoftmax, fusedCausalSoftmax } from '../kernels/softmax.js'
 import { matMulT } from '../kernels/transpose-last.js'
@@ -168,6 +169,21 @@ describe('WGSL LayerNorm', () => {
       expectClose(got[i]!, want[i]!, 2e-6 * scale, what)
     })
   })
+})
+
+test.each([
+  [300, 37],
+  [5, 3],
+  [1, 70],
+  [1100, 2],
+])('column sum [%i, %i] (a bias gradient) equals tf.sum over rows on cpu', async (N, D) => {
+  const x = normals(N * D, 21)
+  const names = await kernelsOf(() => columnSum(tf.tensor2d(x, [N, D])))
+  expect(names).toContain('LevanterColumnSum')
+  expect(names).not.toContain('Sum')
+  const got = await columnSum(tf.tensor2d(x, [N, D])).data()
+  const want = await onCpu(() => tf.sum(tf.tensor2d(x, [N, D]), 0).dataSync())
+  expectClose(got, want, 1e-5 * Math.sqrt(N), 'column sums')
 })
 
 describe('WGSL AdamW', () => {

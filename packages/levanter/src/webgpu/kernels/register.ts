@@ -6,10 +6,16 @@
 import * as tf from '@tensorflow/tfjs'
 import type { KernelConfig } from '@tensorflow/tfjs'
 import { ADAMW_KERNELS } from './adamw.js'
+import { COLUMN_SUM_KERNELS } from './column-sum.js'
 import { LAYER_NORM_KERNELS } from './layer-norm.js'
 import { SOFTMAX_KERNELS } from './softmax.js'
 
-export const WEBGPU_KERNELS: readonly KernelConfig[] = [...ADAMW_KERNELS, ...SOFTMAX_KERNELS, ...LAYER_NORM_KERNELS]
+export const WEBGPU_KERNELS: readonly KernelConfig[] = [
+  ...ADAMW_KERNELS,
+  ...SOFTMAX_KERNELS,
+  ...LAYER_NORM_KERNELS,
+  ...COLUMN_SUM_KERNELS,
+]
 
 /** Register the WGSL kernels for 'webgpu' (whether or not that backend runs here; idempotent). */
 export function registerWebGpuKernels(): void {
