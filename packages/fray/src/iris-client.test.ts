@@ -20,3 +20,14 @@ test("FrayIrisClient given a controller's address and token places actors on its
     await cluster.stop()
   }
 }, 60_000)
+
+test('FrayIrisClient({ iris: { platform: "local" } }) starts a cluster of its own and stops it at shutdown', async () => {
+  const client = new FrayIrisClient({ iris: { platform: 'local', workers: 1 } })
+  const job = await client.submit({
+    name: 'hello',
+    entrypoint: { command: [process.execPath, '-e', 'console.log("hi")'] },
+  })
+  expect(await job.wait({ timeoutMs: 60_000 })).toBe('succeeded')
+  expect(await job.logs()).toEqual(['hi'])
+  await client.shutdown()
+}, 60_000)

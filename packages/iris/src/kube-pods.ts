@@ -450,10 +450,6 @@ export class KubePods {
     return this.handleOf(t)
   }
 
-  /** Deletes a Pod found by `start` that no attempt wants. */
-  discard(found: FoundPod): Promise<void> {
-    return this.deletePod(podName(found.attemptId), 0)
-  }
 
   async close(): Promise<void> {
     this.watching = false
