@@ -2,7 +2,7 @@
  * Training `{ data: 2 }` with one member on each of two iris workers: a controller and its workers
  * as separate `iris` processes on loopback. A worker killed with SIGKILL fails the step with
  * REPLICA_FAILED naming the member it hosted; training resumes from the last checkpoint once a new
- * worker is there.
+ * worker is there, or on the capacity that remains (a smaller mesh: the checkpoint reshards).
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -10,7 +10,7 @@ import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { Dataset, Gpt2LM, isLevanterError, MemoryTracker, Pipeline, Trainer } from '@marin/levanter'
-import type { DataParallelEngine, TrainerConfigInput } from '@marin/levanter'
+import type { DataParallelEngine, MeshEngine, TrainerConfigInput } from '@marin/levanter'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 
 const IRIS = join(dirname(createRequire(import.meta.url).resolve('@marin/iris/package.json')), 'bin', 'iris.js')
@@ -133,4 +133,48 @@ test('data 2 on two iris workers: a SIGKILLed worker fails the step naming its m
   const again = await train(onIris, 6).pipeline.run()
   expect(again.resumedFrom).toBe(3)
   again.losses.forEach((l, i) => expect(Math.abs(l - reference.losses[3 + i]!)).toBeLessThan(1e-4))
+}, 240_000)
+
+test('fsdp data 2 on two iris workers: one SIGKILLed, training resumes as data 1 on the worker that remains', async () => {
+  const reference = await train({}, 6).pipeline.run()
+  const live = [...workers].filter(([, w]) => w.child.exitCode === null && w.child.signalCode === null)
+  expect(live).toHaveLength(2)
+  const store = join(dir, 'store-remaining')
+  const onIris = (data: number): TrainerConfigInput => ({
+    mesh: { data },
+    fsdp: true,
+    placement: { iris: { controller, tokenFile: tokenFile() } },
+    checkpointStore: store,
+    checkpointEvery: 1,
+    runName: 'iris-remaining',
+  })
+  const first = train(onIris(2), 6)
+  let hosts: (string | undefined)[] = []
+  const losses: number[] = []
+  first.trainer.addHook(1, ({ loss }) => void losses.push(loss))
+  first.trainer.addHook(3, () => {
+    hosts = (first.pipeline.engine as MeshEngine).pids.map(workerOf)
+    workers.get(hosts[1]!)!.child.kill('SIGKILL')
+  })
+  await expect(first.pipeline.run()).rejects.toSatisfy(
+    (e) => isLevanterError(e, 'REPLICA_FAILED') && /member 1 of 2 failed/.test((e as Error).message),
+  )
+  expect(new Set(hosts).size).toBe(2)
+  await workers.get(hosts[1]!)!.exited
+  // No new worker: the run goes on as { data: 1 }, its one member on the worker that is left, which
+  // reads both members' shards of step 3.
+  const again = train(onIris(1), 6)
+  let host: string | undefined
+  let reads: MeshEngine['shardReads'] = []
+  again.trainer.addHook(6, () => {
+    const e = again.pipeline.engine as MeshEngine
+    host = workerOf(e.pids[0]!)
+    reads = e.shardReads
+  })
+  const r = await again.pipeline.run()
+  expect(r.resumedFrom).toBe(3)
+  expect(host).toBe(hosts[0])
+  expect(reads).toHaveLength(1)
+  expect(reads[0]!.files).toHaveLength(4)
+  ;[...losses, ...r.losses].forEach((l, i) => expect(Math.abs(l - reference.losses[i]!)).toBeLessThan(1e-4))
 }, 240_000)
