@@ -2,7 +2,7 @@
  * The device check: `pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X]`.
  * Finds the GPU adapter (bringing the Vulkan loader from the registry's SwiftShader package when the
  * machine lacks one), checks levanter's ops, its WGSL kernels (src/webgpu/kernels/: softmax,
- * LayerNorm, AdamW) and a model's loss and gradients on the GPU against the cpu backend (where the composite
+ * LayerNorm, column sums, AdamW) and a model's loss and gradients on the GPU against the cpu backend (where the composite
  * ops run), then trains the quickstart's reference config and a GPT-2-small-sized model for a
  * fixed number of steps on the device-resident step. Prints one JSON line per result; exits 1 when
  * a check fails or no GPU adapter is found, 2 on bad usage.
@@ -17,6 +17,7 @@ import { Dataset } from '../src/data/dataset.js'
 import { DeviceEngine } from '../src/device-engine.js'
 import { maskedCrossEntropy } from '../src/loss.js'
 import type { ModelConfigInput } from '../src/models/config.js'
+import { columnSum } from '../src/kernels/column-sum.js'
 import { fusedLayerNorm } from '../src/kernels/layer-norm.js'
 import { fusedBiasSoftmax, fusedCausalSoftmax } from '../src/kernels/softmax.js'
 import { causalBias } from '../src/models/layers.js'
@@ -210,6 +211,10 @@ function cases(quick: boolean): Case[] {
         const ln = (a: tf.Tensor, g: tf.Tensor, b: tf.Tensor) => fusedLayerNorm(a, g, b, 1e-5)
         return [ln(xs[0]!, xs[1]!, xs[2]!), ...tf.grads((a, g, b) => tf.sum(tf.mul(ln(a, g, b), dy)))(xs)]
       },
+    },
+    {
+      name: 'column sum kernel [1100, 37] (two passes)',
+      run: () => columnSum(tf.randomNormal([1100, 37], 0, 1, 'float32', 10)),
     },
     { name: 'AdamW kernels, 3 steps (norms, parameters, moments)', run: adamw },
     { name: 'gpt2 loss and gradients', run: lossAndGrads(model) },

@@ -39,9 +39,15 @@ test('--software --quick prints the adapter, passing kernel checks and a trainin
   const adapter = lines.find((l) => l.check === 'adapter')
   expect(adapter?.backend).toBe('webgpu')
   const kernels = lines.filter((l) => l.check === 'kernel')
-  expect(kernels.length).toBeGreaterThanOrEqual(13)
+  expect(kernels.length).toBeGreaterThanOrEqual(14)
   // levanter's WGSL kernels (src/webgpu/kernels/) against the composite ops on cpu
-  for (const name of ['causal softmax kernel', 'bias softmax kernel', 'layer norm kernel', 'AdamW kernels'])
+  for (const name of [
+    'causal softmax kernel',
+    'bias softmax kernel',
+    'layer norm kernel',
+    'column sum kernel',
+    'AdamW kernels',
+  ])
     expect(
       kernels.map((k) => String(k.name)).some((n) => n.startsWith(name)),
       name,
