@@ -1,9 +1,9 @@
 /**
  * @module Tensor backend selection: `tensorflow` (tfjs-node-gpu, then tfjs-node, optional peers),
- * else `wasm` (levanter's CPU kernels, XNNPACK, SIMD), else `cpu`. `LEVANTER_BACKEND` overrides the
- * order; `LEVANTER_BACKEND=webgpu` runs on a hardware GPU adapter (Dawn over Vulkan), else a
- * software one (SwiftShader, from the registry). webgpu is not picked by default yet: data-parallel
- * replicas, scoring and serving still read tensors synchronously, which webgpu cannot.
+ * else `webgpu` on a hardware GPU adapter (Dawn over Vulkan), else `wasm` (levanter's CPU kernels,
+ * XNNPACK, SIMD), else `cpu`. A software adapter (SwiftShader, from the registry) runs only when
+ * asked: `LEVANTER_BACKEND` overrides the order. Processes that read tensors synchronously
+ * (data-parallel replicas, mesh members) say so and never get webgpu.
  */
 import { createRequire } from 'node:module'
 import path from 'node:path'
@@ -14,7 +14,7 @@ import { registerLevanterKernels } from './kernels/register.js'
 import { nativeGemm, threadCount } from './kernels/native-gemm.js'
 import { chooseGemmBuild } from './kernels/wasm-gemm.js'
 import { hardwareAdapter, swiftShaderAdapter } from './webgpu/adapter.js'
-import type { GpuAdapterInfo } from './webgpu/adapter.js'
+import type { GpuAdapterInfo, ProbedAdapter } from './webgpu/adapter.js'
 import { startWebGpuBackend } from './webgpu/backend.js'
 
 const log = logger('levanter')
@@ -47,6 +47,16 @@ export function isDeviceBackend(name: string = tf.getBackend()): boolean {
 /** One candidate in the selection order; `software` admits a software GPU adapter. */
 export type BackendCandidate = { readonly name: BackendName; readonly software: boolean }
 
+/** How a process selects its backend. */
+export type BackendOptions = {
+  /** This process reads tensors synchronously (`dataSync`: data-parallel replicas and mesh members do), which webgpu
+   * cannot: webgpu is left out of the default order, and `LEVANTER_BACKEND=webgpu` is an error saying so. */
+  readonly syncReads?: boolean
+  /** Where the default order looks for a hardware GPU adapter (classified by its description); @default Dawn's
+   * preferred adapter where the system has a Vulkan loader (webgpu/adapter.ts). */
+  readonly probeAdapter?: () => Promise<ProbedAdapter | undefined>
+}
+
 let chosen: Promise<BackendInfo> | undefined
 
 // Optional peers are loaded by a computed specifier so that bundlers and tsc never require them.
@@ -66,9 +76,11 @@ async function tryTensorflow(): Promise<BackendInfo | undefined> {
   return undefined
 }
 
-async function tryWebGpu(software: boolean): Promise<BackendInfo | undefined> {
+async function tryWebGpu(software: boolean, o: BackendOptions): Promise<BackendInfo | undefined> {
   try {
-    const found = (await hardwareAdapter()) ?? (software ? await swiftShaderAdapter() : undefined)
+    const t0 = performance.now()
+    const found = (await hardwareAdapter(o.probeAdapter)) ?? (software ? await swiftShaderAdapter() : undefined)
+    if (!found) log.debug({ ms: performance.now() - t0 }, 'no hardware GPU adapter')
     if (!found || !(await startWebGpuBackend(found))) return undefined
     await tf.ready()
     return { name: 'webgpu', threads: 0, simd: false, adapter: found.info }
@@ -101,29 +113,43 @@ async function tryCpu(): Promise<BackendInfo | undefined> {
   return (await tf.setBackend('cpu')) ? { name: 'cpu', threads: 1, simd: false } : undefined
 }
 
-const TRY: Record<BackendName, (software: boolean) => Promise<BackendInfo | undefined>> = {
+const TRY: Record<BackendName, (software: boolean, o: BackendOptions) => Promise<BackendInfo | undefined>> = {
   tensorflow: tryTensorflow,
   webgpu: tryWebGpu,
   wasm: tryWasm,
   cpu: tryCpu,
 }
 
-/** The candidates {@link initBackend} tries, in order, for a `LEVANTER_BACKEND` value (unchecked). */
-export function backendOrder(prefer: string | undefined): BackendCandidate[] {
-  // webgpu only when asked: its tensors cannot be read synchronously, which data-parallel replicas,
-  // scoring and serving still do, so a default pick on a GPU machine would break those
+/** The candidates {@link initBackend} tries, in order, for a `LEVANTER_BACKEND` value (unchecked). By default webgpu
+ * only on a hardware adapter (`software: false`), and never where the process reads tensors synchronously. */
+export function backendOrder(prefer: string | undefined, o: BackendOptions = {}): BackendCandidate[] {
   if (prefer === undefined || prefer === '')
-    return BACKEND_NAMES.filter((name) => name !== 'webgpu').map((name) => ({ name, software: false }))
+    return BACKEND_NAMES.filter((name) => !(o.syncReads && name === 'webgpu')).map((name) => ({
+      name,
+      software: false,
+    }))
   return [{ name: prefer as BackendName, software: prefer === 'webgpu' }]
 }
 
 /**
  * Pick and initialize the tensor backend once per process, register levanter's kernels and
  * gradients, and log the choice. Later calls return the first answer.
- * @param prefer a backend name; @default process.env.LEVANTER_BACKEND, else tensorflow → wasm → cpu (webgpu only when
- * asked)
+ * @param prefer a backend name; @default process.env.LEVANTER_BACKEND, else tensorflow → webgpu on a hardware adapter
+ * → wasm → cpu
  */
-export function initBackend(prefer: string | undefined = process.env.LEVANTER_BACKEND): Promise<BackendInfo> {
+export function initBackend(
+  prefer: string | undefined = process.env.LEVANTER_BACKEND,
+  o: BackendOptions = {},
+): Promise<BackendInfo> {
+  if (o.syncReads && prefer === 'webgpu')
+    return Promise.reject(
+      new LevanterError(
+        'BACKEND_UNAVAILABLE',
+        'LEVANTER_BACKEND=webgpu: this process (a data-parallel replica or mesh member) reads tensors synchronously, ' +
+          'which webgpu cannot; unset LEVANTER_BACKEND (members then train on the CPU kernels) or train in one ' +
+          'process (mesh { data: 1 }, no fsdp)',
+      ),
+    )
   chosen ??= (async () => {
     tf.env().set('IS_NODE', true)
     tf.env().set('PROD', true) // no per-op NaN checks or deprecation chatter
@@ -133,9 +159,9 @@ export function initBackend(prefer: string | undefined = process.env.LEVANTER_BA
         `LEVANTER_BACKEND=${prefer} is not one of ${BACKEND_NAMES.join(', ')}; unset it or pick one of those`,
       )
     }
-    const order = backendOrder(prefer)
+    const order = backendOrder(prefer, o)
     for (const { name, software } of order) {
-      let info = await TRY[name](software)
+      let info = await TRY[name](software, o)
       if (info) {
         // a bad LEVANTER_GEMM fails here, by name
         if (info.name === 'wasm') info = { ...info, gemm: chooseGemmBuild() ?? 'xnnpack' }

@@ -62,32 +62,60 @@ export function loadVulkanLoader(fallback?: string): 'system' | string | undefin
   return undefined
 }
 
-function describe(adapter: GPUAdapter): GpuAdapterInfo {
-  const i = adapter.info as GPUAdapterInfo & { isFallbackAdapter?: boolean }
+/** What an adapter says of itself (`GPUAdapter.info`; Dawn adds `isFallbackAdapter`, true for CPU-type adapters). */
+export type AdapterDescription = Pick<GPUAdapterInfo, 'vendor' | 'architecture' | 'device' | 'description'> & {
+  readonly isFallbackAdapter?: boolean
+}
+
+/** Software rasterizers that present themselves as Vulkan devices. */
+const SOFTWARE = /swiftshader|llvmpipe|lavapipe|softpipe/i
+
+/** How levanter names an adapter; `software` for a fallback (CPU-type) adapter or a known software rasterizer. */
+export function describeAdapter(i: AdapterDescription): GpuAdapterInfo {
   return {
     vendor: i.vendor,
     architecture: i.architecture,
     device: i.device,
     description: i.description,
-    software:
-      Boolean(i.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(`${i.architecture} ${i.description}`),
+    software: Boolean(i.isFallbackAdapter) || SOFTWARE.test(`${i.architecture} ${i.device} ${i.description}`),
   }
 }
 
-async function request(): Promise<FoundAdapter | undefined> {
+/** A Dawn adapter with the description it gave, before levanter classifies it. */
+export type ProbedAdapter = {
+  readonly gpu: GPU
+  readonly adapter: GPUAdapter
+  readonly description: AdapterDescription
+}
+
+async function request(): Promise<ProbedAdapter | undefined> {
   const gpu = loadDawn().create([])
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' })
-  return adapter ? { gpu, adapter, info: describe(adapter) } : undefined
+  return adapter ? { gpu, adapter, description: adapter.info as AdapterDescription } : undefined
+}
+
+function found(p: ProbedAdapter): FoundAdapter {
+  return { gpu: p.gpu, adapter: p.adapter, info: describeAdapter(p.description) }
+}
+
+/**
+ * Dawn's preferred adapter, unclassified, where the system has a Vulkan loader; undefined, without
+ * loading Dawn, where it has none (the common case on a machine without a GPU: one failed `dlopen`).
+ */
+export async function probeAdapter(): Promise<ProbedAdapter | undefined> {
+  if (!loadVulkanLoader()) return undefined
+  return request()
 }
 
 /**
  * A hardware adapter if the machine has a GPU with a Vulkan driver (or Metal/D3D elsewhere);
- * undefined otherwise, without starting Dawn when there is no Vulkan loader at all.
+ * undefined otherwise (no loader, no adapter, or a software one).
+ * @param probe where the adapter comes from; @default {@link probeAdapter}
  */
-export async function hardwareAdapter(): Promise<FoundAdapter | undefined> {
-  if (!loadVulkanLoader()) return undefined
-  const found = await request()
-  return found && !found.info.software ? found : undefined
+export async function hardwareAdapter(probe = probeAdapter): Promise<FoundAdapter | undefined> {
+  const p = await probe()
+  const f = p && found(p)
+  return f && !f.info.software ? f : undefined
 }
 
 /** A SwiftShader adapter: the driver (and, if the system has none, the loader) unpacked from the registry package. */
@@ -95,5 +123,6 @@ export async function swiftShaderAdapter(cacheDir?: string): Promise<FoundAdapte
   const ss = unpackSwiftShader(cacheDir)
   process.env.VK_ICD_FILENAMES = ss.icd // read by the loader when Dawn creates its Vulkan instance
   if (!loadVulkanLoader(ss.loader)) return undefined
-  return request()
+  const p = await request()
+  return p && found(p)
 }

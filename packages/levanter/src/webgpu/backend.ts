@@ -12,6 +12,9 @@ import type { FoundAdapter } from './adapter.js'
 type WebGpuModule = { WebGPUBackend: new (device: GPUDevice, info: GPUAdapterInfo) => tf.KernelBackend }
 type TensorMap = { get(id: object): { values?: unknown; dtype?: string } | undefined }
 
+/** tfjs-backend-webgpu's `MatMulProgramType.MatMulPackedProgram` (its `WEBGPU_MATMUL_PROGRAM_TYPE` flag). */
+const MATMUL_PACKED = 3
+
 /** Limits tfjs-backend-webgpu asks for: the adapter's own, so large tensors fit. */
 function requiredLimits(a: GPUAdapter): Record<string, number> {
   const l = a.limits
@@ -39,6 +42,10 @@ export async function startWebGpuBackend(found: FoundAdapter): Promise<boolean> 
   else if (!nav.gpu) Object.defineProperty(nav, 'gpu', { value: gpu, configurable: true })
   const features: GPUFeatureName[] = adapter.features.has('timestamp-query') ? ['timestamp-query'] : []
   const device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits: requiredLimits(adapter) })
+  // On a software adapter, the matrix products tfjs-webgpu picks for small outputs (one workgroup reducing each output
+  // element across 256 threads) run ~100× slower than its packed tiled product (SwiftShader switches threads at every
+  // barrier): a [16, 8]·[8, 8] product took ~90 ms of CPU against ~2 ms. A GPU keeps tfjs's choice.
+  if (found.info.software) tf.env().set('WEBGPU_MATMUL_PROGRAM_TYPE', MATMUL_PACKED)
   if ('webgpu' in (tf.engine() as unknown as { registryFactory: object }).registryFactory) tf.removeBackend('webgpu')
   tf.registerBackend('webgpu', () => {
     const b = new WebGPUBackend(device, adapter.info)

@@ -1,0 +1,55 @@
+/**
+ * The default backend selection in a fresh process, with the GPU probe injected:
+ * `tsx default-backend.ts <gpu|software|throws|none>` hands the selection the real SwiftShader
+ * device described as an NVIDIA GPU (`gpu`) or as itself (`software`), a probe that fails, or no
+ * adapter; with `gpu` it then trains the tiny quickstart model two steps through `Pipeline`. Prints
+ * `{ info, backend, run }` as its last stdout line (logs go to stderr).
+ */
+import * as tf from '@tensorflow/tfjs'
+import { initBackend } from '../backend.js'
+import { Dataset } from '../data/dataset.js'
+import { createModel } from '../models/lm.js'
+import { Pipeline } from '../pipeline.js'
+import { MemoryTracker } from '../trackers.js'
+import { Trainer } from '../trainer.js'
+import type { ProbedAdapter } from '../webgpu/adapter.js'
+import { swiftShaderAdapter } from '../webgpu/adapter.js'
+import { TINY_MODELS } from './backend-train.js'
+
+export const INJECTED_GPU = {
+  vendor: 'nvidia',
+  architecture: 'hopper',
+  device: '0x2335',
+  description: 'NVIDIA H200',
+  isFallbackAdapter: false,
+}
+
+const mode = process.argv[2]
+async function swiftShader(): Promise<ProbedAdapter> {
+  const ss = (await swiftShaderAdapter())!
+  return { gpu: ss.gpu, adapter: ss.adapter, description: ss.adapter.info }
+}
+const probes: Record<string, () => Promise<ProbedAdapter | undefined>> = {
+  gpu: async () => ({ ...(await swiftShader()), description: INJECTED_GPU }),
+  software: swiftShader,
+  throws: async () => {
+    throw new Error('vkCreateInstance failed')
+  },
+  none: async () => undefined,
+}
+const info = await initBackend(undefined, { probeAdapter: probes[mode!]! })
+let run: unknown
+if (mode === 'gpu') {
+  const model = createModel(TINY_MODELS.gpt2, 1)
+  const trainer = new Trainer({ batchSize: 2, logEvery: 1 }, { trackers: [new MemoryTracker()] })
+  const tokens = Array.from({ length: 2000 }, (_, i) => (i * 37) % 383)
+  const r = await new Pipeline({
+    dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }),
+    model,
+    trainer,
+    maxSteps: 2,
+  }).run()
+  run = { backend: r.backend, losses: r.losses }
+  model.dispose()
+}
+process.stdout.write(`${JSON.stringify({ info, backend: tf.getBackend(), run })}\n`)

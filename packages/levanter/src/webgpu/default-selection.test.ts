@@ -1,0 +1,52 @@
+/**
+ * The default backend selection (no LEVANTER_BACKEND) in fresh processes with the GPU probe
+ * injected: a hardware adapter is picked, and training runs on it (the real SwiftShader device,
+ * described as a GPU); a software adapter, a failing probe or none fall through to the CPU kernels
+ * without a word above debug level.
+ */
+import { execFile } from 'node:child_process'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import { expect, test } from 'vitest'
+
+const script = path.join(import.meta.dirname, '..', 'test-support', 'default-backend.ts')
+
+async function select(mode: string): Promise<{ out: Record<string, any>; logs: Record<string, any>[] }> {
+  const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'info', LOG_FORMAT: 'json' }
+  delete env.LEVANTER_BACKEND
+  const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', script, mode], {
+    env,
+    maxBuffer: 16 << 20,
+  })
+  const logs = stderr
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, any>)
+  return { out: JSON.parse(stdout.trim().split('\n').at(-1)!), logs }
+}
+
+const GPU = { vendor: 'nvidia', architecture: 'hopper', device: '0x2335', description: 'NVIDIA H200', software: false }
+
+test('with a hardware adapter the default is webgpu: one log line and the run name backend and adapter', async () => {
+  const { out, logs } = await select('gpu')
+  expect(out.backend).toBe('webgpu')
+  expect(out.info).toEqual({ name: 'webgpu', threads: 0, simd: false, adapter: GPU })
+  const selected = logs.filter((l) => l.msg === 'tensor backend selected')
+  expect(selected).toHaveLength(1)
+  expect(selected[0]).toMatchObject({ name: 'webgpu', adapter: GPU })
+  expect(out.run.backend).toEqual(out.info) // the run's provenance (and its checkpoints' manifests)
+  expect(out.run.losses).toHaveLength(2)
+  for (const l of out.run.losses) expect(Number.isFinite(l)).toBe(true)
+}, 120_000)
+
+test.each(['software', 'throws', 'none'])(
+  'a %s probe falls through to the CPU kernels, quietly',
+  async (mode) => {
+    const { out, logs } = await select(mode)
+    expect(out.backend).toBe('wasm')
+    expect(out.info.name).toBe('wasm')
+    expect(out.info.adapter).toBeUndefined()
+    expect(logs.filter((l) => l.level === 'warn' || l.level === 'error' || l.level >= 40)).toEqual([])
+  },
+  120_000,
+)
