@@ -1,7 +1,10 @@
 /**
  * @module The step on a device backend (webgpu, tensorflow): parameters, gradients, AdamW moments,
- * clipping and the loss stay on the device. A step uploads its batch and reads back 8 bytes (the
- * loss and the gradient norm, in one asynchronous read); the engine counts both directions.
+ * clipping and the loss stay on the device. A step uploads its batch; its loss and gradient norm
+ * (8 bytes) stay on the device until asked for: {@link DeviceEngine.stepDeferred} reads nothing,
+ * {@link DeviceEngine.readPending} reads every deferred step's pair in one asynchronous read (what
+ * `Pipeline` does where it logs, evaluates, checkpoints or runs a hook). The engine counts both
+ * directions.
  */
 import * as tf from '@tensorflow/tfjs'
 import type { Batch } from './data/batch.js'
@@ -20,8 +23,12 @@ export class DeviceEngine implements Engine {
   readonly opt: DeviceAdamW
   /** Bytes moved by training steps so far (checkpoints and evaluation not counted). */
   readonly transferred: TransferBytes = { toDevice: 0, toHost: 0 }
-  /** Bytes moved by the last step. */
+  /** Bytes moved by the last step (its upload, and the read of the deferred results if it made one). */
   lastStep: TransferBytes = { toDevice: 0, toHost: 0 }
+  /** Reads of step results so far. */
+  reads = 0
+  /** [loss, gradNorm] of each step not read yet, on the device. */
+  #pending: tf.Tensor1D[] = []
 
   constructor(
     readonly model: CausalLM,
@@ -31,7 +38,8 @@ export class DeviceEngine implements Engine {
     this.opt = new DeviceAdamW(adamw, model)
   }
 
-  async step(batch: Batch, lr: number): Promise<StepResult> {
+  /** One step that reads nothing back: its loss and gradient norm wait on the device for {@link readPending}. */
+  async stepDeferred(batch: Batch, lr: number): Promise<void> {
     const { loss, grads, bytesToDevice } = computeGradsOnDevice(
       this.model,
       batch,
@@ -41,17 +49,36 @@ export class DeviceEngine implements Engine {
     let norm: tf.Scalar | undefined
     try {
       norm = this.opt.apply(grads, lr)
+      this.#pending.push(tf.stack([loss, norm]) as tf.Tensor1D)
     } finally {
-      tf.dispose([...grads.values()])
+      tf.dispose([...grads.values(), loss, ...(norm ? [norm] : [])])
     }
-    const both = tf.stack([loss, norm])
-    tf.dispose([loss, norm])
-    const d = await both.data()
-    both.dispose()
-    this.lastStep = { toDevice: bytesToDevice, toHost: d.byteLength }
+    this.lastStep = { toDevice: bytesToDevice, toHost: 0 }
     this.transferred.toDevice += bytesToDevice
+  }
+
+  /** The results of the steps deferred since the last read, oldest first, in one read ([] when none). */
+  async readPending(): Promise<StepResult[]> {
+    const pending = this.#pending
+    if (pending.length === 0) return []
+    this.#pending = []
+    const all = pending.length === 1 ? pending[0]! : tf.concat(pending)
+    let d: Float32Array
+    try {
+      d = (await all.data()) as Float32Array
+    } finally {
+      tf.dispose(all === pending[0] ? pending : [...pending, all])
+    }
+    this.lastStep = { ...this.lastStep, toHost: this.lastStep.toHost + d.byteLength }
     this.transferred.toHost += d.byteLength
-    return { loss: d[0]!, gradNorm: d[1]! }
+    this.reads++
+    return Array.from({ length: pending.length }, (_, i) => ({ loss: d[2 * i]!, gradNorm: d[2 * i + 1]! }))
+  }
+
+  /** One step, read back with any deferred before it (their results are dropped: use {@link readPending} for them). */
+  async step(batch: Batch, lr: number): Promise<StepResult> {
+    await this.stepDeferred(batch, lr)
+    return (await this.readPending()).at(-1)!
   }
 
   async evalLoss(batch: Batch): Promise<number> {
@@ -76,6 +103,8 @@ export class DeviceEngine implements Engine {
   }
 
   async close(): Promise<void> {
+    tf.dispose(this.#pending)
+    this.#pending = []
     this.opt.dispose()
   }
 }

@@ -20,6 +20,10 @@ export type StepResult = { readonly loss: number; readonly gradNorm: number }
 /** A training step executor. */
 export interface Engine {
   step(batch: Batch, lr: number): Promise<StepResult>
+  /** On a device: a step that leaves its loss and gradient norm on the device, read later by {@link readPending}. */
+  stepDeferred?(batch: Batch, lr: number): Promise<void>
+  /** On a device: the results of the deferred steps, oldest first, in one read. */
+  readPending?(): Promise<StepResult[]>
   /** Mean masked loss of a batch (no update). */
   evalLoss(batch: Batch): Promise<number>
   state(): Promise<TrainTensors>
@@ -27,12 +31,17 @@ export interface Engine {
   close(): Promise<void>
 }
 
-/** Mean masked loss of `batch` under `model`. */
-export function evalLossOf(model: CausalLM, batch: Batch): number {
-  return tf.tidy(() => {
+/** Mean masked loss of `batch` under `model`, read asynchronously (on any backend, webgpu included). */
+export async function evalLossOf(model: CausalLM, batch: Batch): Promise<number> {
+  const loss = tf.tidy(() => {
     const { ids, targets, mask } = batchTensors(batch)
-    return maskedCrossEntropy(model.forward(ids), targets, mask).dataSync()[0]!
+    return maskedCrossEntropy(model.forward(ids), targets, mask)
   })
+  try {
+    return (await loss.data())[0]!
+  } finally {
+    loss.dispose()
+  }
 }
 
 /** Runs steps on the model in this process. */

@@ -4,9 +4,9 @@ import { fusedCrossEntropy } from './kernels/cross-entropy.js'
 
 /**
  * Σ mask·(−log p(target)) / `denominator`. logits [B, T, V], targets [B, T] int32, mask [B, T] float.
- * The denominator defaults to Σ mask; microbatches and replicas pass the global count so their
- * sums add up to the whole batch's mean exactly. One native kernel where those run
- * (kernels/cross-entropy.ts).
+ * The denominator defaults to Σ mask (at least 1, computed where the tensors are); microbatches
+ * and replicas pass the global count so their sums add up to the whole batch's mean exactly. One
+ * native kernel where those run (kernels/cross-entropy.ts).
  */
 export function maskedCrossEntropy(
   logits: tf.Tensor,
@@ -23,7 +23,8 @@ export function maskedCrossEntropy(
     // softmaxCrossEntropy has a fused (softmax − onehot) gradient: no gather, no log-softmax backward.
     const nll = tf.losses.softmaxCrossEntropy(onehot, flat, undefined, 0, tf.Reduction.NONE) // [B·T]
     const total = tf.sum(tf.mul(nll, tf.reshape(mask, [-1])))
-    const denom = denominator ?? Math.max(1, tf.sum(mask).dataSync()[0]!)
+    // Σ mask stays a tensor: nothing is read back (impossible synchronously on webgpu); the quotient has the same bits
+    const denom = denominator ?? tf.maximum(tf.sum(mask), 1)
     return tf.div(total, denom) as tf.Scalar
   })
 }

@@ -12,7 +12,7 @@ import type { DamagedCheckpoint } from './checkpoint/checkpointer.js'
 import type { Dataset } from './data/dataset.js'
 import { DeviceEngine } from './device-engine.js'
 import { LocalEngine } from './engine.js'
-import type { Engine } from './engine.js'
+import type { Engine, StepResult } from './engine.js'
 import { LevanterError } from './errors.js'
 import { measurePeakFlops } from './flops.js'
 import type { CausalLM } from './models/lm.js'
@@ -83,6 +83,21 @@ export class Pipeline {
       : undefined
     const adamw = { beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: c.weightDecay, maxGradNorm: c.maxGradNorm }
     const members = c.mesh.data * c.mesh.model
+    if ((members > 1 || c.fsdp) && backend.name === 'webgpu') {
+      // mesh members read tensors synchronously, which webgpu cannot: they choose a CPU backend (backend.ts)
+      if (process.env.LEVANTER_BACKEND === 'webgpu')
+        throw new LevanterError(
+          'BAD_CONFIG',
+          `trainer config: mesh ${JSON.stringify(c.mesh)}${c.fsdp ? ' with fsdp' : ''} ` +
+            'under LEVANTER_BACKEND=webgpu: ' +
+            'mesh members cannot run on webgpu yet; unset LEVANTER_BACKEND (members then train on the CPU kernels) ' +
+            'or train in one process (mesh { data: 1 }, no fsdp)',
+        )
+      log.info(
+        { members, driver: backend.adapter },
+        'mesh members train on the CPU kernels: webgpu cannot run them yet',
+      )
+    }
     const makeEngine = async (): Promise<Engine> =>
       members === 1 && !c.fsdp
         ? isDeviceBackend()
@@ -128,20 +143,41 @@ export class Pipeline {
           'resumed from checkpoint',
         )
       }
+      // On a device the step's loss stays there until a step that logs, evaluates, checkpoints or runs a hook; the
+      // steps between are read with it, in one read, and share the interval's time.
+      const readsAt = (step: number) =>
+        step % c.logEvery === 0 ||
+        step === maxSteps ||
+        (c.evalEvery > 0 && step % c.evalEvery === 0) ||
+        (ckpt !== undefined && c.checkpointEvery > 0 && step % c.checkpointEvery === 0) ||
+        trainer.hooks.some((h) => step % h.every === 0)
+      let since: number | undefined // when the first step not read yet started
       for (let s = start; s < maxSteps; s++) {
         const batch = await dataset.trainBatch(s, c.batchSize, seqLen, c.seed)
         const lr = learningRateAt(c.schedule, c.learningRate, s, maxSteps)
-        const t0 = performance.now()
-        const { loss, gradNorm } = await engine.step(batch, lr).catch((err: unknown) => {
-          throw members === 1 ? explainOutOfMemory(err, model.numParams()) : err
+        const t0 = (since ??= performance.now())
+        let results: StepResult[]
+        if (engine.stepDeferred && engine.readPending) {
+          await engine.stepDeferred(batch, lr)
+          if (!readsAt(s + 1)) continue
+          results = await engine.readPending()
+        } else
+          results = [
+            await engine.step(batch, lr).catch((err: unknown) => {
+              throw members === 1 ? explainOutOfMemory(err, model.numParams()) : err
+            }),
+          ]
+        const seconds = (performance.now() - t0) / 1000 / results.length
+        since = undefined
+        results.forEach(({ loss }, i) => {
+          if (!Number.isFinite(loss))
+            throw new LevanterError(
+              'NON_FINITE_LOSS',
+              `step ${s + 2 - results.length + i}: loss is ${loss}; lower the learning rate or check the data`,
+            )
+          losses.push(loss)
         })
-        const seconds = (performance.now() - t0) / 1000
-        if (!Number.isFinite(loss))
-          throw new LevanterError(
-            'NON_FINITE_LOSS',
-            `step ${s + 1}: loss is ${loss}; lower the learning rate or check the data`,
-          )
-        losses.push(loss)
+        const { loss, gradNorm } = results.at(-1)!
         const tokensPerSec = (batch.batchSize * seqLen) / seconds
         const flopsPerSec = tokensPerSec * flopsPerToken
         const info: StepInfo = {

@@ -14,10 +14,15 @@ import type { BackendInfo } from '../backend.js'
 import { Checkpointer } from '../checkpoint/checkpointer.js'
 import { Dataset } from '../data/dataset.js'
 import { DeviceEngine } from '../device-engine.js'
+import { evalLossOf } from '../engine.js'
+import type { StepResult } from '../engine.js'
 import { generateAsync } from '../generate.js'
 import { createModel } from '../models/lm.js'
 import { AdamWConfig } from '../optim/adamw.js'
+import { Pipeline } from '../pipeline.js'
 import { TINY_MODELS, trainSpec } from '../test-support/backend-train.js'
+import { MemoryTracker } from '../trackers.js'
+import { Trainer } from '../trainer.js'
 import type { TrainSpec } from '../test-support/backend-train.js'
 
 const script = path.join(import.meta.dirname, '..', 'test-support', 'backend-train.ts')
@@ -31,6 +36,10 @@ async function onWasm(specs: TrainSpec[]): Promise<number[][]> {
   })
   return (JSON.parse(stdout.trim().split('\n').at(-1)!) as { losses: number[][] }).losses
 }
+
+/** The smallest model that still has every part (the growth and read-point tests run hundreds of SwiftShader steps). */
+const SMALL = { type: 'llama', vocabSize: 16, seqLen: 8, dModel: 8, nLayers: 1, nHeads: 2 } as const
+const SMALL_TOKENS = Array.from({ length: 4000 }, (_, i) => (i * 7) % 15)
 
 let info: BackendInfo
 // The wasm side starts at once and runs beside the webgpu side: one uninterrupted 20-step run per
@@ -107,23 +116,131 @@ describe('webgpu backend', () => {
     120_000,
   )
 
-  test('no tensor or GPU-buffer growth over 50 device steps', async () => {
-    const model = createModel({ ...TINY_MODELS.llama, seqLen: 8 }, 2)
+  test('the masked loss and evalLossOf read nothing synchronously: they run on webgpu', async () => {
+    const model = createModel(SMALL, 4)
+    const batch = await Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 }).trainBatch(0, 2, 8, 0)
     const engine = new DeviceEngine(model, AdamWConfig.parse({}))
-    const data = Dataset.fromTokens(
-      Array.from({ length: 4000 }, (_, i) => (i * 37) % 383),
-      { evalFraction: 0 },
-    )
-    const batch = await data.trainBatch(0, 2, 8, 0)
-    await engine.step(batch, 1e-3)
-    await engine.step(batch, 1e-3)
-    const before = tf.memory() as tf.MemoryInfo & { numBytesAllocatedInGPU?: number }
-    for (let s = 0; s < 50; s++) await engine.step(await data.trainBatch(s, 2, 8, 0), 1e-3)
-    const after = tf.memory() as tf.MemoryInfo & { numBytesAllocatedInGPU?: number }
+    const viaEngine = await engine.evalLoss(batch)
+    const viaHost = await evalLossOf(model, batch)
+    expect(viaHost).toBe(viaEngine)
+    expect(Number.isFinite(viaHost)).toBe(true)
+    await engine.close()
+    model.dispose()
+  }, 120_000)
+
+  test('a second checkpoint of the same engine holds the moments of its own step', async () => {
+    const data = Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 })
+    const b = await Promise.all([0, 1, 2, 3, 4].map((s) => data.trainBatch(s, 2, 8, 0)))
+    const a = new DeviceEngine(createModel(SMALL, 3), AdamWConfig.parse({}))
+    await a.step(b[0]!, 1e-2)
+    await a.state() // the first checkpoint reads the moments once
+    await a.step(b[1]!, 1e-2)
+    await a.step(b[2]!, 1e-2)
+    const resumed = new DeviceEngine(createModel(SMALL, 3), AdamWConfig.parse({}))
+    await resumed.load(await a.state())
+    const next = [await a.step(b[3]!, 1e-2), await a.step(b[4]!, 1e-2)]
+    expect([await resumed.step(b[3]!, 1e-2), await resumed.step(b[4]!, 1e-2)]).toEqual(next)
+    for (const e of [a, resumed]) {
+      await e.close()
+      e.model.dispose()
+    }
+  }, 120_000)
+
+  test('a step that does not log reads nothing back; deferred results come in one read, the same numbers', async () => {
+    const data = Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 })
+    const batches = await Promise.all([0, 1, 2, 3].map((s) => data.trainBatch(s, 2, 8, 0)))
+    const run = async (defer: boolean) => {
+      const model = createModel(SMALL, 2)
+      const engine = new DeviceEngine(model, AdamWConfig.parse({}))
+      const out: StepResult[] = []
+      const toHost: number[] = []
+      for (const [i, b] of batches.entries()) {
+        if (defer && i < 3) await engine.stepDeferred(b, 1e-2)
+        else if (defer) {
+          await engine.stepDeferred(b, 1e-2)
+          out.push(...(await engine.readPending()))
+        } else out.push(await engine.step(b, 1e-2))
+        toHost.push(engine.lastStep.toHost)
+        expect(engine.lastStep.toDevice).toBe(12 * 2 * 8) // ids, targets, mask: 12 bytes a token
+      }
+      await engine.close()
+      model.dispose()
+      return { out, toHost, reads: engine.reads, total: engine.transferred.toHost }
+    }
+    const eager = await run(false)
+    const deferred = await run(true)
+    expect(eager.toHost).toEqual([8, 8, 8, 8]) // loss and gradient norm, float32
+    expect(deferred.toHost).toEqual([0, 0, 0, 32]) // nothing until asked, then all four steps' at once
+    expect([eager.reads, deferred.reads]).toEqual([4, 1])
+    expect(deferred.total).toBe(eager.total)
+    expect(deferred.out).toEqual(eager.out)
+  }, 240_000)
+
+  test('Pipeline on webgpu reads the loss only where it logs, evaluates, checkpoints or runs a hook', async () => {
+    const data = Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0.1 })
+    const train = async (every: number, extra: object = {}) => {
+      const model = createModel(SMALL, 2)
+      const tracker = new MemoryTracker()
+      const trainer = new Trainer(
+        { batchSize: 2, learningRate: 1e-2, logEvery: every, ...extra },
+        { trackers: [tracker] },
+      )
+      const p = new Pipeline({ dataset: data, model, trainer, maxSteps: 10 })
+      const r = await p.run()
+      model.dispose()
+      return { r, engine: p.engine as DeviceEngine, tracker }
+    }
+    const eager = await train(1)
+    const lazy = await train(5)
+    expect(lazy.engine).toBeInstanceOf(DeviceEngine)
+    expect(eager.engine.reads).toBe(10)
+    expect(lazy.engine.reads).toBe(2) // steps 5 and 10
+    expect(lazy.engine.transferred.toHost).toBe(10 * 8) // every step's loss and norm, in two reads
+    expect(lazy.r.losses).toEqual(eager.r.losses)
+    expect(lazy.r.last!.loss).toBe(eager.r.losses[9])
+    expect(lazy.tracker.rows.filter((r) => 'train/loss' in r).map((r) => r.step)).toEqual([5, 10])
+    // evaluation at step 3 and a hook every 4 steps are read points too
+    const hooked: number[] = []
+    const mixed = await train(10, { evalEvery: 3, evalBatches: 1 })
+    expect(mixed.engine.reads).toBe(4) // steps 3, 6, 9, 10
+    expect(mixed.r.losses).toEqual(eager.r.losses)
+    const model = createModel(SMALL, 2)
+    const trainer = new Trainer({ batchSize: 2, learningRate: 1e-2, logEvery: 10 }, { trackers: [new MemoryTracker()] })
+    trainer.addHook(4, ({ step, loss }) => void hooked.push(step, loss))
+    const p = new Pipeline({ dataset: data, model, trainer, maxSteps: 10 })
+    await p.run()
+    model.dispose()
+    expect((p.engine as DeviceEngine).reads).toBe(3) // steps 4, 8, 10
+    expect(hooked).toEqual([4, eager.r.losses[3], 8, eager.r.losses[7]])
+  }, 240_000)
+
+  test('no tensor or GPU-buffer growth over 200 device steps (results read every 10)', async () => {
+    const model = createModel(SMALL, 2)
+    const engine = new DeviceEngine(model, AdamWConfig.parse({}))
+    const data = Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 })
+    const steps = async (from: number, n: number) => {
+      for (let s = from; s < from + n; s++) {
+        await engine.stepDeferred(await data.trainBatch(s, 2, 8, 0), 1e-3)
+        if (s % 10 === 9) expect(await engine.readPending()).toHaveLength(10)
+      }
+    }
+    await steps(0, 10) // the loop once, so that every buffer size it uses is in tfjs's pool
+    const memory = () => tf.memory() as tf.MemoryInfo & { numBytesAllocatedInGPU?: number }
+    const before = memory()
+    const t0 = performance.now()
+    const seen: number[] = []
+    for (let s = 10; s < 210; s += 10) {
+      await steps(s, 10)
+      seen.push(memory().numBytesAllocatedInGPU!)
+    }
+    const after = memory()
+    console.log(`200 device steps on ${info.adapter!.description}: ${((performance.now() - t0) / 1000).toFixed(1)} s`)
     expect(after.numTensors).toBe(before.numTensors)
     expect(after.numBytes).toBe(before.numBytes)
     expect(before.numBytesAllocatedInGPU).toBeGreaterThan(0)
-    expect(after.numBytesAllocatedInGPU).toBe(before.numBytesAllocatedInGPU)
+    expect(seen).toEqual(seen.map(() => before.numBytesAllocatedInGPU))
+    expect(engine.transferred.toHost).toBe(210 * 8)
+    expect(engine.reads).toBe(21)
     await engine.close()
     model.dispose()
   }, 240_000)

@@ -143,6 +143,8 @@ function adamw({ inputs, backend, attrs }: Args): TensorInfo {
       grid(n, WG),
       ADAMW_INTS,
     )
+  // written in place: a copy tfjs kept on the host from an earlier read (a checkpoint) is stale now
+  for (const t of [m, v]) (b.tensorMap.get(t.dataId) as { values?: unknown }).values = null
   return out
 }
 
