@@ -1,6 +1,7 @@
-/** @module In-process evaluation over a levanter model and a datakit BPE tokenizer. */
+/** @module In-process evaluation over a levanter model and a datakit BPE tokenizer; tensors are read asynchronously, so
+ * it runs on every backend (webgpu included). */
 import type { BpeTokenizer } from '@marin/datakit'
-import { generate } from '@marin/levanter'
+import { generateAsync } from '@marin/levanter'
 import type { CausalLM } from '@marin/levanter'
 import * as tf from '@tensorflow/tfjs'
 import { MarinError } from '../errors.js'
@@ -45,10 +46,12 @@ export class LocalLanguageModel implements LanguageModel {
   }
 
   async loglikelihood(requests: readonly LoglikelihoodRequest[]): Promise<LoglikelihoodResult[]> {
-    return requests.map((r, n) => this.score(r, `loglikelihood request ${n}`))
+    const out: LoglikelihoodResult[] = []
+    for (const [n, r] of requests.entries()) out.push(await this.score(r, `loglikelihood request ${n}`))
+    return out
   }
 
-  private score(r: LoglikelihoodRequest, what: string): LoglikelihoodResult {
+  private async score(r: LoglikelihoodRequest, what: string): Promise<LoglikelihoodResult> {
     const text = r.context + r.continuation
     const { ids, offsets } = tokenizeWithOffsets(this.tokenizer, text)
     const cont = continuationTokens(offsets, text.length, r.context.length, what)
@@ -63,9 +66,14 @@ export class LocalLanguageModel implements LanguageModel {
       )
     const input = ids.slice(start, ids.length - 1)
     const V = this.model.config.vocabSize
-    const logits = tf.tidy(
-      () => this.model.forward(tf.tensor2d([input], [1, input.length], 'int32')).dataSync() as Float32Array,
-    )
+    // read asynchronously: on webgpu the logits live on the GPU
+    const out = tf.tidy(() => this.model.forward(tf.tensor2d([input], [1, input.length], 'int32')))
+    let logits: Float32Array
+    try {
+      logits = (await out.data()) as Float32Array
+    } finally {
+      out.dispose()
+    }
     let logprob = 0,
       greedy = true
     for (const i of cont) {
@@ -79,13 +87,15 @@ export class LocalLanguageModel implements LanguageModel {
 
   async generate(requests: readonly GenerateRequest[]): Promise<string[]> {
     const seqLen = this.model.config.seqLen
-    return requests.map((r) => {
+    const out: string[] = []
+    for (const r of requests) {
       const ids = this.tokenizer.encode(r.context)
       if (ids.length === 0)
         throw new MarinError('BAD_CONFIG', 'generate: the context is empty; give at least one token of context')
       const room = Math.max(1, seqLen - Math.min(r.maxTokens, seqLen - 1))
-      const g = generate(this.model, ids.slice(-room), { maxNewTokens: r.maxTokens, temperature: 0 })
-      return this.tokenizer.decode(g.tokens)
-    })
+      const g = await generateAsync(this.model, ids.slice(-room), { maxNewTokens: r.maxTokens, temperature: 0 })
+      out.push(this.tokenizer.decode(g.tokens))
+    }
+    return out
   }
 }

@@ -6,17 +6,23 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { BpeTokenizer } from '@marin/datakit'
-import { generate } from '@marin/levanter'
+import { generateAsync } from '@marin/levanter'
 import type { CausalLM } from '@marin/levanter'
 import * as tf from '@tensorflow/tfjs'
 import { tokenizeWithOffsets } from '../local-model.js'
 
 type Body = { prompt: string | string[]; echo?: boolean; logprobs?: number; max_tokens?: number }
 
-function echoChoice(model: CausalLM, tok: BpeTokenizer, prompt: string, index: number) {
+async function echoChoice(model: CausalLM, tok: BpeTokenizer, prompt: string, index: number) {
   const { ids, offsets } = tokenizeWithOffsets(tok, prompt)
   const V = model.config.vocabSize
-  const logits = tf.tidy(() => model.forward(tf.tensor2d([ids], [1, ids.length], 'int32')).dataSync() as Float32Array)
+  const out = tf.tidy(() => model.forward(tf.tensor2d([ids], [1, ids.length], 'int32')))
+  let logits: Float32Array
+  try {
+    logits = (await out.data()) as Float32Array // asynchronous: the model may live on webgpu
+  } finally {
+    out.dispose()
+  }
   const tokenLogprobs: (number | null)[] = [null]
   const top: (Record<string, number> | null)[] = [null]
   for (let i = 1; i < ids.length; i++) {
@@ -56,19 +62,26 @@ export async function startLoopbackCompletions(
   const server = createServer((req, res) => {
     let data = ''
     req.on('data', (c) => (data += c))
-    req.on('end', () => {
+    req.on('end', async () => {
       const send = (status: number, body: unknown) =>
         res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
       if (req.method !== 'POST' || req.url !== '/v1/completions')
         return send(404, { error: { message: 'not found', type: 'invalid_request_error', param: null, code: null } })
-      const b = JSON.parse(data) as Body
-      const prompts = Array.isArray(b.prompt) ? b.prompt : [b.prompt]
-      const choices = prompts.map((p, i) => {
-        if (b.echo && (b.max_tokens ?? 16) === 0) return echoChoice(model, tok, p, i)
-        const g = generate(model, tok.encode(p), { maxNewTokens: b.max_tokens ?? 16, temperature: 0 })
-        return { index: i, text: tok.decode(g.tokens), finish_reason: g.finish, logprobs: null }
-      })
-      send(200, { id: 'cmpl-loopback', object: 'text_completion', created: 0, model: 'loopback', choices })
+      try {
+        const b = JSON.parse(data) as Body
+        const prompts = Array.isArray(b.prompt) ? b.prompt : [b.prompt]
+        const choices = []
+        for (const [i, p] of prompts.entries()) {
+          if (b.echo && (b.max_tokens ?? 16) === 0) choices.push(await echoChoice(model, tok, p, i))
+          else {
+            const g = await generateAsync(model, tok.encode(p), { maxNewTokens: b.max_tokens ?? 16, temperature: 0 })
+            choices.push({ index: i, text: tok.decode(g.tokens), finish_reason: g.finish, logprobs: null })
+          }
+        }
+        send(200, { id: 'cmpl-loopback', object: 'text_completion', created: 0, model: 'loopback', choices })
+      } catch (err) {
+        send(500, { error: { message: String(err), type: 'server_error', param: null, code: null } })
+      }
     })
   })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
