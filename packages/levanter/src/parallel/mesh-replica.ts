@@ -94,7 +94,7 @@ export class MeshReplica {
 
   /** Backend, coordinates, layout and the stages, once. */
   async #setup(): Promise<void> {
-    await initBackend()
+    await initBackend(undefined, { syncReads: true }) // reads tensors synchronously: never webgpu
     const c = currentMesh().coords()
     this.#coords = { data: c.data ?? 0, model: c.model ?? 0 }
     if (this.#layout.length) return
