@@ -179,7 +179,8 @@ export function defineCluster(cmd: Command, io: CliIo): void {
           `(prefix ${c.prefix}); export IRIS_CONTROLLER=${c.address} IRIS_TOKEN_FILE=${c.tokenFile}`,
       )
       await io.stopped
-      await c.stop()
+      // Task Pods outlive the controller: the next start on this prefix adopts them (an upgrade restarts none).
+      await c.stop({ keepPods: kubernetes !== undefined })
     })
 }
 

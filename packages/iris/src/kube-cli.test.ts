@@ -82,11 +82,12 @@ test('cluster start: a bad platform, or k8s without a namespace, is bad usage (e
 })
 
 test.each([
-  ['runs on after the restart', false],
-  ['ends while the controller is down', true],
-])(
-  'a controller killed with SIGKILL and started again adopts its Pod that %s: the job finishes once',
-  async (_, endsWhileDown) => {
+  ['SIGKILL', 'runs on after the restart', false],
+  ['SIGKILL', 'ends while the controller is down', true],
+  ['SIGTERM', 'runs on after the restart', false],
+] as const)(
+  'a controller stopped with %s and started again adopts its Pod that %s: the job finishes once',
+  async (signal, _, endsWhileDown) => {
     const dir = mkdtempSync(join(tmpdir(), 'iris-k8sadopt-'))
     const api = await FakeKubeApi.start()
     const kubelet = api.startKubelet({ namespace: 'ml', root: dir })
@@ -113,8 +114,10 @@ test.each([
       for await (const l of first.client.logs(jobId, { follow: true })) if (l.line === 'on stderr') break
       expect((await first.client.status(jobId)).state).toBe('RUNNING')
       first.client.close()
-      first.p.child.kill('SIGKILL')
+      first.p.child.kill(signal)
       await first.p.exited
+      // The Pod outlives its controller.
+      expect(api.pods('ml').map((p) => p.status?.phase)).toEqual(['Running'])
       if (endsWhileDown) {
         writeFileSync(go, '')
         await api.waitForPod((p) => p.status?.phase === 'Succeeded', 'the pod to end')

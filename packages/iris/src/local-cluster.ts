@@ -140,9 +140,13 @@ export class LocalCluster {
     return new IrisClient({ controller: this.address, token: this.token })
   }
 
-  /** Kills running tasks, stops the workers and the controller. State stays in the prefix. */
-  async stop(): Promise<void> {
-    await Promise.all(this.workers.map((w) => w.stop({ killTasks: true })))
+  /**
+   * Kills running tasks, stops the workers and the controller. State stays in the prefix. With `keepPods`, task
+   * Pods of the k8s platform are left running for the next start on this prefix to adopt (`iris cluster start
+   * --platform k8s` stopped for an upgrade).
+   */
+  async stop(opts: { keepPods?: boolean } = {}): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.stop({ killTasks: !(opts.keepPods && w.runsPods) })))
     await this.server.close()
   }
 }

@@ -147,6 +147,11 @@ export class Worker {
     this.cleanupTimer.unref()
   }
 
+  /** Whether this worker runs its attempts as Kubernetes Pods. */
+  get runsPods(): boolean {
+    return this.opts.pods !== undefined
+  }
+
   /** Stops heartbeating; with `killTasks`, kills running attempts and waits for them. */
   async stop(opts: { killTasks?: boolean } = {}): Promise<void> {
     this.running = false
