@@ -1,8 +1,9 @@
 /**
  * The default backend selection in a fresh process, with the GPU probe injected:
- * `tsx default-backend.ts <gpu|software|throws|none>` hands the selection the real SwiftShader
- * device described as an NVIDIA GPU (`gpu`) or as itself (`software`), a probe that fails, or no
- * adapter; with `gpu` it then trains the tiny quickstart model two steps through `Pipeline`. Prints
+ * `tsx default-backend.ts <gpu|software|throws|none|gpu-mesh>` hands the selection the real
+ * SwiftShader device described as an NVIDIA GPU (`gpu`) or as itself (`software`), a probe that
+ * fails, or no adapter; with `gpu` it then trains the tiny quickstart model two steps through
+ * `Pipeline`, with `gpu-mesh` the same over two data-parallel replicas (errors printed). Prints
  * `{ info, backend, run }` as its last stdout line (logs go to stderr).
  */
 import * as tf from '@tensorflow/tfjs'
@@ -37,19 +38,20 @@ const probes: Record<string, () => Promise<ProbedAdapter | undefined>> = {
   },
   none: async () => undefined,
 }
-const info = await initBackend(undefined, { probeAdapter: probes[mode!]! })
+const info = await initBackend(undefined, { probeAdapter: probes[mode!.replace('-mesh', '')]! })
 let run: unknown
-if (mode === 'gpu') {
+if (mode === 'gpu' || mode === 'gpu-mesh') {
   const model = createModel(TINY_MODELS.gpt2, 1)
-  const trainer = new Trainer({ batchSize: 2, logEvery: 1 }, { trackers: [new MemoryTracker()] })
+  const mesh = mode === 'gpu-mesh' ? { data: 2 } : { data: 1 }
+  const trainer = new Trainer({ batchSize: 2, logEvery: 1, mesh }, { trackers: [new MemoryTracker()] })
   const tokens = Array.from({ length: 2000 }, (_, i) => (i * 37) % 383)
-  const r = await new Pipeline({
-    dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }),
-    model,
-    trainer,
-    maxSteps: 2,
-  }).run()
-  run = { backend: r.backend, losses: r.losses }
+  try {
+    const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
+    const r = await new Pipeline({ dataset, model, trainer, maxSteps: 2 }).run()
+    run = { backend: r.backend, losses: r.losses }
+  } catch (err) {
+    run = { error: (err as Error).message, code: (err as { code?: string }).code }
+  }
   model.dispose()
 }
 process.stdout.write(`${JSON.stringify({ info, backend: tf.getBackend(), run })}\n`)

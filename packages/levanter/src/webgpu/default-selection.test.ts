@@ -11,9 +11,13 @@ import { expect, test } from 'vitest'
 
 const script = path.join(import.meta.dirname, '..', 'test-support', 'default-backend.ts')
 
-async function select(mode: string): Promise<{ out: Record<string, any>; logs: Record<string, any>[] }> {
+async function select(
+  mode: string,
+  backend?: string,
+): Promise<{ out: Record<string, any>; logs: Record<string, any>[] }> {
   const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'info', LOG_FORMAT: 'json' }
   delete env.LEVANTER_BACKEND
+  if (backend) env.LEVANTER_BACKEND = backend
   const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', script, mode], {
     env,
     maxBuffer: 16 << 20,
@@ -50,3 +54,21 @@ test.each(['software', 'throws', 'none'])(
   },
   120_000,
 )
+
+test('under a webgpu driver, data-parallel replicas train on the CPU kernels (said once) and match one process', async () => {
+  const [single, mesh] = [await select('gpu'), await select('gpu-mesh')]
+  expect(mesh.out.backend).toBe('webgpu')
+  expect(mesh.out.run.error).toBeUndefined()
+  expect(mesh.logs.filter((l) => /mesh members train on the CPU kernels/.test(l.msg))).toHaveLength(1)
+  expect(mesh.out.run.losses).toHaveLength(2)
+  mesh.out.run.losses.forEach((l: number, i: number) =>
+    expect(Math.abs(l - single.out.run.losses[i])).toBeLessThan(1e-4),
+  )
+}, 240_000)
+
+test('LEVANTER_BACKEND=webgpu with a mesh is refused before any replica starts, saying why', async () => {
+  const { out } = await select('gpu-mesh', 'webgpu')
+  expect(out.backend).toBe('webgpu')
+  expect(out.run.code).toBe('BAD_CONFIG')
+  expect(out.run.error).toMatch(/LEVANTER_BACKEND=webgpu.*mesh members cannot run on webgpu/)
+}, 120_000)
