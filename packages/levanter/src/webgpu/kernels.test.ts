@@ -189,6 +189,22 @@ test.each([
 describe('WGSL AdamW', () => {
   const cfg: ModelConfigInput = { type: 'gpt2', vocabSize: 300, seqLen: 8, dModel: 12, nLayers: 1, nHeads: 3 }
 
+  test('a moment whose buffer another tensor shares is copied before the in-place update (the other keeps its values)', async () => {
+    const model = createModel(cfg, 4)
+    const dev = new DeviceAdamW(AdamWConfig.parse({}), model)
+    const name = 'transformer.h.0.mlp.c_fc.weight'
+    const held = [tf.clone(dev.m.get(name)!), tf.clone(dev.v.get(name)!)] // share the moments' buffers
+    const grads = new Map([...model.params].map(([n, p]) => [n, tf.tensor(normals(p.size, 5), p.shape)]))
+    dev.apply(grads, 1e-2).dispose()
+    tf.dispose([...grads.values()])
+    for (const h of held) expect(Math.max(...Array.from(await h.data(), Math.abs))).toBe(0)
+    expect(Math.max(...Array.from(await dev.m.get(name)!.data(), Math.abs))).toBeGreaterThan(0)
+    expect(Math.max(...Array.from(await dev.v.get(name)!.data(), Math.abs))).toBeGreaterThan(0)
+    tf.dispose(held)
+    dev.dispose()
+    model.dispose()
+  })
+
   test('parameters, moments and norms equal the host AdamW on cpu over 5 steps (clipped and not); two kernels per parameter', async () => {
     const opt = AdamWConfig.parse({ weightDecay: 0.1, maxGradNorm: 1 })
     const model = createModel(cfg, 4)

@@ -181,14 +181,29 @@ export type FusedAdamWStep = {
   readonly maxNorm: number
 }
 
-/** One fused update: m and v (owning their buffers) in place; the new parameter returned (the caller assigns it). */
+/** Give `v` a buffer of its own when another tensor shares it (a clone held elsewhere), so an in-place write stays its
+ * own. */
+function exclusive(v: tf.Variable): void {
+  const backend = tf.backend() as unknown as WebGpuBackendLike
+  if (backend.tensorMap.get(v.dataId)!.refCount === 1) return
+  const copy = tf.mul(v, 1) // a new buffer
+  v.assign(copy)
+  copy.dispose()
+}
+
+/**
+ * One fused update: m and v in place (first copied where another tensor shares their buffer); the new parameter
+ * returned (the caller assigns it).
+ */
 export function fusedAdamW(
   g: tf.Tensor,
   norm: tf.Scalar,
   p: tf.Tensor,
-  m: tf.Tensor,
-  v: tf.Tensor,
+  m: tf.Variable,
+  v: tf.Variable,
   s: FusedAdamWStep,
 ): tf.Tensor {
+  exclusive(m)
+  exclusive(v)
   return tf.engine().runKernel('LevanterAdamW', { g, norm, p, m, v }, { ...s }) as tf.Tensor
 }
