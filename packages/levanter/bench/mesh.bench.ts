@@ -5,15 +5,19 @@
  * Per layout: tokens/s (median of the timed steps), the largest member's peak RSS, the bytes of
  * parameters + AdamW moments each member owns, and the median time per step in each collective.
  *
- * MESH_BENCH_STEPS sets the timed steps per layout @default 3. MESH_BENCH_BIG=1 adds a model one
- * process cannot train at batch 16 (d_model 1024, 8 layers, 16 heads): 2 steps of it at batch 16 on
- * `{ model: 2 }`, and its losses on a batch of 2 (which one process fits) on one process and on
- * `{ model: 2 }`, with their largest difference.
+ * Then fsdp's reduce-scatters per stage against one after the backward pass, and replicated data
+ * 2's all-reduce in buckets during the backward pass against one after it.
+ *
+ * MESH_BENCH_STEPS sets the timed steps per layout @default 3. MESH_BENCH_BIG=1 adds the model one
+ * process cannot train at any batch (554 M parameters, src/test-support/big-model-child.ts): its
+ * members' start (each draws its own part of the weights), 2 steps on `{ data: 2 }` fsdp, the
+ * members' peak RSS, wasm heap and owned bytes.
  */
 import { emit, median } from '@marin/rigging/bench'
 import { initBackend } from '../src/backend.js'
 import { Dataset } from '../src/data/dataset.js'
 import { Gpt2LM } from '../src/models/lm.js'
+import { BIG_MODEL, BIG_TOKENS } from '../src/test-support/big-model-child.js'
 import { DataParallelEngine } from '../src/parallel/data-parallel.js'
 import { MeshEngine } from '../src/parallel/mesh-engine.js'
 import type { MeshStepPhases } from '../src/parallel/mesh-replica.js'
@@ -129,15 +133,76 @@ emit({
   unit: 'ms',
 })
 
+// Replicated data 2: gradients all-reduced in buckets as the backward pass finishes them, against one all-reduce
+// after it (the same bits). Interleaved rounds, each the median of its timed steps; the median over rounds.
+const ROUNDS = 3
+const dpMs: Record<'overlapped' | 'after', number[]> = { overlapped: [], after: [] }
+for (let round = 0; round < ROUNDS; round++)
+  for (const overlapReduce of [true, false]) {
+    const model = new Gpt2LM(REFERENCE, 0)
+    const adamw = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 }
+    const engine = await DataParallelEngine.create(model, adamw, 2, 1, { overlapReduce })
+    model.dispose()
+    const times: number[] = []
+    try {
+      for (let s = 0; s <= STEPS; s++) {
+        const batch = await dataset.trainBatch(s, 16, REFERENCE.seqLen, 0)
+        const t = performance.now()
+        await engine.step(batch, 1e-3)
+        if (s > 0) times.push(performance.now() - t) // step 0 warms up
+      }
+      if (overlapReduce && round === 0) {
+        const phases = (await engine.group.broadcast.phases())[0]!
+        emit({ bench: b, metric: 'mesh_replicated_2_buckets_per_step', value: phases.at(-1)!.buckets, unit: 'count' })
+      }
+    } finally {
+      await engine.close()
+    }
+    dpMs[overlapReduce ? 'overlapped' : 'after'].push(median(times))
+  }
+const dpOverlapped = median(dpMs.overlapped),
+  dpAfter = median(dpMs.after)
+emit({ bench: b, metric: 'mesh_replicated_2_step_all_reduce_in_buckets', value: dpOverlapped, unit: 'ms' })
+emit({ bench: b, metric: 'mesh_replicated_2_step_all_reduce_after_backward', value: dpAfter, unit: 'ms' })
+emit({ bench: b, metric: 'mesh_replicated_2_step_time_saved_by_buckets', value: dpAfter - dpOverlapped, unit: 'ms' })
+
 if (process.env.MESH_BENCH_BIG === '1') {
-  const BIG = { vocabSize: 512, seqLen: 128, dModel: 1024, nLayers: 8, nHeads: 16 }
-  process.stderr.write('mesh bench: d_model 1024, 8 layers on { model: 2 } at batch 16\n')
-  const big = await measure(new Gpt2LM(BIG, 0), { mesh: { model: 2 } }, 1, 16)
-  emit({ bench: b, metric: 'mesh_big_model_2_train_tokens_per_s', value: big.tokensPerSec, unit: 'tokens/s' })
-  emit({ bench: b, metric: 'mesh_big_model_2_member_peak_rss', value: big.peakRssMiB, unit: 'MiB' })
-  process.stderr.write('mesh bench: the same model at batch 2, one process against { model: 2 }\n')
-  const one = await measure(new Gpt2LM(BIG, 0), {}, 2, 2)
-  const two = await measure(new Gpt2LM(BIG, 0), { mesh: { model: 2 } }, 2, 2)
-  const diff = Math.max(...one.losses.map((l, i) => Math.abs(l - two.losses[i]!)))
-  emit({ bench: b, metric: 'mesh_big_model_2_loss_max_abs_diff_batch_2', value: diff, unit: 'nats' })
+  // 554 M parameters: one process cannot train it (src/parallel/big-model.test.ts); fsdp over 2 members can.
+  process.stderr.write('mesh bench: the 554 M-parameter model on { data: 2 } fsdp, 2 steps at batch 2, context 8\n')
+  const adamw = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 }
+  const t0 = performance.now()
+  const engine = await MeshEngine.init(BIG_MODEL, 0, adamw, { mesh: { data: 2, model: 1 }, fsdp: true })
+  emit({ bench: b, metric: 'mesh_big_fsdp_2_init', value: performance.now() - t0, unit: 'ms' })
+  const big = Dataset.fromTokens(BIG_TOKENS, { evalFraction: 0 })
+  const times: number[] = []
+  try {
+    for (let s = 0; s < 2; s++) {
+      const batch = await big.trainBatch(s, 2, BIG_MODEL.seqLen!, 1)
+      const t = performance.now()
+      await engine.step(batch, 1e-2)
+      times.push(performance.now() - t)
+    }
+    const mem = await engine.group.broadcast.memory()
+    emit({ bench: b, metric: 'mesh_big_fsdp_2_step', value: median(times), unit: 'ms' })
+    emit({
+      bench: b,
+      metric: 'mesh_big_fsdp_2_member_peak_rss',
+      value: Math.max(...mem.map((m) => m.peakRssMiB)),
+      unit: 'MiB',
+    })
+    emit({
+      bench: b,
+      metric: 'mesh_big_fsdp_2_member_wasm_heap',
+      value: Math.max(...mem.map((m) => m.heapBytes)) / 2 ** 20,
+      unit: 'MiB',
+    })
+    emit({
+      bench: b,
+      metric: 'mesh_big_fsdp_2_member_params_and_adamw',
+      value: Math.max(...mem.map((m) => m.ownedBytes)) / 2 ** 20,
+      unit: 'MiB',
+    })
+  } finally {
+    await engine.close()
+  }
 }

@@ -116,7 +116,11 @@ describe('checkpoints of a mesh', () => {
   )
 
   test.each<{ what: string; from: Layout; to: Layout }>([
-    { what: 'fsdp data 4 → fsdp data 2', from: { mesh: { data: 4 }, fsdp: true }, to: { mesh: { data: 2 }, fsdp: true } },
+    {
+      what: 'fsdp data 4 → fsdp data 2',
+      from: { mesh: { data: 4 }, fsdp: true },
+      to: { mesh: { data: 2 }, fsdp: true },
+    },
     { what: 'model 2 → fsdp data 2', from: { mesh: { model: 2 } }, to: { mesh: { data: 2 }, fsdp: true } },
     { what: 'fsdp data 2 → model 2', from: { mesh: { data: 2 }, fsdp: true }, to: { mesh: { model: 2 } } },
   ])(
@@ -140,7 +144,8 @@ describe('checkpoints of a mesh', () => {
       const total = [...sizes.values()].reduce((a, b) => a + b, 0)
       const file = (kind: string, r: number, n: number) => `${kind}-0000${r}-of-0000${n}.safetensors`
       const old = (from.mesh?.data ?? 1) * (from.mesh?.model ?? 1)
-      const files = (...ranks: number[]) => ranks.flatMap((r) => [file('model', r, old), file('optimizer', r, old)]).sort()
+      const files = (...ranks: number[]) =>
+        ranks.flatMap((r) => [file('model', r, old), file('optimizer', r, old)]).sort()
       // Every member read its files itself (the driver joined nothing), only those its parts lie in.
       expect(reads.map((r) => [...r.files].sort())).toEqual(
         old === 4 ? [files(0, 1), files(2, 3)] : [files(0, 1), files(0, 1)],

@@ -30,9 +30,14 @@ export class DataParallelEngine implements Engine {
     opts: ReplicaOptions = {},
   ): Promise<DataParallelEngine> {
     // each replica's native kernels get its share of the cores
-    const group = await currentClient().createActorGroup(ReplicaClass, n, () => [model.config, adamw, microbatches, opts], {
-      env: replicaThreadsEnv(n),
-    })
+    const group = await currentClient().createActorGroup(
+      ReplicaClass,
+      n,
+      () => [model.config, adamw, microbatches, opts],
+      {
+        env: replicaThreadsEnv(n),
+      },
+    )
     await group.waitReady()
     await Mesh.create(group, { data: n })
     const engine = new DataParallelEngine(group, n)

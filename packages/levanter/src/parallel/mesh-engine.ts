@@ -187,7 +187,13 @@ export class MeshEngine implements Engine {
 
   /** How the members hold the parameters, as a sharded checkpoint records it. */
   checkpointLayout(): ShardedLayout {
-    return { data: this.mesh.data, model: this.mesh.model, fsdp: this.fsdp, layout: this.layout, ownedWeights: this.fsdp }
+    return {
+      data: this.mesh.data,
+      model: this.mesh.model,
+      fsdp: this.fsdp,
+      layout: this.layout,
+      ownedWeights: this.fsdp,
+    }
   }
 
   /** Every member writes its parts into the store at `storeUrl` at once; their blobs, in rank order. */

@@ -86,7 +86,8 @@ export class Replica {
    * step, reduced in place, and the optimizer reads the sum straight from it.
    */
   async step(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
-    if ((this.opts.overlapReduce ?? true) && this.microbatches === 1) return this.#overlappedStep(slice, denominator, lr)
+    if ((this.opts.overlapReduce ?? true) && this.microbatches === 1)
+      return this.#overlappedStep(slice, denominator, lr)
     const model = this.#model!,
       opt = this.#opt!
     const names = [...model.params.keys()]

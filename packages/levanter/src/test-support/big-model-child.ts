@@ -1,9 +1,12 @@
 /**
- * A process for the big-model test: trains `BIG_MODEL` in this one process (no mesh) for one
- * step and prints one JSON line: `{ ok: true, loss }`, or `{ ok: false, code, message }` with the
- * error the run failed with.
+ * A process for the big-model test: builds `BIG_MODEL` in this one process (its weights alone fit),
+ * evaluates its loss on the first training batch (a forward pass fits too), then trains it here (no
+ * mesh) for one step, and prints one JSON line: `{ initialLoss, ok: true, loss }`, or
+ * `{ initialLoss, ok: false, code, message }` with the error the run failed with.
  */
 import { Dataset } from '../data/dataset.js'
+import { evalLossOf } from '../engine.js'
+import { initBackend } from '../backend.js'
 import { isLevanterError } from '../errors.js'
 import type { Gpt2ConfigInput } from '../models/config.js'
 import { Gpt2LM } from '../models/lm.js'
@@ -17,25 +20,34 @@ import { Trainer } from '../trainer.js'
  * parameters train there, the heap at 3,888 MiB); a small vocabulary and context keep a step's
  * compute small.
  */
-export const BIG_MODEL: Gpt2ConfigInput = { type: 'gpt2', vocabSize: 64, seqLen: 8, dModel: 2048, nLayers: 11, nHeads: 16 }
+export const BIG_MODEL: Gpt2ConfigInput = {
+  type: 'gpt2',
+  vocabSize: 64,
+  seqLen: 8,
+  dModel: 2048,
+  nLayers: 11,
+  nHeads: 16,
+}
 export const BIG_TOKENS = Array.from({ length: 400 }, (_, i) => (i * 7 + (i >> 3)) % 64)
 
+/** The batch of step `s` both the one-process attempt and the sharded runs train on. */
+export const bigBatch = (dataset: Dataset, s: number) => dataset.trainBatch(s, 2, BIG_MODEL.seqLen!, 1)
+
 async function main(): Promise<void> {
+  await initBackend()
+  const dataset = Dataset.fromTokens(BIG_TOKENS, { evalFraction: 0 })
+  const model = new Gpt2LM(BIG_MODEL, 0)
+  const initialLoss = evalLossOf(model, await bigBatch(dataset, 0))
   const trainer = new Trainer(
-    { learningRate: 1e-2, batchSize: 1, seed: 1, schedule: { decay: 'constant' } },
+    { learningRate: 1e-4, batchSize: 2, seed: 1, schedule: { decay: 'constant' } },
     { trackers: [new MemoryTracker()] },
   )
+  const line = (o: object) => process.stdout.write(JSON.stringify({ initialLoss, ...o }) + '\n')
   try {
-    const r = await new Pipeline({
-      dataset: Dataset.fromTokens(BIG_TOKENS, { evalFraction: 0 }),
-      model: new Gpt2LM(BIG_MODEL, 0),
-      trainer,
-      maxSteps: 1,
-    }).run()
-    process.stdout.write(JSON.stringify({ ok: true, loss: r.losses[0] }) + '\n')
+    const r = await new Pipeline({ dataset, model, trainer, maxSteps: 1 }).run()
+    line({ ok: true, loss: r.losses[0] })
   } catch (err) {
-    const code = isLevanterError(err) ? err.code : undefined
-    process.stdout.write(JSON.stringify({ ok: false, code, message: (err as Error).message }) + '\n')
+    line({ ok: false, code: isLevanterError(err) ? err.code : undefined, message: (err as Error).message })
   }
 }
 
