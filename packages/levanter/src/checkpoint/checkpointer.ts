@@ -5,9 +5,10 @@
  * (`step-<N>/{model,optimizer}-<rank>-of-<members>.safetensors`), and the manifest records the mesh
  * and how each parameter lies on it (under fsdp each member stores only what it owns); reading
  * joins the parts into full tensors, which load into any mesh (parallel/layout.ts), or, for a mesh
- * (`loadInto`), leaves each member to read only the files its new parts lie in. finestore writes a version's manifest after all its blobs, so a checkpoint whose
- * save was interrupted is never visible. Keep policy: multiples of `keepEvery` stay in every later
- * version; others only while among the `keepLatest` newest.
+ * (`loadInto`), leaves each member to read only the files its new parts lie in. finestore writes a
+ * version's manifest after all its blobs, so a checkpoint whose save was interrupted is never
+ * visible. Keep policy: multiples of `keepEvery` stay in every later version; others only while
+ * among the `keepLatest` newest.
  */
 import { isFinestoreError, openStore } from '@marin/finestore'
 import type { ArtifactView, Store, Transaction } from '@marin/finestore'

@@ -137,7 +137,7 @@ describe('a model one process cannot train', () => {
     }
   }
 
-  test('it trains under fsdp on { data: 2 } and on { data: 2, model: 2 }, with equal losses and gradient norms', async (ctx) => {
+  test('it trains under fsdp on { data: 2 } and { data: 2, model: 2 }: equal losses, gradient norms', async (ctx) => {
     if (!enough) return ctx.skip()
     const params = 554_092_544
     const dp = await train({ data: 2, model: 1 })

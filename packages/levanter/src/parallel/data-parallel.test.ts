@@ -96,7 +96,7 @@ describe('data-parallel over a fray mesh', () => {
     ck.close()
   }, 60_000)
 
-  test('gradients all-reduced in buckets during the backward pass give the bits of one all-reduce after it', async () => {
+  test('gradients all-reduced in buckets during the backward pass: the bits of one all-reduce after it', async () => {
     const adamw = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 }
     const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
     const run = async (overlapReduce: boolean) => {

@@ -135,7 +135,7 @@ test('data 2 on two iris workers: a SIGKILLed worker fails the step naming its m
   again.losses.forEach((l, i) => expect(Math.abs(l - reference.losses[3 + i]!)).toBeLessThan(1e-4))
 }, 240_000)
 
-test('fsdp data 2 on two iris workers: one SIGKILLed, training resumes as data 1 on the worker that remains', async () => {
+test('fsdp data 2 on two iris workers, one SIGKILLed: training resumes as data 1 on the worker left', async () => {
   const reference = await train({}, 6).pipeline.run()
   const live = [...workers].filter(([, w]) => w.child.exitCode === null && w.child.signalCode === null)
   expect(live).toHaveLength(2)
