@@ -37,7 +37,7 @@ async function main(): Promise<void> {
   await initBackend()
   const dataset = Dataset.fromTokens(BIG_TOKENS, { evalFraction: 0 })
   const model = new Gpt2LM(BIG_MODEL, 0)
-  const initialLoss = evalLossOf(model, await bigBatch(dataset, 0))
+  const initialLoss = await evalLossOf(model, await bigBatch(dataset, 0))
   const trainer = new Trainer(
     { learningRate: 1e-4, batchSize: 2, seed: 1, schedule: { decay: 'constant' } },
     { trackers: [new MemoryTracker()] },
