@@ -29,7 +29,14 @@ import type { LocalParam, MeshShape } from './layout.js'
 import { shardFile } from '../checkpoint/checkpointer.js'
 import type { ShardSource } from '../checkpoint/checkpointer.js'
 import { decodeSafetensors, encodeSafetensors } from '../checkpoint/safetensors.js'
-import { heldWeights, stagesOf, sumInto, tensorParallelGrads, tensorParallelLoss } from './tensor-parallel.js'
+import {
+  heldWeights,
+  readGrads,
+  stagesOf,
+  sumInto,
+  tensorParallelGrads,
+  tensorParallelLoss,
+} from './tensor-parallel.js'
 import type { GradSink, ModelAllReduce, Stages, StageWeights } from './tensor-parallel.js'
 import { fromWire, toWire } from './wire.js'
 import type { WireTensors } from './wire.js'
@@ -230,8 +237,9 @@ export class MeshReplica {
     if (this.#model) {
       const r = computeGrads(this.#model, slice, denominator, this.opts.microbatches)
       const grads = new Map<string, Float32Array>()
-      for (const [n, g] of r.grads) grads.set(n, g.dataSync() as Float32Array)
-      tf.dispose([...r.grads.values()])
+      const names = [...r.grads.keys()]
+      const values = await readGrads([...r.grads.values()])
+      names.forEach((n, i) => grads.set(n, values[i]!))
       return { loss: r.loss, grads }
     }
     const grads = new Map<string, Float32Array>()
@@ -315,9 +323,9 @@ export class MeshReplica {
       )
     }
     const overlap = this.opts.overlapReduce ?? true
-    const sink: GradSink = (names, gs) => {
+    const sink: GradSink = async (names, gs) => {
       const ids = names.map((n) => this.#index.get(n)!)
-      const values = gs.map((g) => g.dataSync() as Float32Array) // a copy off the backend
+      const values = await readGrads(gs) // copies off the backend
       if (overlap) scatter(ids, values)
       else held.push([ids, values])
     }
@@ -456,7 +464,7 @@ export class MeshReplica {
       : undefined
     for (const [i, lp] of this.#layout.entries()) {
       const t = gathered ? gathered[i]! : this.#params.get(lp.name)!
-      weights.set(lp.name, (t.dataSync() as Float32Array).slice())
+      weights.set(lp.name, ((await t.data()) as Float32Array).slice()) // cpu may hand over the tensor's own storage
       optimizer.set(`m.${lp.name}`, this.#m.get(lp.name)!.slice())
       optimizer.set(`v.${lp.name}`, this.#v.get(lp.name)!.slice())
     }

@@ -169,7 +169,7 @@ export class Replica {
       tf.dispose([ids, targets, mask])
     }
     inPass = false
-    flat[0] = value.dataSync()[0]!
+    flat[0] = (await value.data())[0]!
     value.dispose()
     const t1 = performance.now()
     reduce(0, sent)

@@ -186,25 +186,37 @@ export const heldWeights = (params: ReadonlyMap<string, tf.Tensor>): StageWeight
 })
 
 /**
- * Takes a stage's weight gradients as the backward pass produces them (called synchronously inside
- * the stage's `tf.tidy`: read them before returning). Called in the same order on every member.
+ * Takes a stage's weight gradients as the backward pass produces them, and disposes them; the pass
+ * awaits it (the values are read asynchronously, as a device backend requires). Called in the same
+ * order on every member.
  */
-export type GradSink = (names: readonly string[], grads: tf.Tensor[]) => void
+export type GradSink = (names: readonly string[], grads: tf.Tensor[]) => Promise<void>
+
+/** Each gradient's values (asynchronous reads), the tensors disposed. */
+export async function readGrads(grads: tf.Tensor[]): Promise<Float32Array[]> {
+  try {
+    return (await Promise.all(grads.map((g) => g.data()))) as Float32Array[]
+  } finally {
+    tf.dispose(grads)
+  }
+}
 
 /** A sink that sums gradients by name into `into`. */
 export function sumInto(into: Map<string, Float32Array>): GradSink {
-  return (names, gs) =>
+  return async (names, gs) => {
+    const ds = await readGrads(gs)
     names.forEach((n, i) => {
-      const d = gs[i]!.dataSync() as Float32Array
+      const d = ds[i]!
       const acc = into.get(n)
       if (acc) for (let j = 0; j < acc.length; j++) acc[j]! += d[j]!
       else into.set(n, d.slice())
     })
+  }
 }
 
 async function reduced(t: tf.Tensor, allReduce: ModelAllReduce | null): Promise<tf.Tensor> {
   if (!allReduce) return t
-  const sum = await allReduce(t.dataSync() as Float32Array)
+  const sum = await allReduce((await t.data()) as Float32Array)
   const out = tf.tensor(sum, t.shape)
   t.dispose()
   return out
@@ -268,32 +280,32 @@ export async function tensorParallelGrads(
     const top = await runBlocks(s, weights, ids, allReduce, inputs)
     // head and loss: value and gradients of its input and weights
     const hw = await weights.acquire(s.head.names)
-    let dx = tf.tidy(() => {
+    const head = tf.tidy(() => {
       const { value, grads: g } = tf.valueAndGrads((x: tf.Tensor, ...w: tf.Tensor[]) =>
         maskedCrossEntropy(s.head.fn(x, w), targets, mask, denominator),
       )([top, ...hw])
-      loss += value.dataSync()[0]!
-      sink(s.head.names, g.slice(1))
-      return g[0]!
+      return { value, dx: g[0]!, gw: g.slice(1) }
     })
     weights.release(hw)
     top.dispose()
+    loss += (await head.value.data())[0]!
+    head.value.dispose()
+    await sink(s.head.names, head.gw)
+    let dx = head.dx
     let i = s.blocks.length
     for await (const [b, w] of withWeights([...s.blocks].reverse(), weights)) {
       const x = inputs[--i]!,
         dy = dx
-      const dxPart = tf.tidy(() => {
-        const g = tf.grads((xx: tf.Tensor, ...ww: tf.Tensor[]) => b.fn(xx, ww))([x, ...w], dy)
-        sink(b.names, g.slice(1))
-        return g[0]!
-      })
+      const g = tf.tidy(() => tf.grads((xx: tf.Tensor, ...ww: tf.Tensor[]) => b.fn(xx, ww))([x, ...w], dy))
       x.dispose()
       dy.dispose()
-      dx = b.split ? await reduced(dxPart, allReduce) : dxPart
+      await sink(b.names, g.slice(1))
+      dx = b.split ? await reduced(g[0]!, allReduce) : g[0]!
     }
     const ew = await weights.acquire(s.embed.names)
-    tf.tidy(() => sink(s.embed.names, tf.grads((...w: tf.Tensor[]) => s.embed.fn(ids, w))(ew, dx)))
+    const ge = tf.tidy(() => tf.grads((...w: tf.Tensor[]) => s.embed.fn(ids, w))(ew, dx))
     weights.release(ew)
+    await sink(s.embed.names, ge)
     tf.dispose([dx, ids, targets, mask])
   }
   return loss
@@ -309,8 +321,12 @@ export async function tensorParallelLoss(
   const { ids, targets, mask } = batchTensors(batch)
   const top = await runBlocks(s, weights, ids, allReduce)
   const hw = await weights.acquire(s.head.names)
-  const loss = tf.tidy(() => maskedCrossEntropy(s.head.fn(top, hw), targets, mask).dataSync()[0]!)
+  const value = tf.tidy(() => maskedCrossEntropy(s.head.fn(top, hw), targets, mask))
   weights.release(hw)
   tf.dispose([top, ids, targets, mask])
-  return loss
+  try {
+    return (await value.data())[0]!
+  } finally {
+    value.dispose()
+  }
 }
