@@ -21,7 +21,7 @@ test("FrayIrisClient given a controller's address and token places actors on its
   }
 }, 60_000)
 
-test('FrayIrisClient({ iris: { platform: "local" } }) starts a cluster of its own and stops it at shutdown', async () => {
+test('FrayIrisClient({ iris: { platform: "local" } }) starts its own cluster and stops it at shutdown', async () => {
   const client = new FrayIrisClient({ iris: { platform: 'local', workers: 1 } })
   const job = await client.submit({
     name: 'hello',

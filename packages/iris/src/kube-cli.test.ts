@@ -108,7 +108,8 @@ test.each([
       first = await start('first')
       const task =
         'console.log("started"); console.error("on stderr"); ' +
-        'const t = setInterval(() => { if (require("fs").existsSync(process.argv[1])) { console.log("done"); clearInterval(t) } }, 50)'
+        'const t = setInterval(() => { ' +
+        'if (require("fs").existsSync(process.argv[1])) { console.log("done"); clearInterval(t) } }, 50)'
       const jobId = await first.client.submit({ name: 'adopted', command: [process.execPath, '-e', task, go] })
       // The task runs and its first lines reached the controller.
       for await (const l of first.client.logs(jobId, { follow: true })) if (l.line === 'on stderr') break

@@ -1,8 +1,8 @@
 /**
  * @module The one source of `infra/`: the Kubernetes manifests (controller with its RBAC and state volume, CPU
  * workers, GPU workers, the shared data volume, the PriorityClasses of the bands), the image's Dockerfile and its
- * `.dockerignore`, and the systemd units of bare hosts. `pnpm exec tsx infra/generate.ts` writes them; a test checks the files are what this makes and
- * validates every manifest against the Kubernetes OpenAPI types.
+ * `.dockerignore`, and the systemd units of bare hosts. `pnpm exec tsx infra/generate.ts` writes them; a test
+ * checks the files are what this makes and validates every manifest against the Kubernetes OpenAPI types.
  */
 import { stringify } from 'yaml'
 import { KUBE_RBAC_RULES, PRIORITY_CLASS_VALUES } from './kube-pods.js'

@@ -450,7 +450,6 @@ export class KubePods {
     return this.handleOf(t)
   }
 
-
   async close(): Promise<void> {
     this.watching = false
     this.watchAbort?.abort()

@@ -89,7 +89,8 @@ for (let s = 4; s < 11; s++) {
 }
 times.sort((a, b) => a - b)
 console.log(
-  `wall ms per step (median of ${times.length}): ${times[times.length >> 1]!.toFixed(1)}  all: ${times.map((t) => t.toFixed(0)).join(' ')}`,
+  `wall ms per step (median of ${times.length}): ${times[times.length >> 1]!.toFixed(1)}  ` +
+    `all: ${times.map((t) => t.toFixed(0)).join(' ')}`,
 )
 await engine.close()
 model.dispose()

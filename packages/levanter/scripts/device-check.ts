@@ -2,10 +2,10 @@
  * The device check: `pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X]`.
  * Finds the GPU adapter (bringing the Vulkan loader from the registry's SwiftShader package when the
  * machine lacks one), checks levanter's ops, its WGSL kernels (src/webgpu/kernels/: softmax,
- * LayerNorm, column sums, AdamW) and a model's loss and gradients on the GPU against the cpu backend (where the composite
- * ops run), then trains the quickstart's reference config and a GPT-2-small-sized model for a
- * fixed number of steps on the device-resident step. Prints one JSON line per result; exits 1 when
- * a check fails or no GPU adapter is found, 2 on bad usage.
+ * LayerNorm, column sums, AdamW) and a model's loss and gradients on the GPU against the cpu
+ * backend (where the composite ops run), then trains the quickstart's reference config and a
+ * GPT-2-small-sized model for a fixed number of steps on the device-resident step. Prints one JSON
+ * line per result; exits 1 when a check fails or no GPU adapter is found, 2 on bad usage.
  *
  * --software accepts SwiftShader (no GPU); --quick shrinks both models so that SwiftShader runs them.
  */

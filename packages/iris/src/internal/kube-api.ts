@@ -206,11 +206,13 @@ export class FakeKubeApi {
   /**
    * A node on this machine: every Pod of `namespace` created from now on is run (Pending, then Running) as a
    * process of its container's `command` + `args`, with the container's env (`secretKeyRef`s read from the stored
-   * Secrets) over `baseEnv` (the image's environment; @default PATH only) and a `TMPDIR` of its own. The image is not pulled: the command
+   * Secrets) over `baseEnv` (the image's environment; @default PATH only) and a `TMPDIR` of its own.
+   * The image is not pulled: the command
    * must exist here. Volumes are host folders: each `emptyDir` a new folder under `root`, each PVC the folder
    * `claims` names for it (a Pod naming another claim fails with `FailedMount`); `workingDir` and env values under
    * a volume's `mountPath` are rewritten to the host folder, in args too (also as `file://` URLs). Init containers
-   * run first, one after the other; one that fails fails the Pod with its last output as the message. Every stdout and stderr line is appended to the Pod's
+   * run first, one after the other; one that fails fails the Pod with its last output as the message.
+   * Every stdout and stderr line is appended to the Pod's
    * log (which, as in Kubernetes, merges them); the Pod ends Succeeded or Failed with the exit code. Deleting the
    * Pod SIGTERMs the process (SIGKILL after the Pod's grace period). `holdPending` keeps new Pods Pending (waiting
    * with that reason) until `release` is called.

@@ -29,7 +29,7 @@ function expectSame(got: ArrayLike<number>, want: ArrayLike<number>, within = 1e
 }
 
 describe.each(['gpt2', 'llama'] as const)('%s batched decoding', (type) => {
-  test('prefill of prompts of different lengths gives each prompt the full forward logits at every position', async () => {
+  test('prefill of prompts of different lengths gives each the full forward logits at every position', async () => {
     const m = createModel({ type, ...tiny }, 11)
     const prompts = [[3, 1, 4, 1, 5, 9], [2], [7, 1, 8]]
     const { logits, kv } = await prefill(m, prompts, true)
@@ -186,7 +186,7 @@ describe.each(CHUNKED)('%s chunked prefill', (_name, config) => {
     m.dispose()
   })
 
-  test('a chunk that would pass the context, or chunks of unequal lengths, fail with BAD_SHAPE naming the lengths', async () => {
+  test('a chunk past the context, or chunks of unequal lengths, fail with BAD_SHAPE naming the lengths', async () => {
     const m = createModel(config, 23)
     const cache = new BatchCache()
     await prefillChunk(m, cache, [prompt.slice(0, 12), prompt.slice(0, 3)], false)

@@ -55,7 +55,7 @@ test.each(['software', 'throws', 'none'])(
   120_000,
 )
 
-test('under a webgpu driver, data-parallel replicas train on the CPU kernels (said once) and match one process', async () => {
+test('under a webgpu driver, data-parallel replicas train on CPU kernels (said once), as one process', async () => {
   const [single, mesh] = [await select('gpu'), await select('gpu-mesh')]
   expect(mesh.out.backend).toBe('webgpu')
   expect(mesh.out.run.error).toBeUndefined()

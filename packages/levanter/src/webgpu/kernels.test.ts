@@ -92,46 +92,51 @@ describe('WGSL softmax', () => {
     },
   )
 
-  test('bias-masked softmax [B·H, T, S] with bias [B, 1, T, S]: values and gradient equal the composite on cpu, and a row gets the same bits as under the causal mask', async () => {
-    const B = 2,
-      H = 3,
-      T = 4,
-      S = 11,
-      offset = S - T
-    const x = normals(B * H * T * S, 3, 2),
-      dy = normals(B * H * T * S, 4)
-    const scale = 0.5
-    // row b's queries at positions offset…offset+T-1 see keys ≤ their position; batch row 1 also hides key 0 (padding)
-    const bias = new Float32Array(B * T * S)
-    for (let b = 0; b < B; b++)
-      for (let t = 0; t < T; t++)
-        for (let s = 0; s < S; s++) if (s > offset + t || (b === 1 && s === 0)) bias[(b * T + t) * S + s] = -1e9
-    const run = (fused: boolean) => {
-      const xt = tf.tensor3d(x, [B * H, T, S]),
-        dyt = tf.tensor3d(dy, [B * H, T, S]),
-        bt = tf.tensor4d(bias, [B, 1, T, S])
-      const f = (a: tf.Tensor) =>
-        fused
-          ? fusedBiasSoftmax(a, scale, bt)!
-          : tf.reshape(tf.softmax(tf.add(tf.reshape(tf.mul(a, scale), [B, H, T, S]), bt)), [B * H, T, S])
-      const y = f(xt)
-      const dx = tf.grad((a: tf.Tensor) => tf.sum(tf.mul(f(a), dyt)))(xt)
-      return [y, dx]
-    }
-    const names = await kernelsOf(() => run(true))
-    expect(names).toContain('LevanterBiasSoftmax')
-    expect(names).not.toContain('Softmax')
-    const [y, dx] = run(true)
-    const got = [await y!.data(), await dx!.data()]
-    const causal = fusedCausalSoftmax(tf.tensor3d(x, [B * H, T, S]), scale, offset)!
-    const causalY = await causal.data()
-    tf.dispose([y!, dx!, causal])
-    const want = await onCpu(() => run(false).map((t) => t.dataSync()))
-    expectClose(got[0]!, want[0]!, 1e-6, 'softmax')
-    expectClose(got[1]!, want[1]!, 1e-6, 'gradient')
-    // batch row 0 is causal at `offset`: bit for bit the causal kernel's rows
-    expect(Array.from(got[0]!.subarray(0, H * T * S))).toEqual(Array.from(causalY.subarray(0, H * T * S)))
-  })
+  test(
+    'bias-masked softmax [B·H, T, S] with bias [B, 1, T, S]: values and gradient equal the composite on cpu, ' +
+      'and a row gets the same bits as under the causal mask',
+    async () => {
+      const B = 2,
+        H = 3,
+        T = 4,
+        S = 11,
+        offset = S - T
+      const x = normals(B * H * T * S, 3, 2),
+        dy = normals(B * H * T * S, 4)
+      const scale = 0.5
+      // row b's queries at positions offset…offset+T-1 see keys ≤ their position;
+      // batch row 1 also hides key 0 (padding)
+      const bias = new Float32Array(B * T * S)
+      for (let b = 0; b < B; b++)
+        for (let t = 0; t < T; t++)
+          for (let s = 0; s < S; s++) if (s > offset + t || (b === 1 && s === 0)) bias[(b * T + t) * S + s] = -1e9
+      const run = (fused: boolean) => {
+        const xt = tf.tensor3d(x, [B * H, T, S]),
+          dyt = tf.tensor3d(dy, [B * H, T, S]),
+          bt = tf.tensor4d(bias, [B, 1, T, S])
+        const f = (a: tf.Tensor) =>
+          fused
+            ? fusedBiasSoftmax(a, scale, bt)!
+            : tf.reshape(tf.softmax(tf.add(tf.reshape(tf.mul(a, scale), [B, H, T, S]), bt)), [B * H, T, S])
+        const y = f(xt)
+        const dx = tf.grad((a: tf.Tensor) => tf.sum(tf.mul(f(a), dyt)))(xt)
+        return [y, dx]
+      }
+      const names = await kernelsOf(() => run(true))
+      expect(names).toContain('LevanterBiasSoftmax')
+      expect(names).not.toContain('Softmax')
+      const [y, dx] = run(true)
+      const got = [await y!.data(), await dx!.data()]
+      const causal = fusedCausalSoftmax(tf.tensor3d(x, [B * H, T, S]), scale, offset)!
+      const causalY = await causal.data()
+      tf.dispose([y!, dx!, causal])
+      const want = await onCpu(() => run(false).map((t) => t.dataSync()))
+      expectClose(got[0]!, want[0]!, 1e-6, 'softmax')
+      expectClose(got[1]!, want[1]!, 1e-6, 'gradient')
+      // batch row 0 is causal at `offset`: bit for bit the causal kernel's rows
+      expect(Array.from(got[0]!.subarray(0, H * T * S))).toEqual(Array.from(causalY.subarray(0, H * T * S)))
+    },
+  )
 })
 
 describe('WGSL LayerNorm', () => {
@@ -189,7 +194,7 @@ test.each([
 describe('WGSL AdamW', () => {
   const cfg: ModelConfigInput = { type: 'gpt2', vocabSize: 300, seqLen: 8, dModel: 12, nLayers: 1, nHeads: 3 }
 
-  test('a moment whose buffer another tensor shares is copied before the in-place update (the other keeps its values)', async () => {
+  test('a moment sharing its buffer with another tensor is copied before the in-place update', async () => {
     const model = createModel(cfg, 4)
     const dev = new DeviceAdamW(AdamWConfig.parse({}), model)
     const name = 'transformer.h.0.mlp.c_fc.weight'
@@ -205,7 +210,7 @@ describe('WGSL AdamW', () => {
     model.dispose()
   })
 
-  test('parameters, moments and norms equal the host AdamW on cpu over 5 steps (clipped and not); two kernels per parameter', async () => {
+  test('params, moments, norms equal host AdamW on cpu over 5 steps (clipped or not); 2 kernels/param', async () => {
     const opt = AdamWConfig.parse({ weightDecay: 0.1, maxGradNorm: 1 })
     const model = createModel(cfg, 4)
     const init = await model.weights()

@@ -138,7 +138,7 @@ describe('marin eval', () => {
     expect(missing.err).toMatch(/arc_easy\.yaml: no local data .*--data-dir/)
   })
 
-  test('--num-fewshot and --fewshot-seed build few-shot contexts for lm-eval tasks; the stored config records them', async () => {
+  test('--num-fewshot and --fewshot-seed build lm-eval few-shot contexts; the stored config records them', async () => {
     const fix = fileURLToPath(new URL('./fixtures/lm-eval/', import.meta.url))
     const prefix = join(dir, 'p-fs')
     const base = [

@@ -36,12 +36,14 @@ describe("more of Marin's core tasks from their unchanged upstream YAML (expecte
     expect(m.ll.slice(0, 2)).toEqual([
       {
         context:
-          'Tomato -- The tomato is the edible berry of a plant in the nightshade family.\nQuestion: is a tomato a fruit?\nAnswer:',
+          'Tomato -- The tomato is the edible berry of a plant in the nightshade family.\n' +
+          'Question: is a tomato a fruit?\nAnswer:',
         continuation: ' no',
       },
       {
         context:
-          'Tomato -- The tomato is the edible berry of a plant in the nightshade family.\nQuestion: is a tomato a fruit?\nAnswer:',
+          'Tomato -- The tomato is the edible berry of a plant in the nightshade family.\n' +
+          'Question: is a tomato a fruit?\nAnswer:',
         continuation: ' yes',
       },
     ])
@@ -70,11 +72,14 @@ describe("more of Marin's core tasks from their unchanged upstream YAML (expecte
     // Few-shot: an example is the premise, the delimiter and the right choice.
     const fs = await run('super_glue/copa/default.yaml', 1)
     expect(fs.m.ll[0]!.context).toMatch(
-      /^(My hands were cold therefore {2}i put on gloves\.|The glass broke because {2}it fell on the floor\.)\n\nThe man turned on the faucet therefore$/,
+      new RegExp(
+        '^(My hands were cold therefore {2}i put on gloves\\.|The glass broke because {2}it fell on the floor\\.)' +
+          '\\n\\nThe man turned on the faucet therefore$',
+      ),
     )
   })
 
-  test('wsc273: process_docs built in, {% set %} and slices in templates, a rendered list literal as choices', async () => {
+  test('wsc273: built-in process_docs, {% set %} and slices in templates, a rendered list as choices', async () => {
     const { m, golds } = await run('wsc273/default.yaml')
     expect(m.ll).toEqual([
       { context: 'The cat chased the mouse because the cat', continuation: '  was hungry.' },

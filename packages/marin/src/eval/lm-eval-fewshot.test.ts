@@ -118,7 +118,7 @@ describe("the few-shot drawer against lm-evaluation-harness's own ContextSampler
 })
 
 describe('few-shot contexts as lm-evaluation-harness builds them', () => {
-  test('default sampler, few-shot split = test split: Random(1234).sample(pool, n+1), the evaluated document left out', async () => {
+  test('default sampler, few-shot split = test split: Random(1234).sample(pool, n+1), doc left out', async () => {
     // CPython's Random(1234).sample(range(5), 3), five calls: [3,0,4] [0,4,2] [0,4,1] [1,0,3] [0,2,3].
     // Each document drops itself from its draw and keeps the first two.
     expect(pyCalls(5, 3).slice(0, 5)).toEqual([
@@ -186,7 +186,7 @@ describe('few-shot contexts as lm-evaluation-harness builds them', () => {
     ])
   })
 
-  test('upstream arc_easy.yaml with num_fewshot 2: examples drawn from its training split as the harness draws them', async () => {
+  test('upstream arc_easy.yaml, num_fewshot 2: examples drawn from its train split as the harness does', async () => {
     const train = fixtureRows('ai2_arc/ARC-Easy/train.jsonl')
     const testRows = fixtureRows('ai2_arc/ARC-Easy/test.jsonl')
     expect(train.length).toBe(7)
@@ -228,7 +228,7 @@ describe('few-shot contexts as lm-evaluation-harness builds them', () => {
     expect([...new Set(m2.ll.map((x) => x.context))]).not.toEqual(expected)
   })
 
-  test('winogrande and hellaswag (upstream YAML, no test_split): multiple-input examples, process_docs on train', async () => {
+  test('winogrande, hellaswag (upstream, no test_split): multiple-input examples, process_docs on train', async () => {
     // Neither sets test_split or fewshot_split, so the harness draws n + 1 from the training split and leaves out
     // the evaluated document: Random(1234).sample(range(3), 2) gives [1, 0] then [0, 2]; each keeps the first.
     expect(pyCalls(3, 2).slice(0, 2)).toEqual([
@@ -244,12 +244,14 @@ describe('few-shot contexts as lm-evaluation-harness builds them', () => {
     expect(m.ll).toEqual([
       {
         context:
-          'The dog chased the cat until the cat climbed a tree.\n\nThe trophy did not fit in the suitcase because the trophy',
+          'The dog chased the cat until the cat climbed a tree.\n\n' +
+          'The trophy did not fit in the suitcase because the trophy',
         continuation: ' was too big.',
       },
       {
         context:
-          'The dog chased the cat until the cat climbed a tree.\n\nThe trophy did not fit in the suitcase because the suitcase',
+          'The dog chased the cat until the cat climbed a tree.\n\n' +
+          'The trophy did not fit in the suitcase because the suitcase',
         continuation: ' was too big.',
       },
       {

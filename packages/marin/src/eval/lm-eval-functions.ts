@@ -22,6 +22,8 @@ function hellaswagPreprocess(text: string): string {
 
 const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1).toLowerCase()
 
+/** COPA's connector between premise and choice, by its `question`. */
+const copaConnector: Record<string, string> = { cause: 'because', effect: 'therefore' }
 /** COPA's choice joined onto the premise: its first letter lowercased. */
 const copaChoice = (c: unknown) => {
   const x = str(c)
@@ -50,8 +52,7 @@ const FUNCTIONS: Readonly<Record<string, Readonly<Record<string, DocFunction>>>>
     }),
   },
   copa: {
-    'utils.doc_to_text': (doc) =>
-      `${str(doc.premise).trim().slice(0, -1)} ${({ cause: 'because', effect: 'therefore' } as Record<string, string>)[str(doc.question)]}`,
+    'utils.doc_to_text': (doc) => `${str(doc.premise).trim().slice(0, -1)} ${copaConnector[str(doc.question)]}`,
     'utils.doc_to_target': (doc) => ` ${copaChoice(Number(doc.label) === 0 ? doc.choice1 : doc.choice2)}`,
     'utils.doc_to_choice': (doc) => [` ${copaChoice(doc.choice1)}`, ` ${copaChoice(doc.choice2)}`],
   },

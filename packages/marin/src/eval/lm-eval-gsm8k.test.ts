@@ -35,7 +35,8 @@ describe('gsm8k.yaml (unchanged upstream): 5-shot generate_until with filter_lis
     expect(task.numFewshot).toBe(5)
     const train = fixtureRows('openai/gsm8k/main/train.jsonl') as Row[]
     const rows = fixtureRows('openai/gsm8k/main/test.jsonl') as Row[]
-    // fewshot_split (train) is not test_split (test): each document takes CPython's next Random(1234).sample(range(6), 5).
+    // fewshot_split (train) is not test_split (test): each document takes CPython's next
+    // Random(1234).sample(range(6), 5).
     const draws = pyRandom.samples.find((s) => s.n === 6 && s.k === 5)!.calls
     const shot = (r: Row) => `Question: ${r.question}\nAnswer: ${r.answer}\n\n`
     const expected = rows
@@ -131,7 +132,7 @@ describe('gsm8k.yaml (unchanged upstream): 5-shot generate_until with filter_lis
     )
   })
 
-  test('a list target (several accepted answers) scores exact_match when any of them matches, as lm-eval does', async () => {
+  test('a list target (several accepted answers) scores exact_match when any matches, as lm-eval does', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'lm-eval-multi-'))
     // What this model says after the prompt, cut at the newline: one of the accepted answers below.
     const [said] = await local.generate([{ context: 'Q: the cat sat on the\nA:', maxTokens: 4 }])
@@ -139,7 +140,8 @@ describe('gsm8k.yaml (unchanged upstream): 5-shot generate_until with filter_lis
     expect(answer).not.toBe('')
     writeFileSync(
       join(dir, 'qa.jsonl'),
-      `${JSON.stringify({ q: 'the cat sat on the', answers: ['zzz', answer] })}\n${JSON.stringify({ q: 'the cat sat on the', answers: ['zzz', 'yyy'] })}\n`,
+      `${JSON.stringify({ q: 'the cat sat on the', answers: ['zzz', answer] })}\n` +
+        `${JSON.stringify({ q: 'the cat sat on the', answers: ['zzz', 'yyy'] })}\n`,
     )
     writeFileSync(
       join(dir, 'qa.yaml'),

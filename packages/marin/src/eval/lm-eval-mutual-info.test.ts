@@ -15,7 +15,7 @@ beforeAll(async () => {
 type Arc = { question: string; choices: { text: string[]; label: string[] }; answerKey: string }
 
 describe('acc_mutual_info', () => {
-  test('argmax of log p(choice | context) − log p(choice | unconditional context), from the model’s own scores', async () => {
+  test('argmax of log p(choice | context) − log p(choice | unconditional), from the model’s own scores', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'lm-eval-mi-'))
     writeFileSync(
       join(dir, 'arc_mi.yaml'),

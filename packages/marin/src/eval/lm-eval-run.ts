@@ -39,7 +39,10 @@ function prefixes(t: LmEvalTask, docs: readonly Doc[]): string[] {
   })
 }
 
-/** Multiple inputs (Winogrande): set in the YAML, or the first document's text is a choice index (the harness's test). */
+/**
+ * Multiple inputs (Winogrande): set in the YAML, or the first document's text is a choice index
+ * (the harness's test).
+ */
 function isMultipleInput(t: LmEvalTask, docs: readonly Doc[]): boolean {
   if (t.multipleInputs) return true
   if (docs.length === 0) return false

@@ -79,7 +79,8 @@ async function runSteps(experiment: Experiment, opts: RunOptions): Promise<Exper
   if (opts.kubernetes && cluster !== 'local')
     throw new MarinError(
       'BAD_USAGE',
-      `kubernetes: the run starts a cluster whose tasks are Pods, so it cannot also use the controller at ${cluster}; ` +
+      `kubernetes: the run starts a cluster whose tasks are Pods, so it cannot also use the controller ` +
+        `at ${cluster}; ` +
         'drop one of --platform k8s and --cluster',
     )
   // One local cluster owns `<prefix>/iris` at a time (its SQLite state and work folders);

@@ -128,7 +128,7 @@ describe('models and the access log', () => {
   })
 })
 
-test('prompt token ids the tokenizer lacks get 400 naming prompt, also where the model pads its vocabulary', async () => {
+test('prompt token ids the tokenizer lacks get 400 naming prompt, also where the model pads its vocab', async () => {
   const padded = new Gpt2LM({ vocabSize: tokenizer.vocabSize + 20, seqLen: 16, dModel: 16, nLayers: 1, nHeads: 2 }, 1)
   const s = await startServer({ model: padded, tokenizer, name: 'tiny', port: 0, accessLog: () => {} })
   try {
