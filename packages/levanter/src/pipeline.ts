@@ -83,8 +83,9 @@ export class Pipeline {
       : undefined
     const adamw = { beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: c.weightDecay, maxGradNorm: c.maxGradNorm }
     const members = c.mesh.data * c.mesh.model
-    if ((members > 1 || c.fsdp) && backend.name === 'webgpu') {
-      // mesh members read tensors synchronously, which webgpu cannot: they choose a CPU backend (backend.ts)
+    // plain data-parallel replicas follow a webgpu driver onto the device (parallel/replica.ts); fsdp and model-axis
+    // members read tensors synchronously, which webgpu cannot: they choose a CPU backend (backend.ts)
+    if ((c.mesh.model > 1 || c.fsdp) && backend.name === 'webgpu') {
       if (process.env.LEVANTER_BACKEND === 'webgpu')
         throw new LevanterError(
           'BAD_CONFIG',

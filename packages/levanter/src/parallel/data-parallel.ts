@@ -1,4 +1,8 @@
-/** @module Data-parallel engine: N replicas as fray actors over a `{ data: N }` mesh, driven step by step. */
+/**
+ * @module Data-parallel engine: N replicas as fray actors over a `{ data: N }` mesh, driven step by
+ * step. Under a webgpu driver the replicas run on webgpu (replica.ts: one gradient read a step).
+ */
+import * as tf from '@tensorflow/tfjs'
 import { actorClass, currentClient, Mesh } from '@marin/fray'
 import type { ActorGroup } from '@marin/fray'
 import { maskCount } from '../data/batch.js'
@@ -29,6 +33,8 @@ export class DataParallelEngine implements Engine {
     microbatches = 1,
     opts: ReplicaOptions = {},
   ): Promise<DataParallelEngine> {
+    // replicas follow a webgpu driver onto the device
+    if (tf.getBackend() === 'webgpu') opts = { ...opts, backend: 'webgpu' }
     // each replica's native kernels get its share of the cores
     const group = await currentClient().createActorGroup(
       ReplicaClass,

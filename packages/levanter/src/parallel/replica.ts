@@ -4,10 +4,13 @@
  * (sum; each replica's loss is already divided by the global token count), and applies the update.
  * Every replica applies identical bits, so the copies never drift. The gradients are all-reduced
  * in buckets as the backward pass finishes them, while it computes the rest (`overlapReduce`).
+ * Under a webgpu driver the replicas run on webgpu too: the gradients stay on the device until they
+ * are concatenated there and read back as one flat buffer (one asynchronous read a step), and the
+ * all-reduced sum goes back up once for AdamW on the device ({@link DeviceAdamW}).
  */
 import * as tf from '@tensorflow/tfjs'
 import { currentMesh } from '@marin/fray'
-import { initBackend } from '../backend.js'
+import { initBackend, isDeviceBackend } from '../backend.js'
 import type { Batch } from '../data/batch.js'
 import { evalLossOf } from '../engine.js'
 import type { StepResult } from '../engine.js'
@@ -16,7 +19,8 @@ import type { CausalLM } from '../models/lm.js'
 import type { ModelConfig } from '../models/config.js'
 import { AdamW } from '../optim/adamw.js'
 import type { AdamWConfig } from '../optim/adamw.js'
-import { batchTensors, computeGrads, flattenGrads } from '../train-step.js'
+import { DeviceAdamW } from '../optim/adamw-device.js'
+import { batchTensors, computeGrads, computeGradsOnDevice, flattenGrads } from '../train-step.js'
 import { streamGradients } from '../kernels/lean-backprop.js'
 import { heapFloats } from '../kernels/wasm-heap.js'
 import { maskedCrossEntropy } from '../loss.js'
@@ -38,6 +42,13 @@ export type StepPhases = {
   readonly bucketsDuringBackward: number
 }
 
+/** Host↔device traffic of one replica step on a device backend: bytes read back to the host (the flat gradient
+ * and the loss, in one read), bytes uploaded (the batch slice and the summed gradient), and the number of reads. */
+export type StepTransfer = { readonly toHost: number; readonly toDevice: number; readonly reads: number }
+
+/** A step's phases, and on a device backend its traffic. */
+export type StepRecord = StepPhases & { readonly transfer?: StepTransfer }
+
 export type ReplicaOptions = {
   /**
    * All-reduce the gradients in buckets as the backward pass finishes them (true), or in one
@@ -47,6 +58,9 @@ export type ReplicaOptions = {
   readonly overlapReduce?: boolean
   /** Bytes of gradients per bucket (at least). @default 4 MiB */
   readonly bucketBytes?: number
+  /** The backend the replica asks for: `webgpu` when the driver runs on webgpu (the replicas then keep the model,
+   * gradients and AdamW on the device); @default LEVANTER_BACKEND, else the CPU order for synchronous reads */
+  readonly backend?: 'webgpu'
 }
 
 const cpuMs = (): number => {
@@ -58,8 +72,8 @@ const KEEP_PHASES = 100
 
 export class Replica {
   #model: CausalLM | undefined
-  #opt: AdamW | undefined
-  readonly #phases: StepPhases[] = []
+  #opt: AdamW | DeviceAdamW | undefined
+  readonly #phases: StepRecord[] = []
   #flat: Float32Array | undefined // the step's gradient buffer, reused: nothing holds it past the step
 
   constructor(
@@ -72,9 +86,11 @@ export class Replica {
   /** Start the backend, build the model, take the driver's weights and optimizer state. */
   async load(wire: WireTensors): Promise<number> {
     const state = fromWire(wire)
-    await initBackend(undefined, { syncReads: true }) // reads tensors synchronously: never webgpu
+    // the CPU path reads tensors synchronously: webgpu only when asked for, and then the device path
+    if (this.opts.backend === 'webgpu') await initBackend('webgpu')
+    else await initBackend(undefined, { syncReads: true })
     this.#model ??= createModel(this.modelConfig)
-    this.#opt ??= new AdamW(this.adamw, this.#model)
+    this.#opt ??= isDeviceBackend() ? new DeviceAdamW(this.adamw, this.#model) : new AdamW(this.adamw, this.#model)
     for (const [n, d] of state.weights) this.#model.set(n, d)
     this.#opt.load(state.optimizer, state.count)
     return process.pid
@@ -86,10 +102,11 @@ export class Replica {
    * step, reduced in place, and the optimizer reads the sum straight from it.
    */
   async step(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
+    const opt = this.#opt!
+    if (opt instanceof DeviceAdamW) return this.#deviceStep(opt, slice, denominator, lr)
     if ((this.opts.overlapReduce ?? true) && this.microbatches === 1)
-      return this.#overlappedStep(slice, denominator, lr)
-    const model = this.#model!,
-      opt = this.#opt!
+      return this.#overlappedStep(opt, slice, denominator, lr)
+    const model = this.#model!
     const names = [...model.params.keys()]
     const c0 = cpuMs(),
       t0 = performance.now()
@@ -116,9 +133,8 @@ export class Replica {
    * replica runs the same pass, so all start the same buckets in the same order. The loss and
    * what is left (the embeddings, finished last) go in one collective after the pass.
    */
-  async #overlappedStep(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
+  async #overlappedStep(opt: AdamW, slice: Batch, denominator: number, lr: number): Promise<StepResult> {
     const model = this.#model!,
-      opt = this.#opt!,
       mesh = currentMesh()
     const vars = [...model.params.values()]
     const at: number[] = []
@@ -181,8 +197,66 @@ export class Replica {
     return { loss: flat[0]!, gradNorm }
   }
 
-  #record(p: Omit<StepPhases, 'buckets' | 'bucketsDuringBackward'>, buckets: number, during: number): void {
-    this.#phases.push({ ...p, buckets, bucketsDuringBackward: during })
+  /**
+   * {@link step} on a device backend: gradients and loss computed on the device, concatenated there
+   * into one flat tensor (the gradients in parameter order, then the loss) and read back in one
+   * asynchronous read; all-reduced as on the CPU path; the summed gradient uploaded as one tensor,
+   * split on the device, and AdamW applied there. The gradient norm returned is the host's, from
+   * the summed buffer (reading the device's would be a second read).
+   */
+  async #deviceStep(opt: DeviceAdamW, slice: Batch, denominator: number, lr: number): Promise<StepResult> {
+    const model = this.#model!
+    const c0 = cpuMs(),
+      t0 = performance.now()
+    const local = computeGradsOnDevice(model, slice, denominator, this.microbatches)
+    const t1 = performance.now()
+    const names = [...model.params.keys()]
+    const joined = tf.tidy(() =>
+      tf.concat([...names.map((k) => local.grads.get(k)!.reshape([-1])), local.loss.reshape([1])]),
+    )
+    tf.dispose([...local.grads.values(), local.loss])
+    let flat: Float32Array
+    try {
+      flat = (await joined.data()) as Float32Array
+    } finally {
+      joined.dispose()
+    }
+    const toHost = flat.byteLength
+    const t2 = performance.now()
+    await currentMesh().allReduce(flat, { op: 'sum', out: flat })
+    const t3 = performance.now()
+    const n = flat.length - 1
+    const loss = flat[n]!
+    let sq = 0
+    for (let i = 0; i < n; i++) sq += flat[i]! * flat[i]!
+    const parts = tf.tidy(() =>
+      tf
+        .split(
+          tf.tensor1d(flat.subarray(0, n)),
+          names.map((k) => model.params.get(k)!.size),
+        )
+        .map((g, i) => g.reshape(model.params.get(names[i]!)!.shape)),
+    )
+    const grads = new Map(names.map((k, i) => [k, parts[i]!]))
+    try {
+      opt.apply(grads, lr).dispose()
+    } finally {
+      tf.dispose([...grads.values()])
+    }
+    const t4 = performance.now()
+    this.#record({ grads: t1 - t0, flatten: t2 - t1, allReduce: t3 - t2, apply: t4 - t3, cpu: cpuMs() - c0 }, 1, 0, {
+      transfer: { toHost, toDevice: local.bytesToDevice + 4 * n, reads: 1 },
+    })
+    return { loss, gradNorm: Math.sqrt(sq) }
+  }
+
+  #record(
+    p: Omit<StepPhases, 'buckets' | 'bucketsDuringBackward'>,
+    buckets: number,
+    during: number,
+    moved: { transfer?: StepTransfer } = {},
+  ): void {
+    this.#phases.push({ ...p, buckets, bucketsDuringBackward: during, ...moved })
     if (this.#phases.length > KEEP_PHASES) this.#phases.shift()
   }
 
@@ -198,8 +272,13 @@ export class Replica {
     })
   }
 
+  /** The backend this replica computes on. */
+  backend(): string {
+    return tf.getBackend()
+  }
+
   /** The phases of this replica's latest steps (up to 100), oldest first. */
-  phases(): StepPhases[] {
+  phases(): StepRecord[] {
     return [...this.#phases]
   }
 

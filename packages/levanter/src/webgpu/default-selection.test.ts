@@ -55,19 +55,32 @@ test.each(['software', 'throws', 'none'])(
   120_000,
 )
 
-test('under a webgpu driver, data-parallel replicas train on CPU kernels (said once), as one process', async () => {
-  const [single, mesh] = [await select('gpu'), await select('gpu-mesh')]
-  expect(mesh.out.backend).toBe('webgpu')
-  expect(mesh.out.run.error).toBeUndefined()
-  expect(mesh.logs.filter((l) => /mesh members train on the CPU kernels/.test(l.msg))).toHaveLength(1)
-  expect(mesh.out.run.losses).toHaveLength(2)
-  mesh.out.run.losses.forEach((l: number, i: number) =>
-    expect(Math.abs(l - single.out.run.losses[i])).toBeLessThan(1e-4),
-  )
+test.each([undefined, 'webgpu'])(
+  'under a webgpu driver (LEVANTER_BACKEND=%s), data-parallel replicas train on webgpu, as one process',
+  async (backend) => {
+    const [single, mesh] = [await select('gpu'), await select('gpu-mesh', backend)]
+    expect(mesh.out.backend).toBe('webgpu')
+    expect(mesh.out.run.error).toBeUndefined()
+    expect(mesh.out.run.replicas).toEqual(['webgpu', 'webgpu'])
+    expect(mesh.logs.filter((l) => /CPU kernels/.test(l.msg))).toEqual([])
+    expect(mesh.out.run.losses).toHaveLength(2)
+    mesh.out.run.losses.forEach((l: number, i: number) =>
+      expect(Math.abs(l - single.out.run.losses[i])).toBeLessThan(1e-4),
+    )
+  },
+  240_000,
+)
+
+test('under a webgpu driver, fsdp members train on CPU kernels (said once)', async () => {
+  const { out, logs } = await select('gpu-fsdp')
+  expect(out.backend).toBe('webgpu')
+  expect(out.run.error).toBeUndefined()
+  expect(logs.filter((l) => /mesh members train on the CPU kernels/.test(l.msg))).toHaveLength(1)
+  expect(out.run.losses).toHaveLength(2)
 }, 240_000)
 
-test('LEVANTER_BACKEND=webgpu with a mesh is refused before any replica starts, saying why', async () => {
-  const { out } = await select('gpu-mesh', 'webgpu')
+test('LEVANTER_BACKEND=webgpu with fsdp is refused before any member starts, saying why', async () => {
+  const { out } = await select('gpu-fsdp', 'webgpu')
   expect(out.backend).toBe('webgpu')
   expect(out.run.code).toBe('BAD_CONFIG')
   expect(out.run.error).toMatch(/LEVANTER_BACKEND=webgpu.*mesh members cannot run on webgpu/)

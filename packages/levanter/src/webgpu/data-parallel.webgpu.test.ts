@@ -1,0 +1,59 @@
+/**
+ * Data-parallel replicas under a webgpu driver run on webgpu (SwiftShader where there is no GPU):
+ * each computes its gradients on the device, reads them back as one flat tensor once a step,
+ * all-reduces them over the mesh, uploads the sum once, and applies AdamW on the device.
+ */
+import { beforeAll, expect, test } from 'vitest'
+import { initBackend } from '../backend.js'
+import { Dataset } from '../data/dataset.js'
+import { DeviceEngine } from '../device-engine.js'
+import type { StepResult } from '../engine.js'
+import { createModel } from '../models/lm.js'
+import { AdamWConfig } from '../optim/adamw.js'
+import { DataParallelEngine } from '../parallel/data-parallel.js'
+
+/** The smallest model that still has every part: SwiftShader is slow. */
+const SMALL = { type: 'llama', vocabSize: 16, seqLen: 8, dModel: 8, nLayers: 1, nHeads: 2 } as const
+const TOKENS = Array.from({ length: 4000 }, (_, i) => (i * 7) % 15)
+
+beforeAll(async () => {
+  await initBackend('webgpu')
+}, 120_000)
+
+test('2 replicas on webgpu match one webgpu process; each reads its flat gradient once a step', async () => {
+  const adamw = AdamWConfig.parse({})
+  const data = Dataset.fromTokens(TOKENS, { evalFraction: 0 })
+  const batches = await Promise.all([0, 1, 2].map((s) => data.trainBatch(s, 4, SMALL.seqLen, 0)))
+  const single = new DeviceEngine(createModel(SMALL, 2), adamw)
+  const one: StepResult[] = []
+  for (const b of batches) one.push(await single.step(b, 1e-2))
+  await single.close()
+  single.model.dispose()
+
+  const model = createModel(SMALL, 2)
+  const params = model.numParams()
+  const engine = await DataParallelEngine.create(model, adamw, 2)
+  model.dispose()
+  try {
+    const dp: StepResult[] = []
+    for (const b of batches) dp.push(await engine.step(b, 1e-2))
+    expect(await engine.group.broadcast.backend()).toEqual(['webgpu', 'webgpu'])
+    dp.forEach((r, i) => {
+      expect(Math.abs(r.loss - one[i]!.loss), `loss, step ${i + 1}`).toBeLessThan(1e-4)
+      expect(Math.abs(r.gradNorm - one[i]!.gradNorm), `gradient norm, step ${i + 1}`).toBeLessThan(1e-4)
+    })
+    const phases = await engine.group.broadcast.phases()
+    expect(phases.map((p) => p.length)).toEqual([3, 3])
+    for (const p of phases.flat()) {
+      // one read a step: every gradient and the loss, float32
+      expect(p.transfer!.reads).toBe(1)
+      expect(p.transfer!.toHost).toBe(4 * (params + 1))
+      // the summed gradient, and this replica's half of the batch (ids, targets, mask: 12 bytes a token)
+      expect(p.transfer!.toDevice).toBe(4 * params + 12 * 2 * SMALL.seqLen)
+    }
+    const read = phases[0]![0]!.transfer!.toHost
+    console.log(`data-parallel on webgpu: ${params} parameters, ${read} bytes read per step per replica`)
+  } finally {
+    await engine.close()
+  }
+}, 300_000)
