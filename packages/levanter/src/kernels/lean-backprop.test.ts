@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { maskedCrossEntropy } from '../loss.js'
 import { Gpt2LM } from '../models/lm.js'
-import { installLeanBackprop, uninstallLeanBackprop } from './lean-backprop.js'
+import { installLeanBackprop, streamGradients, uninstallLeanBackprop } from './lean-backprop.js'
 
 const bytes = (t: tf.Tensor) => {
   const d = t.dataSync() as Float32Array
@@ -92,5 +92,42 @@ describe('the lean backward pass', () => {
     // d²/dx² of x³ = 6x
     const second = tf.grad((t: tf.Tensor) => tf.sum(tf.grad((u: tf.Tensor) => tf.sum(tf.mul(tf.mul(u, u), u)))(t)))(x)
     expect(Array.from(second.dataSync())).toEqual([6, 12, 18])
+  })
+  test('streamed passes awaiting between nodes in one process (inline mesh members): each its own bits', async () => {
+    installLeanBackprop()
+    const cfg = { vocabSize: 31, seqLen: 8, dModel: 16, nLayers: 2, nHeads: 2 }
+    const models = [new Gpt2LM(cfg, 1), new Gpt2LM(cfg, 2)]
+    const ids = [0, 1].map((k) =>
+      tf.tensor2d(
+        Array.from({ length: 16 }, (_, i) => (i * (k + 3)) % 31),
+        [2, 8],
+        'int32',
+      ),
+    )
+    const before = tf.memory().numTensors
+    /** One pass on model k: its loss and gradients (copies), awaiting a macrotask between nodes when `yielding`. */
+    const pass = async (k: number, yielding: boolean) => {
+      const vars = [...models[k]!.params.values()]
+      const grads: Float32Array[] = []
+      const y = await streamGradients(
+        () => maskedCrossEntropy(models[k]!.forward(ids[k]!), ids[k]!, tf.ones([2, 8])),
+        vars,
+        (i, g) => (grads[i] = (g.dataSync() as Float32Array).slice()),
+        yielding ? () => new Promise<void>((r) => setImmediate(r)) : undefined,
+      )
+      const loss = (y.dataSync() as Float32Array).slice()
+      y.dispose()
+      return { loss, grads }
+    }
+    const alone = [await pass(0, false), await pass(1, false)]
+    const together = await Promise.all([pass(0, true), pass(1, true)])
+    together.forEach((r, k) => {
+      expect(Buffer.from(r.loss.buffer).equals(Buffer.from(alone[k]!.loss.buffer))).toBe(true)
+      const want = alone[k]!.grads
+      r.grads.forEach((g, i) => expect(Buffer.from(g.buffer).equals(Buffer.from(want[i]!.buffer)), `${i}`).toBe(true))
+    })
+    expect(tf.memory().numTensors).toBe(before) // nothing leaked, nothing of the other pass disposed early
+    tf.dispose(ids)
+    for (const m of models) m.dispose()
   })
 })

@@ -212,22 +212,35 @@ export async function streamGradients(
   engine.state.activeTape = null
   const index = new Map(xs.map((x, i) => [x.id, i]))
   const done = new Set<number>()
-  // what the gradient functions make outside their results goes with the scope, as in a tidy
-  engine.startScope('backward')
+  const grads = new Map<number, Grad>()
+  // What the gradient functions make outside their results goes with a scope, as in a tidy: one
+  // scope per node, opened and closed with no await inside. A scope held open across `between()`
+  // would take in the tensors whatever else runs in this process meanwhile makes (another pass:
+  // inline mesh members), and closing it would dispose them, or close that other pass's scope.
+  const scoped = (f: () => void) => {
+    engine.startScope('backward')
+    try {
+      f()
+    } finally {
+      engine.endScope([...grads.values()])
+    }
+  }
   try {
     const nodes = pathNodes(tape, xs, y)
-    const grads = new Map<number, Grad>([[y.id, tf.onesLike(y)]])
+    scoped(() => grads.set(y.id, tf.onesLike(y)))
     const pass = backprop(engine, grads, nodes, new Set(index.keys()), new Set(), (id, g) => {
       done.add(id)
       onGrad(index.get(id)!, g)
     })
-    for (const _ of pass) {
+    for (;;) {
+      let end = false
+      scoped(() => (end = pass.next().done === true))
+      if (end) break
       const wait = between?.()
       if (wait) await wait
     }
-    for (const g of grads.values()) g.dispose()
   } finally {
-    engine.endScope()
+    for (const g of grads.values()) if (!g.isDisposed) g.dispose()
     for (const node of tape) for (const t of node.saved ?? []) if (!t.isDisposed) t.dispose()
   }
   xs.forEach((x, i) => {

@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { LocalClient, withClient } from '@marin/fray'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { Checkpointer } from '../checkpoint/checkpointer.js'
@@ -123,6 +124,35 @@ describe('data-parallel over a fray mesh', () => {
     for (const p of overlapped.phases) {
       expect(p.buckets).toBeGreaterThanOrEqual(4)
       expect(p.bucketsDuringBackward).toBe(p.buckets - 1)
+    }
+  }, 90_000)
+
+  test('replicas in one process (inline) reduce buckets during their backward passes: the same bits', async () => {
+    // Both passes await between nodes in one tfjs engine: each must keep its own tensors.
+    const client = new LocalClient({ mode: 'inline' })
+    const adamw = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 }
+    const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
+    const run = async (overlapReduce: boolean) => {
+      const model = new Gpt2LM({ ...cfg, nLayers: 3 }, 2)
+      const engine = await withClient(client, () =>
+        DataParallelEngine.create(model, adamw, 2, 1, { overlapReduce, bucketBytes: 2048 }),
+      )
+      model.dispose()
+      try {
+        const results = []
+        for (let s = 0; s < 3; s++) results.push(await engine.step(await dataset.trainBatch(s, 4, cfg.seqLen, 1), 1e-2))
+        return { results, phases: (await engine.group.broadcast.phases()).flat() }
+      } finally {
+        await engine.close()
+      }
+    }
+    try {
+      const after = await run(false),
+        overlapped = await run(true)
+      expect(overlapped.results).toEqual(after.results)
+      for (const p of overlapped.phases) expect(p.bucketsDuringBackward).toBeGreaterThan(0)
+    } finally {
+      await client.shutdown()
     }
   }, 90_000)
 })
