@@ -36,7 +36,12 @@ test('2 replicas on webgpu match one webgpu process; each reads its flat gradien
   model.dispose()
   try {
     const dp: StepResult[] = []
-    for (const b of batches) dp.push(await engine.step(b, 1e-2))
+    const tensors: number[][] = []
+    for (const b of batches) {
+      dp.push(await engine.step(b, 1e-2))
+      tensors.push((await engine.group.broadcast.memory()).map((m) => m.numTensors))
+    }
+    expect(tensors[2]).toEqual(tensors[0]) // no tensor left behind by a step
     expect(await engine.group.broadcast.backend()).toEqual(['webgpu', 'webgpu'])
     dp.forEach((r, i) => {
       expect(Math.abs(r.loss - one[i]!.loss), `loss, step ${i + 1}`).toBeLessThan(1e-4)
