@@ -1,7 +1,7 @@
 /**
  * Training `{ data: 2 }` with one member on each of two iris workers: a controller and its workers
- * as separate `iris` processes on loopback. A worker killed with SIGKILL fails the step with
- * REPLICA_FAILED naming the member it hosted; training resumes from the last checkpoint once a new
+ * as separate `iris` processes on loopback. A lost host (its worker and the member it runs killed
+ * with SIGKILL) fails the step with REPLICA_FAILED naming the member it hosted; training resumes from the last checkpoint once a new
  * worker is there, or on the capacity that remains (a smaller mesh: the checkpoint reshards).
  */
 import { type ChildProcess, spawn } from 'node:child_process'
@@ -118,9 +118,13 @@ test('data 2 on two iris workers: a SIGKILLed worker fails the step naming its m
   let hosts: (string | undefined)[] = []
   let victim = ''
   first.trainer.addHook(3, () => {
-    hosts = (first.pipeline.engine as DataParallelEngine).pids.map(workerOf)
+    const pids = (first.pipeline.engine as DataParallelEngine).pids
+    hosts = pids.map(workerOf)
     victim = hosts[1]!
+    // The host is lost: its worker and the member it runs die at once (a SIGKILLed worker alone
+    // leaves its member running until it notices, long enough to finish and checkpoint a step).
     workers.get(victim)!.child.kill('SIGKILL')
+    process.kill(pids[1]!, 'SIGKILL')
   })
   await expect(first.pipeline.run()).rejects.toSatisfy(
     (e) => isLevanterError(e, 'REPLICA_FAILED') && /replica 1 of 2 failed/.test((e as Error).message),
@@ -153,8 +157,10 @@ test('fsdp data 2 on two iris workers, one SIGKILLed: training resumes as data 1
   const losses: number[] = []
   first.trainer.addHook(1, ({ loss }) => void losses.push(loss))
   first.trainer.addHook(3, () => {
-    hosts = (first.pipeline.engine as MeshEngine).pids.map(workerOf)
-    workers.get(hosts[1]!)!.child.kill('SIGKILL')
+    const pids = (first.pipeline.engine as MeshEngine).pids
+    hosts = pids.map(workerOf)
+    workers.get(hosts[1]!)!.child.kill('SIGKILL') // the host is lost: its worker and member at once
+    process.kill(pids[1]!, 'SIGKILL')
   })
   await expect(first.pipeline.run()).rejects.toSatisfy(
     (e) => isLevanterError(e, 'REPLICA_FAILED') && /member 1 of 2 failed/.test((e as Error).message),
