@@ -1,8 +1,9 @@
 /**
  * Training `{ data: 2 }` with one member on each of two iris workers: a controller and its workers
  * as separate `iris` processes on loopback. A lost host (its worker and the member it runs killed
- * with SIGKILL) fails the step with REPLICA_FAILED naming the member it hosted; training resumes from the last checkpoint once a new
- * worker is there, or on the capacity that remains (a smaller mesh: the checkpoint reshards).
+ * with SIGKILL) fails the step with REPLICA_FAILED naming the member it hosted; training resumes
+ * from the last checkpoint once a new worker is there, or on the capacity that remains (a smaller
+ * mesh: the checkpoint reshards).
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
