@@ -7,6 +7,7 @@
  * evicts and deletes Pods; or `startKubelet` runs each new Pod's container command as a process on this machine.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { mkdtempSync } from 'node:fs'
 import { join } from 'node:path'
@@ -49,7 +50,7 @@ export class FakeKubeApi {
     this.changes.setMaxListeners(0)
   }
 
-  static async start(token = 'kube-test-token'): Promise<FakeKubeApi> {
+  static async start(token = randomBytes(16).toString('hex')): Promise<FakeKubeApi> {
     let api!: FakeKubeApi
     const server = createServer((req, res) => api.handle(req, res))
     api = new FakeKubeApi(server, token)

@@ -11,14 +11,11 @@ import {
   LM_EVAL_FIXTURES,
   Recording,
   fixtureRows,
+  pythonSampleCalls,
   tinyLocalModel,
 } from './test-support/recording-model.js'
 
-/** Indices CPython's random.Random(1234).sample(range(n), k) gives on successive calls (see the file's script). */
-const pyRandom = JSON.parse(readFileSync(join(LM_EVAL_FIXTURES, 'python-random-1234.json'), 'utf8')) as {
-  samples: { n: number; k: number; calls: number[][] }[]
-}
-const pyCalls = (n: number, k: number) => pyRandom.samples.find((s) => s.n === n && s.k === k)!.calls
+const pyCalls = pythonSampleCalls
 
 let local: LocalLanguageModel
 beforeAll(async () => {

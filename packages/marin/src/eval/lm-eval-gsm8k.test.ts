@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, test } from 'vitest'
@@ -10,12 +10,9 @@ import {
   LM_EVAL_FIXTURES,
   Recording,
   fixtureRows,
+  pythonSampleCalls,
   tinyLocalModel,
 } from './test-support/recording-model.js'
-
-const pyRandom = JSON.parse(readFileSync(join(LM_EVAL_FIXTURES, 'python-random-1234.json'), 'utf8')) as {
-  samples: { n: number; k: number; calls: number[][] }[]
-}
 
 let local: LocalLanguageModel
 beforeAll(async () => {
@@ -37,7 +34,7 @@ describe('gsm8k.yaml (unchanged upstream): 5-shot generate_until with filter_lis
     const rows = fixtureRows('openai/gsm8k/main/test.jsonl') as Row[]
     // fewshot_split (train) is not test_split (test): each document takes CPython's next
     // Random(1234).sample(range(6), 5).
-    const draws = pyRandom.samples.find((s) => s.n === 6 && s.k === 5)!.calls
+    const draws = pythonSampleCalls(6, 5)
     const shot = (r: Row) => `Question: ${r.question}\nAnswer: ${r.answer}\n\n`
     const expected = rows
       .slice(0, 2)

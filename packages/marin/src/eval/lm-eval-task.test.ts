@@ -1,40 +1,19 @@
 import { cpSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { trainBpe } from '@marin/datakit'
 import { Gpt2LM, initBackend } from '@marin/levanter'
 import { Dataset, ZephyrContext } from '@marin/zephyr'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { resolveTasks } from './evaluate.js'
-import type { GenerateRequest, LanguageModel, LoglikelihoodRequest, LoglikelihoodResult } from './language-model.js'
 import { readLmEvalTask } from './lm-eval-task.js'
 import { LocalLanguageModel } from './local-model.js'
 import { runTask } from './run-task.js'
+import { LM_EVAL_DATA, LM_EVAL_FIXTURES, Recording, fixtureRows } from './test-support/recording-model.js'
 
-const FIX = fileURLToPath(new URL('./fixtures/lm-eval/', import.meta.url))
-const DATA = join(FIX, 'data')
-const jsonl = (p: string) =>
-  readFileSync(join(DATA, p), 'utf8')
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as Record<string, unknown>)
-
-/** The real in-process model, with every request it is asked written down. */
-class Recording implements LanguageModel {
-  readonly description = 'recording'
-  ll: LoglikelihoodRequest[] = []
-  gen: GenerateRequest[] = []
-  constructor(readonly inner: LocalLanguageModel) {}
-  async loglikelihood(r: readonly LoglikelihoodRequest[]): Promise<LoglikelihoodResult[]> {
-    this.ll.push(...r)
-    return this.inner.loglikelihood(r)
-  }
-  async generate(r: readonly GenerateRequest[]): Promise<string[]> {
-    this.gen.push(...r)
-    return this.inner.generate(r)
-  }
-}
+const FIX = LM_EVAL_FIXTURES
+const DATA = LM_EVAL_DATA
+const jsonl = fixtureRows
 
 let local: LocalLanguageModel
 const fresh = () => new Recording(local)

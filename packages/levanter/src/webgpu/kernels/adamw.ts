@@ -9,7 +9,7 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs'
-import { WgslKernel, grid, newTensor } from './dispatch.js'
+import { WgslKernel, grid, newTensor, workgroupReduce } from './dispatch.js'
 import type { WebGpuBackendLike } from './dispatch.js'
 
 /** Threads per workgroup. */
@@ -29,13 +29,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
   var s = 0.0;
   for (var i = wid.x * ${WG}u + lid; i < u.n; i += nwg.x * ${WG}u) { s += g[i] * g[i]; }
-  red[lid] = s;
-  workgroupBarrier();
-  for (var k = ${WG / 2}u; k > 0u; k = k >> 1u) {
-    if (lid < k) { red[lid] = red[lid] + red[lid + k]; }
-    workgroupBarrier();
-  }
-  if (lid == 0u) { partial[u.slot + wid.x] = red[0]; }
+  ${workgroupReduce(WG, 's', 'total')}
+  if (lid == 0u) { partial[u.slot + wid.x] = total; }
 }`
 
 const rootCode = /* wgsl */ `
@@ -49,13 +44,8 @@ var<workgroup> red: array<f32, ${WG}>;
 fn main(@builtin(local_invocation_index) lid: u32) {
   var s = 0.0;
   for (var i = lid; i < u.count; i += ${WG}u) { s += partial[i]; }
-  red[lid] = s;
-  workgroupBarrier();
-  for (var k = ${WG / 2}u; k > 0u; k = k >> 1u) {
-    if (lid < k) { red[lid] = red[lid] + red[lid + k]; }
-    workgroupBarrier();
-  }
-  if (lid == 0u) { norm[0] = sqrt(red[0]); }
+  ${workgroupReduce(WG, 's', 'total')}
+  if (lid == 0u) { norm[0] = sqrt(total); }
 }`
 
 // The host update (optim/adamw.ts adamwUpdate), in float32:

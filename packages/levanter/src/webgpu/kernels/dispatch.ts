@@ -120,3 +120,43 @@ export function grid(n: number, perGroup: number): [number, number] {
   const groups = Math.max(1, Math.ceil(n / perGroup))
   return groups <= MAX_WORKGROUPS ? [groups, 1] : [MAX_WORKGROUPS, Math.ceil(groups / MAX_WORKGROUPS)]
 }
+
+/** Threads per row for rows `width` floats wide: the width rounded up to a power of two, 32…256 (a wider row loops). */
+export function threadsPerRow(width: number): number {
+  let wg = 32
+  while (wg < 256 && wg < width) wg *= 2
+  return wg
+}
+
+/**
+ * WGSL: a tree reduction over the workgroup of each thread's `v`, through `red` (a workgroup array
+ * of `WG` floats), joining two partials with `join` (`a + b` by default); every thread then has
+ * `let out` and may use `red` again. The same order on every call, so the same bits.
+ */
+export const workgroupReduce = (
+  WG: number,
+  v: string,
+  out: string,
+  join: (a: string, b: string) => string = (a, b) => `${a} + ${b}`,
+) => `
+  red[lid] = ${v};
+  workgroupBarrier();
+  for (var k = ${WG / 2}u; k > 0u; k = k >> 1u) {
+    if (lid < k) { red[lid] = ${join('red[lid]', 'red[lid + k]')}; }
+    workgroupBarrier();
+  }
+  let ${out} = red[0];
+  workgroupBarrier();`
+
+const rowKernels = new Map<string, WgslKernel>()
+/** The kernel `name` for rows `width` wide: one pipeline per name and {@link threadsPerRow}, from `code(WG)`. */
+export function rowKernel(name: string, width: number, code: (WG: number) => string): WgslKernel {
+  const wg = threadsPerRow(width)
+  const key = `${name}/${wg}`
+  let k = rowKernels.get(key)
+  if (!k) {
+    k = new WgslKernel(name, code(wg))
+    rowKernels.set(key, k)
+  }
+  return k
+}

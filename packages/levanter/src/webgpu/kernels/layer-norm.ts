@@ -9,26 +9,8 @@
 import * as tf from '@tensorflow/tfjs'
 import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs'
 import { columnSum } from '../../kernels/column-sum.js'
-import { WgslKernel, grid, newTensor } from './dispatch.js'
+import { type WgslKernel, grid, newTensor, rowKernel, workgroupReduce } from './dispatch.js'
 import type { WebGpuBackendLike } from './dispatch.js'
-
-/** Threads per row: the row's width rounded up to a power of two, 32…256 (a wider row loops). */
-function threadsFor(D: number): number {
-  let wg = 32
-  while (wg < 256 && wg < D) wg *= 2
-  return wg
-}
-
-/** A workgroup sum of `v` into `red` (all threads get the total); `red` holds WG floats. */
-const reduceSum = (WG: number, v: string, out: string) => `
-  red[lid] = ${v};
-  workgroupBarrier();
-  for (var k = ${WG / 2}u; k > 0u; k = k >> 1u) {
-    if (lid < k) { red[lid] = red[lid] + red[lid + k]; }
-    workgroupBarrier();
-  }
-  let ${out} = red[0];
-  workgroupBarrier();`
 
 const forwardCode = (WG: number) => /* wgsl */ `
 struct P { eps: f32, rows: u32, D: u32 }
@@ -50,11 +32,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let n = f32(u.D);
   var s = 0.0;
   for (var j = lid; j < u.D; j += ${WG}u) { s += x[base + j]; }
-  ${reduceSum(WG, 's', 'total')}
+  ${workgroupReduce(WG, 's', 'total')}
   let mean = total / n;
   var q = 0.0;
   for (var j = lid; j < u.D; j += ${WG}u) { let c = x[base + j] - mean; q += c * c; }
-  ${reduceSum(WG, 'q', 'sq')}
+  ${workgroupReduce(WG, 'q', 'sq')}
   let r = inverseSqrt(sq / n + u.eps);
   for (var j = lid; j < u.D; j += ${WG}u) {
     let h = (x[base + j] - mean) * r;
@@ -88,8 +70,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     s1 += d;
     s2 += d * xhat[base + j];
   }
-  ${reduceSum(WG, 's1', 't1')}
-  ${reduceSum(WG, 's2', 't2')}
+  ${workgroupReduce(WG, 's1', 't1')}
+  ${workgroupReduce(WG, 's2', 't2')}
   let m1 = t1 / n;
   let m2 = t2 / n;
   let r = rstd[row];
@@ -98,16 +80,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
 }`
 
-const kernels = new Map<string, WgslKernel>()
 function kernel(kind: 'LevanterLayerNorm' | 'LevanterLayerNormGrad', D: number): WgslKernel {
-  const wg = threadsFor(D)
-  const key = `${kind}/${wg}`
-  let k = kernels.get(key)
-  if (!k) {
-    k = new WgslKernel(kind, kind === 'LevanterLayerNorm' ? forwardCode(wg) : backwardCode(wg))
-    kernels.set(key, k)
-  }
-  return k
+  return rowKernel(kind, D, kind === 'LevanterLayerNorm' ? forwardCode : backwardCode)
 }
 
 type Args = { inputs: Record<string, TensorInfo>; backend: unknown; attrs?: Record<string, unknown> }

@@ -10,15 +10,8 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs'
-import { WgslKernel, grid, newTensor } from './dispatch.js'
+import { type WgslKernel, grid, newTensor, rowKernel, workgroupReduce } from './dispatch.js'
 import type { WebGpuBackendLike } from './dispatch.js'
-
-/** Threads per row: the row's width rounded up to a power of two, 32…256 (a wider row loops). */
-function threadsFor(S: number): number {
-  let wg = 32
-  while (wg < 256 && wg < S) wg *= 2
-  return wg
-}
 
 /** The forward shader for `WG` threads per row: causal (`bias` false) or with an additive bias. */
 function forwardCode(bias: boolean, WG: number): string {
@@ -47,25 +40,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   for (var s = lid; s < width; s += ${WG}u) {
     mx = max(mx, u.scale * x[base + s]${bias ? ' + bias[bbase + s]' : ''});
   }
-  red[lid] = mx;
-  workgroupBarrier();
-  for (var k = ${WG / 2}u; k > 0u; k = k >> 1u) {
-    if (lid < k) { red[lid] = max(red[lid], red[lid + k]); }
-    workgroupBarrier();
-  }
-  let rowMax = red[0];
-  workgroupBarrier();
+  ${workgroupReduce(WG, 'mx', 'rowMax', (a, b) => `max(${a}, ${b})`)}
   var sum = 0.0;
   for (var s = lid; s < width; s += ${WG}u) {
     sum += exp(u.scale * x[base + s]${bias ? ' + bias[bbase + s]' : ''} - rowMax);
   }
-  red[lid] = sum;
-  workgroupBarrier();
-  for (var k = ${WG / 2}u; k > 0u; k = k >> 1u) {
-    if (lid < k) { red[lid] = red[lid] + red[lid + k]; }
-    workgroupBarrier();
-  }
-  let total = red[0];
+  ${workgroupReduce(WG, 'sum', 'total')}
   for (var s = lid; s < u.S; s += ${WG}u) {
     var p = 0.0;
     if (s < width) { p = exp(u.scale * x[base + s]${bias ? ' + bias[bbase + s]' : ''} - rowMax) / total; }
@@ -90,28 +70,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let base = row * u.S;
   var dot = 0.0;
   for (var s = lid; s < u.S; s += ${WG}u) { dot += dy[base + s] * y[base + s]; }
-  red[lid] = dot;
-  workgroupBarrier();
-  for (var k = ${WG / 2}u; k > 0u; k = k >> 1u) {
-    if (lid < k) { red[lid] = red[lid] + red[lid + k]; }
-    workgroupBarrier();
-  }
-  let d = red[0];
+  ${workgroupReduce(WG, 'dot', 'd')}
   for (var s = lid; s < u.S; s += ${WG}u) { dx[base + s] = u.scale * y[base + s] * (dy[base + s] - d); }
 }`
 
-const kernels = new Map<string, WgslKernel>()
 /** The kernel of `kind` for rows of width S (one pipeline per kind and workgroup size). */
 function kernel(kind: 'LevanterCausalSoftmax' | 'LevanterBiasSoftmax' | 'LevanterSoftmaxGrad', S: number): WgslKernel {
-  const wg = threadsFor(S)
-  const key = `${kind}/${wg}`
-  let k = kernels.get(key)
-  if (!k) {
-    const code = kind === 'LevanterSoftmaxGrad' ? backwardCode(wg) : forwardCode(kind === 'LevanterBiasSoftmax', wg)
-    k = new WgslKernel(kind, code)
-    kernels.set(key, k)
-  }
-  return k
+  return rowKernel(kind, S, (wg) =>
+    kind === 'LevanterSoftmaxGrad' ? backwardCode(wg) : forwardCode(kind === 'LevanterBiasSoftmax', wg),
+  )
 }
 
 // uniforms: scale (float), then integers

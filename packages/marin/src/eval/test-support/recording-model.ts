@@ -18,6 +18,16 @@ export const fixtureRows = (p: string): Record<string, unknown>[] =>
     .split('\n')
     .map((l) => JSON.parse(l) as Record<string, unknown>)
 
+/** The indices CPython's `random.Random(1234).sample(range(n), k)` gives on successive calls (the fixture's script). */
+export function pythonSampleCalls(n: number, k: number): number[][] {
+  const file = JSON.parse(readFileSync(join(LM_EVAL_FIXTURES, 'python-random-1234.json'), 'utf8')) as {
+    samples: { n: number; k: number; calls: number[][] }[]
+  }
+  const found = file.samples.find((s) => s.n === n && s.k === k)
+  if (!found) throw new Error(`python-random-1234.json has no sample(range(${n}), ${k})`)
+  return found.calls
+}
+
 /** A tiny untrained GPT-2 (seeded, so deterministic) with a BPE tokenizer trained on the ARC fixture questions. */
 export async function tinyLocalModel(): Promise<LocalLanguageModel> {
   await initBackend()
