@@ -429,12 +429,15 @@ export class Engine {
     const logits = this.vocabLimit < raw.length ? raw.slice() : raw
     if (logits !== raw) logits.fill(-Infinity, this.vocabLimit)
     const p = req.processing
+    const processed = p && processes(p) ? applyLogitsProcessing(logits, p, s.counts) : undefined
+    // the model's own log-probabilities (reported); at temperature 1 without processing, also what is sampled from
+    const lp = logSoftmax(logits)
     const token = sampleNext(
-      p && processes(p) ? applyLogitsProcessing(logits, p, s.counts) : logits,
+      processed ?? logits,
       { temperature: req.temperature, topP: req.topP, ...(req.topK !== undefined ? { topK: req.topK } : {}) },
       s.rng,
+      processed ? undefined : lp,
     )
-    const lp = logSoftmax(logits)
     s.last = token
     s.generated++
     if (p && (p.presence || p.frequency)) s.counts.set(token, (s.counts.get(token) ?? 0) + 1)

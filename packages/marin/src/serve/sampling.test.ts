@@ -1,6 +1,6 @@
 import { Rng, sampleToken } from '@marin/levanter'
 import { describe, expect, test } from 'vitest'
-import { sampleNext } from './sampling.js'
+import { logSoftmax, sampleNext } from './sampling.js'
 
 /** Logits from a seeded generator: `peak` > 0 makes a few tokens far likelier (as a trained model's). */
 function logits(V: number, seed: number, peak: number): Float32Array {
@@ -34,6 +34,19 @@ describe('sampleNext: the same draw as levanter sampleToken, without sorting the
         expect(sampleNext(x, o, b)).toBe(want)
         expect(b.next()).toBe(a.next()) // the same random numbers consumed
       }
+    }
+  })
+
+  test("a caller's log-softmax (temperature 1) gives the same draws as sampleNext's own", () => {
+    for (let seed = 0; seed < 25; seed++) {
+      const x = logits(300, seed, seed % 2 ? 4 : 0)
+      const lp = logSoftmax(x, new Float64Array(x.length))
+      for (const o of [{ temperature: 1 }, { temperature: 1, topP: 0.8 }, { temperature: 1, topK: 5 }])
+        expect(sampleNext(x, o, new Rng(seed), lp)).toBe(sampleToken(x, o, new Rng(seed)))
+      // another temperature scales the logits itself: the log-softmax given is not the one sampled from
+      expect(sampleNext(x, { temperature: 0.5 }, new Rng(seed), lp)).toBe(
+        sampleToken(x, { temperature: 0.5 }, new Rng(seed)),
+      )
     }
   })
 
