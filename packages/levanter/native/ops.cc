@@ -529,6 +529,63 @@ double sumSquares(const float* g, int64_t n) {
   return s;
 }
 
+// ---- attention of one new position per row over a KV cache (batched decoding) ----
+
+inline float dotK(const float* a, const float* b, int64_t K) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= K; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+  float s = hsum(acc);
+  for (; j < K; j++) s += a[j] * b[j];
+  return s;
+}
+
+// o += w·x over K floats.
+inline void axpyK(float w, const float* x, float* o, int64_t K) {
+  const __m256 wv = _mm256_set1_ps(w);
+  int64_t j = 0;
+  for (; j + 8 <= K; j += 8) _mm256_storeu_ps(o + j, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + j), _mm256_loadu_ps(o + j)));
+  for (; j < K; j++) o[j] += w * x[j];
+}
+
+// One decode step's attention for B rows, each at its own position, and the cache grown by that
+// position, in one pass: per (row, key/value head) the cached keys and values [S, K] are copied
+// into the grown cache [S+1, K] with the new key and value after them (what a concat does), and
+// each query head sharing that key/value head (H / Hkv of them: grouped-query attention) attends
+// to the row's valid columns only: its last lengths[b] cached ones and the new one (the cache is
+// right-aligned; columns before are padding). Scores q·k, the scaled softmax (softmaxRow, as the
+// other attention kernels) and the weighted sum of values; out is [B, H·K], heads merged. q row b
+// starts at b·qStride, the new k and v rows at b·kvStride (so the fused q/k/v projection is read
+// in place).
+void decodeAttention(const float* q, int64_t qStride, const float* k, const float* v, int64_t kvStride,
+                     const float* pastK, const float* pastV, const int32_t* lengths, float* outK, float* outV,
+                     float* out, int64_t B, int64_t H, int64_t Hkv, int64_t K, int64_t S, float scale) {
+  const int64_t g = H / Hkv, S1 = S + 1;
+  parallel_for(B * Hkv, grainRows(2 * S1 * K), [&](int64_t i0, int64_t i1) {
+    std::vector<float> p(static_cast<size_t>(S1));
+    for (int64_t i = i0; i < i1; i++) {
+      const int64_t b = i / Hkv, hk = i % Hkv;
+      float* ck = outK + i * S1 * K;
+      float* cv = outV + i * S1 * K;
+      if (S > 0) {
+        std::memcpy(ck, pastK + i * S * K, S * K * sizeof(float));
+        std::memcpy(cv, pastV + i * S * K, S * K * sizeof(float));
+      }
+      std::memcpy(ck + S * K, k + b * kvStride + hk * K, K * sizeof(float));
+      std::memcpy(cv + S * K, v + b * kvStride + hk * K, K * sizeof(float));
+      const int64_t n = static_cast<int64_t>(lengths[b]) + 1, first = S1 - n;
+      for (int64_t h = hk * g; h < (hk + 1) * g; h++) {
+        const float* qh = q + b * qStride + h * K;
+        for (int64_t j = 0; j < n; j++) p[j] = dotK(qh, ck + (first + j) * K, K);
+        softmaxRow(p.data(), nullptr, p.data(), n, n, scale);
+        float* o = out + b * H * K + h * K;
+        std::memset(o, 0, K * sizeof(float));
+        for (int64_t j = 0; j < n; j++) axpyK(p[j], cv + (first + j) * K, o, K);
+      }
+    }
+  });
+}
+
 // ---- N-API ----
 
 napi_value fail(napi_env env, const char* msg) {
@@ -751,6 +808,36 @@ napi_value AttentionBackward(napi_env env, napi_callback_info info) {
   return nullptr;
 }
 
+napi_value DecodeAttention(napi_env env, napi_callback_info info) {
+  Args a(env, info,
+         "decodeAttention(q, k, v, pastK, pastV: Float32Array, lengths: Int32Array, outK, outV, out: Float32Array, "
+         "H, Hkv, K, qStride, kvStride, scale: number)",
+         15);
+  int64_t nq, nk, nv, npk, npv, nl, nok, nov, no;
+  const float* q = a.f32(0, &nq);
+  const float* k = a.f32(1, &nk);
+  const float* v = a.f32(2, &nv);
+  const float* pastK = a.f32(3, &npk);
+  const float* pastV = a.f32(4, &npv);
+  const int32_t* lengths = a.i32(5, &nl);
+  float* outK = a.f32(6, &nok);
+  float* outV = a.f32(7, &nov);
+  float* out = a.f32(8, &no);
+  const int64_t H = a.integer(9), Hkv = a.integer(10), K = a.integer(11), qStride = a.integer(12),
+                kvStride = a.integer(13);
+  const double scale = a.number(14);
+  const int64_t B = nl, unit = B * Hkv * K;
+  bool sizes = B > 0 && H > 0 && Hkv > 0 && K > 0 && H % Hkv == 0 && unit > 0 && npk % unit == 0 && npv == npk;
+  const int64_t S = sizes ? npk / unit : 0;
+  sizes = sizes && nq >= (B - 1) * qStride + H * K && nk >= (B - 1) * kvStride + Hkv * K &&
+          nv >= (B - 1) * kvStride + Hkv * K && nok == B * Hkv * (S + 1) * K && nov == nok && no == B * H * K;
+  for (int64_t b = 0; sizes && b < B; b++) sizes = lengths[b] >= 0 && lengths[b] <= S;
+  if (a.check(sizes))
+    decodeAttention(q, qStride, k, v, kvStride, pastK, pastV, lengths, outK, outV, out, B, H, Hkv, K, S,
+                    static_cast<float>(scale));
+  return nullptr;
+}
+
 napi_value CrossEntropy(napi_env env, napi_callback_info info) {
   Args a(env, info, "crossEntropy(logits: Float32Array, targets: Int32Array, mask: Float32Array, denom, grad)", 5);
   int64_t nl, nt, nm, ng;
@@ -804,6 +891,7 @@ napi_value RegisterOps(napi_env env, napi_value exports) {
       {"affineForward", nullptr, AffineForward, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"attentionForward", nullptr, AttentionForward, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"attentionBackward", nullptr, AttentionBackward, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"decodeAttention", nullptr, DecodeAttention, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"crossEntropy", nullptr, CrossEntropy, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"adamw", nullptr, AdamW, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"sumSquares", nullptr, SumSquares, nullptr, nullptr, nullptr, napi_default, nullptr},

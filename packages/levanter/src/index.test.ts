@@ -60,6 +60,7 @@ test('exports', async () => {
       "seedFor",
       "sliceBatch",
       "unregisterLevanterKernels",
+      "useDecodeKernel",
       "version",
     ]
   `)

@@ -9,6 +9,7 @@ export const version: string = pkg.version
 export { BACKEND_NAMES, initBackend } from './backend.js'
 export type { BackendInfo, BackendName } from './backend.js'
 export { registerLevanterKernels, unregisterLevanterKernels } from './kernels/register.js'
+export { useDecodeKernel } from './kernels/attention.js'
 
 // Errors
 export { LEVANTER_ERROR_CODES, LevanterError, isLevanterError } from './errors.js'

@@ -261,6 +261,101 @@ describe('native kernels against float64 references', () => {
   })
 
   it.each([
+    [1, 1, 1, 8, 0, [0]],
+    [3, 4, 2, 12, 7, [7, 2, 0]],
+    [2, 6, 1, 5, 3, [1, 3]],
+  ])(
+    'decode attention (B %i, H %i, Hkv %i, K %i, S %i): the cache grown by a column, each row over its own columns',
+    (B, H, Hkv, K, S, cached) => {
+      const lengths = Int32Array.from(cached as number[])
+      const qStride = H * K + 3,
+        kvStride = 2 * Hkv * K + 1,
+        scale = 1 / Math.sqrt(K)
+      const q = rand(B * qStride, 20),
+        kv = rand(B * kvStride, 21),
+        pastK = rand(B * Hkv * S * K, 22),
+        pastV = rand(B * Hkv * S * K, 23)
+      const [outK, outV, out] = sameOnThreads(() => {
+        const ok = new Float32Array(B * Hkv * (S + 1) * K),
+          ov = new Float32Array(ok.length),
+          o = new Float32Array(B * H * K)
+        ops.decodeAttention!(
+          q,
+          kv,
+          kv.subarray(Hkv * K),
+          pastK,
+          pastV,
+          lengths,
+          ok,
+          ov,
+          o,
+          H,
+          Hkv,
+          K,
+          qStride,
+          kvStride,
+          scale,
+        )
+        return [ok, ov, o]
+      })
+      const g = H / Hkv
+      const want = new Float64Array(B * H * K)
+      for (let b = 0; b < B; b++)
+        for (let hk = 0; hk < Hkv; hk++) {
+          // the grown cache: the past columns, then the new one
+          const col = (t: Float32Array, past: Float32Array, off: number, s: number, k: number) =>
+            s < S ? past[((b * Hkv + hk) * S + s) * K + k]! : t[b * kvStride + off + hk * K + k]!
+          for (let s = 0; s <= S; s++)
+            for (let k = 0; k < K; k++) {
+              const at = ((b * Hkv + hk) * (S + 1) + s) * K + k
+              expect(outK![at]).toBe(col(kv, pastK, 0, s, k))
+              expect(outV![at]).toBe(col(kv, pastV, Hkv * K, s, k))
+            }
+          for (let h = hk * g; h < (hk + 1) * g; h++) {
+            const seen = Array.from({ length: lengths[b]! + 1 }, (_, j) => S - lengths[b]! + j)
+            const sc = seen.map((s) => {
+              let dot = 0
+              for (let k = 0; k < K; k++) dot += q[b * qStride + h * K + k]! * col(kv, pastK, 0, s, k)
+              return dot * scale
+            })
+            const m = Math.max(...sc)
+            const e = sc.map((v) => Math.exp(v - m))
+            const z = e.reduce((a, v) => a + v, 0)
+            seen.forEach((s, j) => {
+              for (let k = 0; k < K; k++) want[b * H * K + h * K + k]! += (e[j]! / z) * col(kv, pastV, Hkv * K, s, k)
+            })
+          }
+        }
+      close(out!, want, 1e-5, 'decode attention out')
+    },
+  )
+
+  it('decode attention refuses a row with more cached columns than the cache has', () => {
+    // one row, one head of 4: a cache of 2 columns grows to 3
+    const run = (cached: number) =>
+      ops.decodeAttention!(
+        new Float32Array(4),
+        new Float32Array(4),
+        new Float32Array(4),
+        new Float32Array(8),
+        new Float32Array(8),
+        Int32Array.from([cached]),
+        new Float32Array(12),
+        new Float32Array(12),
+        new Float32Array(4),
+        1,
+        1,
+        4,
+        4,
+        4,
+        0.5,
+      )
+    expect(() => run(2)).not.toThrow()
+    expect(() => run(3)).toThrow(/lengths do not match/)
+    expect(() => run(-1)).toThrow(/lengths do not match/)
+  })
+
+  it.each([
     [1, 1, 1],
     [7, 300, 21],
     [200, 40, 70],

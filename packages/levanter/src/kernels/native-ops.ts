@@ -59,6 +59,29 @@ export type NativeOps = {
     K: number,
     scale: number,
   ): void
+  /**
+   * One decode step's attention over a right-aligned KV cache, the cache grown by the new position: q row b at
+   * b·qStride (H heads of K), the new k and v rows at b·kvStride (Hkv heads), past keys/values [B, Hkv, S, K] →
+   * outK/outV [B, Hkv, S+1, K] and out [B, H·K]; row b attends to its last lengths[b] cached columns and the new one.
+   * Absent from addons built before it (callers check).
+   */
+  decodeAttention?(
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    pastK: Float32Array,
+    pastV: Float32Array,
+    lengths: Int32Array,
+    outK: Float32Array,
+    outV: Float32Array,
+    out: Float32Array,
+    H: number,
+    Hkv: number,
+    K: number,
+    qStride: number,
+    kvStride: number,
+    scale: number,
+  ): void
   /** Rows of S; row r is query r mod T at position offset + r mod T (causal: it sees keys up to there). */
   softmaxForward(
     x: Float32Array,

@@ -1,6 +1,8 @@
 import * as tf from '@tensorflow/tfjs'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
+import { useDecodeKernel } from '../kernels/attention.js'
+import { nativeKernels } from '../kernels/native-ops.js'
 import { BatchCache } from './batch-cache.js'
 import { decodeStep, prefill, prefillChunk } from './decode.js'
 import { createModel } from './lm.js'
@@ -159,6 +161,43 @@ describe.each(CHUNKED)('%s chunked prefill', (_name, config) => {
       m.dispose()
     },
   )
+
+  test("decode steps run attention as one native kernel: the tensor ops' logits and cache within 1e-6", async (ctx) => {
+    const ops = nativeKernels()
+    if (!ops?.decodeAttention) return ctx.skip('the native kernels do not run here')
+    const m = createModel(config, 24)
+    const seqs = [prompt.slice(0, 9), prompt.slice(2, 4), [6]]
+    const run = async (fused: boolean) => {
+      const was = useDecodeKernel(fused)
+      try {
+        const cache = new BatchCache()
+        await prefillChunk(m, cache, seqs, false)
+        const logits: Float32Array[] = []
+        // concats the steps ran: the fused kernel grows the cache itself (llama's rotary has two of its own)
+        let concats = 0
+        for (const tok of [7, 0, 11, 2]) {
+          const p = await tf.profile(async () => {
+            logits.push(await decodeStep(m, cache, [tok, tok, tok]))
+          })
+          concats += p.kernels.filter((k) => k.name === 'Concat').length
+        }
+        const kv = cache.layers.map((l) => [l.k.dataSync(), l.v.dataSync()] as const)
+        cache.dispose()
+        return { logits, kv, concats }
+      } finally {
+        useDecodeKernel(was)
+      }
+    }
+    const fused = await run(true),
+      plain = await run(false)
+    expect(plain.concats - fused.concats).toBe(4 * 2 * tiny.nLayers) // keys and values, every layer and step
+    fused.logits.forEach((l, i) => expectSame(l, plain.logits[i]!))
+    fused.kv.forEach(([k, v], i) => {
+      expectSame(k, plain.kv[i]![0])
+      expectSame(v, plain.kv[i]![1])
+    })
+    m.dispose()
+  })
 
   test('rows at different positions each take a chunk in one pass and get the full forward logits', async () => {
     const m = createModel(config, 22)

@@ -137,6 +137,7 @@ function extendOnDevice(
   const at = {
     positions: cache.lengths.map((l) => Array.from({ length: n }, (_, t) => l + t)),
     bias: cache.extendBias(n),
+    cached: cache.lengths,
   }
   let out: { logits: tf.Tensor; kv: LayerKv[] }
   try {

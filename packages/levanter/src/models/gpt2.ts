@@ -3,7 +3,7 @@
  * Parameter names and layouts are GPT2LMHeadModel's (Conv1D weights are [in, out]).
  */
 import * as tf from '@tensorflow/tfjs'
-import { fusedCausalAttention } from '../kernels/attention.js'
+import { fusedCausalAttention, fusedDecodeAttention } from '../kernels/attention.js'
 import type { Gpt2Config } from './config.js'
 import type { LayerKv } from './batch-cache.js'
 import { attention, geluTanh, lastPosition, layerNorm, linear, mergeHeads, splitHeads } from './layers.js'
@@ -62,9 +62,21 @@ export function gpt2Forward(
     // whole sequences whose keys/values nobody keeps: one fused kernel where the native ones run
     let attended =
       !keepKv && !past && 'offset' in at && at.offset === 0 ? fusedCausalAttention(qkv, c.nHeads) : undefined
-    if (!attended) {
+    const prev = past?.[i]
+    // a decode step over a cache: one kernel reads q, k and v in place and grows the cache, where the native ones run
+    const step =
+      !attended && prev && T === 1 && 'cached' in at && at.cached
+        ? fusedDecodeAttention(qkv, qkv, qkv, prev, at.cached, {
+            nHeads: c.nHeads,
+            nKvHeads: c.nHeads,
+            kvOffset: [c.dModel, 2 * c.dModel],
+          })
+        : undefined
+    if (step) {
+      kv.push({ k: step.k, v: step.v })
+      attended = step.out
+    } else if (!attended) {
       const [q, k, v] = tf.split(qkv, 3, 2).map((t) => splitHeads(t, c.nHeads)) as [tf.Tensor, tf.Tensor, tf.Tensor]
-      const prev = past?.[i]
       const kAll = prev ? tf.concat([prev.k, k], 2) : k,
         vAll = prev ? tf.concat([prev.v, v], 2) : v // [B, H, S, K]
       kv.push({ k: kAll, v: vAll })

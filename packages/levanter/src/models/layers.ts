@@ -86,11 +86,19 @@ export function mergeHeads(x: tf.Tensor): tf.Tensor {
  * Where the rows of a forward pass sit. `{ offset }`: every row at positions offset…offset+T-1,
  * attending causally (training, scoring). `{ positions, bias }`: row r's query t at absolute
  * position positions[r][t], attending where the additive mask `bias` [B, 1, T, S] is 0 (-1e9
- * elsewhere): a batch whose rows sit at different positions, with padding (batched decoding).
+ * elsewhere): a batch whose rows sit at different positions, with padding (batched decoding); `cached` says the
+ * mask is a right-aligned cache's.
  */
 export type Placement =
   | { readonly offset: number }
-  | { readonly positions: readonly (readonly number[])[]; readonly bias: tf.Tensor }
+  | {
+      readonly positions: readonly (readonly number[])[]
+      readonly bias: tf.Tensor
+      /** Set when `bias` masks exactly this: row r sees the last cached[r] columns of the past keys (right-aligned,
+       * as `BatchCache` keeps them) and the pass's own up to its query. A decode step's attention then runs as one
+       * kernel over the valid columns (kernels/attention.ts) where the native kernels do. */
+      readonly cached?: readonly number[]
+    }
 
 /**
  * What a model's forward pass takes besides its config: its parameters by name, ids [B, T],

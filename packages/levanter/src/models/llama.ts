@@ -5,6 +5,7 @@
  * here (Hugging Face stores [out, in]; export transposes).
  */
 import * as tf from '@tensorflow/tfjs'
+import { fusedDecodeAttention } from '../kernels/attention.js'
 import { llamaHidden, llamaKvHeads } from './config.js'
 import type { LlamaConfig } from './config.js'
 import type { LayerKv } from './batch-cache.js'
@@ -82,11 +83,24 @@ export function llamaForward(c: LlamaConfig, ...[p, ids, at, past, lastOnly = fa
     const k = applyRope(splitHeads(linear(a, w('self_attn.k_proj')), Hkv), cos, sin)
     const v = splitHeads(linear(a, w('self_attn.v_proj')), Hkv)
     const prev = past?.[i]
-    const kAll = prev ? tf.concat([prev.k, k], 2) : k,
-      vAll = prev ? tf.concat([prev.v, v], 2) : v
-    kv.push({ k: kAll, v: vAll })
-    const attended = attention(q, repeatKv(kAll, groups), repeatKv(vAll, groups), at)
-    x = tf.add(x, linear(mergeHeads(attended), w('self_attn.o_proj')))
+    // a decode step over a cache: one kernel (grouped heads read in place) where the native ones run; with T = 1,
+    // [B, H, 1, K] is already laid out as [B, 1, H·K]
+    const flat = (t: tf.Tensor) => tf.reshape(t, [B, 1, -1])
+    const step =
+      prev && T === 1 && 'cached' in at && at.cached
+        ? fusedDecodeAttention(flat(q), flat(k), flat(v), prev, at.cached, { nHeads: c.nHeads, nKvHeads: Hkv })
+        : undefined
+    let merged: tf.Tensor
+    if (step) {
+      kv.push({ k: step.k, v: step.v })
+      merged = step.out
+    } else {
+      const kAll = prev ? tf.concat([prev.k, k], 2) : k,
+        vAll = prev ? tf.concat([prev.v, v], 2) : v
+      kv.push({ k: kAll, v: vAll })
+      merged = mergeHeads(attention(q, repeatKv(kAll, groups), repeatKv(vAll, groups), at))
+    }
+    x = tf.add(x, linear(merged, w('self_attn.o_proj')))
     const m = rmsNorm(x, w('post_attention_layernorm'), c.rmsNormEps)
     const gate = linear(m, w('mlp.gate_proj'))
     const gated = tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, w('mlp.up_proj'))) // silu(gate)·up
