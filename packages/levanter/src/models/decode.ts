@@ -5,11 +5,13 @@
  * the next tokens of every row of a cache, at the positions after its cached ones, attending to
  * the cache and causally among themselves, so a long prompt is prefilled a chunk at a time.
  * `decodeStep`: B sequences, each at its own position, advance by one token over the shared cache
- * (weight products over [B, D], attention over [B, H, 1, S] with each row's padding masked). All
- * are the model's own forward pass (`CausalLM.forwardPlaced`), so a row's logits equal the full
- * forward's at its position (tested bit for bit on wasm, where products of at most 4 rows keep the
- * blocked GEMM's operation order). Logits are read with `await tensor.data()`, which every
- * backend serves (webgpu only that way) with the same values as a synchronous read.
+ * (weight products over [B, D], attention over [B, H, 1, S] with each row's padding masked: one
+ * native kernel per layer where those run, told the rows' cached lengths). All are the model's own
+ * forward pass (`CausalLM.forwardPlaced`), so a row's logits equal the full forward's at its
+ * position (a prefill bit for bit on wasm, where products of at most 4 rows keep the blocked
+ * GEMM's operation order; a decode step within 1e-6, its attention summed in the kernel's order).
+ * Logits are read with `await tensor.data()`, which every backend serves (webgpu only that way)
+ * with the same values as a synchronous read.
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'
