@@ -6,7 +6,7 @@ import * as tf from '@tensorflow/tfjs'
 import { fusedCausalAttention, fusedDecodeAttention } from '../kernels/attention.js'
 import type { Gpt2Config } from './config.js'
 import type { LayerKv } from './batch-cache.js'
-import { attention, geluTanh, lastPosition, layerNorm, linear, mergeHeads, splitHeads } from './layers.js'
+import { attention, geluTanh, lastPosition, layerNorm, linear, mergeHeads, splitHeads, tiedHead } from './layers.js'
 import type { ForwardArgs, ForwardResult } from './layers.js'
 import { mat, ones, zeros } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
@@ -99,7 +99,5 @@ export function gpt2Forward(
     p('transformer.ln_f.bias'),
     c.layerNormEps,
   )
-  // Tied head: logits = x · wteᵀ, with the transpose made explicit.
-  const logits = linear(x, tf.transpose(p('transformer.wte.weight'))) // [B, T, V]
-  return { logits, kv }
+  return { logits: tiedHead(x, p('transformer.wte.weight')), kv } // [B, T, V]
 }

@@ -9,7 +9,17 @@ import { fusedDecodeAttention } from '../kernels/attention.js'
 import { llamaHidden, llamaKvHeads } from './config.js'
 import type { LlamaConfig } from './config.js'
 import type { LayerKv } from './batch-cache.js'
-import { applyRope, attention, lastPosition, linear, mergeHeads, rmsNorm, ropeTables, splitHeads } from './layers.js'
+import {
+  applyRope,
+  attention,
+  lastPosition,
+  linear,
+  mergeHeads,
+  rmsNorm,
+  ropeTables,
+  splitHeads,
+  tiedHead,
+} from './layers.js'
 import type { ForwardArgs, ForwardResult } from './layers.js'
 import { mat, ones } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
@@ -107,6 +117,6 @@ export function llamaForward(c: LlamaConfig, ...[p, ids, at, past, lastOnly = fa
     x = tf.add(x, linear(gated, w('mlp.down_proj')))
   }
   x = rmsNorm(lastOnly ? lastPosition(x) : x, p('model.norm.weight'), c.rmsNormEps)
-  const head = c.tieWordEmbeddings ? tf.transpose(p('model.embed_tokens.weight')) : p('lm_head.weight')
-  return { logits: linear(x, head), kv }
+  const logits = c.tieWordEmbeddings ? tiedHead(x, p('model.embed_tokens.weight')) : linear(x, p('lm_head.weight'))
+  return { logits, kv }
 }

@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
+import { transposeIsFree } from '../kernels/wasm-gemm.js'
 import { maskedCrossEntropy } from '../loss.js'
 import { Gpt2LM, LlamaLM, createModel } from './lm.js'
 import { ModelConfig } from './config.js'
@@ -28,6 +29,23 @@ describe('models', () => {
       /dModel 10 is not a multiple of nHeads 3/,
     )
   })
+
+  test.each([
+    ['gpt2', {}],
+    ['llama', { tieWordEmbeddings: true }],
+  ] as const)(
+    '%s: the tied head reads the embedding in place (no [V, D] transpose per pass)',
+    async (type, extra, ctx) => {
+      if (!transposeIsFree()) return ctx.skip('this backend transposes products first')
+      const m = createModel({ type, ...tiny, ...extra }, 3)
+      const ids = tf.tensor2d([[1, 2, 3]], [1, 3], 'int32')
+      const p = await tf.profile(() => tf.dispose(m.forward(ids)))
+      const big = p.kernels.filter((k) => k.name === 'Transpose' && k.inputShapes[0]?.join() === `${tiny.vocabSize},16`)
+      expect(big).toEqual([])
+      ids.dispose()
+      m.dispose()
+    },
+  )
 
   test('parameter counts match the closed form', () => {
     const g = new Gpt2LM(tiny)

@@ -26,6 +26,7 @@ import {
   rmsNorm,
   ropeTables,
   splitHeads,
+  tiedHead,
 } from '../models/layers.js'
 import { repeatKv, ropeInvFreq } from '../models/llama.js'
 
@@ -104,7 +105,7 @@ function gpt2Stages(c: Gpt2Config, model: number, lead: boolean): Stages {
     head: {
       names: ['transformer.ln_f.weight', 'transformer.ln_f.bias', 'transformer.wte.weight'],
       split: false,
-      fn: (x, [g, b, wte]) => linear(layerNorm(x, g!, b!, c.layerNormEps), tf.transpose(wte!)),
+      fn: (x, [g, b, wte]) => tiedHead(layerNorm(x, g!, b!, c.layerNormEps), wte!),
     },
   }
 }
@@ -159,7 +160,10 @@ function llamaStages(c: LlamaConfig, model: number, lead: boolean): Stages {
     head: {
       names: ['model.norm.weight', c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'],
       split: false,
-      fn: (x, [g, w]) => linear(rmsNorm(x, g!, c.rmsNormEps), c.tieWordEmbeddings ? tf.transpose(w!) : w!),
+      fn: (x, [g, w]) => {
+        const h = rmsNorm(x, g!, c.rmsNormEps)
+        return c.tieWordEmbeddings ? tiedHead(h, w!) : linear(h, w!)
+      },
     },
   }
 }
