@@ -30,12 +30,12 @@ describe('models', () => {
     )
   })
 
-  test.each([
+  test.for([
     ['gpt2', {}],
     ['llama', { tieWordEmbeddings: true }],
   ] as const)(
     '%s: the tied head reads the embedding in place (no [V, D] transpose per pass)',
-    async (type, extra, ctx) => {
+    async ([type, extra], ctx) => {
       if (!transposeIsFree()) return ctx.skip('this backend transposes products first')
       const m = createModel({ type, ...tiny, ...extra }, 3)
       const ids = tf.tensor2d([[1, 2, 3]], [1, 3], 'int32')
