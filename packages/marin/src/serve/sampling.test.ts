@@ -50,6 +50,18 @@ describe('sampleNext: the same draw as levanter sampleToken, without sorting the
     }
   })
 
+  test('a draw that gets past the head of the distribution walks on through the rest, best first', () => {
+    // one id far likelier than the rest: the head is that id alone, and draws near 1 go on into the tail
+    const x = logits(8000, 5, 0)
+    x[123] = 24
+    for (const u of [0.5, 1 - 1e-9, 1 - 1e-7, 1 - 1e-12]) {
+      const rng = { next: () => u }
+      const got = sampleNext(x, { temperature: 1 }, rng)
+      expect(got).toBe(sampleToken(x, { temperature: 1 }, rng as unknown as Rng))
+      if (u > 0.5) expect(got).not.toBe(123)
+    }
+  })
+
   test('ties keep the lower id first, as a stable sort does', () => {
     const x = new Float32Array([1, 3, 3, 3, 0])
     for (let seed = 0; seed < 40; seed++)

@@ -96,14 +96,77 @@ function siftDown(heap: Int32Array, l: Float64Array, n: number, at: number): voi
   heap[i] = h
 }
 
+/** A pop over `ids` (reordered in place as a heap, built in O(n)): the most likely first, lower id first on ties;
+ * -1 once empty. */
+function bestFirst(l: Float64Array, ids: Int32Array): () => number {
+  let n = ids.length
+  for (let i = (n >> 1) - 1; i >= 0; i--) siftDown(ids, l, n, i)
+  return () => {
+    if (n === 0) return -1
+    const top = ids[0]!
+    ids[0] = ids[--n]!
+    if (n > 0) siftDown(ids, l, n, 0)
+    return top
+  }
+}
+
+/** Ids this many nats or less below the most likely are the head of a draw over the whole distribution. */
+const HEAD_NATS = 16
+
+/**
+ * One draw over the whole distribution `l` (a log-softmax: its probabilities sum to 1, so the draw is a uniform
+ * number in [0, 1)), walking the ids best first until the draw is used up. The head — the ids within
+ * {@link HEAD_NATS} of the most likely, found in one pass without an exp — is sorted and walked first: all of it
+ * comes before the rest in that order, and a trained model's draw ends inside it. Only when the draw gets past it
+ * (or the head is a large part of the vocabulary: a flat distribution) are the rest popped from a heap. So a
+ * peaked distribution over 50,257 ids costs one comparison per id and a few exps, not a heap over all of them and
+ * an exp per id.
+ */
+function drawWhole(l: Float64Array, rng: { next(): number }): number {
+  const V = l.length
+  let max = -Infinity
+  for (let i = 0; i < V; i++) if (l[i]! > max) max = l[i]!
+  const cut = max - HEAD_NATS,
+    cap = Math.max(16, V >> 4)
+  const head: number[] = []
+  for (let i = 0; i < V && head.length <= cap; i++) if (l[i]! >= cut) head.push(i)
+  let u = rng.next(),
+    last = 0
+  let rest: Int32Array
+  if (head.length <= cap) {
+    head.sort((a, b) => l[b]! - l[a]! || a - b)
+    for (const t of head) {
+      last = t
+      u -= Math.exp(l[t]!)
+      if (u <= 0) return t
+    }
+    rest = new Int32Array(V - head.length)
+    let j = 0
+    for (let i = 0; i < V; i++) if (!(l[i]! >= cut)) rest[j++] = i
+  } else {
+    rest = new Int32Array(V)
+    for (let i = 0; i < V; i++) rest[i] = i
+  }
+  const pop = bestFirst(l, rest)
+  for (let t = pop(); t >= 0; t = pop()) {
+    last = t
+    u -= Math.exp(l[t]!)
+    if (u <= 0) return t
+  }
+  return last
+}
+
 /**
  * The token levanter's `sampleToken` picks for the same logits, options and random draw — the
  * candidates in order of probability (lower id first on ties), cut to `topK`, then to the nucleus
- * `topP`, one uniform draw over what is left — but without sorting the vocabulary: a binary heap
- * (built in O(V)) yields candidates best first, and only as many are taken as the cut or the draw
- * needs, so a peaked distribution costs O(V + k log V) rather than O(V log V). Typed arrays and
- * loops throughout: at V = 512 a draw takes microseconds, not the tenth of a millisecond that
- * mapped copies and closures cost (which, per generated token, was a sixth of a 16-stream server's time).
+ * `topP`, one uniform draw over what is left — but without sorting the vocabulary: with a cut, a
+ * binary heap (built in O(V)) yields candidates best first, and only as many are taken as the cut
+ * needs; without one, the draw walks the head of the distribution first ({@link drawWhole}). The
+ * draw is scaled by the kept probabilities' sum as `sampleToken` does, or by 1 over the whole
+ * distribution (which sums to 1 within rounding: the same token unless the draw falls within
+ * ~1e-15 of a boundary between two). Typed arrays and loops throughout: at V = 512 a draw takes
+ * microseconds, not the tenth of a millisecond that mapped copies and closures cost (which, per
+ * generated token, was a sixth of a 16-stream server's time).
  * @param rng anything with levanter `Rng`'s `next()`; one number is drawn unless greedy
  * @param lp the log-softmax of `logits` when the caller has it already (temperature 1 only: then it is the same)
  */
@@ -120,33 +183,13 @@ export function sampleNext(logits: Float32Array, o: SampleOptions, rng: { next()
     for (let i = 0; i < V; i++) scaled[i] = logits[i]! / temp
     lp = logSoftmax(scaled)
   }
-  const l = lp
-  const heap = new Int32Array(V)
-  for (let i = 0; i < V; i++) heap[i] = i
-  let n = V
-  for (let i = (n >> 1) - 1; i >= 0; i--) siftDown(heap, l, n, i)
-  const pop = (): number => {
-    const top = heap[0]!
-    heap[0] = heap[--n]!
-    if (n > 0) siftDown(heap, l, n, 0)
-    return top
-  }
   const maxKeep = o.topK !== undefined ? Math.min(V, Math.max(1, o.topK)) : V
   const topP = o.topP ?? 1
-  if (topP >= 1 && maxKeep === V) {
-    // No cut: the draw walks the whole distribution best first; only the walked prefix is popped.
-    const p = new Float64Array(V)
-    let total = 0
-    for (let i = 0; i < V; i++) total += p[i] = Math.exp(l[i]!)
-    let u = rng.next() * total,
-      last = 0
-    while (n > 0) {
-      last = pop()
-      u -= p[last]!
-      if (u <= 0) return last
-    }
-    return last
-  }
+  if (topP >= 1 && maxKeep === V) return drawWhole(lp, rng)
+  const l = lp
+  const all = new Int32Array(V)
+  for (let i = 0; i < V; i++) all[i] = i
+  const pop = bestFirst(l, all)
   const kept: number[] = []
   let cum = 0
   while (kept.length < maxKeep && (topP >= 1 || cum < topP)) {
