@@ -9,8 +9,8 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs'
-import { WgslKernel, grid, newTensor, workgroupReduce } from './dispatch.js'
-import type { WebGpuBackendLike } from './dispatch.js'
+import { WgslKernel, float32Only, grid, newTensor, workgroupReduce } from './dispatch.js'
+import type { KernelArgs, WebGpuBackendLike } from './dispatch.js'
 
 /** Threads per workgroup. */
 const WG = 64
@@ -81,10 +81,8 @@ const sumSquaresKernel = new WgslKernel('LevanterSumSquares', sumSquaresCode)
 const rootKernel = new WgslKernel('LevanterNormRoot', rootCode)
 const adamwKernel = new WgslKernel('LevanterAdamW', adamwCode)
 
-type Args = { inputs: Record<string, TensorInfo>; backend: unknown; attrs?: Record<string, unknown> }
-
 /** Global L2 norm of the inputs (any names, float32), a scalar. */
-function globalNorm({ inputs, backend }: Args): TensorInfo {
+function globalNorm({ inputs, backend }: KernelArgs): TensorInfo {
   const b = backend as WebGpuBackendLike
   const gs = Object.values(inputs)
   const sizes = gs.map((g) => g.shape.reduce((a, d) => a * d, 1))
@@ -93,7 +91,7 @@ function globalNorm({ inputs, backend }: Args): TensorInfo {
   const partial = newTensor(b, [Math.max(1, count)])
   let slot = 0
   gs.forEach((g, i) => {
-    if (g.dtype !== 'float32') throw new Error(`levanter's global norm takes float32 gradients, got ${g.dtype}`)
+    float32Only("global norm's gradients", g)
     if (sizes[i]! > 0) sumSquaresKernel.dispatch(b, [g, partial], [sizes[i]!, slot], [groups[i]!], ALL_INTS)
     slot += groups[i]!
   })
@@ -110,7 +108,7 @@ const ADAMW_INTS = new Set([9])
  * One AdamW update of parameter p from gradient g, clipped by the global norm `norm` (a scalar on the device);
  * moments m and v are updated in place (each must own its buffer); returns the new parameter.
  */
-function adamw({ inputs, backend, attrs }: Args): TensorInfo {
+function adamw({ inputs, backend, attrs }: KernelArgs): TensorInfo {
   const b = backend as WebGpuBackendLike
   const { g, norm, p, m, v } = inputs as Record<'g' | 'norm' | 'p' | 'm' | 'v', TensorInfo>
   const n = p.shape.reduce((a, d) => a * d, 1)
@@ -118,8 +116,7 @@ function adamw({ inputs, backend, attrs }: Args): TensorInfo {
     if (t.shape.reduce((a, d) => a * d, 1) !== n)
       throw new Error(`levanter AdamW: ${name} has ${t.shape}, the parameter ${p.shape}`)
   }
-  for (const t of [g, norm, p, m, v])
-    if (t.dtype !== 'float32') throw new Error(`levanter AdamW takes float32, got ${t.dtype}`)
+  float32Only('AdamW kernels', g, norm, p, m, v)
   for (const t of [m, v])
     if (b.tensorMap.get(t.dataId)!.refCount !== 1)
       throw new Error('levanter AdamW: a moment shares its buffer with another tensor')

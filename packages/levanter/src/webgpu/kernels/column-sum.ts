@@ -8,8 +8,8 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs'
-import { MAX_WORKGROUPS, WgslKernel, newTensor } from './dispatch.js'
-import type { WebGpuBackendLike } from './dispatch.js'
+import { MAX_WORKGROUPS, WgslKernel, float32Only, newTensor } from './dispatch.js'
+import type { KernelArgs, WebGpuBackendLike } from './dispatch.js'
 
 const WG = 64
 /** Rows a thread adds. */
@@ -43,10 +43,10 @@ function sumBlocks(b: WebGpuBackendLike, x: TensorInfo, N: number, D: number, bl
   return out
 }
 
-function columnSumKernel({ inputs, backend }: { inputs: Record<string, TensorInfo>; backend: unknown }): TensorInfo {
+function columnSumKernel({ inputs, backend }: KernelArgs): TensorInfo {
   const b = backend as WebGpuBackendLike
   const x = inputs.x!
-  if (x.dtype !== 'float32') throw new Error(`levanter column sum takes float32, got ${x.dtype}`)
+  float32Only('column sums', x)
   const [N, D] = x.shape as [number, number]
   if (N === 0 || D === 0) return newTensor(b, [D])
   let rows = N,

@@ -9,6 +9,7 @@
  * several tensors (AdamW's parameter and both moments).
  */
 import * as tf from '@tensorflow/tfjs'
+import type { TensorInfo } from '@tensorflow/tfjs'
 
 /** The parts of tfjs-backend-webgpu 4.22's `WebGPUBackend` a dispatch uses. */
 export type WebGpuBackendLike = {
@@ -147,6 +148,31 @@ export const workgroupReduce = (
   }
   let ${out} = red[0];
   workgroupBarrier();`
+
+/**
+ * WGSL: the entry point of a row kernel with `WG` threads — one workgroup per row of a 2-D grid ({@link grid}),
+ * rows past `u.rows` idle — and its workgroup array `red` for {@link workgroupReduce}. `body` runs with `row`,
+ * `base` (= row · `width`, the row's first element) and `lid` (the thread) in scope.
+ */
+export const rowMain = (WG: number, width: string, body: string) => `
+var<workgroup> red: array<f32, ${WG}>;
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let row = wid.y * nwg.x + wid.x;
+  if (row >= u.rows) { return; }
+  let base = row * ${width};
+${body}
+}`
+
+/** Arguments a kernel function gets from tfjs. */
+export type KernelArgs = { inputs: Record<string, TensorInfo>; backend: unknown; attrs?: Record<string, unknown> }
+
+/** Throws unless every tensor is float32 (the only type these kernels take), naming `what`. */
+export function float32Only(what: string, ...ts: TensorInfo[]): void {
+  for (const t of ts) if (t.dtype !== 'float32') throw new Error(`levanter ${what} take float32, got ${t.dtype}`)
+}
 
 const rowKernels = new Map<string, WgslKernel>()
 /** The kernel `name` for rows `width` wide: one pipeline per name and {@link threadsPerRow}, from `code(WG)`. */

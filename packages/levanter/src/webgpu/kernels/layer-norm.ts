@@ -9,8 +9,8 @@
 import * as tf from '@tensorflow/tfjs'
 import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs'
 import { columnSum } from '../../kernels/column-sum.js'
-import { type WgslKernel, grid, newTensor, rowKernel, workgroupReduce } from './dispatch.js'
-import type { WebGpuBackendLike } from './dispatch.js'
+import { type WgslKernel, float32Only, grid, newTensor, rowKernel, rowMain, workgroupReduce } from './dispatch.js'
+import type { KernelArgs, WebGpuBackendLike } from './dispatch.js'
 
 const forwardCode = (WG: number) => /* wgsl */ `
 struct P { eps: f32, rows: u32, D: u32 }
@@ -21,15 +21,10 @@ struct P { eps: f32, rows: u32, D: u32 }
 @group(0) @binding(4) var<storage, read_write> xhat: array<f32>;
 @group(0) @binding(5) var<storage, read_write> rstd: array<f32>;
 @group(0) @binding(6) var<uniform> u: P;
-var<workgroup> red: array<f32, ${WG}>;
-
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let row = wid.y * nwg.x + wid.x;
-  if (row >= u.rows) { return; }
-  let base = row * u.D;
-  let n = f32(u.D);
+${rowMain(
+  WG,
+  'u.D',
+  /* wgsl */ `  let n = f32(u.D);
   var s = 0.0;
   for (var j = lid; j < u.D; j += ${WG}u) { s += x[base + j]; }
   ${workgroupReduce(WG, 's', 'total')}
@@ -43,8 +38,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     xhat[base + j] = h;
     y[base + j] = h * g[j] + b[j];
   }
-  if (lid == 0u) { rstd[row] = r; }
-}`
+  if (lid == 0u) { rstd[row] = r; }`,
+)}`
 
 const backwardCode = (WG: number) => /* wgsl */ `
 struct P { rows: u32, D: u32 }
@@ -54,15 +49,10 @@ struct P { rows: u32, D: u32 }
 @group(0) @binding(3) var<storage, read> g: array<f32>;
 @group(0) @binding(4) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(5) var<uniform> u: P;
-var<workgroup> red: array<f32, ${WG}>;
-
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let row = wid.y * nwg.x + wid.x;
-  if (row >= u.rows) { return; }
-  let base = row * u.D;
-  let n = f32(u.D);
+${rowMain(
+  WG,
+  'u.D',
+  /* wgsl */ `  let n = f32(u.D);
   var s1 = 0.0;
   var s2 = 0.0;
   for (var j = lid; j < u.D; j += ${WG}u) {
@@ -77,25 +67,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let r = rstd[row];
   for (var j = lid; j < u.D; j += ${WG}u) {
     dx[base + j] = (dy[base + j] * g[j] - m1 - xhat[base + j] * m2) * r;
-  }
-}`
+  }`,
+)}`
 
 function kernel(kind: 'LevanterLayerNorm' | 'LevanterLayerNormGrad', D: number): WgslKernel {
   return rowKernel(kind, D, kind === 'LevanterLayerNorm' ? forwardCode : backwardCode)
 }
 
-type Args = { inputs: Record<string, TensorInfo>; backend: unknown; attrs?: Record<string, unknown> }
-
-function float32(...ts: TensorInfo[]): void {
-  for (const t of ts)
-    if (t.dtype !== 'float32') throw new Error(`levanter LayerNorm kernels take float32, got ${t.dtype}`)
-}
-
 /** x [N, D], g [D], b [D] → y [N, D], x̂ [N, D], rstd [N, 1]. */
-function forward({ inputs, backend, attrs }: Args): TensorInfo[] {
+function forward({ inputs, backend, attrs }: KernelArgs): TensorInfo[] {
   const be = backend as WebGpuBackendLike
   const { x, g, b } = inputs as Record<'x' | 'g' | 'b', TensorInfo>
-  float32(x, g, b)
+  float32Only('LayerNorm kernels', x, g, b)
   const [N, D] = x.shape as [number, number]
   const y = newTensor(be, [N, D]),
     xhat = newTensor(be, [N, D]),
@@ -112,10 +95,10 @@ function forward({ inputs, backend, attrs }: Args): TensorInfo[] {
 }
 
 /** dy [N, D], x̂ [N, D], rstd [N, 1], g [D] → dx [N, D]. */
-function backward({ inputs, backend }: Args): TensorInfo {
+function backward({ inputs, backend }: KernelArgs): TensorInfo {
   const be = backend as WebGpuBackendLike
   const { dy, xhat, rstd, g } = inputs as Record<'dy' | 'xhat' | 'rstd' | 'g', TensorInfo>
-  float32(dy, xhat, rstd, g)
+  float32Only('LayerNorm kernels', dy, xhat, rstd, g)
   const [N, D] = dy.shape as [number, number]
   const dx = newTensor(be, [N, D])
   if (N > 0 && D > 0)

@@ -10,8 +10,8 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs'
-import { type WgslKernel, grid, newTensor, rowKernel, workgroupReduce } from './dispatch.js'
-import type { WebGpuBackendLike } from './dispatch.js'
+import { type WgslKernel, float32Only, grid, newTensor, rowKernel, rowMain, workgroupReduce } from './dispatch.js'
+import type { KernelArgs, WebGpuBackendLike } from './dispatch.js'
 
 /** The forward shader for `WG` threads per row: causal (`bias` false) or with an additive bias. */
 function forwardCode(bias: boolean, WG: number): string {
@@ -21,15 +21,10 @@ struct P { scale: f32, rows: u32, T: u32, S: u32, offset: u32, H: u32 }
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;
 ${bias ? '@group(0) @binding(2) var<storage, read> bias: array<f32>;' : ''}
 @group(0) @binding(${bias ? 3 : 2}) var<uniform> u: P;
-var<workgroup> red: array<f32, ${WG}>;
-
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let row = wid.y * nwg.x + wid.x;
-  if (row >= u.rows) { return; }
-  let t = row % u.T;
-  let base = row * u.S;
+${rowMain(
+  WG,
+  'u.S',
+  /* wgsl */ `  let t = row % u.T;
   ${
     bias
       ? `let width = u.S;
@@ -50,8 +45,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var p = 0.0;
     if (s < width) { p = exp(u.scale * x[base + s]${bias ? ' + bias[bbase + s]' : ''} - rowMax) / total; }
     y[base + s] = p;
-  }
-}`
+  }`,
+)}`
 }
 
 const backwardCode = (WG: number) => /* wgsl */ `
@@ -60,19 +55,14 @@ struct P { scale: f32, rows: u32, S: u32 }
 @group(0) @binding(1) var<storage, read> dy: array<f32>;
 @group(0) @binding(2) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(3) var<uniform> u: P;
-var<workgroup> red: array<f32, ${WG}>;
-
-@compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-  let row = wid.y * nwg.x + wid.x;
-  if (row >= u.rows) { return; }
-  let base = row * u.S;
-  var dot = 0.0;
+${rowMain(
+  WG,
+  'u.S',
+  /* wgsl */ `  var dot = 0.0;
   for (var s = lid; s < u.S; s += ${WG}u) { dot += dy[base + s] * y[base + s]; }
   ${workgroupReduce(WG, 'dot', 'd')}
-  for (var s = lid; s < u.S; s += ${WG}u) { dx[base + s] = u.scale * y[base + s] * (dy[base + s] - d); }
-}`
+  for (var s = lid; s < u.S; s += ${WG}u) { dx[base + s] = u.scale * y[base + s] * (dy[base + s] - d); }`,
+)}`
 
 /** The kernel of `kind` for rows of width S (one pipeline per kind and workgroup size). */
 function kernel(kind: 'LevanterCausalSoftmax' | 'LevanterBiasSoftmax' | 'LevanterSoftmaxGrad', S: number): WgslKernel {
@@ -84,17 +74,10 @@ function kernel(kind: 'LevanterCausalSoftmax' | 'LevanterBiasSoftmax' | 'Levante
 // uniforms: scale (float), then integers
 const INTS = new Set([1, 2, 3, 4, 5])
 
-function float32(...ts: TensorInfo[]): void {
-  for (const t of ts)
-    if (t.dtype !== 'float32') throw new Error(`levanter softmax kernels take float32, got ${t.dtype}`)
-}
-
-type Args = { inputs: Record<string, TensorInfo>; backend: unknown; attrs?: Record<string, unknown> }
-
-function causalForward({ inputs, backend, attrs }: Args): TensorInfo {
+function causalForward({ inputs, backend, attrs }: KernelArgs): TensorInfo {
   const b = backend as WebGpuBackendLike
   const x = inputs.x!
-  float32(x)
+  float32Only('softmax kernels', x)
   const S = x.shape[x.shape.length - 1]!,
     T = x.shape[x.shape.length - 2]!,
     rows = x.shape.slice(0, -1).reduce((a, d) => a * d, 1)
@@ -110,10 +93,10 @@ function causalForward({ inputs, backend, attrs }: Args): TensorInfo {
   return y
 }
 
-function biasForward({ inputs, backend, attrs }: Args): TensorInfo {
+function biasForward({ inputs, backend, attrs }: KernelArgs): TensorInfo {
   const b = backend as WebGpuBackendLike
   const { x, bias } = inputs as { x: TensorInfo; bias: TensorInfo }
-  float32(x, bias)
+  float32Only('softmax kernels', x, bias)
   const [R, T, S] = x.shape as [number, number, number]
   const H = R / bias.shape[0]!
   const y = newTensor(b, [...x.shape])
@@ -128,10 +111,10 @@ function biasForward({ inputs, backend, attrs }: Args): TensorInfo {
   return y
 }
 
-function backward({ inputs, backend, attrs }: Args): TensorInfo {
+function backward({ inputs, backend, attrs }: KernelArgs): TensorInfo {
   const b = backend as WebGpuBackendLike
   const { y, dy } = inputs as { y: TensorInfo; dy: TensorInfo }
-  float32(y, dy)
+  float32Only('softmax kernels', y, dy)
   const S = y.shape[y.shape.length - 1]!,
     rows = y.shape.slice(0, -1).reduce((a, d) => a * d, 1)
   const dx = newTensor(b, [...y.shape])
