@@ -6,7 +6,17 @@ import * as tf from '@tensorflow/tfjs'
 import { fusedCausalAttention, fusedDecodeAttention } from '../kernels/attention.js'
 import type { Gpt2Config } from './config.js'
 import type { LayerKv } from './batch-cache.js'
-import { attention, geluTanh, lastPosition, layerNorm, linear, mergeHeads, splitHeads, tiedHead } from './layers.js'
+import {
+  attention,
+  decodeStepOver,
+  geluTanh,
+  lastPosition,
+  layerNorm,
+  linear,
+  mergeHeads,
+  splitHeads,
+  tiedHead,
+} from './layers.js'
 import type { ForwardArgs, ForwardResult } from './layers.js'
 import { mat, ones, zeros } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
@@ -64,9 +74,10 @@ export function gpt2Forward(
       !keepKv && !past && 'offset' in at && at.offset === 0 ? fusedCausalAttention(qkv, c.nHeads) : undefined
     const prev = past?.[i]
     // a decode step over a cache: one kernel reads q, k and v in place and grows the cache, where the native ones run
+    const cached = prev && decodeStepOver(at, T) // (a pass with a past never ran the fused causal kernel above)
     const step =
-      !attended && prev && T === 1 && 'cached' in at && at.cached
-        ? fusedDecodeAttention(qkv, qkv, qkv, prev, at.cached, {
+      cached && prev
+        ? fusedDecodeAttention(qkv, qkv, qkv, prev, cached, {
             nHeads: c.nHeads,
             nKvHeads: c.nHeads,
             kvOffset: [c.dModel, 2 * c.dModel],

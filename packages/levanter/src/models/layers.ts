@@ -111,6 +111,12 @@ export type Placement =
       readonly cached?: readonly number[]
     }
 
+/** The rows' cached lengths when a pass of T positions is one decode step over a cache that `at` describes exactly
+ * (what a decode-attention kernel needs); undefined otherwise. */
+export function decodeStepOver(at: Placement, T: number): readonly number[] | undefined {
+  return T === 1 && 'cached' in at ? at.cached : undefined
+}
+
 /**
  * What a model's forward pass takes besides its config: its parameters by name, ids [B, T],
  * their placement, each layer's keys/values so far, and whether only the last position's

@@ -12,6 +12,7 @@ import type { LayerKv } from './batch-cache.js'
 import {
   applyRope,
   attention,
+  decodeStepOver,
   lastPosition,
   linear,
   mergeHeads,
@@ -96,9 +97,10 @@ export function llamaForward(c: LlamaConfig, ...[p, ids, at, past, lastOnly = fa
     // a decode step over a cache: one kernel (grouped heads read in place) where the native ones run; with T = 1,
     // [B, H, 1, K] is already laid out as [B, 1, H·K]
     const flat = (t: tf.Tensor) => tf.reshape(t, [B, 1, -1])
+    const cached = prev && decodeStepOver(at, T)
     const step =
-      prev && T === 1 && 'cached' in at && at.cached
-        ? fusedDecodeAttention(flat(q), flat(k), flat(v), prev, at.cached, { nHeads: c.nHeads, nKvHeads: Hkv })
+      cached && prev
+        ? fusedDecodeAttention(flat(q), flat(k), flat(v), prev, cached, { nHeads: c.nHeads, nKvHeads: Hkv })
         : undefined
     let merged: tf.Tensor
     if (step) {

@@ -190,14 +190,15 @@ export function sampleNext(logits: Float32Array, o: SampleOptions, rng: { next()
   const all = new Int32Array(V)
   for (let i = 0; i < V; i++) all[i] = i
   const pop = bestFirst(l, all)
-  const kept: number[] = []
+  const kept: number[] = [],
+    probs: number[] = []
   let cum = 0
   while (kept.length < maxKeep && (topP >= 1 || cum < topP)) {
     const t = pop()
     kept.push(t)
-    cum += Math.exp(l[t]!)
+    probs.push(Math.exp(l[t]!))
+    cum += probs[probs.length - 1]!
   }
-  const probs = kept.map((i) => Math.exp(l[i]!))
   let u = rng.next() * probs.reduce((a, b) => a + b, 0)
   for (let j = 0; j < kept.length; j++) {
     u -= probs[j]!
