@@ -4,6 +4,7 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../src/backend.js'
+import { printTally, tally, withShapes } from './profile-report.js'
 import { Dataset } from '../src/data/dataset.js'
 import { maskCount } from '../src/data/batch.js'
 import { Gpt2LM } from '../src/models/lm.js'
@@ -32,26 +33,12 @@ const prof = await tf.profile(async () => {
   await step(99)
   return []
 })
-type Kernel = (typeof prof.kernels)[number]
-/** Summed time and count of the kernels that `key` groups together (undefined: left out), largest first. */
-function tally(key: (k: Kernel) => string | undefined): [string, { ms: number; n: number }][] {
-  const by = new Map<string, { ms: number; n: number }>()
-  for (const k of prof.kernels) {
-    const name = key(k)
-    if (name === undefined) continue
-    const e = by.get(name) ?? { ms: 0, n: 0 }
-    e.ms += k.kernelTimeMs as number
-    e.n++
-    by.set(name, e)
-  }
-  return [...by].sort((a, b) => b[1].ms - a[1].ms)
-}
-const print = (rows: [string, { ms: number; n: number }][]) => {
-  for (const [k, e] of rows) console.log(`${e.ms.toFixed(1).padStart(8)} ms ${String(e.n).padStart(4)}× ${k}`)
-}
 const total = prof.kernels.reduce((t, k) => t + (k.kernelTimeMs as number), 0)
 console.log(`kernels: ${prof.kernels.length}, total ${total.toFixed(0)} ms`)
-print(tally((k) => `${k.name} ${k.inputShapes.map((s) => `[${s}]`).join('×')}`).slice(0, 80))
+printTally(tally(prof.kernels, withShapes).slice(0, 80), 1)
 // by kernel name, without the scopes of custom gradients (their kernels are counted on their own)
 console.log('by kernel:')
-print(tally((k) => (k.name === 'unnamed scope' ? undefined : k.name)))
+printTally(
+  tally(prof.kernels, (k) => (k.name === 'unnamed scope' ? undefined : k.name)),
+  1,
+)

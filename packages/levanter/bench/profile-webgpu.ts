@@ -8,6 +8,7 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../src/backend.js'
+import { printTally, tally, withShapes } from './profile-report.js'
 import { Dataset } from '../src/data/dataset.js'
 import { DeviceEngine } from '../src/device-engine.js'
 import { createModel } from '../src/models/lm.js'
@@ -58,28 +59,15 @@ const prof = await tf.profile(async () => {
   await step(3)
   return []
 })
-type Kernel = (typeof prof.kernels)[number]
-function tally(key: (k: Kernel) => string | undefined): [string, { ms: number; n: number }][] {
-  const by = new Map<string, { ms: number; n: number }>()
-  for (const k of prof.kernels) {
-    const name = key(k)
-    if (name === undefined) continue
-    const e = by.get(name) ?? { ms: 0, n: 0 }
-    e.ms += k.kernelTimeMs as number
-    e.n++
-    by.set(name, e)
-  }
-  return [...by].sort((a, b) => b[1].ms - a[1].ms)
-}
-const print = (rows: [string, { ms: number; n: number }][]) => {
-  for (const [k, e] of rows) console.log(`${e.ms.toFixed(2).padStart(9)} ms ${String(e.n).padStart(5)}× ${k}`)
-}
 const gpuMs = prof.kernels.reduce((t, k) => t + (k.kernelTimeMs as number), 0)
 console.log(`tfjs kernels per step: ${prof.kernels.length}, GPU time ${gpuMs.toFixed(1)} ms (timestamp queries)`)
 console.log('by kernel:')
-print(tally((k) => k.name))
+printTally(
+  tally(prof.kernels, (k) => k.name),
+  2,
+)
 console.log('by kernel and shape (top 30):')
-print(tally((k) => `${k.name} ${k.inputShapes.map((s) => `[${s}]`).join('×')}`).slice(0, 30))
+printTally(tally(prof.kernels, withShapes).slice(0, 30), 2)
 
 const times: number[] = []
 for (let s = 4; s < 11; s++) {
