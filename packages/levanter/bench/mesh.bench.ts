@@ -15,6 +15,7 @@
  */
 import { emit, median } from '@marin/rigging/bench'
 import { initBackend } from '../src/backend.js'
+import type { Batch } from '../src/data/batch.js'
 import { Dataset } from '../src/data/dataset.js'
 import { Gpt2LM } from '../src/models/lm.js'
 import { BIG_MODEL, BIG_TOKENS } from '../src/test-support/big-model-child.js'
@@ -105,24 +106,30 @@ for (const { name, config } of LAYOUTS) {
     emit({ bench: b, metric: `${at}_${k}_per_step`, value: v, unit: 'ms' })
 }
 
+const ADAMW = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 }
+
+/** The median time of `engine`'s steps 1…STEPS on the reference batches (step 0 warms up). */
+async function medianStepMs(engine: { step(batch: Batch, lr: number): Promise<unknown> }): Promise<number> {
+  const times: number[] = []
+  for (let s = 0; s <= STEPS; s++) {
+    const batch = await dataset.trainBatch(s, 16, REFERENCE.seqLen, 0)
+    const t = performance.now()
+    await engine.step(batch, 1e-3)
+    if (s > 0) times.push(performance.now() - t)
+  }
+  return median(times)
+}
+
 // fsdp's gradients reduce-scattered stage by stage during the backward pass, against one collective after it.
 const stepMs: Record<string, number> = {}
 for (const overlapReduce of [true, false]) {
   const model = new Gpt2LM(REFERENCE, 0)
-  const adamw = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 }
-  const engine = await MeshEngine.create(model, adamw, { mesh: { data: 2, model: 1 }, fsdp: true, overlapReduce })
-  const times: number[] = []
+  const engine = await MeshEngine.create(model, ADAMW, { mesh: { data: 2, model: 1 }, fsdp: true, overlapReduce })
   try {
-    for (let s = 0; s <= STEPS; s++) {
-      const batch = await dataset.trainBatch(s, 16, REFERENCE.seqLen, 0)
-      const t = performance.now()
-      await engine.step(batch, 1e-3)
-      if (s > 0) times.push(performance.now() - t) // step 0 warms up
-    }
+    stepMs[overlapReduce ? 'overlapped' : 'after'] = await medianStepMs(engine)
   } finally {
     await engine.close()
   }
-  stepMs[overlapReduce ? 'overlapped' : 'after'] = median(times)
 }
 emit({ bench: b, metric: 'mesh_fsdp_2_step_reduce_scatter_per_stage', value: stepMs.overlapped!, unit: 'ms' })
 emit({ bench: b, metric: 'mesh_fsdp_2_step_reduce_scatter_after_backward', value: stepMs.after!, unit: 'ms' })
@@ -140,17 +147,10 @@ const dpMs: Record<'overlapped' | 'after', number[]> = { overlapped: [], after: 
 for (let round = 0; round < ROUNDS; round++)
   for (const overlapReduce of [true, false]) {
     const model = new Gpt2LM(REFERENCE, 0)
-    const adamw = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 }
-    const engine = await DataParallelEngine.create(model, adamw, 2, 1, { overlapReduce })
+    const engine = await DataParallelEngine.create(model, ADAMW, 2, 1, { overlapReduce })
     model.dispose()
-    const times: number[] = []
     try {
-      for (let s = 0; s <= STEPS; s++) {
-        const batch = await dataset.trainBatch(s, 16, REFERENCE.seqLen, 0)
-        const t = performance.now()
-        await engine.step(batch, 1e-3)
-        if (s > 0) times.push(performance.now() - t) // step 0 warms up
-      }
+      dpMs[overlapReduce ? 'overlapped' : 'after'].push(await medianStepMs(engine))
       if (overlapReduce && round === 0) {
         const phases = (await engine.group.broadcast.phases())[0]!
         emit({ bench: b, metric: 'mesh_replicated_2_buckets_per_step', value: phases.at(-1)!.buckets, unit: 'count' })
@@ -158,7 +158,6 @@ for (let round = 0; round < ROUNDS; round++)
     } finally {
       await engine.close()
     }
-    dpMs[overlapReduce ? 'overlapped' : 'after'].push(median(times))
   }
 const dpOverlapped = median(dpMs.overlapped),
   dpAfter = median(dpMs.after)
@@ -169,9 +168,8 @@ emit({ bench: b, metric: 'mesh_replicated_2_step_time_saved_by_buckets', value: 
 if (process.env.MESH_BENCH_BIG === '1') {
   // 554 M parameters: one process cannot train it (src/parallel/big-model.test.ts); fsdp over 2 members can.
   process.stderr.write('mesh bench: the 554 M-parameter model on { data: 2 } fsdp, 2 steps at batch 2, context 8\n')
-  const adamw = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 }
   const t0 = performance.now()
-  const engine = await MeshEngine.init(BIG_MODEL, 0, adamw, { mesh: { data: 2, model: 1 }, fsdp: true })
+  const engine = await MeshEngine.init(BIG_MODEL, 0, ADAMW, { mesh: { data: 2, model: 1 }, fsdp: true })
   emit({ bench: b, metric: 'mesh_big_fsdp_2_init', value: performance.now() - t0, unit: 'ms' })
   const big = Dataset.fromTokens(BIG_TOKENS, { evalFraction: 0 })
   const times: number[] = []
