@@ -14,6 +14,10 @@ const IMAGE = 'marin-ts:latest'
 const GPU_IMAGE = 'marin-ts-gpu:latest'
 const TOKEN_SECRET = 'iris-token'
 const DATA_CLAIM = 'marin-data'
+/** How every worker (a Pod or a systemd unit) authenticates, ends its tasks (SIGTERM, then SIGKILL after the grace;
+ * the unit's TimeoutStopSec and the Pod's terminationGracePeriodSeconds leave room for it) and keeps finished
+ * tasks' files. */
+const WORKER_LIFECYCLE_ARGS = ['--token-file', '/etc/iris/token', '--kill-grace', '30s', '--cleanup-ttl', '1d']
 
 const tokenVolume = {
   name: 'token',
@@ -161,12 +165,7 @@ function workers(kind: 'cpu' | 'gpu'): Obj {
                 gpu ? 'cpu=8,memory=32Gi,gpu=1' : 'cpu=4,memory=16Gi,gpu=0',
                 '--store',
                 'file:///data/.marin/store',
-                '--token-file',
-                '/etc/iris/token',
-                '--kill-grace',
-                '30s',
-                '--cleanup-ttl',
-                '1d',
+                ...WORKER_LIFECYCLE_ARGS,
               ],
               resources: { requests: limits, limits },
               volumeMounts: [
@@ -355,12 +354,7 @@ export function systemdUnits(): Record<string, SystemdUnit> {
                 '/var/lib/iris-worker/work',
                 '--store',
                 'file:///var/lib/marin/store',
-                '--token-file',
-                '/etc/iris/token',
-                '--kill-grace',
-                '30s',
-                '--cleanup-ttl',
-                '1d',
+                ...WORKER_LIFECYCLE_ARGS,
               ].join(' '),
             ],
             // The worker SIGTERMs its tasks and waits up to --kill-grace for them; the rest of the group is

@@ -15,8 +15,6 @@ import {
   tinyLocalModel,
 } from './test-support/recording-model.js'
 
-const pyCalls = pythonSampleCalls
-
 let local: LocalLanguageModel
 beforeAll(async () => {
   local = await tinyLocalModel()
@@ -118,7 +116,7 @@ describe('few-shot contexts as lm-evaluation-harness builds them', () => {
   test('default sampler, few-shot split = test split: Random(1234).sample(pool, n+1), doc left out', async () => {
     // CPython's Random(1234).sample(range(5), 3), five calls: [3,0,4] [0,4,2] [0,4,1] [1,0,3] [0,2,3].
     // Each document drops itself from its draw and keeps the first two.
-    expect(pyCalls(5, 3).slice(0, 5)).toEqual([
+    expect(pythonSampleCalls(5, 3).slice(0, 5)).toEqual([
       [3, 0, 4],
       [0, 4, 2],
       [0, 4, 1],
@@ -194,7 +192,7 @@ describe('few-shot contexts as lm-evaluation-harness builds them', () => {
       `Question: ${d.question}\nAnswer: ${d.choices.text[d.choices.label.indexOf(d.answerKey)]}\n\n`
     const expected = testRows.map(
       (d, i) =>
-        pyCalls(7, 2)
+        pythonSampleCalls(7, 2)
           [i]!.map((j) => shot(train[j] as Arc))
           .join('') + `Question: ${(d as Arc).question}\nAnswer:`,
     )
@@ -228,7 +226,7 @@ describe('few-shot contexts as lm-evaluation-harness builds them', () => {
   test('winogrande, hellaswag (upstream, no test_split): multiple-input examples, process_docs on train', async () => {
     // Neither sets test_split or fewshot_split, so the harness draws n + 1 from the training split and leaves out
     // the evaluated document: Random(1234).sample(range(3), 2) gives [1, 0] then [0, 2]; each keeps the first.
-    expect(pyCalls(3, 2).slice(0, 2)).toEqual([
+    expect(pythonSampleCalls(3, 2).slice(0, 2)).toEqual([
       [1, 0],
       [0, 2],
     ])
