@@ -1,4 +1,5 @@
-/** @module The per-kernel report of a `tf.profile` the profiling scripts print (`profile-step.ts`, `profile-webgpu.ts`). */
+/** @module The per-kernel report of a `tf.profile` that the profiling scripts print (`profile-step.ts`,
+ * `profile-webgpu.ts`). */
 import type * as tf from '@tensorflow/tfjs'
 
 type Kernel = Awaited<ReturnType<typeof tf.profile>>['kernels'][number]
