@@ -72,7 +72,8 @@ async function lock(): Promise<void> {
 }
 
 let locked = false
-let enough = false
+/** Why the heavy tests skip: too little memory available (undefined: they run). */
+let lacking: string | undefined
 const why = () =>
   `big-model.test: ${(available() / GiB).toFixed(1)} GiB available, these tests need ${NEEDS / GiB}; skipped`
 
@@ -80,15 +81,17 @@ describe('a model one process cannot train', () => {
   beforeAll(async () => {
     await lock()
     locked = true
-    enough = available() >= NEEDS
-    if (!enough) console.info(why())
+    if (available() < NEEDS) {
+      lacking = why()
+      console.info(lacking)
+    }
   }, 3_600_000)
   afterAll(() => {
     if (locked && Number(fs.readFileSync(LOCK, 'utf8')) === process.pid) fs.rmSync(LOCK, { force: true })
   })
 
   test('one process cannot train it: OUT_OF_MEMORY naming the model size and the sharded layouts', async (ctx) => {
-    if (!enough) return ctx.skip()
+    if (lacking) return ctx.skip(lacking)
     const p = spawn(process.execPath, ['--import', 'tsx', child], {
       stdio: ['ignore', 'pipe', 'ignore'],
       env: { ...process.env, LEVANTER_BACKEND: 'wasm' },
@@ -138,7 +141,7 @@ describe('a model one process cannot train', () => {
   }
 
   test('it trains under fsdp on { data: 2 } and { data: 2, model: 2 }: equal losses, gradient norms', async (ctx) => {
-    if (!enough) return ctx.skip()
+    if (lacking) return ctx.skip(lacking)
     const params = 554_092_544
     const dp = await train({ data: 2, model: 1 })
     // Each member owns half of every parameter and of its moments, and its heap holds one stage at a time.
