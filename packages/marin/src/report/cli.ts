@@ -1,5 +1,5 @@
-/** @module `marin publish-report --source DIR|EXPERIMENT --target DIR|URL`: adds the run's page to the site at the
- * target (which keeps the runs published before) and updates its list of runs. */
+/** @module `marin publish-report --source DIR|EXPERIMENT --target DIR|URL [--repair]`: adds the run's page to the
+ * site at the target (which keeps the runs published before) and updates its list of runs. */
 import { join } from 'node:path'
 import type { Command } from 'commander'
 import { prefixOf, type CliIo, type Run } from '../cli/io.js'
@@ -15,15 +15,20 @@ export function publishReportCommand(cmd: Command, io: CliIo, run: Run): void {
       'a record file, a folder of runs, a prefix, or NAME[/RUN] under $MARIN_PREFIX (newest run by default)',
     )
     .option('--target <dir|url>', 'a folder, any storage URL, or an http(s):// URL accepting PUT', './site')
+    .option(
+      '--repair',
+      "drop entries of the target's manifest (.marin-report.json) that are not paths inside the site, " +
+        'saying which, instead of refusing to publish',
+    )
     .option('--json', 'print what was published as JSON')
-    .action((o: { source: string; target: string; json?: boolean }) =>
+    .action((o: { source: string; target: string; json?: boolean; repair?: boolean }) =>
       run(async () => {
         const { data, site } = await buildReport(o.source, prefixOf(io))
-        const res = await publishSite(site, o.target)
+        const res = await publishSite(site, o.target, { repair: !!o.repair })
         if (o.json)
           io.out(JSON.stringify({ experiment: data.record.experiment, run: data.record.run, ...res }, null, 2))
         else {
-          for (const w of data.warnings) io.err(`warning: ${w}`)
+          for (const w of [...data.warnings, ...res.warnings]) io.err(`warning: ${w}`)
           io.out(
             `report of ${data.record.experiment} run ${data.record.run}: ` +
               `${res.uploaded.length} files uploaded, ${res.unchanged.length} ` +

@@ -5,6 +5,9 @@
  * already there plus the new one, and nothing outside the published run's folder is ever deleted.
  * Only changed files are sent: the target keeps a manifest (`.marin-report.json`, sha256 of every
  * file) written after the files, so an interrupted publish is completed by the next one.
+ * The manifest and `runs.json` at the target are data others may have edited: every path read from
+ * them is checked (see `sitePathProblem`) and every URL is checked to be under the target before a
+ * request, so no publish reads, writes or deletes anything outside the site.
  */
 import { createHash } from 'node:crypto'
 import { resolve } from 'node:path'
@@ -12,6 +15,7 @@ import { isRiggingError, openStorage, scrubSecretValues, type Storage } from '@m
 import { MarinError } from '../errors.js'
 import { RUN_SUMMARY_FILE, type Site } from './build.js'
 import { RUNS_FILE, formatRuns, mergeRuns, parseRuns, renderIndex, type RunSummary } from './site-index.js'
+import { sitePathProblem } from './site-paths.js'
 
 /** The manifest file at the target: `{ format: 1, files: { path: sha256 } }`. */
 export const MANIFEST_FILE = '.marin-report.json'
@@ -23,9 +27,22 @@ export type PublishResult = {
   readonly uploaded: readonly string[]
   readonly unchanged: readonly string[]
   readonly deleted: readonly string[]
+  /** Entries of the target's manifest dropped by `repair` (paths outside the site). */
+  readonly dropped: readonly string[]
+  /** What was odd at the target and how it was handled (a dropped manifest entry, a skipped `runs.json` entry). */
+  readonly warnings: readonly string[]
 }
 
-type Manifest = { format: 1; files: Record<string, string> }
+/** How to publish. */
+export type PublishOptions = {
+  /**
+   * Drop the target manifest's entries that are not paths inside the site (naming each in the
+   * warnings) and write the manifest again from the valid ones, instead of refusing to publish.
+   * The files such entries name are left alone.
+   * @default false
+   */
+  readonly repair?: boolean
+}
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex')
 
@@ -40,15 +57,61 @@ function contentType(path: string): string {
   return CONTENT_TYPES[path.split('.').at(-1) ?? ''] ?? 'text/plain; charset=utf-8'
 }
 
-function parseManifest(text: string | undefined): Manifest {
-  if (!text) return { format: 1, files: {} }
+const MAX_LISTED = 5
+
+/**
+ * The files the target's manifest records, path → sha256. An unreadable manifest only costs a full upload
+ * (with a warning); an entry that is not a path inside the site refuses the publish, naming the manifest and
+ * the entry, unless `repair` drops it. Kept in a Map: a path is data, never a property name (`__proto__`).
+ */
+function readManifest(
+  text: string | undefined,
+  where: string,
+  repair: boolean,
+  warn: (w: string) => void,
+): { files: Map<string, string>; dropped: string[] } {
+  const files = new Map<string, string>()
+  if (!text) return { files, dropped: [] }
+  let parsed: unknown
   try {
-    const m = JSON.parse(text) as Manifest
-    // An unreadable manifest only costs a full upload.
-    return m && typeof m.files === 'object' && m.files !== null ? m : { format: 1, files: {} }
-  } catch {
-    return { format: 1, files: {} }
+    parsed = JSON.parse(text)
+  } catch (err) {
+    warn(`${where} is not JSON (${(err as Error).message}); every file is sent again and the manifest rewritten`)
+    return { files, dropped: [] }
   }
+  const listed = (parsed as { files?: unknown } | null)?.files
+  if (!listed || typeof listed !== 'object' || Array.isArray(listed)) {
+    warn(`${where} has no "files" object; every file is sent again and the manifest rewritten`)
+    return { files, dropped: [] }
+  }
+  const bad: [string, string][] = []
+  for (const [path, hash] of Object.entries(listed)) {
+    const why = sitePathProblem(path)
+    if (why) bad.push([path, why])
+    // A hash that is not one only costs sending that file again.
+    else if (path !== MANIFEST_FILE) files.set(path, typeof hash === 'string' ? hash : '')
+  }
+  if (bad.length > 0 && !repair) {
+    const shown = bad.slice(0, MAX_LISTED).map(([p, why]) => `${JSON.stringify(p)} (${why})`)
+    const more = bad.length > MAX_LISTED ? ` and ${bad.length - MAX_LISTED} more` : ''
+    throw new MarinError(
+      'PUBLISH_FAILED',
+      `${where}: ${bad.length === 1 ? 'entry' : 'entries'} ${shown.join(', ')}${more} ` +
+        `${bad.length === 1 ? 'is not a path' : 'are not paths'} inside the site; nothing was published. ` +
+        'Publish again with --repair to drop them from the manifest (the files they name are left alone), ' +
+        'or remove them from the file by hand',
+    )
+  }
+  for (const [p, why] of bad) warn(`${where}: entry ${JSON.stringify(p)} dropped (${why})`)
+  return { files, dropped: bad.map(([p]) => p) }
+}
+
+/** `path`, refused unless it is a path inside the site: the last check before any request or write. */
+function inSite(path: string, where: string): string {
+  const why = sitePathProblem(path)
+  if (why)
+    throw new MarinError('PUBLISH_FAILED', `--target ${where}: refusing ${JSON.stringify(path)}: ${why}; nothing sent`)
+  return path
 }
 
 /** Where files go: the few operations publishing needs. */
@@ -62,25 +125,33 @@ type Sink = {
 }
 
 function storageSink(storage: Storage, where: string): Sink {
+  const at = (p: string) => inSite(p, where)
   return {
     where,
     async read(path) {
       try {
-        return await storage.readText(path)
+        return await storage.readText(at(path))
       } catch (err) {
         if (isRiggingError(err, 'STORAGE_NOT_FOUND')) return undefined
         throw err
       }
     },
-    exists: (p) => storage.exists(p),
-    put: async (p, body) => void (await storage.write(p, body)),
-    remove: (p) => storage.delete(p),
+    exists: (p) => storage.exists(at(p)),
+    put: async (p, body) => void (await storage.write(at(p), body)),
+    remove: (p) => storage.delete(at(p)),
   }
 }
 
 function httpSink(base: string): Sink {
-  const root = base.endsWith('/') ? base : `${base}/`
-  const url = (p: string) => new URL(p.split('/').map(encodeURIComponent).join('/'), root).href
+  const root = new URL(base.endsWith('/') ? base : `${base}/`).href
+  // `new URL()` resolves `..` and `%2e%2e`: the path is checked first and the URL after, so nothing outside the
+  // target's prefix is ever sent a request.
+  const url = (p: string) => {
+    const href = new URL(inSite(p, root).split('/').map(encodeURIComponent).join('/'), root).href
+    if (!href.startsWith(root) || href.length === root.length)
+      throw new MarinError('PUBLISH_FAILED', `--target ${root}: refusing ${JSON.stringify(p)}: it resolves to ${href}`)
+    return href
+  }
   const fail = (what: string, p: string, detail: string) =>
     new MarinError(
       'PUBLISH_FAILED',
@@ -166,25 +237,30 @@ function runsOf(site: Site): { folders: string[]; summaries: RunSummary[] } {
  * run published again and missing from it now are deleted. Files that differ from what the
  * target's manifest records (or are missing there) are written, then the manifest.
  * A site is meant to be read by others: every secret value this process knows is scrubbed from it.
+ * A manifest entry outside the site refuses the publish before anything is sent (see `PublishOptions.repair`).
  */
-export async function publishSite(site: Site, target: string): Promise<PublishResult> {
+export async function publishSite(site: Site, target: string, opts: PublishOptions = {}): Promise<PublishResult> {
   const sink = await sinkFor(target)
-  const old = parseManifest(await sink.read(MANIFEST_FILE))
+  for (const path of site.keys()) inSite(path, sink.where)
+  const warnings: string[] = []
+  const warn = (w: string) => warnings.push(w)
+  const at = (p: string) => `${sink.where.replace(/\/+$/, '')}/${p}`
+  const old = readManifest(await sink.read(MANIFEST_FILE), at(MANIFEST_FILE), !!opts.repair, warn)
   const { folders, summaries } = runsOf(site)
   const files = new Map(site)
   if (summaries.length > 0) {
-    const runs = mergeRuns(parseRuns(await sink.read(RUNS_FILE)), summaries)
+    const runs = mergeRuns(parseRuns(await sink.read(RUNS_FILE), warn, at(RUNS_FILE)), summaries)
     files.set(RUNS_FILE, formatRuns(runs))
     files.set('index.html', renderIndex(runs))
   }
-  const next: Manifest = { format: 1, files: {} }
+  const next = new Map<string, string>()
   const uploaded: string[] = []
   const unchanged: string[] = []
   for (const [path, raw] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
     const body = scrubSecretValues(raw)
     const hash = sha256(body)
-    next.files[path] = hash
-    if (old.files[path] === hash && (await sink.exists(path))) {
+    next.set(path, hash)
+    if (old.files.get(path) === hash && (await sink.exists(path))) {
       unchanged.push(path)
       continue
     }
@@ -192,16 +268,13 @@ export async function publishSite(site: Site, target: string): Promise<PublishRe
     uploaded.push(path)
   }
   const deleted: string[] = []
-  for (const [p, hash] of Object.entries(old.files).sort(([a], [b]) => a.localeCompare(b))) {
-    if (files.has(p) || p === MANIFEST_FILE) continue
+  for (const [p, hash] of [...old.files].sort(([a], [b]) => a.localeCompare(b))) {
+    if (files.has(p)) continue
     if (folders.some((f) => p.startsWith(f))) deleted.push(p)
-    else next.files[p] = hash // another run's file, or one this site does not hold: kept
+    else next.set(p, hash) // another run's file, or one this site does not hold: kept
   }
   for (const p of deleted) await sink.remove(p)
-  const sorted: Manifest = {
-    format: 1,
-    files: Object.fromEntries(Object.entries(next.files).sort(([a], [b]) => a.localeCompare(b))),
-  }
+  const sorted = { format: 1, files: Object.fromEntries([...next].sort(([a], [b]) => a.localeCompare(b))) }
   await sink.put(MANIFEST_FILE, `${JSON.stringify(sorted, null, 2)}\n`)
-  return { target: sink.where, uploaded, unchanged, deleted }
+  return { target: sink.where, uploaded, unchanged, deleted, dropped: old.dropped, warnings }
 }

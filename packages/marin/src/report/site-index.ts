@@ -5,8 +5,10 @@
  * which; without scripts all are drawn) and a table of its runs' eval results (a column per task
  * and metric).
  */
+import { z } from 'zod'
 import { escapeXml as x, formatNumber, formatSeconds } from './format.js'
 import { finalMetrics, provenanceOf, runFolder } from './site-parts.js'
+import { isSiteSegment } from './site-paths.js'
 import type { ReportData, RunRef } from './types.js'
 
 /** The site's list of runs, kept at its root and merged by each publish. */
@@ -65,19 +67,84 @@ export function summaryOf(data: ReportData): RunSummary {
   }
 }
 
-/** The runs listed in a `runs.json`; anything unreadable counts as none. */
-export function parseRuns(text: string | undefined): RunSummary[] {
+const Name = z.string().refine(isSiteSegment, 'not a folder name (a "/", "..", "%" or a control character)')
+const Pair = <A extends z.ZodType, B extends z.ZodType>(a: A, b: B) => z.tuple([a, b]).readonly()
+const RunRefSchema = z.object({ experiment: Name, run: Name })
+const Count = z.number().int().nonnegative()
+const fields = {
+  status: z.string(),
+  finishedAt: z.string(),
+  seconds: z.number(),
+  steps: z.object({ total: Count, ran: Count, skipped: Count, failed: Count }),
+  madeBy: z.array(RunRefSchema),
+  headline: z.array(Pair(z.string(), z.number())),
+  gitSha: z.string().nullable(),
+  gitDirty: z.boolean().nullable(),
+  loss: z.array(Pair(z.number(), z.number())),
+}
+// What a summary must have to be listed at all: the run it is and when it started (the index's order).
+const required = { experiment: Name, run: Name, startedAt: z.string() }
+const RunSummarySchema = z.object({ ...required, ...fields, evals: z.array(Pair(z.string(), z.number())).optional() })
+// A summary missing other fields (written by hand, or by an older marin) is shown with what it has.
+const RepairedSummary = z.object({
+  ...required,
+  status: fields.status.catch('UNKNOWN'),
+  finishedAt: fields.finishedAt.catch(''),
+  seconds: fields.seconds.catch(0),
+  steps: fields.steps.catch({ total: 0, ran: 0, skipped: 0, failed: 0 }),
+  madeBy: fields.madeBy.catch([]),
+  headline: fields.headline.catch([]),
+  gitSha: fields.gitSha.catch(null),
+  gitDirty: fields.gitDirty.catch(null),
+  loss: fields.loss.catch([]),
+  evals: RunSummarySchema.shape.evals.catch(undefined),
+})
+
+const issuesText = (e: z.ZodError) =>
+  e.issues
+    .slice(0, 3)
+    .map((i) => `${i.path.length ? `"${i.path.join('.')}"` : 'the entry'}: ${i.message}`)
+    .join('; ')
+
+/**
+ * The runs listed in a `runs.json` (`where` names it in warnings). Text that is not a JSON array counts
+ * as no runs; an entry lacking its experiment, run or start time is skipped, one lacking other fields
+ * is shown without them, each with a warning naming the entry; the file written next holds only what
+ * is listed, so one odd entry never breaks the publishes after it.
+ */
+export function parseRuns(
+  text: string | undefined,
+  warn: (w: string) => void = () => {},
+  where = RUNS_FILE,
+): RunSummary[] {
   if (!text) return []
+  let parsed: unknown
   try {
-    const parsed = JSON.parse(text) as unknown
-    return Array.isArray(parsed)
-      ? (parsed as RunSummary[]).filter(
-          (r) => r && typeof r.experiment === 'string' && typeof r.run === 'string' && typeof r.startedAt === 'string',
-        )
-      : []
-  } catch {
+    parsed = JSON.parse(text)
+  } catch (err) {
+    warn(`${where} is not JSON (${(err as Error).message}); it is rewritten with the runs published now`)
     return []
   }
+  if (!Array.isArray(parsed)) {
+    warn(`${where} is not a JSON array; it is rewritten with the runs published now`)
+    return []
+  }
+  const runs: RunSummary[] = []
+  parsed.forEach((entry: unknown, i) => {
+    const full = RunSummarySchema.safeParse(entry)
+    if (full.success) return void runs.push(full.data as RunSummary)
+    const o = (entry && typeof entry === 'object' ? entry : {}) as Record<string, unknown>
+    const name =
+      typeof o.experiment === 'string' && typeof o.run === 'string'
+        ? ` (${JSON.stringify(`${o.experiment}/${o.run}`)})`
+        : ''
+    const repaired = RepairedSummary.safeParse(entry)
+    if (repaired.success) {
+      runs.push(repaired.data as RunSummary)
+      warn(`${where} entry ${i}${name}: ${issuesText(full.error)}; listed without those fields`)
+    } else warn(`${where} entry ${i}${name}: ${issuesText(repaired.error)}; left out of the list of runs`)
+  })
+  return runs
 }
 
 /** The text of a `runs.json`. */
