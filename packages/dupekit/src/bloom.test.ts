@@ -18,6 +18,15 @@ describe('sizing', () => {
     expect(() => bloomSize(10, 1)).toThrow(/falsePositiveRate must be in \(0, 1\), got 1/)
     expect(() => bloomSize(1e12, 0.01)).toThrow(/over the 4294967296-bit limit; shard the keys/)
   })
+
+  test('the constructor takes the same options as create', () => {
+    const viaNew = new BloomFilter({ expectedItems: 1000, falsePositiveRate: 0.001, seed: 3 })
+    const viaCreate = BloomFilter.create({ expectedItems: 1000, falsePositiveRate: 0.001, seed: 3 })
+    expect([viaNew.bits, viaNew.hashes, viaNew.seed]).toEqual([viaCreate.bits, viaCreate.hashes, 3])
+    viaNew.add('a')
+    expect(viaNew.has('a')).toBe(true)
+    expect(() => new BloomFilter({ expectedItems: 0 })).toThrow(/expectedItems must be a number ≥ 1, got 0/)
+  })
 })
 
 describe.each([0.01, 0.001])('at capacity with target rate %f', (rate) => {

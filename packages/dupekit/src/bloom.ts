@@ -67,7 +67,22 @@ export class BloomFilter {
   /** Keys whose add() set at least one new bit. */
   added: number
 
-  constructor(bits: number, hashes: number, seed = 0, words?: Uint32Array, added = 0) {
+  /**
+   * `new BloomFilter({ expectedItems, falsePositiveRate })` sizes a filter as `create` does;
+   * `new BloomFilter(bits, hashes, seed?, words?, added?)` takes the exact shape (what `load` uses).
+   */
+  constructor(options: BloomOptions)
+  constructor(bits: number, hashes: number, seed?: number, words?: Uint32Array, added?: number)
+  constructor(shape: number | BloomOptions, hashesArg?: number, seed = 0, words?: Uint32Array, added = 0) {
+    let bits: number
+    let hashes: number
+    if (typeof shape === 'object' && shape !== null) {
+      ;({ bits, hashes } = bloomSize(shape.expectedItems, shape.falsePositiveRate ?? 0.01))
+      seed = shape.seed ?? 0
+    } else {
+      bits = shape
+      hashes = hashesArg as number
+    }
     if (!Number.isInteger(bits) || bits < 64 || bits % 64 !== 0 || bits > BLOOM_MAX_BITS) {
       throw new DupekitError(
         'INVALID_ARGUMENT',
@@ -95,8 +110,7 @@ export class BloomFilter {
 
   /** A filter sized for `expectedItems` at `falsePositiveRate`. */
   static create(options: BloomOptions): BloomFilter {
-    const { bits, hashes } = bloomSize(options.expectedItems, options.falsePositiveRate ?? 0.01)
-    return new BloomFilter(bits, hashes, options.seed ?? 0)
+    return new BloomFilter(options)
   }
 
   /** Hashes `key`; returns the u32 index in kernel memory of h1 (h2 follows). */
