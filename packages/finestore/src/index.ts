@@ -12,6 +12,7 @@ export type { RebuildReport, SyncReport } from './catalog-sync.js'
 export { Transaction } from './transaction.js'
 export type { CommitResult, TransactionOptions } from './transaction.js'
 export { ArtifactView } from './view.js'
+export type { MaterializeOptions } from './materialize.js'
 
 // Errors
 export { ConflictError, FINESTORE_ERROR_CODES, FinestoreError, IntegrityError, isFinestoreError } from './errors.js'

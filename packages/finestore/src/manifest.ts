@@ -4,6 +4,7 @@
  */
 import { z } from 'zod'
 import { FinestoreError } from './errors.js'
+import { checkFilePath, formatRef } from './names.js'
 
 const HASH = /^[0-9a-f]{64}$/
 
@@ -90,6 +91,22 @@ export function parseManifest(text: string, path: string, expect?: { artifact: s
         `at the place of ${expect.artifact}@${expect.version}; it was ` +
         `copied or renamed by hand. Move it back or delete it.`,
     )
+  }
+  // Anyone who can write to the store can write a manifest: its paths pass the rule they passed when staged, before
+  // any caller joins one to a folder. The keys of the raw JSON, since zod drops a "__proto__" key without a word.
+  for (const file of Object.keys((raw as { files: object }).files)) {
+    try {
+      checkFilePath(file)
+    } catch (err) {
+      throw new FinestoreError(
+        'MANIFEST_INVALID',
+        `manifest ${path} (${formatRef(m.artifact, m.version)}): file entry ${JSON.stringify(file)}: ` +
+          `${(err as Error).message}. This version is unreadable, other versions are not affected; ` +
+          'restore the file from a copy of the store or delete it.',
+        false,
+        { cause: err },
+      )
+    }
   }
   return m
 }

@@ -34,25 +34,84 @@ export function checkTagName(tag: string): string {
   return tag
 }
 
-/** Throws `INVALID_PATH` unless `path` is relative, `/`-separated, without empty, `.` or `..` segments. */
+// Control characters in a file name reach the terminals and logs that list a version's files.
+const CONTROL = /\p{Cc}/u
+// `files` is a plain JSON object: this key would set the object's prototype instead of naming a file.
+const PROTO_KEY = '__proto__'
+
+/** Why `path` is not a valid file path of a version, or `undefined` when it is. */
+function filePathProblem(path: string): string | undefined {
+  if (path.length === 0) return 'it is empty'
+  if (path.length > 1024) return `it is ${path.length} characters long (at most 1024)`
+  if (path.startsWith('/')) return 'it is absolute'
+  if (path.includes('\\')) return 'it contains "\\"'
+  if (CONTROL.test(path)) return 'it contains a control character'
+  if (path === PROTO_KEY) return `"${PROTO_KEY}" is reserved`
+  const bad = path.split('/').find((s) => s === '' || s === '.' || s === '..')
+  if (bad === undefined) return undefined
+  return bad === '' ? 'it has an empty segment' : `it has a "${bad}" segment`
+}
+
+/**
+ * Throws `INVALID_PATH` unless `path` is relative, `/`-separated, without empty, `.` or `..` segments, backslashes
+ * or control characters. The one rule for file paths: applied when a file is staged and to every path a manifest
+ * holds when it is read (`parseManifest`), so a path read back can always be joined to a folder.
+ */
 export function checkFilePath(path: string): string {
-  const segments = path.split('/')
-  if (
-    path.length === 0 ||
-    path.length > 1024 ||
-    path.includes('\\') ||
-    path.includes('\0') ||
-    segments.some((s) => s === '' || s === '.' || s === '..')
-  ) {
+  const problem = filePathProblem(path)
+  if (problem !== undefined) {
     throw new FinestoreError(
       'INVALID_PATH',
-      `file path "${path}" is invalid: use a relative "/"-separated ` +
-        `path without "", "." or ".." segments (e.g. ` +
-        `"shards/part-0.jsonl")`,
+      `file path ${JSON.stringify(path)} is invalid (${problem}): use a relative "/"-separated ` +
+        `path without "", "." or ".." segments (e.g. "shards/part-0.jsonl")`,
     )
   }
   return path
 }
+
+/**
+ * Throws `INVALID_PATH` when the files of one version cannot all be written to a folder: two paths that name the
+ * same file where case or Unicode form is not told apart (macOS, Windows), or a file that is also a folder of
+ * another (`a` and `a/b`). Checked at commit and before a version is written out (`view.materialize`); `owner`
+ * (an artifact or `name@version`) opens the message.
+ */
+export function checkFileSet(paths: Iterable<string>, owner: string): void {
+  const byKey = new Map<string, string>()
+  const all: string[] = []
+  for (const p of paths) {
+    try {
+      checkFilePath(p)
+    } catch (err) {
+      throw new FinestoreError('INVALID_PATH', `${owner}: ${(err as Error).message}`, false, { cause: err })
+    }
+    const key = foldPath(p)
+    const other = byKey.get(key)
+    if (other !== undefined) {
+      throw new FinestoreError(
+        'INVALID_PATH',
+        `${owner}: files ${JSON.stringify(other)} and ${JSON.stringify(p)} differ only in case or Unicode form, ` +
+          'so they are one file on macOS and Windows; keep only one of them',
+      )
+    }
+    byKey.set(key, p)
+    all.push(p)
+  }
+  for (const p of all) {
+    const segments = foldPath(p).split('/')
+    for (let i = 1; i < segments.length; i++) {
+      const file = byKey.get(segments.slice(0, i).join('/'))
+      if (file === undefined) continue
+      throw new FinestoreError(
+        'INVALID_PATH',
+        `${owner}: ${JSON.stringify(file)} is a file and also a folder of ${JSON.stringify(p)}, ` +
+          'so they cannot both be written to a folder; rename or remove one of them',
+      )
+    }
+  }
+}
+
+// What file systems that ignore case and Unicode form (APFS, HFS+, NTFS) see as the same name.
+const foldPath = (path: string): string => path.normalize('NFC').toLowerCase()
 
 /** A parsed `ARTIFACT[@VERSION|@TAG]`. No selector means HEAD. */
 export type ArtifactRef = {

@@ -13,7 +13,7 @@ import { isConditionFailed } from './internal/storage-errors.js'
 import { manifestPath } from './layout.js'
 import { MANIFEST_FORMAT, serializeManifest } from './manifest.js'
 import type { FileEntry, JsonObject, LineageEntry, Manifest } from './manifest.js'
-import { checkFilePath, formatRef } from './names.js'
+import { checkFilePath, checkFileSet, formatRef } from './names.js'
 import { PinSet } from './pins.js'
 import { defaultKind, type SchemaRegistry } from './schemas.js'
 
@@ -193,6 +193,8 @@ export class Transaction {
   /** Everything up to and including the commit point: the conditional create of the manifest. */
   async #commitManifest(): Promise<Manifest> {
     await Promise.allSettled([...this.#inflight])
+    // Each path was checked when staged; together they must still fit in one folder (see view.materialize).
+    checkFileSet(this.#files.keys(), this.artifact)
     const kind = this.opts.kind ?? defaultKind(this.artifact)
     const metadata = this.ctx.schemas.validate(kind, this.artifact, this.#metadata)
     const lineage: LineageEntry[] = []

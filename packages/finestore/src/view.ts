@@ -6,6 +6,7 @@ import type { Readable } from 'node:stream'
 import type { BlobStore } from './blob-store.js'
 import { FinestoreError } from './errors.js'
 import type { FileEntry, JsonObject, LineageEntry, Manifest } from './manifest.js'
+import { type MaterializeOptions, materializeFiles } from './materialize.js'
 import { formatRef } from './names.js'
 
 export class ArtifactView {
@@ -77,6 +78,17 @@ export class ArtifactView {
   async copyTo(path: string, dest: string): Promise<void> {
     const e = this.entry(path)
     await this.blobs.copyTo(e.blob, dest, { artifact: this.ref, file: path }, e.size)
+  }
+
+  /**
+   * Writes every file of the version under the folder `dir` (created when missing), each verified against its hash;
+   * returns the paths written. Everything is checked before the first file is written (see materialize.ts): paths
+   * that do not fit in one folder, a symbolic link on the way, or a file that exists already throw `INVALID_PATH`
+   * naming the version and the entry, and nothing is written. A later failure removes what was written.
+   * @example await view.materialize('/tmp/model') // ['config.json', 'model.safetensors']
+   */
+  materialize(dir: string, opts?: MaterializeOptions): Promise<string[]> {
+    return materializeFiles(this, dir, opts)
   }
 
   /** Reads every file through its hash; throws the first `IntegrityError`. */
