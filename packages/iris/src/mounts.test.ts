@@ -1,4 +1,14 @@
-import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openStore } from '@marin/finestore'
@@ -103,4 +113,52 @@ describe('finestore mounts', () => {
       await cluster.stop()
     }
   }, 60_000)
+
+  test('a doctored manifest with paths out of the mount fails it, naming the entry, writing nothing', async () => {
+    const store = await openStore({ url: storeUrl })
+    await store.commit('datasets/evil', async (txn) => {
+      await txn.put('ok.txt', 'fine')
+      await txn.put('payload', 'echo pwned\n')
+    })
+    store.close()
+    const own = mkdtempSync(join(dir, 'evil-'))
+    const manifest = join(dir, 'store', 'artifacts', 'datasets', 'evil', 'versions', '1.json')
+    const m = JSON.parse(readFileSync(manifest, 'utf8'))
+    m.files['../../x.sh'] = m.files.payload
+    m.files[join(own, 'abs.sh')] = m.files.payload
+    writeFileSync(manifest, JSON.stringify(m))
+    const task = join(own, 'task', 'work')
+    mkdirSync(task, { recursive: true })
+    let err: unknown
+    try {
+      await finestoreMounts(storeUrl)({ artifact: 'datasets/evil', version: '1', path: 'data' }, join(task, 'data'))
+    } catch (e) {
+      err = e
+    }
+    expect(isIrisError(err, 'MOUNT_FAILED')).toBe(true)
+    expect((err as Error).message).toMatch(
+      // Both entries are bad; the first in the file is named.
+      /^mount datasets\/evil@1 from file:.*: manifest .*1\.json \(datasets\/evil@1\): file entry "\.\.\/\.\.\/x\.sh"/,
+    )
+    expect([
+      existsSync(join(own, 'x.sh')),
+      existsSync(join(own, 'task', 'x.sh')),
+      existsSync(join(own, 'abs.sh')),
+    ]).toEqual([false, false, false])
+    expect(readdirSync(task)).toEqual([])
+  })
+
+  test('a symbolic link in the task directory on the way to a mount is not followed', async () => {
+    const own = mkdtempSync(join(dir, 'link-'))
+    const task = join(own, 'work')
+    const outside = join(own, 'outside')
+    mkdirSync(task)
+    mkdirSync(outside)
+    symlinkSync(outside, join(task, 'inputs'))
+    const mount = { artifact: 'datasets/tiny', version: '1', path: 'inputs/data' }
+    await expect(finestoreMounts(storeUrl)(mount, join(task, 'inputs', 'data'))).rejects.toThrow(
+      `${join(task, 'inputs')} is a symbolic link`,
+    )
+    expect(readdirSync(outside)).toEqual([])
+  })
 })
