@@ -1,7 +1,8 @@
 /**
  * @module `marin export ARTIFACT DIR`: the files of an artifact version (a model such as
  * `models/gpt-brown@1`, a dataset, a token cache) copied out of the prefix's store into a folder,
- * each verified against its hash, for tools that read plain files.
+ * each verified against its hash, for tools that read plain files. A version whose paths would leave the folder is
+ * refused before anything is written.
  */
 import { existsSync, readdirSync } from 'node:fs'
 import { resolve } from 'node:path'
@@ -22,8 +23,9 @@ export function exportCommand(cmd: Command, io: CliIo, run: Run): void {
         const store = await openStore({ url: storeUrl(prefixOf(io)) })
         try {
           const view = await store.open(artifact)
-          const files = view.files()
-          for (const f of files) await view.copyTo(f, resolve(dest, f))
+          // finestore checks every path of the version (a manifest may come from anyone sharing the store) before
+          // writing the first file, and keeps each inside dest.
+          const files = await view.materialize(dest)
           io.out(`${files.length} files of ${view.ref} → ${dest}`)
           for (const f of files) io.out(`  ${f}`)
           return 0
