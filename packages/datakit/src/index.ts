@@ -40,6 +40,12 @@ export type { StoreAccess } from './store.js'
 export { dedup } from './dedup/dedup.js'
 export type { DedupLevelReport, DedupOptions, DedupReport, DedupResult } from './dedup/dedup.js'
 
+// Decontamination
+export { decontaminate, indexHash } from './decontam/decontaminate.js'
+export type { DecontaminateOptions, DecontaminateResult, DecontamReport } from './decontam/decontaminate.js'
+export { buildNgramIndex, DECONTAM_NGRAM, matchNgrams, ngramHashes, wordsOf } from './decontam/ngram-index.js'
+export type { EvalTexts, NgramIndex, NgramMatch } from './decontam/ngram-index.js'
+
 // Corpora
 export { BROWN_HELD_OUT_FILES, brownParagraphs, readBrown, untagBrown } from './corpus/brown.js'
 export type { BrownDocument, BrownPart, ReadBrownOptions } from './corpus/brown.js'
