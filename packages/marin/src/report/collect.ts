@@ -4,14 +4,12 @@
  * sample generations), the runs that made skipped steps, and the finestore manifests of the
  * artifacts the steps committed (with the first rows of each dataset and the eval samples).
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { MARIN_LAYOUT, openStorage, type Storage } from '@marin/rigging'
-import { openStore, storeUrl, type ArtifactView, type Store } from '@marin/finestore'
+import { openStore, storeUrl, type Store } from '@marin/finestore'
 import { parseStepArtifacts } from '../executor/artifacts.js'
 import { readInfo, readStatus } from '../executor/status-files.js'
 import type { ExperimentRecord } from '../executor/executor.js'
+import { ROWS_MAX_BYTES, datasetRows, linesOf } from './first-rows.js'
 import { artifactFile } from './site-parts.js'
 import type {
   BackendShown,
@@ -34,12 +32,6 @@ const EVAL_FILE = /(^|\/)([^/]*eval[^/]*|results)\.json$/i
 export const SAMPLES_PER_TASK = 5
 const SAMPLES_FILE = /(^|\/)(samples|generations)\.jsonl$/i
 const METRICS_FILE = /(^|\/)metrics\.jsonl$/
-/** Rows shown per dataset, and how much of a text cell. */
-export const DATASET_ROWS = 5
-export const TEXT_CELL_CHARS = 160
-const OTHER_CELL_CHARS = 60
-/** The largest Parquet file read for a dataset's first rows. */
-const DATASET_ROWS_MAX_BYTES = 256 * 1024 * 1024
 
 /** `artifacts.json`: `{artifacts: [{kind: 'artifact', name, version}]}`, or the older `["name@3"]`, `[{artifact,
  * version}]`. */
@@ -139,68 +131,6 @@ export function parseSamples(text: string, source: string, limit = Infinity): Sa
   return rows
 }
 
-/** `s` cut to `n` characters, with an ellipsis when it was longer. */
-export function shorten(s: string, n: number): string {
-  const flat = s.replace(/\s+/g, ' ')
-  return flat.length > n ? `${flat.slice(0, n - 1)}…` : flat
-}
-
-/** Cells of the first dataset rows: `id` and `text` first, objects as JSON, everything shortened. */
-function tabulate(file: string, records: readonly Record<string, unknown>[]): DatasetRows {
-  const seen = new Set<string>()
-  for (const r of records) for (const k of Object.keys(r)) seen.add(k)
-  const first = ['id', 'text'].filter((k) => seen.has(k))
-  const columns = [...first, ...[...seen].filter((k) => !first.includes(k))]
-  const cell = (k: string, v: unknown) => {
-    if (v === undefined || v === null) return ''
-    const text = typeof v === 'string' ? v : typeof v === 'bigint' ? v.toString() : JSON.stringify(v)
-    return shorten(text, k === 'text' ? TEXT_CELL_CHARS : OTHER_CELL_CHARS)
-  }
-  return { file, columns, rows: records.map((r) => columns.map((k) => cell(k, r[k]))) }
-}
-
-/** The first rows of a dataset version: its first JSONL or Parquet file (a plain line is a `text`). */
-async function datasetRows(view: ArtifactView): Promise<DatasetRows | undefined> {
-  const file = view
-    .files()
-    .filter((f) => /\.(jsonl|parquet)$/.test(f))
-    .sort()[0]
-  if (!file) return undefined
-  const records: Record<string, unknown>[] = []
-  if (file.endsWith('.jsonl')) {
-    for (const line of (await view.readText(file)).split('\n')) {
-      if (records.length >= DATASET_ROWS) break
-      if (!line.trim()) continue
-      let o: unknown
-      try {
-        o = JSON.parse(line)
-      } catch {
-        o = undefined
-      }
-      records.push(o && typeof o === 'object' && !Array.isArray(o) ? (o as Record<string, unknown>) : { text: line })
-    }
-  } else {
-    // Parquet keeps its index at the end, so the whole file is read: a very large shard is left out.
-    const size = view.entry(file).size
-    if (size > DATASET_ROWS_MAX_BYTES)
-      throw new Error(`${file} is ${size} bytes, more than the ${DATASET_ROWS_MAX_BYTES} the report reads for rows`)
-    // The Parquet reader reads files; the version's bytes (verified against their hash) go to a temporary one.
-    const dir = await mkdtemp(join(tmpdir(), 'marin-report-rows-'))
-    try {
-      const path = join(dir, 'shard.parquet')
-      await writeFile(path, await view.read(file))
-      const { ParquetReader } = await import('@marin/zephyr')
-      for await (const r of new ParquetReader({ path })) {
-        records.push(r)
-        if (records.length >= DATASET_ROWS) break
-      }
-    } finally {
-      await rm(dir, { recursive: true, force: true })
-    }
-  }
-  return tabulate(file, records)
-}
-
 /** The backend levanter chose, from a training step's `artifacts.json` (`backend`) or its log line. */
 function backendOf(step: string, o: unknown): BackendShown | undefined {
   const b = (o ?? {}) as Record<string, unknown>
@@ -294,6 +224,15 @@ async function tail(storage: Storage, path: string, size: number): Promise<strin
   return text.slice(text.indexOf('\n') + 1)
 }
 
+/**
+ * Where the store keeps a blob's bytes (`blobs/sha256/ab/abcd…`, the layout ARCHITECTURE.md documents): Parquet
+ * rows are read from there by range, so a large shard costs its footer and the columns shown, not a full copy.
+ */
+function blobUrl(prefixUrl: string, hash: string): string {
+  if (!/^[0-9a-f]{64}$/.test(hash)) throw new Error(`blob ${JSON.stringify(hash)} is not a sha256`)
+  return `${storeUrl(prefixUrl).replace(/\/+$/, '')}/blobs/sha256/${hash.slice(0, 2)}/${hash}`
+}
+
 /** Reads everything a report shows about `record` from its prefix. */
 export async function collectReport(record: ExperimentRecord, recordUrl: string): Promise<ReportData> {
   const storage = await openStorage(record.prefix)
@@ -358,9 +297,15 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
           const m = view.manifest
           // Eval artifacts keep per-sample records: the samples with their scores.
           for (const f of view.files().filter((f) => /^samples\/[^/]+\.jsonl$/.test(f))) {
+            // Only the first lines are read: a task's records may be far larger than what is shown.
+            const lines: string[] = []
+            for await (const line of linesOf(await view.readStream(f), ROWS_MAX_BYTES)) {
+              if (line.trim()) lines.push(line)
+              if (lines.length >= SAMPLES_PER_TASK * 4) break
+            }
             samples.push(
               ...parseSamples(
-                await view.readText(f),
+                lines.join('\n'),
                 `${r.step}: ${f.slice('samples/'.length, -'.jsonl'.length)}`,
                 SAMPLES_PER_TASK,
               ),
@@ -369,7 +314,7 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
           let rows: DatasetRows | undefined
           if (m.kind === 'datasets') {
             try {
-              rows = await datasetRows(view)
+              rows = await datasetRows(view, (f) => blobUrl(storage.url, view.entry(f).blob))
             } catch (err) {
               warn(`${r.step}: first rows of ${m.artifact}@${m.version} not readable (${(err as Error).message})`)
             }

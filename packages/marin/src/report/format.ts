@@ -10,9 +10,42 @@ export function escapeXml(s: string): string {
     .replace(/'/g, '&#39;')
 }
 
-/** Escapes text for a Markdown table cell. */
+/**
+ * Text as Markdown that renders as that text and nothing else: HTML's `<`, `>` and `&` as entities (no tag, no
+ * `onerror=`, no entity trick) and Markdown's punctuation backslash-escaped (no link, image, emphasis or code),
+ * on one line. Pipes are left to `escapeCell`, which a table applies to every cell.
+ * @example escapeMarkdown('[x](javascript:alert(1))') // '\\[x\\]\\(javascript:alert\\(1\\)\\)'
+ */
+export function escapeMarkdown(s: string): string {
+  return s
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/[\\`*_{}[\]()!~#]/g, '\\$&')
+    .replace(/\r\n|[\r\n\u2028\u2029]/g, ' ')
+}
+
+/** Text as a Markdown code span when it holds nothing a renderer could read as markup, else as escaped text. */
+export function codeSpan(s: string): string {
+  return /^[A-Za-z0-9._@:/+=,~ -]+$/.test(s) ? `\`${s}\`` : escapeMarkdown(s)
+}
+
+/**
+ * A Markdown link to `href` when it is one of the report's own relative links or an http(s) URL; any other
+ * destination (`javascript:`, `data:`, `file:`, `/abs`, `//host`) gives the text alone. `text` is Markdown.
+ */
+export function markdownLink(text: string, href: string): string {
+  const relative = !/^[a-z][a-z0-9+.-]*:/i.test(href) && !href.startsWith('/') && !href.startsWith('\\')
+  if (!relative && !/^https?:\/\/[^/\\]/i.test(href)) return text
+  const dest = href.replace(/[^A-Za-z0-9\-._~/!$&'*+,;=:@?#%]/g, (c) =>
+    [...new TextEncoder().encode(c)].map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(''),
+  )
+  return `[${text}](${dest})`
+}
+
+/** Markdown made a table cell: its pipes escaped (GFM reads `\\|` as a pipe, inside code spans too), on one line. */
 export function escapeCell(s: string): string {
-  return s.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/\r?\n/g, ' ')
+  return s.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ')
 }
 
 /** `0.4 s`, `12.3 s`, `4 min 05 s`, `1 h 02 min`. */

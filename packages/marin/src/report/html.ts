@@ -127,7 +127,8 @@ function logSection(s: ReportStep, l: StepLogFile): string {
 
 function rowsTable(r: DatasetRows): string {
   return (
-    `<p class="muted">first ${r.rows.length} rows of <code>${x(r.file)}</code></p>` +
+    `<p class="muted">first ${r.rows.length} rows of <code>${x(r.file)}</code>` +
+    `${r.omittedColumns ? `; ${r.omittedColumns} more column${r.omittedColumns === 1 ? '' : 's'} not shown` : ''}</p>` +
     table(
       r.columns,
       r.rows.map((row) => row.map((c) => x(c))),

@@ -1,6 +1,21 @@
-/** @module `report.md`: the page's content in Markdown, with the graph and charts as SVG files beside it. */
-import { escapeCell as c, formatBytes, formatNumber, formatSeconds, formatValue } from './format.js'
+/**
+ * @module `report.md`: the page's content in Markdown, with the graph and charts as SVG files beside it. Every
+ * value read from the run (errors, names, metadata, dataset rows, eval samples) is escaped as the HTML page
+ * escapes it: it renders as its text, never as a tag, a link or markup; the only links are the report's own,
+ * relative ones.
+ */
+import {
+  escapeCell as c,
+  codeSpan as code,
+  formatBytes,
+  formatNumber,
+  formatSeconds,
+  formatValue,
+  markdownLink as link,
+  escapeMarkdown as t,
+} from './format.js'
 import { finalMetrics, logFile, provenanceOf, runLink, type SiteParts } from './site-parts.js'
+import type { DatasetRows } from './types.js'
 
 function table(head: readonly string[], rows: readonly (readonly string[])[]): string {
   return [
@@ -12,8 +27,24 @@ function table(head: readonly string[], rows: readonly (readonly string[])[]): s
 
 const meta = (m: Readonly<Record<string, unknown>>) =>
   Object.entries(m)
-    .map(([k, v]) => `${k}: ${formatValue(v)}`)
+    .map(([k, v]) => `${t(k)}: ${t(formatValue(v))}`)
     .join(', ')
+
+/** A dataset's first rows; the columns not shown are counted. */
+function rowsText(a: { readonly ref: string }, r: DatasetRows): string[] {
+  const more = r.omittedColumns
+    ? ` (${r.omittedColumns} more column${r.omittedColumns === 1 ? '' : 's'} not shown)`
+    : ''
+  return [
+    `First rows of ${code(a.ref)} (${code(r.file)})${more}:`,
+    '',
+    table(
+      r.columns.map(t),
+      r.rows.map((row) => row.map(t)),
+    ),
+    '',
+  ]
+}
 
 /** Renders `report.md`; image links are relative (`step-graph.svg`, `charts/*.svg`). */
 export function renderMarkdown(p: SiteParts): string {
@@ -21,9 +52,9 @@ export function renderMarkdown(p: SiteParts): string {
   const r = data.record
   const prov = provenanceOf(r.provenance)
   const out: string[] = [
-    `# ${r.experiment}`,
+    `# ${t(r.experiment)}`,
     '',
-    `Run \`${r.run}\`: **${r.status}**, ${r.startedAt} → ${r.finishedAt}. Record: \`${data.recordUrl}\`.`,
+    `Run ${code(r.run)}: **${t(r.status)}**, ${t(r.startedAt)} → ${t(r.finishedAt)}. Record: ${code(data.recordUrl)}.`,
     '',
   ]
   const finals = finalMetrics(data.metrics)
@@ -34,13 +65,13 @@ export function renderMarkdown(p: SiteParts): string {
     table(
       ['step', 'status', 'action', 'time', 'output folder', 'made by', 'logs'],
       data.steps.map((s) => [
-        `${s.name} (\`${s.nameHash}\`)`,
-        s.status + (s.error ? `: ${s.error}` : ''),
-        `${s.action}: ${s.reason}`,
+        `${t(s.name)} (${code(s.nameHash)})`,
+        t(s.status + (s.error ? `: ${s.error}` : '')),
+        t(`${s.action}: ${s.reason}`),
         s.seconds !== undefined ? formatSeconds(s.seconds) : '',
-        `\`${s.outputPath}\``,
-        s.madeBy ? `[${s.madeBy.run}](${runLink(r, s.madeBy).replace(/index\.html$/, 'report.md')})` : '',
-        s.logs.map((l) => `[${l.path}](${logFile(s.nameHash, l.path)})`).join(', '),
+        code(s.outputPath),
+        s.madeBy ? link(t(s.madeBy.run), runLink(r, s.madeBy).replace(/index\.html$/, 'report.md')) : '',
+        s.logs.map((l) => link(t(l.path), logFile(s.nameHash, l.path))).join(', '),
       ]),
     ),
     '',
@@ -54,25 +85,24 @@ export function renderMarkdown(p: SiteParts): string {
       ? table(
           ['artifact', 'kind', 'step', 'files', 'size', 'statistics', 'lineage'],
           datasets.map((a) => [
-            `[\`${a.ref}\`](${a.url})`,
-            a.kind,
-            a.step,
+            link(code(a.ref), a.url),
+            t(a.kind),
+            t(a.step),
             formatNumber(a.files),
             formatBytes(a.bytes),
             meta(a.metadata),
-            a.lineage.join(', '),
+            t(a.lineage.join(', ')),
           ]),
         )
       : '_No step listed a finestore artifact (artifacts.json)._',
     '',
   )
 
-  for (const a of datasets)
-    if (a.rows) out.push(`First rows of \`${a.ref}\` (\`${a.rows.file}\`):`, '', table(a.rows.columns, a.rows.rows), '')
+  for (const a of datasets) if (a.rows) out.push(...rowsText(a, a.rows))
 
   out.push('## Training', '')
   if (charts.length === 0) out.push('_No training metrics (metrics.jsonl) in any step._', '')
-  for (const ch of charts.filter((c) => c.x === 'step')) out.push(`![${ch.title}](${ch.file})`, '')
+  for (const ch of charts.filter((c) => c.x === 'step')) out.push(`!${link(t(ch.title), ch.file)}`, '')
   if (checkpoints.length)
     out.push(
       '### Checkpoints',
@@ -80,8 +110,8 @@ export function renderMarkdown(p: SiteParts): string {
       table(
         ['checkpoint', 'step', 'files', 'size', 'metadata'],
         checkpoints.map((a) => [
-          `[\`${a.ref}\`](${a.url})`,
-          a.step,
+          link(code(a.ref), a.url),
+          t(a.step),
           formatNumber(a.files),
           formatBytes(a.bytes),
           meta(a.metadata),
@@ -97,11 +127,11 @@ export function renderMarkdown(p: SiteParts): string {
       ? table(
           ['task', 'metric', 'value', '± stderr', 'step'],
           data.evals.map((e) => [
-            e.task,
-            e.metric,
+            t(e.task),
+            t(e.metric),
             formatNumber(e.value),
             e.stderr !== undefined ? formatNumber(e.stderr) : '',
-            e.source,
+            t(e.source),
           ]),
         )
       : '_No eval results (eval*.json) in any step._',
@@ -114,13 +144,13 @@ export function renderMarkdown(p: SiteParts): string {
       ? table(
           ['prompt', 'completion', 'expected', 'scores', 'from'],
           data.samples.map((s) => [
-            s.prompt,
-            s.completion,
-            s.expected ?? '',
+            t(s.prompt),
+            t(s.completion),
+            t(s.expected ?? ''),
             Object.entries(s.scores)
-              .map(([k, v]) => `${k} ${formatNumber(v)}`)
+              .map(([k, v]) => `${t(k)} ${formatNumber(v)}`)
               .join(', '),
-            s.source,
+            t(s.source),
           ]),
         )
       : '_No sample generations (samples.jsonl) in any step._',
@@ -130,31 +160,35 @@ export function renderMarkdown(p: SiteParts): string {
   out.push(
     '## Provenance',
     '',
-    `- git sha: \`${prov.gitSha ?? 'unknown'}\`${prov.gitDirty ? ' (uncommitted changes)' : ''}`,
-    `- host: ${prov.host ?? ''}, node ${prov.node ?? ''}, recorded ${prov.timestamp ?? ''}`,
-    `- script: \`${r.script ?? ''}\`, prefix \`${r.prefix}\``,
-    ...data.backends.map(
-      (b) =>
+    `- git sha: ${code(prov.gitSha ?? 'unknown')}${prov.gitDirty ? ' (uncommitted changes)' : ''}`,
+    `- host: ${t(prov.host ?? '')}, node ${t(prov.node ?? '')}, recorded ${t(prov.timestamp ?? '')}`,
+    `- script: ${code(r.script ?? '')}, prefix ${code(r.prefix)}`,
+    ...data.backends.map((b) =>
+      t(
         `- backend (${b.step}): ${b.name}${b.simd ? ', SIMD' : ''}${b.threads ? `, ${b.threads} threads` : ''}` +
-        `${b.gemm ? `; GEMM kernels: ${b.gemm}${b.native ? ` (${b.native})` : ''}` : ''}; ` +
-        `adapter: ${b.adapter ?? 'none (CPU)'}`,
+          `${b.gemm ? `; GEMM kernels: ${b.gemm}${b.native ? ` (${b.native})` : ''}` : ''}; ` +
+          `adapter: ${b.adapter ?? 'none (CPU)'}`,
+      ),
     ),
     '',
-    table(['package', 'version'], Object.entries(prov.packages)),
+    table(
+      ['package', 'version'],
+      Object.entries(prov.packages).map(([k, v]) => [t(k), t(v)]),
+    ),
     '',
     table(
       ['step', 'version hash', 'depends on'],
-      data.steps.map((s) => [s.name, `\`${s.version}\``, s.dependencies.join(', ')]),
+      data.steps.map((s) => [t(s.name), code(s.version), t(s.dependencies.join(', '))]),
     ),
     '',
     data.artifacts.length
       ? table(
           ['artifact', 'created', 'from'],
-          data.artifacts.map((a) => [`[\`${a.ref}\`](${a.url})`, a.createdAt, a.lineage.join(', ')]),
+          data.artifacts.map((a) => [link(code(a.ref), a.url), t(a.createdAt), t(a.lineage.join(', '))]),
         )
       : '',
     '',
   )
-  if (data.warnings.length) out.push('## Warnings', '', ...data.warnings.map((w) => `- ${w}`), '')
+  if (data.warnings.length) out.push('## Warnings', '', ...data.warnings.map((w) => `- ${t(w)}`), '')
   return out.join('\n')
 }

@@ -164,9 +164,10 @@ describe('buildReport', () => {
       if (!u.startsWith('#')) expect(site.has(join(page, u.split('#')[0]!)), u).toBe(true)
     }
     const md = site.get(`${page}/report.md`)!
-    expect(md).toContain('![Loss (train and eval)](charts/loss.svg)')
-    expect(md).toContain('| cloze<brown> | accuracy | 0.2500 |  | eval |')
-    expect(md).toContain('| next-word | exact_match | 0.5000 | 0.1000 | eval |')
+    expect(md).toContain('![Loss \\(train and eval\\)](charts/loss.svg)')
+    // Text from the run is escaped for Markdown and HTML: `<brown>` is no tag.
+    expect(md).toContain('| cloze&lt;brown&gt; | accuracy | 0.2500 |  | eval |')
+    expect(md).toContain('| next-word | exact\\_match | 0.5000 | 0.1000 | eval |')
     expect(md).not.toMatch(/\]\((file:|\/)/)
     expect(site.get(`${page}/charts/loss.svg`)).toMatch(/^<svg[^>]*width="\d+"[\s\S]*<path/)
     expect(site.get(`${page}/charts/loss-tokens.svg`)).toContain('tokens')

@@ -71,8 +71,12 @@ const Name = z.string().refine(isSiteSegment, 'not a folder name (a "/", "..", "
 const Pair = <A extends z.ZodType, B extends z.ZodType>(a: A, b: B) => z.tuple([a, b]).readonly()
 const RunRefSchema = z.object({ experiment: Name, run: Name })
 const Count = z.number().int().nonnegative()
+// In the order `summaryOf` writes them: a summary read back is written out the same.
 const fields = {
+  experiment: Name,
+  run: Name,
   status: z.string(),
+  startedAt: z.string(),
   finishedAt: z.string(),
   seconds: z.number(),
   steps: z.object({ total: Count, ran: Count, skipped: Count, failed: Count }),
@@ -81,13 +85,13 @@ const fields = {
   gitSha: z.string().nullable(),
   gitDirty: z.boolean().nullable(),
   loss: z.array(Pair(z.number(), z.number())),
+  evals: z.array(Pair(z.string(), z.number())).optional(),
 }
-// What a summary must have to be listed at all: the run it is and when it started (the index's order).
-const required = { experiment: Name, run: Name, startedAt: z.string() }
-const RunSummarySchema = z.object({ ...required, ...fields, evals: z.array(Pair(z.string(), z.number())).optional() })
-// A summary missing other fields (written by hand, or by an older marin) is shown with what it has.
+const RunSummarySchema = z.object(fields)
+// A summary missing other fields than its run and start time (the index's order), written by hand or by an older
+// marin, is shown with what it has.
 const RepairedSummary = z.object({
-  ...required,
+  ...fields,
   status: fields.status.catch('UNKNOWN'),
   finishedAt: fields.finishedAt.catch(''),
   seconds: fields.seconds.catch(0),
@@ -97,7 +101,7 @@ const RepairedSummary = z.object({
   gitSha: fields.gitSha.catch(null),
   gitDirty: fields.gitDirty.catch(null),
   loss: fields.loss.catch([]),
-  evals: RunSummarySchema.shape.evals.catch(undefined),
+  evals: fields.evals.catch(undefined),
 })
 
 const issuesText = (e: z.ZodError) =>

@@ -28,8 +28,11 @@ export type ReportStep = StepRecord & {
 export type DatasetRows = {
   /** The file of the artifact they were read from. */
   readonly file: string
+  /** The columns shown (`id` and `text` first), at most `MAX_COLUMNS`. */
   readonly columns: readonly string[]
   readonly rows: readonly (readonly string[])[]
+  /** How many more columns the rows have that are not shown. */
+  readonly omittedColumns?: number
 }
 
 /** A finestore version a step committed, with its manifest's summary. */

@@ -1,0 +1,138 @@
+/**
+ * Text a run carries (step errors, artifact metadata, dataset rows, eval samples) is data: the Markdown twin
+ * escapes it as the HTML page does, links only where the report links, a row of 20,000 keys shows a screen of
+ * columns, and a dataset's first rows cost the bytes shown, not the shard.
+ */
+import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { gzipSync } from 'node:zlib'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openStore, storeUrl } from '@marin/finestore'
+import { Executor } from '../executor/executor.js'
+import { Experiment } from '../executor/experiment.js'
+import { step } from '../executor/step.js'
+import { buildReport } from './build.js'
+import { MAX_COLUMNS, ROWS_MAX_BYTES } from './first-rows.js'
+import { runFolder } from './site-parts.js'
+
+const HOSTILE = '<script>alert(1)</script> <img src=x onerror=alert(2)> [click](javascript:alert(3)) `x` *y* | z'
+const WIDE = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, i]))
+
+let dir: string
+let md: string
+let html: string
+let warnings: readonly string[]
+
+async function commit(prefix: string, name: string, files: Record<string, string | Uint8Array>, meta = {}) {
+  const store = await openStore({ url: storeUrl(prefix), fsync: false })
+  try {
+    const txn = await store.begin(name, { metadata: meta })
+    for (const [p, body] of Object.entries(files)) await txn.put(p, body)
+    const { version } = await txn.commit()
+    const view = await store.open(`${name}@${version}`)
+    return { version, blobs: view.files().map((f) => view.entry(f).blob) }
+  } finally {
+    store.close()
+  }
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'marin-report-twins-'))
+  const prefix = join(dir, 'prefix')
+  let bigBlob = ''
+  const data = step({
+    name: 'hostile',
+    config: {},
+    fn: async (_c, ctx) => {
+      const rows = [{ id: HOSTILE, text: HOSTILE }, WIDE, { id: 3, text: 'plain' }]
+      const hostile = await commit(
+        prefix,
+        'datasets/hostile',
+        { 'part-0.jsonl': rows.map((r) => JSON.stringify(r)).join('\n') },
+        { note: HOSTILE },
+      )
+      // A first shard larger than what is read for rows: its tail is damaged below, which only a full read sees.
+      const filler = `${JSON.stringify({ text: 'f'.repeat(1000) })}\n`.repeat(Math.ceil((ROWS_MAX_BYTES * 2) / 1000))
+      const big = await commit(prefix, 'datasets/big', {
+        'part-0.jsonl': `${JSON.stringify({ id: 'first', text: 'shown' })}\n${filler}`,
+      })
+      bigBlob = big.blobs[0]!
+      const gz = await commit(prefix, 'datasets/gz', {
+        'part-0.jsonl.gz': gzipSync(`${JSON.stringify({ id: 'gz', text: 'from a gzip shard' })}\n`),
+      })
+      const evals = await commit(prefix, 'evals/hostile', {
+        'samples/task.jsonl': `${JSON.stringify({ prompt: HOSTILE, completion: HOSTILE, answer: HOSTILE })}\n`,
+      })
+      writeFileSync(
+        join(ctx.outputPath, 'artifacts.json'),
+        JSON.stringify([
+          `datasets/hostile@${hostile.version}`,
+          `datasets/big@${big.version}`,
+          `datasets/gz@${gz.version}`,
+          `evals/hostile@${evals.version}`,
+        ]),
+      )
+    },
+  })
+  const fails = step({
+    name: 'fails',
+    config: { input: data.output() },
+    fn: async () => {
+      throw new Error(HOSTILE)
+    },
+  })
+  const record = await new Executor({ prefix, leaseTtlMs: 2000 }).run(
+    new Experiment({ name: 'twins', steps: [data, fails] }),
+  )
+  expect(record.status).toBe('FAILED')
+  const blob = join(prefix, 'store', 'blobs', 'sha256', bigBlob.slice(0, 2), bigBlob)
+  const bytes = readFileSync(blob)
+  bytes.fill(0x20, bytes.length - 100)
+  rmSync(blob, { force: true })
+  writeFileSync(blob, bytes)
+  const built = await buildReport('twins', prefix)
+  md = built.site.get(`${runFolder(record)}/report.md`)!
+  html = built.site.get(`${runFolder(record)}/index.html`)!
+  warnings = built.data.warnings
+}, 60_000)
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+describe('report.md', () => {
+  it('carries no tag, no handler and no link the report did not make', () => {
+    expect(md).toContain('alert') // the text is there, as text
+    expect(md).not.toMatch(/<[a-z!/]/i)
+    expect(md).toContain('&lt;script&gt;alert\\(1\\)&lt;/script&gt;')
+    expect(md).toContain('\\[click\\]\\(javascript:alert\\(3\\)\\)')
+    for (const [, dest] of md.matchAll(/\]\(([^)]*)\)/g)) expect(dest, dest).toMatch(/^(?![a-z][a-z0-9+.-]*:|\/)/i)
+    // Every table row keeps its cells: the `|` in the data is escaped.
+    const sample = md.split('\n').find((l) => l.includes('&lt;img') && l.includes('task'))!
+    expect(sample.split(/(?<!\\)\|/).length).toBe(7)
+  })
+
+  it('the HTML page still escapes them all', () => {
+    expect(html).not.toContain('<script>alert')
+    expect(html).not.toContain('<img src=x')
+    expect(html).toContain('&lt;script&gt;alert(1)&lt;/script&gt;')
+  })
+})
+
+describe('dataset rows', () => {
+  it(`show at most ${MAX_COLUMNS} columns of a 20,000-key row and say how many were left out`, () => {
+    const at = html.indexOf('<h3><code>datasets/hostile@')
+    const table = html.slice(at, html.indexOf('</table>', at))
+    expect((table.match(/<th>/g) ?? []).length).toBe(MAX_COLUMNS)
+    expect(table).toContain(`${20_002 - MAX_COLUMNS} more columns not shown`)
+    expect(md).toContain(`(${20_002 - MAX_COLUMNS} more columns not shown)`)
+    const mdRow = md.split('\n').find((l) => l.startsWith('| id | text | k0 | k1 |'))!
+    expect(mdRow.split(' | ').length).toBe(MAX_COLUMNS)
+  })
+
+  it('read only the first lines of a large shard (its damaged tail is never read), and of a gzip shard', () => {
+    expect(warnings.filter((w) => w.includes('datasets/big'))).toEqual([])
+    expect(html).toMatch(/datasets\/big@1[\s\S]*?<td>first<\/td><td>shown<\/td>/)
+    expect(html).toMatch(/datasets\/gz@1[\s\S]*?<td>gz<\/td><td>from a gzip shard<\/td>/)
+    expect(readdirSync(dir)).toEqual(['prefix'])
+  })
+})
