@@ -83,7 +83,7 @@ describe('sitePathProblem', () => {
 })
 
 describe('a doctored manifest at an http(s) target', () => {
-  it('refuses before any PUT or DELETE, naming the manifest and entries; --repair drops them, never outside', async () => {
+  it('refuses before any PUT or DELETE, naming manifest and entries; --repair drops them, never outside', async () => {
     const manifest = { format: 1, files: Object.fromEntries(ESCAPES.map((p) => [p, 'ab'])) }
     manifest.files['runs/e/r1/old.html'] = 'cd' // a file of the run the site no longer has: deleted, inside
     const srv = await recordingServer({
@@ -120,7 +120,7 @@ describe('a doctored manifest at an http(s) target', () => {
 })
 
 describe('a doctored manifest in a folder target', () => {
-  it('names the manifest and the entry, leaves everything as it was, and publish-report --repair recovers', async () => {
+  it('names the manifest and entry, leaves all as it was, and publish-report --repair recovers', async () => {
     const target = join(dir, 'folder')
     await publishSite(siteOf('r1'), target)
     const manifestPath = join(target, MANIFEST_FILE)
@@ -165,7 +165,7 @@ describe('a doctored manifest in a folder target', () => {
 })
 
 describe('odd runs.json entries', () => {
-  it('are listed without the missing fields or left out, with a warning naming each, publish after publish', async () => {
+  it('are listed without the missing fields or left out, a warning naming each, publish after publish', async () => {
     const target = join(dir, 'runs-json')
     mkdirSync(target)
     const { headline: _h, loss: _l, ...noHeadline } = summary('r0')
