@@ -17,6 +17,7 @@ test('exports', async () => {
       "JobSpecSchema",
       "LocalCluster",
       "PRIORITIES",
+      "SUBMIT_TO",
       "TASK_STATES",
       "Worker",
       "buildProgram",

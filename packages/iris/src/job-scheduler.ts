@@ -7,17 +7,34 @@ import type { ClientTlsOptions } from '@marin/ducky'
 import { localMarinPrefix } from '@marin/rigging'
 import { IrisClient, type LogsOptions, type WaitOptions } from './client.js'
 import { readTokenFile } from './credentials.js'
+import { IrisError } from './errors.js'
 import type { JobRequest } from './job-spec.js'
 import { LocalCluster, type LocalClusterOptions } from './local-cluster.js'
 import type { JobStatus, LogLine } from './records.js'
 import type { JobState } from './states.js'
 
-/** One job request, or anything that yields job requests. */
+/**
+ * The key of the method by which a source submits its own jobs, in its own order: marin's
+ * `Experiment` has one, so `scheduler.submit(experiment)` runs its steps as jobs, each once its
+ * dependencies are done (what `runExperiment(experiment, { scheduler })` does). A registered symbol,
+ * so that a source made by another copy of a package is recognized too.
+ */
+export const SUBMIT_TO: unique symbol = Symbol.for('iris.submitTo') as never
+
+/** A source that submits its own jobs to the scheduler and resolves with their handles. */
+export type SelfSubmitting = { [SUBMIT_TO](scheduler: JobScheduler): Promise<JobHandle[]> }
+
+/** One job request, anything that yields job requests, or a source that submits its own (an Experiment). */
 export type JobSource =
   | JobRequest
   | Iterable<JobRequest>
   | AsyncIterable<JobRequest>
   | (() => Iterable<JobRequest> | AsyncIterable<JobRequest>)
+  | SelfSubmitting
+
+function isSelfSubmitting(x: unknown): x is SelfSubmitting {
+  return typeof x === 'object' && x !== null && typeof (x as Record<symbol, unknown>)[SUBMIT_TO] === 'function'
+}
 
 export type JobSchedulerOptions = {
   /** `'local'` starts a cluster in this process; anything else is a controller address. @default 'local' */
@@ -48,14 +65,26 @@ function isRequest(x: unknown): x is JobRequest {
   return typeof x === 'object' && x !== null && 'command' in x && 'name' in x && !(Symbol.iterator in x)
 }
 
-async function* requestsOf(src: JobSource): AsyncGenerator<JobRequest> {
+async function* requestsOf(src: Exclude<JobSource, SelfSubmitting>): AsyncGenerator<JobRequest> {
   if (typeof src === 'function') return yield* requestsOf(src())
   if (isRequest(src)) return yield src
-  if (Symbol.asyncIterator in src) {
+  if (typeof src === 'object' && src !== null && Symbol.asyncIterator in src) {
     for await (const r of src as AsyncIterable<JobRequest>) yield r
     return
   }
+  if (typeof src !== 'object' || src === null || !(Symbol.iterator in src))
+    throw new IrisError(
+      'BAD_REQUEST',
+      `JobScheduler.submit: got ${src === null ? 'null' : typeof src}${describe(src)}; pass a job request ` +
+        '({ name, command }), an iterable of them, a function returning one, or a marin Experiment',
+    )
   yield* src as Iterable<JobRequest>
+}
+
+function describe(x: unknown): string {
+  if (typeof x !== 'object' || x === null) return ''
+  const keys = Object.keys(x).slice(0, 5)
+  return keys.length ? ` with keys ${keys.join(', ')}` : ''
 }
 
 /**
@@ -94,8 +123,13 @@ export class JobScheduler {
     return this.clientPromise
   }
 
-  /** Submits every request `src` yields, in order; returns one handle per job. */
+  /**
+   * Submits every request `src` yields, in order; returns one handle per job. A source that submits
+   * its own jobs (a marin Experiment) does so here: the call resolves once it is done, with the
+   * handles of the jobs it ran (steps already done run no job).
+   */
   async submit(src: JobSource): Promise<JobHandle[]> {
+    if (isSelfSubmitting(src)) return src[SUBMIT_TO](this)
     const client = await this.client()
     const handles: JobHandle[] = []
     for await (const req of requestsOf(src)) {

@@ -11,6 +11,10 @@ import type { Step } from './step.js'
 import type { ExperimentRecord } from './executor.js'
 import { runMain } from './main.js'
 import { runExperiment, type RunOptions } from './run-experiment.js'
+import type { JobHandle, JobScheduler, JobSource, SUBMIT_TO as IrisSubmitTo } from '@marin/iris'
+
+/** iris's `SUBMIT_TO` (a registered symbol): named here without loading iris when a script is imported. */
+const SUBMIT_TO = Symbol.for('iris.submitTo') as typeof IrisSubmitTo
 
 /**
  * A bag of hyper-parameters. Put in a step's config (whole, or fields with `cfg.field('x')`),
@@ -144,6 +148,33 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
   /** Runs the experiment: `runExperiment(this, opts)`. */
   run(opts: RunOptions = {}): Promise<ExperimentRecord> {
     return runExperiment(this as unknown as Experiment, opts)
+  }
+
+  /**
+   * What `scheduler.submit(experiment)` calls: runs the steps as that scheduler's jobs, each once its
+   * dependencies are done (`runExperiment(this, { scheduler })`), and resolves with the handles of the
+   * jobs it ran; a run that failed rejects, naming the steps. For the run's record, call runExperiment.
+   * @example const jobs = await new JobScheduler({ cluster: 'local' }).submit(experiment)
+   */
+  async [SUBMIT_TO](scheduler: JobScheduler): Promise<JobHandle[]> {
+    const handles: JobHandle[] = []
+    const recording = {
+      submit: async (src: JobSource) => {
+        const h = await scheduler.submit(src)
+        handles.push(...h)
+        return h
+      },
+    }
+    const record = await runExperiment(this as unknown as Experiment, { scheduler: recording })
+    if (record.status !== 'SUCCESS') {
+      const failed = record.steps.filter((s) => s.status === 'FAILED' || s.status === 'DEP_FAILED')
+      throw new MarinError(
+        'STEP_FAILED',
+        `experiment "${this.name}" run ${record.run}: ${failed.map((s) => `${s.name} ${s.status}`).join(', ')}; ` +
+          `see the steps' logs under ${record.prefix}`,
+      )
+    }
+    return handles
   }
 
   /**

@@ -11,7 +11,7 @@ const log = logger('marin')
 
 /** A runner that submits each step to `scheduler` (or the one it resolves with) and waits for it. */
 export function irisRunner(
-  scheduler: JobScheduler | Promise<JobScheduler>,
+  scheduler: Pick<JobScheduler, 'submit'> | Promise<Pick<JobScheduler, 'submit'>>,
   script: string | undefined,
   experiment: string,
 ): StepRunner {

@@ -99,4 +99,36 @@ describe('experiment processes', () => {
       process.env = saved
     }
   }, 60_000)
+
+  test('scheduler.submit(experiment) runs its steps as jobs and resolves with their handles', async () => {
+    const prefix = join(root, 'submit')
+    const counter = join(root, 'submit.count')
+    const saved = { ...process.env }
+    Object.assign(process.env, { MARIN_PREFIX: prefix, FIX_COUNTER: counter, LOG_LEVEL: 'warn' })
+    const scheduler = new JobScheduler({ cluster: 'local', prefix: join(root, 'submit-cluster') })
+    try {
+      const experiment = await loadExperiment(script)
+      const jobs = await scheduler.submit(experiment)
+      expect(jobs.map((j) => j.name.replace(/_\w{8}$/, ''))).toEqual([
+        'three_steps.ingest',
+        'three_steps.tokenize',
+        'three_steps.train',
+      ])
+      expect((await Promise.all(jobs.map((j) => j.status()))).map((s) => s.state)).toEqual([
+        'SUCCEEDED',
+        'SUCCEEDED',
+        'SUCCEEDED',
+      ])
+      expect(names(counter)).toEqual(['ingest', 'tokenize', 'train'])
+      // Done steps run no job.
+      expect(await scheduler.submit(experiment)).toEqual([])
+      // Anything else is refused, saying what submit takes.
+      await expect(scheduler.submit({ steps: [] } as never)).rejects.toThrow(
+        /got object with keys steps; pass a job request \(\{ name, command \}\), an iterable of them/,
+      )
+    } finally {
+      await scheduler.close()
+      process.env = saved
+    }
+  }, 60_000)
 })

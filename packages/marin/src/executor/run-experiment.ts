@@ -33,7 +33,7 @@ export type RunOptions = Omit<ExecutorOptions, 'runner'> & {
   readonly kubernetes?: KubernetesPlatformOptions
   readonly token?: string
   /** Submit the steps' jobs to this scheduler (left open) instead of one made for the run from `cluster`. */
-  readonly scheduler?: JobScheduler
+  readonly scheduler?: Pick<JobScheduler, 'submit'>
 }
 
 /**
