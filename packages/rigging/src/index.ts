@@ -46,6 +46,8 @@ export {
 } from './secret-sources.js'
 export type { SecretSource, SecretSpec } from './secret-sources.js'
 export { writeSecretFile } from './secret-file.js'
+export { isSecretFingerprints, scrubFingerprinted, secretFingerprints } from './secret-fingerprints.js'
+export type { SecretFingerprints } from './secret-fingerprints.js'
 
 // Telemetry
 export { Counter } from './telemetry/counter.js'

@@ -154,6 +154,14 @@ export function registerSecretValue(value: string): void {
   if (secretValues.size !== before) sortedValues = [...secretValues].sort((a, b) => b.length - a.length)
 }
 
+/**
+ * The registered secret values, longest first, for `secretFingerprints` (which hands out only salted hashes);
+ * not part of the package's API: a value read here must never be written anywhere.
+ */
+export function registeredSecretValues(): readonly string[] {
+  return sortedValues
+}
+
 /** Replaces every registered secret value in `text` by `[REDACTED]`. */
 export function scrubSecretValues(text: string): string {
   let out = text

@@ -4,7 +4,13 @@
  * `.staging/` while a step runs: see `step-output.ts`) and the per-name version
  * history under `.executor_history/` that `explain` reads.
  */
-import { isRiggingError, type ObjectInfo, type Storage, type WriteCondition } from '@marin/rigging'
+import {
+  isRiggingError,
+  type ObjectInfo,
+  type SecretFingerprints,
+  type Storage,
+  type WriteCondition,
+} from '@marin/rigging'
 
 export const STEP_STATUSES = ['SUCCESS', 'FAILED', 'RUNNING', 'DEP_FAILED'] as const
 export type StepStatus = (typeof STEP_STATUSES)[number]
@@ -78,6 +84,11 @@ export type StepInfo = {
   readonly error?: string
   readonly owner: string
   readonly provenance: unknown
+  /**
+   * Fingerprints (salted hashes, never values) of the secrets the step's process registered, so that a report
+   * published by another process can scrub them from the data the step wrote (see `secretFingerprints`).
+   */
+  readonly secrets?: SecretFingerprints
 }
 
 export async function writeInfo(storage: Storage, info: StepInfo, condition?: WriteCondition): Promise<ObjectInfo> {

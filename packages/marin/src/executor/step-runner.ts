@@ -28,7 +28,7 @@ import {
   type ObjectInfo,
   type Storage,
 } from '@marin/rigging'
-import { logger } from '@marin/rigging'
+import { logger, secretFingerprints } from '@marin/rigging'
 import { readArtifactInputs } from './artifacts.js'
 import {
   lockPath,
@@ -150,6 +150,12 @@ async function takeStep(
   }
 }
 
+/** What `.executor_info` keeps of the secrets this process registered: their fingerprints, when there are any. */
+function secretsOf(): { secrets?: ReturnType<typeof secretFingerprints> } {
+  const secrets = secretFingerprints()
+  return secrets.values.length > 0 ? { secrets } : {}
+}
+
 /** Runs the step here under its lease; see the module comment. Never throws for a failing step function. */
 export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
   const { storage, version } = o
@@ -234,7 +240,7 @@ export async function runStepHere(o: RunStepOptions): Promise<StepResult> {
   try {
     await writeInfo(
       storage,
-      { ...info, status, finishedAt, ...(message ? { error: message } : {}) },
+      { ...info, status, finishedAt, ...(message ? { error: message } : {}), ...secretsOf() },
       infoWritten ? { ifGeneration: infoWritten.generation } : undefined,
     )
     await writeStatus(storage, nameHash, status, { condition: { ifGeneration: running.generation } })

@@ -4,7 +4,8 @@
  * (`runs.json`) are at the root, and publishing merges them with the runs already at the target.
  */
 import { renderCharts } from './charts.js'
-import { collectReport } from './collect.js'
+import { scrubFingerprinted } from '@marin/rigging'
+import { gatherReport } from './collect.js'
 import { renderHtml } from './html.js'
 import { renderMarkdown } from './markdown.js'
 import { RUNS_FILE, formatRuns, renderIndex, summaryOf } from './site-index.js'
@@ -49,9 +50,14 @@ export async function buildSite(data: ReportData): Promise<Site> {
   return files
 }
 
-/** Resolves `source` (see `resolveSource`), gathers its data and builds the site. */
+/**
+ * Resolves `source` (see `resolveSource`), gathers its data and builds the site. Every secret the run's steps
+ * registered is scrubbed from the data, and once more from every file of the site.
+ */
 export async function buildReport(source: string, prefix: string): Promise<{ data: ReportData; site: Site }> {
   const { record, recordUrl } = await resolveSource(source, prefix)
-  const data = await collectReport(record, recordUrl)
-  return { data, site: await buildSite(data) }
+  const { data, secrets } = await gatherReport(record, recordUrl)
+  const site = await buildSite(data)
+  if (secrets.length === 0) return { data, site }
+  return { data, site: new Map([...site].map(([p, body]) => [p, scrubFingerprinted(body, secrets)])) }
 }

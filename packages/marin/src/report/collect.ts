@@ -4,7 +4,14 @@
  * sample generations), the runs that made skipped steps, and the finestore manifests of the
  * artifacts the steps committed (with the first rows of each dataset and the eval samples).
  */
-import { MARIN_LAYOUT, openStorage, type Storage } from '@marin/rigging'
+import {
+  MARIN_LAYOUT,
+  isSecretFingerprints,
+  openStorage,
+  scrubFingerprinted,
+  type SecretFingerprints,
+  type Storage,
+} from '@marin/rigging'
 import { openStore, storeUrl, type Store } from '@marin/finestore'
 import { parseStepArtifacts } from '../executor/artifacts.js'
 import { readInfo, readStatus } from '../executor/status-files.js'
@@ -233,9 +240,24 @@ function blobUrl(prefixUrl: string, hash: string): string {
   return `${storeUrl(prefixUrl).replace(/\/+$/, '')}/blobs/sha256/${hash.slice(0, 2)}/${hash}`
 }
 
-/** Reads everything a report shows about `record` from its prefix. */
+/** Reads everything a report shows about `record` from its prefix, every secret its steps registered scrubbed. */
 export async function collectReport(record: ExperimentRecord, recordUrl: string): Promise<ReportData> {
+  return (await gatherReport(record, recordUrl)).data
+}
+
+/**
+ * `collectReport`, and the fingerprints of the secrets the run's steps registered (kept in their `.executor_info`
+ * by the processes that read them), for scrubbing whatever else is made from the data (see `buildReport`).
+ */
+export async function gatherReport(
+  record: ExperimentRecord,
+  recordUrl: string,
+): Promise<{ data: ReportData; secrets: readonly SecretFingerprints[] }> {
   const storage = await openStorage(record.prefix)
+  const secrets: SecretFingerprints[] = []
+  // A step writes a secret it read into its dataset or samples as readily as into its log: the values were
+  // registered in its process, not in this one, so they are scrubbed by the fingerprints it left.
+  const scrub = (s: string) => (secrets.length > 0 ? scrubFingerprinted(s, secrets) : s)
   const warnings: string[] = []
   const warn = (w: string) => warnings.push(w)
   const steps: ReportStep[] = []
@@ -250,6 +272,7 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
     const logs: StepLogFile[] = []
     const status = await readStatus(storage, s.nameHash)
     const info = await readInfo(storage, s.nameHash).catch(() => undefined)
+    if (isSecretFingerprints(info?.secrets)) secrets.push(info.secrets)
     let backend: BackendShown | undefined
     let hasMetrics = false
     for await (const o of storage.list(`${s.nameHash}/`)) {
@@ -314,7 +337,7 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
           let rows: DatasetRows | undefined
           if (m.kind === 'datasets') {
             try {
-              rows = await datasetRows(view, (f) => blobUrl(storage.url, view.entry(f).blob))
+              rows = await datasetRows(view, (f) => blobUrl(storage.url, view.entry(f).blob), scrub)
             } catch (err) {
               warn(`${r.step}: first rows of ${m.artifact}@${m.version} not readable (${(err as Error).message})`)
             }
@@ -343,5 +366,14 @@ export async function collectReport(record: ExperimentRecord, recordUrl: string)
     }
   }
   metrics.sort((a, b) => a.source.localeCompare(b.source) || a.step - b.step)
-  return { record, recordUrl, steps, artifacts, metrics, evals, samples, backends, tokensPerStep, warnings }
+  const data = { record, recordUrl, steps, artifacts, metrics, evals, samples, backends, tokensPerStep, warnings }
+  return { data: secrets.length > 0 ? scrubDeep(data, scrub, 0) : data, secrets }
+}
+
+/** `v` with `scrub` applied to every string in it, keys too, at any depth (plain data only). */
+function scrubDeep<T>(v: T, scrub: (s: string) => string, depth: number): T {
+  if (typeof v === 'string') return scrub(v) as T
+  if (v === null || typeof v !== 'object' || depth > 1000) return v
+  if (Array.isArray(v)) return v.map((x) => scrubDeep(x, scrub, depth + 1)) as T
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [scrub(k), scrubDeep(x, scrub, depth + 1)])) as T
 }

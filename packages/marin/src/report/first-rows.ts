@@ -67,13 +67,14 @@ const SHOWN_FILE = /\.(jsonl|jsonl\.gz|parquet)$/
 export async function datasetRows(
   view: ArtifactView,
   blobUrl: (file: string) => string,
+  scrub: (text: string) => string = (t) => t,
 ): Promise<DatasetRows | undefined> {
   const file = view
     .files()
     .filter((f) => SHOWN_FILE.test(f))
     .sort()[0]
   if (!file) return undefined
-  if (file.endsWith('.parquet')) return parquetRows(file, blobUrl(file))
+  if (file.endsWith('.parquet')) return parquetRows(file, blobUrl(file), scrub)
   const records: Record<string, unknown>[] = []
   const raw = await view.readStream(file)
   const stream = file.endsWith('.gz') ? pipeline(raw, createGunzip(), () => {}) : raw
@@ -91,11 +92,11 @@ export async function datasetRows(
   }
   if (records.length === 0 && cut.cut)
     throw new Error(`the first line of ${file} is longer than the ${ROWS_MAX_BYTES} bytes the report reads for rows`)
-  return tabulate(file, records)
+  return tabulate(file, records, undefined, scrub)
 }
 
 /** The first rows of a Parquet file: its footer says the columns, and only those shown are read. */
-async function parquetRows(file: string, url: string): Promise<DatasetRows> {
+async function parquetRows(file: string, url: string, scrub: (text: string) => string): Promise<DatasetRows> {
   const { ParquetReader } = await import('@marin/zephyr')
   const meta = await new ParquetReader({ path: url }).metadata()
   // The schema's top-level fields: children of the root, each followed by its own children.
@@ -116,7 +117,7 @@ async function parquetRows(file: string, url: string): Promise<DatasetRows> {
   } finally {
     await reader.close()
   }
-  return { ...tabulate(file, records, shown), ...(omitted > 0 ? { omittedColumns: omitted } : {}) }
+  return { ...tabulate(file, records, shown, scrub), ...(omitted > 0 ? { omittedColumns: omitted } : {}) }
 }
 
 function countDescendants(schema: readonly { num_children?: number }[], at: number): number {
@@ -133,19 +134,27 @@ function pickColumns(names: readonly string[]): { shown: string[]; omitted: numb
   return { shown: all.slice(0, MAX_COLUMNS), omitted: Math.max(0, all.length - MAX_COLUMNS) }
 }
 
-/** Cells of the first rows: `id` and `text` first, objects as JSON, everything shortened, at most `MAX_COLUMNS`. */
-export function tabulate(file: string, records: readonly Record<string, unknown>[], known?: string[]): DatasetRows {
+/**
+ * Cells of the first rows: `id` and `text` first, objects as JSON, everything shortened (after `scrub`, so that a
+ * secret cut short is still found), at most `MAX_COLUMNS`.
+ */
+export function tabulate(
+  file: string,
+  records: readonly Record<string, unknown>[],
+  known?: string[],
+  scrub: (text: string) => string = (t) => t,
+): DatasetRows {
   const seen = new Set<string>(known)
   if (!known) for (const r of records) for (const k of Object.keys(r)) seen.add(k)
   const { shown, omitted } = pickColumns([...seen])
   const cell = (k: string, v: unknown) => {
     if (v === undefined || v === null) return ''
     const text = typeof v === 'string' ? v : typeof v === 'bigint' ? v.toString() : JSON.stringify(v, bigints)
-    return shorten(text, k === 'text' ? TEXT_CELL_CHARS : OTHER_CELL_CHARS)
+    return shorten(scrub(text), k === 'text' ? TEXT_CELL_CHARS : OTHER_CELL_CHARS)
   }
   return {
     file,
-    columns: shown.map((k) => shorten(k, OTHER_CELL_CHARS)),
+    columns: shown.map((k) => shorten(scrub(k), OTHER_CELL_CHARS)),
     rows: records.map((r) => shown.map((k) => cell(k, Object.hasOwn(r, k) ? r[k] : undefined))),
     ...(omitted > 0 ? { omittedColumns: omitted } : {}),
   }

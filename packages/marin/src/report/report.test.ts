@@ -165,7 +165,6 @@ describe('buildReport', () => {
     }
     const md = site.get(`${page}/report.md`)!
     expect(md).toContain('![Loss \\(train and eval\\)](charts/loss.svg)')
-    // Text from the run is escaped for Markdown and HTML: `<brown>` is no tag.
     expect(md).toContain('| cloze&lt;brown&gt; | accuracy | 0.2500 |  | eval |')
     expect(md).toContain('| next-word | exact\\_match | 0.5000 | 0.1000 | eval |')
     expect(md).not.toMatch(/\]\((file:|\/)/)
