@@ -98,8 +98,8 @@ function readManifest(
       'PUBLISH_FAILED',
       `${where}: ${bad.length === 1 ? 'entry' : 'entries'} ${shown.join(', ')}${more} ` +
         `${bad.length === 1 ? 'is not a path' : 'are not paths'} inside the site; nothing was published. ` +
-        'Publish again with --repair to drop them from the manifest (the files they name are left alone), ' +
-        'or remove them from the file by hand',
+        `Publish again with --repair to drop ${bad.length === 1 ? 'it' : 'them'} from the manifest ` +
+        `(the files named are left alone), or remove ${bad.length === 1 ? 'it' : 'them'} from the file by hand`,
     )
   }
   for (const [p, why] of bad) warn(`${where}: entry ${JSON.stringify(p)} dropped (${why})`)
