@@ -24,6 +24,7 @@ test('exports', async () => {
       "LrSchedule",
       "MemoryTracker",
       "MeshEngine",
+      "MixtureDataset",
       "ModelConfig",
       "Pipeline",
       "ProgressTracker",

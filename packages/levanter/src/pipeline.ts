@@ -10,6 +10,7 @@ import type { BackendInfo } from './backend.js'
 import { Checkpointer } from './checkpoint/checkpointer.js'
 import type { DamagedCheckpoint } from './checkpoint/checkpointer.js'
 import type { Dataset } from './data/dataset.js'
+import type { MixtureDataset } from './data/mixture.js'
 import { DeviceEngine } from './device-engine.js'
 import { LocalEngine } from './engine.js'
 import type { Engine, StepResult } from './engine.js'
@@ -29,7 +30,8 @@ import type { StepInfo, Trainer } from './trainer.js'
 const log = logger('levanter')
 
 export type PipelineOptions = {
-  readonly dataset: Dataset
+  /** One dataset, or a weighted mixture of several (`Dataset.mixture`): then eval loss and tokens are per source too. */
+  readonly dataset: Dataset | MixtureDataset
   readonly model: CausalLM
   readonly trainer: Trainer
   readonly maxSteps: number
@@ -61,6 +63,12 @@ export class Pipeline {
     if (!(Number.isInteger(options.maxSteps) && options.maxSteps > 0)) {
       throw new LevanterError('BAD_CONFIG', `pipeline: maxSteps ${options.maxSteps} must be a positive integer`)
     }
+    if (typeof (options.dataset as Partial<Dataset> | undefined)?.trainBatch !== 'function')
+      throw new LevanterError(
+        'BAD_CONFIG',
+        "pipeline: dataset has no trainBatch; pass levanter's Dataset.fromDatakit(tokenCache) (or Dataset.mixture), " +
+          "not datakit's Dataset.fromDatakit(name), which yields a dataset's text records for zephyr",
+      )
     checkModelAxis(options.model.config, options.trainer.config.mesh.model)
   }
 
@@ -200,8 +208,12 @@ export class Pipeline {
           'throughput/mfu': info.mfu,
           'memory/params_and_adamw_bytes_per_member': ownedBytes,
         }
-        if (info.step % c.logEvery === 0 || info.step === maxSteps)
+        if (info.step % c.logEvery === 0 || info.step === maxSteps) {
+          if ('consumed' in dataset)
+            for (const [name, rows] of Object.entries(dataset.consumed(info.step, c.batchSize, c.seed)))
+              metrics[`data/${name}/tokens`] = rows * seqLen
           for (const t of trackers) await t.log(info.step, metrics)
+        }
         if (c.evalEvery > 0 && (info.step % c.evalEvery === 0 || info.step === maxSteps)) {
           let sum = 0
           for (let i = 0; i < c.evalBatches; i++)
@@ -210,6 +222,15 @@ export class Pipeline {
           const ev: Record<string, number> = { 'eval/loss': evalLoss }
           const bpt = dataset.bytesPerToken
           if (bpt) ev['eval/bpb'] = evalLoss / Math.LN2 / bpt
+          if ('evalSets' in dataset)
+            for (const { name, dataset: source } of dataset.evalSets()) {
+              if (source.sequences(seqLen).eval === 0) continue
+              let part = 0
+              for (let i = 0; i < c.evalBatches; i++)
+                part += await engine.evalLoss(await source.evalBatch(i, c.batchSize, seqLen))
+              ev[`eval/${name}/loss`] = part / c.evalBatches
+              if (source.bytesPerToken) ev[`eval/${name}/bpb`] = part / c.evalBatches / Math.LN2 / source.bytesPerToken
+            }
           for (const t of trackers) await t.log(info.step, ev)
         }
         if (ckpt && c.checkpointEvery > 0 && (info.step % c.checkpointEvery === 0 || info.step === maxSteps)) {

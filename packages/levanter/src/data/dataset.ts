@@ -3,6 +3,7 @@
 import { LevanterError } from '../errors.js'
 import { permutation, seedFor } from '../rng.js'
 import type { Batch } from './batch.js'
+import { MixtureDataset, type MixtureOptions } from './mixture.js'
 import { InMemoryTokenSource } from './token-source.js'
 import type { TokenSource } from './token-source.js'
 
@@ -23,6 +24,14 @@ export class Dataset {
     readonly source: TokenSource,
     readonly options: DatasetOptions = {},
   ) {
+    const src = source as Partial<TokenSource> | string | undefined
+    if (typeof src !== 'object' || src === null || typeof src.read !== 'function' || typeof src.numTokens !== 'number')
+      throw new LevanterError(
+        'BAD_DATA',
+        `dataset: the source is ${typeof src === 'string' ? `the string "${src}"` : 'not a token source'}; ` +
+          "levanter's Dataset.fromDatakit takes an opened token cache (datakit's TokenCache.open(...)), anything " +
+          "with numTokens and read(start, length); datakit's Dataset.fromDatakit(name) reads text records instead",
+      )
     this.evalFraction = options.evalFraction ?? 0.05
     if (!(this.evalFraction >= 0 && this.evalFraction < 1)) {
       throw new LevanterError('BAD_DATA', `dataset: evalFraction ${this.evalFraction} must be in [0, 1)`)
@@ -32,6 +41,21 @@ export class Dataset {
   /** A dataset over a datakit token cache (anything implementing {@link TokenSource}). */
   static fromDatakit(cache: TokenSource, options?: DatasetOptions): Dataset {
     return new Dataset(cache, options)
+  }
+
+  /**
+   * A weighted mixture of datasets: each batch takes rows from the sources in proportion to the
+   * weights (which may change by stage), deterministically from (seed, step); see `mixture.ts`.
+   * @example Dataset.mixture({ web, wiki }, { weights: { web: 0.7, wiki: 0.3 } })
+   */
+  static mixture(sources: Readonly<Record<string, Dataset>>, options: MixtureOptions): MixtureDataset {
+    for (const [name, d] of Object.entries(sources))
+      if (!(d instanceof Dataset))
+        throw new LevanterError(
+          'BAD_DATA',
+          `mixture: source "${name}" is not a levanter Dataset; wrap a token cache with Dataset.fromDatakit(cache)`,
+        )
+    return new MixtureDataset(sources, options)
   }
 
   /** A dataset over ids already in memory. */
