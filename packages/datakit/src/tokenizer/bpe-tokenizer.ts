@@ -4,7 +4,8 @@
  * split by a regex first, `ignore_merges` taking whole words found in the vocabulary) and
  * SentencePiece-style (Llama 2, Mistral: spaces as `▁`, prepended to the text, characters outside
  * the vocabulary as their UTF-8 byte tokens `<0xE6>`…). Added tokens marked special are matched
- * when asked; the others always are.
+ * when asked; the others always are. Their `single_word`, `lstrip`, `rstrip` and `normalized` flags act
+ * as in Hugging Face `tokenizers` (its AddedVocabulary): see {@link SpecialToken}.
  *
  * @example
  * const tok = await BpeTokenizer.load('tokenizer.json')
@@ -13,16 +14,17 @@
  */
 import { readFile } from 'node:fs/promises'
 import { DatakitError } from '../errors.js'
+import { type AddedPasses, type SpecialToken, addedMatcher, splitOnAdded } from './added-tokens.js'
 import { BYTE_TO_CHAR, symbolsToBytes } from './byte-level.js'
 import { GPT2_PATTERN, compilePattern, pretokenize } from './pretokenize.js'
+import { type TokenizerJson, parseTokenizerJson } from './tokenizer-json.js'
+
+export type { SpecialToken } from './added-tokens.js'
+export { parseTokenizerJson, type TokenizerJson } from './tokenizer-json.js'
 
 /** A merge key: two token ids packed in one number (ids stay below 2^21). */
 const PAIR = 2 ** 21
 export const pairKey = (a: number, b: number): number => a * PAIR + b
-
-/** An added token: special (control tokens such as `<s>`) unless `special` is false (then always matched in text);
- * `lstrip`/`rstrip` swallow the whitespace before/after it. */
-export type SpecialToken = { id: number; content: string; special?: boolean; lstrip?: boolean; rstrip?: boolean }
 
 /**
  * How a SentencePiece-style vocabulary puts `▁` in front of text: `legacy` before every piece of
@@ -36,7 +38,7 @@ export type BpeTokenizerSpec = {
   vocab: ReadonlyMap<string, number>
   /** Merges in priority order: `[left, right]` token strings. */
   merges: ReadonlyArray<readonly [string, string]>
-  /** Special tokens; they are never produced by merges. */
+  /** Added tokens, cut out of the text before the model sees it (see {@link SpecialToken}). */
   specialTokens?: ReadonlyArray<SpecialToken>
   /** Pre-tokenization regex source (byte-level). @default GPT2_PATTERN */
   pattern?: string
@@ -96,8 +98,8 @@ export class BpeTokenizer {
   readonly template: BpeTokenizerSpec['template']
   private readonly unkId: number | undefined
   /** added tokens matched in `'match'` mode (all) and always (the non-special ones) */
-  private readonly specialRe: RegExp | undefined
-  private readonly addedRe: RegExp | undefined
+  private readonly allAdded: AddedPasses
+  private readonly nonSpecialAdded: AddedPasses
   private readonly cache = new Map<string, readonly number[]>()
   readonly mergeList: ReadonlyArray<readonly [string, string]>
 
@@ -176,17 +178,22 @@ export class BpeTokenizer {
       if (!this.ranks.has(key)) this.ranks.set(key, rank)
       this.mergedIds[rank] = c
     })
-    const alternation = (ts: readonly SpecialToken[]) => {
-      if (!ts.length) return undefined
-      const sorted = [...ts].sort((x, y) => y.content.length - x.content.length)
-      const parts = sorted.map(
-        (t) =>
-          (t.lstrip ? '\\s*' : '') + `(${t.content.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')})` + (t.rstrip ? '\\s*' : ''),
-      )
-      return new RegExp(parts.join('|'), 'g')
-    }
-    this.specialRe = alternation(this.specialTokens)
-    this.addedRe = alternation(this.specialTokens.filter((t) => t.special === false))
+    this.allAdded = this.addedPasses(this.specialTokens)
+    this.nonSpecialAdded = this.addedPasses(this.specialTokens.filter((t) => t.special === false))
+  }
+
+  /** Matchers for added tokens: the non-normalized ones by their content, the normalized ones by its normal form. */
+  private addedPasses(tokens: readonly SpecialToken[]): AddedPasses {
+    const isNormalized = (t: SpecialToken) => t.normalized ?? t.special === false
+    const original = addedMatcher(tokens.filter((t) => !isNormalized(t)).map((t) => [t.content, t] as const))
+    const normalized = addedMatcher(tokens.filter(isNormalized).map((t) => [this.normalize(t.content), t] as const))
+    return { ...(original ? { original } : {}), ...(normalized ? { normalized } : {}) }
+  }
+
+  /** The normalizer: a Unicode normal form, or SentencePiece's Prepend "▁" and Replace " " → "▁" (Llama 2). */
+  private normalize(text: string): string {
+    if (this.metaspace?.prepend === 'legacy') return text ? '▁' + text.replaceAll(' ', '▁') : ''
+    return this.unicodeNormal ? text.normalize(this.unicodeNormal) : text
   }
 
   /** Number of ids, special tokens included. */
@@ -210,17 +217,22 @@ export class BpeTokenizer {
     return out
   }
 
+  /**
+   * As `tokenizers` does: added tokens matched in the original text first; each piece between them is
+   * normalized, then split on the normalized added tokens; what remains goes to the pre-tokenizer and model.
+   */
   private encodeText(text: string, options: EncodeOptions, out: number[]): void {
-    const re = options.specials === 'match' ? this.specialRe : this.addedRe
-    if (!re) return this.encodeOrdinary(text, true, out)
-    let last = 0
-    re.lastIndex = 0
-    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-      if (m.index > last) this.encodeOrdinary(text.slice(last, m.index), last === 0, out)
-      out.push(this.tokenToId(m.slice(1).find((g) => g !== undefined)!)!)
-      last = m.index + m[0].length
+    const passes = options.specials === 'match' ? this.allAdded : this.nonSpecialAdded
+    for (const a of splitOnAdded(text, passes.original)) {
+      if (a.token) {
+        out.push(a.token.id)
+        continue
+      }
+      for (const b of splitOnAdded(this.normalize(a.text), passes.normalized)) {
+        if (b.token) out.push(b.token.id)
+        else this.encodeOrdinary(b.text, a.start === 0 && b.start === 0, out)
+      }
     }
-    if (last < text.length) this.encodeOrdinary(text.slice(last), last === 0, out)
   }
 
   /** Encodes many texts; the same as mapping `encode`, sharing the piece cache. */
@@ -257,10 +269,10 @@ export class BpeTokenizer {
     return out
   }
 
-  /** Encodes text between added tokens; `atStart`: it begins the whole text. */
+  /** Encodes normalized text between added tokens; `atStart`: it begins the whole text. */
   private encodeOrdinary(text: string, atStart: boolean, out: number[]): void {
     if (this.metaspace) return this.encodeMetaspace(text, atStart, out)
-    let pieces = pretokenize(this.unicodeNormal ? text.normalize(this.unicodeNormal) : text, this.re)
+    let pieces = pretokenize(text, this.re)
     if (this.re2) pieces = pieces.flatMap((p) => pretokenize(p, this.re2!))
     for (const piece of pieces) {
       let ids = this.cache.get(piece)
@@ -273,12 +285,16 @@ export class BpeTokenizer {
     }
   }
 
-  /** SentencePiece-style: spaces as ▁ (prepended as configured), characters as tokens or their bytes, then merges. */
+  /** SentencePiece-style: spaces as ▁ (prepended as configured; `legacy`: by the normalizer already), characters
+   * as tokens or their bytes, then merges. */
   private encodeMetaspace(text: string, atStart: boolean, out: number[]): void {
     const ms = this.metaspace!
-    let s = text.replaceAll(' ', '▁')
-    const wanted = ms.prepend === 'always' || (ms.prepend === 'first' && atStart)
-    if (s && (ms.prepend === 'legacy' || (wanted && !s.startsWith('▁')))) s = '▁' + s
+    let s = text
+    if (ms.prepend !== 'legacy') {
+      s = s.replaceAll(' ', '▁')
+      const wanted = ms.prepend === 'always' || (ms.prepend === 'first' && atStart)
+      if (s && wanted && !s.startsWith('▁')) s = '▁' + s
+    }
     const pieces = ms.splitOnMetaspace ? (s.match(/▁[^▁]*|[^▁]+/gu) ?? []) : s ? [s] : []
     for (const piece of pieces) {
       const word: number[] = []
@@ -384,10 +400,10 @@ export class BpeTokenizer {
       added_tokens: this.specialTokens.map((t) => ({
         id: t.id,
         content: t.content,
-        single_word: false,
+        single_word: t.singleWord ?? false,
         lstrip: t.lstrip ?? false,
         rstrip: t.rstrip ?? false,
-        normalized: t.special === false,
+        normalized: t.normalized ?? t.special === false,
         special: t.special !== false,
       })),
       normalizer: this.unicodeNormal
@@ -489,179 +505,8 @@ export class BpeTokenizer {
   }
 }
 
-export type TokenizerJson = {
-  version: string
-  truncation: null
-  padding: null
-  added_tokens: Array<{
-    id: number
-    content: string
-    single_word: boolean
-    lstrip: boolean
-    rstrip: boolean
-    normalized: boolean
-    special: boolean
-  }>
-  normalizer: Record<string, unknown> | null
-  pre_tokenizer: Record<string, unknown> | null
-  post_processor: Record<string, unknown> | null
-  decoder: Record<string, unknown>
-  model: {
-    type: 'BPE'
-    dropout: null
-    unk_token: string | null
-    continuing_subword_prefix: string
-    end_of_word_suffix: string
-    fuse_unk: boolean
-    byte_fallback: boolean
-    ignore_merges: boolean
-    vocab: Record<string, number>
-    merges: Array<[string, string]>
-  }
-}
-
-function invalid(source: string, what: string): never {
-  throw new DatakitError('TOKENIZER_INVALID', `${source}: ${what}`)
-}
-
 /** The bytes of a SentencePiece-style token: `<0xNN>` is that byte, `▁` a space, the rest UTF-8. */
 function metaspaceBytes(token: string): Uint8Array {
   const m = /^<0x([0-9A-Fa-f]{2})>$/.exec(token)
   return m ? Uint8Array.of(parseInt(m[1]!, 16)) : utf8.encode(token.replaceAll('▁', ' '))
-}
-
-/** Reads the parts of a `tokenizer.json` a BPE needs (byte-level or SentencePiece-style), refusing what it cannot
- * honour. */
-export function parseTokenizerJson(json: unknown, source: string): BpeTokenizerSpec {
-  const j = json as Record<string, any>
-  if (typeof j !== 'object' || j === null) invalid(source, 'expected a JSON object')
-  const model = j.model
-  if (model?.type !== 'BPE')
-    invalid(source, `model.type is ${JSON.stringify(model?.type)}; only "BPE" tokenizers are supported`)
-  if (typeof model.vocab !== 'object' || model.vocab === null) invalid(source, 'model.vocab is missing')
-  if (!Array.isArray(model.merges)) invalid(source, 'model.merges must be an array')
-  if (model.continuing_subword_prefix || model.end_of_word_suffix)
-    invalid(source, 'subword prefixes/suffixes are not byte-level BPE')
-  const merges = (model.merges as unknown[]).map((m, i): [string, string] => {
-    if (typeof m === 'string') {
-      const sp = m.indexOf(' ')
-      if (sp <= 0) invalid(source, `model.merges[${i}] ${JSON.stringify(m)} is not "left right"`)
-      return [m.slice(0, sp), m.slice(sp + 1)]
-    }
-    if (Array.isArray(m) && m.length === 2 && typeof m[0] === 'string' && typeof m[1] === 'string') return [m[0], m[1]]
-    return invalid(source, `model.merges[${i}] must be "left right" or [left, right]`)
-  })
-  const specialTokens: SpecialToken[] = (Array.isArray(j.added_tokens) ? j.added_tokens : []).map(
-    (t: any, i: number) => {
-      if (typeof t?.id !== 'number' || typeof t?.content !== 'string')
-        invalid(source, `added_tokens[${i}] needs a numeric id and a string content`)
-      if (t.single_word)
-        invalid(source, `added_tokens[${i}] (${JSON.stringify(t.content)}): single_word is not supported`)
-      return {
-        id: t.id,
-        content: t.content,
-        ...(t.special === false ? { special: false } : {}),
-        ...(t.lstrip ? { lstrip: true } : {}),
-        ...(t.rstrip ? { rstrip: true } : {}),
-      }
-    },
-  )
-  const specialContents = new Set(specialTokens.map((t) => t.content))
-  const vocab = new Map(Object.entries(model.vocab as Record<string, number>).filter(([t]) => !specialContents.has(t)))
-  const template = templateOf(j.post_processor, source)
-  const metaspace = metaspaceOf(j, source)
-  if (metaspace) return { vocab, merges, specialTokens, metaspace, ...(template ? { template } : {}) }
-  if (model.byte_fallback) invalid(source, 'model.byte_fallback needs a SentencePiece-style (▁) vocabulary')
-  return {
-    vocab,
-    merges,
-    specialTokens,
-    ...patternOf(j.pre_tokenizer, source),
-    ...(model.ignore_merges ? { ignoreMerges: true } : {}),
-    ...(template ? { template } : {}),
-    ...unicodeNormalOf(j.normalizer),
-  }
-}
-
-function unicodeNormalOf(norm: any): Pick<BpeTokenizerSpec, 'unicodeNormal'> {
-  const n = norm?.type === 'Sequence' ? norm.normalizers?.[0] : norm
-  return n ? { unicodeNormal: n.type } : {}
-}
-
-/** The ids a TemplateProcessing post-processor (alone or in a Sequence) puts around a single text. */
-function templateOf(post: any, source: string): BpeTokenizerSpec['template'] {
-  const inSequence = post?.type === 'Sequence' && Array.isArray(post.processors)
-  const t = inSequence ? post.processors.find((p: any) => p?.type === 'TemplateProcessing') : post
-  if (t?.type !== 'TemplateProcessing') return undefined
-  if (!Array.isArray(t.single)) invalid(source, 'post_processor.single must be an array')
-  const before: number[] = [],
-    after: number[] = []
-  let seen = false
-  for (const item of t.single) {
-    if (item?.Sequence) {
-      seen = true
-      continue
-    }
-    const name = item?.SpecialToken?.id
-    const ids = t.special_tokens?.[name]?.ids
-    if (!Array.isArray(ids) || !ids.every((i: unknown) => typeof i === 'number'))
-      invalid(source, `post_processor.special_tokens has no ids for ${JSON.stringify(name)}`)
-    ;(seen ? after : before).push(...(ids as number[]))
-  }
-  return before.length || after.length ? { before, after } : undefined
-}
-
-/** The SentencePiece-style settings of a tokenizer.json (Prepend/Replace normalizer or a Metaspace pre-tokenizer). */
-function metaspaceOf(j: Record<string, any>, source: string): BpeTokenizerSpec['metaspace'] {
-  const pre = j.pre_tokenizer,
-    norm = j.normalizer,
-    model = j.model
-  const normalizers: any[] = norm ? (norm.type === 'Sequence' ? (norm.normalizers ?? []) : [norm]) : []
-  const prependN = normalizers.find((n) => n?.type === 'Prepend')
-  const common = {
-    byteFallback: model.byte_fallback === true,
-    ...(model.unk_token ? { unkToken: model.unk_token as string } : {}),
-  }
-  if (prependN) {
-    const replace = normalizers.find((n) => n?.type === 'Replace')
-    if (prependN.prepend !== '▁' || replace?.pattern?.String !== ' ' || replace?.content !== '▁' || pre)
-      invalid(source, 'normalizer: only Prepend "▁" with Replace " " → "▁" (and no pre_tokenizer) is supported')
-    return { prepend: 'legacy', ...common }
-  }
-  if (pre?.type === 'Metaspace') {
-    if (normalizers.length) invalid(source, `normalizer ${JSON.stringify(norm.type)} is not supported with Metaspace`)
-    if ((pre.replacement ?? '▁') !== '▁')
-      invalid(source, `pre_tokenizer.replacement ${JSON.stringify(pre.replacement)} is not supported; only "▁"`)
-    const scheme = pre.prepend_scheme ?? (pre.add_prefix_space === false ? 'never' : 'always')
-    if (!['first', 'always', 'never'].includes(scheme))
-      invalid(source, `pre_tokenizer.prepend_scheme ${JSON.stringify(scheme)} is not first, always or never`)
-    return { prepend: scheme as MetaspacePrepend, splitOnMetaspace: pre.split !== false, ...common }
-  }
-  const unicode = normalizers.length === 1 && ['NFC', 'NFKC', 'NFD', 'NFKD'].includes(normalizers[0]?.type)
-  if (norm && !unicode)
-    invalid(source, `normalizer ${JSON.stringify(norm.type)} is not supported (NFC, NFKC, NFD, NFKD, SentencePiece's)`)
-  return undefined
-}
-
-function patternOf(pre: any, source: string): { pattern: string; byteLevelRegex?: boolean } {
-  if (pre?.type === 'ByteLevel') {
-    if (pre.add_prefix_space) invalid(source, 'pre_tokenizer.add_prefix_space = true is not supported; set it to false')
-    return { pattern: GPT2_PATTERN }
-  }
-  if (pre?.type === 'Sequence' && Array.isArray(pre.pretokenizers) && pre.pretokenizers.length === 2) {
-    const [split, byteLevel] = pre.pretokenizers
-    if (split?.type === 'Split' && (split.behavior !== 'Isolated' || split.invert))
-      invalid(source, 'pre_tokenizer Split: only behavior "Isolated" without invert is supported')
-    const plainByteLevel = byteLevel?.type === 'ByteLevel' && !byteLevel.add_prefix_space
-    if (split?.type === 'Split' && split.pattern?.Regex && plainByteLevel)
-      return {
-        pattern: split.pattern.Regex as string,
-        ...(byteLevel.use_regex !== false ? { byteLevelRegex: true } : {}),
-      }
-  }
-  return invalid(
-    source,
-    `pre_tokenizer ${JSON.stringify(pre?.type)} is not supported; ` +
-      `expected ByteLevel, or a Sequence of a Split regex and ByteLevel`,
-  )
 }
