@@ -11,8 +11,8 @@ import type { ArtifactView } from '@marin/finestore'
 import type { DatasetRows } from './types.js'
 
 /** Rows shown per dataset, and how much of a text cell. */
-export const DATASET_ROWS = 5
-export const TEXT_CELL_CHARS = 160
+const DATASET_ROWS = 5
+const TEXT_CELL_CHARS = 160
 const OTHER_CELL_CHARS = 60
 /** Columns shown of a dataset's rows (`id` and `text` first); the others are counted, not shown. */
 export const MAX_COLUMNS = 12
@@ -20,7 +20,7 @@ export const MAX_COLUMNS = 12
 export const ROWS_MAX_BYTES = 4 * 1024 * 1024
 
 /** `s` cut to `n` characters, with an ellipsis when it was longer. */
-export function shorten(s: string, n: number): string {
+function shorten(s: string, n: number): string {
   // Only the start is looked at: a cell may be megabytes long.
   const head = s.length > n * 4 + 16 ? s.slice(0, n * 4 + 16) : s
   const flat = head.replace(/\s+/g, ' ')
@@ -138,7 +138,7 @@ function pickColumns(names: readonly string[]): { shown: string[]; omitted: numb
  * Cells of the first rows: `id` and `text` first, objects as JSON, everything shortened (after `scrub`, so that a
  * secret cut short is still found), at most `MAX_COLUMNS`.
  */
-export function tabulate(
+function tabulate(
   file: string,
   records: readonly Record<string, unknown>[],
   known?: string[],
