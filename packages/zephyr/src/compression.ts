@@ -2,16 +2,21 @@
  * @module Compression by file extension: `.gz` (zlib), `.zst` (zstd), `.bz2` (read only).
  *
  * Node 20's zlib has no zstd (it arrives in 22.15), so zstd decoding streams
- * through `fzstd` (pure JS) and encoding uses `@bokuweb/zstd-wasm`, whose wasm
- * ships inside the npm package. Written `.zst` files are a sequence of
+ * through `fzstd` (pure JS), one block at a time (`internal/zstd-pull.ts`), and
+ * encoding uses `@bokuweb/zstd-wasm`, whose wasm ships inside the npm package.
+ * bzip2 is decoded block by block too (`internal/bzip2.ts`): decoded bytes are
+ * made only as fast as they are read, so a file that expands a millionfold
+ * costs no more memory than one that does not. Written `.zst` files are a sequence of
  * independent frames (one per ~1 MiB of input), which every zstd decoder reads.
  */
 import { Readable, Transform } from 'node:stream'
+import type { Duplex } from 'node:stream'
 import { createGunzip, createGzip } from 'node:zlib'
-import { Decompress } from 'fzstd'
 import { compress as zstdCompress, init as zstdInit } from '@bokuweb/zstd-wasm'
-import bz2 from 'unbzip2-stream'
 import { ZephyrError } from './errors.js'
+import { Bzip2Decoder } from './internal/bzip2.js'
+import { PullStream, TruncatedInput } from './internal/pull-stream.js'
+import { ZstdPullDecoder } from './internal/zstd-pull.js'
 
 export type Codec = 'none' | 'gzip' | 'zstd' | 'bzip2'
 
@@ -21,30 +26,6 @@ export function codecOf(path: string): Codec {
   if (/\.zst$/i.test(path)) return 'zstd'
   if (/\.bz2$/i.test(path)) return 'bzip2'
   return 'none'
-}
-
-function zstdDecoder(): Transform {
-  let decoder: Decompress
-  const t = new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      try {
-        decoder.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))
-        cb()
-      } catch (err) {
-        cb(err as Error)
-      }
-    },
-    flush(cb) {
-      try {
-        decoder.push(new Uint8Array(0), true)
-        cb()
-      } catch (err) {
-        cb(err as Error)
-      }
-    },
-  })
-  decoder = new Decompress((data) => t.push(Buffer.from(data.buffer, data.byteOffset, data.byteLength)))
-  return t
 }
 
 /**
@@ -114,8 +95,9 @@ class ErrorAfterData extends Readable {
  */
 export function decompress(raw: Readable, codec: Codec, url: string): Readable {
   if (codec === 'none') return raw
-  const decoder: Transform =
-    codec === 'gzip' ? createGunzip() : codec === 'zstd' ? zstdDecoder() : (bz2() as unknown as Transform)
+  // zlib honours backpressure itself; zstd and bzip2 decode only as far as the reader has read
+  const decoder: Duplex =
+    codec === 'gzip' ? createGunzip() : new PullStream(codec === 'zstd' ? new ZstdPullDecoder() : new Bzip2Decoder())
   let inputEnded = false
   let decodedBytes = 0
   raw.once('end', () => {
@@ -128,7 +110,8 @@ export function decompress(raw: Readable, codec: Codec, url: string): Readable {
   raw.on('error', (err) => out.fail(err))
   decoder.on('error', (err: Error) => {
     if (err instanceof ZephyrError || (err as NodeJS.ErrnoException).code?.startsWith('STORAGE')) out.fail(err)
-    else if (inputEnded)
+    // zlib fails as soon as it sees the end; the pull decoders fail late, and say when they were cut
+    else if (codec === 'gzip' ? inputEnded : err instanceof TruncatedInput)
       out.fail(
         new ZephyrError(
           'CORRUPT_COMPRESSED',
