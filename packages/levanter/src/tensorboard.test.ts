@@ -7,7 +7,7 @@ import { Dataset } from './data/dataset.js'
 import { Gpt2LM } from './models/lm.js'
 import { Pipeline } from './pipeline.js'
 import { Trainer } from './trainer.js'
-import { TensorBoardTracker } from './trackers.js'
+import { TensorBoardTracker } from './tensorboard.js'
 
 // The decoding below is written from TensorFlow's record and protobuf specifications and shares
 // nothing with the tracker: a bit-by-bit CRC-32C, its own varint and field reader.

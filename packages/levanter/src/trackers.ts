@@ -1,4 +1,7 @@
-/** @module Where metrics go: a tracker interface, JSONL (default), console, memory and TensorBoard trackers. */
+/**
+ * @module Where metrics go: a tracker interface, JSONL (default), console and memory trackers. The
+ * TensorBoard tracker (tensorboard.ts) implements the interface from its own file, which imports this one.
+ */
 import fs from 'node:fs'
 import path from 'node:path'
 import { logger } from '@marin/rigging'
@@ -34,5 +37,3 @@ export class MemoryTracker implements Tracker {
     this.rows.push({ step, ...metrics })
   }
 }
-
-export { TensorBoardTracker } from './tensorboard.js'

@@ -11,19 +11,7 @@ import { availableParallelism } from 'node:os'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { LevanterError } from '../errors.js'
-import type { NativeOps } from './native-ops.js'
-import type { GemmArgs } from './wasm-gemm.js'
-
-/** The addon's functions. Pointers and strides are byte offsets into `buffer` (doubles: heaps reach 4 GiB). */
-export type NativeGemmAddon = NativeOps & {
-  cpuSupported(): boolean
-  gemm(buffer: ArrayBuffer, ...args: [...Required<GemmArgs>, accumulate: boolean]): void
-  /** The thread count of the GEMM and the fused kernels (1–64, the caller included); answers it. */
-  setThreads(n: number): number
-  /** The GEMM's micro-kernel: `avx512` (the default where the CPU has AVX-512F) or `avx2`; answers the one in use
-   * (no argument: only answers). Both give the same bits. */
-  setIsa(isa?: 'avx2' | 'avx512'): 'avx2' | 'avx512'
-}
+import type { NativeGemmAddon } from './native-addon.js'
 
 /**
  * The thread count `LEVANTER_THREADS` asks for, checked; by default every core this process may use

@@ -7,7 +7,7 @@ import { maskedCrossEntropy } from '../loss.js'
 import { Gpt2LM } from '../models/lm.js'
 import { AdamW, AdamWConfig } from '../optim/adamw.js'
 import { nativeGemm, replicaThreadsEnv, threadCount } from './native-gemm.js'
-import type { NativeGemmAddon } from './native-gemm.js'
+import type { NativeGemmAddon } from './native-addon.js'
 import { selectGemm } from './wasm-gemm.js'
 
 const addon = nativeGemm().addon

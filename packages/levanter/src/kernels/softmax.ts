@@ -7,7 +7,7 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import { nativeKernels } from './native-ops.js'
-import type { NativeOps } from './native-ops.js'
+import type { NativeOps } from './native-addon.js'
 import { heapFloats, heapKernel } from './wasm-heap.js'
 import { deviceBiasSoftmax, deviceCausalSoftmax } from '../webgpu/kernels/softmax.js'
 

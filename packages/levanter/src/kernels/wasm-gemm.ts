@@ -13,6 +13,7 @@ import v8 from 'node:v8'
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'
 import { WORKSPACE_BYTES } from './gemm-wat.js'
+import type { GemmArgs } from './native-addon.js'
 import { nativeGemm } from './native-gemm.js'
 import type { WasmBackendLike } from './wasm-heap.js'
 
@@ -51,22 +52,6 @@ export type GemmFn = (
   sb: number,
   sc: number,
 ) => void
-
-/** C = op(A)·op(B): pointers, sizes, transposes, then batch and byte strides (by default one product). */
-export type GemmArgs = [
-  a: number,
-  b: number,
-  c: number,
-  M: number,
-  K: number,
-  N: number,
-  tA: boolean,
-  tB: boolean,
-  batch?: number,
-  sa?: number,
-  sb?: number,
-  sc?: number,
-]
 
 export type Gemm = { readonly build: Build; readonly run: (...args: GemmArgs) => void }
 

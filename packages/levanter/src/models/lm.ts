@@ -70,6 +70,12 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
     t.dispose()
   }
 
+  /** The parameters that take weight decay (matrices and embeddings, `ParamSpec.decay`): with `params`, what the
+   * optimizers (optim/) update. */
+  get decay(): ReadonlySet<string> {
+    return new Set(this.specs.filter((s) => s.decay).map((s) => s.name))
+  }
+
   /** Number of scalar parameters. */
   numParams(): number {
     return this.specs.reduce((a, s) => a + s.shape.reduce((x, y) => x * y, 1), 0)

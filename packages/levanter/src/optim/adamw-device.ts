@@ -7,9 +7,8 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import { fusedAdamW, fusedGlobalNorm, hasFusedAdamW } from '../webgpu/kernels/adamw.js'
-import type { CausalLM } from '../models/lm.js'
 import { loadMoments } from './adamw.js'
-import type { AdamWConfig } from './adamw.js'
+import type { AdamWConfig, NamedParams } from './adamw.js'
 
 export class DeviceAdamW {
   /** First moments by parameter name. */
@@ -19,17 +18,20 @@ export class DeviceAdamW {
   count = 0
   readonly #decay: ReadonlySet<string>
 
+  readonly #params: ReadonlyMap<string, tf.Variable>
+
   constructor(
     readonly config: AdamWConfig,
-    readonly model: CausalLM,
+    target: NamedParams,
   ) {
+    this.#params = target.params
     // each moment owns its buffer (the fused update writes it in place)
     const zeros = (shape: number[]) => tf.tidy(() => tf.variable(tf.zeros(shape), false))
-    for (const [name, p] of model.params) {
+    for (const [name, p] of target.params) {
       this.m.set(name, zeros(p.shape))
       this.v.set(name, zeros(p.shape))
     }
-    this.#decay = new Set(model.specs.filter((s) => s.decay).map((s) => s.name))
+    this.#decay = new Set(target.decay)
   }
 
   /** Clip by global norm, then one AdamW update at `lr`. Returns the norm before clipping, on the device (the caller
@@ -43,7 +45,7 @@ export class DeviceAdamW {
       rbc2 = 1 / bc2
     if (hasFusedAdamW()) return this.#fused(grads, lr, step, rbc2)
     return tf.tidy(() => {
-      const present = [...this.model.params.keys()].filter((n) => grads.has(n))
+      const present = [...this.#params.keys()].filter((n) => grads.has(n))
       // pairwise adds: one addN over every parameter would bind more buffers than a shader stage may have
       const sq = present.map((n) => tf.sum(tf.square(grads.get(n)!)))
       const norm = tf.sqrt(sq.reduce((a, b) => tf.add(a, b))) as tf.Scalar
@@ -52,7 +54,7 @@ export class DeviceAdamW {
           ? tf.scalar(1)
           : tf.where(tf.greater(norm, c.maxGradNorm), tf.div(c.maxGradNorm, tf.add(norm, 1e-6)), tf.scalar(1))
       for (const name of present) {
-        const p = this.model.params.get(name)!,
+        const p = this.#params.get(name)!,
           m = this.m.get(name)!,
           v = this.v.get(name)!
         const g = tf.mul(grads.get(name)!, scale)
@@ -70,10 +72,10 @@ export class DeviceAdamW {
 
   #fused(grads: ReadonlyMap<string, tf.Tensor>, lr: number, step: number, rbc2: number): tf.Scalar {
     const c = this.config
-    const present = [...this.model.params.keys()].filter((n) => grads.has(n))
+    const present = [...this.#params.keys()].filter((n) => grads.has(n))
     const norm = fusedGlobalNorm(present.map((n) => grads.get(n)!))
     for (const name of present) {
-      const p = this.model.params.get(name)!
+      const p = this.#params.get(name)!
       const keep = 1 - lr * (this.#decay.has(name) ? c.weightDecay : 0)
       const next = fusedAdamW(grads.get(name)!, norm, p, this.m.get(name)!, this.v.get(name)!, {
         beta1: c.beta1,

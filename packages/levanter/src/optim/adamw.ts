@@ -1,69 +1,27 @@
 /** @module AdamW with decoupled weight decay, global grad-norm clipping, and state as named tensors for checkpoints. */
 import * as tf from '@tensorflow/tfjs'
-import { z } from 'zod'
 import { LevanterError } from '../errors.js'
+import type { AdamWConfig } from './adamw-config.js'
 import { nativeKernels } from '../kernels/native-ops.js'
+import { adamwUpdate, sumSquares } from '../kernels/adamw-update.js'
 import { heapFloats, writableHeapFloats } from '../kernels/wasm-heap.js'
-import type { CausalLM } from '../models/lm.js'
 
-export const AdamWConfig = z.strictObject({
-  beta1: z.number().min(0).lt(1).default(0.9),
-  beta2: z.number().min(0).lt(1).default(0.95),
-  eps: z.number().positive().default(1e-8),
-  weightDecay: z.number().min(0).default(0.1).describe('decoupled: p ← p − lr·wd·p, on matrices and embeddings only'),
-  maxGradNorm: z
-    .number()
-    .positive()
-    .nullable()
-    .default(1)
-    .describe('clip the global L2 norm of the gradient; null disables'),
-})
-export type AdamWConfigInput = z.input<typeof AdamWConfig>
-export type AdamWConfig = z.output<typeof AdamWConfig>
+export { AdamWConfig } from './adamw-config.js'
+export type { AdamWConfigInput } from './adamw-config.js'
+
+/**
+ * What an optimizer updates: parameters by name, and the names that take weight decay. The map is
+ * read at each step (a parameter replaced in it is the one updated next). A `CausalLM` is one
+ * (models/lm.ts), and so is any `{ params, decay }` a caller builds: optim/ knows no model.
+ */
+export type NamedParams = {
+  readonly params: ReadonlyMap<string, tf.Variable>
+  readonly decay: ReadonlySet<string>
+}
 
 /** Global L2 norm of a set of gradients. */
 export function globalNorm(grads: Iterable<tf.Tensor>): number {
   return tf.tidy(() => Math.sqrt(tf.addN([...grads].map((g) => tf.sum(tf.square(g)))).dataSync()[0]!))
-}
-
-/** Σ g², in two interleaved float64 sums (shards of a gradient add up to the global norm). */
-export function sumSquares(g: Float32Array): number {
-  let s0 = 0,
-    s1 = 0
-  const n = g.length,
-    even = n - (n % 2)
-  for (let i = 0; i < even; i += 2) {
-    s0 += g[i]! * g[i]!
-    s1 += g[i + 1]! * g[i + 1]!
-  }
-  if (even < n) s0 += g[even]! * g[even]!
-  return s0 + s1
-}
-
-/** One AdamW step over one parameter's arrays (a small top-level function: the JIT compiles the hot loop on its own).
- * */
-export function adamwUpdate(
-  g: Float32Array,
-  m: Float32Array,
-  v: Float32Array,
-  p: Float32Array,
-  out: Float32Array,
-  scale: number,
-  b1: number,
-  c1: number,
-  b2: number,
-  c2: number,
-  keep: number,
-  step: number,
-  rbc2: number,
-  eps: number,
-): void {
-  for (let i = 0; i < out.length; i++) {
-    const gi = g[i]! * scale
-    const mi = (m[i] = b1 * m[i]! + c1 * gi)
-    const vi = (v[i] = b2 * v[i]! + c2 * gi * gi)
-    out[i] = p[i]! * keep - (step * mi) / (Math.sqrt(vi * rbc2) + eps)
-  }
 }
 
 /**
@@ -108,22 +66,25 @@ export class AdamW {
   count = 0
   readonly #decay: ReadonlySet<string>
 
+  readonly #params: ReadonlyMap<string, tf.Variable>
+
   constructor(
     readonly config: AdamWConfig,
-    readonly model: CausalLM,
+    target: NamedParams,
   ) {
-    for (const [name, p] of model.params) {
+    this.#params = target.params
+    for (const [name, p] of target.params) {
       this.m.set(name, new Float32Array(p.size))
       this.v.set(name, new Float32Array(p.size))
     }
-    this.#decay = new Set(model.specs.filter((s) => s.decay).map((s) => s.name))
+    this.#decay = new Set(target.decay)
   }
 
   /** Clip by global norm, then one AdamW update at `lr`. Returns the norm before clipping. */
   apply(grads: ReadonlyMap<string, tf.Tensor>, lr: number): number {
     const arrays = new Map<string, () => Float32Array>()
     const backend = tf.backend()
-    for (const name of this.model.params.keys()) {
+    for (const name of this.#params.keys()) {
       const g = grads.get(name)
       // on wasm read in place, the view taken when used (an update that allocates may move the heap)
       if (!g) continue
@@ -133,12 +94,12 @@ export class AdamW {
     return this.#update(arrays, lr)
   }
 
-  /** {@link apply} with the gradients as one buffer, parameters in `model.params` order (as `flattenGrads` lays them
+  /** {@link apply} with the gradients as one buffer, parameters in `params` order (as `flattenGrads` lays them
    * out). */
   applyFlat(flat: Float32Array, lr: number): number {
     const arrays = new Map<string, () => Float32Array>()
     let o = 0
-    for (const [name, p] of this.model.params) {
+    for (const [name, p] of this.#params) {
       const g = flat.subarray(o, o + p.size)
       arrays.set(name, () => g)
       o += p.size
@@ -165,7 +126,7 @@ export class AdamW {
       rbc2 = 1 / bc2,
       c1 = 1 - b1,
       c2 = 1 - b2
-    for (const [name, p] of this.model.params) {
+    for (const [name, p] of this.#params) {
       const gradient = grads.get(name)
       if (!gradient) continue
       const m = this.m.get(name)!,

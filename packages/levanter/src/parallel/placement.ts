@@ -5,16 +5,8 @@
 import { readFileSync } from 'node:fs'
 import { FrayIrisClient } from '@marin/fray'
 import type { Client } from '@marin/fray'
-import { z } from 'zod'
 import { LevanterError } from '../errors.js'
-
-export const MeshPlacement = z.strictObject({
-  iris: z.strictObject({
-    controller: z.string().min(1).describe('host:port of the iris controller'),
-    tokenFile: z.string().min(1).optional().describe('file holding the cluster token (`iris controller` writes it)'),
-  }),
-})
-export type MeshPlacement = z.output<typeof MeshPlacement>
+import type { MeshPlacement } from './mesh-config.js'
 
 /** A fray client that places members as `placement` says (the caller shuts it down), or undefined for the current
  * one. */

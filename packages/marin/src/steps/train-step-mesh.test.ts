@@ -29,3 +29,16 @@ test.each([
   )
   expect(isMarinError(new Error('x'))).toBe(false)
 })
+
+test("the whole trainer config is checked with levanter's schema when the step is defined, every problem at once", () => {
+  const define = (trainer: object) => () =>
+    trainStep(tokens, { name: 'bad', model, trainer: trainer as never, maxSteps: 2 })
+  // fields beyond the layout, which the hand-written check let through to the run
+  expect(define({ learningRate: -1, schedule: { warmupStep: 5 } })).toThrow(
+    'step bad: trainer.learningRate: Too small: expected number to be >0; ' +
+      'trainer.schedule.warmupStep: Unrecognized key: "warmupStep"',
+  )
+  expect(define({ mesh: { data: 2, pipe: 2 } })).toThrow(
+    'step bad: trainer.mesh.pipe: is not a mesh axis; the axes are data and model',
+  )
+})

@@ -8,6 +8,7 @@
 import { mkdir } from 'node:fs/promises'
 import { basename, join } from 'node:path'
 import type { ModelConfigInput, TrainerConfigInput } from '@marin/levanter'
+import { trainerConfigIssues } from '@marin/levanter/config'
 import { MarinError } from '../errors.js'
 import { step, type Step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
@@ -57,28 +58,14 @@ const runNameOf = (outputPath: string) =>
     .toLowerCase()
     .replace(/[^a-z0-9._-]+/g, '-')
 
-const positiveInt = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v > 0
-
 /**
- * The trainer's layout fields as levanter's `TrainerConfig` takes them (`mesh: { data, model }`,
- * `fsdp`), checked when the step is defined: levanter itself loads only when the step runs.
+ * The trainer settings, checked when the step is defined with levanter's own schema and rules
+ * (`@marin/levanter/config` loads no tfjs; levanter itself loads only when the step runs): every
+ * bad field at once, each named as `trainer.<field>`.
  */
-function checkLayout(name: string, t: TrainStepTrainer): void {
-  const bad = (field: string, why: string): never => {
-    throw new MarinError('BAD_CONFIG', `step ${name}: trainer.${field} ${why}`)
-  }
-  if (t.mesh !== undefined) {
-    if (typeof t.mesh !== 'object' || t.mesh === null) bad('mesh', 'must be an object such as { data: 2, model: 2 }')
-    for (const [k, v] of Object.entries(t.mesh)) {
-      if (k !== 'data' && k !== 'model') bad(`mesh.${k}`, 'is not an axis; the axes are data and model')
-      if (v !== undefined && !positiveInt(v)) bad(`mesh.${k}`, `${JSON.stringify(v)} must be a positive integer`)
-    }
-  }
-  if (t.fsdp !== undefined && typeof t.fsdp !== 'boolean')
-    bad('fsdp', `${JSON.stringify(t.fsdp)} must be true or false`)
-  const data = t.mesh?.data ?? 1
-  if (t.batchSize !== undefined && positiveInt(t.batchSize) && t.batchSize % data !== 0)
-    bad(`batchSize ${t.batchSize}`, `must be a multiple of trainer.mesh.data ${data}`)
+function checkTrainer(name: string, t: TrainStepTrainer): void {
+  const issues = trainerConfigIssues(t, 'trainer.')
+  if (issues.length) throw new MarinError('BAD_CONFIG', `step ${name}: ${issues.join('; ')}`)
 }
 
 /**
@@ -92,7 +79,7 @@ function checkLayout(name: string, t: TrainStepTrainer): void {
 export function trainStep(tokens: Step, o: TrainStepOptions): Step {
   if (!(Number.isInteger(o.maxSteps) && o.maxSteps > 0))
     throw new MarinError('BAD_STEP', `step ${o.name}: maxSteps ${o.maxSteps} must be a positive integer`)
-  checkLayout(o.name, o.trainer)
+  checkTrainer(o.name, o.trainer)
   return step({
     name: o.name,
     description: `train ${o.model.type ?? 'a model'} for ${o.maxSteps} steps`,

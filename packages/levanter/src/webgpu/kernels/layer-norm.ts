@@ -8,7 +8,7 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import type { KernelConfig, TensorInfo } from '@tensorflow/tfjs'
-import { columnSum } from '../../kernels/column-sum.js'
+import { deviceColumnSum } from './column-sum.js'
 import { type WgslKernel, float32Only, grid, newTensor, rowKernel, rowMain, workgroupReduce } from './dispatch.js'
 import type { KernelArgs, WebGpuBackendLike } from './dispatch.js'
 
@@ -118,6 +118,10 @@ type Save = (s: tf.Tensor[]) => void
  * LayerNorm of x [N, D] with gain g [D] and bias b [D], with its gradients, where the backend has these kernels
  * (webgpu); undefined elsewhere.
  */
+// The gain's and bias's gradients: the WGSL column sum, else tf.sum (on webgpu that is what
+// kernels/column-sum.ts answers too; this file stays below the CPU kernels that call it).
+const columnSumOnDevice = (x: tf.Tensor): tf.Tensor => deviceColumnSum(x) ?? tf.sum(x, 0)
+
 export function deviceLayerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor, eps: number): tf.Tensor | undefined {
   if (x.rank !== 2 || [x, g, b].some((t) => t.dtype !== 'float32')) return undefined
   if (tf.getKernel('LevanterLayerNorm', tf.getBackend()) === undefined) return undefined
@@ -134,7 +138,7 @@ export function deviceLayerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor, eps: n
         const dx = tf
           .engine()
           .runKernel('LevanterLayerNormGrad', { dy: d, xhat: xh, rstd: rs, g: gain }, {}) as tf.Tensor
-        return [dx, columnSum(tf.mul(d, xh)), columnSum(d)]
+        return [dx, columnSumOnDevice(tf.mul(d, xh)), columnSumOnDevice(d)]
       },
     }
   })
