@@ -94,6 +94,7 @@ export class Dataset<T> {
         `loadJsonl onError must be 'fail' or 'skip', got ${String(options.onError)}`,
       )
     }
+    checkMaxRecordBytes('loadJsonl', options.maxRecordBytes)
     return this.append({ kind: 'load', loader: { format: 'jsonl', options } })
   }
 
@@ -109,11 +110,12 @@ export class Dataset<T> {
   }
 
   /** Each file → one string per line, or one `{ path, text }` per file. */
-  loadText(options?: { per?: 'line' }): Dataset<string>
+  loadText(options?: { per?: 'line'; maxRecordBytes?: number }): Dataset<string>
   loadText(options: { per: 'file' }): Dataset<{ path: string; text: string }>
-  loadText(options: { per?: 'line' | 'file' } = {}): Dataset<unknown> {
+  loadText(options: { per?: 'line' | 'file'; maxRecordBytes?: number } = {}): Dataset<unknown> {
     if (options.per !== undefined && options.per !== 'line' && options.per !== 'file')
       throw new ZephyrError('INVALID_PLAN', `loadText per must be 'line' or 'file', got ${String(options.per)}`)
+    checkMaxRecordBytes('loadText', options.maxRecordBytes)
     return this.append({ kind: 'load', loader: { format: 'text', options } })
   }
 
@@ -239,4 +241,12 @@ export class Dataset<T> {
       ...this.ops.map(opLabel),
     ].join(' → ')
   }
+}
+
+function checkMaxRecordBytes(op: string, max: unknown): void {
+  if (max !== undefined && !(typeof max === 'number' && Number.isSafeInteger(max) && max > 0))
+    throw new ZephyrError(
+      'INVALID_PLAN',
+      `${op} maxRecordBytes must be a positive whole number of bytes, got ${String(max)}`,
+    )
 }

@@ -77,24 +77,87 @@ export async function readInput(url: string, counters?: TaskCounters): Promise<B
   return Buffer.concat(chunks)
 }
 
+/** The longest record (line) a reader accepts by default: 64 MiB. */
+export const DEFAULT_MAX_RECORD_BYTES = 64 * 2 ** 20
+
+export type LinesOptions = {
+  /** The file, for error messages. */
+  readonly url: string
+  /** A line longer than this many bytes fails with `CORRUPT_JSONL`. @default 64 MiB */
+  readonly maxRecordBytes?: number
+  /** Lines per yielded batch at most. @default 1024 */
+  readonly maxBatch?: number
+}
+
+function mib(bytes: number): string {
+  return bytes >= 2 ** 20 ? `${+(bytes / 2 ** 20).toFixed(1)} MiB` : `${bytes} bytes`
+}
+
 /**
- * Splits a text stream into lines, yielding them in arrays with the 1-based
- * number of the first line. `\r\n` endings lose their `\r`.
+ * Splits a byte stream into UTF-8 lines, yielding them in arrays with the
+ * 1-based number of the first line. `\r\n` endings lose their `\r`.
+ *
+ * Work is linear in the bytes read: each chunk is searched for newlines once,
+ * and a line that spans chunks is kept as its pieces and joined once, when its
+ * newline arrives (re-splitting the growing tail made a 32 MB line take 46 s).
+ * A line over `maxRecordBytes` fails as soon as that many bytes arrive without
+ * a newline, naming the file, the line and its byte offset.
  */
-export async function* lines(stream: Readable, maxBatch = 1024): AsyncGenerator<{ first: number; lines: string[] }> {
-  stream.setEncoding('utf8')
-  let rest = ''
+export async function* lines(stream: Readable, opts: LinesOptions): AsyncGenerator<{ first: number; lines: string[] }> {
+  const max = opts.maxRecordBytes ?? DEFAULT_MAX_RECORD_BYTES
+  const maxBatch = opts.maxBatch ?? 1024
+  const tooLong = (line: number, at: number) =>
+    new ZephyrError(
+      'CORRUPT_JSONL',
+      `${opts.url}: line ${line} (from byte ${at}) is longer than the ${mib(max)} record limit; if records ` +
+        `this large are expected, raise maxRecordBytes in the reader options, else the file is damaged ` +
+        `(a lost newline) or not line-delimited`,
+    )
+  const strip = (line: string) => (line.endsWith('\r') ? line.slice(0, -1) : line)
+  let pending: Buffer[] = []
+  let pendingBytes = 0
+  let pendingStart = 0
+  let offset = 0
   let lineNo = 1
-  for await (const chunk of stream as AsyncIterable<string>) {
-    const text = rest + chunk
-    const parts = text.split('\n')
-    rest = parts.pop()!
-    for (let i = 0; i < parts.length; i += maxBatch) {
-      const slice = parts.slice(i, i + maxBatch)
-      for (let j = 0; j < slice.length; j++) if (slice[j]!.endsWith('\r')) slice[j] = slice[j]!.slice(0, -1)
+  for await (const raw of stream as AsyncIterable<Buffer | string>) {
+    const chunk = typeof raw === 'string' ? Buffer.from(raw, 'utf8') : raw
+    const out: string[] = []
+    let start = 0
+    const first = chunk.indexOf(10)
+    if (first >= 0 && pendingBytes > 0) {
+      if (pendingBytes + first > max) throw tooLong(lineNo, pendingStart)
+      pending.push(chunk.subarray(0, first))
+      out.push(strip(Buffer.concat(pending).toString('utf8')))
+      pending = []
+      pendingBytes = 0
+      start = first + 1
+    }
+    const last = first < 0 ? -1 : chunk.lastIndexOf(10)
+    if (last >= start) {
+      if (last - start > max) {
+        // the lines inside this chunk could be too long themselves
+        for (let at = start, n = 0; at <= last; n++) {
+          const nl = chunk.indexOf(10, at)
+          if (nl - at > max) throw tooLong(lineNo + out.length + n, offset + at)
+          at = nl + 1
+        }
+      }
+      const parts = chunk.toString('utf8', start, last).split('\n')
+      for (const p of parts) out.push(strip(p))
+      start = last + 1
+    }
+    if (start < chunk.length) {
+      if (pendingBytes === 0) pendingStart = offset + start
+      pending.push(chunk.subarray(start))
+      pendingBytes += chunk.length - start
+      if (pendingBytes > max) throw tooLong(lineNo + out.length, pendingStart)
+    }
+    offset += chunk.length
+    for (let i = 0; i < out.length; i += maxBatch) {
+      const slice = out.length <= maxBatch ? out : out.slice(i, i + maxBatch)
       yield { first: lineNo, lines: slice }
       lineNo += slice.length
     }
   }
-  if (rest.length > 0) yield { first: lineNo, lines: [rest.endsWith('\r') ? rest.slice(0, -1) : rest] }
+  if (pendingBytes > 0) yield { first: lineNo, lines: [strip(Buffer.concat(pending).toString('utf8'))] }
 }

@@ -9,6 +9,12 @@ export type CorruptLinePolicy = 'fail' | 'skip'
 export type JsonlOptions = {
   /** `fail` throws `CORRUPT_JSONL` naming the file and line; `skip` drops the line and counts it. @default 'fail' */
   readonly onError?: CorruptLinePolicy
+  /**
+   * A line longer than this many bytes fails with `CORRUPT_JSONL` naming the
+   * file, the line and its byte offset (whatever `onError` says: such a line
+   * is held whole in memory before it can be parsed). @default 64 MiB
+   */
+  readonly maxRecordBytes?: number
 }
 
 /** Records of one JSONL file, in batches. Blank lines are ignored. */
@@ -18,7 +24,10 @@ export async function* readJsonl(
   counters?: TaskCounters,
 ): AsyncGenerator<unknown[]> {
   const policy = opts.onError ?? 'fail'
-  for await (const { first, lines: batch } of lines(await openInput(url, counters))) {
+  for await (const { first, lines: batch } of lines(await openInput(url, counters), {
+    url,
+    maxRecordBytes: opts.maxRecordBytes,
+  })) {
     const out: unknown[] = []
     for (let i = 0; i < batch.length; i++) {
       const line = batch[i]!

@@ -5,6 +5,8 @@ import { lines, openInput, readInput } from '../internal/input.js'
 export type TextOptions = {
   /** `file`: one `{ path, text }` per file; `line`: one string per line. @default 'line' */
   readonly per?: 'file' | 'line'
+  /** With `per: 'line'`, a line longer than this many bytes fails with `CORRUPT_JSONL`. @default 64 MiB */
+  readonly maxRecordBytes?: number
 }
 
 export async function* readText(
@@ -17,5 +19,9 @@ export async function* readText(
     yield [{ path: url, text }]
     return
   }
-  for await (const { lines: batch } of lines(await openInput(url, counters))) yield batch
+  for await (const { lines: batch } of lines(await openInput(url, counters), {
+    url,
+    maxRecordBytes: opts.maxRecordBytes,
+  }))
+    yield batch
 }
