@@ -1,5 +1,7 @@
 /** @module @marin/levanter: training on tfjs: models, optimizers, Trainer, Pipeline, checkpoints, data-parallel over
  * fray, generation. */
+// first: tfjs's environment before any tensor exists (no tfjs-node banner, no per-op checks)
+import './tfjs-env.js'
 import pkg from '../package.json' with { type: 'json' }
 
 export const name: string = pkg.name

@@ -3,7 +3,7 @@
  * checkpoint, logs, evaluates and checkpoints through the trainer's hooks.
  */
 import { withClient } from '@marin/fray'
-import { logger } from '@marin/rigging'
+import { localMarinPrefix, logger } from '@marin/rigging'
 import path from 'node:path'
 import { initBackend, isDeviceBackend } from './backend.js'
 import type { BackendInfo } from './backend.js'
@@ -23,6 +23,7 @@ import { explainOutOfMemory } from './parallel/heap-limit.js'
 import { checkModelAxis } from './parallel/layout.js'
 import { MeshEngine } from './parallel/mesh-engine.js'
 import { placementClient } from './parallel/placement.js'
+import { ProgressTracker } from './progress-tracker.js'
 import { JsonlTracker } from './trackers.js'
 import type { Tracker } from './trackers.js'
 import type { StepInfo, Trainer } from './trainer.js'
@@ -78,9 +79,15 @@ export class Pipeline {
     const { dataset, model, trainer, maxSteps } = this.options
     const c = trainer.config
     const seqLen = model.config.seqLen
-    const trackers: readonly Tracker[] = trainer.trackers ?? [
-      new JsonlTracker(path.join(c.runDir ?? path.join('levanter-runs', c.runName), 'metrics.jsonl')),
-    ]
+    // Without trackers of the trainer's own: metrics.jsonl in the run folder (under the Marin prefix unless runDir says),
+    // and the progress lines a marin training step shows (added once the step it resumes from is known).
+    const trackers: Tracker[] = trainer.trackers
+      ? [...trainer.trackers]
+      : [
+          new JsonlTracker(
+            path.join(c.runDir ?? path.join(localMarinPrefix(), 'levanter-runs', c.runName), 'metrics.jsonl'),
+          ),
+        ]
     const ckpt = c.checkpointStore
       ? await Checkpointer.open({
           store: c.checkpointStore,
@@ -152,6 +159,8 @@ export class Pipeline {
           'resumed from checkpoint',
         )
       }
+      if (!trainer.trackers)
+        trackers.push(new ProgressTracker({ maxSteps, startStep: start, tokensPerStep: c.batchSize * seqLen }))
       // On a device the step's loss stays there until a step that logs, evaluates, checkpoints or runs a hook; the
       // steps between are read with it, in one read, and share the interval's time.
       const readsAt = (step: number) =>

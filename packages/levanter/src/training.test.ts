@@ -1,7 +1,10 @@
 import * as tf from '@tensorflow/tfjs'
+import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
+import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from './backend.js'
 import { Dataset } from './data/dataset.js'
@@ -216,6 +219,28 @@ describe('training', () => {
       .map((l) => JSON.parse(l))
     expect(lines.map((l) => l.step)).toEqual([1, 2])
   })
+
+  test('a bare Pipeline shows progress lines, keeps its metrics under the Marin prefix, prints no tfjs banner', async () => {
+    const prefix = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-bare-'))
+    const child = fileURLToPath(new URL('./test-support/bare-run.ts', import.meta.url))
+    const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
+    const r = spawnSync(process.execPath, ['--import', tsx, child], {
+      cwd: prefix,
+      env: { ...process.env, MARIN_PREFIX: path.join(prefix, 'marin'), LOG_LEVEL: 'info' },
+      encoding: 'utf8',
+    })
+    expect(r.status, r.stderr).toBe(0)
+    const lines = r.stderr.split('\n').filter((l) => l.includes('"msg":"training"'))
+    expect(
+      lines.map((l) => JSON.parse(l).step),
+      r.stderr,
+    ).toEqual([2, 4])
+    expect(JSON.parse(lines[1]!)).toMatchObject({ of: 4, loss: expect.any(Number), eta: '0s' })
+    expect(fs.existsSync(path.join(prefix, 'marin', 'levanter-runs', 'bare', 'metrics.jsonl'))).toBe(true)
+    expect(fs.existsSync(path.join(prefix, 'levanter-runs'))).toBe(false)
+    // tfjs's banner (it asks for tfjs-node) is not printed: levanter sets PROD before the first tensor
+    expect(r.stderr).not.toMatch(/looks like you are running TensorFlow\.js/)
+  }, 60_000)
 
   test('bad trainer config names the field', () => {
     expect(() => new Trainer({ learningRate: -1 })).toThrow(/learningRate/)
