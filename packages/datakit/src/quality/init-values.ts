@@ -1,0 +1,25 @@
+/**
+ * @module The initial input vectors: uniform in [-1/dim, 1/dim] as fastText draws them, but from a
+ * counter-based generator, so that any row can be drawn again from (seed, row) alone. A model file
+ * then stores only the rows training changed; the others are drawn again when it is loaded.
+ */
+
+/** The initial value of element `index` of the input matrix, uniform in [-scale, scale). */
+function initValue(seed: number, index: number, scale: number): number {
+  // a 32-bit mix of (seed, index): two rounds of multiply-xorshift (lowbias32)
+  let x = (index ^ Math.imul(seed, 0x9e3779b9)) >>> 0
+  x = Math.imul(x ^ (x >>> 16), 0x7feb352d)
+  x = Math.imul(x ^ (x >>> 15), 0x846ca68b)
+  x ^= x >>> 16
+  return ((x >>> 0) / 4294967296) * 2 * scale - scale
+}
+
+/** Fills rows `[from, to)` of a `dim`-wide matrix with their initial values. */
+export function fillInitialRows(m: Float32Array, dim: number, seed: number, from: number, to: number): void {
+  const scale = 1 / dim
+  // a row's elements are consecutive indices; `index` wraps at 2^32, which only repeats values
+  for (let r = from; r < to; r++) {
+    const off = r * dim
+    for (let j = 0; j < dim; j++) m[off + j] = initValue(seed, (off + j) >>> 0, scale)
+  }
+}

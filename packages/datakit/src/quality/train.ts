@@ -1,0 +1,238 @@
+/**
+ * @module Supervised training as fastText does it on one thread: the vocabulary is counted first
+ * (words by `minCount`, labels by `minCountLabel`, each sorted by count), then SGD runs over the
+ * examples in order, cyclically, until `epoch` times the token count has been read; the learning
+ * rate falls linearly to 0 with the tokens read (updated every `lrUpdateRate` tokens); each
+ * example updates against one of its labels picked at random, with a softmax loss over all labels,
+ * the gradient of the hidden vector divided by the example's row count.
+ *
+ * Unlike fastText, the examples are turned into input rows once, not on every epoch: the passes
+ * then read flat Int32Arrays, and nothing is allocated inside them.
+ */
+import { DatakitError } from '../errors.js'
+import { type ClassifierArgs, Classifier, computeHidden, resolveArgs, softmax } from './classifier.js'
+import { fillInitialRows } from './init-values.js'
+import { addWordNgrams, forEachToken, LABEL_PREFIX } from './tokens.js'
+
+/** A labelled example: a fastText line (`__label__hq some text`), or labels and text apart. */
+export type LabelledExample = string | { readonly labels: readonly string[]; readonly text: string }
+
+/** What training saw, for the step's metadata. */
+export type TrainStats = {
+  readonly examples: number
+  /** Examples without a label or without a known word (fastText skips them too). */
+  readonly skipped: number
+  readonly tokens: number
+  readonly words: number
+  readonly labels: number
+  /** Mean loss over the last epoch's updates. */
+  readonly loss: number
+}
+
+/** A trained classifier and which input rows training changed (the model file stores only those). */
+export type TrainResult = { classifier: Classifier; touched: Uint8Array; stats: TrainStats }
+
+const withPrefix = (l: string) => (l.startsWith(LABEL_PREFIX) ? l : LABEL_PREFIX + l)
+
+/** The tokens of one example in fastText's order: its labels, then its text (a line as fastText reads it). */
+function exampleText(e: LabelledExample, i: number): string {
+  if (typeof e === 'string') return e
+  if (typeof e?.text !== 'string' || !Array.isArray(e.labels))
+    throw new DatakitError('INVALID_ARGUMENT', `classifier: example ${i} needs labels (an array) and text (a string)`)
+  return `${e.labels.map(withPrefix).join(' ')} ${e.text}`
+}
+
+/** Trains a classifier on `examples` with fastText's supervised defaults, overridden by `args`. */
+export function trainClassifier(examples: readonly LabelledExample[], args: Partial<ClassifierArgs> = {}): TrainResult {
+  return trainFromLines(examples.map(exampleText), resolveArgs(args))
+}
+
+function trainFromLines(lines: readonly string[], a: ClassifierArgs): TrainResult {
+  // 1. The vocabulary: counts in order of first appearance, then sorted by count (ties: first seen).
+  const counts = new Map<string, number>()
+  let ntokens = 0
+  for (const line of lines) {
+    forEachToken(line, (tok) => {
+      counts.set(tok, (counts.get(tok) ?? 0) + 1)
+      ntokens++
+    })
+  }
+  const entries = [...counts.entries()]
+  const byCount = (x: [string, number], y: [string, number]) => y[1] - x[1]
+  const words = entries
+    .filter(([t, c]) => !t.startsWith(LABEL_PREFIX) && c >= a.minCount)
+    .sort(byCount)
+    .map(([t]) => t)
+  const labels = entries
+    .filter(([t, c]) => t.startsWith(LABEL_PREFIX) && c >= a.minCountLabel)
+    .sort(byCount)
+    .map(([t]) => t)
+  if (labels.length === 0)
+    throw new DatakitError(
+      'INVALID_ARGUMENT',
+      `classifier: none of the ${lines.length} examples has a label; write labels as ${LABEL_PREFIX}NAME`,
+    )
+  const wordIds = new Map(words.map((w, i) => [w, i]))
+  const labelIds = new Map(labels.map((l, i) => [l, i]))
+  const nwords = words.length
+  const { dim, wordNgrams, bucket } = a
+
+  // 2. Every example as input rows and label ids, once.
+  let rows = new Int32Array(1 << 16)
+  let nrows = 0
+  const rowStart = new Int32Array(lines.length + 1)
+  const labelFlat: number[] = []
+  const labelStart = new Int32Array(lines.length + 1)
+  const lineTokens = new Int32Array(lines.length)
+  let hashes = new Int32Array(256)
+  let skipped = 0
+  for (let e = 0; e < lines.length; e++) {
+    let nh = 0
+    let toks = 0
+    forEachToken(lines[e]!, (tok, h) => {
+      toks++
+      const lid = labelIds.get(tok)
+      if (lid !== undefined) {
+        labelFlat.push(lid)
+        return
+      }
+      if (tok.startsWith(LABEL_PREFIX)) return
+      const wid = wordIds.get(tok)
+      if (nrows + 1 > rows.length) rows = growTo(rows, nrows + 1)
+      if (wid !== undefined) rows[nrows++] = wid
+      if (nh >= hashes.length) hashes = growTo(hashes, nh + 1)
+      hashes[nh++] = h | 0
+    })
+    if (wordNgrams > 1) {
+      rows = growTo(rows, nrows + nh * (wordNgrams - 1))
+      nrows = addWordNgrams(hashes, nh, wordNgrams, bucket, nwords, rows, nrows)
+    }
+    lineTokens[e] = toks
+    if (nrows === rowStart[e] || labelFlat.length === labelStart[e]) skipped++
+    rowStart[e + 1] = nrows
+    labelStart[e + 1] = labelFlat.length
+  }
+  const labelIdx = Int32Array.from(labelFlat)
+
+  // 3. The matrices: input rows drawn uniformly, output rows zero.
+  const nin = nwords + bucket
+  const input = new Float32Array(nin * dim)
+  fillInitialRows(input, dim, a.seed, 0, nin)
+  const output = new Float32Array(labels.length * dim)
+  const touched = new Uint8Array(nin)
+
+  // 4. SGD, one example at a time, in order, until epoch × ntokens tokens have been read.
+  const hidden = new Float64Array(dim)
+  const grad = new Float64Array(dim)
+  const probs = new Float64Array(labels.length)
+  const nlabels = labels.length
+  let rng = (a.seed ^ 0x2545f491) >>> 0 || 1
+  const total = a.epoch * ntokens
+  let tokenCount = 0
+  let local = 0
+  let lossSum = 0
+  let lossN = 0
+  const lastEpochFrom = (a.epoch - 1) * ntokens
+  for (let e = 0; tokenCount < total; e = e + 1 === lines.length ? 0 : e + 1) {
+    const lr = a.lr * (1 - tokenCount / total)
+    local += lineTokens[e]!
+    const r0 = rowStart[e]!
+    const n = rowStart[e + 1]! - r0
+    const l0 = labelStart[e]!
+    const nl = labelStart[e + 1]! - l0
+    if (n > 0 && nl > 0) {
+      // xorshift32 picks the target among the example's labels
+      rng ^= rng << 13
+      rng ^= rng >>> 17
+      rng ^= rng << 5
+      rng >>>= 0
+      const target = labelIdx[l0 + (nl === 1 ? 0 : rng % nl)]!
+      const p = update(input, output, rows, r0, n, target, lr, dim, nlabels, hidden, grad, probs, touched)
+      if (tokenCount >= lastEpochFrom) {
+        lossSum -= Math.log(p + 1e-5)
+        lossN++
+      }
+    }
+    if (local > a.lrUpdateRate) {
+      tokenCount += local
+      local = 0
+    }
+  }
+  const classifier = new Classifier(a, words, labels, input, output)
+  const stats: TrainStats = {
+    examples: lines.length,
+    skipped,
+    tokens: ntokens,
+    words: nwords,
+    labels: nlabels,
+    loss: lossN > 0 ? lossSum / lossN : 0,
+  }
+  return { classifier, touched, stats }
+}
+
+/**
+ * One SGD step on the example whose rows are `rows[r0 .. r0 + n)` against label `target`; returns
+ * the probability it had. The output rows' update and the hidden gradient share one pass: the
+ * gradient takes each row's value before its update, as fastText's order gives.
+ */
+function update(
+  input: Float32Array,
+  output: Float32Array,
+  rows: Int32Array,
+  r0: number,
+  n: number,
+  target: number,
+  lr: number,
+  dim: number,
+  nlabels: number,
+  hidden: Float64Array,
+  grad: Float64Array,
+  probs: Float64Array,
+  touched: Uint8Array,
+): number {
+  computeHidden(input, rows, r0, n, dim, hidden)
+  softmax(output, hidden, nlabels, dim, probs)
+  grad.fill(0)
+  for (let i = 0; i < nlabels; i++) {
+    const alpha = lr * ((i === target ? 1 : 0) - probs[i]!)
+    const off = i * dim
+    let j = 0
+    for (; j + 3 < dim; j += 4) {
+      const w0 = output[off + j]!
+      const w1 = output[off + j + 1]!
+      const w2 = output[off + j + 2]!
+      const w3 = output[off + j + 3]!
+      grad[j]! += alpha * w0
+      grad[j + 1]! += alpha * w1
+      grad[j + 2]! += alpha * w2
+      grad[j + 3]! += alpha * w3
+      output[off + j] = w0 + alpha * hidden[j]!
+      output[off + j + 1] = w1 + alpha * hidden[j + 1]!
+      output[off + j + 2] = w2 + alpha * hidden[j + 2]!
+      output[off + j + 3] = w3 + alpha * hidden[j + 3]!
+    }
+    for (; j < dim; j++) {
+      const w = output[off + j]!
+      grad[j]! += alpha * w
+      output[off + j] = w + alpha * hidden[j]!
+    }
+  }
+  const s = 1 / n
+  for (let j = 0; j < dim; j++) grad[j]! *= s
+  for (let k = r0; k < r0 + n; k++) {
+    const row = rows[k]!
+    touched[row] = 1
+    const off = row * dim
+    for (let j = 0; j < dim; j++) input[off + j]! += grad[j]!
+  }
+  return probs[target]!
+}
+
+function growTo(a: Int32Array<ArrayBuffer>, need: number): Int32Array<ArrayBuffer> {
+  if (need <= a.length) return a
+  let len = a.length
+  while (len < need) len *= 2
+  const b = new Int32Array(len)
+  b.set(a)
+  return b
+}
