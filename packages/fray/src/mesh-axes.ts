@@ -54,6 +54,24 @@ export function coordsOf(axes: MeshAxes, rank: number): number[] {
 }
 
 /**
+ * Coordinates of `rank` by axis name on a mesh of fixed sizes (row-major in the order `shape`
+ * names its axes: the last varies fastest). The one rank → coordinates map of the repository:
+ * fray's `Mesh.coords` and levanter's layouts both read it.
+ * @example coordsByName({ data: 2, model: 3 }, 4) // { data: 1, model: 1 }
+ */
+export function coordsByName(shape: Readonly<Record<string, number>>, rank: number): Record<string, number> {
+  const axes = Object.entries(shape)
+  const size = axes.reduce((p, [, s]) => p * s, 1)
+  if (!Number.isInteger(rank) || rank < 0 || rank >= size)
+    throw new FrayError(
+      'INVALID_MESH',
+      `mesh ${JSON.stringify(shape)}: rank ${rank} is not a member; ranks are 0 to ${size - 1}`,
+    )
+  const c = coordsOf(axes, rank)
+  return Object.fromEntries(axes.map(([n], i) => [n, c[i]!]))
+}
+
+/**
  * The members that share `rank`'s coordinates on every axis not in `over`: the group a
  * collective over those axes runs in. Returns global ranks ascending and a wire id.
  */

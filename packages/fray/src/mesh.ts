@@ -18,7 +18,7 @@ import { connectionOf } from './actor.js'
 import type { ActorGroup } from './actor-group.js'
 import type { MeshJoin, MeshListen } from './actor-runtime.js'
 import type { PeerAddress } from './collective/peers.js'
-import { coordsOf, type MeshAxes, type MeshAxesInput, resolveAxes } from './mesh-axes.js'
+import { coordsByName, type MeshAxes, type MeshAxesInput, resolveAxes } from './mesh-axes.js'
 
 const log = logger('fray')
 
@@ -111,8 +111,16 @@ export class Mesh<T> {
 
   /** Member `rank`'s coordinates. */
   coords(rank: number): Record<string, number> {
-    const c = coordsOf(this.axes, rank)
-    return Object.fromEntries(this.axes.map(([n], i) => [n, c[i]!]))
+    return coordsByName(this.shape(), rank)
+  }
+
+  /**
+   * `rank`'s coordinates on a mesh of `shape` (fixed sizes, the last axis fastest), without a mesh
+   * of actors: for code that lays data out by rank before (or without) creating one.
+   * @example Mesh.coordsOf({ data: 2, model: 2 }, 3) // { data: 1, model: 1 }
+   */
+  static coordsOf(shape: Readonly<Record<string, number>>, rank: number): Record<string, number> {
+    return coordsByName(shape, rank)
   }
 
   /** Unlinks the members (the actors keep running). */

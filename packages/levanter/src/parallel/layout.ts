@@ -11,6 +11,7 @@
  * model split) and of its AdamW moments: the flat values padded with zeros to a multiple of
  * `data`, member s owning floats [s·L, (s+1)·L) with L = ⌈n / data⌉.
  */
+import { Mesh } from '@marin/fray'
 import { LevanterError } from '../errors.js'
 import { llamaHidden, llamaKvHeads } from '../models/config.js'
 import type { ModelConfig } from '../models/config.js'
@@ -208,11 +209,9 @@ export type FullTensors = {
 /** A member's parts: model parts of the weights, owned slices of the moments. */
 export type PartTensors = FullTensors
 
-/** Coordinates of `rank` on a `{ data, model }` mesh (model varies fastest). */
-export const coordsOfRank = (mesh: MeshShape, rank: number) => ({
-  data: Math.floor(rank / mesh.model),
-  model: rank % mesh.model,
-})
+/** Coordinates of `rank` on a `{ data, model }` mesh (model varies fastest), as fray's mesh numbers its members. */
+export const coordsOfRank = (mesh: MeshShape, rank: number) =>
+  Mesh.coordsOf({ data: mesh.data, model: mesh.model }, rank) as { data: number; model: number }
 
 /** What member `rank` of `mesh` holds of `full` (moments absent in `full` stay absent). */
 export function cutForMember(
