@@ -79,6 +79,19 @@ describe('trained byte-level BPE', () => {
     const again = trainBpe(corpus, { vocabSize: 1200, specialTokens: ['<|endoftext|>'] })
     expect(again.toJSON()).toEqual(tok.toJSON())
   })
+
+  test('an async iterable streams the corpus in and trains the same tokenizer', async () => {
+    async function* stream(): AsyncGenerator<string> {
+      for (const text of corpus) yield text
+    }
+    const streamed = await trainBpe(stream(), { vocabSize: 1200, specialTokens: ['<|endoftext|>'] })
+    expect(streamed.toJSON()).toEqual(tok.toJSON())
+    async function* bad(): AsyncGenerator<string> {
+      yield 'fine'
+      yield 3 as unknown as string
+    }
+    await expect(trainBpe(bad(), { vocabSize: 300 })).rejects.toThrow(/text 1 is number, not a string/)
+  })
 })
 
 /** The textbook trainer: recount every pair before every merge. Slow, obviously right. */

@@ -84,10 +84,33 @@ class PairHeap {
   }
 }
 
-export function trainBpe(texts: Iterable<string>, options: TrainBpeOptions): BpeTokenizer {
-  const { vocabSize, specialTokens = [], pattern = GPT2_PATTERN, minFrequency = 2, onProgress } = options
-  const mergesWanted = vocabSize - 256 - specialTokens.length
-  if (!Number.isInteger(vocabSize) || mergesWanted < 0) {
+/**
+ * Trains on `texts`, read once: an array, or any iterable or async iterable (a generator over a
+ * dataset's records, say), so the corpus need not be in memory: only its distinct pieces and
+ * their counts are kept. Returns the tokenizer, or a promise of it for an async iterable.
+ * @example
+ * async function* texts() { for await (const r of new ParquetReader({ path: shard })) yield r.text }
+ * const tok = await trainBpe(texts(), { vocabSize: 16_000, specialTokens: ['<|endoftext|>'] })
+ */
+export function trainBpe(texts: Iterable<string>, options: TrainBpeOptions): BpeTokenizer
+export function trainBpe(texts: AsyncIterable<string>, options: TrainBpeOptions): Promise<BpeTokenizer>
+export function trainBpe(
+  texts: Iterable<string> | AsyncIterable<string>,
+  options: TrainBpeOptions,
+): BpeTokenizer | Promise<BpeTokenizer> {
+  checkOptions(options)
+  const counter = pieceCounter(options.pattern ?? GPT2_PATTERN)
+  if (Symbol.asyncIterator in texts)
+    return (async () => {
+      for await (const text of texts) counter.add(text)
+      return merge(counter.done(), options)
+    })()
+  for (const text of texts as Iterable<string>) counter.add(text)
+  return merge(counter.done(), options)
+}
+
+function checkOptions({ vocabSize, specialTokens = [] }: TrainBpeOptions): void {
+  if (!Number.isInteger(vocabSize) || vocabSize - 256 - specialTokens.length < 0) {
     throw new DatakitError(
       'TOKENIZER_TRAIN_INPUT',
       `vocabSize ${vocabSize} must be an integer of at least 256 + ${specialTokens.length} special tokens`,
@@ -95,16 +118,32 @@ export function trainBpe(texts: Iterable<string>, options: TrainBpeOptions): Bpe
   }
   if (vocabSize >= PAIR)
     throw new DatakitError('TOKENIZER_TRAIN_INPUT', `vocabSize ${vocabSize} is above the ${PAIR} supported`)
+}
 
-  // 1. Count the corpus's pieces.
+/** 1. Counts the corpus's pieces, one text at a time. */
+function pieceCounter(pattern: string): { add(text: string): void; done(): Map<string, number> } {
   const re = compilePattern(pattern)
   const pieceCounts = new Map<string, number>()
   let sawText = false
-  for (const text of texts) {
-    if (text.length) sawText = true
-    for (const piece of pretokenize(text, re)) pieceCounts.set(piece, (pieceCounts.get(piece) ?? 0) + 1)
+  let n = 0
+  return {
+    add(text) {
+      if (typeof text !== 'string')
+        throw new DatakitError('TOKENIZER_TRAIN_INPUT', `text ${n} is ${typeof text}, not a string`)
+      n++
+      if (text.length) sawText = true
+      for (const piece of pretokenize(text, re)) pieceCounts.set(piece, (pieceCounts.get(piece) ?? 0) + 1)
+    },
+    done() {
+      if (!sawText) throw new DatakitError('TOKENIZER_TRAIN_INPUT', 'no text to train on: the input was empty')
+      return pieceCounts
+    },
   }
-  if (!sawText) throw new DatakitError('TOKENIZER_TRAIN_INPUT', 'no text to train on: the input was empty')
+}
+
+function merge(pieceCounts: Map<string, number>, options: TrainBpeOptions): BpeTokenizer {
+  const { vocabSize, specialTokens = [], pattern = GPT2_PATTERN, minFrequency = 2, onProgress } = options
+  const mergesWanted = vocabSize - 256 - specialTokens.length
 
   // 2. Words as id sequences, and the counts of adjacent pairs with the words they occur in.
   const words: number[][] = []

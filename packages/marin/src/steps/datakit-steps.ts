@@ -120,10 +120,12 @@ export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
       const { ParquetReader } = await import('@marin/zephyr')
       const ref = datasetOf(c.input, o.name)
       const ds = await openDataset(ref.name, { version: ref.version, prefix })
-      const texts: string[] = []
-      for (const path of ds.shards)
-        for await (const row of new ParquetReader({ path })) texts.push((row as { text: string }).text)
-      const tokenizer = trainBpe(texts, { vocabSize: c.vocabSize, specialTokens: ['<|endoftext|>'] })
+      // streamed: training keeps the distinct pieces and their counts, not the texts
+      async function* texts(): AsyncGenerator<string> {
+        for (const path of ds.shards)
+          for await (const row of new ParquetReader({ path })) yield (row as { text: string }).text
+      }
+      const tokenizer = await trainBpe(texts(), { vocabSize: c.vocabSize, specialTokens: ['<|endoftext|>'] })
       const r = await buildTokenCache({ dataset: ref.name, version: ds.version, tokenizer, name: c.cache, prefix })
       log.info({ ref: r.ref, tokens: r.ledger.tokens }, 'tokenized')
       await writeArtifacts(outputPath, {
