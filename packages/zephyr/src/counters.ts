@@ -10,6 +10,8 @@ export type TaskCounters = {
   bytesWritten: number
   /** Corrupt JSONL lines dropped under the `skip` policy. */
   skippedLines: number
+  /** Unreadable or too-large WARC records skipped (each logged with its file and byte offset). */
+  skippedRecords: number
   /** Parquet row groups skipped by statistics. */
   rowGroupsSkipped: number
   /** Bytes written to local spill files by groupBy/deduplicate. */
@@ -37,6 +39,7 @@ export function emptyTaskCounters(): TaskCounters {
     bytesRead: 0,
     bytesWritten: 0,
     skippedLines: 0,
+    skippedRecords: 0,
     rowGroupsSkipped: 0,
     spilledBytes: 0,
     truncatedFiles: 0,
@@ -49,6 +52,7 @@ export function addTaskCounters(into: TaskCounters, c: TaskCounters): void {
   into.bytesRead += c.bytesRead
   into.bytesWritten += c.bytesWritten
   into.skippedLines += c.skippedLines
+  into.skippedRecords += c.skippedRecords
   into.rowGroupsSkipped += c.rowGroupsSkipped
   into.spilledBytes += c.spilledBytes
   into.truncatedFiles += c.truncatedFiles

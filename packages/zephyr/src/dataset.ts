@@ -20,6 +20,7 @@ import type { Op, Source } from './ops.js'
 import { checkPattern } from './output-pattern.js'
 import type { ArrowReadOptions } from './readers/arrow.js'
 import type { JsonlOptions } from './readers/jsonl.js'
+import type { WarcOptions, WarcPage, WarcSkip } from './readers/warc.js'
 import type { WikiPage, WikiXmlOptions } from './readers/wiki-xml.js'
 import type { ParquetWriteOptions } from './writers/parquet.js'
 import { checkFnSpec, isFunctionRef, snapshotArgs } from './user-fn.js'
@@ -122,6 +123,26 @@ export class Dataset<T> {
   /** Each MediaWiki XML export (plain, .gz or .bz2) → `{ id, title, text }` per page, text as plain text. */
   loadWikiXml(options: WikiXmlOptions = {}): Dataset<WikiPage> {
     return this.append({ kind: 'load', loader: { format: 'wikiXml', options } })
+  }
+
+  /**
+   * Each WARC file (`.warc`, `.warc.gz`) → one `WarcPage` per `response` record with an HTML
+   * payload (by default), decoded to text by its declared charset. Unreadable and too-large
+   * records are skipped and counted (`skippedRecords`); with `emitSkipped` they also arrive as
+   * `WarcSkip` records naming file and offset.
+   */
+  loadWarc(options?: WarcOptions & { emitSkipped?: false }): Dataset<WarcPage>
+  loadWarc(options: WarcOptions & { emitSkipped: true }): Dataset<WarcPage | WarcSkip>
+  loadWarc(options: WarcOptions = {}): Dataset<WarcPage | WarcSkip> {
+    checkMaxRecordBytes('loadWarc', options.maxRecordBytes)
+    if (options.onTruncated !== undefined && options.onTruncated !== 'error' && options.onTruncated !== 'stop')
+      throw new ZephyrError(
+        'INVALID_PLAN',
+        `loadWarc onTruncated must be 'error' or 'stop', got ${String(options.onTruncated)}`,
+      )
+    if (options.contentTypes !== undefined && options.contentTypes !== '*' && !Array.isArray(options.contentTypes))
+      throw new ZephyrError('INVALID_PLAN', `loadWarc contentTypes must be an array of media types or '*'`)
+    return this.append({ kind: 'load', loader: { format: 'warc', options } })
   }
 
   /**

@@ -13,6 +13,8 @@ export const ZEPHYR_ERROR_CODES = [
   'CORRUPT_ARROW',
   /** A MediaWiki XML export that is not well-formed. */
   'CORRUPT_XML',
+  /** A WARC file that cannot be parsed, or that ends inside a record (`onTruncated: 'error'`). */
+  'CORRUPT_WARC',
   /** A compressed input whose codec is unknown or whose bytes do not decode. */
   'CORRUPT_COMPRESSED',
   /** An output path already exists and neither `skipExisting` nor `overwrite` was set. */

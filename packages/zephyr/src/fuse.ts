@@ -189,6 +189,9 @@ async function* load(input: Batches, op: Extract<RecordOp, { kind: 'load' }>, co
         case 'wikiXml':
           yield* (await import('./readers/wiki-xml.js')).readWikiXml(url, loader.options, counters)
           break
+        case 'warc':
+          yield* (await import('./readers/warc.js')).readWarc(url, loader.options, counters)
+          break
         case 'parquet': {
           const { ParquetReader } = await import('./parquet-reader.js')
           yield* new ParquetReader({

@@ -9,6 +9,7 @@ import type { KeySpec } from './keys.js'
 import type { ArrowReadOptions } from './readers/arrow.js'
 import type { JsonlOptions } from './readers/jsonl.js'
 import type { TextOptions } from './readers/text.js'
+import type { WarcOptions } from './readers/warc.js'
 import type { WikiXmlOptions } from './readers/wiki-xml.js'
 import type { ParquetWriteOptions } from './writers/parquet.js'
 import type { FnSpec } from './user-fn.js'
@@ -22,6 +23,7 @@ export type LoaderSpec =
   | { readonly format: 'arrow'; readonly options: ArrowReadOptions }
   | { readonly format: 'text'; readonly options: TextOptions }
   | { readonly format: 'wikiXml'; readonly options: WikiXmlOptions }
+  | { readonly format: 'warc'; readonly options: WarcOptions }
 
 export type WriterSpec =
   | { readonly format: 'jsonl'; readonly pattern: string }
