@@ -8,6 +8,8 @@ import type { Client } from '@marin/fray'
 import { LevanterError } from '../errors.js'
 import type { MeshPlacement } from './mesh-config.js'
 
+export type { MeshPlacement } from './mesh-config.js'
+
 /** A fray client that places members as `placement` says (the caller shuts it down), or undefined for the current
  * one. */
 export function placementClient(placement: MeshPlacement | undefined): Client | undefined {
