@@ -1,14 +1,19 @@
+import { execFile } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
 import { parquetMetadata } from 'hyparquet'
 import { describe, expect, test } from 'vitest'
 import { ZephyrContext } from './context.js'
 import { emptyTaskCounters } from './counters.js'
 import { Dataset } from './dataset.js'
 import { col } from './expr.js'
+import { craftedParquet } from './fixtures/parquet-craft.js'
 import { foreignParquet, readForeign } from './fixtures/parquet-wasm.js'
 import type { ForeignCodec } from './fixtures/parquet-wasm.js'
 import { tempDir } from './fixtures/tmp.js'
+import { checkGroupMemory } from './internal/parquet-checks.js'
 import { ParquetReader } from './parquet-reader.js'
 import { parquetWriter } from './writers/parquet.js'
 
@@ -230,5 +235,103 @@ describe('writeParquet', () => {
     ).rejects.toMatchObject({ code: 'UNWRITABLE_RECORD', message: expect.stringContaining('"b"') })
     const { readdirSync } = await import('node:fs')
     expect(readdirSync(dir).filter((f) => f.endsWith('.parquet'))).toEqual([])
+  })
+})
+
+describe('Parquet footers from others', () => {
+  const readAll = async (path: string) => {
+    const got: unknown[] = []
+    for await (const r of new ParquetReader({ path })) got.push(r)
+    return got
+  }
+
+  test('a footer claiming 2^31 rows over 3 values fails at once, not after 78 s out of memory', async () => {
+    const path = join(tempDir(), 'rows.parquet')
+    writeFileSync(
+      path,
+      craftedParquet((m) => {
+        m.num_rows = 2n ** 31n
+        m.row_groups[0]!.num_rows = 2n ** 31n
+        m.row_groups[0]!.columns[0]!.meta_data!.num_values = 2n ** 31n
+      }),
+    )
+    expect(readFileSync(path).length).toBeLessThan(300)
+    // in a child with a small heap: before, this aborted the process after a minute at 100% CPU
+    const script = fileURLToPath(new URL('./fixtures/read-first.ts', import.meta.url))
+    const run = promisify(execFile)(
+      process.execPath,
+      ['--max-old-space-size=256', '--import', 'tsx', script, '10', path],
+      {
+        timeout: 20_000,
+      },
+    )
+    const failed = (await run.then(
+      () => undefined,
+      (err: { killed: boolean; stderr: string }) => err,
+    ))!
+    expect(failed.killed).toBe(false)
+    expect(failed.stderr).toContain("code: 'CORRUPT_PARQUET'")
+    expect(failed.stderr).toMatch(
+      /rows\.parquet: not a readable Parquet file \(row group 0, column "id": its pages hold 3 of/,
+    )
+  })
+
+  test.each<[string, (m: import('hyparquet').FileMetaData) => void, RegExp]>([
+    ['file rows', (m) => void (m.num_rows = 7n), /the footer claims 7 rows but its row groups hold 3/],
+    ['group rows', (m) => void (m.row_groups[0]!.num_rows = 1n << 40n), /holds 3 values for the 1099511627776 rows/],
+    [
+      'chunk size',
+      (m) => void (m.row_groups[0]!.columns[0]!.meta_data!.total_compressed_size = 10n ** 12n),
+      /row group 0, column "id" claims bytes 4-1000000000004, outside the data/,
+    ],
+    [
+      'negative offset',
+      (m) => void (m.row_groups[0]!.columns[0]!.meta_data!.data_page_offset = -5n),
+      /page offset is -5/,
+    ],
+    ['schema', (m) => void (m.schema[0]!.num_children = 0), /the schema tree holds 1 of its 2 elements/],
+  ])('a footer with a bad %s is CORRUPT_PARQUET naming the file, before any page is read', async (_, edit, why) => {
+    const path = join(tempDir(), 'bad.parquet')
+    writeFileSync(path, craftedParquet(edit))
+    await expect(new ParquetReader({ path }).metadata()).rejects.toMatchObject({
+      code: 'CORRUPT_PARQUET',
+      message: expect.stringMatching(new RegExp(`bad\\.parquet: .*${why.source}`)),
+    })
+  })
+
+  test('a footer length past the file, and page sizes past the chunk, are CORRUPT_PARQUET', async () => {
+    const dir = tempDir()
+    const good = craftedParquet(() => {})
+    const long = Buffer.from(good)
+    long.writeUInt32LE(good.length, good.length - 8)
+    writeFileSync(join(dir, 'long.parquet'), long)
+    await expect(readAll(join(dir, 'long.parquet'))).rejects.toMatchObject({
+      code: 'CORRUPT_PARQUET',
+      message: expect.stringMatching(/long\.parquet: .*the footer claims \d+ bytes of a \d+-byte file/),
+    })
+    // the chunk shrunk under its one page: the page's size runs past it
+    const short = craftedParquet((m) => {
+      const c = m.row_groups[0]!.columns[0]!.meta_data!
+      c.total_compressed_size -= 4n
+    })
+    writeFileSync(join(dir, 'short.parquet'), short)
+    await expect(readAll(join(dir, 'short.parquet'))).rejects.toMatchObject({
+      code: 'CORRUPT_PARQUET',
+      message: expect.stringMatching(
+        /short\.parquet: .*row group 0, column "id", page 0 claims \d+ bytes, past the end/,
+      ),
+    })
+    writeFileSync(join(dir, 'ok.parquet'), good)
+    expect(await readAll(join(dir, 'ok.parquet'))).toEqual([{ id: 1 }, { id: 2 }, { id: 3 }])
+  })
+
+  test('a row group too large for the heap is refused before decoding, naming the file and group', () => {
+    const group = { num_rows: 2n ** 31n, columns: [] } as unknown as import('hyparquet').RowGroup
+    expect(() => checkGroupMemory(group, 4, 1, { uncompressed: 100, values: 2 ** 31 }, 'x.parquet')).toThrow(
+      /x\.parquet: row group 4 holds 2147483648 rows of 1 columns, about \d+\.\d GiB decoded.*rowGroupSize/,
+    )
+    expect(() =>
+      checkGroupMemory({ ...group, num_rows: 1000n }, 0, 3, { uncompressed: 1e5, values: 3000 }, 'x'),
+    ).not.toThrow()
   })
 })

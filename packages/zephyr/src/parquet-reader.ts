@@ -5,9 +5,15 @@
  * pages (snappy is built in). Row groups are read one at a time, so memory is
  * bounded by the largest group, and a group whose min/max statistics prove that
  * no row can satisfy `filter` is skipped without reading its pages.
+ *
+ * Files from others are data: the footer is checked against the file's size,
+ * and each group's page headers against the footer, before hyparquet decodes
+ * anything (`internal/parquet-checks.ts`), so a doctored count fails at once
+ * as `CORRUPT_PARQUET` instead of allocating for rows that are not there. A
+ * group's chunks are fetched once for that check and handed to hyparquet.
  */
 import { open } from 'node:fs/promises'
-import { parquetMetadataAsync, parquetReadObjects, parquetSchema } from 'hyparquet'
+import { parquetReadObjects, parquetSchema } from 'hyparquet'
 import type { AsyncBuffer, FileMetaData, RowGroup } from 'hyparquet'
 import { compressors } from 'hyparquet-compressors'
 import { isRiggingError } from '@marin/rigging'
@@ -18,6 +24,7 @@ import type { ColumnStats, Expr, ExprBuilder } from './expr.js'
 import { localCopy } from './internal/cache.js'
 import { notFound } from './internal/input.js'
 import { locate } from './internal/location.js'
+import { checkGroupMemory, checkPages, chunkBytes, readFooter } from './internal/parquet-checks.js'
 
 export type ParquetReaderOptions = {
   /** A URL (`file://`, `memory://`, `s3://`…) or a local path. */
@@ -124,7 +131,7 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
     this.file ??= this.openFile()
     const { buffer } = await this.file
     try {
-      return await parquetMetadataAsync(buffer)
+      return await readFooter(buffer, this.path)
     } catch (err) {
       throw this.corrupt(err)
     }
@@ -143,7 +150,8 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
     const file = await this.file
     try {
       const metadata = await this.metadata()
-      const names = new Set(parquetSchema(metadata).children.map((c) => c.element.name))
+      const tree = parquetSchema(metadata)
+      const names = new Set(tree.children.map((c) => c.element.name))
       for (const c of this.columns ?? []) {
         if (!names.has(c))
           throw new ZephyrError(
@@ -155,7 +163,7 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
         this.filter && this.columns ? exprColumns(this.filter).filter((c) => !this.columns!.includes(c)) : []
       const readColumns = this.columns ? [...this.columns, ...extra] : undefined
       let rowStart = 0
-      for (const group of metadata.row_groups) {
+      for (const [rowGroupIndex, group] of metadata.row_groups.entries()) {
         const n = Number(group.num_rows)
         const start = rowStart
         rowStart += n
@@ -166,8 +174,9 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
         }
         let rows: Record<string, unknown>[]
         try {
+          const checked = await this.checkedGroup(file.buffer, tree, group, rowGroupIndex, readColumns)
           rows = await parquetReadObjects({
-            file: file.buffer,
+            file: checked,
             metadata,
             columns: readColumns as string[] | undefined,
             rowStart: start,
@@ -187,6 +196,55 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
     } finally {
       this.file = undefined
       await file.close()
+    }
+  }
+
+  /**
+   * Fetches the chunks of `group` that will be read, checks their pages and
+   * the memory decoding needs, and returns a view of the file that serves
+   * those bytes from memory (hyparquet asks for the same ranges, or inside them).
+   */
+  private async checkedGroup(
+    file: AsyncBuffer,
+    leaves: ReturnType<typeof parquetSchema>,
+    group: RowGroup,
+    g: number,
+    columns: readonly string[] | undefined,
+  ): Promise<AsyncBuffer> {
+    const chunks = group.columns.filter((c) => !columns || columns.includes(c.meta_data!.path_in_schema[0]!))
+    // neighbouring chunks (8 KiB apart at most, as hyparquet joins them) in one read
+    const ranges: { start: number; end: number }[] = []
+    for (const r of chunks.map((c) => chunkBytes(c.meta_data!)).sort((a, b) => a.start - b.start)) {
+      const last = ranges[ranges.length - 1]
+      if (last && r.start <= last.end + (1 << 13)) last.end = Math.max(last.end, r.end)
+      else ranges.push({ ...r })
+    }
+    const fetched = await Promise.all(ranges.map(async (r) => ({ ...r, bytes: await file.slice(r.start, r.end) })))
+    let uncompressed = 0
+    let values = 0
+    for (const c of chunks) {
+      const m = c.meta_data!
+      const { start, end } = chunkBytes(m)
+      const f = fetched.find((x) => x.start <= start && end <= x.end)!
+      const element = leafElement(leaves, m.path_in_schema)
+      const totals = checkPages(
+        new Uint8Array(f.bytes, start - f.start, end - start),
+        m,
+        element,
+        Number(group.num_rows),
+        `row group ${g}, column "${m.path_in_schema.join('.')}"`,
+        this.path,
+      )
+      uncompressed += totals.uncompressed
+      values += totals.values
+    }
+    checkGroupMemory(group, g, chunks.length, { uncompressed, values }, this.path)
+    return {
+      byteLength: file.byteLength,
+      slice(start, end = file.byteLength) {
+        const f = fetched.find((x) => x.start <= start && end <= x.end)
+        return f ? f.bytes.slice(start - f.start, end - f.start) : file.slice(start, end)
+      },
     }
   }
 
@@ -213,4 +271,11 @@ function groupStats(group: RowGroup, column: string): ColumnStats | undefined {
     nullCount: s.null_count === undefined ? undefined : Number(s.null_count),
     numRows: Number(group.num_rows),
   }
+}
+
+/** The schema element of the leaf column at `path`. */
+function leafElement(root: ReturnType<typeof parquetSchema>, path: readonly string[]) {
+  let node = root
+  for (const name of path) node = node.children.find((c) => c.element.name === name) ?? node
+  return node.element
 }
