@@ -1,5 +1,5 @@
 /**
- * @module levanter's fused native kernels (native/ops.cc, in the same addon as the native GEMM):
+ * @module levanter's fused native kernels (native/ops-*.cc, in the same addon as the native GEMM):
  * LayerNorm and GELU forward and backward, attention's causal softmax and its backward,
  * cross-entropy with its gradient, column sums and AdamW, each one pass over float32 arrays in
  * place, on the addon's threads. {@link nativeKernels} answers them where the native GEMM is the
