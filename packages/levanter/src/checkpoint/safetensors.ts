@@ -19,8 +19,6 @@ export type SafeTensor = {
   readonly dtype?: StoredDtype
 }
 
-const BYTES: Record<StoredDtype, number> = { F32: 4, F16: 2, BF16: 2, I32: 4 }
-
 const f32 = new Float32Array(1),
   u32 = new Uint32Array(f32.buffer)
 
@@ -128,39 +126,137 @@ export function encodeSafetensors(
   return out
 }
 
-/** Decode a safetensors file; `what` names it in errors. */
+/** The format's cap on the JSON header (safetensors refuses larger headers as a denial of service). */
+export const MAX_HEADER_BYTES = 100_000_000
+
+/** Bytes per value of each dtype read here; a Map, so that no other name (`__proto__`, `toString`) is one. */
+const DTYPE_BYTES: ReadonlyMap<string, number> = new Map<StoredDtype, number>([
+  ['F32', 4],
+  ['F16', 2],
+  ['BF16', 2],
+  ['I32', 4],
+])
+
+/** Where a tensor's values lie, relative to the start of the data (just after the header). */
+export type TensorEntry = {
+  readonly dtype: StoredDtype
+  readonly shape: readonly number[]
+  readonly begin: number
+  readonly end: number
+}
+
+/** A validated header: every tensor's entry, the string metadata, and where the data starts in the file. */
+export type SafetensorsHeader = {
+  readonly entries: ReadonlyMap<string, TensorEntry>
+  readonly metadata: Record<string, string>
+  readonly dataStart: number
+}
+
+const damaged = (what: string, msg: string) =>
+  new LevanterError('BAD_SAFETENSORS', `${what}: ${msg}; the file is truncated or not safetensors`)
+
+/**
+ * The header's length from the file's first 8 bytes, checked against the file's size and the format's
+ * 100 MB cap; `fileSize` is the whole file's.
+ */
+export function safetensorsHeaderLength(first8: Uint8Array, fileSize: number, what = 'safetensors'): number {
+  if (first8.length < 8 || fileSize < 8)
+    throw damaged(what, `${Math.min(first8.length, fileSize)} bytes is shorter than the 8-byte header length`)
+  const len = new DataView(first8.buffer, first8.byteOffset, 8).getBigUint64(0, true)
+  if (len > BigInt(MAX_HEADER_BYTES))
+    throw damaged(what, `header length ${len} exceeds the format's cap of ${MAX_HEADER_BYTES} bytes`)
+  if (8 + Number(len) > fileSize) throw damaged(what, `header length ${len} exceeds the file size ${fileSize}`)
+  return Number(len)
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+
+/** One tensor's entry, as the format requires it; `dataLength` bounds its offsets. */
+function entryOf(name: string, e: unknown, dataLength: number, what: string): TensorEntry {
+  const bad = (msg: string) => damaged(what, `tensor ${JSON.stringify(name)} ${msg}`)
+  if (!isObject(e)) throw bad(`has entry ${JSON.stringify(e)}, not an object with dtype, shape and data_offsets`)
+  const { dtype, shape, data_offsets: offsets } = e
+  const size = typeof dtype === 'string' ? DTYPE_BYTES.get(dtype) : undefined
+  if (size === undefined)
+    throw bad(
+      `has dtype ${typeof dtype === 'string' ? dtype : JSON.stringify(dtype)}; only F32, F16, BF16 and I32 are read`,
+    )
+  if (!Array.isArray(shape) || !shape.every(isCount))
+    throw bad(`has shape ${JSON.stringify(shape)}, not an array of non-negative integers`)
+  if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isCount))
+    throw bad(`has data_offsets ${JSON.stringify(offsets)}, not [begin, end] non-negative integers`)
+  const [begin, end] = offsets as [number, number]
+  if (begin > end || end > dataLength)
+    throw bad(`has data_offsets [${begin}, ${end}] outside the ${dataLength} data bytes`)
+  // Multiplied step by step so that a huge shape stops before leaving the safe integers.
+  let bytes = size
+  for (const d of shape as number[]) {
+    bytes *= d
+    if (bytes > end - begin) break
+  }
+  if (bytes !== end - begin)
+    throw bad(
+      `has data_offsets [${begin}, ${end}] (${end - begin} bytes), but dtype ${dtype} ` +
+        `× shape [${shape.join(', ')}] needs ${shape.reduce((a: number, b: number) => a * b, size)}`,
+    )
+  return { dtype: dtype as StoredDtype, shape: shape as number[], begin, end }
+}
+
+/**
+ * Parse and check a header as the format requires: a JSON object; `__metadata__` a map of strings; every
+ * other entry a dtype read here, a shape of non-negative integers and data_offsets of exactly dtype × shape
+ * bytes; the entries, sorted by offset, cover the `dataLength` data bytes from 0 without gap or overlap.
+ */
+export function parseSafetensorsHeader(json: Uint8Array, dataLength: number, what = 'safetensors'): SafetensorsHeader {
+  let header: unknown
+  try {
+    header = JSON.parse(new TextDecoder().decode(json))
+  } catch (_err) {
+    throw damaged(what, 'header is not JSON')
+  }
+  if (!isObject(header)) throw damaged(what, 'header is not a JSON object')
+  const entries = new Map<string, TensorEntry>()
+  let metadata: Record<string, string> = {}
+  for (const [name, e] of Object.entries(header)) {
+    if (name === '__metadata__') {
+      if (!isObject(e) || !Object.values(e).every((v) => typeof v === 'string'))
+        throw damaged(what, `__metadata__ is ${JSON.stringify(e)}, not a map of strings to strings`)
+      metadata = e as Record<string, string>
+    } else entries.set(name, entryOf(name, e, dataLength, what))
+  }
+  const sorted = [...entries].sort(([, a], [, b]) => a.begin - b.begin || a.end - b.end)
+  let at = 0
+  for (const [name, e] of sorted) {
+    if (e.begin !== at)
+      throw damaged(
+        what,
+        `tensor ${JSON.stringify(name)} starts at ${e.begin}, but the tensor before it ends at ${at} ` +
+          `(${e.begin < at ? 'they overlap' : 'a gap'}); the data must be covered exactly once`,
+      )
+    at = e.end
+  }
+  if (at !== dataLength)
+    throw damaged(what, `the tensors cover ${at} of the ${dataLength} data bytes; the data must be covered exactly`)
+  return { entries, metadata, dataStart: 8 + json.length }
+}
+
+/** The checked header of a whole safetensors file (its data is not decoded). */
+export function readSafetensorsHeader(bytes: Uint8Array, what = 'safetensors'): SafetensorsHeader {
+  const len = safetensorsHeaderLength(bytes, bytes.length, what)
+  return parseSafetensorsHeader(bytes.subarray(8, 8 + len), bytes.length - 8 - len, what)
+}
+
+/** Decode a safetensors file (checked as {@link parseSafetensorsHeader} says); `what` names it in errors. */
 export function decodeSafetensors(
   bytes: Uint8Array,
   what = 'safetensors',
 ): { tensors: Map<string, SafeTensor>; metadata: Record<string, string> } {
-  const bad = (msg: string) =>
-    new LevanterError('BAD_SAFETENSORS', `${what}: ${msg}; the file is truncated or not safetensors`)
-  if (bytes.length < 8) throw bad(`${bytes.length} bytes is shorter than the 8-byte header length`)
-  const len = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true))
-  if (8 + len > bytes.length) throw bad(`header length ${len} exceeds the file size ${bytes.length}`)
-  let header: Record<
-    string,
-    { dtype: string; shape: number[]; data_offsets: [number, number] } | Record<string, string>
-  >
-  try {
-    header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + len)))
-  } catch (_err) {
-    throw bad('header is not JSON')
-  }
-  const base = 8 + len
+  const { entries, metadata, dataStart: base } = readSafetensorsHeader(bytes, what)
   const tensors = new Map<string, SafeTensor>()
-  let metadata: Record<string, string> = {}
-  for (const [name, e] of Object.entries(header)) {
-    if (name === '__metadata__') {
-      metadata = e as Record<string, string>
-      continue
-    }
-    const { dtype, shape, data_offsets } = e as { dtype: string; shape: number[]; data_offsets: [number, number] }
-    if (!(dtype in BYTES)) throw bad(`tensor "${name}" has dtype ${dtype}; only F32, F16, BF16 and I32 are read`)
-    const size = BYTES[dtype as StoredDtype]
-    const [b, end] = data_offsets
-    if (base + end > bytes.length || end - b !== shape.reduce((x, y) => x * y, 1) * size)
-      throw bad(`tensor "${name}" offsets [${b}, ${end}] do not fit its shape or the file`)
+  for (const [name, { dtype, shape, begin: b, end }] of entries) {
+    const size = DTYPE_BYTES.get(dtype)!
     // A real copy (a Node Buffer's slice is a view into a shared pool): aligned, and independent of the file buffer.
     const copy = new Uint8Array(end - b)
     copy.set(bytes.subarray(base + b, base + end))
@@ -174,7 +270,7 @@ export function decodeSafetensors(
       data = new Float32Array(n)
       for (let i = 0; i < n; i++) data[i] = conv(half[i]!)
     }
-    tensors.set(name, { shape, data, dtype: dtype as StoredDtype })
+    tensors.set(name, { shape, data, dtype })
   }
   return { tensors, metadata }
 }
