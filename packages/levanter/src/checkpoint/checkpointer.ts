@@ -20,7 +20,8 @@ import type { CausalLM } from '../models/lm.js'
 import type { ModelConfigInput } from '../models/config.js'
 import { joinMoments, joinWeights } from '../parallel/layout.js'
 import type { ShardBlobs, ShardedLayout } from '../parallel/layout.js'
-import { decodeSafetensors, encodeSafetensors } from './safetensors.js'
+import { checkModelFits } from './model-fit.js'
+import { decodeSafetensors, encodeSafetensors, readSafetensorsHeader } from './safetensors.js'
 import type { SafeTensor } from './safetensors.js'
 
 const log = logger('levanter')
@@ -84,11 +85,13 @@ export function checkpointSteps(view: ArtifactView): number[] {
 
 /**
  * The model of the checkpoint at `step` (default: the newest) in a version of a checkpoint
- * artifact, built from the model config its manifest records.
+ * artifact, built from the model config its manifest records once that config is checked against the
+ * weights and the memory available (model-fit.ts; `maxBytes` overrides the memory budget).
  */
 export async function modelFromCheckpoint(
   view: ArtifactView,
   step?: number,
+  maxBytes?: number,
 ): Promise<{ model: CausalLM; step: number }> {
   const steps = checkpointSteps(view)
   const s = step ?? steps[steps.length - 1]
@@ -107,8 +110,44 @@ export async function modelFromCheckpoint(
     if (!(err instanceof SyntaxError)) throw err
     throw new LevanterError('BAD_CHECKPOINT', `${what('manifest.json')}: not JSON (${err.message})`)
   }
-  const model = createModel(manifest.config.model as ModelConfigInput)
-  for (const [n, d] of await readTensors(view, s, manifest, 'model')) model.set(n, d)
+  const cfg = (manifest as { config?: { model?: unknown } } | null)?.config?.model
+  if (typeof cfg !== 'object' || cfg === null || Array.isArray(cfg))
+    throw new LevanterError('BAD_CHECKPOINT', `${what('manifest.json')}: has no "config.model" object`)
+  // What the weights hold, from their headers (or the manifest's layout for a mesh's parts), before the
+  // model is built: a manifest is data, and its config may claim any size.
+  const shapes = new Map<string, readonly number[]>(),
+    whole = new Map<string, Uint8Array>()
+  let fileBytes = 0
+  const mesh = manifest.mesh
+  if (mesh) {
+    checkMesh(view, mesh, what('manifest.json'))
+    const members = mesh.data * mesh.model
+    for (const lp of mesh.layout) shapes.set(lp.name, lp.shape)
+    for (let r = 0; r < members; r++) fileBytes += view.entry(`${dir(s)}/${shardFile('model', r, members)}`).size
+  } else {
+    // read whole (finestore verifies a blob only whole), and decoded from these bytes below
+    const bytes = await view.read(`${dir(s)}/model.safetensors`)
+    for (const [n, e] of readSafetensorsHeader(bytes, what('model.safetensors')).entries) shapes.set(n, e.shape)
+    fileBytes = bytes.length
+    whole.set('model.safetensors', bytes)
+  }
+  checkModelFits({
+    config: cfg as ModelConfigInput,
+    configFile: what('manifest.json'),
+    weightsFile: what(mesh ? 'model-*.safetensors' : 'model.safetensors'),
+    field: (k) => `config.model.${k}`,
+    tensorCount: shapes.size,
+    stored: (n) => shapes.get(n),
+    fileBytes,
+    ...(maxBytes === undefined ? {} : { maxBytes }),
+  })
+  const model = createModel(cfg as ModelConfigInput)
+  try {
+    for (const [n, d] of await readTensors(view, s, manifest, 'model', whole)) model.set(n, d)
+  } catch (err) {
+    model.dispose()
+    throw err
+  }
   return { model, step: s }
 }
 
@@ -116,21 +155,54 @@ export async function modelFromCheckpoint(
 export const shardFile = (kind: 'model' | 'optimizer', rank: number, members: number) =>
   `${kind}-${String(rank).padStart(5, '0')}-of-${String(members).padStart(5, '0')}.safetensors`
 
-/** The full weights (`model`) or moments (`optimizer`) of step `s`: one file, or every member's parts joined. */
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+
+/**
+ * A manifest's mesh, checked before its numbers size anything: members that the version's files can hold,
+ * and each parameter's full shape, part and owned floats consistent with one another (parts are checked
+ * against these when read), so that joining parts allocates only what the files hold.
+ */
+function checkMesh(view: ArtifactView, mesh: ShardedLayout, what: string): void {
+  const bad = (msg: string) => new LevanterError('BAD_CHECKPOINT', `${what}: "mesh" ${msg}; the manifest is damaged`)
+  if (!isCount(mesh.data) || !isCount(mesh.model) || mesh.data < 1 || mesh.model < 1)
+    throw bad(`has data ${JSON.stringify(mesh.data)} and model ${JSON.stringify(mesh.model)}, not positive integers`)
+  if (mesh.data * mesh.model > view.files().length)
+    throw bad(`has ${mesh.data * mesh.model} members, more than the version's ${view.files().length} files`)
+  if (!Array.isArray(mesh.layout)) throw bad('has no "layout" list')
+  for (const lp of mesh.layout) {
+    const name = JSON.stringify(lp?.name)
+    if (typeof lp?.name !== 'string' || !Array.isArray(lp.shape) || !lp.shape.every(isCount))
+      throw bad(`parameter ${name} has no name or no shape of non-negative integers`)
+    const split = lp.split?.kind
+    const parts = split === 'replicated' || mesh.model === 1 ? 1 : mesh.model
+    if (!isCount(lp.size) || lp.shape.reduce((a: number, b: number) => a * b, 1) !== lp.size * parts)
+      throw bad(`parameter ${name} has shape [${lp.shape.join(', ')}] but parts of ${JSON.stringify(lp.size)} floats`)
+    if (lp.owned !== (mesh.fsdp ? Math.ceil(lp.size / mesh.data) : lp.size))
+      throw bad(`parameter ${name} owns ${JSON.stringify(lp.owned)} floats, not its share of ${lp.size}`)
+  }
+}
+
+/**
+ * The full weights (`model`) or moments (`optimizer`) of step `s`: one file, or every member's parts joined;
+ * `already` holds files of the step folder read before, by name.
+ */
 async function readTensors(
   view: ArtifactView,
   s: number,
   manifest: CheckpointManifest,
   kind: 'model' | 'optimizer',
+  already: ReadonlyMap<string, Uint8Array> = new Map(),
 ): Promise<Map<string, Float32Array>> {
   const read = async (f: string) => {
-    const { tensors } = decodeSafetensors(await view.read(`${dir(s)}/${f}`), `${view.ref} ${dir(s)}/${f}`)
+    const bytes = already.get(f) ?? (await view.read(`${dir(s)}/${f}`))
+    const { tensors } = decodeSafetensors(bytes, `${view.ref} ${dir(s)}/${f}`)
     return new Map(
       [...tensors].map(([k, t]) => [k, t.data instanceof Float32Array ? t.data : Float32Array.from(t.data)]),
     )
   }
   const mesh = manifest.mesh
   if (!mesh) return read(`${kind}.safetensors`)
+  checkMesh(view, mesh, `${view.ref} ${dir(s)}/manifest.json`)
   const members = mesh.data * mesh.model
   const parts = await Promise.all(Array.from({ length: members }, (_, r) => read(shardFile(kind, r, members))))
   for (const [r, part] of parts.entries())
@@ -285,6 +357,7 @@ export class Checkpointer {
     const view = await this.store.open(this.artifact)
     const manifest = await this.#manifest(view, newest)
     if (!manifest.mesh) return this.load()
+    checkMesh(view, manifest.mesh, `${this.artifact} ${dir(newest)}/manifest.json`)
     await into({ ref: view.ref, dir: dir(newest), mesh: manifest.mesh, count: manifest.optimizerCount })
     return { manifest, damaged: [] }
   }

@@ -16,7 +16,9 @@ import { llamaHidden, llamaKvHeads } from '../models/config.js'
 import type { ModelConfig, RopeScaling } from '../models/config.js'
 import { createModel } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
-import { decodeSafetensors, encodeSafetensors } from './safetensors.js'
+import { checkModelFits } from './model-fit.js'
+import { readHeaderFromFile } from './read-header.js'
+import { decodeSafetensors, encodeSafetensors, readSafetensorsHeader } from './safetensors.js'
 import type { SafeTensor, StoredDtype } from './safetensors.js'
 
 /** How exported weights are stored: `torch_dtype` in config.json. */
@@ -32,6 +34,39 @@ export type ExportHfOptions = {
 }
 
 const INDEX = 'model.safetensors.index.json'
+
+/** Our config keys as config.json spells them, to name the field a refusal is about. */
+const HF_FIELDS: Readonly<Record<'gpt2' | 'llama', ReadonlyMap<string, string>>> = {
+  gpt2: new Map([
+    ['vocabSize', 'vocab_size'],
+    ['seqLen', 'n_positions'],
+    ['dModel', 'n_embd'],
+    ['nLayers', 'n_layer'],
+    ['nHeads', 'n_head'],
+    ['mlpRatio', 'n_inner'],
+    ['layerNormEps', 'layer_norm_epsilon'],
+    ['initStd', 'initializer_range'],
+  ]),
+  llama: new Map([
+    ['vocabSize', 'vocab_size'],
+    ['seqLen', 'max_position_embeddings'],
+    ['dModel', 'hidden_size'],
+    ['nLayers', 'num_hidden_layers'],
+    ['nHeads', 'num_attention_heads'],
+    ['intermediateSize', 'intermediate_size'],
+    ['nKvHeads', 'num_key_value_heads'],
+    ['rmsNormEps', 'rms_norm_eps'],
+    ['ropeTheta', 'rope_theta'],
+    ['tieWordEmbeddings', 'tie_word_embeddings'],
+    ['ropeScaling', 'rope_scaling'],
+    ['initStd', 'initializer_range'],
+  ]),
+}
+
+export type ImportHfOptions = {
+  /** Refuse a model that needs more bytes than this to load; @default 75% of the free memory (model-fit.ts) */
+  readonly maxBytes?: number
+}
 
 /** [r, c] row-major → [c, r]. */
 function transpose2d(d: Float32Array, r: number, c: number): Float32Array {
@@ -250,7 +285,7 @@ export async function exportHf(
  * Build a model from a Hugging Face-style directory or finestore view (GPT2LMHeadModel or
  * LlamaForCausalLM; one `model.safetensors` or shards named by `model.safetensors.index.json`).
  */
-export async function importHf(from: string | ArtifactView): Promise<CausalLM> {
+export async function importHf(from: string | ArtifactView, options: ImportHfOptions = {}): Promise<CausalLM> {
   const where = typeof from === 'string' ? from : from.ref
   const name = (f: string) => (typeof from === 'string' ? path.join(from, f) : `${where} ${f}`)
   const has = (f: string) => (typeof from === 'string' ? fs.existsSync(path.join(from, f)) : from.has(f))
@@ -262,7 +297,25 @@ export async function importHf(from: string | ArtifactView): Promise<CausalLM> {
     )
   const read = async (f: string) =>
     typeof from === 'string' ? new Uint8Array(fs.readFileSync(path.join(from, f))) : from.read(f)
-  const config = fromHfConfig(JSON.parse(new TextDecoder().decode(await read('config.json'))), name('config.json'))
+  // A file from a view is read whole once (finestore verifies blobs only whole); from a folder, its header alone
+  // is read before the config is checked, and its data after.
+  const whole = new Map<string, Uint8Array>()
+  const header = async (f: string) => {
+    if (typeof from === 'string') return readHeaderFromFile(path.join(from, f))
+    const bytes = await from.read(f)
+    whole.set(f, bytes)
+    return { ...readSafetensorsHeader(bytes, name(f)), fileSize: bytes.length }
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(new TextDecoder().decode(await read('config.json')))
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err
+    throw new LevanterError('BAD_CONFIG', `${name('config.json')}: not JSON (${err.message}); fix or replace the file`)
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new LevanterError('BAD_CONFIG', `${name('config.json')}: not a JSON object`)
+  const config = fromHfConfig(json as Record<string, unknown>, name('config.json'))
   // tensor name → the file that holds it
   const fileOf = new Map<string, string>()
   if (sharded) {
@@ -272,7 +325,7 @@ export async function importHf(from: string | ArtifactView): Promise<CausalLM> {
     } catch (_err) {
       throw new LevanterError('BAD_CHECKPOINT', `${name(INDEX)}: is not JSON`)
     }
-    if (!index.weight_map || typeof index.weight_map !== 'object')
+    if (!index?.weight_map || typeof index.weight_map !== 'object')
       throw new LevanterError('BAD_CHECKPOINT', `${name(INDEX)}: has no "weight_map" object`)
     for (const [t, f] of Object.entries(index.weight_map)) {
       if (typeof f !== 'string' || f.includes('/') || f.includes('\\') || f.startsWith('.'))
@@ -286,12 +339,40 @@ export async function importHf(from: string | ArtifactView): Promise<CausalLM> {
       if (!has(f))
         throw new LevanterError('CHECKPOINT_NOT_FOUND', `${name(f)}: shard named by ${INDEX} is missing; download it`)
   }
-  const tensors = new Map<string, SafeTensor>()
-  for (const f of sharded ? new Set(fileOf.values()) : ['model.safetensors'])
-    for (const [n, t] of decodeSafetensors(await read(f), name(f)).tensors) tensors.set(n, t)
+  const files = sharded ? [...new Set(fileOf.values())] : ['model.safetensors']
   const wFile = sharded ? name(INDEX) : name('model.safetensors')
-  const model = createModel(config)
   const llama = config.type === 'llama'
+  // Headers first (checked, data unread), so that the config is held against the weights before anything of
+  // the size it claims is allocated.
+  const shapes = new Map<string, readonly number[]>()
+  let fileBytes = 0
+  for (const f of files) {
+    const h = await header(f)
+    fileBytes += h.fileSize
+    for (const [n, e] of h.entries) shapes.set(n, e.shape)
+  }
+  const fields = HF_FIELDS[config.type]
+  checkModelFits({
+    config,
+    configFile: name('config.json'),
+    weightsFile: wFile,
+    field: (k) => fields.get(k) ?? k,
+    tensorCount: shapes.size,
+    stored: (n) => {
+      // GPT-2 files from the hub may lack the "transformer." prefix; Llama's linear weights are [out, in] there.
+      const s = shapes.get(n) ?? shapes.get(n.replace(/^transformer\./, ''))
+      return s && llama && isLinear(n) && s.length === 2 ? [s[1]!, s[0]!] : s
+    },
+    fileBytes,
+    ...(options.maxBytes === undefined ? {} : { maxBytes: options.maxBytes }),
+  })
+  const tensors = new Map<string, SafeTensor>()
+  for (const f of files) {
+    const bytes = whole.get(f) ?? (await read(f))
+    whole.delete(f)
+    for (const [n, t] of decodeSafetensors(bytes, name(f)).tensors) tensors.set(n, t)
+  }
+  const model = createModel(config)
   if (llama) {
     // a Llama tensor the model would not use (a bias, an extra head) is refused rather than dropped
     const used = new Set(model.specs.map((sp) => sp.name))

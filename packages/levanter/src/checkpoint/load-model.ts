@@ -16,6 +16,8 @@ import { importHf } from './hf.js'
 export type LoadModelOptions = {
   /** The store artifact references are looked up in: a `Store`, or its URL or local path. */
   readonly store?: Store | string
+  /** Refuse a model that needs more bytes than this to load; @default 75% of the free memory (model-fit.ts) */
+  readonly maxBytes?: number
 }
 
 export type LoadedModel = {
@@ -36,7 +38,7 @@ const REF = /^([\w.\-/]+(?:@\w+)?)(?::(\d+))?$/
 /** Loads a model from `source`: a folder, or `ARTIFACT[@VERSION][:STEP]` in `o.store`. */
 export async function loadModel(source: string, o: LoadModelOptions = {}): Promise<LoadedModel> {
   if (fs.existsSync(source) && fs.statSync(source).isDirectory())
-    return { model: await importHf(source), name: path.basename(path.resolve(source)) }
+    return { model: await importHf(source, o), name: path.basename(path.resolve(source)) }
   const ref = REF.exec(source)
   if (!ref)
     throw new LevanterError(
@@ -64,13 +66,17 @@ export async function loadModel(source: string, o: LoadModelOptions = {}): Promi
       from = owned ? {} : { view }
     const weights = view.has('model.safetensors') || view.has('model.safetensors.index.json')
     if (ref[2] === undefined && view.has('config.json') && weights)
-      return { model: await importHf(view), name, ...from }
+      return { model: await importHf(view, o), name, ...from }
     if (ref[2] === undefined && !view.metadata.steps)
       throw new LevanterError(
         'CHECKPOINT_NOT_FOUND',
         `${source}: holds neither config.json + model.safetensors nor levanter checkpoints`,
       )
-    const { model, step } = await modelFromCheckpoint(view, ref[2] === undefined ? undefined : Number(ref[2]))
+    const { model, step } = await modelFromCheckpoint(
+      view,
+      ref[2] === undefined ? undefined : Number(ref[2]),
+      o.maxBytes,
+    )
     return { model, name, ...from, step }
   } finally {
     if (owned) store.close()
