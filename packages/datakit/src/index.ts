@@ -46,6 +46,15 @@ export type { DecontaminateOptions, DecontaminateResult, DecontamReport } from '
 export { buildNgramIndex, DECONTAM_NGRAM, matchNgrams, ngramHashes, wordsOf } from './decontam/ngram-index.js'
 export type { EvalTexts, NgramIndex, NgramMatch } from './decontam/ngram-index.js'
 
+// Web
+export { filterLanguage, ingestWarc } from './web/ingest-warc.js'
+export type { FilterLanguageOptions, IngestWarcOptions, WebStepResult } from './web/ingest-warc.js'
+export type { WebStats } from './web/web-shard.js'
+export { DEFAULT_MAX_HTML_BYTES, extractMainText } from './web/extract.js'
+export type { ExtractMiss, ExtractOptions, Extracted } from './web/extract.js'
+export { keepLanguage, languageIdentifier } from './web/language.js'
+export type { LanguageFilter, LanguageGuess, LanguageIdentifier } from './web/language.js'
+
 // Corpora
 export { BROWN_HELD_OUT_FILES, brownParagraphs, readBrown, untagBrown } from './corpus/brown.js'
 export type { BrownDocument, BrownPart, ReadBrownOptions } from './corpus/brown.js'

@@ -238,7 +238,7 @@ async function readRecord(
     return {
       kind: 'skip',
       reason: 'tooLarge',
-      message: `its payload of ${size} bytes is over the ${o.max}-byte limit; raise maxRecordBytes to keep such records`,
+      message: `its payload of ${size} bytes is over the ${o.max}-byte limit; raise maxRecordBytes to keep them`,
     }
   const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
   const declaredCharset = charsetOf(http?.headers.get('Content-Type') ?? record.warcContentType ?? '')

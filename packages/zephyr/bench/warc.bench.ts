@@ -1,0 +1,61 @@
+/**
+ * @module WARC reading speed (`pnpm bench warc`), on one core: the real records of the test
+ * fixtures (webrecorder's example.com and iana.org crawls, our windows-1252, Shift_JIS and
+ * navigation-only pages) repeated into a `.warc.gz` and a `.warc` of about ZEPHYR_WARC_BENCH_MB
+ * (default 64) each, read by `readWarc` in this process. Pages/s counts the HTML responses
+ * delivered; MB/s counts the file's bytes (compressed for `.warc.gz`). Progress goes to stderr;
+ * stdout carries only the JSON lines.
+ */
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { gunzipSync } from 'node:zlib'
+import { emit, median } from '@marin/rigging/bench'
+import { readWarc } from '../src/readers/warc.js'
+
+const say = (msg: string) => process.stderr.write(`[warc bench] ${msg}\n`)
+const MB = Number(process.env.ZEPHYR_WARC_BENCH_MB ?? 64)
+const RUNS = Number(process.env.ZEPHYR_BENCH_RUNS ?? 3)
+const root = join(tmpdir(), `zephyr-warc-bench-${process.pid}`)
+mkdirSync(root, { recursive: true })
+const fixture = (f: string) => readFileSync(new URL(`../test-fixtures/warc/${f}`, import.meta.url))
+
+// gzip members concatenate into a valid .warc.gz; uncompressed records concatenate into a .warc
+const gz = Buffer.concat([fixture('example.warc.gz'), fixture('written.warc.gz')])
+const plain = Buffer.concat([gunzipSync(gz), fixture('example-iana.org-chunked.warc')])
+
+function repeated(unit: Buffer, name: string): string {
+  const path = join(root, name)
+  const copies = Math.max(1, Math.round((MB * 2 ** 20) / unit.length))
+  writeFileSync(path, Buffer.concat(Array.from({ length: copies }, () => unit)))
+  return path
+}
+
+async function measure(path: string): Promise<{ pagesPerS: number; mbPerS: number; pages: number }> {
+  const walls: number[] = []
+  let pages = 0
+  for (let run = 0; run < RUNS; run++) {
+    pages = 0
+    const t0 = performance.now()
+    for await (const batch of readWarc(path)) pages += batch.length
+    walls.push((performance.now() - t0) / 1000)
+  }
+  const wall = median(walls)
+  return { pagesPerS: pages / wall, mbPerS: statSync(path).size / 2 ** 20 / wall, pages }
+}
+
+try {
+  for (const [name, unit] of [
+    ['warc_gz', gz],
+    ['warc', plain],
+  ] as const) {
+    const path = repeated(unit, `bench.${name === 'warc_gz' ? 'warc.gz' : 'warc'}`)
+    say(`${name}: ${(statSync(path).size / 2 ** 20).toFixed(1)} MB, ${RUNS} runs`)
+    const r = await measure(path)
+    say(`${name}: ${r.pages} pages`)
+    emit({ bench: 'zephyr', metric: `read_${name}_pages_per_s_per_core`, value: r.pagesPerS, unit: 'pages/s' })
+    emit({ bench: 'zephyr', metric: `read_${name}_mb_per_s_per_core`, value: r.mbPerS, unit: 'MB/s' })
+  }
+} finally {
+  rmSync(root, { recursive: true, force: true })
+}
