@@ -4,6 +4,7 @@ export const MARIN_ERROR_CODES = [
   'BAD_STEP',
   'BAD_CONFIG',
   'BAD_USAGE',
+  'BAD_TEMPLATE',
   'DUPLICATE_STEP',
   'CYCLE',
   'SCRIPT_FAILED',

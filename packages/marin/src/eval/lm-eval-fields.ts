@@ -1,16 +1,19 @@
 /**
  * @module The values of lm-evaluation-harness `doc_to_*` fields for one document: Jinja templates
  * rendered with `@huggingface/jinja` as the harness renders them (`keep_trailing_newline`, Python's
- * `list.index`), column names, constants and built-in `!function` equivalents.
+ * `list.index`), column names, constants and built-in `!function` equivalents. Task files come from
+ * others, so templates render in the sandbox (`range()` capped, output size and time bounded: a
+ * BAD_TEMPLATE error names the task file and field) and list texts are read as Python literals.
  */
-import { Template } from '@huggingface/jinja'
-import { MarinError } from '../errors.js'
+import { MarinError, isMarinError } from '../errors.js'
+import { SandboxedTemplate } from '../serve/template-sandbox.js'
+import { pythonLiteral } from './python-literal.js'
 import type { Doc, DocFunction } from './lm-eval-functions.js'
 
 /** A `doc_to_*` field: a Jinja template or column name, a constant (index or list), or a function. */
 export type DocField = string | number | readonly unknown[] | DocFunction
 
-const templates = new Map<string, Template>()
+const templates = new Map<string, SandboxedTemplate>()
 
 /** Python list methods Jinja here lacks, rewritten to helper calls: `xs.index(v)` → `__index(xs, v)`. */
 const pythonisms = (src: string) => src.replace(/([A-Za-z_][\w.]*(?:\[[^\]]*\])*)\.index\(/g, '__index($1, ')
@@ -30,7 +33,7 @@ export function render(src: string, doc: Doc, what: string): string {
   let t = templates.get(src)
   if (!t) {
     try {
-      t = new Template(pythonisms(src))
+      t = new SandboxedTemplate(pythonisms(src), what)
     } catch (err) {
       throw new MarinError('BAD_CONFIG', `${what}: not a valid Jinja template: ${(err as Error).message}`)
     }
@@ -38,8 +41,9 @@ export function render(src: string, doc: Doc, what: string): string {
   }
   try {
     // The harness's Jinja environment keeps a template's trailing newline; this renderer drops one.
-    return t.render({ ...doc, ...helpers }) + (src.endsWith('\n') ? '\n' : '')
+    return t.render({ ...doc, ...helpers }, what) + (src.endsWith('\n') ? '\n' : '')
   } catch (err) {
+    if (isMarinError(err, 'BAD_TEMPLATE')) throw err
     throw new MarinError('BAD_CONFIG', `${what}: rendering failed: ${(err as Error).message}`)
   }
 }
@@ -68,27 +72,26 @@ export function text(f: string, doc: Doc, what: string): string {
 export const asIndex = (v: unknown): number | undefined =>
   typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : undefined
 
-/** A rendered Python list literal (`['a', "b"]`, as `ast.literal_eval` reads it) as a list; anything else unchanged. */
+/**
+ * A rendered target that looks like a Python list (`['a', "b"]`, starts with `[` and ends with `]`) as the
+ * list `ast.literal_eval` gives; anything else, or a text that does not read as a literal, unchanged (as the
+ * harness falls back to the text).
+ */
 export function listLiteral(v: unknown): unknown {
   if (typeof v !== 'string') return v
   const s = v.trim()
   if (!(s.startsWith('[') && s.endsWith(']'))) return v
   try {
-    return JSON.parse(s) as unknown
-  } catch {
-    // Python's single-quoted strings become JSON strings; escapes inside keep their meaning.
-    const json = s.replace(/'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"/g, (_m, single?: string, double?: string) =>
-      JSON.stringify(single !== undefined ? single.replace(/\\(.)/g, '$1') : JSON.parse(`"${double}"`)),
-    )
-    try {
-      return JSON.parse(json) as unknown
-    } catch {
-      return v
-    }
+    return pythonLiteral(s, 'target')
+  } catch (err) {
+    if (isMarinError(err, 'BAD_CONFIG')) return v
+    throw err
   }
 }
 
 /** `doc_to_choice`'s list for one document: a template's text is read as a Python list literal, as lm-eval does. */
 export function choicesOf(f: DocField, doc: Doc, what: string): unknown {
-  return listLiteral(value(f, doc, what))
+  const v = value(f, doc, what)
+  // As the harness: a template's text must be a literal (ast.literal_eval raises otherwise).
+  return typeof v === 'string' ? pythonLiteral(v.trim(), what) : v
 }

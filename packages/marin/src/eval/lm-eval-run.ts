@@ -22,6 +22,9 @@ import type { LmEvalTask } from './lm-eval-task.js'
 import type { MetricValue, TaskResult } from './run-task.js'
 import { mean, meanStderr, ratioWithStderr, utf8Length } from './stats.js'
 
+/** How errors name a task: its file and name. */
+const where = (t: LmEvalTask) => `${t.source} (task ${t.name})`
+
 const argmax = (xs: readonly number[]) => xs.reduce((best, v, i) => (v > xs[best]! ? i : best), 0)
 
 /**
@@ -32,10 +35,10 @@ function prefixes(t: LmEvalTask, docs: readonly Doc[]): string[] {
   const drawer = t.fewshot && t.numFewshot > 0 ? new FewshotDrawer(t.fewshot, t.fewshotSeed) : undefined
   const multi = t.outputType === 'multiple_choice' && isMultipleInput(t, docs)
   return docs.map((doc, i) => {
-    const description = t.description ? fieldText(t.description, doc, `${t.source}: description of document ${i}`) : ''
+    const description = t.description ? fieldText(t.description, doc, `${where(t)}: description of document ${i}`) : ''
     if (!drawer) return description
     const examples = drawer.draw(t.numFewshot, doc)
-    return description + examples.map((e) => exampleText(drawer.spec, e, multi, t.source)).join('')
+    return description + examples.map((e) => exampleText(drawer.spec, e, multi, where(t))).join('')
   })
 }
 
@@ -46,7 +49,7 @@ function prefixes(t: LmEvalTask, docs: readonly Doc[]): string[] {
 function isMultipleInput(t: LmEvalTask, docs: readonly Doc[]): boolean {
   if (t.multipleInputs) return true
   if (docs.length === 0) return false
-  return asIndex(value(t.docToText, docs[0]!, `${t.source}: doc_to_text of document 0`)) !== undefined
+  return asIndex(value(t.docToText, docs[0]!, `${where(t)}: doc_to_text of document 0`)) !== undefined
 }
 
 type Out = { records: Record<string, unknown>[]; metrics: Map<string, MetricValue> }
@@ -55,7 +58,7 @@ type Out = { records: Record<string, unknown>[]; metrics: Map<string, MetricValu
 export const UNCONDITIONAL_CONTEXT = '\n'
 
 async function multipleChoice(model: LanguageModel, t: LmEvalTask, docs: readonly Doc[]): Promise<Out> {
-  const what = (k: string, i: number) => `${t.source}: ${k} of document ${i}`
+  const what = (k: string, i: number) => `${where(t)}: ${k} of document ${i}`
   const mutualInfo = t.metrics.some((m) => m.metric === 'acc_mutual_info')
   const multi = isMultipleInput(t, docs)
   const pre = prefixes(t, docs)
@@ -127,8 +130,8 @@ async function loglikelihood(model: LanguageModel, t: LmEvalTask, docs: readonly
   const pre = prefixes(t, docs)
   const reqs = docs.map((doc, i) =>
     splitBoundary(
-      pre[i]! + String(value(t.docToText, doc, `${t.source}: doc_to_text of document ${i}`)),
-      String(value(t.docToTarget, doc, `${t.source}: doc_to_target of document ${i}`)),
+      pre[i]! + String(value(t.docToText, doc, `${where(t)}: doc_to_text of document ${i}`)),
+      String(value(t.docToTarget, doc, `${where(t)}: doc_to_target of document ${i}`)),
     ),
   )
   const scores = await model.loglikelihood(reqs)
@@ -152,7 +155,7 @@ async function loglikelihood(model: LanguageModel, t: LmEvalTask, docs: readonly
 }
 
 async function rolling(model: LanguageModel, t: LmEvalTask, docs: readonly Doc[]): Promise<Out> {
-  const texts = docs.map((doc, i) => String(value(t.docToTarget, doc, `${t.source}: doc_to_target of document ${i}`)))
+  const texts = docs.map((doc, i) => String(value(t.docToTarget, doc, `${where(t)}: doc_to_target of document ${i}`)))
   const scores = await model.loglikelihood(texts.map((text) => ({ context: '\n', continuation: text })))
   const records = texts.map((text, index) => ({
     index,
@@ -195,15 +198,15 @@ export function lmEvalMetricNames(t: LmEvalTask): string[] {
 async function generateUntil(model: LanguageModel, t: LmEvalTask, docs: readonly Doc[]): Promise<Out> {
   const pre = prefixes(t, docs)
   const ctx = docs.map(
-    (doc, i) => pre[i]! + String(value(t.docToText, doc, `${t.source}: doc_to_text of document ${i}`)),
+    (doc, i) => pre[i]! + String(value(t.docToText, doc, `${where(t)}: doc_to_text of document ${i}`)),
   )
   // Each document's accepted answers: a list target (several answers) scores when any matches, as lm-eval's
   // multiple targets do.
   const targets = docs.map((doc, i): string[] => {
-    const v = listLiteral(value(t.docToTarget, doc, `${t.source}: doc_to_target of document ${i}`))
+    const v = listLiteral(value(t.docToTarget, doc, `${where(t)}: doc_to_target of document ${i}`))
     // With choices the target is an index into them, as the harness reads it.
     if (t.docToChoice !== undefined) {
-      const ch = choicesOf(t.docToChoice, doc, `${t.source}: doc_to_choice of document ${i}`) as unknown[]
+      const ch = choicesOf(t.docToChoice, doc, `${where(t)}: doc_to_choice of document ${i}`) as unknown[]
       return [String(ch[asIndex(v) ?? -1] ?? v)]
     }
     return Array.isArray(v) ? v.map(String) : [String(v)]

@@ -2,6 +2,8 @@
 import { randomBytes, randomInt } from 'node:crypto'
 import type { Hono } from 'hono'
 import { streamSSE } from 'hono/streaming'
+import { logger } from '@marin/rigging'
+import { isMarinError } from '../errors.js'
 import { ApiError } from './api-error.js'
 import { ChatRequest } from './api-types.js'
 import { type ChoiceParams, usageOf } from './choice-runner.js'
@@ -9,6 +11,7 @@ import type { TokenEvent } from './engine.js'
 import { now } from './route-context.js'
 import type { RouteContext } from './route-context.js'
 
+const log = logger('marin')
 const reqId = () => `chatcmpl-${randomBytes(12).toString('hex')}`
 
 export function chatRoute(app: Hono, x: RouteContext): void {
@@ -20,8 +23,12 @@ export function chatRoute(app: Hono, x: RouteContext): void {
     const processing = processingOf(r)
     let rendered: string
     try {
-      rendered = o.chatTemplate.render(r.messages)
+      rendered = await o.chatTemplate.render(r.messages)
     } catch (err) {
+      if (isMarinError(err, 'BAD_TEMPLATE')) {
+        log.warn({ err }, 'chat template refused')
+        throw new ApiError(400, `messages: ${err.message}`, 'messages', 'bad_template')
+      }
       throw new ApiError(
         400,
         `messages: the model's chat template rejects them: ${(err as Error).message}`,

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -24,19 +25,33 @@ const STRICT =
   "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}" +
   "{% else %}{{ ' ' + message['content'] + eos_token }}{% endif %}{% endfor %}"
 
+/** Polls URL/health every 20 ms until stdin ends, then prints the slowest answer's time. */
+const HEALTH_POLLER = `
+let worstMs = 0, polls = 0, errors = 0, stop = false
+process.stdin.on('end', () => (stop = true)).resume()
+;(async () => {
+  while (!stop) {
+    const t = performance.now()
+    try { await (await fetch(process.argv[1] + '/health')).text() } catch { errors++ }
+    worstMs = Math.max(worstMs, performance.now() - t); polls++
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  console.log(JSON.stringify({ worstMs: Math.round(worstMs), polls, errors }))
+})()`
+
 const messages = [
   { role: 'system', content: 'be brief' },
   { role: 'user', content: 'the quick fox' },
 ]
 
 describe('chat templates from tokenizer_config.json', () => {
-  test('a Jinja chat_template renders the turns and the generation prompt; eos_token is the stop', () => {
+  test('a Jinja chat_template renders the turns and the generation prompt; eos_token is the stop', async () => {
     const t = chatTemplateFromConfig({ chat_template: ZEPHYR, eos_token: '</s>' }, 'tokenizer_config.json')!
-    expect(t.render(messages)).toBe('<|system|>\nbe brief</s>\n<|user|>\nthe quick fox</s>\n<|assistant|>\n')
+    expect(await t.render(messages)).toBe('<|system|>\nbe brief</s>\n<|user|>\nthe quick fox</s>\n<|assistant|>\n')
     expect(t.stops).toEqual(['</s>'])
   })
 
-  test('bos_token and eos_token as AddedToken objects; a named template list picks "default"', () => {
+  test('bos_token and eos_token as AddedToken objects; a named template list picks "default"', async () => {
     const t = chatTemplateFromConfig(
       {
         chat_template: [
@@ -48,22 +63,23 @@ describe('chat templates from tokenizer_config.json', () => {
       },
       'tokenizer_config.json',
     )!
-    expect(
+    await expect(
       t.render([
         { role: 'user', content: 'hi' },
         { role: 'assistant', content: 'yo' },
         { role: 'user', content: 'ok' },
       ]),
-    ).toBe('<s>[INST] hi [/INST] yo</s>[INST] ok [/INST]')
-    expect(() => t.render([{ role: 'assistant', content: 'x' }])).toThrow(/roles must alternate/)
+    ).resolves.toBe('<s>[INST] hi [/INST] yo</s>[INST] ok [/INST]')
+    await expect(t.render([{ role: 'assistant', content: 'x' }])).rejects.toThrow(/roles must alternate/)
+    await t.close?.()
   })
 
-  test('no chat_template → none (the server falls back to ChatML); a broken one names the file', () => {
+  test('no chat_template → none (the server falls back to ChatML); a broken one names the file', async () => {
     expect(chatTemplateFromConfig({ eos_token: '</s>' }, 'x/tokenizer_config.json')).toBeUndefined()
     expect(() => chatTemplateFromConfig({ chat_template: '{% for x in %}' }, 'x/tokenizer_config.json')).toThrow(
       /x\/tokenizer_config.json: chat_template/,
     )
-    expect(CHATML.render([{ role: 'user', content: 'hi' }])).toBe(
+    expect(await CHATML.render([{ role: 'user', content: 'hi' }])).toBe(
       '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n',
     )
   })
@@ -104,6 +120,7 @@ describe('marin serve uses the checkpoint chat template', () => {
       client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', maxRetries: 0 }),
       close: async () => {
         await server.close()
+        await loaded.chatTemplate?.close?.()
         loaded.model.dispose()
       },
     }
@@ -122,7 +139,7 @@ describe('marin serve uses the checkpoint chat template', () => {
     const plain = await serveWith(undefined)
     try {
       const r = await plain.client.chat.completions.create({ model: 'tiny', messages: turns, max_tokens: 1 })
-      expect(r.usage!.prompt_tokens).toBe(tokenizer.encode(CHATML.render(messages)).length)
+      expect(r.usage!.prompt_tokens).toBe(tokenizer.encode(await CHATML.render(messages)).length)
     } finally {
       await plain.close()
     }
@@ -152,4 +169,56 @@ describe('marin serve uses the checkpoint chat template', () => {
       message: expect.stringContaining('tokenizer_config.json: chat_template'),
     })
   })
+
+  test('a template past range() or the time budget → 400 BAD_TEMPLATE naming it; /health keeps answering', async () => {
+    const bad = await serveWith({
+      chat_template:
+        '{% if messages[0].content == "range" %}{% for i in range(30000000) %}{% endfor %}{% endif %}' +
+        '{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}',
+    })
+    // The poller is its own process, as a load balancer is: the server's event loop must answer it.
+    let slowMs = 0
+    const poller = spawn(process.execPath, ['-e', HEALTH_POLLER, bad.server.url], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    })
+    let out = ''
+    poller.stdout.on('data', (d) => (out += d))
+    const polled = new Promise((r) => poller.on('exit', r))
+    try {
+      await new Promise((r) => setTimeout(r, 300))
+      const ask = async (content: string) => {
+        const res = await fetch(`${bad.server.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content }], max_tokens: 1 }),
+        })
+        return { status: res.status, error: ((await res.json()) as { error: Record<string, string> }).error }
+      }
+      const range = await ask('range')
+      expect(range.status).toBe(400)
+      expect(range.error).toMatchObject({ param: 'messages', code: 'bad_template' })
+      expect(range.error.message).toMatch(
+        /tokenizer_config\.json: chat_template: .*range\(0, 30000000, 1\) makes 30000000/,
+      )
+      const t0 = performance.now()
+      const slow = await ask('loop')
+      slowMs = performance.now() - t0
+      expect(slow.status).toBe(400)
+      // The sandbox's own clock stops it; the worker's deadline is the backstop on a busy machine.
+      expect(slow.error.message).toMatch(
+        /chat_template: the template is refused: rendering (took longer than the 2000 |did not finish within 3000 )ms/,
+      )
+    } finally {
+      poller.stdin.end()
+      await polled
+      await bad.close()
+    }
+    const health = JSON.parse(out) as { worstMs: number; polls: number; errors: number }
+    expect(health.errors).toBe(0)
+    expect(health.polls).toBeGreaterThan(10)
+    // Rendering in line blocked /health for the whole render (101 s for range(30000000)); now it is another
+    // thread's, so /health answers within scheduling noise of a busy machine, well inside the refused render.
+    expect(slowMs).toBeGreaterThan(2000)
+    expect(health.worstMs).toBeLessThan(slowMs / 2)
+  }, 30_000)
 })

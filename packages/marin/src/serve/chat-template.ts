@@ -3,10 +3,13 @@
  * `tokenizer_config.json` may carry a Jinja `chat_template` (as Hugging Face tokenizers do); it is
  * rendered with `messages`, `add_generation_prompt: true`, `bos_token` and `eos_token`, and the
  * assistant turn ends at `eos_token`. Without one, ChatML-style turns are written as plain text,
- * so any byte-level tokenizer encodes them, and the turn ends at `<|im_end|>`.
+ * so any byte-level tokenizer encodes them, and the turn ends at `<|im_end|>`. A checkpoint's template
+ * is someone else's code: it renders in the sandbox on its own worker thread (`template-worker.ts`), so
+ * one that loops or allocates without bound is refused with BAD_TEMPLATE while the server keeps serving.
  */
-import { Template } from '@huggingface/jinja'
 import { MarinError } from '../errors.js'
+import { SandboxedTemplate } from './template-sandbox.js'
+import { TemplateWorker } from './template-worker.js'
 
 export const CHAT_END = '<|im_end|>'
 
@@ -14,8 +17,11 @@ export type ChatTurn = { readonly role: string; readonly content: string | reado
 
 /** Renders messages into the prompt; `stops` end the assistant's turn. */
 export type ChatTemplate = {
-  /** Throws (the template's own `raise_exception`, or a rendering error) when the messages do not fit it. */
-  render(messages: readonly ChatTurn[]): string
+  /** Rejects (the template's own `raise_exception`, or a rendering error) when the messages do not fit it, and
+   * with BAD_TEMPLATE when the template passes the sandbox's limits. */
+  render(messages: readonly ChatTurn[]): Promise<string>
+  /** Ends what rendering holds (a worker thread). */
+  close?(): Promise<void>
   readonly stops: readonly string[]
   /** The rendered text holds the tokenizer's special tokens (BOS, turn markers) as text, to encode as their ids
    * (a checkpoint's own template); otherwise it is plain text and the tokenizer adds its own. */
@@ -31,7 +37,11 @@ export function renderChat(messages: readonly ChatTurn[]): string {
 }
 
 /** The template used when the checkpoint has none. */
-export const CHATML: ChatTemplate = { render: renderChat, stops: [CHAT_END], writesSpecialTokens: false }
+export const CHATML: ChatTemplate = {
+  render: async (messages) => renderChat(messages),
+  stops: [CHAT_END],
+  writesSpecialTokens: false,
+}
 
 /** A special token as `tokenizer_config.json` writes it: a string or an AddedToken `{content, …}`. */
 function tokenText(v: unknown): string | undefined {
@@ -65,23 +75,26 @@ export function chatTemplateFromConfig(config: unknown, file: string): ChatTempl
       'BAD_USAGE',
       `${file}: chat_template must be a string (a Jinja template), got ${typeof source}`,
     )
-  let template: Template
+  const name = `${file}: chat_template`
   try {
-    template = new Template(source)
+    // Parsed here too, so a template that does not parse fails loading rather than every request.
+    new SandboxedTemplate(source, name)
   } catch (err) {
     const why = (err as Error).message
     throw new MarinError('BAD_USAGE', `${file}: chat_template is not a valid Jinja template: ${why}`, { cause: err })
   }
   const bos = tokenText(c.bos_token),
     eos = tokenText(c.eos_token)
+  const worker = new TemplateWorker(source, name)
   return {
     render: (messages) =>
-      template.render({
+      worker.render({
         messages: messages.map((m) => ({ role: m.role, content: textOf(m) })),
         add_generation_prompt: true,
         ...(bos !== undefined ? { bos_token: bos } : {}),
         ...(eos !== undefined ? { eos_token: eos } : {}),
       }),
+    close: () => worker.close(),
     stops: eos !== undefined && eos !== '' ? [eos] : [],
     writesSpecialTokens: true,
   }
