@@ -9,12 +9,16 @@
  * (`k`), `remove_whitespace` (strip), `lowercase`, `uppercase`, `majority_vote` (the most common
  * response, the first seen among ties). Python patterns become JavaScript ones: leading inline flags
  * (`(?s)`, `(?i)`, `(?m)`) become flags, `(?P<name>…)` a named group, `(?P=name)` a back-reference.
+ * Patterns come from task files, so they run with a time budget (`regex-sandbox.ts`): one that backtracks
+ * without bound is refused, naming the task, the field and the pattern.
  */
 import { z } from 'zod'
 import { MarinError } from '../errors.js'
+import { findallBounded, stripBounded } from './regex-sandbox.js'
+import type { SandboxedRegex } from './regex-sandbox.js'
 
 export type FilterStep =
-  | { readonly fn: 'regex'; readonly re: RegExp; readonly groupSelect: number; readonly fallback: string }
+  | { readonly fn: 'regex'; readonly regex: SandboxedRegex; readonly groupSelect: number; readonly fallback: string }
   | { readonly fn: 'take_first' | 'remove_whitespace' | 'lowercase' | 'uppercase' | 'majority_vote' }
   | { readonly fn: 'take_first_k'; readonly k: number }
 
@@ -74,13 +78,15 @@ export function parseFilterList(raw: z.output<typeof FilterListConfig>, where: s
     steps: p.filter.map((s, j): FilterStep => {
       const what = `${where}: filter_list[${i}] (${p.name}) step ${j} (${s.function})`
       switch (s.function) {
-        case 'regex':
+        case 'regex': {
+          const pattern = s.regex_pattern ?? '#### (\\-?[0-9\\.\\,]+)'
           return {
             fn: 'regex',
-            re: pythonRegex(s.regex_pattern ?? '#### (\\-?[0-9\\.\\,]+)', 'g', what),
+            regex: { re: pythonRegex(pattern, 'g', what), what: `${what} regex_pattern`, pattern },
             groupSelect: s.group_select ?? 0,
             fallback: s.fallback ?? '[invalid]',
           }
+        }
         case 'take_first_k':
           if (s.k === undefined) throw new MarinError('BAD_CONFIG', `${what}: needs k`)
           return { fn: 'take_first_k', k: s.k }
@@ -101,21 +107,9 @@ export function parseFilterList(raw: z.output<typeof FilterListConfig>, where: s
   }))
 }
 
-/** Python's `re.findall(pattern, text)`: whole matches, or group 1, or tuples of all groups. */
-function findall(re: RegExp, text: string): (string | string[])[] {
-  const groups = new RegExp(`${re.source}|`, re.flags.replace('g', '')).exec('')!.length - 1
-  const out: (string | string[])[] = []
-  for (const m of text.matchAll(re)) {
-    if (groups === 0) out.push(m[0])
-    else if (groups === 1) out.push(m[1] ?? '')
-    else out.push(m.slice(1).map((g) => g ?? ''))
-  }
-  return out
-}
-
 function regexOne(step: Extract<FilterStep, { fn: 'regex' }>, resp: unknown): string {
   const text = typeof resp === 'string' ? resp : ''
-  const matches = findall(step.re, text)
+  const matches = findallBounded(step.regex, text)
   if (matches.length === 0) return step.fallback
   let m = matches.at(step.groupSelect)
   if (m === undefined) return step.fallback
@@ -178,23 +172,32 @@ export type ExactMatchOptions = {
   readonly ignoreCase: boolean
   readonly ignorePunctuation: boolean
   readonly regexesToIgnore: readonly string[]
+  /** How errors name the metric: the task file and `metric_list[i]`. @default 'metric_list' */
+  readonly where?: string
 }
 
-const ignoreCache = new Map<string, RegExp>()
+const ignoreCache = new Map<string, SandboxedRegex>()
+
+/** `regexes_to_ignore` as checked patterns; an invalid one is a BAD_CONFIG error naming `where` and its index. */
+export function ignorePatterns(patterns: readonly string[], where = 'metric_list'): SandboxedRegex[] {
+  return patterns.map((pattern, j) => {
+    const what = `${where}: regexes_to_ignore[${j}]`
+    const key = `${what}\0${pattern}`
+    let r = ignoreCache.get(key)
+    if (!r) ignoreCache.set(key, (r = { re: pythonRegex(pattern, 'g', what), what, pattern }))
+    return r
+  })
+}
 
 /**
- * lm-eval's `exact_match` for one prediction: `regexes_to_ignore` removed (Python patterns), then
+ * lm-eval's `exact_match` for one prediction: `regexes_to_ignore` removed (Python patterns, time-bounded), then
  * case and ASCII punctuation if asked, from both sides; compared after trimming whitespace (the
  * harness compares untrimmed).
  */
 export function exactMatchScore(pred: string, gold: string, m: ExactMatchOptions): number {
+  const ignore = ignorePatterns(m.regexesToIgnore, m.where)
   const norm = (s: string) => {
-    let x = s
-    for (const r of m.regexesToIgnore) {
-      let re = ignoreCache.get(r)
-      if (!re) ignoreCache.set(r, (re = pythonRegex(r, 'g', 'metric_list: regexes_to_ignore')))
-      x = x.replace(re, '')
-    }
+    let x = stripBounded(ignore, s)
     if (m.ignoreCase) x = x.toLowerCase()
     if (m.ignorePunctuation) x = x.replace(/[!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]/g, '')
     return x.trim()

@@ -22,8 +22,11 @@ function hellaswagPreprocess(text: string): string {
 
 const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1).toLowerCase()
 
-/** COPA's connector between premise and choice, by its `question`. */
-const copaConnector: Record<string, string> = { cause: 'because', effect: 'therefore' }
+/** COPA's connector between premise and choice, by its `question` (a Map: a document's text is no key of Object). */
+const copaConnector = new Map([
+  ['cause', 'because'],
+  ['effect', 'therefore'],
+])
 /** COPA's choice joined onto the premise: its first letter lowercased. */
 const copaChoice = (c: unknown) => {
   const x = str(c)
@@ -42,6 +45,7 @@ function wscOption(doc: Doc, option: string): string {
   return o
 }
 
+// Names from task files are looked up in Maps: on a plain object `__proto__` or `constructor` would be found.
 const FUNCTIONS: Readonly<Record<string, Readonly<Record<string, DocFunction>>>> = {
   hellaswag: {
     'utils.process_docs': (doc) => ({
@@ -52,7 +56,7 @@ const FUNCTIONS: Readonly<Record<string, Readonly<Record<string, DocFunction>>>>
     }),
   },
   copa: {
-    'utils.doc_to_text': (doc) => `${str(doc.premise).trim().slice(0, -1)} ${copaConnector[str(doc.question)]}`,
+    'utils.doc_to_text': (doc) => `${str(doc.premise).trim().slice(0, -1)} ${copaConnector.get(str(doc.question))}`,
     'utils.doc_to_target': (doc) => ` ${copaChoice(Number(doc.label) === 0 ? doc.choice1 : doc.choice2)}`,
     'utils.doc_to_choice': (doc) => [` ${copaChoice(doc.choice1)}`, ` ${copaChoice(doc.choice2)}`],
   },
@@ -64,7 +68,11 @@ const FUNCTIONS: Readonly<Record<string, Readonly<Record<string, DocFunction>>>>
     },
   },
   winogrande: {
-    'preprocess_winogrande.doc_to_text': (doc) => ({ '1': 0, '2': 1 })[str(doc.answer)],
+    'preprocess_winogrande.doc_to_text': (doc) =>
+      new Map([
+        ['1', 0],
+        ['2', 1],
+      ]).get(str(doc.answer)),
     'preprocess_winogrande.doc_to_target': (doc) => {
       const s = str(doc.sentence)
       return s.slice(s.indexOf('_') + 1).trim()
@@ -77,9 +85,22 @@ const FUNCTIONS: Readonly<Record<string, Readonly<Record<string, DocFunction>>>>
   },
 }
 
-/** The built-in for `!function name` in task `task` (matched by its family: `hellaswag…`, `winogrande…`, `copa`,
- * `wsc273`). */
-export function knownFunction(task: string, name: string): DocFunction | undefined {
-  for (const [family, fns] of Object.entries(FUNCTIONS)) if (task.startsWith(family) && fns[name]) return fns[name]
+const BY_FAMILY: ReadonlyMap<string, ReadonlyMap<string, DocFunction>> = new Map(
+  Object.entries(FUNCTIONS).map(([family, fns]) => [family, new Map(Object.entries(fns))]),
+)
+
+/** The built-ins of task `task`'s family (`hellaswag…`, `winogrande…`, `copa`, `wsc273`), or none. */
+function familyOf(task: string): ReadonlyMap<string, DocFunction> | undefined {
+  for (const [family, fns] of BY_FAMILY) if (task.startsWith(family)) return fns
   return undefined
+}
+
+/** The built-in for `!function name` in task `task`, or undefined. */
+export function knownFunction(task: string, name: string): DocFunction | undefined {
+  return familyOf(task)?.get(name)
+}
+
+/** The `!function` names task `task` has built-ins for (for errors that list them). */
+export function knownFunctionNames(task: string): string[] {
+  return [...(familyOf(task)?.keys() ?? [])]
 }

@@ -14,7 +14,7 @@
  * training split, else validation, else test (see `lm-eval-fewshot.ts`); that split is read only when
  * examples are wanted, from the same places (`dataFiles` stands for the evaluated split only).
  */
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync, realpathSync, statSync } from 'node:fs'
 import { dirname, extname, join, resolve } from 'node:path'
 import { ParquetReader } from '@marin/zephyr'
 import { parse as parseYaml } from 'yaml'
@@ -23,9 +23,9 @@ import { MarinError } from '../errors.js'
 import type { DocField } from './lm-eval-fields.js'
 import { FEWSHOT_SAMPLERS, poolNeeded } from './lm-eval-fewshot.js'
 import type { FewshotSpec } from './lm-eval-fewshot.js'
-import { FilterListConfig, parseFilterList } from './lm-eval-filters.js'
+import { FilterListConfig, ignorePatterns, parseFilterList } from './lm-eval-filters.js'
 import type { LmEvalFilter } from './lm-eval-filters.js'
-import { knownFunction } from './lm-eval-functions.js'
+import { knownFunction, knownFunctionNames } from './lm-eval-functions.js'
 import type { Doc } from './lm-eval-functions.js'
 
 export type { DocField } from './lm-eval-fields.js'
@@ -54,6 +54,8 @@ export type LmEvalMetric = {
   readonly ignoreCase: boolean
   readonly ignorePunctuation: boolean
   readonly regexesToIgnore: readonly string[]
+  /** How errors name it: the task file, the task and `metric_list[i]`. */
+  readonly where?: string
 }
 
 /** A task read from lm-eval YAML: what to ask of each document and which metrics to report. */
@@ -189,12 +191,25 @@ const Config = z.looseObject({
 
 const bad = (file: string, msg: string) => new MarinError('BAD_CONFIG', `${file}: ${msg}`)
 
-/** The YAML as an object, `include`s merged underneath (relative to the including file). */
+/**
+ * The YAML as an object, `include`s merged underneath (relative to the including file). Files are known
+ * by their real paths, so a cycle through a symlinked folder is found (and named) like any other.
+ */
 function readMerged(file: string, seen: string[] = []): Record<string, unknown> {
-  if (seen.includes(file)) throw bad(file, `include cycle: ${[...seen, file].join(' → ')}`)
+  let real: string
+  try {
+    real = realpathSync(file)
+  } catch (err) {
+    const by = seen.length > 0 ? ` (included by ${seen.at(-1)})` : ''
+    throw new MarinError('BAD_CONFIG', `task file ${file}${by}: cannot read it; check the path`, { cause: err })
+  }
+  if (seen.includes(real)) {
+    const cycle = [...seen.slice(seen.indexOf(real)), real]
+    throw bad(cycle[0]!, `include cycle: ${cycle.join(' → ')}; remove one of these includes`)
+  }
   let text: string
   try {
-    text = readFileSync(file, 'utf8')
+    text = readFileSync(real, 'utf8')
   } catch (err) {
     throw new MarinError('BAD_CONFIG', `task file ${file}: cannot read it; check the path`, { cause: err })
   }
@@ -207,7 +222,7 @@ function readMerged(file: string, seen: string[] = []): Record<string, unknown> 
   if (typeof y !== 'object' || y === null || Array.isArray(y)) throw bad(file, 'expected a YAML mapping')
   const own = y as Record<string, unknown>
   if (typeof own.include !== 'string') return own
-  const base = readMerged(resolve(dirname(file), own.include), [...seen, file])
+  const base = readMerged(resolve(dirname(file), own.include), [...seen, real])
   const { include: _, ...rest } = own
   return { ...base, ...rest }
 }
@@ -295,11 +310,19 @@ async function loadSplit(
   return docs
 }
 
+/** The end of an unknown `!function`'s message: the built-ins task `task` has, if any. */
+function noBuiltin(task: string): string {
+  const known = knownFunctionNames(task)
+  return known.length > 0
+    ? `has no built-in equivalent for task ${task}; its built-ins are ${known.join(', ')}`
+    : `task ${task} has no built-in functions; write the field as a template or column name`
+}
+
 function processDocs(ref: { [FN_TAG]: string } | null | undefined, task: string, file: string, key: string) {
   if (!ref) return (docs: Doc[]) => docs
   const name = ref[FN_TAG]
   const fn = knownFunction(task, name)
-  if (!fn) throw bad(file, `${key}: !function ${name} is Python, and has no built-in equivalent`)
+  if (!fn) throw bad(file, `${key}: !function ${name} is Python, and ${noBuiltin(task)}`)
   return (docs: Doc[]) => docs.map((d) => fn(d) as Doc)
 }
 
@@ -370,7 +393,7 @@ function field(v: z.output<typeof Field> | null | undefined, key: string, task: 
   if (typeof v === 'object' && !Array.isArray(v)) {
     const name = (v as Record<string, string>)[FN_TAG]!
     const fn = knownFunction(task, name)
-    if (!fn) throw bad(file, `${key}: !function ${name} is Python, and has no built-in equivalent for task ${task}`)
+    if (!fn) throw bad(file, `${key}: !function ${name} is Python, and ${noBuiltin(task)}`)
     return fn
   }
   return v as DocField
@@ -400,8 +423,9 @@ export async function readLmEvalTask(file: string, o: LmEvalOptions = {}): Promi
     throw bad(file, 'generation_kwargs: sampling (do_sample, temperature > 0) is not supported; generation is greedy')
   if (c.filter_list != null && type !== 'generate_until')
     throw bad(file, `filter_list applies to generate_until tasks here, not ${type}; remove it`)
-  const filters = c.filter_list != null ? parseFilterList(c.filter_list, file) : undefined
-  const metrics = (c.metric_list ?? LM_EVAL_METRICS[type].defaults.map((metric) => ({ metric }))).map((m) => {
+  const named = `${file} (task ${c.task})`
+  const filters = c.filter_list != null ? parseFilterList(c.filter_list, named) : undefined
+  const metrics = (c.metric_list ?? LM_EVAL_METRICS[type].defaults.map((metric) => ({ metric }))).map((m, i) => {
     if (!LM_EVAL_METRICS[type].all.includes(m.metric))
       throw bad(
         file,
@@ -409,11 +433,15 @@ export async function readLmEvalTask(file: string, o: LmEvalOptions = {}): Promi
           `use ${LM_EVAL_METRICS[type].all.join(', ')}`,
       )
     const e = m as { ignore_case?: boolean; ignore_punctuation?: boolean; regexes_to_ignore?: string[] }
+    const where = `${named}: metric_list[${i}] (${m.metric})`
+    // Checked now, so a pattern that is not valid fails before any document is run.
+    ignorePatterns(e.regexes_to_ignore ?? [], where)
     return {
       metric: m.metric,
       ignoreCase: e.ignore_case ?? false,
       ignorePunctuation: e.ignore_punctuation ?? false,
       regexesToIgnore: e.regexes_to_ignore ?? [],
+      where,
     }
   })
   const docToText = field(c.doc_to_text, 'doc_to_text', c.task, file)
