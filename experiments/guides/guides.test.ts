@@ -1,0 +1,96 @@
+/**
+ * @module The guides of docs/guides/ run, at tiny scale, and show their code as it is: each fenced block that
+ * follows `<!-- file: PATH -->` must be that file, byte for byte, so the docs and the code cannot drift.
+ */
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { afterAll, describe, expect, test } from 'vitest'
+
+const root = resolve(import.meta.dirname, '../..')
+const prefix = mkdtempSync(join(tmpdir(), 'guides-'))
+afterAll(() => rmSync(prefix, { recursive: true, force: true }))
+
+/** The files a guide shows, and the text it shows for each. */
+export function shownFiles(markdown: string): { file: string; shown: string }[] {
+  return [...markdown.matchAll(/<!-- file: (\S+) -->\n```ts\n([^]*?)```/g)].map((m) => ({
+    file: m[1]!,
+    shown: m[2]!,
+  }))
+}
+
+function run(script: string, args: string[], env: Record<string, string> = {}) {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', script, ...args], {
+    cwd: root,
+    encoding: 'utf8',
+    env: { ...process.env, GUIDE_SCALE: 'tiny', MARIN_PREFIX: prefix, LOG_LEVEL: 'warn', ...env },
+  })
+  if (r.status !== 0) throw new Error(`${script} exited ${r.status}:\n${r.stdout}\n${r.stderr}`)
+  return r.stdout
+}
+
+describe('the guides', () => {
+  const guides = readdirSync(join(root, 'docs/guides')).filter((f) => f.endsWith('.md'))
+
+  test('every guide shows at least one experiment file, exactly as it is', () => {
+    expect(guides.sort()).toEqual(['cluster.md', 'evaluation-task.md', 'first-experiment.md', 'zephyr-reader.md'])
+    for (const guide of guides) {
+      const shown = shownFiles(readFileSync(join(root, 'docs/guides', guide), 'utf8'))
+      expect(shown.length, guide).toBeGreaterThan(0)
+      for (const { file, shown: text } of shown)
+        expect(text, `${guide} shows ${file}; paste the file again`).toBe(readFileSync(join(root, file), 'utf8'))
+    }
+  })
+
+  test('a changed file is caught', () => {
+    const [first] = shownFiles('<!-- file: a.ts -->\n```ts\nconst a = 1\n```\n')
+    expect(first).toEqual({ file: 'a.ts', shown: 'const a = 1\n' })
+  })
+
+  test('first experiment: four steps succeed, then all are skipped', () => {
+    const out = run('experiments/guides/first-experiment.ts', ['--local'])
+    for (const s of ['guide-text', 'guide', 'guide-bpe', 'guide-gpt']) expect(out).toMatch(new RegExp(`SUCCESS ${s}_`))
+    const again = run('experiments/guides/first-experiment.ts', ['--local'])
+    expect(again.match(/ {2}skip {2}/g)).toHaveLength(4)
+  }, 120_000)
+
+  test('evaluation task: reuses the trained model and stores its scores', () => {
+    const out = run('experiments/guides/evaluation-task.ts', ['--local'])
+    expect(out).toMatch(/skip {2}guide-gpt_/)
+    expect(out).toMatch(/SUCCESS guide-eval_/)
+    const dir = readdirSync(prefix).find((d) => d.startsWith('guide-eval_'))!
+    const results = JSON.parse(readFileSync(join(prefix, dir, 'results.json'), 'utf8'))
+    expect(results.ref).toBe('eval/guide-continuation@1')
+    expect(results.tasks.brown_continuation).toMatchObject({ kind: 'multiple_choice', samples: 12 })
+  }, 120_000)
+
+  test('zephyr reader: TSV files read by the reader become a dataset', () => {
+    const out = run('experiments/guides/zephyr-reader.ts', ['--local'])
+    expect(out).toMatch(/SUCCESS guide-records_/)
+    const dir = readdirSync(prefix).find((d) => d.startsWith('guide-tsv-jsonl_'))!
+    const rows = readdirSync(join(prefix, dir))
+      .filter((f) => f.endsWith('.jsonl'))
+      .flatMap((f) =>
+        readFileSync(join(prefix, dir, f), 'utf8')
+          .trim()
+          .split('\n'),
+      )
+      .map((l) => JSON.parse(l))
+    expect(rows).toHaveLength(6)
+    expect(rows[0]).toMatchObject({ id: 'ca01', genre: 'a' })
+    expect(rows[0].text).toContain('\n') // newlines escaped in the TSV come back
+  }, 120_000)
+
+  test('cluster: the first experiment runs as jobs on a local iris cluster', () => {
+    const other = mkdtempSync(join(tmpdir(), 'guides-cluster-'))
+    try {
+      const out = run('experiments/guides/cluster.ts', [], { MARIN_PREFIX: other })
+      for (const s of ['guide-text', 'guide', 'guide-bpe', 'guide-gpt'])
+        expect(out).toMatch(new RegExp(`iris job first-experiment\\.${s}_[0-9a-f]{8}: SUCCEEDED`))
+      expect(out).toContain('first-experiment: SUCCESS')
+    } finally {
+      rmSync(other, { recursive: true, force: true })
+    }
+  }, 180_000)
+})

@@ -1,0 +1,210 @@
+/**
+ * @module The documentation site: `pnpm docs` builds `site-docs/` offline.
+ *
+ * TypeDoc (its default theme, which loads nothing from the network) renders the API reference of
+ * every package from the doc comments of its public entry points (each `exports` entry of a
+ * package that names a file under `src/`), and the Markdown of `docs/` (the index, the guides,
+ * the tutorials, the architecture) plus each package's README as project documents, into one site.
+ * Then every `href` and `src` of every page is checked: each must be an `http(s):`/`mailto:` link
+ * (left alone) or resolve to a file of the site, and a `#fragment` to an `id` of that page; the
+ * build fails naming the page and the link.
+ *
+ * Usage: `tsx scripts/build-docs.ts [--out DIR]` (default `site-docs/`); exits 1 on a TypeDoc error
+ * or a broken link.
+ */
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, relative, resolve, sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Application, Converter, ReflectionKind, type DeclarationReflection } from 'typedoc'
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+
+/** One public entry point: the package (and subpath) it documents, and its source file. */
+export type EntryPoint = { name: string; file: string }
+
+/** Every package's public entry points, from the `exports` of its package.json (source files under `src/`). */
+export function entryPoints(root: string = ROOT): EntryPoint[] {
+  const out: EntryPoint[] = []
+  for (const dir of readdirSync(join(root, 'packages')).sort()) {
+    const manifest = join(root, 'packages', dir, 'package.json')
+    if (!existsSync(manifest)) continue
+    const pkg = JSON.parse(readFileSync(manifest, 'utf8')) as { name: string; exports?: Record<string, unknown> }
+    for (const [subpath, target] of Object.entries(pkg.exports ?? {})) {
+      const file = typeof target === 'string' ? target : (target as { default?: string }).default
+      if (!file?.startsWith('./src/') || !file.endsWith('.ts')) continue
+      out.push({
+        name: subpath === '.' ? pkg.name : `${pkg.name}${subpath.slice(1)}`,
+        file: join(root, 'packages', dir, file),
+      })
+    }
+  }
+  return out
+}
+
+/** The Markdown pages of the site besides the front page: docs/ (but docs/index.md) and the packages' own docs. */
+export function projectDocuments(root: string = ROOT): string[] {
+  const docs: string[] = []
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir).sort()) {
+      const p = join(dir, entry)
+      if (statSync(p).isDirectory()) walk(p)
+      else if (entry.endsWith('.md') && p !== join(root, 'docs', 'index.md')) docs.push(p)
+    }
+  }
+  walk(join(root, 'docs'))
+  for (const dir of readdirSync(join(root, 'packages')).sort())
+    for (const doc of ['README.md', 'OPS.md']) {
+      const p = join(root, 'packages', dir, doc)
+      if (existsSync(p)) docs.push(p)
+    }
+  return docs
+}
+
+export type BrokenLink = { page: string; link: string; message: string }
+
+function* htmlFiles(dir: string): Generator<string> {
+  for (const entry of readdirSync(dir)) {
+    const p = join(dir, entry)
+    if (statSync(p).isDirectory()) yield* htmlFiles(p)
+    else if (entry.endsWith('.html')) yield p
+  }
+}
+
+const ATTR = /\s(?:href|src)="([^"]*)"/g
+const ID = /\sid="([^"]*)"/g
+const decodeEntities = (s: string) =>
+  s.replace(/&(amp|lt|gt|quot|#39);/g, (_, e: string) => ({ amp: '&', lt: '<', gt: '>', quot: '"', '#39': "'" })[e]!)
+
+/**
+ * The broken links of a built site: every `href`/`src` of every HTML page that is neither an
+ * `http(s):`/`mailto:` link nor a path to a file of the site (a folder counts through its
+ * `index.html`), or whose `#fragment` names no `id` of the page it points at.
+ */
+export function checkSiteLinks(site: string): BrokenLink[] {
+  const ids = new Map<string, Set<string>>()
+  const idsOf = (file: string) => {
+    let set = ids.get(file)
+    if (!set) {
+      set = new Set([...readFileSync(file, 'utf8').matchAll(ID)].map((m) => decodeEntities(m[1]!)))
+      ids.set(file, set)
+    }
+    return set
+  }
+  const broken: BrokenLink[] = []
+  for (const file of htmlFiles(site)) {
+    const page = relative(site, file).split(sep).join('/')
+    for (const m of readFileSync(file, 'utf8').matchAll(ATTR)) {
+      const link = decodeEntities(m[1]!)
+      if (/^(https?|mailto):/i.test(link)) continue
+      if (/^[a-z][a-z0-9+.-]*:/i.test(link) || link.startsWith('/')) {
+        broken.push({ page, link, message: 'not a relative link: the site must work wherever it is copied' })
+        continue
+      }
+      const [pathAndQuery, fragment] = link.split('#', 2) as [string, string | undefined]
+      const path = decodeURIComponent(pathAndQuery.split('?')[0]!)
+      let target = path === '' ? file : resolve(dirname(file), path)
+      if (!target.startsWith(site + sep) && target !== site) {
+        broken.push({ page, link, message: 'points outside the site' })
+        continue
+      }
+      if (existsSync(target) && statSync(target).isDirectory()) target = join(target, 'index.html')
+      if (!existsSync(target)) {
+        broken.push({ page, link, message: `no such file ${relative(site, target)}` })
+        continue
+      }
+      if (fragment && target.endsWith('.html') && !idsOf(target).has(decodeURIComponent(fragment)))
+        broken.push({ page, link, message: `no id "${fragment}" in ${relative(site, target)}` })
+    }
+  }
+  return broken
+}
+
+/** What a build made: its HTML pages, and the seconds each phase took. */
+export type DocsBuild = { pages: number; seconds: { convert: number; render: number; links: number } }
+
+/** Builds the site into `out`. Throws on a TypeDoc error or a broken link. */
+export async function buildDocs(out: string, root: string = ROOT): Promise<DocsBuild> {
+  const clock = () => performance.now() / 1000
+  const t0 = clock()
+  let t1 = t0
+  let t2 = t0
+  const entries = entryPoints(root)
+  // A program of just the entry points (and what they import), with the repository's compiler
+  // options; tests, benches and scripts stay out, which keeps the build fast.
+  const tmp = mkdtempSync(join(tmpdir(), 'build-docs-'))
+  const tsconfig = join(tmp, 'tsconfig.json')
+  writeFileSync(
+    tsconfig,
+    JSON.stringify({ extends: join(root, 'tsconfig.base.json'), files: entries.map((e) => e.file) }),
+  )
+  try {
+    const app = await Application.bootstrapWithPlugins({
+      name: 'marin-ts',
+      tsconfig,
+      entryPoints: entries.map((e) => e.file),
+      entryPointStrategy: 'resolve',
+      readme: join(root, 'docs', 'index.md'),
+      projectDocuments: projectDocuments(root),
+      basePath: root,
+      displayBasePath: root,
+      out,
+      cleanOutputDir: true,
+      // Type errors are `pnpm check`'s business; here they would only slow the build down.
+      skipErrorChecking: true,
+      excludePrivate: true,
+      excludeInternal: true,
+      excludeExternals: true,
+      // No "Defined in" links: the site cannot know which forge (if any) holds this checkout.
+      disableSources: true,
+      hideGenerator: true,
+      githubPages: false,
+      logLevel: 'Warn',
+      // Types a package uses but does not export are common and not errors; links that resolve
+      // to nothing are.
+      validation: { notExported: false, invalidLink: true, notDocumented: false, rewrittenLink: true },
+      plugin: [],
+    })
+    // A module is named for the package entry it documents (`@marin/marin/eval`), not for its
+    // path, nor for the first words of its `@module` line (which TypeDoc reads as a name).
+    const byFile = new Map(entries.map((e) => [resolve(e.file), e.name]))
+    app.converter.on(Converter.EVENT_CREATE_DECLARATION, (context, reflection: DeclarationReflection) => {
+      if (!reflection.kindOf(ReflectionKind.Module)) return
+      const file = context.getSymbolFromReflection(reflection)?.declarations?.[0]?.getSourceFile().fileName
+      const name = file ? byFile.get(resolve(file)) : undefined
+      if (name) reflection.name = name
+    })
+    const project = await app.convert()
+    if (!project || app.logger.hasErrors()) throw new Error('build-docs: TypeDoc failed (its errors are above)')
+    t1 = clock()
+    await app.generateDocs(project, out)
+    t2 = clock()
+    if (app.logger.hasErrors()) throw new Error('build-docs: TypeDoc failed to write the site (its errors are above)')
+  } finally {
+    rmSync(tmp, { recursive: true, force: true })
+  }
+  const broken = checkSiteLinks(resolve(out))
+  if (broken.length > 0)
+    throw new Error(
+      `build-docs: ${broken.length} broken link(s) in ${out}; fix the Markdown or doc comment they come from:\n` +
+        broken.map((b) => `  ${b.page}: ${b.link} (${b.message})`).join('\n'),
+    )
+  const pages = [...htmlFiles(resolve(out))].length
+  const round = (s: number) => Math.round(s * 10) / 10
+  return { pages, seconds: { convert: round(t1 - t0), render: round(t2 - t1), links: round(clock() - t2) } }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const at = process.argv.indexOf('--out')
+  const out = resolve(at > 0 ? process.argv[at + 1]! : join(ROOT, 'site-docs'))
+  try {
+    const { pages, seconds: s } = await buildDocs(out)
+    console.log(
+      `docs: ${pages} pages in ${relative(process.cwd(), out) || '.'}, links checked ` +
+        `(convert ${s.convert} s, render ${s.render} s, link check ${s.links} s)`,
+    )
+  } catch (err) {
+    console.error((err as Error).message)
+    process.exitCode = 1
+  }
+}
