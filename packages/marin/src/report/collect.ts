@@ -18,6 +18,7 @@ import { readInfo, readStatus } from '../executor/status-files.js'
 import type { ExperimentRecord } from '../executor/executor.js'
 import { ROWS_MAX_BYTES, datasetRows, linesOf } from './first-rows.js'
 import { artifactFile } from './site-parts.js'
+import { movePaths } from './source.js'
 import type {
   BackendShown,
   DatasetRows,
@@ -305,7 +306,7 @@ export async function gatherReport(
       ...s,
       ...(status ? { diskStatus: status.status } : {}),
       logs,
-      ...(info?.config !== undefined ? { config: info.config } : {}),
+      ...(info?.config !== undefined ? { config: movePaths(info.config, record) } : {}),
       ...(by ? { madeBy: by } : {}),
     })
   }

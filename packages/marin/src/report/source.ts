@@ -4,7 +4,7 @@
  */
 import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
-import { MARIN_LAYOUT, experimentRecordPath, openStorage, type Storage } from '@marin/rigging'
+import { MARIN_LAYOUT, experimentRecordPath, openStorage, prefixDir, prefixUrl, type Storage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import type { ExperimentRecord } from '../executor/executor.js'
 
@@ -60,7 +60,51 @@ async function readRecord(storage: Storage, path: string): Promise<ResolvedSourc
         `(experiments/<name>/<run>.json)`,
     )
   }
-  return { record: r as ExperimentRecord, recordUrl: url }
+  return { record: relocated(r as ExperimentRecord, url), recordUrl: url }
+}
+
+/** A record as the report reads it: `movedFrom` is the prefix it names, when it was found under another. */
+export type LocatedRecord = ExperimentRecord & { readonly movedFrom?: string }
+
+/**
+ * The record as seen from where it was found: a prefix that was moved or copied (a folder renamed, a bucket
+ * synced) keeps the absolute paths of the place it was written in its records, so when the record sits at
+ * `<here>/experiments/<name>/<run>.json` and names another prefix, the prefix and every step output under it
+ * are read as `<here>`'s (`movePaths` moves the paths in the steps' resolved configs too). A record found
+ * outside any prefix is left as it is.
+ */
+export function relocated(record: ExperimentRecord, recordUrl: string): LocatedRecord {
+  const tail = `/${experimentRecordPath(record.experiment, record.run)}`
+  if (!recordUrl.endsWith(tail)) return record
+  const here = prefixUrl(recordUrl.slice(0, -tail.length))
+  const was = prefixUrl(record.prefix)
+  if (here === was) return record
+  const moved = { ...record, prefix: here, movedFrom: was }
+  return {
+    ...moved,
+    steps: record.steps.map((st) =>
+      typeof st?.outputPath === 'string' ? { ...st, outputPath: movePaths(st.outputPath, moved) as string } : st,
+    ),
+  }
+}
+
+/** `value` (any JSON) with every string that is a path or URL under `movedFrom` moved under the record's prefix. */
+export function movePaths(value: unknown, record: LocatedRecord): unknown {
+  const from = record.movedFrom
+  if (from === undefined) return value
+  const pairs: [string, string][] = [[from, record.prefix]]
+  const [oldDir, newDir] = [prefixDir(from), prefixDir(record.prefix)]
+  if (oldDir !== undefined && newDir !== undefined) pairs.unshift([oldDir, newDir])
+  const move = (v: unknown, depth: number): unknown => {
+    if (typeof v === 'string') {
+      for (const [a, b] of pairs) if (v === a || v.startsWith(`${a}/`)) return b + v.slice(a.length)
+      return v
+    }
+    if (depth > 64 || typeof v !== 'object' || v === null) return v
+    if (Array.isArray(v)) return v.map((x) => move(x, depth + 1))
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, move(x, depth + 1)]))
+  }
+  return move(value, 0)
 }
 
 async function newestRun(storage: Storage, dir: string, what: string): Promise<ResolvedSource> {
