@@ -46,6 +46,17 @@ export type { DecontaminateOptions, DecontaminateResult, DecontamReport } from '
 export { buildNgramIndex, DECONTAM_NGRAM, matchNgrams, ngramHashes, wordsOf } from './decontam/ngram-index.js'
 export type { EvalTexts, NgramIndex, NgramMatch } from './decontam/ngram-index.js'
 
+// Quality
+export { Classifier, DEFAULT_ARGS as DEFAULT_CLASSIFIER_ARGS } from './quality/classifier.js'
+export type { ClassifierArgs } from './quality/classifier.js'
+export { trainClassifier } from './quality/train.js'
+export type { LabelledExample, TrainResult, TrainStats } from './quality/train.js'
+export { decodeClassifier, encodeClassifier, loadClassifier, saveClassifier } from './quality/model-file.js'
+export { classifierArtifact, trainQualityClassifier } from './quality/train-quality.js'
+export type { TrainQualityOptions, TrainQualityResult } from './quality/train-quality.js'
+export { scoreQuality } from './quality/score-quality.js'
+export type { QualityReport, ScoreQualityOptions, ScoreQualityResult } from './quality/score-quality.js'
+
 // Web
 export { filterLanguage, ingestWarc } from './web/ingest-warc.js'
 export type { FilterLanguageOptions, IngestWarcOptions, WebStepResult } from './web/ingest-warc.js'

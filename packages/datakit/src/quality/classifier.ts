@@ -172,8 +172,19 @@ export class Classifier {
   /** The `k` most likely labels of `text`, most likely first (fastText's `predict`). */
   predict(text: string, k = 1): { label: string; probability: number }[] {
     if (!this.forward(text)) return []
-    const order = [...this.probs.keys()].sort((a, b) => this.probs[b]! - this.probs[a]! || a - b)
-    return order.slice(0, k).map((i) => ({ label: this.labels[i]!, probability: this.probs[i]! }))
+    // the k best by insertion into a short sorted list: one pass over the labels, no sort of them all
+    const best: number[] = []
+    const p = this.probs
+    for (let i = 0; i < p.length; i++) {
+      if (best.length === k && p[i]! <= p[best[k - 1]!]!) continue
+      let at = best.length === k ? k - 1 : best.length
+      while (at > 0 && p[best[at - 1]!]! < p[i]!) {
+        best[at] = best[at - 1]!
+        at--
+      }
+      best[at] = i
+    }
+    return best.map((i) => ({ label: this.labels[i]!, probability: p[i]! }))
   }
 
   /** The most likely label of `text`, or `undefined` (as `predict(text, 1)`, without sorting). */
