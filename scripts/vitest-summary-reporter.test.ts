@@ -30,4 +30,10 @@ test('a run ends with one line counting passed, failed and skipped tests', () =>
   const lines = run.stdout.trimEnd().split('\n')
   // The file that cannot load counts as one failure.
   expect(lines.at(-1)).toBe('vitest: 2 passed, 2 failed, 1 skipped')
+  // Before it, the slowest files, slowest first.
+  const at = lines.indexOf('slowest test files (import + tests):')
+  expect(at).toBeGreaterThan(0)
+  const rows = lines.slice(at + 1, at + 3)
+  expect(rows.map((l) => l.trim().split(/\s+/).at(-1)).sort()).toEqual(['broken.test.ts', 'sample.test.ts'])
+  for (const l of rows) expect(l).toMatch(/^\s+\d+\.\d s {2}\S+$/)
 })

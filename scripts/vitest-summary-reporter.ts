@@ -1,5 +1,6 @@
 /**
- * @module Ends a vitest run with one line CI can read:
+ * @module Ends a vitest run with the ten slowest test files (import and tests, each file's own
+ * time: files run two at a time, so these add up to more than the run) and one line CI can read:
  * `vitest: N passed, N failed, N skipped`.
  */
 import type { Reporter, TestModule } from 'vitest/node'
@@ -21,8 +22,29 @@ export function summarize(modules: ReadonlyArray<TestModule>): { passed: number;
   return counts
 }
 
+/** The `n` slowest files: path relative to the run's root, and seconds to import and run. */
+export function slowest(modules: ReadonlyArray<TestModule>, n = 10): { file: string; seconds: number }[] {
+  return modules
+    .map((m) => {
+      const d = m.diagnostic()
+      const root = m.project.config.root
+      const file = m.moduleId.startsWith(`${root}/`) ? m.moduleId.slice(root.length + 1) : m.moduleId
+      return {
+        file: `${m.project.name ? `${m.project.name}/` : ''}${file}`,
+        seconds: (d.collectDuration + d.duration) / 1000,
+      }
+    })
+    .sort((a, b) => b.seconds - a.seconds)
+    .slice(0, n)
+}
+
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(modules: ReadonlyArray<TestModule>, errors: ReadonlyArray<unknown>): void {
+    const slow = slowest(modules)
+    if (slow.length > 0) {
+      process.stdout.write('\nslowest test files (import + tests):\n')
+      for (const { file, seconds } of slow) process.stdout.write(`  ${seconds.toFixed(1).padStart(7)} s  ${file}\n`)
+    }
     const c = summarize(modules)
     // Errors outside any test (unhandled rejections, crashed workers) count as failures.
     const failed = c.failed + errors.length
