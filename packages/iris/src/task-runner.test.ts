@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, test } from 'vitest'
 import { probeDocker } from './container.js'
-import { orphanGuard, runTask } from './task-runner.js'
+import { isAlive, killTagged, taggedProcesses } from './internal/test-processes.js'
+import { orphanGuard, runTask, type TaskOutcome } from './task-runner.js'
 
 let dir: string
 beforeEach(() => {
@@ -75,6 +76,85 @@ describe('runTask', () => {
     })
     expect(await h.done).toMatchObject({ state: 'FAILED', exitCode: 4 })
     expect(lines).toEqual(['guarded'])
+  })
+})
+
+describe.skipIf(process.platform !== 'linux')('what a task leaves running ends with it', () => {
+  let tag = ''
+  beforeEach(() => {
+    tag = `iris-run-${process.pid}-${Math.random().toString(36).slice(2)}`
+  })
+  // Whatever a failing test leaves, found by the tag every process of its task inherits.
+  afterEach(() => {
+    killTagged(tag)
+  })
+  const tagged = () => ({ ...base(), env: { ...base().env, IRIS_TEST_TAG: tag }, graceMs: 2000 })
+  // Before, a background child holding stdout kept `done` from ever resolving: fail in seconds, not at the timeout.
+  const within = (p: Promise<TaskOutcome>, ms = 5000) =>
+    Promise.race([p, new Promise<TaskOutcome>((_, no) => setTimeout(() => no(new Error(`not done in ${ms} ms`)), ms))])
+  const firstLine = async (lines: string[]) => {
+    for (let i = 0; i < 500 && lines.length === 0; i++) await new Promise((r) => setTimeout(r, 10))
+    return Number(lines[0])
+  }
+
+  test('a background child (holding stdout) is ended when the task exits 0, before the task is done', async () => {
+    const lines: string[] = []
+    const h = runTask({ ...tagged(), command: ['sh', '-c', 'sleep 1000 & echo $!'], onLine: (_s, l) => lines.push(l) })
+    expect(await within(h.done)).toEqual({ state: 'SUCCEEDED', exitCode: 0 })
+    expect(isAlive(Number(lines[0]))).toBe(false)
+    expect(taggedProcesses(tag)).toEqual([])
+  })
+
+  test('a setsid child is ended by a kill', async () => {
+    const lines: string[] = []
+    const h = runTask({
+      ...tagged(),
+      command: ['sh', '-c', 'setsid sleep 1000 >/dev/null 2>&1 </dev/null & echo $!; sleep 1000'],
+      onLine: (_s, l) => lines.push(l),
+    })
+    const pid = await firstLine(lines)
+    expect(isAlive(pid)).toBe(true)
+    h.kill(2000)
+    expect(await within(h.done)).toMatchObject({ state: 'KILLED' })
+    expect(isAlive(pid)).toBe(false)
+    expect(taggedProcesses(tag)).toEqual([])
+  })
+
+  test.each([
+    ['exits 0', 0, 'SUCCEEDED'],
+    ['fails', 3, 'FAILED'],
+  ])('a setsid child is ended when its task %s', async (_what, code, state) => {
+    const lines: string[] = []
+    const h = runTask({
+      ...tagged(),
+      command: ['sh', '-c', `setsid sleep 1000 >/dev/null 2>&1 </dev/null & echo $!; exit ${code}`],
+      onLine: (_s, l) => lines.push(l),
+    })
+    expect(await within(h.done)).toMatchObject({ state, exitCode: code })
+    expect(isAlive(Number(lines[0]))).toBe(false)
+  })
+
+  test('a child that ignores SIGTERM gets SIGKILL after the grace period; the task is done only then', async () => {
+    const lines: string[] = []
+    // The task exits only once the child's trap is set: a SIGTERM before that would end it at once.
+    const script =
+      `setsid sh -c 'trap "" TERM; : > ready; while :; do sleep 0.05; done' >/dev/null 2>&1 </dev/null & ` +
+      'echo $!; until [ -e ready ]; do sleep 0.01; done'
+    const h = runTask({ ...tagged(), graceMs: 400, command: ['sh', '-c', script], onLine: (_s, l) => lines.push(l) })
+    const pid = await firstLine(lines)
+    const t0 = Date.now()
+    let doneAt = 0
+    const outcome = within(h.done).then((o) => {
+      doneAt = Date.now()
+      // When the task is done, its tree is gone: the next task may have its resources.
+      expect(isAlive(pid)).toBe(false)
+      return o
+    })
+    await new Promise((r) => setTimeout(r, 200))
+    expect(isAlive(pid)).toBe(true)
+    expect(doneAt).toBe(0)
+    expect(await outcome).toEqual({ state: 'SUCCEEDED', exitCode: 0 })
+    expect(doneAt - t0).toBeGreaterThanOrEqual(350)
   })
 })
 

@@ -2,26 +2,18 @@
  * @module Runs one task attempt as a child process: its own working directory and
  * process group, injected environment, stdout/stderr captured line by line and to
  * files, exit code reported, and kill as SIGTERM then SIGKILL after a grace period.
+ * The task is its whole process tree (`process-tree.ts`): whatever it started, in the
+ * background or in a session of its own, is ended when it exits or is killed, and the
+ * attempt is over only once none of it is left.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { createWriteStream, existsSync, type WriteStream } from 'node:fs'
 import { join } from 'node:path'
 import { constants } from 'node:os'
+import { logger } from '@marin/rigging'
+import { ProcessTree, TREE_VARIABLE, withTreeToken } from './process-tree.js'
 
-/** `sig` to a child's whole process group (it was spawned detached), else to the child alone; nothing if it is gone. */
-export function signalGroup(child: ChildProcess, sig: NodeJS.Signals): void {
-  const pid = child.pid
-  if (pid === undefined) return
-  try {
-    process.kill(-pid, sig)
-  } catch {
-    try {
-      child.kill(sig)
-    } catch {
-      // Already gone.
-    }
-  }
-}
+const log = logger('iris')
 
 export type TaskOutcome = {
   /** WORKER_FAILED: the task ended through no fault of its own (a Kubernetes Pod evicted or lost with its node). */
@@ -42,7 +34,12 @@ export type RunTaskOptions = {
   onLine?: (stream: 'stdout' | 'stderr', line: string, ts: number) => void
   /** Wraps the program so it dies with the worker (see `orphanGuard`). */
   prefix?: readonly string[]
+  /** Processes the task leaves running when it exits get SIGTERM, then SIGKILL after this long. @default 10000 */
+  graceMs?: number
 }
+
+/** After the tree has ended, how long its output pipes may take to reach their end. */
+const PIPE_DRAIN_MS = 2000
 
 /** Longest line kept in one piece; longer output is split so memory stays bounded. */
 export const MAX_LINE = 64 * 1024
@@ -50,7 +47,7 @@ export const MAX_LINE = 64 * 1024
 /** A started attempt, in a process of its own or in a warm runner. */
 export interface RunningTask {
   readonly done: Promise<TaskOutcome>
-  /** Stops the task: SIGTERM to its process group, then SIGKILL if it is still there after `graceMs`. */
+  /** Stops the task: SIGTERM to its whole tree, then SIGKILL to what is still there after `graceMs`. */
   kill(graceMs: number): void
 }
 
@@ -74,34 +71,24 @@ export function exitOutcome(
 export class TaskHandle implements RunningTask {
   readonly done: Promise<TaskOutcome>
   private killRequested = false
-  private killTimer: NodeJS.Timeout | undefined
   private exited = false
 
   constructor(
-    private readonly child: ChildProcess,
+    readonly pid: number | undefined,
     done: Promise<TaskOutcome>,
+    private readonly tree: ProcessTree,
   ) {
     this.done = done.then((o) => {
       this.exited = true
-      if (this.killTimer) clearTimeout(this.killTimer)
       return this.killRequested && o.state !== 'SUCCEEDED' ? { ...o, state: 'KILLED' as const } : o
     })
   }
 
-  get pid(): number | undefined {
-    return this.child.pid
-  }
-
-  /** SIGTERM to the task's process group, then SIGKILL if it is still there after `graceMs`. */
+  /** SIGTERM to the task's whole tree, then SIGKILL to what is still there after `graceMs`. */
   kill(graceMs: number): void {
     if (this.exited) return
     this.killRequested = true
-    this.signal('SIGTERM')
-    this.killTimer ??= setTimeout(() => this.signal('SIGKILL'), graceMs)
-  }
-
-  private signal(sig: NodeJS.Signals): void {
-    signalGroup(this.child, sig)
+    void this.tree.end(graceMs)
   }
 }
 
@@ -116,26 +103,52 @@ export function runTask(opts: RunTaskOptions): TaskHandle {
   const [program, ...args] = [...(opts.prefix ?? []), ...opts.command]
   const out = createWriteStream(join(opts.logDir, 'stdout.log'))
   const err = createWriteStream(join(opts.logDir, 'stderr.log'))
-  // Own process group (detached) so kill reaches the whole tree the task starts.
-  const child = spawn(program!, args, {
-    cwd: opts.cwd,
-    env: opts.env,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  const tree = new ProcessTree()
+  // Own process group (detached), a cgroup where the host has them, and the tree's marker in the environment.
+  const child = tree.start(() =>
+    spawn(program!, args, {
+      cwd: opts.cwd,
+      env: { ...opts.env, [TREE_VARIABLE]: withTreeToken(opts.env[TREE_VARIABLE], tree.token) },
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  )
   const pumps = [pump(child.stdout!, 'stdout', out, opts.onLine), pump(child.stderr!, 'stderr', err, opts.onLine)]
   const done = new Promise<TaskOutcome>((resolve) => {
     let spawnError: Error | undefined
     child.once('error', (e) => {
       spawnError = e
     })
-    child.once('close', async (code, signal) => {
-      await Promise.all(pumps)
+    // 'exit', not 'close': a background child holding the task's stdout would keep 'close' from ever coming.
+    child.once('exit', async (code, signal) => {
+      tree.rootExited()
+      const before = tree.ended
+      const left = await tree.end(opts.graceMs ?? 10_000)
+      if (!before) log.debug({ pid: child.pid }, 'task exited; the rest of its tree ended')
+      if (left.length > 0) log.warn({ pid: child.pid, left }, 'task processes outlived SIGKILL')
+      // The tree is gone, so its pipes are at their end; one held open from outside it is not waited for.
+      const drained = await Promise.race([
+        Promise.all(pumps).then(() => true),
+        new Promise<false>((r) => setTimeout(() => r(false), PIPE_DRAIN_MS)),
+      ])
+      if (!drained) {
+        child.stdout!.destroy()
+        child.stderr!.destroy()
+        await Promise.all(pumps)
+      }
       await Promise.all([closeStream(out), closeStream(err)])
       resolve(exitOutcome(code, signal, spawnError, opts.command[0]!))
     })
+    // A program that cannot start has no 'exit', only 'error' then 'close'.
+    child.once('close', (code, signal) => {
+      if (spawnError && child.pid === undefined) {
+        void Promise.all([closeStream(out), closeStream(err)]).then(() =>
+          resolve(exitOutcome(code, signal, spawnError, opts.command[0]!)),
+        )
+      }
+    })
   })
-  return new TaskHandle(child, done)
+  return new TaskHandle(child.pid, done, tree)
 }
 
 function pump(
@@ -160,11 +173,17 @@ function pump(
         rest = rest.slice(MAX_LINE)
       }
     })
-    stream.on('end', () => {
+    let ended = false
+    const end = () => {
+      if (ended) return
+      ended = true
       if (rest !== '') onLine?.(name, rest, Date.now())
       resolve()
-    })
-    stream.on('error', () => resolve())
+    }
+    stream.on('end', end)
+    stream.on('error', end)
+    // Destroyed (held open from outside the task's tree): what came is kept.
+    stream.on('close', end)
   })
 }
 

@@ -6,9 +6,10 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import type { IrisClient } from './client.js'
 import { isIrisError } from './errors.js'
+import { isAlive, killTagged, taggedProcesses } from './internal/test-processes.js'
 import { resolveJobRequest, type JobRequest } from './job-spec.js'
 import { LocalCluster } from './local-cluster.js'
 import { WarmRunners } from './warm-runner.js'
@@ -26,6 +27,14 @@ beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'iris-warm-'))
 })
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
+let tag = ''
+beforeEach(() => {
+  tag = `iris-warm-${process.pid}-${Math.random().toString(36).slice(2)}`
+})
+// What a failing test left running (a runner, a child it started) carries the tag of the test's jobs.
+afterEach(() => {
+  killTagged(tag)
+})
 
 type Report = {
   pid: number
@@ -129,6 +138,42 @@ describe('on a local cluster', () => {
     await client.kill(id)
     expect((await client.wait(id, { timeoutMs: 60_000 })).state).toBe('KILLED')
     expect((await report(client, { env: { KIND: 'kill' } })).job).toBeDefined()
+  }, 120_000)
+
+  const detached = (r: { lines: { stream: string; line: string }[] }) =>
+    JSON.parse(r.lines.find((l) => l.stream === 'stdout' && l.line.startsWith('{'))!.line) as {
+      pid: number
+      child: number
+    }
+
+  test('a detached child a task starts ends with the task; the runner serves the next task', async () => {
+    const env = { KIND: 'detach', IRIS_TEST_TAG: tag }
+    const r = await run(client, { command: task('detach'), env })
+    expect(r.status.state, JSON.stringify(r.lines)).toBe('SUCCEEDED')
+    const { pid, child } = detached(r)
+    // Before, the sleep lived on in the runner's keeping after the task had SUCCEEDED.
+    expect(isAlive(child)).toBe(false)
+    expect(isAlive(pid)).toBe(true)
+    const next = await report(client, { env })
+    expect(next.pid).toBe(pid)
+    expect(taggedProcesses(tag)).toEqual([pid])
+  }, 120_000)
+
+  test('killing a task ends the detached child it started, with its runner', async () => {
+    const env = { KIND: 'detach-kill', IRIS_TEST_TAG: tag }
+    const id = await client.submit({ name: 'warm', runner: RUNNER, command: task('detach', 'stay'), env })
+    let child = 0
+    for (let i = 0; i < 300 && child === 0; i++) {
+      const l = (await lines(client, id)).find((x) => x.line.startsWith('{'))
+      if (l) child = (JSON.parse(l.line) as { child: number }).child
+      else await new Promise((res) => setTimeout(res, 100))
+    }
+    expect(isAlive(child)).toBe(true)
+    await client.kill(id)
+    expect((await client.wait(id, { timeoutMs: 60_000 })).state).toBe('KILLED')
+    for (let i = 0; i < 100 && isAlive(child); i++) await new Promise((res) => setTimeout(res, 20))
+    expect(isAlive(child)).toBe(false)
+    expect(taggedProcesses(tag)).toEqual([])
   }, 120_000)
 })
 

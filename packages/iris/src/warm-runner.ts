@@ -3,7 +3,9 @@
  * `serveWarmTasks`, see `warm-task.ts`) has its tasks run as calls into a process the worker keeps
  * between tasks, instead of a process per task. A runner serves one task at a time; its output
  * between the start of a task and the task's end marker is that task's (files and lines, as for a
- * task process); killing the task kills the runner's process group.
+ * task process); killing the task kills the runner's whole process tree (`process-tree.ts`). What a
+ * task starts (a detached child, a daemon) carries the task's own `IRIS_TASK_TREE` token, and is
+ * ended when the task ends, before the next task is given the runner.
  *
  * Runners are shared only by tasks that would see the same process: the same runner command, the
  * same environment apart from the task's own variables (so the same job settings and resolved
@@ -16,7 +18,8 @@ import { createHash, randomBytes } from 'node:crypto'
 import { createWriteStream, type WriteStream } from 'node:fs'
 import { join } from 'node:path'
 import { logger } from '@marin/rigging'
-import { exitOutcome, MAX_LINE, type RunningTask, signalGroup, type TaskOutcome } from './task-runner.js'
+import { ProcessTree, TREE_VARIABLE, withTreeToken } from './process-tree.js'
+import { exitOutcome, MAX_LINE, type RunningTask, type TaskOutcome } from './task-runner.js'
 import { WARM_TASK_END, type WarmDoneMessage, type WarmRunMessage } from './warm-task.js'
 
 const log = logger('iris')
@@ -24,9 +27,15 @@ const log = logger('iris')
 /** Variables that differ from task to task: set for the call only, never part of the runner's own environment. */
 export function isTaskVariable(name: string): boolean {
   return (
-    ['IRIS_TOKEN', 'IRIS_JOB_ID', 'IRIS_TASK_INDEX', 'IRIS_NUM_TASKS', 'IRIS_ATTEMPT', 'IRIS_TASK_DIR'].includes(
-      name,
-    ) || name.startsWith('IRIS_MOUNT')
+    [
+      'IRIS_TOKEN',
+      'IRIS_JOB_ID',
+      'IRIS_TASK_INDEX',
+      'IRIS_NUM_TASKS',
+      'IRIS_ATTEMPT',
+      'IRIS_TASK_DIR',
+      TREE_VARIABLE,
+    ].includes(name) || name.startsWith('IRIS_MOUNT')
   )
 }
 
@@ -62,23 +71,31 @@ class Runner {
   private spawnError: Error | undefined
   idleTimer: NodeJS.Timeout | undefined
   killRequested = false
-  private killTimer: NodeJS.Timeout | undefined
+  /** The runner and everything it started, in a cgroup where the host has them. */
+  private readonly tree = new ProcessTree()
+  /** `IRIS_TASK_TREE` of the runner: its tasks' own tokens are added to it. */
+  readonly treeValue: string
 
   constructor(
     readonly key: string,
     argv: readonly string[],
     env: Record<string, string>,
     cwd: string,
+    outerTree: string | undefined,
+    private readonly graceMs: number,
     private readonly onExit: (r: Runner) => void,
   ) {
     const [program, ...args] = argv
-    this.child = spawn(program!, args, {
-      cwd,
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-      serialization: 'json',
-    })
+    this.treeValue = withTreeToken(outerTree, this.tree.token)
+    this.child = this.tree.start(() =>
+      spawn(program!, args, {
+        cwd,
+        env: { ...env, [TREE_VARIABLE]: this.treeValue },
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+        serialization: 'json',
+      }),
+    )
     for (const s of ['stdout', 'stderr'] as const) {
       const stream = this.child[s]!
       stream.setEncoding('utf8')
@@ -93,9 +110,15 @@ class Runner {
     this.child.once('error', (e) => {
       this.spawnError = e
     })
-    this.child.once('close', (code, signal) => {
+    // What the runner left running ends with it; until then a child holding its stdout would keep 'close' away.
+    this.child.once('exit', () => {
       this.exited = true
-      if (this.killTimer) clearTimeout(this.killTimer)
+      this.tree.rootExited()
+      void this.tree.end(this.graceMs)
+    })
+    this.child.once('close', async (code, signal) => {
+      this.exited = true
+      if (this.child.pid !== undefined) await this.tree.end(this.graceMs)
       this.onExit(this)
       const t = this.current
       if (!t) return
@@ -142,16 +165,11 @@ class Runner {
     })
   }
 
-  /** SIGTERM to the runner's process group, then SIGKILL after `graceMs`. */
-  kill(graceMs: number): void {
-    if (this.exited) return
-    this.killRequested = true
-    this.signal('SIGTERM')
-    this.killTimer ??= setTimeout(() => this.signal('SIGKILL'), graceMs)
-  }
-
-  private signal(sig: NodeJS.Signals): void {
-    signalGroup(this.child, sig)
+  /** SIGTERM to the runner's whole tree, then SIGKILL after `graceMs`; resolves once none of it is left. */
+  async kill(graceMs: number): Promise<void> {
+    if (this.child.pid === undefined) return
+    if (!this.exited) this.killRequested = true
+    await this.tree.end(graceMs)
   }
 
   private data(s: 'stdout' | 'stderr', chunk: string): void {
@@ -215,7 +233,7 @@ class WarmTaskHandle implements RunningTask {
     return this.runner.child.pid
   }
   kill(graceMs: number): void {
-    this.runner.kill(graceMs)
+    void this.runner.kill(graceMs)
   }
 }
 
@@ -226,6 +244,11 @@ export type WarmRunnersOptions = {
   cwd: string
   /** An idle runner is stopped after this long. @default 60000 */
   idleMs?: number
+  /**
+   * What a task leaves running when it ends, and a runner that is not reused, get SIGTERM, then SIGKILL after
+   * this long. @default 1000
+   */
+  graceMs?: number
 }
 
 /** The warm runners of one worker. */
@@ -240,17 +263,29 @@ export class WarmRunners {
     const base: Record<string, string> = {}
     const taskEnv: Record<string, string> = {}
     for (const [k, v] of Object.entries(o.env)) (isTaskVariable(k) ? taskEnv : base)[k] = v
+    const outer = taskEnv[TREE_VARIABLE]
     const key = runnerKey(o.runner, base, o.submitter)
+    const graceMs = this.opts.graceMs ?? 1000
     let runner = this.take(key)
     if (!runner) {
-      runner = new Runner(key, [...(this.opts.prefix ?? []), ...o.runner], base, this.opts.cwd, (r) => this.forget(r))
+      const argv = [...(this.opts.prefix ?? []), ...o.runner]
+      runner = new Runner(key, argv, base, this.opts.cwd, outer, graceMs, (r) => this.forget(r))
       this.all.add(runner)
     }
     const r = runner
-    const done = r.run(o, taskEnv).then((outcome) => {
+    // The task's own token: what it starts carries it, the runner (started before) does not.
+    const pid = r.child.pid
+    const tree = new ProcessTree({
+      cgroup: false,
+      group: false,
+      ...(pid !== undefined ? { exclude: [pid], startedAfter: pid } : {}),
+    })
+    taskEnv[TREE_VARIABLE] = withTreeToken(r.treeValue, tree.token)
+    const done = r.run(o, taskEnv).then(async (outcome) => {
+      await tree.end(graceMs)
       // Only a runner whose task succeeded serves again: a failure may have left it in any state.
       if (outcome.state === 'SUCCEEDED' && r.alive && !r.killRequested) this.park(r)
-      else r.kill(1000)
+      else await r.kill(graceMs)
       return outcome
     })
     return new WarmTaskHandle(r, done)
@@ -268,7 +303,7 @@ export class WarmRunners {
     )
     for (const r of this.all) {
       if (r.idleTimer) clearTimeout(r.idleTimer)
-      r.kill(graceMs)
+      void r.kill(graceMs)
     }
     this.idle.clear()
     await Promise.race([Promise.all(gone), new Promise((res) => setTimeout(res, graceMs + 1000).unref())])
@@ -288,7 +323,7 @@ export class WarmRunners {
     const list = this.idle.get(r.key) ?? []
     list.push(r)
     this.idle.set(r.key, list)
-    r.idleTimer = setTimeout(() => r.kill(1000), this.opts.idleMs ?? 60_000)
+    r.idleTimer = setTimeout(() => void r.kill(this.opts.graceMs ?? 1000), this.opts.idleMs ?? 60_000)
     r.idleTimer.unref()
   }
 

@@ -1,7 +1,8 @@
 /**
  * @module The worker: registers its resources with the controller, heartbeats
  * (a long poll that also brings new attempts and kill requests), runs each
- * attempt as a child process in its own directory, and reports states and
+ * attempt as a child process in its own directory (its whole process tree ended
+ * before the attempt is final, see `process-tree.ts`), and reports states and
  * output lines. Reports are retried until the controller takes them, so a
  * controller restart loses nothing the worker saw.
  */
@@ -121,6 +122,7 @@ export class Worker {
       this.warm = new WarmRunners({
         prefix: this.guard,
         cwd: this.workDir,
+        graceMs: opts.killGraceMs ?? 10_000,
         ...(opts.warmRunnerIdleMs !== undefined ? { idleMs: opts.warmRunnerIdleMs } : {}),
       })
   }
@@ -364,7 +366,15 @@ export class Worker {
           logDir: dir,
           onLine,
         })
-      : runTask({ command, cwd: work, env, logDir: dir, prefix: this.guard, onLine })
+      : runTask({
+          command,
+          cwd: work,
+          env,
+          logDir: dir,
+          prefix: this.guard,
+          onLine,
+          graceMs: this.opts.killGraceMs ?? 10_000,
+        })
     h.state = 'RUNNING'
     h.at = Date.now()
     this.markDirty(a.attemptId)

@@ -1,6 +1,9 @@
-/** @module Test support: start `iris` commands as real processes and read what they print. */
+/**
+ * @module Test support: start `iris` commands as real processes and read what they print; find and end the
+ * processes a test left running, by a tag in their environment.
+ */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { createWriteStream } from 'node:fs'
+import { createWriteStream, readdirSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 
 export const IRIS_BIN = resolve(import.meta.dirname, '..', '..', 'bin', 'iris.js')
@@ -80,4 +83,44 @@ export async function runIris(
   child.stderr!.on('data', (c) => (stderr += c))
   const code = await new Promise<number>((r) => child.once('exit', (c) => r(c ?? 1)))
   return { code, stdout, stderr }
+}
+
+/** Processes alive now (zombies excluded) whose environment holds `IRIS_TEST_TAG=<tag>`: what a test started. */
+export function taggedProcesses(tag: string): number[] {
+  const want = `IRIS_TEST_TAG=${tag}`
+  const out: number[] = []
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue
+    try {
+      const stat = readFileSync(`/proc/${e}/stat`, 'latin1')
+      if (/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2))) continue
+      if (readFileSync(`/proc/${e}/environ`, 'latin1').split('\0').includes(want)) out.push(Number(e))
+    } catch {
+      // Gone, or not ours to read.
+    }
+  }
+  return out
+}
+
+/** SIGKILL to every process `taggedProcesses(tag)` finds, so that a failing test leaves nothing running. */
+export function killTagged(tag: string): number {
+  const pids = taggedProcesses(tag)
+  for (const p of pids) {
+    try {
+      process.kill(p, 'SIGKILL')
+    } catch {
+      // Gone.
+    }
+  }
+  return pids.length
+}
+
+/** Whether `pid` is a living process (not a zombie waiting for its parent). */
+export function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1')
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2))
+  } catch {
+    return false
+  }
 }
