@@ -1,5 +1,5 @@
 /**
- * @module The documentation site: `pnpm docs` builds `site-docs/` offline.
+ * @module The documentation site: `pnpm run docs` builds `site-docs/` offline.
  *
  * TypeDoc (its default theme, which loads nothing from the network) renders the API reference of
  * every package from the doc comments of its public entry points (each `exports` entry of a
@@ -16,7 +16,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { Application, Converter, ReflectionKind, type DeclarationReflection } from 'typedoc'
+import { Application, Comment, Converter, ReflectionKind, type DeclarationReflection } from 'typedoc'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 
@@ -59,6 +59,18 @@ export function projectDocuments(root: string = ROOT): string[] {
       if (existsSync(p)) docs.push(p)
     }
   return docs
+}
+
+/** The text of a file's opening `@module NAME: text` doc comment, without the name. */
+export function moduleSummary(source: string, name: string): string | undefined {
+  const m = /^\/\*\*\s*@module\s+([^]*?)\*\//.exec(source.trimStart())
+  if (!m) return undefined
+  const text = m[1]!
+    .split('\n')
+    .map((l) => l.replace(/^\s*\* ?/, ''))
+    .join('\n')
+    .trim()
+  return text.startsWith(`${name}:`) ? text.slice(name.length + 1).trim() : text
 }
 
 export type BrokenLink = { page: string; link: string; message: string }
@@ -166,13 +178,23 @@ export async function buildDocs(out: string, root: string = ROOT): Promise<DocsB
       plugin: [],
     })
     // A module is named for the package entry it documents (`@marin/marin/eval`), not for its
-    // path, nor for the first words of its `@module` line (which TypeDoc reads as a name).
+    // path; its summary is the text of the file's `@module` comment (which TypeDoc reads as a name).
     const byFile = new Map(entries.map((e) => [resolve(e.file), e.name]))
+    const moduleFiles = new Map<DeclarationReflection, string>()
     app.converter.on(Converter.EVENT_CREATE_DECLARATION, (context, reflection: DeclarationReflection) => {
       if (!reflection.kindOf(ReflectionKind.Module)) return
       const file = context.getSymbolFromReflection(reflection)?.declarations?.[0]?.getSourceFile().fileName
       const name = file ? byFile.get(resolve(file)) : undefined
-      if (name) reflection.name = name
+      if (!file || !name) return
+      reflection.name = name
+      moduleFiles.set(reflection, file)
+    })
+    app.converter.on(Converter.EVENT_RESOLVE_BEGIN, () => {
+      for (const [reflection, file] of moduleFiles) {
+        const summary = moduleSummary(readFileSync(file, 'utf8'), reflection.name)
+        if (summary && !reflection.comment?.summary.some((p) => p.text.trim()))
+          reflection.comment = new Comment([{ kind: 'text', text: summary }])
+      }
     })
     const project = await app.convert()
     if (!project || app.logger.hasErrors()) throw new Error('build-docs: TypeDoc failed (its errors are above)')

@@ -425,6 +425,11 @@ export function renderHtml(p: SiteParts): string {
       `<ul>${data.warnings.map((w) => `<li class="warn">${x(w)}</li>`).join('')}</ul>`,
     )
   if (charts.some((c) => c.x !== 'step')) out.push(SCRIPT)
+  // Text, not a link: a published site cannot know where (or whether) the docs are hosted.
+  out.push(
+    '<p class="muted">Made with marin-ts; its docs (guides, API reference) build from the repository with ' +
+      '<code>pnpm run docs</code>, starting at <code>docs/index.md</code>.</p>',
+  )
   out.push('</body></html>')
   return out.join('\n')
 }

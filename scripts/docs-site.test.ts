@@ -1,0 +1,114 @@
+/**
+ * @module The docs site (`pnpm run docs`): built once, its links checked, then opened in headless Chromium,
+ * the build that `@sparticuz/chromium` ships driven by playwright-core (as marin's report test does; nothing is
+ * downloaded): every package page opens, and one link from each of them lands on a page of the site.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { buildDocs, checkSiteLinks, entryPoints } from './build-docs.js'
+
+const root = resolve(import.meta.dirname, '..')
+const dir = mkdtempSync(join(tmpdir(), 'docs-site-'))
+// DOCS_SITE=DIR reuses a site that `tsx scripts/build-docs.ts --out DIR` built (quick reruns); else it is built here.
+const site = process.env.DOCS_SITE ? resolve(process.env.DOCS_SITE) : join(dir, 'site')
+let pages: number
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+beforeAll(async () => {
+  pages = process.env.DOCS_SITE
+    ? readdirSync(site, { recursive: true }).filter((f) => String(f).endsWith('.html')).length
+    : (await buildDocs(site)).pages
+}, 400_000)
+
+// The browser packages are marin's dev dependencies (its report test uses them), not the root's: load them from there.
+type Page = {
+  goto(url: string, o: { waitUntil: 'load' }): Promise<unknown>
+  route(glob: string, fn: (route: Route) => Promise<void>): Promise<void>
+  $$eval<R>(selector: string, fn: (els: { getAttribute(name: string): string | null }[]) => R): Promise<R>
+  click(selector: string): Promise<void>
+  waitForURL(test: (url: URL) => boolean): Promise<void>
+  url(): string
+  title(): Promise<string>
+  locator(selector: string): { count(): Promise<number> }
+}
+type Route = { request(): { url(): string }; continue(): Promise<void>; abort(): Promise<void> }
+type Browser = { newPage(): Promise<Page>; close(): Promise<void> }
+const fromMarin = createRequire(join(root, 'packages/marin/package.json'))
+const load = async (name: string) => import(pathToFileURL(fromMarin.resolve(name)).href)
+
+describe('the docs site', () => {
+  test('has a page for every package entry point and every guide, and no broken link', () => {
+    expect(pages).toBeGreaterThan(100)
+    expect(checkSiteLinks(site)).toEqual([])
+  })
+
+  test('a broken link, a missing anchor and an absolute path are each named with their page', () => {
+    const fake = join(dir, 'fake')
+    mkdirSync(join(fake, 'a'), { recursive: true })
+    writeFileSync(join(fake, 'b.html'), '<h1 id="top">b</h1>')
+    writeFileSync(
+      join(fake, 'a', 'index.html'),
+      '<a href="../b.html#top">ok</a><a href="https://example.org/x">ok</a><a href="../c.html">no</a>' +
+        '<a href="../b.html#nowhere">no</a><img src="/etc/x.png">',
+    )
+    expect(checkSiteLinks(fake)).toEqual([
+      { page: 'a/index.html', link: '../c.html', message: 'no such file c.html' },
+      { page: 'a/index.html', link: '../b.html#nowhere', message: 'no id "nowhere" in b.html' },
+      {
+        page: 'a/index.html',
+        link: '/etc/x.png',
+        message: 'not a relative link: the site must work wherever it is copied',
+      },
+    ])
+  })
+
+  test('in Chromium: every package page opens, one link from each lands on a page, nothing is fetched', async () => {
+    const { default: packagedChromium } = await load('@sparticuz/chromium')
+    const { chromium } = await load('playwright-core')
+    const browser: Browser = await chromium.launch({
+      executablePath: await packagedChromium.executablePath(),
+      args: [...new Set([...packagedChromium.args, '--no-first-run', '--disable-background-networking'])],
+    })
+    const fetched: string[] = []
+    try {
+      const tab = await browser.newPage()
+      await tab.route('**/*', async (route) => {
+        const url = route.request().url()
+        if (url.startsWith('file://')) return route.continue()
+        fetched.push(url)
+        return route.abort()
+      })
+      const modules = entryPoints(root).map((e) => e.name)
+      expect(modules).toContain('@marin/marin/eval')
+      for (const name of modules) {
+        const page = `modules/${name.replace(/[@/]/g, '_')}.html`
+        await tab.goto(pathToFileURL(join(site, page)).href, { waitUntil: 'load' })
+        expect(await tab.title(), page).toContain(name)
+        // The first link of the page's own content to a page of one of its members (a class, function, type).
+        const links = await tab.$$eval('.col-content a[href]', (as) =>
+          as
+            .map((a) => a.getAttribute('href')!)
+            .filter((h) => /^\.\.\/(classes|functions|types|variables|interfaces|enums)\//.test(h)),
+        )
+        expect(links.length, `${page} links to nothing`).toBeGreaterThan(0)
+        await tab.click(`.col-content a[href="${links[0]}"]`)
+        await tab.waitForURL((u) => !u.href.endsWith(page))
+        const landed = decodeURIComponent(new URL(tab.url()).pathname)
+        expect(landed.startsWith(site), `${page} → ${links[0]}`).toBe(true)
+        expect(await tab.locator('.col-content').count(), `${page} → ${landed}`).toBe(1)
+      }
+      // And the front page reaches each guide.
+      await tab.goto(pathToFileURL(join(site, 'index.html')).href, { waitUntil: 'load' })
+      const guides = await tab.$$eval('.col-content a[href]', (as) =>
+        as.map((a) => a.getAttribute('href')!).filter((h) => h.includes('guides_')),
+      )
+      expect(guides.length).toBe(4)
+    } finally {
+      await browser.close()
+    }
+    expect(fetched).toEqual([])
+  }, 120_000)
+})
