@@ -47,7 +47,8 @@ export type { LocalClusterOptions } from './local-cluster.js'
 // Clients
 export { IrisClient } from './client.js'
 export type { IrisClientOptions, LogsOptions, WaitOptions } from './client.js'
-export { JobScheduler, SUBMIT_TO } from './job-scheduler.js'
+export { JobScheduler } from './job-scheduler.js'
+export { SUBMIT_TO } from './submit-to.js'
 export type { JobHandle, JobSchedulerOptions, JobSource, SelfSubmitting } from './job-scheduler.js'
 
 // CLI

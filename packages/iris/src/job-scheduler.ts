@@ -8,18 +8,11 @@ import { localMarinPrefix } from '@marin/rigging'
 import { IrisClient, type LogsOptions, type WaitOptions } from './client.js'
 import { readTokenFile } from './credentials.js'
 import { IrisError } from './errors.js'
+import { SUBMIT_TO } from './submit-to.js'
 import type { JobRequest } from './job-spec.js'
 import { LocalCluster, type LocalClusterOptions } from './local-cluster.js'
 import type { JobStatus, LogLine } from './records.js'
 import type { JobState } from './states.js'
-
-/**
- * The key of the method by which a source submits its own jobs, in its own order: marin's
- * `Experiment` has one, so `scheduler.submit(experiment)` runs its steps as jobs, each once its
- * dependencies are done (what `runExperiment(experiment, { scheduler })` does). A registered symbol,
- * so that a source made by another copy of a package is recognized too.
- */
-export const SUBMIT_TO: unique symbol = Symbol.for('iris.submitTo') as never
 
 /** A source that submits its own jobs to the scheduler and resolves with their handles. */
 export type SelfSubmitting = { [SUBMIT_TO](scheduler: JobScheduler): Promise<JobHandle[]> }

@@ -11,10 +11,9 @@ import type { Step } from './step.js'
 import type { ExperimentRecord } from './executor.js'
 import { runMain } from './main.js'
 import { runExperiment, type RunOptions } from './run-experiment.js'
-import type { JobHandle, JobScheduler, JobSource, SUBMIT_TO as IrisSubmitTo } from '@marin/iris'
-
-/** iris's `SUBMIT_TO` (a registered symbol): named here without loading iris when a script is imported. */
-const SUBMIT_TO = Symbol.for('iris.submitTo') as typeof IrisSubmitTo
+import type { JobHandle, JobScheduler, JobSource } from '@marin/iris'
+// its own module: an experiment script that imports this loads nothing else of iris
+import { SUBMIT_TO } from '@marin/iris/submit-to'
 
 /**
  * A bag of hyper-parameters. Put in a step's config (whole, or fields with `cfg.field('x')`),
