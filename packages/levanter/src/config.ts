@@ -75,7 +75,8 @@ export type TrainerConfig = z.output<typeof TrainerConfig>
  * Everything wrong with a trainer config, one message per problem, each naming its field after
  * `prefix` (`trainer.` gives `trainer.mesh.data: Too small: …`): the schema's issues, then the rule
  * across fields (batchSize a multiple of mesh.data). Empty when the config is good.
- * @example trainerConfigIssues({ batchSize: 3, mesh: { data: 2 } }) // ['batchSize 3 must be a multiple of mesh.data 2']
+ * @example
+ * trainerConfigIssues({ batchSize: 3, mesh: { data: 2 } }) // ['batchSize 3 must be a multiple of mesh.data 2']
  */
 export function trainerConfigIssues(config: unknown, prefix = ''): string[] {
   const parsed = TrainerConfig.safeParse(config)

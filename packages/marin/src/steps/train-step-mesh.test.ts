@@ -30,7 +30,7 @@ test.each([
   expect(isMarinError(new Error('x'))).toBe(false)
 })
 
-test("the whole trainer config is checked with levanter's schema when the step is defined, every problem at once", () => {
+test("the trainer config is checked with levanter's schema when the step is defined, every problem at once", () => {
   const define = (trainer: object) => () =>
     trainStep(tokens, { name: 'bad', model, trainer: trainer as never, maxSteps: 2 })
   // fields beyond the layout, which the hand-written check let through to the run
