@@ -22,7 +22,7 @@ import { ZephyrError } from './errors.js'
 import { evaluate, exprColumns, isExprBuilder, mayMatch } from './expr.js'
 import type { ColumnStats, Expr, ExprBuilder } from './expr.js'
 import { localCopy } from './internal/cache.js'
-import { notFound } from './internal/input.js'
+import { notFound } from './internal/byte-streams.js'
 import { locate } from './internal/location.js'
 import { checkGroupMemory, checkPages, chunkBytes, readFooter } from './internal/parquet-checks.js'
 

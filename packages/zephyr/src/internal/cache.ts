@@ -14,7 +14,7 @@ import { mkdir, rename, rm, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import type { TaskCounters } from '../counters.js'
-import { countingTransform, notFound } from './input.js'
+import { countingTransform, notFound } from './byte-streams.js'
 import type { Location } from './location.js'
 
 let cacheDir: string | undefined

@@ -1,31 +1,16 @@
 /** @module Opening inputs: storage read stream → byte counting → decompression. */
 import { createReadStream } from 'node:fs'
 import { open } from 'node:fs/promises'
-import { Transform } from 'node:stream'
 import type { Readable } from 'node:stream'
 import { isRiggingError } from '@marin/rigging'
 import type { TaskCounters } from '../counters.js'
 import { codecOf, decompress } from '../compression.js'
 import { ZephyrError } from '../errors.js'
+import { countingTransform, notFound } from './byte-streams.js'
 import { localCopy } from './cache.js'
 import { locate } from './location.js'
 
 /** Counts bytes that pass through into `counters.bytesRead`. */
-export function countingTransform(counters: TaskCounters | undefined, key: 'bytesRead' | 'bytesWritten'): Transform {
-  return new Transform({
-    transform(chunk: Buffer, _e, cb) {
-      if (counters) counters[key] += chunk.length
-      cb(null, chunk)
-    },
-  })
-}
-
-export function notFound(url: string, err: unknown): ZephyrError {
-  return new ZephyrError('INPUT_NOT_FOUND', `${url}: input file does not exist; check the path or the glob`, false, {
-    cause: err,
-  })
-}
-
 /**
  * Local files are read in 1 MiB chunks rather than the 64 KiB default: each
  * chunk is one trip through libuv's thread pool, and on a busy machine every

@@ -8,7 +8,7 @@ import type { Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { TaskCounters } from '../counters.js'
 import { codecOf, compressor } from '../compression.js'
-import { countingTransform } from './input.js'
+import { countingTransform } from './byte-streams.js'
 import { locate } from './location.js'
 
 export type Output = {
