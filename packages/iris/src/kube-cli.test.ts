@@ -9,7 +9,7 @@ import { expect, test } from 'vitest'
 import { IrisClient } from './client.js'
 import { FakeKubeApi } from './internal/kube-api.js'
 import { runIris, startIris } from './internal/test-processes.js'
-import { ATTEMPT_ANNOTATION } from './kube-pods.js'
+import { ATTEMPT_ANNOTATION } from './kube-pod-spec.js'
 
 test('iris cluster start --platform k8s runs a submitted job as a Pod and iris logs shows its output', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'iris-k8scli-'))

@@ -10,7 +10,7 @@ import { describe, expect, test } from 'vitest'
 import { parseAllDocuments } from 'yaml'
 import { checkName, checkQuantity, validateObject } from './internal/kube-schema.js'
 import { infraFiles } from './kube-manifests.js'
-import { KUBE_RBAC_RULES } from './kube-pods.js'
+import { KUBE_RBAC_RULES } from './kube-pod-spec.js'
 import { PRIORITIES } from './states.js'
 
 const INFRA = resolve(import.meta.dirname, '..', '..', '..', 'infra')

@@ -5,7 +5,7 @@
  * checks the files are what this makes and validates every manifest against the Kubernetes OpenAPI types.
  */
 import { stringify } from 'yaml'
-import { KUBE_RBAC_RULES, PRIORITY_CLASS_VALUES } from './kube-pods.js'
+import { KUBE_RBAC_RULES, PRIORITY_CLASS_VALUES } from './kube-pod-spec.js'
 import { PRIORITIES } from './states.js'
 
 type Obj = Record<string, unknown>

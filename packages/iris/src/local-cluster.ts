@@ -13,7 +13,7 @@ import { IrisClient } from './client.js'
 import { inProcessLink } from './controller-link.js'
 import { startController, type ControllerServer } from './controller-server.js'
 import { ensureTokenFile, localTokenPath } from './credentials.js'
-import type { KubePodsOptions } from './kube-pods.js'
+import type { KubePodsOptions } from './kube-pod-spec.js'
 import type { Resources } from './resources.js'
 import { Worker, type MountMaterializer } from './worker.js'
 
