@@ -20,7 +20,14 @@
 import { LevanterError } from '../errors.js'
 import { permutation, Rng, seedFor } from '../rng.js'
 import type { Batch } from './batch.js'
-import type { Dataset } from './dataset.js'
+
+/** What a mixture reads of each source: a levanter `Dataset` (what `Dataset.mixture` takes) has all of it. */
+export type MixtureSource = {
+  sequences(seqLen: number): { train: number; eval: number }
+  rows(rows: readonly number[], seqLen: number): Promise<Batch>
+  evalBatch(i: number, batchSize: number, seqLen: number): Promise<Batch>
+  readonly bytesPerToken: number | undefined
+}
 
 /** Weights by source name; they need not sum to 1 (they are normalized). */
 export type MixtureWeights = Readonly<Record<string, number>>
@@ -45,14 +52,14 @@ type Block = { readonly source: Uint8Array; readonly rank: Uint32Array; readonly
 export class MixtureDataset {
   readonly names: readonly string[]
   readonly blockSize: number
-  readonly #sources: readonly Dataset[]
+  readonly #sources: readonly MixtureSource[]
   readonly #stages: readonly Stage[]
   readonly #repeat: readonly boolean[]
   /** Per (seed, batch size, stage): rows of each source before each block, filled as far as asked. */
   readonly #before = new Map<string, number[][]>()
   readonly #blocks = new Map<string, Block>()
 
-  constructor(sources: Readonly<Record<string, Dataset>>, options: MixtureOptions) {
+  constructor(sources: Readonly<Record<string, MixtureSource>>, options: MixtureOptions) {
     this.names = Object.keys(sources)
     if (this.names.length === 0)
       throw new LevanterError('BAD_DATA', 'mixture: no sources; pass { name: dataset, … } with at least one')
@@ -88,7 +95,8 @@ export class MixtureDataset {
       if (!last && !(Number.isInteger(until) && until > prev))
         throw new LevanterError(
           'BAD_CONFIG',
-          `mixture: ${where}.untilStep ${stage.untilStep} must be an integer above ${prev} (stages in order; only the ` +
+          `mixture: ${where}.untilStep ${stage.untilStep} must be an integer above ${prev} ` +
+            '(stages in order; only the ' +
             'last may leave it out)',
         )
       if (last && stage.untilStep !== undefined && !(Number.isInteger(until) && until > prev))
@@ -274,7 +282,7 @@ export class MixtureDataset {
   }
 
   /** The sources, for evaluating each on its own held-out sequences. */
-  evalSets(): { readonly name: string; readonly dataset: Dataset }[] {
+  evalSets(): { readonly name: string; readonly dataset: MixtureSource }[] {
     return this.names.map((name, k) => ({ name, dataset: this.#sources[k]! }))
   }
 
