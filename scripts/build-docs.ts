@@ -63,7 +63,7 @@ export function projectDocuments(root: string = ROOT): string[] {
 
 /** The text of a file's opening `@module NAME: text` doc comment, without the name. */
 export function moduleSummary(source: string, name: string): string | undefined {
-  const m = /^\/\*\*\s*@module\s+([^]*?)\*\//.exec(source.trimStart())
+  const m = /^\/\*\*\s*@module\s+([\s\S]*?)\*\//.exec(source.trimStart())
   if (!m) return undefined
   const text = m[1]!
     .split('\n')

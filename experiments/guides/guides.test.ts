@@ -13,8 +13,8 @@ const prefix = mkdtempSync(join(tmpdir(), 'guides-'))
 afterAll(() => rmSync(prefix, { recursive: true, force: true }))
 
 /** The files a guide shows, and the text it shows for each. */
-export function shownFiles(markdown: string): { file: string; shown: string }[] {
-  return [...markdown.matchAll(/<!-- file: (\S+) -->\n```ts\n([^]*?)```/g)].map((m) => ({
+function shownFiles(markdown: string): { file: string; shown: string }[] {
+  return [...markdown.matchAll(/<!-- file: (\S+) -->\n```ts\n([\s\S]*?)```/g)].map((m) => ({
     file: m[1]!,
     shown: m[2]!,
   }))

@@ -60,7 +60,10 @@ function fasttext(args: string[], out?: string): string {
   return r.stdout
 }
 
-/** Precision@1 as `fasttext test` counts it: examples with a label and a row; right if the top label is one of theirs. */
+/**
+ * Precision@1 as `fasttext test` counts it: examples with a label and a row; right if the top label is one of
+ * theirs.
+ */
 function precisionAt1(top: (text: string) => string | undefined): number {
   let n = 0
   let right = 0

@@ -11,7 +11,10 @@ afterEach(() => {
   t = undefined
 })
 
-/** Version 1 of `models/m` holds ok.txt and payload; `doctor` rewrites its `files` as someone with store access could. */
+/**
+ * Version 1 of `models/m` holds ok.txt and payload; `doctor` rewrites its `files` as someone with store access
+ * could.
+ */
 async function doctored(doctor: (files: Record<string, unknown>) => void): Promise<Store> {
   t = await newStore('file')
   const { store } = t

@@ -76,7 +76,8 @@ describe.skipIf(!linux)('without cgroups', () => {
     const [pid] = await startTree(
       tree,
       // It says when its trap is set (a SIGTERM before that would end it at once): only then does the root exit.
-      'r=$(mktemp -u); setsid sh -c "trap \'\' TERM; : > $r; while :; do sleep 0.05; done" >/dev/null 2>&1 </dev/null & ' +
+      'r=$(mktemp -u); ' +
+        'setsid sh -c "trap \'\' TERM; : > $r; while :; do sleep 0.05; done" >/dev/null 2>&1 </dev/null & ' +
         'p=$!; until [ -e $r ]; do sleep 0.01; done; rm -f $r; echo $p',
     )
     const t0 = Date.now()

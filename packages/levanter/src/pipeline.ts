@@ -31,7 +31,7 @@ import type { StepInfo, Trainer } from './trainer.js'
 const log = logger('levanter')
 
 export type PipelineOptions = {
-  /** One dataset, or a weighted mixture of several (`Dataset.mixture`): then eval loss and tokens are per source too. */
+  /** One dataset, or a weighted mixture of several (`Dataset.mixture`): eval loss and tokens per source too. */
   readonly dataset: Dataset | MixtureDataset
   readonly model: CausalLM
   readonly trainer: Trainer
@@ -79,8 +79,8 @@ export class Pipeline {
     const { dataset, model, trainer, maxSteps } = this.options
     const c = trainer.config
     const seqLen = model.config.seqLen
-    // Without trackers of the trainer's own: metrics.jsonl in the run folder (under the Marin prefix unless runDir says),
-    // and the progress lines a marin training step shows (added once the step it resumes from is known).
+    // Without trackers of the trainer's own: metrics.jsonl in the run folder (under the Marin prefix unless runDir
+    // says), and the progress lines a marin training step shows (added once the step it resumes from is known).
     const trackers: Tracker[] = trainer.trackers
       ? [...trainer.trackers]
       : [

@@ -220,7 +220,7 @@ describe('training', () => {
     expect(lines.map((l) => l.step)).toEqual([1, 2])
   })
 
-  test('a bare Pipeline shows progress lines, keeps its metrics under the Marin prefix, prints no tfjs banner', async () => {
+  test('a bare Pipeline shows progress, keeps metrics under the Marin prefix, prints no tfjs banner', async () => {
     const prefix = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-bare-'))
     const child = fileURLToPath(new URL('./test-support/bare-run.ts', import.meta.url))
     const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href

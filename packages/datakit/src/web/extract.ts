@@ -75,7 +75,7 @@ export function extractMainText(html: string, opts: ExtractOptions = {}): Extrac
   let article: ReturnType<Readability['parse']>
   try {
     const { document } = parseHTML(html)
-    article = new Readability(document as unknown as Document).parse()
+    article = new Readability(document as unknown as ConstructorParameters<typeof Readability>[0]).parse()
   } catch {
     return 'unparseable'
   }

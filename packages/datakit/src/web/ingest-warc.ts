@@ -143,7 +143,7 @@ export async function ingestWarc(name: string, opts: IngestWarcOptions): Promise
   const threshold = checkThreshold(`ingestWarc ${name}`, opts.threshold)
   const patterns = typeof opts.source === 'string' ? [opts.source] : [...(opts.source ?? [])]
   const files = await expandSources(patterns)
-  const prints = []
+  const prints: Awaited<ReturnType<typeof fingerprint>>[] = []
   for (const url of files) prints.push(await fingerprint(url, false))
   const config = {
     pass: 'ingestWarc',

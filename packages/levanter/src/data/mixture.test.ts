@@ -140,7 +140,7 @@ describe('training on a mixture', () => {
       maxSteps: 6,
     }).run()
 
-  test('killed mid-mixture and resumed, it trains bit for bit as a run that was not; eval and tokens per source', async () => {
+  test('killed mid-mixture and resumed, it trains bit for bit; eval and tokens per source', async () => {
     const straight = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-mix-a-'))
     const resumed = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-mix-b-'))
     const tracker = new MemoryTracker()

@@ -1,6 +1,7 @@
 /**
  * A process for the bare-pipeline test: a Pipeline with no trackers of its own, as a first
- * experiment writes it (from the package's entry), trained for 4 steps (the prefix and log level come from the environment).
+ * experiment writes it (from the package's entry), trained for 4 steps (the prefix and log level come from the
+ * environment).
  */
 import { Dataset, Gpt2LM, Pipeline, Trainer } from '@marin/levanter'
 

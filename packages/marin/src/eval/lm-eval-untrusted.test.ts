@@ -106,7 +106,10 @@ describe('patterns in task files run with a time budget', () => {
     expect(exactMatchScore(' 7 ', '7', m)).toBe(1)
     const t0 = performance.now()
     expect(() => exactMatchScore(evil, '7', m)).toThrow(
-      /^g\.yaml \(task gsm\): metric_list\[0\] \(exact_match\): regexes_to_ignore\[1\]: the pattern "\^\(a\+\)\+\$" is refused: it did not finish within 1000 ms on a 37-character text/,
+      new RegExp(
+        String.raw`^g\.yaml \(task gsm\): metric_list\[0\] \(exact_match\): regexes_to_ignore\[1\]: ` +
+          String.raw`the pattern "\^\(a\+\)\+\$" is refused: it did not finish within 1000 ms on a 37-character text`,
+      ),
     )
     expect(performance.now() - t0).toBeLessThan(5000)
     // The runner recovers: the next call gets a fresh worker.
@@ -120,7 +123,10 @@ describe('patterns in task files run with a time budget', () => {
     )
     expect(applyFilter(f!, ['aaaa'])).toBe('a') // re.findall gives the group's last repetition
     expect(() => applyFilter(f!, [evil])).toThrow(
-      /^g\.yaml \(task gsm\): filter_list\[0\] \(evil\) step 0 \(regex\) regex_pattern: the pattern "\^\(a\|aa\)\+\$" is refused/,
+      new RegExp(
+        String.raw`^g\.yaml \(task gsm\): filter_list\[0\] \(evil\) step 0 \(regex\) regex_pattern: ` +
+          String.raw`the pattern "\^\(a\|aa\)\+\$" is refused`,
+      ),
     )
   })
 
@@ -131,7 +137,10 @@ describe('patterns in task files run with a time budget', () => {
       metric_list: '\n  - metric: exact_match\n    regexes_to_ignore: ["ok", "(unclosed"]',
     })
     await expect(readLmEvalTask(file)).rejects.toThrow(
-      /bad-ignore\.yaml \(task gen_x\): metric_list\[0\] \(exact_match\): regexes_to_ignore\[1\]: "\(unclosed" is not a valid pattern/,
+      new RegExp(
+        String.raw`bad-ignore\.yaml \(task gen_x\): metric_list\[0\] \(exact_match\): regexes_to_ignore\[1\]: ` +
+          String.raw`"\(unclosed" is not a valid pattern`,
+      ),
     )
   })
 })
@@ -139,7 +148,10 @@ describe('patterns in task files run with a time budget', () => {
 describe('names and includes in task files', () => {
   test('!function __proto__ is an unknown name, and the error lists the known ones', async () => {
     await expect(readLmEvalTask(task('proto.yaml', { process_docs: '!function __proto__' }))).rejects.toThrow(
-      /process_docs: !function __proto__ is Python, and has no built-in equivalent for task hellaswag_x; its built-ins are utils\.process_docs/,
+      new RegExp(
+        'process_docs: !function __proto__ is Python, and has no built-in equivalent for task hellaswag_x; ' +
+          String.raw`its built-ins are utils\.process_docs`,
+      ),
     )
     await expect(
       readLmEvalTask(task('ctor.yaml', { task: 'mine', doc_to_text: '!function constructor' })),

@@ -190,13 +190,13 @@ async function readRecord(
   o: { types: Set<string>; contentTypes: Set<string> | undefined; max: number },
 ): Promise<Read> {
   const raw = (record as unknown as { _reader: LimitReader })._reader
-  const protocol = record.warcHeaders.protocol
+  const protocol = record.warcHeaders.protocol ?? ''
   const declared = record.warcHeader('Content-Length')
   const type = record.warcType ?? ''
   let problem: string | undefined
   if (!/^WARC\/\d/.test(protocol)) problem = `it does not start with a WARC/ version line (got "${clip(protocol)}")`
-  else if (declared === null || !/^\s*\d+\s*$/.test(declared))
-    problem = `its Content-Length is ${declared === null ? 'missing' : `"${clip(declared)}"`}`
+  else if (declared == null || !/^\s*\d+\s*$/.test(declared))
+    problem = `its Content-Length is ${declared == null ? 'missing' : `"${clip(declared)}"`}`
 
   const http = record.httpHeaders
   const mediaType = (http?.headers.get('Content-Type') ?? record.warcContentType ?? '').split(';')[0]!.trim()
@@ -204,8 +204,14 @@ async function readRecord(
     problem === undefined &&
     o.types.has(type) &&
     (o.contentTypes === undefined || o.contentTypes.has(mediaType.toLowerCase()))
-  if (problem === undefined && wanted && http && type === 'response' && !isHttpStatus(http.protocol, http.statusCode))
-    problem = `its HTTP status line "${clip(http.statusline)}" cannot be read`
+  if (
+    problem === undefined &&
+    wanted &&
+    http &&
+    type === 'response' &&
+    !isHttpStatus(http.protocol ?? '', http.statusCode)
+  )
+    problem = `its HTTP status line "${clip(http.statusline ?? '')}" cannot be read`
 
   if (!wanted || problem !== undefined) {
     for await (const _ of raw) {
@@ -274,9 +280,9 @@ export function charsetOf(contentType: string): string | undefined {
 }
 
 const META_CHARSET = /<meta[^>]+?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)/i
-const decoders = new Map<string, TextDecoder | null>()
+const decoders = new Map<string, InstanceType<typeof TextDecoder> | null>()
 
-function decoderFor(label: string): TextDecoder | undefined {
+function decoderFor(label: string): InstanceType<typeof TextDecoder> | undefined {
   const key = label.toLowerCase()
   let d = decoders.get(key)
   if (d === undefined) {
