@@ -12,7 +12,7 @@ import { start } from '../fixtures/processes.js'
 import { buildReport } from './build.js'
 import { publishSite } from './publish.js'
 
-const script = join(import.meta.dirname, 'test-fixture-secret-data.ts')
+const script = join(import.meta.dirname, '..', 'fixtures', 'secret-data.ts')
 // Unknown to this process: only the driver that runs the step reads the file.
 const secret = `sk-live-${randomBytes(12).toString('hex')}`
 let root: string
