@@ -1,4 +1,7 @@
-/** @module What zephyr's inputs, outputs and local copies share: a byte-counting pass-through and the missing-input error. */
+/**
+ * @module What zephyr's inputs, outputs and local copies share: a byte-counting pass-through and the
+ * missing-input error.
+ */
 import { Transform } from 'node:stream'
 import type { TaskCounters } from '../counters.js'
 import { ZephyrError } from '../errors.js'
