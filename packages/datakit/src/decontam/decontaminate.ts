@@ -16,15 +16,12 @@
  * report.perTask // [{ task: 'brown_qa', documents: 3, ngrams: 41 }]
  */
 import { createHash } from 'node:crypto'
-import { readdir, rm } from 'node:fs/promises'
-import { join } from 'node:path'
-import type { JsonObject } from '@marin/finestore'
+import { rm } from 'node:fs/promises'
 import { logger } from '@marin/rigging'
 import { Dataset, type ZephyrContext } from '@marin/zephyr'
-import { findVersionByKey } from '../dataset/ingest.js'
+import { commitPass, reusedPass } from '../dataset/pass-version.js'
 import { openDataset, type OpenOptions } from '../dataset/open-dataset.js'
 import type { DatakitRecord } from '../dataset/record.js'
-import { summarizeShards } from '../dataset/shard-tally.js'
 import { DatakitError } from '../errors.js'
 import { datasetArtifact, withStore, workDir } from '../store.js'
 import { defaultContext } from '../zephyr-context.js'
@@ -101,12 +98,8 @@ export async function decontaminate(name: string, opts: DecontaminateOptions): P
   const key = createHash('sha256').update(JSON.stringify(config)).digest('hex')
 
   return withStore(opts, async (store) => {
-    const found = await findVersionByKey(store, artifact, key)
-    if (found !== undefined) {
-      const view = await store.open(`${artifact}@${found}`)
-      const report = JSON.parse(await view.readText('decontam-report.json')) as DecontamReport
-      return { name: outName, version: found, ref: view.ref, reused: true, report }
-    }
+    const reused = await reusedPass<DecontamReport>(store, artifact, key, 'decontam-report.json')
+    if (reused) return { name: outName, ...reused, reused: true }
     const context = opts.context ?? defaultContext()
     const shards = () =>
       Dataset.fromList([...input.shards], { numShards: input.shards.length }).loadParquet<DatakitRecord>()
@@ -153,35 +146,26 @@ export async function decontaminate(name: string, opts: DecontaminateOptions): P
         .mapShard(DECONTAM_APPLY, { args: { mode, hits: byShard } })
         .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`),
     )
-    const files = (await readdir(dir)).filter((f) => /^part-\d+-of-\d+\.parquet$/.test(f)).sort()
-    const summary = await summarizeShards(files.map((f) => join(dir, f)))
-    const metadata: JsonObject = {
-      ...summary,
-      shards: files.length,
-      source: `decontamination of ${input.ref}`,
-      decontamination: {
-        n: index.n,
-        mode,
-        documentsIn,
-        contaminated,
-        perTask: Object.fromEntries(perTask.map((p) => [p.task, { documents: p.documents, ngrams: p.ngrams }])),
-      },
-    }
-    const { version, ref } = await store.commit(
+    const { version, ref } = await commitPass({
+      store,
       artifact,
-      async (txn) => {
-        for (const f of files) await txn.put(f, { file: join(dir, f) })
-        await txn.put('decontam-report.json', JSON.stringify(report, null, 2))
+      dir,
+      reportFile: 'decontam-report.json',
+      report,
+      key,
+      config,
+      metadata: {
+        decontamination: {
+          n: index.n,
+          mode,
+          documentsIn,
+          contaminated,
+          perTask: Object.fromEntries(perTask.map((p) => [p.task, { documents: p.documents, ngrams: p.ngrams }])),
+        },
       },
-      {
-        kind: 'datasets',
-        metadata,
-        config: { ...config, buildKey: key },
-        lineage: [input.ref],
-        message: `decontamination of ${input.ref}`,
-      },
-    )
-    await rm(dir, { recursive: true, force: true })
+      source: `decontamination of ${input.ref}`,
+      lineage: [input.ref],
+    })
     log.info({ input: input.ref, output: ref, documentsIn, contaminated }, 'decontamination done')
     return { name: outName, version, ref, reused: false, report }
   })

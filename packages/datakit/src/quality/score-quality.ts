@@ -15,15 +15,12 @@
  * await scoreQuality('web', { classifier: 'classifiers/hq@1', label: 'hq', topFraction: 0.1 })
  */
 import { createHash } from 'node:crypto'
-import { readdir, rm } from 'node:fs/promises'
-import { join } from 'node:path'
-import type { JsonObject } from '@marin/finestore'
+import { rm } from 'node:fs/promises'
 import { logger } from '@marin/rigging'
 import { Dataset, type ZephyrContext } from '@marin/zephyr'
-import { findVersionByKey } from '../dataset/ingest.js'
+import { commitPass, reusedPass } from '../dataset/pass-version.js'
 import { openDataset, type OpenOptions } from '../dataset/open-dataset.js'
 import type { DatakitRecord } from '../dataset/record.js'
-import { summarizeShards } from '../dataset/shard-tally.js'
 import { DatakitError } from '../errors.js'
 import { datasetArtifact, withStore, workDir } from '../store.js'
 import { defaultContext } from '../zephyr-context.js'
@@ -113,12 +110,8 @@ export async function scoreQuality(name: string, opts: ScoreQualityOptions): Pro
   const key = createHash('sha256').update(JSON.stringify(config)).digest('hex')
 
   return withStore(opts, async (store) => {
-    const found = await findVersionByKey(store, artifact, key)
-    if (found !== undefined) {
-      const view = await store.open(`${artifact}@${found}`)
-      const report = JSON.parse(await view.readText('quality-report.json')) as QualityReport
-      return { name: outName, version: found, ref: view.ref, reused: true, report }
-    }
+    const reused = await reusedPass<QualityReport>(store, artifact, key, 'quality-report.json')
+    if (reused) return { name: outName, ...reused, reused: true }
     const context = opts.context ?? defaultContext()
     const shards = () =>
       Dataset.fromList([...input.shards], { numShards: input.shards.length }).loadParquet<DatakitRecord>()
@@ -172,39 +165,30 @@ export async function scoreQuality(name: string, opts: ScoreQualityOptions): Pro
         .mapShard(APPLY_SCORES, { args: { scores: byShard, threshold: cut, mode, field, label: opts.label } })
         .writeParquet(`${dir}/part-{shard:05d}-of-{total:05d}.parquet`),
     )
-    const files = (await readdir(dir)).filter((f) => /^part-\d+-of-\d+\.parquet$/.test(f)).sort()
-    const summary = await summarizeShards(files.map((f) => join(dir, f)))
-    const metadata: JsonObject = {
-      ...summary,
-      shards: files.length,
-      source: `quality scoring of ${input.ref} by ${model.ref}`,
-      quality: {
-        classifier: model.ref,
-        label: opts.label,
-        mode,
-        cut,
-        documentsIn,
-        scored: all.length,
-        kept,
-        unscorable,
-        skipped,
-      },
-    }
-    const { version, ref } = await store.commit(
+    const { version, ref } = await commitPass({
+      store,
       artifact,
-      async (txn) => {
-        for (const f of files) await txn.put(f, { file: join(dir, f) })
-        await txn.put('quality-report.json', JSON.stringify(report, null, 2))
+      dir,
+      reportFile: 'quality-report.json',
+      report,
+      key,
+      config,
+      metadata: {
+        quality: {
+          classifier: model.ref,
+          label: opts.label,
+          mode,
+          cut,
+          documentsIn,
+          scored: all.length,
+          kept,
+          unscorable,
+          skipped,
+        },
       },
-      {
-        kind: 'datasets',
-        metadata,
-        config: { ...config, buildKey: key } as JsonObject,
-        lineage: [input.ref, model.ref],
-        message: `quality scoring of ${input.ref} by ${model.ref}`,
-      },
-    )
-    await rm(dir, { recursive: true, force: true })
+      source: `quality scoring of ${input.ref} by ${model.ref}`,
+      lineage: [input.ref, model.ref],
+    })
     log.info({ input: input.ref, output: ref, documentsIn, kept, skipped }, 'quality scoring done')
     return { name: outName, version, ref, reused: false, report }
   })
