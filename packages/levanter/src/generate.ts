@@ -10,16 +10,13 @@ import { BatchCache } from './models/batch-cache.js'
 import { decodeStepOnDevice, prefillOnDevice } from './models/decode.js'
 import type { CausalLM } from './models/lm.js'
 import { Rng } from './rng.js'
+import { logSoftmax, sampleToken } from './sampling.js'
+import type { SampleOptions } from './sampling.js'
 
-export type GenerateOptions = {
+/** Temperature, top-k and top-p ({@link SampleOptions}: `sampling.ts` draws the tokens), length, seed and stops. */
+export type GenerateOptions = SampleOptions & {
   /** @default 32 */
   readonly maxNewTokens?: number
-  /** 0 is greedy. @default 1 */
-  readonly temperature?: number
-  /** Sample among the k most likely tokens only. @default none */
-  readonly topK?: number
-  /** Sample among the smallest set of tokens whose probability reaches p. @default 1 */
-  readonly topP?: number
   /** @default 0 */
   readonly seed?: number
   /** Stop once the output ends with any of these token sequences (they are kept in the output). */
@@ -34,38 +31,6 @@ export type Generation = {
   /** log p(token | prefix) of each new token under the model (temperature 1, no filtering). */
   readonly logprobs: number[]
   readonly finish: 'stop' | 'length'
-}
-
-function logSoftmax(x: Float32Array): Float64Array {
-  let max = -Infinity
-  for (const v of x) max = Math.max(max, v)
-  let s = 0
-  for (const v of x) s += Math.exp(v - max)
-  const lse = max + Math.log(s)
-  return Float64Array.from(x, (v) => v - lse)
-}
-
-/** Pick a token from the last position's logits. */
-export function sampleToken(logits: Float32Array, o: GenerateOptions, rng: Rng): number {
-  const temp = o.temperature ?? 1
-  if (temp === 0) return logits.reduce((best, v, i) => (v > logits[best]! ? i : best), 0)
-  const lp = logSoftmax(Float32Array.from(logits, (v) => v / temp))
-  let order = [...lp.keys()].sort((a, b) => lp[b]! - lp[a]!)
-  if (o.topK !== undefined) order = order.slice(0, Math.max(1, o.topK))
-  const topP = o.topP ?? 1
-  if (topP < 1) {
-    let cum = 0,
-      keep = 0
-    while (keep < order.length && cum < topP) cum += Math.exp(lp[order[keep++]!]!)
-    order = order.slice(0, Math.max(1, keep))
-  }
-  const probs = order.map((i) => Math.exp(lp[i]!))
-  let u = rng.next() * probs.reduce((a, b) => a + b, 0)
-  for (let j = 0; j < order.length; j++) {
-    u -= probs[j]!
-    if (u <= 0) return order[j]!
-  }
-  return order[order.length - 1]!
 }
 
 /**
@@ -102,8 +67,9 @@ function* decoding(
     while (tokens.length < max) {
       if (seq.length > model.config.seqLen) return { tokens, logprobs, finish: 'length' }
       const last = yield* next()
-      const tok = sampleToken(last, o, rng)
-      logprobs.push(logSoftmax(last)[tok]!)
+      const lp = logSoftmax(last)
+      const tok = sampleToken(last, o, rng, lp)
+      logprobs.push(lp[tok]!)
       tokens.push(tok)
       seq.push(tok)
       if (

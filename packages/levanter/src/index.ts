@@ -71,7 +71,9 @@ export { loadModel } from './checkpoint/load-model.js'
 export type { LoadModelOptions, LoadedModel } from './checkpoint/load-model.js'
 
 // Generation and batched decoding (rows at different positions: continuous batching)
-export { generate, generateAsync, sampleToken, score } from './generate.js'
+export { generate, generateAsync, score } from './generate.js'
+export { logSoftmax, sampleToken, topLogprobs } from './sampling.js'
+export type { SampleOptions } from './sampling.js'
 export { BatchCache } from './models/batch-cache.js'
 export type { LayerKv } from './models/batch-cache.js'
 export { decodeStep, prefill, prefillChunk } from './models/decode.js'
