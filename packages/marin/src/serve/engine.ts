@@ -14,10 +14,19 @@
  * to the waiting group with the fewest running sequences, round-robin on ties, so a small request
  * waits for the next sequence to finish, not behind every sequence of a large one queued before it.
  */
-import { BatchCache, Rng, decodeStep, prefill, prefillChunk } from '@marin/levanter'
+import {
+  BatchCache,
+  Rng,
+  decodeStep,
+  logSoftmax,
+  prefill,
+  prefillChunk,
+  sampleToken,
+  topLogprobs,
+} from '@marin/levanter'
 import type { CausalLM } from '@marin/levanter'
 import type { MetricsRegistry } from '@marin/rigging'
-import { applyLogitsProcessing, logSoftmax, processes, sampleNext, topLogprobs } from './sampling.js'
+import { applyLogitsProcessing, processes } from './sampling.js'
 import type { LogitsProcessing } from './sampling.js'
 
 /** One generated (or, for the prompt, scored) token. */
@@ -432,7 +441,7 @@ export class Engine {
     const processed = p && processes(p) ? applyLogitsProcessing(logits, p, s.counts) : undefined
     // the model's own log-probabilities (reported); at temperature 1 without processing, also what is sampled from
     const lp = logSoftmax(logits)
-    const token = sampleNext(
+    const token = sampleToken(
       processed ?? logits,
       { temperature: req.temperature, topP: req.topP, ...(req.topK !== undefined ? { topK: req.topK } : {}) },
       s.rng,

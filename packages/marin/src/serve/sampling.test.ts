@@ -1,71 +1,52 @@
-import { Rng, sampleToken } from '@marin/levanter'
+import { Rng, logSoftmax, sampleToken } from '@marin/levanter'
 import { describe, expect, test } from 'vitest'
-import { logSoftmax, sampleNext } from './sampling.js'
+import { applyLogitsProcessing, processes } from './sampling.js'
 
-/** Logits from a seeded generator: `peak` > 0 makes a few tokens far likelier (as a trained model's). */
-function logits(V: number, seed: number, peak: number): Float32Array {
+/** Logits from a seeded generator, a few tokens far likelier than the rest (as a trained model's). */
+function logits(V: number, seed: number): Float32Array {
   const r = new Rng(seed)
   const x = Float32Array.from({ length: V }, () => r.normal())
-  for (let i = 0; i < 5; i++) x[Math.floor(r.next() * V)]! += peak * (i + 1)
+  for (let i = 0; i < 5; i++) x[Math.floor(r.next() * V)]! += 4 * (i + 1)
   return x
 }
 
-describe('sampleNext: the same draw as levanter sampleToken, without sorting the vocabulary', () => {
-  const grid = [
-    { temperature: 0 },
-    { temperature: 1 },
-    { temperature: 0.7, topP: 0.9 },
-    { temperature: 1, topP: 0.5 },
-    { temperature: 0.9, topK: 10 },
-    { temperature: 1.3, topK: 1 },
-    { temperature: 0.8, topP: 0.95, topK: 40 },
-  ]
-  test.each(grid)('%j over small and large vocabularies, flat and peaked', (o) => {
-    for (const [V, peak] of [
-      [300, 0],
-      [300, 4],
-      [8000, 6],
-    ] as const) {
-      for (let seed = 0; seed < 25; seed++) {
-        const x = logits(V, seed * 7 + V, peak)
-        const a = new Rng(seed),
-          b = new Rng(seed)
-        const want = sampleToken(x, o, a)
-        expect(sampleNext(x, o, b)).toBe(want)
-        expect(b.next()).toBe(a.next()) // the same random numbers consumed
+describe("serve's logits processing ahead of levanter's draw", () => {
+  test('processes: only a bias or a non-zero penalty changes the row', () => {
+    expect(processes({})).toBe(false)
+    expect(processes({ logitBias: new Map(), presence: 0, frequency: 0 })).toBe(false)
+    expect(processes({ logitBias: new Map([[1, 0.5]]) })).toBe(true)
+    expect(processes({ presence: 0.1 })).toBe(true)
+    expect(processes({ frequency: -0.1 })).toBe(true)
+  })
+
+  test('a bias of +100 forces a token and −100 bans one, at every temperature and cut', () => {
+    for (let seed = 0; seed < 20; seed++) {
+      const x = logits(500, seed)
+      let best = 0
+      for (let i = 1; i < x.length; i++) if (x[i]! > x[best]!) best = i
+      const forced = applyLogitsProcessing(x, { logitBias: new Map([[7, 100]]) }, new Map())
+      const banned = applyLogitsProcessing(x, { logitBias: new Map([[best, -100]]) }, new Map())
+      for (const o of [{ temperature: 0 }, { temperature: 1 }, { temperature: 1.5, topP: 0.9 }, { topK: 3 }]) {
+        expect(sampleToken(forced, o, new Rng(seed))).toBe(7)
+        expect(sampleToken(banned, o, new Rng(seed))).not.toBe(best)
       }
     }
   })
 
-  test("a caller's log-softmax (temperature 1) gives the same draws as sampleNext's own", () => {
-    for (let seed = 0; seed < 25; seed++) {
-      const x = logits(300, seed, seed % 2 ? 4 : 0)
-      const lp = logSoftmax(x, new Float64Array(x.length))
-      for (const o of [{ temperature: 1 }, { temperature: 1, topP: 0.8 }, { temperature: 1, topK: 5 }])
-        expect(sampleNext(x, o, new Rng(seed), lp)).toBe(sampleToken(x, o, new Rng(seed)))
-      // another temperature scales the logits itself: the log-softmax given is not the one sampled from
-      expect(sampleNext(x, { temperature: 0.5 }, new Rng(seed), lp)).toBe(
-        sampleToken(x, { temperature: 0.5 }, new Rng(seed)),
-      )
+  test('without processing, the log-softmax the engine reports is what the draw uses (the same token)', () => {
+    for (let seed = 0; seed < 20; seed++) {
+      const x = logits(500, seed)
+      const lp = logSoftmax(x)
+      for (const o of [{ temperature: 1 }, { temperature: 1, topP: 0.7 }, { temperature: 1, topK: 4 }])
+        expect(sampleToken(x, o, new Rng(seed), lp)).toBe(sampleToken(x, o, new Rng(seed)))
     }
   })
 
-  test('a draw that gets past the head of the distribution walks on through the rest, best first', () => {
-    // one id far likelier than the rest: the head is that id alone, and draws near 1 go on into the tail
-    const x = logits(8000, 5, 0)
-    x[123] = 24
-    for (const u of [0.5, 1 - 1e-9, 1 - 1e-7, 1 - 1e-12]) {
-      const rng = { next: () => u }
-      const got = sampleNext(x, { temperature: 1 }, rng)
-      expect(got).toBe(sampleToken(x, { temperature: 1 }, rng as unknown as Rng))
-      if (u > 0.5) expect(got).not.toBe(123)
-    }
-  })
-
-  test('ties keep the lower id first, as a stable sort does', () => {
-    const x = new Float32Array([1, 3, 3, 3, 0])
-    for (let seed = 0; seed < 40; seed++)
-      for (const o of [{ temperature: 1, topK: 2 }, { temperature: 1, topP: 0.6 }, { temperature: 0 }])
-        expect(sampleNext(x, o, new Rng(seed))).toBe(sampleToken(x, o, new Rng(seed)))
+  test('penalties count what the sequence generated: presence once, frequency per time', () => {
+    const x = new Float32Array([1, 3, 2])
+    const out = applyLogitsProcessing(x, { presence: 1, frequency: 0.5 }, new Map([[1, 4]]))
+    expect([...out]).toEqual([1, 3 - 1 - 2, 2])
+    expect(sampleToken(x, { temperature: 0 }, new Rng(0))).toBe(1)
+    expect(sampleToken(out, { temperature: 0 }, new Rng(0))).toBe(2) // the penalised favourite loses greedy
   })
 })
