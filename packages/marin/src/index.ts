@@ -30,7 +30,13 @@ export { runIfMain, runMain } from './executor/main.js'
 export { dedupStep, ingestStep, tokenizeStep } from './steps/datakit-steps.js'
 export type { DedupStepOptions, IngestStepOptions, TokenizeStepOptions } from './steps/datakit-steps.js'
 export { trainStep } from './steps/train-step.js'
-export type { TrainStepOptions, TrainStepTrainer, TrainSummary } from './steps/train-step.js'
+export type {
+  MixtureSummary,
+  TrainMixtureInput,
+  TrainStepOptions,
+  TrainStepTrainer,
+  TrainSummary,
+} from './steps/train-step.js'
 export { evalStep } from './eval/eval-step.js'
 export type { EvalStepConfig } from './eval/eval-step.js'
 export { BROWN_HELD_OUT_FILES, BUILTIN_TASKS } from './eval/brown-tasks.js'

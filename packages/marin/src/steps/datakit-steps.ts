@@ -106,14 +106,36 @@ export function dedupStep(input: Step, o: DedupStepOptions): Step {
   })
 }
 
-export type TokenizeStepOptions = { readonly name: string; readonly vocabSize: number }
+export type TokenizeStepOptions = {
+  readonly name: string
+  /** Vocabulary of the tokenizer trained here; leave out with `tokenizer`. */
+  readonly vocabSize?: number
+  /**
+   * Tokenize with the tokenizer of the token cache this other `tokenizeStep` made, instead of training one: the
+   * sources of a training mixture must share one vocabulary.
+   */
+  readonly tokenizer?: Step
+}
 
-/** Trains a byte-level BPE tokenizer (`<|endoftext|>` appended) on the dataset `input` made and tokenizes it into the
- * token cache `<name>`. */
+/** Trains a byte-level BPE tokenizer (`<|endoftext|>` appended) on the dataset `input` made, or takes the one of
+ * `o.tokenizer`'s token cache, and tokenizes the dataset into the token cache `<name>`. */
 export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
+  if ((o.vocabSize === undefined) === (o.tokenizer === undefined))
+    throw new MarinError(
+      'BAD_STEP',
+      `step ${o.name}: give vocabSize (train a tokenizer) or tokenizer (reuse another tokenizeStep's), not ` +
+        (o.vocabSize === undefined ? 'neither' : 'both'),
+    )
+  if (o.vocabSize !== undefined && !(Number.isInteger(o.vocabSize) && o.vocabSize > 0))
+    throw new MarinError('BAD_STEP', `step ${o.name}: vocabSize ${o.vocabSize} must be a positive integer`)
   return step({
     name: o.name,
-    config: { input: input.artifact(), cache: versioned(o.name), vocabSize: versioned(o.vocabSize) },
+    config: {
+      input: input.artifact(),
+      cache: versioned(o.name),
+      // the config of a step that trains its tokenizer is what it always was, so its version is too
+      ...(o.tokenizer ? { tokenizer: o.tokenizer.artifact() } : { vocabSize: versioned(o.vocabSize!) }),
+    },
     fn: async (c, { outputPath, prefix, log }) => {
       await mkdir(outputPath, { recursive: true })
       const { buildTokenCache, openDataset, trainBpe } = await datakit()
@@ -125,7 +147,10 @@ export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
         for (const path of ds.shards)
           for await (const row of new ParquetReader({ path })) yield (row as { text: string }).text
       }
-      const tokenizer = await trainBpe(texts(), { vocabSize: c.vocabSize, specialTokens: ['<|endoftext|>'] })
+      const cfg = c as unknown as { vocabSize?: number; tokenizer?: ArtifactRef }
+      const tokenizer = cfg.tokenizer
+        ? await tokenizerOf(cfg.tokenizer, o.name, prefix)
+        : await trainBpe(texts(), { vocabSize: cfg.vocabSize!, specialTokens: ['<|endoftext|>'] })
       const r = await buildTokenCache({ dataset: ref.name, version: ds.version, tokenizer, name: c.cache, prefix })
       log.info({ ref: r.ref, tokens: r.ledger.tokens }, 'tokenized')
       await writeArtifacts(outputPath, {
@@ -136,4 +161,22 @@ export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
       })
     },
   })
+}
+
+/** The tokenizer of the token cache `ref` names (`tokenizer.json` in its version). */
+async function tokenizerOf(ref: ArtifactRef, stepName: string, prefix: string) {
+  if (!ref.name.startsWith('token-caches/'))
+    throw new MarinError(
+      'BAD_STEP',
+      `step ${stepName}: its tokenizer input is ${ref.name}@${ref.version}, not a token cache; give a tokenizeStep`,
+    )
+  const [{ BpeTokenizer }, { openStore, storeUrl }] = await Promise.all([datakit(), import('@marin/finestore')])
+  const store = await openStore({ url: storeUrl(prefix) })
+  try {
+    const view = await store.open(`${ref.name}@${ref.version}`)
+    const source = `${ref.name}@${ref.version}: tokenizer.json`
+    return BpeTokenizer.fromJSON(JSON.parse(await view.readText('tokenizer.json')), source)
+  } finally {
+    store.close()
+  }
 }

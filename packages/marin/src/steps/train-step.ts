@@ -10,9 +10,20 @@ import { basename, join } from 'node:path'
 import type { ModelConfigInput, TrainerConfigInput } from '@marin/levanter'
 import { trainerConfigIssues } from '@marin/levanter/config'
 import { MarinError } from '../errors.js'
+import type { ArtifactRef } from '../executor/artifacts.js'
 import { step, type Step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
 import { writeArtifacts } from './artifacts.js'
+import {
+  isMixtureInput,
+  mixtureConfig,
+  normalizedStages,
+  type MixtureSummary,
+  type ResolvedMixture,
+  type TrainMixtureInput,
+} from './train-mixture.js'
+
+export type { MixtureSummary, TrainMixtureInput } from './train-mixture.js'
 
 /** Trainer settings a step may choose; where checkpoints and metrics go is the step's business. */
 export type TrainStepTrainer = Omit<TrainerConfigInput, 'checkpointStore' | 'runName' | 'runDir'>
@@ -41,14 +52,22 @@ export type TrainSummary = {
   readonly tokensTrained: number
   readonly parameters: number
   readonly seconds: number
+  /** For a mixture: its sources, stages, and the tokens and held-out loss of each source. */
+  readonly mixture?: MixtureSummary
 }
 
-/** Entropy (nats) of the frequencies of `tokens`. */
-function unigramEntropy(tokens: Int32Array, vocabSize: number): number {
-  const counts = new Float64Array(vocabSize)
-  for (let i = 0; i < tokens.length; i++) counts[tokens[i]!]!++
+/** Token frequencies of `tokens`, summing to 1. */
+function frequencies(tokens: Int32Array, vocabSize: number): Float64Array {
+  const p = new Float64Array(vocabSize)
+  for (let i = 0; i < tokens.length; i++) p[tokens[i]!]!++
+  for (let i = 0; i < vocabSize; i++) p[i]! /= Math.max(1, tokens.length)
+  return p
+}
+
+/** Entropy (nats) of the frequencies `p`. */
+function entropy(p: Float64Array): number {
   let h = 0
-  for (const c of counts) if (c > 0) h -= (c / tokens.length) * Math.log(c / tokens.length)
+  for (const q of p) if (q > 0) h -= q * Math.log(q)
   return h
 }
 
@@ -69,22 +88,28 @@ function checkTrainer(name: string, t: TrainStepTrainer): void {
 }
 
 /**
- * Trains `o.model` on the token cache `tokens` made, with `o.trainer` (`mesh: { data, model }` and
- * `fsdp` train over data × model fray worker processes: replicated or fsdp over `data`, tensor
- * parallel over `model`). Writes `metrics.jsonl`, TensorBoard event files in `tensorboard/`,
+ * Trains `o.model` on the token cache `data` made, or on a weighted mixture of several
+ * (`{ mixture: { web: tokA, wiki: tokB }, weights: { web: 0.7, wiki: 0.3 } }`, see {@link TrainMixtureInput}:
+ * levanter's `Dataset.mixture`, every source tokenized with one tokenizer), with `o.trainer`
+ * (`mesh: { data, model }` and `fsdp` train over data × model fray worker processes: replicated or fsdp over
+ * `data`, tensor parallel over `model`). Writes `metrics.jsonl`, TensorBoard event files in `tensorboard/`,
  * and `artifacts.json` = `models/<name>@v`, `checkpoints/<run>`, a {@link TrainSummary} and the tensor backend.
  * @example trainStep(tokens, { name: 'gpt-brown', model: { type: 'gpt2', vocabSize: 512, seqLen: 128 }, trainer: {
  * batchSize: 16, mesh: { data: 2 } }, maxSteps: 500 })
+ * @example trainStep({ mixture: { web: webTokens, brown: brownTokens }, weights: [{ untilStep: 100, weights:
+ * { web: 0.2, brown: 0.8 } }, { weights: { web: 0.5, brown: 0.5 } }] }, { name: 'gpt-mix', … })
  */
-export function trainStep(tokens: Step, o: TrainStepOptions): Step {
+export function trainStep(data: Step | TrainMixtureInput, o: TrainStepOptions): Step {
   if (!(Number.isInteger(o.maxSteps) && o.maxSteps > 0))
     throw new MarinError('BAD_STEP', `step ${o.name}: maxSteps ${o.maxSteps} must be a positive integer`)
   checkTrainer(o.name, o.trainer)
+  const mixture = isMixtureInput(data) ? mixtureConfig(o.name, data) : undefined
+  const sources = mixture ? ` on a mixture of ${Object.keys(mixture.sources).join(', ')}` : ''
   return step({
     name: o.name,
-    description: `train ${o.model.type ?? 'a model'} for ${o.maxSteps} steps`,
+    description: `train ${o.model.type ?? 'a model'}${sources} for ${o.maxSteps} steps`,
     config: {
-      tokens: tokens.artifact(),
+      ...(mixture ? { mixture } : { tokens: (data as Step).artifact() }),
       model: versioned(o.model),
       trainer: versioned(o.trainer),
       maxSteps: versioned(o.maxSteps),
@@ -100,17 +125,34 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
         import('@marin/levanter'),
         import('@marin/finestore'),
       ])
-      if (!c.tokens.name.startsWith('token-caches/'))
-        throw new MarinError(
-          'BAD_STEP',
-          `step ${o.name}: its input is ${c.tokens.name}@` +
-            `${c.tokens.version}, not a token cache (token-caches/<name>); ` +
-            `give it a tokenizeStep`,
+      const cfg = c as unknown as { tokens?: ArtifactRef; mixture?: ResolvedMixture }
+      // Source name → its token cache ('' for the single cache of a plain training step).
+      const inputs: [string, ArtifactRef][] = cfg.mixture ? Object.entries(cfg.mixture.sources) : [['', cfg.tokens!]]
+      const caches = new Map<string, InstanceType<typeof TokenCache>>()
+      for (const [source, ref] of inputs) {
+        const what = source ? `data.mixture.${source}` : 'its input'
+        if (!ref.name.startsWith('token-caches/'))
+          throw new MarinError(
+            'BAD_STEP',
+            `step ${o.name}: ${what} is ${ref.name}@${ref.version}, not a token cache (token-caches/<name>); ` +
+              'give it a tokenizeStep',
+          )
+        caches.set(
+          source,
+          await TokenCache.open(ref.name.slice('token-caches/'.length), { version: ref.version, prefix }),
         )
-      const cache = await TokenCache.open(c.tokens.name.slice('token-caches/'.length), {
-        version: c.tokens.version,
-        prefix,
-      })
+      }
+      const all = [...caches]
+      const cache = all[0]![1]
+      // One model, one vocabulary: every source must have been tokenized with the same tokenizer.
+      for (const [source, other] of all.slice(1))
+        if (other.ledger.tokenizerSha256 !== cache.ledger.tokenizerSha256)
+          throw new MarinError(
+            'BAD_STEP',
+            `step ${o.name}: data.mixture.${source} (${other.ref}) was tokenized with another tokenizer than ` +
+              `data.mixture.${all[0]![0]} (${cache.ref}); tokenize every source with one ` +
+              `(tokenizeStep(dataset, { name, tokenizer: <the other tokenizeStep> }))`,
+          )
       const model = lv.createModel(c.model as ModelConfigInput, c.initSeed)
       if (model.config.vocabSize < cache.ledger.vocabSize) {
         throw new MarinError(
@@ -136,11 +178,20 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
         },
       )
       progress.tokensPerStep = trainer.config.batchSize * model.config.seqLen
-      const dataset = lv.Dataset.fromDatakit(cache, { evalFraction: c.evalFraction, eosId: cache.ledger.eos })
+      const datasetOf = (tc: InstanceType<typeof TokenCache>) =>
+        lv.Dataset.fromDatakit(tc, { evalFraction: c.evalFraction, eosId: tc.ledger.eos })
+      const mix = cfg.mixture
+      const dataset = mix
+        ? lv.Dataset.mixture(Object.fromEntries(all.map(([n, tc]) => [n, datasetOf(tc)])), {
+            weights: mix.weights,
+            repeat: mix.repeat,
+            ...(mix.blockSize !== undefined ? { blockSize: mix.blockSize } : {}),
+          })
+        : datasetOf(cache)
       log.info(
         {
-          cache: cache.ref,
-          tokens: cache.numTokens,
+          ...(mix ? { caches: Object.fromEntries(all.map(([n, tc]) => [n, tc.ref])) } : { cache: cache.ref }),
+          tokens: all.reduce((n, [, tc]) => n + tc.numTokens, 0),
           run,
           parameters: model.numParams(),
           mesh: trainer.config.mesh ?? null,
@@ -153,16 +204,41 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
       try {
         const tokenizer = (await store.open(cache.ref)).entry('tokenizer.json')
         const last = (key: string) => memory.rows.findLast((r) => r[key] !== undefined)?.[key] ?? null
+        // The frequencies a context-free model would learn: a mixture's, mixed by its last stage's weights.
+        const vocab = cache.ledger.vocabSize
+        const finalWeights = 'weightsAt' in dataset ? dataset.weightsAt(Number.MAX_SAFE_INTEGER) : { '': 1 }
+        const unigram = new Float64Array(vocab)
+        for (const [n, tc] of all) {
+          const p = frequencies(tc.read(0, tc.numTokens), vocab)
+          for (let i = 0; i < vocab; i++) unigram[i]! += finalWeights[n]! * p[i]!
+        }
+        const seqLen = model.config.seqLen
+        const mixture: MixtureSummary | undefined =
+          mix && 'consumed' in dataset
+            ? {
+                sources: Object.fromEntries(all.map(([n, tc]) => [n, tc.ref])),
+                stages: normalizedStages(dataset.names, mix.weights),
+                repeat: mix.repeat,
+                tokensPerSource: Object.fromEntries(
+                  Object.entries(dataset.consumed(result.step, trainer.config.batchSize, trainer.config.seed)).map(
+                    ([n, rows]) => [n, rows * seqLen],
+                  ),
+                ),
+                evalLossPerSource: Object.fromEntries(dataset.names.map((n) => [n, last(`eval/${n}/loss`)])),
+                evalBpbPerSource: Object.fromEntries(dataset.names.map((n) => [n, last(`eval/${n}/bpb`)])),
+              }
+            : undefined
         const summary: TrainSummary = {
           steps: result.step,
           resumedFrom: result.resumedFrom,
           trainLoss: last('train/loss'),
           evalLoss: last('eval/loss'),
           evalBpb: last('eval/bpb'),
-          unigramEntropy: unigramEntropy(cache.read(0, cache.numTokens), cache.ledger.vocabSize),
+          unigramEntropy: entropy(unigram),
           tokensTrained: result.step * trainer.config.batchSize * model.config.seqLen,
           parameters: model.numParams(),
           seconds: (performance.now() - t0) / 1000,
+          ...(mixture ? { mixture } : {}),
         }
         const ckptVersion = trainer.config.checkpointEvery > 0 ? await store.head(`checkpoints/${run}`) : undefined
         const checkpoints = ckptVersion !== undefined ? [`checkpoints/${run}@${ckptVersion}`] : []
@@ -176,7 +252,7 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
           {
             metadata: { ...summary, run },
             config: { model: model.config, trainer: trainer.config, maxSteps: c.maxSteps },
-            lineage: [cache.ref, ...checkpoints],
+            lineage: [...all.map(([, tc]) => tc.ref), ...checkpoints],
           },
         )
         log.info({ ref: committed.ref, ...summary }, 'trained')
@@ -184,7 +260,7 @@ export function trainStep(tokens: Step, o: TrainStepOptions): Step {
         const backend = await lv.initBackend()
         await writeArtifacts(outputPath, {
           artifacts: [committed.ref, ...checkpoints],
-          cache: cache.ref,
+          ...(mix ? {} : { cache: cache.ref }),
           ...summary,
           backend,
         })
