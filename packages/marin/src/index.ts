@@ -29,6 +29,8 @@ export { runIfMain, runMain } from './executor/main.js'
 // Steps for the usual work
 export { dedupStep, ingestStep, tokenizeStep } from './steps/datakit-steps.js'
 export type { DedupStepOptions, IngestStepOptions, TokenizeStepOptions } from './steps/datakit-steps.js'
+export { decontaminateStep, evalTaskTexts } from './steps/decontam-step.js'
+export type { DecontaminateStepOptions } from './steps/decontam-step.js'
 export { trainStep } from './steps/train-step.js'
 export type {
   MixtureSummary,
