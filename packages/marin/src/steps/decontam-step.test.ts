@@ -21,7 +21,7 @@ beforeAll(() => {
 })
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-test('decontaminateStep removes documents sharing an n-gram with each kind of eval task, counted per task', async () => {
+test('decontaminateStep removes documents sharing an n-gram with each kind of eval task, per task', async () => {
   // A held-out Brown sentence (brown_bpb's pool), an item of a JSONL task, and a piqa document (lm-eval YAML).
   const brown = brownSentences('out').find((s) => s.length >= 60 && s.length <= 160 && s.split(' ').length >= 12)!
   const taskFile = join(root, 'harbor_qa.jsonl')
