@@ -124,6 +124,16 @@ struct Blocked {
   }
 };
 
+// The small-M products (native/gemv.cc): at most SMALL_M rows of A, B read in place (no packing), the
+// same bits as Blocked::gemm. smallMHandles: whether gemmSmallM takes this shape (1 to SMALL_M rows,
+// K and N above 0, B with contiguous rows or contiguous columns). gemmSmallM: C (+)= op(A)·op(B), C
+// rows ldc floats apart, on the pool's threads where `threaded`; false where it does not handle the
+// shape or its partial-sum buffer cannot be allocated (unthreaded: before writing anything).
+constexpr int64_t SMALL_M = 4;
+bool smallMHandles(const View& b, int64_t M, int64_t K, int64_t N);
+bool gemmSmallM(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
+                bool accumulate, bool threaded);
+
 // The AVX-512 instantiation (native/gemm512.cc, compiled with -mavx512f): call only where the CPU
 // has AVX-512F.
 void gemmAvx512(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,

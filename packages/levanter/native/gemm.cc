@@ -77,6 +77,8 @@ bool useAvx512 = false;  // set by Init where the CPU has AVX-512F; setIsa() swi
 
 // One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart, on the widest kernel.
 void gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N, bool accumulate) {
+  // a few rows (decoding): B streamed in place, no packing (native/gemv.cc; the same bits)
+  if (levanter::smallMHandles(b, M, K, N) && levanter::gemmSmallM(a, b, c, ldc, M, K, N, accumulate, false)) return;
 #ifdef LEVANTER_AVX512
   if (useAvx512) return levanter::gemmAvx512(a, b, c, ldc, M, K, N, accumulate);
 #endif
@@ -96,6 +98,8 @@ bool avx512Here() {
 // column panels (decoding's single rows), else on this thread.
 bool gemmThreaded(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
   const int threads = levanter::Pool::get().threads();
+  // a few rows: split by column groups in native/gemv.cc (a failure there is the packing buffers' error)
+  if (levanter::smallMHandles(b, M, K, N)) return levanter::gemmSmallM(a, b, c, N, M, K, N, accumulate, threads > 1);
   if (threads == 1 || M * N * (K + 1) < (int64_t{1} << 20)) {
     if (!buffers()) return false;
     gemm(a, b, c, N, M, K, N, accumulate);

@@ -129,4 +129,10 @@ export type NativeGemmAddon = NativeOps & {
   /** The GEMM's micro-kernel: `avx512` (the default where the CPU has AVX-512F) or `avx2`; answers the one in use
    * (no argument: only answers). Both give the same bits. */
   setIsa(isa?: 'avx2' | 'avx512'): 'avx2' | 'avx512'
+  /**
+   * This machine's memory bandwidth on the calling thread alone, STREAM-style over arrays of `megabytes` MB each
+   * (far past the caches), best of `repeats`: copy (a = b, 2 arrays' bytes a pass), triad (a = b + s·c, 3) and a
+   * read-only sum (1), in GB/s (10^9 bytes). Absent from addons built before it (callers check).
+   */
+  memoryBandwidth?(megabytes: number, repeats: number): { copy: number; triad: number; read: number }
 }

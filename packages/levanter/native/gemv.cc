@@ -1,0 +1,210 @@
+// levanter's small-M products: C (+)= op(A)·op(B) for at most SMALL_M rows of A (decoding's
+// matrix–vector products), streaming op(B) once from where it lies, with no packing. At batch 1 a
+// product reads every weight once and does two flops per 4 bytes, so it is bound by memory
+// bandwidth, and the blocked GEMM's packing of B (a copy of the whole weight matrix per call) and its
+// zero-padded 6- or 12-row tiles (most of their work on padding) cost more than the product.
+//
+// Every element of C is the blocked GEMM's chain of operations exactly (native/gemm-impl.h): per
+// KC-deep pass from zero, one FMA per k in k order, the pass's sum stored (the first pass, unless
+// accumulating) or added to C in pass order. So a row computed here equals that row computed inside
+// a larger product, and the split over threads (by column groups) changes no bit either.
+//
+// Two layouts of B (rows of A are copied first, whatever their strides):
+//  - B rows contiguous (bcs = 1, the [in, out] weights of the affine layers): for a strip of columns,
+//    each of B's rows in turn, its strip's floats loaded once and FMA'd into every row's partial
+//    sums, which sit in an L1-sized buffer; a strip is a whole row where that fits, so B is read in
+//    order from start to end.
+//  - B transposed (brs = 1: the tied head reads the token table [V, D] as its [D, V] operand): eight
+//    of its rows (eight output columns) at once, eight floats of each along k per step, transposed in
+//    registers so that lane j of vector t holds column j at k + t; each row is read in order.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "gemm-impl.h"
+#include "gemm.h"
+#include "pool.h"
+
+namespace levanter {
+
+namespace {
+
+// Partial sums per thread, SMALL_M rows of at most STRIP floats each (32 KiB): an L1-sized buffer.
+constexpr int64_t STRIP_FLOATS = 8192;
+inline thread_local float* stripBuffer = nullptr;
+
+bool stripBuf() {
+  if (!stripBuffer) stripBuffer = static_cast<float*>(std::aligned_alloc(64, STRIP_FLOATS * sizeof(float)));
+  return stripBuffer != nullptr;
+}
+
+// The mask of the first n (0–8) lanes.
+inline __m256i firstLanes(int64_t n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
+}
+
+// c[j] = add ? c[j] + acc[j] : acc[j], for j < n.
+inline void store(float* c, const float* acc, int64_t n, bool add) {
+  int64_t j = 0;
+  if (add)
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(c + j, _mm256_add_ps(_mm256_loadu_ps(c + j), _mm256_load_ps(acc + j)));
+  else
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(c + j, _mm256_load_ps(acc + j));
+  for (; j < n; j++) c[j] = add ? c[j] + acc[j] : acc[j];
+}
+
+// B rows contiguous: columns [j0, j1) of C for the M rows of A (a: M rows of K floats).
+template <int M>
+void rowsOfB(const float* a, int64_t K, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t j0, int64_t j1,
+             bool accumulate) {
+  constexpr int64_t strip = (STRIP_FLOATS / M) & ~int64_t{7};
+  float* acc = stripBuffer;
+  for (int64_t s0 = j0; s0 < j1; s0 += strip) {
+    const int64_t w = j1 - s0 < strip ? j1 - s0 : strip;
+    const int64_t w8 = w & ~int64_t{7};
+    const __m256i tail = firstLanes(w - w8);
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kb = K - pc < KC ? K - pc : KC;
+      for (int i = 0; i < M; i++) std::memset(acc + i * strip, 0, sizeof(float) * ((w + 7) & ~int64_t{7}));
+      for (int64_t k = pc; k < pc + kb; k++) {
+        const float* row = b + k * ldb + s0;
+        __m256 x[M];
+        for (int i = 0; i < M; i++) x[i] = _mm256_set1_ps(a[i * K + k]);
+        int64_t j = 0;
+        for (; j + 32 <= w8; j += 32) {
+          const __m256 b0 = _mm256_loadu_ps(row + j), b1 = _mm256_loadu_ps(row + j + 8);
+          const __m256 b2 = _mm256_loadu_ps(row + j + 16), b3 = _mm256_loadu_ps(row + j + 24);
+          for (int i = 0; i < M; i++) {
+            float* p = acc + i * strip + j;
+            _mm256_store_ps(p, _mm256_fmadd_ps(x[i], b0, _mm256_load_ps(p)));
+            _mm256_store_ps(p + 8, _mm256_fmadd_ps(x[i], b1, _mm256_load_ps(p + 8)));
+            _mm256_store_ps(p + 16, _mm256_fmadd_ps(x[i], b2, _mm256_load_ps(p + 16)));
+            _mm256_store_ps(p + 24, _mm256_fmadd_ps(x[i], b3, _mm256_load_ps(p + 24)));
+          }
+        }
+        for (; j < w8; j += 8) {
+          const __m256 bv = _mm256_loadu_ps(row + j);
+          for (int i = 0; i < M; i++) {
+            float* p = acc + i * strip + j;
+            _mm256_store_ps(p, _mm256_fmadd_ps(x[i], bv, _mm256_load_ps(p)));
+          }
+        }
+        if (w8 < w) {
+          const __m256 bv = _mm256_maskload_ps(row + w8, tail);
+          for (int i = 0; i < M; i++) {
+            float* p = acc + i * strip + w8;
+            _mm256_store_ps(p, _mm256_fmadd_ps(x[i], bv, _mm256_load_ps(p)));
+          }
+        }
+      }
+      const bool add = accumulate || pc > 0;
+      for (int i = 0; i < M; i++) store(c + i * ldc + s0, acc + i * strip, w, add);
+    }
+  }
+}
+
+// Columns 0–7 of the 8×8 block r (row p, eight floats along k): out[t] lane p = r[p][t].
+inline void transpose8(const __m256 r[8], __m256 out[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  out[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  out[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  out[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  out[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  out[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  out[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  out[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  out[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// B transposed (op(B)(k, j) = w[j·ldw + k]): columns [j0, j1) of C, eight at a time; a group short
+// of eight repeats its last column in the missing lanes and stores only its own.
+template <int M>
+void columnsOfB(const float* a, int64_t K, const float* w, int64_t ldw, float* c, int64_t ldc, int64_t j0, int64_t j1,
+                bool accumulate) {
+  alignas(32) float out[M][8];
+  for (int64_t g = j0; g < j1; g += 8) {
+    const int64_t n = j1 - g < 8 ? j1 - g : 8;
+    const float* r[8];
+    for (int p = 0; p < 8; p++) r[p] = w + (g + (p < n ? p : n - 1)) * ldw;
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kb = K - pc < KC ? K - pc : KC;
+      __m256 acc[M];
+      for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
+      int64_t k = pc;
+      for (; k + 8 <= pc + kb; k += 8) {
+        __m256 rows[8], col[8];
+        for (int p = 0; p < 8; p++) rows[p] = _mm256_loadu_ps(r[p] + k);
+        transpose8(rows, col);
+        for (int t = 0; t < 8; t++)
+          for (int i = 0; i < M; i++) acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * K + k + t]), col[t], acc[i]);
+      }
+      for (; k < pc + kb; k++) {
+        const __m256 col = _mm256_setr_ps(r[0][k], r[1][k], r[2][k], r[3][k], r[4][k], r[5][k], r[6][k], r[7][k]);
+        for (int i = 0; i < M; i++) acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * K + k]), col, acc[i]);
+      }
+      const bool add = accumulate || pc > 0;
+      for (int i = 0; i < M; i++) {
+        _mm256_store_ps(out[i], acc[i]);
+        store(c + i * ldc + g, out[i], n, add);
+      }
+    }
+  }
+}
+
+template <int M>
+void columns(const float* a, int64_t K, const View& b, float* c, int64_t ldc, int64_t j0, int64_t j1, bool acc) {
+  if (b.cs == 1) rowsOfB<M>(a, K, b.x, b.rs, c, ldc, j0, j1, acc);
+  else columnsOfB<M>(a, K, b.x, b.cs, c, ldc, j0, j1, acc);
+}
+
+void columnsAnyM(const float* a, int64_t M, int64_t K, const View& b, float* c, int64_t ldc, int64_t j0, int64_t j1,
+                 bool acc) {
+  switch (M) {
+    case 1: return columns<1>(a, K, b, c, ldc, j0, j1, acc);
+    case 2: return columns<2>(a, K, b, c, ldc, j0, j1, acc);
+    case 3: return columns<3>(a, K, b, c, ldc, j0, j1, acc);
+    default: return columns<4>(a, K, b, c, ldc, j0, j1, acc);
+  }
+}
+
+}  // namespace
+
+bool smallMHandles(const View& b, int64_t M, int64_t K, int64_t N) {
+  return M >= 1 && M <= SMALL_M && K > 0 && N > 0 && (b.cs == 1 || b.rs == 1);
+}
+
+bool gemmSmallM(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
+                bool accumulate, bool threaded) {
+  if (!smallMHandles(b, M, K, N)) return false;
+  std::vector<float> rows(static_cast<size_t>(M * K));
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t k = 0; k < K; k++) rows[i * K + k] = a.at(i, k);
+  const float* ra = rows.data();
+  const int64_t groups = (N + 7) / 8;
+  // at least ~256 KiB of B per thread: a smaller chunk is not worth waking one
+  const int64_t grain = (int64_t{1} << 16) / (8 * K) + 1;
+  bool ok = true;
+  const auto part = [&](int64_t g0, int64_t g1) {
+    if (b.cs == 1 && !stripBuf()) {
+      ok = false;
+      return;
+    }
+    const int64_t j0 = g0 * 8, j1 = g1 * 8 < N ? g1 * 8 : N;
+    columnsAnyM(ra, M, K, b, c, ldc, j0, j1, accumulate);
+  };
+  if (threaded) parallel_for(groups, grain, part);
+  else part(0, groups);
+  return ok;
+}
+
+}  // namespace levanter

@@ -1,0 +1,84 @@
+// This machine's memory bandwidth on one thread, STREAM-style: three float arrays far larger than
+// the caches, timed over copy (a = b), triad (a = b + s·c) and a read-only sum of a, best of a few
+// passes each. Bytes are counted as STREAM counts them (the arrays each pass names: 2, 3 and 1, no
+// write-allocate traffic), in GB/s of 10^9 bytes. The bench divides it by the bytes a decoded token
+// reads (its weights) for generation's roofline; the read-only sum is the pattern of a matrix–vector
+// product.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "ops.h"
+
+namespace levanter::ops {
+
+namespace {
+
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+float readSum(const float* a, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
+    s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
+  }
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  for (; i < n; i++) s += a[i];
+  return s;
+}
+
+}  // namespace
+
+// memoryBandwidth(megabytes, repeats) → { copy, triad, read } GB/s on the calling thread.
+napi_value MemoryBandwidth(napi_env env, napi_callback_info info) {
+  Args args(env, info, "memoryBandwidth(megabytes, repeats: number)", 2);
+  const int64_t mb = args.integer(0), repeats = args.integer(1);
+  if (!args.ok || mb < 1 || mb > 4096 || repeats < 1 || repeats > 100)
+    return fail(env, "memoryBandwidth(megabytes, repeats): megabytes a whole number from 1 to 4096, repeats 1 to 100");
+  const int64_t n = (mb * 1000000 / 4) & ~int64_t{31};
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  float* a = static_cast<float*>(std::aligned_alloc(64, bytes));
+  float* b = static_cast<float*>(std::aligned_alloc(64, bytes));
+  float* c = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!a || !b || !c) {
+    std::free(a);
+    std::free(b);
+    std::free(c);
+    return fail(env, "memoryBandwidth: out of memory for its three arrays; ask for fewer megabytes");
+  }
+  for (int64_t i = 0; i < n; i++) a[i] = 1.0f, b[i] = 2.0f, c[i] = 0.5f;
+  double copy = 0, triad = 0, read = 0;
+  volatile float sink = 0;
+  const __m256 s = _mm256_set1_ps(3.0f);
+  for (int64_t r = 0; r < repeats; r++) {
+    double t = seconds();
+    for (int64_t i = 0; i < n; i += 8) _mm256_store_ps(a + i, _mm256_load_ps(b + i));
+    double dt = seconds() - t;
+    if (2.0 * bytes / dt > copy) copy = 2.0 * bytes / dt;
+    t = seconds();
+    for (int64_t i = 0; i < n; i += 8)
+      _mm256_store_ps(a + i, _mm256_add_ps(_mm256_load_ps(b + i), _mm256_mul_ps(s, _mm256_load_ps(c + i))));
+    dt = seconds() - t;
+    if (3.0 * bytes / dt > triad) triad = 3.0 * bytes / dt;
+    t = seconds();
+    sink = sink + readSum(a, n);
+    dt = seconds() - t;
+    if (1.0 * bytes / dt > read) read = 1.0 * bytes / dt;
+  }
+  std::free(a);
+  std::free(b);
+  std::free(c);
+  napi_value out;
+  napi_create_object(env, &out);
+  napi_set_named_property(env, out, "copy", number(env, copy / 1e9));
+  napi_set_named_property(env, out, "triad", number(env, triad / 1e9));
+  napi_set_named_property(env, out, "read", number(env, read / 1e9));
+  return out;
+}
+
+}  // namespace levanter::ops

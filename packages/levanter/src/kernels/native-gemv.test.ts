@@ -1,0 +1,184 @@
+import { afterAll, describe, expect, test } from 'vitest'
+import { nativeGemm } from './native-gemm.js'
+
+// The native GEMM's small-M path (native/gemv.cc: at most 4 rows of A, B streamed in place) against float64
+// references at ragged shapes, the vocab head's [1, 768]·[768, 50257] (B transposed: the tied token table) included,
+// and bit for bit against the blocked GEMM that products of more rows run on.
+const addon = nativeGemm().addon
+const PAGE = 65536
+
+/** One wasm heap for every case: A at 0, then B, then C. */
+const memory = new WebAssembly.Memory({ initial: Math.ceil((4 * (4 * 800 + 800 * 50257 + 16 * 50257)) / PAGE) + 8 })
+
+function fill(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n)
+  let s = seed >>> 0
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0
+    out[i] = s / 2 ** 31 - 1
+  }
+  return out
+}
+
+type Product = { M: number; K: number; N: number; tA: boolean; tB: boolean }
+
+/** Operands placed on the heap: byte offsets of A, B and C, and views of them. */
+function place({ M, K, N }: Product, seed: number) {
+  const a = fill(M * K, seed),
+    b = fill(K * N, seed + 1)
+  const pa = 0,
+    pb = 4 * Math.ceil(a.length / 16) * 16,
+    pc = pb + 4 * Math.ceil(b.length / 16) * 16
+  new Float32Array(memory.buffer, pa, a.length).set(a)
+  new Float32Array(memory.buffer, pb, b.length).set(b)
+  const c = new Float32Array(memory.buffer, pc, M * N)
+  return { a, b, c, pa, pb, pc }
+}
+
+function gemm(p: Product, pa: number, pb: number, pc: number, accumulate = false): void {
+  addon!.gemm(memory.buffer, pa, pb, pc, p.M, p.K, p.N, p.tA, p.tB, 1, 0, 0, 0, accumulate)
+}
+
+/** op(A)·op(B) in float64, and Σ|a·b| per element (the scale of its float32 rounding). */
+function reference({ M, K, N, tA, tB }: Product, a: Float32Array, b: Float32Array) {
+  const out = new Float64Array(M * N),
+    scale = new Float64Array(M * N)
+  for (let m = 0; m < M; m++)
+    for (let n = 0; n < N; n++) {
+      let s = 0,
+        abs = 0
+      for (let k = 0; k < K; k++) {
+        const x = a[tA ? k * M + m : m * K + k]! * b[tB ? n * K + k : k * N + n]!
+        s += x
+        abs += Math.abs(x)
+      }
+      out[m * N + n] = s
+      scale[m * N + n] = abs
+    }
+  return { out, scale }
+}
+
+function expectClose(c: Float32Array, ref: { out: Float64Array; scale: Float64Array }, K: number): void {
+  let worst = 0
+  for (let i = 0; i < c.length; i++) {
+    // float32 FMA chains over K terms: at most ~K·2^-24 of Σ|a·b|
+    const err = Math.abs(c[i]! - ref.out[i]!) / (ref.scale[i]! * K * 2 ** -23 + 1e-30)
+    worst = Math.max(worst, err)
+  }
+  expect(worst).toBeLessThanOrEqual(1)
+}
+
+describe.skipIf(!addon)('native small-M GEMM (native/gemv.cc)', () => {
+  afterAll(() => addon?.setThreads(1))
+
+  const shapes: Product[] = []
+  for (const M of [1, 2, 3, 4])
+    for (const [K, N] of [
+      [768, 37],
+      [777, 13],
+      [1, 7],
+      [9, 1],
+      [300, 2309],
+      [257, 8],
+    ] as const)
+      for (const tB of [false, true]) shapes.push({ M, K, N, tA: M % 2 === 0, tB })
+  test.each(shapes)('M $M, K $K, N $N, tA $tA, tB $tB: the float64 product', (p) => {
+    const { a, b, c, pa, pb, pc } = place(p, p.M * 1000 + p.K + p.N)
+    gemm(p, pa, pb, pc)
+    expectClose(c, reference(p, a, b), p.K)
+  })
+
+  test.each([
+    { M: 1, K: 768, N: 50257, tA: false, tB: true },
+    { M: 1, K: 777, N: 50257, tA: false, tB: false },
+    { M: 4, K: 777, N: 50257, tA: false, tB: true },
+    { M: 3, K: 768, N: 50257, tA: true, tB: false },
+  ])('the vocab head, M $M, K $K, N $N, tB $tB: the float64 product', (p) => {
+    const { a, b, c, pa, pb, pc } = place(p, 7 + p.M + p.K)
+    gemm(p, pa, pb, pc)
+    expectClose(c, reference(p, a, b), p.K)
+  })
+
+  test('accumulating adds the product to C, pass by pass as the blocked GEMM does', () => {
+    const p = { M: 2, K: 777, N: 45, tA: false, tB: true }
+    const { a, b, c, pa, pb, pc } = place(p, 99)
+    const start = fill(p.M * p.N, 5)
+    c.set(start)
+    gemm(p, pa, pb, pc, true)
+    const ref = reference(p, a, b)
+    expectClose(
+      Float32Array.from(c, (v, i) => v - start[i]!),
+      { out: ref.out, scale: ref.scale.map((s, i) => s + Math.abs(start[i]!) / p.K) },
+      p.K,
+    )
+  })
+
+  test.each([
+    { K: 777, N: 2309, tB: false },
+    { K: 777, N: 517, tB: true },
+    { K: 3072, N: 768, tB: false },
+  ])('rows of a 12-row product (blocked GEMM) equal 1 to 4 rows alone, bit for bit (K $K, N $N, tB $tB)', (s) => {
+    const big = { M: 12, K: s.K, N: s.N, tA: false, tB: s.tB }
+    const { c, pa, pb, pc } = place(big, 3)
+    for (const accumulate of [false, true]) {
+      const start = fill(12 * s.N, 11)
+      c.set(start)
+      gemm(big, pa, pb, pc, accumulate)
+      const whole = c.slice()
+      for (const M of [1, 2, 3, 4])
+        for (const r0 of [0, 5, 12 - M]) {
+          const rows = new Float32Array(memory.buffer, pc, M * s.N)
+          rows.set(start.subarray(r0 * s.N, (r0 + M) * s.N))
+          gemm({ ...big, M }, pa + 4 * r0 * s.K, pb, pc, accumulate)
+          expect(rows).toEqual(whole.subarray(r0 * s.N, (r0 + M) * s.N))
+        }
+    }
+  })
+
+  test('the split over threads changes no bit', () => {
+    const p = { M: 3, K: 777, N: 50257, tA: false, tB: true }
+    const { c, pa, pb, pc } = place(p, 17)
+    addon!.setThreads(1)
+    gemm(p, pa, pb, pc)
+    const one = c.slice()
+    for (const q of [{ ...p, tB: false }, p]) {
+      addon!.setThreads(1)
+      gemm(q, pa, pb, pc)
+      const ref = c.slice()
+      addon!.setThreads(3)
+      gemm(q, pa, pb, pc)
+      expect(c).toEqual(ref)
+    }
+    expect(c).toEqual(one)
+  })
+
+  test('the affine layer on one row: bias plus the product', () => {
+    const [inF, outF] = [777, 61]
+    const x = fill(inF, 1),
+      w = fill(inF * outF, 2),
+      bias = fill(outF, 3)
+    const y = new Float32Array(outF)
+    addon!.affineForward(x, w, bias, y)
+    const ref = reference({ M: 1, K: inF, N: outF, tA: false, tB: false }, x, w)
+    expectClose(
+      Float32Array.from(y, (v, i) => v - bias[i]!),
+      { out: ref.out, scale: ref.scale.map((s, i) => s + Math.abs(bias[i]!) / inF) },
+      inF,
+    )
+  })
+})
+
+describe.skipIf(!addon?.memoryBandwidth)('memoryBandwidth (native/stream.cc)', () => {
+  test('answers positive GB/s for copy, triad and read', () => {
+    const bw = addon!.memoryBandwidth!(8, 1)
+    for (const k of ['copy', 'triad', 'read'] as const) {
+      expect(Number.isFinite(bw[k])).toBe(true)
+      expect(bw[k]).toBeGreaterThan(0)
+    }
+  })
+
+  test('bad sizes are a RangeError naming the call', () => {
+    expect(() => addon!.memoryBandwidth!(0, 1)).toThrow(/memoryBandwidth\(megabytes, repeats/)
+    expect(() => addon!.memoryBandwidth!(8, 1.5)).toThrow(/memoryBandwidth/)
+  })
+})
