@@ -19,13 +19,12 @@ import { FewshotDrawer, exampleText } from './lm-eval-fewshot.js'
 import { applyFilter, exactMatchScore } from './lm-eval-filters.js'
 import type { Doc } from './lm-eval-functions.js'
 import type { LmEvalTask } from './lm-eval-task.js'
+import { argmax, multipleChoiceMetrics, scoreChoices } from './multiple-choice.js'
 import type { MetricValue, TaskResult } from './run-task.js'
 import { mean, meanStderr, ratioWithStderr, utf8Length } from './stats.js'
 
 /** How errors name a task: its file and name. */
 const where = (t: LmEvalTask) => `${t.source} (task ${t.name})`
-
-const argmax = (xs: readonly number[]) => xs.reduce((best, v, i) => (v > xs[best]! ? i : best), 0)
 
 /**
  * What comes before each document's own text: the description (rendered for the document) and its
@@ -94,9 +93,6 @@ async function multipleChoice(model: LanguageModel, t: LmEvalTask, docs: readonl
   const records = shaped.map((s, index) => {
     const lls = s.reqs.map(() => scores[k++]!.logprob)
     const uncond = s.unconditional.map(() => scores[k++]!.logprob)
-    // acc_norm: lm-eval divides by each choice's length in characters (Python's len: code points).
-    const pred = argmax(lls),
-      predNorm = argmax(lls.map((ll, i) => ll / Math.max(1, [...s.ch[i]!].length)))
     const mi = mutualInfo ? argmax(lls.map((ll, i) => ll - uncond[i]!)) : undefined
     return {
       index,
@@ -104,26 +100,16 @@ async function multipleChoice(model: LanguageModel, t: LmEvalTask, docs: readonl
       choices: s.ch,
       gold: s.gold,
       loglikelihoods: lls,
-      pred,
-      predNorm,
-      acc: pred === s.gold ? 1 : 0,
-      accNorm: predNorm === s.gold ? 1 : 0,
+      ...scoreChoices(lls, s.ch, s.gold),
       ...(mi !== undefined
         ? { unconditionalLoglikelihoods: uncond, predMutualInfo: mi, accMutualInfo: mi === s.gold ? 1 : 0 }
         : {}),
     }
   })
-  const acc = records.map((r) => r.acc),
-    norm = records.map((r) => r.accNorm),
-    mis = records.map((r) => r.accMutualInfo ?? 0)
-  return {
-    records,
-    metrics: new Map([
-      ['acc', { metric: 'acc', value: mean(acc), stderr: meanStderr(acc) }],
-      ['acc_norm', { metric: 'acc_norm', value: mean(norm), stderr: meanStderr(norm) }],
-      ['acc_mutual_info', { metric: 'acc_mutual_info', value: mean(mis), stderr: meanStderr(mis) }],
-    ]),
-  }
+  const mis = records.map((r) => r.accMutualInfo ?? 0)
+  const metrics = multipleChoiceMetrics(records)
+  metrics.set('acc_mutual_info', { metric: 'acc_mutual_info', value: mean(mis), stderr: meanStderr(mis) })
+  return { records, metrics }
 }
 
 async function loglikelihood(model: LanguageModel, t: LmEvalTask, docs: readonly Doc[]): Promise<Out> {

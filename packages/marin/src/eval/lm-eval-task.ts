@@ -40,7 +40,7 @@ export type LmEvalOutputType = (typeof LM_EVAL_OUTPUT_TYPES)[number]
 
 /** Metrics each output type can compute, and its defaults when `metric_list` is absent. */
 export const LM_EVAL_METRICS: Readonly<Record<LmEvalOutputType, { all: readonly string[]; defaults: string[] }>> = {
-  multiple_choice: { all: ['acc', 'acc_norm', 'acc_mutual_info'], defaults: ['acc'] },
+  multiple_choice: { all: ['acc', 'acc_norm', 'acc_bytes', 'acc_mutual_info'], defaults: ['acc'] },
   loglikelihood: { all: ['perplexity', 'acc'], defaults: ['perplexity', 'acc'] },
   generate_until: { all: ['exact_match'], defaults: ['exact_match'] },
   loglikelihood_rolling: {

@@ -4,6 +4,7 @@ import { splitBoundary } from './language-model.js'
 import { mean, meanStderr, ratioWithStderr, utf8Length } from './stats.js'
 import type { LmEvalOutputType, LmEvalTask } from './lm-eval-task.js'
 import { runLmEvalTask } from './lm-eval-run.js'
+import { multipleChoiceMetrics, scoreChoices } from './multiple-choice.js'
 import type { EvalTask, GenerationItem, MultipleChoiceItem, PerplexityItem, TaskKind } from './task.js'
 
 /** One metric of a task: its value and the standard error of that value. */
@@ -25,39 +26,23 @@ export type RunTaskOptions = {
   readonly limit?: number
 }
 
-const argmax = (xs: readonly number[]) => xs.reduce((best, v, i) => (v > xs[best]! ? i : best), 0)
-
 async function multipleChoice(model: LanguageModel, items: readonly MultipleChoiceItem[]) {
   const reqs = items.flatMap((it) => it.choices.map((c) => splitBoundary(it.context, c)))
   const scores = await model.loglikelihood(reqs)
   let k = 0
   const records = items.map((it, index) => {
     const lls = it.choices.map(() => scores[k++]!.logprob)
-    // acc_norm divides by the continuation's length in bytes, so longer choices are not penalized.
-    const norm = lls.map((ll, i) => ll / utf8Length(it.choices[i]!))
-    const pred = argmax(lls),
-      predNorm = argmax(norm)
     return {
       index,
       context: it.context,
       choices: it.choices,
       gold: it.gold,
       loglikelihoods: lls,
-      pred,
-      predNorm,
-      acc: pred === it.gold ? 1 : 0,
-      accNorm: predNorm === it.gold ? 1 : 0,
+      ...scoreChoices(lls, it.choices, it.gold),
     }
   })
-  const acc = records.map((r) => r.acc),
-    accNorm = records.map((r) => r.accNorm)
-  return {
-    records,
-    metrics: [
-      { metric: 'acc', value: mean(acc), stderr: meanStderr(acc) },
-      { metric: 'acc_norm', value: mean(accNorm), stderr: meanStderr(accNorm) },
-    ],
-  }
+  const m = multipleChoiceMetrics(records)
+  return { records, metrics: [m.get('acc')!, m.get('acc_norm')!] }
 }
 
 /** Cut generated text at the first stop sequence, looking past leading whitespace (so a stop of " " still lets " word"
