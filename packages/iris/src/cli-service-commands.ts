@@ -9,6 +9,7 @@ import { startController } from './controller-server.js'
 import { ensureTokenFile, readTokenFile, tokenPathFor } from './credentials.js'
 import { parseDuration } from './duration.js'
 import { grpcLink } from './grpc-link.js'
+import { checkAdvertise, localAddressToward } from './cli-advertise.js'
 import { isIrisError } from './errors.js'
 import { kubernetesPlatform } from './kube-platform.js'
 import { LocalCluster } from './local-cluster.js'
@@ -87,6 +88,11 @@ export function defineWorker(cmd: Command, io: CliIo): void {
     .addOption(tlsCaOption(io))
     .option('--work-dir <dir>', 'where task directories go (default: <prefix>/iris/work)')
     .option('--worker-id <id>', 'stable worker id (default: hostname plus a random suffix)')
+    .option(
+      '--advertise <host[:port]>',
+      'address the controller and other hosts reach this worker at (default: the local address of the ' +
+        'connection to the controller)',
+    )
     .option('--resources <spec>', 'what this worker offers (default: all cpus and memory, gpu=0)')
     .option('--kill-grace <duration>', 'time between SIGTERM and SIGKILL', '10s')
     .option('--cleanup-ttl <duration>', 'delete finished task directories after this long', '1d')
@@ -98,11 +104,15 @@ export function defineWorker(cmd: Command, io: CliIo): void {
       const tls = tlsOf(o)
       const link = grpcLink(o.controller, { ...(token ? { token } : {}), ...(tls ? { tls } : {}) })
       const store = o.store ?? prefixPath(marinPrefix({ env: io.env }), MARIN_LAYOUT.store)
+      const address: string | (() => Promise<string>) = o.advertise
+        ? await checkAdvertise(o.advertise, o.controller)
+        : () => localAddressToward(o.controller)
       const worker = new Worker({
         link,
         controllerAddress: o.controller,
         workDir: o.workDir ?? join(localMarinPrefix({ env: io.env }), MARIN_LAYOUT.irisWork),
         ...(o.workerId ? { workerId: o.workerId } : {}),
+        address,
         ...(resources ? { resources } : {}),
         killGraceMs: parseDuration(o.killGrace, '--kill-grace'),
         cleanupTtlMs: parseDuration(o.cleanupTtl, '--cleanup-ttl'),
@@ -112,7 +122,7 @@ export function defineWorker(cmd: Command, io: CliIo): void {
         ...(tls ? { extraEnv: { IRIS_TLS_CA: tls.caFile! } } : {}),
       })
       await worker.start()
-      io.out(`iris worker ${worker.workerId} registered with ${o.controller}`)
+      io.out(`iris worker ${worker.workerId} registered with ${o.controller} as ${worker.address ?? '?'}`)
       await io.stopped
       await worker.stop({ killTasks: true })
       link.close()

@@ -39,6 +39,12 @@ export type WorkerOptions = {
   workDir: string
   /** @default `<hostname>-<random>` */
   workerId?: string
+  /**
+   * The address the controller, other hosts and tools reach this worker at, registered with the controller; a
+   * function is asked again at each registration (`iris worker` finds the local address of its connection to the
+   * controller, see `cli-advertise.ts`). @default '127.0.0.1' (a worker in the controller's own process)
+   */
+  address?: string | (() => Promise<string>)
   /** What this worker offers. @default all cpus, all memory, gpu=0 */
   resources?: Resources
   /** Time between SIGTERM and SIGKILL when a task is killed. @default 10000 */
@@ -96,6 +102,8 @@ export class Worker {
   readonly workerId: string
   readonly resources: Resources
   readonly workDir: string
+  /** The address this worker last registered by (undefined before it first registers). */
+  address: string | undefined
   private readonly held = new Map<string, Held>()
   private readonly seen = new Set<string>()
   private readonly dirty = new Set<string>()
@@ -199,16 +207,19 @@ export class Worker {
   private async register(): Promise<void> {
     while (this.running) {
       try {
+        const a = this.opts.address ?? '127.0.0.1'
+        const address = typeof a === 'string' ? a : await a()
         const res = await this.opts.link.register({
           workerId: this.workerId,
-          address: hostname(),
+          address,
           resources: this.resources,
           docker: this.docker.available,
           ...(this.docker.reason ? { dockerReason: this.docker.reason } : {}),
           attempts: this.attempts(),
         })
         this.waitMs = res.heartbeatMs
-        log.info({ workerId: this.workerId, resources: this.resources }, 'registered with controller')
+        this.address = address
+        log.info({ workerId: this.workerId, address, resources: this.resources }, 'registered with controller')
         return
       } catch (err) {
         log.warn({ err, workerId: this.workerId }, 'register failed; retrying')

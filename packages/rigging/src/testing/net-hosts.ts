@@ -4,9 +4,9 @@
  * of their own. Processes run in a host with `ip netns exec`; a host's link can be cut and restored at the
  * switch (the host sees its carrier go, as when a cable is pulled). The run number is unique among the runs
  * alive on the machine, so test files in parallel never share an address. Everything (processes, namespaces,
- * links, folders) is removed by `close()`, by the cleanup hook given (`afterAll`), and by a process 'exit'
- * handler, so a failing test leaves nothing behind; a run left by a killed process is removed by the next
- * run that finds its owner dead. Needs root and iproute2 (`netHostsSupport()` says why not).
+ * links, folders) is removed by `close()`, by the cleanup hook given (`afterAll`), and by handlers of the
+ * process's 'exit' and SIGTERM/SIGINT/SIGHUP, so a failing test leaves nothing behind; a run left by a process
+ * killed outright is removed by the next run that finds its owner dead. Needs root and iproute2 (`netHostsSupport()` says why not).
  *
  * @example
  * const why = netHostsSupport()
@@ -19,13 +19,14 @@
  * })
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 /** Where run numbers are claimed: one file `<run>.pid` per run alive, holding its owner's pid. */
 const LOCK_DIR = join(tmpdir(), 'marin-net-hosts')
 const MAX_HOSTS = 250
+const SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP']
 
 export type ExecResult = { code: number; stdout: string; stderr: string }
 
@@ -47,6 +48,8 @@ export type RunOptions = {
   env?: Record<string, string>
   /** @default the host's scratch folder */
   cwd?: string
+  /** Give the process a stdin pipe (`child.stdin`); else its stdin is /dev/null. */
+  stdin?: boolean
 }
 
 export type NetHost = {
@@ -139,9 +142,27 @@ function removeRun(run: number): void {
   }
 }
 
+/** Removes the runs whose owners died without cleaning up (killed by SIGKILL, say). */
+function removeDeadRuns(): void {
+  for (const f of readdirSync(LOCK_DIR)) {
+    const m = /^(\d+)\.pid$/.exec(f)
+    if (!m) continue
+    let owner = Number.NaN
+    try {
+      owner = Number(readFileSync(join(LOCK_DIR, f), 'utf8'))
+    } catch {
+      continue
+    }
+    if (Number.isInteger(owner) && owner > 0 && isAlive(owner)) continue
+    removeRun(Number(m[1]))
+    rmSync(join(LOCK_DIR, f), { force: true })
+  }
+}
+
 /** Claims a run number no living process holds: 1..250, starting from one derived from the pid. */
 function claimRun(): number {
   mkdirSync(LOCK_DIR, { recursive: true })
+  removeDeadRuns()
   const start = process.pid % 250
   for (let k = 0; k < 250; k++) {
     const run = ((start + k) % 250) + 1
@@ -239,8 +260,9 @@ function signalNumber(sig: NodeJS.Signals): number {
 }
 
 /**
- * Makes `n` hosts (1..250) on one bridge. `cleanupWith` registers their removal with the test runner
- * (`afterAll`, `onTestFinished`); a process 'exit' handler removes them too.
+ * Makes `n` hosts (1..250) on one bridge. `cleanupWith` registers their removal with the test runner where it
+ * takes hooks (`onTestFinished` in a test, `afterAll` in a describe body; not inside another hook); handlers of
+ * the process's 'exit' and termination signals remove them too.
  */
 export function makeNetHosts(n: number, opts: { cleanupWith?: (fn: () => void) => void } = {}): NetHosts {
   if (!Number.isInteger(n) || n < 1 || n > MAX_HOSTS)
@@ -252,10 +274,16 @@ export function makeNetHosts(n: number, opts: { cleanupWith?: (fn: () => void) =
   const dirs: string[] = []
   const processes = new Set<HostProcess>()
   let closed = false
+  // Ended by a signal, the process runs no 'exit' handler: clean up, then die of the signal as it would have.
+  const onSignal = (sig: NodeJS.Signals) => {
+    close()
+    if (process.listenerCount(sig) === 0) process.kill(process.pid, sig)
+  }
   const close = () => {
     if (closed) return
     closed = true
     process.removeListener('exit', close)
+    for (const sig of SIGNALS) process.removeListener(sig, onSignal)
     for (const p of processes) p.kill('SIGKILL')
     for (let i = 0; i < n; i++) removeNamespace(nsOf(run, i))
     removeNamespace(sw)
@@ -263,6 +291,7 @@ export function makeNetHosts(n: number, opts: { cleanupWith?: (fn: () => void) =
     rmSync(join(LOCK_DIR, `${run}.pid`), { force: true })
   }
   process.on('exit', close)
+  for (const sig of SIGNALS) process.on(sig, onSignal)
   opts.cleanupWith?.(close)
   try {
     ip(['netns', 'add', sw])
@@ -289,7 +318,7 @@ export function makeNetHosts(n: number, opts: { cleanupWith?: (fn: () => void) =
         const child = spawn('ip', argv(cmd, args), {
           cwd: o.cwd ?? dir,
           env: envOf(o),
-          stdio: ['ignore', 'pipe', 'pipe'],
+          stdio: [o.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
           detached: true,
         })
         const p = track(child, `${ns}: ${cmd}`)
