@@ -17,6 +17,7 @@ import { parseStepArtifacts } from '../executor/artifacts.js'
 import { readInfo, readStatus } from '../executor/status-files.js'
 import type { ExperimentRecord } from '../executor/executor.js'
 import { ROWS_MAX_BYTES, datasetRows, linesOf } from './first-rows.js'
+import { mixtureOf, type MixtureShown } from './mixture.js'
 import { artifactFile } from './site-parts.js'
 import { movePaths } from './source.js'
 import type {
@@ -268,6 +269,7 @@ export async function gatherReport(
   const samples: SampleRow[] = []
   const backends: BackendShown[] = []
   const tokensPerStep: Record<string, number> = {}
+  const mixtures: MixtureShown[] = []
   const madeBy = await producers(storage, record)
   for (const s of record.steps) {
     const logs: StepLogFile[] = []
@@ -288,6 +290,11 @@ export async function gatherReport(
           refs.push(...listed.artifacts.map((r) => ({ artifact: r.name, version: r.version, step: s.name })))
           const recorded = backendOf(s.name, listed.backend)
           if (recorded) backend = recorded
+          if (listed.mixture !== undefined) {
+            const shown = mixtureOf(s.name, listed.mixture)
+            if (shown) mixtures.push(shown)
+            else warn(`${s.name}: artifacts.json has a mixture the report cannot read (no sources or stages)`)
+          }
         } else if (METRICS_FILE.test(rel)) {
           metrics.push(...parseMetrics(await storage.readText(o.path), s.name, warn))
           hasMetrics = true
@@ -367,7 +374,19 @@ export async function gatherReport(
     }
   }
   metrics.sort((a, b) => a.source.localeCompare(b.source) || a.step - b.step)
-  const data = { record, recordUrl, steps, artifacts, metrics, evals, samples, backends, tokensPerStep, warnings }
+  const data = {
+    record,
+    recordUrl,
+    steps,
+    artifacts,
+    metrics,
+    evals,
+    samples,
+    backends,
+    tokensPerStep,
+    ...(mixtures.length > 0 ? { mixtures } : {}),
+    warnings,
+  }
   return { data: secrets.length > 0 ? scrubDeep(data, scrub, 0) : data, secrets }
 }
 

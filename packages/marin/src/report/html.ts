@@ -6,6 +6,7 @@
 import { isArtifactRef } from '../executor/artifacts.js'
 import { X_AXES, type Chart } from './charts.js'
 import { escapeXml as x, formatBytes, formatNumber, formatSeconds, formatValue } from './format.js'
+import { mixtureTable } from './mixture.js'
 import { STATUS_COLORS } from './step-graph.js'
 import { finalMetrics, logFile, provenanceOf, runLink, type SiteParts } from './site-parts.js'
 import type { BackendShown, DatasetRows, ReportStep, StepLogFile } from './types.js'
@@ -316,6 +317,17 @@ export function renderHtml(p: SiteParts): string {
   out.push('<h2 id="training">Training</h2>')
   if (charts.length === 0) out.push('<p class="muted">No training metrics (metrics.jsonl) in any step.</p>')
   else out.push(chartsHtml(charts))
+  for (const m of data.mixtures ?? []) {
+    const t = mixtureTable(m)
+    out.push(
+      `<h3 id="mixture-${x(m.step)}">Data mixture of ${x(m.step)}</h3>`,
+      table(
+        t.head,
+        t.rows.map((r) => r.map((cell, i) => (i === 1 ? `<code>${x(cell)}</code>` : x(cell)))),
+        t.numeric,
+      ),
+    )
+  }
   if (checkpoints.length) {
     out.push(
       '<h3>Checkpoints</h3>',

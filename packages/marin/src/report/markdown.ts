@@ -14,6 +14,7 @@ import {
   markdownLink as link,
   escapeMarkdown as t,
 } from './format.js'
+import { mixtureTable } from './mixture.js'
 import { finalMetrics, logFile, provenanceOf, runLink, type SiteParts } from './site-parts.js'
 import type { DatasetRows } from './types.js'
 
@@ -103,6 +104,11 @@ export function renderMarkdown(p: SiteParts): string {
   out.push('## Training', '')
   if (charts.length === 0) out.push('_No training metrics (metrics.jsonl) in any step._', '')
   for (const ch of charts.filter((c) => c.x === 'step')) out.push(`!${link(t(ch.title), ch.file)}`, '')
+  for (const m of data.mixtures ?? []) {
+    const mt = mixtureTable(m)
+    const rows = mt.rows.map((r) => r.map((cell, i) => (i === 1 ? code(cell) : t(cell))))
+    out.push(`### Data mixture of ${t(m.step)}`, '', table(mt.head, rows), '')
+  }
   if (checkpoints.length)
     out.push(
       '### Checkpoints',

@@ -1,5 +1,8 @@
 /** @module What a report is built from: everything gathered about one experiment run, as plain data. */
 import type { ExperimentRecord, StepRecord } from '../executor/executor.js'
+import type { MixtureShown } from './mixture.js'
+
+export type { MixtureShown } from './mixture.js'
 
 /** One log file of a step, with its last lines kept for the report. */
 export type StepLogFile = {
@@ -109,6 +112,8 @@ export type ReportData = {
   readonly backends: readonly BackendShown[]
   /** Tokens per optimizer step of each training step (batch size × sequence length from its config), by step name. */
   readonly tokensPerStep: Readonly<Record<string, number>>
+  /** The data mixture of each training step that trained on one (present when any did). */
+  readonly mixtures?: readonly MixtureShown[]
   /** Problems met while gathering (an unreadable metrics line, a missing artifact), shown in the report. */
   readonly warnings: readonly string[]
 }
