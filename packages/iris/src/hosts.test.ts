@@ -201,22 +201,21 @@ describe.skipIf(why !== undefined)(`iris across hosts${why ? ` (skipped: ${why})
       lost.host.restore()
     }
 
-    // The partitioned task finished meanwhile; once the link is back its worker reports it: the output is kept,
-    // the result refused (the attempt stays WORKER_FAILED, the job keeps the other host's result).
+    // The partitioned task finished meanwhile. Once the link is back its worker reports it (the output is kept)
+    // and registers again holding it: the result is refused, the attempt stays WORKER_FAILED and the job keeps the
+    // other host's result. The host rejoins with the same address and takes work again.
     const late = `done ${first.workerId} 1`
     await until('the late report to arrive', 40_000, async () => {
       const lines = await iris.call<LogLine[]>('logs', id)
       return lines.some((l) => l.line === late) ? lines : undefined
     })
-    const after = await iris.call<AttemptStatus[]>('attempts', id)
-    expect(after.map((x) => x.state)).toEqual(['WORKER_FAILED', 'SUCCEEDED'])
-    expect((await iris.call<JobStatus>('status', id)).state).toBe('SUCCEEDED')
-
-    // The host rejoins with the same address and takes work again.
     await until('the cut worker to rejoin', 30_000, async () => {
       const w = (await iris.call<WorkerStatus[]>('workers')).find((x) => x.workerId === first.workerId)
       return w?.state === 'ALIVE' ? w : undefined
     })
+    const after = await iris.call<AttemptStatus[]>('attempts', id)
+    expect(after.map((x) => x.state)).toEqual(['WORKER_FAILED', 'SUCCEEDED'])
+    expect((await iris.call<JobStatus>('status', id)).state).toBe('SUCCEEDED')
     const again = await submit('rejoined', 'sleep 1', { replicas: 2 })
     expect((await finished(again, 30_000)).state).toBe('SUCCEEDED')
     const placed = await iris.call<AttemptStatus[]>('attempts', again)

@@ -6,7 +6,8 @@
  * alive on the machine, so test files in parallel never share an address. Everything (processes, namespaces,
  * links, folders) is removed by `close()`, by the cleanup hook given (`afterAll`), and by handlers of the
  * process's 'exit' and SIGTERM/SIGINT/SIGHUP, so a failing test leaves nothing behind; a run left by a process
- * killed outright is removed by the next run that finds its owner dead. Needs root and iproute2 (`netHostsSupport()` says why not).
+ * killed outright is removed by the next run that finds its owner dead. Needs root and iproute2
+ * (`netHostsSupport()` says why not).
  *
  * @example
  * const why = netHostsSupport()
