@@ -8,12 +8,17 @@
  * Each variant runs in its own process (bench/variant.ts) so its peak RSS is its own.
  * LEVANTER_BENCH_STEPS sets the timed steps per levanter variant (median reported) @default 3;
  * LEVANTER_BENCH_STOCK_STEPS the stock baseline's @default 1; LEVANTER_BENCH_ROUNDS the rounds @default 3.
+ * Then GPT-2 small's cached greedy decoding at batch 1 on one thread (bench/decode-roofline.ts) against the PyTorch
+ * reference's KV-cache loop, rounds interleaved (LEVANTER_BENCH_DECODE_ROUNDS @default 3, 0 skips it), with this
+ * machine's one-thread memory bandwidth (the native addon's STREAM-style copy, triad and read) and the roofline
+ * fraction: tokens/s ÷ (bandwidth ÷ the weight bytes a token reads).
  */
 import os from 'node:os'
+import { fileURLToPath } from 'node:url'
 import { emit, median } from '@marin/rigging/bench'
 import { nativeGemm } from '../src/kernels/native-gemm.js'
 import { findTorch, levanterRun, pytorchRun, run, tryRun } from './processes.js'
-import type { Result, Size } from './processes.js'
+import type { Result, RunSpec, Size } from './processes.js'
 
 /** A whole-number env setting of at least `min`; anything else stops the bench with exit 2. */
 function setting(name: string, dflt: number, min: number): number {
@@ -50,6 +55,7 @@ const stockSteps = setting('LEVANTER_BENCH_STOCK_STEPS', 1, 0)
 const rounds = setting('LEVANTER_BENCH_ROUNDS', 3, 0)
 const sizes = sizesSetting()
 const sizeSteps = String(setting('LEVANTER_BENCH_SIZE_STEPS', 1, 1))
+const decodeRounds = setting('LEVANTER_BENCH_DECODE_ROUNDS', 3, 0)
 
 const torch = findTorch()
 const python = 'python' in torch ? torch.python : undefined
@@ -285,6 +291,69 @@ if (rounds > 0) {
       unit: 'GFLOP/s',
       baseline: gemm.xnnpackWeightGrad!,
     })
+  }
+}
+
+// GPT-2 small decoding, batch 1, one thread: levanter's `generate` and PyTorch's KV-cache loop in alternate runs.
+const GPT2_SMALL: Size = { dModel: 768, nLayers: 12, nHeads: 12 }
+const decodeRun: RunSpec = {
+  label: 'decode GPT-2 small',
+  command: process.execPath,
+  args: ['--import', 'tsx', fileURLToPath(new URL('./decode-roofline.ts', import.meta.url)), steps],
+  env: { LOG_LEVEL: 'warn', LEVANTER_THREADS: '1' },
+  prefix: '{"variant"',
+  liveStderr: true,
+}
+const torchDecodeRun = (py: string): RunSpec => {
+  const spec = pytorchRun(py, 1, steps, GPT2_SMALL)
+  const flags = ['--vocab', '50257', '--context', '1024', '--prompt', '16', '--decode', '32']
+  return { ...spec, label: 'pytorch decode GPT-2 small', args: [...spec.args, ...flags] }
+}
+const decodes: Result[] = [],
+  torchDecodes: Result[] = []
+for (let r = 0; r < decodeRounds; r++) {
+  decodes.push(run(decodeRun))
+  if (python) torchDecodes.push(run(torchDecodeRun(python)))
+  process.stderr.write(
+    `decode round ${r + 1} tokens/s: levanter ${decodes[r]!.tokensPerSec!.toFixed(2)}, ` +
+      `PyTorch ${torchDecodes[r]?.tokensPerSec?.toFixed(2) ?? '-'}; load ${os.loadavg()[0]!.toFixed(1)}\n`,
+  )
+}
+if (decodeRounds > 0) {
+  const tps = m(decodes, 'tokensPerSec'),
+    bytes = decodes[0]!.weightBytesPerToken!
+  emit({
+    bench: b,
+    metric: 'decode_tokens_per_s_gpt2_small',
+    value: tps,
+    unit: 'tokens/s',
+    ...(python ? { baseline: m(torchDecodes, 'tokensPerSec') } : {}),
+  })
+  if (python)
+    emit({
+      bench: b,
+      metric: 'decode_ratio_vs_pytorch_gpt2_small',
+      value: median(decodes.map((x, i) => x.tokensPerSec! / torchDecodes[i]!.tokensPerSec!)),
+      unit: 'x',
+    })
+  else process.stderr.write('levanter bench: decode_ratio_vs_pytorch_gpt2_small skipped: no PyTorch (see above)\n')
+  emit({ bench: b, metric: 'decode_weight_bytes_per_token_gpt2_small', value: bytes, unit: 'bytes' })
+  if (decodes[0]!.copyGBs === undefined)
+    process.stderr.write('levanter bench: no memory bandwidth or roofline: the native addon does not run here\n')
+  else {
+    for (const k of ['copy', 'triad', 'read'])
+      emit({ bench: b, metric: `memory_bandwidth_${k}_1_thread`, value: m(decodes, `${k}GBs`), unit: 'GB/s' })
+    // the roofline: bandwidth ÷ bytes per token, against the STREAM copy (the issue's measure) and the read-only sum
+    for (const [suffix, k] of [
+      ['', 'copyGBs'],
+      ['_vs_read', 'readGBs'],
+    ] as const)
+      emit({
+        bench: b,
+        metric: `decode_roofline_fraction_gpt2_small${suffix}`,
+        value: median(decodes.map((x) => x.tokensPerSec! / ((x[k]! * 1e9) / bytes))),
+        unit: 'fraction',
+      })
   }
 }
 

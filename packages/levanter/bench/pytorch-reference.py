@@ -16,6 +16,9 @@ process's maximum resident set (getrusage), interpreter and torch included.
 
   python3 bench/pytorch-reference.py --threads 2 --steps 3
   python3 bench/pytorch-reference.py --d-model 512 --layers 6 --heads 8 --steps 1
+With --decode N it times greedy decoding with a KV cache instead (batch 1, a --prompt-token prompt, N new tokens;
+{"variant": "pytorch-decode", "tokensPerSec", "tokens", ...}):
+  python3 bench/pytorch-reference.py --vocab 50257 --context 1024 --d-model 768 --layers 12 --heads 12 --decode 32
 With --init-from DIR it starts from the weights levanter exported there (exportHf), so its losses
 can be compared with levanter's step by step (bench/pytorch-reference.test.ts).
 """
@@ -40,6 +43,14 @@ parser.add_argument("--warmup", type=int, default=1, help="untimed steps first (
 parser.add_argument("--threads", type=int, default=1, help="intra-op threads, torch.set_num_threads (default 1)")
 parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
 parser.add_argument(
+    "--decode",
+    type=int,
+    default=0,
+    metavar="N",
+    help="instead of training: greedy decoding with a KV cache at batch 1, N new tokens after a --prompt prompt",
+)
+parser.add_argument("--prompt", type=int, default=16, help="prompt tokens for --decode (default 16)")
+parser.add_argument(
     "--init-from",
     metavar="DIR",
     help="start from the weights levanter's exportHf wrote to DIR (model.safetensors) instead of a random init",
@@ -48,6 +59,10 @@ args = parser.parse_args()
 for name in ("vocab", "context", "d_model", "layers", "heads", "batch", "steps", "threads"):
     if getattr(args, name) < 1:
         parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+if args.decode < 0 or args.prompt < 1:
+    parser.error(f"--decode must be 0 or more and --prompt positive, got {args.decode} and {args.prompt}")
+if args.decode and args.prompt + args.decode > args.context:
+    parser.error(f"--prompt {args.prompt} + --decode {args.decode} is past --context {args.context}; shorten one")
 if args.warmup < 0:
     parser.error(f"--warmup must be 0 or more, got {args.warmup}")
 if args.d_model % args.heads:
@@ -81,15 +96,19 @@ class Block(nn.Module):
             nn.init.normal_(lin.weight, 0.0, std)
             nn.init.zeros_(lin.bias)
 
-    def forward(self, x, mask):
+    def forward(self, x, mask, past=None):
+        """x [B, T, D] after `past` (keys, values [B, H, S, K]) if given; mask [T, S + T] additive. Returns x and the
+        keys and values through this step."""
         B, T, D = x.shape
         H, K = self.heads, D // self.heads
         q, k, v = self.c_attn(self.ln_1(x)).split(D, dim=2)
         q, k, v = (t.view(B, T, H, K).transpose(1, 2) for t in (q, k, v))  # [B, H, T, K]
+        if past is not None:
+            k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
         att = torch.softmax(q @ k.transpose(-2, -1) * (1.0 / math.sqrt(K)) + mask, dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, D)
         x = x + self.c_proj(y)
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh")), (k, v)
 
 
 class Gpt2(nn.Module):
@@ -109,8 +128,34 @@ class Gpt2(nn.Module):
         x = self.wte(ids) + self.wpe.weight[:T]
         mask = self.mask[:T, :T]
         for block in self.h:
-            x = block(x, mask)
+            x, _ = block(x, mask)
         return F.linear(self.ln_f(x), self.wte.weight)  # tied head: [B, T, V]
+
+    def forward_cached(self, ids, cache):
+        """ids [B, T] at the positions after the cache's (a list of per-block keys/values, empty at first): the last
+        position's logits [B, V] and the cache grown by T."""
+        S = cache[0][0].shape[2] if cache else 0
+        T = ids.shape[1]
+        x = self.wte(ids) + self.wpe.weight[S : S + T]
+        mask = self.mask[S : S + T, : S + T]
+        grown = []
+        for i, block in enumerate(self.h):
+            x, kv = block(x, mask, cache[i] if cache else None)
+            grown.append(kv)
+        return F.linear(self.ln_f(x[:, -1]), self.wte.weight), grown
+
+
+def greedy_decode(model, prompt, n):
+    """The plain PyTorch decoding loop: prefill the prompt, then n greedy tokens one at a time over the KV cache."""
+    with torch.inference_mode():
+        logits, cache = model.forward_cached(prompt, [])
+        out = []
+        for i in range(n):
+            token = logits.argmax(dim=-1, keepdim=True)  # [1, 1]
+            out.append(int(token))
+            if i + 1 < n:
+                logits, cache = model.forward_cached(token, cache)
+    return out
 
 
 def read_safetensors(file):
@@ -213,6 +258,35 @@ def blas_library():
     except OSError:
         return "unknown"
 
+
+if args.decode:
+    # The prompt levanter's decode bench feeds (bench/decode-roofline.ts); tokens/s is the new tokens over the whole
+    # call (prefill included), the median of --steps calls after --warmup.
+    prompt = torch.tensor([[(i * 7919) % args.vocab for i in range(args.prompt)]], dtype=torch.long)
+    rates, tokens = [], []
+    for s in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        tokens = greedy_decode(model, prompt, args.decode)
+        if s >= args.warmup:
+            rates.append(args.decode / (time.perf_counter() - t0))
+    print(
+        json.dumps(
+            {
+                "variant": "pytorch-decode",
+                "threads": args.threads,
+                "tokensPerSec": sorted(rates)[len(rates) // 2],
+                "rounds": rates,
+                "tokens": tokens,
+                "params": sum(p.numel() for p in model.parameters()),
+                "peakRssMiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "torch": torch.__version__,
+                "blas": blas_library(),
+                "ompWaitPolicy": os.environ.get("OMP_WAIT_POLICY"),
+            }
+        ),
+        flush=True,
+    )
+    sys.exit(0)
 
 times, losses = [], []
 for s in range(args.warmup + args.steps):

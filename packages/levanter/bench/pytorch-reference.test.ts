@@ -7,6 +7,7 @@ import { exportHf } from '../src/checkpoint/hf.js'
 import type { Batch } from '../src/data/batch.js'
 import { Gpt2LM } from '../src/models/lm.js'
 import { AdamW, AdamWConfig } from '../src/optim/adamw.js'
+import { generate } from '../src/generate.js'
 import { computeGrads } from '../src/train-step.js'
 import { findTorch, pytorchRun, run, tryRun } from './processes.js'
 
@@ -106,5 +107,26 @@ describe.skipIf(!python)('PyTorch reference (bench/pytorch-reference.py)', () =>
     // step 0: the same forward pass; steps 1–2: after the same AdamW updates
     theirs.forEach((l, i) => expect(Math.abs(l - losses[i]!)).toBeLessThan(2e-5)) // float32 rounding: ~1e-6
     expect(losses[2]).toBeLessThan(losses[0]!)
+  })
+
+  test("--decode: from levanter's weights, its KV-cache loop picks levanter's greedy tokens", async () => {
+    const model = new Gpt2LM(tiny, 1)
+    const folder = path.join(dir, 'decode')
+    await exportHf(model, folder)
+    const prompt = Array.from({ length: 5 }, (_, i) => (i * 7919) % tiny.vocabSize)
+    const ours = generate(model, prompt, { maxNewTokens: 9, temperature: 0 }).tokens
+    const spec = pytorchRun(python!, 1, '1', { dModel: tiny.dModel, nLayers: tiny.nLayers, nHeads: tiny.nHeads })
+    const flags = ['--vocab', '64', '--context', '16', '--prompt', '5', '--decode', '9', '--warmup', '0']
+    const r = run({ ...spec, args: [...spec.args, ...flags, '--init-from', folder] })
+    expect(r.variant as unknown).toBe('pytorch-decode')
+    expect(r.tokensPerSec).toBeGreaterThan(0)
+    expect(r.tokens as unknown).toEqual(ours)
+  })
+
+  test('--decode past the context exits 2 naming the flags', () => {
+    const spec = pytorchRun(python!, 1, '1')
+    const o = tryRun({ ...spec, args: [...spec.args, '--context', '16', '--prompt', '10', '--decode', '7'] })
+    expect(o.ok).toBe(false)
+    if (!o.ok) expect(o.error).toMatch(/exit 2: .*--prompt 10 \+ --decode 7 is past --context 16/)
   })
 })
