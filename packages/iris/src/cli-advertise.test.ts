@@ -31,7 +31,7 @@ test('the default is the local address of a connection to the controller; an unr
   await expect(localAddressToward('nohostport')).rejects.toThrow('--controller nohostport is not HOST:PORT')
 })
 
-test('--advertise is an address of this host  the controller reaches; errors name it and the flag', async () => {
+test('--advertise is an address of this host the controller reaches; errors name it and the flag', async () => {
   expect(await checkAdvertise('127.0.0.1:8080', controller)).toBe('127.0.0.1:8080')
   expect(await checkAdvertise('localhost', controller)).toMatch(/^(127\.0\.0\.1|\[::1\])$/)
   await expect(checkAdvertise('192.0.2.77', controller)).rejects.toThrow(
