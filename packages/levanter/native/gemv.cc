@@ -25,11 +25,14 @@
 
 #include "gemm-impl.h"
 #include "gemm.h"
+#include "ops.h"
 #include "pool.h"
 
 namespace levanter {
 
 namespace {
+
+bool smallMOn = true;  // setSmallM(false): every product on the blocked GEMM (to compare the two)
 
 // Partial sums per thread, SMALL_M rows of at most STRIP floats each (32 KiB): an L1-sized buffer.
 constexpr int64_t STRIP_FLOATS = 8192;
@@ -180,7 +183,7 @@ void columnsAnyM(const float* a, int64_t M, int64_t K, const View& b, float* c, 
 }  // namespace
 
 bool smallMHandles(const View& b, int64_t M, int64_t K, int64_t N) {
-  return M >= 1 && M <= SMALL_M && K > 0 && N > 0 && (b.cs == 1 || b.rs == 1);
+  return smallMOn && M >= 1 && M <= SMALL_M && K > 0 && N > 0 && (b.cs == 1 || b.rs == 1);
 }
 
 bool gemmSmallM(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
@@ -205,6 +208,19 @@ bool gemmSmallM(const View& a, const View& b, float* c, int64_t ldc, int64_t M, 
   if (threaded) parallel_for(groups, grain, part);
   else part(0, groups);
   return ok;
+}
+
+// setSmallM(on?): whether products of at most SMALL_M rows take this path (the default) or the blocked
+// GEMM; answers the setting (no argument: only answers). Both give the same bits.
+napi_value ops::SetSmallM(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  if (argc == 1 && napi_get_value_bool(env, argv[0], &smallMOn) != napi_ok)
+    return ops::fail(env, "setSmallM takes true or false");
+  napi_value r;
+  napi_get_boolean(env, smallMOn, &r);
+  return r;
 }
 
 }  // namespace levanter

@@ -32,6 +32,7 @@ napi_value RegisterOps(napi_env env, napi_value exports) {
       {"crossEntropy", nullptr, CrossEntropy, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"adamw", nullptr, AdamW, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"sumSquares", nullptr, SumSquares, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"setSmallM", nullptr, SetSmallM, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"memoryBandwidth", nullptr, MemoryBandwidth, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);

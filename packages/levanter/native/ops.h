@@ -173,6 +173,8 @@ napi_value DecodeAttention(napi_env env, napi_callback_info info);
 napi_value CrossEntropy(napi_env env, napi_callback_info info);
 napi_value AdamW(napi_env env, napi_callback_info info);
 napi_value SumSquares(napi_env env, napi_callback_info info);
+// gemv.cc
+napi_value SetSmallM(napi_env env, napi_callback_info info);
 // stream.cc
 napi_value MemoryBandwidth(napi_env env, napi_callback_info info);
 

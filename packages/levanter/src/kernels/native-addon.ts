@@ -129,6 +129,10 @@ export type NativeGemmAddon = NativeOps & {
   /** The GEMM's micro-kernel: `avx512` (the default where the CPU has AVX-512F) or `avx2`; answers the one in use
    * (no argument: only answers). Both give the same bits. */
   setIsa(isa?: 'avx2' | 'avx512'): 'avx2' | 'avx512'
+  /** Whether products of at most 4 rows take the small-M path (native/gemv.cc, the default) or the blocked GEMM
+   * (`LEVANTER_NATIVE_SMALL_M=0`); answers the setting (no argument: only answers). Both give the same bits. Absent
+   * from addons built before it. */
+  setSmallM?(on?: boolean): boolean
   /**
    * This machine's memory bandwidth on the calling thread alone, STREAM-style over arrays of `megabytes` MB each
    * (far past the caches), best of `repeats`: copy (a = b, 2 arrays' bytes a pass), triad (a = b + s·c, 3) and a

@@ -4,7 +4,9 @@
  * on `LEVANTER_THREADS` threads, in place on a WebAssembly.Memory's buffer. {@link nativeGemm} answers the addon,
  * or why it cannot run here: not built, a CPU without AVX2/FMA, or `LEVANTER_NATIVE_DISABLE=1`
  * (read here only; it forces the WebAssembly GEMM, to test that path). Its micro-kernel is AVX-512
- * where the CPU has it, else AVX2 (the same bits); `LEVANTER_NATIVE_ISA=avx2|avx512` picks one.
+ * where the CPU has it, else AVX2 (the same bits); `LEVANTER_NATIVE_ISA=avx2|avx512` picks one. Products of at
+ * most 4 rows (decoding) stream B in place without packing (native/gemv.cc, the same bits again);
+ * `LEVANTER_NATIVE_SMALL_M=0` sends them to the blocked GEMM (to compare).
  */
 import { existsSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
@@ -58,6 +60,12 @@ function load(): { addon?: NativeGemmAddon; reason?: string } {
   }
   if (!addon.cpuSupported()) return { reason: 'this CPU lacks AVX2/FMA' }
   addon.setThreads(threadCount())
+  const smallM = process.env.LEVANTER_NATIVE_SMALL_M
+  if (smallM !== undefined && smallM !== '') {
+    if (smallM !== '0' && smallM !== '1')
+      throw new LevanterError('BAD_CONFIG', `LEVANTER_NATIVE_SMALL_M=${smallM} is not 0 or 1; unset it or pick one`)
+    addon.setSmallM?.(smallM === '1')
+  }
   const isa = process.env.LEVANTER_NATIVE_ISA
   if (isa) {
     if (isa !== 'avx2' && isa !== 'avx512')

@@ -135,6 +135,25 @@ describe.skipIf(!addon)('native small-M GEMM (native/gemv.cc)', () => {
     }
   })
 
+  test.each([
+    { M: 1, K: 768, N: 50257, tA: false, tB: true },
+    { M: 4, K: 777, N: 1029, tA: true, tB: false },
+    { M: 2, K: 3072, N: 771, tA: false, tB: false },
+  ])('setSmallM(false) (the blocked GEMM) gives the same bits, M $M, K $K, N $N', (p) => {
+    const { c, pa, pb, pc } = place(p, 23)
+    expect(addon!.setSmallM!()).toBe(true)
+    gemm(p, pa, pb, pc)
+    const fast = c.slice()
+    try {
+      expect(addon!.setSmallM!(false)).toBe(false)
+      c.fill(Number.NaN)
+      gemm(p, pa, pb, pc)
+    } finally {
+      addon!.setSmallM!(true)
+    }
+    expect(c).toEqual(fast)
+  })
+
   test('the split over threads changes no bit', () => {
     const p = { M: 3, K: 777, N: 50257, tA: false, tB: true }
     const { c, pa, pb, pc } = place(p, 17)
