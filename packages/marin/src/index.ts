@@ -30,6 +30,13 @@ export { runIfMain, runMain } from './executor/main.js'
 export { dedupStep, ingestStep, tokenizeStep } from './steps/datakit-steps.js'
 export type { DedupStepOptions, IngestStepOptions, TokenizeStepOptions } from './steps/datakit-steps.js'
 export { decontaminateStep, evalTaskTexts } from './steps/decontam-step.js'
+export { languageFilterStep, qualityClassifierStep, qualityFilterStep, warcIngestStep } from './steps/web-steps.js'
+export type {
+  LanguageFilterStepOptions,
+  QualityClassifierStepOptions,
+  QualityFilterStepOptions,
+  WarcIngestStepOptions,
+} from './steps/web-steps.js'
 export type { DecontaminateStepOptions } from './steps/decontam-step.js'
 export { trainStep } from './steps/train-step.js'
 export type {

@@ -1,0 +1,97 @@
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { afterAll, describe, expect, test } from 'vitest'
+
+const root = resolve(import.meta.dirname, '..')
+const prefix = mkdtempSync(join(tmpdir(), 'web-mixture-'))
+const site = join(prefix, 'site')
+afterAll(() => rmSync(prefix, { recursive: true, force: true }))
+
+const STEPS = [
+  'warc-sample',
+  'web',
+  'web-en',
+  'quality-examples',
+  'quality-hq',
+  'web-hq',
+  'web-dedup',
+  'web-decontam',
+  'brown-text',
+  'brown',
+  'brown-dedup',
+  'brown-bpe',
+  'web-tokens',
+  'gpt-web-mixture',
+  'eval-web-mixture',
+]
+
+function run() {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'experiments/web-mixture.ts'], {
+    cwd: root,
+    encoding: 'utf8',
+    env: { ...process.env, WEB_MIXTURE_SCALE: 'tiny', MARIN_PREFIX: prefix, WEB_MIXTURE_SITE: site, LOG_LEVEL: 'warn' },
+  })
+  if (r.status !== 0) throw new Error(`web-mixture exited ${r.status}:\n${r.stdout}\n${r.stderr}`)
+  return r.stdout
+}
+
+type Artifacts = Record<string, unknown> & { artifacts: { name: string; version: number }[] }
+
+describe('the web-mixture experiment, tiny scale', () => {
+  test('WARC pages → English → quality → dedup → decontamination → { web, brown } mixture, published', () => {
+    const out = run()
+    for (const s of STEPS) expect(out).toMatch(new RegExp(`SUCCESS ${s}_[0-9a-f]{8} `))
+    const dir = join(prefix, 'experiments/web-mixture-tiny')
+    const record = JSON.parse(readFileSync(join(dir, readdirSync(dir)[0]!), 'utf8'))
+    const arts = (name: string): Artifacts => {
+      const s = record.steps.find((x: { name: string }) => x.name === name)
+      return JSON.parse(readFileSync(join(s.outputPath, 'artifacts.json'), 'utf8'))
+    }
+    // The sample's five responses: one has no main text; of the four pages, two are English (fr and ja are not).
+    const web = arts('web').web as { pagesRead: number; noMainText: number; byLanguage: Record<string, number> }
+    expect(web).toMatchObject({ pagesRead: 5, noMainText: 1, byLanguage: { en: 2, fr: 1, ja: 1 } })
+    expect(arts('web-en').records).toBe(2)
+    const quality = arts('web-hq').report as { documentsIn: number; scored: number; cut: number }
+    expect(quality).toMatchObject({ documentsIn: 2, scored: 2, cut: 0.5 })
+    // Decontamination counted per task of the quickstart's evaluation.
+    const decon = arts('web-decontam').report as { perTask: { task: string; evalDocuments: number }[] }
+    expect(decon.perTask.map((p) => p.task)).toEqual(['brown_cloze', 'brown_last_word', 'brown_bpb'])
+    for (const p of decon.perTask) expect(p.evalDocuments).toBeGreaterThan(0)
+    // The web tokens are in Brown's vocabulary; the mixture consumed both in the stage weights' proportions.
+    expect(arts('web-tokens').vocabSize).toBe(arts('brown-bpe').vocabSize)
+    const trained = arts('gpt-web-mixture') as Artifacts & {
+      steps: number
+      tokensTrained: number
+      mixture: {
+        sources: Record<string, string>
+        tokensPerSource: Record<string, number>
+        evalLossPerSource: Record<string, number | null>
+      }
+    }
+    expect(trained.steps).toBe(20)
+    const m = trained.mixture
+    expect(Object.keys(m.sources)).toEqual(['web', 'brown'])
+    expect(m.tokensPerSource.web! + m.tokensPerSource.brown!).toBe(trained.tokensTrained)
+    // 10 steps at 10 % web, 10 at 30 %: 20 % of the rows, give or take a row a step
+    const webShare = m.tokensPerSource.web! / trained.tokensTrained
+    expect(webShare).toBeGreaterThan(0.2 - 20 / (20 * 8))
+    expect(webShare).toBeLessThan(0.2 + 20 / (20 * 8))
+    expect(m.evalLossPerSource.web).toBeGreaterThan(0)
+    expect(m.evalLossPerSource.brown).toBeGreaterThan(0)
+    const results = JSON.parse(
+      readFileSync(
+        join(record.steps.find((x: { name: string }) => x.name === 'eval-web-mixture').outputPath, 'results.json'),
+        'utf8',
+      ),
+    )
+    expect(Object.keys(results.tasks)).toEqual(['brown_cloze', 'brown_last_word', 'brown_bpb'])
+    // Published: the run's page shows the mixture, with the tokens each source gave.
+    const page = readFileSync(join(site, 'runs', 'web-mixture-tiny', record.run, 'index.html'), 'utf8')
+    expect(page).toContain('Data mixture of gpt-web-mixture')
+    expect(page).toContain(`<td class="num">${m.tokensPerSource.web!.toLocaleString('en-US')}</td>`)
+    const md = readFileSync(join(site, 'runs', 'web-mixture-tiny', record.run, 'report.md'), 'utf8')
+    expect(md).toContain('| web | `token-caches/web-tokens@')
+  }, 120_000)
+})
