@@ -124,10 +124,11 @@ describe.skipIf(why !== undefined)(`iris across hosts${why ? ` (skipped: ${why})
     })
     iris = driver(client)
     workers.set('wb', { host: b, proc: startWorker(b, 'wb') })
-    workers.set('wc', { host: c, proc: startWorker(c, 'wc') })
+    // wb finds its address (the local end of its connection to A); wc is given its own.
+    workers.set('wc', { host: c, proc: startWorker(c, 'wc', ['--advertise', c.address]) })
   }, 40_000)
 
-  test('workers on B and C register by the address of their connection to the controller, not a hostname', async () => {
+  test('workers on B and C register by their own addresses (found or --advertise), not a hostname', async () => {
     const ws = await until('both workers alive', 30_000, async () => {
       const w = await iris.call<WorkerStatus[]>('workers')
       return w.filter((x) => x.state === 'ALIVE').length === 2 ? w : undefined
@@ -167,10 +168,14 @@ describe.skipIf(why !== undefined)(`iris across hosts${why ? ` (skipped: ${why})
       })
 
     // One cpu each: two jobs submitted together run one on each host.
-    const both = [await submit('on-one', 'sleep 1; echo "$IRIS_WORKER_ID"'), await submit('on-other', 'sleep 1')]
+    // Each task is told the address its worker registered by (for services it offers to other hosts).
+    const say = 'sleep 1; echo "$IRIS_WORKER_ID $IRIS_WORKER_HOST"'
+    const both = [await submit('on-one', say), await submit('on-other', say)]
     for (const id of both) expect((await finished(id, 30_000)).state).toBe('SUCCEEDED')
     const ran = await Promise.all(both.map((id) => iris.call<AttemptStatus[]>('attempts', id)))
     expect(new Set(ran.map((at) => at[0]!.workerId))).toEqual(new Set(['wb', 'wc']))
+    const said = await Promise.all(both.map((id) => iris.call<LogLine[]>('logs', id)))
+    expect(said.map((ls) => ls.map((l) => l.line)).sort()).toEqual([[`wb ${b.address}`], [`wc ${c.address}`]])
 
     const id = await submit(
       'partitioned',

@@ -96,6 +96,9 @@ type Held = {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+/** The host of a registered `HOST[:PORT]` (`[v6]:port` too; a bare IPv6 address is all host). */
+const hostOf = (address: string) =>
+  /^\[([^\]]+)\](?::\d+)?$/.exec(address)?.[1] ?? /^([^:]+):\d+$/.exec(address)?.[1] ?? address
 const MAX_BUFFERED_LINES = 200_000
 
 export class Worker {
@@ -305,6 +308,7 @@ export class Worker {
       IRIS_ATTEMPT: String(a.attempt),
       IRIS_CONTROLLER: this.opts.controllerAddress,
       IRIS_WORKER_ID: this.workerId,
+      ...(this.address !== undefined ? { IRIS_WORKER_HOST: hostOf(this.address) } : {}),
       IRIS_TASK_DIR: work,
     }
     // Each attempt gets its own devices; the scheduler never sends more than there are free.
