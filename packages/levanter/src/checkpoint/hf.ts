@@ -1,9 +1,8 @@
 /**
  * @module Hugging Face-style export/import: a directory with `config.json` and `model.safetensors`
  * (or shards `model-00001-of-00003.safetensors`… named by `model.safetensors.index.json`), using
- * GPT2LMHeadModel's names and layouts for gpt2 (Conv1D weights are [in, out], as here) and
- * LlamaForCausalLM's for llama (nn.Linear weights are [out, in]: transposed on the way out and in;
- * grouped-query attention, a tied head and `rope_scaling` linear/llama3 included). Float32,
+ * the names, layouts and config fields each architecture's definition gives (`hf` in
+ * models/registry.ts: GPT2LMHeadModel's for GPT-2, LlamaForCausalLM's for Llama). Float32,
  * float16 and bfloat16 files are read (converted to float32); export writes float32 unless asked
  * for another dtype. The files go to a directory or straight into a finestore transaction, and
  * come back from a directory or straight from a finestore view: no folder in between.
@@ -12,10 +11,11 @@ import fs from 'node:fs'
 import path from 'node:path'
 import type { ArtifactView, Transaction } from '@marin/finestore'
 import { LevanterError } from '../errors.js'
-import { llamaHidden, llamaKvHeads } from '../models/config.js'
-import type { ModelConfig, RopeScaling } from '../models/config.js'
+import type { ModelConfig } from '../models/config.js'
 import { createModel } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
+import { architectureOf, findArchitecture, registeredArchitectures } from '../models/registry.js'
+import type { HfNames } from '../models/registry.js'
 import { checkModelFits } from './model-fit.js'
 import { readHeaderFromFile } from './read-header.js'
 import { decodeSafetensors, encodeSafetensors, readSafetensorsHeader } from './safetensors.js'
@@ -35,34 +35,6 @@ export type ExportHfOptions = {
 
 const INDEX = 'model.safetensors.index.json'
 
-/** Our config keys as config.json spells them, to name the field a refusal is about. */
-const HF_FIELDS: Readonly<Record<'gpt2' | 'llama', ReadonlyMap<string, string>>> = {
-  gpt2: new Map([
-    ['vocabSize', 'vocab_size'],
-    ['seqLen', 'n_positions'],
-    ['dModel', 'n_embd'],
-    ['nLayers', 'n_layer'],
-    ['nHeads', 'n_head'],
-    ['mlpRatio', 'n_inner'],
-    ['layerNormEps', 'layer_norm_epsilon'],
-    ['initStd', 'initializer_range'],
-  ]),
-  llama: new Map([
-    ['vocabSize', 'vocab_size'],
-    ['seqLen', 'max_position_embeddings'],
-    ['dModel', 'hidden_size'],
-    ['nLayers', 'num_hidden_layers'],
-    ['nHeads', 'num_attention_heads'],
-    ['intermediateSize', 'intermediate_size'],
-    ['nKvHeads', 'num_key_value_heads'],
-    ['rmsNormEps', 'rms_norm_eps'],
-    ['ropeTheta', 'rope_theta'],
-    ['tieWordEmbeddings', 'tie_word_embeddings'],
-    ['ropeScaling', 'rope_scaling'],
-    ['initStd', 'initializer_range'],
-  ]),
-}
-
 export type ImportHfOptions = {
   /** Refuse a model that needs more bytes than this to load; @default 75% of the free memory (model-fit.ts) */
   readonly maxBytes?: number
@@ -75,137 +47,28 @@ function transpose2d(d: Float32Array, r: number, c: number): Float32Array {
   return out
 }
 
-// Llama parameters stored [in, out] here and [out, in] by Hugging Face.
-const isLinear = (name: string) => /(_proj|lm_head)\.weight$/.test(name)
-
-function hfRopeScaling(r: RopeScaling): Record<string, unknown> {
-  if (r.type === 'linear') return { rope_type: 'linear', factor: r.factor }
-  return {
-    rope_type: 'llama3',
-    factor: r.factor,
-    low_freq_factor: r.lowFreqFactor,
-    high_freq_factor: r.highFreqFactor,
-    original_max_position_embeddings: r.originalMaxPositionEmbeddings,
-  }
+/** The Hugging Face names of the architecture registered under `type` (BAD_CONFIG when it has none). */
+function hfOf(type: string): HfNames<ModelConfig> {
+  const hf = architectureOf(type).hf
+  if (!hf)
+    throw new LevanterError(
+      'BAD_CONFIG',
+      `architecture "${type}" defines no Hugging Face names (hf); add them to its definition to export or import it`,
+    )
+  return hf
 }
 
-function fromHfRopeScaling(j: unknown, file: string): RopeScaling | undefined {
-  if (j === undefined || j === null) return undefined
-  const r = j as Record<string, unknown>
-  const kind = r.rope_type ?? r.type
-  const n = (k: string) => {
-    if (typeof r[k] !== 'number')
-      throw new LevanterError('BAD_CHECKPOINT', `${file}: field "rope_scaling.${k}" is missing or not a number`)
-    return r[k] as number
-  }
-  if (kind === 'default') return undefined
-  if (kind === 'linear') return { type: 'linear', factor: n('factor') }
-  if (kind === 'llama3')
-    return {
-      type: 'llama3',
-      factor: n('factor'),
-      lowFreqFactor: n('low_freq_factor'),
-      highFreqFactor: n('high_freq_factor'),
-      originalMaxPositionEmbeddings: n('original_max_position_embeddings'),
-    }
-  throw new LevanterError(
-    'BAD_CHECKPOINT',
-    `${file}: rope_scaling type ${JSON.stringify(kind)} is not supported (linear and llama3 are)`,
-  )
-}
-
-function hfConfig(c: ModelConfig, dtype: HfDtype): Record<string, unknown> {
-  if (c.type === 'gpt2') {
-    return {
-      architectures: ['GPT2LMHeadModel'],
-      model_type: 'gpt2',
-      vocab_size: c.vocabSize,
-      n_positions: c.seqLen,
-      n_ctx: c.seqLen,
-      n_embd: c.dModel,
-      n_layer: c.nLayers,
-      n_head: c.nHeads,
-      n_inner: c.mlpRatio * c.dModel,
-      activation_function: 'gelu_new',
-      layer_norm_epsilon: c.layerNormEps,
-      initializer_range: c.initStd,
-      tie_word_embeddings: true,
-      torch_dtype: dtype,
-    }
-  }
-  return {
-    architectures: ['LlamaForCausalLM'],
-    model_type: 'llama',
-    vocab_size: c.vocabSize,
-    max_position_embeddings: c.seqLen,
-    hidden_size: c.dModel,
-    intermediate_size: llamaHidden(c),
-    num_hidden_layers: c.nLayers,
-    num_attention_heads: c.nHeads,
-    num_key_value_heads: llamaKvHeads(c),
-    hidden_act: 'silu',
-    rms_norm_eps: c.rmsNormEps,
-    rope_theta: c.ropeTheta,
-    ...(c.ropeScaling ? { rope_scaling: hfRopeScaling(c.ropeScaling) } : {}),
-    initializer_range: c.initStd,
-    tie_word_embeddings: c.tieWordEmbeddings ?? false,
-    torch_dtype: dtype,
-  }
-}
-
-function fromHfConfig(j: Record<string, unknown>, file: string): ModelConfig {
-  const n = (k: string) => {
-    if (typeof j[k] !== 'number')
-      throw new LevanterError('BAD_CHECKPOINT', `${file}: field "${k}" is missing or not a number`)
-    return j[k] as number
-  }
-  if (j.model_type === 'gpt2') {
-    const inner = typeof j.n_inner === 'number' ? j.n_inner : 4 * n('n_embd')
-    return {
-      type: 'gpt2',
-      vocabSize: n('vocab_size'),
-      seqLen: n('n_positions'),
-      dModel: n('n_embd'),
-      nLayers: n('n_layer'),
-      nHeads: n('n_head'),
-      mlpRatio: inner / n('n_embd'),
-      layerNormEps: n('layer_norm_epsilon'),
-      initStd: (j.initializer_range as number) ?? 0.02,
-    }
-  }
-  if (j.model_type === 'llama') {
-    const kv = j.num_key_value_heads ?? j.num_attention_heads
-    if (typeof kv !== 'number')
-      throw new LevanterError('BAD_CHECKPOINT', `${file}: field "num_key_value_heads" is not a number`)
-    if (j.tie_word_embeddings !== undefined && typeof j.tie_word_embeddings !== 'boolean')
-      throw new LevanterError('BAD_CHECKPOINT', `${file}: field "tie_word_embeddings" is not true or false`)
-    const ropeScaling = fromHfRopeScaling(j.rope_scaling, file)
-    const headDim = n('hidden_size') / n('num_attention_heads')
-    if (j.head_dim !== undefined && j.head_dim !== null && j.head_dim !== headDim)
-      throw new LevanterError(
-        'BAD_CHECKPOINT',
-        `${file}: head_dim ${String(j.head_dim)} differs from hidden_size / num_attention_heads = ${headDim}; ` +
-          `only that head size is supported`,
-      )
-    for (const k of ['attention_bias', 'mlp_bias'])
-      if (j[k] === true) throw new LevanterError('BAD_CHECKPOINT', `${file}: ${k} = true is not supported (no biases)`)
-    return {
-      type: 'llama',
-      vocabSize: n('vocab_size'),
-      seqLen: n('max_position_embeddings'),
-      dModel: n('hidden_size'),
-      nLayers: n('num_hidden_layers'),
-      nHeads: n('num_attention_heads'),
-      intermediateSize: n('intermediate_size'),
-      rmsNormEps: n('rms_norm_eps'),
-      ropeTheta: (j.rope_theta as number) ?? 10_000,
-      initStd: (j.initializer_range as number) ?? 0.02,
-      ...(kv !== n('num_attention_heads') ? { nKvHeads: kv } : {}),
-      ...(j.tie_word_embeddings ? { tieWordEmbeddings: true } : {}),
-      ...(ropeScaling ? { ropeScaling } : {}),
-    }
-  }
-  throw new LevanterError('BAD_CHECKPOINT', `${file}: model_type ${JSON.stringify(j.model_type)} is not gpt2 or llama`)
+function fromHfConfig(j: Record<string, unknown>, file: string): { config: ModelConfig; hf: HfNames<ModelConfig> } {
+  const types = registeredArchitectures().filter((t) => findArchitecture(t)?.hf)
+  const type = types.find((t) => findArchitecture(t)!.hf!.modelType === j.model_type)
+  if (type === undefined)
+    throw new LevanterError(
+      'BAD_CHECKPOINT',
+      `${file}: model_type ${JSON.stringify(j.model_type)} is not one of the registered architectures' ` +
+        `(${types.map((t) => findArchitecture(t)!.hf!.modelType).join(', ')})`,
+    )
+  const hf = hfOf(type)
+  return { config: hf.fromConfig(j, file) as ModelConfig, hf }
 }
 
 /** Tensors in order → shards of at most `max` bytes each (a larger tensor alone in its own). */
@@ -246,15 +109,16 @@ export async function exportHf(
     )
   const stored = STORED[dtype]
   const out = new Map<string, SafeTensor>()
-  const llama = model.config.type === 'llama'
+  const hf = hfOf(model.config.type)
   for (const [name, data] of await model.weights()) {
     const shape = model.param(name).shape
-    if (llama && isLinear(name))
+    if (hf.transposed?.(name))
       out.set(name, { shape: [shape[1]!, shape[0]!], data: transpose2d(data, shape[0]!, shape[1]!), dtype: stored })
     else out.set(name, { shape, data, dtype: stored })
   }
   const files = new Map<string, Uint8Array | string>()
-  files.set('config.json', JSON.stringify(hfConfig(model.config, dtype), null, 2) + '\n')
+  const config = { ...hf.toConfig(model.config), torch_dtype: dtype }
+  files.set('config.json', JSON.stringify(config, null, 2) + '\n')
   const max = options.maxShardBytes
   if (max === undefined) files.set('model.safetensors', encodeSafetensors(out, { format: 'pt' }))
   else {
@@ -282,8 +146,9 @@ export async function exportHf(
 }
 
 /**
- * Build a model from a Hugging Face-style directory or finestore view (GPT2LMHeadModel or
- * LlamaForCausalLM; one `model.safetensors` or shards named by `model.safetensors.index.json`).
+ * Build a model from a Hugging Face-style directory or finestore view (config.json's `model_type`
+ * picks the registered architecture with those Hugging Face names; one `model.safetensors` or
+ * shards named by `model.safetensors.index.json`).
  */
 export async function importHf(from: string | ArtifactView, options: ImportHfOptions = {}): Promise<CausalLM> {
   const where = typeof from === 'string' ? from : from.ref
@@ -315,7 +180,7 @@ export async function importHf(from: string | ArtifactView, options: ImportHfOpt
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json))
     throw new LevanterError('BAD_CONFIG', `${name('config.json')}: not a JSON object`)
-  const config = fromHfConfig(json as Record<string, unknown>, name('config.json'))
+  const { config, hf } = fromHfConfig(json as Record<string, unknown>, name('config.json'))
   // tensor name → the file that holds it
   const fileOf = new Map<string, string>()
   if (sharded) {
@@ -341,7 +206,6 @@ export async function importHf(from: string | ArtifactView, options: ImportHfOpt
   }
   const files = sharded ? [...new Set(fileOf.values())] : ['model.safetensors']
   const wFile = sharded ? name(INDEX) : name('model.safetensors')
-  const llama = config.type === 'llama'
   // Headers first (checked, data unread), so that the config is held against the weights before anything of
   // the size it claims is allocated.
   const shapes = new Map<string, readonly number[]>()
@@ -351,7 +215,8 @@ export async function importHf(from: string | ArtifactView, options: ImportHfOpt
     fileBytes += h.fileSize
     for (const [n, e] of h.entries) shapes.set(n, e.shape)
   }
-  const fields = HF_FIELDS[config.type]
+  const fields = hf.fields
+  const stored = (n: string) => [n, ...(hf.aliases?.(n) ?? [])]
   checkModelFits({
     config,
     configFile: name('config.json'),
@@ -359,9 +224,10 @@ export async function importHf(from: string | ArtifactView, options: ImportHfOpt
     field: (k) => fields.get(k) ?? k,
     tensorCount: shapes.size,
     stored: (n) => {
-      // GPT-2 files from the hub may lack the "transformer." prefix; Llama's linear weights are [out, in] there.
-      const s = shapes.get(n) ?? shapes.get(n.replace(/^transformer\./, ''))
-      return s && llama && isLinear(n) && s.length === 2 ? [s[1]!, s[0]!] : s
+      const s = stored(n)
+        .map((k) => shapes.get(k))
+        .find((x) => x !== undefined)
+      return s && hf.transposed?.(n) && s.length === 2 ? [s[1]!, s[0]!] : s
     },
     fileBytes,
     ...(options.maxBytes === undefined ? {} : { maxBytes: options.maxBytes }),
@@ -373,19 +239,19 @@ export async function importHf(from: string | ArtifactView, options: ImportHfOpt
     for (const [n, t] of decodeSafetensors(bytes, name(f)).tensors) tensors.set(n, t)
   }
   const model = createModel(config)
-  if (llama) {
-    // a Llama tensor the model would not use (a bias, an extra head) is refused rather than dropped
+  if (hf.unusedOk) {
+    // a tensor the model would not use is refused rather than dropped, unless the architecture says it may go
     const used = new Set(model.specs.map((sp) => sp.name))
     for (const t of tensors.keys()) {
-      const extra = !used.has(t) && !/\.rotary_emb\.inv_freq$/.test(t)
-      if (!extra || (t === 'lm_head.weight' && config.tieWordEmbeddings)) continue
+      if (used.has(t) || hf.unusedOk(model.config, t)) continue
       model.dispose()
-      throw new LevanterError('BAD_CHECKPOINT', `${wFile}: tensor "${t}" is not used by LlamaForCausalLM as configured`)
+      throw new LevanterError('BAD_CHECKPOINT', `${wFile}: tensor "${t}" is not used by ${hf.className} as configured`)
     }
   }
   for (const spec of model.specs) {
-    // GPT-2 files from the hub may lack the "transformer." prefix.
-    const t = tensors.get(spec.name) ?? tensors.get(spec.name.replace(/^transformer\./, ''))
+    const t = stored(spec.name)
+      .map((k) => tensors.get(k))
+      .find((x) => x !== undefined)
     if (!t) throw new LevanterError('BAD_CHECKPOINT', `${wFile}: tensor "${spec.name}" is missing`)
     const want = spec.shape.reduce((a, b) => a * b, 1)
     if (t.data.length !== want)
@@ -395,7 +261,7 @@ export async function importHf(from: string | ArtifactView, options: ImportHfOpt
           `expected ${want} values as config.json describes`,
       )
     const data = t.data instanceof Float32Array ? t.data : Float32Array.from(t.data)
-    model.set(spec.name, llama && isLinear(spec.name) ? transpose2d(data, t.shape[0]!, t.shape[1]!) : data)
+    model.set(spec.name, hf.transposed?.(spec.name) ? transpose2d(data, t.shape[0]!, t.shape[1]!) : data)
   }
   return model
 }

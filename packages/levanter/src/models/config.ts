@@ -1,7 +1,12 @@
-/** @module Model configs: zod schemas with a `type` discriminator (`gpt2`, `llama`). */
+/**
+ * @module Model configs: zod schemas with a `type` that names the architecture. {@link ModelConfig}
+ * is open: a config's `type` selects the schema of the architecture registered under it
+ * (models/registry.ts); the built-in schemas are known here without loading any model code.
+ */
 import { z } from 'zod'
 
-const common = {
+/** The fields every architecture's config has (spread them into its schema). */
+export const modelConfigFields = {
   vocabSize: z.number().int().positive().describe('number of token ids'),
   seqLen: z.number().int().positive().default(1024).describe('maximum context length (positions)'),
   dModel: z.number().int().positive().default(768).describe('hidden size'),
@@ -13,7 +18,7 @@ const common = {
 /** GPT-2: learned positions, LayerNorm, GELU (tanh approximation), tied embeddings. */
 export const Gpt2Config = z.strictObject({
   type: z.literal('gpt2'),
-  ...common,
+  ...modelConfigFields,
   mlpRatio: z.number().int().positive().default(4).describe('MLP hidden = mlpRatio × dModel'),
   layerNormEps: z.number().positive().default(1e-5),
 })
@@ -39,7 +44,7 @@ export type RopeScaling = z.output<typeof RopeScaling>
 /** Llama: RMSNorm, rotary positions, SwiGLU MLP, output head untied unless `tieWordEmbeddings`. */
 export const LlamaConfig = z.strictObject({
   type: z.literal('llama'),
-  ...common,
+  ...modelConfigFields,
   intermediateSize: z
     .number()
     .int()
@@ -61,13 +66,62 @@ export const LlamaConfig = z.strictObject({
   ropeScaling: RopeScaling.optional().describe('rotary frequency scaling; @default none'),
 })
 
-export const ModelConfig = z.discriminatedUnion('type', [Gpt2Config, LlamaConfig])
+/** What every model config holds, whatever its architecture. */
+export type ModelConfigBase = {
+  readonly type: string
+  readonly vocabSize: number
+  readonly seqLen: number
+  readonly dModel: number
+  readonly nLayers: number
+  readonly nHeads: number
+  readonly initStd: number
+}
+
+/** Config schemas by architecture `type`: the built-in ones, and those registered with an architecture. */
+const schemas = new Map<string, z.ZodType<ModelConfigBase>>(
+  [Gpt2Config, LlamaConfig].map((s) => [s.shape.type.value, s] as [string, z.ZodType<ModelConfigBase>]),
+)
+
+/** Make `schema` the config schema of architecture `type` (registerArchitecture calls it). */
+export function registerConfigSchema(type: string, schema: z.ZodType<ModelConfigBase>): void {
+  schemas.set(type, schema)
+}
+
+/** The architecture types whose config schemas are known, sorted. */
+export const configTypes = (): string[] => [...schemas.keys()].sort()
+
+/** Any model config: its `type` picks the schema it is checked with. */
+export const ModelConfig: z.ZodType<ModelConfig, ModelConfigInput> = z
+  .looseObject({ type: z.string().describe('the architecture: a registered type') })
+  .transform((v, ctx) => {
+    const schema = schemas.get(v.type)
+    if (!schema) {
+      ctx.issues.push({
+        code: 'custom',
+        path: ['type'],
+        input: v.type,
+        message:
+          `"${v.type}" is not a registered architecture (registered: ${configTypes().join(', ')}); ` +
+          'register it with registerArchitecture',
+      })
+      return z.NEVER
+    }
+    const parsed = schema.safeParse(v)
+    if (parsed.success) return parsed.data
+    for (const issue of parsed.error.issues) ctx.issues.push({ ...issue, input: v } as never)
+    return z.NEVER
+  }) as unknown as z.ZodType<ModelConfig, ModelConfigInput>
 export type Gpt2ConfigInput = z.input<typeof Gpt2Config>
 export type Gpt2Config = z.output<typeof Gpt2Config>
 export type LlamaConfigInput = z.input<typeof LlamaConfig>
 export type LlamaConfig = z.output<typeof LlamaConfig>
-export type ModelConfigInput = z.input<typeof ModelConfig>
-export type ModelConfig = z.output<typeof ModelConfig>
+/** The input of any architecture's config (the built-in ones typed in full). */
+export type ModelConfigInput =
+  | Gpt2ConfigInput
+  | LlamaConfigInput
+  | ({ readonly type: string; readonly vocabSize: number } & Readonly<Record<string, unknown>>)
+/** A checked model config: the shared fields typed, its architecture's own fields beside them. */
+export type ModelConfig = ModelConfigBase & { readonly [field: string]: unknown }
 
 /** Key/value heads of a llama config. */
 export function llamaKvHeads(c: LlamaConfig): number {

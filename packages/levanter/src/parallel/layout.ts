@@ -13,9 +13,9 @@
  */
 import { Mesh } from '@marin/fray'
 import { LevanterError } from '../errors.js'
-import { llamaHidden, llamaKvHeads } from '../models/config.js'
 import type { ModelConfig } from '../models/config.js'
-import type { ParamSpec } from '../models/param-spec.js'
+import type { ParamSpec, Shard } from '../models/param-spec.js'
+import { architectureOf } from '../models/registry.js'
 import { normalRange, seedFor } from '../rng.js'
 
 /** The `{ data, model }` mesh a run trains on. */
@@ -36,49 +36,49 @@ const REPLICATED: ModelSplit = { kind: 'replicated' }
 const COLS: ModelSplit = { kind: 'cols', groups: 1 }
 const ROWS: ModelSplit = { kind: 'rows' }
 
-/** How parameter `name` of a model splits over the model axis. */
-export function modelSplitOf(config: ModelConfig, name: string): ModelSplit {
-  if (config.type === 'gpt2') {
-    if (/\.attn\.c_attn\.(weight|bias)$/.test(name)) return { kind: 'cols', groups: 3 }
-    if (/\.mlp\.c_fc\.(weight|bias)$/.test(name)) return COLS
-    if (/\.(attn|mlp)\.c_proj\.weight$/.test(name)) return ROWS
-    return REPLICATED
-  }
-  if (/\.self_attn\.[qkv]_proj\.weight$/.test(name) || /\.mlp\.(gate|up)_proj\.weight$/.test(name)) return COLS
-  if (/\.self_attn\.o_proj\.weight$/.test(name) || /\.mlp\.down_proj\.weight$/.test(name)) return ROWS
+/** How a parameter splits over the model axis: its spec's sharding rule (models/param-spec.ts `Shard`). */
+export function modelSplitOf(spec: ParamSpec): ModelSplit {
+  const shard: Shard = spec.shard ?? 'replicated'
+  if (typeof shard === 'object') return { kind: 'cols', groups: shard.column }
+  if (shard === 'column') return COLS
+  if (shard === 'row' || shard === 'vocab' || shard === 'expert') return ROWS
   return REPLICATED
 }
 
 /**
- * A replicated parameter used inside a split block (its norms, its row-parallel biases): each
+ * The replicated parameters used inside a split stage (its norms, its row-parallel biases): each
  * model member's gradient is a part, and the parts add up over the model axis.
  */
-export function partialGradient(config: ModelConfig, name: string): boolean {
-  return modelSplitOf(config, name).kind === 'replicated' && /^(transformer\.h|model\.layers)\./.test(name)
+export function partialGradients(config: ModelConfig, specs: readonly ParamSpec[], model: number): Set<string> {
+  const stages = architectureOf(config.type).stages?.(config, model, true)
+  const replicated = new Set(specs.filter((s) => modelSplitOf(s).kind === 'replicated').map((s) => s.name))
+  const out = new Set<string>()
+  for (const st of stages?.blocks ?? []) if (st.split) for (const n of st.names) if (replicated.has(n)) out.add(n)
+  return out
 }
 
-/** Throws BAD_CONFIG when the model's heads or MLP do not split evenly over `model` members. */
+/** Throws BAD_CONFIG when the model's heads or the other dimensions its architecture splits do not divide evenly
+ * over `model` members (or its architecture has no tensor-parallel stages). */
 export function checkModelAxis(config: ModelConfig, model: number): void {
   if (model === 1) return
-  if (config.nHeads % model !== 0)
+  const arch = architectureOf(config.type)
+  if (!arch.stages)
     throw new LevanterError(
       'BAD_CONFIG',
-      `trainer config: mesh.model ${model} must divide nHeads ${config.nHeads} (heads are split over it); ` +
-        `choose a mesh.model that divides it`,
+      `trainer config: mesh.model ${model}: architecture "${config.type}" defines no tensor-parallel stages; ` +
+        'train it with mesh.model 1 or give its definition stages',
     )
-  if (config.type === 'llama' && llamaKvHeads(config) % model !== 0)
-    throw new LevanterError(
-      'BAD_CONFIG',
-      `trainer config: mesh.model ${model} must divide nKvHeads ${llamaKvHeads(config)} (key/value heads are split ` +
-        `over it); choose a mesh.model that divides it`,
-    )
-  const mlp = config.type === 'gpt2' ? config.mlpRatio * config.dModel : llamaHidden(config)
-  if (mlp % model !== 0)
-    throw new LevanterError(
-      'BAD_CONFIG',
-      `trainer config: mesh.model ${model} must divide the MLP width ${mlp} (its columns are split over it); ` +
-        `choose a mesh.model that divides it`,
-    )
+  const dims = [
+    { label: 'nHeads', value: config.nHeads, what: 'heads are split over it' },
+    ...(arch.modelAxis?.(config) ?? []),
+  ]
+  for (const d of dims)
+    if (d.value % model !== 0)
+      throw new LevanterError(
+        'BAD_CONFIG',
+        `trainer config: mesh.model ${model} must divide ${d.label} ${d.value} (${d.what}); ` +
+          `choose a mesh.model that divides it`,
+      )
 }
 
 /** Rows and columns of a parameter seen as a matrix (a vector is one row). */
@@ -167,7 +167,7 @@ export type LocalParam = {
   /** Shape of this member's part over the model axis. */
   readonly local: readonly number[]
   readonly split: ModelSplit
-  /** Its gradient adds up over the model axis (see {@link partialGradient}). */
+  /** Its gradient adds up over the model axis (see {@link partialGradients}). */
   readonly partial: boolean
   readonly decay: boolean
   /** Floats of the local part, and of the member's shard of it (the local part itself without fsdp). */
@@ -182,8 +182,9 @@ export function localParams(
   mesh: MeshShape,
   fsdp: boolean,
 ): LocalParam[] {
+  const partial = mesh.model > 1 ? partialGradients(config, specs, mesh.model) : new Set<string>()
   return specs.map((s) => {
-    const split = modelSplitOf(config, s.name)
+    const split = modelSplitOf(s)
     const local = localShape(s.shape, split, mesh.model)
     const size = local.reduce((a, b) => a * b, 1)
     return {
@@ -191,7 +192,7 @@ export function localParams(
       shape: s.shape,
       local,
       split,
-      partial: mesh.model > 1 && partialGradient(config, s.name),
+      partial: partial.has(s.name),
       decay: s.decay,
       size,
       owned: fsdp ? shardLength(size, mesh.data) : size,

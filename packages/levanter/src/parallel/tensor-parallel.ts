@@ -4,173 +4,36 @@
  * A model is cut where the members must talk: the embedding (replicated), then per block an
  * attention stage and an MLP stage (each split over the model axis: every member computes its
  * heads or its MLP columns, and the stage's outputs add up over the axis), then the head and the
- * loss (replicated). Between stages the outputs are all-reduced over `model`; in the backward
- * pass each split stage is run again under `tf.grads` (activation recomputation) and the gradient
- * of its input is all-reduced the same way. The model axis's first member adds the residual and
- * the replicated biases, so the sum over members counts them once.
+ * loss (replicated); each architecture defines its own (models/stages.ts). Between stages the
+ * outputs are all-reduced over `model`; in the backward pass each split stage is run again under
+ * `tf.grads` (activation recomputation) and the gradient of its input is all-reduced the same way.
+ * The model axis's first member adds the residual and the replicated biases, so the sum over
+ * members counts them once.
  */
 import * as tf from '@tensorflow/tfjs'
 import type { Batch } from '../data/batch.js'
 import { sliceBatch } from '../data/batch.js'
 import { maskedCrossEntropy } from '../loss.js'
 import { batchTensors } from '../train-step.js'
-import { llamaKvHeads } from '../models/config.js'
-import type { Gpt2Config, LlamaConfig, ModelConfig } from '../models/config.js'
-import {
-  applyRope,
-  attention,
-  geluTanh,
-  layerNorm,
-  linear,
-  mergeHeads,
-  rmsNorm,
-  ropeTables,
-  splitHeads,
-  tiedHead,
-} from '../models/layers.js'
-import { repeatKv, ropeInvFreq } from '../models/llama.js'
+import { LevanterError } from '../errors.js'
+import type { ModelConfig } from '../models/config.js'
+import { architectureOf } from '../models/registry.js'
+import type { Stage, Stages } from '../models/stages.js'
 
-/** One stage: `fn(x, weights)` with its weights named in `names`; `split` stages sum over the model axis. */
-type Stage = {
-  readonly names: readonly string[]
-  readonly split: boolean
-  readonly fn: (x: tf.Tensor, w: tf.Tensor[]) => tf.Tensor
-}
-
-/** The stages of a model for one member: embedding (input ids), blocks, head (→ logits). */
-export type Stages = { readonly embed: Stage; readonly blocks: readonly Stage[]; readonly head: Stage }
+export type { Stage, Stages } from '../models/stages.js'
 
 /** Sums a float buffer over the model axis (identical bits on every member). */
 export type ModelAllReduce = (x: Float32Array) => Promise<Float32Array>
 
-const residual = (lead: boolean, x: tf.Tensor, partial: tf.Tensor, b?: tf.Tensor): tf.Tensor => {
-  if (!lead) return b ? tf.add(partial, tf.mul(b, 0)) : partial // b stays in the graph: its gradient here is 0
-  return tf.add(x, b ? tf.add(partial, b) : partial)
-}
-
-function gpt2Stages(c: Gpt2Config, model: number, lead: boolean): Stages {
-  const heads = c.nHeads / model
-  const blocks: Stage[] = []
-  for (let i = 0; i < c.nLayers; i++) {
-    const h = `transformer.h.${i}`
-    blocks.push(
-      {
-        names: [
-          'ln_1.weight',
-          'ln_1.bias',
-          'attn.c_attn.weight',
-          'attn.c_attn.bias',
-          'attn.c_proj.weight',
-          'attn.c_proj.bias',
-        ].map((n) => `${h}.${n}`),
-        split: true,
-        fn: (x, [g, b, wa, ba, wp, bp]) => {
-          const a = layerNorm(x, g!, b!, c.layerNormEps)
-          const [q, k, v] = tf.split(linear(a, wa!, ba!), 3, 2).map((t) => splitHeads(t, heads)) as [
-            tf.Tensor,
-            tf.Tensor,
-            tf.Tensor,
-          ]
-          return residual(lead, x, linear(mergeHeads(attention(q, k, v, { offset: 0 })), wp!), bp!)
-        },
-      },
-      {
-        names: [
-          'ln_2.weight',
-          'ln_2.bias',
-          'mlp.c_fc.weight',
-          'mlp.c_fc.bias',
-          'mlp.c_proj.weight',
-          'mlp.c_proj.bias',
-        ].map((n) => `${h}.${n}`),
-        split: true,
-        fn: (x, [g, b, wf, bf, wp, bp]) => {
-          const m = layerNorm(x, g!, b!, c.layerNormEps)
-          return residual(lead, x, linear(geluTanh(linear(m, wf!, bf!)), wp!), bp!)
-        },
-      },
-    )
-  }
-  return {
-    embed: {
-      names: ['transformer.wte.weight', 'transformer.wpe.weight'],
-      split: false,
-      fn: (ids, [wte, wpe]) => {
-        const [B, T] = ids.shape as [number, number]
-        const tok = tf.reshape(tf.gather(wte!, tf.reshape(ids, [-1])), [B, T, c.dModel])
-        return tf.add(tok, tf.slice(wpe!, [0, 0], [T, c.dModel]))
-      },
-    },
-    blocks,
-    head: {
-      names: ['transformer.ln_f.weight', 'transformer.ln_f.bias', 'transformer.wte.weight'],
-      split: false,
-      fn: (x, [g, b, wte]) => tiedHead(layerNorm(x, g!, b!, c.layerNormEps), wte!),
-    },
-  }
-}
-
-function llamaStages(c: LlamaConfig, model: number, lead: boolean): Stages {
-  const heads = c.nHeads / model,
-    kvHeads = llamaKvHeads(c) / model,
-    K = c.dModel / c.nHeads,
-    rope = c.ropeScaling ? ropeInvFreq(c) : c.ropeTheta
-  const blocks: Stage[] = []
-  for (let i = 0; i < c.nLayers; i++) {
-    const l = `model.layers.${i}`
-    blocks.push(
-      {
-        names: ['input_layernorm', 'self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj'].map(
-          (n) => `${l}.${n}.weight`,
-        ),
-        split: true,
-        fn: (x, [g, wq, wk, wv, wo]) => {
-          const [B, T] = x.shape as [number, number, number]
-          const { cos, sin } = ropeTables({ offset: 0 }, B, T, K, rope)
-          const a = rmsNorm(x, g!, c.rmsNormEps)
-          const q = applyRope(splitHeads(linear(a, wq!), heads), cos, sin)
-          const k = repeatKv(applyRope(splitHeads(linear(a, wk!), kvHeads), cos, sin), heads / kvHeads)
-          const v = repeatKv(splitHeads(linear(a, wv!), kvHeads), heads / kvHeads)
-          return residual(lead, x, linear(mergeHeads(attention(q, k, v, { offset: 0 })), wo!))
-        },
-      },
-      {
-        names: ['post_attention_layernorm', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'].map(
-          (n) => `${l}.${n}.weight`,
-        ),
-        split: true,
-        fn: (x, [g, wg, wu, wd]) => {
-          const m = rmsNorm(x, g!, c.rmsNormEps)
-          const gate = linear(m, wg!)
-          return residual(lead, x, linear(tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, wu!)), wd!))
-        },
-      },
-    )
-  }
-  return {
-    embed: {
-      names: ['model.embed_tokens.weight'],
-      split: false,
-      fn: (ids, [w]) => {
-        const [B, T] = ids.shape as [number, number]
-        return tf.reshape(tf.gather(w!, tf.reshape(ids, [-1])), [B, T, c.dModel])
-      },
-    },
-    blocks,
-    head: {
-      names: ['model.norm.weight', c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'],
-      split: false,
-      fn: (x, [g, w]) => {
-        const h = rmsNorm(x, g!, c.rmsNormEps)
-        return c.tieWordEmbeddings ? tiedHead(h, w!) : linear(h, w!)
-      },
-    },
-  }
-}
-
-/** The stages of `config` for a member of `model` (`lead`: its model coordinate is 0). */
+/** The stages of `config` for a member of `model` (`lead`: its model coordinate is 0), from its architecture. */
 export function stagesOf(config: ModelConfig, model: number, lead: boolean): Stages {
-  return config.type === 'gpt2' ? gpt2Stages(config, model, lead) : llamaStages(config, model, lead)
+  const arch = architectureOf(config.type)
+  if (!arch.stages)
+    throw new LevanterError(
+      'BAD_CONFIG',
+      `architecture "${config.type}" defines no tensor-parallel stages; train it with mesh.model 1`,
+    )
+  return arch.stages(config, model, lead)
 }
 
 /**
