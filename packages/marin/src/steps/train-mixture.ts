@@ -36,7 +36,7 @@ export type MixtureSummary = {
   /** Source name → its token cache, `token-caches/<name>@<version>`. */
   readonly sources: Readonly<Record<string, string>>
   /** The stages as given, weights normalized to sum to 1 (one stage when a single set was given). */
-  readonly stages: readonly { readonly untilStep: number | null; readonly weights: Record<string, number> }[]
+  readonly stages: { readonly untilStep: number | null; readonly weights: Record<string, number> }[]
   readonly repeat: boolean | Readonly<Record<string, boolean>>
   /** Tokens each source gave to the steps trained (rows × sequence length). */
   readonly tokensPerSource: Readonly<Record<string, number>>

@@ -7,6 +7,7 @@
  */
 import { mkdir } from 'node:fs/promises'
 import { basename, join } from 'node:path'
+import type { TokenCache as TokenCacheType } from '@marin/datakit'
 import type { ModelConfigInput, TrainerConfigInput } from '@marin/levanter'
 import { trainerConfigIssues } from '@marin/levanter/config'
 import { MarinError } from '../errors.js'
@@ -128,7 +129,7 @@ export function trainStep(data: Step | TrainMixtureInput, o: TrainStepOptions): 
       const cfg = c as unknown as { tokens?: ArtifactRef; mixture?: ResolvedMixture }
       // Source name → its token cache ('' for the single cache of a plain training step).
       const inputs: [string, ArtifactRef][] = cfg.mixture ? Object.entries(cfg.mixture.sources) : [['', cfg.tokens!]]
-      const caches = new Map<string, InstanceType<typeof TokenCache>>()
+      const caches = new Map<string, TokenCacheType>()
       for (const [source, ref] of inputs) {
         const what = source ? `data.mixture.${source}` : 'its input'
         if (!ref.name.startsWith('token-caches/'))
@@ -178,7 +179,7 @@ export function trainStep(data: Step | TrainMixtureInput, o: TrainStepOptions): 
         },
       )
       progress.tokensPerStep = trainer.config.batchSize * model.config.seqLen
-      const datasetOf = (tc: InstanceType<typeof TokenCache>) =>
+      const datasetOf = (tc: TokenCacheType) =>
         lv.Dataset.fromDatakit(tc, { evalFraction: c.evalFraction, eosId: tc.ledger.eos })
       const mix = cfg.mixture
       const dataset = mix
@@ -251,7 +252,8 @@ export function trainStep(data: Step | TrainMixtureInput, o: TrainStepOptions): 
           },
           {
             metadata: { ...summary, run },
-            config: { model: model.config, trainer: trainer.config, maxSteps: c.maxSteps },
+            // as JSON: a model config's type admits fields of any type (levanter's ModelConfig)
+            config: JSON.parse(JSON.stringify({ model: model.config, trainer: trainer.config, maxSteps: c.maxSteps })),
             lineage: [...all.map(([, tc]) => tc.ref), ...checkpoints],
           },
         )
