@@ -155,6 +155,7 @@ describe('trainStep on a mixture of token caches', () => {
     expect(define({ mixture: { web, wiki }, weights: { web: 1 }, repeat: { wik: true } })).toThrow(
       /data\.repeat names "wik"/,
     )
+    expect(define({ weights: { web: 1 } } as unknown as TrainMixtureInput)).toThrow(/its data is neither a step/)
     expect(() => tokenizeStep(web, { name: 'x' })).toThrow(/give vocabSize .* or tokenizer .*, not neither/)
   })
 

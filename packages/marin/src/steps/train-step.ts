@@ -105,6 +105,11 @@ export function trainStep(data: Step | TrainMixtureInput, o: TrainStepOptions): 
     throw new MarinError('BAD_STEP', `step ${o.name}: maxSteps ${o.maxSteps} must be a positive integer`)
   checkTrainer(o.name, o.trainer)
   const mixture = isMixtureInput(data) ? mixtureConfig(o.name, data) : undefined
+  if (!mixture && typeof (data as Partial<Step> | undefined)?.artifact !== 'function')
+    throw new MarinError(
+      'BAD_STEP',
+      `step ${o.name}: its data is neither a step (a tokenizeStep) nor { mixture: { name: step, … }, weights }`,
+    )
   const sources = mixture ? ` on a mixture of ${Object.keys(mixture.sources).join(', ')}` : ''
   return step({
     name: o.name,
