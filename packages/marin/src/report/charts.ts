@@ -17,7 +17,7 @@ const X_TITLES: Readonly<Record<XAxis, string>> = {
   time: 'training time (s, from tokens/s)',
 }
 
-/** A rendered chart: a file name (`charts/<id>.svg`, `charts/<id>-tokens.svg`, …), a title, its x-axis and the SVG. */
+/** A rendered chart: a file name (`charts/<id>.svg`, `charts/<id>-tokens.svg`, …), a title, its x-axis, the SVG. */
 export type Chart = {
   readonly id: string
   readonly title: string
@@ -26,10 +26,28 @@ export type Chart = {
   readonly svg: string
 }
 
-/** Which metrics each chart plots; a chart is drawn when any of its keys has points. */
-export const CHARTS: readonly { id: string; title: string; keys: readonly string[]; y: string; log?: boolean }[] = [
+/**
+ * Which metrics each chart plots: its keys, and any key `match` matches (a mixture's per-source metrics, one series
+ * a source); a chart is drawn when any of them has points.
+ */
+export const CHARTS: readonly {
+  id: string
+  title: string
+  keys: readonly string[]
+  match?: RegExp
+  y: string
+  log?: boolean
+}[] = [
   { id: 'loss', title: 'Loss (train and eval)', keys: ['train/loss', 'eval/loss'], y: 'loss' },
   { id: 'eval-bpb', title: 'Eval bits per byte', keys: ['eval/bpb'], y: 'bits/byte' },
+  { id: 'eval-loss-per-source', title: 'Eval loss per source', keys: [], match: /^eval\/.+\/loss$/, y: 'loss' },
+  {
+    id: 'tokens-per-source',
+    title: 'Tokens consumed per source',
+    keys: [],
+    match: /^data\/.+\/tokens$/,
+    y: 'tokens',
+  },
   { id: 'lr', title: 'Learning rate', keys: ['train/lr'], y: 'learning rate' },
   { id: 'tokens-per-sec', title: 'Throughput', keys: ['throughput/tokens_per_sec'], y: 'tokens/s' },
 ]
@@ -63,6 +81,7 @@ function points(
   keys: readonly string[],
   x: XAxis,
   tokensPerStep: Readonly<Record<string, number>>,
+  match?: RegExp,
 ): Point[] {
   const sources = [...new Set(rows.map((r) => r.source))]
   const out: Point[] = []
@@ -74,7 +93,8 @@ function points(
     for (const r of mine) {
       const xv = x === 'step' ? r.step : x === 'tokens' ? r.step * perStep! : times!.get(r.step)
       if (xv === undefined) continue
-      for (const k of keys) {
+      const shown = match ? [...keys, ...Object.keys(r.values).filter((k) => match.test(k))] : keys
+      for (const k of shown) {
         const v = r.values[k]
         // With several training steps in one report, each series is named after its step too.
         if (v !== undefined) out.push({ x: xv, value: v, series: sources.length > 1 ? `${source}: ${k}` : k })
@@ -122,7 +142,7 @@ export async function renderCharts(
   const charts: Chart[] = []
   for (const x of X_AXES) {
     for (const c of CHARTS) {
-      const values = points(rows, c.keys, x, tokensPerStep)
+      const values = points(rows, c.keys, x, tokensPerStep, c.match)
       if (values.length === 0) continue
       charts.push({
         id: c.id,

@@ -30,6 +30,7 @@ let dir: string
 let html: string
 let md: string
 let data: ReportData
+let site: ReadonlyMap<string, string>
 
 /** A small committed artifact, so that a step's artifacts.json lists one. */
 async function commit(prefix: string, name: string): Promise<string> {
@@ -53,7 +54,19 @@ beforeAll(async () => {
   const train = step({
     name: 'gpt-mix',
     config: {},
-    fn: listed('gpt-mix', MIXTURE),
+    fn: async (c, ctx) => {
+      await listed('gpt-mix', MIXTURE)(c, ctx)
+      // per-source metrics as levanter's pipeline logs them for a mixture
+      const rows = [1, 2].map((s) => ({
+        step: s,
+        'train/loss': 5 - s,
+        'data/web/tokens': 100 * s,
+        'data/<b>wiki</b>/tokens': 300 * s,
+        'eval/web/loss': 4.5 - s / 4,
+        'eval/<b>wiki</b>/loss': 3.9 - s / 5,
+      }))
+      writeFileSync(join(ctx.outputPath, 'metrics.jsonl'), rows.map((r) => JSON.stringify(r)).join('\n'))
+    },
   })
   const odd = step({
     name: 'odd',
@@ -66,6 +79,7 @@ beforeAll(async () => {
   expect(record.status, JSON.stringify(record.steps.map((s) => s.error))).toBe('SUCCESS')
   const built = await buildReport('mix', prefix)
   data = built.data
+  site = built.site
   html = built.site.get(`${runFolder(record)}/index.html`)!
   md = built.site.get(`${runFolder(record)}/report.md`)!
 }, 60_000)
@@ -100,6 +114,16 @@ describe('the run page of a mixture training step', () => {
     // one set of weights for the whole run: one column
     const single = mixtureOf('s', { ...MIXTURE, stages: [{ untilStep: null, weights: { web: 1 } }] })!
     expect(mixtureTable(single).head.filter((h) => h.startsWith('weight'))).toEqual(['weight'])
+  })
+
+  it('charts eval loss and tokens consumed per source, a series a source', () => {
+    const files = [...site.keys()].filter((f) => f.includes('/charts/')).map((f) => f.split('/charts/')[1])
+    expect(files).toEqual(expect.arrayContaining(['eval-loss-per-source.svg', 'tokens-per-source.svg']))
+    const svg = site.get([...site.keys()].find((f) => f.endsWith('/charts/tokens-per-source.svg'))!)!
+    expect(svg).toContain('data/web/tokens')
+    expect(svg).toContain('data/&lt;b&gt;wiki&lt;/b&gt;/tokens')
+    expect(html).toContain('Tokens consumed per source')
+    expect(md).toContain('![Eval loss per source](charts/eval-loss-per-source.svg)')
   })
 
   it('is on the HTML page and in report.md, the names escaped', () => {
