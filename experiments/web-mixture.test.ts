@@ -91,6 +91,8 @@ describe('the web-mixture experiment, tiny scale', () => {
     const page = readFileSync(join(site, 'runs', 'web-mixture-tiny', record.run, 'index.html'), 'utf8')
     expect(page).toContain('Data mixture of gpt-web-mixture')
     expect(page).toContain(`<td class="num">${m.tokensPerSource.web!.toLocaleString('en-US')}</td>`)
+    expect(page).toContain('charts/tokens-per-source.svg')
+    expect(page).toContain('charts/eval-loss-per-source.svg')
     const md = readFileSync(join(site, 'runs', 'web-mixture-tiny', record.run, 'report.md'), 'utf8')
     expect(md).toContain('| web | `token-caches/web-tokens@')
   }, 120_000)
