@@ -9,7 +9,8 @@ import { CausalLM } from './causal-lm.js'
 import { ModelConfig } from './config.js'
 import type { ModelConfigInput } from './config.js'
 import type { ParamSpec } from './param-spec.js'
-import { architectureOf } from './registry.js'
+import { architectureOf, findArchitecture } from './registry.js'
+import type { Architecture } from './registry.js'
 
 export { CausalLM } from './causal-lm.js'
 export { Gpt2LM } from './gpt2.js'
@@ -40,4 +41,27 @@ export function createModel(config: ModelConfigInput, seed = 0): CausalLM {
 export function specsOf(config: ModelConfigInput): ParamSpec[] {
   const c = parseModelConfig(config)
   return architectureOf(c.type).specs(c)
+}
+
+/** URL of the module that defines the architecture `type` (its `module`), for processes that must load it. */
+export const architectureModule = (type: string): string | undefined => findArchitecture(type)?.module
+
+/**
+ * The architecture `type` names, importing `module` first (the URL its definition recorded) when it
+ * is not registered in this process: how a replica process that receives only a config finds a
+ * user's architecture. BAD_CONFIG, as {@link architectureOf}, when it is still unknown.
+ */
+export async function loadArchitecture(type: string, module?: string): Promise<Architecture> {
+  if (!findArchitecture(type) && module) {
+    try {
+      await import(module)
+    } catch (err) {
+      throw new LevanterError(
+        'BAD_CONFIG',
+        `architecture "${type}": its module ${module} does not load (${(err as Error).message}); ` +
+          'check the file exists and imports without error',
+      )
+    }
+  }
+  return architectureOf(type)
 }

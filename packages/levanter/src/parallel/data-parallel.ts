@@ -8,6 +8,7 @@ import type { ActorGroup } from '@marin/fray'
 import { maskCount } from '../data/batch.js'
 import type { Batch } from '../data/batch.js'
 import type { Engine, StepResult, TrainTensors } from '../engine.js'
+import { architectureModule } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import { replicaThreadsEnv } from '../kernels/native-gemm.js'
 import type { AdamWConfig } from '../optim/adamw.js'
@@ -35,6 +36,9 @@ export class DataParallelEngine implements Engine {
   ): Promise<DataParallelEngine> {
     // replicas follow a webgpu driver onto the device
     if (tf.getBackend() === 'webgpu') opts = { ...opts, backend: 'webgpu' }
+    // replicas import a user's architecture from the module that registered it
+    const module = architectureModule(model.config.type)
+    if (module) opts = { ...opts, architectureModule: module }
     // each replica's native kernels get its share of the cores
     const group = await currentClient().createActorGroup(
       ReplicaClass,

@@ -11,7 +11,7 @@ import type { Batch } from '../data/batch.js'
 import type { ShardSource } from '../checkpoint/checkpointer.js'
 import type { Engine, StepResult, TrainTensors } from '../engine.js'
 import { replicaThreadsEnv } from '../kernels/native-gemm.js'
-import { specsOf } from '../models/lm.js'
+import { architectureModule, specsOf } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import { ModelConfig } from '../models/config.js'
 import type { ModelConfigInput } from '../models/config.js'
@@ -100,7 +100,14 @@ export class MeshEngine implements Engine {
     checkModelAxis(config, mesh.model)
     const fsdp = opts.fsdp ?? false
     const n = mesh.data * mesh.model
-    const replica = { mesh, fsdp, microbatches: opts.microbatches ?? 1, overlapReduce: opts.overlapReduce ?? true }
+    const module = architectureModule(config.type) // members import a user's architecture from it
+    const replica = {
+      mesh,
+      fsdp,
+      microbatches: opts.microbatches ?? 1,
+      overlapReduce: opts.overlapReduce ?? true,
+      ...(module ? { architectureModule: module } : {}),
+    }
     // each member's native kernels get its share of the cores
     const group = await currentClient().createActorGroup(MeshReplicaClass, n, () => [config, adamw, replica], {
       env: replicaThreadsEnv(n),

@@ -16,7 +16,7 @@ import { initBackend } from '../backend.js'
 import type { Batch } from '../data/batch.js'
 import { evalLossOf } from '../engine.js'
 import type { StepResult } from '../engine.js'
-import { createModel, specsOf } from '../models/lm.js'
+import { createModel, loadArchitecture, specsOf } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import type { ModelConfig } from '../models/config.js'
 import { adamwUpdate, sumSquares } from '../kernels/adamw-update.js'
@@ -42,6 +42,8 @@ import { fromWire, toWire } from './wire.js'
 import type { WireTensors } from './wire.js'
 
 export type MeshReplicaOptions = {
+  /** The module that registers the model's architecture, when it is not built in (models/registry.ts `module`). */
+  readonly architectureModule?: string
   readonly mesh: MeshShape
   readonly fsdp: boolean
   readonly microbatches: number
@@ -106,6 +108,7 @@ export class MeshReplica {
     this.#coords = { data: c.data ?? 0, model: c.model ?? 0 }
     if (this.#layout.length) return
     const { mesh: shape, fsdp } = this.opts
+    await loadArchitecture(this.modelConfig.type, this.opts.architectureModule)
     this.#layout = localParams(this.modelConfig, specsOf(this.modelConfig), shape, fsdp)
     this.#layout.forEach((lp, i) => this.#index.set(lp.name, i))
     this.#gathered = fsdp && shape.data > 1

@@ -14,7 +14,7 @@ import { initBackend, isDeviceBackend } from '../backend.js'
 import type { Batch } from '../data/batch.js'
 import { evalLossOf } from '../engine.js'
 import type { StepResult } from '../engine.js'
-import { createModel } from '../models/lm.js'
+import { createModel, loadArchitecture } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import type { ModelConfig } from '../models/config.js'
 import { AdamW } from '../optim/adamw.js'
@@ -50,6 +50,8 @@ export type StepTransfer = { readonly toHost: number; readonly toDevice: number;
 export type StepRecord = StepPhases & { readonly transfer?: StepTransfer }
 
 export type ReplicaOptions = {
+  /** The module that registers the model's architecture, when it is not built in (models/registry.ts `module`). */
+  readonly architectureModule?: string
   /**
    * All-reduce the gradients in buckets as the backward pass finishes them (true), or in one
    * collective after it (false). The same bits either way: the all-reduce adds each element in
@@ -89,6 +91,7 @@ export class Replica {
     // the CPU path reads tensors synchronously: webgpu only when asked for, and then the device path
     if (this.opts.backend === 'webgpu') await initBackend('webgpu')
     else await initBackend(undefined, { syncReads: true })
+    await loadArchitecture(this.modelConfig.type, this.opts.architectureModule)
     this.#model ??= createModel(this.modelConfig)
     this.#opt ??= isDeviceBackend() ? new DeviceAdamW(this.adamw, this.#model) : new AdamW(this.adamw, this.#model)
     for (const [n, d] of state.weights) this.#model.set(n, d)
