@@ -29,6 +29,29 @@ export type PeerAddress = { host: string; port: number; path?: string; machine?:
 const HELLO = 0xffff
 /** Frame kind of a collective's announcement. */
 const ANNOUNCE = 0xfffe
+/** Frame kind of a liveness ping (with `FRAY_PEER_TIMEOUT_MS`): it carries nothing and is never delivered. */
+const PING = 0xfffd
+
+/** How long dialing a member may take before the mesh fails naming its address. */
+const CONNECT_TIMEOUT_MS = 15_000
+
+/**
+ * `FRAY_PEER_TIMEOUT_MS`: a member that sends nothing (not even its pings, every quarter of it) for this long is
+ * lost, and collectives in flight fail naming it, as when its host is partitioned away. Unset or 0: no limit (a
+ * partitioned member's collectives then wait for the kernel to give up on the connection). Members whose event loop
+ * may stay busy longer than this (a long synchronous step) must set it higher.
+ */
+export function peerTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.FRAY_PEER_TIMEOUT_MS
+  if (raw === undefined || raw === '') return 0
+  const ms = Number(raw)
+  if (!Number.isInteger(ms) || ms < 0)
+    throw new FrayError(
+      'INVALID_MESH',
+      `FRAY_PEER_TIMEOUT_MS=${raw} is not a whole number of milliseconds; set it to e.g. 10000, or 0 for no limit`,
+    )
+  return ms
+}
 
 type Waiter = {
   resolve: (b: Uint8Array) => void
@@ -52,6 +75,10 @@ export class Peers {
   private rank = -1
   private expected = 0
   private onAllAccepted: (() => void) | null = null
+  /** When each dialed peer last sent anything, and where it is (for errors). */
+  private readonly heard = new Map<number, number>()
+  private readonly where = new Map<number, string>()
+  private pulse: NodeJS.Timeout | null = null
 
   private constructor(
     private readonly server: net.Server,
@@ -95,6 +122,7 @@ export class Peers {
 
   /** Dials every other member and waits for every other member to dial this one. */
   async connect(rank: number, addresses: readonly PeerAddress[]): Promise<void> {
+    const timeout = peerTimeoutMs()
     this.rank = rank
     this.expected = addresses.length - 1
     const accepted = new Promise<void>((res) => {
@@ -103,6 +131,32 @@ export class Peers {
     this.checkAccepted()
     await Promise.all(addresses.map((a, peer) => (peer === rank ? null : this.dial(peer, a))))
     await accepted
+    if (timeout > 0 && !this.failure) this.startPulse(timeout)
+  }
+
+  /** Pings every peer each quarter of `timeout` and fails the mesh on a peer silent for longer than `timeout`. */
+  private startPulse(timeout: number): void {
+    const beat = Math.max(10, Math.floor(timeout / 4))
+    const now = Date.now()
+    for (const peer of this.in.keys()) this.heard.set(peer, now)
+    this.pulse = setInterval(() => {
+      for (const s of this.out.values())
+        writeFrame(s, { comm: 0, seq: 0, kind: PING, chunk: 0, from: this.rank, total: 0 }).catch(() => {})
+      const t = Date.now()
+      for (const [peer, at] of this.heard) {
+        if (t - at <= timeout) continue
+        this.fail(
+          new FrayError(
+            'COLLECTIVE_PEER_LOST',
+            `mesh member ${peer} (at ${this.where.get(peer)}) sent nothing to member ${this.rank} for ` +
+              `${t - at} ms (FRAY_PEER_TIMEOUT_MS=${timeout}): its host is unreachable (partitioned) or stalled; ` +
+              'create the mesh again once it is back',
+          ),
+        )
+        return
+      }
+    }, beat)
+    this.pulse.unref()
   }
 
   private dial(peer: number, a: PeerAddress): Promise<void> {
@@ -111,18 +165,36 @@ export class Peers {
     const onread = {
       buffer,
       callback: (n: number) => {
+        if (this.pulse) this.heard.set(peer, Date.now())
         callback(n)
         return true
       },
     }
+    const local = a.path !== undefined && a.machine === thisMachine()
+    const where = local ? `${a.path}` : `${a.host}:${a.port}`
+    this.where.set(peer, where)
     return new Promise<void>((res, rej) => {
-      const s =
-        a.path && a.machine === thisMachine()
-          ? net.connect({ path: a.path, onread })
-          : net.connect({ port: a.port, host: a.host, onread })
-      s.once('error', rej)
+      const s = local ? net.connect({ path: a.path!, onread }) : net.connect({ port: a.port, host: a.host, onread })
+      const unreachable = (why: string) => {
+        s.destroy()
+        rej(
+          new FrayError(
+            'COLLECTIVE_PEER_LOST',
+            `mesh member ${this.rank} cannot reach member ${peer} at ${where} (${why}): that is the address its ` +
+              'host gave out (FRAY_ADVERTISE_HOST, else its FRAY_LISTEN_HOST); set FRAY_ADVERTISE_HOST on that ' +
+              "member's host to an address of it that the other members' hosts can reach",
+          ),
+        )
+      }
+      const timer = setTimeout(() => unreachable(`no connection within ${CONNECT_TIMEOUT_MS} ms`), CONNECT_TIMEOUT_MS)
+      const onError = (err: NodeJS.ErrnoException) => {
+        clearTimeout(timer)
+        unreachable(err.code ?? err.message)
+      }
+      s.once('error', onError)
       s.once('connect', () => {
-        s.off('error', rej)
+        clearTimeout(timer)
+        s.off('error', onError)
         s.setNoDelay(true)
         this.in.set(peer, s)
         this.watch(s, peer, this.in)
@@ -178,6 +250,7 @@ export class Peers {
   }
 
   private deliver(h: FrameHeader, b: Uint8Array): void {
+    if (h.kind === PING) return
     if (h.kind === ANNOUNCE) return this.agreements.heard(h.comm, h.seq, h.from, decodeCall(h.chunk, h.total))
     const k = this.key(h.comm, h.seq, h.kind, h.chunk, h.from)
     const w = this.waiters.get(k)
@@ -258,6 +331,8 @@ export class Peers {
   }
 
   private fail(err: FrayError): void {
+    if (this.pulse) clearInterval(this.pulse)
+    this.pulse = null
     if (this.failure) return
     this.failure = err
     for (const w of this.waiters.values()) w.reject(err)

@@ -2,7 +2,7 @@
  * @module The Unix socket files of this process's mesh members: removed at exit and on SIGTERM,
  * and the identity of this machine, so that a socket path is only dialed where it exists.
  */
-import { readFileSync, rmSync } from 'node:fs'
+import { readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { hostname } from 'node:os'
 
 const socketPaths = new Set<string>()
@@ -27,16 +27,22 @@ export function cleanUpOnSigterm(): void {
 }
 
 let machineId: string | undefined
-/** Identifies this machine (and boot), so that a Unix socket path is only used where it exists. */
+/**
+ * Identifies this network host (machine, boot and network namespace), so that a Unix socket path is only used
+ * where it exists and by members of the same host: members in other network namespaces of one machine (containers,
+ * test hosts) are other hosts, reached over TCP at the address they advertise.
+ */
 export function thisMachine(): string {
   if (machineId === undefined) {
     let boot = ''
+    let netns = ''
     try {
       boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
+      netns = readlinkSync('/proc/self/ns/net')
     } catch {
       /* not Linux: the host name alone */
     }
-    machineId = `${hostname()}/${boot}`
+    machineId = `${hostname()}/${boot}/${netns}`
   }
   return machineId
 }

@@ -8,6 +8,7 @@ import { ActorRuntime } from '../actor-runtime.js'
 import { cleanUpOnSigterm } from '../collective/socket-files.js'
 import { FrayError } from '../errors.js'
 import { errorPayload } from '../internal/wire.js'
+import { type HostAddresses, hostAddresses } from './advertise.js'
 import { ActorService, DriverService } from './services.js'
 
 cleanUpOnSigterm()
@@ -22,8 +23,23 @@ if (!driverAddress || !name) {
   process.exit(2)
 }
 // Where this host listens; `FRAY_ADVERTISE_HOST` is how others reach it (a task on another machine).
-const listenHost = process.env.FRAY_LISTEN_HOST ?? '127.0.0.1'
-const advertise = process.env.FRAY_ADVERTISE_HOST ?? listenHost
+let addresses: HostAddresses
+try {
+  addresses = hostAddresses(process.env)
+} catch (err) {
+  // Told to the driver too, so that its error names the address and the variable.
+  const message = (err as Error).message
+  process.stderr.write(`${message}\n`)
+  const driver = connect(DriverService, driverAddress, { deadlineMs: 10_000 })
+  await driver
+    .register({ name, address: '127.0.0.1:1', pid: process.pid })
+    .then(() => driver.built({ name, error: { name: 'FrayError', message, code: 'ACTOR_START_FAILED' } }))
+    .catch(() => {})
+  driver.close()
+  process.exit(2)
+}
+const listenHost = addresses.listen
+const advertise = addresses.advertise
 
 let runtime: ActorRuntime | null = null
 let stopping: (() => void) | null = null
