@@ -95,5 +95,10 @@ describe('the web-mixture experiment, tiny scale', () => {
     expect(page).toContain('charts/eval-loss-per-source.svg')
     const md = readFileSync(join(site, 'runs', 'web-mixture-tiny', record.run, 'report.md'), 'utf8')
     expect(md).toContain('| web | `token-caches/web-tokens@')
+
+    // Every step is content-addressed: a second run does nothing again.
+    const again = run()
+    for (const s of STEPS) expect(again).toMatch(new RegExp(`skip {2}${s}_[0-9a-f]{8}`))
+    expect(again).not.toMatch(/SUCCESS \S+_[0-9a-f]{8} /)
   }, 120_000)
 })
