@@ -3,7 +3,8 @@
  * process of its own: a 16-token prompt and 32 new tokens through `generate`, on LEVANTER_THREADS threads (the
  * bench sets 1). Prints one JSON line: tokens/s (new tokens over the whole call, prefill included; median of
  * `runs` after one warm-up), the weight bytes a token reads, and the memory bandwidth the native addon measures
- * on one thread (a STREAM-style copy, triad and read-only sum; absent where the addon does not run).
+ * on one thread (a STREAM-style copy, triad and read-only sum; absent where the addon does not run), and the peak
+ * RSS of the decoding (before the bandwidth's arrays).
  * `node --import tsx bench/decode-roofline.ts [runs]`
  */
 import { initBackend } from '../src/backend.js'
@@ -35,6 +36,7 @@ for (let r = 0; r < runs; r++) {
 const median = [...rates].sort((a, b) => a - b)[Math.floor(rates.length / 2)]!
 // Every matrix and the token table (the tied head reads all of it) once per token; of the position table, one row.
 const weightBytes = 4 * (model.numParams() - (GPT2_SMALL.seqLen - 1) * GPT2_SMALL.dModel)
+const peakRssMiB = process.resourceUsage().maxRSS / 1024 // before the bandwidth's arrays
 const addon = nativeGemm().addon
 const bw = addon?.memoryBandwidth ? addon.memoryBandwidth(256, 5) : undefined
 console.log(
@@ -46,6 +48,6 @@ console.log(
     rounds: rates,
     weightBytesPerToken: weightBytes,
     ...(bw ? { copyGBs: bw.copy, triadGBs: bw.triad, readGBs: bw.read } : {}),
-    peakRssMiB: process.resourceUsage().maxRSS / 1024,
+    peakRssMiB,
   }),
 )

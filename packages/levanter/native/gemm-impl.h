@@ -133,6 +133,8 @@ constexpr int64_t SMALL_M = 4;
 bool smallMHandles(const View& b, int64_t M, int64_t K, int64_t N);
 bool gemmSmallM(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
                 bool accumulate, bool threaded);
+// Backs the 2 MiB pages inside [b, b + floats) with huge pages, once each (native/gemv.cc says why).
+void adviseHugePages(const float* b, int64_t floats);
 
 // The AVX-512 instantiation (native/gemm512.cc, compiled with -mavx512f): call only where the CPU
 // has AVX-512F.

@@ -99,7 +99,10 @@ bool avx512Here() {
 bool gemmThreaded(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
   const int threads = levanter::Pool::get().threads();
   // a few rows: split by column groups in native/gemv.cc (a failure there is the packing buffers' error)
-  if (levanter::smallMHandles(b, M, K, N)) return levanter::gemmSmallM(a, b, c, N, M, K, N, accumulate, threads > 1);
+  if (levanter::smallMHandles(b, M, K, N)) {
+    if (K * N >= (int64_t{1} << 20)) levanter::adviseHugePages(b.x, (K - 1) * b.rs + (N - 1) * b.cs + 1);
+    return levanter::gemmSmallM(a, b, c, N, M, K, N, accumulate, threads > 1);
+  }
   if (threads == 1 || M * N * (K + 1) < (int64_t{1} << 20)) {
     if (!buffers()) return false;
     gemm(a, b, c, N, M, K, N, accumulate);

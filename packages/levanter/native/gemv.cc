@@ -15,12 +15,16 @@
 //    sums, which sit in an L1-sized buffer; a strip is a whole row where that fits, so B is read in
 //    order from start to end.
 //  - B transposed (brs = 1: the tied head reads the token table [V, D] as its [D, V] operand): eight
-//    of its rows (eight output columns) at once, eight floats of each along k per step, transposed in
+//    of its rows (eight output columns) at a time, eight floats of each along k per step, transposed in
 //    registers so that lane j of vector t holds column j at k + t; each row is read in order.
 #include <immintrin.h>
+#include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <unordered_set>
 #include <vector>
 
 #include "gemm-impl.h"
@@ -129,37 +133,45 @@ inline void transpose8(const __m256 r[8], __m256 out[8]) {
   out[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-// B transposed (op(B)(k, j) = w[j·ldw + k]): columns [j0, j1) of C, eight at a time; a group short
-// of eight repeats its last column in the missing lanes and stores only its own.
-template <int M>
+// B transposed (op(B)(k, j) = w[j·ldw + k]): columns [j0, j1) of C, 8·G at a time (G groups of eight, so G
+// independent FMA chains per row of A keep the FMA latency off the critical path); a block short of 8·G
+// columns repeats its last column in the missing lanes and stores only its own.
+template <int M, int G>
 void columnsOfB(const float* a, int64_t K, const float* w, int64_t ldw, float* c, int64_t ldc, int64_t j0, int64_t j1,
                 bool accumulate) {
-  alignas(32) float out[M][8];
-  for (int64_t g = j0; g < j1; g += 8) {
-    const int64_t n = j1 - g < 8 ? j1 - g : 8;
-    const float* r[8];
-    for (int p = 0; p < 8; p++) r[p] = w + (g + (p < n ? p : n - 1)) * ldw;
+  alignas(32) float out[8];
+  for (int64_t g = j0; g < j1; g += 8 * G) {
+    const int64_t n = j1 - g < 8 * G ? j1 - g : 8 * G;
+    const float* r[G][8];
+    for (int q = 0; q < 8 * G; q++) r[q / 8][q % 8] = w + (g + (q < n ? q : n - 1)) * ldw;
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kb = K - pc < KC ? K - pc : KC;
-      __m256 acc[M];
-      for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();
+      __m256 acc[G][M];
+      for (int h = 0; h < G; h++)
+        for (int i = 0; i < M; i++) acc[h][i] = _mm256_setzero_ps();
       int64_t k = pc;
       for (; k + 8 <= pc + kb; k += 8) {
-        __m256 rows[8], col[8];
-        for (int p = 0; p < 8; p++) rows[p] = _mm256_loadu_ps(r[p] + k);
-        transpose8(rows, col);
-        for (int t = 0; t < 8; t++)
-          for (int i = 0; i < M; i++) acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * K + k + t]), col[t], acc[i]);
+        for (int h = 0; h < G; h++) {
+          __m256 rows[8], col[8];
+          for (int p = 0; p < 8; p++) rows[p] = _mm256_loadu_ps(r[h][p] + k);
+          transpose8(rows, col);
+          for (int t = 0; t < 8; t++)
+            for (int i = 0; i < M; i++)
+              acc[h][i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * K + k + t]), col[t], acc[h][i]);
+        }
       }
-      for (; k < pc + kb; k++) {
-        const __m256 col = _mm256_setr_ps(r[0][k], r[1][k], r[2][k], r[3][k], r[4][k], r[5][k], r[6][k], r[7][k]);
-        for (int i = 0; i < M; i++) acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * K + k]), col, acc[i]);
-      }
+      for (; k < pc + kb; k++)
+        for (int h = 0; h < G; h++) {
+          const float* const* q = r[h];
+          const __m256 col = _mm256_setr_ps(q[0][k], q[1][k], q[2][k], q[3][k], q[4][k], q[5][k], q[6][k], q[7][k]);
+          for (int i = 0; i < M; i++) acc[h][i] = _mm256_fmadd_ps(_mm256_set1_ps(a[i * K + k]), col, acc[h][i]);
+        }
       const bool add = accumulate || pc > 0;
-      for (int i = 0; i < M; i++) {
-        _mm256_store_ps(out[i], acc[i]);
-        store(c + i * ldc + g, out[i], n, add);
-      }
+      for (int h = 0; h < G && 8 * h < n; h++)
+        for (int i = 0; i < M; i++) {
+          _mm256_store_ps(out, acc[h][i]);
+          store(c + i * ldc + g + 8 * h, out, n - 8 * h < 8 ? n - 8 * h : 8, add);
+        }
     }
   }
 }
@@ -167,7 +179,7 @@ void columnsOfB(const float* a, int64_t K, const float* w, int64_t ldw, float* c
 template <int M>
 void columns(const float* a, int64_t K, const View& b, float* c, int64_t ldc, int64_t j0, int64_t j1, bool acc) {
   if (b.cs == 1) rowsOfB<M>(a, K, b.x, b.rs, c, ldc, j0, j1, acc);
-  else columnsOfB<M>(a, K, b.x, b.cs, c, ldc, j0, j1, acc);
+  else columnsOfB<M, (M <= 2 ? 2 : 1)>(a, K, b.x, b.cs, c, ldc, j0, j1, acc);
 }
 
 void columnsAnyM(const float* a, int64_t M, int64_t K, const View& b, float* c, int64_t ldc, int64_t j0, int64_t j1,
@@ -196,7 +208,7 @@ bool gemmSmallM(const View& a, const View& b, float* c, int64_t ldc, int64_t M, 
   const int64_t groups = (N + 7) / 8;
   // at least ~256 KiB of B per thread: a smaller chunk is not worth waking one
   const int64_t grain = (int64_t{1} << 16) / (8 * K) + 1;
-  bool ok = true;
+  std::atomic<bool> ok{true};
   const auto part = [&](int64_t g0, int64_t g1) {
     if (b.cs == 1 && !stripBuf()) {
       ok = false;
@@ -208,6 +220,28 @@ bool gemmSmallM(const View& a, const View& b, float* c, int64_t ldc, int64_t M, 
   if (threaded) parallel_for(groups, grain, part);
   else part(0, groups);
   return ok;
+}
+
+// Decoding streams every weight once per token, and on 4 KiB pages a stream that long spends a good part of
+// its time on TLB misses (more so in a virtual machine, where each miss walks two page tables): the read
+// bandwidth of this machine's VM rose some 40% on 2 MiB pages. The weights sit in the wasm heap, touched
+// long before a product reads them, so the whole 2 MiB pages inside B are collapsed into huge pages the first
+// time (MADV_COLLAPSE, Linux 6.1+; elsewhere, or where it fails, nothing changes) and remembered.
+void adviseHugePages(const float* b, int64_t floats) {
+  constexpr uintptr_t HUGE = uintptr_t{1} << 21;
+  static std::mutex mu;
+  static std::unordered_set<uintptr_t> done;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(b) + HUGE - 1) & ~(HUGE - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(b + floats)) & ~(HUGE - 1);
+  std::lock_guard<std::mutex> lock(mu);
+  for (uintptr_t p = begin; p < end; p += HUGE) {
+    if (!done.insert(p).second) continue;
+    void* page = reinterpret_cast<void*>(p);
+#ifdef MADV_HUGEPAGE
+    madvise(page, HUGE, MADV_HUGEPAGE);
+#endif
+    madvise(page, HUGE, 25);  // MADV_COLLAPSE (older headers lack the name)
+  }
 }
 
 // setSmallM(on?): whether products of at most SMALL_M rows take this path (the default) or the blocked

@@ -1,9 +1,11 @@
 // This machine's memory bandwidth on one thread, STREAM-style: three float arrays far larger than
 // the caches, timed over copy (a = b), triad (a = b + s·c) and a read-only sum of a, best of a few
-// passes each. Bytes are counted as STREAM counts them (the arrays each pass names: 2, 3 and 1, no
+// passes each, on huge pages where the kernel gives them. Bytes are counted as STREAM counts them (the arrays each pass names: 2, 3 and 1, no
 // write-allocate traffic), in GB/s of 10^9 bytes. The bench divides it by the bytes a decoded token
 // reads (its weights) for generation's roofline; the read-only sum is the pattern of a matrix–vector
 // product.
+#include <sys/mman.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -42,9 +44,16 @@ napi_value MemoryBandwidth(napi_env env, napi_callback_info info) {
     return fail(env, "memoryBandwidth(megabytes, repeats): megabytes a whole number from 1 to 4096, repeats 1 to 100");
   const int64_t n = (mb * 1000000 / 4) & ~int64_t{31};
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-  float* a = static_cast<float*>(std::aligned_alloc(64, bytes));
-  float* b = static_cast<float*>(std::aligned_alloc(64, bytes));
-  float* c = static_cast<float*>(std::aligned_alloc(64, bytes));
+  // on 2 MiB pages where the kernel gives them, as the weights decoding streams are (native/gemv.cc)
+  constexpr size_t HUGE = size_t{1} << 21;
+  const size_t rounded = (bytes + HUGE - 1) & ~(HUGE - 1);
+  float* a = static_cast<float*>(std::aligned_alloc(HUGE, rounded));
+  float* b = static_cast<float*>(std::aligned_alloc(HUGE, rounded));
+  float* c = static_cast<float*>(std::aligned_alloc(HUGE, rounded));
+#ifdef MADV_HUGEPAGE
+  for (float* x : {a, b, c})
+    if (x) madvise(x, rounded, MADV_HUGEPAGE);
+#endif
   if (!a || !b || !c) {
     std::free(a);
     std::free(b);
