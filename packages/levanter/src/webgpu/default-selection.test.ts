@@ -29,10 +29,14 @@ async function select(
   return { out: JSON.parse(stdout.trim().split('\n').at(-1)!), logs }
 }
 
+/** The `gpu` run, started once: the first test checks it, the data-parallel ones compare their losses with it. */
+let gpuRun: ReturnType<typeof select> | undefined
+const selectGpu = () => (gpuRun ??= select('gpu'))
+
 const GPU = { vendor: 'nvidia', architecture: 'hopper', device: '0x2335', description: 'NVIDIA H200', software: false }
 
 test('with a hardware adapter the default is webgpu: one log line and the run name backend and adapter', async () => {
-  const { out, logs } = await select('gpu')
+  const { out, logs } = await selectGpu()
   expect(out.backend).toBe('webgpu')
   expect(out.info).toEqual({ name: 'webgpu', threads: 0, simd: false, adapter: GPU })
   const selected = logs.filter((l) => l.msg === 'tensor backend selected')
@@ -58,7 +62,7 @@ test.each(['software', 'throws', 'none'])(
 test.each([undefined, 'webgpu'])(
   'under a webgpu driver (LEVANTER_BACKEND=%s), data-parallel replicas train on webgpu, as one process',
   async (backend) => {
-    const [single, mesh] = [await select('gpu'), await select('gpu-mesh', backend)]
+    const [single, mesh] = [await selectGpu(), await select('gpu-mesh', backend)]
     expect(mesh.out.backend).toBe('webgpu')
     expect(mesh.out.run.error).toBeUndefined()
     expect(mesh.out.run.replicas).toEqual(['webgpu', 'webgpu'])

@@ -17,11 +17,10 @@ function run(args: string[]): Promise<{ code: number; stdout: string; stderr: st
 }
 
 test('bad usage exits 2 and names the flag', async () => {
-  const r = await run(['--steps', '0'])
+  const [r, unknown] = await Promise.all([run(['--steps', '0']), run(['--gpu'])])
   expect(r.code).toBe(2)
   expect(r.stderr).toMatch(/--steps 0: give a positive integer/)
   expect(r.stderr).toMatch(/usage: pnpm device-check/)
-  const unknown = await run(['--gpu'])
   expect(unknown.code).toBe(2)
   expect(unknown.stderr).toMatch(/--gpu/)
 })

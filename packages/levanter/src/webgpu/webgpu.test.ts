@@ -37,7 +37,7 @@ async function onWasm(specs: TrainSpec[]): Promise<number[][]> {
   return (JSON.parse(stdout.trim().split('\n').at(-1)!) as { losses: number[][] }).losses
 }
 
-/** The smallest model that still has every part (the growth and read-point tests run hundreds of SwiftShader steps). */
+/** The smallest model that still has every part (the growth and read-point tests run dozens of SwiftShader steps). */
 const SMALL = { type: 'llama', vocabSize: 16, seqLen: 8, dModel: 8, nLayers: 1, nHeads: 2 } as const
 const SMALL_TOKENS = Array.from({ length: 4000 }, (_, i) => (i * 7) % 15)
 
@@ -214,7 +214,7 @@ describe('webgpu backend', () => {
     expect(hooked).toEqual([4, eager.r.losses[3], 8, eager.r.losses[7]])
   }, 240_000)
 
-  test('no tensor or GPU-buffer growth over 200 device steps (results read every 10)', async () => {
+  test('no tensor or GPU-buffer growth over 50 device steps (results read every 10)', async () => {
     const model = createModel(SMALL, 2)
     const engine = new DeviceEngine(model, AdamWConfig.parse({}))
     const data = Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 })
@@ -229,18 +229,18 @@ describe('webgpu backend', () => {
     const before = memory()
     const t0 = performance.now()
     const seen: number[] = []
-    for (let s = 10; s < 210; s += 10) {
+    for (let s = 10; s < 60; s += 10) {
       await steps(s, 10)
       seen.push(memory().numBytesAllocatedInGPU!)
     }
     const after = memory()
-    console.log(`200 device steps on ${info.adapter!.description}: ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+    console.log(`50 device steps on ${info.adapter!.description}: ${((performance.now() - t0) / 1000).toFixed(1)} s`)
     expect(after.numTensors).toBe(before.numTensors)
     expect(after.numBytes).toBe(before.numBytes)
     expect(before.numBytesAllocatedInGPU).toBeGreaterThan(0)
     expect(seen).toEqual(seen.map(() => before.numBytesAllocatedInGPU))
-    expect(engine.transferred.toHost).toBe(210 * 8)
-    expect(engine.reads).toBe(21)
+    expect(engine.transferred.toHost).toBe(60 * 8)
+    expect(engine.reads).toBe(6)
     await engine.close()
     model.dispose()
   }, 240_000)
