@@ -20,6 +20,7 @@ import { ModelConfig } from '../models/config.js'
 import { createModel, specsOf } from '../models/lm.js'
 import { coordsOfRank, cutForMember, fsdpShard, initialPart, localParams } from './layout.js'
 import type { MeshShape } from './layout.js'
+import { holdWasmHeapTo } from './heap-limit.js'
 import { MeshEngine } from './mesh-engine.js'
 
 const child = fileURLToPath(new URL('../test-support/big-model-child.ts', import.meta.url))
@@ -127,6 +128,13 @@ describe('a model one process cannot train', () => {
     expect(line.message).toMatch(/fsdp: true/)
     expect(line.message).toMatch(/mesh: \{ model: 2 \}/)
   }, 120_000)
+})
+
+test('a heap limit that is no whole number of wasm pages up to 4 GiB is refused, naming it', () => {
+  for (const bytes of [0, 1000, 5 * 2 ** 30, Number.NaN])
+    expect(() => holdWasmHeapTo(bytes)).toThrow(
+      new RegExp(`wasm heap limit ${bytes}: give a positive multiple of 64 KiB`),
+    )
 })
 
 test.each([
