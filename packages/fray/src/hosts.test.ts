@@ -129,6 +129,13 @@ describe('advertised addresses, checked before an actor host serves', () => {
       'node-7',
     )
     expect(hostAddresses({}, local)).toEqual({ listen: '127.0.0.1', advertise: '127.0.0.1' })
+    // An iris task listening everywhere gives out the address its worker registered by.
+    expect(hostAddresses({ FRAY_LISTEN_HOST: '0.0.0.0', IRIS_WORKER_HOST: '10.1.2.3' }, local).advertise).toBe(
+      '10.1.2.3',
+    )
+    expect(check({ FRAY_LISTEN_HOST: '0.0.0.0', IRIS_WORKER_HOST: '10.7.7.7' })).toThrow(
+      /IRIS_WORKER_HOST=10\.7\.7\.7 \(FRAY_ADVERTISE_HOST unset\) is not an address of this host/,
+    )
   })
   test('an address of another host, a wildcard, one not listened on, or loopback with a remote driver is refused', () => {
     expect(check({ FRAY_LISTEN_HOST: '0.0.0.0', FRAY_ADVERTISE_HOST: '10.9.9.9' })).toThrow(

@@ -43,7 +43,11 @@ export type FrayIrisClientOptions = {
   iris: IrisClient | IrisClientOptions | FrayIrisClusterOptions
   /** Interface the driver's registry listens on; hosts must reach it. @default '127.0.0.1' */
   driverHost?: string
-  /** Where actor hosts listen, and the address they give out. @default '127.0.0.1' for both */
+  /**
+   * Where actor hosts listen, and the address they give out. @default '127.0.0.1' for both; with `hostListen:
+   * '0.0.0.0'` (workers on several hosts) and no `hostAdvertise`, each host gives out the address its iris worker
+   * registered by (`IRIS_WORKER_HOST`). Set `driverHost` to an address of the driver's host they can reach.
+   */
   hostListen?: string
   hostAdvertise?: string
 }
@@ -75,9 +79,11 @@ export class FrayIrisClient extends ClientBase implements Client {
   }
 
   protected startActor(spec: ActorSpec, opts: ActorOptions): ActorConnection {
+    const listen = this.opts.hostListen ?? '127.0.0.1'
+    const advertise = this.opts.hostAdvertise ?? (['0.0.0.0', '::'].includes(listen) ? undefined : listen)
     const env: Record<string, string> = {
-      FRAY_LISTEN_HOST: this.opts.hostListen ?? '127.0.0.1',
-      FRAY_ADVERTISE_HOST: this.opts.hostAdvertise ?? this.opts.hostListen ?? '127.0.0.1',
+      FRAY_LISTEN_HOST: listen,
+      ...(advertise === undefined ? {} : { FRAY_ADVERTISE_HOST: advertise }),
       ...opts.env,
     }
     const spawner = irisSpawner(this.iris, { env })

@@ -22,14 +22,21 @@ export function localAddresses(): string[] {
 
 /**
  * The host's listen and advertised addresses from `env`, or an Error saying why others could not reach the
- * advertised one. `driver` is `FRAY_DRIVER_ADDRESS` (host:port): a host whose driver is on another host must not
- * advertise loopback.
+ * advertised one. A host listening on every interface (`FRAY_LISTEN_HOST=0.0.0.0`) without `FRAY_ADVERTISE_HOST`
+ * gives out `IRIS_WORKER_HOST`, the address its iris worker registered by. A host whose driver
+ * (`FRAY_DRIVER_ADDRESS`, host:port) is on another host must not advertise loopback.
  */
 export function hostAddresses(env: NodeJS.ProcessEnv, local: readonly string[] = localAddresses()): HostAddresses {
   const listen = env.FRAY_LISTEN_HOST || '127.0.0.1'
-  const given = env.FRAY_ADVERTISE_HOST
+  // Listening on every interface as an iris task, unless told otherwise: the address its worker registered by.
+  const fromWorker = !env.FRAY_ADVERTISE_HOST && WILDCARDS.has(listen) ? env.IRIS_WORKER_HOST : undefined
+  const given = env.FRAY_ADVERTISE_HOST || fromWorker
   const advertise = given || listen
-  const what = given ? `FRAY_ADVERTISE_HOST=${advertise}` : `FRAY_LISTEN_HOST=${listen} (FRAY_ADVERTISE_HOST unset)`
+  const what = fromWorker
+    ? `IRIS_WORKER_HOST=${advertise} (FRAY_ADVERTISE_HOST unset)`
+    : given
+      ? `FRAY_ADVERTISE_HOST=${advertise}`
+      : `FRAY_LISTEN_HOST=${listen} (FRAY_ADVERTISE_HOST unset)`
   const mine = `this host's addresses: ${local.filter((a) => !isLoopback(a)).join(', ') || 'none but loopback'}`
   if (WILDCARDS.has(advertise))
     throw new Error(
@@ -38,7 +45,7 @@ export function hostAddresses(env: NodeJS.ProcessEnv, local: readonly string[] =
   const ip = bare(advertise)
   if (isIP(ip) !== 0 && !local.includes(ip))
     throw new Error(
-      `fray actor host: FRAY_ADVERTISE_HOST=${advertise} is not an address of this host (${mine}); ` +
+      `fray actor host: ${what} is not an address of this host (${mine}); ` +
         'set it to the address the other hosts reach this one by',
     )
   if (!WILDCARDS.has(listen) && isIP(bare(listen)) !== 0 && isIP(ip) !== 0 && bare(listen) !== ip)

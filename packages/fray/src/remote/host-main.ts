@@ -40,6 +40,8 @@ try {
 }
 const listenHost = addresses.listen
 const advertise = addresses.advertise
+// The actor's mesh links and parameter shards give out the same address.
+process.env.FRAY_ADVERTISE_HOST = advertise
 
 let runtime: ActorRuntime | null = null
 let stopping: (() => void) | null = null
