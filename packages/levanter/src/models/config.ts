@@ -66,6 +66,18 @@ export const LlamaConfig = z.strictObject({
   ropeScaling: RopeScaling.optional().describe('rotary frequency scaling; @default none'),
 })
 
+/** Qwen3: Llama's block with per-head RMSNorm on queries and keys before rotary, and a head size of its own. */
+export const Qwen3Config = z.strictObject({
+  type: z.literal('qwen3'),
+  ...modelConfigFields,
+  intermediateSize: LlamaConfig.shape.intermediateSize,
+  headDim: z.number().int().positive().optional().describe('size of each head; @default dModel / nHeads'),
+  nKvHeads: LlamaConfig.shape.nKvHeads,
+  rmsNormEps: z.number().positive().default(1e-6),
+  ropeTheta: z.number().positive().default(1_000_000),
+  tieWordEmbeddings: LlamaConfig.shape.tieWordEmbeddings,
+})
+
 /** What every model config holds, whatever its architecture. */
 export type ModelConfigBase = {
   readonly type: string
@@ -79,7 +91,7 @@ export type ModelConfigBase = {
 
 /** Config schemas by architecture `type`: the built-in ones, and those registered with an architecture. */
 const schemas = new Map<string, z.ZodType<ModelConfigBase>>(
-  [Gpt2Config, LlamaConfig].map((s) => [s.shape.type.value, s] as [string, z.ZodType<ModelConfigBase>]),
+  [Gpt2Config, LlamaConfig, Qwen3Config].map((s) => [s.shape.type.value, s] as [string, z.ZodType<ModelConfigBase>]),
 )
 
 /** Make `schema` the config schema of architecture `type` (registerArchitecture calls it). */
@@ -115,10 +127,13 @@ export type Gpt2ConfigInput = z.input<typeof Gpt2Config>
 export type Gpt2Config = z.output<typeof Gpt2Config>
 export type LlamaConfigInput = z.input<typeof LlamaConfig>
 export type LlamaConfig = z.output<typeof LlamaConfig>
+export type Qwen3ConfigInput = z.input<typeof Qwen3Config>
+export type Qwen3Config = z.output<typeof Qwen3Config>
 /** The input of any architecture's config (the built-in ones typed in full). */
 export type ModelConfigInput =
   | Gpt2ConfigInput
   | LlamaConfigInput
+  | Qwen3ConfigInput
   | ({ readonly type: string; readonly vocabSize: number } & Readonly<Record<string, unknown>>)
 /** A checked model config: the shared fields typed, its architecture's own fields beside them. */
 export type ModelConfig = ModelConfigBase & { readonly [field: string]: unknown }
