@@ -3,7 +3,9 @@
  * namespaces with their own addresses and folders, `@marin/rigging/net-hosts`), as iris tasks of workers there,
  * driven from host A through fray's iris backend. The replicas listen on every interface and give out the address
  * their worker registered by; their gradients are all-reduced over the link between the hosts. The losses equal the
- * one-process run's within 1e-4.
+ * one-process run's within 1e-4. A replica's host partitioned mid-training fails the step with REPLICA_FAILED naming
+ * that replica, bounded by FRAY_PEER_TIMEOUT_MS (the survivor's all-reduce) and the controller's worker timeout (the
+ * cut replica's task fails, and fray reports the actor dead).
  */
 import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
@@ -50,27 +52,45 @@ const { cfg, tokens, trainer: t, steps } = JSON.parse(config)
 const say = (o) => process.stdout.write(JSON.stringify(o) + '\\n')
 await initBackend()
 const client = new FrayIrisClient({ iris: { controller, token: process.env.IRIS_TOKEN }, driverHost, hostListen: '0.0.0.0' })
-try {
-  const trainer = new Trainer({ ...t, mesh: { data: 2 } }, { trackers: [new MemoryTracker()] })
-  const pipeline = new Pipeline({ dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }), model: new Gpt2LM(cfg, 2), trainer, maxSteps: steps })
-  const r = await withClient(client, () => pipeline.run())
-  // Where the replicas ran: the workers of this cluster's jobs (one per replica).
+// Where the replicas ran: each member's actor name and the worker of its job.
+const placement = async (pipeline) => {
   const iris = new IrisClient({ controller, token: process.env.IRIS_TOKEN })
-  const jobs = await iris.list()
-  const workers = (await Promise.all(jobs.map((j) => iris.attempts(j.jobId)))).map((at) => at.at(-1)?.workerId)
+  const jobs = await iris.list({ states: ['RUNNING'] })
+  const workers = await Promise.all(jobs.map(async (j) => [j.name, (await iris.attempts(j.jobId)).at(-1)?.workerId]))
   iris.close()
-  say({ step: 'trained', losses: [...r.losses], workers })
+  return { workers: Object.fromEntries(workers), members: pipeline.engine?.group.members.map((m) => m.$actor.name) }
+}
+const trainer = new Trainer({ ...t, mesh: { data: 2 } }, { trackers: [new MemoryTracker()] })
+const pipeline = new Pipeline({ dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }), model: new Gpt2LM(cfg, 2), trainer, maxSteps: steps })
+trainer.addHook(1, async (info) => {
+  if (info.step === 2) say({ step: 'placed', ...(await placement(pipeline)) })
+  say({ step: 'progress', n: info.step })
+})
+try {
+  const r = await withClient(client, () => pipeline.run())
+  say({ step: 'trained', losses: [...r.losses] })
 } catch (e) {
-  say({ step: 'error', message: String(e && e.message || e) })
+  say({ step: 'failed', code: e && e.code, message: String(e && e.message || e) })
 }
 await Promise.race([client.shutdown(), new Promise((r) => setTimeout(r, 15000))])
 process.exit(0)
 `
 
-const hostEnv = (h: NetHost) => ({ MARIN_PREFIX: join(h.dir, '.marin'), IRIS_TOKEN: TOKEN, LOG_LEVEL: 'warn' })
+// Replicas (iris tasks, which inherit their worker's environment) give up on a peer silent for PEER_TIMEOUT_MS; the
+// controller gives up on a worker silent for WORKER_TIMEOUT_MS and fails its tasks, which fray sees as their deaths.
+const PEER_TIMEOUT_MS = 2000
+const WORKER_TIMEOUT_MS = 3000
+const hostEnv = (h: NetHost) => ({
+  MARIN_PREFIX: join(h.dir, '.marin'),
+  IRIS_TOKEN: TOKEN,
+  LOG_LEVEL: 'warn',
+  FRAY_PEER_TIMEOUT_MS: String(PEER_TIMEOUT_MS),
+})
+type Placed = { workers: Record<string, string>; members: string[] }
 
 describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${why})` : ''}`, () => {
   let a: NetHost
+  let hosts: Record<string, NetHost>
   let controller: string
   let net: NetHosts | undefined
   afterAll(() => net?.close())
@@ -79,10 +99,16 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     net = makeNetHosts(3)
     const [ha, b, c] = net.hosts as [NetHost, NetHost, NetHost]
     a = ha
+    hosts = { wb: b, wc: c }
     controller = `${a.address}:10000`
-    const ctl = a.spawn(process.execPath, [IRIS_BIN, 'controller', '--host', a.address, '--port', '10000'], {
-      env: hostEnv(a),
-    })
+    const ctl = a.spawn(
+      process.execPath,
+      [IRIS_BIN, 'controller', '--host', a.address, '--port', '10000', '--heartbeat', '500ms'].concat([
+        '--worker-timeout',
+        `${WORKER_TIMEOUT_MS}ms`,
+      ]),
+      { env: hostEnv(a) },
+    )
     await ctl.waitFor(/listening on (\S+)/, 20_000)
     // One core each: the two replicas (one core each) run one per host.
     for (const [h, id] of [
@@ -95,27 +121,56 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
         { env: hostEnv(h) },
       )
   }, 40_000)
-
-  test('{ data: 2 } with a replica on each of two hosts trains as one process does', async () => {
-    const config = JSON.stringify({ cfg: CFG, tokens: TOKENS, trainer: TRAINER, steps: STEPS })
-    const driver = a.spawn(
+  const drive = (steps: number) =>
+    a.spawn(
       process.execPath,
-      ['--import', TSX, '--input-type=module', '-e', DRIVER, controller, a.address, config],
+      ['--import', TSX, '--input-type=module', '-e', DRIVER, controller, a.address].concat(
+        JSON.stringify({ cfg: CFG, tokens: TOKENS, trainer: TRAINER, steps }),
+      ),
       { env: hostEnv(a) },
     )
+
+  test('{ data: 2 } with a replica on each of two hosts trains as one process does', async () => {
+    const driver = drive(STEPS)
     const single = await new Pipeline({
       dataset: Dataset.fromTokens(TOKENS, { evalFraction: 0 }),
       model: new Gpt2LM(CFG, 2),
       trainer: new Trainer(TRAINER, { trackers: [new MemoryTracker()] }),
       maxSteps: STEPS,
     }).run()
-    const m = await driver.waitFor(/^\{"step":"(trained|error)".*$/m, 50_000).catch((e: Error) => {
+    const m = await driver.waitFor(/^\{"step":"(trained|failed)".*$/m, 50_000).catch((e: Error) => {
       throw new Error(`${e.message}; driver stderr: ${driver.stderr().slice(-1500)}`)
     })
-    const out = JSON.parse(m[0]) as { step: string; losses?: number[]; workers?: string[]; message?: string }
+    const out = JSON.parse(m[0]) as { step: string; losses?: number[]; message?: string }
     expect(out.message).toBeUndefined()
-    expect(out.workers?.sort()).toEqual(['wb', 'wc'])
+    const placed = JSON.parse((await driver.waitFor(/^\{"step":"placed".*$/m, 1000))[0]) as Placed
+    expect(Object.values(placed.workers).sort()).toEqual(['wb', 'wc'])
     expect(out.losses).toHaveLength(STEPS)
     out.losses!.forEach((l, i) => expect(Math.abs(l - single.losses[i]!)).toBeLessThan(1e-4))
+  }, 60_000)
+
+  test('a host partitioned mid-training fails the step with REPLICA_FAILED naming its replica, within the timeouts', async () => {
+    const driver = drive(100_000)
+    const placed = JSON.parse((await driver.waitFor(/^\{"step":"placed".*$/m, 50_000))[0]) as Placed
+    await driver.waitFor(/^\{"step":"progress","n":3\}$/m, 20_000)
+    // Cut the host of the second replica: the first one's all-reduce stops hearing from it.
+    // The job of an actor is named as fray names it: `fray-<actor name>`, other characters as '-'.
+    const lost = hosts[placed.workers[`fray-${placed.members[1]}`.replace(/[^A-Za-z0-9._-]/g, '-')] ?? '']
+    if (!lost) throw new Error(`no host for member 1 in ${JSON.stringify(placed)}`)
+    lost.cut()
+    const cutAt = Date.now()
+    try {
+      // Bounded by the peer timeout (the survivor's collective fails) and the worker timeout (the controller fails
+      // the cut replica's task, and fray reports it dead), plus slack for a loaded machine.
+      const m = await driver.waitFor(/^\{"step":"failed".*$/m, PEER_TIMEOUT_MS + WORKER_TIMEOUT_MS + 25_000)
+      const out = JSON.parse(m[0]) as { code: string; message: string }
+      console.log(`partitioned: ${out.code} ${Date.now() - cutAt} ms after the cut: ${out.message.slice(0, 300)}`)
+      expect(out.code).toBe('REPLICA_FAILED')
+      expect(out.message).toMatch(/replica 1 of 2 failed/)
+      expect(out.message).toContain(`actor ${placed.members[1]} died`)
+      expect(out.message).toContain('resume from the last checkpoint')
+    } finally {
+      lost.restore()
+    }
   }, 60_000)
 })
