@@ -24,16 +24,18 @@ test('2 replicas on webgpu match one webgpu process; each reads its flat gradien
   const adamw = AdamWConfig.parse({})
   const data = Dataset.fromTokens(TOKENS, { evalFraction: 0 })
   const batches = await Promise.all([0, 1, 2].map((s) => data.trainBatch(s, 4, SMALL.seqLen, 0)))
+  // The replicas start (their own processes) while this process trains the reference.
+  const model = createModel(SMALL, 2)
+  const params = model.numParams()
+  const starting = DataParallelEngine.create(model, adamw, 2).finally(() => model.dispose())
+  starting.catch(() => {})
   const single = new DeviceEngine(createModel(SMALL, 2), adamw)
   const one: StepResult[] = []
   for (const b of batches) one.push(await single.step(b, 1e-2))
   await single.close()
   single.model.dispose()
 
-  const model = createModel(SMALL, 2)
-  const params = model.numParams()
-  const engine = await DataParallelEngine.create(model, adamw, 2)
-  model.dispose()
+  const engine = await starting
   try {
     const dp: StepResult[] = []
     const tensors: number[][] = []
