@@ -16,8 +16,14 @@ export { LrSchedule } from './optim/schedule.js'
 export type { LrScheduleInput } from './optim/schedule.js'
 export { MeshConfig, MeshPlacement } from './parallel/mesh-config.js'
 export type { MeshConfigInput } from './parallel/mesh-config.js'
-export { Gpt2Config, LlamaConfig, ModelConfig, RopeScaling, modelConfigFields } from './models/config.js'
-export type { Gpt2ConfigInput, LlamaConfigInput, ModelConfigBase, ModelConfigInput } from './models/config.js'
+export { Gpt2Config, LlamaConfig, ModelConfig, Qwen3Config, RopeScaling, modelConfigFields } from './models/config.js'
+export type {
+  Gpt2ConfigInput,
+  LlamaConfigInput,
+  ModelConfigBase,
+  ModelConfigInput,
+  Qwen3ConfigInput,
+} from './models/config.js'
 
 export const TrainerConfig = z.strictObject({
   learningRate: z.number().positive().default(6e-4).describe('peak learning rate'),

@@ -18,19 +18,20 @@ export { LEVANTER_ERROR_CODES, LevanterError, isLevanterError } from './errors.j
 export type { LevanterErrorCode } from './errors.js'
 
 // Models
-export { Gpt2Config, LlamaConfig, ModelConfig, llamaHidden, modelConfigFields } from './models/config.js'
+export { Gpt2Config, LlamaConfig, ModelConfig, Qwen3Config, llamaHidden, modelConfigFields } from './models/config.js'
 export type {
   Gpt2ConfigInput,
   LlamaConfigInput,
   ModelConfigBase,
   ModelConfigInput,
+  Qwen3ConfigInput,
   RopeScaling,
 } from './models/config.js'
 export { CausalLM, Gpt2LM, LlamaLM, createModel, specsOf } from './models/lm.js'
 export type { ForwardArgs, ForwardResult, Placement } from './models/layers.js'
 export type { ParamSpec, Shard } from './models/param-spec.js'
 
-// Architectures: one value each (models/registry.ts); GPT-2 and Llama are registered on import
+// Architectures: one value each (models/registry.ts); GPT-2, Llama and Qwen3 are registered on import
 export {
   architectureOf,
   defineArchitecture,
@@ -41,6 +42,7 @@ export {
 export type { Architecture, HfNames, ModelAxisDim } from './models/registry.js'
 export { gpt2Architecture } from './models/gpt2.js'
 export { llamaArchitecture } from './models/llama.js'
+export { Qwen3LM, qwen3Architecture } from './models/qwen3.js'
 export { residual } from './models/stages.js'
 export type { Stage, Stages } from './models/stages.js'
 export { maskedCrossEntropy } from './loss.js'
