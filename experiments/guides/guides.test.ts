@@ -2,7 +2,7 @@
  * @module The guides of docs/guides/ run, at tiny scale, and show their code as it is: each fenced block that
  * follows `<!-- file: PATH -->` must be that file, byte for byte, so the docs and the code cannot drift.
  */
-import { spawnSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -20,15 +20,31 @@ function shownFiles(markdown: string): { file: string; shown: string }[] {
   }))
 }
 
-function run(script: string, args: string[], env: Record<string, string> = {}) {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', script, ...args], {
-    cwd: root,
-    encoding: 'utf8',
-    env: { ...process.env, GUIDE_SCALE: 'tiny', MARIN_PREFIX: prefix, LOG_LEVEL: 'warn', ...env },
-  })
-  if (r.status !== 0) throw new Error(`${script} exited ${r.status}:\n${r.stdout}\n${r.stderr}`)
-  return r.stdout
+/** Runs a guide's script at tiny scale; its stdout, or an error with both streams when it fails. */
+function run(script: string, args: string[], env: Record<string, string> = {}): Promise<string> {
+  return new Promise((resolve, reject) =>
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', script, ...args],
+      {
+        cwd: root,
+        encoding: 'utf8',
+        maxBuffer: 64 << 20,
+        env: { ...process.env, GUIDE_SCALE: 'tiny', MARIN_PREFIX: prefix, LOG_LEVEL: 'warn', ...env },
+      },
+      (err, stdout, stderr) =>
+        err ? reject(new Error(`${script} exited ${err.code}:\n${stdout}\n${stderr}`)) : resolve(stdout),
+    ),
+  )
 }
+
+/** The first experiment's two runs (the evaluation guide reuses its model): started by its test. */
+let firstExperiment: Promise<[string, string]> | undefined
+const runFirstExperiment = () =>
+  (firstExperiment ??= (async () => {
+    const out = await run('experiments/guides/first-experiment.ts', ['--local'])
+    return [out, await run('experiments/guides/first-experiment.ts', ['--local'])]
+  })())
 
 describe('the guides', () => {
   const guides = readdirSync(join(root, 'docs/guides')).filter((f) => f.endsWith('.md'))
@@ -48,25 +64,26 @@ describe('the guides', () => {
     expect(first).toEqual({ file: 'a.ts', shown: 'const a = 1\n' })
   })
 
-  test('first experiment: four steps succeed, then all are skipped', () => {
-    const out = run('experiments/guides/first-experiment.ts', ['--local'])
+  // The guides run side by side (each is its own process); the evaluation waits for the first experiment.
+  test.concurrent('first experiment: four steps succeed, then all are skipped', async () => {
+    const [out, again] = await runFirstExperiment()
     for (const s of ['guide-text', 'guide', 'guide-bpe', 'guide-gpt']) expect(out).toMatch(new RegExp(`SUCCESS ${s}_`))
-    const again = run('experiments/guides/first-experiment.ts', ['--local'])
     expect(again.match(/ {2}skip {2}/g)).toHaveLength(4)
-  }, 120_000)
+  }, 240_000)
 
-  test('evaluation task: reuses the trained model and stores its scores', () => {
-    const out = run('experiments/guides/evaluation-task.ts', ['--local'])
+  test.concurrent('evaluation task: reuses the trained model and stores its scores', async () => {
+    await runFirstExperiment()
+    const out = await run('experiments/guides/evaluation-task.ts', ['--local'])
     expect(out).toMatch(/skip {2}guide-gpt_/)
     expect(out).toMatch(/SUCCESS guide-eval_/)
     const dir = readdirSync(prefix).find((d) => d.startsWith('guide-eval_'))!
     const results = JSON.parse(readFileSync(join(prefix, dir, 'results.json'), 'utf8'))
     expect(results.ref).toBe('eval/guide-continuation@1')
     expect(results.tasks.brown_continuation).toMatchObject({ kind: 'multiple_choice', samples: 12 })
-  }, 120_000)
+  }, 240_000)
 
-  test('zephyr reader: TSV files read by the reader become a dataset', () => {
-    const out = run('experiments/guides/zephyr-reader.ts', ['--local'])
+  test.concurrent('zephyr reader: TSV files read by the reader become a dataset', async () => {
+    const out = await run('experiments/guides/zephyr-reader.ts', ['--local'])
     expect(out).toMatch(/SUCCESS guide-records_/)
     const dir = readdirSync(prefix).find((d) => d.startsWith('guide-tsv-jsonl_'))!
     const rows = readdirSync(join(prefix, dir))
@@ -82,15 +99,15 @@ describe('the guides', () => {
     expect(rows[0].text).toContain('\n') // newlines escaped in the TSV come back
   }, 120_000)
 
-  test('cluster: the first experiment runs as jobs on a local iris cluster', () => {
+  test.concurrent('cluster: the first experiment runs as jobs on a local iris cluster', async () => {
     const other = mkdtempSync(join(tmpdir(), 'guides-cluster-'))
     try {
-      const out = run('experiments/guides/cluster.ts', [], { MARIN_PREFIX: other })
+      const out = await run('experiments/guides/cluster.ts', [], { MARIN_PREFIX: other })
       for (const s of ['guide-text', 'guide', 'guide-bpe', 'guide-gpt'])
         expect(out).toMatch(new RegExp(`iris job first-experiment\\.${s}_[0-9a-f]{8}: SUCCEEDED`))
       expect(out).toContain('first-experiment: SUCCESS')
     } finally {
       rmSync(other, { recursive: true, force: true })
     }
-  }, 180_000)
+  }, 240_000)
 })
