@@ -3,12 +3,16 @@
  * trip, and all-reduce of 16 MiB across 2 local members against a single memcpy (bandwidth)
  * and a bare loopback TCP transfer of the same bytes (time), into a reused result array and
  * into a new one each time; and the same reduction as a reduce-scatter then an all-gather (two
- * collectives) against the all-reduce (one).
+ * collectives) against the all-reduce (one); and, where network namespaces can be made (root, iproute2), the
+ * all-reduce of 16 MiB between members on two network hosts (over a veth link and a bridge, TCP) against the same
+ * two members on one host (linked by Unix socket), both driven from a third host.
  */
 import { fork } from 'node:child_process'
 import net from 'node:net'
-import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { emit, median } from '@marin/rigging/bench'
+import { makeNetHosts, type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
 import { actorClass } from '../src/actor.js'
 import { LocalClient } from '../src/local-client.js'
 import { Mesh } from '../src/mesh.js'
@@ -180,3 +184,39 @@ emit({
 emit({ bench: 'fray', metric: 'allreduce_16mib_cpu_ms_per_member', value: median(reused.cpu), unit: 'ms' })
 emit({ bench: 'fray', metric: 'allreduce_16mib_new_array_cpu_ms_per_member', value: median(fresh.cpu), unit: 'ms' })
 await client.shutdown()
+
+// Across network hosts: the driver on host A, the members on B and C against both on A.
+const why = netHostsSupport()
+if (why !== undefined) process.stderr.write(`fray bench: all-reduce across hosts skipped: ${why}\n`)
+else {
+  const net = makeNetHosts(3)
+  try {
+    const [a, b, c] = net.hosts as [NetHost, NetHost, NetHost]
+    const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
+    const driver = fileURLToPath(new URL('./hosts-bench-driver.ts', import.meta.url))
+    const run = async (members: NetHost[]) => {
+      const hosts = members.map((h) => ({ ns: h.ns, address: h.address }))
+      const config = JSON.stringify({ driverHost: a.address, hosts, floats: BYTES / 4, rounds: 3 })
+      const r = await a.exec(process.execPath, ['--import', tsx, driver, config], { timeoutMs: 120_000 })
+      const line = r.stdout.split('\n').find((l) => l.startsWith('{"ms"'))
+      if (!line) throw new Error(`fray bench: the cross-host driver failed (${r.code}): ${r.stderr.slice(-1000)}`)
+      return (JSON.parse(line) as { ms: number[] }).ms
+    }
+    const across: number[] = []
+    const oneHost: number[] = []
+    for (let i = 0; i < 2; i++) {
+      across.push(...(await run([b, c])))
+      oneHost.push(...(await run([a, a])))
+    }
+    emit({
+      bench: 'fray',
+      metric: 'allreduce_16mib_2_hosts_ms',
+      value: median(across),
+      unit: 'ms',
+      baseline: median(oneHost),
+      lowerIsBetter: true,
+    })
+  } finally {
+    net.close()
+  }
+}
