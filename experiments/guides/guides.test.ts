@@ -50,7 +50,13 @@ describe('the guides', () => {
   const guides = readdirSync(join(root, 'docs/guides')).filter((f) => f.endsWith('.md'))
 
   test('every guide shows at least one experiment file, exactly as it is', () => {
-    expect(guides.sort()).toEqual(['cluster.md', 'evaluation-task.md', 'first-experiment.md', 'zephyr-reader.md'])
+    expect(guides.sort()).toEqual([
+      'add-an-architecture.md',
+      'cluster.md',
+      'evaluation-task.md',
+      'first-experiment.md',
+      'zephyr-reader.md',
+    ])
     for (const guide of guides) {
       const shown = shownFiles(readFileSync(join(root, 'docs/guides', guide), 'utf8'))
       expect(shown.length, guide).toBeGreaterThan(0)
@@ -110,4 +116,13 @@ describe('the guides', () => {
       rmSync(other, { recursive: true, force: true })
     }
   }, 240_000)
+
+  test.concurrent('add an architecture: a user architecture trains alone and on { model: 2 }, same losses', async () => {
+    const script = 'experiments/guides/add-an-architecture.ts'
+    const [one, model] = await Promise.all([run(script, []), run(script, ['model'])])
+    expect(one).toMatch(/^guide-gated-mlp: 3616 parameters, \d+ FLOPs per token$/m)
+    const [, first, last] = one.match(/^loss (\S+) → (\S+) in 20 steps$/m)!
+    expect(Number(last)).toBeLessThan(Number(first) * 0.7)
+    expect(model.match(/^loss .*$/m)?.[0]).toBe(`loss ${first} → ${last} in 20 steps`) // the members import it
+  }, 120_000)
 })

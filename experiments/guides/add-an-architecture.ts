@@ -1,0 +1,112 @@
+/**
+ * @module The add-an-architecture guide (docs/guides/add-an-architecture.md): a model of your own, defined in
+ * this file, registered by its `type`, then trained by levanter like a built-in one. `GUIDE_SCALE=tiny` makes
+ * it small enough for a test.
+ */
+import { CausalLM, Dataset, Gpt2Config, Pipeline, Trainer, createModel, initBackend } from '@marin/levanter'
+import { defineArchitecture, modelConfigFields, registerArchitecture, residual } from '@marin/levanter'
+import type { ForwardArgs, ForwardResult, ParamSpec } from '@marin/levanter'
+import * as tf from '@tensorflow/tfjs'
+import { fileURLToPath } from 'node:url'
+
+const tiny = process.env.GUIDE_SCALE === 'tiny'
+const TYPE = 'guide-gated-mlp'
+
+// 1. The config: the fields every architecture shares, and this one's own `hidden`. (zod is levanter's
+// dependency, not the workspace root's, so the schema is built from levanter's schemas; `type` is known: the
+// registry hands this schema only configs whose type is TYPE.)
+const shared = { vocabSize: true, seqLen: true, dModel: true, nLayers: true, nHeads: true, initStd: true } as const
+const GuideConfig = Gpt2Config.pick(shared)
+  .extend({ hidden: modelConfigFields.vocabSize.default(32).describe('MLP width') })
+  .strip()
+  .transform((c) => ({ ...c, type: TYPE }))
+type GuideConfig = ReturnType<typeof GuideConfig.parse>
+
+// 2. The parameters, in order, each with its init and its split over the model axis (tensor parallelism).
+const block = (i: number) => ['norm', 'gate.weight', 'up.weight', 'down.weight'].map((n) => `blocks.${i}.${n}`)
+const specs = (c: GuideConfig): ParamSpec[] => [
+  { name: 'tok.weight', shape: [c.vocabSize, c.dModel], init: { std: c.initStd }, decay: true },
+  ...Array.from({ length: c.nLayers }, (_, i): ParamSpec[] => {
+    const [norm, gate, up, down] = block(i) as [string, string, string, string]
+    return [
+      { name: norm, shape: [c.dModel], init: 'ones', decay: false },
+      { name: gate, shape: [c.dModel, c.hidden], init: { std: c.initStd }, decay: true, shard: 'column' },
+      { name: up, shape: [c.dModel, c.hidden], init: { std: c.initStd }, decay: true, shard: 'column' },
+      { name: down, shape: [c.hidden, c.dModel], init: { std: c.initStd }, decay: true, shard: 'row' },
+    ]
+  }).flat(),
+  { name: 'out.weight', shape: [c.dModel, c.vocabSize], init: { std: c.initStd }, decay: true },
+]
+
+// 3. The computation: x [B, T, D] · w [D, F] → [B, T, F]; a block is a gated MLP without its residual.
+const dense = (x: tf.Tensor, w: tf.Tensor) => {
+  const [B, T, D] = x.shape as [number, number, number]
+  return tf.reshape(tf.matMul(tf.reshape(x, [B * T, D]), w), [B, T, w.shape[1]!])
+}
+const gated = (x: tf.Tensor, [norm, gate, up, down]: tf.Tensor[]) => {
+  const h = tf.mul(x, norm!)
+  return dense(tf.mul(tf.sigmoid(dense(h, gate!)), dense(h, up!)), down!)
+}
+const embed = (c: GuideConfig, ids: tf.Tensor, table: tf.Tensor) => {
+  const [B, T] = ids.shape as [number, number]
+  return tf.reshape(tf.gather(table, tf.reshape(ids, [-1])), [B, T, c.dModel])
+}
+
+// 4. The model: a CausalLM whose `run` reads each parameter by name through `p`.
+class GuideLM extends CausalLM<GuideConfig> {
+  constructor(c: GuideConfig, seed: number) {
+    super(c, specs(c), seed)
+  }
+  protected run(...[p, ids, _at, _past, lastOnly = false]: ForwardArgs): ForwardResult {
+    let x = embed(this.config, ids, p('tok.weight'))
+    for (let i = 0; i < this.config.nLayers; i++) x = tf.add(x, gated(x, block(i).map(p)))
+    if (lastOnly) x = tf.slice(x, [0, x.shape[1]! - 1, 0], [-1, 1, -1])
+    return { logits: dense(x, p('out.weight')), kv: [] }
+  }
+}
+
+// 5. The architecture as a value. `stages` and `modelAxis` let it train on { model: n } meshes; `module` lets
+// replica processes, which receive only the config, import this file to find it.
+export const guideArchitecture = defineArchitecture({
+  type: TYPE,
+  config: GuideConfig,
+  specs,
+  create: (c: GuideConfig, seed: number) => new GuideLM(c, seed),
+  // 6 FLOPs per matmul parameter and token (the embedding is a lookup); no attention
+  flopsPerToken: (c, _seqLen, numParams) => 6 * (numParams - c.vocabSize * c.dModel),
+  modelAxis: (c) => [{ label: 'hidden', value: c.hidden, what: 'the MLP columns are split over it' }],
+  stages: (c, _model, lead) => ({
+    embed: { names: ['tok.weight'], split: false, fn: (ids, [table]) => embed(c, ids, table!) },
+    blocks: Array.from({ length: c.nLayers }, (_, i) => ({
+      names: block(i),
+      split: true,
+      fn: (x: tf.Tensor, w: tf.Tensor[]) => residual(lead, x, gated(x, w)),
+    })),
+    head: { names: ['out.weight'], split: false, fn: (x, [w]) => dense(x, w!) },
+  }),
+  module: import.meta.url,
+})
+registerArchitecture(guideArchitecture)
+
+// 6. From here on it is a model config like any other: build it, train it, read its loss. Only when this file
+// is the program: member processes import it for the definition above, and must not train.
+async function main(layout = process.argv[2]) {
+  const layouts = {
+    data: { mesh: { data: 2 } },
+    fsdp: { mesh: { data: 2 }, fsdp: true },
+    model: { mesh: { model: 2 } },
+  }
+  if (layout !== undefined && !(layout in layouts))
+    throw new Error(`add-an-architecture: layout "${layout}" is not one of ${Object.keys(layouts).join(', ')}`)
+  await initBackend()
+  const model = createModel({ type: TYPE, vocabSize: 16, seqLen: 16, dModel: tiny ? 16 : 64, nLayers: 2, nHeads: 2 })
+  const tokens = Array.from({ length: 4000 }, (_, i) => (i * 7 + (i >> 3)) % 16)
+  const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
+  const mesh = layout ? layouts[layout as keyof typeof layouts] : {}
+  const trainer = new Trainer({ learningRate: 3e-2, batchSize: 8, logEvery: 100, ...mesh }, { trackers: [] })
+  const { losses } = await new Pipeline({ dataset, model, trainer, maxSteps: tiny ? 20 : 200 }).run()
+  console.log(`${TYPE}: ${model.numParams()} parameters, ${model.flopsPerToken(16)} FLOPs per token`)
+  console.log(`loss ${losses[0]!.toFixed(3)} → ${losses.at(-1)!.toFixed(3)} in ${losses.length} steps`)
+  model.dispose()
+}
+if (process.argv[1] === fileURLToPath(import.meta.url)) await main()
