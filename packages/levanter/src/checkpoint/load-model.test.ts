@@ -12,6 +12,9 @@ import { exportHf, importHf } from './hf.js'
 import { loadModel } from './load-model.js'
 
 const tiny = { vocabSize: 13, seqLen: 8, dModel: 8, nLayers: 1, nHeads: 2 }
+/** Qwen3 with grouped-query attention (4 query heads over 2 key/value heads) and heads of 6, not dModel / nHeads. */
+const configOf = (type: 'gpt2' | 'llama' | 'qwen3') =>
+  type === 'qwen3' ? { type, ...tiny, nHeads: 4, nKvHeads: 2, headDim: 6 } : { type, ...tiny }
 const ids = () => tf.tensor2d([[1, 2, 3, 12]], [1, 4], 'int32')
 const logits = (m: CausalLM) => tf.tidy(() => Array.from(m.forward(ids()).dataSync()))
 
@@ -19,11 +22,11 @@ beforeAll(async () => {
   await initBackend()
 })
 
-test.each(['gpt2', 'llama'] as const)(
+test.each(['gpt2', 'llama', 'qwen3'] as const)(
   '%s: export into a finestore transaction and import from the view, no folder in between',
   async (type) => {
     const store = await openStore({ url: fs.mkdtempSync(path.join(os.tmpdir(), 'lev-hf-store-')) })
-    const m = createModel({ type, ...tiny }, 5)
+    const m = createModel(configOf(type), 5)
     const c = await store.commit(`models/${type}`, (txn) => exportHf(m, txn))
     const view = await store.open(c.ref)
     expect(view.files()).toEqual(['config.json', 'model.safetensors'])
@@ -31,6 +34,29 @@ test.each(['gpt2', 'llama'] as const)(
     store.close()
   },
 )
+
+test('loadModel: a Qwen3 folder and checkpoint artifact rebuild the model, its own head size kept', async () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-load-qwen3-'))
+  const store = await openStore({ url: path.join(root, 'store') })
+  const m = createModel(configOf('qwen3'), 8)
+  await exportHf(m, path.join(root, 'hf'))
+  const fromDir = await loadModel(path.join(root, 'hf'))
+  expect(fromDir.model.config).toMatchObject({ type: 'qwen3', nHeads: 4, nKvHeads: 2, headDim: 6 })
+  expect(logits(fromDir.model)).toEqual(logits(m))
+  const ck = await Checkpointer.open({ store, run: 'q' })
+  const manifest = { step: 3, dataPosition: 0, rng: { seed: 0 }, optimizerCount: 0, metrics: {} }
+  const shapes = new Map(m.specs.map((s) => [s.name, s.shape]))
+  await ck.save(
+    { ...manifest, config: { model: m.config, trainer: {} } },
+    { weights: await m.weights(), optimizer: new Map(), count: 0 },
+    shapes,
+  )
+  const fromCk = await loadModel('checkpoints/q', { store })
+  expect([fromCk.step, fromCk.model.config.headDim]).toEqual([3, 6])
+  expect(logits(fromCk.model)).toEqual(logits(m))
+  for (const x of [m, fromDir.model, fromCk.model]) x.dispose()
+  store.close()
+})
 
 test('loadModel: a folder, an exported artifact, a checkpoint artifact at its newest or a chosen step', async () => {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'lev-load-'))

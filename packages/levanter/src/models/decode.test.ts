@@ -10,6 +10,9 @@ import type { CausalLM } from './lm.js'
 import type { ModelConfigInput } from './config.js'
 
 const tiny = { vocabSize: 23, seqLen: 20, dModel: 16, nLayers: 2, nHeads: 2 }
+/** Qwen3 with grouped-query attention (4 query heads over 2 key/value heads) and heads of 6, not dModel / nHeads. */
+const qwen3 = { type: 'qwen3', ...tiny, nHeads: 4, nKvHeads: 2, headDim: 6 } as const
+const configOf = (type: 'gpt2' | 'llama' | 'qwen3') => (type === 'qwen3' ? qwen3 : { type, ...tiny })
 
 beforeAll(async () => {
   await initBackend()
@@ -30,9 +33,9 @@ function expectSame(got: ArrayLike<number>, want: ArrayLike<number>, within = 1e
   expect(d).toBeLessThan(within)
 }
 
-describe.each(['gpt2', 'llama'] as const)('%s batched decoding', (type) => {
+describe.each(['gpt2', 'llama', 'qwen3'] as const)('%s batched decoding', (type) => {
   test('prefill of prompts of different lengths gives each the full forward logits at every position', async () => {
-    const m = createModel({ type, ...tiny }, 11)
+    const m = createModel(configOf(type), 11)
     const prompts = [[3, 1, 4, 1, 5, 9], [2], [7, 1, 8]]
     const { logits, kv } = await prefill(m, prompts, true)
     prompts.forEach((p, r) => expect(Array.from(logits[r]!)).toEqual(Array.from(full(m, p))))
@@ -48,7 +51,7 @@ describe.each(['gpt2', 'llama'] as const)('%s batched decoding', (type) => {
     'rows at different positions decoded in one batch equal the full ' +
       'forward at each position; rows join and leave',
     async () => {
-      const m = createModel({ type, ...tiny }, 12)
+      const m = createModel(configOf(type), 12)
       const V = tiny.vocabSize
       const before = tf.memory().numTensors
       const seqs = [[5, 6, 7, 8, 9], [4]]
@@ -87,7 +90,7 @@ describe.each(['gpt2', 'llama'] as const)('%s batched decoding', (type) => {
   )
 
   test('a step past the context length fails with BAD_SHAPE naming seqLen', async () => {
-    const m = createModel({ type, ...tiny, seqLen: 4 }, 13)
+    const m = createModel({ ...configOf(type), seqLen: 4 }, 13)
     const cache = new BatchCache()
     const p = await prefill(m, [[1, 2, 3, 4]], false)
     cache.add(p.kv, [4])
@@ -98,7 +101,7 @@ describe.each(['gpt2', 'llama'] as const)('%s batched decoding', (type) => {
 })
 
 /** GPT-2; Llama with grouped-query attention and llama3 rotary scaling; Llama with one key/value head and linear
- * scaling (positions past the original context scaled). */
+ * scaling (positions past the original context scaled); Qwen3 with grouped-query attention and its own head size. */
 const CHUNKED: [string, ModelConfigInput][] = [
   ['gpt2', { type: 'gpt2', ...tiny }],
   [
@@ -115,6 +118,7 @@ const CHUNKED: [string, ModelConfigInput][] = [
     'llama mqa + linear rope',
     { type: 'llama', ...tiny, nHeads: 2, nKvHeads: 1, ropeScaling: { type: 'linear', factor: 2 } },
   ],
+  ['qwen3 gqa + headDim 6', qwen3],
 ]
 
 describe.each(CHUNKED)('%s chunked prefill', (_name, config) => {

@@ -6,14 +6,17 @@ import { Engine } from './engine.js'
 import type { SequenceResult, TokenEvent } from './engine.js'
 
 const tiny = { vocabSize: 40, seqLen: 32, dModel: 16, nLayers: 2, nHeads: 2 }
+/** Qwen3 with grouped-query attention (4 query heads over 2 key/value heads) and heads of 6, not dModel / nHeads. */
+const configOf = (type: 'gpt2' | 'llama' | 'qwen3') =>
+  type === 'qwen3' ? { type, ...tiny, nHeads: 4, nKvHeads: 2, headDim: 6 } : { type, ...tiny }
 
 beforeAll(async () => {
   await initBackend()
 })
 
-describe.each(['gpt2', 'llama'] as const)('%s engine', (type) => {
+describe.each(['gpt2', 'llama', 'qwen3'] as const)('%s engine', (type) => {
   test('sequences of different lengths decoded in one batch match levanter generate one by one', async () => {
-    const model = createModel({ type, ...tiny }, 4)
+    const model = createModel(configOf(type), 4)
     const engine = new Engine(model)
     const prompts = [[1, 2, 3], [7], [5, 6, 7, 8, 9, 10, 11]]
     const o = { temperature: 0.9, topP: 0.95, topK: 10 }
@@ -42,7 +45,7 @@ describe.each(['gpt2', 'llama'] as const)('%s engine', (type) => {
   })
 
   test('prompt log-probs from a batched prefill of different lengths equal levanter score', async () => {
-    const model = createModel({ type, ...tiny }, 5)
+    const model = createModel(configOf(type), 5)
     const engine = new Engine(model)
     const prompts = [
       [3, 9, 4, 1, 7, 2],
@@ -212,12 +215,12 @@ test('prompts are prefilled a token budget at a time, and running sequences deco
   model.dispose()
 })
 
-describe.each(['gpt2', 'llama'] as const)('%s chunked prefill', (type) => {
+describe.each(['gpt2', 'llama', 'qwen3'] as const)('%s chunked prefill', (type) => {
   test(
     'a long prompt arriving while another stream decodes is prefilled in chunks with decode steps between them, ' +
       'and completes as unchunked',
     async () => {
-      const model = createModel({ type, ...tiny }, 7)
+      const model = createModel(configOf(type), 7)
       const long = Array.from({ length: 25 }, (_, i) => (i * 7 + 3) % tiny.vocabSize)
       const base = { temperature: 0, topP: 1, seed: 0, topLogprobs: 0 }
       const log: string[] = []

@@ -5,7 +5,8 @@ import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { trainBpe } from '@marin/datakit'
 import type { BpeTokenizer } from '@marin/datakit'
-import { Gpt2LM, exportHf, initBackend } from '@marin/levanter'
+import type { CausalLM } from '@marin/levanter'
+import { Gpt2LM, Qwen3LM, exportHf, generate, initBackend } from '@marin/levanter'
 import { loadModel } from './load-model.js'
 import { startServer } from './server.js'
 import type { RunningServer } from './server.js'
@@ -296,6 +297,36 @@ describe('lifecycle', () => {
       expect(await loaded.model.weights()).toEqual(await model.weights())
       loaded.model.dispose()
     } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test("serves a Qwen3 checkpoint directory (grouped-query, heads of 6): levanter generate's tokens", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'serve-qwen3-'))
+    const heads = { nHeads: 4, nKvHeads: 2, headDim: 6 } // headDim ≠ dModel / nHeads
+    const qwen3 = new Qwen3LM({ vocabSize: 300, seqLen: 64, dModel: 16, nLayers: 2, ...heads })
+    let s: RunningServer | undefined
+    let served: CausalLM | undefined
+    try {
+      await exportHf(qwen3, dir)
+      fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON()))
+      const loaded = await loadModel({ checkpoint: dir })
+      served = loaded.model
+      expect(loaded.model.config).toMatchObject({ type: 'qwen3', ...heads })
+      s = await startServer({ model: loaded.model, tokenizer: loaded.tokenizer, name: 'qwen3', port: 0 })
+      const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0 })
+      const prompt = 'the lazy dog'
+      const r = await c.completions.create({ model: 'qwen3', prompt, max_tokens: 6, temperature: 0 })
+      const want = generate(qwen3, tokenizer.encode(prompt, { addSpecialTokens: true }), {
+        maxNewTokens: 6,
+        temperature: 0,
+      })
+      expect(r.usage!.completion_tokens).toBe(6)
+      expect(r.choices[0]!.text).toBe(tokenizer.decode(want.tokens))
+    } finally {
+      await s?.close()
+      served?.dispose()
+      qwen3.dispose()
       fs.rmSync(dir, { recursive: true, force: true })
     }
   })
