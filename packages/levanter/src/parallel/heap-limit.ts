@@ -7,19 +7,18 @@
 import { isLevanterError, LevanterError } from '../errors.js'
 import { WASM_HEAP_MAX_BYTES } from '../kernels/wasm-heap.js'
 
-/** A size the message names: "4.1 GiB", "145 MiB". */
-const size = (n: number) => (n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : `${(n / 2 ** 20).toFixed(0)} MiB`)
+/** A size as the messages name it: "4 GiB", "4.1 GiB", "145 MiB". */
+const size = (n: number) =>
+  n >= 2 ** 30 ? `${Number((n / 2 ** 30).toFixed(1))} GiB` : `${(n / 2 ** 20).toFixed(0)} MiB`
 const PAGE = 65536
+/** The part of `WebAssembly.Memory` this module patches (the project's type check has no WebAssembly types). */
+type MemoryProto = { grow(this: { buffer: ArrayBuffer }, delta: number): number }
+const Memory = (globalThis as unknown as { WebAssembly: { Memory: { prototype: MemoryProto } } }).WebAssembly.Memory
 let held: number | undefined
 
 /** Most this process's wasm heap can hold: 4 GiB, or the limit {@link holdWasmHeapTo} set. */
 export function wasmHeapLimit(): number {
   return held ?? WASM_HEAP_MAX_BYTES
-}
-
-/** `bytes` as the message names it: "4 GiB", "512 MiB". */
-export function heapSize(bytes: number): string {
-  return bytes >= 2 ** 30 && bytes % 2 ** 30 === 0 ? `${bytes / 2 ** 30} GiB` : `${(bytes / 2 ** 20).toFixed(0)} MiB`
 }
 
 /**
@@ -34,12 +33,12 @@ export function holdWasmHeapTo(bytes: number): void {
       'BAD_CONFIG',
       `wasm heap limit ${bytes}: give a positive multiple of 64 KiB (a wasm page) up to 4 GiB`,
     )
-  if (held !== undefined) throw new LevanterError('BAD_CONFIG', `the wasm heap is already held to ${heapSize(held)}`)
+  if (held !== undefined) throw new LevanterError('BAD_CONFIG', `the wasm heap is already held to ${size(held)}`)
   held = bytes
-  const grow = WebAssembly.Memory.prototype.grow
-  WebAssembly.Memory.prototype.grow = function (this: WebAssembly.Memory, delta: number): number {
+  const grow = Memory.prototype.grow
+  Memory.prototype.grow = function (this: { buffer: ArrayBuffer }, delta: number): number {
     if (this.buffer.byteLength + delta * PAGE > bytes)
-      throw new RangeError(`WebAssembly.Memory.grow(): held to ${heapSize(bytes)} (holdWasmHeapTo)`)
+      throw new RangeError(`WebAssembly.Memory.grow(): held to ${size(bytes)} (holdWasmHeapTo)`)
     return grow.call(this, delta)
   }
 }
@@ -54,7 +53,7 @@ export function explainOutOfMemory(err: unknown, numParams: number): unknown {
   // Parameters and their gradients live on the heap together at the end of the backward pass.
   const least = 8 * numParams
   const limit = wasmHeapLimit()
-  const heap = `${heapSize(limit)} wasm heap`
+  const heap = `${size(limit)} wasm heap`
   const why =
     least > limit
       ? `its parameters and their gradients alone need ${size(least)}, more than one process's ${heap} ` +
