@@ -7,8 +7,12 @@ import { nativeGemm } from './native-gemm.js'
 const addon = nativeGemm().addon
 const PAGE = 65536
 
+// The WebAssembly API as far as used here (the project's type libraries do not declare it).
+const WA = (
+  globalThis as unknown as { WebAssembly: { Memory: new (d: { initial: number }) => { buffer: ArrayBuffer } } }
+).WebAssembly
 /** One wasm heap for every case: A at 0, then B, then C. */
-const memory = new WebAssembly.Memory({ initial: Math.ceil((4 * (4 * 800 + 800 * 50257 + 16 * 50257)) / PAGE) + 8 })
+const memory = new WA.Memory({ initial: Math.ceil((4 * (4 * 800 + 800 * 50257 + 16 * 50257)) / PAGE) + 8 })
 
 function fill(n: number, seed: number): Float32Array {
   const out = new Float32Array(n)
