@@ -16,10 +16,19 @@ export { LrSchedule } from './optim/schedule.js'
 export type { LrScheduleInput } from './optim/schedule.js'
 export { MeshConfig, MeshPlacement } from './parallel/mesh-config.js'
 export type { MeshConfigInput } from './parallel/mesh-config.js'
-export { Gpt2Config, LlamaConfig, ModelConfig, Qwen3Config, RopeScaling, modelConfigFields } from './models/config.js'
+export {
+  Gpt2Config,
+  LlamaConfig,
+  MixtralConfig,
+  ModelConfig,
+  Qwen3Config,
+  RopeScaling,
+  modelConfigFields,
+} from './models/config.js'
 export type {
   Gpt2ConfigInput,
   LlamaConfigInput,
+  MixtralConfigInput,
   ModelConfigBase,
   ModelConfigInput,
   Qwen3ConfigInput,

@@ -24,6 +24,8 @@ test('exports', async () => {
       "LrSchedule",
       "MemoryTracker",
       "MeshEngine",
+      "MixtralConfig",
+      "MixtralLM",
       "MixtureDataset",
       "ModelConfig",
       "Pipeline",
@@ -58,6 +60,7 @@ test('exports', async () => {
       "logSoftmax",
       "maskCount",
       "maskedCrossEntropy",
+      "mixtralArchitecture",
       "modelConfigFields",
       "modelFromCheckpoint",
       "name",
@@ -78,6 +81,7 @@ test('exports', async () => {
       "unregisterLevanterKernels",
       "useDecodeKernel",
       "version",
+      "withAuxLoss",
     ]
   `)
 })

@@ -18,10 +18,19 @@ export { LEVANTER_ERROR_CODES, LevanterError, isLevanterError } from './errors.j
 export type { LevanterErrorCode } from './errors.js'
 
 // Models
-export { Gpt2Config, LlamaConfig, ModelConfig, Qwen3Config, llamaHidden, modelConfigFields } from './models/config.js'
+export {
+  Gpt2Config,
+  LlamaConfig,
+  MixtralConfig,
+  ModelConfig,
+  Qwen3Config,
+  llamaHidden,
+  modelConfigFields,
+} from './models/config.js'
 export type {
   Gpt2ConfigInput,
   LlamaConfigInput,
+  MixtralConfigInput,
   ModelConfigBase,
   ModelConfigInput,
   Qwen3ConfigInput,
@@ -31,7 +40,7 @@ export { CausalLM, Gpt2LM, LlamaLM, createModel, specsOf } from './models/lm.js'
 export type { ForwardArgs, ForwardResult, Placement } from './models/layers.js'
 export type { ParamSpec, Shard } from './models/param-spec.js'
 
-// Architectures: one value each (models/registry.ts); GPT-2, Llama and Qwen3 are registered on import
+// Architectures: one value each (models/registry.ts); GPT-2, Llama, Qwen3 and Mixtral are registered on import
 export {
   architectureOf,
   defineArchitecture,
@@ -43,9 +52,10 @@ export type { Architecture, HfNames, ModelAxisDim } from './models/registry.js'
 export { gpt2Architecture } from './models/gpt2.js'
 export { llamaArchitecture } from './models/llama.js'
 export { Qwen3LM, qwen3Architecture } from './models/qwen3.js'
+export { MixtralLM, mixtralArchitecture } from './models/moe.js'
 export { residual } from './models/stages.js'
 export type { Stage, Stages } from './models/stages.js'
-export { maskedCrossEntropy } from './loss.js'
+export { maskedCrossEntropy, withAuxLoss } from './loss.js'
 
 // Data
 export { Dataset } from './data/dataset.js'

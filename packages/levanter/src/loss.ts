@@ -3,6 +3,24 @@ import * as tf from '@tensorflow/tfjs'
 import { fusedCrossEntropy } from './kernels/cross-entropy.js'
 
 /**
+ * `loss` plus a model's auxiliary loss per row `aux` [B] (models/layers.ts `ForwardResult`), each row weighted by
+ * its masked tokens over `denominator` (as the cross-entropy is): microbatches and replicas add up to the whole
+ * batch's value. Without `aux`, `loss` itself.
+ */
+export function withAuxLoss(
+  loss: tf.Scalar,
+  aux: tf.Tensor | undefined,
+  mask: tf.Tensor,
+  denominator?: number,
+): tf.Scalar {
+  if (!aux) return loss
+  return tf.tidy(() => {
+    const denom = denominator ?? tf.maximum(tf.sum(mask), 1)
+    return tf.add(loss, tf.div(tf.sum(tf.mul(aux, tf.sum(mask, 1))), denom)) as tf.Scalar
+  })
+}
+
+/**
  * Σ mask·(−log p(target)) / `denominator`. logits [B, T, V], targets [B, T] int32, mask [B, T] float.
  * The denominator defaults to Σ mask (at least 1, computed where the tensors are); microbatches
  * and replicas pass the global count so their sums add up to the whole batch's mean exactly. One

@@ -2,7 +2,7 @@
 import * as tf from '@tensorflow/tfjs'
 import { sliceBatch } from './data/batch.js'
 import type { Batch } from './data/batch.js'
-import { maskedCrossEntropy } from './loss.js'
+import { maskedCrossEntropy, withAuxLoss } from './loss.js'
 import type { CausalLM } from './models/lm.js'
 import { heapFloats } from './kernels/wasm-heap.js'
 
@@ -41,7 +41,10 @@ function accumulateGrads(
     bytesToDevice += mb.inputs.byteLength + mb.targets.byteLength + 4 * mb.mask.length
     const { value, grads } = tf.tidy(() => {
       const { ids, targets, mask } = batchTensors(mb)
-      return tf.variableGrads(() => maskedCrossEntropy(model.forward(ids), targets, mask, denominator), vars)
+      return tf.variableGrads(() => {
+        const { logits, aux } = model.forwardTraining(ids)
+        return withAuxLoss(maskedCrossEntropy(logits, targets, mask, denominator), aux, mask, denominator)
+      }, vars)
     })
     onLoss(value)
     const gs = names.map((n) => grads[model.params.get(n)!.name]!)

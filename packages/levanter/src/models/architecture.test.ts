@@ -193,7 +193,9 @@ describe('an architecture is a value', () => {
       err = e
     }
     expect(isLevanterError(err) && err.code).toBe('BAD_CONFIG')
-    expect(String(err)).toMatch(/type "mamba" is not a registered architecture \(registered: gpt2, llama, qwen3, tiny-mlp\)/)
+    expect(String(err)).toMatch(
+      /type "mamba" is not a registered architecture \(registered: gpt2, llama, mixtral, qwen3, tiny-mlp\)/,
+    )
     expect(() => specsOf({ type: 'mamba', vocabSize: 11 })).toThrow(/"mamba".*registerArchitecture/)
     expect(ModelConfig.safeParse({ type: 'mamba', vocabSize: 11 }).success).toBe(false)
     // another value under a registered type is refused; the same one again is not

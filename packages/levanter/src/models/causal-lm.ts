@@ -96,6 +96,11 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
 
   /** Forward with parameters from `p` (replicas, gradients over other tensors). */
   forwardWith(p: (name: string) => tf.Tensor, ids: tf.Tensor): tf.Tensor {
+    this.#checkLength(ids)
+    return tf.tidy(() => this.run(p, ids, { offset: 0 }, undefined, false, false).logits)
+  }
+
+  #checkLength(ids: tf.Tensor): void {
     const T = ids.shape[1]!
     if (T > this.config.seqLen) {
       throw new LevanterError(
@@ -103,7 +108,15 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
         `input: ${T} positions exceed the model's seqLen ${this.config.seqLen}; shorten the input`,
       )
     }
-    return tf.tidy(() => this.run(p, ids, { offset: 0 }, undefined, false, false).logits)
+  }
+
+  /** ids [B, T] → logits [B, T, V] and the architecture's auxiliary loss per row [B], if it has one (training). */
+  forwardTraining(ids: tf.Tensor): { logits: tf.Tensor; aux?: tf.Tensor } {
+    this.#checkLength(ids)
+    return tf.tidy(() => {
+      const { logits, aux } = this.run((n) => this.param(n), ids, { offset: 0 }, undefined, false, false)
+      return aux ? { logits, aux } : { logits }
+    })
   }
 
   /**

@@ -78,6 +78,25 @@ export const Qwen3Config = z.strictObject({
   tieWordEmbeddings: LlamaConfig.shape.tieWordEmbeddings,
 })
 
+/** Mixtral (mixture of experts): Llama's attention; each block's MLP is `nExperts` SwiGLU experts behind a linear
+ * router that sends every token to its `topK` experts. */
+export const MixtralConfig = z.strictObject({
+  type: z.literal('mixtral'),
+  ...modelConfigFields,
+  intermediateSize: LlamaConfig.shape.intermediateSize,
+  nKvHeads: LlamaConfig.shape.nKvHeads,
+  rmsNormEps: z.number().positive().default(1e-5),
+  ropeTheta: z.number().positive().default(1_000_000),
+  tieWordEmbeddings: LlamaConfig.shape.tieWordEmbeddings,
+  nExperts: z.number().int().min(2).default(8).describe('experts per block'),
+  topK: z.number().int().positive().default(2).describe('experts each token is routed to; at most nExperts'),
+  routerAuxLossCoef: z
+    .number()
+    .nonnegative()
+    .default(0.001)
+    .describe("weight of the router's load-balancing loss added to the training loss"),
+})
+
 /** What every model config holds, whatever its architecture. */
 export type ModelConfigBase = {
   readonly type: string
@@ -91,7 +110,9 @@ export type ModelConfigBase = {
 
 /** Config schemas by architecture `type`: the built-in ones, and those registered with an architecture. */
 const schemas = new Map<string, z.ZodType<ModelConfigBase>>(
-  [Gpt2Config, LlamaConfig, Qwen3Config].map((s) => [s.shape.type.value, s] as [string, z.ZodType<ModelConfigBase>]),
+  [Gpt2Config, LlamaConfig, Qwen3Config, MixtralConfig].map(
+    (s) => [s.shape.type.value, s] as [string, z.ZodType<ModelConfigBase>],
+  ),
 )
 
 /** Make `schema` the config schema of architecture `type` (registerArchitecture calls it). */
@@ -129,11 +150,14 @@ export type LlamaConfigInput = z.input<typeof LlamaConfig>
 export type LlamaConfig = z.output<typeof LlamaConfig>
 export type Qwen3ConfigInput = z.input<typeof Qwen3Config>
 export type Qwen3Config = z.output<typeof Qwen3Config>
+export type MixtralConfigInput = z.input<typeof MixtralConfig>
+export type MixtralConfig = z.output<typeof MixtralConfig>
 /** The input of any architecture's config (the built-in ones typed in full). */
 export type ModelConfigInput =
   | Gpt2ConfigInput
   | LlamaConfigInput
   | Qwen3ConfigInput
+  | MixtralConfigInput
   | ({ readonly type: string; readonly vocabSize: number } & Readonly<Record<string, unknown>>)
 /** A checked model config: the shared fields typed, its architecture's own fields beside them. */
 export type ModelConfig = ModelConfigBase & { readonly [field: string]: unknown }

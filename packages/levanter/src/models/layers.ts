@@ -134,7 +134,9 @@ export type ForwardArgs = [
 
 /** logits [B, T, V] ([B, 1, V] with `lastOnly`) and each layer's keys/values, `past` included (none when `keepKv` is
  * false). */
-export type ForwardResult = { logits: tf.Tensor; kv: LayerKv[] }
+/** `aux`: an auxiliary training loss per row [B] (e.g. a router's load-balancing loss), added by loss.ts
+ * `withAuxLoss`; absent for most architectures. */
+export type ForwardResult = { logits: tf.Tensor; kv: LayerKv[]; aux?: tf.Tensor }
 
 /** Additive causal mask [T, S]: query t (absolute position offset+t) sees keys 0…offset+t. */
 export function causalBias(T: number, S: number, offset: number): tf.Tensor {

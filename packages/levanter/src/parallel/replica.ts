@@ -23,7 +23,7 @@ import { DeviceAdamW } from '../optim/adamw-device.js'
 import { batchTensors, computeGrads, computeGradsOnDevice, flattenGrads } from '../train-step.js'
 import { streamGradients } from '../kernels/lean-backprop.js'
 import { heapFloats } from '../kernels/wasm-heap.js'
-import { maskedCrossEntropy } from '../loss.js'
+import { maskedCrossEntropy, withAuxLoss } from '../loss.js'
 import { fromWire, toWire } from './wire.js'
 import type { WireTensors } from './wire.js'
 
@@ -170,7 +170,10 @@ export class Replica {
     let value: tf.Tensor
     try {
       value = await streamGradients(
-        () => maskedCrossEntropy(model.forward(ids), targets, mask, denominator),
+        () => {
+          const { logits, aux } = model.forwardTraining(ids)
+          return withAuxLoss(maskedCrossEntropy(logits, targets, mask, denominator), aux, mask, denominator)
+        },
         vars,
         (i, g) => {
           flat.set(heapFloats(g, backend) ?? (g.dataSync() as Float32Array), at[i]!)

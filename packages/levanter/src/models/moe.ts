@@ -1,0 +1,359 @@
+/**
+ * @module A mixture-of-experts architecture in Mixtral's shape (also OLMoE's): Llama's attention (RMSNorm, rotary,
+ * grouped-query), and in every block, instead of one SwiGLU MLP, `nExperts` SwiGLU experts (w1 gate, w3 up, w2 down)
+ * behind a linear router (`block_sparse_moe.gate`). Each token's router logits go through a softmax, its `topK`
+ * experts are kept and their weights renormalised to sum to 1 (as Mixtral does); the block's output is the weighted
+ * sum of those experts' outputs. Names are MixtralForCausalLM's; linear weights are stored [in, out] here.
+ *
+ * Every expert is evaluated densely on every token and masked by the routing weights (zero for the experts not
+ * chosen): exact, and fine at small sizes, but it costs nExperts dense MLPs, not topK.
+ *
+ * The router's load-balancing loss (Switch / Mixtral): nExperts · Σ_e f_e · P_e, where over a sequence's tokens in
+ * every layer together f_e is the share of top-k slots routed to expert e and P_e the mean router probability of e
+ * (transformers' `load_balancing_loss_func` for one sequence). Training adds `routerAuxLossCoef` times it per row,
+ * weighted by the row's share of the loss-masked tokens (loss.ts `withAuxLoss`), so microbatches and data-parallel
+ * replicas sum to the whole batch's value. Over the model axis (and with fsdp, which runs the same stages) each
+ * expert splits like a dense MLP: columns of w1/w3, rows of w2; the router is replicated. Those stages carry no
+ * auxiliary loss: with routerAuxLossCoef > 0 they refuse to train (BAD_CONFIG); use { data: n } without fsdp.
+ */
+import * as tf from '@tensorflow/tfjs'
+import { LevanterError } from '../errors.js'
+import { fusedDecodeAttention } from '../kernels/attention.js'
+import type { LayerKv } from './batch-cache.js'
+import { CausalLM } from './causal-lm.js'
+import { MixtralConfig } from './config.js'
+import type { MixtralConfigInput } from './config.js'
+import {
+  applyRope,
+  attention,
+  decodeStepOver,
+  lastPosition,
+  linear,
+  mergeHeads,
+  rmsNorm,
+  ropeTables,
+  splitHeads,
+  tiedHead,
+} from './layers.js'
+import type { ForwardArgs, ForwardResult } from './layers.js'
+import { repeatKv } from './llama.js'
+import { mat, ones } from './param-spec.js'
+import type { ParamSpec } from './param-spec.js'
+import { defineArchitecture } from './registry.js'
+import { residual } from './stages.js'
+import type { Stage, Stages } from './stages.js'
+
+const TYPE = 'mixtral'
+const CLASS = 'MixtralForCausalLM'
+
+/** Key/value heads. */
+export const mixtralKvHeads = (c: MixtralConfig): number => c.nKvHeads ?? c.nHeads
+/** Each expert's SwiGLU hidden size: round(8/3·dModel) up to a multiple of 32 unless given. */
+export const mixtralHidden = (c: MixtralConfig): number => c.intermediateSize ?? Math.ceil((8 * c.dModel) / 3 / 32) * 32
+
+const expertNames = (l: string, e: number): string[] =>
+  ['w1', 'w3', 'w2'].map((n) => `${l}.block_sparse_moe.experts.${e}.${n}.weight`)
+
+/** The parameters, in order, with their sharding rules (each expert splits like a dense MLP). */
+export function mixtralSpecs(c: MixtralConfig): ParamSpec[] {
+  const D = c.dModel,
+    F = mixtralHidden(c),
+    KV = (mixtralKvHeads(c) * D) / c.nHeads,
+    s = c.initStd,
+    proj = s / Math.sqrt(2 * c.nLayers)
+  const specs: ParamSpec[] = [mat('model.embed_tokens.weight', [c.vocabSize, D], s)]
+  for (let i = 0; i < c.nLayers; i++) {
+    const l = `model.layers.${i}`
+    specs.push(
+      ones(`${l}.input_layernorm.weight`, D),
+      mat(`${l}.self_attn.q_proj.weight`, [D, D], s, 'column'),
+      mat(`${l}.self_attn.k_proj.weight`, [D, KV], s, 'column'),
+      mat(`${l}.self_attn.v_proj.weight`, [D, KV], s, 'column'),
+      mat(`${l}.self_attn.o_proj.weight`, [D, D], proj, 'row'),
+      ones(`${l}.post_attention_layernorm.weight`, D),
+      mat(`${l}.block_sparse_moe.gate.weight`, [D, c.nExperts], s),
+    )
+    for (let e = 0; e < c.nExperts; e++) {
+      const [w1, w3, w2] = expertNames(l, e) as [string, string, string]
+      specs.push(mat(w1, [D, F], s, 'column'), mat(w3, [D, F], s, 'column'), mat(w2, [F, D], proj, 'row'))
+    }
+  }
+  specs.push(ones('model.norm.weight', D))
+  if (!c.tieWordEmbeddings) specs.push(mat('lm_head.weight', [D, c.vocabSize], s))
+  return specs
+}
+
+/** 1 where an expert is among a token's top k (probs [N, E]); no gradient flows through the choice. */
+const topKMask = (k: number) =>
+  tf.customGrad((...args: (tf.Tensor | ((s: tf.Tensor[]) => void))[]) => {
+    const probs = args[0] as tf.Tensor
+    const E = probs.shape[probs.rank - 1]!
+    const { indices } = tf.topk(probs, k)
+    return { value: tf.sum(tf.oneHot(indices, E), -2), gradFunc: () => [tf.zerosLike(probs)] }
+  })
+
+/** One block's router over m [B, T, D]: the top-k weights [B, T, E] (renormalised, zero elsewhere), the router
+ * probabilities and the chosen-expert mask (for the load-balancing loss). */
+function route(
+  c: MixtralConfig,
+  m: tf.Tensor,
+  gate: tf.Tensor,
+): { weights: tf.Tensor; probs: tf.Tensor; chosen: tf.Tensor } {
+  const probs = tf.softmax(linear(m, gate)) // [B, T, E]
+  const chosen = topKMask(c.topK)(probs) as tf.Tensor
+  const kept = tf.mul(probs, chosen)
+  return { weights: tf.div(kept, tf.sum(kept, -1, true)), probs, chosen }
+}
+
+/** Σ_e weights[..., e] · SwiGLU_e(m): every expert run densely, masked by its routing weight. */
+function experts(m: tf.Tensor, weights: tf.Tensor, w: readonly tf.Tensor[]): tf.Tensor {
+  let out: tf.Tensor | undefined
+  const E = w.length / 3
+  for (let e = 0; e < E; e++) {
+    const [w1, w3, w2] = w.slice(3 * e, 3 * e + 3) as [tf.Tensor, tf.Tensor, tf.Tensor]
+    const gate = linear(m, w1)
+    const y = linear(tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, w3)), w2) // silu(w1·m)·(w3·m), down
+    const part = tf.mul(y, tf.slice(weights, [0, 0, e], [-1, -1, 1]))
+    out = out ? tf.add(out, part) : part
+  }
+  return out!
+}
+
+/** ids [B, T] placed by `at` → logits, each layer's keys/values and (`aux`) each row's load-balancing loss, times
+ * routerAuxLossCoef (see {@link ForwardArgs}). */
+export function mixtralForward(c: MixtralConfig, ...[p, ids, at, past, lastOnly = false]: ForwardArgs): ForwardResult {
+  const [B, T] = ids.shape as [number, number]
+  const K = c.dModel / c.nHeads,
+    Hkv = mixtralKvHeads(c),
+    groups = c.nHeads / Hkv
+  const { cos, sin } = ropeTables(at, B, T, K, c.ropeTheta)
+  let x = tf.reshape(tf.gather(p('model.embed_tokens.weight'), tf.reshape(ids, [-1])), [B, T, c.dModel])
+  const kv: LayerKv[] = []
+  let routed: tf.Tensor | undefined, prob: tf.Tensor | undefined // Σ over layers and positions, [B, E]
+  for (let i = 0; i < c.nLayers; i++) {
+    const l = `model.layers.${i}`
+    const w = (n: string) => p(`${l}.${n}.weight`)
+    const a = rmsNorm(x, w('input_layernorm'), c.rmsNormEps)
+    const q = applyRope(splitHeads(linear(a, w('self_attn.q_proj')), c.nHeads), cos, sin)
+    const k = applyRope(splitHeads(linear(a, w('self_attn.k_proj')), Hkv), cos, sin)
+    const v = splitHeads(linear(a, w('self_attn.v_proj')), Hkv)
+    const prev = past?.[i]
+    const flat = (t: tf.Tensor) => tf.reshape(t, [B, 1, -1])
+    const cached = prev && decodeStepOver(at, T)
+    const step =
+      cached && prev
+        ? fusedDecodeAttention(flat(q), flat(k), flat(v), prev, cached, { nHeads: c.nHeads, nKvHeads: Hkv })
+        : undefined
+    let merged: tf.Tensor
+    if (step) {
+      kv.push({ k: step.k, v: step.v })
+      merged = step.out
+    } else {
+      const kAll = prev ? tf.concat([prev.k, k], 2) : k,
+        vAll = prev ? tf.concat([prev.v, v], 2) : v
+      kv.push({ k: kAll, v: vAll })
+      merged = mergeHeads(attention(q, repeatKv(kAll, groups), repeatKv(vAll, groups), at))
+    }
+    x = tf.add(x, linear(merged, w('self_attn.o_proj')))
+    const m = rmsNorm(x, w('post_attention_layernorm'), c.rmsNormEps)
+    const r = route(c, m, w('block_sparse_moe.gate'))
+    const names = Array.from({ length: c.nExperts }, (_, e) => expertNames(l, e)).flat()
+    x = tf.add(x, experts(m, r.weights, names.map(p)))
+    const [sr, sp] = [tf.sum(r.chosen, 1), tf.sum(r.probs, 1)]
+    routed = routed ? tf.add(routed, sr) : sr
+    prob = prob ? tf.add(prob, sp) : sp
+  }
+  // per row, over its L·T routed tokens: nExperts · Σ_e (routed_e / (L·T)) · (prob_e / (L·T))
+  const n = c.nLayers * T
+  const aux = tf.mul(tf.sum(tf.mul(routed!, prob!), -1), (c.routerAuxLossCoef * c.nExperts) / (n * n))
+  x = rmsNorm(lastOnly ? lastPosition(x) : x, p('model.norm.weight'), c.rmsNormEps)
+  const logits = c.tieWordEmbeddings ? tiedHead(x, p('model.embed_tokens.weight')) : linear(x, p('lm_head.weight'))
+  return { logits, kv, aux }
+}
+
+/** The stages of a Mixtral for a member of `model` (`lead`: its model coordinate is 0); no auxiliary loss. */
+export function mixtralStages(c: MixtralConfig, model: number, lead: boolean): Stages {
+  const heads = c.nHeads / model,
+    kvHeads = mixtralKvHeads(c) / model,
+    K = c.dModel / c.nHeads
+  const noAux = () => {
+    if (c.routerAuxLossCoef > 0)
+      throw new LevanterError(
+        'BAD_CONFIG',
+        `model: routerAuxLossCoef ${c.routerAuxLossCoef}: mixtral's tensor-parallel and fsdp stages do not add the ` +
+          'router loss; set routerAuxLossCoef 0 for mesh.model > 1 or fsdp, or train on { data: n } without fsdp',
+      )
+  }
+  const attn = ['input_layernorm', 'q_proj', 'k_proj', 'v_proj', 'o_proj']
+  const blocks: Stage[] = []
+  for (let i = 0; i < c.nLayers; i++) {
+    const l = `model.layers.${i}`
+    const moe = Array.from({ length: c.nExperts }, (_, e) => expertNames(l, e)).flat()
+    blocks.push(
+      {
+        names: attn.map((n, j) => `${l}.${j === 0 ? '' : 'self_attn.'}${n}.weight`),
+        split: true,
+        fn: (x, [g, wq, wk, wv, wo]) => {
+          noAux()
+          const [B, T] = x.shape as [number, number, number]
+          const { cos, sin } = ropeTables({ offset: 0 }, B, T, K, c.ropeTheta)
+          const a = rmsNorm(x, g!, c.rmsNormEps)
+          const q = applyRope(splitHeads(linear(a, wq!), heads), cos, sin)
+          const k = applyRope(splitHeads(linear(a, wk!), kvHeads), cos, sin)
+          const v = splitHeads(linear(a, wv!), kvHeads)
+          const out = attention(q, repeatKv(k, heads / kvHeads), repeatKv(v, heads / kvHeads), { offset: 0 })
+          return residual(lead, x, linear(mergeHeads(out), wo!))
+        },
+      },
+      {
+        names: [`${l}.post_attention_layernorm.weight`, `${l}.block_sparse_moe.gate.weight`, ...moe],
+        split: true,
+        fn: (x, [g, gate, ...w]) => {
+          const m = rmsNorm(x, g!, c.rmsNormEps)
+          return residual(lead, x, experts(m, route(c, m, gate!).weights, w))
+        },
+      },
+    )
+  }
+  return {
+    embed: {
+      names: ['model.embed_tokens.weight'],
+      split: false,
+      fn: (ids, [w]) => {
+        const [B, T] = ids.shape as [number, number]
+        return tf.reshape(tf.gather(w!, tf.reshape(ids, [-1])), [B, T, c.dModel])
+      },
+    },
+    blocks,
+    head: {
+      names: ['model.norm.weight', c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'],
+      split: false,
+      fn: (x, [g, w]) => {
+        const h = rmsNorm(x, g!, c.rmsNormEps)
+        return c.tieWordEmbeddings ? tiedHead(h, w!) : linear(h, w!)
+      },
+    },
+  }
+}
+
+/** Mixtral-style mixture-of-experts language model. @example new MixtralLM({ vocabSize: 512, seqLen: 128,
+ * dModel: 64, nLayers: 2, nHeads: 4, nKvHeads: 2, nExperts: 4, topK: 2, intermediateSize: 64 }) */
+export class MixtralLM extends CausalLM<MixtralConfig> {
+  constructor(config: Omit<MixtralConfigInput, 'type'> & { type?: 'mixtral' }, seed = 0) {
+    const c = MixtralConfig.parse({ ...config, type: TYPE })
+    if (c.nKvHeads !== undefined && c.nHeads % c.nKvHeads !== 0)
+      throw new LevanterError(
+        'BAD_CONFIG',
+        `model: nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}; ` +
+          `each key/value head serves the same number of query heads`,
+      )
+    if (c.topK > c.nExperts)
+      throw new LevanterError('BAD_CONFIG', `model: topK ${c.topK} exceeds nExperts ${c.nExperts}; lower topK`)
+    if ((c.dModel / c.nHeads) % 2 !== 0)
+      throw new LevanterError('BAD_CONFIG', `model: head size ${c.dModel / c.nHeads} must be even (rotary pairs)`)
+    super(c, mixtralSpecs(c), seed)
+  }
+  protected run(...args: ForwardArgs): ForwardResult {
+    return mixtralForward(this.config, ...args)
+  }
+}
+
+function fromHfConfig(j: Record<string, unknown>, file: string): MixtralConfigInput {
+  const n = (k: string) => {
+    if (typeof j[k] !== 'number')
+      throw new LevanterError('BAD_CHECKPOINT', `${file}: field "${k}" is missing or not a number`)
+    return j[k] as number
+  }
+  const opt = (k: string) => (j[k] === undefined || j[k] === null ? undefined : n(k))
+  if (j.tie_word_embeddings !== undefined && typeof j.tie_word_embeddings !== 'boolean')
+    throw new LevanterError('BAD_CHECKPOINT', `${file}: field "tie_word_embeddings" is not true or false`)
+  if (j.sliding_window !== undefined && j.sliding_window !== null)
+    throw new LevanterError('BAD_CHECKPOINT', `${file}: sliding_window is not supported for ${CLASS}; set it null`)
+  if (j.rope_scaling !== undefined && j.rope_scaling !== null)
+    throw new LevanterError('BAD_CHECKPOINT', `${file}: rope_scaling is not supported for ${CLASS}; remove it`)
+  if (j.hidden_act !== undefined && j.hidden_act !== 'silu')
+    throw new LevanterError('BAD_CHECKPOINT', `${file}: hidden_act ${JSON.stringify(j.hidden_act)} is not silu`)
+  const heads = n('num_attention_heads'),
+    kv = opt('num_key_value_heads') ?? heads
+  return {
+    type: TYPE,
+    vocabSize: n('vocab_size'),
+    seqLen: n('max_position_embeddings'),
+    dModel: n('hidden_size'),
+    nLayers: n('num_hidden_layers'),
+    nHeads: heads,
+    intermediateSize: n('intermediate_size'),
+    nExperts: n('num_local_experts'),
+    topK: n('num_experts_per_tok'),
+    routerAuxLossCoef: opt('router_aux_loss_coef') ?? 0.001,
+    rmsNormEps: n('rms_norm_eps'),
+    ropeTheta: opt('rope_theta') ?? 1_000_000,
+    initStd: opt('initializer_range') ?? 0.02,
+    ...(kv !== heads ? { nKvHeads: kv } : {}),
+    ...(j.tie_word_embeddings ? { tieWordEmbeddings: true } : {}),
+  }
+}
+
+/** Mixtral as an architecture value (registered by models/builtin.ts). */
+export const mixtralArchitecture = defineArchitecture({
+  type: TYPE,
+  config: MixtralConfig,
+  specs: mixtralSpecs,
+  create: (c: MixtralConfig, seed: number) => new MixtralLM(c, seed),
+  // as a dense decoder whose MLP is the topK experts a token uses (the dense evaluation here runs all of them):
+  // 6 per parameter touched, less the experts not chosen, and attention's 12·layers·dModel·seqLen
+  flopsPerToken: (c, seqLen, numParams) => {
+    const idle = c.nLayers * (c.nExperts - c.topK) * 3 * c.dModel * mixtralHidden(c)
+    return 6 * (numParams - idle) + 12 * c.nLayers * c.dModel * seqLen
+  },
+  stages: mixtralStages,
+  modelAxis: (c) => [
+    { label: 'nKvHeads', value: mixtralKvHeads(c), what: 'key/value heads are split over it' },
+    { label: "each expert's MLP width", value: mixtralHidden(c), what: 'its columns are split over it' },
+  ],
+  hf: {
+    modelType: TYPE,
+    className: CLASS,
+    fields: new Map([
+      ['vocabSize', 'vocab_size'],
+      ['seqLen', 'max_position_embeddings'],
+      ['dModel', 'hidden_size'],
+      ['nLayers', 'num_hidden_layers'],
+      ['nHeads', 'num_attention_heads'],
+      ['intermediateSize', 'intermediate_size'],
+      ['nKvHeads', 'num_key_value_heads'],
+      ['nExperts', 'num_local_experts'],
+      ['topK', 'num_experts_per_tok'],
+      ['routerAuxLossCoef', 'router_aux_loss_coef'],
+      ['rmsNormEps', 'rms_norm_eps'],
+      ['ropeTheta', 'rope_theta'],
+      ['tieWordEmbeddings', 'tie_word_embeddings'],
+      ['initStd', 'initializer_range'],
+    ]),
+    toConfig: (c) => ({
+      architectures: [CLASS],
+      model_type: TYPE,
+      vocab_size: c.vocabSize,
+      max_position_embeddings: c.seqLen,
+      hidden_size: c.dModel,
+      intermediate_size: mixtralHidden(c),
+      num_hidden_layers: c.nLayers,
+      num_attention_heads: c.nHeads,
+      num_key_value_heads: mixtralKvHeads(c),
+      num_local_experts: c.nExperts,
+      num_experts_per_tok: c.topK,
+      router_aux_loss_coef: c.routerAuxLossCoef,
+      output_router_logits: c.routerAuxLossCoef > 0,
+      hidden_act: 'silu',
+      rms_norm_eps: c.rmsNormEps,
+      rope_theta: c.ropeTheta,
+      initializer_range: c.initStd,
+      tie_word_embeddings: c.tieWordEmbeddings ?? false,
+      sliding_window: null,
+    }),
+    fromConfig: fromHfConfig,
+    // nn.Linear weights: [out, in] in the files, [in, out] here
+    transposed: (name) => /(_proj|lm_head|\.w[123]|\.gate)\.weight$/.test(name),
+    unusedOk: (c, t) => /\.rotary_emb\.inv_freq$/.test(t) || (t === 'lm_head.weight' && !!c.tieWordEmbeddings),
+  },
+})

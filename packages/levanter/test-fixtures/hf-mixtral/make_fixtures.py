@@ -1,0 +1,156 @@
+"""Reference Mixtral (mixture-of-experts) checkpoint, logits and router loss for levanter's tests.
+
+An independent implementation (PyTorch + numpy, no levanter code, no transformers): it writes a
+tiny MixtralForCausalLM-style checkpoint (config.json + safetensors, written by hand here), the
+logits its own forward pass gives for fixed ids, and the router's load-balancing loss. The forward
+follows transformers' Mixtral: Llama's decoder (RMSNorm, rotary, grouped-query attention) whose MLP
+is a sparse block: a linear router (block_sparse_moe.gate), softmax over its logits, the top k
+experts kept and their weights renormalised to sum to 1, each expert a SwiGLU (w2(silu(w1 x) * w3 x)).
+The loss is transformers' load_balancing_loss_func for one sequence: the router logits of every
+layer concatenated, num_experts * sum_e (share of top-k slots routed to e) * (mean router prob of e).
+Run once with a Python that has torch:
+
+    /usr/bin/python3 packages/levanter/test-fixtures/hf-mixtral/make_fixtures.py
+
+The outputs are committed; the tests do not need torch.
+"""
+import json
+import math
+import os
+import struct
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IDS = [3, 17, 0, 21, 8, 8, 13, 5, 23, 12]
+V, D, F, L, HEADS, KV, E, TOPK = 24, 16, 12, 2, 4, 2, 4, 2
+THETA, EPS, MAXPOS, COEF = 1_000_000.0, 1e-5, 32, 0.02
+
+
+def make_weights(gen):
+    w = {}
+
+    def mat(name, shape, std=0.3):
+        w[name] = torch.randn(*shape, generator=gen, dtype=torch.float32) * std
+
+    def norm(name, n):
+        w[name] = 1.0 + 0.2 * torch.randn(n, generator=gen, dtype=torch.float32)
+
+    mat("model.embed_tokens.weight", (V, D), 0.5)
+    for i in range(L):
+        p = f"model.layers.{i}"
+        norm(f"{p}.input_layernorm.weight", D)
+        mat(f"{p}.self_attn.q_proj.weight", (HEADS * D // HEADS, D))  # nn.Linear: [out, in]
+        mat(f"{p}.self_attn.k_proj.weight", (KV * D // HEADS, D))
+        mat(f"{p}.self_attn.v_proj.weight", (KV * D // HEADS, D))
+        mat(f"{p}.self_attn.o_proj.weight", (D, D))
+        norm(f"{p}.post_attention_layernorm.weight", D)
+        mat(f"{p}.block_sparse_moe.gate.weight", (E, D), 0.8)
+        for e in range(E):
+            q = f"{p}.block_sparse_moe.experts.{e}"
+            mat(f"{q}.w1.weight", (F, D))
+            mat(f"{q}.w2.weight", (D, F))
+            mat(f"{q}.w3.weight", (F, D))
+    norm("model.norm.weight", D)
+    mat("lm_head.weight", (V, D), 0.5)
+    return w
+
+
+def forward(w, ids):
+    g = {k: t.to(torch.float64) for k, t in w.items()}
+    T, K = len(ids), D // HEADS
+    x = g["model.embed_tokens.weight"][torch.tensor(ids)]  # [T, D]
+    inv = 1.0 / (THETA ** (np.arange(0, K, 2, dtype=np.float64) / K))
+    freqs = torch.tensor(np.outer(np.arange(T), inv))  # [T, K/2]
+    cos, sin = torch.cat([freqs.cos()] * 2, -1), torch.cat([freqs.sin()] * 2, -1)
+
+    def rms(v, weight):
+        return v / torch.sqrt((v * v).mean(-1, keepdim=True) + EPS) * weight
+
+    def rope(v):  # v [h, T, K], rotate_half
+        a, b = v[..., : K // 2], v[..., K // 2:]
+        return v * cos + torch.cat([-b, a], -1) * sin
+
+    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1)
+    router_logits = []
+    for i in range(L):
+        p = f"model.layers.{i}"
+        a = rms(x, g[f"{p}.input_layernorm.weight"])
+        q = rope((a @ g[f"{p}.self_attn.q_proj.weight"].T).view(T, HEADS, K).transpose(0, 1))
+        k = rope((a @ g[f"{p}.self_attn.k_proj.weight"].T).view(T, KV, K).transpose(0, 1))
+        v = (a @ g[f"{p}.self_attn.v_proj.weight"].T).view(T, KV, K).transpose(0, 1)
+        k = k.repeat_interleave(HEADS // KV, 0)
+        v = v.repeat_interleave(HEADS // KV, 0)
+        att = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(K) + mask, -1) @ v  # [h, T, K]
+        x = x + att.transpose(0, 1).reshape(T, D) @ g[f"{p}.self_attn.o_proj.weight"].T
+        m = rms(x, g[f"{p}.post_attention_layernorm.weight"])
+        logits = m @ g[f"{p}.block_sparse_moe.gate.weight"].T  # [T, E]
+        router_logits.append(logits)
+        probs = torch.softmax(logits, -1)
+        top_w, top_i = torch.topk(probs, TOPK, -1)
+        top_w = top_w / top_w.sum(-1, keepdim=True)
+        out = torch.zeros_like(m)
+        for t in range(T):  # sparse, as transformers: only the chosen experts run
+            for j in range(TOPK):
+                q = f"{p}.block_sparse_moe.experts.{int(top_i[t, j])}"
+                h = torch.nn.functional.silu(m[t] @ g[f"{q}.w1.weight"].T) * (m[t] @ g[f"{q}.w3.weight"].T)
+                out[t] += top_w[t, j] * (h @ g[f"{q}.w2.weight"].T)
+        x = x + out
+    x = rms(x, g["model.norm.weight"])
+    return x @ g["lm_head.weight"].T, router_logits
+
+
+def load_balancing_loss(router_logits):
+    logits = torch.cat(router_logits, 0)  # [L*T, E]
+    probs = torch.softmax(logits, -1)
+    _, sel = torch.topk(probs, TOPK, -1)
+    expert_mask = torch.nn.functional.one_hot(sel, E).to(torch.float64)  # [L*T, k, E]
+    tokens_per_expert = expert_mask.mean(0)  # [k, E]
+    prob_per_expert = probs.mean(0)  # [E]
+    return float((tokens_per_expert * prob_per_expert.unsqueeze(0)).sum() * E)
+
+
+def write_safetensors(path, tensors):
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, t in tensors.items():
+        b = t.contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":"))
+    h += " " * ((8 - (len(h) + 8) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h.encode())
+        for b in blobs:
+            f.write(b)
+
+
+def main():
+    gen = torch.Generator().manual_seed(2468)
+    out = os.path.join(HERE, "top2-of-4-f32")
+    os.makedirs(out, exist_ok=True)
+    w = make_weights(gen)
+    config = {
+        "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": V,
+        "hidden_size": D, "intermediate_size": F, "num_hidden_layers": L,
+        "num_attention_heads": HEADS, "num_key_value_heads": KV, "num_local_experts": E,
+        "num_experts_per_tok": TOPK, "router_aux_loss_coef": COEF, "output_router_logits": True,
+        "max_position_embeddings": MAXPOS, "hidden_act": "silu", "rms_norm_eps": EPS,
+        "rope_theta": THETA, "attention_dropout": 0.0, "sliding_window": None,
+        "tie_word_embeddings": False, "torch_dtype": "float32",
+    }
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    write_safetensors(os.path.join(out, "model.safetensors"), w)
+    logits, router_logits = forward(w, IDS)
+    aux = load_balancing_loss(router_logits)
+    with open(os.path.join(out, "reference.json"), "w") as f:
+        json.dump({"ids": IDS, "aux_loss": round(aux, 9), "logits": [round(float(v), 7) for v in logits.flatten()]}, f)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
