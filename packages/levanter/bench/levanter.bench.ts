@@ -313,7 +313,7 @@ const decodes: Result[] = [],
   torchDecodes: Result[] = []
 for (let r = 0; r < decodeRounds; r++) {
   decodes.push(run(decodeRun))
-  if (python) torchDecodes.push(run(torchDecodeRun(python)))
+  if (python) torchDecodes.push(checkBlas(run(torchDecodeRun(python))))
   process.stderr.write(
     `decode round ${r + 1} tokens/s: levanter ${decodes[r]!.tokensPerSec!.toFixed(2)}, ` +
       `PyTorch ${torchDecodes[r]?.tokensPerSec?.toFixed(2) ?? '-'}; load ${os.loadavg()[0]!.toFixed(1)}\n`,
