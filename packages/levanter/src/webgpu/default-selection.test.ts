@@ -47,9 +47,10 @@ test('with a hardware adapter the default is webgpu: one log line and the run na
   for (const l of out.run.losses) expect(Number.isFinite(l)).toBe(true)
 }, 120_000)
 
-test.each(['software', 'throws', 'none'])(
+// Three short processes, side by side.
+test.concurrent.for(['software', 'throws', 'none'])(
   'a %s probe falls through to the CPU kernels, quietly',
-  async (mode) => {
+  async (mode, { expect }) => {
     const { out, logs } = await select(mode)
     expect(out.backend).toBe('wasm')
     expect(out.info.name).toBe('wasm')
