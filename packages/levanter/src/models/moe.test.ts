@@ -183,14 +183,9 @@ describe('Mixtral training', () => {
     close(await losses({ mesh: { data: 2 } }, 8), one, '{ data: 2 }')
   }, 180_000)
 
-  test('without the router loss, { data: 2 } fsdp and { model: 2 } match one process within 1e-4', async () => {
-    const one = await losses({}, 6, 0)
-    expect(one.at(-1)!).toBeLessThan(one[0]!)
-    for (const layout of [{ mesh: { data: 2 }, fsdp: true }, { mesh: { model: 2 } }])
-      close(await losses(layout, 6, 0), one, JSON.stringify(layout))
+  test('{ data: 2 } fsdp and { model: 2 } (router loss on its stages) match one process within 1e-4', async () => {
+    const one = await losses({}, 6)
+    for (const layout of [{ mesh: { data: 2 }, fsdp: true }, { mesh: { model: 2 } }, { mesh: { data: 2, model: 2 } }])
+      close(await losses(layout, 6), one, JSON.stringify(layout))
   }, 180_000)
-
-  test('fsdp and { model: 2 } refuse a router loss they would drop', async () => {
-    await expect(losses({ mesh: { model: 2 } }, 1)).rejects.toThrow(/routerAuxLossCoef 0\.05/)
-  }, 60_000)
 })

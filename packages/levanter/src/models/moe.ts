@@ -8,13 +8,14 @@
  * Every expert is evaluated densely on every token and masked by the routing weights (zero for the experts not
  * chosen): exact, and fine at small sizes, but it costs nExperts dense MLPs, not topK.
  *
- * The router's load-balancing loss (Switch / Mixtral): nExperts · Σ_e f_e · P_e, where over a sequence's tokens in
- * every layer together f_e is the share of top-k slots routed to expert e and P_e the mean router probability of e
- * (transformers' `load_balancing_loss_func` for one sequence). Training adds `routerAuxLossCoef` times it per row,
- * weighted by the row's share of the loss-masked tokens (loss.ts `withAuxLoss`), so microbatches and data-parallel
+ * The router's load-balancing loss (Switch / Mixtral): per layer nExperts · Σ_e f_e · P_e, where over a sequence's
+ * tokens f_e is the share of them with e among their top k (Σ_e f_e = topK, as transformers counts the k slots) and
+ * P_e the mean router probability of e; averaged over layers (transformers' `load_balancing_loss_func` pools the
+ * layers' tokens before the product instead: the same for one layer). Training adds `routerAuxLossCoef` times it
+ * per row, weighted by the row's share of the loss-masked tokens (loss.ts `withAuxLoss`), so microbatches and
  * replicas sum to the whole batch's value. Over the model axis (and with fsdp, which runs the same stages) each
- * expert splits like a dense MLP: columns of w1/w3, rows of w2; the router is replicated. Those stages carry no
- * auxiliary loss: with routerAuxLossCoef > 0 they refuse to train (BAD_CONFIG); use { data: n } without fsdp.
+ * expert splits like a dense MLP: columns of w1/w3, rows of w2; the router is replicated, and the model axis's first
+ * member adds the router loss (models/stages.ts `Stage.aux`).
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'
@@ -105,6 +106,13 @@ function route(
   return { weights: tf.div(kept, tf.sum(kept, -1, true)), probs, chosen }
 }
 
+/** One layer's load-balancing loss per row [B] (probs, chosen [B, T, E]), times routerAuxLossCoef / nLayers. */
+function layerAux(c: MixtralConfig, probs: tf.Tensor, chosen: tf.Tensor): tf.Tensor {
+  const T = probs.shape[1]!
+  const product = tf.sum(tf.mul(tf.sum(chosen, 1), tf.sum(probs, 1)), -1) // Σ_e (T·f_e)·(T·P_e)
+  return tf.mul(product, (c.routerAuxLossCoef * c.nExperts) / (c.nLayers * T * T))
+}
+
 /** Σ_e weights[..., e] · SwiGLU_e(m): every expert run densely, masked by its routing weight. */
 function experts(m: tf.Tensor, weights: tf.Tensor, w: readonly tf.Tensor[]): tf.Tensor {
   let out: tf.Tensor | undefined
@@ -129,7 +137,7 @@ export function mixtralForward(c: MixtralConfig, ...[p, ids, at, past, lastOnly 
   const { cos, sin } = ropeTables(at, B, T, K, c.ropeTheta)
   let x = tf.reshape(tf.gather(p('model.embed_tokens.weight'), tf.reshape(ids, [-1])), [B, T, c.dModel])
   const kv: LayerKv[] = []
-  let routed: tf.Tensor | undefined, prob: tf.Tensor | undefined // Σ over layers and positions, [B, E]
+  let aux: tf.Tensor | undefined // [B]
   for (let i = 0; i < c.nLayers; i++) {
     const l = `model.layers.${i}`
     const w = (n: string) => p(`${l}.${n}.weight`)
@@ -159,31 +167,19 @@ export function mixtralForward(c: MixtralConfig, ...[p, ids, at, past, lastOnly 
     const r = route(c, m, w('block_sparse_moe.gate'))
     const names = Array.from({ length: c.nExperts }, (_, e) => expertNames(l, e)).flat()
     x = tf.add(x, experts(m, r.weights, names.map(p)))
-    const [sr, sp] = [tf.sum(r.chosen, 1), tf.sum(r.probs, 1)]
-    routed = routed ? tf.add(routed, sr) : sr
-    prob = prob ? tf.add(prob, sp) : sp
+    const la = layerAux(c, r.probs, r.chosen)
+    aux = aux ? tf.add(aux, la) : la
   }
-  // per row, over its L·T routed tokens: nExperts · Σ_e (routed_e / (L·T)) · (prob_e / (L·T))
-  const n = c.nLayers * T
-  const aux = tf.mul(tf.sum(tf.mul(routed!, prob!), -1), (c.routerAuxLossCoef * c.nExperts) / (n * n))
   x = rmsNorm(lastOnly ? lastPosition(x) : x, p('model.norm.weight'), c.rmsNormEps)
   const logits = c.tieWordEmbeddings ? tiedHead(x, p('model.embed_tokens.weight')) : linear(x, p('lm_head.weight'))
   return { logits, kv, aux }
 }
 
-/** The stages of a Mixtral for a member of `model` (`lead`: its model coordinate is 0); no auxiliary loss. */
+/** The stages of a Mixtral for a member of `model` (`lead`: its model coordinate is 0, and adds the router loss). */
 export function mixtralStages(c: MixtralConfig, model: number, lead: boolean): Stages {
   const heads = c.nHeads / model,
     kvHeads = mixtralKvHeads(c) / model,
     K = c.dModel / c.nHeads
-  const noAux = () => {
-    if (c.routerAuxLossCoef > 0)
-      throw new LevanterError(
-        'BAD_CONFIG',
-        `model: routerAuxLossCoef ${c.routerAuxLossCoef}: mixtral's tensor-parallel and fsdp stages do not add the ` +
-          'router loss; set routerAuxLossCoef 0 for mesh.model > 1 or fsdp, or train on { data: n } without fsdp',
-      )
-  }
   const attn = ['input_layernorm', 'q_proj', 'k_proj', 'v_proj', 'o_proj']
   const blocks: Stage[] = []
   for (let i = 0; i < c.nLayers; i++) {
@@ -194,7 +190,6 @@ export function mixtralStages(c: MixtralConfig, model: number, lead: boolean): S
         names: attn.map((n, j) => `${l}.${j === 0 ? '' : 'self_attn.'}${n}.weight`),
         split: true,
         fn: (x, [g, wq, wk, wv, wo]) => {
-          noAux()
           const [B, T] = x.shape as [number, number, number]
           const { cos, sin } = ropeTables({ offset: 0 }, B, T, K, c.ropeTheta)
           const a = rmsNorm(x, g!, c.rmsNormEps)
@@ -212,6 +207,14 @@ export function mixtralStages(c: MixtralConfig, model: number, lead: boolean): S
           const m = rmsNorm(x, g!, c.rmsNormEps)
           return residual(lead, x, experts(m, route(c, m, gate!).weights, w))
         },
+        ...(lead && c.routerAuxLossCoef > 0
+          ? {
+              aux: (x: tf.Tensor, [g, gate]: tf.Tensor[]) => {
+                const r = route(c, rmsNorm(x, g!, c.rmsNormEps), gate!)
+                return layerAux(c, r.probs, r.chosen)
+              },
+            }
+          : {}),
       },
     )
   }

@@ -5,11 +5,14 @@
  */
 import * as tf from '@tensorflow/tfjs'
 
-/** One stage: `fn(x, weights)` with its weights named in `names`; `split` stages sum over the model axis. */
+/** One stage: `fn(x, weights)` with its weights named in `names`; `split` stages sum over the model axis. `aux`: an
+ * auxiliary training loss per row [B] of the stage's input (a router's load-balancing loss), added to the loss as
+ * loss.ts `withAuxLoss` weighs it; give it on the model axis's first member only, so it counts once. */
 export type Stage = {
   readonly names: readonly string[]
   readonly split: boolean
   readonly fn: (x: tf.Tensor, w: tf.Tensor[]) => tf.Tensor
+  readonly aux?: (x: tf.Tensor, w: tf.Tensor[]) => tf.Tensor
 }
 
 /** The stages of a model for one member: embedding (input ids), blocks, head (→ logits). */

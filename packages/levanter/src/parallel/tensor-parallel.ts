@@ -103,25 +103,36 @@ async function* withWeights(stages: readonly Stage[], w: StageWeights): AsyncGen
   }
 }
 
-/** ids → the last block's output, keeping each block's input (for the backward pass) when `keep` is given. */
+/** A stage's auxiliary loss, each row's weighted by `rows` [B] (its masked tokens over the denominator). */
+const auxOf = (b: Stage, x: tf.Tensor, w: tf.Tensor[], rows: tf.Tensor): tf.Scalar => tf.sum(tf.mul(b.aux!(x, w), rows))
+
+/** ids → the last block's output, keeping each block's input (for the backward pass) when `keep` is given; with
+ * `rows` (see {@link auxOf}) the blocks' auxiliary losses summed into `aux`. */
 async function runBlocks(
   s: Stages,
   weights: StageWeights,
   ids: tf.Tensor,
   allReduce: ModelAllReduce | null,
   keep?: tf.Tensor[],
-): Promise<tf.Tensor> {
+  rows?: tf.Tensor,
+): Promise<{ x: tf.Tensor; aux?: tf.Scalar }> {
   const ew = await weights.acquire(s.embed.names)
   let x = tf.tidy(() => s.embed.fn(ids, ew))
+  let aux: tf.Scalar | undefined
   weights.release(ew)
   for await (const [b, w] of withWeights(s.blocks, weights)) {
     const input = x
     const y = tf.tidy(() => b.fn(input, w))
+    if (b.aux && rows) {
+      const prev = aux
+      aux = tf.tidy(() => (prev ? tf.add(prev, auxOf(b, input, w, rows)) : auxOf(b, input, w, rows)) as tf.Scalar)
+      prev?.dispose()
+    }
     if (keep) keep.push(input)
     else input.dispose()
     x = b.split ? await reduced(y, allReduce) : y
   }
-  return x
+  return aux ? { x, aux } : { x }
 }
 
 /**
@@ -144,7 +155,12 @@ export async function tensorParallelGrads(
   for (let from = 0; from < batch.batchSize; from += per) {
     const { ids, targets, mask } = batchTensors(sliceBatch(batch, from, Math.min(batch.batchSize, from + per)))
     const inputs: tf.Tensor[] = []
-    const top = await runBlocks(s, weights, ids, allReduce, inputs)
+    const rows = tf.tidy(() => tf.div(tf.sum(mask, 1), denominator))
+    const { x: top, aux } = await runBlocks(s, weights, ids, allReduce, inputs, rows)
+    if (aux) {
+      loss += (await aux.data())[0]!
+      aux.dispose()
+    }
     // head and loss: value and gradients of its input and weights
     const hw = await weights.acquire(s.head.names)
     const head = tf.tidy(() => {
@@ -163,7 +179,14 @@ export async function tensorParallelGrads(
     for await (const [b, w] of withWeights([...s.blocks].reverse(), weights)) {
       const x = inputs[--i]!,
         dy = dx
-      const g = tf.tidy(() => tf.grads((xx: tf.Tensor, ...ww: tf.Tensor[]) => b.fn(xx, ww))([x, ...w], dy))
+      // with an auxiliary loss: the gradient of Σ fn·dy + aux (the same as dy's alone without it)
+      const g = tf.tidy(() =>
+        b.aux
+          ? tf.grads((xx: tf.Tensor, ...ww: tf.Tensor[]) =>
+              tf.add(tf.sum(tf.mul(b.fn(xx, ww), dy)), auxOf(b, xx, ww, rows)),
+            )([x, ...w])
+          : tf.grads((xx: tf.Tensor, ...ww: tf.Tensor[]) => b.fn(xx, ww))([x, ...w], dy),
+      )
       x.dispose()
       dy.dispose()
       await sink(b.names, g.slice(1))
@@ -173,7 +196,7 @@ export async function tensorParallelGrads(
     const ge = tf.tidy(() => tf.grads((...w: tf.Tensor[]) => s.embed.fn(ids, w))(ew, dx))
     weights.release(ew)
     await sink(s.embed.names, ge)
-    tf.dispose([dx, ids, targets, mask])
+    tf.dispose([dx, ids, targets, mask, rows])
   }
   return loss
 }
@@ -186,7 +209,7 @@ export async function tensorParallelLoss(
   allReduce: ModelAllReduce | null,
 ): Promise<number> {
   const { ids, targets, mask } = batchTensors(batch)
-  const top = await runBlocks(s, weights, ids, allReduce)
+  const { x: top } = await runBlocks(s, weights, ids, allReduce)
   const hw = await weights.acquire(s.head.names)
   const value = tf.tidy(() => maskedCrossEntropy(s.head.fn(top, hw), targets, mask))
   weights.release(hw)

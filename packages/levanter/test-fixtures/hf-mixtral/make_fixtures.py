@@ -6,8 +6,9 @@ logits its own forward pass gives for fixed ids, and the router's load-balancing
 follows transformers' Mixtral: Llama's decoder (RMSNorm, rotary, grouped-query attention) whose MLP
 is a sparse block: a linear router (block_sparse_moe.gate), softmax over its logits, the top k
 experts kept and their weights renormalised to sum to 1, each expert a SwiGLU (w2(silu(w1 x) * w3 x)).
-The loss is transformers' load_balancing_loss_func for one sequence: the router logits of every
-layer concatenated, num_experts * sum_e (share of top-k slots routed to e) * (mean router prob of e).
+The loss: per layer num_experts * sum_e (share of tokens with e among their top k) * (mean router prob
+of e), as transformers' load_balancing_loss_func for one sequence and one layer, averaged over layers
+(transformers pools the layers' tokens before the product; the same for one layer).
 Run once with a Python that has torch:
 
     /usr/bin/python3 packages/levanter/test-fixtures/hf-mixtral/make_fixtures.py
@@ -102,13 +103,15 @@ def forward(w, ids):
 
 
 def load_balancing_loss(router_logits):
-    logits = torch.cat(router_logits, 0)  # [L*T, E]
-    probs = torch.softmax(logits, -1)
-    _, sel = torch.topk(probs, TOPK, -1)
-    expert_mask = torch.nn.functional.one_hot(sel, E).to(torch.float64)  # [L*T, k, E]
-    tokens_per_expert = expert_mask.mean(0)  # [k, E]
-    prob_per_expert = probs.mean(0)  # [E]
-    return float((tokens_per_expert * prob_per_expert.unsqueeze(0)).sum() * E)
+    total = 0.0
+    for logits in router_logits:  # [T, E] per layer
+        probs = torch.softmax(logits, -1)
+        _, sel = torch.topk(probs, TOPK, -1)
+        expert_mask = torch.nn.functional.one_hot(sel, E).to(torch.float64)  # [T, k, E]
+        tokens_per_expert = expert_mask.mean(0)  # [k, E]
+        prob_per_expert = probs.mean(0)  # [E]
+        total += float((tokens_per_expert * prob_per_expert.unsqueeze(0)).sum() * E)
+    return total / len(router_logits)
 
 
 def write_safetensors(path, tensors):
