@@ -66,9 +66,9 @@ export type ExperimentOptions<T extends Record<string, unknown> = Record<string,
    * Publish the report of every successful run, as `marin publish-report --source <the run> --target <target>` does:
    * a folder (relative to the working directory), a storage URL, or an http(s):// URL accepting PUT.
    * A report reads the run's record, which exists only once every step is done, so it follows the run instead of being
-   * a step.
+   * a step. With `docs` (a folder `pnpm run docs` built), the site holds the docs too and its pages link them.
    */
-  readonly report?: { readonly target: string }
+  readonly report?: { readonly target: string; readonly docs?: string }
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
@@ -95,7 +95,7 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
   readonly name: string
   readonly config: Config<T> | undefined
   readonly description: string | undefined
-  readonly report: { readonly target: string } | undefined
+  readonly report: { readonly target: string; readonly docs?: string } | undefined
   /** Absolute path of the script that defines this experiment, if known (`loadExperiment` fills it in). */
   script: string | undefined
   private readonly stepsSource: ExperimentOptions<T>['steps']
@@ -127,6 +127,12 @@ export class Experiment<T extends Record<string, unknown> = Record<string, unkno
       throw new MarinError(
         'BAD_CONFIG',
         `experiment "${opts.name}": report.target must be a folder or URL, e.g. { target: './site' }`,
+      )
+    }
+    if (opts.report?.docs !== undefined && (typeof opts.report.docs !== 'string' || opts.report.docs === '')) {
+      throw new MarinError(
+        'BAD_CONFIG',
+        `experiment "${opts.name}": report.docs must be the folder \`pnpm run docs\` built, e.g. 'site-docs'`,
       )
     }
     this.report = opts.report

@@ -56,7 +56,7 @@ async function publishReport(experiment: Experiment, record: ExperimentRecord, o
     import('../report/publish.js'),
   ])
   const source = prefixPath(record.prefix, experimentRecordPath(record.experiment, record.run))
-  const { data, site } = await buildReport(source, record.prefix)
+  const { data, site } = await buildReport(source, record.prefix, { docs: experiment.report!.docs })
   const res = await publishSite(site, experiment.report!.target)
   for (const w of data.warnings) out(`  report warning: ${w}`)
   out(

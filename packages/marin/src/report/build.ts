@@ -6,6 +6,7 @@
 import { renderCharts } from './charts.js'
 import { scrubFingerprinted } from '@marin/rigging'
 import { gatherReport } from './collect.js'
+import { readDocsSite } from './docs-site.js'
 import { renderHtml } from './html.js'
 import { renderMarkdown } from './markdown.js'
 import { RUNS_FILE, formatRuns, renderIndex, summaryOf } from './site-index.js'
@@ -26,13 +27,13 @@ export const RUN_SUMMARY_FILE = 'summary.json'
  * (the manifests), `data.json` and `summary.json`; at the root `index.html` and `runs.json`
  * listing this run.
  */
-export async function buildSite(data: ReportData): Promise<Site> {
+export async function buildSite(data: ReportData, o: { docs?: boolean } = {}): Promise<Site> {
   const charts = await renderCharts(data.metrics, data.tokensPerStep)
   const graphSvg = stepGraphSvg(data.steps)
   const dir = runFolder(data.record)
   const files = new Map<string, string>()
   const put = (path: string, body: string) => files.set(`${dir}/${path}`, body)
-  const parts = { data, charts, graphSvg }
+  const parts = { data, charts, graphSvg, docs: !!o.docs }
   put('index.html', renderHtml(parts))
   put('report.md', renderMarkdown(parts))
   put('step-graph.svg', graphSvg)
@@ -46,18 +47,25 @@ export async function buildSite(data: ReportData): Promise<Site> {
   const summary = summaryOf(data)
   put(RUN_SUMMARY_FILE, `${JSON.stringify(summary, null, 2)}\n`)
   files.set(RUNS_FILE, formatRuns([summary]))
-  files.set('index.html', renderIndex([summary]))
+  files.set('index.html', renderIndex([summary], o))
   return files
 }
 
 /**
  * Resolves `source` (see `resolveSource`), gathers its data and builds the site. Every secret the run's steps
- * registered is scrubbed from the data, and once more from every file of the site.
+ * registered is scrubbed from the data, and once more from every file of the site. With `docs` (a folder that
+ * `pnpm run docs` built), the site holds the docs under `docs/` and its pages link them.
  */
-export async function buildReport(source: string, prefix: string): Promise<{ data: ReportData; site: Site }> {
+export async function buildReport(
+  source: string,
+  prefix: string,
+  o: { docs?: string } = {},
+): Promise<{ data: ReportData; site: Site }> {
+  const docs = o.docs === undefined ? undefined : readDocsSite(o.docs)
   const { record, recordUrl } = await resolveSource(source, prefix)
   const { data, secrets } = await gatherReport(record, recordUrl)
-  const site = await buildSite(data)
+  const built = await buildSite(data, { docs: docs !== undefined })
+  const site = docs ? new Map([...built, ...docs]) : built
   if (secrets.length === 0) return { data, site }
   return { data, site: new Map([...site].map(([p, body]) => [p, scrubFingerprinted(body, secrets)])) }
 }

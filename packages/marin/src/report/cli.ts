@@ -1,5 +1,5 @@
-/** @module `marin publish-report --source DIR|EXPERIMENT --target DIR|URL [--repair]`: adds the run's page to the
- * site at the target (which keeps the runs published before) and updates its list of runs. */
+/** @module `marin publish-report --source DIR|EXPERIMENT --target DIR|URL [--repair] [--docs DIR]`: adds the
+ * run's page to the site at the target (which keeps the runs published before) and updates its list of runs. */
 import { join } from 'node:path'
 import type { Command } from 'commander'
 import { prefixOf, type CliIo, type Run } from '../cli/io.js'
@@ -20,10 +20,14 @@ export function publishReportCommand(cmd: Command, io: CliIo, run: Run): void {
       "drop entries of the target's manifest (.marin-report.json) that are not paths inside the site, " +
         'saying which, instead of refusing to publish',
     )
+    .option(
+      '--docs <dir>',
+      'also publish the docs site `pnpm run docs` built there (site-docs/), linked from each page',
+    )
     .option('--json', 'print what was published as JSON')
-    .action((o: { source: string; target: string; json?: boolean; repair?: boolean }) =>
+    .action((o: { source: string; target: string; json?: boolean; repair?: boolean; docs?: string }) =>
       run(async () => {
-        const { data, site } = await buildReport(o.source, prefixOf(io))
+        const { data, site } = await buildReport(o.source, prefixOf(io), { docs: o.docs })
         const res = await publishSite(site, o.target, { repair: !!o.repair })
         if (o.json)
           io.out(JSON.stringify({ experiment: data.record.experiment, run: data.record.run, ...res }, null, 2))

@@ -5,6 +5,7 @@
  */
 import { isArtifactRef } from '../executor/artifacts.js'
 import { X_AXES, type Chart } from './charts.js'
+import { DOCS_INDEX } from './docs-site.js'
 import { escapeXml as x, formatBytes, formatNumber, formatSeconds, formatValue } from './format.js'
 import { mixtureTable } from './mixture.js'
 import { STATUS_COLORS } from './step-graph.js'
@@ -437,10 +438,12 @@ export function renderHtml(p: SiteParts): string {
       `<ul>${data.warnings.map((w) => `<li class="warn">${x(w)}</li>`).join('')}</ul>`,
     )
   if (charts.some((c) => c.x !== 'step')) out.push(SCRIPT)
-  // Text, not a link: a published site cannot know where (or whether) the docs are hosted.
+  // A link when this site holds the docs (published with --docs), else how to build them.
   out.push(
-    '<p class="muted">Made with marin-ts; its docs (guides, API reference) build from the repository with ' +
-      '<code>pnpm run docs</code>, starting at <code>docs/index.md</code>.</p>',
+    p.docs
+      ? `<p class="muted">Made with marin-ts: <a href="../../../${DOCS_INDEX}">its docs</a> (guides, API reference).</p>`
+      : '<p class="muted">Made with marin-ts; its docs (guides, API reference) build from the repository with ' +
+          '<code>pnpm run docs</code>, starting at <code>docs/index.md</code>.</p>',
   )
   out.push('</body></html>')
   return out.join('\n')

@@ -14,6 +14,7 @@ import { resolve } from 'node:path'
 import { isRiggingError, openStorage, scrubSecretValues, type Storage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import { RUN_SUMMARY_FILE, type Site } from './build.js'
+import { DOCS_INDEX } from './docs-site.js'
 import { RUNS_FILE, formatRuns, mergeRuns, parseRuns, renderIndex, type RunSummary } from './site-index.js'
 import { sitePathProblem } from './site-paths.js'
 
@@ -251,7 +252,8 @@ export async function publishSite(site: Site, target: string, opts: PublishOptio
   if (summaries.length > 0) {
     const runs = mergeRuns(parseRuns(await sink.read(RUNS_FILE), warn, at(RUNS_FILE)), summaries)
     files.set(RUNS_FILE, formatRuns(runs))
-    files.set('index.html', renderIndex(runs))
+    // The front page links the docs when this publish or an earlier one put them there.
+    files.set('index.html', renderIndex(runs, { docs: files.has(DOCS_INDEX) || old.files.has(DOCS_INDEX) }))
   }
   const next = new Map<string, string>()
   const uploaded: string[] = []

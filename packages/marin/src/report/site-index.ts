@@ -6,6 +6,7 @@
  * and metric).
  */
 import { z } from 'zod'
+import { DOCS_INDEX } from './docs-site.js'
 import { escapeXml as x, formatNumber, formatSeconds } from './format.js'
 import { finalMetrics, provenanceOf, runFolder } from './site-parts.js'
 import { isSiteSegment } from './site-paths.js'
@@ -238,7 +239,7 @@ function stepsCell(r: RunSummary): string {
 }
 
 /** The front page for `runs` (newest first). Links are relative to the site's root. */
-export function renderIndex(runs: readonly RunSummary[]): string {
+export function renderIndex(runs: readonly RunSummary[], o: { docs?: boolean } = {}): string {
   const byExperiment = new Map<string, RunSummary[]>()
   for (const r of runs)
     (byExperiment.get(r.experiment) ?? byExperiment.set(r.experiment, []).get(r.experiment)!).push(r)
@@ -248,7 +249,8 @@ export function renderIndex(runs: readonly RunSummary[]): string {
     `<title>Runs</title><style>${CSS}</style></head><body>`,
     '<h1>Runs</h1>',
     `<p class="muted">${runs.length} run${runs.length === 1 ? '' : 's'} of ${byExperiment.size} ` +
-      `experiment${byExperiment.size === 1 ? '' : 's'}, newest first. Each run has a page of its own.</p>`,
+      `experiment${byExperiment.size === 1 ? '' : 's'}, newest first. Each run has a page of its own.` +
+      `${o.docs ? ` The project's <a href="${DOCS_INDEX}">docs</a>: guides and API reference.` : ''}</p>`,
   ]
   for (const [experiment, list] of [...byExperiment].sort(([a], [b]) => a.localeCompare(b))) {
     out.push(`<section><h2 id="${x(experiment)}">${x(experiment)}</h2>`)

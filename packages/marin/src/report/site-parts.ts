@@ -3,7 +3,13 @@ import type { Chart } from './charts.js'
 import type { MetricRow, ReportData, RunRef } from './types.js'
 
 /** The collected data plus what was rendered from it. */
-export type SiteParts = { readonly data: ReportData; readonly charts: readonly Chart[]; readonly graphSvg: string }
+export type SiteParts = {
+  readonly data: ReportData
+  readonly charts: readonly Chart[]
+  readonly graphSvg: string
+  /** Whether the site holds the project's docs under `docs/` (see docs-site.ts), which the pages then link. */
+  readonly docs?: boolean
+}
 
 /** Provenance fields the report shows, tolerant of records written without them. */
 export type ShownProvenance = {
