@@ -10,6 +10,7 @@
  * clf.probability('a well written page', '__label__hq') // 0.93
  */
 import { DatakitError } from '../errors.js'
+import { type SimdKernels, simdKernels } from './simd.js'
 import { addWordNgrams, forEachToken, LABEL_PREFIX } from './tokens.js'
 
 /** fastText's hyper-parameters of supervised training, with its defaults (`fasttext supervised`). */
@@ -93,6 +94,7 @@ export class Classifier {
   private hashes = new Int32Array(256)
   private readonly hidden: Float64Array
   private readonly probs: Float64Array
+  private readonly kernels: SimdKernels | undefined
 
   constructor(
     args: ClassifierArgs,
@@ -105,7 +107,10 @@ export class Classifier {
     this.words = words
     this.labels = labels
     this.input = input
-    this.output = output
+    // the output matrix lives in the SIMD kernels' memory where they apply
+    this.kernels = simdKernels(labels.length, args.dim)
+    this.kernels?.output.set(output)
+    this.output = this.kernels?.output ?? output
     this.wordIds = new Map(words.map((w, i) => [w, i]))
     this.labelIds = new Map(labels.map((l, i) => [l, i]))
     this.hidden = new Float64Array(args.dim)
@@ -151,7 +156,8 @@ export class Classifier {
     if (n === 0) return false
     const { dim } = this.args
     computeHidden(this.input, this.rows, 0, n, dim, this.hidden)
-    softmax(this.output, this.hidden, this.labels.length, dim, this.probs)
+    if (this.kernels) softmaxSimd(this.kernels, this.hidden, this.labels.length, this.probs)
+    else softmax(this.output, this.hidden, this.labels.length, dim, this.probs)
     return true
   }
 
@@ -229,7 +235,35 @@ export function softmax(
   probs: Float64Array,
 ): void {
   let max = Number.NEGATIVE_INFINITY
-  for (let i = 0; i < nlabels; i++) {
+  let i = 0
+  // four rows at a time: each hidden element is read once for four rows, and the four sums are
+  // independent chains of additions that overlap
+  for (; i + 3 < nlabels; i += 4) {
+    const o0 = i * dim
+    const o1 = o0 + dim
+    const o2 = o1 + dim
+    const o3 = o2 + dim
+    let s0 = 0
+    let s1 = 0
+    let s2 = 0
+    let s3 = 0
+    for (let j = 0; j < dim; j++) {
+      const v = hidden[j]!
+      s0 += output[o0 + j]! * v
+      s1 += output[o1 + j]! * v
+      s2 += output[o2 + j]! * v
+      s3 += output[o3 + j]! * v
+    }
+    probs[i] = s0
+    probs[i + 1] = s1
+    probs[i + 2] = s2
+    probs[i + 3] = s3
+    if (s0 > max) max = s0
+    if (s1 > max) max = s1
+    if (s2 > max) max = s2
+    if (s3 > max) max = s3
+  }
+  for (; i < nlabels; i++) {
     const d = dot(output, i * dim, hidden, dim)
     probs[i] = d
     if (d > max) max = d
@@ -237,6 +271,23 @@ export function softmax(
   let z = 0
   for (let i = 0; i < nlabels; i++) {
     const e = Math.exp(probs[i]! - max)
+    probs[i] = e
+    z += e
+  }
+  const s = 1 / z
+  for (let i = 0; i < nlabels; i++) probs[i]! *= s
+}
+
+/** `softmax` with the dot products in the SIMD kernels (float32, as fastText's), the rest in doubles. */
+export function softmaxSimd(k: SimdKernels, hidden: Float64Array, nlabels: number, probs: Float64Array): void {
+  k.hidden.set(hidden)
+  k.dots()
+  const sc = k.scores
+  let max = Number.NEGATIVE_INFINITY
+  for (let i = 0; i < nlabels; i++) if (sc[i]! > max) max = sc[i]!
+  let z = 0
+  for (let i = 0; i < nlabels; i++) {
+    const e = Math.exp(sc[i]! - max)
     probs[i] = e
     z += e
   }

@@ -7,11 +7,14 @@
  * the gradient of the hidden vector divided by the example's row count.
  *
  * Unlike fastText, the examples are turned into input rows once, not on every epoch: the passes
- * then read flat Int32Arrays, and nothing is allocated inside them.
+ * then read flat Int32Arrays, and nothing is allocated inside them. The two loops over the output
+ * matrix (the softmax's dot products and the rank-one update) run in WebAssembly SIMD (`simd.ts`)
+ * when `dim` is a multiple of 4, else in JavaScript four labels at a time.
  */
 import { DatakitError } from '../errors.js'
-import { type ClassifierArgs, Classifier, computeHidden, resolveArgs, softmax } from './classifier.js'
+import { type ClassifierArgs, Classifier, computeHidden, resolveArgs, softmax, softmaxSimd } from './classifier.js'
 import { fillInitialRows } from './init-values.js'
+import { type SimdKernels, simdKernels } from './simd.js'
 import { addWordNgrams, forEachToken, LABEL_PREFIX } from './tokens.js'
 
 /** A labelled example: a fastText line (`__label__hq some text`), or labels and text apart. */
@@ -118,7 +121,9 @@ function trainFromLines(lines: readonly string[], a: ClassifierArgs): TrainResul
   const nin = nwords + bucket
   const input = new Float32Array(nin * dim)
   fillInitialRows(input, dim, a.seed, 0, nin)
-  const output = new Float32Array(labels.length * dim)
+  // the output matrix in the SIMD kernels' memory where they apply (dim a multiple of 4)
+  const kernels = simdKernels(labels.length, dim)
+  const output = kernels?.output ?? new Float32Array(labels.length * dim)
   const touched = new Uint8Array(nin)
 
   // 4. SGD, one example at a time, in order, until epoch × ntokens tokens have been read.
@@ -147,7 +152,7 @@ function trainFromLines(lines: readonly string[], a: ClassifierArgs): TrainResul
       rng ^= rng << 5
       rng >>>= 0
       const target = labelIdx[l0 + (nl === 1 ? 0 : rng % nl)]!
-      const p = update(input, output, rows, r0, n, target, lr, dim, nlabels, hidden, grad, probs, touched)
+      const p = update(input, output, rows, r0, n, target, lr, dim, nlabels, hidden, grad, probs, touched, kernels)
       if (tokenCount >= lastEpochFrom) {
         lossSum -= Math.log(p + 1e-5)
         lossN++
@@ -189,34 +194,67 @@ function update(
   grad: Float64Array,
   probs: Float64Array,
   touched: Uint8Array,
+  k: SimdKernels | undefined,
 ): number {
   computeHidden(input, rows, r0, n, dim, hidden)
+  if (k) {
+    softmaxSimd(k, hidden, nlabels, probs)
+    const alpha = k.scores
+    for (let i = 0; i < nlabels; i++) alpha[i] = lr * ((i === target ? 1 : 0) - probs[i]!)
+    k.grad.fill(0)
+    k.rank1()
+    addGradient(input, rows, r0, n, dim, k.grad, touched)
+    return probs[target]!
+  }
   softmax(output, hidden, nlabels, dim, probs)
   grad.fill(0)
-  for (let i = 0; i < nlabels; i++) {
+  let i = 0
+  // four labels at a time: each hidden and gradient element is read once for four output rows
+  for (; i + 3 < nlabels; i += 4) {
+    const a0 = lr * ((i === target ? 1 : 0) - probs[i]!)
+    const a1 = lr * ((i + 1 === target ? 1 : 0) - probs[i + 1]!)
+    const a2 = lr * ((i + 2 === target ? 1 : 0) - probs[i + 2]!)
+    const a3 = lr * ((i + 3 === target ? 1 : 0) - probs[i + 3]!)
+    const o0 = i * dim
+    const o1 = o0 + dim
+    const o2 = o1 + dim
+    const o3 = o2 + dim
+    for (let j = 0; j < dim; j++) {
+      const h = hidden[j]!
+      const w0 = output[o0 + j]!
+      const w1 = output[o1 + j]!
+      const w2 = output[o2 + j]!
+      const w3 = output[o3 + j]!
+      grad[j]! += a0 * w0 + a1 * w1 + (a2 * w2 + a3 * w3)
+      output[o0 + j] = w0 + a0 * h
+      output[o1 + j] = w1 + a1 * h
+      output[o2 + j] = w2 + a2 * h
+      output[o3 + j] = w3 + a3 * h
+    }
+  }
+  for (; i < nlabels; i++) {
     const alpha = lr * ((i === target ? 1 : 0) - probs[i]!)
     const off = i * dim
-    let j = 0
-    for (; j + 3 < dim; j += 4) {
-      const w0 = output[off + j]!
-      const w1 = output[off + j + 1]!
-      const w2 = output[off + j + 2]!
-      const w3 = output[off + j + 3]!
-      grad[j]! += alpha * w0
-      grad[j + 1]! += alpha * w1
-      grad[j + 2]! += alpha * w2
-      grad[j + 3]! += alpha * w3
-      output[off + j] = w0 + alpha * hidden[j]!
-      output[off + j + 1] = w1 + alpha * hidden[j + 1]!
-      output[off + j + 2] = w2 + alpha * hidden[j + 2]!
-      output[off + j + 3] = w3 + alpha * hidden[j + 3]!
-    }
-    for (; j < dim; j++) {
+    for (let j = 0; j < dim; j++) {
       const w = output[off + j]!
       grad[j]! += alpha * w
       output[off + j] = w + alpha * hidden[j]!
     }
   }
+  addGradient(input, rows, r0, n, dim, grad, touched)
+  return probs[target]!
+}
+
+/** Each of the example's input rows += `grad / n`, marked touched. */
+function addGradient(
+  input: Float32Array,
+  rows: Int32Array,
+  r0: number,
+  n: number,
+  dim: number,
+  grad: Float32Array | Float64Array,
+  touched: Uint8Array,
+): void {
   const s = 1 / n
   for (let j = 0; j < dim; j++) grad[j]! *= s
   for (let k = r0; k < r0 + n; k++) {
@@ -225,7 +263,6 @@ function update(
     const off = row * dim
     for (let j = 0; j < dim; j++) input[off + j]! += grad[j]!
   }
-  return probs[target]!
 }
 
 function growTo(a: Int32Array<ArrayBuffer>, need: number): Int32Array<ArrayBuffer> {

@@ -1,0 +1,66 @@
+/**
+ * @module The classifier's hot loops in WebAssembly SIMD: the output rows' dot products with the
+ * hidden vector (`dots`) and the rank-one update of the output rows with the gradient they give
+ * (`rank1`), four floats per instruction, in float32 as fastText computes them. The module is
+ * `simd.wat` in this folder, assembled by wabt's `wat2wasm --enable-simd` (1.0.39) into the bytes
+ * below. Each classifier gets its own instance, whose memory holds its output matrix, hidden
+ * vector, gradient and per-label scores; `simdKernels` returns `undefined` (the caller keeps its
+ * plain JavaScript loops) when `dim` is not a multiple of 4 or the runtime lacks WebAssembly SIMD.
+ */
+
+const WASM =
+  'AGFzbQEAAAABEgJgBX9/f39/AGAGf39/f39/AAMDAgABBQMBAAEHGQMGbWVtb3J5AgAEZG90cwAABXJhbmsxAAEKswIClQECA38B' +
+  'eyADQQJ0IQYgBCACQQJ0aiEFAkADQCAEIAVPDQH9DAAAAAAAAAAAAAAAAAAAAAAhCEEAIQcDQCAIIAAgB2r9AAQAIAEgB2r9AAQA' +
+  '/eYB/eQBIQggB0EQaiEHIAcgBkkNAAsgBCAI/R8AIAj9HwGSIAj9HwIgCP0fA5KSOAIAIAAgBmohACAEQQRqIQQMAAsLC5kBAwN/' +
+  'AnsCfyAFQQJ0IQcgAyAEQQJ0aiEGAkADQCADIAZPDQEgAyoCAP0TIQlBACEIA0AgACAIaiELIAIgCGohDCAL/QAEACEKIAwgDP0A' +
+  'BAAgCSAK/eYB/eQB/QsEACALIAogCSABIAhq/QAEAP3mAf3kAf0LBAAgCEEQaiEIIAggB0kNAAsgACAHaiEAIANBBGohAwwACwsL'
+
+let module: WebAssembly.Module | null | undefined
+
+function simdModule(): WebAssembly.Module | null {
+  if (module === undefined) {
+    const bytes = Buffer.from(WASM, 'base64')
+    module = WebAssembly.validate(bytes) ? new WebAssembly.Module(bytes) : null
+  }
+  return module
+}
+
+/** One classifier's kernels and the float32 views of the memory they work on. */
+export type SimdKernels = {
+  /** `nlabels × dim`: the classifier's output matrix lives here. */
+  readonly output: Float32Array
+  readonly hidden: Float32Array
+  readonly grad: Float32Array
+  /** `nlabels`: dot products after `dots`; the per-label step sizes before `rank1`. */
+  readonly scores: Float32Array
+  /** `scores[i]` = output row `i` · `hidden`. */
+  dots(): void
+  /** For each label: `grad += scores[i] × row i`, then `row i += scores[i] × hidden`. */
+  rank1(): void
+}
+
+/** Kernels for `nlabels` rows of `dim` floats, or `undefined` where they do not apply. */
+export function simdKernels(nlabels: number, dim: number): SimdKernels | undefined {
+  const mod = dim % 4 === 0 ? simdModule() : null
+  if (!mod) return undefined
+  const floats = nlabels * dim + 2 * dim + nlabels
+  const instance = new WebAssembly.Instance(mod)
+  const memory = instance.exports.memory as WebAssembly.Memory
+  const pages = Math.ceil((floats * 4) / 65536)
+  if (pages > 1) memory.grow(pages - 1)
+  const buf = memory.buffer
+  const out = 0
+  const hid = nlabels * dim * 4
+  const grad = hid + dim * 4
+  const scores = grad + dim * 4
+  const dots = instance.exports.dots as (o: number, h: number, n: number, d: number, s: number) => void
+  const rank1 = instance.exports.rank1 as (o: number, h: number, g: number, a: number, n: number, d: number) => void
+  return {
+    output: new Float32Array(buf, out, nlabels * dim),
+    hidden: new Float32Array(buf, hid, dim),
+    grad: new Float32Array(buf, grad, dim),
+    scores: new Float32Array(buf, scores, nlabels),
+    dots: () => dots(out, hid, nlabels, dim, scores),
+    rank1: () => rank1(out, hid, grad, scores, nlabels, dim),
+  }
+}
