@@ -1,5 +1,5 @@
 {
-  "variables": { "avx512%": 1 },
+  "variables": { "avx512%": 1, "bf16%": 1 },
   "targets": [
     {
       "target_name": "levanter_gemm",
@@ -8,7 +8,8 @@
       "cflags_cc!": ["-fno-exceptions"],
       "ldflags": ["-pthread"],
       "conditions": [
-        ["avx512==1", { "dependencies": ["levanter_gemm512"], "defines": ["LEVANTER_AVX512"] }]
+        ["avx512==1", { "dependencies": ["levanter_gemm512"], "defines": ["LEVANTER_AVX512"] }],
+        ["avx512==1 and bf16==1", { "dependencies": ["levanter_gemm_bf16"], "defines": ["LEVANTER_BF16"] }]
       ]
     },
     {
@@ -16,6 +17,12 @@
       "type": "static_library",
       "sources": ["gemm512.cc"],
       "cflags_cc": ["-O3", "-mavx512f", "-mfma", "-std=c++17", "-ffp-contract=off", "-fPIC"]
+    },
+    {
+      "target_name": "levanter_gemm_bf16",
+      "type": "static_library",
+      "sources": ["gemm-bf16.cc"],
+      "cflags_cc": ["-O3", "-mavx512f", "-mavx512bf16", "-std=c++17", "-ffp-contract=off", "-fPIC"]
     }
   ]
 }

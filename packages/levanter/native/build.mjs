@@ -38,16 +38,15 @@ for (const [cmd, pre] of candidates) {
   }
 }
 if (!result || result.error) skip('node-gyp not found')
-if (result.status !== 0) {
-  // a compiler without -mavx512f: build the AVX2 kernels alone
+// a compiler without -mavx512bf16, then one without -mavx512f: build without the bf16 kernel, then the AVX2 ones alone
+for (const [flags, what] of [
+  [['-Dbf16=0'], 'its bf16 kernel'],
+  [['-Davx512=0', '-Dbf16=0'], 'its AVX-512 and bf16 kernels'],
+]) {
+  if (result.status === 0) break
   const [cmd, pre] = gyp
-  const again = spawnSync(cmd, [...pre, 'rebuild', '--release', '--', '-Davx512=0'], {
-    cwd: here,
-    env,
-    encoding: 'utf8',
-  })
-  if (again.status === 0)
-    console.log('levanter: native GEMM built without its AVX-512 kernel (the compiler refused it)')
+  const again = spawnSync(cmd, [...pre, 'rebuild', '--release', '--', ...flags], { cwd: here, env, encoding: 'utf8' })
+  if (again.status === 0) console.log(`levanter: native GEMM built without ${what} (the compiler refused it)`)
   result = again.status === 0 ? again : result
 }
 if (result.status !== 0) {

@@ -25,6 +25,12 @@
 
 napi_value RegisterOps(napi_env env, napi_value exports);
 
+namespace levanter {
+// native/gemm-bf16.cc (compiled with -mavx512bf16): C (+)= bf16(op(A))·bf16(op(B)), float32 sums; false when out of
+// memory for its packing buffers.
+bool gemmBf16(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N, bool accumulate);
+}  // namespace levanter
+
 namespace {
 
 using levanter::buffers;
@@ -74,15 +80,34 @@ void kernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, b
 }
 
 bool useAvx512 = false;  // set by Init where the CPU has AVX-512F; setIsa() switches (tests)
+bool useBf16 = false;    // setPrecision("bf16") (where bf16Here()): every product on native/gemm-bf16.cc
 
-// One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart, on the widest kernel.
-void gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N, bool accumulate) {
+// One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart, on the widest kernel (or the bf16
+// one); false when out of memory for the bf16 kernel's packing buffers.
+bool gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N, bool accumulate) {
+#ifdef LEVANTER_BF16
+  if (useBf16) return levanter::gemmBf16(a, b, c, ldc, M, K, N, accumulate);
+#endif
   // a few rows (decoding): B streamed in place, no packing (native/gemv.cc; the same bits)
-  if (levanter::smallMHandles(b, M, K, N) && levanter::gemmSmallM(a, b, c, ldc, M, K, N, accumulate, false)) return;
+  if (levanter::smallMHandles(b, M, K, N) && levanter::gemmSmallM(a, b, c, ldc, M, K, N, accumulate, false))
+    return true;
 #ifdef LEVANTER_AVX512
-  if (useAvx512) return levanter::gemmAvx512(a, b, c, ldc, M, K, N, accumulate);
+  if (useAvx512) {
+    levanter::gemmAvx512(a, b, c, ldc, M, K, N, accumulate);
+    return true;
+  }
 #endif
   levanter::Blocked<MR, NR, kernel>::gemm(a, b, c, ldc, M, K, N, accumulate);
+  return true;
+}
+
+bool bf16Here() {
+#ifdef LEVANTER_BF16
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;  // built without it (the compiler lacked -mavx512bf16)
+#endif
 }
 
 bool avx512Here() {
@@ -99,32 +124,28 @@ bool avx512Here() {
 bool gemmThreaded(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
   const int threads = levanter::Pool::get().threads();
   // a few rows: split by column groups in native/gemv.cc (a failure there is the packing buffers' error)
-  if (levanter::smallMHandles(b, M, K, N)) {
+  if (!useBf16 && levanter::smallMHandles(b, M, K, N)) {
     if (K * N >= (int64_t{1} << 20)) levanter::adviseHugePages(b.x, (K - 1) * b.rs + (N - 1) * b.cs + 1);
     return levanter::gemmSmallM(a, b, c, N, M, K, N, accumulate, threads > 1);
   }
   if (threads == 1 || M * N * (K + 1) < (int64_t{1} << 20)) {
-    if (!buffers()) return false;
-    gemm(a, b, c, N, M, K, N, accumulate);
-    return true;
+    return buffers() && gemm(a, b, c, N, M, K, N, accumulate);
   }
   std::atomic<bool> ok{true};
   // split at the active kernel's tiles (any split gives the same bits; whole tiles waste nothing)
-  const int64_t mr = useAvx512 ? 12 : MR, nr = useAvx512 ? 32 : NR;
+  const int64_t mr = useAvx512 || useBf16 ? 12 : MR, nr = useAvx512 || useBf16 ? 32 : NR;
   const int64_t slivers = (M + mr - 1) / mr, panels = (N + nr - 1) / nr;
   if (slivers >= 2 * threads) {
     levanter::parallel_for(slivers, 2, [&](int64_t s0, int64_t s1) {
       const int64_t r0 = s0 * mr, r1 = s1 * mr < M ? s1 * mr : M;
       const View part{a.x + r0 * a.rs, a.rs, a.cs};
-      if (buffers()) gemm(part, b, c + r0 * N, N, r1 - r0, K, N, accumulate);
-      else ok = false;
+      if (!buffers() || !gemm(part, b, c + r0 * N, N, r1 - r0, K, N, accumulate)) ok = false;
     });
   } else {
     levanter::parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
       const int64_t c0 = p0 * nr, c1 = p1 * nr < N ? p1 * nr : N;
       const View part{b.x + c0 * b.cs, b.rs, b.cs};
-      if (buffers()) gemm(a, part, c + c0, N, M, K, c1 - c0, accumulate);
-      else ok = false;
+      if (!buffers() || !gemm(a, part, c + c0, N, M, K, c1 - c0, accumulate)) ok = false;
     });
   }
   return ok;
@@ -134,9 +155,7 @@ bool gemmThreaded(const View& a, const View& b, float* c, int64_t M, int64_t K, 
 
 bool levanter::gemmOnThisThread(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs, int64_t bcs,
                                 float* c, int64_t ldc, int64_t M, int64_t K, int64_t N) {
-  if (!buffers()) return false;
-  gemm(View{a, ars, acs}, View{b, brs, bcs}, c, ldc, M, K, N, false);
-  return true;
+  return buffers() && gemm(View{a, ars, acs}, View{b, brs, bcs}, c, ldc, M, K, N, false);
 }
 
 bool levanter::gemmParallel(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs, int64_t bcs,
@@ -222,7 +241,7 @@ napi_value Gemm(napi_env env, napi_callback_info info) {
         View a, b;
         float* C;
         views(i, &a, &b, &C);
-        gemm(a, b, C, N, M, K, N, acc);
+        if (!gemm(a, b, C, N, M, K, N, acc)) ok = false;
       }
     });
     if (!ok) return fail(env, "gemm: out of memory for the packing buffers");
@@ -273,15 +292,46 @@ napi_value SetThreads(napi_env env, napi_callback_info info) {
   return r;
 }
 
+napi_value HasBf16(napi_env env, napi_callback_info) {
+  napi_value r;
+  napi_get_boolean(env, bf16Here(), &r);
+  return r;
+}
+
+// setPrecision(name?): the products' operands, "fp32" (the default) or "bf16" (native/gemm-bf16.cc, where
+// hasBf16()); answers the one in use (no argument: just answers).
+napi_value SetPrecision(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  if (argc == 1) {
+    char name[16] = {0};
+    size_t len = 0;
+    if (napi_get_value_string_utf8(env, argv[0], name, sizeof(name), &len) != napi_ok)
+      return fail(env, "setPrecision takes \"fp32\" or \"bf16\"");
+    if (std::strcmp(name, "fp32") == 0) useBf16 = false;
+    else if (std::strcmp(name, "bf16") == 0 && bf16Here()) useBf16 = true;
+    else if (std::strcmp(name, "bf16") == 0)
+      return fail(env,
+                  "setPrecision: bf16 is unavailable (this CPU lacks AVX512_BF16, or the addon was built without it)");
+    else return fail(env, "setPrecision takes \"fp32\" or \"bf16\"");
+  }
+  napi_value r;
+  napi_create_string_utf8(env, useBf16 ? "bf16" : "fp32", NAPI_AUTO_LENGTH, &r);
+  return r;
+}
+
 napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"cpuSupported", nullptr, CpuSupported, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"gemm", nullptr, Gemm, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"setThreads", nullptr, SetThreads, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"setIsa", nullptr, SetIsa, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"hasBf16", nullptr, HasBf16, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"setPrecision", nullptr, SetPrecision, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   useAvx512 = avx512Here();
-  napi_define_properties(env, exports, 4, props);
+  napi_define_properties(env, exports, 6, props);
   return RegisterOps(env, exports);
 }
 

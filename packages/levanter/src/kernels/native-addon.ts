@@ -129,6 +129,12 @@ export type NativeGemmAddon = NativeOps & {
   /** The GEMM's micro-kernel: `avx512` (the default where the CPU has AVX-512F) or `avx2`; answers the one in use
    * (no argument: only answers). Both give the same bits. */
   setIsa(isa?: 'avx2' | 'avx512'): 'avx2' | 'avx512'
+  /** Whether the bf16 GEMM (native/gemm-bf16.cc) runs here: built with it and a CPU with AVX512_BF16. Absent from
+   * addons built before it. */
+  hasBf16?(): boolean
+  /** Every product's operands: `fp32` (the default) or `bf16` (rounded to bfloat16, float32 sums; throws where
+   * hasBf16() is false); answers the one in use (no argument: only answers). Absent from addons built before it. */
+  setPrecision?(precision?: 'fp32' | 'bf16'): 'fp32' | 'bf16'
   /** Whether products of at most 4 rows take the small-M path (native/gemv.cc, the default) or the blocked GEMM
    * (`LEVANTER_NATIVE_SMALL_M=0`); answers the setting (no argument: only answers). Both give the same bits. Absent
    * from addons built before it. */

@@ -81,3 +81,68 @@ function load(): { addon?: NativeGemmAddon; reason?: string } {
   }
   return { addon }
 }
+
+/** Whether the native bf16 GEMM runs here (the addon built with native/gemm-bf16.cc, a CPU with AVX512_BF16). */
+export function hasBf16(): boolean {
+  return nativeGemm().addon?.hasBf16?.() ?? false
+}
+
+/** Why the bf16 GEMM cannot run here, or undefined where it can. */
+export function bf16Unavailable(): string | undefined {
+  const { addon, reason } = nativeGemm()
+  if (!addon) return `the native GEMM does not run here: ${reason}`
+  if (!addon.hasBf16) return 'the native addon was built before its bf16 kernel; run pnpm install to rebuild it'
+  if (!addon.hasBf16())
+    return 'this CPU lacks AVX512_BF16 (vdpbf16ps), or the addon was built without it (a compiler lacking -mavx512bf16)'
+  return undefined
+}
+
+/**
+ * Run every native matrix product with `precision` operands from now on: `fp32` (the default, bit-exact as always)
+ * or `bf16` (operands rounded to bfloat16 like PyTorch's float→bfloat16, float32 accumulation, native/gemm-bf16.cc).
+ * Answers the precision before, to put back. `bf16` where {@link bf16Unavailable} is a `BAD_CONFIG` naming why.
+ */
+export function setMatmulPrecision(precision: 'fp32' | 'bf16'): 'fp32' | 'bf16' {
+  const addon = nativeGemm().addon
+  if (precision === 'fp32') return addon?.setPrecision ? swap(addon, 'fp32') : 'fp32'
+  const why = bf16Unavailable()
+  if (why) throw new LevanterError('BAD_CONFIG', `precision bf16 needs the native bf16 GEMM: ${why}; use fp32`)
+  return swap(addon!, 'bf16')
+}
+
+function swap(addon: NativeGemmAddon, to: 'fp32' | 'bf16'): 'fp32' | 'bf16' {
+  const before = addon.setPrecision!()
+  addon.setPrecision!(to)
+  return before
+}
+
+/**
+ * C = bf16(op(A))·bf16(op(B)) with float32 sums on the native bf16 GEMM, for row-major A [M, K] (or [K, M] with
+ * `tA`) and B [K, N] (or [N, K] with `tB`). Throws `BAD_CONFIG` where the bf16 GEMM cannot run
+ * ({@link bf16Unavailable}).
+ */
+export function gemmBf16(
+  a: Float32Array,
+  b: Float32Array,
+  M: number,
+  K: number,
+  N: number,
+  opts: { tA?: boolean; tB?: boolean } = {},
+): Float32Array {
+  if (a.length !== M * K || b.length !== K * N)
+    throw new LevanterError('BAD_CONFIG', `gemmBf16: A has ${a.length} and B ${b.length} elements, not M·K and K·N`)
+  const why = bf16Unavailable()
+  if (why) throw new LevanterError('BAD_CONFIG', `gemmBf16: ${why}`)
+  const addon = nativeGemm().addon!
+  const buffer = new ArrayBuffer((M * K + K * N + M * N) * 4)
+  new Float32Array(buffer, 0, M * K).set(a)
+  new Float32Array(buffer, M * K * 4, K * N).set(b)
+  const before = swap(addon, 'bf16')
+  try {
+    const pc = (M * K + K * N) * 4
+    addon.gemm(buffer, 0, M * K * 4, pc, M, K, N, opts.tA ?? false, opts.tB ?? false, 1, 0, 0, 0, false)
+    return new Float32Array(buffer, pc, M * N).slice()
+  } finally {
+    addon.setPrecision!(before)
+  }
+}

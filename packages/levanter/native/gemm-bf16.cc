@@ -1,0 +1,164 @@
+// levanter's bf16 GEMM: C (+)= op(A)·op(B) with both operands rounded to bfloat16 (round to nearest
+// even, NaN kept quiet: PyTorch's float→bfloat16) and the products summed in float32 by
+// vdpbf16ps (_mm512_dpbf16_ps: two bf16 products per 32-bit lane per instruction, float32
+// accumulation). Operands are packed as pairs along k: one 32-bit word holds elements k and k+1
+// (an odd K is padded with a zero). A is packed whole in slivers of MR rows, B in blocks of NCB
+// columns split into NR-column panels; a 12×32 tile of C lives in 24 zmm registers over the whole
+// K, so every element of C is one chain over k-pairs in k order, whatever the tiling or the thread
+// split around it (a row alone equals that row inside a larger product).
+//
+// This file alone is compiled with -mavx512bf16; native/gemm.cc calls it only where
+// __builtin_cpu_supports("avx512bf16") says the CPU has the instructions.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "gemm-impl.h"
+
+namespace {
+
+using levanter::View;
+
+constexpr int64_t MR = 12;
+constexpr int64_t NR = 32;
+constexpr int64_t NCB = 512;  // columns per packed B block: K/2 × 512 words (768 KiB at K = 768) stays in L2
+
+// float → bfloat16 bits, round to nearest even; NaN → a quiet NaN (0x7fc0 with the sign), as PyTorch.
+inline uint32_t bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) & 0x8000u) | 0x7fc0u;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+// A growing per-thread buffer of 32-bit words, 64-byte aligned.
+struct Buffer {
+  uint32_t* p = nullptr;
+  int64_t n = 0;
+  uint32_t* get(int64_t want) {
+    if (want <= n) return p;
+    std::free(p);
+    const int64_t bytes = ((want * 4 + 63) / 64) * 64;
+    p = static_cast<uint32_t*>(std::aligned_alloc(64, bytes));
+    n = p ? want : 0;
+    return p;
+  }
+  ~Buffer() { std::free(p); }
+};
+thread_local Buffer bufA, bufB;
+
+// dst[s][kp][i] = pair(op(A)(s·MR + i, 2kp), op(A)(s·MR + i, 2kp + 1)), zero past row M and column K.
+void packPairsA(const View& a, int64_t M, int64_t K, int64_t Kp, uint32_t* dst) {
+  for (int64_t s = 0; s < M; s += MR) {
+    const int64_t rows = M - s < MR ? M - s : MR;
+    for (int64_t kp = 0; kp < Kp; kp++) {
+      const int64_t k = 2 * kp;
+      for (int64_t i = 0; i < rows; i++) {
+        const uint32_t lo = bf16(a.at(s + i, k)), hi = k + 1 < K ? bf16(a.at(s + i, k + 1)) : 0u;
+        dst[kp * MR + i] = lo | (hi << 16);
+      }
+      for (int64_t i = rows; i < MR; i++) dst[kp * MR + i] = 0u;
+    }
+    dst += Kp * MR;
+  }
+}
+
+// dst[p][kp][j] = pair(op(B)(2kp, n0 + p·NR + j), op(B)(2kp + 1, ·)), zero past column n0 + nb and row K.
+void packPairsB(const View& b, int64_t n0, int64_t nb, int64_t K, int64_t Kp, uint32_t* dst) {
+  for (int64_t p = 0; p < nb; p += NR) {
+    const int64_t cols = nb - p < NR ? nb - p : NR;
+    for (int64_t kp = 0; kp < Kp; kp++) {
+      const int64_t k = 2 * kp;
+      uint32_t* d = dst + kp * NR;
+      if (b.cs == 1 && k + 1 < K) {
+        const float* r0 = b.x + k * b.rs + n0 + p;
+        const float* r1 = r0 + b.rs;
+        for (int64_t j = 0; j < cols; j++) d[j] = bf16(r0[j]) | (bf16(r1[j]) << 16);
+      } else {
+        for (int64_t j = 0; j < cols; j++) {
+          const uint32_t lo = bf16(b.at(k, n0 + p + j)), hi = k + 1 < K ? bf16(b.at(k + 1, n0 + p + j)) : 0u;
+          d[j] = lo | (hi << 16);
+        }
+      }
+      for (int64_t j = cols; j < NR; j++) d[j] = 0u;
+    }
+    dst += Kp * NR;
+  }
+}
+
+inline __m512bh asBf16(__m512i x) { return reinterpret_cast<__m512bh&>(x); }
+
+// The 12×32 tile acc = Σ_kp a[kp]·b[kp] (vdpbf16ps chains from zero), then c = acc or c += acc.
+void kernel(int64_t Kp, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool add) {
+  __m512 acc[MR][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t kp = 0; kp < Kp; kp++) {
+    const __m512bh b0 = asBf16(_mm512_load_si512(b)), b1 = asBf16(_mm512_load_si512(b + 16));
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      const __m512bh x = asBf16(_mm512_set1_epi32(static_cast<int>(a[i])));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
+    }
+    a += MR;
+    b += NR;
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; i++) {
+    float* row = c + i * ldc;
+    if (add) {
+      _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), acc[i][0]));
+      _mm512_storeu_ps(row + 16, _mm512_add_ps(_mm512_loadu_ps(row + 16), acc[i][1]));
+    } else {
+      _mm512_storeu_ps(row, acc[i][0]);
+      _mm512_storeu_ps(row + 16, acc[i][1]);
+    }
+  }
+}
+
+}  // namespace
+
+namespace levanter {
+
+// C (+)= bf16(op(A))·bf16(op(B)) on the calling thread, C row-major M×N with rows ldc floats apart; false
+// when the packing buffers cannot be allocated.
+bool gemmBf16(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N, bool accumulate) {
+  if (M <= 0 || N <= 0) return true;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; i++) std::memset(c + i * ldc, 0, N * sizeof(float));
+    return true;
+  }
+  const int64_t Kp = (K + 1) / 2, slivers = (M + MR - 1) / MR;
+  uint32_t* pa = bufA.get(slivers * Kp * MR);
+  uint32_t* pb = bufB.get(Kp * NCB);
+  if (!pa || !pb) return false;
+  packPairsA(a, M, K, Kp, pa);
+  alignas(64) float tile[MR * NR];
+  for (int64_t n0 = 0; n0 < N; n0 += NCB) {
+    const int64_t nb = N - n0 < NCB ? N - n0 : NCB;
+    packPairsB(b, n0, nb, K, Kp, pb);
+    for (int64_t s = 0; s < slivers; s++) {
+      const int64_t m0 = s * MR, rows = M - m0 < MR ? M - m0 : MR;
+      const uint32_t* as = pa + s * Kp * MR;
+      for (int64_t p = 0; p < nb; p += NR) {
+        const int64_t cols = nb - p < NR ? nb - p : NR;
+        float* cc = c + m0 * ldc + n0 + p;
+        if (rows == MR && cols == NR) {
+          kernel(Kp, as, pb + (p / NR) * Kp * NR, cc, ldc, accumulate);
+          continue;
+        }
+        kernel(Kp, as, pb + (p / NR) * Kp * NR, tile, NR, false);  // an edge tile: computed whole, kept in part
+        for (int64_t i = 0; i < rows; i++)
+          for (int64_t j = 0; j < cols; j++)
+            cc[i * ldc + j] = accumulate ? cc[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace levanter
