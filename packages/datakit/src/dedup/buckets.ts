@@ -7,11 +7,11 @@
  * pairs each document with the first of its bucket). Documents that the exact level
  * removed take no part in bands. A task holds one bucket: about 16 bytes per record.
  */
-import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs'
-import { join } from 'node:path'
 import { fnRef, type ShardInfo } from '@marin/zephyr'
+import { openScratch, type Scratch } from './scratch.js'
 
 export type BucketArgs = {
+  /** The scratch: a local folder, or a storage URL (`openScratch`). */
   readonly dir: string
   readonly kind: 'exact' | 'band'
   readonly shards: number
@@ -20,13 +20,12 @@ export type BucketArgs = {
 }
 
 /** The bucket's records from every shard's file, as one array of 4-u32 records. */
-function readBucket(a: BucketArgs, bucket: number): Uint32Array {
-  const parts: Buffer[] = []
+async function readBucket(a: BucketArgs, scratch: Scratch, bucket: number): Promise<Uint32Array> {
+  const parts: Uint8Array[] = []
   let bytes = 0
   for (let s = 0; s < a.shards; s++) {
-    const path = join(a.dir, `${a.kind}-${bucket}-${s}.bin`)
-    if (!existsSync(path)) continue
-    const b = readFileSync(path)
+    const b = await scratch.read(`${a.kind}-${bucket}-${s}.bin`)
+    if (b === undefined) continue
     parts.push(b)
     bytes += b.length
   }
@@ -85,8 +84,9 @@ export async function* resolveBuckets(
   _info: ShardInfo,
   a: BucketArgs,
 ): AsyncGenerator<BucketResult> {
+  const scratch = await openScratch(a.dir)
   for await (const bucket of items) {
-    const r = readBucket(a, bucket)
+    const r = await readBucket(a, scratch, bucket)
     const n = r.length / 4
     // band records of documents the exact level removed are left out
     const removed = a.exactRemoved
@@ -105,9 +105,8 @@ export async function* resolveBuckets(
       }
       i = j
     }
-    const fd = openSync(join(a.dir, `${a.kind === 'exact' ? 'exact-pairs' : 'edges'}-${bucket}.bin`), 'w')
-    writeSync(fd, new Uint8Array(Uint32Array.from(pairs).buffer))
-    closeSync(fd)
+    const name = `${a.kind === 'exact' ? 'exact-pairs' : 'edges'}-${bucket}.bin`
+    await scratch.write(name, new Uint8Array(Uint32Array.from(pairs).buffer))
     yield { bucket, records: n, pairs: pairs.length / 2 }
   }
 }

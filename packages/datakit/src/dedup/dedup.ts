@@ -63,9 +63,10 @@ export type DedupOptions = OpenOptions & {
   readonly context?: ZephyrContext
   /**
    * Run the exact and fuzzy levels out of core: signatures per shard on the context's
-   * workers, shuffled by bucket through local disk, clusters merged (same decisions as in
-   * memory; see `out-of-core.ts`). `true` or `{ buckets }` forces it, `false` keeps every
-   * text in this process. Paragraph and line levels run in memory only.
+   * workers, shuffled by bucket through local disk (or, with `{ scratch: 's3://…' }`, through
+   * storage every worker reaches, for workers on other hosts), clusters merged (same decisions
+   * as in memory; see `out-of-core.ts`). `true` or `{ buckets, scratch }` forces it, `false`
+   * keeps every text in this process. Paragraph and line levels run in memory only.
    * @default out of core above 200,000 documents
    */
   readonly outOfCore?: boolean | OutOfCoreOptions
@@ -177,6 +178,7 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
     let stats: OutOfCoreStats | undefined
     const edits = new Map<number, SpanEdit>()
     if (ooc) {
+      const oocOptions = typeof opts.outOfCore === 'object' ? opts.outOfCore : {}
       const r = await documentPassesOutOfCore({
         shards: input.shards,
         exact,
@@ -184,8 +186,11 @@ export async function dedup(name: string, opts: DedupOptions = {}): Promise<Dedu
         mh,
         maxExamples,
         context,
-        dir: join(dir, 'signatures'),
-        options: typeof opts.outOfCore === 'object' ? opts.outOfCore : {},
+        // a scratch URL is shared by runs: each run of a configuration has its own folder in it
+        dir: oocOptions.scratch
+          ? `${oocOptions.scratch.replace(/\/+$/, '')}/dedup-${key.slice(0, 16)}`
+          : join(dir, 'signatures'),
+        options: oocOptions,
       })
       passes = r
       stats = r.stats
@@ -313,7 +318,7 @@ function spanLevel(
 }
 
 /** The exact and fuzzy levels with every text in this process; `texts` is what the sub-document levels read. */
-async function documentPassesInMemory(
+export async function documentPassesInMemory(
   shards: readonly string[],
   exact: boolean,
   fuzzy: boolean,

@@ -1,6 +1,7 @@
 /**
  * @module Out-of-core document dedup, the shape datatrove gives it: worker processes sign
- * each input shard (exact keys and MinHash band keys into bucket files on local disk),
+ * each input shard (exact keys and MinHash band keys into bucket files in the scratch: a local folder, or a
+ * storage URL for workers on other hosts, `scratch.ts`),
  * then resolve each bucket (sort by key, pair each copy with the first document of its
  * key); the coordinator merges the pairs (exact copies into a bitmap, band pairs into
  * clusters by union-find). No process holds the corpus: a worker holds a batch of
@@ -9,17 +10,22 @@
  * of each exact group, then of each connected component of LSH candidates among the
  * exact-unique documents, in shard order, is kept.
  */
-import { mkdir, readFile, rm } from 'node:fs/promises'
-import { join } from 'node:path'
 import { Dataset, ParquetReader, type ZephyrContext } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
 import { type BucketResult, RESOLVE_BUCKETS } from './buckets.js'
 import type { DedupLevelReport, DedupReport } from './dedup.js'
+import { openScratch, type Scratch } from './scratch.js'
 import { SIGN_SHARDS, type SignResult } from './signatures.js'
 
 export type OutOfCoreOptions = {
   /** Buckets the signatures are shuffled into. @default enough for about 64 MiB of records each */
   readonly buckets?: number
+  /**
+   * Where the signatures, buckets and pairs go: a storage URL (`s3://bucket/prefix`) that every worker reaches, for
+   * workers on other hosts (no disk shared). @default a folder in the store's work folder (workers must then share
+   * this machine's disk)
+   */
+  readonly scratch?: string
 }
 
 /** What a run out of core did, beside the report (which equals the in-memory path's). */
@@ -54,7 +60,7 @@ export type OutOfCoreArgs = {
   readonly mh: { numPerm: number; numBands: number; ngram: number; seed: number }
   readonly maxExamples: number
   readonly context: ZephyrContext
-  /** Scratch folder (removed at the end). */
+  /** Scratch: a local folder or a storage URL (its files are removed at the end). */
   readonly dir: string
   readonly options: OutOfCoreOptions
 }
@@ -103,8 +109,9 @@ class SparseUnionFind {
   }
 }
 
-async function* pairsOf(path: string): AsyncGenerator<[number, number]> {
-  const b = await readFile(path)
+async function* pairsOf(scratch: Scratch, name: string): AsyncGenerator<[number, number]> {
+  const b = await scratch.read(name)
+  if (b === undefined) throw new DatakitError('INVALID_ARGUMENT', `dedup: ${name} is missing from the scratch`)
   const u = new Uint32Array(b.buffer, b.byteOffset, b.length / 4)
   for (let i = 0; i < u.length; i += 2) yield [u[i]!, u[i + 1]!]
 }
@@ -150,8 +157,8 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
   const buckets = a.options.buckets ?? Math.max(1, Math.ceil((n * perDoc * RECORD) / BUCKET_BYTES))
   if (!Number.isInteger(buckets) || buckets < 1)
     throw new DatakitError('INVALID_ARGUMENT', `dedup: outOfCore.buckets must be a positive integer, got ${buckets}`)
-  await rm(a.dir, { recursive: true, force: true })
-  await mkdir(a.dir, { recursive: true })
+  const scratch = await openScratch(a.dir)
+  await scratch.clear()
   const range = (k: number) => Array.from({ length: k }, (_, i) => i)
   const seconds = { sign: 0, exact: 0, band: 0, merge: 0 }
   let t = performance.now()
@@ -188,7 +195,7 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
       await resolve('exact')
       lap('exact')
       for (let b = 0; b < buckets; b++)
-        for await (const [first, copy] of pairsOf(join(a.dir, `exact-pairs-${b}.bin`))) {
+        for await (const [first, copy] of pairsOf(scratch, `exact-pairs-${b}.bin`)) {
           exactPairs++
           exactRemoved[copy >>> 3]! |= 1 << (copy & 7)
           exactDuplicates++
@@ -215,7 +222,7 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
       lap('band')
       const uf = new SparseUnionFind()
       for (let b = 0; b < buckets; b++)
-        for await (const [first, other] of pairsOf(join(a.dir, `edges-${b}.bin`))) {
+        for await (const [first, other] of pairsOf(scratch, `edges-${b}.bin`)) {
           candidatePairs++
           uf.union(first, other)
         }
@@ -231,7 +238,8 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
     let exactBytes = 0
     let fuzzyBytes = 0
     for (let s = 0; s < shards.length; s++) {
-      const b = await readFile(join(a.dir, `len-${s}.bin`))
+      const b = await scratch.read(`len-${s}.bin`)
+      if (b === undefined) throw new DatakitError('INVALID_ARGUMENT', `dedup: len-${s}.bin is missing from the scratch`)
       const len = new Uint32Array(b.buffer, b.byteOffset, b.length / 4)
       for (let i = 0; i < len.length; i++) {
         const pos = shardStart[s]! + i
@@ -280,6 +288,6 @@ export async function documentPassesOutOfCore(a: OutOfCoreArgs): Promise<Documen
       stats: { shards: shards.length, buckets, signatureBytes, exactPairs, candidatePairs, seconds },
     }
   } finally {
-    await rm(a.dir, { recursive: true, force: true })
+    await scratch.remove()
   }
 }

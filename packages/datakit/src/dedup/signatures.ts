@@ -10,12 +10,14 @@ import { closeSync, openSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { exactKeys, MinHasher } from '@marin/dupekit'
 import { fnRef, ParquetReader, type ShardInfo } from '@marin/zephyr'
+import { openScratch, type Scratch } from './scratch.js'
 
 export type SignArgs = {
-  /** Local URLs of the input's Parquet shards. */
+  /** URLs of the input's Parquet shards. */
   readonly shards: readonly string[]
   /** The position of each shard's first document. */
   readonly shardStart: readonly number[]
+  /** The scratch: a local folder, or a storage URL (`openScratch`). */
   readonly dir: string
   readonly buckets: number
   readonly exact: boolean
@@ -34,12 +36,15 @@ const FLUSH = 1 << 18
 /** Records of one kind for every bucket, buffered and appended to that bucket's file of this shard. */
 class BucketFiles {
   private readonly fds: number[]
+  /** The files' names, one per bucket. */
+  readonly names: string[]
   private readonly bufs: Uint32Array[]
   private readonly fill: number[]
   bytes = 0
 
   constructor(dir: string, kind: string, shard: number, buckets: number) {
-    this.fds = Array.from({ length: buckets }, (_, b) => openSync(join(dir, `${kind}-${b}-${shard}.bin`), 'w'))
+    this.names = Array.from({ length: buckets }, (_, b) => `${kind}-${b}-${shard}.bin`)
+    this.fds = this.names.map((name) => openSync(join(dir, name), 'w'))
     this.bufs = Array.from({ length: buckets }, () => new Uint32Array(FLUSH / 4))
     this.fill = new Array<number>(buckets).fill(0)
   }
@@ -99,9 +104,24 @@ export async function* signShards(
 ): AsyncGenerator<SignResult> {
   const hasher = new MinHasher({ numPerm: a.numPerm, ngram: a.ngram, seed: a.seed })
   const rows = a.numPerm / a.numBands
+  const scratch = await openScratch(a.dir)
+  try {
+    yield* signEach(items, a, hasher, rows, scratch)
+  } finally {
+    scratch.release()
+  }
+}
+
+async function* signEach(
+  items: AsyncIterable<number>,
+  a: SignArgs,
+  hasher: MinHasher,
+  rows: number,
+  scratch: Scratch,
+): AsyncGenerator<SignResult> {
   for await (const shard of items) {
-    const exact = a.exact ? new BucketFiles(a.dir, 'exact', shard, a.buckets) : undefined
-    const bands = a.fuzzy ? new BucketFiles(a.dir, 'band', shard, a.buckets) : undefined
+    const exact = a.exact ? new BucketFiles(scratch.local, 'exact', shard, a.buckets) : undefined
+    const bands = a.fuzzy ? new BucketFiles(scratch.local, 'band', shard, a.buckets) : undefined
     const lengths: number[] = []
     let pos = a.shardStart[shard]!
     const sign = (texts: string[]): void => {
@@ -133,9 +153,8 @@ export async function* signShards(
       exact?.close()
       bands?.close()
     }
-    const fd = openSync(join(a.dir, `len-${shard}.bin`), 'w')
-    writeSync(fd, new Uint8Array(Uint32Array.from(lengths).buffer))
-    closeSync(fd)
+    for (const name of [...(exact?.names ?? []), ...(bands?.names ?? [])]) await scratch.commit(name)
+    await scratch.write(`len-${shard}.bin`, new Uint8Array(Uint32Array.from(lengths).buffer))
     yield { shard, documents: lengths.length, signatureBytes: (exact?.bytes ?? 0) + (bands?.bytes ?? 0) }
   }
 }
