@@ -77,6 +77,13 @@ export const TrainerConfig = z.strictObject({
     'where mesh members run: { iris: { controller, tokenFile } } places each on an iris worker; @default worker ' +
       'processes of the current fray client',
   ),
+  precision: z
+    .enum(['fp32', 'bf16'])
+    .default('fp32')
+    .describe(
+      "the matrix products' operands: bf16 rounds them to bfloat16 and sums in float32 (the native bf16 GEMM: a CPU " +
+        'with AVX512_BF16, in one process); master weights and AdamW stay float32',
+    ),
   peakFlops: z
     .number()
     .positive()

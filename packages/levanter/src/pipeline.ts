@@ -16,6 +16,8 @@ import { LocalEngine } from './engine.js'
 import type { Engine, StepResult } from './engine.js'
 import { LevanterError } from './errors.js'
 import { measurePeakFlops } from './flops.js'
+import { setMatmulPrecision } from './kernels/native-gemm.js'
+import { nativeKernels } from './kernels/native-ops.js'
 import type { CausalLM } from './models/lm.js'
 import { learningRateAt } from './optim/schedule.js'
 import { DataParallelEngine } from './parallel/data-parallel.js'
@@ -98,6 +100,15 @@ export class Pipeline {
       : undefined
     const adamw = { beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: c.weightDecay, maxGradNorm: c.maxGradNorm }
     const members = c.mesh.data * c.mesh.model
+    if (c.precision === 'bf16' && (members > 1 || c.fsdp || !nativeKernels()))
+      throw new LevanterError(
+        'BAD_CONFIG',
+        'trainer config: precision bf16 runs on the native bf16 GEMM in one process: ' +
+          (members > 1 || c.fsdp
+            ? `not under mesh ${JSON.stringify(c.mesh)}${c.fsdp ? ' with fsdp' : ''} yet; train in one process`
+            : `the ${backend.name} backend does not run the native GEMM; use the wasm backend`) +
+          ' or precision fp32',
+      )
     // plain data-parallel replicas follow a webgpu driver onto the device (parallel/replica.ts); fsdp and model-axis
     // members read tensors synchronously, which webgpu cannot: they choose a CPU backend (backend.ts)
     if ((c.mesh.model > 1 || c.fsdp) && backend.name === 'webgpu') {
@@ -139,6 +150,8 @@ export class Pipeline {
     let start = 0,
       last: StepInfo | undefined,
       damagedCheckpoints: readonly DamagedCheckpoint[] = []
+    // bf16 products for this run's steps (and evaluation), fp32 again after
+    const precisionBefore = c.precision === 'bf16' ? setMatmulPrecision('bf16') : undefined
     try {
       // a mesh's members read their own parts of a sharded checkpoint
       const store = c.checkpointStore
@@ -267,6 +280,7 @@ export class Pipeline {
           for (const [n, d] of st.weights) model.set(n, d)
         })
     } finally {
+      if (precisionBefore) setMatmulPrecision(precisionBefore)
       await engine.close()
       await placement?.shutdown()
       ckpt?.close()
