@@ -50,6 +50,7 @@ test('with a hardware adapter the default is webgpu: one log line and the run na
 // Three short processes, side by side.
 test.concurrent.for(['software', 'throws', 'none'])(
   'a %s probe falls through to the CPU kernels, quietly',
+  { timeout: 120_000 },
   async (mode, { expect }) => {
     const { out, logs } = await select(mode)
     expect(out.backend).toBe('wasm')
@@ -57,7 +58,6 @@ test.concurrent.for(['software', 'throws', 'none'])(
     expect(out.info.adapter).toBeUndefined()
     expect(logs.filter((l) => l.level === 'warn' || l.level === 'error' || l.level >= 40)).toEqual([])
   },
-  120_000,
 )
 
 test.each([undefined, 'webgpu'])(
