@@ -11,12 +11,14 @@
  * Then GPT-2 small's cached greedy decoding at batch 1 on one thread (bench/decode-roofline.ts) against the PyTorch
  * reference's KV-cache loop, rounds interleaved (LEVANTER_BENCH_DECODE_ROUNDS @default 3, 0 skips it), with this
  * machine's one-thread memory bandwidth (the native addon's STREAM-style copy, triad and read) and the roofline
- * fraction: tokens/s ÷ (bandwidth ÷ the weight bytes a token reads).
+ * fraction: tokens/s ÷ (bandwidth ÷ the weight bytes a token reads). With the rounds, bf16 against fp32 GEMM GFLOP/s
+ * at GPT-2 small's MLP and vocab-head shapes (bench/bf16-gemm.ts; skipped, saying why, without AVX512_BF16).
  */
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { emit, median } from '@marin/rigging/bench'
 import { nativeGemm } from '../src/kernels/native-gemm.js'
+import { bf16GemmLines } from './bf16-gemm.js'
 import { findTorch, levanterRun, pytorchRun, run, tryRun } from './processes.js'
 import type { Result, RunSpec, Size } from './processes.js'
 
@@ -292,6 +294,8 @@ if (rounds > 0) {
       baseline: gemm.xnnpackWeightGrad!,
     })
   }
+  // bf16 against fp32 products at GPT-2 small's shapes on the native addon (bench/bf16-gemm.ts)
+  bf16GemmLines(b, 3)
 }
 
 // GPT-2 small decoding, batch 1, one thread: levanter's `generate` and PyTorch's KV-cache loop in alternate runs.

@@ -14,7 +14,7 @@ import { Trainer } from './trainer.js'
 const cfg = { vocabSize: 11, seqLen: 16, dModel: 32, nLayers: 2, nHeads: 2 }
 const tokens = Array.from({ length: 4000 }, (_, i) => ((i * 7) % 10) + (i % 97 === 0 ? 1 : 0))
 
-async function train(precision?: 'fp32' | 'bf16'): Promise<{ losses: number[]; logged: number[] }> {
+async function train(precision?: 'fp32' | 'bf16'): Promise<{ losses: readonly number[]; logged: number[] }> {
   const tracker = new MemoryTracker()
   const trainer = new Trainer(
     {
