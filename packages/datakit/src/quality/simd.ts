@@ -15,14 +15,25 @@ const WASM =
   'AnsCfyAFQQJ0IQcgAyAEQQJ0aiEGAkADQCADIAZPDQEgAyoCAP0TIQlBACEIA0AgACAIaiELIAIgCGohDCAL/QAEACEKIAwgDP0A' +
   'BAAgCSAK/eYB/eQB/QsEACALIAogCSABIAhq/QAEAP3mAf3kAf0LBAAgCEEQaiEIIAggB0kNAAsgACAHaiEAIANBBGohAwwACwsL'
 
-let module: WebAssembly.Module | null | undefined
+// The workspace compiles without DOM typings, where the WebAssembly globals live; these are the
+// few members used here.
+type WasmModule = object
+type WasmApi = {
+  validate(bytes: Uint8Array): boolean
+  Module: new (bytes: Uint8Array) => WasmModule
+  Instance: new (module: WasmModule) => { exports: Record<string, unknown> }
+}
+type WasmMemory = { readonly buffer: ArrayBuffer; grow(pages: number): number }
+const WA = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly
 
-function simdModule(): WebAssembly.Module | null {
-  if (module === undefined) {
+let compiled: WasmModule | null | undefined
+
+function simdModule(): WasmModule | null {
+  if (compiled === undefined) {
     const bytes = Buffer.from(WASM, 'base64')
-    module = WebAssembly.validate(bytes) ? new WebAssembly.Module(bytes) : null
+    compiled = WA?.validate(bytes) ? new WA.Module(bytes) : null
   }
-  return module
+  return compiled
 }
 
 /** One classifier's kernels and the float32 views of the memory they work on. */
@@ -44,8 +55,8 @@ export function simdKernels(nlabels: number, dim: number): SimdKernels | undefin
   const mod = dim % 4 === 0 ? simdModule() : null
   if (!mod) return undefined
   const floats = nlabels * dim + 2 * dim + nlabels
-  const instance = new WebAssembly.Instance(mod)
-  const memory = instance.exports.memory as WebAssembly.Memory
+  const instance = new WA!.Instance(mod)
+  const memory = instance.exports.memory as WasmMemory
   const pages = Math.ceil((floats * 4) / 65536)
   if (pages > 1) memory.grow(pages - 1)
   const buf = memory.buffer
