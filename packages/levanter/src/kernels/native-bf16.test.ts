@@ -1,4 +1,4 @@
-import { describe, expect, test } from 'vitest'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { LevanterError } from '../errors.js'
 import { bf16Unavailable, gemmBf16, hasBf16 } from './native-gemm.js'
 
@@ -67,50 +67,62 @@ function check(M: number, K: number, N: number, tA = false, tB = false): void {
     }
 }
 
-describe.skipIf(why !== undefined)(`native bf16 GEMM${why ? ` (skipped: ${why})` : ''}`, () => {
-  test('hasBf16 answers true here', () => expect(hasBf16()).toBe(true))
-
-  test('rounds operands to nearest even, as PyTorch', () => {
-    // 1 + 2^-8 is halfway between bf16's 1 and 1 + 2^-7: even is 1; 1 + 3·2^-8 is halfway to 1 + 2^-6 (even)
-    const c = gemmBf16(
-      Float32Array.of(1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20),
-      Float32Array.of(1),
-      3,
-      1,
-      1,
-    )
-    expect(Array.from(c)).toEqual([1, 1 + 2 ** -6, 1 + 2 ** -7])
-    expect(bf16(1 + 2 ** -8)).toBe(1)
-  })
-
-  for (const M of [1, 2, 3, 4, 5, 17, 64])
-    for (const K of [1, 7, 768, 777])
-      test(`[${M}, ${K}] x [${K}, 1 | 13]`, () => {
-        check(M, K, 1)
-        check(M, K, 13)
+// Both kernels: AMX tiles (tdpbf16ps, where the CPU has them) and vdpbf16ps (LEVANTER_BF16_AMX=0, read per product).
+for (const amx of ['1', '0'])
+  describe.skipIf(why !== undefined)(
+    `native bf16 GEMM, LEVANTER_BF16_AMX=${amx}${why ? ` (skipped: ${why})` : ''}`,
+    () => {
+      beforeAll(() => {
+        process.env.LEVANTER_BF16_AMX = amx
+      })
+      afterAll(() => {
+        delete process.env.LEVANTER_BF16_AMX
       })
 
-  for (const [M, K] of [
-    [1, 768],
-    [5, 7],
-    [17, 777],
-  ] as const)
-    test(`vocab head [${M}, ${K}] x [${K}, 50257]`, () => check(M, K, 50257))
+      test('hasBf16 answers true here', () => expect(hasBf16()).toBe(true))
 
-  test('transposed operands read in place', () => {
-    check(17, 777, 13, true, false)
-    check(5, 768, 50, false, true)
-    check(64, 7, 33, true, true)
-  })
+      test('rounds operands to nearest even, as PyTorch', () => {
+        // 1 + 2^-8 is halfway between bf16's 1 and 1 + 2^-7: even is 1; 1 + 3·2^-8 is halfway to 1 + 2^-6 (even)
+        const c = gemmBf16(
+          Float32Array.of(1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20),
+          Float32Array.of(1),
+          3,
+          1,
+          1,
+        )
+        expect(Array.from(c)).toEqual([1, 1 + 2 ** -6, 1 + 2 ** -7])
+        expect(bf16(1 + 2 ** -8)).toBe(1)
+      })
 
-  test('a row alone equals that row inside a larger product, bit for bit', () => {
-    const a = fill(64 * 777, 1),
-      b = fill(777 * 50, 2)
-    const all = gemmBf16(a, b, 64, 777, 50)
-    const row = gemmBf16(a.subarray(37 * 777, 38 * 777), b, 1, 777, 50)
-    expect(Array.from(row)).toEqual(Array.from(all.subarray(37 * 50, 38 * 50)))
-  })
-})
+      for (const M of [1, 2, 3, 4, 5, 17, 64])
+        for (const K of [1, 7, 768, 777])
+          test(`[${M}, ${K}] x [${K}, 1 | 13]`, () => {
+            check(M, K, 1)
+            check(M, K, 13)
+          })
+
+      for (const [M, K] of [
+        [1, 768],
+        [5, 7],
+        [17, 777],
+      ] as const)
+        test(`vocab head [${M}, ${K}] x [${K}, 50257]`, () => check(M, K, 50257))
+
+      test('transposed operands read in place', () => {
+        check(17, 777, 13, true, false)
+        check(5, 768, 50, false, true)
+        check(64, 7, 33, true, true)
+      })
+
+      test('a row alone equals that row inside a larger product, bit for bit', () => {
+        const a = fill(64 * 777, 1),
+          b = fill(777 * 50, 2)
+        const all = gemmBf16(a, b, 64, 777, 50)
+        const row = gemmBf16(a.subarray(37 * 777, 38 * 777), b, 1, 777, 50)
+        expect(Array.from(row)).toEqual(Array.from(all.subarray(37 * 50, 38 * 50)))
+      })
+    },
+  )
 
 test('without the native GEMM, gemmBf16 is a BAD_CONFIG saying why', () => {
   const before = process.env.LEVANTER_NATIVE_DISABLE
