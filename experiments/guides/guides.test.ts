@@ -117,7 +117,7 @@ describe('the guides', () => {
     }
   }, 240_000)
 
-  test.concurrent('add an architecture: a user architecture trains alone and on { model: 2 }, same losses', async () => {
+  test.concurrent('add an architecture: a user architecture trains alone and on { model: 2 }, same loss', async () => {
     const script = 'experiments/guides/add-an-architecture.ts'
     const [one, model] = await Promise.all([run(script, []), run(script, ['model'])])
     expect(one).toMatch(/^guide-gated-mlp: 3616 parameters, \d+ FLOPs per token$/m)

@@ -163,7 +163,8 @@ try {
   }
   const tl = median(lidTimes)
   process.stderr.write(
-    `web: languages ${JSON.stringify(Object.fromEntries(langs))}; CLD3 reads ≤ ${LANGUAGE_MAX_BYTES} bytes a document\n`,
+    `web: languages ${JSON.stringify(Object.fromEntries(langs))}; ` +
+      `CLD3 reads ≤ ${LANGUAGE_MAX_BYTES} bytes a document\n`,
   )
   emit({ bench, metric: 'web_langid_docs_per_s', value: texts.length / tl, unit: 'documents/s' })
   emit({ bench, metric: 'web_langid_text_mb_per_s', value: textBytes / MB / tl, unit: 'MB/s' })

@@ -97,7 +97,7 @@ describe.skipIf(why !== undefined)(`fray across hosts${why ? ` (skipped: ${why})
     )
   }, 100_000)
 
-  test('a host partitioned mid-collective fails the collective naming the member, within the peer timeout', async () => {
+  test('a host cut mid-collective fails the collective naming the member, within the peer timeout', async () => {
     const d = drive('partition', [member(b), member(c)])
     await d.step('waiting', 45_000)
     c.cut()
@@ -137,7 +137,7 @@ describe('advertised addresses, checked before an actor host serves', () => {
       /IRIS_WORKER_HOST=10\.7\.7\.7 \(FRAY_ADVERTISE_HOST unset\) is not an address of this host/,
     )
   })
-  test('an address of another host, a wildcard, one not listened on, or loopback with a remote driver is refused', () => {
+  test('an address of another host, a wildcard, one not listened on, loopback toward a remote driver: refused', () => {
     expect(check({ FRAY_LISTEN_HOST: '0.0.0.0', FRAY_ADVERTISE_HOST: '10.9.9.9' })).toThrow(
       /FRAY_ADVERTISE_HOST=10\.9\.9\.9 is not an address of this host \(this host's addresses: 10\.1\.2\.3\)/,
     )

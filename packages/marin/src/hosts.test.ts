@@ -105,7 +105,7 @@ describe.skipIf(why !== undefined)(`marin executor across hosts${why ? ` (skippe
     return s
   }
 
-  test('driven from A, steps run as iris jobs on B and C with the prefix in the store; a run from B skips all', async () => {
+  test('driven from A, steps run as iris jobs on B and C, prefix in the store; a run from B skips all', async () => {
     const first = await drive(a)
     expect(first.status, JSON.stringify(first.steps)).toBe('SUCCESS')
     expect(first.steps.map((s) => [s.name, s.status]).sort()).toEqual(

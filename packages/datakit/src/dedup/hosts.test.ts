@@ -11,14 +11,14 @@ import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { makeNetHosts, netHostsSupport, type NetHost, type NetHosts } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Decisions, DedupHostsConfig } from './hosts-driver.js'
+import type { Decisions, DedupHostsConfig } from '../test-support/dedup-hosts-driver.js'
 import type { OutOfCoreStats } from './out-of-core.js'
 
 const why = netHostsSupport()
 if (why !== undefined) console.warn(`dedup across hosts skipped: ${why}`)
 
 const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
-const DRIVER = resolve(import.meta.dirname, 'hosts-driver.ts')
+const DRIVER = resolve(import.meta.dirname, '..', 'test-support', 'dedup-hosts-driver.ts')
 // The suite's object store for tests across hosts (s3rver on one host), and the iris command.
 const S3_HOST = resolve(import.meta.dirname, '../../../zephyr/src/fixtures/s3-host.ts')
 const IRIS_BIN = resolve(import.meta.dirname, '../../../iris/bin/iris.js')

@@ -51,7 +51,8 @@ const [controller, driverHost, config] = process.argv.slice(1)
 const { cfg, tokens, trainer: t, steps } = JSON.parse(config)
 const say = (o) => process.stdout.write(JSON.stringify(o) + '\\n')
 await initBackend()
-const client = new FrayIrisClient({ iris: { controller, token: process.env.IRIS_TOKEN }, driverHost, hostListen: '0.0.0.0' })
+const iris = { controller, token: process.env.IRIS_TOKEN }
+const client = new FrayIrisClient({ iris, driverHost, hostListen: '0.0.0.0' })
 // Where the replicas ran: each member's actor name and the worker of its job.
 const placement = async (pipeline) => {
   const iris = new IrisClient({ controller, token: process.env.IRIS_TOKEN })
@@ -61,7 +62,8 @@ const placement = async (pipeline) => {
   return { workers: Object.fromEntries(workers), members: pipeline.engine?.group.members.map((m) => m.$actor.name) }
 }
 const trainer = new Trainer({ ...t, mesh: { data: 2 } }, { trackers: [new MemoryTracker()] })
-const pipeline = new Pipeline({ dataset: Dataset.fromTokens(tokens, { evalFraction: 0 }), model: new Gpt2LM(cfg, 2), trainer, maxSteps: steps })
+const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
+const pipeline = new Pipeline({ dataset, model: new Gpt2LM(cfg, 2), trainer, maxSteps: steps })
 trainer.addHook(1, async (info) => {
   if (info.step === 2) say({ step: 'placed', ...(await placement(pipeline)) })
   say({ step: 'progress', n: info.step })
@@ -149,7 +151,7 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     out.losses!.forEach((l, i) => expect(Math.abs(l - single.losses[i]!)).toBeLessThan(1e-4))
   }, 60_000)
 
-  test('a host partitioned mid-training fails the step with REPLICA_FAILED naming its replica, within the timeouts', async () => {
+  test('a host cut mid-training fails the step with REPLICA_FAILED naming its replica, in bounded time', async () => {
     const driver = drive(100_000)
     const placed = JSON.parse((await driver.waitFor(/^\{"step":"placed".*$/m, 50_000))[0]) as Placed
     await driver.waitFor(/^\{"step":"progress","n":3\}$/m, 20_000)

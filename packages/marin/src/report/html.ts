@@ -441,7 +441,7 @@ export function renderHtml(p: SiteParts): string {
   // A link when this site holds the docs (published with --docs), else how to build them.
   out.push(
     p.docs
-      ? `<p class="muted">Made with marin-ts: <a href="../../../${DOCS_INDEX}">its docs</a> (guides, API reference).</p>`
+      ? `<p class="muted">Made with marin-ts: <a href="../../../${DOCS_INDEX}">its docs</a> (guides, API).</p>`
       : '<p class="muted">Made with marin-ts; its docs (guides, API reference) build from the repository with ' +
           '<code>pnpm run docs</code>, starting at <code>docs/index.md</code>.</p>',
   )

@@ -1,6 +1,7 @@
 /**
- * @module A datakit driver for the dedup-across-hosts test (`hosts.test.ts`): run on host A (`ip netns exec`), with
- * the object store reached through the S3 SDK's environment (`AWS_ENDPOINT_URL`, …) and the iris controller given.
+ * @module A datakit driver for the dedup-across-hosts test (`dedup/hosts.test.ts`): run on host A
+ * (`ip netns exec`), with the object store reached through the S3 SDK's environment (`AWS_ENDPOINT_URL`, …)
+ * and the iris controller given.
  * It writes a planted corpus (Brown paragraphs with exact and near copies) as Parquet shards into the object store,
  * decides the exact and MinHash levels in memory here, then out of core with its zephyr workers as fray actors on
  * the iris cluster's hosts, signatures, buckets and pairs in the object store. argv[2] is a JSON
@@ -11,9 +12,9 @@ import { MINHASH_DEFAULTS } from '@marin/dupekit'
 import { FrayIrisClient } from '@marin/fray'
 import { openStorage } from '@marin/rigging'
 import { Dataset, ZephyrContext } from '@marin/zephyr'
-import { brownParagraphs } from '../test-support/brown.js'
-import { documentPassesInMemory } from './dedup.js'
-import { type DocumentPasses, documentPassesOutOfCore } from './out-of-core.js'
+import { brownParagraphs } from './brown.js'
+import { documentPassesInMemory } from '../dedup/dedup.js'
+import { type DocumentPasses, documentPassesOutOfCore } from '../dedup/out-of-core.js'
 
 export type DedupHostsConfig = {
   /** `s3://bucket/prefix` for the corpus, zephyr's scratch and dedup's. */
