@@ -3,24 +3,23 @@
  * this file, registered by its `type`, then trained by levanter like a built-in one. `GUIDE_SCALE=tiny` makes
  * it small enough for a test.
  */
-import { CausalLM, Dataset, Gpt2Config, Pipeline, Trainer, createModel, initBackend } from '@marin/levanter'
+import { CausalLM, Dataset, Pipeline, Trainer, createModel, initBackend } from '@marin/levanter'
 import { defineArchitecture, modelConfigFields, registerArchitecture, residual } from '@marin/levanter'
 import type { ForwardArgs, ForwardResult, ParamSpec } from '@marin/levanter'
 import * as tf from '@tensorflow/tfjs'
 import { fileURLToPath } from 'node:url'
+import { z } from 'zod'
 
 const tiny = process.env.GUIDE_SCALE === 'tiny'
 const TYPE = 'guide-gated-mlp'
 
-// 1. The config: the fields every architecture shares, and this one's own `hidden`. (zod is levanter's
-// dependency, not the workspace root's, so the schema is built from levanter's schemas; `type` is known: the
-// registry hands this schema only configs whose type is TYPE.)
-const shared = { vocabSize: true, seqLen: true, dModel: true, nLayers: true, nHeads: true, initStd: true } as const
-const GuideConfig = Gpt2Config.pick(shared)
-  .extend({ hidden: modelConfigFields.vocabSize.default(32).describe('MLP width') })
-  .strip()
-  .transform((c) => ({ ...c, type: TYPE }))
-type GuideConfig = ReturnType<typeof GuideConfig.parse>
+// 1. The config: the fields every architecture shares, and this one's own `hidden` (zod, a root dependency).
+const GuideConfig = z.strictObject({
+  type: z.literal(TYPE),
+  ...modelConfigFields,
+  hidden: z.number().int().positive().default(32).describe('MLP width'),
+})
+type GuideConfig = z.output<typeof GuideConfig>
 
 // 2. The parameters, in order, each with its init and its split over the model axis (tensor parallelism).
 const block = (i: number) => ['norm', 'gate.weight', 'up.weight', 'down.weight'].map((n) => `blocks.${i}.${n}`)
