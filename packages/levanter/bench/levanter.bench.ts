@@ -13,12 +13,14 @@
  * machine's one-thread memory bandwidth (the native addon's STREAM-style copy, triad and read) and the roofline
  * fraction: tokens/s ÷ (bandwidth ÷ the weight bytes a token reads). With the rounds, bf16 against fp32 GEMM GFLOP/s
  * at GPT-2 small's MLP and vocab-head shapes (bench/bf16-gemm.ts; skipped, saying why, without AVX512_BF16).
+ * Then GPT-2 small training against PyTorch on 1 and 2 cores with peak RSS (bench/gpt2-sizes.ts).
  */
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { emit, median } from '@marin/rigging/bench'
 import { nativeGemm } from '../src/kernels/native-gemm.js'
 import { bf16GemmLines } from './bf16-gemm.js'
+import { benchGpt2Sizes } from './gpt2-sizes.js'
 import { findTorch, levanterRun, pytorchRun, run, tryRun } from './processes.js'
 import type { Result, RunSpec, Size } from './processes.js'
 
@@ -360,6 +362,10 @@ if (decodeRounds > 0) {
       })
   }
 }
+
+// GPT-2 small (and medium with LEVANTER_BENCH_GPT2_MEDIUM=1) training against PyTorch, 1 core and 2 cores
+// (bench/gpt2-sizes.ts; LEVANTER_BENCH_GPT2_ROUNDS @default 3, 0 skips it).
+benchGpt2Sizes(emit)
 
 // The size sweep: one levanter process against PyTorch on one thread, per model size. A size
 // levanter (or PyTorch) cannot train is a line with value 0 and the run's error, not a failed bench.
