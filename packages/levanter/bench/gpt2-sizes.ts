@@ -130,7 +130,8 @@ export function benchGpt2Sizes(emit: Emit = emitLine): string[] {
       rows.push({ lev1, pt1, best2, bestLayout, pt2, load })
       process.stderr.write(
         `gpt2-sizes bench: ${size} round ${r + 1}: 1 core levanter ${tps(lev1)?.toFixed(1) ?? '-'} / PyTorch ` +
-          `${tps(pt1)?.toFixed(1) ?? '-'} tokens/s; 2 cores levanter ${best2?.toFixed(1) ?? '-'} (${bestLayout ?? '-'})` +
+          `${tps(pt1)?.toFixed(1) ?? '-'} tokens/s; ` +
+          `2 cores levanter ${best2?.toFixed(1) ?? '-'} (${bestLayout ?? '-'})` +
           ` / PyTorch ${tps(pt2)?.toFixed(1) ?? '-'}; load ${load.toFixed(1)}\n`,
       )
     }
