@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { readDocsSite } from '../packages/marin/src/report/docs-site.js'
 import { buildDocs, checkSiteLinks, entryPoints } from './build-docs.js'
 
 const root = resolve(import.meta.dirname, '..')
@@ -43,6 +44,12 @@ describe('the docs site', () => {
   test('has a page for every package entry point and every guide, and no broken link', () => {
     expect(pages).toBeGreaterThan(100)
     expect(checkSiteLinks(site)).toEqual([])
+  })
+
+  test('is a folder a report site can carry (marin publish-report --docs): UTF-8 files, within the limits', () => {
+    const files = readDocsSite(site)
+    expect(files.has('docs/index.html')).toBe(true)
+    expect(files.size).toBeGreaterThan(100)
   })
 
   test('a broken link, a missing anchor and an absolute path are each named with their page', () => {
@@ -100,12 +107,13 @@ describe('the docs site', () => {
         expect(landed.startsWith(site), `${page} → ${links[0]}`).toBe(true)
         expect(await tab.locator('.col-content').count(), `${page} → ${landed}`).toBe(1)
       }
-      // And the front page reaches each guide.
+      // And the front page reaches each guide (every file of docs/guides/).
       await tab.goto(pathToFileURL(join(site, 'index.html')).href, { waitUntil: 'load' })
       const guides = await tab.$$eval('.col-content a[href]', (as) =>
         as.map((a) => a.getAttribute('href')!).filter((h) => h.includes('guides_')),
       )
-      expect(guides.length).toBe(4)
+      const written = readdirSync(join(import.meta.dirname, '..', 'docs', 'guides')).filter((f) => f.endsWith('.md'))
+      expect(new Set(guides).size).toBe(written.length)
     } finally {
       await browser.close()
     }
