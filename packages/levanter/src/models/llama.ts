@@ -171,6 +171,18 @@ export function llamaStages(c: LlamaConfig, model: number, lead: boolean): Stage
       },
     )
   }
+  return { ...llamaEnds(c), blocks }
+}
+
+/**
+ * The stages around the blocks that every Llama-family model shares (Llama, Qwen3, Mixtral): the token
+ * embedding, and the final RMSNorm with the head (the embedding's transpose when tied).
+ */
+export function llamaEnds(c: {
+  dModel: number
+  rmsNormEps: number
+  tieWordEmbeddings?: boolean
+}): Pick<Stages, 'embed' | 'head'> {
   return {
     embed: {
       names: ['model.embed_tokens.weight'],
@@ -180,7 +192,6 @@ export function llamaStages(c: LlamaConfig, model: number, lead: boolean): Stage
         return tf.reshape(tf.gather(w!, tf.reshape(ids, [-1])), [B, T, c.dModel])
       },
     },
-    blocks,
     head: {
       names: ['model.norm.weight', c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'],
       split: false,

@@ -37,7 +37,7 @@ import {
   tiedHead,
 } from './layers.js'
 import type { ForwardArgs, ForwardResult } from './layers.js'
-import { repeatKv } from './llama.js'
+import { llamaEnds, repeatKv } from './llama.js'
 import { mat, ones } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
 import { defineArchitecture } from './registry.js'
@@ -218,25 +218,7 @@ export function mixtralStages(c: MixtralConfig, model: number, lead: boolean): S
       },
     )
   }
-  return {
-    embed: {
-      names: ['model.embed_tokens.weight'],
-      split: false,
-      fn: (ids, [w]) => {
-        const [B, T] = ids.shape as [number, number]
-        return tf.reshape(tf.gather(w!, tf.reshape(ids, [-1])), [B, T, c.dModel])
-      },
-    },
-    blocks,
-    head: {
-      names: ['model.norm.weight', c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'],
-      split: false,
-      fn: (x, [g, w]) => {
-        const h = rmsNorm(x, g!, c.rmsNormEps)
-        return c.tieWordEmbeddings ? tiedHead(h, w!) : linear(h, w!)
-      },
-    },
-  }
+  return { ...llamaEnds(c), blocks }
 }
 
 /** Mixtral-style mixture-of-experts language model. @example new MixtralLM({ vocabSize: 512, seqLen: 128,

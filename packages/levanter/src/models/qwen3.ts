@@ -26,7 +26,7 @@ import {
   tiedHead,
 } from './layers.js'
 import type { ForwardArgs, ForwardResult } from './layers.js'
-import { repeatKv } from './llama.js'
+import { llamaEnds, repeatKv } from './llama.js'
 import { mat, ones } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
 import { defineArchitecture } from './registry.js'
@@ -167,25 +167,7 @@ export function qwen3Stages(c: Qwen3Config, model: number, lead: boolean): Stage
       },
     )
   }
-  return {
-    embed: {
-      names: ['model.embed_tokens.weight'],
-      split: false,
-      fn: (ids, [w]) => {
-        const [B, T] = ids.shape as [number, number]
-        return tf.reshape(tf.gather(w!, tf.reshape(ids, [-1])), [B, T, c.dModel])
-      },
-    },
-    blocks,
-    head: {
-      names: ['model.norm.weight', c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight'],
-      split: false,
-      fn: (x, [g, w]) => {
-        const h = rmsNorm(x, g!, c.rmsNormEps)
-        return c.tieWordEmbeddings ? tiedHead(h, w!) : linear(h, w!)
-      },
-    },
-  }
+  return { ...llamaEnds(c), blocks }
 }
 
 /** Qwen3 language model. @example new Qwen3LM({ vocabSize: 512, seqLen: 128, dModel: 256, nLayers: 4, nHeads: 8,
