@@ -17,7 +17,7 @@ import type { Manifest } from '@marin/finestore'
 import { MARIN_LAYOUT } from '@marin/rigging'
 import { Dataset as ZephyrDataset } from '@marin/zephyr'
 import { DatakitError } from '../errors.js'
-import { bareName, resolvePrefix } from '../store.js'
+import { bareName, isLocalPrefix, prefixLocation, resolvePrefix } from '../store.js'
 import type { OpenOptions } from './open-dataset.js'
 import type { DatakitRecord } from './record.js'
 import { READ_DATAKIT_SHARDS } from './shard-fns.js'
@@ -25,6 +25,12 @@ import type { PinnedDataset } from './shard-fns.js'
 
 /** The manifest of a dataset version, read synchronously from a local store; errors list what exists. */
 export function readManifestSync(name: string, opts: OpenOptions = {}, kind = 'datasets'): Manifest {
+  if (!isLocalPrefix(opts.prefix))
+    throw new DatakitError(
+      'INVALID_ARGUMENT',
+      `${kind}/${bareName(name, kind)}: the prefix ${prefixLocation(opts.prefix)} is not a local folder, and ` +
+        'fromDatakit and sample read the manifest synchronously from one; use openDataset, or a local prefix',
+    )
   const root = join(resolvePrefix(opts.prefix), MARIN_LAYOUT.store, 'artifacts')
   const artifact = `${kind}/${bareName(name, kind)}`
   const dir = join(root, artifact, 'versions')
