@@ -1,7 +1,9 @@
 /** @module `artifacts.json` from a step's side: writing the references it committed, and reading another step's main
- * one from a path. */
-import { readFile, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
+ * one from a path. A step's output is a local folder or, on a prefix in an object store, a storage URL
+ * (`s3://bucket/marin/<step>_<hash8>`): both go through the prefix's storage, whose writes are atomic (a killed
+ * writer leaves the old object or none, never a part). */
+import { mkdir } from 'node:fs/promises'
+import { openStorage, prefixDir } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import {
   ARTIFACTS_FILE,
@@ -17,9 +19,25 @@ export type StepArtifactsInput = {
   readonly [key: string]: unknown
 }
 
-/** Writes `artifacts.json` into `outputPath`, the references in the typed form. */
+/**
+ * Makes a step's output ready for writing: creates the folder of a local output; an output in an object store needs
+ * none (its objects are written by name).
+ */
+export async function prepareOutput(outputPath: string): Promise<void> {
+  const dir = prefixDir(outputPath)
+  if (dir !== undefined) await mkdir(dir, { recursive: true })
+}
+
+/** Writes `artifacts.json` into `outputPath` (a local folder or a storage URL), the references in the typed form. */
 export async function writeArtifacts(outputPath: string, artifacts: StepArtifactsInput): Promise<void> {
-  await writeFile(join(outputPath, ARTIFACTS_FILE), formatStepArtifacts(artifacts))
+  await (await openStorage(outputPath)).write(ARTIFACTS_FILE, formatStepArtifacts(artifacts))
+}
+
+/** The text of `path` (a local path or a storage URL of a file). */
+async function readPathText(path: string): Promise<string> {
+  const cut = path.lastIndexOf('/')
+  if (cut < 0) return (await openStorage('.')).readText(path)
+  return (await openStorage(path.slice(0, cut) || '/')).readText(path.slice(cut + 1))
 }
 
 /**
@@ -27,10 +45,10 @@ export async function writeArtifacts(outputPath: string, artifacts: StepArtifact
  * A step that puts `other.artifact()` in its config gets the `ArtifactRef` without reading a file.
  */
 export async function mainArtifact(path: string): Promise<string> {
-  const file = path.endsWith(ARTIFACTS_FILE) ? path : join(path, ARTIFACTS_FILE)
+  const file = path.endsWith(ARTIFACTS_FILE) ? path : `${path.replace(/\/+$/, '')}/${ARTIFACTS_FILE}`
   let text: string
   try {
-    text = await readFile(file, 'utf8')
+    text = await readPathText(file)
   } catch (err) {
     throw new MarinError(
       'STEP_FAILED',

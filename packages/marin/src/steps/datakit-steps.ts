@@ -4,13 +4,12 @@
  * tokenize into a token cache. Each lists the finestore version it made in
  * `artifacts.json`; the next step puts `input.artifact()` in its config and gets it as an `ArtifactRef`.
  */
-import { mkdir } from 'node:fs/promises'
 import type { IngestFormat } from '@marin/datakit'
 import { MarinError } from '../errors.js'
 import type { ArtifactRef } from '../executor/artifacts.js'
 import { isOutputRef, step, type OutputRef, type Step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
-import { writeArtifacts } from './artifacts.js'
+import { prepareOutput, writeArtifacts } from './artifacts.js'
 
 // datakit (and zephyr's Parquet stack under it) load when a step runs, not when an experiment
 // script imports @marin/marin: planning, dry runs and `marin status` stay light.
@@ -47,7 +46,7 @@ export function ingestStep(o: IngestStepOptions): Step {
       textUnit: versioned(o.textUnit ?? 'file'),
     },
     fn: async (c, { outputPath, prefix, log }) => {
-      await mkdir(outputPath, { recursive: true })
+      await prepareOutput(outputPath)
       const { ingest } = await datakit()
       const r = await ingest({ name: c.dataset, source: c.source, format: c.format, textUnit: c.textUnit, prefix })
       log.info({ ref: r.ref, records: r.records, reused: r.reused }, 'ingested')
@@ -87,7 +86,7 @@ export function dedupStep(input: Step, o: DedupStepOptions): Step {
       ...(o.lines ? { lines: versioned(true) } : {}),
     },
     fn: async (c, { outputPath, prefix, log }) => {
-      await mkdir(outputPath, { recursive: true })
+      await prepareOutput(outputPath)
       const { dedup } = await datakit()
       const ref = datasetOf(c.input, o.name)
       const r = await dedup(ref.name, {
@@ -137,7 +136,7 @@ export function tokenizeStep(input: Step, o: TokenizeStepOptions): Step {
       ...(o.tokenizer ? { tokenizer: o.tokenizer.artifact() } : { vocabSize: versioned(o.vocabSize!) }),
     },
     fn: async (c, { outputPath, prefix, log }) => {
-      await mkdir(outputPath, { recursive: true })
+      await prepareOutput(outputPath)
       const { buildTokenCache, openDataset, trainBpe } = await datakit()
       const { ParquetReader } = await import('@marin/zephyr')
       const ref = datasetOf(c.input, o.name)

@@ -11,14 +11,13 @@
  *
  * @example decontaminateStep(deduped, { name: 'web-decontam', tasks: ['brown_cloze', 'brown_bpb'] })
  */
-import { mkdir } from 'node:fs/promises'
 import { MarinError } from '../errors.js'
 import type { ArtifactRef } from '../executor/artifacts.js'
 import { step, type Step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
 import type { LmEvalTask } from '../eval/lm-eval-task.js'
 import type { EvalTask } from '../eval/task.js'
-import { writeArtifacts } from './artifacts.js'
+import { prepareOutput, writeArtifacts } from './artifacts.js'
 
 export type DecontaminateStepOptions = {
   /** Step name and the dataset written (`datasets/<name>`). */
@@ -94,7 +93,7 @@ export function decontaminateStep(input: Step, o: DecontaminateStepOptions): Ste
     },
     fn: async (resolved, { outputPath, prefix, log }) => {
       const c = resolved as typeof resolved & { size?: number; lmEvalTasks?: string; dataDir?: string }
-      await mkdir(outputPath, { recursive: true })
+      await prepareOutput(outputPath)
       const ref = c.input as ArtifactRef
       if (!ref.name.startsWith('datasets/'))
         throw new MarinError(

@@ -5,7 +5,6 @@
  * `marin eval` load directly. The export is written straight into the artifact's transaction, and
  * the tokenizer is the token cache's own blob: nothing goes through a folder.
  */
-import { mkdir } from 'node:fs/promises'
 import { basename, join } from 'node:path'
 import type { TokenCache as TokenCacheType } from '@marin/datakit'
 import type { ModelConfigInput, TrainerConfigInput } from '@marin/levanter'
@@ -14,7 +13,7 @@ import { MarinError } from '../errors.js'
 import type { ArtifactRef } from '../executor/artifacts.js'
 import { step, type Step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
-import { writeArtifacts } from './artifacts.js'
+import { prepareOutput, writeArtifacts } from './artifacts.js'
 import {
   isMixtureInput,
   mixtureConfig,
@@ -125,7 +124,7 @@ export function trainStep(data: Step | TrainMixtureInput, o: TrainStepOptions): 
     },
     fn: async (c, { outputPath, prefix, log }) => {
       const t0 = performance.now()
-      await mkdir(outputPath, { recursive: true })
+      await prepareOutput(outputPath)
       const [{ TokenCache }, lv, { openStore, storeUrl }] = await Promise.all([
         import('@marin/datakit'),
         import('@marin/levanter'),

@@ -12,13 +12,12 @@
  * const hq = qualityClassifierStep({ name: 'hq', file: labelled.output('examples.txt') })
  * const kept = qualityFilterStep(english, { name: 'crawl-hq', classifier: hq, label: 'hq', topFraction: 0.5 })
  */
-import { mkdir } from 'node:fs/promises'
 import type { ClassifierArgs } from '@marin/datakit'
 import { MarinError } from '../errors.js'
 import type { ArtifactRef } from '../executor/artifacts.js'
 import { isOutputRef, step, type OutputRef, type Step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
-import { writeArtifacts } from './artifacts.js'
+import { prepareOutput, writeArtifacts } from './artifacts.js'
 
 const datakit = () => import('@marin/datakit')
 
@@ -68,7 +67,7 @@ export function warcIngestStep(o: WarcIngestStepOptions): Step {
         languages?: string[]
         threshold?: number
       }
-      await mkdir(outputPath, { recursive: true })
+      await prepareOutput(outputPath)
       const { ingestWarc } = await datakit()
       const r = await ingestWarc(c.dataset, {
         source: c.source,
@@ -103,7 +102,7 @@ export function languageFilterStep(input: Step, o: LanguageFilterStepOptions): S
       threshold: versioned(o.threshold ?? 0.5),
     },
     fn: async (c, { outputPath, prefix, log }) => {
-      await mkdir(outputPath, { recursive: true })
+      await prepareOutput(outputPath)
       const { filterLanguage } = await datakit()
       const ref = c.input as ArtifactRef
       const r = await filterLanguage(nameOf(ref, 'datasets', o.name), {
@@ -140,7 +139,7 @@ export function qualityClassifierStep(o: QualityClassifierStepOptions): Step {
     },
     fn: async (resolved, { outputPath, prefix, log }) => {
       const c = resolved as unknown as { classifier: string; file: string; args: Partial<ClassifierArgs> }
-      await mkdir(outputPath, { recursive: true })
+      await prepareOutput(outputPath)
       const { trainQualityClassifier } = await datakit()
       const r = await trainQualityClassifier({ name: c.classifier, file: c.file, args: c.args, prefix })
       log.info({ ref: r.ref, reused: r.reused, ...r.stats }, 'trained the classifier')
@@ -190,7 +189,7 @@ export function qualityFilterStep(input: Step, o: QualityFilterStepOptions): Ste
         threshold?: number
         topFraction?: number
       }
-      await mkdir(outputPath, { recursive: true })
+      await prepareOutput(outputPath)
       const { scoreQuality } = await datakit()
       nameOf(c.classifier, 'classifiers', o.name)
       const r = await scoreQuality(nameOf(c.input, 'datasets', o.name), {

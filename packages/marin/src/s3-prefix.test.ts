@@ -1,0 +1,109 @@
+/**
+ * The quickstart's data steps (Brown text → ingest → dedup → BPE token cache, `fixtures/s3-prefix-experiment.ts`)
+ * with the Marin prefix in the object store (s3rver, the suite's S3 server, on loopback): every step succeeds and
+ * writes only into the store and step folders under the `s3://` prefix, each step's `artifacts.json` equals the
+ * same run's on a local folder prefix, and a second run skips every step.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { configureLogging, openStorage } from '@marin/rigging'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { Executor, type ExperimentRecord } from './executor/executor.js'
+import experiment from './fixtures/s3-prefix-experiment.js'
+
+const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
+const S3_HOST = resolve(import.meta.dirname, '../../zephyr/src/fixtures/s3-host.ts')
+const PREFIX = `s3://marin-test/s3-prefix-${process.pid}`
+const STEPS = ['brown-text', 'brown', 'brown-dedup', 'brown-bpe']
+
+const root = mkdtempSync(join(tmpdir(), 'marin-s3-prefix-'))
+const saved = { ...process.env }
+let server: ChildProcess | undefined
+
+/** Starts s3rver on loopback, keeping its objects under `dir`; resolves to its endpoint. */
+function startS3(dir: string): Promise<string> {
+  const p = spawn(process.execPath, ['--import', TSX, S3_HOST, '127.0.0.1', dir], { stdio: ['ignore', 'pipe', 'pipe'] })
+  server = p
+  let out = ''
+  let err = ''
+  p.stderr!.on('data', (d) => (err += d))
+  return new Promise((ok, fail) => {
+    const timer = setTimeout(() => fail(new Error(`s3rver did not start in 20 s; stderr: ${err.slice(-1000)}`)), 20_000)
+    p.stdout!.on('data', (d) => {
+      out += d
+      const m = /^\{"listening".*$/m.exec(out)
+      if (m) {
+        clearTimeout(timer)
+        ok((JSON.parse(m[0]) as { listening: string }).listening)
+      }
+    })
+    p.on('exit', (code) => fail(new Error(`s3rver exited ${code}; stderr: ${err.slice(-1000)}`)))
+  })
+}
+
+beforeAll(async () => {
+  configureLogging({ destination: { write: () => {} }, pretty: false })
+  const endpoint = await startS3(join(root, 's3'))
+  Object.assign(process.env, {
+    AWS_ENDPOINT_URL: endpoint,
+    AWS_ACCESS_KEY_ID: 'S3RVER',
+    AWS_SECRET_ACCESS_KEY: 'S3RVER',
+    AWS_REGION: 'us-east-1',
+    // s3rver predates the SDK's default CRC checksums (aws-chunked uploads).
+    AWS_REQUEST_CHECKSUM_CALCULATION: 'WHEN_REQUIRED',
+    AWS_RESPONSE_CHECKSUM_VALIDATION: 'WHEN_REQUIRED',
+    // This machine's folder of the prefix (datakit's work and shard copies) is made under here, and removed.
+    TMPDIR: join(root, 'tmp'),
+  })
+}, 30_000)
+
+afterAll(() => {
+  server?.kill()
+  for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k]
+  Object.assign(process.env, saved)
+  rmSync(root, { recursive: true, force: true })
+})
+
+/** Each step's `artifacts.json`, read back through the prefix's storage. */
+async function artifactsOf(record: ExperimentRecord): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {}
+  for (const s of record.steps.filter((r) => r.name !== 'brown-text'))
+    out[s.name] = JSON.parse(await (await openStorage(s.outputPath)).readText('artifacts.json'))
+  return out
+}
+
+const statuses = (r: ExperimentRecord) => r.steps.map((s) => `${s.name}:${s.error ?? s.status}`).sort()
+
+describe('the quickstart data steps with the prefix in the object store', () => {
+  test('ingest, dedup and tokenize on s3:// equal the local run; a second run skips every step', async () => {
+    const first = await new Executor({ prefix: PREFIX, leaseTtlMs: 5000 }).run(experiment)
+    expect(statuses(first)).toEqual(STEPS.map((s) => `${s}:SUCCESS`).sort())
+    for (const s of first.steps) expect(s.outputPath.startsWith(`${PREFIX}/${s.name}_`)).toBe(true)
+    const inS3 = await artifactsOf(first)
+    expect(inS3['brown-bpe']).toMatchObject({ artifacts: [{ name: 'token-caches/brown-bpe', version: 1 }] })
+    expect(inS3['brown-dedup']).toMatchObject({ report: { documentsIn: 20 } })
+
+    // The store and step folders are objects in the bucket; this machine has only scratch and verified copies.
+    const bucket = readdirSync(join(root, 's3'), { recursive: true }) as string[]
+    expect(bucket.some((f) => /store\/artifacts\/token-caches\/brown-bpe\/versions\/1\.json/.test(f))).toBe(true)
+    expect(bucket.some((f) => /brown-dedup_[0-9a-f]{8}\/artifacts\.json/.test(f))).toBe(true)
+    const local = readdirSync(join(root, 'tmp'), { recursive: true }) as string[]
+    expect(local.some((f) => /artifacts\.json|\.executor_status|versions\/\d+\.json$/.test(f))).toBe(false)
+
+    // The same experiment on a local folder prefix hands on the same artifacts (versions, counts, reports).
+    const onDisk = join(root, 'local')
+    const here = await new Executor({ prefix: onDisk, leaseTtlMs: 5000 }).run(experiment)
+    expect(statuses(here)).toEqual(STEPS.map((s) => `${s}:SUCCESS`).sort())
+    expect(here.steps.map((s) => s.nameHash).sort()).toEqual(first.steps.map((s) => s.nameHash).sort())
+    for (const s of here.steps.filter((r) => r.name !== 'brown-text'))
+      expect(JSON.parse(readFileSync(join(onDisk, s.nameHash, 'artifacts.json'), 'utf8'))).toEqual(inS3[s.name])
+
+    const again = await new Executor({ prefix: PREFIX, leaseTtlMs: 5000 }).run(experiment)
+    expect(statuses(again)).toEqual(STEPS.map((s) => `${s}:SKIPPED`).sort())
+    expect(await artifactsOf(again)).toEqual(inS3)
+  }, 240_000)
+})
