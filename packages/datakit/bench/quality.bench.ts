@@ -3,12 +3,16 @@
  * fastText's tutorial data (test-fixtures/cooking-stackexchange: 15,404 titles, 735 labels), its
  * tutorial split (first 12,404 lines train, last 3,000 test) and the same hyper-parameters
  * (fastText's supervised defaults: dim 100, lr 0.1, epoch 5, minCount 1, softmax; wordNgrams from
- * `DATAKIT_QUALITY_NGRAMS`, default 1, e.g. `1,2`), one thread on both sides (`-thread 1`):
+ * `DATAKIT_QUALITY_NGRAMS`, default `1,2`: words, then words and bigrams in fastText's 2M hash
+ * buckets), one thread on both sides (`-thread 1`):
  * - precision@1 on the test set (ours, fastText's, and the difference in points);
  * - training time: `fasttext supervised` (a process: read, train, write the model) vs our
  *   `trainClassifier` and `saveClassifier`;
  * - scoring throughput: `fasttext predict-prob` over the test titles ten times (30,000 lines) vs
- *   our `loadClassifier` and the most likely label with its probability for each line.
+ *   our `loadClassifier` and the most likely label with its probability for each line (both
+ *   include loading the model: with bigrams fastText reads its whole 2M-row matrix, we read the
+ *   rows training changed);
+ * - model load alone: `fasttext predict-prob` over an empty file vs our `loadClassifier`.
  * Medians of `DATAKIT_BENCH_RUNS` runs (default 3), the two sides interleaved so that they share
  * the machine's load. Skipped, saying so on stderr, when `fasttext` is not on PATH (Debian:
  * `apt-get install fasttext`).
@@ -23,7 +27,7 @@ import { trainClassifier } from '../src/quality/train.js'
 
 const bench = 'datakit'
 const runs = Number(process.env.DATAKIT_BENCH_RUNS ?? 3)
-const ngramsList = (process.env.DATAKIT_QUALITY_NGRAMS ?? '1').split(',').map(Number)
+const ngramsList = (process.env.DATAKIT_QUALITY_NGRAMS ?? '1,2').split(',').map(Number)
 
 const found = spawnSync('sh', ['-c', 'command -v fasttext'], { encoding: 'utf8' })
 if (found.status !== 0 || found.stdout.trim() === '') {
@@ -43,6 +47,8 @@ const root = mkdtempSync(join(tmpdir(), 'datakit-quality-bench-'))
 const trainFile = join(root, 'train.txt')
 const testFile = join(root, 'test.txt')
 const scoreFile = join(root, 'score.txt')
+const emptyFile = join(root, 'empty.txt')
+writeFileSync(emptyFile, '')
 writeFileSync(trainFile, `${train.join('\n')}\n`)
 writeFileSync(testFile, `${test.join('\n')}\n`)
 writeFileSync(scoreFile, `${scoring.map((l) => l.replace(/__label__\S+\s*/g, '')).join('\n')}\n`)
@@ -84,6 +90,7 @@ try {
     const ftArgs = ['-dim', '100', '-lr', '0.1', '-epoch', '5', '-minCount', '1', '-wordNgrams', String(wordNgrams)]
     ftArgs.push('-bucket', '2000000', '-loss', 'softmax', '-thread', '1', '-verbose', '0')
     const m = { ftTrain: [] as number[], ourTrain: [] as number[], ftScore: [] as number[], ourScore: [] as number[] }
+    const load = { ft: [] as number[], ours: [] as number[] }
     const p1 = { ft: [] as number[], ours: [] as number[] }
     let modelBytes = 0
     let ftBytes = 0
@@ -95,11 +102,12 @@ try {
       p1.ft.push(Number(/P@1\s+([\d.]+)/.exec(fasttext(['test', `${ftModel}.bin`, testFile]))![1]))
       const [, ftS] = timed(() => fasttext(['predict-prob', `${ftModel}.bin`, scoreFile]))
       m.ftScore.push(ftS)
+      load.ft.push(timed(() => fasttext(['predict-prob', `${ftModel}.bin`, emptyFile]))[1])
 
       const ourModel = join(root, `ours-${wordNgrams}.mqc`)
       const t0 = process.hrtime.bigint()
-      const { classifier, touched } = trainClassifier(train, { ...hp, seed: run })
-      await saveClassifier(ourModel, classifier, touched)
+      const { classifier } = trainClassifier(train, { ...hp, seed: run })
+      await saveClassifier(ourModel, classifier)
       m.ourTrain.push(Number(process.hrtime.bigint() - t0) / 1e9)
       modelBytes = statSync(ourModel).size
       p1.ours.push(precisionAt1((t) => classifier.top(t)))
@@ -111,10 +119,14 @@ try {
         if (top !== undefined) sink += top.probability
       }
       m.ourScore.push(Number(process.hrtime.bigint() - t1) / 1e9)
+      const t2 = process.hrtime.bigint()
+      await loadClassifier(ourModel)
+      load.ours.push(Number(process.hrtime.bigint() - t2) / 1e9)
       process.stderr.write(
         `quality ngrams=${wordNgrams} run ${run + 1}/${runs}: P@1 ours ${p1.ours.at(-1)} fastText ${p1.ft.at(-1)}; ` +
           `train s ours ${m.ourTrain.at(-1)!.toFixed(2)} fastText ${ftT.toFixed(2)}; ` +
-          `score s ours ${m.ourScore.at(-1)!.toFixed(2)} fastText ${ftS.toFixed(2)} (${sink.toFixed(0)})\n`,
+          `score s ours ${m.ourScore.at(-1)!.toFixed(2)} fastText ${ftS.toFixed(2)} (${sink.toFixed(0)}); ` +
+          `load s ours ${load.ours.at(-1)!.toFixed(3)} fastText ${load.ft.at(-1)!.toFixed(3)}\n`,
       )
     }
     const tag = `quality_ngrams${wordNgrams}`
@@ -137,6 +149,14 @@ try {
       value: n / median(m.ourScore),
       unit: 'lines/s',
       baseline: n / median(m.ftScore),
+    })
+    emit({
+      bench,
+      metric: `${tag}_model_load_s`,
+      value: median(load.ours),
+      unit: 's',
+      baseline: median(load.ft),
+      lowerIsBetter: true,
     })
     emit({
       bench,

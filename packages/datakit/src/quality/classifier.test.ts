@@ -4,6 +4,7 @@
  * references, the accuracy training reaches on a two-label task, and the model file: a round trip
  * predicts identically, a damaged or cut file is an error naming it.
  */
+import { createHash } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -107,22 +108,62 @@ describe('training', () => {
   })
 })
 
+/** `bytes` with its trailing SHA-256 made right again, as a forger would. */
+function resum(bytes: Buffer): Buffer {
+  const body = bytes.subarray(0, bytes.length - 32)
+  return Buffer.concat([body, createHash('sha256').update(body).digest()])
+}
+
+/** The header JSON of a model file, and where its stored row indices start. */
+function layout(bytes: Buffer): { head: Record<string, unknown>; rowsAt: number } {
+  const headLen = bytes.readUInt32LE(12)
+  const head = JSON.parse(bytes.toString('utf8', 16, 16 + headLen))
+  const end = 16 + headLen + (head.vocabBytes as number)
+  return { head, rowsAt: end + ((4 - (end % 4)) % 4) }
+}
+
 describe('model file', () => {
-  const { classifier, touched } = trainClassifier(train.slice(0, 600), { dim: 8, wordNgrams: 2, bucket: 50_000 })
+  const { classifier } = trainClassifier(train.slice(0, 600), { dim: 8, wordNgrams: 2, bucket: 50_000 })
   const path = join(root, 'model.mqc')
 
   test('a round trip predicts identically, storing only the rows training changed', async () => {
-    await saveClassifier(path, classifier, touched)
+    await saveClassifier(path, classifier)
     const back = await loadClassifier(path)
     expect(back.labels).toEqual(classifier.labels)
     expect(back.words).toEqual(classifier.words)
-    expect(back.input).toEqual(classifier.input)
+    expect(back.input.ids).toEqual(classifier.input.ids)
+    expect(back.input.values).toEqual(classifier.input.values)
     expect(back.output).toEqual(classifier.output)
     // unseen n-grams land on rows never stored: they are drawn again from the seed, identically
     for (const e of [...held.slice(0, 50), { text: 'zebra quux flimflam never seen' }])
       expect(back.probability(e.text, 'baking')).toBe(classifier.probability(e.text, 'baking'))
-    const full = encodeClassifier(classifier)
-    expect(readFileSync(path).length).toBeLessThan(full.length / 2)
+    expect(encodeClassifier(back).equals(readFileSync(path))).toBe(true)
+    const all = (classifier.nwords + 50_000) * 8 * 4
+    expect(readFileSync(path).length).toBeLessThan(all / 2)
+    // decodeClassifier copies: the bytes it read may change afterwards
+    const bytes = readFileSync(path)
+    const copy = decodeClassifier(bytes, 'copy.mqc')
+    bytes.fill(0)
+    expect(copy.probability(held[0]!.text, 'baking')).toBe(classifier.probability(held[0]!.text, 'baking'))
+  })
+
+  test("fastText's 2M buckets: the file holds only the trained rows, and a row never stored reads its initial value", async () => {
+    const big = trainClassifier(train.slice(0, 300), { dim: 8, wordNgrams: 2 }).classifier
+    expect(big.args.bucket).toBe(2_000_000)
+    const p = join(root, 'big.mqc')
+    await saveClassifier(p, big)
+    expect(readFileSync(p).length).toBeLessThan(2_000_000 * 8 * 4 * 0.01)
+    const back = await loadClassifier(p)
+    expect(back.input.count).toBe(big.nwords + 2_000_000)
+    expect(back.input.ids.length).toBe(big.input.ids.length)
+    let unstored = -1
+    for (let r = big.nwords; r < back.input.count && unstored < 0; r++) if (!back.input.stored(r)) unstored = r
+    // the same row trained without it being stored: its values are those training started from
+    const fresh = new Float32Array(back.input.row(unstored))
+    expect(fresh.every((v) => Math.abs(v) <= 1 / 8)).toBe(true)
+    expect(back.input.row(unstored)).toEqual(fresh)
+    for (const e of held.slice(0, 30))
+      expect(back.probability(e.text, 'baking')).toBe(big.probability(e.text, 'baking'))
   })
 
   test('a cut, damaged or foreign file is an error naming it', async () => {
@@ -138,18 +179,37 @@ describe('model file', () => {
     flipped[flipped.length - 40]! ^= 1
     expect(() => decodeClassifier(flipped, 'flipped.mqc')).toThrow(/flipped.mqc: checksum mismatch/)
     expect(() => decodeClassifier(Buffer.from('__label__x hello\n'), 'x.txt')).toThrow(/x.txt: no "marin-qc" header/)
-    // a header claiming a huge matrix is refused before anything is allocated
-    const huge = Buffer.from(bytes)
-    const head = JSON.parse(huge.toString('utf8', 16, 16 + huge.readUInt32LE(12)))
-    const big = Buffer.from(JSON.stringify({ ...head, args: { ...head.args, dim: 4096, bucket: 2 ** 26 } }))
-    const forged = Buffer.concat([
-      huge.subarray(0, 12),
-      Buffer.alloc(4),
-      big,
-      huge.subarray(16 + huge.readUInt32LE(12)),
-    ])
-    forged.writeUInt32LE(big.length, 12)
-    expect(() => decodeClassifier(forged, 'forged.mqc')).toThrow(/forged.mqc: .* input vectors exceed/)
+    const future = Buffer.from(bytes)
+    future.writeUInt32LE(2, 8)
+    expect(() => decodeClassifier(future, 'future.mqc')).toThrow(/future.mqc: format version 2, this code reads 1/)
     await expect(loadClassifier(join(root, 'absent.mqc'))).rejects.toThrow(/absent.mqc: cannot be read/)
+  })
+
+  test('a forged file with a valid checksum is refused before its sizes are allocated or its rows placed', () => {
+    const bytes = readFileSync(path)
+    const { head, rowsAt } = layout(bytes)
+    const withHead = (h: Record<string, unknown>) => {
+      const j = Buffer.from(JSON.stringify(h))
+      const f = Buffer.concat([bytes.subarray(0, 12), Buffer.alloc(4), j, bytes.subarray(16 + bytes.readUInt32LE(12))])
+      f.writeUInt32LE(j.length, 12)
+      return resum(f)
+    }
+    // a header claiming a huge matrix
+    const args = { ...(head.args as object), dim: 4096, bucket: 2 ** 26 }
+    expect(() => decodeClassifier(withHead({ ...head, args, storedRows: 2 ** 26 }), 'forged.mqc')).toThrow(
+      /forged.mqc: .* stored input vectors exceed/,
+    )
+    expect(() => decodeClassifier(withHead({ ...head, nwords: 2 ** 31 }), 'words.mqc')).toThrow(/words.mqc: nwords is/)
+    // stored rows out of order, or past the matrix
+    const swapped = Buffer.from(bytes)
+    const r0 = swapped.readUInt32LE(rowsAt)
+    swapped.writeUInt32LE(swapped.readUInt32LE(rowsAt + 4), rowsAt)
+    swapped.writeUInt32LE(r0, rowsAt + 4)
+    expect(() => decodeClassifier(resum(swapped), 'swapped.mqc')).toThrow(
+      /swapped.mqc: stored row \d+ follows row \d+ \(rows must ascend\)/,
+    )
+    const past = Buffer.from(bytes)
+    past.writeUInt32LE(0xffffffff, rowsAt + 4 * ((head.storedRows as number) - 1))
+    expect(() => decodeClassifier(resum(past), 'past.mqc')).toThrow(/past.mqc: stored row 4294967295 is past the/)
   })
 })

@@ -1,7 +1,8 @@
 /**
  * @module A fastText supervised classifier: the vocabulary (words then labels, each by count), an
- * input matrix of `nwords + bucket` rows (words, then hashed word n-grams) and an output matrix of
- * one row per label, both `dim` wide, in Float32Arrays. A text's hidden vector is the mean of its
+ * input matrix of `nwords + bucket` rows (words, then hashed word n-grams; held sparsely, the rows
+ * training never changed drawn from the seed when read: `input-rows.ts`) and an output matrix of
+ * one row per label (a Float32Array), both `dim` wide. A text's hidden vector is the mean of its
  * rows; its label probabilities are the softmax of the output rows against it. Training and
  * prediction share `featuresOf` so that both see exactly the rows fastText's `getLine` gives.
  *
@@ -10,6 +11,7 @@
  * clf.probability('a well written page', '__label__hq') // 0.93
  */
 import { DatakitError } from '../errors.js'
+import type { InputRows } from './input-rows.js'
 import { type SimdKernels, simdKernels } from './simd.js'
 import { addWordNgrams, forEachToken, LABEL_PREFIX } from './tokens.js'
 
@@ -83,8 +85,8 @@ export class Classifier {
   readonly words: readonly string[]
   /** Labels with their prefix (`__label__hq`), by id. */
   readonly labels: readonly string[]
-  /** `(nwords + bucket) × dim`. */
-  readonly input: Float32Array
+  /** `(nwords + bucket) × dim`, the rows training changed stored. */
+  readonly input: InputRows
   /** `labels.length × dim`. */
   readonly output: Float32Array
   private readonly wordIds: Map<string, number>
@@ -100,9 +102,11 @@ export class Classifier {
     args: ClassifierArgs,
     words: readonly string[],
     labels: readonly string[],
-    input: Float32Array,
+    input: InputRows,
     output: Float32Array,
   ) {
+    if (input.count !== words.length + args.bucket || input.dim !== args.dim || input.seed !== args.seed)
+      throw new RangeError(`classifier: input rows ${input.count} × ${input.dim} do not fit its vocabulary and args`)
     this.args = args
     this.words = words
     this.labels = labels
@@ -154,10 +158,9 @@ export class Classifier {
   private forward(text: string): boolean {
     const n = this.featuresOf(text)
     if (n === 0) return false
-    const { dim } = this.args
-    computeHidden(this.input, this.rows, 0, n, dim, this.hidden)
+    this.input.mean(this.rows, n, this.hidden)
     if (this.kernels) softmaxSimd(this.kernels, this.hidden, this.labels.length, this.probs)
-    else softmax(this.output, this.hidden, this.labels.length, dim, this.probs)
+    else softmax(this.output, this.hidden, this.labels.length, this.args.dim, this.probs)
     return true
   }
 

@@ -1,7 +1,7 @@
 /**
  * @module The initial input vectors: uniform in [-1/dim, 1/dim] as fastText draws them, but from a
  * counter-based generator, so that any row can be drawn again from (seed, row) alone. A model file
- * then stores only the rows training changed; the others are drawn again when it is loaded.
+ * then stores only the rows training changed; the others are drawn again when they are read.
  */
 
 /** The initial value of element `index` of the input matrix, uniform in [-scale, scale). */
@@ -14,12 +14,12 @@ function initValue(seed: number, index: number, scale: number): number {
   return ((x >>> 0) / 4294967296) * 2 * scale - scale
 }
 
-/** Fills rows `[from, to)` of a `dim`-wide matrix with their initial values. */
-export function fillInitialRows(m: Float32Array, dim: number, seed: number, from: number, to: number): void {
+/**
+ * Writes the initial values of row `row` of a `dim`-wide input matrix into `out` from `at`. Element
+ * `(row, j)` is index `row * dim + j`, wrapped at 2^32 (which only repeats values).
+ */
+export function drawRow(seed: number, row: number, dim: number, out: Float32Array, at: number): void {
   const scale = 1 / dim
-  // a row's elements are consecutive indices; `index` wraps at 2^32, which only repeats values
-  for (let r = from; r < to; r++) {
-    const off = r * dim
-    for (let j = 0; j < dim; j++) m[off + j] = initValue(seed, (off + j) >>> 0, scale)
-  }
+  const off = row * dim
+  for (let j = 0; j < dim; j++) out[at + j] = initValue(seed, (off + j) >>> 0, scale)
 }

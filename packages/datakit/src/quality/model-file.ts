@@ -9,22 +9,24 @@
  * ```
  *
  * The header holds the hyper-parameters, `nwords`, `nlabels`, `storedRows` and `vocabBytes`.
- * Input rows training never changed are not stored: they are drawn again from the seed
- * (`init-values.ts`), so a model with 2M hash buckets is as small as what it learnt. A model file
- * may be someone else's: every size is checked against the file's length and against limits
- * before anything is allocated, and the checksum before anything is used.
+ * Stored row indices are strictly ascending. Input rows training never changed are not stored:
+ * they are drawn from the seed when read (`init-values.ts`, `input-rows.ts`), so a model with 2M
+ * hash buckets is as small as what it learnt and loading it draws nothing; `loadClassifier`
+ * keeps views of the file's bytes rather than copies. A model file may be someone else's: every
+ * size is checked against the file's length and against limits before anything is allocated,
+ * the checksum before anything is used, and each stored row's index before it is placed.
  */
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { DatakitError } from '../errors.js'
 import { atomicWrite } from '../internal/atomic-write.js'
 import { type ClassifierArgs, Classifier, resolveArgs } from './classifier.js'
-import { fillInitialRows } from './init-values.js'
+import { InputRows } from './input-rows.js'
 
 const MAGIC = Buffer.from('marin-qc', 'latin1')
 export const MODEL_FORMAT_VERSION = 1
 const MAX_HEADER = 1 << 20
-/** Most input elements a loaded model may have: 2^30 floats (4 GiB). */
+/** Most stored input elements a loaded model may have: 2^30 floats (4 GiB). */
 export const MAX_INPUT_FLOATS = 2 ** 30
 
 type Header = {
@@ -35,12 +37,10 @@ type Header = {
   vocabBytes: number
 }
 
-/** The bytes of `classifier`'s model file; `touched` marks the input rows to store (all when omitted). */
-export function encodeClassifier(classifier: Classifier, touched?: Uint8Array): Buffer {
+/** The bytes of `classifier`'s model file: its stored input rows (those training changed) and the rest. */
+export function encodeClassifier(classifier: Classifier): Buffer {
   const { args, words, labels, input, output } = classifier
-  const nin = words.length + args.bucket
-  const rows: number[] = []
-  for (let r = 0; r < nin; r++) if (touched === undefined || touched[r]) rows.push(r)
+  const rows = input.ids
   const vocab = Buffer.from([...words, ...labels].join('\n'), 'utf8')
   const header: Header = {
     args,
@@ -55,8 +55,7 @@ export function encodeClassifier(classifier: Classifier, touched?: Uint8Array): 
   const body = Buffer.alloc(rows.length * 4 + rows.length * dim * 4 + labels.length * dim * 4)
   const idx = new Uint32Array(body.buffer, body.byteOffset, rows.length)
   idx.set(rows)
-  const vecs = new Float32Array(body.buffer, body.byteOffset + rows.length * 4, rows.length * dim)
-  rows.forEach((r, k) => vecs.set(input.subarray(r * dim, (r + 1) * dim), k * dim))
+  new Float32Array(body.buffer, body.byteOffset + rows.length * 4, rows.length * dim).set(input.values)
   new Float32Array(body.buffer, body.byteOffset + rows.length * 4 * (1 + dim), labels.length * dim).set(output)
   const fixed = Buffer.alloc(16)
   MAGIC.copy(fixed, 0)
@@ -69,8 +68,8 @@ export function encodeClassifier(classifier: Classifier, touched?: Uint8Array): 
 }
 
 /** Writes `classifier` to `path` atomically (a reader never sees half a file). */
-export async function saveClassifier(path: string, classifier: Classifier, touched?: Uint8Array): Promise<void> {
-  await atomicWrite(path, encodeClassifier(classifier, touched))
+export async function saveClassifier(path: string, classifier: Classifier): Promise<void> {
+  await atomicWrite(path, encodeClassifier(classifier))
 }
 
 /** Reads a model file written by `saveClassifier`; a damaged or foreign file is an error naming `path`. */
@@ -83,11 +82,16 @@ export async function loadClassifier(path: string): Promise<Classifier> {
       cause: err,
     })
   }
-  return decodeClassifier(bytes, path)
+  // the bytes are this call's own: the model views them instead of copying
+  return decode(bytes, path, true)
 }
 
-/** Parses model-file bytes; `name` (a path or ref) is what error messages name. */
+/** Parses model-file bytes (copied: `bytes` may change afterwards); `name` (a path or ref) is what errors name. */
 export function decodeClassifier(bytes: Uint8Array, name: string): Classifier {
+  return decode(bytes, name, false)
+}
+
+function decode(bytes: Uint8Array, name: string, view: boolean): Classifier {
   const bad = (what: string): never => {
     throw new DatakitError(
       'INVALID_ARGUMENT',
@@ -114,16 +118,18 @@ export function decodeClassifier(bytes: Uint8Array, name: string): Classifier {
   }
   const count = (v: unknown, what: string, max: number): number =>
     Number.isInteger(v) && (v as number) >= 0 && (v as number) <= max ? (v as number) : bad(`${what} is ${v}`)
-  const nwords = count(h.nwords, 'nwords', 2 ** 31)
-  const nlabels = count(h.nlabels, 'nlabels', 2 ** 31)
+  const vocabBytes = count(h.vocabBytes, 'vocabBytes', buf.length)
+  // every vocabulary entry takes at least one byte and a separator: this bounds nwords by the file
+  const nwords = count(h.nwords, 'nwords', vocabBytes + 1)
+  const nlabels = count(h.nlabels, 'nlabels', vocabBytes + 1 - nwords)
   if (nlabels === 0) bad('it has no label')
   const nin = nwords + args.bucket
-  if (nin * args.dim > MAX_INPUT_FLOATS) bad(`${nin} × ${args.dim} input vectors exceed ${MAX_INPUT_FLOATS} floats`)
+  const dim = args.dim
   const storedRows = count(h.storedRows, 'storedRows', nin)
-  const vocabBytes = count(h.vocabBytes, 'vocabBytes', buf.length)
+  if (storedRows * dim > MAX_INPUT_FLOATS)
+    bad(`${storedRows} × ${dim} stored input vectors exceed ${MAX_INPUT_FLOATS} floats`)
   const vocabAt = 16 + headLen
   const rowsAt = vocabAt + vocabBytes + ((4 - ((vocabAt + vocabBytes) % 4)) % 4)
-  const dim = args.dim
   const end = rowsAt + storedRows * 4 * (1 + dim) + nlabels * dim * 4
   if (end + 32 !== buf.length) bad(`it is ${buf.length} bytes where its header says ${end + 32} (truncated?)`)
   const sum = createHash('sha256').update(buf.subarray(0, end)).digest()
@@ -131,18 +137,22 @@ export function decodeClassifier(bytes: Uint8Array, name: string): Classifier {
 
   const vocab = buf.toString('utf8', vocabAt, vocabAt + vocabBytes).split('\n')
   if (vocab.length !== nwords + nlabels) bad(`vocabulary has ${vocab.length} entries, header says ${nwords + nlabels}`)
-  const input = new Float32Array(nin * dim)
-  fillInitialRows(input, dim, args.seed, 0, nin)
-  // copy out of the file's buffer: it may not be 4-byte aligned
-  const idx = new Uint32Array(buf.buffer.slice(buf.byteOffset + rowsAt, buf.byteOffset + rowsAt + storedRows * 4))
-  const vecAt = buf.byteOffset + rowsAt + storedRows * 4
-  const vecs = new Float32Array(buf.buffer.slice(vecAt, vecAt + storedRows * dim * 4))
+  // a view where the bytes allow one (rows start 4-byte aligned in the file), else a copy
+  const floats = (at: number, n: number): Float32Array =>
+    view && (buf.byteOffset + at) % 4 === 0
+      ? new Float32Array(buf.buffer, buf.byteOffset + at, n)
+      : new Float32Array(buf.buffer.slice(buf.byteOffset + at, buf.byteOffset + at + n * 4))
+  const idx =
+    view && (buf.byteOffset + rowsAt) % 4 === 0
+      ? new Uint32Array(buf.buffer, buf.byteOffset + rowsAt, storedRows)
+      : new Uint32Array(buf.buffer.slice(buf.byteOffset + rowsAt, buf.byteOffset + rowsAt + storedRows * 4))
   for (let k = 0; k < storedRows; k++) {
     const r = idx[k]!
     if (r >= nin) bad(`stored row ${r} is past the ${nin} input rows`)
-    input.set(vecs.subarray(k * dim, (k + 1) * dim), r * dim)
+    if (k > 0 && r <= idx[k - 1]!) bad(`stored row ${r} follows row ${idx[k - 1]} (rows must ascend)`)
   }
-  const outAt = vecAt + storedRows * dim * 4
-  const output = new Float32Array(buf.buffer.slice(outAt, outAt + nlabels * dim * 4))
+  const vecAt = rowsAt + storedRows * 4
+  const input = new InputRows(nin, dim, args.seed, idx, floats(vecAt, storedRows * dim))
+  const output = floats(vecAt + storedRows * dim * 4, nlabels * dim)
   return new Classifier(args, vocab.slice(0, nwords), vocab.slice(nwords), input, output)
 }

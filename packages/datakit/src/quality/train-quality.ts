@@ -97,8 +97,8 @@ export async function trainQualityClassifier(opts: TrainQualityOptions): Promise
       }
     }
     const t0 = performance.now()
-    const { classifier, touched, stats } = trainClassifier(examples, args)
-    const bytes = encodeClassifier(classifier, touched)
+    const { classifier, stats } = trainClassifier(examples, args)
+    const bytes = encodeClassifier(classifier)
     const metadata: JsonObject = {
       training: stats as unknown as JsonObject,
       labels: [...classifier.labels],

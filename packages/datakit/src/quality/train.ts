@@ -7,13 +7,16 @@
  * the gradient of the hidden vector divided by the example's row count.
  *
  * Unlike fastText, the examples are turned into input rows once, not on every epoch: the passes
- * then read flat Int32Arrays, and nothing is allocated inside them. The two loops over the output
+ * then read flat Int32Arrays, and nothing is allocated inside them. Only the input rows the
+ * examples use are allocated (with 2M hash buckets, a small fraction of the matrix), each drawn
+ * with the initial value it has in the whole matrix, so training is what it would be on all of it. The two loops over the output
  * matrix (the softmax's dot products and the rank-one update) run in WebAssembly SIMD (`simd.ts`)
  * when `dim` is a multiple of 4, else in JavaScript four labels at a time.
  */
 import { DatakitError } from '../errors.js'
 import { type ClassifierArgs, Classifier, computeHidden, resolveArgs, softmax, softmaxSimd } from './classifier.js'
-import { fillInitialRows } from './init-values.js'
+import { drawRow } from './init-values.js'
+import { InputRows } from './input-rows.js'
 import { type SimdKernels, simdKernels } from './simd.js'
 import { addWordNgrams, forEachToken, LABEL_PREFIX } from './tokens.js'
 
@@ -32,8 +35,8 @@ export type TrainStats = {
   readonly loss: number
 }
 
-/** A trained classifier and which input rows training changed (the model file stores only those). */
-export type TrainResult = { classifier: Classifier; touched: Uint8Array; stats: TrainStats }
+/** A trained classifier (its stored input rows: those training changed, all a model file keeps) and what it saw. */
+export type TrainResult = { classifier: Classifier; stats: TrainStats }
 
 const withPrefix = (l: string) => (l.startsWith(LABEL_PREFIX) ? l : LABEL_PREFIX + l)
 
@@ -117,14 +120,27 @@ function trainFromLines(lines: readonly string[], a: ClassifierArgs): TrainResul
   }
   const labelIdx = Int32Array.from(labelFlat)
 
-  // 3. The matrices: input rows drawn uniformly, output rows zero.
+  // 3. The matrices: the input rows the examples use, renumbered in order of first use and drawn
+  // as the whole matrix has them; output rows zero.
   const nin = nwords + bucket
-  const input = new Float32Array(nin * dim)
-  fillInitialRows(input, dim, a.seed, 0, nin)
+  const slotOf = new Int32Array(nin) // 1 + the row's compact number, 0 while unused
+  const used: number[] = []
+  for (let k = 0; k < nrows; k++) {
+    const r = rows[k]!
+    let s = slotOf[r]!
+    if (s === 0) {
+      used.push(r)
+      s = used.length
+      slotOf[r] = s
+    }
+    rows[k] = s - 1
+  }
+  const input = new Float32Array(used.length * dim)
+  for (let k = 0; k < used.length; k++) drawRow(a.seed, used[k]!, dim, input, k * dim)
   // the output matrix in the SIMD kernels' memory where they apply (dim a multiple of 4)
   const kernels = simdKernels(labels.length, dim)
   const output = kernels?.output ?? new Float32Array(labels.length * dim)
-  const touched = new Uint8Array(nin)
+  const touched = new Uint8Array(used.length)
 
   // 4. SGD, one example at a time, in order, until epoch × ntokens tokens have been read.
   const hidden = new Float64Array(dim)
@@ -163,7 +179,7 @@ function trainFromLines(lines: readonly string[], a: ClassifierArgs): TrainResul
       local = 0
     }
   }
-  const classifier = new Classifier(a, words, labels, input, output)
+  const classifier = new Classifier(a, words, labels, changedRows(input, used, touched, nin, a), output)
   const stats: TrainStats = {
     examples: lines.length,
     skipped,
@@ -172,7 +188,28 @@ function trainFromLines(lines: readonly string[], a: ClassifierArgs): TrainResul
     labels: nlabels,
     loss: lossN > 0 ? lossSum / lossN : 0,
   }
-  return { classifier, touched, stats }
+  return { classifier, stats }
+}
+
+/** The rows training changed, by ascending id, out of the compact `input` whose row `k` is row `used[k]`. */
+function changedRows(
+  input: Float32Array,
+  used: readonly number[],
+  touched: Uint8Array,
+  nin: number,
+  a: ClassifierArgs,
+): InputRows {
+  const order: number[] = []
+  for (let k = 0; k < used.length; k++) if (touched[k]) order.push(k)
+  order.sort((x, y) => used[x]! - used[y]!)
+  const { dim } = a
+  const ids = new Uint32Array(order.length)
+  const values = new Float32Array(order.length * dim)
+  order.forEach((k, i) => {
+    ids[i] = used[k]!
+    values.set(input.subarray(k * dim, (k + 1) * dim), i * dim)
+  })
+  return new InputRows(nin, dim, a.seed, ids, values)
 }
 
 /**
