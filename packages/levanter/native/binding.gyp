@@ -21,7 +21,7 @@
     {
       "target_name": "levanter_gemm_bf16",
       "type": "static_library",
-      "sources": ["gemm-bf16.cc"],
+      "sources": ["gemm-bf16.cc", "gemv-bf16.cc"],
       "cflags_cc": ["-O3", "-mavx512f", "-mavx512bf16", "-std=c++17", "-ffp-contract=off", "-fPIC"]
     }
   ]
