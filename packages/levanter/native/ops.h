@@ -175,6 +175,8 @@ napi_value AdamW(napi_env env, napi_callback_info info);
 napi_value SumSquares(napi_env env, napi_callback_info info);
 // gemv.cc
 napi_value SetSmallM(napi_env env, napi_callback_info info);
+napi_value DecodeGpt2(napi_env env, napi_callback_info info);
+napi_value PackBf16(napi_env env, napi_callback_info info);
 // stream.cc
 napi_value MemoryBandwidth(napi_env env, napi_callback_info info);
 
