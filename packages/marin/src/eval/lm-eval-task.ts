@@ -69,6 +69,11 @@ export type LmEvalTask = {
   readonly docToText: DocField
   readonly docToTarget: DocField
   readonly docToChoice?: DocField
+  /**
+   * `doc_to_decontamination_query`: the text of a document that decontamination matches, in place of its
+   * prompt (a column, a template or a built-in `!function`); absent, decontamination uses the prompt.
+   */
+  readonly docToDecontaminationQuery?: DocField
   /** Rendered per document (a column name or a Jinja template), put before everything else. */
   readonly description: string
   readonly targetDelimiter: string
@@ -147,6 +152,8 @@ const Config = z.looseObject({
   doc_to_text: Field.nullish(),
   doc_to_target: Field.nullish(),
   doc_to_choice: Field.nullish(),
+  // lm-eval's TaskConfig types it `str | None` (a column or template), or a `!function`
+  doc_to_decontamination_query: z.union([z.string(), FnRef]).nullish(),
   description: z.string().nullish(),
   target_delimiter: z.string().nullish(),
   fewshot_delimiter: z.string().nullish(),
@@ -449,6 +456,7 @@ export async function readLmEvalTask(file: string, o: LmEvalOptions = {}): Promi
   const docToChoice = field(c.doc_to_choice, 'doc_to_choice', c.task, file)
   if (docToText === undefined && type !== 'loglikelihood_rolling') throw bad(file, 'doc_to_text: missing')
   if (docToTarget === undefined) throw bad(file, 'doc_to_target: missing')
+  const query = field(c.doc_to_decontamination_query, 'doc_to_decontamination_query', c.task, file)
   if (type === 'multiple_choice' && docToChoice === undefined) throw bad(file, 'doc_to_choice: missing')
   const docs = processDocs(
     c.process_docs,
@@ -470,6 +478,7 @@ export async function readLmEvalTask(file: string, o: LmEvalOptions = {}): Promi
     docToText: docToText ?? '',
     docToTarget,
     ...(docToChoice !== undefined ? { docToChoice } : {}),
+    ...(query !== undefined ? { docToDecontaminationQuery: query } : {}),
     description: c.description ?? '',
     targetDelimiter: c.target_delimiter ?? ' ',
     fewshotDelimiter: c.fewshot_delimiter ?? '\n\n',

@@ -2,8 +2,9 @@
  * @module Decontamination against the evaluation tasks marin eval runs: a step that reads the tasks
  * by the names `evalStep` takes (built-in Brown tasks, `.jsonl` task files, lm-evaluation-harness
  * task YAML and suites), builds datakit's n-gram index over each task's documents (prompt and gold
- * answer together, as the model sees them) and calls datakit's `decontaminate` on the dataset the
- * input step made. The new dataset version carries the counts per task in its metadata; the step's
+ * answer together, as the model sees them; for an lm-eval task that sets `doc_to_decontamination_query`,
+ * that query alone, as lm-eval's decontamination reads it) and calls datakit's `decontaminate` on the
+ * dataset the input step made. The new dataset version carries the counts per task in its metadata; the step's
  * `artifacts.json` carries the report.
  *
  * The tasks and n are versioned: another task list is a new version of the step; datakit's own
@@ -41,14 +42,24 @@ const ALL_ITEMS = Number.MAX_SAFE_INTEGER
 
 const join = (a: string, b: string) => (b === '' || /^\s/.test(b) || /\s$/.test(a) ? a + b : `${a} ${b}`)
 
-/** The documents of one task as text: what the model is given and the gold answer it is scored on. */
+/**
+ * The documents of one task as text: what the model is given and the gold answer it is scored on; for an
+ * lm-eval task with `doc_to_decontamination_query`, the query's text instead (lm-eval matches the query in
+ * place of `doc_to_text`, and so the parts of the prompt outside it are not matched).
+ */
 export async function evalTaskTexts(task: EvalTask | LmEvalTask): Promise<string[]> {
   if (task.kind === 'perplexity') return task.items.map((i) => i.text)
   if (task.kind === 'generation') return task.items.map((i) => join(i.context, i.answer))
   if (task.kind === 'multiple_choice') return task.items.map((i) => join(i.context, i.choices[i.gold]!))
   const { asIndex, choicesOf, value } = await import('../eval/lm-eval-fields.js')
+  const query = task.docToDecontaminationQuery
   return task.docs.map((doc, i) => {
     const what = (f: string) => `${task.source}: ${f} of document ${i}`
+    if (query !== undefined) {
+      // a template whose value is a list (`{{[a, b]}}`) gives its items, one after another
+      const q = value(query, doc, what('doc_to_decontamination_query'))
+      return Array.isArray(q) ? q.map(String).join(' ') : String(q ?? '')
+    }
     let text: unknown = value(task.docToText, doc, what('doc_to_text'))
     let target: unknown = value(task.docToTarget, doc, what('doc_to_target'))
     if (task.docToChoice !== undefined) {
