@@ -10,7 +10,7 @@ import { readdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { makeNetHosts, netHostsSupport, type NetHost, type NetHosts } from '@marin/rigging/net-hosts'
+import { type HostsCluster, type NetHost, netHostsSupport, startHostsCluster } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { HostsDriverConfig, HostsDriverDone } from './fixtures/hosts-driver.js'
 import type { HostsMerged, HostsShard } from './fixtures/hosts-experiment.js'
@@ -18,10 +18,8 @@ import type { HostsMerged, HostsShard } from './fixtures/hosts-experiment.js'
 const why = netHostsSupport()
 if (why !== undefined) console.warn(`marin executor across hosts skipped: ${why}`)
 
-const require = createRequire(import.meta.url)
-const TSX = pathToFileURL(require.resolve('tsx')).href
+const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
 const DRIVER = resolve(import.meta.dirname, 'fixtures/hosts-driver.ts')
-const S3_HOST = resolve(import.meta.dirname, '../../zephyr/src/fixtures/s3-host.ts')
 const IRIS_BIN = resolve(import.meta.dirname, '../../iris/bin/iris.js')
 const TOKEN = 'marin-hosts-token-0123456789'
 const PREFIX = 's3://marin-test/marin-hosts'
@@ -33,76 +31,23 @@ const stepFiles = (dir: string): string[] =>
   )
 
 describe.skipIf(why !== undefined)(`marin executor across hosts${why ? ` (skipped: ${why})` : ''}`, () => {
+  let cluster: HostsCluster | undefined
   let a: NetHost
   let b: NetHost
   let c: NetHost
-  let s3 = ''
-  let controller = ''
-  let net: NetHosts | undefined
-  afterAll(() => net?.close())
+  afterAll(() => cluster?.close())
 
-  const env = (h: NetHost): Record<string, string> => ({
-    MARIN_PREFIX: join(h.dir, '.marin'),
-    IRIS_TOKEN: TOKEN,
-    LOG_FORMAT: 'json',
-    LOG_LEVEL: 'warn',
-    AWS_ENDPOINT_URL: s3,
-    AWS_ACCESS_KEY_ID: 'S3RVER',
-    AWS_SECRET_ACCESS_KEY: 'S3RVER',
-    AWS_REGION: 'us-east-1',
-    // s3rver predates the SDK's default CRC checksums (aws-chunked uploads).
-    AWS_REQUEST_CHECKSUM_CALCULATION: 'WHEN_REQUIRED',
-    AWS_RESPONSE_CHECKSUM_VALIDATION: 'WHEN_REQUIRED',
-  })
-
+  // One core each: the two parallel steps cannot share a worker.
   beforeAll(async () => {
-    net = makeNetHosts(3)
-    ;[a, b, c] = net.hosts as [NetHost, NetHost, NetHost]
-    const store = a.spawn(process.execPath, ['--import', TSX, S3_HOST, a.address, join(a.dir, 's3')])
-    const listening = await store.waitFor(/^\{"listening".*$/m, 20_000).catch((e) => {
-      throw new Error(`${e}; s3 server stderr: ${store.stderr().slice(-1000)}`)
-    })
-    s3 = (JSON.parse(listening[0]) as { listening: string }).listening
-    controller = `${a.address}:10000`
-    const ctl = a.spawn(
-      process.execPath,
-      [IRIS_BIN, 'controller', '--host', a.address, '--port', '10000', '--heartbeat', '500ms'],
-      { env: env(a) },
-    )
-    await ctl.waitFor(/listening on (\S+)/, 20_000).catch((e) => {
-      throw new Error(`${e}; controller stderr: ${ctl.stderr().slice(-1000)}`)
-    })
-    // One core each: the two parallel steps cannot share a worker.
-    const workers = [
-      [b, 'wb'],
-      [c, 'wc'],
-    ] as const
-    const started = workers.map(([h, id]) =>
-      h.spawn(
-        process.execPath,
-        [IRIS_BIN, 'worker', '--controller', controller, '--worker-id', id, '--resources', 'cpu=1,memory=4G'],
-        { env: env(h) },
-      ),
-    )
-    await Promise.all(
-      started.map((w, i) =>
-        w.waitFor(/registered with/, 20_000).catch((e) => {
-          throw new Error(`${e}; worker ${workers[i]![1]} stderr: ${w.stderr().slice(-1000)}`)
-        }),
-      ),
-    )
+    cluster = await startHostsCluster({ irisBin: IRIS_BIN, token: TOKEN })
+    a = cluster.a
+    ;[b, c] = cluster.workers.map((w) => w.host) as [NetHost, NetHost]
   }, 45_000)
 
   /** Runs the driver on host `h` to its `done` line. */
-  const drive = async (h: NetHost): Promise<HostsDriverDone> => {
-    const config: HostsDriverConfig = { prefix: PREFIX, controller, token: TOKEN }
-    const p = h.spawn(process.execPath, ['--import', TSX, DRIVER, JSON.stringify(config)], { env: env(h) })
-    const m = await p.waitFor(/^\{"step":"(done|error)".*$/m, 50_000).catch((e: Error) => {
-      throw new Error(`${e.message}; driver stderr: ${p.stderr().slice(-2000)}`)
-    })
-    const s = JSON.parse(m[0]) as HostsDriverDone | { step: 'error'; message: string }
-    if (s.step === 'error') throw new Error(`driver failed: ${s.message}; stderr: ${p.stderr().slice(-2000)}`)
-    return s
+  const drive = (h: NetHost): Promise<HostsDriverDone> => {
+    const config: HostsDriverConfig = { prefix: PREFIX, controller: cluster!.controller, token: TOKEN }
+    return cluster!.drive<HostsDriverDone>(h, ['--import', TSX, DRIVER, JSON.stringify(config)])
   }
 
   test('driven from A, steps run as iris jobs on B and C, prefix in the store; a run from B skips all', async () => {

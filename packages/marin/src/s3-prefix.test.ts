@@ -4,65 +4,35 @@
  * writes only into the store and step folders under the `s3://` prefix, each step's `artifacts.json` equals the
  * same run's on a local folder prefix, and a second run skips every step.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
-import { pathToFileURL } from 'node:url'
+import { join } from 'node:path'
 import { configureLogging, openStorage } from '@marin/rigging'
+import { startLoopbackS3 } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { Executor, type ExperimentRecord } from './executor/executor.js'
 import experiment from './fixtures/s3-prefix-experiment.js'
 
-const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
-const S3_HOST = resolve(import.meta.dirname, '../../zephyr/src/fixtures/s3-host.ts')
 const PREFIX = `s3://marin-test/s3-prefix-${process.pid}`
 const STEPS = ['brown-text', 'brown', 'brown-dedup', 'brown-bpe']
 
 const root = mkdtempSync(join(tmpdir(), 'marin-s3-prefix-'))
 const saved = { ...process.env }
-let server: ChildProcess | undefined
-
-/** Starts s3rver on loopback, keeping its objects under `dir`; resolves to its endpoint. */
-function startS3(dir: string): Promise<string> {
-  const p = spawn(process.execPath, ['--import', TSX, S3_HOST, '127.0.0.1', dir], { stdio: ['ignore', 'pipe', 'pipe'] })
-  server = p
-  let out = ''
-  let err = ''
-  p.stderr!.on('data', (d) => (err += d))
-  return new Promise((ok, fail) => {
-    const timer = setTimeout(() => fail(new Error(`s3rver did not start in 20 s; stderr: ${err.slice(-1000)}`)), 20_000)
-    p.stdout!.on('data', (d) => {
-      out += d
-      const m = /^\{"listening".*$/m.exec(out)
-      if (m) {
-        clearTimeout(timer)
-        ok((JSON.parse(m[0]) as { listening: string }).listening)
-      }
-    })
-    p.on('exit', (code) => fail(new Error(`s3rver exited ${code}; stderr: ${err.slice(-1000)}`)))
-  })
-}
+let closeS3: (() => void) | undefined
 
 beforeAll(async () => {
   configureLogging({ destination: { write: () => {} }, pretty: false })
-  const endpoint = await startS3(join(root, 's3'))
+  const s3 = await startLoopbackS3(join(root, 's3'))
+  closeS3 = s3.close
   Object.assign(process.env, {
-    AWS_ENDPOINT_URL: endpoint,
-    AWS_ACCESS_KEY_ID: 'S3RVER',
-    AWS_SECRET_ACCESS_KEY: 'S3RVER',
-    AWS_REGION: 'us-east-1',
-    // s3rver predates the SDK's default CRC checksums (aws-chunked uploads).
-    AWS_REQUEST_CHECKSUM_CALCULATION: 'WHEN_REQUIRED',
-    AWS_RESPONSE_CHECKSUM_VALIDATION: 'WHEN_REQUIRED',
+    ...s3.env,
     // This machine's folder of the prefix (datakit's work and shard copies) is made under here, and removed.
     TMPDIR: join(root, 'tmp'),
   })
 }, 30_000)
 
 afterAll(() => {
-  server?.kill()
+  closeS3?.()
   for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k]
   Object.assign(process.env, saved)
   rmSync(root, { recursive: true, force: true })

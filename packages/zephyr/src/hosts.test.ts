@@ -7,9 +7,9 @@
  */
 import { readdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { join, resolve } from 'node:path'
+import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { makeNetHosts, netHostsSupport, type NetHost, type NetHosts } from '@marin/rigging/net-hosts'
+import { type HostsCluster, type NetHost, netHostsSupport, startHostsCluster } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { HostsDriverConfig } from './fixtures/hosts-driver.js'
 import { type HostsGroup, hostsExpected } from './fixtures/hosts-data.js'
@@ -19,7 +19,6 @@ if (why !== undefined) console.warn(`zephyr across hosts skipped: ${why}`)
 
 const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
 const DRIVER = resolve(import.meta.dirname, 'fixtures/hosts-driver.ts')
-const S3_HOST = resolve(import.meta.dirname, 'fixtures/s3-host.ts')
 const IRIS_BIN = resolve(import.meta.dirname, '../../iris/bin/iris.js')
 const TOKEN = 'zephyr-hosts-token-0123456789'
 const ROOT = 's3://marin-test/zephyr-hosts'
@@ -39,69 +38,22 @@ const groups = (files: Record<string, string>): HostsGroup[] =>
     .sort((x, y) => x.lang.localeCompare(y.lang))
 
 describe.skipIf(why !== undefined)(`zephyr across hosts${why ? ` (skipped: ${why})` : ''}`, () => {
+  let cluster: HostsCluster | undefined
   let a: NetHost
   let b: NetHost
   let c: NetHost
-  let s3 = ''
-  let controller = ''
-  let net: NetHosts | undefined
-  afterAll(() => net?.close())
-
-  const env = (h: NetHost): Record<string, string> => ({
-    MARIN_PREFIX: join(h.dir, '.marin'),
-    IRIS_TOKEN: TOKEN,
-    LOG_FORMAT: 'json',
-    LOG_LEVEL: 'warn',
-    AWS_ENDPOINT_URL: s3,
-    AWS_ACCESS_KEY_ID: 'S3RVER',
-    AWS_SECRET_ACCESS_KEY: 'S3RVER',
-    AWS_REGION: 'us-east-1',
-    // s3rver predates the SDK's default CRC checksums (aws-chunked uploads).
-    AWS_REQUEST_CHECKSUM_CALCULATION: 'WHEN_REQUIRED',
-    AWS_RESPONSE_CHECKSUM_VALIDATION: 'WHEN_REQUIRED',
-  })
+  afterAll(() => cluster?.close())
 
   beforeAll(async () => {
-    net = makeNetHosts(3)
-    ;[a, b, c] = net.hosts as [NetHost, NetHost, NetHost]
-    const store = a.spawn(process.execPath, ['--import', TSX, S3_HOST, a.address, join(a.dir, 's3')])
-    s3 = JSON.parse(
-      (
-        await store.waitFor(/^\{"listening".*$/m, 20_000).catch((e) => {
-          throw new Error(`${e}; s3 server stderr: ${store.stderr().slice(-1000)}`)
-        })
-      )[0],
-    ).listening as string
-    controller = `${a.address}:10000`
-    const ctl = a.spawn(
-      process.execPath,
-      [IRIS_BIN, 'controller', '--host', a.address, '--port', '10000', '--heartbeat', '500ms'],
-      { env: env(a) },
-    )
-    await ctl.waitFor(/listening on (\S+)/, 20_000).catch((e) => {
-      throw new Error(`${e}; controller stderr: ${ctl.stderr().slice(-1000)}`)
-    })
-    for (const [h, id] of [
-      [b, 'wb'],
-      [c, 'wc'],
-    ] as const)
-      h.spawn(
-        process.execPath,
-        [IRIS_BIN, 'worker', '--controller', controller, '--worker-id', id, '--resources', 'cpu=1,memory=4G'],
-        { env: env(h) },
-      )
+    cluster = await startHostsCluster({ irisBin: IRIS_BIN, token: TOKEN })
+    a = cluster.a
+    ;[b, c] = cluster.workers.map((w) => w.host) as [NetHost, NetHost]
   }, 45_000)
 
   /** Runs the driver on host A to its `done` line. */
-  const drive = async (config: Omit<HostsDriverConfig, 'root'>): Promise<Done> => {
+  const drive = (config: Omit<HostsDriverConfig, 'root'>): Promise<Done> => {
     const full: HostsDriverConfig = { root: ROOT, ...config }
-    const p = a.spawn(process.execPath, ['--import', TSX, DRIVER, JSON.stringify(full)], { env: env(a) })
-    const m = await p.waitFor(/^\{"step":"(done|error)".*$/m, 50_000).catch((e: Error) => {
-      throw new Error(`${e.message}; driver stderr: ${p.stderr().slice(-2000)}`)
-    })
-    const s = JSON.parse(m[0]) as Done | { step: 'error'; message: string }
-    if (s.step === 'error') throw new Error(`driver failed: ${s.message}; stderr: ${p.stderr().slice(-2000)}`)
-    return s
+    return cluster!.drive<Done>(a, ['--import', TSX, DRIVER, JSON.stringify(full)])
   }
 
   test('workers on hosts B and C through the object store give the one-host output', async () => {
@@ -109,7 +61,7 @@ describe.skipIf(why !== undefined)(`zephyr across hosts${why ? ` (skipped: ${why
       mode: 'hosts',
       out: 'across',
       seed: true,
-      controller,
+      controller: cluster!.controller,
       token: TOKEN,
       driverHost: a.address,
     })
