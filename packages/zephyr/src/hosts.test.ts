@@ -4,10 +4,13 @@
  * A whose pipeline (filter, map, a groupBy shuffle) runs its two workers as fray actors on B and C. Inputs,
  * shuffle buckets and outputs are all in the object store (each host has only its own scratch folder), and the
  * output equals the same pipeline's with both workers on host A, and the result computed without zephyr.
+ * A fault: host B's link cut while the first stage runs. Zephyr's design is to retry: iris loses B's worker, the
+ * actor that ran there starts again on C (fray restarts it), the executor runs B's unfinished tasks again, and the
+ * pipeline finishes with both workers on C and the same bytes as the one-host run.
  */
 import { readdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type HostsCluster, type NetHost, netHostsSupport, startHostsCluster } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -23,13 +26,25 @@ const IRIS_BIN = resolve(import.meta.dirname, '../../iris/bin/iris.js')
 const TOKEN = 'zephyr-hosts-token-0123456789'
 const ROOT = 's3://marin-test/zephyr-hosts'
 
-type Done = { step: 'done'; files: Record<string, string>; namespaces: string[]; recordsIn: number }
+type Done = {
+  step: 'done'
+  files: Record<string, string>
+  namespaces: string[]
+  recordsIn: number
+  retries: number
+}
 
 /** Files under `dir` (a host's own folder) that look like zephyr's: outputs, shuffle scratch, cached inputs. */
 const pipelineFiles = (dir: string): string[] =>
   (readdirSync(dir, { recursive: true }) as string[]).filter(
     (f) => /zephyr-scratch|part-\d+-of-\d+|\.jsonl$/.test(f) && !f.startsWith('s3/') && !f.startsWith('.marin/'),
   )
+
+/** First-stage shards of the run `out` whose done marker is in the store (s3rver's folder on host A). */
+const firstStageDone = (dir: string, out: string): number =>
+  (readdirSync(join(dir, 's3'), { recursive: true }) as string[]).filter((f) =>
+    new RegExp(`scratch-${out}/(.*/)?s0/done/\\d+`).test(f),
+  ).length
 
 const groups = (files: Record<string, string>): HostsGroup[] =>
   Object.values(files)
@@ -45,7 +60,14 @@ describe.skipIf(why !== undefined)(`zephyr across hosts${why ? ` (skipped: ${why
   afterAll(() => cluster?.close())
 
   beforeAll(async () => {
-    cluster = await startHostsCluster({ irisBin: IRIS_BIN, token: TOKEN })
+    // Two cores a worker, so that the actor of a lost host can start again on the other (iris spreads the first
+    // two, one a host); a worker silent for 3 s is lost.
+    cluster = await startHostsCluster({
+      irisBin: IRIS_BIN,
+      token: TOKEN,
+      workerResources: 'cpu=2,memory=4G',
+      workerTimeout: '3s',
+    })
     a = cluster.a
     ;[b, c] = cluster.workers.map((w) => w.host) as [NetHost, NetHost]
   }, 45_000)
@@ -55,6 +77,8 @@ describe.skipIf(why !== undefined)(`zephyr across hosts${why ? ` (skipped: ${why
     const full: HostsDriverConfig = { root: ROOT, ...config }
     return cluster!.drive<Done>(a, ['--import', TSX, DRIVER, JSON.stringify(full)])
   }
+
+  let oneHost: Record<string, string> | undefined
 
   test('workers on hosts B and C through the object store give the one-host output', async () => {
     const across = await drive({
@@ -72,9 +96,41 @@ describe.skipIf(why !== undefined)(`zephyr across hosts${why ? ` (skipped: ${why
 
     expect(Object.keys(across.files).sort()).toEqual(['part-00000-of-00002.jsonl', 'part-00001-of-00002.jsonl'])
     expect(across.files).toEqual(here.files)
+    oneHost = here.files
     expect(groups(across.files)).toEqual(hostsExpected())
     expect(across.recordsIn).toBe(600)
     // Scratch (the shuffle's buckets) is in the object store: no host's own folder holds pipeline data.
     for (const h of [a, b, c]) expect(pipelineFiles(h.dir)).toEqual([])
   }, 110_000)
+
+  test('a worker host partitioned mid-pipeline: the pipeline finishes on the other host with the same bytes', async () => {
+    const run = drive({
+      mode: 'hosts',
+      out: 'fault',
+      seed: true,
+      controller: cluster!.controller,
+      token: TOKEN,
+      driverHost: a.address,
+      slowMs: 15,
+    })
+    // Mid-pipeline: a first-stage shard has committed (its done marker is in the store) and others still run.
+    const started = Date.now()
+    while (firstStageDone(a.dir, 'fault') === 0) {
+      if (Date.now() - started > 40_000) throw new Error('no first-stage shard finished within 40 s')
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    expect(firstStageDone(a.dir, 'fault')).toBeLessThan(6)
+    b.cut()
+    let done: Done
+    try {
+      done = await run
+    } finally {
+      b.restore()
+    }
+    // The lost host's task ran again, and both workers ended on C; the output is the one-host run's, byte for byte.
+    expect(done.retries).toBeGreaterThanOrEqual(1)
+    expect(done.namespaces).toEqual([c.ns, c.ns])
+    expect(done.files).toEqual(oneHost ?? 'the first test did not run')
+    expect(groups(done.files)).toEqual(hostsExpected())
+  }, 120_000)
 })
