@@ -1,12 +1,15 @@
 /**
  * @module The add-an-architecture guide (docs/guides/add-an-architecture.md): a model of your own, defined in
- * this file, registered by its `type`, then trained by levanter like a built-in one. `GUIDE_SCALE=tiny` makes
- * it small enough for a test.
+ * this file, registered by its `type`, trained by levanter like a built-in one, exported in Hugging Face's
+ * format for `marin serve`. `GUIDE_SCALE=tiny` makes it small enough for a test.
  */
-import { CausalLM, Dataset, Pipeline, Trainer, createModel, initBackend } from '@marin/levanter'
+import { trainBpe } from '@marin/datakit'
+import { CausalLM, Dataset, Pipeline, Trainer, createModel, exportHf, generate, initBackend } from '@marin/levanter'
 import { defineArchitecture, modelConfigFields, registerArchitecture, residual } from '@marin/levanter'
-import type { ForwardArgs, ForwardResult, ParamSpec } from '@marin/levanter'
+import type { ForwardArgs, ForwardResult, ModelConfigInput, ParamSpec } from '@marin/levanter'
 import * as tf from '@tensorflow/tfjs'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { z } from 'zod'
 
@@ -20,6 +23,16 @@ const GuideConfig = z.strictObject({
   hidden: z.number().int().positive().default(32).describe('MLP width'),
 })
 type GuideConfig = z.output<typeof GuideConfig>
+// Its fields as its Hugging Face config.json spells them.
+const HF_FIELDS = {
+  vocabSize: 'vocab_size',
+  seqLen: 'max_position_embeddings',
+  dModel: 'hidden_size',
+  nLayers: 'num_hidden_layers',
+  nHeads: 'num_attention_heads',
+  hidden: 'intermediate_size',
+  initStd: 'initializer_range',
+} as const satisfies Partial<Record<keyof GuideConfig, string>>
 
 // 2. The parameters, in order, each with its init and its split over the model axis (tensor parallelism).
 const block = (i: number) => ['norm', 'gate.weight', 'up.weight', 'down.weight'].map((n) => `blocks.${i}.${n}`)
@@ -64,8 +77,9 @@ class GuideLM extends CausalLM<GuideConfig> {
   }
 }
 
-// 5. The architecture as a value. `stages` and `modelAxis` let it train on { model: n } meshes; `module` lets
-// replica processes, which receive only the config, import this file to find it.
+// 5. The architecture as a value. `stages` and `modelAxis` let it train on { model: n } meshes; `hf` names its
+// Hugging Face files; `module` lets processes that receive only the config (mesh members, `marin serve`) import
+// this file to find it.
 export const guideArchitecture = defineArchitecture({
   type: TYPE,
   config: GuideConfig,
@@ -83,29 +97,65 @@ export const guideArchitecture = defineArchitecture({
     })),
     head: { names: ['out.weight'], split: false, fn: (x, [w]) => dense(x, w!) },
   }),
+  hf: {
+    modelType: TYPE,
+    className: 'GuideGatedMlpForCausalLM',
+    fields: new Map(Object.entries(HF_FIELDS)),
+    toConfig: (c) => ({
+      architectures: ['GuideGatedMlpForCausalLM'],
+      model_type: TYPE,
+      ...Object.fromEntries(
+        Object.entries(HF_FIELDS).map(([ours, theirs]) => [theirs, c[ours as keyof typeof HF_FIELDS]]),
+      ),
+    }),
+    fromConfig: (j, file) => {
+      const c: Record<string, unknown> = { type: TYPE }
+      for (const [ours, theirs] of Object.entries(HF_FIELDS)) {
+        if (j[theirs] === undefined) throw new Error(`${file}: has no "${theirs}"; export the model again`)
+        c[ours] = j[theirs]
+      }
+      return c as ModelConfigInput
+    },
+    // stored as PyTorch's nn.Linear holds them, [out, in]; [in, out] here
+    transposed: (name) => name !== 'tok.weight' && name.endsWith('.weight'),
+  },
   module: import.meta.url,
 })
 registerArchitecture(guideArchitecture)
 
-// 6. From here on it is a model config like any other: build it, train it, read its loss. Only when this file
-// is the program: member processes import it for the definition above, and must not train.
-async function main(layout = process.argv[2]) {
+// 6. From here on it is a model config like any other: build it, train it, read its loss, export it. Only when
+// this file is the program: processes that import it for the definition above must not train.
+async function main([layout, flag, dir] = process.argv.slice(2)) {
   const layouts = {
+    one: {},
     data: { mesh: { data: 2 } },
     fsdp: { mesh: { data: 2 }, fsdp: true },
     model: { mesh: { model: 2 } },
   }
   if (layout !== undefined && !(layout in layouts))
     throw new Error(`add-an-architecture: layout "${layout}" is not one of ${Object.keys(layouts).join(', ')}`)
+  if (flag !== undefined && (flag !== '--export' || dir === undefined))
+    throw new Error('add-an-architecture: after the layout, only --export DIR (the folder to write)')
   await initBackend()
-  const model = createModel({ type: TYPE, vocabSize: 16, seqLen: 16, dModel: tiny ? 16 : 64, nLayers: 2, nHeads: 2 })
-  const tokens = Array.from({ length: 4000 }, (_, i) => (i * 7 + (i >> 3)) % 16)
+  // Text, in bytes: a byte-level tokenizer (256 ids, no merges) is what `marin serve` reads and writes it with.
+  const text = 'the quick brown fox jumps over the lazy dog. '.repeat(100)
+  const tokenizer = trainBpe([text], { vocabSize: 256 })
+  const tokens = tokenizer.encode(text)
   const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
-  const mesh = layout ? layouts[layout as keyof typeof layouts] : {}
-  const trainer = new Trainer({ learningRate: 3e-2, batchSize: 8, logEvery: 100, ...mesh }, { trackers: [] })
+  const model = createModel({ type: TYPE, vocabSize: 256, seqLen: 16, dModel: tiny ? 16 : 64, nLayers: 2, nHeads: 2 })
+  const trainer = new Trainer(
+    { learningRate: 3e-2, batchSize: 8, logEvery: 100, ...layouts[(layout ?? 'one') as keyof typeof layouts] },
+    { trackers: [] },
+  )
   const { losses } = await new Pipeline({ dataset, model, trainer, maxSteps: tiny ? 20 : 200 }).run()
   console.log(`${TYPE}: ${model.numParams()} parameters, ${model.flopsPerToken(16)} FLOPs per token`)
   console.log(`loss ${losses[0]!.toFixed(3)} → ${losses.at(-1)!.toFixed(3)} in ${losses.length} steps`)
+  if (dir !== undefined) {
+    await exportHf(model, dir) // config.json and model.safetensors, through `hf` above
+    writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON()))
+    const { tokens: next } = generate(model, tokenizer.encode('the quick'), { maxNewTokens: 6, temperature: 0 })
+    console.log(`exported to ${dir}; generate: "the quick" → ${JSON.stringify(tokenizer.decode(next))}`)
+  }
   model.dispose()
 }
 if (process.argv[1] === fileURLToPath(import.meta.url)) await main()

@@ -2,8 +2,8 @@
  * @module The guides of docs/guides/ run, at tiny scale, and show their code as it is: each fenced block that
  * follows `<!-- file: PATH -->` must be that file, byte for byte, so the docs and the code cannot drift.
  */
-import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { execFile, spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterAll, describe, expect, test } from 'vitest'
@@ -36,6 +36,28 @@ function run(script: string, args: string[], env: Record<string, string> = {}): 
         err ? reject(new Error(`${script} exited ${err.code}:\n${stdout}\n${stderr}`)) : resolve(stdout),
     ),
   )
+}
+
+/** `marin serve` as a process until `stop`: its base URL and the model name it reports once listening. */
+async function serve(args: string[]): Promise<{ url: string; name: string; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, ['packages/marin/bin/marin.js', 'serve', '--port', '0', ...args], {
+    cwd: root,
+    env: { ...process.env, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let out = '',
+    err = ''
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const [, name, url] = await new Promise<string[]>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString()
+      const m = /serving (\S+) at (http:\/\/\S+)\n/.exec(out)
+      if (m) resolve([...m])
+    })
+    child.once('exit', (code) => reject(new Error(`marin serve exited ${code}:\n${out}\n${err}`)))
+  })
+  return { url: url!, name: name!, stop: () => (child.kill('SIGTERM'), exited) }
 }
 
 /** The first experiment's two runs (the evaluation guide reuses its model): started by its test. */
@@ -117,12 +139,41 @@ describe('the guides', () => {
     }
   }, 240_000)
 
-  test.concurrent('add an architecture: a user architecture trains alone and on { model: 2 }, same loss', async () => {
+  const servedTitle =
+    'add an architecture: trains alone, on { data: 2 }, fsdp and { model: 2 } to the same loss; marin serve ' +
+    "serves its Hugging Face export with levanter generate's tokens"
+  test.concurrent(servedTitle, async () => {
     const script = 'experiments/guides/add-an-architecture.ts'
-    const [one, model] = await Promise.all([run(script, []), run(script, ['model'])])
-    expect(one).toMatch(/^guide-gated-mlp: 3616 parameters, \d+ FLOPs per token$/m)
-    const [, first, last] = one.match(/^loss (\S+) → (\S+) in 20 steps$/m)!
+    const dir = join(prefix, 'guide-gated-mlp-hf')
+    const [one, ...meshes] = await Promise.all([
+      run(script, ['one', '--export', dir]),
+      ...['data', 'fsdp', 'model'].map((layout) => run(script, [layout])),
+    ])
+    expect(one).toMatch(/^guide-gated-mlp: 11296 parameters, \d+ FLOPs per token$/m)
+    const [, first, last] = one!.match(/^loss (\S+) → (\S+) in 20 steps$/m)!
     expect(Number(last)).toBeLessThan(Number(first) * 0.7)
-    expect(model.match(/^loss .*$/m)?.[0]).toBe(`loss ${first} → ${last} in 20 steps`) // the members import it
-  }, 120_000)
+    for (const out of meshes) expect(out.match(/^loss .*$/m)?.[0]).toBe(`loss ${first} → ${last} in 20 steps`)
+    const want = JSON.parse(one!.match(/generate: "the quick" → (".*")$/m)![1]!) as string
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'))
+    expect(config).toMatchObject({ architectures: ['GuideGatedMlpForCausalLM'], intermediate_size: 32 })
+    const keyFile = join(prefix, 'serve-key')
+    writeFileSync(keyFile, 'guide-key\n')
+    const served = await serve(['--model-checkpoint', dir, '--architecture', script, '--api-key-file', keyFile])
+    try {
+      const ask = (key?: string) =>
+        fetch(`${served.url}/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+          body: JSON.stringify({ model: served.name, prompt: 'the quick', max_tokens: 6, temperature: 0 }),
+        })
+      expect((await ask()).status).toBe(401)
+      const r = await ask('guide-key')
+      expect(r.status).toBe(200)
+      const body = (await r.json()) as { choices: { text: string }[]; usage: { completion_tokens: number } }
+      expect(body.usage.completion_tokens).toBe(6)
+      expect(body.choices[0]!.text).toBe(want)
+    } finally {
+      await served.stop()
+    }
+  }, 240_000)
 })

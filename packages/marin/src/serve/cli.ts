@@ -1,5 +1,7 @@
 /** @module `marin serve`: load a checkpoint and serve it with the OpenAI-compatible API until SIGINT/SIGTERM. */
 import fs from 'node:fs'
+import path from 'node:path'
+import { pathToFileURL } from 'node:url'
 import type { Command } from 'commander'
 import { UsageError } from '@marin/rigging/cli'
 import { initBackend } from '@marin/levanter'
@@ -16,6 +18,13 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
       'directory (config.json + model.safetensors [+ tokenizer.json]) or finestore ARTIFACT[@VERSION]',
     )
     .option('--tokenizer <path>', 'tokenizer.json, when the checkpoint carries none')
+    .option(
+      '--architecture <module>',
+      'module to import before loading, one that registers the architecture of a checkpoint levanter does not ' +
+        'define (registerArchitecture); repeatable',
+      (m: string, all: string[]) => [...all, m],
+      [] as string[],
+    )
     .option('--port <n>', 'port (0: any free port)', intArg('a port', 0), 8000)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--api-key-file <path>', 'file holding the bearer key clients must send')
@@ -46,6 +55,7 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
       (o: {
         modelCheckpoint: string
         tokenizer?: string
+        architecture: string[]
         port: number
         host: string
         apiKeyFile?: string
@@ -70,6 +80,10 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
           if (o.apiKeyFile !== undefined) {
             if (!fs.existsSync(o.apiKeyFile)) throw new UsageError(`--api-key-file ${o.apiKeyFile}: no such file`)
             apiKey = fs.readFileSync(o.apiKeyFile, 'utf8').trim()
+          }
+          for (const m of o.architecture) {
+            if (!fs.existsSync(m)) throw new UsageError(`--architecture ${m}: no such file`)
+            await import(pathToFileURL(path.resolve(m)).href)
           }
           await initBackend()
           const loaded = await loadModel({
