@@ -131,7 +131,9 @@ export abstract class CausalLM<C extends ModelConfig = ModelConfig> {
     past?: readonly LayerKv[],
     lastOnly = false,
   ): { logits: tf.Tensor; kv: LayerKv[] } {
-    return this.run((n) => this.param(n), ids, at, past, lastOnly)
+    const { logits, kv, aux } = this.run((n) => this.param(n), ids, at, past, lastOnly)
+    aux?.dispose() // a training loss, of no use to decoding (a caller's tidy keeping the result would keep it too)
+    return { logits, kv }
   }
 
   param(name: string): tf.Variable {

@@ -6,15 +6,20 @@ import { Engine } from './engine.js'
 import type { SequenceResult, TokenEvent } from './engine.js'
 
 const tiny = { vocabSize: 40, seqLen: 32, dModel: 16, nLayers: 2, nHeads: 2 }
-/** Qwen3 with grouped-query attention (4 query heads over 2 key/value heads) and heads of 6, not dModel / nHeads. */
-const configOf = (type: 'gpt2' | 'llama' | 'qwen3') =>
-  type === 'qwen3' ? { type, ...tiny, nHeads: 4, nKvHeads: 2, headDim: 6 } : { type, ...tiny }
+/** Qwen3 with grouped-query attention (4 query heads over 2 key/value heads) and heads of 6, not dModel / nHeads;
+ * Mixtral with grouped-query attention and 4 experts, 2 per token. */
+const configOf = (type: 'gpt2' | 'llama' | 'qwen3' | 'mixtral') =>
+  type === 'qwen3'
+    ? { type, ...tiny, nHeads: 4, nKvHeads: 2, headDim: 6 }
+    : type === 'mixtral'
+      ? { type, ...tiny, nHeads: 4, nKvHeads: 2, nExperts: 4, topK: 2, intermediateSize: 24 }
+      : { type, ...tiny }
 
 beforeAll(async () => {
   await initBackend()
 })
 
-describe.each(['gpt2', 'llama', 'qwen3'] as const)('%s engine', (type) => {
+describe.each(['gpt2', 'llama', 'qwen3', 'mixtral'] as const)('%s engine', (type) => {
   test('sequences of different lengths decoded in one batch match levanter generate one by one', async () => {
     const model = createModel(configOf(type), 4)
     const engine = new Engine(model)
@@ -215,7 +220,7 @@ test('prompts are prefilled a token budget at a time, and running sequences deco
   model.dispose()
 })
 
-describe.each(['gpt2', 'llama', 'qwen3'] as const)('%s chunked prefill', (type) => {
+describe.each(['gpt2', 'llama', 'qwen3', 'mixtral'] as const)('%s chunked prefill', (type) => {
   test(
     'a long prompt arriving while another stream decodes is prefilled in chunks with decode steps between them, ' +
       'and completes as unchunked',

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { trainBpe } from '@marin/datakit'
 import type { BpeTokenizer } from '@marin/datakit'
 import type { CausalLM } from '@marin/levanter'
-import { Gpt2LM, Qwen3LM, exportHf, generate, initBackend } from '@marin/levanter'
+import { Gpt2LM, createModel, exportHf, generate, initBackend } from '@marin/levanter'
 import { loadModel } from './load-model.js'
 import { startServer } from './server.js'
 import type { RunningServer } from './server.js'
@@ -301,33 +301,42 @@ describe('lifecycle', () => {
     }
   })
 
-  test("serves a Qwen3 checkpoint directory (grouped-query, heads of 6): levanter generate's tokens", async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'serve-qwen3-'))
-    const heads = { nHeads: 4, nKvHeads: 2, headDim: 6 } // headDim ≠ dModel / nHeads
-    const qwen3 = new Qwen3LM({ vocabSize: 300, seqLen: 64, dModel: 16, nLayers: 2, ...heads })
-    let s: RunningServer | undefined
-    let served: CausalLM | undefined
-    try {
-      await exportHf(qwen3, dir)
-      fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON()))
-      const loaded = await loadModel({ checkpoint: dir })
-      served = loaded.model
-      expect(loaded.model.config).toMatchObject({ type: 'qwen3', ...heads })
-      s = await startServer({ model: loaded.model, tokenizer: loaded.tokenizer, name: 'qwen3', port: 0 })
-      const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0 })
-      const prompt = 'the lazy dog'
-      const r = await c.completions.create({ model: 'qwen3', prompt, max_tokens: 6, temperature: 0 })
-      const want = generate(qwen3, tokenizer.encode(prompt, { addSpecialTokens: true }), {
-        maxNewTokens: 6,
-        temperature: 0,
-      })
-      expect(r.usage!.completion_tokens).toBe(6)
-      expect(r.choices[0]!.text).toBe(tokenizer.decode(want.tokens))
-    } finally {
-      await s?.close()
-      served?.dispose()
-      qwen3.dispose()
-      fs.rmSync(dir, { recursive: true, force: true })
-    }
-  })
+  const hfCheckpoints = [
+    // headDim ≠ dModel / nHeads
+    { name: 'Qwen3', what: 'grouped-query, heads of 6', config: { type: 'qwen3', nHeads: 4, nKvHeads: 2, headDim: 6 } },
+    {
+      name: 'Mixtral',
+      what: 'grouped-query, 2 of 4 experts',
+      config: { type: 'mixtral', nHeads: 4, nKvHeads: 2, nExperts: 4, topK: 2, intermediateSize: 24 },
+    },
+  ] as const
+  for (const { name, what, config } of hfCheckpoints)
+    test(`serves a ${name} checkpoint directory (${what}): levanter generate's tokens`, async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), `serve-${config.type}-`))
+      const original = createModel({ vocabSize: 300, seqLen: 64, dModel: 16, nLayers: 2, ...config })
+      let s: RunningServer | undefined
+      let served: CausalLM | undefined
+      try {
+        await exportHf(original, dir)
+        fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON()))
+        const loaded = await loadModel({ checkpoint: dir })
+        served = loaded.model
+        expect(loaded.model.config).toMatchObject(config)
+        s = await startServer({ model: loaded.model, tokenizer: loaded.tokenizer, name, port: 0 })
+        const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0 })
+        const prompt = 'the lazy dog'
+        const r = await c.completions.create({ model: name, prompt, max_tokens: 6, temperature: 0 })
+        const want = generate(original, tokenizer.encode(prompt, { addSpecialTokens: true }), {
+          maxNewTokens: 6,
+          temperature: 0,
+        })
+        expect(r.usage!.completion_tokens).toBe(6)
+        expect(r.choices[0]!.text).toBe(tokenizer.decode(want.tokens))
+      } finally {
+        await s?.close()
+        served?.dispose()
+        original.dispose()
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    })
 })
