@@ -374,3 +374,6 @@ export {
   startHostsCluster,
   startLoopbackS3,
 } from './hosts-cluster.js'
+
+export { type DelayedLink, delayLink, relayAddress, relayPorts } from './net-hosts-delay.js'
+export { type Relay, type RelayOptions, startRelay } from './net-relay.js'
