@@ -2,7 +2,8 @@
  * one from a path. A step's output is a local folder or, on a prefix in an object store, a storage URL
  * (`s3://bucket/marin/<step>_<hash8>`): both go through the prefix's storage, whose writes are atomic (a killed
  * writer leaves the old object or none, never a part). */
-import { mkdir } from 'node:fs/promises'
+import { mkdir, readdir, readFile } from 'node:fs/promises'
+import { join, relative } from 'node:path'
 import { openStorage, prefixDir } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import {
@@ -26,6 +27,23 @@ export type StepArtifactsInput = {
 export async function prepareOutput(outputPath: string): Promise<void> {
   const dir = prefixDir(outputPath)
   if (dir !== undefined) await mkdir(dir, { recursive: true })
+}
+
+/**
+ * Copies every file under the local folder `dir` to the same relative path under `outputPath` (a storage URL; each
+ * object written whole), for a step whose tools write local files (trackers) while its output is in an object store.
+ */
+export async function publishFolder(dir: string, outputPath: string): Promise<string[]> {
+  const out = await openStorage(outputPath)
+  const files = (await readdir(dir, { recursive: true, withFileTypes: true })).filter((e) => e.isFile())
+  const written: string[] = []
+  for (const f of files) {
+    const path = join(f.parentPath, f.name)
+    const rel = relative(dir, path).split('\\').join('/')
+    await out.write(rel, await readFile(path))
+    written.push(rel)
+  }
+  return written.sort()
 }
 
 /** Writes `artifacts.json` into `outputPath` (a local folder or a storage URL), the references in the typed form. */

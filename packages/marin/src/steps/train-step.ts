@@ -5,7 +5,10 @@
  * `marin eval` load directly. The export is written straight into the artifact's transaction, and
  * the tokenizer is the token cache's own blob: nothing goes through a folder.
  */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { basename, join } from 'node:path'
+import { prefixDir } from '@marin/rigging'
 import type { TokenCache as TokenCacheType } from '@marin/datakit'
 import type { ModelConfigInput, TrainerConfigInput } from '@marin/levanter'
 import { trainerConfigIssues } from '@marin/levanter/config'
@@ -13,7 +16,7 @@ import { MarinError } from '../errors.js'
 import type { ArtifactRef } from '../executor/artifacts.js'
 import { step, type Step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
-import { prepareOutput, writeArtifacts } from './artifacts.js'
+import { prepareOutput, publishFolder, writeArtifacts } from './artifacts.js'
 import {
   isMixtureInput,
   mixtureConfig,
@@ -168,15 +171,19 @@ export function trainStep(data: Step | TrainMixtureInput, o: TrainStepOptions): 
         )
       }
       const run = runNameOf(outputPath)
+      // The trackers write local files: into the output when it is a folder, else into a local folder whose files
+      // go to the output in the object store once training ends.
+      const staged = prefixDir(outputPath) === undefined
+      const runDir = staged ? await mkdtemp(join(tmpdir(), `marin-train-${run}-`)) : outputPath
       const memory = new lv.MemoryTracker()
       // A line per logged step: step/max, loss, eval loss (held-out split of these tokens), tokens/s, ETA.
       const progress = new lv.ProgressTracker({ maxSteps: c.maxSteps, log })
       const trainer = new lv.Trainer(
-        { ...(c.trainer as TrainerConfigInput), checkpointStore: storeUrl(prefix), runName: run, runDir: outputPath },
+        { ...(c.trainer as TrainerConfigInput), checkpointStore: storeUrl(prefix), runName: run, runDir },
         {
           trackers: [
-            new lv.JsonlTracker(join(outputPath, 'metrics.jsonl')),
-            new lv.TensorBoardTracker(join(outputPath, 'tensorboard')),
+            new lv.JsonlTracker(join(runDir, 'metrics.jsonl')),
+            new lv.TensorBoardTracker(join(runDir, 'tensorboard')),
             memory,
             progress,
           ],
@@ -203,7 +210,13 @@ export function trainStep(data: Step | TrainMixtureInput, o: TrainStepOptions): 
         },
         'training',
       )
-      const result = await new lv.Pipeline({ dataset, model, trainer, maxSteps: c.maxSteps }).run()
+      let result: Awaited<ReturnType<InstanceType<typeof lv.Pipeline>['run']>>
+      try {
+        result = await new lv.Pipeline({ dataset, model, trainer, maxSteps: c.maxSteps }).run()
+        if (staged) await publishFolder(runDir, outputPath)
+      } finally {
+        if (staged) await rm(runDir, { recursive: true, force: true })
+      }
 
       const store = await openStore({ url: storeUrl(prefix) })
       try {
