@@ -1,7 +1,7 @@
 /**
  * @module AdamW's update and the gradient's squared norm over plain float32 arrays: the JS kernels
- * that the native addon (native/*.cc, `NativeOps.adamw` and `sumSquares`) repeats bit for bit. The
- * host optimizer (optim/adamw.ts) and the mesh members (parallel/mesh-replica.ts) both run them.
+ * that the native addon (native/*.cc, `NativeOps.adamw` and `sumSquares`) repeats bit for bit: the
+ * host implementation of the AdamW op (optim/adamw-op.ts), which every host optimizer runs.
  */
 
 /** Σ g², in two interleaved float64 sums (shards of a gradient add up to the global norm). */

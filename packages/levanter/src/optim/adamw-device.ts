@@ -2,12 +2,14 @@
  * @module AdamW on the device: moments are variables beside the parameters, and clipping and the
  * update run on the device, so a step reads nothing back to the host. On webgpu that is levanter's
  * WGSL kernels (webgpu/kernels/adamw.ts: one dispatch per gradient for the norm, one more, and one
- * per parameter for the update); elsewhere tensor ops. The numbers are those of {@link AdamW} (in
- * float32 throughout).
+ * per parameter for the update); elsewhere tensor ops. Both are the AdamW op of adamw-op.ts, with
+ * its constants: the numbers of {@link AdamW} (in float32 throughout).
  */
 import * as tf from '@tensorflow/tfjs'
 import { fusedAdamW, fusedGlobalNorm, hasFusedAdamW } from '../webgpu/kernels/adamw.js'
 import { loadMoments } from './adamw.js'
+import { adamwStep } from './adamw-op.js'
+import type { AdamWStep } from './adamw-op.js'
 import type { AdamWConfig, NamedParams } from './adamw.js'
 
 export class DeviceAdamW {
@@ -37,18 +39,15 @@ export class DeviceAdamW {
   /** Clip by global norm, then one AdamW update at `lr`. Returns the norm before clipping, on the device (the caller
    * disposes it). */
   apply(grads: ReadonlyMap<string, tf.Tensor>, lr: number): tf.Scalar {
+    const s = adamwStep(this.config, ++this.count, lr)
+    const present = [...this.#params.keys()].filter((n) => grads.has(n))
+    if (hasFusedAdamW()) return this.#fused(grads, present, s)
     const c = this.config
-    this.count++
-    const bc1 = 1 - c.beta1 ** this.count,
-      bc2 = 1 - c.beta2 ** this.count
-    const step = lr / bc1,
-      rbc2 = 1 / bc2
-    if (hasFusedAdamW()) return this.#fused(grads, lr, step, rbc2)
     return tf.tidy(() => {
-      const present = [...this.#params.keys()].filter((n) => grads.has(n))
       // pairwise adds: one addN over every parameter would bind more buffers than a shader stage may have
       const sq = present.map((n) => tf.sum(tf.square(grads.get(n)!)))
       const norm = tf.sqrt(sq.reduce((a, b) => tf.add(a, b))) as tf.Scalar
+      // clipScale on the device
       const scale =
         c.maxGradNorm === null
           ? tf.scalar(1)
@@ -58,32 +57,29 @@ export class DeviceAdamW {
           m = this.m.get(name)!,
           v = this.v.get(name)!
         const g = tf.mul(grads.get(name)!, scale)
-        const m1 = tf.add(tf.mul(m, c.beta1), tf.mul(g, 1 - c.beta1))
-        const v1 = tf.add(tf.mul(v, c.beta2), tf.mul(tf.square(g), 1 - c.beta2))
-        const keep = 1 - lr * (this.#decay.has(name) ? c.weightDecay : 0)
-        const upd = tf.div(tf.mul(m1, step), tf.add(tf.sqrt(tf.mul(v1, rbc2)), c.eps))
+        const m1 = tf.add(tf.mul(m, s.b1), tf.mul(g, s.c1))
+        const v1 = tf.add(tf.mul(v, s.b2), tf.mul(tf.square(g), s.c2))
+        const upd = tf.div(tf.mul(m1, s.step), tf.add(tf.sqrt(tf.mul(v1, s.rbc2)), s.eps))
         m.assign(m1)
         v.assign(v1)
-        p.assign(tf.sub(tf.mul(p, keep), upd))
+        p.assign(tf.sub(tf.mul(p, s.keep(this.#decay.has(name))), upd))
       }
       return norm
     })
   }
 
-  #fused(grads: ReadonlyMap<string, tf.Tensor>, lr: number, step: number, rbc2: number): tf.Scalar {
+  #fused(grads: ReadonlyMap<string, tf.Tensor>, present: readonly string[], s: AdamWStep): tf.Scalar {
     const c = this.config
-    const present = [...this.#params.keys()].filter((n) => grads.has(n))
     const norm = fusedGlobalNorm(present.map((n) => grads.get(n)!))
     for (const name of present) {
       const p = this.#params.get(name)!
-      const keep = 1 - lr * (this.#decay.has(name) ? c.weightDecay : 0)
       const next = fusedAdamW(grads.get(name)!, norm, p, this.m.get(name)!, this.v.get(name)!, {
-        beta1: c.beta1,
-        beta2: c.beta2,
-        eps: c.eps,
-        keep,
-        step,
-        rbc2,
+        beta1: s.b1,
+        beta2: s.b2,
+        eps: s.eps,
+        keep: s.keep(this.#decay.has(name)),
+        step: s.step,
+        rbc2: s.rbc2,
         maxNorm: c.maxGradNorm ?? 0,
       })
       p.assign(next)

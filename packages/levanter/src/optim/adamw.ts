@@ -2,8 +2,7 @@
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'
 import type { AdamWConfig } from './adamw-config.js'
-import { nativeKernels } from '../kernels/native-ops.js'
-import { adamwUpdate, sumSquares } from '../kernels/adamw-update.js'
+import { adamwStep, clipScale, squaredNorm, updateOnHost } from './adamw-op.js'
 import { heapFloats, writableHeapFloats } from '../kernels/wasm-heap.js'
 
 export { AdamWConfig } from './adamw-config.js'
@@ -51,12 +50,12 @@ export function loadMoments<T>(
 }
 
 /**
- * First and second moments per parameter, plus the update count. The update runs as one fused
- * pass per parameter over plain arrays (float64 arithmetic, float32 storage): one read of the
- * gradient and the parameter and one write of the parameter, instead of a dozen tensor ops per
- * parameter (each a full pass over memory and a kernel dispatch). Where levanter's native kernels
- * run (kernels/native-ops.ts) that pass is native, with the same arithmetic in the same order (the
- * same bits for the same gradient norm).
+ * First and second moments per parameter, plus the update count. The update is the AdamW op
+ * (adamw-op.ts) run as one fused pass per parameter over plain arrays (float64 arithmetic, float32
+ * storage): one read of the gradient and the parameter and one write of the parameter, instead of
+ * a dozen tensor ops per parameter (each a full pass over memory and a kernel dispatch). Where
+ * levanter's native kernels run (kernels/native-ops.ts) that pass is native, with the same
+ * arithmetic in the same order (the same bits for the same gradient norm).
  */
 export class AdamW {
   /** First moments by parameter name. */
@@ -108,38 +107,20 @@ export class AdamW {
   }
 
   #update(grads: ReadonlyMap<string, () => Float32Array>, lr: number): number {
-    const c = this.config
-    const native = nativeKernels()
     let sq = 0
-    for (const g of grads.values()) sq += native ? native.sumSquares(g()) : sumSquares(g())
+    for (const g of grads.values()) sq += squaredNorm(g())
     const norm = Math.sqrt(sq)
-    const scale = c.maxGradNorm !== null && norm > c.maxGradNorm ? c.maxGradNorm / (norm + 1e-6) : 1
-    this.count++
-    const b1 = c.beta1,
-      b2 = c.beta2,
-      eps = c.eps
-    const bc1 = 1 - b1 ** this.count,
-      bc2 = 1 - b2 ** this.count
-    // p ← p − lr·(m̂ / (√v̂ + ε) + wd·p), with m̂ = m / bc1 and v̂ = v / bc2, as p·(1 − lr·wd) − (lr / bc1)·m / (√(v /
-    // bc2) + ε)
-    const step = lr / bc1,
-      rbc2 = 1 / bc2,
-      c1 = 1 - b1,
-      c2 = 1 - b2
+    const scale = clipScale(this.config, norm)
+    const step = adamwStep(this.config, ++this.count, lr)
     for (const [name, p] of this.#params) {
       const gradient = grads.get(name)
       if (!gradient) continue
-      const m = this.m.get(name)!,
-        v = this.v.get(name)!
-      const keep = 1 - lr * (this.#decay.has(name) ? c.weightDecay : 0)
       // On wasm a parameter no other tensor shares is updated where it lives on the heap; otherwise
       // (cpu's dataSync may return the tensor's own storage) into a new array assigned to it.
       const own = writableHeapFloats(p, tf.backend())
       const old = own?.data ?? (p.dataSync() as Float32Array)
       const out = own?.data ?? new Float32Array(old.length)
-      const g = gradient()
-      if (native) native.adamw(g, m, v, old, out, scale, b1, c1, b2, c2, keep, step, rbc2, eps)
-      else adamwUpdate(g, m, v, old, out, scale, b1, c1, b2, c2, keep, step, rbc2, eps)
+      updateOnHost(step, scale, this.#decay.has(name), gradient(), this.m.get(name)!, this.v.get(name)!, old, out)
       if (own) {
         own.written()
         continue
