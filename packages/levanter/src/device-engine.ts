@@ -21,6 +21,7 @@ export type TransferBytes = { toDevice: number; toHost: number }
 
 export class DeviceEngine implements Engine {
   readonly opt: DeviceAdamW
+  readonly inPlace = true
   /** Bytes moved by training steps so far (checkpoints and evaluation not counted). */
   readonly transferred: TransferBytes = { toDevice: 0, toHost: 0 }
   /** Bytes moved by the last step (its upload, and the read of the deferred results if it made one). */
@@ -36,6 +37,10 @@ export class DeviceEngine implements Engine {
     readonly microbatches = 1,
   ) {
     this.opt = new DeviceAdamW(adamw, model)
+  }
+
+  ownedBytesPerMember(): number {
+    return 12 * this.model.numParams()
   }
 
   /** One step that reads nothing back: its loss and gradient norm wait on the device for {@link readPending}. */

@@ -6,6 +6,7 @@ import { maskedCrossEntropy } from './loss.js'
 import type { CausalLM } from './models/lm.js'
 import { AdamW } from './optim/adamw.js'
 import type { AdamWConfig } from './optim/adamw.js'
+import type { ShardBlobs, ShardedLayout, StoredShards } from './parallel/layout.js'
 import { batchTensors, computeGrads } from './train-step.js'
 
 /** Model weights, optimizer moments and update count: everything a checkpoint holds of the math. */
@@ -17,8 +18,28 @@ export type TrainTensors = {
 
 export type StepResult = { readonly loss: number; readonly gradNorm: number }
 
-/** A training step executor. */
+/** Members that save and load their own parts of a sharded checkpoint: the driver reads no tensor. */
+export interface ShardedCheckpoints {
+  /** How the members hold the parameters, as a sharded checkpoint records it. */
+  checkpointLayout(): ShardedLayout
+  /** Every member writes its parts into the finestore at `storeUrl`; their blobs, in rank order. */
+  writeShards(storeUrl: string): Promise<ShardBlobs[]>
+  /** Every member reads its own parts of the sharded checkpoint `src` (whatever layout wrote it). */
+  loadShards(storeUrl: string, src: StoredShards): Promise<void>
+}
+
+/**
+ * A training step executor, whatever the layout and backend. Besides the step it says what the
+ * pipeline asks of it: the memory each member keeps, whether it trains the caller's model in
+ * place, whether its steps can be deferred, and whether its members checkpoint their own parts.
+ */
 export interface Engine {
+  /** Bytes of parameters and AdamW moments kept by the member that keeps most (in one process 12 a parameter). */
+  ownedBytesPerMember(): number
+  /** It steps the caller's model itself; otherwise the trained weights come back through {@link state}. */
+  readonly inPlace: boolean
+  /** Present where members save and load their own parts of a sharded checkpoint. */
+  readonly shards?: ShardedCheckpoints
   step(batch: Batch, lr: number): Promise<StepResult>
   /** On a device: a step that leaves its loss and gradient norm on the device, read later by {@link readPending}. */
   stepDeferred?(batch: Batch, lr: number): Promise<void>
@@ -47,12 +68,16 @@ export async function evalLossOf(model: CausalLM, batch: Batch): Promise<number>
 /** Runs steps on the model in this process. */
 export class LocalEngine implements Engine {
   readonly opt: AdamW
+  readonly inPlace = true
   constructor(
     readonly model: CausalLM,
     adamw: AdamWConfig,
     readonly microbatches = 1,
   ) {
     this.opt = new AdamW(adamw, model)
+  }
+  ownedBytesPerMember(): number {
+    return 12 * this.model.numParams()
   }
   async step(batch: Batch, lr: number): Promise<StepResult> {
     const { loss, grads } = computeGrads(this.model, batch, Math.max(1, maskCount(batch)), this.microbatches)

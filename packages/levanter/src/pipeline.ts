@@ -109,22 +109,7 @@ export class Pipeline {
             : `the ${backend.name} backend does not run the native GEMM; use the wasm backend`) +
           ' or precision fp32',
       )
-    // plain data-parallel replicas follow a webgpu driver onto the device (parallel/replica.ts); fsdp and model-axis
-    // members read tensors synchronously, which webgpu cannot: they choose a CPU backend (backend.ts)
-    if ((c.mesh.model > 1 || c.fsdp) && backend.name === 'webgpu') {
-      if (process.env.LEVANTER_BACKEND === 'webgpu')
-        throw new LevanterError(
-          'BAD_CONFIG',
-          `trainer config: mesh ${JSON.stringify(c.mesh)}${c.fsdp ? ' with fsdp' : ''} ` +
-            'under LEVANTER_BACKEND=webgpu: ' +
-            'mesh members cannot run on webgpu yet; unset LEVANTER_BACKEND (members then train on the CPU kernels) ' +
-            'or train in one process (mesh { data: 1 }, no fsdp)',
-        )
-      log.info(
-        { members, driver: backend.adapter },
-        'mesh members train on the CPU kernels: webgpu cannot run them yet',
-      )
-    }
+    // mesh members follow a webgpu driver onto the device (parallel/replica.ts, parallel/mesh-replica.ts)
     const makeEngine = async (): Promise<Engine> =>
       members === 1 && !c.fsdp
         ? isDeviceBackend()
@@ -145,7 +130,7 @@ export class Pipeline {
     const peak = c.peakFlops ?? (await measurePeakFlops()) * members
     const flopsPerToken = model.flopsPerToken(seqLen)
     // parameters + AdamW moments, 12 bytes a float, on each member (or this process)
-    const ownedBytes = engine instanceof MeshEngine ? engine.ownedBytesPerMember() : 12 * model.numParams()
+    const ownedBytes = engine.ownedBytesPerMember()
     const losses: number[] = []
     let start = 0,
       last: StepInfo | undefined,
@@ -155,10 +140,9 @@ export class Pipeline {
     try {
       // a mesh's members read their own parts of a sharded checkpoint
       const store = c.checkpointStore
+      const shards = engine.shards
       const saved =
-        ckpt && store && engine instanceof MeshEngine
-          ? await ckpt.loadInto((src) => engine.loadShards(store, src))
-          : await ckpt?.load()
+        ckpt && store && shards ? await ckpt.loadInto((src) => shards.loadShards(store, src)) : await ckpt?.load()
       if (saved) {
         if (saved.tensors) await engine.load(saved.tensors)
         start = saved.manifest.step
@@ -264,10 +248,10 @@ export class Pipeline {
             config: { model: model.config, trainer: c, backend },
             metrics,
           }
-          if (engine instanceof MeshEngine && c.checkpointStore) {
+          if (shards && store) {
             // every member writes its own parts into the version
-            const blobs = await engine.writeShards(c.checkpointStore)
-            await ckpt.saveShards({ ...manifest, optimizerCount: blobs[0]!.count }, engine.checkpointLayout(), blobs)
+            const blobs = await shards.writeShards(store)
+            await ckpt.saveShards({ ...manifest, optimizerCount: blobs[0]!.count }, shards.checkpointLayout(), blobs)
           } else {
             const tensors = await engine.state()
             await ckpt.save({ ...manifest, optimizerCount: tensors.count }, tensors, shapes)
@@ -275,7 +259,7 @@ export class Pipeline {
         }
         for (const h of trainer.hooks) if (info.step % h.every === 0) await h.run(info)
       }
-      if (!(engine instanceof LocalEngine || engine instanceof DeviceEngine))
+      if (!engine.inPlace)
         await engine.state().then((st) => {
           for (const [n, d] of st.weights) model.set(n, d)
         })

@@ -21,10 +21,17 @@ const ReplicaClass = actorClass<typeof Replica>(new URL('./replica.ts', import.m
 export class DataParallelEngine implements Engine {
   /** Process ids of the replicas, in rank order (after the first load). */
   pids: number[] = []
+  readonly inPlace = false
   private constructor(
     readonly group: ActorGroup<Replica>,
     readonly n: number,
+    readonly numParams: number,
   ) {}
+
+  /** Every replica keeps the whole model and its moments. */
+  ownedBytesPerMember(): number {
+    return 12 * this.numParams
+  }
 
   /** Start `n` replicas holding `model`'s current weights and fresh optimizer state (`opts`: how they reduce). */
   static async create(
@@ -50,7 +57,7 @@ export class DataParallelEngine implements Engine {
     )
     await group.waitReady()
     await Mesh.create(group, { data: n })
-    const engine = new DataParallelEngine(group, n)
+    const engine = new DataParallelEngine(group, n, model.numParams())
     const optimizer = new Map<string, Float32Array>()
     for (const [k, v] of model.params) {
       optimizer.set(`m.${k}`, new Float32Array(v.size))

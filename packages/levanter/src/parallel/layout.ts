@@ -347,6 +347,15 @@ export type ShardBlobs = {
   readonly count: number
 }
 
+/** Where a sharded checkpoint lies, for members that read their own parts (checkpointer.ts `ShardSource` has this
+ * shape): the artifact version (`checkpoints/<run>@<version>`), the step's folder in it, the layout that wrote it. */
+export type StoredShards = {
+  readonly ref: string
+  readonly dir: string
+  readonly mesh: ShardedLayout
+  readonly count: number
+}
+
 /**
  * Calls `run(localAt, fullAt, length)` for each contiguous run of the local indices
  * [from, to) of member `r`'s model part of a parameter of `shape`, with where the run starts in the

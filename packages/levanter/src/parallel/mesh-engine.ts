@@ -4,12 +4,12 @@
  * The driver hands each member its rows of the global batch and, to load and save, cuts full
  * tensors into the members' parts and joins them back, so a state saved on one mesh loads on any.
  */
+import * as tf from '@tensorflow/tfjs'
 import { actorClass, currentClient, Mesh } from '@marin/fray'
 import type { ActorGroup } from '@marin/fray'
 import { maskCount } from '../data/batch.js'
 import type { Batch } from '../data/batch.js'
-import type { ShardSource } from '../checkpoint/checkpointer.js'
-import type { Engine, StepResult, TrainTensors } from '../engine.js'
+import type { Engine, ShardedCheckpoints, StepResult, TrainTensors } from '../engine.js'
 import { replicaThreadsEnv } from '../kernels/native-gemm.js'
 import { architectureModule, specsOf } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
@@ -18,7 +18,7 @@ import type { ModelConfigInput } from '../models/config.js'
 import type { ParamSpec } from '../models/param-spec.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import { assembleMembers, checkModelAxis, coordsOfRank, cutForMember, localParams } from './layout.js'
-import type { LocalParam, MeshShape, PartTensors, ShardBlobs, ShardedLayout } from './layout.js'
+import type { LocalParam, MeshShape, PartTensors, ShardBlobs, ShardedLayout, StoredShards } from './layout.js'
 import type { MeshReplica } from './mesh-replica.js'
 import { allMembers } from './all-members.js'
 import { copyRows, fromWire, toWire } from './wire.js'
@@ -35,7 +35,10 @@ export type MeshEngineOptions = {
   readonly overlapReduce?: boolean
 }
 
-export class MeshEngine implements Engine {
+export class MeshEngine implements Engine, ShardedCheckpoints {
+  readonly inPlace = false
+  /** Its members checkpoint their own parts. */
+  readonly shards: ShardedCheckpoints = this
   /** Process ids of the members, in rank order (after the first load). */
   pids: number[] = []
   /** The files (and their bytes) each member read at the last {@link loadShards}, in rank order. */
@@ -106,6 +109,8 @@ export class MeshEngine implements Engine {
       fsdp,
       microbatches: opts.microbatches ?? 1,
       overlapReduce: opts.overlapReduce ?? true,
+      // members follow a webgpu driver onto the device (they read tensors asynchronously only)
+      ...(tf.getBackend() === 'webgpu' ? { backend: 'webgpu' as const } : {}),
       ...(module ? { architectureModule: module } : {}),
     }
     // each member's native kernels get its share of the cores
@@ -140,7 +145,7 @@ export class MeshEngine implements Engine {
    * `storeUrl` (whatever mesh wrote it), only from the stored members' files they lie in; this
    * process reads no tensor. What each member read is kept in {@link shardReads}.
    */
-  async loadShards(storeUrl: string, src: ShardSource): Promise<void> {
+  async loadShards(storeUrl: string, src: StoredShards): Promise<void> {
     const got = await this.#all(
       'load',
       this.group.members.map((m) => m.loadShards(storeUrl, src)),

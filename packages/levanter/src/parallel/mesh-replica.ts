@@ -13,16 +13,16 @@ import { openStore } from '@marin/finestore'
 import type { BlobInfo, Store } from '@marin/finestore'
 import { currentMesh } from '@marin/fray'
 import { initBackend } from '../backend.js'
+import type { BackendInfo } from '../backend.js'
 import type { Batch } from '../data/batch.js'
 import { evalLossOf } from '../engine.js'
 import type { StepResult } from '../engine.js'
 import { createModel, loadArchitecture, specsOf } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import type { ModelConfig } from '../models/config.js'
-import { adamwUpdate, sumSquares } from '../kernels/adamw-update.js'
-import { nativeKernels } from '../kernels/native-ops.js'
 import type { AdamWConfig } from '../optim/adamw.js'
-import { computeGrads } from '../train-step.js'
+import { adamwStep, clipScale, squaredNorm, updateOnHost } from '../optim/adamw-op.js'
+import { computeGradsOnDevice } from '../train-step.js'
 import { LevanterError } from '../errors.js'
 import { fsdpShard, initialPart, joinFsdpShards, localParams, shardCopies } from './layout.js'
 import type { LocalParam, MeshShape } from './layout.js'
@@ -52,6 +52,9 @@ export type MeshReplicaOptions = {
    * of them in one collective after it (false: the baseline the bench compares with). @default true
    */
   readonly overlapReduce?: boolean
+  /** The backend the member asks for: `webgpu` when the driver runs on webgpu; @default LEVANTER_BACKEND, else the
+   * default order (backend.ts). A member reads tensors only asynchronously, so any backend runs it. */
+  readonly backend?: 'webgpu'
 }
 
 /** What a member holds and loads: its model part of each parameter (whole over data) and its owned moments. */
@@ -103,7 +106,7 @@ export class MeshReplica {
 
   /** Backend, coordinates, layout and the stages, once. */
   async #setup(): Promise<void> {
-    await initBackend(undefined, { syncReads: true }) // reads tensors synchronously: never webgpu
+    await initBackend(this.opts.backend) // every read is asynchronous: webgpu runs a member too
     const c = currentMesh().coords()
     this.#coords = { data: c.data ?? 0, model: c.model ?? 0 }
     if (this.#layout.length) return
@@ -238,12 +241,12 @@ export class MeshReplica {
   /** Gradients of this member's rows, by name (the model parts). */
   async #grads(slice: Batch, denominator: number): Promise<{ loss: number; grads: Map<string, Float32Array> }> {
     if (this.#model) {
-      const r = computeGrads(this.#model, slice, denominator, this.opts.microbatches)
+      const r = computeGradsOnDevice(this.#model, slice, denominator, this.opts.microbatches)
       const grads = new Map<string, Float32Array>()
       const names = [...r.grads.keys()]
-      const values = await readGrads([...r.grads.values()])
+      const [values, [loss]] = await Promise.all([readGrads([...r.grads.values()]), readGrads([r.loss])])
       names.forEach((n, i) => grads.set(n, values[i]!))
-      return { loss: r.loss, grads }
+      return { loss: loss![0]!, grads }
     }
     const grads = new Map<string, Float32Array>()
     const w = heldWeights(this.#params)
@@ -386,11 +389,10 @@ export class MeshReplica {
     const t3 = performance.now()
     // Global norm and loss: each distinct value counted once over the mesh.
     let sq = 0
-    const native = nativeKernels()
     this.#layout.forEach((lp, i) => {
       const distinctOverModel = lp.split.kind !== 'replicated' || this.#coords.model === 0
       const distinctOverData = fsdp || this.#coords.data === 0
-      if (distinctOverModel && distinctOverData) sq += native ? native.sumSquares(owned[i]!) : sumSquares(owned[i]!)
+      if (distinctOverModel && distinctOverData) sq += squaredNorm(owned[i]!)
     })
     const totals = await mesh.allReduce(Float32Array.of(this.#coords.model === 0 ? loss : 0, sq))
     const norm = Math.sqrt(totals[1]!)
@@ -413,33 +415,13 @@ export class MeshReplica {
     return { loss: totals[0]!, gradNorm: norm }
   }
 
-  /** AdamW on the owned slices, with the gradient clipped by the global norm (as `AdamW` does). */
+  /** The AdamW op (optim/adamw-op.ts) on the owned slices, the gradient clipped by the global norm (as `AdamW`). */
   #apply(grads: Float32Array[], norm: number, lr: number): void {
-    const c = this.adamw
-    const scale = c.maxGradNorm !== null && norm > c.maxGradNorm ? c.maxGradNorm / (norm + 1e-6) : 1
-    this.#count++
-    const bc1 = 1 - c.beta1 ** this.#count,
-      bc2 = 1 - c.beta2 ** this.#count
-    const update = nativeKernels()?.adamw ?? adamwUpdate // the same bits
+    const scale = clipScale(this.adamw, norm)
+    const step = adamwStep(this.adamw, ++this.#count, lr)
     this.#layout.forEach((lp, i) => {
       const p = this.#p.get(lp.name)!
-      const keep = 1 - lr * (lp.decay ? c.weightDecay : 0)
-      update(
-        grads[i]!,
-        this.#m.get(lp.name)!,
-        this.#v.get(lp.name)!,
-        p,
-        p,
-        scale,
-        c.beta1,
-        1 - c.beta1,
-        c.beta2,
-        1 - c.beta2,
-        keep,
-        lr / bc1,
-        1 / bc2,
-        c.eps,
-      )
+      updateOnHost(step, scale, lp.decay, grads[i]!, this.#m.get(lp.name)!, this.#v.get(lp.name)!, p, p)
     })
   }
 
@@ -540,6 +522,16 @@ export class MeshReplica {
       peakRssMiB: process.resourceUsage().maxRSS / 1024,
       numTensors: tf.memory().numTensors,
     }
+  }
+
+  /** The backend this member computes on. */
+  backend(): string {
+    return tf.getBackend()
+  }
+
+  /** The backend this member chose, with its GPU adapter on webgpu (a device check compares it with the driver's). */
+  backendInfo(): Promise<BackendInfo> {
+    return initBackend(this.opts.backend)
   }
 
   phases(): MeshStepPhases[] {

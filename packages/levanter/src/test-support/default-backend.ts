@@ -10,7 +10,6 @@
 import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../backend.js'
 import { Dataset } from '../data/dataset.js'
-import { DataParallelEngine } from '../parallel/data-parallel.js'
 import { createModel } from '../models/lm.js'
 import { Pipeline } from '../pipeline.js'
 import { MemoryTracker } from '../trackers.js'
@@ -52,7 +51,8 @@ if (mode === 'gpu' || mode === 'gpu-mesh' || mode === 'gpu-fsdp') {
   let pipeline: Pipeline | undefined
   let replicas: string[] | undefined
   trainer.addHook(2, async () => {
-    if (pipeline?.engine instanceof DataParallelEngine) replicas = await pipeline.engine.group.broadcast.backend()
+    const engine = pipeline?.engine as { group?: { broadcast: { backend(): Promise<string[]> } } } | undefined
+    if (engine?.group) replicas = await engine.group.broadcast.backend()
   })
   const tokens = Array.from({ length: 2000 }, (_, i) => (i * 37) % 383)
   try {

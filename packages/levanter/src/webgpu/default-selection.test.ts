@@ -76,17 +76,17 @@ test.each([undefined, 'webgpu'])(
   240_000,
 )
 
-test('under a webgpu driver, fsdp members train on CPU kernels (said once)', async () => {
-  const { out, logs } = await select('gpu-fsdp')
-  expect(out.backend).toBe('webgpu')
-  expect(out.run.error).toBeUndefined()
-  expect(logs.filter((l) => /mesh members train on the CPU kernels/.test(l.msg))).toHaveLength(1)
-  expect(out.run.losses).toHaveLength(2)
-}, 240_000)
-
-test('LEVANTER_BACKEND=webgpu with fsdp is refused before any member starts, saying why', async () => {
-  const { out } = await select('gpu-fsdp', 'webgpu')
-  expect(out.backend).toBe('webgpu')
-  expect(out.run.code).toBe('BAD_CONFIG')
-  expect(out.run.error).toMatch(/LEVANTER_BACKEND=webgpu.*mesh members cannot run on webgpu/)
-}, 120_000)
+test.each([undefined, 'webgpu'])(
+  'under a webgpu driver (LEVANTER_BACKEND=%s), fsdp members train on webgpu, as one process',
+  async (backend) => {
+    const [single, fsdp] = [await selectGpu(), await select('gpu-fsdp', backend)]
+    expect(fsdp.out.backend).toBe('webgpu')
+    expect(fsdp.out.run.error).toBeUndefined()
+    expect(fsdp.out.run.replicas).toEqual(['webgpu', 'webgpu'])
+    expect(fsdp.out.run.losses).toHaveLength(2)
+    fsdp.out.run.losses.forEach((l: number, i: number) =>
+      expect(Math.abs(l - single.out.run.losses[i])).toBeLessThan(1e-4),
+    )
+  },
+  240_000,
+)
