@@ -42,6 +42,9 @@ bool smallMOn = true;  // setSmallM(false): every product on the blocked GEMM (t
 
 // Partial sums per thread, SMALL_M rows of at most STRIP floats each (32 KiB): an L1-sized buffer.
 constexpr int64_t STRIP_FLOATS = 8192;
+// Software prefetch distance along a stream of B, in floats (2 KiB): on this machine's VM one core's read bandwidth
+// rose ~20% with it over the hardware prefetchers alone (bench/decode-roofline.ts measures the products).
+constexpr int64_t PREFETCH = 512;
 inline thread_local float* stripBuffer = nullptr;
 
 bool stripBuf() {
@@ -84,6 +87,10 @@ void rowsOfB(const float* a, int64_t K, const float* b, int64_t ldb, float* c, i
         for (int i = 0; i < M; i++) x[i] = _mm256_set1_ps(a[i * K + k]);
         int64_t j = 0;
         for (; j + 32 <= w8; j += 32) {
+          // the strip's next cache lines, PREFETCH floats ahead (into the next row's strip near the end of this one)
+          const float* ahead = j + PREFETCH < w ? row + j + PREFETCH : row + ldb + (j + PREFETCH - w);
+          _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(ahead) + 64, _MM_HINT_T0);
           const __m256 b0 = _mm256_loadu_ps(row + j), b1 = _mm256_loadu_ps(row + j + 8);
           const __m256 b2 = _mm256_loadu_ps(row + j + 16), b3 = _mm256_loadu_ps(row + j + 24);
           for (int i = 0; i < M; i++) {
@@ -146,6 +153,12 @@ void columnsOfB(const float* a, int64_t K, const float* w, int64_t ldw, float* c
     const int64_t n = j1 - g < 8 * G ? j1 - g : 8 * G;
     const float* r[G][8];
     for (int q = 0; q < 8 * G; q++) r[q / 8][q % 8] = w + (g + (q < n ? q : n - 1)) * ldw;
+    // the next block of 8·G rows (contiguous after this one where the rows are, as the token table's), fetched a
+    // little each step so that it is in cache when its turn comes
+    const char* next = reinterpret_cast<const char*>(w + (g + 8 * G) * ldw);
+    const int64_t nextBytes = g + 16 * G <= j1 && ldw == K ? 8 * G * K * 4 : 0;
+    const int64_t perStep = (nextBytes / ((K + 7) / 8) + 63) & ~int64_t{63};
+    int64_t step = 0;
     for (int64_t pc = 0; pc < K; pc += KC) {
       const int64_t kb = K - pc < KC ? K - pc : KC;
       __m256 acc[G][M];
@@ -153,6 +166,11 @@ void columnsOfB(const float* a, int64_t K, const float* w, int64_t ldw, float* c
         for (int i = 0; i < M; i++) acc[h][i] = _mm256_setzero_ps();
       int64_t k = pc;
       for (; k + 8 <= pc + kb; k += 8) {
+        if (nextBytes > 0) {
+          const int64_t at = step * perStep;
+          for (int64_t q = 0; q < perStep && at + q < nextBytes; q += 64) _mm_prefetch(next + at + q, _MM_HINT_T1);
+        }
+        step++;
         for (int h = 0; h < G; h++) {
           __m256 rows[8], col[8];
           for (int p = 0; p < 8; p++) rows[p] = _mm256_loadu_ps(r[h][p] + k);
