@@ -48,7 +48,7 @@ export function relayPorts(h: NetHost): [number, number] {
 
 /** Gives `h` its second address and its own port range (idempotent). */
 function prepare(h: NetHost): void {
-  ip(['-n', h.ns, 'addr', 'add', `${relayAddress(h)}/24`, 'dev', 'eth0'], /File exists/)
+  ip(['-n', h.ns, 'addr', 'add', `${relayAddress(h)}/24`, 'dev', 'eth0'], /File exists|already assigned/)
   const [lo, hi] = relayPorts(h)
   ip(['netns', 'exec', h.ns, 'sh', '-c', `echo "${lo} ${hi}" > /proc/sys/net/ipv4/ip_local_port_range`])
 }
