@@ -2,7 +2,8 @@
  * @module Masked cross-entropy as one native kernel (kernels/native-ops.ts): per row the log-sum-exp,
  * the loss and the gradient (softmax − one-hot, weighted by mask / denominator) in one pass over the
  * logits, the gradient kept for the backward pass. tfjs's softmaxCrossEntropy runs about a dozen
- * kernels over [B·T, V] forward and again backward, plus the one-hot matrix.
+ * kernels over [B·T, V] forward and again backward, plus the one-hot matrix. The gradient is scaled by the
+ * loss's own gradient only where that is not 1.
  */
 import * as tf from '@tensorflow/tfjs'
 import { nativeKernels } from './native-ops.js'
@@ -39,7 +40,12 @@ export function fusedCrossEntropy(
     save([grad])
     return {
       value: tf.scalar(loss),
-      gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => [tf.mul(saved[0]!, dy as tf.Tensor)],
+      // d loss is 1 whenever the loss is the objective (or a term of a sum): the kernel's gradient as it is, shared
+      // (copy-free Identity), not multiplied by 1 over all [B·T, V] logits; other scales multiply (the same bits)
+      gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
+        const d = dy as tf.Tensor
+        return [d.size === 1 && d.dataSync()[0] === 1 ? tf.clone(saved[0]!) : tf.mul(saved[0]!, d)]
+      },
     }
   })
   return f(flat) as tf.Scalar

@@ -9,6 +9,7 @@
  * Higher-order gradients (a gradient taken inside a gradient) keep tfjs's own pass.
  */
 import * as tf from '@tensorflow/tfjs'
+import type { ScatterInto } from './gather-grad.js'
 
 type Grad = tf.Tensor
 /** A node of the engine's tape (tfjs-core's TapeNode, as far as used here). */
@@ -109,6 +110,12 @@ function* backprop(
     for (const [name, x] of Object.entries(node.inputs)) {
       const make = inputGradients[name]
       if (!make) throw new Error(`Cannot backprop through input ${name} of ${node.kernelName}.`)
+      const prevHere = grads.get(x.id)
+      // an embedding lookup's rows added straight into the gradient so far (a tied head's), when only this pass
+      // holds it: the bits of prev + dense scatter, without building the [V, D] scatter
+      const into = (make as Partial<ScatterInto>).scatterInto
+      if (into && prevHere !== undefined && holders.get(prevHere) === 1 && !pinned.has(prevHere) && into(prevHere))
+        continue
       const dx = engine.tidy(make)
       if (dx.dtype !== 'float32' || dx.shape.join() !== x.shape.join())
         throw new Error(
