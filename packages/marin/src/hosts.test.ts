@@ -4,7 +4,8 @@
  * A runs a small experiment (two parallel steps and a step that merges them, `fixtures/hosts-experiment.ts`) with
  * every step an iris job and the Marin prefix an `s3://` URL: no host has another's disk. Every step succeeds, the
  * parallel steps ran one on B and one on C, and the outputs are in the store; a second run, driven from host B,
- * skips every step.
+ * skips every step. The same for the quickstart's data steps (Brown text, ingest, dedup, BPE token cache) and a
+ * small training (`fixtures/s3-prefix-experiment.ts`): datasets, caches and the model in the store under `s3://`.
  */
 import { readdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -45,9 +46,10 @@ describe.skipIf(why !== undefined)(`marin executor across hosts${why ? ` (skippe
   }, 45_000)
 
   /** Runs the driver on host `h` to its `done` line. */
-  const drive = (h: NetHost): Promise<HostsDriverDone> => {
-    const config: HostsDriverConfig = { prefix: PREFIX, controller: cluster!.controller, token: TOKEN }
-    return cluster!.drive<HostsDriverDone>(h, ['--import', TSX, DRIVER, JSON.stringify(config)])
+  const drive = (h: NetHost, o: Partial<HostsDriverConfig> = {}): Promise<HostsDriverDone> => {
+    const config: HostsDriverConfig = { prefix: PREFIX, controller: cluster!.controller, token: TOKEN, ...o }
+    const timeoutMs = o.experiment === 'data' ? 150_000 : 50_000
+    return cluster!.drive<HostsDriverDone>(h, ['--import', TSX, DRIVER, JSON.stringify(config)], { timeoutMs })
   }
 
   test('driven from A, steps run as iris jobs on B and C, prefix in the store; a run from B skips all', async () => {
@@ -75,4 +77,31 @@ describe.skipIf(why !== undefined)(`marin executor across hosts${why ? ` (skippe
     expect(again.steps.map((s) => s.status)).toEqual(first.steps.map(() => 'SKIPPED'))
     expect(again.outputs).toEqual(first.outputs)
   }, 110_000)
+
+  test('the quickstart data steps and a training as iris jobs, prefix in the store; a run from B skips all', async () => {
+    const prefix = 's3://marin-test/marin-hosts-data'
+    const first = await drive(a, { prefix, experiment: 'data' })
+    expect(first.status, JSON.stringify(first.steps)).toBe('SUCCESS')
+    const names = ['brown-text', 'brown', 'brown-dedup', 'brown-bpe', 'gpt-brown']
+    expect(first.steps.map((s) => [s.name, s.status]).sort()).toEqual(names.map((n) => [n, 'SUCCESS']).sort())
+    for (const s of first.steps) expect(s.outputPath.startsWith(`${prefix}/`)).toBe(true)
+    const refs = Object.fromEntries(
+      Object.entries(first.outputs).map(([k, t]) => [
+        k,
+        (JSON.parse(t) as { artifacts: { name: string }[] }).artifacts,
+      ]),
+    )
+    expect(refs['brown-bpe/artifacts.json']?.[0]).toMatchObject({ name: 'token-caches/brown-bpe', version: 1 })
+    expect(refs['gpt-brown/artifacts.json']?.[0]).toMatchObject({ name: 'models/gpt-brown', version: 1 })
+    // No host's own folder holds a step's output or the store: both are in the object store only.
+    const stored = (dir: string) =>
+      (readdirSync(dir, { recursive: true }) as string[]).filter(
+        (f) => /artifacts\.json$|(^|\/)store\/artifacts\//.test(f) && !f.startsWith('s3/'),
+      )
+    for (const h of [a, b, c]) expect(stored(h.dir)).toEqual([])
+
+    const again = await drive(b, { prefix, experiment: 'data' })
+    expect(again.steps.map((s) => s.status)).toEqual(first.steps.map(() => 'SKIPPED'))
+    expect(again.outputs).toEqual(first.outputs)
+  }, 200_000)
 })
