@@ -4,28 +4,25 @@
  * those), untied or tied head. Names are LlamaForCausalLM's; linear weights are stored [in, out]
  * here (Hugging Face stores [out, in]; export transposes). Over the model axis attention splits
  * by heads (q/k/v projections by columns, the output projection by rows) and the MLP by columns
- * (gate, up) then rows (down).
+ * (gate, up) then rows (down). The attention, shared with Qwen3 and Mixtral, is models/llama-attention.ts.
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'
-import { fusedDecodeAttention } from '../kernels/attention.js'
+import type { LayerKv } from './batch-cache.js'
 import { CausalLM } from './causal-lm.js'
 import { LlamaConfig, llamaHidden, llamaKvHeads } from './config.js'
 import type { LlamaConfigInput, RopeScaling } from './config.js'
-import type { LayerKv } from './batch-cache.js'
-import {
-  applyRope,
-  attention,
-  decodeStepOver,
-  lastPosition,
-  linear,
-  mergeHeads,
-  rmsNorm,
-  ropeTables,
-  splitHeads,
-  tiedHead,
-} from './layers.js'
+import { lastPosition, linear, rmsNorm, tiedHead } from './layers.js'
 import type { ForwardArgs, ForwardResult } from './layers.js'
+import {
+  attend,
+  attentionNames,
+  attentionSpecs,
+  attentionStage,
+  checkLlamaAttention,
+  llamaRope,
+} from './llama-attention.js'
+import type { LlamaAttention } from './llama-attention.js'
 import { mat, ones } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
 import { defineArchitecture, transformerFlops } from './registry.js'
@@ -34,22 +31,29 @@ import type { Stage, Stages } from './stages.js'
 
 const TYPE = 'llama'
 
+/** Llama's attention: heads of dModel / nHeads, rotary θ or its scaled frequencies, no QK-norm. */
+export const llamaAttention = (c: LlamaConfig): LlamaAttention => ({
+  dModel: c.dModel,
+  nHeads: c.nHeads,
+  nKvHeads: llamaKvHeads(c),
+  headDim: c.dModel / c.nHeads,
+  rmsNormEps: c.rmsNormEps,
+  rope: c.ropeScaling ? ropeInvFreq(c) : c.ropeTheta,
+  qkNorm: false,
+})
+
 /** Llama's parameters, in order, with their sharding rules. */
 export function llamaSpecs(c: LlamaConfig): ParamSpec[] {
   const D = c.dModel,
     F = llamaHidden(c),
-    KV = (c.dModel / c.nHeads) * llamaKvHeads(c),
+    a = llamaAttention(c),
     s = c.initStd,
     proj = s / Math.sqrt(2 * c.nLayers)
   const specs: ParamSpec[] = [mat('model.embed_tokens.weight', [c.vocabSize, D], s)]
   for (let i = 0; i < c.nLayers; i++) {
     const l = `model.layers.${i}`
     specs.push(
-      ones(`${l}.input_layernorm.weight`, D),
-      mat(`${l}.self_attn.q_proj.weight`, [D, D], s, 'column'),
-      mat(`${l}.self_attn.k_proj.weight`, [D, KV], s, 'column'),
-      mat(`${l}.self_attn.v_proj.weight`, [D, KV], s, 'column'),
-      mat(`${l}.self_attn.o_proj.weight`, [D, D], proj, 'row'),
+      ...attentionSpecs(a, l, s, proj),
       ones(`${l}.post_attention_layernorm.weight`, D),
       mat(`${l}.mlp.gate_proj.weight`, [D, F], s, 'column'),
       mat(`${l}.mlp.up_proj.weight`, [D, F], s, 'column'),
@@ -79,54 +83,27 @@ export function ropeInvFreq(c: LlamaConfig): number[] {
   })
 }
 
-/** Key/value heads [B, Hkv, S, K] repeated for the query heads that share them: [B, Hkv·g, S, K], head h reading kv
- * head ⌊h/g⌋. */
-export function repeatKv(x: tf.Tensor, g: number): tf.Tensor {
-  if (g === 1) return x
-  const [B, H, S, K] = x.shape as [number, number, number, number]
-  // a rank-3 tile: tfjs has its gradient
-  return tf.reshape(tf.tile(tf.reshape(x, [B * H, 1, S * K]), [1, g, 1]), [B, H * g, S, K])
+/** SwiGLU over normed m [B, T, D]: silu(m·gate)·(m·up), projected down. */
+export const swiglu = (m: tf.Tensor, wg: tf.Tensor, wu: tf.Tensor, wd: tf.Tensor): tf.Tensor => {
+  const gate = linear(m, wg)
+  return linear(tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, wu)), wd)
 }
 
 /** ids [B, T] placed by `at` → logits and each layer's keys/values (see {@link ForwardArgs}). */
 export function llamaForward(c: LlamaConfig, ...[p, ids, at, past, lastOnly = false]: ForwardArgs): ForwardResult {
   const [B, T] = ids.shape as [number, number]
-  const K = c.dModel / c.nHeads,
-    Hkv = llamaKvHeads(c),
-    groups = c.nHeads / Hkv
-  const { cos, sin } = ropeTables(at, B, T, K, c.ropeScaling ? ropeInvFreq(c) : c.ropeTheta) // [T, K] or [B, 1, T, K]
+  const a = llamaAttention(c)
+  const rope = llamaRope(a, at, B, T) // [T, K] or [B, 1, T, K]
   let x = tf.reshape(tf.gather(p('model.embed_tokens.weight'), tf.reshape(ids, [-1])), [B, T, c.dModel])
   const kv: LayerKv[] = []
   for (let i = 0; i < c.nLayers; i++) {
-    const w = (n: string) => p(`model.layers.${i}.${n}.weight`)
-    const a = rmsNorm(x, w('input_layernorm'), c.rmsNormEps)
-    const q = applyRope(splitHeads(linear(a, w('self_attn.q_proj')), c.nHeads), cos, sin)
-    const k = applyRope(splitHeads(linear(a, w('self_attn.k_proj')), Hkv), cos, sin)
-    const v = splitHeads(linear(a, w('self_attn.v_proj')), Hkv)
-    const prev = past?.[i]
-    // a decode step over a cache: one kernel (grouped heads read in place) where the native ones run; with T = 1,
-    // [B, H, 1, K] is already laid out as [B, 1, H·K]
-    const flat = (t: tf.Tensor) => tf.reshape(t, [B, 1, -1])
-    const cached = prev && decodeStepOver(at, T)
-    const step =
-      cached && prev
-        ? fusedDecodeAttention(flat(q), flat(k), flat(v), prev, cached, { nHeads: c.nHeads, nKvHeads: Hkv })
-        : undefined
-    let merged: tf.Tensor
-    if (step) {
-      kv.push({ k: step.k, v: step.v })
-      merged = step.out
-    } else {
-      const kAll = prev ? tf.concat([prev.k, k], 2) : k,
-        vAll = prev ? tf.concat([prev.v, v], 2) : v
-      kv.push({ k: kAll, v: vAll })
-      merged = mergeHeads(attention(q, repeatKv(kAll, groups), repeatKv(vAll, groups), at))
-    }
-    x = tf.add(x, linear(merged, w('self_attn.o_proj')))
+    const l = `model.layers.${i}`
+    const w = (n: string) => p(`${l}.${n}.weight`)
+    const attn = attend(a, x, attentionNames(a, l).map(p), rope, at, past?.[i])
+    kv.push(attn.kv)
+    x = attn.x
     const m = rmsNorm(x, w('post_attention_layernorm'), c.rmsNormEps)
-    const gate = linear(m, w('mlp.gate_proj'))
-    const gated = tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, w('mlp.up_proj'))) // silu(gate)·up
-    x = tf.add(x, linear(gated, w('mlp.down_proj')))
+    x = tf.add(x, swiglu(m, w('mlp.gate_proj'), w('mlp.up_proj'), w('mlp.down_proj')))
   }
   x = rmsNorm(lastOnly ? lastPosition(x) : x, p('model.norm.weight'), c.rmsNormEps)
   const logits = c.tieWordEmbeddings ? tiedHead(x, p('model.embed_tokens.weight')) : linear(x, p('lm_head.weight'))
@@ -135,41 +112,17 @@ export function llamaForward(c: LlamaConfig, ...[p, ids, at, past, lastOnly = fa
 
 /** The stages of a Llama for a member of `model` (`lead`: its model coordinate is 0). */
 export function llamaStages(c: LlamaConfig, model: number, lead: boolean): Stages {
-  const heads = c.nHeads / model,
-    kvHeads = llamaKvHeads(c) / model,
-    K = c.dModel / c.nHeads,
-    rope = c.ropeScaling ? ropeInvFreq(c) : c.ropeTheta
+  const a = llamaAttention(c)
   const blocks: Stage[] = []
   for (let i = 0; i < c.nLayers; i++) {
     const l = `model.layers.${i}`
-    blocks.push(
-      {
-        names: ['input_layernorm', 'self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj'].map(
-          (n) => `${l}.${n}.weight`,
-        ),
-        split: true,
-        fn: (x, [g, wq, wk, wv, wo]) => {
-          const [B, T] = x.shape as [number, number, number]
-          const { cos, sin } = ropeTables({ offset: 0 }, B, T, K, rope)
-          const a = rmsNorm(x, g!, c.rmsNormEps)
-          const q = applyRope(splitHeads(linear(a, wq!), heads), cos, sin)
-          const k = repeatKv(applyRope(splitHeads(linear(a, wk!), kvHeads), cos, sin), heads / kvHeads)
-          const v = repeatKv(splitHeads(linear(a, wv!), kvHeads), heads / kvHeads)
-          return residual(lead, x, linear(mergeHeads(attention(q, k, v, { offset: 0 })), wo!))
-        },
-      },
-      {
-        names: ['post_attention_layernorm', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'].map(
-          (n) => `${l}.${n}.weight`,
-        ),
-        split: true,
-        fn: (x, [g, wg, wu, wd]) => {
-          const m = rmsNorm(x, g!, c.rmsNormEps)
-          const gate = linear(m, wg!)
-          return residual(lead, x, linear(tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, wu!)), wd!))
-        },
-      },
-    )
+    blocks.push(attentionStage(a, l, model, lead), {
+      names: ['post_attention_layernorm', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'].map(
+        (n) => `${l}.${n}.weight`,
+      ),
+      split: true,
+      fn: (x, [g, wg, wu, wd]) => residual(lead, x, swiglu(rmsNorm(x, g!, c.rmsNormEps), wg!, wu!, wd!)),
+    })
   }
   return { ...llamaEnds(c), blocks }
 }
@@ -207,12 +160,7 @@ export function llamaEnds(c: {
 export class LlamaLM extends CausalLM<LlamaConfig> {
   constructor(config: Omit<LlamaConfigInput, 'type'> & { type?: 'llama' }, seed = 0) {
     const c = LlamaConfig.parse({ ...config, type: TYPE })
-    if (c.nKvHeads !== undefined && c.nHeads % c.nKvHeads !== 0)
-      throw new LevanterError(
-        'BAD_CONFIG',
-        `model: nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}; ` +
-          `each key/value head serves the same number of query heads`,
-      )
+    checkLlamaAttention(llamaAttention(c), 'head size')
     super(c, llamaSpecs(c), seed)
   }
   protected run(...args: ForwardArgs): ForwardResult {

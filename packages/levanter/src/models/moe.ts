@@ -19,25 +19,22 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'
-import { fusedDecodeAttention } from '../kernels/attention.js'
 import type { LayerKv } from './batch-cache.js'
 import { CausalLM } from './causal-lm.js'
 import { MixtralConfig } from './config.js'
 import type { MixtralConfigInput } from './config.js'
-import {
-  applyRope,
-  attention,
-  decodeStepOver,
-  lastPosition,
-  linear,
-  mergeHeads,
-  rmsNorm,
-  ropeTables,
-  splitHeads,
-  tiedHead,
-} from './layers.js'
+import { lastPosition, linear, rmsNorm, tiedHead } from './layers.js'
 import type { ForwardArgs, ForwardResult } from './layers.js'
-import { llamaEnds, repeatKv } from './llama.js'
+import {
+  attend,
+  attentionNames,
+  attentionSpecs,
+  attentionStage,
+  checkLlamaAttention,
+  llamaRope,
+} from './llama-attention.js'
+import type { LlamaAttention } from './llama-attention.js'
+import { llamaEnds, swiglu } from './llama.js'
 import { mat, ones } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
 import { defineArchitecture } from './registry.js'
@@ -55,22 +52,29 @@ export const mixtralHidden = (c: MixtralConfig): number => c.intermediateSize ??
 const expertNames = (l: string, e: number): string[] =>
   ['w1', 'w3', 'w2'].map((n) => `${l}.block_sparse_moe.experts.${e}.${n}.weight`)
 
+/** Mixtral's attention: Llama's (heads of dModel / nHeads, rotary θ, no QK-norm). */
+export const mixtralAttention = (c: MixtralConfig): LlamaAttention => ({
+  dModel: c.dModel,
+  nHeads: c.nHeads,
+  nKvHeads: mixtralKvHeads(c),
+  headDim: c.dModel / c.nHeads,
+  rmsNormEps: c.rmsNormEps,
+  rope: c.ropeTheta,
+  qkNorm: false,
+})
+
 /** The parameters, in order, with their sharding rules (each expert splits like a dense MLP). */
 export function mixtralSpecs(c: MixtralConfig): ParamSpec[] {
   const D = c.dModel,
     F = mixtralHidden(c),
-    KV = (mixtralKvHeads(c) * D) / c.nHeads,
+    a = mixtralAttention(c),
     s = c.initStd,
     proj = s / Math.sqrt(2 * c.nLayers)
   const specs: ParamSpec[] = [mat('model.embed_tokens.weight', [c.vocabSize, D], s)]
   for (let i = 0; i < c.nLayers; i++) {
     const l = `model.layers.${i}`
     specs.push(
-      ones(`${l}.input_layernorm.weight`, D),
-      mat(`${l}.self_attn.q_proj.weight`, [D, D], s, 'column'),
-      mat(`${l}.self_attn.k_proj.weight`, [D, KV], s, 'column'),
-      mat(`${l}.self_attn.v_proj.weight`, [D, KV], s, 'column'),
-      mat(`${l}.self_attn.o_proj.weight`, [D, D], proj, 'row'),
+      ...attentionSpecs(a, l, s, proj),
       ones(`${l}.post_attention_layernorm.weight`, D),
       mat(`${l}.block_sparse_moe.gate.weight`, [D, c.nExperts], s),
     )
@@ -119,9 +123,7 @@ function experts(m: tf.Tensor, weights: tf.Tensor, w: readonly tf.Tensor[]): tf.
   const E = w.length / 3
   for (let e = 0; e < E; e++) {
     const [w1, w3, w2] = w.slice(3 * e, 3 * e + 3) as [tf.Tensor, tf.Tensor, tf.Tensor]
-    const gate = linear(m, w1)
-    const y = linear(tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, w3)), w2) // silu(w1·m)·(w3·m), down
-    const part = tf.mul(y, tf.slice(weights, [0, 0, e], [-1, -1, 1]))
+    const part = tf.mul(swiglu(m, w1, w3, w2), tf.slice(weights, [0, 0, e], [-1, -1, 1])) // w1 gate, w3 up, w2 down
     out = out ? tf.add(out, part) : part
   }
   return out!
@@ -131,38 +133,17 @@ function experts(m: tf.Tensor, weights: tf.Tensor, w: readonly tf.Tensor[]): tf.
  * routerAuxLossCoef (see {@link ForwardArgs}). */
 export function mixtralForward(c: MixtralConfig, ...[p, ids, at, past, lastOnly = false]: ForwardArgs): ForwardResult {
   const [B, T] = ids.shape as [number, number]
-  const K = c.dModel / c.nHeads,
-    Hkv = mixtralKvHeads(c),
-    groups = c.nHeads / Hkv
-  const { cos, sin } = ropeTables(at, B, T, K, c.ropeTheta)
+  const a = mixtralAttention(c)
+  const rope = llamaRope(a, at, B, T)
   let x = tf.reshape(tf.gather(p('model.embed_tokens.weight'), tf.reshape(ids, [-1])), [B, T, c.dModel])
   const kv: LayerKv[] = []
   let aux: tf.Tensor | undefined // [B]
   for (let i = 0; i < c.nLayers; i++) {
     const l = `model.layers.${i}`
     const w = (n: string) => p(`${l}.${n}.weight`)
-    const a = rmsNorm(x, w('input_layernorm'), c.rmsNormEps)
-    const q = applyRope(splitHeads(linear(a, w('self_attn.q_proj')), c.nHeads), cos, sin)
-    const k = applyRope(splitHeads(linear(a, w('self_attn.k_proj')), Hkv), cos, sin)
-    const v = splitHeads(linear(a, w('self_attn.v_proj')), Hkv)
-    const prev = past?.[i]
-    const flat = (t: tf.Tensor) => tf.reshape(t, [B, 1, -1])
-    const cached = prev && decodeStepOver(at, T)
-    const step =
-      cached && prev
-        ? fusedDecodeAttention(flat(q), flat(k), flat(v), prev, cached, { nHeads: c.nHeads, nKvHeads: Hkv })
-        : undefined
-    let merged: tf.Tensor
-    if (step) {
-      kv.push({ k: step.k, v: step.v })
-      merged = step.out
-    } else {
-      const kAll = prev ? tf.concat([prev.k, k], 2) : k,
-        vAll = prev ? tf.concat([prev.v, v], 2) : v
-      kv.push({ k: kAll, v: vAll })
-      merged = mergeHeads(attention(q, repeatKv(kAll, groups), repeatKv(vAll, groups), at))
-    }
-    x = tf.add(x, linear(merged, w('self_attn.o_proj')))
+    const attn = attend(a, x, attentionNames(a, l).map(p), rope, at, past?.[i])
+    kv.push(attn.kv)
+    x = attn.x
     const m = rmsNorm(x, w('post_attention_layernorm'), c.rmsNormEps)
     const r = route(c, m, w('block_sparse_moe.gate'))
     const names = Array.from({ length: c.nExperts }, (_, e) => expertNames(l, e)).flat()
@@ -177,46 +158,27 @@ export function mixtralForward(c: MixtralConfig, ...[p, ids, at, past, lastOnly 
 
 /** The stages of a Mixtral for a member of `model` (`lead`: its model coordinate is 0, and adds the router loss). */
 export function mixtralStages(c: MixtralConfig, model: number, lead: boolean): Stages {
-  const heads = c.nHeads / model,
-    kvHeads = mixtralKvHeads(c) / model,
-    K = c.dModel / c.nHeads
-  const attn = ['input_layernorm', 'q_proj', 'k_proj', 'v_proj', 'o_proj']
+  const a = mixtralAttention(c)
   const blocks: Stage[] = []
   for (let i = 0; i < c.nLayers; i++) {
     const l = `model.layers.${i}`
     const moe = Array.from({ length: c.nExperts }, (_, e) => expertNames(l, e)).flat()
-    blocks.push(
-      {
-        names: attn.map((n, j) => `${l}.${j === 0 ? '' : 'self_attn.'}${n}.weight`),
-        split: true,
-        fn: (x, [g, wq, wk, wv, wo]) => {
-          const [B, T] = x.shape as [number, number, number]
-          const { cos, sin } = ropeTables({ offset: 0 }, B, T, K, c.ropeTheta)
-          const a = rmsNorm(x, g!, c.rmsNormEps)
-          const q = applyRope(splitHeads(linear(a, wq!), heads), cos, sin)
-          const k = applyRope(splitHeads(linear(a, wk!), kvHeads), cos, sin)
-          const v = splitHeads(linear(a, wv!), kvHeads)
-          const out = attention(q, repeatKv(k, heads / kvHeads), repeatKv(v, heads / kvHeads), { offset: 0 })
-          return residual(lead, x, linear(mergeHeads(out), wo!))
-        },
+    blocks.push(attentionStage(a, l, model, lead), {
+      names: [`${l}.post_attention_layernorm.weight`, `${l}.block_sparse_moe.gate.weight`, ...moe],
+      split: true,
+      fn: (x, [g, gate, ...w]) => {
+        const m = rmsNorm(x, g!, c.rmsNormEps)
+        return residual(lead, x, experts(m, route(c, m, gate!).weights, w))
       },
-      {
-        names: [`${l}.post_attention_layernorm.weight`, `${l}.block_sparse_moe.gate.weight`, ...moe],
-        split: true,
-        fn: (x, [g, gate, ...w]) => {
-          const m = rmsNorm(x, g!, c.rmsNormEps)
-          return residual(lead, x, experts(m, route(c, m, gate!).weights, w))
-        },
-        ...(lead && c.routerAuxLossCoef > 0
-          ? {
-              aux: (x: tf.Tensor, [g, gate]: tf.Tensor[]) => {
-                const r = route(c, rmsNorm(x, g!, c.rmsNormEps), gate!)
-                return layerAux(c, r.probs, r.chosen)
-              },
-            }
-          : {}),
-      },
-    )
+      ...(lead && c.routerAuxLossCoef > 0
+        ? {
+            aux: (x: tf.Tensor, [g, gate]: tf.Tensor[]) => {
+              const r = route(c, rmsNorm(x, g!, c.rmsNormEps), gate!)
+              return layerAux(c, r.probs, r.chosen)
+            },
+          }
+        : {}),
+    })
   }
   return { ...llamaEnds(c), blocks }
 }
@@ -226,16 +188,9 @@ export function mixtralStages(c: MixtralConfig, model: number, lead: boolean): S
 export class MixtralLM extends CausalLM<MixtralConfig> {
   constructor(config: Omit<MixtralConfigInput, 'type'> & { type?: 'mixtral' }, seed = 0) {
     const c = MixtralConfig.parse({ ...config, type: TYPE })
-    if (c.nKvHeads !== undefined && c.nHeads % c.nKvHeads !== 0)
-      throw new LevanterError(
-        'BAD_CONFIG',
-        `model: nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}; ` +
-          `each key/value head serves the same number of query heads`,
-      )
+    checkLlamaAttention(mixtralAttention(c), 'head size')
     if (c.topK > c.nExperts)
       throw new LevanterError('BAD_CONFIG', `model: topK ${c.topK} exceeds nExperts ${c.nExperts}; lower topK`)
-    if ((c.dModel / c.nHeads) % 2 !== 0)
-      throw new LevanterError('BAD_CONFIG', `model: head size ${c.dModel / c.nHeads} must be even (rotary pairs)`)
     super(c, mixtralSpecs(c), seed)
   }
   protected run(...args: ForwardArgs): ForwardResult {

@@ -8,25 +8,22 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'
-import { fusedDecodeAttention } from '../kernels/attention.js'
+import type { LayerKv } from './batch-cache.js'
 import { CausalLM } from './causal-lm.js'
 import { Qwen3Config } from './config.js'
 import type { Qwen3ConfigInput } from './config.js'
-import type { LayerKv } from './batch-cache.js'
-import {
-  applyRope,
-  attention,
-  decodeStepOver,
-  lastPosition,
-  linear,
-  mergeHeads,
-  rmsNorm,
-  ropeTables,
-  splitHeads,
-  tiedHead,
-} from './layers.js'
+import { lastPosition, linear, rmsNorm, tiedHead } from './layers.js'
 import type { ForwardArgs, ForwardResult } from './layers.js'
-import { llamaEnds, repeatKv } from './llama.js'
+import {
+  attend,
+  attentionNames,
+  attentionSpecs,
+  attentionStage,
+  checkLlamaAttention,
+  llamaRope,
+} from './llama-attention.js'
+import type { LlamaAttention } from './llama-attention.js'
+import { llamaEnds, swiglu } from './llama.js'
 import { mat, ones } from './param-spec.js'
 import type { ParamSpec } from './param-spec.js'
 import { defineArchitecture } from './registry.js'
@@ -43,26 +40,29 @@ export const qwen3KvHeads = (c: Qwen3Config): number => c.nKvHeads ?? c.nHeads
 /** SwiGLU hidden size: round(8/3·dModel) up to a multiple of 32 unless given. */
 export const qwen3Hidden = (c: Qwen3Config): number => c.intermediateSize ?? Math.ceil((8 * c.dModel) / 3 / 32) * 32
 
+/** Qwen3's attention: Llama's with heads of headDim and an RMSNorm over each query and key head. */
+export const qwen3Attention = (c: Qwen3Config): LlamaAttention => ({
+  dModel: c.dModel,
+  nHeads: c.nHeads,
+  nKvHeads: qwen3KvHeads(c),
+  headDim: qwen3HeadDim(c),
+  rmsNormEps: c.rmsNormEps,
+  rope: c.ropeTheta,
+  qkNorm: true,
+})
+
 /** Qwen3's parameters, in order, with their sharding rules. */
 export function qwen3Specs(c: Qwen3Config): ParamSpec[] {
   const D = c.dModel,
     F = qwen3Hidden(c),
-    K = qwen3HeadDim(c),
-    Q = c.nHeads * K,
-    KV = qwen3KvHeads(c) * K,
+    a = qwen3Attention(c),
     s = c.initStd,
     proj = s / Math.sqrt(2 * c.nLayers)
   const specs: ParamSpec[] = [mat('model.embed_tokens.weight', [c.vocabSize, D], s)]
   for (let i = 0; i < c.nLayers; i++) {
     const l = `model.layers.${i}`
     specs.push(
-      ones(`${l}.input_layernorm.weight`, D),
-      mat(`${l}.self_attn.q_proj.weight`, [D, Q], s, 'column'),
-      mat(`${l}.self_attn.k_proj.weight`, [D, KV], s, 'column'),
-      mat(`${l}.self_attn.v_proj.weight`, [D, KV], s, 'column'),
-      ones(`${l}.self_attn.q_norm.weight`, K),
-      ones(`${l}.self_attn.k_norm.weight`, K),
-      mat(`${l}.self_attn.o_proj.weight`, [Q, D], proj, 'row'),
+      ...attentionSpecs(a, l, s, proj),
       ones(`${l}.post_attention_layernorm.weight`, D),
       mat(`${l}.mlp.gate_proj.weight`, [D, F], s, 'column'),
       mat(`${l}.mlp.up_proj.weight`, [D, F], s, 'column'),
@@ -74,61 +74,19 @@ export function qwen3Specs(c: Qwen3Config): ParamSpec[] {
   return specs
 }
 
-/** x [B, T, D] → queries [B, H, T, K] and keys, values [B, Hkv, T, K]: projected, keys and queries normed per head
- * and rotated (`heads`/`kvHeads`: those this member holds). */
-function qkv(
-  c: Qwen3Config,
-  x: tf.Tensor,
-  w: readonly tf.Tensor[],
-  heads: number,
-  kvHeads: number,
-  cos: tf.Tensor,
-  sin: tf.Tensor,
-): [tf.Tensor, tf.Tensor, tf.Tensor] {
-  const [wq, wk, wv, gq, gk] = w as [tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]
-  const q = applyRope(rmsNorm(splitHeads(linear(x, wq), heads), gq, c.rmsNormEps), cos, sin)
-  const k = applyRope(rmsNorm(splitHeads(linear(x, wk), kvHeads), gk, c.rmsNormEps), cos, sin)
-  return [q, k, splitHeads(linear(x, wv), kvHeads)]
-}
-
-const swiglu = (m: tf.Tensor, wg: tf.Tensor, wu: tf.Tensor, wd: tf.Tensor): tf.Tensor => {
-  const gate = linear(m, wg)
-  return linear(tf.mul(tf.mul(gate, tf.sigmoid(gate)), linear(m, wu)), wd) // silu(gate)·up, down
-}
-
 /** ids [B, T] placed by `at` → logits and each layer's keys/values (see {@link ForwardArgs}). */
 export function qwen3Forward(c: Qwen3Config, ...[p, ids, at, past, lastOnly = false]: ForwardArgs): ForwardResult {
   const [B, T] = ids.shape as [number, number]
-  const K = qwen3HeadDim(c),
-    Hkv = qwen3KvHeads(c),
-    groups = c.nHeads / Hkv
-  const { cos, sin } = ropeTables(at, B, T, K, c.ropeTheta)
+  const a = qwen3Attention(c)
+  const rope = llamaRope(a, at, B, T)
   let x = tf.reshape(tf.gather(p('model.embed_tokens.weight'), tf.reshape(ids, [-1])), [B, T, c.dModel])
   const kv: LayerKv[] = []
   for (let i = 0; i < c.nLayers; i++) {
-    const w = (n: string) => p(`model.layers.${i}.${n}.weight`)
-    const a = rmsNorm(x, w('input_layernorm'), c.rmsNormEps)
-    const names = ['q_proj', 'k_proj', 'v_proj', 'q_norm', 'k_norm'].map((n) => w(`self_attn.${n}`))
-    const [q, k, v] = qkv(c, a, names, c.nHeads, Hkv, cos, sin)
-    const prev = past?.[i]
-    // a decode step over a cache: one kernel where the native ones run ([B, H, 1, K] is laid out as [B, 1, H·K])
-    const flat = (t: tf.Tensor) => tf.reshape(t, [B, 1, -1])
-    const cached = prev && decodeStepOver(at, T)
-    const step =
-      cached && prev
-        ? fusedDecodeAttention(flat(q), flat(k), flat(v), prev, cached, { nHeads: c.nHeads, nKvHeads: Hkv })
-        : undefined
-    let merged: tf.Tensor
-    if (step) {
-      kv.push({ k: step.k, v: step.v })
-      merged = step.out
-    } else {
-      const kAll = prev ? tf.concat([prev.k, k], 2) : k,
-        vAll = prev ? tf.concat([prev.v, v], 2) : v
-      kv.push({ k: kAll, v: vAll })
-      merged = mergeHeads(attention(q, repeatKv(kAll, groups), repeatKv(vAll, groups), at))
-    }
-    x = tf.add(x, linear(merged, w('self_attn.o_proj')))
+    const l = `model.layers.${i}`
+    const w = (n: string) => p(`${l}.${n}.weight`)
+    const attn = attend(a, x, attentionNames(a, l).map(p), rope, at, past?.[i])
+    kv.push(attn.kv)
+    x = attn.x
     const m = rmsNorm(x, w('post_attention_layernorm'), c.rmsNormEps)
     x = tf.add(x, swiglu(m, w('mlp.gate_proj'), w('mlp.up_proj'), w('mlp.down_proj')))
   }
@@ -139,33 +97,17 @@ export function qwen3Forward(c: Qwen3Config, ...[p, ids, at, past, lastOnly = fa
 
 /** The stages of a Qwen3 for a member of `model` (`lead`: its model coordinate is 0). */
 export function qwen3Stages(c: Qwen3Config, model: number, lead: boolean): Stages {
-  const heads = c.nHeads / model,
-    kvHeads = qwen3KvHeads(c) / model,
-    K = qwen3HeadDim(c)
-  const attn = ['input_layernorm', 'q_proj', 'k_proj', 'v_proj', 'q_norm', 'k_norm', 'o_proj']
+  const a = qwen3Attention(c)
   const blocks: Stage[] = []
   for (let i = 0; i < c.nLayers; i++) {
     const l = `model.layers.${i}`
-    blocks.push(
-      {
-        names: attn.map((n, j) => `${l}.${j === 0 ? '' : 'self_attn.'}${n}.weight`),
-        split: true,
-        fn: (x, [g, wq, wk, wv, gq, gk, wo]) => {
-          const [B, T] = x.shape as [number, number, number]
-          const { cos, sin } = ropeTables({ offset: 0 }, B, T, K, c.ropeTheta)
-          const [q, k, v] = qkv(c, rmsNorm(x, g!, c.rmsNormEps), [wq!, wk!, wv!, gq!, gk!], heads, kvHeads, cos, sin)
-          const out = attention(q, repeatKv(k, heads / kvHeads), repeatKv(v, heads / kvHeads), { offset: 0 })
-          return residual(lead, x, linear(mergeHeads(out), wo!))
-        },
-      },
-      {
-        names: ['post_attention_layernorm', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'].map(
-          (n) => `${l}.${n}.weight`,
-        ),
-        split: true,
-        fn: (x, [g, wg, wu, wd]) => residual(lead, x, swiglu(rmsNorm(x, g!, c.rmsNormEps), wg!, wu!, wd!)),
-      },
-    )
+    blocks.push(attentionStage(a, l, model, lead), {
+      names: ['post_attention_layernorm', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'].map(
+        (n) => `${l}.${n}.weight`,
+      ),
+      split: true,
+      fn: (x, [g, wg, wu, wd]) => residual(lead, x, swiglu(rmsNorm(x, g!, c.rmsNormEps), wg!, wu!, wd!)),
+    })
   }
   return { ...llamaEnds(c), blocks }
 }
@@ -175,14 +117,7 @@ export function qwen3Stages(c: Qwen3Config, model: number, lead: boolean): Stage
 export class Qwen3LM extends CausalLM<Qwen3Config> {
   constructor(config: Omit<Qwen3ConfigInput, 'type'> & { type?: 'qwen3' }, seed = 0) {
     const c = Qwen3Config.parse({ ...config, type: TYPE })
-    if (c.nKvHeads !== undefined && c.nHeads % c.nKvHeads !== 0)
-      throw new LevanterError(
-        'BAD_CONFIG',
-        `model: nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}; ` +
-          `each key/value head serves the same number of query heads`,
-      )
-    if (qwen3HeadDim(c) % 2 !== 0)
-      throw new LevanterError('BAD_CONFIG', `model: headDim ${qwen3HeadDim(c)} must be even (rotary pairs)`)
+    checkLlamaAttention(qwen3Attention(c), 'headDim')
     super(c, qwen3Specs(c), seed)
   }
   protected run(...args: ForwardArgs): ForwardResult {
