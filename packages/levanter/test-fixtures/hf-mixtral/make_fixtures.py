@@ -1,7 +1,7 @@
 """Reference Mixtral (mixture-of-experts) checkpoint, logits and router loss for levanter's tests.
 
 An independent implementation (PyTorch + numpy, no levanter code, no transformers): it writes a
-tiny MixtralForCausalLM-style checkpoint (config.json + safetensors, written by hand here), the
+tiny MixtralForCausalLM-style checkpoint (config.json + safetensors, written by hand in ../hf_reference.py), the
 logits its own forward pass gives for fixed ids, and the router's load-balancing loss. The forward
 follows transformers' Mixtral: Llama's decoder (RMSNorm, rotary, grouped-query attention) whose MLP
 is a sparse block: a linear router (block_sparse_moe.gate), softmax over its logits, the top k
@@ -13,15 +13,17 @@ Run once with a Python that has torch:
 
     /usr/bin/python3 packages/levanter/test-fixtures/hf-mixtral/make_fixtures.py
 
-The outputs are committed; the tests do not need torch.
+The outputs are committed; the tests do not need torch. The draws, RMSNorm, rotary and the files written are
+../hf_reference.py's, shared with the other Llama-family fixtures.
 """
-import json
 import math
 import os
-import struct
+import sys
 
-import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from hf_reference import causal_mask, rms_norm, rotary, weight_drawer, write_fixture  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 IDS = [3, 17, 0, 21, 8, 8, 13, 5, 23, 12]
@@ -30,14 +32,7 @@ THETA, EPS, MAXPOS, COEF = 1_000_000.0, 1e-5, 32, 0.02
 
 
 def make_weights(gen):
-    w = {}
-
-    def mat(name, shape, std=0.3):
-        w[name] = torch.randn(*shape, generator=gen, dtype=torch.float32) * std
-
-    def norm(name, n):
-        w[name] = 1.0 + 0.2 * torch.randn(n, generator=gen, dtype=torch.float32)
-
+    w, mat, norm = weight_drawer(gen)
     mat("model.embed_tokens.weight", (V, D), 0.5)
     for i in range(L):
         p = f"model.layers.{i}"
@@ -62,18 +57,8 @@ def forward(w, ids):
     g = {k: t.to(torch.float64) for k, t in w.items()}
     T, K = len(ids), D // HEADS
     x = g["model.embed_tokens.weight"][torch.tensor(ids)]  # [T, D]
-    inv = 1.0 / (THETA ** (np.arange(0, K, 2, dtype=np.float64) / K))
-    freqs = torch.tensor(np.outer(np.arange(T), inv))  # [T, K/2]
-    cos, sin = torch.cat([freqs.cos()] * 2, -1), torch.cat([freqs.sin()] * 2, -1)
-
-    def rms(v, weight):
-        return v / torch.sqrt((v * v).mean(-1, keepdim=True) + EPS) * weight
-
-    def rope(v):  # v [h, T, K], rotate_half
-        a, b = v[..., : K // 2], v[..., K // 2:]
-        return v * cos + torch.cat([-b, a], -1) * sin
-
-    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1)
+    rms, rope = rms_norm(EPS), rotary(T, K, THETA)
+    mask = causal_mask(T)
     router_logits = []
     for i in range(L):
         p = f"model.layers.{i}"
@@ -114,26 +99,8 @@ def load_balancing_loss(router_logits):
     return total / len(router_logits)
 
 
-def write_safetensors(path, tensors):
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, t in tensors.items():
-        b = t.contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":"))
-    h += " " * ((8 - (len(h) + 8) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h.encode())
-        for b in blobs:
-            f.write(b)
-
-
 def main():
     gen = torch.Generator().manual_seed(2468)
-    out = os.path.join(HERE, "top2-of-4-f32")
-    os.makedirs(out, exist_ok=True)
     w = make_weights(gen)
     config = {
         "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": V,
@@ -144,15 +111,9 @@ def main():
         "rope_theta": THETA, "attention_dropout": 0.0, "sliding_window": None,
         "tie_word_embeddings": False, "torch_dtype": "float32",
     }
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
-    write_safetensors(os.path.join(out, "model.safetensors"), w)
     logits, router_logits = forward(w, IDS)
-    aux = load_balancing_loss(router_logits)
-    with open(os.path.join(out, "reference.json"), "w") as f:
-        json.dump({"ids": IDS, "aux_loss": round(aux, 9), "logits": [round(float(v), 7) for v in logits.flatten()]}, f)
-        f.write("\n")
+    aux = round(load_balancing_loss(router_logits), 9)
+    write_fixture(os.path.join(HERE, "top2-of-4-f32"), config, w, {"ids": IDS, "aux_loss": aux, "logits": logits})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Reference Qwen3 checkpoint and logits for levanter's Hugging Face import/export tests.
 
 An independent implementation (PyTorch + numpy, no levanter code, no transformers): it writes a
-tiny Qwen3ForCausalLM-style checkpoint (config.json + safetensors, written by hand here) and the
+tiny Qwen3ForCausalLM-style checkpoint (config.json + safetensors, written by hand in ../hf_reference.py) and the
 logits its own forward pass gives for fixed ids. The forward follows transformers' Qwen3: Llama's
 decoder (RMSNorm, rotary, SwiGLU, grouped-query attention) with q_norm/k_norm, RMSNorms of size
 head_dim applied to each query and key head before rotary; head_dim need not be
@@ -9,15 +9,17 @@ hidden_size / num_attention_heads (here it is twice that). Run once with a Pytho
 
     /usr/bin/python3 packages/levanter/test-fixtures/hf-qwen3/make_fixtures.py
 
-The outputs are committed; the tests do not need torch.
+The outputs are committed; the tests do not need torch. The draws, RMSNorm, rotary and the files written are
+../hf_reference.py's, shared with the other Llama-family fixtures.
 """
-import json
 import math
 import os
-import struct
+import sys
 
-import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from hf_reference import causal_mask, rms_norm, rotary, weight_drawer, write_fixture  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 IDS = [3, 17, 0, 21, 8, 8, 13, 5, 23, 12]
@@ -26,14 +28,7 @@ THETA, EPS, MAXPOS = 1_000_000.0, 1e-6, 32
 
 
 def make_weights(gen):
-    w = {}
-
-    def mat(name, shape, std=0.3):
-        w[name] = torch.randn(*shape, generator=gen, dtype=torch.float32) * std
-
-    def norm(name, n):
-        w[name] = 1.0 + 0.2 * torch.randn(n, generator=gen, dtype=torch.float32)
-
+    w, mat, norm = weight_drawer(gen)
     mat("model.embed_tokens.weight", (V, D), 0.5)
     for i in range(L):
         p = f"model.layers.{i}"
@@ -57,18 +52,8 @@ def forward(w, ids):
     g = {k: t.to(torch.float64) for k, t in w.items()}
     T, K = len(ids), HEAD_DIM
     x = g["model.embed_tokens.weight"][torch.tensor(ids)]  # [T, D]
-    inv = 1.0 / (THETA ** (np.arange(0, K, 2, dtype=np.float64) / K))
-    freqs = torch.tensor(np.outer(np.arange(T), inv))  # [T, K/2]
-    cos, sin = torch.cat([freqs.cos()] * 2, -1), torch.cat([freqs.sin()] * 2, -1)
-
-    def rms(v, weight):  # over the last axis
-        return v / torch.sqrt((v * v).mean(-1, keepdim=True) + EPS) * weight
-
-    def rope(v):  # v [h, T, K], rotate_half
-        a, b = v[..., : K // 2], v[..., K // 2:]
-        return v * cos + torch.cat([-b, a], -1) * sin
-
-    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1)
+    rms, rope = rms_norm(EPS), rotary(T, K, THETA)
+    mask = causal_mask(T)
     for i in range(L):
         p = f"model.layers.{i}"
         a = rms(x, g[f"{p}.input_layernorm.weight"])
@@ -90,26 +75,8 @@ def forward(w, ids):
     return x @ g["lm_head.weight"].T  # [T, V], untied
 
 
-def write_safetensors(path, tensors):
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, t in tensors.items():
-        b = t.contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":"))
-    h += " " * ((8 - (len(h) + 8) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h.encode())
-        for b in blobs:
-            f.write(b)
-
-
 def main():
     gen = torch.Generator().manual_seed(4321)
-    out = os.path.join(HERE, "gqa-qknorm-f32")
-    os.makedirs(out, exist_ok=True)
     w = make_weights(gen)
     config = {
         "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": V,
@@ -120,14 +87,7 @@ def main():
         "use_sliding_window": False, "sliding_window": None, "tie_word_embeddings": False,
         "torch_dtype": "float32",
     }
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
-    write_safetensors(os.path.join(out, "model.safetensors"), w)
-    logits = forward(w, IDS)
-    with open(os.path.join(out, "reference.json"), "w") as f:
-        json.dump({"ids": IDS, "logits": [round(float(v), 7) for v in logits.flatten()]}, f)
-        f.write("\n")
+    write_fixture(os.path.join(HERE, "gqa-qknorm-f32"), config, w, {"ids": IDS, "logits": forward(w, IDS)})
 
 
 if __name__ == "__main__":
