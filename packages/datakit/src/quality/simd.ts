@@ -2,18 +2,23 @@
  * @module The classifier's hot loops in WebAssembly SIMD: the output rows' dot products with the
  * hidden vector (`dots`) and the rank-one update of the output rows with the gradient they give
  * (`rank1`), four floats per instruction, in float32 as fastText computes them. The module is
- * `simd.wat` in this folder, assembled by wabt's `wat2wasm --enable-simd` (1.0.39) into the bytes
- * below. Each classifier gets its own instance, whose memory holds its output matrix, hidden
+ * `simd.wat` in this folder, assembled by wabt's `wat2wasm` (1.0.39, SIMD on by default) into the
+ * bytes below. Each classifier gets its own instance, whose memory holds its output matrix, hidden
  * vector, gradient and per-label scores; `simdKernels` returns `undefined` (the caller keeps its
  * plain JavaScript loops) when `dim` is not a multiple of 4 or the runtime lacks WebAssembly SIMD.
  */
 
 const WASM =
-  'AGFzbQEAAAABEgJgBX9/f39/AGAGf39/f39/AAMDAgABBQMBAAEHGQMGbWVtb3J5AgAEZG90cwAABXJhbmsxAAEKswIClQECA38B' +
-  'eyADQQJ0IQYgBCACQQJ0aiEFAkADQCAEIAVPDQH9DAAAAAAAAAAAAAAAAAAAAAAhCEEAIQcDQCAIIAAgB2r9AAQAIAEgB2r9AAQA' +
-  '/eYB/eQBIQggB0EQaiEHIAcgBkkNAAsgBCAI/R8AIAj9HwGSIAj9HwIgCP0fA5KSOAIAIAAgBmohACAEQQRqIQQMAAsLC5kBAwN/' +
-  'AnsCfyAFQQJ0IQcgAyAEQQJ0aiEGAkADQCADIAZPDQEgAyoCAP0TIQlBACEIA0AgACAIaiELIAIgCGohDCAL/QAEACEKIAwgDP0A' +
-  'BAAgCSAK/eYB/eQB/QsEACALIAogCSABIAhq/QAEAP3mAf3kAf0LBAAgCEEQaiEIIAggB0kNAAsgACAHaiEAIANBBGohAwwACwsL'
+  'AGFzbQEAAAABEgJgBX9/f39/AGAGf39/f39/AAMDAgABBQMBAAEHGQMGbWVtb3J5AgAEZG90cwAABXJhbmsxAAEKqAUCigQDBH8F' +
+  'ewN/IANBAnQhByAEIAJBAnRqIQUgBCACQXxxQQJ0aiEGAkADQCAEIAZPDQH9DAAAAAAAAAAAAAAAAAAAAAAhCf0MAAAAAAAAAAAA' +
+  'AAAAAAAAACEK/QwAAAAAAAAAAAAAAAAAAAAAIQv9DAAAAAAAAAAAAAAAAAAAAAAhDCAAIAdqIQ4gDiAHaiEPIA8gB2ohEEEAIQgD' +
+  'QCABIAhq/QAEACENIAkgACAIav0ABAAgDf3mAf3kASEJIAogDiAIav0ABAAgDf3mAf3kASEKIAsgDyAIav0ABAAgDf3mAf3kASEL' +
+  'IAwgECAIav0ABAAgDf3mAf3kASEMIAhBEGohCCAIIAdJDQALIAQgCf0fACAJ/R8BkiAJ/R8CIAn9HwOSkjgCACAEIAr9HwAgCv0f' +
+  'AZIgCv0fAiAK/R8DkpI4AgQgBCAL/R8AIAv9HwGSIAv9HwIgC/0fA5KSOAIIIAQgDP0fACAM/R8BkiAM/R8CIAz9HwOSkjgCDCAQ' +
+  'IAdqIQAgBEEQaiEEDAALCwJAA0AgBCAFTw0B/QwAAAAAAAAAAAAAAAAAAAAAIQlBACEIA0AgCSAAIAhq/QAEACABIAhq/QAEAP3m' +
+  'Af3kASEJIAhBEGohCCAIIAdJDQALIAQgCf0fACAJ/R8BkiAJ/R8CIAn9HwOSkjgCACAAIAdqIQAgBEEEaiEEDAALCwuZAQMDfwJ7' +
+  'An8gBUECdCEHIAMgBEECdGohBgJAA0AgAyAGTw0BIAMqAgD9EyEJQQAhCANAIAAgCGohCyACIAhqIQwgC/0ABAAhCiAMIAz9AAQA' +
+  'IAkgCv3mAf3kAf0LBAAgCyAKIAkgASAIav0ABAD95gH95AH9CwQAIAhBEGohCCAIIAdJDQALIAAgB2ohACADQQRqIQMMAAsLCw=='
 
 // The workspace compiles without DOM typings, where the WebAssembly globals live; these are the
 // few members used here.
