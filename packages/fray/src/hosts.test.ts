@@ -2,7 +2,8 @@
  * fray across network hosts: a driver on host A (network namespaces with their own addresses and folders,
  * `@marin/rigging/net-hosts`) and a two-member mesh with one member on host B and one on host C, each actor host
  * started there with `ip netns exec`, listening on and advertising (`FRAY_ADVERTISE_HOST`) its own host's address.
- * The all-reduce over the veth link equals the one-host result bit for bit; a wrong advertised address is refused
+ * The all-reduce over the veth link equals the one-host result bit for bit, and so does it over a slow link (rigging's
+ * delaying relay between B and C, `delayLink`); a wrong advertised address is refused
  * naming the address and the variable; a host partitioned mid-collective fails the collective naming the member
  * within `FRAY_PEER_TIMEOUT_MS` (no hang).
  */
@@ -10,7 +11,7 @@ import { createHash } from 'node:crypto'
 import { createRequire } from 'node:module'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { makeNetHosts, netHostsSupport, type NetHost, type NetHosts } from '@marin/rigging/net-hosts'
+import { delayLink, makeNetHosts, netHostsSupport, type NetHost, type NetHosts } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { testData } from './fixtures/data.js'
 import type { DriverConfig, DriverHost } from './fixtures/hosts-driver.js'
@@ -78,6 +79,24 @@ describe.skipIf(why !== undefined)(`fray across hosts${why ? ` (skipped: ${why})
     expect(got.digests).toEqual([digest(sum), digest(sum)])
     expect(here.digests).toEqual(got.digests)
     expect(got.head).toEqual(Array.from(sum.subarray(0, 4)))
+  }, 100_000)
+
+  test('over a slow link (a relay adding 5 ms each way) the all-reduce is the same, bit for bit', async () => {
+    const link = await delayLink(b, c, 5)
+    try {
+      // Started after the link, listening everywhere: the relays reach each member at its host's second address.
+      const everywhere = (h: NetHost) =>
+        member(h, { env: { FRAY_PEER_TIMEOUT_MS: String(PEER_TIMEOUT_MS), FRAY_LISTEN_HOST: '0.0.0.0' } })
+      const slow = await drive('allReduce', [everywhere(b), everywhere(c)]).step('allReduce', 45_000)
+      const [x, y] = [testData(1000, N, 'random'), testData(1001, N, 'random')]
+      const sum = x.slice()
+      for (let i = 0; i < N; i++) sum[i]! += y[i]!
+      expect(slow.digests).toEqual([digest(sum), digest(sum)])
+      // Each member dialed the other through its host's relay.
+      expect(link.accepted()).toBeGreaterThanOrEqual(2)
+    } finally {
+      await link.close()
+    }
   }, 100_000)
 
   test('a wrong advertised address is refused, naming the address and the variable', async () => {

@@ -55,6 +55,8 @@ function prepare(h: NetHost): void {
 
 export type DelayedLink = {
   readonly delayMs: number
+  /** Connections the two relays have carried so far (both ways). */
+  accepted(): number
   /** Stops both relays: the hosts reach each other directly again. */
   close(): Promise<void>
 }
@@ -98,5 +100,6 @@ export async function delayLink(x: NetHost, y: NetHost, delayMs: number): Promis
     await close()
     throw err
   }
-  return { delayMs, close }
+  const accepted = () => relays.reduce((n, r) => n + (r.stdout().match(/^\{"accepted":\d+\}$/gm)?.length ?? 0), 0)
+  return { delayMs, accepted, close }
 }

@@ -1,7 +1,8 @@
 /**
  * @module The relay of a delayed link as a process (`delayLink` starts one in each host): argv[2] is JSON
  * `{ host, ports, targetHost, delayMs }`; every connection to `host:port` goes to `targetHost:port`, `delayMs` later
- * each way. Prints `{"relaying":{"host","ports":N,"delayMs"}}` once it listens, then runs until killed.
+ * each way. Prints `{"relaying":{"host","ports":N,"delayMs"}}` once it listens, then `{"accepted":PORT}` for every
+ * connection, until killed.
  */
 import { startRelay } from './net-relay.js'
 
@@ -13,7 +14,13 @@ const { host, ports, targetHost, delayMs } = JSON.parse(arg) as {
   targetHost: string
   delayMs: number
 }
-const relay = await startRelay({ host, ports, target: (port) => ({ host: targetHost, port }), delayMs })
+const relay = await startRelay({
+  host,
+  ports,
+  target: (port) => ({ host: targetHost, port }),
+  delayMs,
+  onAccept: (port) => process.stdout.write(`${JSON.stringify({ accepted: port })}\n`),
+})
 process.stdout.write(`${JSON.stringify({ relaying: { host, ports: relay.ports.length, delayMs } })}\n`)
 const stop = () => void relay.close().then(() => process.exit(0))
 process.on('SIGTERM', stop)

@@ -141,6 +141,7 @@ describe.skipIf(why !== undefined)(`delayLink${why ? ` (skipped: ${why})` : ''}`
       // The server is reached from b's relay, at b's second address; the round trip holds two delays.
       expect(viaRelay.peer).toBe(relayAddress(b))
       expect(viaRelay.ms).toBeGreaterThanOrEqual(40 - 1)
+      expect(link.accepted()).toBe(1)
       // Host a is not on the link: it reaches c directly.
       expect((await ask(a, c, port)).peer).toBe(a.address)
       await link.close()

@@ -24,6 +24,8 @@ export type RelayOptions = {
   readonly delayMs: number
   /** Bytes held in flight per direction before the relay stops reading that side. @default 64 MiB */
   readonly maxBufferedBytes?: number
+  /** Called with the port of every connection accepted. */
+  readonly onAccept?: (port: number) => void
 }
 
 export type Relay = {
@@ -88,6 +90,7 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
   const servers: net.Server[] = []
   const onConnection = (port: number) => (client: net.Socket) => {
     accepted++
+    opts.onAccept?.(port)
     const t = opts.target(port)
     const upstream = net.connect({ host: t.host, port: t.port, allowHalfOpen: true })
     for (const s of [client, upstream]) {
