@@ -575,4 +575,26 @@ napi_value ops::PackBf16(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// gemvBf16(pack, i, a, c, M, accumulate): C (+)= bf16(A)·W_i for packBf16's matrix i and M rows of A (tests).
+napi_value ops::GemvBf16(napi_env env, napi_callback_info info) {
+  Args args(env, info, "gemvBf16(pack, i: number, a, c: Float32Array, M: number, accumulate: boolean)", 6);
+  void* q = nullptr;
+  if (args.argc != 6 || napi_get_value_external(env, args.argv[0], &q) != napi_ok || !q)
+    return ops::fail(env, "gemvBf16: the first argument is not a packBf16 value");
+  const auto* pack = static_cast<const Bf16Pack*>(q);
+  const int64_t i = args.integer(1), M = args.integer(4);
+  int64_t na = 0, nc = 0;
+  const float* a = args.f32(2, &na);
+  float* c = args.f32(3, &nc);
+  const bool accumulate = args.flag(5);
+  const bool fits = i < static_cast<int64_t>(pack->size()) && M >= 1;
+  if (!args.check(fits && na == M * (*pack)[i]->K && nc == M * (*pack)[i]->N)) return nullptr;
+#ifdef LEVANTER_BF16
+  const bf16w::Matrix& w = *(*pack)[i];
+  if (!bf16w::gemv(w, a, w.K, c, w.N, M, accumulate, Pool::get().threads() > 1))
+    return ops::fail(env, "gemvBf16: out of memory");
+#endif
+  return nullptr;
+}
+
 }  // namespace levanter
