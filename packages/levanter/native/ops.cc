@@ -35,6 +35,7 @@ napi_value RegisterOps(napi_env env, napi_value exports) {
       {"setSmallM", nullptr, SetSmallM, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"decodeGpt2", nullptr, DecodeGpt2, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"packBf16", nullptr, PackBf16, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"gemvBf16", nullptr, GemvBf16, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"memoryBandwidth", nullptr, MemoryBandwidth, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);

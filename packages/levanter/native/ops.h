@@ -177,6 +177,7 @@ napi_value SumSquares(napi_env env, napi_callback_info info);
 napi_value SetSmallM(napi_env env, napi_callback_info info);
 napi_value DecodeGpt2(napi_env env, napi_callback_info info);
 napi_value PackBf16(napi_env env, napi_callback_info info);
+napi_value GemvBf16(napi_env env, napi_callback_info info);
 // stream.cc
 napi_value MemoryBandwidth(napi_env env, napi_callback_info info);
 
