@@ -205,3 +205,76 @@ describe.skipIf(!addon?.memoryBandwidth)('memoryBandwidth (native/stream.cc)', (
     expect(() => addon!.memoryBandwidth!(8, 1.5)).toThrow(/memoryBandwidth/)
   })
 })
+
+type Bf16Addon = {
+  packBf16?(buffer: ArrayBuffer, offsets: Float64Array, shapes: Float64Array): object
+  gemvBf16?(pack: object, i: number, a: Float32Array, c: Float32Array, M: number, accumulate: boolean): void
+}
+const bf16Addon = addon as (typeof addon & Bf16Addon) | undefined
+
+/** Each float → bfloat16 → float, round to nearest even (what the kernel does to both operands). */
+function roundBf16(x: Float32Array): Float32Array {
+  const out = x.slice(),
+    u = new Uint32Array(out.buffer)
+  for (let i = 0; i < u.length; i++) u[i] = (((u[i]! + 0x7fff + ((u[i]! >>> 16) & 1)) >>> 16) << 16) >>> 0
+  return out
+}
+
+describe.skipIf(!bf16Addon?.packBf16 || !addon?.hasBf16?.())(
+  'bf16-weight small-M products (native/gemv-bf16.cc)',
+  () => {
+    afterAll(() => addon?.setThreads(1))
+
+    const cases: Product[] = []
+    for (const M of [1, 2, 3, 4, 5, 9])
+      for (const [K, N] of [
+        [777, 13],
+        [1, 7],
+        [9, 65],
+        [768, 2309],
+        [3, 129],
+      ] as const)
+        for (const tB of [false, true]) cases.push({ M, K, N, tA: false, tB })
+    cases.push({ M: 1, K: 768, N: 50257, tA: false, tB: true }, { M: 3, K: 777, N: 50257, tA: false, tB: false })
+    test.each(cases)('M $M, K $K, N $N, tB $tB: the float64 product of the bf16-rounded operands', (p) => {
+      const { a, b, pb } = place(p, 31 + p.M + p.K + p.N)
+      const [rs, cs] = p.tB ? [1, p.K] : [p.N, 1]
+      const pack = bf16Addon!.packBf16!(memory.buffer, Float64Array.of(pb), Float64Array.of(p.K, p.N, rs, cs))
+      const start = fill(p.M * p.N, 3)
+      for (const accumulate of [false, true]) {
+        const c = start.slice()
+        bf16Addon!.gemvBf16!(pack, 0, a, c, p.M, accumulate)
+        const ref = reference(p, roundBf16(a), roundBf16(b))
+        const base = accumulate ? start : new Float32Array(c.length)
+        expectClose(
+          Float32Array.from(c, (v, i) => v - base[i]!),
+          { out: ref.out, scale: ref.scale.map((s, i) => s + Math.abs(base[i]!) / p.K) },
+          p.K + 1,
+        )
+      }
+    })
+
+    test('the split over threads changes no bit', () => {
+      const p = { M: 3, K: 777, N: 50257, tA: false, tB: true }
+      const { a, pb } = place(p, 5)
+      const pack = bf16Addon!.packBf16!(memory.buffer, Float64Array.of(pb), Float64Array.of(p.K, p.N, 1, p.K))
+      const one = new Float32Array(p.M * p.N),
+        three = new Float32Array(p.M * p.N)
+      addon!.setThreads(1)
+      bf16Addon!.gemvBf16!(pack, 0, a, one, p.M, false)
+      addon!.setThreads(3)
+      bf16Addon!.gemvBf16!(pack, 0, a, three, p.M, false)
+      expect(three).toEqual(one)
+    })
+
+    test('a matrix past the buffer and a wrong length are RangeErrors saying so', () => {
+      expect(() =>
+        bf16Addon!.packBf16!(memory.buffer, Float64Array.of(memory.buffer.byteLength - 8), Float64Array.of(4, 4, 4, 1)),
+      ).toThrow(/packBf16: a matrix does not fit/)
+      const pack = bf16Addon!.packBf16!(memory.buffer, Float64Array.of(0), Float64Array.of(4, 4, 4, 1))
+      expect(() => bf16Addon!.gemvBf16!(pack, 0, new Float32Array(3), new Float32Array(4), 1, false)).toThrow(
+        /array lengths do not match/,
+      )
+    })
+  },
+)

@@ -1,0 +1,149 @@
+import * as tf from '@tensorflow/tfjs'
+import { beforeAll, describe, expect, test } from 'vitest'
+import { initBackend } from '../backend.js'
+import { decodeStepFastOnDevice, generate } from '../generate.js'
+import { BatchCache } from '../models/batch-cache.js'
+import { decodeStepOnDevice, prefillOnDevice } from '../models/decode.js'
+import { createModel, Gpt2LM } from '../models/lm.js'
+import { bf16Unavailable } from './native-gemm.js'
+import { nativeDecodeStep, nativeDecodeUnavailable, useNativeDecodeStep } from './native-gemv-decode.js'
+
+// The one-call GPT-2 decode step (native/gemv.cc decodeGpt2) against the step on tensor ops: the same logits and the
+// same grown cache, bit for bit, at ragged rows; its bf16-weight form against the float32 step within a stated
+// tolerance, and greedy tokens equal on a small model; BAD_CONFIG where bf16 weights cannot run.
+let here: string | undefined = 'not set up'
+const config = { vocabSize: 1003, seqLen: 64, dModel: 96, nLayers: 3, nHeads: 4 }
+beforeAll(async () => {
+  await initBackend()
+  here = nativeDecodeUnavailable(new Gpt2LM({ ...config, nLayers: 1 }, 0))
+})
+
+function cacheOf(model: Gpt2LM, prompts: number[][]): BatchCache {
+  const c = new BatchCache()
+  const p = prefillOnDevice(model, prompts, false)
+  c.add(
+    p.kv,
+    prompts.map((x) => x.length),
+  )
+  p.logits.dispose()
+  return c
+}
+
+const read = (t: tf.Tensor) => {
+  const d = t.dataSync() as Float32Array
+  t.dispose()
+  return d
+}
+
+describe('the one-call GPT-2 decode step', () => {
+  test("answers the tensor-op step's logits and grown cache bit for bit (3 ragged rows, 5 steps)", (ctx) => {
+    if (here) return ctx.skip()
+    const model = new Gpt2LM(config, 3)
+    const prompts = [
+      [1, 2, 3, 4, 5, 6, 7],
+      [9, 10],
+      [11, 12, 13, 14],
+    ]
+    const ops = cacheOf(model, prompts),
+      one = cacheOf(model, prompts)
+    for (let s = 0; s < 5; s++) {
+      const toks = [s + 1, 500 + s, 1002 - s]
+      const a = read(decodeStepOnDevice(model, ops, toks))
+      const b = nativeDecodeStep(model, one, toks)
+      expect(b).toBeDefined()
+      expect(b!.shape).toEqual([3, 1, config.vocabSize])
+      expect(read(b!)).toEqual(a)
+      expect(one.lengths).toEqual(ops.lengths)
+      for (let l = 0; l < config.nLayers; l++) {
+        expect(one.layers[l]!.k.shape).toEqual(ops.layers[l]!.k.shape)
+        expect(one.layers[l]!.k.dataSync()).toEqual(ops.layers[l]!.k.dataSync())
+        expect(one.layers[l]!.v.dataSync()).toEqual(ops.layers[l]!.v.dataSync())
+      }
+    }
+    ops.dispose()
+    one.dispose()
+    model.dispose()
+  })
+
+  test('generate takes it and gives the tokens and log-probabilities of the tensor-op steps', (ctx) => {
+    if (here) return ctx.skip()
+    const model = new Gpt2LM(config, 5)
+    const o = { maxNewTokens: 12, temperature: 0.8, seed: 7 }
+    const fast = generate(model, [3, 1, 4, 1, 5], o)
+    const was = useNativeDecodeStep(false)
+    const slow = (() => {
+      try {
+        return generate(model, [3, 1, 4, 1, 5], o)
+      } finally {
+        useNativeDecodeStep(was)
+      }
+    })()
+    expect(fast).toEqual(slow)
+    model.dispose()
+  })
+
+  test('declines what it does not run: another architecture, a row at seqLen, a wrong token count', (ctx) => {
+    if (here) return ctx.skip()
+    const llama = createModel({ type: 'llama', vocabSize: 64, seqLen: 16, dModel: 32, nLayers: 1, nHeads: 2 }, 0)
+    expect(nativeDecodeUnavailable(llama)).toMatch(/GPT-2 only/)
+    const model = new Gpt2LM({ ...config, seqLen: 4 }, 1)
+    const c = cacheOf(model, [[1, 2, 3, 4]])
+    expect(nativeDecodeStep(model, c, [5])).toBeUndefined()
+    expect(nativeDecodeStep(model, c, [5, 6])).toBeUndefined()
+    expect(() => decodeStepFastOnDevice(model, c, [5])).toThrow(/seqLen 4/)
+    c.dispose()
+    model.dispose()
+    llama.dispose()
+  })
+})
+
+describe('bf16 weights in the decode step', () => {
+  test('logits within the stated tolerance of the float32 step, greedy tokens equal', (ctx) => {
+    if (here || bf16Unavailable()) return ctx.skip()
+    const model = new Gpt2LM(config, 11)
+    const prompts = [
+      [5, 6, 7, 8, 9],
+      [100, 200, 300],
+    ]
+    const f = cacheOf(model, prompts),
+      h = cacheOf(model, prompts)
+    for (let s = 0; s < 4; s++) {
+      const toks = [s + 20, 700 - s]
+      const a = read(nativeDecodeStep(model, f, toks)!),
+        b = read(nativeDecodeStep(model, h, toks, { weights: 'bf16' })!)
+      // bf16 keeps 8 bits of each weight and activation: every logit within 2% of the logits' largest magnitude
+      let scale = 0,
+        worst = 0
+      for (let i = 0; i < a.length; i++) {
+        scale = Math.max(scale, Math.abs(a[i]!))
+        worst = Math.max(worst, Math.abs(a[i]! - b[i]!))
+      }
+      expect(worst).toBeLessThanOrEqual(0.02 * scale)
+      expect(worst).toBeGreaterThan(0) // the bf16 products did run
+    }
+    f.dispose()
+    h.dispose()
+    const o = { maxNewTokens: 16, temperature: 0 }
+    expect(generate(model, [1, 2, 3], { ...o, weights: 'bf16' }).tokens).toEqual(generate(model, [1, 2, 3], o).tokens)
+    model.dispose()
+  })
+
+  test('BAD_CONFIG naming why where it cannot run', async () => {
+    const llama = createModel({ type: 'llama', vocabSize: 64, seqLen: 16, dModel: 32, nLayers: 1, nHeads: 2 }, 0)
+    expect(() => generate(llama, [1, 2], { weights: 'bf16' })).toThrow(/weights 'bf16'.*GPT-2 only/)
+    const model = new Gpt2LM(config, 1)
+    expect(() => generate(model, [1, 2], { weights: 'bf16', useCache: false })).toThrow(/useCache/)
+    expect(() => generate(model, [1, 2], { weights: 'fp16' as never })).toThrow(/not 'fp32' or 'bf16'/)
+    const before = tf.getBackend()
+    await tf.setBackend('cpu')
+    try {
+      expect(() => generate(model, [1, 2], { weights: 'bf16' })).toThrow(
+        expect.objectContaining({ code: 'BAD_CONFIG', message: expect.stringMatching(/wasm backend, this is cpu/) }),
+      )
+    } finally {
+      await tf.setBackend(before)
+    }
+    model.dispose()
+    llama.dispose()
+  })
+})
