@@ -1,11 +1,15 @@
 /**
  * @module Generation: incremental decoding on the batched decoder (models/decode.ts, one row; the
- * code a continuous-batching server runs) or full re-forward (for comparison),
+ * code a continuous-batching server runs; a GPT-2 on the native kernels takes each step as one native call,
+ * kernels/native-gemv-decode.ts, the same logits bit for bit, optionally over bf16 weights) or full re-forward (for
+ * comparison),
  * temperature / top-k / top-p sampling from a seed, stop sequences, per-token log-probabilities,
  * and `score` (log-likelihood of a continuation given a context).
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from './errors.js'
+import { bf16DecodeWeights, nativeDecodeStep } from './kernels/native-gemv-decode.js'
+import type { DecodeWeights } from './kernels/native-gemv-decode.js'
 import { BatchCache } from './models/batch-cache.js'
 import { decodeStepOnDevice, prefillOnDevice } from './models/decode.js'
 import type { CausalLM } from './models/lm.js'
@@ -23,6 +27,43 @@ export type GenerateOptions = SampleOptions & {
   readonly stop?: readonly (readonly number[])[]
   /** Decode with the KV cache; false re-runs the full sequence each token. @default true */
   readonly useCache?: boolean
+  /**
+   * The weights the decode steps' products read: the model's float32 tensors, or bf16 copies converted once (half
+   * the bytes per token; activations rounded to bf16, float32 sums; the prompt's prefill stays float32). `bf16` needs
+   * the one-call native step (a GPT-2 on the wasm backend with the native kernels) and a CPU with AVX512_BF16:
+   * elsewhere it is `BAD_CONFIG` naming why. @default 'fp32'
+   */
+  readonly weights?: DecodeWeights
+}
+
+/**
+ * One decode step (models/decode.ts's `decodeStepOnDevice`: `tokens[r]` fed to row r, the cache grown, logits [B, 1, V]
+ * left on the device) as one native call where that runs (kernels/native-gemv-decode.ts: a GPT-2 on the native
+ * kernels, the same bits), else on tensor ops. `weights: 'bf16'` reads bf16 copies of the matrices (BAD_CONFIG
+ * where it cannot run).
+ */
+export function decodeStepFastOnDevice(
+  model: CausalLM,
+  cache: BatchCache,
+  tokens: readonly number[],
+  o: { readonly weights?: DecodeWeights } = {},
+): tf.Tensor {
+  return nativeDecodeStep(model, cache, tokens, o) ?? decodeStepOnDevice(model, cache, tokens)
+}
+
+/** {@link decodeStepFastOnDevice} with the logits read: [B·V] (models/decode.ts's `decodeStep`, faster). */
+export async function decodeStepFast(
+  model: CausalLM,
+  cache: BatchCache,
+  tokens: readonly number[],
+  o: { readonly weights?: DecodeWeights } = {},
+): Promise<Float32Array> {
+  const t = decodeStepFastOnDevice(model, cache, tokens, o)
+  try {
+    return (await t.data()) as Float32Array
+  } finally {
+    t.dispose()
+  }
 }
 
 export type Generation = {
@@ -47,7 +88,18 @@ function* decoding(
   const max = o.maxNewTokens ?? 32,
     rng = new Rng(o.seed ?? 0),
     useCache = o.useCache ?? true,
-    V = model.config.vocabSize
+    V = model.config.vocabSize,
+    weights = o.weights ?? 'fp32'
+  if (weights !== 'fp32' && weights !== 'bf16')
+    throw new LevanterError('BAD_CONFIG', `generate: weights "${String(weights)}" is not 'fp32' or 'bf16'`)
+  if (weights === 'bf16') {
+    if (!useCache)
+      throw new LevanterError(
+        'BAD_CONFIG',
+        "generate: weights 'bf16' runs on the cached decode steps; drop useCache: false",
+      )
+    bf16DecodeWeights(model) // converts the matrices once; BAD_CONFIG naming why where it cannot
+  }
   const seq = [...prompt],
     tokens: number[] = [],
     logprobs: number[] = []
@@ -58,7 +110,7 @@ function* decoding(
       const d = yield tf.tidy(() => model.forward(tf.tensor2d([seq], [1, T], 'int32')))
       return d.slice((T - 1) * V, T * V)
     }
-    if (cache.rows > 0) return yield decodeStepOnDevice(model, cache, [seq[seq.length - 1]!])
+    if (cache.rows > 0) return yield decodeStepFastOnDevice(model, cache, [seq[seq.length - 1]!], { weights })
     const p = prefillOnDevice(model, [seq], false)
     cache.add(p.kv, [seq.length])
     return p.split(yield p.logits)[0]!
