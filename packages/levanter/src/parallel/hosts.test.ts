@@ -136,7 +136,7 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     AWS_RESPONSE_CHECKSUM_VALIDATION: 'WHEN_REQUIRED',
   })
   // The uninterrupted one-process run every cross-host run is held to.
-  let single: Promise<number[]> | undefined
+  let single: Promise<readonly number[]> | undefined
   const reference = () =>
     (single ??= new Pipeline({
       dataset: Dataset.fromTokens(TOKENS, { evalFraction: 0 }),
@@ -210,6 +210,7 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     ['replicated', false],
   ] as const)(
     '{ data: 2 } %s with a member on each of two hosts trains as one process does',
+    { timeout: 60_000 },
     async ([, fsdp]) => {
       const driver = drive(a, { data: 2, fsdp })
       const want = await reference()
@@ -219,7 +220,6 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
       expect(Object.values(placed.workers).sort()).toEqual(['wb', 'wc'])
       near(out.losses, want)
     },
-    60_000,
   )
 
   test('fsdp, a host cut mid-step: REPLICA_FAILED in bounded time; the host left resumes from step 4', async () => {
