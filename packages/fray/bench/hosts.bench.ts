@@ -82,6 +82,7 @@ try {
         lowerIsBetter: true,
       })
       if (delay === 10) at[`delay_${delay}ms`] = await grads([b, c])
+      if (link.accepted() === 0) throw new Error(`fray hosts bench: the relays carried nothing at ${delay} ms`)
     } finally {
       await link.close()
     }

@@ -108,6 +108,7 @@ try {
       const link = await delayLink(hb, hc, delay)
       try {
         keep(`delay_${delay}ms`, await drive(delay === 10 ? AT_10MS : [byDefault]))
+        if (link.accepted() === 0) throw new Error(`levanter hosts bench: the relays carried nothing at ${delay} ms`)
       } finally {
         await link.close()
       }
