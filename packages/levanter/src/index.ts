@@ -103,11 +103,12 @@ export { loadModel } from './checkpoint/load-model.js'
 export type { LoadModelOptions, LoadedModel } from './checkpoint/load-model.js'
 
 // Generation and batched decoding (rows at different positions: continuous batching)
-export { generate, generateAsync, score } from './generate.js'
+export { decodeStepFast, generate, generateAsync, prepareDecodeWeights, score } from './generate.js'
 export { logSoftmax, sampleToken, topLogprobs } from './sampling.js'
 export type { SampleOptions } from './sampling.js'
 export { BatchCache } from './models/batch-cache.js'
 export type { LayerKv } from './models/batch-cache.js'
 export { decodeStep, prefill, prefillChunk } from './models/decode.js'
 export type { GenerateOptions, Generation } from './generate.js'
+export type { DecodeWeights } from './kernels/native-gemv-decode.js'
 export { Rng, seedFor } from './rng.js'
