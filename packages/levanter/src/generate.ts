@@ -51,6 +51,17 @@ export function decodeStepFastOnDevice(
   return nativeDecodeStep(model, cache, tokens, o) ?? decodeStepOnDevice(model, cache, tokens)
 }
 
+/**
+ * Readies `model` for decode steps over `weights`: for `bf16`, converts its matrices once (again only after a
+ * parameter is replaced); `BAD_CONFIG` naming why where bf16 weights cannot run here (a CPU or addon without
+ * AVX512_BF16, a model or backend the one-call step does not run). A server calls it before taking requests.
+ */
+export function prepareDecodeWeights(model: CausalLM, weights: DecodeWeights): void {
+  if (weights !== 'fp32' && weights !== 'bf16')
+    throw new LevanterError('BAD_CONFIG', `weights "${String(weights)}" is not 'fp32' or 'bf16'`)
+  if (weights === 'bf16') bf16DecodeWeights(model)
+}
+
 /** {@link decodeStepFastOnDevice} with the logits read: [B·V] (models/decode.ts's `decodeStep`, faster). */
 export async function decodeStepFast(
   model: CausalLM,
