@@ -1,12 +1,13 @@
 /**
  * @module The continuous-batching engine. Requests queue; each scheduler step runs at most one
  * prefill pass of at most `maxPrefillTokens` prompt tokens, then advances every active sequence by
- * one token in a single batched forward pass (`decodeStep`). The prefill pass either admits
- * waiting requests into free slots (their prompts prefilled together, so a burst of prompts is
- * prefilled over several steps), or takes the next chunk of a prompt longer than the budget: such
- * a prompt is prefilled `maxPrefillTokens` tokens at a time into a cache of its own (levanter's
- * `prefillChunk`) and joins the batch after its last chunk, so it never stalls the running
- * sequences for more than one chunk; while it is prefilled, its chunks and admissions of waiting
+ * one token in a single batched forward pass (`decodeStepFast`: levanter's `decodeStep`, as one
+ * native call where the model runs it). The prefill pass either admits waiting requests into free
+ * slots (their prompts prefilled together, so a burst of prompts is prefilled over several steps),
+ * or takes the next chunk of a prompt longer than the budget: such a prompt is prefilled
+ * `maxPrefillTokens` tokens at a time into a cache of its own (levanter's `prefillChunk`) and joins
+ * the batch after its last chunk, so it never stalls the running sequences for more than one chunk;
+ * while it is prefilled, its chunks and admissions of waiting
  * prompts take turns. A request that arrives mid-generation joins at the next step instead of
  * waiting for the others to finish. Logits are read asynchronously (any backend).
  *
@@ -17,14 +18,15 @@
 import {
   BatchCache,
   Rng,
-  decodeStep,
+  decodeStepFast,
   logSoftmax,
   prefill,
   prefillChunk,
+  prepareDecodeWeights,
   sampleToken,
   topLogprobs,
 } from '@marin/levanter'
-import type { CausalLM } from '@marin/levanter'
+import type { CausalLM, DecodeWeights } from '@marin/levanter'
 import type { MetricsRegistry } from '@marin/rigging'
 import { applyLogitsProcessing, processes } from './sampling.js'
 import type { LogitsProcessing } from './sampling.js'
@@ -106,6 +108,10 @@ export type EngineOptions = {
   readonly maxPrefillTokens?: number
   /** Called after each forward pass (scheduling is observable without timing it). */
   readonly onStep?: (e: EngineStep) => void
+  /** The weights the decode steps read: the model's float32 tensors, or bf16 copies converted once at start (half
+   * the bytes a step reads; levanter's `prepareDecodeWeights` throws BAD_CONFIG naming why where they cannot run).
+   * @default 'fp32' */
+  readonly weights?: DecodeWeights
 }
 
 /** Runs generation requests against one model with continuous batching. */
@@ -132,6 +138,7 @@ export class Engine {
   private meanRunMs: number | undefined
   private readonly vocabLimit: number
   private readonly onStep: ((e: EngineStep) => void) | undefined
+  private readonly weights: DecodeWeights
   private readonly m
 
   constructor(
@@ -142,6 +149,8 @@ export class Engine {
     this.maxQueued = opts.maxQueued ?? Infinity
     this.maxPrefillTokens = opts.maxPrefillTokens ?? DEFAULT_MAX_PREFILL_TOKENS
     this.onStep = opts.onStep
+    this.weights = opts.weights ?? 'fp32'
+    prepareDecodeWeights(model, this.weights)
     this.vocabLimit = Math.min(opts.vocabLimit ?? model.config.vocabSize, model.config.vocabSize)
     const reg = opts.metrics
     this.m = reg && {
@@ -467,10 +476,12 @@ export class Engine {
     const batch = [...this.active]
     this.m?.steps.inc()
     this.m?.batch.observe(batch.length)
-    const logits = await decodeStep(
+    // one native call where the model runs it (levanter's decodeStepFast; the same logits as decodeStep)
+    const logits = await decodeStepFast(
       this.model,
       this.cache,
       batch.map((s) => s.last),
+      { weights: this.weights },
     )
     this.onStep?.({ kind: 'decode', rows: batch.length })
     const V = this.model.config.vocabSize

@@ -34,6 +34,8 @@ export type ServeOptions = {
   readonly apiKey?: string
   /** @default 16 */
   readonly maxBatch?: number
+  /** The weights decode steps read: float32, or bf16 copies made at start (see `EngineOptions`). @default 'fp32' */
+  readonly weights?: 'fp32' | 'bf16'
   /** Prompt tokens prefilled per scheduler step at most, the chunk size of longer prompts (see `EngineOptions`).
    * @default {@link DEFAULT_MAX_PREFILL_TOKENS} */
   readonly maxPrefillTokens?: number
@@ -97,6 +99,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     maxQueued,
     metrics,
     vocabLimit: o.tokenizer.vocabSize,
+    ...(o.weights ? { weights: o.weights } : {}),
   })
   const stopping = new AbortController()
   setMaxListeners(0, stopping.signal) // every running request listens for shutdown
