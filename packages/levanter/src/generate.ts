@@ -128,7 +128,7 @@ function* decoding(
   }
   try {
     while (tokens.length < max) {
-      if (seq.length > model.config.seqLen) return { tokens, logprobs, finish: 'length' }
+      if (seq.length >= model.config.seqLen) return { tokens, logprobs, finish: 'length' } // prompt + output fit seqLen
       const last = yield* next()
       const lp = logSoftmax(last)
       const tok = sampleToken(last, o, rng, lp)
