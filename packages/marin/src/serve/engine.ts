@@ -436,7 +436,8 @@ export class Engine {
       s.admittedAt = t
       s.position = s.req.prompt.length
       this.m?.prompt.inc(s.req.prompt.length)
-      if (s.req.maxTokens <= 0) this.end(s, 'length')
+      // a prompt that fills the context leaves no room for a token (see `take`)
+      if (s.req.maxTokens <= 0 || s.position >= this.model.config.seqLen) this.end(s, 'length')
       else this.take(s, last[r]!)
     })
   }
@@ -469,7 +470,10 @@ export class Engine {
       return
     }
     if (stop === true) this.end(s, 'stop')
-    else if (s.generated >= req.maxTokens || s.position >= this.model.config.seqLen) this.end(s, 'length')
+    // Prompt and completion together fit the context (at most seqLen − prompt tokens, as vLLM's max_model_len and
+    // levanter's generate count): the whole text can be fed back as a prompt.
+    else if (s.generated >= req.maxTokens || req.prompt.length + s.generated >= this.model.config.seqLen)
+      this.end(s, 'length')
   }
 
   private async step(): Promise<void> {
