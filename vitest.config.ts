@@ -1,6 +1,7 @@
 import { basename } from 'node:path'
 import { defineConfig } from 'vitest/config'
 import projects from './vitest.workspace.js'
+import LongestFirst from './scripts/vitest-sequencer.js'
 import SummaryReporter from './scripts/vitest-summary-reporter.js'
 
 export default defineConfig({
@@ -22,5 +23,7 @@ export default defineConfig({
     hookTimeout: 30_000,
     // Tests start real servers and child processes: two cores is the budget.
     maxWorkers: 2,
+    // The slowest files start first, whatever their project, so that none starts last and holds the tail alone.
+    sequence: { sequencer: LongestFirst },
   },
 })
