@@ -9,8 +9,9 @@
  *
  * Each kept record is plain data: `{ url, date, recordId, contentType, httpStatus, charset?,
  * html, offset }`, its HTTP body decoded with warcio (chunked transfer and gzip/deflate/br
- * content encodings) and then to text by the charset of the HTTP header or, failing that, of the
- * page's own `<meta>` tag; an unknown label or none decodes as UTF-8 with U+FFFD for bad bytes.
+ * content encodings) and then to text by its byte order mark, the charset of the HTTP header or,
+ * failing those, of the page's own `<meta>` tag or XML declaration; an unknown label or none
+ * decodes as UTF-8 with U+FFFD for bad bytes.
  *
  * Nothing is dropped silently: a record that cannot be read (not a WARC record, an HTTP
  * response without a status line, a body whose content encoding does not decode) or that is too
@@ -280,6 +281,7 @@ export function charsetOf(contentType: string): string | undefined {
 }
 
 const META_CHARSET = /<meta[^>]+?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)/i
+const XML_ENCODING = /^\s*<\?xml[^>]+?encoding\s*=\s*["']([A-Za-z0-9_.:-]+)/
 const decoders = new Map<string, InstanceType<typeof TextDecoder> | null>()
 
 function decoderFor(label: string): InstanceType<typeof TextDecoder> | undefined {
@@ -311,20 +313,32 @@ function fixCp1252(text: string): string {
   return HAS_C1.test(text) ? text.replace(C1, (c) => CP1252_HIGH[c.charCodeAt(0) - 0x80]!) : text
 }
 
+/** The encoding a byte order mark names (it wins over every declaration, as the HTML standard says). */
+function bomEncoding(b: Uint8Array): string | undefined {
+  if (b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf) return 'utf-8'
+  if (b[0] === 0xff && b[1] === 0xfe) return 'utf-16le'
+  if (b[0] === 0xfe && b[1] === 0xff) return 'utf-16be'
+  return undefined
+}
+
 /**
- * Bytes of an HTML page → text: the charset declared by the HTTP header, else by a `<meta>` in
- * the first 4 KiB (as the HTML standard's prescan looks), else UTF-8; unknown labels fall back to
- * UTF-8. Bad bytes become U+FFFD. `charset` is the WHATWG name of what was used, if declared.
+ * Bytes of an HTML page → text: the encoding of a byte order mark, else the charset declared by
+ * the HTTP header, else by a `<meta>` in the first 4 KiB (as the HTML standard's prescan looks),
+ * else by an XML declaration (`<?xml … encoding="…"?>`, which XHTML and feeds rely on), else
+ * UTF-8; unknown labels fall back to UTF-8. Bad bytes become U+FFFD. `charset` is the WHATWG name
+ * of what was used, if declared. A `<meta>` or XML declaration naming UTF-16 is read as UTF-8 (the
+ * page's ASCII bytes say it, so it is not UTF-16); the HTTP header or a BOM naming it is obeyed.
  */
 export function decodeHtml(bytes: Uint8Array, declared?: string): { text: string; charset?: string } {
-  let decoder = declared === undefined ? undefined : decoderFor(declared)
+  const bom = bomEncoding(bytes)
+  let decoder = bom !== undefined ? decoderFor(bom) : declared === undefined ? undefined : decoderFor(declared)
   if (decoder === undefined) {
     const head = Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.length, 4096)).toString('latin1')
-    const m = META_CHARSET.exec(head)
+    const m = META_CHARSET.exec(head) ?? XML_ENCODING.exec(head)
     if (m) decoder = decoderFor(m[1]!)
+    // a page that says UTF-16 in ASCII bytes is not UTF-16 (the HTML standard reads it as UTF-8)
+    if (decoder?.encoding.startsWith('utf-16')) decoder = UTF8
   }
-  // a page that says UTF-16 in ASCII bytes is not UTF-16 (the HTML standard reads it as UTF-8)
-  if (decoder?.encoding.startsWith('utf-16')) decoder = UTF8
   if (decoder === undefined) return { text: UTF8.decode(bytes) }
   const text = decoder.decode(bytes)
   return { text: decoder.encoding === 'windows-1252' ? fixCp1252(text) : text, charset: decoder.encoding }
