@@ -146,10 +146,17 @@ try {
     value: median(after.stepMs),
     unit: 'ms',
   })
+  // The time left waiting on the all-reduce once the backward pass is done: what buckets could hide.
+  emit({
+    bench: b,
+    metric: 'hosts_dp_quickstart_10ms_all_reduce_wait_after_backward',
+    value: median(after.allReduceMs),
+    unit: 'ms',
+  })
   for (const [name, m] of [
     ['4mib', of('delay_10ms/default')],
     ['256kib', of('delay_10ms/small')],
-  ] as const)
+  ] as const) {
     emit({
       bench: b,
       metric: `hosts_dp_quickstart_10ms_step_buckets_${name}_${m.buckets}_during_backward_${m.during}`,
@@ -158,6 +165,15 @@ try {
       baseline: median(after.stepMs),
       lowerIsBetter: true,
     })
+    emit({
+      bench: b,
+      metric: `hosts_dp_quickstart_10ms_all_reduce_wait_buckets_${name}`,
+      value: median(m.allReduceMs),
+      unit: 'ms',
+      baseline: median(after.allReduceMs),
+      lowerIsBetter: true,
+    })
+  }
 } finally {
   net.close()
 }
