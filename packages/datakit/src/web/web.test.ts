@@ -1,12 +1,13 @@
 /**
  * The web steps on real WARC files (zephyr's test fixtures: webrecorder's example.com and
- * iana.org crawls, and our windows-1252 / Shift_JIS / navigation-only pages) in a real store.
+ * iana.org crawls, and real-pages.warc.gz: real German windows-1252, Japanese Shift_JIS, Chinese
+ * GB2312 navigation-only and UTF-16 pages from public repositories) in a real store.
  */
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { ParquetReader, ZephyrContext } from '@marin/zephyr'
+import { Dataset, ParquetReader, type WarcPage, ZephyrContext } from '@marin/zephyr'
 import { afterAll, describe, expect, test } from 'vitest'
 import { openDataset } from '../dataset/open-dataset.js'
 import { blockText, extractMainText } from './extract.js'
@@ -40,6 +41,35 @@ describe('extractMainText', () => {
     expect(extractMainText(`<p>${'x'.repeat(100)}</p>`, { maxHtmlBytes: 50 })).toBe('tooLarge')
   })
 
+  test('real pages via the WARC reader: main text in its own script; the navigation box has none', async () => {
+    const pages = (await context.execute(Dataset.fromList([join(fixtures, 'real-pages.warc.gz')]).loadWarc())).results
+    const text = (host: string, i = 0) => {
+      const got = extractMainText(pages.filter((p: WarcPage) => p.url.includes(host))[i]!.html)
+      return typeof got === 'string' ? got : got.text
+    }
+    const kyff = text('kyffhaeuser-nachrichten.de')
+    expect(kyff).toMatch(/^Das Wetter eignet sich ja bekanntermaßen exzellent dazu, behäbige Konversation zu beleben/)
+    expect(kyff).toContain('Statt herkömmlichem Herbstwetter brachte der Oktober 2023 sehr viel Regen')
+    expect(kyff).not.toContain('Login für Vote') // the page's menu is not main text
+    const hardsoft = text('hardsoft.at.webry.info')
+    expect(hardsoft).toContain('perldoc の Encode::JP を読むと、Shift JISには3種類ある。')
+    expect(hardsoft).toContain('うっすらとわかっているけれど、気持ち悪いので調べてみた。')
+    expect(text('chardet', 0)).toContain(
+      'このページに使われている漢字コードはＳＪＩＳです。\nしかも、使っている字は、Windowsの外字です。',
+    )
+    expect(text('chardet', 1)).toMatch(/^衆院議院運営委員会は９日午後の理事会で/)
+    expect(text('UTF-16LE')).toContain('𐐒𐑉𐐮𐑀𐐲𐑋 𐐏𐐲𐑍') // Brigham Young, in Deseret
+    // Mozilla bug 171813's page: a sohu.com box of four links, no main text
+    expect(extractMainText(pages.find((p: WarcPage) => p.url.includes('GB2312'))!.html)).toBe('noMainText')
+    const autowoche = extractMainText(pages.find((p: WarcPage) => p.url.includes('automobilwoche'))!.html)
+    expect(autowoche).toMatchObject({
+      title: 'Krach vor der VW-Betriebsversammlung: Es knirscht zwischen Diess und Aufsichtsräten',
+      text: expect.stringMatching(/^Der wieder aufgeflammte Streit zwischen VW-Chef Herbert Diess und mehreren/),
+    })
+    expect((autowoche as { text: string }).text).not.toContain('EXKLUSIV – Mitarbeiter lehnen Transfer ab') // sidebar
+    for (const p of pages) expect(JSON.stringify(extractMainText(p.html))).not.toMatch(/\uFFFD|\\ufffd/i)
+  })
+
   test('blockText keeps a <pre> block’s own line breaks', async () => {
     const { parseHTML } = await import('linkedom')
     const { document } = parseHTML('<html><body><pre>a  b\nc</pre><p>d</p></body></html>')
@@ -67,41 +97,56 @@ describe('ingestWarc and filterLanguage', () => {
     rmSync(dir, { recursive: true, force: true })
     const { mkdirSync } = await import('node:fs')
     mkdirSync(dir, { recursive: true })
-    for (const f of ['example.warc.gz', 'example-iana.org-chunked.warc', 'written.warc.gz'])
+    for (const f of ['example.warc.gz', 'example-iana.org-chunked.warc', 'real-pages.warc.gz'])
       copyFileSync(join(fixtures, f), join(dir, f))
-    const written = readFileSync(join(fixtures, 'written.warc.gz'))
-    writeFileSync(join(dir, 'cut.warc.gz'), written.subarray(0, written.length - 700))
+    // cut inside its last member (the automobilwoche.de page): the six pages before it are read
+    const real = readFileSync(join(fixtures, 'real-pages.warc.gz'))
+    writeFileSync(join(dir, 'cut.warc.gz'), real.subarray(0, real.length - 2000))
 
     const r = await ingestWarc('web', { source: join(dir, '*.warc*'), prefix, context })
     expect(r.reused).toBe(false)
-    // example.com, iana.org, café, Kyoto, the nav-only page; café and Kyoto again from the copy cut in the third
+    // example.com and iana.org; from real-pages: two German articles, three Japanese pages, the UTF-16 page (en) and
+    // the sohu.com box (no main text); from its cut copy the same six pages before automobilwoche.de
     expect(r.stats).toMatchObject({
-      pagesRead: 7,
-      kept: 6,
-      noMainText: 1,
+      pagesRead: 15,
+      kept: 13,
+      noMainText: 2,
       skipped: { truncated: 1 },
-      byLanguage: { en: 2, fr: 2, ja: 2 },
+      byLanguage: { en: 4, de: 3 },
     })
+    // CLD3 reads the Japanese blog page, mostly Perl code and kanji, as zh
+    expect((r.stats.byLanguage.ja ?? 0) + (r.stats.byLanguage.zh ?? 0)).toBe(6)
     expect(r.stats.skips[0]).toMatchObject({ reason: 'truncated', file: expect.stringContaining('cut.warc.gz') })
     const v = await openDataset('web', { prefix })
     const docs: { text: string; source: string; meta: string }[] = []
     for (const s of v.shards) for await (const row of new ParquetReader({ path: s })) docs.push(row as never)
-    const cafe = docs.find((d) => d.source === 'http://cafe.example.fr/')!
-    expect(cafe.text).toContain('coûte 1,20 € au comptoir')
-    expect(JSON.parse(cafe.meta)).toMatchObject({
-      url: 'http://cafe.example.fr/',
-      date: '2024-05-01T12:00:00Z',
-      warcRecordId: '<urn:uuid:00000000-0000-4000-8000-000000000001>',
+    const url = (host: string) => docs.filter((d) => d.source.includes(host))
+    expect(url('automobilwoche.de')).toHaveLength(1)
+    const autowoche = url('automobilwoche.de')[0]!
+    expect(autowoche.text).toContain('Aber die Stimmung, so hieß es bei mehreren Personen im Umfeld der Kontrolleure')
+    expect(JSON.parse(autowoche.meta)).toMatchObject({
+      url: autowoche.source,
+      date: '2026-12-02T00:00:00Z',
+      warcRecordId: '<urn:uuid:7e57da7a-0000-4000-8000-000000000008>',
       charset: 'windows-1252',
-      language: 'fr',
+      language: 'de',
       languageReliable: true,
     })
+    const hardsoft = url('hardsoft.at.webry.info')
+    expect(hardsoft).toHaveLength(2)
+    expect(hardsoft[0]!.text).toContain('Shift JISには3種類ある。')
+    expect(JSON.parse(hardsoft[0]!.meta)).toMatchObject({ charset: 'shift_jis' })
+    const yomiuri = url('_chromium_Shift-JIS')
+    expect(yomiuri[0]!.text).toMatch(/^衆院議院運営委員会は９日午後の理事会で/)
+    expect(JSON.parse(yomiuri[0]!.meta)).toMatchObject({ charset: 'shift_jis', language: 'ja', languageReliable: true })
+    expect(url('GB2312')).toEqual([])
 
     const again = await ingestWarc('web', { source: join(dir, '*.warc*'), prefix, context })
     expect(again).toMatchObject({ reused: true, version: r.version })
 
     const en = await filterLanguage('web', { languages: ['en'], output: 'web-en', prefix, context })
-    expect(en.stats).toMatchObject({ pagesRead: 6, kept: 2, droppedLanguage: 4, byLanguage: { en: 2 } })
+    // the UTF-16 page's text is mostly Plane 1 scripts: CLD3's en is below the default threshold
+    expect(en.stats).toMatchObject({ pagesRead: 13, kept: 2, droppedLanguage: 11, byLanguage: { en: 2 } })
     const same = await filterLanguage('web', { languages: ['en'], output: 'web-en', prefix, context })
     expect(same.reused).toBe(true)
     const stricter = await filterLanguage('web', {
