@@ -343,23 +343,66 @@ if (decodeRounds > 0) {
       unit: 'x',
     })
   else process.stderr.write('levanter bench: decode_ratio_vs_pytorch_gpt2_small skipped: no PyTorch (see above)\n')
+  // the one-call native step (what generate runs) against the same steps on tensor ops, in the same rounds
+  emit({
+    bench: b,
+    metric: 'decode_tokens_per_s_gpt2_small_one_call_vs_tensor_ops',
+    value: tps,
+    unit: 'tokens/s',
+    baseline: m(decodes, 'tokensPerSecTensorOps'),
+  })
+  const bf16 = decodes[0]!.tokensPerSecBf16 !== undefined
+  if (bf16)
+    emit({
+      bench: b,
+      metric: 'decode_tokens_per_s_gpt2_small_bf16_weights',
+      value: m(decodes, 'tokensPerSecBf16'),
+      unit: 'tokens/s',
+      baseline: tps,
+    })
+  else process.stderr.write('levanter bench: no bf16 decode rows: the CPU or the addon lacks AVX512_BF16\n')
   emit({ bench: b, metric: 'decode_weight_bytes_per_token_gpt2_small', value: bytes, unit: 'bytes' })
+  if (bf16)
+    emit({
+      bench: b,
+      metric: 'decode_weight_bytes_per_token_gpt2_small_bf16',
+      value: decodes[0]!.bf16WeightBytesPerToken!,
+      unit: 'bytes',
+    })
   if (decodes[0]!.copyGBs === undefined)
     process.stderr.write('levanter bench: no memory bandwidth or roofline: the native addon does not run here\n')
   else {
     for (const k of ['copy', 'triad', 'read'])
       emit({ bench: b, metric: `memory_bandwidth_${k}_1_thread`, value: m(decodes, `${k}GBs`), unit: 'GB/s' })
-    // the roofline: bandwidth ÷ bytes per token, against the STREAM copy (the issue's measure) and the read-only sum
-    for (const [suffix, k] of [
-      ['', 'copyGBs'],
-      ['_vs_read', 'readGBs'],
-    ] as const)
-      emit({
-        bench: b,
-        metric: `decode_roofline_fraction_gpt2_small${suffix}`,
-        value: median(decodes.map((x) => x.tokensPerSec! / ((x[k]! * 1e9) / bytes))),
-        unit: 'fraction',
-      })
+    const cpu = decodes[0]!.copyCpuGBs !== undefined
+    if (cpu)
+      for (const k of ['copy', 'read'])
+        emit({
+          bench: b,
+          metric: `memory_bandwidth_${k}_1_thread_cpu_time`,
+          value: m(decodes, `${k}CpuGBs`),
+          unit: 'GB/s',
+        })
+    // the roofline: bandwidth ÷ bytes per token, against the STREAM copy (the issue's measure) and the read-only sum;
+    // over the wall clock, and over CPU time (tokens per CPU second against bandwidth per CPU second: what a core of
+    // our own gives on a shared machine); for the float32 weights and the bf16 copies (half the bytes)
+    const ways = [
+      ['', 'tokensPerSec', 'weightBytesPerToken', ''],
+      ...(bf16 ? [['_bf16_weights', 'tokensPerSecBf16', 'bf16WeightBytesPerToken', '']] : []),
+      ...(cpu ? [['_cpu_time', 'tokensPerCpuSec', 'weightBytesPerToken', 'Cpu']] : []),
+      ...(cpu && bf16 ? [['_bf16_weights_cpu_time', 'tokensPerCpuSecBf16', 'bf16WeightBytesPerToken', 'Cpu']] : []),
+    ] as const
+    for (const [way, rate, per, clock] of ways)
+      for (const [suffix, k] of [
+        ['', 'copy'],
+        ['_vs_read', 'read'],
+      ] as const)
+        emit({
+          bench: b,
+          metric: `decode_roofline_fraction_gpt2_small${way}${suffix}`,
+          value: median(decodes.map((x) => x[rate]! / ((x[`${k}${clock}GBs`]! * 1e9) / x[per]!))),
+          unit: 'fraction',
+        })
   }
 }
 
