@@ -20,7 +20,7 @@ import { generateAsync } from '../generate.js'
 import { createModel } from '../models/lm.js'
 import { AdamWConfig } from '../optim/adamw.js'
 import { Pipeline } from '../pipeline.js'
-import { TINY_MODELS, trainSpec } from '../test-support/backend-train.js'
+import { TINY_BATCH, TINY_MODELS, TINY_TOKENS, trainSpec } from '../test-support/backend-train.js'
 import { MemoryTracker } from '../trackers.js'
 import { Trainer } from '../trainer.js'
 import type { TrainSpec } from '../test-support/backend-train.js'
@@ -37,19 +37,21 @@ async function onWasm(specs: TrainSpec[]): Promise<number[][]> {
   return (JSON.parse(stdout.trim().split('\n').at(-1)!) as { losses: number[][] }).losses
 }
 
-/** The smallest model that still has every part (the growth and read-point tests run dozens of SwiftShader steps). */
-const SMALL = { type: 'llama', vocabSize: 16, seqLen: 8, dModel: 8, nLayers: 1, nHeads: 2 } as const
-const SMALL_TOKENS = Array.from({ length: 4000 }, (_, i) => (i * 7) % 15)
+/** One model size for every test here (every matrix dimension 16, batches of one sequence): SwiftShader compiles each
+ * distinct matrix-product shader once a process, and a second size would compile a second set. */
+const SMALL = TINY_MODELS.llama
+const SMALL_TOKENS = TINY_TOKENS
+const { batchSize: B, seqLen: T } = TINY_BATCH
 
 let info: BackendInfo
-// The wasm side starts at once and runs beside the webgpu side: one uninterrupted 20-step run per
-// model, and the GPT-2 run resumed on wasm from the webgpu checkpoint of step 10 (started later).
+// The wasm side starts at once and runs beside the webgpu side: one uninterrupted 10-step run per
+// model, and the GPT-2 run resumed on wasm from the webgpu checkpoint of step 5 (started later).
 let reference: Promise<number[][]>
 
 beforeAll(async () => {
   reference = onWasm([
-    { model: 'gpt2', maxSteps: 20 },
-    { model: 'llama', maxSteps: 20 },
+    { model: 'gpt2', maxSteps: 10 },
+    { model: 'llama', maxSteps: 10 },
   ])
   reference.catch(() => {})
   info = await initBackend('webgpu')
@@ -73,27 +75,27 @@ describe('webgpu backend', () => {
     t.dispose()
   })
 
-  test('tiny GPT-2 and Llama train 20 steps within 1e-4 of wasm; a webgpu checkpoint resumes on wasm', async () => {
-    // GPT-2 stops after step 10 (checkpointed) and resumes from it, on webgpu here and on wasm in a child process.
+  test('tiny GPT-2 and Llama train 10 steps within 1e-4 of wasm; a webgpu checkpoint resumes on wasm', async () => {
+    // GPT-2 stops after step 5 (checkpointed) and resumes from it, on webgpu here and on wasm in a child process.
     const store = path.join(tmp, 'store'),
       copy = path.join(tmp, 'store-for-wasm')
-    const gpt2 = await trainSpec({ model: 'gpt2', maxSteps: 20, store, stopAfter: 10 })
+    const gpt2 = await trainSpec({ model: 'gpt2', maxSteps: 10, store, stopAfter: 5 })
     fs.cpSync(store, copy, { recursive: true })
-    const onWasmResumed = onWasm([{ model: 'gpt2', maxSteps: 20, store: copy }])
-    gpt2.push(...(await trainSpec({ model: 'gpt2', maxSteps: 20, store })))
-    const llama = await trainSpec({ model: 'llama', maxSteps: 20 })
+    const onWasmResumed = onWasm([{ model: 'gpt2', maxSteps: 10, store: copy }])
+    gpt2.push(...(await trainSpec({ model: 'gpt2', maxSteps: 10, store })))
+    const llama = await trainSpec({ model: 'llama', maxSteps: 10 })
     const [refGpt2, refLlama] = await reference
     const [resumed] = await onWasmResumed
-    expect(gpt2).toHaveLength(20)
-    expect(llama).toHaveLength(20)
-    expect(resumed).toHaveLength(10) // steps 11..20
-    expect(gpt2[19]!).toBeLessThan(gpt2[0]! - 0.1) // it learns
-    for (let i = 0; i < 20; i++) {
+    expect(gpt2).toHaveLength(10)
+    expect(llama).toHaveLength(10)
+    expect(resumed).toHaveLength(5) // steps 6..10
+    expect(gpt2[9]!).toBeLessThan(gpt2[0]! - 0.1) // it learns
+    for (let i = 0; i < 10; i++) {
       expect(Math.abs(gpt2[i]! - refGpt2![i]!), `gpt2 step ${i + 1}`).toBeLessThan(1e-4)
       expect(Math.abs(llama[i]! - refLlama![i]!), `llama step ${i + 1}`).toBeLessThan(1e-4)
     }
-    for (let i = 0; i < 10; i++)
-      expect(Math.abs(resumed![i]! - refGpt2![10 + i]!), `gpt2 on wasm, step ${11 + i}`).toBeLessThan(1e-4)
+    for (let i = 0; i < 5; i++)
+      expect(Math.abs(resumed![i]! - refGpt2![5 + i]!), `gpt2 on wasm, step ${6 + i}`).toBeLessThan(1e-4)
     // the checkpoint's manifest names the backend and adapter it was trained on
     const ckpt = await Checkpointer.open({ store, run: 'tiny-gpt2' })
     const saved = await ckpt.load()
@@ -101,10 +103,10 @@ describe('webgpu backend', () => {
     expect((saved!.manifest.config as { backend?: unknown }).backend).toEqual(info)
   }, 600_000)
 
-  test.each(['gpt2', 'llama'] as const)(
+  test.each(['gpt2', 'llama', 'qwen3'] as const)(
     '%s generation with the KV cache equals the full forward, on webgpu',
     async (type) => {
-      const m = createModel({ ...TINY_MODELS[type], vocabSize: 19, seqLen: 16 }, 9)
+      const m = createModel(TINY_MODELS[type], 9)
       const o = { maxNewTokens: 6, temperature: 0.9, topK: 8, seed: 3 }
       const cached = await generateAsync(m, [1, 2, 3], o)
       const full = await generateAsync(m, [1, 2, 3], { ...o, useCache: false })
@@ -118,7 +120,7 @@ describe('webgpu backend', () => {
 
   test('the masked loss and evalLossOf read nothing synchronously: they run on webgpu', async () => {
     const model = createModel(SMALL, 4)
-    const batch = await Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 }).trainBatch(0, 2, 8, 0)
+    const batch = await Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 }).trainBatch(0, B, T, 0)
     const engine = new DeviceEngine(model, AdamWConfig.parse({}))
     const viaEngine = await engine.evalLoss(batch)
     const viaHost = await evalLossOf(model, batch)
@@ -130,7 +132,7 @@ describe('webgpu backend', () => {
 
   test('a second checkpoint of the same engine holds the moments of its own step', async () => {
     const data = Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 })
-    const b = await Promise.all([0, 1, 2, 3, 4].map((s) => data.trainBatch(s, 2, 8, 0)))
+    const b = await Promise.all([0, 1, 2, 3, 4].map((s) => data.trainBatch(s, B, T, 0)))
     const a = new DeviceEngine(createModel(SMALL, 3), AdamWConfig.parse({}))
     await a.step(b[0]!, 1e-2)
     await a.state() // the first checkpoint reads the moments once
@@ -148,7 +150,7 @@ describe('webgpu backend', () => {
 
   test('a step that does not log reads nothing back; deferred results come in one read, the same numbers', async () => {
     const data = Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 })
-    const batches = await Promise.all([0, 1, 2, 3].map((s) => data.trainBatch(s, 2, 8, 0)))
+    const batches = await Promise.all([0, 1, 2, 3].map((s) => data.trainBatch(s, B, T, 0)))
     const run = async (defer: boolean) => {
       const model = createModel(SMALL, 2)
       const engine = new DeviceEngine(model, AdamWConfig.parse({}))
@@ -161,7 +163,7 @@ describe('webgpu backend', () => {
           out.push(...(await engine.readPending()))
         } else out.push(await engine.step(b, 1e-2))
         toHost.push(engine.lastStep.toHost)
-        expect(engine.lastStep.toDevice).toBe(12 * 2 * 8) // ids, targets, mask: 12 bytes a token
+        expect(engine.lastStep.toDevice).toBe(12 * B * T) // ids, targets, mask: 12 bytes a token
       }
       await engine.close()
       model.dispose()
@@ -182,7 +184,7 @@ describe('webgpu backend', () => {
       const model = createModel(SMALL, 2)
       const tracker = new MemoryTracker()
       const trainer = new Trainer(
-        { batchSize: 2, learningRate: 1e-2, logEvery: every, ...extra },
+        { batchSize: B, learningRate: 1e-2, logEvery: every, ...extra },
         { trackers: [tracker] },
       )
       const p = new Pipeline({ dataset: data, model, trainer, maxSteps: 10 })
@@ -205,7 +207,7 @@ describe('webgpu backend', () => {
     expect(mixed.engine.reads).toBe(4) // steps 3, 6, 9, 10
     expect(mixed.r.losses).toEqual(eager.r.losses)
     const model = createModel(SMALL, 2)
-    const trainer = new Trainer({ batchSize: 2, learningRate: 1e-2, logEvery: 10 }, { trackers: [new MemoryTracker()] })
+    const trainer = new Trainer({ batchSize: B, learningRate: 1e-2, logEvery: 10 }, { trackers: [new MemoryTracker()] })
     trainer.addHook(4, ({ step, loss }) => void hooked.push(step, loss))
     const p = new Pipeline({ dataset: data, model, trainer, maxSteps: 10 })
     await p.run()
@@ -214,33 +216,33 @@ describe('webgpu backend', () => {
     expect(hooked).toEqual([4, eager.r.losses[3], 8, eager.r.losses[7]])
   }, 240_000)
 
-  test('no tensor or GPU-buffer growth over 50 device steps (results read every 10)', async () => {
+  test('no tensor or GPU-buffer growth over 20 device steps (results read every 5)', async () => {
     const model = createModel(SMALL, 2)
     const engine = new DeviceEngine(model, AdamWConfig.parse({}))
     const data = Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 })
     const steps = async (from: number, n: number) => {
       for (let s = from; s < from + n; s++) {
-        await engine.stepDeferred(await data.trainBatch(s, 2, 8, 0), 1e-3)
-        if (s % 10 === 9) expect(await engine.readPending()).toHaveLength(10)
+        await engine.stepDeferred(await data.trainBatch(s, B, T, 0), 1e-3)
+        if (s % 5 === 4) expect(await engine.readPending()).toHaveLength(5)
       }
     }
-    await steps(0, 10) // the loop once, so that every buffer size it uses is in tfjs's pool
+    await steps(0, 5) // the loop once, so that every buffer size it uses is in tfjs's pool
     const memory = () => tf.memory() as tf.MemoryInfo & { numBytesAllocatedInGPU?: number }
     const before = memory()
     const t0 = performance.now()
     const seen: number[] = []
-    for (let s = 10; s < 60; s += 10) {
-      await steps(s, 10)
+    for (let s = 5; s < 25; s += 5) {
+      await steps(s, 5)
       seen.push(memory().numBytesAllocatedInGPU!)
     }
     const after = memory()
-    console.log(`50 device steps on ${info.adapter!.description}: ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+    console.log(`20 device steps on ${info.adapter!.description}: ${((performance.now() - t0) / 1000).toFixed(1)} s`)
     expect(after.numTensors).toBe(before.numTensors)
     expect(after.numBytes).toBe(before.numBytes)
     expect(before.numBytesAllocatedInGPU).toBeGreaterThan(0)
     expect(seen).toEqual(seen.map(() => before.numBytesAllocatedInGPU))
-    expect(engine.transferred.toHost).toBe(60 * 8)
-    expect(engine.reads).toBe(6)
+    expect(engine.transferred.toHost).toBe(25 * 8)
+    expect(engine.reads).toBe(5)
     await engine.close()
     model.dispose()
   }, 240_000)
