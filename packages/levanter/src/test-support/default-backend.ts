@@ -1,10 +1,10 @@
 /**
  * The default backend selection in a fresh process, with the GPU probe injected:
- * `tsx default-backend.ts <gpu|software|throws|none|gpu-mesh|gpu-fsdp>` hands the selection the real
+ * `tsx default-backend.ts <gpu|software|throws|none|gpu-parallel>` hands the selection the real
  * SwiftShader device described as an NVIDIA GPU (`gpu`) or as itself (`software`), a probe that
- * fails, or no adapter; with `gpu` it then trains the tiny quickstart model two steps through
- * `Pipeline`, with `gpu-mesh` the same over two data-parallel replicas (and the run names their
- * backends), with `gpu-fsdp` over two fsdp members (errors printed). Prints `{ info, backend, run }`
+ * fails, or no adapter; with `gpu` it then trains the tiny GPT-2 (test-support/backend-train.ts) two steps through
+ * `Pipeline`, with `gpu-parallel` the same over two data-parallel replicas, then over two fsdp members (`run` is
+ * `{ mesh, fsdp }`; each names its members' backends, errors printed). Prints `{ info, backend, run }`
  * as its last stdout line (logs go to stderr).
  */
 import * as tf from '@tensorflow/tfjs'
@@ -16,7 +16,7 @@ import { MemoryTracker } from '../trackers.js'
 import { Trainer } from '../trainer.js'
 import type { ProbedAdapter } from '../webgpu/adapter.js'
 import { swiftShaderAdapter } from '../webgpu/adapter.js'
-import { TINY_MODELS } from './backend-train.js'
+import { TINY_MODELS, TINY_TOKENS } from './backend-train.js'
 
 export const INJECTED_GPU = {
   vendor: 'nvidia',
@@ -39,30 +39,32 @@ const probes: Record<string, () => Promise<ProbedAdapter | undefined>> = {
   },
   none: async () => undefined,
 }
-const info = await initBackend(undefined, { probeAdapter: probes[mode!.replace(/-(mesh|fsdp)$/, '')]! })
-let run: unknown
-if (mode === 'gpu' || mode === 'gpu-mesh' || mode === 'gpu-fsdp') {
+const info = await initBackend(undefined, { probeAdapter: probes[mode!.replace(/-parallel$/, '')]! })
+/** Train the tiny GPT-2 two steps through `Pipeline` over `mesh`: its backend and losses, and the backends its
+ * replicas or members name; or the error it failed with. */
+async function train(mesh: { data: number }, fsdp: boolean): Promise<unknown> {
   const model = createModel(TINY_MODELS.gpt2, 1)
-  const mesh = mode === 'gpu' ? { data: 1 } : { data: 2 }
-  const trainer = new Trainer(
-    { batchSize: 2, logEvery: 1, mesh, fsdp: mode === 'gpu-fsdp' },
-    { trackers: [new MemoryTracker()] },
-  )
+  const trainer = new Trainer({ batchSize: 2, logEvery: 1, mesh, fsdp }, { trackers: [new MemoryTracker()] })
   let pipeline: Pipeline | undefined
   let replicas: string[] | undefined
   trainer.addHook(2, async () => {
     const engine = pipeline?.engine as { group?: { broadcast: { backend(): Promise<string[]> } } } | undefined
     if (engine?.group) replicas = await engine.group.broadcast.backend()
   })
-  const tokens = Array.from({ length: 2000 }, (_, i) => (i * 37) % 383)
   try {
-    const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
+    const dataset = Dataset.fromTokens(TINY_TOKENS, { evalFraction: 0 })
     pipeline = new Pipeline({ dataset, model, trainer, maxSteps: 2 })
     const r = await pipeline.run()
-    run = { backend: r.backend, losses: r.losses, replicas }
+    return { backend: r.backend, losses: r.losses, replicas }
   } catch (err) {
-    run = { error: (err as Error).message, code: (err as { code?: string }).code }
+    return { error: (err as Error).message, code: (err as { code?: string }).code }
+  } finally {
+    model.dispose()
   }
-  model.dispose()
 }
+
+let run: unknown
+if (mode === 'gpu') run = await train({ data: 1 }, false)
+// One process for both layouts: each member process compiles its own shaders, the driver need not start twice.
+else if (mode === 'gpu-parallel') run = { mesh: await train({ data: 2 }, false), fsdp: await train({ data: 2 }, true) }
 process.stdout.write(`${JSON.stringify({ info, backend: tf.getBackend(), run })}\n`)

@@ -33,6 +33,13 @@ async function select(
 let gpuRun: ReturnType<typeof select> | undefined
 const selectGpu = () => (gpuRun ??= select('gpu'))
 
+/** The data-parallel and the fsdp run under one driver process, once for each LEVANTER_BACKEND. */
+const parallelRuns = new Map<string | undefined, ReturnType<typeof select>>()
+function selectParallel(backend: string | undefined) {
+  if (!parallelRuns.has(backend)) parallelRuns.set(backend, select('gpu-parallel', backend))
+  return parallelRuns.get(backend)!
+}
+
 const GPU = { vendor: 'nvidia', architecture: 'hopper', device: '0x2335', description: 'NVIDIA H200', software: false }
 
 test('with a hardware adapter the default is webgpu: one log line and the run name backend and adapter', async () => {
@@ -63,30 +70,28 @@ test.concurrent.for(['software', 'throws', 'none'])(
 test.each([undefined, 'webgpu'])(
   'under a webgpu driver (LEVANTER_BACKEND=%s), data-parallel replicas train on webgpu, as one process',
   async (backend) => {
-    const [single, mesh] = [await selectGpu(), await select('gpu-mesh', backend)]
-    expect(mesh.out.backend).toBe('webgpu')
-    expect(mesh.out.run.error).toBeUndefined()
-    expect(mesh.out.run.replicas).toEqual(['webgpu', 'webgpu'])
-    expect(mesh.logs.filter((l) => /CPU kernels/.test(l.msg))).toEqual([])
-    expect(mesh.out.run.losses).toHaveLength(2)
-    mesh.out.run.losses.forEach((l: number, i: number) =>
-      expect(Math.abs(l - single.out.run.losses[i])).toBeLessThan(1e-4),
-    )
+    const [single, driver] = [await selectGpu(), await selectParallel(backend)]
+    const mesh = driver.out.run.mesh
+    expect(driver.out.backend).toBe('webgpu')
+    expect(mesh.error).toBeUndefined()
+    expect(mesh.replicas).toEqual(['webgpu', 'webgpu'])
+    expect(driver.logs.filter((l) => /CPU kernels/.test(l.msg))).toEqual([])
+    expect(mesh.losses).toHaveLength(2)
+    mesh.losses.forEach((l: number, i: number) => expect(Math.abs(l - single.out.run.losses[i])).toBeLessThan(1e-4))
   },
-  240_000,
+  300_000,
 )
 
 test.each([undefined, 'webgpu'])(
   'under a webgpu driver (LEVANTER_BACKEND=%s), fsdp members train on webgpu, as one process',
   async (backend) => {
-    const [single, fsdp] = [await selectGpu(), await select('gpu-fsdp', backend)]
-    expect(fsdp.out.backend).toBe('webgpu')
-    expect(fsdp.out.run.error).toBeUndefined()
-    expect(fsdp.out.run.replicas).toEqual(['webgpu', 'webgpu'])
-    expect(fsdp.out.run.losses).toHaveLength(2)
-    fsdp.out.run.losses.forEach((l: number, i: number) =>
-      expect(Math.abs(l - single.out.run.losses[i])).toBeLessThan(1e-4),
-    )
+    const [single, driver] = [await selectGpu(), await selectParallel(backend)]
+    const fsdp = driver.out.run.fsdp
+    expect(driver.out.backend).toBe('webgpu')
+    expect(fsdp.error).toBeUndefined()
+    expect(fsdp.replicas).toEqual(['webgpu', 'webgpu'])
+    expect(fsdp.losses).toHaveLength(2)
+    fsdp.losses.forEach((l: number, i: number) => expect(Math.abs(l - single.out.run.losses[i])).toBeLessThan(1e-4))
   },
-  240_000,
+  300_000,
 )
