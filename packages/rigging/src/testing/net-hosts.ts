@@ -363,17 +363,5 @@ export function netHostNamespaces(run: number): string[] {
   return (list.ok ? list.out.split('\n') : []).map((l) => l.split(' ')[0] ?? '').filter((name) => mine.test(name))
 }
 
-// The cluster the tests across hosts share (store and iris controller on A, workers on the others), here because
-// this module is the package's export for test hosts.
-export {
-  type ClusterWorker,
-  type HostsCluster,
-  type HostsClusterOptions,
-  S3_HOST_SCRIPT,
-  s3Env,
-  startHostsCluster,
-  startLoopbackS3,
-} from './hosts-cluster.js'
-
 export { type DelayedLink, delayLink, relayAddress, relayPorts } from './net-hosts-delay.js'
 export { type Relay, type RelayOptions, startRelay } from './net-relay.js'
