@@ -2,7 +2,8 @@
 // AVX-512 12×32), as templates over the tile size and the micro-kernel so each instantiation is
 // compiled with its own instruction set. KC, MC and NC are common to all: every element of C is
 // the FMA chain over one KC-deep pass at a time, from zero, added to C in pass order, so the two
-// kernels give the same bits, and so do the row and column splits over threads.
+// kernels give the same bits, and so do the row and column splits over threads. Only KC fixes the
+// bits: MC, NC and GROUP choose the blocks and the loop order, not the arithmetic.
 #pragma once
 
 #include <cstdint>
@@ -12,16 +13,20 @@
 namespace levanter {
 
 constexpr int64_t KC = 256;
-constexpr int64_t MC = 144;   // a multiple of both kernels' MR: the packed A block (MC×KC, 144 KiB) stays in L2
-constexpr int64_t NC = 2048;  // a multiple of both kernels' NR: the packed B block (KC×NC, 2 MiB) stays in L2/L3
+constexpr int64_t MC = 144;   // a multiple of both kernels' MR: the packed A block (MC×KC per pass) stays in L2
+constexpr int64_t NC = 1024;  // a multiple of both kernels' NR: the packed B block (KC×NC per pass, 1 MiB)
+// Passes packed together: a tile of C takes up to GROUP passes back to back while it sits in L1, so a product
+// K ≤ GROUP·KC deep writes C once instead of reading and writing it once per pass (the head's 50257-wide C
+// is 206 MB at GPT-2 small's 1024 rows).
+constexpr int64_t GROUP = 4;
 
 // Per thread (worker threads share the loaded library), allocated on first use and kept.
 inline thread_local float* packA = nullptr;
 inline thread_local float* packB = nullptr;
 
 inline bool buffers() {
-  if (!packA) packA = static_cast<float*>(std::aligned_alloc(64, MC * KC * sizeof(float)));
-  if (!packB) packB = static_cast<float*>(std::aligned_alloc(64, KC * NC * sizeof(float)));
+  if (!packA) packA = static_cast<float*>(std::aligned_alloc(64, GROUP * MC * KC * sizeof(float)));
+  if (!packB) packB = static_cast<float*>(std::aligned_alloc(64, GROUP * KC * NC * sizeof(float)));
   return packA && packB;
 }
 
@@ -82,7 +87,10 @@ struct Blocked {
     }
   }
 
-  // One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart (buffers() first).
+  // One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart (buffers() first). Per block of NC
+  // columns and GROUP passes, B and then each MC-row block of A are packed pass by pass; each tile of C then runs
+  // the group's passes in order (pass p: its sum from zero, stored, or added to C unless it is the product's first
+  // pass and not accumulating), the same arithmetic as one pass over all of C at a time.
   static void gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
                    bool accumulate) {
     alignas(64) float tile[MR * NR];
@@ -94,27 +102,35 @@ struct Blocked {
     }
     for (int64_t jc = 0; jc < N; jc += NC) {
       const int64_t nb = N - jc < NC ? N - jc : NC;
-      for (int64_t pc = 0; pc < K; pc += KC) {
-        const int64_t kb = K - pc < KC ? K - pc : KC;
-        const bool add = accumulate || pc > 0;
-        packB(b, pc, kb, jc, nb, levanter::packB);
+      const int64_t nbPad = (nb + NR - 1) / NR * NR;  // pass p's panels start at p·KC·nbPad
+      for (int64_t pg = 0; pg < K; pg += GROUP * KC) {
+        const int64_t kg = K - pg < GROUP * KC ? K - pg : GROUP * KC;
+        const int64_t passes = (kg + KC - 1) / KC;
+        const auto depth = [&](int64_t p) { return kg - p * KC < KC ? kg - p * KC : KC; };
+        for (int64_t p = 0; p < passes; p++) packB(b, pg + p * KC, depth(p), jc, nb, levanter::packB + p * KC * nbPad);
         for (int64_t ic = 0; ic < M; ic += MC) {
           const int64_t mb = M - ic < MC ? M - ic : MC;
-          packA(a, ic, mb, pc, kb, levanter::packA);
+          const int64_t mbPad = (mb + MR - 1) / MR * MR;
+          for (int64_t p = 0; p < passes; p++)
+            packA(a, ic, mb, pg + p * KC, depth(p), levanter::packA + p * KC * mbPad);
           for (int64_t jr = 0; jr < nb; jr += NR) {
             const int64_t cols = nb - jr < NR ? nb - jr : NR;
-            const float* bp = levanter::packB + jr * kb;
             for (int64_t ir = 0; ir < mb; ir += MR) {
               const int64_t rows = mb - ir < MR ? mb - ir : MR;
-              const float* ap = levanter::packA + ir * kb;
               float* ct = c + (ic + ir) * ldc + jc + jr;
-              if (rows == MR && cols == NR) {
-                kernel(kb, ap, bp, ct, ldc, add);
-              } else {
-                kernel(kb, ap, bp, tile, NR, false);
-                for (int64_t i = 0; i < rows; i++)
-                  for (int64_t j = 0; j < cols; j++)
-                    ct[i * ldc + j] = add ? ct[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+              for (int64_t p = 0; p < passes; p++) {
+                const int64_t kb = depth(p);
+                const bool add = accumulate || pg + p * KC > 0;
+                const float* bp = levanter::packB + p * KC * nbPad + jr * kb;
+                const float* ap = levanter::packA + p * KC * mbPad + ir * kb;
+                if (rows == MR && cols == NR) {
+                  kernel(kb, ap, bp, ct, ldc, add);
+                } else {
+                  kernel(kb, ap, bp, tile, NR, false);
+                  for (int64_t i = 0; i < rows; i++)
+                    for (int64_t j = 0; j < cols; j++)
+                      ct[i * ldc + j] = add ? ct[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+                }
               }
             }
           }

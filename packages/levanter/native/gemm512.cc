@@ -15,6 +15,13 @@ void kernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, b
   __m512 acc[MR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  if (add) {  // the tile of C arrives while the FMAs run
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
+    }
+  }
   for (int64_t k = 0; k < kb; k++) {
     const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 12

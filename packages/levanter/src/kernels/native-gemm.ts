@@ -36,7 +36,7 @@ export function replicaThreadsEnv(replicas: number): { LEVANTER_THREADS: string 
 }
 
 /** native/gemm-impl.h's blocking and the tiles of its AVX2 and AVX-512 kernels (tests aim their edge cases at them). */
-export const NATIVE_BLOCKING = { MR: 6, NR: 16, MR512: 12, NR512: 32, KC: 256, MC: 144, NC: 2048 } as const
+export const NATIVE_BLOCKING = { MR: 6, NR: 16, MR512: 12, NR512: 32, KC: 256, MC: 144, NC: 1024, GROUP: 4 } as const
 
 const ADDON = fileURLToPath(new URL('../../native/build/Release/levanter_gemm.node', import.meta.url))
 let loaded: { addon?: NativeGemmAddon; reason?: string } | undefined
