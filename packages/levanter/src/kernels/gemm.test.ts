@@ -68,12 +68,17 @@ const CASES: [string, Case][] = [
 ]
 
 // The native GEMM's own edges (native/gemm.cc: 6×16 tiles, MC rows of A and NC columns of B per packed block).
-const { MR: NMR, MC: NMC, NC: NNC, KC: NKC } = NATIVE_BLOCKING
+const { MR: NMR, MC: NMC, NC: NNC, KC: NKC, GROUP: NGROUP } = NATIVE_BLOCKING
 const NATIVE_CASES: [string, Case][] = [
   ['one tile of rows and one more', { sa: [NMR + 1, 19], sb: [19, 33], tA: false, tB: false }],
   ['more rows than a packed block', { sa: [NMC + 7, 20], sb: [20, 17], tA: false, tB: false }],
   ['wider than a native block', { sa: [7, 5], sb: [5, NNC + 19], tA: false, tB: false }],
   ['deeper than a native pass, both transposed', { sa: [NKC + 21, 14], sb: [35, NKC + 21], tA: true, tB: true }],
+  // a tile of C runs a group of passes back to back: past one group, ragged in every dimension
+  [
+    'deeper than a group of passes',
+    { sa: [2 * NMR + 5, NGROUP * NKC + 37], sb: [NGROUP * NKC + 37, 45], tA: false, tB: false },
+  ],
   ['full tiles, a transposed (weight gradients)', { sa: [NKC + 3, 2 * NMR], sb: [NKC + 3, 32], tA: true, tB: false }],
   ['full tiles, b transposed', { sa: [2 * NMR, 40], sb: [48, 40], tA: false, tB: true }],
   ['batched with a left broadcast, both transposed', { sa: [9, 13], sb: [3, 17, 9], tA: true, tB: true }],
