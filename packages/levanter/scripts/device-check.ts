@@ -4,8 +4,10 @@
  * machine lacks one), checks levanter's ops, its WGSL kernels (src/webgpu/kernels/: softmax,
  * LayerNorm, column sums, AdamW) and a model's loss and gradients on the GPU against the cpu
  * backend (where the composite ops run), then trains the quickstart's reference config and a
- * GPT-2-small-sized model for a fixed number of steps on the device-resident step. Prints one JSON
- * line per result; exits 1 when a check fails or no GPU adapter is found, 2 on bad usage.
+ * GPT-2-small-sized model for a fixed number of steps on the device-resident step. Between the two,
+ * fsdp `{ data: 2 }` and `{ model: 2 }` members, each its own process on the GPU, must match one
+ * process within 1e-4 (device-mesh-check.ts). Prints one JSON line per result; exits 1 when a check
+ * fails (a member off the GPU included) or no GPU adapter is found, 2 on bad usage.
  *
  * --software accepts SwiftShader (no GPU); --quick shrinks both models so that SwiftShader runs them.
  */
@@ -27,6 +29,7 @@ import { DeviceAdamW } from '../src/optim/adamw-device.js'
 import { loadVulkanLoader } from '../src/webgpu/adapter.js'
 import { fp32PeakFlops } from '../src/webgpu/peak.js'
 import { unpackSwiftShader } from '../src/webgpu/swiftshader.js'
+import { MESH_TOLERANCE, meshEquality } from './device-mesh-check.js'
 
 const USAGE =
   'usage: pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X]\n' +
@@ -304,9 +307,10 @@ async function main(): Promise<void> {
   const o = parse()
   const started = performance.now()
   // Without a Vulkan loader on the machine, the one shipped with SwiftShader serves the GPU's driver too.
+  let brought: string | undefined
   if (loadVulkanLoader() === undefined) {
-    const loader = unpackSwiftShader().loader
-    emit({ check: 'vulkan-loader', brought: loader, ok: loadVulkanLoader(loader) !== undefined })
+    brought = unpackSwiftShader().loader
+    emit({ check: 'vulkan-loader', brought, ok: loadVulkanLoader(brought) !== undefined })
   }
   const info = await initBackend(o.software ? 'webgpu' : undefined)
   emit({ check: 'adapter', backend: info.name, adapter: info.adapter ?? null })
@@ -317,7 +321,22 @@ async function main(): Promise<void> {
     )
     process.exit(1)
   }
-  const ok = await kernelEquality(o.quick)
+  let ok = await kernelEquality(o.quick)
+  // fsdp and tensor-parallel members, each its own process on this GPU, against one process
+  const meshModel: ModelConfigInput = o.quick
+    ? { type: 'gpt2', vocabSize: 32, seqLen: 8, dModel: 16, nLayers: 1, nHeads: 2 }
+    : { type: 'gpt2', vocabSize: 512, seqLen: 64, dModel: 64, nLayers: 2, nHeads: 4 }
+  for (const m of await meshEquality(meshModel, info, brought)) {
+    emit(m)
+    if (!m.pass)
+      process.stderr.write(
+        `device-check: FAILED mesh ${m.layout}: ` +
+          (m.error ?? `${m.steps} steps, errors loss ${m.maxLossErr}, gradient norm ${m.maxGradNormErr}, `) +
+          (m.error ? '' : `weights ${m.maxWeightErr} (tolerance ${MESH_TOLERANCE})`) +
+          '\n',
+      )
+    ok &&= m.pass
+  }
   const reference: ModelConfigInput = o.quick
     ? { type: 'gpt2', vocabSize: 512, seqLen: 32, dModel: 32, nLayers: 1, nHeads: 2 }
     : { type: 'gpt2', vocabSize: 512, seqLen: 128, dModel: 128, nLayers: 2, nHeads: 4 }

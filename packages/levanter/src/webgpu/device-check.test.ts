@@ -1,6 +1,7 @@
 /**
  * `pnpm device-check` as a real child process: bad usage exits 2 naming the flag; with
- * `--software --quick` it runs whole on SwiftShader (or this machine's GPU) and prints its JSON lines.
+ * `--software --quick` it runs whole on SwiftShader (or this machine's GPU) and prints its JSON lines,
+ * fsdp and model-axis members on the same adapter among them.
  */
 import { execFile } from 'node:child_process'
 import path from 'node:path'
@@ -25,7 +26,7 @@ test('bad usage exits 2 and names the flag', async () => {
   expect(unknown.stderr).toMatch(/--gpu/)
 })
 
-test('--software --quick prints the adapter, passing kernel checks and a training line per model', async () => {
+test('--software --quick prints the adapter, passing kernel and mesh checks and a training line per model', async () => {
   const r = await run(['--software', '--quick', '--steps', '1'])
   expect(r.stderr.replace(/Warning: vkCreateInstance[^\n]*\n|\s+at CheckVkSuccessImpl[^\n]*\n/g, '')).not.toMatch(
     /Error/,
@@ -52,6 +53,20 @@ test('--software --quick prints the adapter, passing kernel checks and a trainin
       name,
     ).toBe(true)
   for (const k of kernels) expect(k.pass, String(k.name)).toBe(true)
+  // fsdp and tensor-parallel members, each a process of its own on the same adapter, against one process
+  const meshes = lines.filter((l) => l.check === 'mesh')
+  expect(meshes.map((m) => m.layout)).toEqual(['data 2 fsdp', 'model 2'])
+  for (const m of meshes) {
+    expect(m.error, String(m.layout)).toBeUndefined()
+    expect(m.members).toEqual([
+      { backend: 'webgpu', adapter: expect.any(String) },
+      { backend: 'webgpu', adapter: expect.any(String) },
+    ])
+    expect(m.steps).toBe(3)
+    expect(m.weightsCompared).toBeGreaterThan(0)
+    for (const k of ['maxLossErr', 'maxGradNormErr', 'maxWeightErr']) expect(m[k], k).toBeLessThan(1e-4)
+    expect(m.pass).toBe(true)
+  }
   const train = lines.filter((l) => l.check === 'train')
   expect(train.map((t) => t.model)).toEqual(['reference', 'gpt2-small'])
   for (const t of train) {
@@ -61,4 +76,4 @@ test('--software --quick prints the adapter, passing kernel checks and a trainin
   }
   expect(lines.at(-1)).toMatchObject({ check: 'done', ok: true })
   expect(r.code).toBe(0)
-}, 300_000)
+}, 600_000)

@@ -1,0 +1,155 @@
+/**
+ * @module The device check's mesh case: fsdp over `{ data: 2 }` and tensor parallel over `{ model: 2 }`,
+ * each member its own process on the driver's GPU, train a few steps and must match one process on
+ * the GPU within 1e-4 (losses, gradient norms, every weight). Each member says which backend and
+ * adapter it computes on; a member off the driver's adapter (a machine whose members fell back to
+ * SwiftShader or to the CPU kernels) fails the case by name, as does a member that does not start.
+ */
+import path from 'node:path'
+import { LocalClient, withClient } from '@marin/fray'
+import type { BackendInfo } from '../src/backend.js'
+import { Dataset } from '../src/data/dataset.js'
+import { DeviceEngine } from '../src/device-engine.js'
+import type { StepResult, TrainTensors } from '../src/engine.js'
+import { ModelConfig } from '../src/models/config.js'
+import type { ModelConfigInput } from '../src/models/config.js'
+import { createModel } from '../src/models/lm.js'
+import { AdamWConfig } from '../src/optim/adamw.js'
+import { MeshEngine } from '../src/parallel/mesh-engine.js'
+
+export const MESH_TOLERANCE = 1e-4
+const STEPS = 3
+const BATCH = 4
+const LR = 1e-2
+
+/** What one layout's case found; `pass` only when every step and weight was compared and within the tolerance. */
+export type MeshCheck = {
+  readonly check: 'mesh'
+  readonly layout: string
+  readonly members: readonly { readonly backend: string; readonly adapter: string | null }[]
+  readonly steps: number
+  readonly maxLossErr: number
+  readonly maxGradNormErr: number
+  readonly maxWeightErr: number
+  readonly weightsCompared: number
+  readonly pass: boolean
+  readonly error?: string
+}
+
+const LAYOUTS = [
+  { layout: 'data 2 fsdp', mesh: { data: 2, model: 1 }, fsdp: true },
+  { layout: 'model 2', mesh: { data: 1, model: 2 }, fsdp: false },
+] as const
+
+const describe = (i: BackendInfo | undefined) =>
+  i?.adapter
+    ? `${i.adapter.description || i.adapter.vendor} (${i.adapter.device}${i.adapter.software ? ', software' : ''})`
+    : null
+
+/** Largest |a − b| over two arrays (Infinity when their lengths differ). */
+function maxAbs(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  if (a.length !== b.length) return Infinity
+  let worst = 0
+  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!))
+  return Number.isNaN(worst) ? Infinity : worst
+}
+
+async function reference(
+  cfg: ModelConfigInput,
+  data: Dataset,
+): Promise<{ results: StepResult[]; state: TrainTensors }> {
+  const engine = new DeviceEngine(createModel(cfg, 2), AdamWConfig.parse({}))
+  try {
+    const results: StepResult[] = []
+    for (let s = 0; s < STEPS; s++)
+      results.push(await engine.step(await data.trainBatch(s, BATCH, engine.model.config.seqLen, 0), LR))
+    return { results, state: await engine.state() }
+  } finally {
+    await engine.close()
+    engine.model.dispose()
+  }
+}
+
+/**
+ * Runs both layouts against one process on the driver's backend `driver` (which must be webgpu).
+ * Members start as processes of their own (each starts the GPU backend itself), every layout's at
+ * once while this process trains the reference; with a Vulkan loader
+ * brought from the registry (`broughtLoader`) they find it on their library path.
+ */
+export async function meshEquality(
+  cfg: ModelConfigInput,
+  driver: BackendInfo,
+  broughtLoader?: string,
+): Promise<MeshCheck[]> {
+  if (driver.name !== 'webgpu' || !driver.adapter)
+    throw new Error(`device-check mesh: the driver runs on ${driver.name} without a GPU adapter; nothing to compare`)
+  if (broughtLoader)
+    process.env.LD_LIBRARY_PATH = [path.dirname(broughtLoader), process.env.LD_LIBRARY_PATH].filter(Boolean).join(':')
+  const { seqLen: T, vocabSize } = ModelConfig.parse(cfg)
+  const tokens = Array.from({ length: BATCH * (T + 1) * (STEPS + 1) }, (_, i) => (i * 7919) % vocabSize)
+  const data = Dataset.fromTokens(tokens, { evalFraction: 0 })
+  const client = new LocalClient()
+  // Every layout's members start at once, while this process trains the reference.
+  const starting = LAYOUTS.map(({ mesh, fsdp }) => {
+    const model = createModel(cfg, 2)
+    const p = withClient(client, () => MeshEngine.create(model, AdamWConfig.parse({}), { mesh, fsdp })).finally(() =>
+      model.dispose(),
+    )
+    p.catch(() => {}) // read below, in order
+    return p
+  })
+  const out: MeshCheck[] = []
+  try {
+    const one = await reference(cfg, data)
+    for (const [k, { layout }] of LAYOUTS.entries()) {
+      const found = { members: [] as MeshCheck['members'], steps: 0, maxLossErr: Infinity, maxGradNormErr: Infinity }
+      let maxWeightErr = Infinity,
+        weightsCompared = 0,
+        error: string | undefined
+      try {
+        const engine = await starting[k]!
+        const infos = await engine.group.broadcast.backendInfo()
+        found.members = infos.map((i) => ({ backend: i.name, adapter: describe(i) }))
+        const off = infos.findIndex((i) => i.name !== 'webgpu' || describe(i) !== describe(driver))
+        if (off >= 0)
+          throw new Error(
+            `member ${off} computes on ${infos[off]!.name} ${describe(infos[off]) ?? '(no adapter)'}, ` +
+              `not on the driver's webgpu ${describe(driver)}`,
+          )
+        const got: StepResult[] = []
+        for (let s = 0; s < STEPS; s++) got.push(await engine.step(await data.trainBatch(s, BATCH, T, 0), LR))
+        found.steps = got.length
+        found.maxLossErr = maxAbs(
+          got.map((r) => r.loss),
+          one.results.map((r) => r.loss),
+        )
+        found.maxGradNormErr = maxAbs(
+          got.map((r) => r.gradNorm),
+          one.results.map((r) => r.gradNorm),
+        )
+        const state = await engine.state()
+        maxWeightErr = 0
+        for (const [name, w] of one.state.weights) {
+          const v = state.weights.get(name)
+          maxWeightErr = Math.max(maxWeightErr, v ? maxAbs(v, w) : Infinity)
+          weightsCompared++
+        }
+        if (state.weights.size !== one.state.weights.size) maxWeightErr = Infinity
+      } catch (err) {
+        error = (err as Error).message
+      }
+      const pass =
+        error === undefined &&
+        found.steps === STEPS &&
+        weightsCompared > 0 &&
+        found.maxLossErr < MESH_TOLERANCE &&
+        found.maxGradNormErr < MESH_TOLERANCE &&
+        maxWeightErr < MESH_TOLERANCE
+      out.push({ check: 'mesh', layout, ...found, maxWeightErr, weightsCompared, pass, ...(error ? { error } : {}) })
+    }
+  } finally {
+    await Promise.allSettled(starting.map((p) => p.then((e) => e.close())))
+    await client.shutdown()
+  }
+  return out
+}
