@@ -11,10 +11,12 @@ import type { StepResult } from '../engine.js'
 import { createModel } from '../models/lm.js'
 import { AdamWConfig } from '../optim/adamw.js'
 import { DataParallelEngine } from '../parallel/data-parallel.js'
+import { TINY_BATCH, TINY_MODELS, TINY_TOKENS } from '../test-support/backend-train.js'
 
-/** The smallest model that still has every part: SwiftShader is slow. */
-const SMALL = { type: 'llama', vocabSize: 16, seqLen: 8, dModel: 8, nLayers: 1, nHeads: 2 } as const
-const TOKENS = Array.from({ length: 4000 }, (_, i) => (i * 7) % 15)
+/** The tiny Llama (every matrix dimension 16): SwiftShader is slow, compiling each distinct product most of all, and
+ * each replica (batches of one sequence) compiles three. */
+const SMALL = TINY_MODELS.llama
+const BATCH = 2 * TINY_BATCH.batchSize
 
 beforeAll(async () => {
   await initBackend('webgpu')
@@ -22,8 +24,8 @@ beforeAll(async () => {
 
 test('2 replicas on webgpu match one webgpu process; each reads its flat gradient once a step', async () => {
   const adamw = AdamWConfig.parse({})
-  const data = Dataset.fromTokens(TOKENS, { evalFraction: 0 })
-  const batches = await Promise.all([0, 1, 2].map((s) => data.trainBatch(s, 4, SMALL.seqLen, 0)))
+  const data = Dataset.fromTokens(TINY_TOKENS, { evalFraction: 0 })
+  const batches = await Promise.all([0, 1, 2].map((s) => data.trainBatch(s, BATCH, TINY_BATCH.seqLen, 0)))
   // The replicas start (their own processes) while this process trains the reference.
   const model = createModel(SMALL, 2)
   const params = model.numParams()
@@ -56,7 +58,7 @@ test('2 replicas on webgpu match one webgpu process; each reads its flat gradien
       expect(p.transfer!.reads).toBe(1)
       expect(p.transfer!.toHost).toBe(4 * (params + 1))
       // the summed gradient, and this replica's half of the batch (ids, targets, mask: 12 bytes a token)
-      expect(p.transfer!.toDevice).toBe(4 * params + 12 * 2 * SMALL.seqLen)
+      expect(p.transfer!.toDevice).toBe(4 * params + 12 * (BATCH / 2) * TINY_BATCH.seqLen)
     }
     const read = phases[0]![0]!.transfer!.toHost
     console.log(`data-parallel on webgpu: ${params} parameters, ${read} bytes read per step per replica`)
