@@ -1,17 +1,17 @@
 /** @module Evaluation as an executor step: evaluate a checkpoint on tasks, store results in finestore, write them to
- * the step's output. */
+ * the step's output. The output, the store and a checkpoint folder may be in an object store (a prefix `s3://…`):
+ * results go through the output's storage, and a checkpoint folder given as a URL is copied to this machine first. */
 import { existsSync } from 'node:fs'
-import { mkdir, writeFile } from 'node:fs/promises'
-import { join } from 'node:path'
-import { openStore, storeUrl } from '@marin/finestore'
-import { marinPrefix } from '@marin/rigging'
+import { openStore, storeUrl, type Store } from '@marin/finestore'
+import { marinPrefix, openStorage } from '@marin/rigging'
 import { MarinError } from '../errors.js'
 import { isOutputRef, step } from '../executor/step.js'
 import { versioned } from '../executor/versioned.js'
 import { mainArtifact, writeArtifacts } from '../steps/artifacts.js'
+import { localCopies } from './remote-files.js'
 import { formatArtifactRef, isArtifactRef, type ArtifactRef } from '../executor/artifacts.js'
 import { serveProcess, type ServeProcess } from './serve-process.js'
-import type { OutputRef, Step } from '../executor/step.js'
+import type { OutputRef, Step, StepContext } from '../executor/step.js'
 import { evaluate, resolveTasks } from './evaluate.js'
 import { OpenAICompletionsModel } from './openai-model.js'
 
@@ -79,7 +79,6 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
     fn: async (resolved, ctx) => {
       const c = resolved as unknown as EvalStepConfig
       const prefix = options.prefix ? marinPrefix({ prefix: options.prefix }) : ctx.prefix
-      const store = await openStore({ url: storeUrl(prefix) })
       const lmEval = {
         ...(c.lmEvalTasks !== undefined ? { tasksDir: c.lmEvalTasks } : {}),
         ...(c.dataDir !== undefined ? { dataDir: c.dataDir } : {}),
@@ -89,57 +88,90 @@ export function evalStep(name: string, config: EvalStepConfig, options: { readon
       const tasks = await resolveTasks(c.tasks as string[], { size: c.size, lmEval })
       // The artifact a step committed (`trainStep` → `models/<name>@v`), as a reference or through its artifacts.json.
       const given = c.checkpoint as unknown
-      const checkpoint = isArtifactRef(given)
+      const named = isArtifactRef(given)
         ? formatArtifactRef(given)
         : typeof given === 'string' && given.endsWith('artifacts.json')
           ? await mainArtifact(given)
           : (given as string | undefined)
-      let model
-      let server: ServeProcess | undefined
-      if (checkpoint && c.serve) {
-        const tokenizer = c.tokenizer as string | undefined
-        server = await serveProcess({ checkpoint, prefix, ...(tokenizer ? { tokenizer } : {}) })
-        ctx.log.info({ url: server.baseUrl, pid: server.pid, checkpoint }, 'marin serve is up')
-        model = new OpenAICompletionsModel({ baseUrl: server.baseUrl, model: server.name })
-      } else if (checkpoint) {
-        // The model stack loads only here, so that importing evalStep stays light.
-        const [{ initBackend }, { loadModel }, { LocalLanguageModel }] = await Promise.all([
-          import('@marin/levanter'),
-          import('../serve/load-model.js'),
-          import('./local-model.js'),
-        ])
-        await initBackend()
-        const tokenizerPath = c.tokenizer as string | undefined
-        const loaded = await loadModel({ checkpoint, prefix, ...(tokenizerPath ? { tokenizerPath } : {}) })
-        model = new LocalLanguageModel(loaded.model, loaded.tokenizer, `local:${checkpoint}`)
-      } else if (c.endpoint) {
-        model = new OpenAICompletionsModel({ baseUrl: c.endpoint, model: c.model ?? 'default' })
-      } else {
-        throw new MarinError('BAD_CONFIG', `step ${name}: config needs checkpoint or endpoint; set one of them`)
-      }
-      const lineage = checkpoint && !existsSync(checkpoint) ? [checkpoint] : []
-      let r
+      // A checkpoint folder or tokenizer in an object store (another step's output on an s3:// prefix) is read from
+      // a copy on this machine, removed when the step ends.
+      const copies = localCopies(prefix)
+      const store = await openStore({ url: storeUrl(prefix) })
       try {
-        r = await evaluate({
-          model,
-          tasks,
-          limit: c.limit,
-          store,
-          artifact: c.artifact ?? `eval/${name.replace(/\//g, '-')}`,
-          lineage,
-        })
+        const checkpoint =
+          named === undefined ? undefined : await copies.local(named, 'folder', `step ${name}: checkpoint`)
+        const tokenizer =
+          c.tokenizer === undefined
+            ? undefined
+            : await copies.local(c.tokenizer as string, 'file', `step ${name}: tokenizer`)
+        // An artifact reference (neither a path nor a URL) is the results' lineage.
+        const lineage = named && named === checkpoint && !existsSync(named) ? [named] : []
+        const label = named ?? c.endpoint
+        return await evaluateWith(c, { name, prefix, checkpoint, tokenizer, label, lineage, store, tasks, ctx })
       } finally {
-        await server?.close()
+        store.close()
+        await copies.remove()
       }
-      await mkdir(ctx.outputPath, { recursive: true })
-      await writeFile(
-        join(ctx.outputPath, 'results.json'),
-        JSON.stringify({ ref: r.ref, ...r.summary }, null, 2) + '\n',
-      )
-      // artifacts.json names the stored results (summary and per-sample records), as every step that commits does.
-      if (r.ref) await writeArtifacts(ctx.outputPath, { artifacts: [r.ref] })
-      ctx.log.info({ ref: r.ref }, 'evaluation stored')
-      return { ref: r.ref, ...r.summary }
     },
   })
+}
+
+/** Loads or serves the model, evaluates it, and writes `results.json` and `artifacts.json` into the output. */
+async function evaluateWith(
+  c: EvalStepConfig,
+  o: {
+    name: string
+    prefix: string
+    checkpoint: string | undefined
+    tokenizer: string | undefined
+    /** The checkpoint as given (not its local copy). */
+    label: string | undefined
+    lineage: string[]
+    store: Store
+    tasks: Awaited<ReturnType<typeof resolveTasks>>
+    ctx: StepContext
+  },
+): Promise<Record<string, unknown>> {
+  const { name, prefix, checkpoint, tokenizer, ctx } = o
+  let model
+  let server: ServeProcess | undefined
+  if (checkpoint && c.serve) {
+    server = await serveProcess({ checkpoint, prefix, ...(tokenizer ? { tokenizer } : {}) })
+    ctx.log.info({ url: server.baseUrl, pid: server.pid, checkpoint }, 'marin serve is up')
+    model = new OpenAICompletionsModel({ baseUrl: server.baseUrl, model: server.name })
+  } else if (checkpoint) {
+    // The model stack loads only here, so that importing evalStep stays light.
+    const [{ initBackend }, { loadModel }, { LocalLanguageModel }] = await Promise.all([
+      import('@marin/levanter'),
+      import('../serve/load-model.js'),
+      import('./local-model.js'),
+    ])
+    await initBackend()
+    const loaded = await loadModel({ checkpoint, prefix, ...(tokenizer ? { tokenizerPath: tokenizer } : {}) })
+    model = new LocalLanguageModel(loaded.model, loaded.tokenizer, `local:${o.label}`)
+  } else if (c.endpoint) {
+    model = new OpenAICompletionsModel({ baseUrl: c.endpoint, model: c.model ?? 'default' })
+  } else {
+    throw new MarinError('BAD_CONFIG', `step ${name}: config needs checkpoint or endpoint; set one of them`)
+  }
+  let r
+  try {
+    r = await evaluate({
+      model,
+      tasks: o.tasks,
+      limit: c.limit,
+      store: o.store,
+      artifact: c.artifact ?? `eval/${name.replace(/\//g, '-')}`,
+      lineage: o.lineage,
+    })
+  } finally {
+    await server?.close()
+  }
+  // Through the output's storage (a folder or an object store), each file written whole.
+  const out = await openStorage(ctx.outputPath)
+  await out.write('results.json', JSON.stringify({ ref: r.ref, ...r.summary }, null, 2) + '\n')
+  // artifacts.json names the stored results (summary and per-sample records), as every step that commits does.
+  if (r.ref) await writeArtifacts(ctx.outputPath, { artifacts: [r.ref] })
+  ctx.log.info({ ref: r.ref }, 'evaluation stored')
+  return { ref: r.ref, ...r.summary }
 }
