@@ -15,10 +15,10 @@
  *
  * `pnpm quickstart` runs it (steps as jobs on a local iris cluster); `marin run experiments/quickstart.ts`
  * does the same, and takes `--dry-run`, `--force`, `--local`. `QUICKSTART_SCALE=tiny` runs the same
- * pipeline on 20 documents with a very small model, for tests.
+ * pipeline on 20 documents with a very small model, for tests. `MARIN_PREFIX` may be a folder or an object store
+ * (`s3://bucket/marin`): every step reads and writes through the prefix's storage.
  */
-import { readFile, writeFile, mkdir } from 'node:fs/promises'
-import { join, resolve } from 'node:path'
+import { resolve } from 'node:path'
 import {
   BROWN_HELD_OUT_FILES,
   BUILTIN_TASKS,
@@ -36,7 +36,7 @@ import {
 } from '@marin/marin'
 import type { ExperimentRecord, StepArtifacts, TrainStepOptions, TrainSummary } from '@marin/marin'
 import { readBrown } from '@marin/datakit'
-import { setLogLevel } from '@marin/rigging'
+import { openStorage, setLogLevel } from '@marin/rigging'
 
 const tiny = process.env.QUICKSTART_SCALE === 'tiny'
 
@@ -90,9 +90,9 @@ const text = step({
   fn: async (c, { outputPath, log }) => {
     // The evaluation tasks use the last files; they never reach training.
     const docs = readBrown({ part: 'train', files: c.documents })
-    await mkdir(outputPath, { recursive: true })
-    await writeFile(
-      join(outputPath, 'brown.jsonl'),
+    // Through the output's storage: a folder, or objects on a prefix in an object store.
+    await (await openStorage(outputPath)).write(
+      'brown.jsonl',
       docs.map((d) => JSON.stringify({ id: d.id, text: d.text, genre: d.genre })).join('\n') + '\n',
     )
     log.info({ documents: docs.length }, 'wrote the corpus')
@@ -132,11 +132,13 @@ if (record?.status === 'SUCCESS') await printSummary(record)
 
 /** What a newcomer wants at the end: the model to serve, its scores against the bar, and the report. */
 async function printSummary(record: ExperimentRecord): Promise<void> {
-  const out = (s: string) => record.steps.find((r) => r.name === s)!.outputPath
-  const trainedFile = join(out('gpt-brown'), 'artifacts.json')
-  const trained = parseStepArtifacts(await readFile(trainedFile, 'utf8'), trainedFile) as StepArtifacts & TrainSummary
+  // Each step's output is a folder or, on a prefix in an object store, a URL: both are read through storage.
+  const out = (s: string) => openStorage(record.steps.find((r) => r.name === s)!.outputPath)
+  const trainedFile = `${record.steps.find((r) => r.name === 'gpt-brown')!.outputPath}/artifacts.json`
+  const trainedText = await (await out('gpt-brown')).readText('artifacts.json')
+  const trained = parseStepArtifacts(trainedText, trainedFile) as StepArtifacts & TrainSummary
   const model = formatArtifactRef(trained.artifacts[0]!)
-  const results = JSON.parse(await readFile(join(out('eval-brown'), 'results.json'), 'utf8'))
+  const results = JSON.parse(await (await out('eval-brown')).readText('results.json'))
   const skipped = record.steps.filter((r) => r.status === 'SKIPPED').length
   const seconds = (Date.parse(record.finishedAt) - Date.parse(record.startedAt)) / 1000
   // Commands run from the repository root; a prefix other than the default goes with them.
@@ -180,5 +182,7 @@ async function printSummary(record: ExperimentRecord): Promise<void> {
       )
   }
   console.log(`evaluation results: ${results.ref}`)
-  console.log(`report: ${resolve(process.env.QUICKSTART_SITE ?? './site', 'index.html')}`)
+  const site = process.env.QUICKSTART_SITE ?? './site'
+  const isUrl = /^[a-z][a-z0-9+.-]*:\/\//i.test(site)
+  console.log(`report: ${isUrl ? `${site.replace(/\/+$/, '')}/index.html` : resolve(site, 'index.html')}`)
 }
