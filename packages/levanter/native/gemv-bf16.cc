@@ -20,6 +20,7 @@ namespace levanter::bf16w {
 namespace {
 
 constexpr int64_t PANEL = 64;  // columns per panel: four 16-lane accumulators per row of A
+constexpr int PF_BYTES = 2048;  // software prefetch distance along the stream
 
 inline uint32_t bf16(float x) {
   uint32_t u;
@@ -39,10 +40,10 @@ void panels(const Matrix& w, const uint32_t* ap, float* c, int64_t ldc, int64_t 
       for (int q = 0; q < 4; q++) acc[i][q] = _mm512_setzero_ps();
     for (int64_t kp = 0; kp < Kp; kp++) {
       const uint16_t* s = src + kp * 2 * PANEL;
-      _mm_prefetch(reinterpret_cast<const char*>(s) + 2048, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(s) + 2048 + 64, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(s) + 2048 + 128, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(s) + 2048 + 192, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(s) + PF_BYTES, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(s) + PF_BYTES + 64, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(s) + PF_BYTES + 128, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(s) + PF_BYTES + 192, _MM_HINT_T0);
       const __m512bh b0 = (__m512bh)_mm512_load_si512(s), b1 = (__m512bh)_mm512_load_si512(s + 32);
       const __m512bh b2 = (__m512bh)_mm512_load_si512(s + 64), b3 = (__m512bh)_mm512_load_si512(s + 96);
       for (int i = 0; i < M; i++) {
