@@ -18,7 +18,9 @@ import { AdamWConfig } from '../src/optim/adamw.js'
 import { MeshEngine } from '../src/parallel/mesh-engine.js'
 
 export const MESH_TOLERANCE = 1e-4
-const STEPS = 3
+/** Steps each layout trains. */
+export const MESH_STEPS = 3
+const STEPS = MESH_STEPS
 const BATCH = 4
 const LR = 1e-2
 
@@ -46,8 +48,31 @@ const describe = (i: BackendInfo | undefined) =>
     ? `${i.adapter.description || i.adapter.vendor} (${i.adapter.device}${i.adapter.software ? ', software' : ''})`
     : null
 
+/** Why the members are not all on the driver's GPU (naming the first that is not), or undefined when they are. */
+export function memberOffDriver(members: readonly BackendInfo[], driver: BackendInfo): string | undefined {
+  if (members.length === 0) return 'no member answered'
+  const off = members.findIndex((i) => i.name !== 'webgpu' || !i.adapter || describe(i) !== describe(driver))
+  if (off < 0) return undefined
+  return (
+    `member ${off} computes on ${members[off]!.name} ${describe(members[off]) ?? '(no adapter)'}, ` +
+    `not on the driver's ${driver.name} ${describe(driver) ?? '(no adapter)'}`
+  )
+}
+
+/** Whether a layout's case passes: no error, every step run, weights compared, every error a number within 1e-4. */
+export function meshPasses(
+  c: Pick<MeshCheck, 'steps' | 'maxLossErr' | 'maxGradNormErr' | 'maxWeightErr' | 'weightsCompared' | 'error'>,
+): boolean {
+  return (
+    c.error === undefined &&
+    c.steps === STEPS &&
+    c.weightsCompared > 0 &&
+    [c.maxLossErr, c.maxGradNormErr, c.maxWeightErr].every((e) => e >= 0 && e < MESH_TOLERANCE)
+  )
+}
+
 /** Largest |a − b| over two arrays (Infinity when their lengths differ). */
-function maxAbs(a: ArrayLike<number>, b: ArrayLike<number>): number {
+export function maxAbs(a: ArrayLike<number>, b: ArrayLike<number>): number {
   if (a.length !== b.length) return Infinity
   let worst = 0
   for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!))
@@ -110,12 +135,8 @@ export async function meshEquality(
         const engine = await starting[k]!
         const infos = await engine.group.broadcast.backendInfo()
         found.members = infos.map((i) => ({ backend: i.name, adapter: describe(i) }))
-        const off = infos.findIndex((i) => i.name !== 'webgpu' || describe(i) !== describe(driver))
-        if (off >= 0)
-          throw new Error(
-            `member ${off} computes on ${infos[off]!.name} ${describe(infos[off]) ?? '(no adapter)'}, ` +
-              `not on the driver's webgpu ${describe(driver)}`,
-          )
+        const off = memberOffDriver(infos, driver)
+        if (off) throw new Error(off)
         const got: StepResult[] = []
         for (let s = 0; s < STEPS; s++) got.push(await engine.step(await data.trainBatch(s, BATCH, T, 0), LR))
         found.steps = got.length
@@ -138,14 +159,8 @@ export async function meshEquality(
       } catch (err) {
         error = (err as Error).message
       }
-      const pass =
-        error === undefined &&
-        found.steps === STEPS &&
-        weightsCompared > 0 &&
-        found.maxLossErr < MESH_TOLERANCE &&
-        found.maxGradNormErr < MESH_TOLERANCE &&
-        maxWeightErr < MESH_TOLERANCE
-      out.push({ check: 'mesh', layout, ...found, maxWeightErr, weightsCompared, pass, ...(error ? { error } : {}) })
+      const c = { ...found, maxWeightErr, weightsCompared, ...(error ? { error } : {}) }
+      out.push({ check: 'mesh', layout, ...c, pass: meshPasses(c) })
     }
   } finally {
     await Promise.allSettled(starting.map((p) => p.then((e) => e.close())))
