@@ -98,7 +98,14 @@ export async function datasetRows(
 /** The first rows of a Parquet file: its footer says the columns, and only those shown are read. */
 async function parquetRows(file: string, url: string, scrub: (text: string) => string): Promise<DatasetRows> {
   const { ParquetReader } = await import('@marin/zephyr')
-  const meta = await new ParquetReader({ path: url }).metadata()
+  // The footer's reader holds the file open (a local blob) until closed.
+  const footer = new ParquetReader({ path: url })
+  let meta: Awaited<ReturnType<InstanceType<typeof ParquetReader>['metadata']>>
+  try {
+    meta = await footer.metadata()
+  } finally {
+    await footer.close()
+  }
   // The schema's top-level fields: children of the root, each followed by its own children.
   const names: string[] = []
   for (let i = 1; i < meta.schema.length; ) {
