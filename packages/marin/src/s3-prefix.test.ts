@@ -179,4 +179,18 @@ describe('the quickstart with the prefix in the object store', () => {
     const runs = JSON.parse(await (await openStorage(SITE)).readText('runs.json')) as unknown[]
     expect(runs.length).toBe(2)
   }, 240_000)
+
+  test('an evaluation of a checkpoint folder that is not in the bucket fails naming the field and the URL', async () => {
+    const missing = `${PREFIX}-nothing/hf`
+    const lone = evalStep('eval-missing', { checkpoint: missing, tasks: ['brown_cloze'], size: 2 })
+    const r = await runExperiment(new Experiment({ name: 'eval-missing', steps: [lone] }), {
+      local: true,
+      prefix: PREFIX,
+      out: () => {},
+    })
+    expect(r.steps[0]!.status).toBe('FAILED')
+    expect(r.steps[0]!.error).toContain(
+      `step eval-missing: checkpoint: cannot copy ${missing} to this machine (no objects under it)`,
+    )
+  }, 30_000)
 })
