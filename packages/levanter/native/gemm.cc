@@ -119,8 +119,10 @@ bool avx512Here() {
 #endif
 }
 
-// One product split over the pool's threads: by row slivers where there are enough rows, else by
-// column panels (decoding's single rows), else on this thread.
+// One product split over the pool's threads: by row slivers where there are enough rows, unless the product is
+// much wider than tall (a vocabulary head: each thread would pack all of B, 38.6 M floats at GPT-2 small, where
+// by columns each packs its own part and A is small), else by column panels (decoding's single rows), else on
+// this thread.
 bool gemmThreaded(const View& a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
   const int threads = levanter::Pool::get().threads();
   // a few rows: split by column groups in native/gemv.cc (a failure there is the packing buffers' error)
@@ -135,7 +137,8 @@ bool gemmThreaded(const View& a, const View& b, float* c, int64_t M, int64_t K, 
   // split at the active kernel's tiles (any split gives the same bits; whole tiles waste nothing)
   const int64_t mr = useAvx512 || useBf16 ? 12 : MR, nr = useAvx512 || useBf16 ? 32 : NR;
   const int64_t slivers = (M + mr - 1) / mr, panels = (N + nr - 1) / nr;
-  if (slivers >= 2 * threads) {
+  const bool wide = N >= 8 * M && panels >= 2 * threads;
+  if (slivers >= 2 * threads && !wide) {
     levanter::parallel_for(slivers, 2, [&](int64_t s0, int64_t s1) {
       const int64_t r0 = s0 * mr, r1 = s1 * mr < M ? s1 * mr : M;
       const View part{a.x + r0 * a.rs, a.rs, a.cs};
