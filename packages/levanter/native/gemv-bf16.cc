@@ -4,7 +4,7 @@
 // vdpbf16ps (two bf16 products per 32-bit lane), one fixed order per element, so the split over threads changes no
 // bit. The packed layout is the product's reading order: panels of 64 columns, each panel K/2 steps of 64 columns ×
 // 2 values of k (256 bytes), so a panel is one contiguous stream and the whole matrix is read start to end. This file
-// alone is compiled with -mavx512bf16; callers (native/gemv.cc) check the CPU first.
+// alone is compiled with -mavx512bf16; callers (native/decode.cc) check the CPU first.
 #include <immintrin.h>
 #include <sys/mman.h>
 

@@ -8,7 +8,7 @@ import { createModel, Gpt2LM } from '../models/lm.js'
 import { bf16Unavailable } from './native-gemm.js'
 import { nativeDecodeStep, nativeDecodeUnavailable, useNativeDecodeStep } from './native-gemv-decode.js'
 
-// The one-call GPT-2 decode step (native/gemv.cc decodeGpt2) against the step on tensor ops: the same logits and the
+// The one-call GPT-2 decode step (native/decode.cc decodeGpt2) against the step on tensor ops: the same logits and the
 // same grown cache, bit for bit, at ragged rows; its bf16-weight form against the float32 step within a stated
 // tolerance, and greedy tokens equal on a small model; BAD_CONFIG where bf16 weights cannot run.
 let here: string | undefined = 'not set up'
@@ -36,7 +36,7 @@ const read = (t: tf.Tensor) => {
 }
 
 describe('the one-call GPT-2 decode step', () => {
-  test.each([
+  test.for([
     {
       rows: 3,
       prompts: [

@@ -1,5 +1,5 @@
 /**
- * @module A whole GPT-2 decode step as one native call (native/gemv.cc `decodeGpt2`): the step's ~260 tensor ops
+ * @module A whole GPT-2 decode step as one native call (native/decode.cc `decodeGpt2`): the step's ~260 tensor ops
  * (LayerNorm, the affine layers, attention over the cache, GELU, the residual adds, reshapes), each with its
  * dispatch and output allocation, become one pass that reads the weights and the KV cache in place on the wasm heap
  * and writes the logits and the grown cache there. The same C++ arithmetic in the same order as the step on tensor
@@ -117,6 +117,14 @@ export function bf16DecodeWeights(model: DecodeModel): object {
   const ids = tensors.map((t) => t.dataId)
   const have = packs.get(model)
   if (have?.ids.every((id, i) => id === ids[i])) return have.pack
+  const backend = tf.backend() as unknown as WasmBackendLike
+  const off = tensors.findIndex((t) => t.dtype !== 'float32' || !backend.dataIdMap.get(t.dataId))
+  if (off >= 0)
+    throw new LevanterError(
+      'BAD_CONFIG',
+      `weights 'bf16': parameter ${names[off]} is not float32 on the wasm backend's heap; create the model after ` +
+        'initBackend() (or use fp32)',
+    )
   const heap = heapOf()
   const pack = addonHere()!.packBf16!(
     heap.f32().buffer as ArrayBuffer,
@@ -162,9 +170,10 @@ export function nativeDecodeStep(
   inputs.push(p('transformer.ln_f.bias'))
   for (let l = 0; l < L; l++) inputs.push(...layerNames(l).map(p))
   const past = cache.layers.flatMap((kv) => [kv.k, kv.v])
-  if ([...inputs, ...past].some((t) => t.dtype !== 'float32')) return
-  const pack = bf16 ? bf16DecodeWeights(model) : undefined
   const backend = tf.backend() as unknown as WasmBackendLike
+  // float32 and on this backend's heap (a tensor made under another backend is not, until tfjs moves it)
+  if ([...inputs, ...past].some((t) => t.dtype !== 'float32' || !backend.dataIdMap.get(t.dataId))) return
+  const pack = bf16 ? bf16DecodeWeights(model) : undefined
   const heap = heapOf()
   const make = (shape: number[]) => tf.engine().makeTensorFromTensorInfo(backend.makeOutput(shape, 'float32'))
   const logits = make([B, 1, V])
