@@ -15,8 +15,14 @@
  * requests' time to first token p99 (from when each was due: the client shares the server's
  * process, whose event loop a prefill pass holds), and the long prompt's own time to first token;
  * medians of 5 rounds, ratio = unchunked ÷ chunked.
+ *
+ * Last, the 16-vs-1 rows at GPT-2 small's size (vocab 50257, context 1024, 12 × 768, random init made here, no
+ * download; the same prompts and 32 new tokens): generated tokens/s of 16 streams against one, and time to first
+ * token p50, in interleaved rounds (SERVE_BENCH_GPT2_ROUNDS @default 3, 0 skips them), each way also per second of
+ * the process's CPU time (robust to other processes' time slices on a shared machine).
  */
 import { trainBpe } from '@marin/datakit'
+import * as os from 'node:os'
 import { BatchCache, Gpt2LM, decodeStep, initBackend, prefill, useDecodeKernel } from '@marin/levanter'
 import { emit, median } from '@marin/rigging/bench'
 import { startServer } from '../src/serve/server.js'
@@ -279,3 +285,91 @@ for (const [key, metric] of [
 await modes.chunked.close()
 await modes.unchunked.close()
 longModel.dispose()
+
+// GPT-2 small: 16 streams against one.
+const gpt2Rounds = Number(process.env.SERVE_BENCH_GPT2_ROUNDS ?? '3')
+if (!Number.isInteger(gpt2Rounds) || gpt2Rounds < 0) {
+  process.stderr.write(
+    `serve bench: SERVE_BENCH_GPT2_ROUNDS=${process.env.SERVE_BENCH_GPT2_ROUNDS} is not 0, 1, 2, …\n`,
+  )
+  process.exit(2)
+}
+if (gpt2Rounds > 0) {
+  const small = new Gpt2LM({ vocabSize: 50257, seqLen: 1024, dModel: 768, nLayers: 12, nHeads: 12 }, 0)
+  // the 512-id tokenizer: the server samples ids below its vocabulary only (speed does not depend on which)
+  const big = await startServer({
+    model: small,
+    tokenizer,
+    name: 'bench',
+    port: 0,
+    maxBatch: STREAMS,
+    accessLog: () => {},
+  })
+  const cpuS = () => {
+    const u = process.cpuUsage()
+    return (u.user + u.system) / 1e6
+  }
+  const go = (i: number) =>
+    completion(big.url, { prompt: TEXT[i % TEXT.length]!.slice(0, 60 + i), max_tokens: NEW_TOKENS, seed: i })
+  await go(0)
+  await Promise.all(Array.from({ length: STREAMS }, (_, i) => go(i)))
+  const one: number[] = [],
+    many: number[] = [],
+    oneCpu: number[] = [],
+    manyCpu: number[] = [],
+    ttft1: number[] = [],
+    ttftN: number[] = []
+  for (let r = 0; r < gpt2Rounds; r++) {
+    let t0 = performance.now(),
+      c0 = cpuS(),
+      n = 0
+    for (let i = 0; i < 2; i++) {
+      const s = await go(i)
+      n += s.tokens
+      ttft1.push(s.ttftMs)
+    }
+    one.push(n / ((performance.now() - t0) / 1000))
+    oneCpu.push(n / (cpuS() - c0))
+    t0 = performance.now()
+    c0 = cpuS()
+    const all = await Promise.all(Array.from({ length: STREAMS }, (_, i) => go(i)))
+    const total = all.reduce((a, s) => a + s.tokens, 0)
+    many.push(total / ((performance.now() - t0) / 1000))
+    manyCpu.push(total / (cpuS() - c0))
+    ttftN.push(...all.map((s) => s.ttftMs))
+    process.stderr.write(
+      `GPT-2 small round ${r}: 1 stream ${one.at(-1)!.toFixed(1)} tok/s, ${STREAMS} streams ` +
+        `${many.at(-1)!.toFixed(1)} tok/s (${(many.at(-1)! / one.at(-1)!).toFixed(2)}x); load ` +
+        `${os.loadavg()[0]!.toFixed(1)}\n`,
+    )
+  }
+  const ratios = many.map((x, i) => x / one[i]!),
+    cpuRatios = manyCpu.map((x, i) => x / oneCpu[i]!)
+  emit({ bench: 'serve', metric: 'gpt2_small_tokens_per_s_1_stream', value: median(one), unit: 'tokens/s' })
+  emit({
+    bench: 'serve',
+    metric: `gpt2_small_tokens_per_s_${STREAMS}_streams`,
+    value: median(many),
+    unit: 'tokens/s',
+    baseline: median(one),
+  })
+  emit({ bench: 'serve', metric: `gpt2_small_${STREAMS}_vs_1_stream`, value: median(ratios), unit: 'x' })
+  emit({ bench: 'serve', metric: `gpt2_small_${STREAMS}_vs_1_stream_cpu_time`, value: median(cpuRatios), unit: 'x' })
+  emit({
+    bench: 'serve',
+    metric: `gpt2_small_ttft_p50_${STREAMS}_streams`,
+    value: q(ttftN, 0.5),
+    unit: 'ms',
+    baseline: median(ttft1),
+    lowerIsBetter: true,
+  })
+  emit({
+    bench: 'serve',
+    metric: 'gpt2_small_ttft_p50_1_stream',
+    value: median(ttft1),
+    unit: 'ms',
+    lowerIsBetter: true,
+  })
+  await big.close()
+  small.dispose()
+}
