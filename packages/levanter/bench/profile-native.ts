@@ -101,8 +101,9 @@ console.log(' cpu ms/step  share  wall ms/step  calls  native call')
 for (const [k, e] of rows) {
   inside += e.cpu
   const share = ((100 * e.cpu) / stepCpu).toFixed(1)
-  const line = [(e.cpu / steps).toFixed(1).padStart(11), `${share.padStart(5)}%`, (e.wall / steps).toFixed(1)]
-  console.log(`${line[0]} ${line[1]} ${line[2].padStart(12)} ${String(e.n / steps).padStart(6)}  ${k}`)
+  const cpu = (e.cpu / steps).toFixed(1).padStart(11),
+    wall = (e.wall / steps).toFixed(1).padStart(12)
+  console.log(`${cpu} ${share.padStart(5)}% ${wall} ${String(e.n / steps).padStart(6)}  ${k}`)
 }
 const outside = stepCpu - inside
 console.log(
