@@ -10,6 +10,7 @@ import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from './errors.js'
 import { bf16DecodeWeights, nativeDecodeStep } from './kernels/native-gemv-decode.js'
 import type { DecodeWeights } from './kernels/native-gemv-decode.js'
+import { setMatmulPrecision } from './kernels/native-gemm.js'
 import { BatchCache } from './models/batch-cache.js'
 import { decodeStepOnDevice, prefillOnDevice } from './models/decode.js'
 import type { CausalLM } from './models/lm.js'
@@ -29,9 +30,9 @@ export type GenerateOptions = SampleOptions & {
   readonly useCache?: boolean
   /**
    * The weights the decode steps' products read: the model's float32 tensors, or bf16 copies converted once (half
-   * the bytes per token; activations rounded to bf16, float32 sums; the prompt's prefill stays float32). `bf16` needs
-   * the one-call native step (a GPT-2 on the wasm backend with the native kernels) and a CPU with AVX512_BF16:
-   * elsewhere it is `BAD_CONFIG` naming why. @default 'fp32'
+   * the bytes per token; activations rounded to bf16, float32 sums; the prompt's prefill on the native bf16 GEMM).
+   * `bf16` needs the one-call native step (a GPT-2 on the wasm backend with the native kernels) and a CPU with
+   * AVX512_BF16: elsewhere it is `BAD_CONFIG` naming why. @default 'fp32'
    */
   readonly weights?: DecodeWeights
 }
@@ -122,7 +123,14 @@ function* decoding(
       return d.slice((T - 1) * V, T * V)
     }
     if (cache.rows > 0) return yield decodeStepFastOnDevice(model, cache, [seq[seq.length - 1]!], { weights })
-    const p = prefillOnDevice(model, [seq], false)
+    // bf16 weights: the prompt's products on the native bf16 GEMM too (bf16 operands, float32 sums), not float32
+    const before = weights === 'bf16' ? setMatmulPrecision('bf16') : undefined
+    let p: ReturnType<typeof prefillOnDevice>
+    try {
+      p = prefillOnDevice(model, [seq], false)
+    } finally {
+      if (before) setMatmulPrecision(before)
+    }
     cache.add(p.kv, [seq.length])
     return p.split(yield p.logits)[0]!
   }
