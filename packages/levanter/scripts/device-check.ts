@@ -1,13 +1,14 @@
 /**
- * The device check: `pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X]`.
+ * The device check: `pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X] [--mesh L]`.
  * Finds the GPU adapter (bringing the Vulkan loader from the registry's SwiftShader package when the
  * machine lacks one), checks levanter's ops, its WGSL kernels (src/webgpu/kernels/: softmax,
  * LayerNorm, column sums, AdamW) and a model's loss and gradients on the GPU against the cpu
  * backend (where the composite ops run), then trains the quickstart's reference config and a
  * GPT-2-small-sized model for a fixed number of steps on the device-resident step. Between the two,
  * fsdp `{ data: 2 }` and `{ model: 2 }` members, each its own process on the GPU, must match one
- * process within 1e-4 (device-mesh-check.ts). Prints one JSON line per result; exits 1 when a check
- * fails (a member off the GPU included) or no GPU adapter is found, 2 on bad usage.
+ * process within 1e-4 (device-mesh-check.ts; `--mesh fsdp` or `--mesh model` checks one). Prints one
+ * JSON line per result; exits 1 when a check fails (a member off the GPU included) or no GPU adapter
+ * is found, 2 on bad usage.
  *
  * --software accepts SwiftShader (no GPU); --quick shrinks both models so that SwiftShader runs them.
  */
@@ -29,15 +30,17 @@ import { DeviceAdamW } from '../src/optim/adamw-device.js'
 import { loadVulkanLoader } from '../src/webgpu/adapter.js'
 import { fp32PeakFlops } from '../src/webgpu/peak.js'
 import { unpackSwiftShader } from '../src/webgpu/swiftshader.js'
-import { MESH_TOLERANCE, meshEquality } from './device-mesh-check.js'
+import { MESH_BATCH, MESH_LAYOUTS, MESH_TOLERANCE, meshEquality } from './device-mesh-check.js'
+import type { MeshLayoutName } from './device-mesh-check.js'
 
 const USAGE =
-  'usage: pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X]\n' +
+  'usage: pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X] [--mesh L]\n' +
   '  --software      accept a software adapter (SwiftShader) when there is no GPU\n' +
   '  --quick         tiny models (for SwiftShader)\n' +
   '  --steps N       timed training steps per model (after 2 warm-up steps); default 10\n' +
   '  --batch N       GPT-2-small batch (sequences of 1024); default 8\n' +
-  '  --peak-tflops X fp32 peak of the GPU for MFU, when its name is not in the table'
+  '  --peak-tflops X fp32 peak of the GPU for MFU, when its name is not in the table\n' +
+  `  --mesh L        the mesh layouts to check, comma-separated: ${MESH_LAYOUTS.join(', ')}; default all`
 
 function usage(message: string): never {
   process.stderr.write(`device-check: ${message}\n${USAGE}\n`)
@@ -54,6 +57,7 @@ function parse() {
         steps: { type: 'string', default: '10' },
         batch: { type: 'string', default: '8' },
         'peak-tflops': { type: 'string' },
+        mesh: { type: 'string', default: MESH_LAYOUTS.join(',') },
         help: { type: 'boolean', default: false },
       },
     }).values
@@ -71,7 +75,12 @@ function parse() {
   }
   const peak = values['peak-tflops'] === undefined ? undefined : Number(values['peak-tflops'])
   if (peak !== undefined && !(peak > 0)) usage(`--peak-tflops ${values['peak-tflops']}: give a positive number`)
+  const mesh = values.mesh.split(',').map((l) => l.trim())
+  const unknown = mesh.find((l) => !(MESH_LAYOUTS as readonly string[]).includes(l))
+  if (unknown !== undefined)
+    usage(`--mesh ${values.mesh}: "${unknown}" is not a layout; give ${MESH_LAYOUTS.join(', ')}`)
   return {
+    mesh: mesh as MeshLayoutName[],
     software: values.software,
     quick: values.quick,
     steps: int('steps', values.steps),
@@ -92,11 +101,19 @@ function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
 type Case = { readonly name: string; readonly run: () => tf.Tensor | tf.Tensor[] }
 
 /** Ops at levanter's shapes, and a model's loss and gradients: each computed on the GPU and on cpu. */
+/** The batch and the GPT-2 model of the kernel cases (quick: also the shapes of the quick GPT-2-small training). */
+const KERNEL_BATCH = 2
+const kernelModel = (quick: boolean) =>
+  quick
+    ? ({ type: 'gpt2', vocabSize: 64, seqLen: 16, dModel: 32, nLayers: 2, nHeads: 4 } as const)
+    : ({ type: 'gpt2', vocabSize: 1024, seqLen: 128, dModel: 256, nLayers: 2, nHeads: 4 } as const)
+
 function cases(quick: boolean): Case[] {
-  const B = 2,
-    T = quick ? 16 : 128,
-    D = quick ? 32 : 256,
-    V = quick ? 64 : 1024
+  const model = kernelModel(quick)
+  const B = KERNEL_BATCH,
+    T = model.seqLen,
+    D = model.dModel,
+    V = model.vocabSize
   // Inputs are made inside each case, on the backend that runs it (tfjs's seeded random numbers come from the host,
   // so both backends see the same values).
   const x = () => tf.randomNormal([B, T, D], 0, 1, 'float32', 1)
@@ -110,7 +127,6 @@ function cases(quick: boolean): Case[] {
     )
   const table = () => tf.randomNormal([V, D], 0, 1, 'float32', 4)
   const causal = () => tf.mul(tf.sub(1, tf.linalg.bandPart(tf.ones([T, T]), -1, 0)), -1e9)
-  const model: ModelConfigInput = { type: 'gpt2', vocabSize: V, seqLen: T, dModel: D, nLayers: 2, nHeads: 4 }
   const llama: ModelConfigInput = { ...model, type: 'llama' }
   const lossAndGrads = (cfg: ModelConfigInput) => () => {
     const m = createModel(cfg, 5)
@@ -322,11 +338,13 @@ async function main(): Promise<void> {
     process.exit(1)
   }
   let ok = await kernelEquality(o.quick)
-  // fsdp and tensor-parallel members, each its own process on this GPU, against one process
+  // fsdp and tensor-parallel members, each its own process on this GPU, against one process. Quick, the reference
+  // training below has this model's shapes (and batch): this process's shaders for it compile once, here.
+  const tiny: ModelConfigInput = { type: 'gpt2', vocabSize: 32, seqLen: 8, dModel: 16, nLayers: 1, nHeads: 2 }
   const meshModel: ModelConfigInput = o.quick
-    ? { type: 'gpt2', vocabSize: 32, seqLen: 8, dModel: 16, nLayers: 1, nHeads: 2 }
+    ? tiny
     : { type: 'gpt2', vocabSize: 512, seqLen: 64, dModel: 64, nLayers: 2, nHeads: 4 }
-  for (const m of await meshEquality(meshModel, info, brought)) {
+  for (const m of await meshEquality(meshModel, info, brought, o.mesh)) {
     emit(m)
     if (!m.pass)
       process.stderr.write(
@@ -338,13 +356,14 @@ async function main(): Promise<void> {
     ok &&= m.pass
   }
   const reference: ModelConfigInput = o.quick
-    ? { type: 'gpt2', vocabSize: 512, seqLen: 32, dModel: 32, nLayers: 1, nHeads: 2 }
+    ? tiny
     : { type: 'gpt2', vocabSize: 512, seqLen: 128, dModel: 128, nLayers: 2, nHeads: 4 }
+  // quick: the kernel cases' model, whose shaders (forward, backward, AdamW) compiled there
   const small: ModelConfigInput = o.quick
-    ? { type: 'gpt2', vocabSize: 1024, seqLen: 64, dModel: 64, nLayers: 2, nHeads: 4 }
+    ? kernelModel(true)
     : { type: 'gpt2', vocabSize: 50257, seqLen: 1024, dModel: 768, nLayers: 12, nHeads: 12 }
-  await train('reference', reference, o.quick ? 4 : 16, o.steps, info, o.peakTflops)
-  await train('gpt2-small', small, o.quick ? 2 : o.batch, o.steps, info, o.peakTflops)
+  await train('reference', reference, o.quick ? MESH_BATCH : 16, o.steps, info, o.peakTflops)
+  await train('gpt2-small', small, o.quick ? KERNEL_BATCH : o.batch, o.steps, info, o.peakTflops)
   emit({ check: 'done', ok, seconds: (performance.now() - started) / 1000 })
   process.exit(ok ? 0 : 1)
 }

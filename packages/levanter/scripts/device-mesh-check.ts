@@ -20,8 +20,10 @@ import { MeshEngine } from '../src/parallel/mesh-engine.js'
 export const MESH_TOLERANCE = 1e-4
 /** Steps each layout trains. */
 export const MESH_STEPS = 3
+/** Sequences in each step's global batch. */
+export const MESH_BATCH = 4
 const STEPS = MESH_STEPS
-const BATCH = 4
+const BATCH = MESH_BATCH
 const LR = 1e-2
 
 /** What one layout's case found; `pass` only when every step and weight was compared and within the tolerance. */
@@ -39,9 +41,13 @@ export type MeshCheck = {
 }
 
 const LAYOUTS = [
-  { layout: 'data 2 fsdp', mesh: { data: 2, model: 1 }, fsdp: true },
-  { layout: 'model 2', mesh: { data: 1, model: 2 }, fsdp: false },
+  { name: 'fsdp', layout: 'data 2 fsdp', mesh: { data: 2, model: 1 }, fsdp: true },
+  { name: 'model', layout: 'model 2', mesh: { data: 1, model: 2 }, fsdp: false },
 ] as const
+
+/** The layouts the case can run, by the names `pnpm device-check --mesh` takes. */
+export const MESH_LAYOUTS = LAYOUTS.map((l) => l.name)
+export type MeshLayoutName = (typeof LAYOUTS)[number]['name']
 
 const describe = (i: BackendInfo | undefined) =>
   i?.adapter
@@ -96,16 +102,18 @@ async function reference(
 }
 
 /**
- * Runs both layouts against one process on the driver's backend `driver` (which must be webgpu).
- * Members start as processes of their own (each starts the GPU backend itself), every layout's at
- * once while this process trains the reference; with a Vulkan loader
- * brought from the registry (`broughtLoader`) they find it on their library path.
+ * Runs the layouts named in `only` (default both, fsdp first) against one process on the driver's
+ * backend `driver` (which must be webgpu). Members start as processes of their own (each starts the
+ * GPU backend itself), every layout's at once while this process trains the reference; with a Vulkan
+ * loader brought from the registry (`broughtLoader`) they find it on their library path.
  */
 export async function meshEquality(
   cfg: ModelConfigInput,
   driver: BackendInfo,
   broughtLoader?: string,
+  only: readonly MeshLayoutName[] = MESH_LAYOUTS,
 ): Promise<MeshCheck[]> {
+  const layouts = LAYOUTS.filter((l) => only.includes(l.name))
   if (driver.name !== 'webgpu' || !driver.adapter)
     throw new Error(`device-check mesh: the driver runs on ${driver.name} without a GPU adapter; nothing to compare`)
   if (broughtLoader)
@@ -115,7 +123,7 @@ export async function meshEquality(
   const data = Dataset.fromTokens(tokens, { evalFraction: 0 })
   const client = new LocalClient()
   // Every layout's members start at once, while this process trains the reference.
-  const starting = LAYOUTS.map(({ mesh, fsdp }) => {
+  const starting = layouts.map(({ mesh, fsdp }) => {
     const model = createModel(cfg, 2)
     const p = withClient(client, () => MeshEngine.create(model, AdamWConfig.parse({}), { mesh, fsdp })).finally(() =>
       model.dispose(),
@@ -126,7 +134,7 @@ export async function meshEquality(
   const out: MeshCheck[] = []
   try {
     const one = await reference(cfg, data)
-    for (const [k, { layout }] of LAYOUTS.entries()) {
+    for (const [k, { layout }] of layouts.entries()) {
       const found = { members: [] as MeshCheck['members'], steps: 0, maxLossErr: Infinity, maxGradNormErr: Infinity }
       let maxWeightErr = Infinity,
         weightsCompared = 0,

@@ -1,7 +1,10 @@
 /**
  * `pnpm device-check` as a real child process: bad usage exits 2 naming the flag; with
  * `--software --quick` it runs whole on SwiftShader (or this machine's GPU) and prints its JSON lines,
- * fsdp and model-axis members on the same adapter among them.
+ * model-axis members on the same adapter among them. One mesh layout (`--mesh model`) proves the mesh
+ * case end to end: its members are processes of their own, each compiling its shaders on SwiftShader,
+ * so a second layout doubles the case's cost; both layouts' numerics on webgpu are
+ * src/parallel/mesh.webgpu.test.ts's, and the case's pass rules scripts/device-mesh-check.test.ts's.
  */
 import { execFile } from 'node:child_process'
 import path from 'node:path'
@@ -18,16 +21,18 @@ function run(args: string[]): Promise<{ code: number; stdout: string; stderr: st
 }
 
 test('bad usage exits 2 and names the flag', async () => {
-  const [r, unknown] = await Promise.all([run(['--steps', '0']), run(['--gpu'])])
+  const [r, unknown, mesh] = await Promise.all([run(['--steps', '0']), run(['--gpu']), run(['--mesh', 'model,pp'])])
   expect(r.code).toBe(2)
   expect(r.stderr).toMatch(/--steps 0: give a positive integer/)
   expect(r.stderr).toMatch(/usage: pnpm device-check/)
   expect(unknown.code).toBe(2)
   expect(unknown.stderr).toMatch(/--gpu/)
+  expect(mesh.code).toBe(2)
+  expect(mesh.stderr).toMatch(/--mesh model,pp: "pp" is not a layout; give fsdp, model/)
 })
 
 test('--software --quick prints the adapter, passing kernel and mesh checks and a training line per model', async () => {
-  const r = await run(['--software', '--quick', '--steps', '1'])
+  const r = await run(['--software', '--quick', '--steps', '1', '--mesh', 'model'])
   expect(r.stderr.replace(/Warning: vkCreateInstance[^\n]*\n|\s+at CheckVkSuccessImpl[^\n]*\n/g, '')).not.toMatch(
     /Error/,
   )
@@ -53,9 +58,9 @@ test('--software --quick prints the adapter, passing kernel and mesh checks and 
       name,
     ).toBe(true)
   for (const k of kernels) expect(k.pass, String(k.name)).toBe(true)
-  // fsdp and tensor-parallel members, each a process of its own on the same adapter, against one process
+  // tensor-parallel members, each a process of its own on the same adapter, against one process
   const meshes = lines.filter((l) => l.check === 'mesh')
-  expect(meshes.map((m) => m.layout)).toEqual(['data 2 fsdp', 'model 2'])
+  expect(meshes.map((m) => m.layout)).toEqual(['model 2'])
   for (const m of meshes) {
     expect(m.error, String(m.layout)).toBeUndefined()
     expect(m.members).toEqual([
