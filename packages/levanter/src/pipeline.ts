@@ -14,13 +14,14 @@ import type { MixtureDataset } from './data/mixture.js'
 import { DeviceEngine } from './device-engine.js'
 import { LocalEngine } from './engine.js'
 import type { Engine, StepResult } from './engine.js'
-import { LevanterError } from './errors.js'
+import { isLevanterError, LevanterError } from './errors.js'
 import { measurePeakFlops } from './flops.js'
 import { setMatmulPrecision } from './kernels/native-gemm.js'
 import { nativeKernels } from './kernels/native-ops.js'
 import type { CausalLM } from './models/lm.js'
 import { learningRateAt } from './optim/schedule.js'
 import { DataParallelEngine } from './parallel/data-parallel.js'
+import { bounded, FAILED_STOP_MS } from './parallel/failed-members.js'
 import { explainOutOfMemory } from './parallel/heap-limit.js'
 import { checkModelAxis } from './parallel/layout.js'
 import { MeshEngine } from './parallel/mesh-engine.js'
@@ -134,7 +135,8 @@ export class Pipeline {
     const losses: number[] = []
     let start = 0,
       last: StepInfo | undefined,
-      damagedCheckpoints: readonly DamagedCheckpoint[] = []
+      damagedCheckpoints: readonly DamagedCheckpoint[] = [],
+      failure: unknown
     // bf16 products for this run's steps (and evaluation), fp32 again after
     const precisionBefore = c.precision === 'bf16' ? setMatmulPrecision('bf16') : undefined
     try {
@@ -263,10 +265,19 @@ export class Pipeline {
         await engine.state().then((st) => {
           for (const [n, d] of st.weights) model.set(n, d)
         })
+    } catch (err) {
+      failure = err
+      throw err
     } finally {
       if (precisionBefore) setMatmulPrecision(precisionBefore)
+      // the engine waits for a failed member a few seconds at most (parallel/failed-members.ts)
       await engine.close()
-      await placement?.shutdown()
+      if (placement) {
+        // so does the placement's own shutdown, which stops every actor it started again
+        const shutdown = placement.shutdown()
+        if (isLevanterError(failure, 'REPLICA_FAILED')) await bounded(shutdown, FAILED_STOP_MS)
+        else await shutdown
+      }
       ckpt?.close()
       for (const t of trackers) await t.close?.()
     }

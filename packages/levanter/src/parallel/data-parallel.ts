@@ -14,6 +14,7 @@ import { replicaThreadsEnv } from '../kernels/native-gemm.js'
 import type { AdamWConfig } from '../optim/adamw.js'
 import type { Replica, ReplicaOptions } from './replica.js'
 import { allMembers } from './all-members.js'
+import { FailedMembers } from './failed-members.js'
 import { copyRows, fromWire, toWire } from './wire.js'
 
 const ReplicaClass = actorClass<typeof Replica>(new URL('./replica.ts', import.meta.url), 'Replica')
@@ -22,6 +23,8 @@ export class DataParallelEngine implements Engine {
   /** Process ids of the replicas, in rank order (after the first load). */
   pids: number[] = []
   readonly inPlace = false
+  /** Members that failed a call, stopped with a bound at close. */
+  readonly #failed = new FailedMembers()
   private constructor(
     readonly group: ActorGroup<Replica>,
     readonly n: number,
@@ -68,7 +71,9 @@ export class DataParallelEngine implements Engine {
   }
 
   #all<T>(what: string, calls: Promise<T>[]): Promise<T[]> {
-    return allMembers(this.group, this.n, { engine: 'data-parallel', member: 'replica' }, what, calls)
+    return this.#failed.watch(this.group, calls, (c) =>
+      allMembers(this.group, this.n, { engine: 'data-parallel', member: 'replica' }, what, c),
+    )
   }
 
   async load(state: TrainTensors): Promise<void> {
@@ -97,7 +102,11 @@ export class DataParallelEngine implements Engine {
     return fromWire((await this.#all('state', [this.group.member(0).state()]))[0]!)
   }
 
+  /**
+   * Stops the members; one that failed a call (named in REPLICA_FAILED) is waited for a few seconds
+   * at most, so a member behind a partition does not hold the close up (failed-members.ts).
+   */
   async close(): Promise<void> {
-    await this.group.shutdown()
+    await this.#failed.stop(this.group)
   }
 }

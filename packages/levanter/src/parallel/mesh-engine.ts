@@ -21,6 +21,7 @@ import { assembleMembers, checkModelAxis, coordsOfRank, cutForMember, localParam
 import type { LocalParam, MeshShape, PartTensors, ShardBlobs, ShardedLayout, StoredShards } from './layout.js'
 import type { MeshReplica } from './mesh-replica.js'
 import { allMembers } from './all-members.js'
+import { FailedMembers } from './failed-members.js'
 import { copyRows, fromWire, toWire } from './wire.js'
 
 const MeshReplicaClass = actorClass<typeof MeshReplica>(new URL('./mesh-replica.ts', import.meta.url), 'MeshReplica')
@@ -37,6 +38,8 @@ export type MeshEngineOptions = {
 
 export class MeshEngine implements Engine, ShardedCheckpoints {
   readonly inPlace = false
+  /** Members that failed a call, stopped with a bound at close. */
+  readonly #failed = new FailedMembers()
   /** Its members checkpoint their own parts. */
   readonly shards: ShardedCheckpoints = this
   /** Process ids of the members, in rank order (after the first load). */
@@ -129,7 +132,9 @@ export class MeshEngine implements Engine, ShardedCheckpoints {
 
   /** Awaits every call; when one fails, REPLICA_FAILED naming the members that are gone. */
   #all<T>(what: string, calls: Promise<T>[]): Promise<T[]> {
-    return allMembers(this.group, this.size, { engine: 'mesh', member: 'member' }, what, calls)
+    return this.#failed.watch(this.group, calls, (c) =>
+      allMembers(this.group, this.size, { engine: 'mesh', member: 'member' }, what, c),
+    )
   }
 
   /** Cuts full weights and moments into every member's parts and loads them. */
@@ -216,7 +221,11 @@ export class MeshEngine implements Engine, ShardedCheckpoints {
     )
   }
 
+  /**
+   * Stops the members; one that failed a call (named in REPLICA_FAILED) is waited for a few seconds
+   * at most, so a member behind a partition does not hold the close up (failed-members.ts).
+   */
   async close(): Promise<void> {
-    await this.group.shutdown()
+    await this.#failed.stop(this.group)
   }
 }
