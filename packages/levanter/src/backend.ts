@@ -2,8 +2,9 @@
  * @module Tensor backend selection: `tensorflow` (tfjs-node-gpu, then tfjs-node, optional peers),
  * else `webgpu` on a hardware GPU adapter (Dawn over Vulkan), else `wasm` (levanter's CPU kernels,
  * XNNPACK, SIMD), else `cpu`. A software adapter (SwiftShader, from the registry) runs only when
- * asked: `LEVANTER_BACKEND` overrides the order. Processes that read tensors synchronously
- * (data-parallel replicas, mesh members) say so and never get webgpu.
+ * asked: `LEVANTER_BACKEND` overrides the order. A process that reads tensors synchronously says
+ * so and never gets webgpu: only a plain data-parallel replica off webgpu does (replica.ts's CPU
+ * path); mesh members, and replicas under a webgpu driver, read asynchronously and follow it there.
  */
 import { createRequire } from 'node:module'
 import path from 'node:path'
@@ -49,8 +50,9 @@ export type BackendCandidate = { readonly name: BackendName; readonly software: 
 
 /** How a process selects its backend. */
 export type BackendOptions = {
-  /** This process reads tensors synchronously (`dataSync`: data-parallel replicas and mesh members do), which webgpu
-   * cannot: webgpu is left out of the default order, and `LEVANTER_BACKEND=webgpu` is an error saying so. */
+  /** This process reads tensors synchronously (`dataSync`: a plain data-parallel replica whose driver is off webgpu;
+   * mesh members await their reads), which webgpu cannot: webgpu is left out of the default order, and
+   * `LEVANTER_BACKEND=webgpu` is an error saying so. */
   readonly syncReads?: boolean
   /** Where the default order looks for a hardware GPU adapter (classified by its description); @default Dawn's
    * preferred adapter where the system has a Vulkan loader (webgpu/adapter.ts). */
@@ -145,9 +147,9 @@ export function initBackend(
     return Promise.reject(
       new LevanterError(
         'BACKEND_UNAVAILABLE',
-        'LEVANTER_BACKEND=webgpu: this process (a data-parallel replica or mesh member) reads tensors synchronously, ' +
-          'which webgpu cannot; unset LEVANTER_BACKEND (members then train on the CPU kernels) or train in one ' +
-          'process (mesh { data: 1 }, no fsdp)',
+        'LEVANTER_BACKEND=webgpu: this process (a data-parallel replica of a driver off webgpu) reads tensors ' +
+          'synchronously, which webgpu cannot; unset LEVANTER_BACKEND (replicas then train on the CPU kernels) or ' +
+          'start the driver on webgpu (its replicas and mesh members follow it there)',
       ),
     )
   chosen ??= (async () => {

@@ -19,7 +19,7 @@ import { createModel } from '../models/lm.js'
 import type { CausalLM } from '../models/lm.js'
 import type { ModelConfigInput } from '../models/config.js'
 import { joinMoments, joinWeights } from '../parallel/layout.js'
-import type { ShardBlobs, ShardedLayout } from '../parallel/layout.js'
+import type { ShardBlobs, ShardedLayout, StoredShards } from '../parallel/layout.js'
 import { checkModelFits } from './model-fit.js'
 import { decodeSafetensors, encodeSafetensors, readSafetensorsHeader } from './safetensors.js'
 import type { SafeTensor } from './safetensors.js'
@@ -51,14 +51,12 @@ export type CheckpointerOptions = {
 /** A kept checkpoint that could not be read, and why. */
 export type DamagedCheckpoint = { readonly step: number; readonly reason: string }
 
-/** Where a sharded checkpoint lies, for a mesh whose members read their own parts (`MeshEngine.loadShards`). */
-export type ShardSource = {
-  /** The artifact version (`checkpoints/<run>@<version>`) and the step's folder in it. */
-  readonly ref: string
-  readonly dir: string
-  readonly mesh: ShardedLayout
-  readonly count: number
-}
+/**
+ * Where a sharded checkpoint lies, for a mesh whose members read their own parts (`MeshEngine.loadShards`): the
+ * artifact version (`checkpoints/<run>@<version>`), the step's folder in it, the layout that wrote it. One type
+ * with parallel/layout.ts's, which this file already imports.
+ */
+export type ShardSource = StoredShards
 
 /** A loaded checkpoint; `damaged` lists newer ones skipped because they could not be read. */
 export type LoadedCheckpoint = {
