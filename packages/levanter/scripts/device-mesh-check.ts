@@ -104,8 +104,8 @@ async function reference(
 /**
  * Runs the layouts named in `only` (default both, fsdp first) against one process on the driver's
  * backend `driver` (which must be webgpu). Members start as processes of their own (each starts the
- * GPU backend itself), every layout's at once while this process trains the reference; with a Vulkan
- * loader brought from the registry (`broughtLoader`) they find it on their library path.
+ * GPU backend itself), every layout's at once, and train while this process trains the reference;
+ * with a Vulkan loader brought from the registry (`broughtLoader`) they find it on their library path.
  */
 export async function meshEquality(
   cfg: ModelConfigInput,
@@ -131,22 +131,30 @@ export async function meshEquality(
     p.catch(() => {}) // read below, in order
     return p
   })
+  // Each layout trains as soon as its members are up, alongside the reference (their first steps compile their
+  // shaders meanwhile); the comparison waits for both.
+  const members: MeshCheck['members'][] = layouts.map(() => [])
+  const training = starting.map(async (p, k) => {
+    const engine = await p
+    const infos = await engine.group.broadcast.backendInfo()
+    members[k] = infos.map((i) => ({ backend: i.name, adapter: describe(i) }))
+    const off = memberOffDriver(infos, driver)
+    if (off) throw new Error(off)
+    const got: StepResult[] = []
+    for (let s = 0; s < STEPS; s++) got.push(await engine.step(await data.trainBatch(s, BATCH, T, 0), LR))
+    return { got, state: await engine.state() }
+  })
+  for (const t of training) t.catch(() => {}) // read below, in order
   const out: MeshCheck[] = []
   try {
     const one = await reference(cfg, data)
     for (const [k, { layout }] of layouts.entries()) {
-      const found = { members: [] as MeshCheck['members'], steps: 0, maxLossErr: Infinity, maxGradNormErr: Infinity }
+      const found = { steps: 0, maxLossErr: Infinity, maxGradNormErr: Infinity }
       let maxWeightErr = Infinity,
         weightsCompared = 0,
         error: string | undefined
       try {
-        const engine = await starting[k]!
-        const infos = await engine.group.broadcast.backendInfo()
-        found.members = infos.map((i) => ({ backend: i.name, adapter: describe(i) }))
-        const off = memberOffDriver(infos, driver)
-        if (off) throw new Error(off)
-        const got: StepResult[] = []
-        for (let s = 0; s < STEPS; s++) got.push(await engine.step(await data.trainBatch(s, BATCH, T, 0), LR))
+        const { got, state } = await training[k]!
         found.steps = got.length
         found.maxLossErr = maxAbs(
           got.map((r) => r.loss),
@@ -156,7 +164,6 @@ export async function meshEquality(
           got.map((r) => r.gradNorm),
           one.results.map((r) => r.gradNorm),
         )
-        const state = await engine.state()
         maxWeightErr = 0
         for (const [name, w] of one.state.weights) {
           const v = state.weights.get(name)
@@ -167,10 +174,11 @@ export async function meshEquality(
       } catch (err) {
         error = (err as Error).message
       }
-      const c = { ...found, maxWeightErr, weightsCompared, ...(error ? { error } : {}) }
+      const c = { members: members[k]!, ...found, maxWeightErr, weightsCompared, ...(error ? { error } : {}) }
       out.push({ check: 'mesh', layout, ...c, pass: meshPasses(c) })
     }
   } finally {
+    await Promise.allSettled(training)
     await Promise.allSettled(starting.map((p) => p.then((e) => e.close())))
     await client.shutdown()
   }
