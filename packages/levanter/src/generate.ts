@@ -8,12 +8,13 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from './errors.js'
-import { bf16DecodeWeights, nativeDecodeStep } from './kernels/native-gemv-decode.js'
 import type { DecodeWeights } from './kernels/native-gemv-decode.js'
 import { setMatmulPrecision } from './kernels/native-gemm.js'
 import { BatchCache } from './models/batch-cache.js'
 import { decodeStepOnDevice, prefillOnDevice } from './models/decode.js'
 import type { CausalLM } from './models/lm.js'
+import { findArchitecture, registeredArchitectures } from './models/registry.js'
+import type { ArchitectureDecode } from './models/registry.js'
 import { Rng } from './rng.js'
 import { logSoftmax, sampleToken } from './sampling.js'
 import type { SampleOptions } from './sampling.js'
@@ -49,7 +50,23 @@ export function decodeStepFastOnDevice(
   tokens: readonly number[],
   o: { readonly weights?: DecodeWeights } = {},
 ): tf.Tensor {
-  return nativeDecodeStep(model, cache, tokens, o) ?? decodeStepOnDevice(model, cache, tokens)
+  const fast = fastDecodeOf(model)
+  if (!fast && o.weights === 'bf16') throw noFastDecode(model)
+  return fast?.step(model, cache, tokens, o) ?? decodeStepOnDevice(model, cache, tokens)
+}
+
+/** The faster decode step `model`'s architecture brings (models/registry.ts `decode`), if any. */
+function fastDecodeOf(model: CausalLM): ArchitectureDecode<CausalLM, BatchCache, tf.Tensor> | undefined {
+  return findArchitecture(model.config.type)?.decode as ArchitectureDecode<CausalLM, BatchCache, tf.Tensor> | undefined
+}
+
+function noFastDecode(model: CausalLM): LevanterError {
+  const have = registeredArchitectures().filter((t) => findArchitecture(t)?.decode)
+  return new LevanterError(
+    'BAD_CONFIG',
+    `weights 'bf16' needs the architecture's native decode step: "${model.config.type}" has none (those with one: ` +
+      `${have.join(', ') || 'none'}); use fp32`,
+  )
 }
 
 /**
@@ -60,7 +77,9 @@ export function decodeStepFastOnDevice(
 export function prepareDecodeWeights(model: CausalLM, weights: DecodeWeights): void {
   if (weights !== 'fp32' && weights !== 'bf16')
     throw new LevanterError('BAD_CONFIG', `weights "${String(weights)}" is not 'fp32' or 'bf16'`)
-  if (weights === 'bf16') bf16DecodeWeights(model)
+  const fast = fastDecodeOf(model)
+  if (fast) fast.prepare(model, weights)
+  else if (weights === 'bf16') throw noFastDecode(model)
 }
 
 /** {@link decodeStepFastOnDevice} with the logits read: [B·V] (models/decode.ts's `decodeStep`, faster). */
@@ -110,7 +129,7 @@ function* decoding(
         'BAD_CONFIG',
         "generate: weights 'bf16' runs on the cached decode steps; drop useCache: false",
       )
-    bf16DecodeWeights(model) // converts the matrices once; BAD_CONFIG naming why where it cannot
+    prepareDecodeWeights(model, 'bf16') // converts the matrices once; BAD_CONFIG naming why where it cannot
   }
   const seq = [...prompt],
     tokens: number[] = [],

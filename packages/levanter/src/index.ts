@@ -48,7 +48,7 @@ export {
   registeredArchitectures,
   transformerFlops,
 } from './models/registry.js'
-export type { Architecture, HfNames, ModelAxisDim } from './models/registry.js'
+export type { Architecture, ArchitectureDecode, HfNames, ModelAxisDim } from './models/registry.js'
 export { gpt2Architecture } from './models/gpt2.js'
 export { llamaArchitecture } from './models/llama.js'
 export { Qwen3LM, qwen3Architecture } from './models/qwen3.js'

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { decodeStepFastOnDevice, generate } from '../generate.js'
 import { BatchCache } from '../models/batch-cache.js'
-import { decodeStepOnDevice, prefillOnDevice } from '../models/decode.js'
+import { decodeStep, decodeStepOnDevice, prefillOnDevice } from '../models/decode.js'
 import { createModel, Gpt2LM } from '../models/lm.js'
 import { bf16Unavailable } from './native-gemm.js'
 import { nativeDecodeStep, nativeDecodeUnavailable, useNativeDecodeStep } from './native-gemv-decode.js'
@@ -15,10 +15,10 @@ let here: string | undefined = 'not set up'
 const config = { vocabSize: 1003, seqLen: 64, dModel: 96, nLayers: 3, nHeads: 4 }
 beforeAll(async () => {
   await initBackend()
-  here = nativeDecodeUnavailable(new Gpt2LM({ ...config, nLayers: 1 }, 0))
+  here = nativeDecodeUnavailable()
 })
 
-function cacheOf(model: Gpt2LM, prompts: number[][]): BatchCache {
+function cacheOf(model: Parameters<typeof prefillOnDevice>[0], prompts: number[][]): BatchCache {
   const c = new BatchCache()
   const p = prefillOnDevice(model, prompts, false)
   c.add(
@@ -88,10 +88,14 @@ describe('the one-call GPT-2 decode step', () => {
     model.dispose()
   })
 
-  test('declines what it does not run: another architecture, a row at seqLen, a wrong token count', (ctx) => {
+  test('declines what it does not run: a row at seqLen, a wrong token count; other architectures stay on tensor ops', (ctx) => {
     if (here) return ctx.skip()
     const llama = createModel({ type: 'llama', vocabSize: 64, seqLen: 16, dModel: 32, nLayers: 1, nHeads: 2 }, 0)
-    expect(nativeDecodeUnavailable(llama)).toMatch(/GPT-2 only/)
+    // llama brings no native step: its decode runs on tensor ops (the same logits as decodeStepOnDevice)
+    const [la, lb] = [cacheOf(llama, [[1, 2, 3]]), cacheOf(llama, [[1, 2, 3]])]
+    expect(read(decodeStepFastOnDevice(llama, la, [4]))).toEqual(read(decodeStepOnDevice(llama, lb, [4])))
+    la.dispose()
+    lb.dispose()
     const model = new Gpt2LM({ ...config, seqLen: 4 }, 1)
     const c = cacheOf(model, [[1, 2, 3, 4]])
     expect(nativeDecodeStep(model, c, [5])).toBeUndefined()
@@ -101,6 +105,26 @@ describe('the one-call GPT-2 decode step', () => {
     model.dispose()
     llama.dispose()
   })
+})
+
+test("models/decode.ts's decodeStep takes GPT-2's one-call step (its architecture's decode): the same logits, no tensor-op kernels", async (ctx) => {
+  if (here) return ctx.skip()
+  const model = new Gpt2LM(config, 3)
+  const [a, b] = [cacheOf(model, [[4, 5, 6]]), cacheOf(model, [[4, 5, 6]])]
+  let got = new Float32Array()
+  // tf.profile answers one object it reuses: read each count before the next profile
+  const fast = (
+    await tf.profile(async () => {
+      got = await decodeStep(model, a, [7])
+    })
+  ).kernels.length
+  const ops = (await tf.profile(async () => read(decodeStepOnDevice(model, b, [7])))).kernels.length
+  expect(ops).toBeGreaterThan(50) // the step on tensor ops: ~20 kernels a layer
+  expect(fast).toBeLessThan(5)
+  expect(got).toEqual(read(decodeStepOnDevice(model, cacheOf(model, [[4, 5, 6]]), [7])))
+  a.dispose()
+  b.dispose()
+  model.dispose()
 })
 
 describe('bf16 weights in the decode step', () => {
@@ -136,7 +160,9 @@ describe('bf16 weights in the decode step', () => {
 
   test('BAD_CONFIG naming why where it cannot run', async () => {
     const llama = createModel({ type: 'llama', vocabSize: 64, seqLen: 16, dModel: 32, nLayers: 1, nHeads: 2 }, 0)
-    expect(() => generate(llama, [1, 2], { weights: 'bf16' })).toThrow(/weights 'bf16'.*GPT-2 only/)
+    expect(() => generate(llama, [1, 2], { weights: 'bf16' })).toThrow(
+      /weights 'bf16'.*"llama" has none \(those with one: gpt2\)/,
+    )
     const model = new Gpt2LM(config, 1)
     expect(() => generate(model, [1, 2], { weights: 'bf16', useCache: false })).toThrow(/useCache/)
     expect(() => generate(model, [1, 2], { weights: 'fp16' as never })).toThrow(/not 'fp32' or 'bf16'/)

@@ -7,8 +7,8 @@
  * same bits. With `weights: 'bf16'` the products read bf16 copies of the weight matrices instead (converted once,
  * native/gemv-bf16.cc: half the bytes a token reads; activations rounded to bf16 too, float32 sums).
  *
- * It takes the model and cache structurally (kernels/ imports nothing above it): a GPT-2 (`config.type` 'gpt2')
- * whose parameters are float32 on the wasm heap, a cache with at least one row. Anything else answers undefined and
+ * It takes the model and cache structurally (kernels/ imports nothing above it): a model with GPT-2's parameters
+ * (models/gpt2.ts hands its decode steps here, as its architecture's `decode`) whose parameters are float32 on the wasm heap, a cache with at least one row. Anything else answers undefined and
  * the caller runs the step on tensor ops.
  */
 import * as tf from '@tensorflow/tfjs'
@@ -69,9 +69,8 @@ function addonHere(): DecodeAddon | undefined {
   return addon?.decodeGpt2 ? addon : undefined
 }
 
-/** Why the one-call step cannot run `model` here, or undefined where it can. */
-export function nativeDecodeUnavailable(model: DecodeModel): string | undefined {
-  if (model.config.type !== 'gpt2') return `it runs GPT-2 only, this model is ${model.config.type}`
+/** Why the one-call step cannot run here (backend, addon, switched off), or undefined where it can. */
+export function nativeDecodeUnavailable(): string | undefined {
   if (tf.getBackend() !== 'wasm') return `it runs on the wasm backend, this is ${tf.getBackend()}`
   if (!fusedOn) return 'it is turned off (useNativeDecodeStep(false))'
   if (!addonHere())
@@ -110,7 +109,7 @@ function matrices(model: DecodeModel): { names: string[]; shapes: number[] } {
  * AVX512_BF16, or a model or backend the one-call step does not run.
  */
 export function bf16DecodeWeights(model: DecodeModel): object {
-  const why = nativeDecodeUnavailable(model) ?? bf16Unavailable()
+  const why = nativeDecodeUnavailable() ?? bf16Unavailable()
   if (why) throw new LevanterError('BAD_CONFIG', `weights 'bf16' needs the native bf16 decode step: ${why}; use fp32`)
   const { names, shapes } = matrices(model)
   const tensors = names.map((n) => model.param(n))
@@ -152,7 +151,7 @@ export function nativeDecodeStep(
   const addon = addonHere()
   const c = model.config
   const B = cache.lengths.length
-  if (!addon || c.type !== 'gpt2' || B === 0 || tokens.length !== B || cache.layers.length !== c.nLayers) return
+  if (!addon || B === 0 || tokens.length !== B || cache.layers.length !== c.nLayers) return
   if (
     cache.lengths.some((l) => l + 1 > c.seqLen) ||
     tokens.some((t) => !Number.isInteger(t) || t < 0 || t >= c.vocabSize)

@@ -4,7 +4,8 @@
  * pass; their keys/values come out right-aligned, the layout `BatchCache` keeps. `prefillChunk`:
  * the next tokens of every row of a cache, at the positions after its cached ones, attending to
  * the cache and causally among themselves, so a long prompt is prefilled a chunk at a time.
- * `decodeStep`: B sequences, each at its own position, advance by one token over the shared cache
+ * `decodeStep`: B sequences, each at its own position, advance by one token over the shared cache (on the
+ * architecture's own faster step where it brings one, registry.ts `decode`: GPT-2's one native call)
  * (weight products over [B, D], attention over [B, H, 1, S] with each row's padding masked: one
  * native kernel per layer where those run, told the rows' cached lengths). All are the model's own
  * forward pass (`CausalLM.forwardPlaced`), so a row's logits equal the full forward's at its
@@ -18,6 +19,8 @@ import { LevanterError } from '../errors.js'
 import type { BatchCache, LayerKv } from './batch-cache.js'
 import type { Placement } from './layers.js'
 import type { CausalLM } from './lm.js'
+import { findArchitecture } from './registry.js'
+import type { ArchitectureDecode } from './registry.js'
 
 function run(
   model: CausalLM,
@@ -54,7 +57,9 @@ function splitRows(d: Float32Array, B: number, n: number, V: number, allPosition
  * column, and returns the next-token logits of every row, [B·V].
  */
 export async function decodeStep(model: CausalLM, cache: BatchCache, tokens: readonly number[]): Promise<Float32Array> {
-  return readAndDispose(decodeStepOnDevice(model, cache, tokens))
+  // the architecture's own faster step where it brings one and it runs here (the same logits), else tensor ops
+  const fast = findArchitecture(model.config.type)?.decode as ArchitectureDecode<CausalLM, BatchCache, tf.Tensor>
+  return readAndDispose(fast?.step(model, cache, tokens, {}) ?? decodeStepOnDevice(model, cache, tokens))
 }
 
 /** {@link decodeStep} with the logits left on the device, [B, 1, V] (the caller reads and disposes them). */

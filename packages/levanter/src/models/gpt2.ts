@@ -8,6 +8,7 @@
 import * as tf from '@tensorflow/tfjs'
 import { fusedCausalAttention, fusedDecodeAttention } from '../kernels/attention.js'
 import { LevanterError } from '../errors.js'
+import { bf16DecodeWeights, nativeDecodeStep } from '../kernels/native-gemv-decode.js'
 import { CausalLM } from './causal-lm.js'
 import { Gpt2Config } from './config.js'
 import type { Gpt2ConfigInput } from './config.js'
@@ -228,6 +229,13 @@ export const gpt2Architecture = defineArchitecture({
   // the position table is a lookup, not a matmul
   flopsPerToken: (c, seqLen, numParams) => transformerFlops(c, seqLen, numParams - c.seqLen * c.dModel),
   stages: gpt2Stages,
+  // a decode step as one native call (the same logits bit for bit), over float32 or bf16 copies of the matrices
+  decode: {
+    step: nativeDecodeStep,
+    prepare: (model: Gpt2LM, weights: 'fp32' | 'bf16') => {
+      if (weights === 'bf16') bf16DecodeWeights(model)
+    },
+  },
   modelAxis: (c) => [{ label: 'the MLP width', value: c.mlpRatio * c.dModel, what: 'its columns are split over it' }],
   hf: {
     modelType: TYPE,

@@ -34,6 +34,17 @@ export type HfNames<C extends ModelConfigBase> = {
   readonly unusedOk?: (c: C, tensor: string) => boolean
 }
 
+/**
+ * A faster decode step an architecture brings (for example one native call for the whole step): it answers the
+ * step's logits [B, 1, V] left on the device, the same values as the tensor-op step, or undefined where it cannot
+ * run here (the caller then runs the step on tensor ops). `prepare` readies the model for `weights` and throws
+ * `BAD_CONFIG` naming why where they cannot run. `M` is the model, `K` the KV cache, `T` the logits tensor.
+ */
+export type ArchitectureDecode<M = unknown, K = unknown, T = unknown> = {
+  step(model: M, cache: K, tokens: readonly number[], o: { readonly weights?: 'fp32' | 'bf16' }): T | undefined
+  prepare(model: M, weights: 'fp32' | 'bf16'): void
+}
+
 /** What defines an architecture; `M` is its model class (a `CausalLM`). */
 export type Architecture<C extends ModelConfigBase = ModelConfigBase, M = unknown> = {
   /** The config `type` that selects it. */
@@ -55,6 +66,9 @@ export type Architecture<C extends ModelConfigBase = ModelConfigBase, M = unknow
   readonly hf?: HfNames<C>
   /** URL of the module that defines it (`import.meta.url`), for processes that must load it. */
   readonly module?: string
+  /** Its faster decode step, if it has one ({@link ArchitectureDecode}); without it decoding runs on tensor ops
+   * and `weights: 'bf16'` is refused. */
+  readonly decode?: ArchitectureDecode
 }
 
 /** Attention and matmul FLOPs of a decoder: 6 per parameter touched by a matmul, and 12·layers·dModel·seqLen. */
