@@ -7,7 +7,7 @@ const order = (files: [string, { duration: number } | undefined, number][]) =>
     .sort((a, b) => b.at[0] - a.at[0] || b.at[1] - a.at[1])
     .map((f) => f.key)
 
-test('the longest files start first, whatever their project: timed ones by their last run, else by the estimates', () => {
+test('the longest files start first, whatever their project: timed ones by their last run, else by estimate', () => {
   const slow = Object.keys(ESTIMATES)[0]!
   expect(
     order([

@@ -10,7 +10,7 @@ import { relative } from 'node:path'
 import { BaseSequencer } from 'vitest/node'
 import type { TestSpecification } from 'vitest/node'
 
-/** The slowest files, `<project>:<path from the repository root>`, in seconds: update it when the ten slowest change. */
+/** The slowest files, `<project>:<path from the repository root>`, in seconds: update it as the ten slowest change. */
 export const ESTIMATES: Readonly<Record<string, number>> = {
   'experiments:experiments/guides/guides.test.ts': 40,
   'levanter:packages/levanter/src/webgpu/default-selection.test.ts': 38,
