@@ -62,6 +62,18 @@ describe('bf16 training', () => {
     120_000,
   )
 
+  test.skipIf(why !== undefined)(
+    'a bf16 run and a fp32 run side by side in one process (as an experiment runs its steps) each keep their own',
+    async () => {
+      if (!nativeKernels()) return expect.fail('the native GEMM does not run on this backend: nothing to compare')
+      const [fp32, bf16] = [await train('fp32'), await train('bf16')]
+      const [fp32Beside, bf16Beside] = await Promise.all([train('fp32'), train('bf16')])
+      expect(fp32Beside.losses).toEqual(fp32.losses)
+      expect(bf16Beside.losses).toEqual(bf16.losses)
+    },
+    120_000,
+  )
+
   test('bf16 is a BAD_CONFIG naming why where it cannot run', async () => {
     const before = process.env.LEVANTER_NATIVE_DISABLE
     process.env.LEVANTER_NATIVE_DISABLE = '1'

@@ -137,8 +137,19 @@ export class Pipeline {
       last: StepInfo | undefined,
       damagedCheckpoints: readonly DamagedCheckpoint[] = [],
       failure: unknown
-    // bf16 products for this run's steps (and evaluation), fp32 again after
-    const precisionBefore = c.precision === 'bf16' ? setMatmulPrecision('bf16') : undefined
+    // The products' precision is one setting per process (the native addon's), and an experiment may run several
+    // pipelines in one process side by side: it is set around this run's own engine calls only, for their
+    // synchronous part (a one-process engine runs a step's or an evaluation's products before its first await),
+    // and put back at once, so a bf16 run never leaves bf16 on for a fp32 run beside it (nor the reverse).
+    const precise = <T>(call: () => Promise<T>): Promise<T> => {
+      if (c.precision !== 'bf16') return call()
+      const before = setMatmulPrecision('bf16')
+      try {
+        return call()
+      } finally {
+        setMatmulPrecision(before)
+      }
+    }
     try {
       // a mesh's members read their own parts of a sharded checkpoint
       const store = c.checkpointStore
@@ -175,12 +186,12 @@ export class Pipeline {
         const t0 = (since ??= performance.now())
         let results: StepResult[]
         if (engine.stepDeferred && engine.readPending) {
-          await engine.stepDeferred(batch, lr)
+          await precise(() => engine.stepDeferred!(batch, lr))
           if (!readsAt(s + 1)) continue
           results = await engine.readPending()
         } else
           results = [
-            await engine.step(batch, lr).catch((err: unknown) => {
+            await precise(() => engine.step(batch, lr)).catch((err: unknown) => {
               throw members === 1 ? explainOutOfMemory(err, model.numParams()) : err
             }),
           ]
@@ -224,8 +235,10 @@ export class Pipeline {
         }
         if (c.evalEvery > 0 && (info.step % c.evalEvery === 0 || info.step === maxSteps)) {
           let sum = 0
-          for (let i = 0; i < c.evalBatches; i++)
-            sum += await engine.evalLoss(await dataset.evalBatch(i, c.batchSize, seqLen))
+          for (let i = 0; i < c.evalBatches; i++) {
+            const b = await dataset.evalBatch(i, c.batchSize, seqLen)
+            sum += await precise(() => engine.evalLoss(b))
+          }
           const evalLoss = sum / c.evalBatches
           const ev: Record<string, number> = { 'eval/loss': evalLoss }
           const bpt = dataset.bytesPerToken
@@ -234,8 +247,10 @@ export class Pipeline {
             for (const { name, dataset: source } of dataset.evalSets()) {
               if (source.sequences(seqLen).eval === 0) continue
               let part = 0
-              for (let i = 0; i < c.evalBatches; i++)
-                part += await engine.evalLoss(await source.evalBatch(i, c.batchSize, seqLen))
+              for (let i = 0; i < c.evalBatches; i++) {
+                const b = await source.evalBatch(i, c.batchSize, seqLen)
+                part += await precise(() => engine.evalLoss(b))
+              }
               ev[`eval/${name}/loss`] = part / c.evalBatches
               if (source.bytesPerToken) ev[`eval/${name}/bpb`] = part / c.evalBatches / Math.LN2 / source.bytesPerToken
             }
@@ -269,7 +284,6 @@ export class Pipeline {
       failure = err
       throw err
     } finally {
-      if (precisionBefore) setMatmulPrecision(precisionBefore)
       // the engine waits for a failed member a few seconds at most (parallel/failed-members.ts)
       await engine.close()
       if (placement) {
