@@ -114,6 +114,10 @@ const evaluation = evalStep('eval-brown', {
   size: scale.evalSize,
 })
 
+// The data steps, for experiments that train other models on the same tokens (experiments/bf16-curve.ts)
+export { raw, deduped, text, tokens }
+export { scale as quickstartScale }
+
 const experiment = new Experiment({
   name,
   description:

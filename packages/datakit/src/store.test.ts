@@ -47,7 +47,7 @@ async function filesOf(prefix: string, artifact: string, version: number): Promi
 }
 
 describe('the store under a storage URL prefix', () => {
-  test('ingest and dedup on memory:// make the same shards as on a local folder; the store is all in storage', async () => {
+  test('ingest and dedup on memory:// make the shards a local folder gets; the store is all in storage', async () => {
     const onDisk = await ingest({ name: 'docs', source, format: 'jsonl', prefix: local })
     const inStorage = await ingest({ name: 'docs', source, format: 'jsonl', prefix: remote })
     expect(inStorage).toMatchObject({ version: onDisk.version, records: 14, datasetHash: onDisk.datasetHash })

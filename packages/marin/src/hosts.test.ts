@@ -79,7 +79,7 @@ describe.skipIf(why !== undefined)(`marin executor across hosts${why ? ` (skippe
     expect(again.outputs).toEqual(first.outputs)
   }, 110_000)
 
-  test('the quickstart data steps and a training as iris jobs, prefix in the store; a run from B skips all', async () => {
+  test('quickstart data steps and a training as iris jobs, prefix in the store; B reruns, skipping all', async () => {
     const prefix = 's3://marin-test/marin-hosts-data'
     const first = await drive(a, { prefix, experiment: 'data' })
     expect(first.status, JSON.stringify(first.steps)).toBe('SUCCESS')

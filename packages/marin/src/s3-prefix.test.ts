@@ -180,7 +180,7 @@ describe('the quickstart with the prefix in the object store', () => {
     expect(runs.length).toBe(2)
   }, 240_000)
 
-  test('an evaluation of a checkpoint folder that is not in the bucket fails naming the field and the URL', async () => {
+  test('evaluating a checkpoint folder that is not in the bucket fails naming the field and the URL', async () => {
     const missing = `${PREFIX}-nothing/hf`
     const lone = evalStep('eval-missing', { checkpoint: missing, tasks: ['brown_cloze'], size: 2 })
     const r = await runExperiment(new Experiment({ name: 'eval-missing', steps: [lone] }), {

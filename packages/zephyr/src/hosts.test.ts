@@ -104,7 +104,7 @@ describe.skipIf(why !== undefined)(`zephyr across hosts${why ? ` (skipped: ${why
     for (const h of [a, b, c]) expect(pipelineFiles(h.dir)).toEqual([])
   }, 110_000)
 
-  test('a worker host partitioned mid-pipeline: the pipeline finishes on the other host with the same bytes', async () => {
+  test('a worker host partitioned mid-pipeline: it finishes on the other host with the same bytes', async () => {
     const run = drive({
       mode: 'hosts',
       out: 'fault',

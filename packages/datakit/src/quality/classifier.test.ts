@@ -147,7 +147,7 @@ describe('model file', () => {
     expect(copy.probability(held[0]!.text, 'baking')).toBe(classifier.probability(held[0]!.text, 'baking'))
   })
 
-  test("fastText's 2M buckets: the file holds only the trained rows, and a row never stored reads its initial value", async () => {
+  test('2M buckets: the file holds only trained rows; a row never stored reads its initial value', async () => {
     const big = trainClassifier(train.slice(0, 300), { dim: 8, wordNgrams: 2 }).classifier
     expect(big.args.bucket).toBe(2_000_000)
     const p = join(root, 'big.mqc')

@@ -9,8 +9,9 @@
  * Unlike fastText, the examples are turned into input rows once, not on every epoch: the passes
  * then read flat Int32Arrays, and nothing is allocated inside them. Only the input rows the
  * examples use are allocated (with 2M hash buckets, a small fraction of the matrix), each drawn
- * with the initial value it has in the whole matrix, so training is what it would be on all of it. The two loops over the output
- * matrix (the softmax's dot products and the rank-one update) run in WebAssembly SIMD (`simd.ts`)
+ * with the initial value it has in the whole matrix, so training is what it would be on all of it.
+ * The two loops over the output matrix (the softmax's dot products and the rank-one update) run in
+ * WebAssembly SIMD (`simd.ts`)
  * when `dim` is a multiple of 4, else in JavaScript four labels at a time.
  */
 import { DatakitError } from '../errors.js'

@@ -88,7 +88,7 @@ describe('the one-call GPT-2 decode step', () => {
     model.dispose()
   })
 
-  test('declines what it does not run: a row at seqLen, a wrong token count; other architectures stay on tensor ops', (ctx) => {
+  test('declines a row at seqLen, a wrong token count; other architectures stay on tensor ops', (ctx) => {
     if (here) return ctx.skip()
     const llama = createModel({ type: 'llama', vocabSize: 64, seqLen: 16, dModel: 32, nLayers: 1, nHeads: 2 }, 0)
     // llama brings no native step: its decode runs on tensor ops (the same logits as decodeStepOnDevice)
@@ -107,11 +107,11 @@ describe('the one-call GPT-2 decode step', () => {
   })
 })
 
-test("models/decode.ts's decodeStep takes GPT-2's one-call step (its architecture's decode): the same logits, no tensor-op kernels", async (ctx) => {
+test("decodeStep takes GPT-2's one-call step: same logits, no tfjs kernels", async (ctx) => {
   if (here) return ctx.skip()
   const model = new Gpt2LM(config, 3)
   const [a, b] = [cacheOf(model, [[4, 5, 6]]), cacheOf(model, [[4, 5, 6]])]
-  let got = new Float32Array()
+  let got: Float32Array = new Float32Array()
   // tf.profile answers one object it reuses: read each count before the next profile
   const fast = (
     await tf.profile(async () => {

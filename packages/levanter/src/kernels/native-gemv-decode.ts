@@ -8,8 +8,9 @@
  * native/gemv-bf16.cc: half the bytes a token reads; activations rounded to bf16 too, float32 sums).
  *
  * It takes the model and cache structurally (kernels/ imports nothing above it): a model with GPT-2's parameters
- * (models/gpt2.ts hands its decode steps here, as its architecture's `decode`) whose parameters are float32 on the wasm heap, a cache with at least one row. Anything else answers undefined and
- * the caller runs the step on tensor ops.
+ * (models/gpt2.ts hands its decode steps here, as its architecture's `decode`) whose parameters are float32 on the
+ * wasm heap, a cache with at least one row. Anything else answers undefined and the caller runs the step on tensor
+ * ops.
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'

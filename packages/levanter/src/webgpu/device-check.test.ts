@@ -31,7 +31,7 @@ test('bad usage exits 2 and names the flag', async () => {
   expect(mesh.stderr).toMatch(/--mesh model,pp: "pp" is not a layout; give fsdp, model/)
 })
 
-test('--software --quick prints the adapter, passing kernel and mesh checks and a training line per model', async () => {
+test('--software --quick prints the adapter, passing kernel and mesh checks, a training line per model', async () => {
   const r = await run(['--software', '--quick', '--steps', '1', '--mesh', 'model'])
   expect(r.stderr.replace(/Warning: vkCreateInstance[^\n]*\n|\s+at CheckVkSuccessImpl[^\n]*\n/g, '')).not.toMatch(
     /Error/,

@@ -123,7 +123,7 @@ describe('marin serve near the end of the context', () => {
     expect(r.choices[0]!.text).toBe(tokenizer.decode(want.tokens))
   })
 
-  test('a prompt one short of the context gets one token; one that fills it gets none, finish_reason length', async () => {
+  test('a prompt one short of the context gets one token; one filling it gets none, finish_reason length', async () => {
     for (const P of [C - 1, C]) {
       const r = await post('completions', { model: 'tiny', prompt: promptOf(P), max_tokens: 5, temperature: 0 })
       expect(r.usage.completion_tokens).toBe(C - P)

@@ -1,9 +1,10 @@
 /**
  * @module Writes `real-pages.warc.gz` (run from the repository root:
- * `node_modules/.bin/tsx packages/zephyr/test-fixtures/warc/make-real-pages.ts`) from the real pages in `pages/`, their bytes unchanged, one gzip member per record, with
- * warcio's own writer: a `warcinfo` record, then one `response` record per page. The pages come without the HTTP
- * response they were served with, so the HTTP headers are ours: `Content-Type` carries a charset only for the pages
- * that declare none themselves (see README.md); every other page is decoded by its own `<meta>` or XML declaration.
+ * `node_modules/.bin/tsx packages/zephyr/test-fixtures/warc/make-real-pages.ts`) from the real pages in `pages/`,
+ * their bytes unchanged, one gzip member per record, with warcio's own writer: a `warcinfo` record, then one
+ * `response` record per page. The pages come without the HTTP response they were served with, so the HTTP headers
+ * are ours: `Content-Type` carries a charset only for the pages that declare none themselves (see README.md); every
+ * other page is decoded by its own `<meta>` or XML declaration.
  * Dates and record ids are fixed, so the file is the same each time it is written.
  */
 import { readFileSync, writeFileSync } from 'node:fs'
