@@ -92,9 +92,18 @@ export function mixtralSpecs(c: MixtralConfig): ParamSpec[] {
 const topKMask = (k: number) =>
   tf.customGrad((...args: (tf.Tensor | ((s: tf.Tensor[]) => void))[]) => {
     const probs = args[0] as tf.Tensor
-    const E = probs.shape[probs.rank - 1]!
-    const { indices } = tf.topk(probs, k)
-    return { value: tf.sum(tf.oneHot(indices, E), -2), gradFunc: () => [tf.zerosLike(probs)] }
+    // at least the k-th largest probability, chosen in float32 from the start: summing oneHot's int32 rows over a
+    // non-last axis compiles no shader on webgpu (the mask came out all zeros there). The same 0/1 mask elsewhere,
+    // except that a probability tied with the k-th is chosen too (topk would keep only k)
+    const kth = tf.slice(
+      tf.topk(probs, k).values,
+      [...probs.shape.slice(0, -1).map(() => 0), k - 1],
+      [...probs.shape.slice(0, -1), 1],
+    )
+    return {
+      value: tf.where(tf.greaterEqual(probs, kth), tf.onesLike(probs), tf.zerosLike(probs)),
+      gradFunc: () => [tf.zerosLike(probs)],
+    }
   })
 
 /** One block's router over m [B, T, D]: the top-k weights [B, T, E] (renormalised, zero elsewhere), the router

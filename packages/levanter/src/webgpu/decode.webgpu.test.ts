@@ -14,7 +14,7 @@ beforeAll(async () => {
   await initBackend('webgpu')
 }, 120_000)
 
-test.each(['gpt2', 'llama', 'qwen3'] as const)(
+test.each(['gpt2', 'llama', 'qwen3', 'mixtral'] as const)(
   '%s: a prompt prefilled in chunks, then decoded, equals the full forward within 1e-4, on webgpu',
   async (type) => {
     expect(tf.getBackend()).toBe('webgpu')

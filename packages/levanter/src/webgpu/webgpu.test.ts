@@ -103,7 +103,7 @@ describe('webgpu backend', () => {
     expect((saved!.manifest.config as { backend?: unknown }).backend).toEqual(info)
   }, 600_000)
 
-  test.each(['gpt2', 'llama', 'qwen3'] as const)(
+  test.each(['gpt2', 'llama', 'qwen3', 'mixtral'] as const)(
     '%s generation with the KV cache equals the full forward, on webgpu',
     async (type) => {
       const m = createModel(TINY_MODELS[type], 9)
