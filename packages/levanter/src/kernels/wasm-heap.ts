@@ -139,6 +139,14 @@ export const WASM_HEAP_MAX_BYTES = 4 * 2 ** 30
 
 const guarded = new WeakSet<object>()
 const MiB = (n: number) => (n / 2 ** 20).toFixed(0)
+let heapLimit = WASM_HEAP_MAX_BYTES
+
+/** The limit the heap guard's message names: 4 GiB, or what parallel/heap-limit.ts `holdWasmHeapTo` held it to. */
+export function noteWasmHeapLimit(bytes: number): void {
+  heapLimit = bytes
+}
+const limitText = () =>
+  heapLimit >= 2 ** 30 ? `${Number((heapLimit / 2 ** 30).toFixed(1))} GiB` : `${MiB(heapLimit)} MiB`
 
 /**
  * Makes the wasm backend's allocator throw `OUT_OF_MEMORY` when the heap cannot grow to hold a
@@ -156,7 +164,7 @@ export function guardHeap(backend: unknown): void {
       throw new LevanterError(
         'OUT_OF_MEMORY',
         `wasm heap full: cannot allocate ${MiB(bytes)} MiB with ${MiB(wasm.HEAPF32.byteLength)} MiB of the ` +
-          `4 GiB wasm heap in use; shard the model over processes (mesh: { data: 2 }, fsdp: true, or ` +
+          `${limitText()} wasm heap in use; shard the model over processes (mesh: { data: 2 }, fsdp: true, or ` +
           'mesh: { model: 2 }), or lower batchSize (microbatches)',
       )
     return at

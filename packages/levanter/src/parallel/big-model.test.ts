@@ -125,6 +125,8 @@ describe('a model one process cannot train', () => {
     expect(line.code).toBe('OUT_OF_MEMORY')
     expect(line.message).toMatch(/19\.0M parameters/)
     expect(line.message).toMatch(/more than one process's 128 MiB wasm heap holds at any batch size/)
+    // the heap guard's own words name the held limit too, not wasm32's 4 GiB
+    expect(line.message).toMatch(/MiB of the 128 MiB wasm heap in use/)
     expect(line.message).toMatch(/fsdp: true/)
     expect(line.message).toMatch(/mesh: \{ model: 2 \}/)
   }, 120_000)

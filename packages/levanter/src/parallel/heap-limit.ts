@@ -5,7 +5,7 @@
  * 4 GiB shows the same overflow (the big-model test does, in every process it starts).
  */
 import { isLevanterError, LevanterError } from '../errors.js'
-import { WASM_HEAP_MAX_BYTES } from '../kernels/wasm-heap.js'
+import { noteWasmHeapLimit, WASM_HEAP_MAX_BYTES } from '../kernels/wasm-heap.js'
 
 /** A size as the messages name it: "4 GiB", "4.1 GiB", "145 MiB". */
 const size = (n: number) =>
@@ -35,6 +35,7 @@ export function holdWasmHeapTo(bytes: number): void {
     )
   if (held !== undefined) throw new LevanterError('BAD_CONFIG', `the wasm heap is already held to ${size(held)}`)
   held = bytes
+  noteWasmHeapLimit(bytes)
   const grow = Memory.prototype.grow
   Memory.prototype.grow = function (this: { buffer: ArrayBuffer }, delta: number): number {
     if (this.buffer.byteLength + delta * PAGE > bytes)

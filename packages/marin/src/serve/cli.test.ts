@@ -169,4 +169,8 @@ test('--help names the admission limits; a per-request cap above the ' +
   ])
   expect(bad.code).toBe(2)
   expect(bad.err).toMatch(/--max-sequences-per-request 8.*--max-queued-sequences 4/)
+  const weights = await run(['--model-checkpoint', 'checkpoints/tiny', '--weights', 'fp16'])
+  expect(weights.code).toBe(2)
+  expect(weights.err).toContain('--weights fp16: give fp32 or bf16')
+  expect(help.out).toMatch(/--weights <fp32\|bf16>[\s\S]*default: "fp32"/)
 }, 60_000)

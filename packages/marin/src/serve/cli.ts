@@ -50,6 +50,12 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
       intArg('a sequence count'),
       1024,
     )
+    .option(
+      '--weights <fp32|bf16>',
+      'the weights decode steps read: fp32, or bf16 copies made at start (half the bytes a token reads; a CPU with ' +
+        'AVX512_BF16 and an architecture with a native decode step)',
+      'fp32',
+    )
     .option('--name <id>', 'model id to report (default: from the checkpoint)')
     .action(
       (o: {
@@ -65,6 +71,7 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
         maxSequencesPerRequest: number
         maxQueuedSequences: number
         maxPrefillTokens: number
+        weights: string
         name?: string
       }) =>
         run(async () => {
@@ -76,6 +83,9 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
                 `lower the cap`,
             )
           }
+          if (o.weights !== 'fp32' && o.weights !== 'bf16')
+            throw new UsageError(`--weights ${o.weights}: give fp32 or bf16`)
+          const weights: 'fp32' | 'bf16' = o.weights
           let apiKey: string | undefined
           if (o.apiKeyFile !== undefined) {
             if (!fs.existsSync(o.apiKeyFile)) throw new UsageError(`--api-key-file ${o.apiKeyFile}: no such file`)
@@ -103,6 +113,7 @@ export function serveCommand(cmd: Command, io: CliIo, run: Run): void {
             maxSequencesPerRequest: o.maxSequencesPerRequest,
             maxQueuedSequences: o.maxQueuedSequences,
             maxPrefillTokens: o.maxPrefillTokens,
+            weights,
             ...(apiKey !== undefined ? { apiKey } : {}),
             ...(o.maxTokens !== undefined ? { maxTokensCap: o.maxTokens } : {}),
           })
