@@ -276,7 +276,10 @@ describe('lifecycle', () => {
     const s = await startServer({ model, tokenizer, name: 'tiny', port: 0 })
     const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 0 })
     const running = c.completions.create({ model: 'tiny', prompt: 'the', max_tokens: 30, seed: 2 })
-    await until(() => s.engine.load.active === 1)
+    // polled every turn of the event loop, not every 10 ms: with one native call per decode step the 30 tokens can
+    // come and go between two timer ticks (the engine yields between steps, so a turn sees it running)
+    for (let i = 0; i < 200_000 && s.engine.load.active !== 1; i++) await new Promise((r) => setImmediate(r))
+    expect(s.engine.load.active).toBe(1)
     await s.close({ graceMs: 30_000 })
     const r = await running
     expect(r.usage!.completion_tokens).toBe(30)
