@@ -6,8 +6,9 @@
  * (content-addressed, skipped when done): a changed threshold or weight is a new version of that
  * step and of those after it, and `marin explain` names the field.
  *
- *   1. warc-sample      the WARC sample (real crawls of example.com and iana.org, and pages in
- *                       other languages and charsets; the fixtures in packages/zephyr/test-fixtures/warc)
+ *   1. warc-sample      the WARC sample: webrecorder's real crawls of example.com and iana.org, and real
+ *                       German, Japanese, Chinese and UTF-16 pages in their own charsets from public
+ *                       repositories (packages/zephyr/test-fixtures/warc; sources and licences in its README)
  *   2. web              WARC responses → main text (Readability), language-tagged (CLD3)
  *   3. web-en           the English pages
  *   4. quality-examples labelled lines: Brown paragraphs `hq`, cooking Q&A titles `lq`
@@ -49,7 +50,7 @@ import { setLogLevel } from '@marin/rigging'
 const tiny = process.env.WEB_MIXTURE_SCALE === 'tiny'
 const repo = resolve(import.meta.dirname, '..')
 const WARC_DIR = join(repo, 'packages/zephyr/test-fixtures/warc')
-const WARC_FILES = ['example.warc.gz', 'example-iana.org-chunked.warc', 'written.warc.gz']
+const WARC_FILES = ['example.warc.gz', 'example-iana.org-chunked.warc', 'real-pages.warc.gz']
 // fastText's tutorial data (cooking.stackexchange.com question titles, CC BY-SA; see its README)
 const COOKING = join(repo, 'packages/datakit/test-fixtures/cooking-stackexchange/cooking.stackexchange.txt')
 
@@ -93,7 +94,7 @@ const name = tiny ? 'web-mixture-tiny' : 'web-mixture'
 // 1-7: the web source
 const sample = step({
   name: 'warc-sample',
-  description: 'the WARC sample: real crawls and pages in other languages and charsets',
+  description: 'the WARC sample: real crawls, and real pages in other languages and charsets',
   config: { files: versioned(WARC_FILES) },
   fn: async (c, { outputPath, log }) => {
     await mkdir(outputPath, { recursive: true })

@@ -1,10 +1,13 @@
 /**
  * @module WARC reading speed (`pnpm bench warc`), on one core: the real records of the test
- * fixtures (webrecorder's example.com and iana.org crawls, our windows-1252, Shift_JIS and
- * navigation-only pages) repeated into a `.warc.gz` and a `.warc` of about ZEPHYR_WARC_BENCH_MB
- * (default 64) each, read by `readWarc` in this process. Pages/s counts the HTML responses
- * delivered; MB/s counts the file's bytes (compressed for `.warc.gz`). Progress goes to stderr;
- * stdout carries only the JSON lines.
+ * fixtures, bytes unchanged (webrecorder's example.com and iana.org crawls, and `real-pages.warc.gz`:
+ * real German windows-1252 and iso-8859-1 news articles, Japanese Shift_JIS/CP932 pages, a GB2312
+ * navigation box, a UTF-16LE page and a Shift_JIS Atom feed; see test-fixtures/warc/README.md),
+ * repeated into a `.warc.gz` and a `.warc` of about ZEPHYR_WARC_BENCH_MB (default 64) each, read by
+ * `readWarc` in this process, charset decoding included. Pages/s counts the HTML responses delivered
+ * (the Atom feed and webrecorder's request/revisit records are read and passed over, as in a crawl);
+ * MB/s counts the file's bytes (compressed for `.warc.gz`). Progress goes to stderr; stdout carries
+ * only the JSON lines.
  */
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -21,7 +24,7 @@ mkdirSync(root, { recursive: true })
 const fixture = (f: string) => readFileSync(new URL(`../test-fixtures/warc/${f}`, import.meta.url))
 
 // gzip members concatenate into a valid .warc.gz; uncompressed records concatenate into a .warc
-const gz = Buffer.concat([fixture('example.warc.gz'), fixture('written.warc.gz')])
+const gz = Buffer.concat([fixture('example.warc.gz'), fixture('real-pages.warc.gz')])
 const plain = Buffer.concat([gunzipSync(gz), fixture('example-iana.org-chunked.warc')])
 
 function repeated(unit: Buffer, name: string): string {

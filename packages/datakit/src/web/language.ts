@@ -3,7 +3,9 @@
  * Chrome) compiled to WebAssembly, so it runs in any Node process with nothing native to build.
  * The module is loaded once per process (a worker that tags many shards pays for it once) and
  * one identifier is kept. The answer is CLD3's: an ISO 639 code (`und` when it cannot tell), its
- * probability and CLD3's own reliability flag.
+ * probability and CLD3's own reliability flag, for the document's first `LANGUAGE_MAX_BYTES`: a page that
+ * opens with a little prose and then tables of Han characters (the CP932 blog page of zephyr's WARC
+ * fixtures) is `zh` even when the prose is Japanese.
  *
  * @example
  * const lid = await languageIdentifier()
