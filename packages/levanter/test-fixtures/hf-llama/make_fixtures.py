@@ -1,20 +1,23 @@
 """Reference Llama checkpoints and logits for levanter's Hugging Face import/export tests.
 
 An independent implementation (PyTorch + numpy, no levanter code): it writes tiny
-LlamaForCausalLM-style checkpoints (config.json + safetensors, written by hand here) and the
+LlamaForCausalLM-style checkpoints (config.json + safetensors, written by hand in ../hf_reference.py) and the
 logits its own forward pass gives for fixed ids. Run once with a Python that has torch:
 
     /usr/bin/python3 packages/levanter/test-fixtures/hf-llama/make_fixtures.py
 
-The outputs are committed; the tests do not need torch.
+The outputs are committed; the tests do not need torch. The draws, RMSNorm, rotary and the files written are
+../hf_reference.py's, shared with the other Llama-family fixtures; the scaled rotary frequencies are this file's.
 """
-import json
 import math
 import os
-import struct
+import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from hf_reference import causal_mask, inv_freq, rms_norm, rotary, weight_drawer, write_fixture  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 IDS = [3, 17, 0, 39, 8, 8, 22, 5, 31, 12]
@@ -40,32 +43,29 @@ CONFIG_DTYPE = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 def make_weights(case, gen):
     heads, kv = case["heads"], case["kv"]
     K = D // heads
-    w = {}
-    def mat(name, shape, std=0.2):
-        w[name] = torch.randn(*shape, generator=gen, dtype=torch.float32) * std
-    def norm(name):
-        w[name] = 1.0 + 0.1 * torch.randn(D, generator=gen, dtype=torch.float32)
+    w, mat, norm = weight_drawer(gen, std=0.2, norm_std=0.1)
     mat("model.embed_tokens.weight", (V, D), 0.5)
     for i in range(L):
         p = f"model.layers.{i}"
-        norm(f"{p}.input_layernorm.weight")
+        norm(f"{p}.input_layernorm.weight", D)
         mat(f"{p}.self_attn.q_proj.weight", (heads * K, D))  # nn.Linear: [out, in]
         mat(f"{p}.self_attn.k_proj.weight", (kv * K, D))
         mat(f"{p}.self_attn.v_proj.weight", (kv * K, D))
         mat(f"{p}.self_attn.o_proj.weight", (D, heads * K))
-        norm(f"{p}.post_attention_layernorm.weight")
+        norm(f"{p}.post_attention_layernorm.weight", D)
         mat(f"{p}.mlp.gate_proj.weight", (F, D))
         mat(f"{p}.mlp.up_proj.weight", (F, D))
         mat(f"{p}.mlp.down_proj.weight", (D, F))
-    norm("model.norm.weight")
+    norm("model.norm.weight", D)
     if not case["tie"]:
         mat("lm_head.weight", (V, D), 0.5)
     # round to the stored dtype: the reference computes with exactly what the file holds
     return {k: t.to(TORCH_DTYPE[case["dtype"]]) for k, t in w.items()}
 
 
-def inv_freq(K, scaling):
-    f = 1.0 / (THETA ** (np.arange(0, K, 2, dtype=np.float64) / K))
+def scaled_inv_freq(K, scaling):
+    """Rotary inverse frequencies with Hugging Face's linear or llama3 scaling (none: the plain ones)."""
+    f = inv_freq(K, THETA)
     if scaling is None:
         return f
     kind = scaling.get("rope_type", scaling.get("type"))
@@ -93,17 +93,8 @@ def forward(case, w, ids):
     g = {k: t.to(torch.float64) for k, t in w.items()}
     T = len(ids)
     x = g["model.embed_tokens.weight"][torch.tensor(ids)]  # [T, D]
-    freqs = torch.tensor(np.outer(np.arange(T), inv_freq(K, case["rope_scaling"])))  # [T, K/2]
-    cos, sin = torch.cat([freqs.cos()] * 2, -1), torch.cat([freqs.sin()] * 2, -1)
-
-    def rms(v, weight):
-        return v / torch.sqrt((v * v).mean(-1, keepdim=True) + EPS) * weight
-
-    def rope(v):  # v [h, T, K]
-        a, b = v[..., : K // 2], v[..., K // 2:]
-        return v * cos + torch.cat([-b, a], -1) * sin
-
-    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1)
+    rms, rope = rms_norm(EPS), rotary(T, K, THETA, scaled_inv_freq(K, case["rope_scaling"]))
+    mask = causal_mask(T)
     for i in range(L):
         p = f"model.layers.{i}"
         a = rms(x, g[f"{p}.input_layernorm.weight"])
@@ -117,40 +108,16 @@ def forward(case, w, ids):
         x = x + att.transpose(0, 1).reshape(T, heads * K) @ g[f"{p}.self_attn.o_proj.weight"].T
         m = rms(x, g[f"{p}.post_attention_layernorm.weight"])
         gate = m @ g[f"{p}.mlp.gate_proj.weight"].T
-        x = x + (torch.nn.functional.silu(gate) * (m @ g[f"{p}.mlp.up_proj.weight"].T)) @ g[f"{p}.mlp.down_proj.weight"].T
+        up = m @ g[f"{p}.mlp.up_proj.weight"].T
+        x = x + (torch.nn.functional.silu(gate) * up) @ g[f"{p}.mlp.down_proj.weight"].T
     x = rms(x, g["model.norm.weight"])
     head = g["model.embed_tokens.weight"] if case["tie"] else g["lm_head.weight"]
     return x @ head.T  # [T, V]
 
 
-def raw_bytes(t):
-    if t.dtype == torch.bfloat16:
-        return t.contiguous().view(torch.int16).numpy().astype("<i2").tobytes()
-    return t.contiguous().numpy().astype(t.numpy().dtype.newbyteorder("<")).tobytes()
-
-
-def write_safetensors(path, tensors, dtype):
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, t in tensors.items():
-        b = raw_bytes(t)
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":"))
-    h += " " * ((8 - (len(h) + 8) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h.encode())
-        for b in blobs:
-            f.write(b)
-    return off
-
-
 def main():
     gen = torch.Generator().manual_seed(1234)
     for name, case in CASES.items():
-        out = os.path.join(HERE, name)
-        os.makedirs(out, exist_ok=True)
         w = make_weights(case, gen)
         config = {
             "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V,
@@ -162,27 +129,8 @@ def main():
         }
         if case["rope_scaling"] is not None:
             config["rope_scaling"] = case["rope_scaling"]
-        with open(os.path.join(out, "config.json"), "w") as f:
-            json.dump(config, f, indent=2)
-            f.write("\n")
-        names = list(w)
-        if case["shards"] == 1:
-            write_safetensors(os.path.join(out, "model.safetensors"), w, case["dtype"])
-        else:
-            n, per = case["shards"], math.ceil(len(names) / case["shards"])
-            weight_map, total = {}, 0
-            for s in range(n):
-                file = f"model-{s + 1:05d}-of-{n:05d}.safetensors"
-                part = {k: w[k] for k in names[s * per:(s + 1) * per]}
-                total += write_safetensors(os.path.join(out, file), part, case["dtype"])
-                weight_map.update({k: file for k in part})
-            with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
-                json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
-                f.write("\n")
-        logits = forward(case, w, IDS)
-        with open(os.path.join(out, "reference.json"), "w") as f:
-            json.dump({"ids": IDS, "logits": [round(float(v), 7) for v in logits.flatten()]}, f)
-            f.write("\n")
+        reference = {"ids": IDS, "logits": forward(case, w, IDS)}
+        write_fixture(os.path.join(HERE, name), config, w, reference, shards=case["shards"])
 
 
 if __name__ == "__main__":
