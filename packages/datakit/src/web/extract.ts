@@ -9,8 +9,11 @@
  * paragraphs, list items, `pre`, `blockquote`, table rows, a `div` holding text) become lines,
  * paragraphs are separated by blank lines, and `<br>` is a line break.
  *
- * A page with no main text (navigation only, an empty shell) gives `undefined`, never an empty
- * document; HTML over `maxHtmlBytes` is not parsed at all (the caller counts both).
+ * A page with no main text (navigation only, an empty shell) gives `noMainText`, never an empty
+ * document; HTML over `maxHtmlBytes` is not parsed at all (`tooLarge`); main text of which more than
+ * `maxReplacementFraction` is U+FFFD is `undecodable` (a page decoded with the wrong charset, or bytes
+ * that are not text): its words are lost, and it is skipped rather than kept as noise. The caller
+ * counts each.
  */
 import { Readability } from '@mozilla/readability'
 import { parseHTML } from 'linkedom'
@@ -20,14 +23,17 @@ export type ExtractOptions = {
   readonly maxHtmlBytes?: number
   /** Main text shorter than this many characters counts as none. @default 25 */
   readonly minChars?: number
+  /** Main text with a larger share of U+FFFD (bytes the charset could not decode) is `undecodable`. @default 0.01 */
+  readonly maxReplacementFraction?: number
 }
 
 export type Extracted = { readonly title: string; readonly text: string }
 
 /** Why a page gave no document. */
-export type ExtractMiss = 'tooLarge' | 'noMainText' | 'unparseable'
+export type ExtractMiss = 'tooLarge' | 'noMainText' | 'unparseable' | 'undecodable'
 
 export const DEFAULT_MAX_HTML_BYTES = 4 * 2 ** 20
+export const DEFAULT_MAX_REPLACEMENT_FRACTION = 0.01
 
 const BLOCK = new Set([
   'ADDRESS',
@@ -83,6 +89,9 @@ export function extractMainText(html: string, opts: ExtractOptions = {}): Extrac
   const { document: content } = parseHTML(`<html><body>${article.content}</body></html>`)
   const text = blockText(content.body as unknown as Node)
   if (text.length < (opts.minChars ?? 25)) return 'noMainText'
+  let replaced = 0
+  for (let i = text.indexOf('\uFFFD'); i >= 0; i = text.indexOf('\uFFFD', i + 1)) replaced++
+  if (replaced > text.length * (opts.maxReplacementFraction ?? DEFAULT_MAX_REPLACEMENT_FRACTION)) return 'undecodable'
   return { title: (article.title ?? '').trim(), text }
 }
 

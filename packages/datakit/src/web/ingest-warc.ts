@@ -29,7 +29,7 @@ import { expandSources, fingerprint } from '../dataset/source-files.js'
 import { DatakitError } from '../errors.js'
 import { datasetArtifact, type StoreAccess, withStore, workDir } from '../store.js'
 import { defaultContext } from '../zephyr-context.js'
-import { DEFAULT_MAX_HTML_BYTES } from './extract.js'
+import { DEFAULT_MAX_HTML_BYTES, DEFAULT_MAX_REPLACEMENT_FRACTION } from './extract.js'
 import {
   addStats,
   emptyStats,
@@ -150,6 +150,8 @@ export async function ingestWarc(name: string, opts: IngestWarcOptions): Promise
     maxRecordBytes: opts.maxRecordBytes ?? 16 * 2 ** 20,
     maxHtmlBytes: opts.maxHtmlBytes ?? DEFAULT_MAX_HTML_BYTES,
     minChars: opts.minChars ?? 25,
+    // main text more than 1 % U+FFFD is skipped as undecodable (part of the key: versions before the rule differ)
+    maxReplacementFraction: DEFAULT_MAX_REPLACEMENT_FRACTION,
     languages: languages ?? null,
     threshold: languages ? threshold : null,
     extractor: '@mozilla/readability+linkedom',

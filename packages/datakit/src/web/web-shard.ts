@@ -19,7 +19,10 @@ export type WebStats = {
   pagesRead: number
   kept: number
   noMainText: number
-  /** Records or pages not made into documents, by reason (`corrupt`, `tooLarge`, `truncated`, `htmlTooLarge`, …). */
+  /**
+   * Records or pages not made into documents, by reason: the WARC reader's `corrupt`, `tooLarge`, `truncated`;
+   * extraction's `htmlTooLarge`, `unparseable`, `undecodable` (main text more than 1 % U+FFFD).
+   */
   skipped: Record<string, number>
   /** Documents dropped by the language filter. */
   droppedLanguage: number

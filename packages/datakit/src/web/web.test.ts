@@ -39,6 +39,11 @@ describe('extractMainText', () => {
       'noMainText',
     )
     expect(extractMainText(`<p>${'x'.repeat(100)}</p>`, { maxHtmlBytes: 50 })).toBe('tooLarge')
+    // 3 of 228 characters U+FFFD (over 1 %): undecodable; 1 of 226 is kept
+    const words = 'The quick brown fox jumps over the lazy dog. '.repeat(5).trim()
+    const page = (p: string) => `<html><head><title>T</title></head><body><article><p>${p}</p></article></body></html>`
+    expect(extractMainText(page(`${words} \uFFFD\uFFFD\uFFFD`))).toBe('undecodable')
+    expect(extractMainText(page(`${words} \uFFFD`))).toMatchObject({ text: `${words} \uFFFD` })
   })
 
   test('real pages via the WARC reader: main text in its own script; the navigation box has none', async () => {
@@ -90,7 +95,7 @@ describe('language identification', () => {
     expect(keepLanguage({ language: 'en', score: 0.4, reliable: true }, { languages: ['en'] })).toBe(false)
   })
 
-  test('the CP932 blog page is zh: CLD3’s first 2000 bytes are mostly its kanji tables, not its Perl code', async () => {
+  test('the CP932 blog page is zh: CLD3's first 2000 bytes are mostly kanji tables, not its Perl code', async () => {
     const lid = await languageIdentifier()
     const pages = (await context.execute(Dataset.fromList([join(fixtures, 'real-pages.warc.gz')]).loadWarc())).results
     const got = extractMainText(pages.find((p: WarcPage) => p.url.includes('hardsoft.at.webry.info'))!.html)
@@ -178,8 +183,49 @@ describe('ingestWarc and filterLanguage', () => {
     expect(stricter.version).toBe(en.version + 1)
   })
 
+  test('a real Shift_JIS page served as UTF-8 is skipped as undecodable, with its file and offset', async () => {
+    const page = readFileSync(join(fixtures, 'pages/_chromium_Shift-JIS_with_no_encoding_specified.html'))
+    const record = (charset: string, i: number) => {
+      const http = Buffer.concat([
+        Buffer.from(`HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=${charset}\r\n\r\n`),
+        page,
+      ])
+      const head =
+        `WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://news.example/${charset}\r\n` +
+        `WARC-Date: 2026-12-02T00:00:00Z\r\nWARC-Record-ID: <urn:uuid:00000000-0000-4000-8000-00000000000${i}>\r\n` +
+        `Content-Type: application/http; msgtype=response\r\nContent-Length: ${http.length}\r\n\r\n`
+      return Buffer.concat([Buffer.from(head), http, Buffer.from('\r\n\r\n')])
+    }
+    const good = record('Shift_JIS', 1)
+    const file = join(root, 'mislabelled.warc')
+    writeFileSync(file, Buffer.concat([good, record('utf-8', 2)]))
+    const r = await ingestWarc('web-mislabelled', { source: file, prefix, context })
+    expect(r.stats).toMatchObject({ pagesRead: 2, kept: 1, skipped: { undecodable: 1 }, byLanguage: { ja: 1 } })
+    expect(r.stats.skips).toEqual([
+      {
+        reason: 'undecodable',
+        file: expect.stringContaining('mislabelled.warc'),
+        offset: good.length,
+        url: expect.stringContaining('utf-8'),
+      },
+    ])
+  })
+
   test('bad arguments name what is wrong', async () => {
     await expect(filterLanguage('web', { languages: [], prefix })).rejects.toThrow(/languages must be a non-empty/)
     await expect(filterLanguage('web', { languages: ['en'], threshold: 2, prefix })).rejects.toThrow(/threshold/)
   })
 })
+
+test('WARC ingest and the language filter run on worker processes (CLD3 loaded there)', async () => {
+  const workers = new ZephyrContext({ maxWorkers: 1, progress: 'off' })
+  try {
+    const into = { prefix, context: workers }
+    const r = await ingestWarc('web-w', { ...into, source: join(fixtures, 'real-pages.warc.gz') })
+    expect(r.stats).toMatchObject({ pagesRead: 7, kept: 6, noMainText: 1, byLanguage: { de: 2, ja: 2, zh: 1, en: 1 } })
+    const de = await filterLanguage('web-w', { ...into, languages: ['de'], output: 'web-w-de' })
+    expect(de.stats).toMatchObject({ pagesRead: 6, kept: 2, droppedLanguage: 4, byLanguage: { de: 2 } })
+  } finally {
+    await workers.close()
+  }
+}, 60_000)
