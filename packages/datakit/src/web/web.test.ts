@@ -95,7 +95,7 @@ describe('language identification', () => {
     expect(keepLanguage({ language: 'en', score: 0.4, reliable: true }, { languages: ['en'] })).toBe(false)
   })
 
-  test('the CP932 blog page is zh: CLD3's first 2000 bytes are mostly kanji tables, not its Perl code', async () => {
+  test('the CP932 blog page is zh: its first 2000 bytes (what CLD3 reads) are kanji tables, not code', async () => {
     const lid = await languageIdentifier()
     const pages = (await context.execute(Dataset.fromList([join(fixtures, 'real-pages.warc.gz')]).loadWarc())).results
     const got = extractMainText(pages.find((p: WarcPage) => p.url.includes('hardsoft.at.webry.info'))!.html)
