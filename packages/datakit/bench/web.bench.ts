@@ -15,8 +15,9 @@
  * `.warc.gz` of one gzip member per fixture record (iana.org's file as one member) and its gunzipped
  * `.warc`; copies are repeated to about `DATAKIT_WEB_BENCH_MB` MB of WARC (default 8), each record
  * keeping its source's `WARC-Target-URI`. The pages read back (charsets decoded) are the corpus of
- * extraction and language ID; HTML MB/s counts them as UTF-8. Medians of `DATAKIT_BENCH_RUNS` runs
- * (default 3), after a warm-up round.
+ * extraction and language ID; HTML MB/s counts them as UTF-8. Each rate is given by wall time and, as
+ * `…_per_cpu_s`, by this process's CPU time (the per-core rate on a machine other processes share).
+ * Medians of `DATAKIT_BENCH_RUNS` runs (default 3), after a warm-up round.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -65,15 +66,36 @@ process.stderr.write(
     `${(warcBytes / MB).toFixed(2)} MB of WARC, ${(htmlBytes / MB).toFixed(2)} MB of HTML\n`,
 )
 
-async function seconds(fn: () => Promise<unknown> | unknown): Promise<number> {
+type Timing = { wall: number; cpu: number }
+
+/** Wall seconds, and this process's CPU seconds (user + system, all its threads: zlib's pool too). */
+async function seconds(fn: () => Promise<unknown> | unknown): Promise<Timing> {
+  const c0 = process.cpuUsage()
   const t0 = process.hrtime.bigint()
   await fn()
-  return Number(process.hrtime.bigint() - t0) / 1e9
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9
+  const c = process.cpuUsage(c0)
+  return { wall, cpu: (c.user + c.system) / 1e6 }
+}
+
+/**
+ * `<prefix>_<count>_per_s` and `<prefix>_<mb>_per_s` by wall time, and the same `_per_cpu_s` by CPU time (the
+ * per-core rate when other processes share the cores), medians of the runs.
+ */
+function emitRates(prefix: string, count: [string, string, number], mb: [string, number], runs: Timing[]): void {
+  const [countName, countUnit, n] = count
+  const [mbName, bytes] = mb
+  const wall = median(runs.map((r) => r.wall))
+  const cpu = median(runs.map((r) => r.cpu))
+  emit({ bench, metric: `${prefix}_${countName}_per_s`, value: n / wall, unit: `${countUnit}/s` })
+  emit({ bench, metric: `${prefix}_${mbName}_per_s`, value: bytes / MB / wall, unit: 'MB/s' })
+  emit({ bench, metric: `${prefix}_${countName}_per_cpu_s`, value: n / cpu, unit: `${countUnit}/CPU s` })
+  emit({ bench, metric: `${prefix}_${mbName}_per_cpu_s`, value: bytes / MB / cpu, unit: 'MB/CPU s' })
 }
 
 try {
   // 1. WARC reading, both forms interleaved.
-  const times: Record<'warc' | 'warc_gz', number[]> = { warc: [], warc_gz: [] }
+  const times: Record<'warc' | 'warc_gz', Timing[]> = { warc: [], warc_gz: [] }
   for (let r = 0; r <= runs; r++) {
     for (const [form, file] of [
       ['warc', plain],
@@ -87,15 +109,12 @@ try {
       if (r > 0) times[form].push(t) // the first round warms up
     }
   }
-  for (const form of ['warc', 'warc_gz'] as const) {
-    const t = median(times[form])
-    emit({ bench, metric: `web_read_${form}_pages_per_s`, value: corpus.length / t, unit: 'pages/s' })
-    emit({ bench, metric: `web_read_${form}_mb_per_s`, value: warcBytes / MB / t, unit: 'MB/s' })
-  }
+  for (const form of ['warc', 'warc_gz'] as const)
+    emitRates(`web_read_${form}`, ['pages', 'pages', corpus.length], ['mb', warcBytes], times[form])
 
   // 2. Main-text extraction.
   let texts: string[] = []
-  const extractTimes: number[] = []
+  const extractTimes: Timing[] = []
   for (let r = 0; r <= runs; r++) {
     const got: string[] = []
     const t = await seconds(() => {
@@ -107,16 +126,14 @@ try {
     if (r > 0) extractTimes.push(t)
     texts = got
   }
-  const te = median(extractTimes)
   process.stderr.write(`web: ${texts.length} of ${corpus.length} pages have main text\n`)
-  emit({ bench, metric: 'web_extract_pages_per_s', value: corpus.length / te, unit: 'pages/s' })
-  emit({ bench, metric: 'web_extract_html_mb_per_s', value: htmlBytes / MB / te, unit: 'MB/s' })
+  emitRates('web_extract', ['pages', 'pages', corpus.length], ['html_mb', htmlBytes], extractTimes)
 
   // 3. Language ID on the extracted documents.
   const lid = await languageIdentifier()
   const textBytes = texts.reduce((a, s) => a + Buffer.byteLength(s), 0)
   const langs = new Map<string, number>()
-  const lidTimes: number[] = []
+  const lidTimes: Timing[] = []
   for (let r = 0; r <= runs; r++) {
     langs.clear()
     const t = await seconds(() => {
@@ -127,13 +144,11 @@ try {
     })
     if (r > 0) lidTimes.push(t)
   }
-  const tl = median(lidTimes)
   process.stderr.write(
     `web: languages ${JSON.stringify(Object.fromEntries(langs))}; ` +
       `CLD3 reads ≤ ${LANGUAGE_MAX_BYTES} bytes a document\n`,
   )
-  emit({ bench, metric: 'web_langid_docs_per_s', value: texts.length / tl, unit: 'documents/s' })
-  emit({ bench, metric: 'web_langid_text_mb_per_s', value: textBytes / MB / tl, unit: 'MB/s' })
+  emitRates('web_langid', ['docs', 'documents', texts.length], ['text_mb', textBytes], lidTimes)
 } finally {
   await context.close()
   rmSync(root, { recursive: true, force: true })
