@@ -1,6 +1,6 @@
 /**
  * @module The driver of the cross-host rows of `pnpm bench levanter` (bench/hosts.bench.ts), run on host A: for each
- * run given, a `{ data: 2 }` data-parallel engine of the quickstart-sized model whose two replicas are iris tasks of
+ * run given, a `{ data: 2 }` mesh engine (data parallel) of the quickstart-sized model whose two replicas are iris tasks of
  * the workers on hosts B and C (or, with `local`, processes on this host), then the median time of its timed steps
  * and what the replicas measured of them. argv[2]: JSON `{ controller, driverHost, local, steps, runs }`, each run
  * `{ label, overlapReduce, bucketBytes? }`. Prints one line `{"label","stepMs","allReduceMs","buckets","during"}`
@@ -10,7 +10,7 @@ import { FrayIrisClient, LocalClient, withClient } from '@marin/fray'
 import { initBackend } from '../src/backend.js'
 import { Dataset } from '../src/data/dataset.js'
 import { Gpt2LM } from '../src/models/lm.js'
-import { DataParallelEngine } from '../src/parallel/data-parallel.js'
+import { MeshEngine } from '../src/parallel/mesh-engine.js'
 
 type Run = { label: string; overlapReduce: boolean; bucketBytes?: number }
 const { controller, driverHost, local, steps, runs } = JSON.parse(process.argv[2] ?? '{}') as {
@@ -34,8 +34,12 @@ const client = local
 try {
   for (const run of runs) {
     const model = new Gpt2LM(MODEL, 0)
-    const opts = { overlapReduce: run.overlapReduce, ...(run.bucketBytes ? { bucketBytes: run.bucketBytes } : {}) }
-    const engine = await withClient(client, () => DataParallelEngine.create(model, ADAMW, 2, 1, opts))
+    const opts = {
+      mesh: { data: 2, model: 1 },
+      overlapReduce: run.overlapReduce,
+      ...(run.bucketBytes ? { bucketBytes: run.bucketBytes } : {}),
+    }
+    const engine = await withClient(client, () => MeshEngine.create(model, ADAMW, opts))
     model.dispose()
     try {
       const times: number[] = []
@@ -49,7 +53,7 @@ try {
       const line = {
         label: run.label,
         stepMs: times,
-        allReduceMs: phases[0]!.map((_, i) => Math.max(...phases.map((p) => p[i]!.allReduce))),
+        allReduceMs: phases[0]!.map((_, i) => Math.max(...phases.map((p) => p[i]!.dataReduce))),
         buckets: phases[0]!.at(-1)!.buckets,
         during: phases[0]!.at(-1)!.bucketsDuringBackward,
       }

@@ -19,10 +19,8 @@ import type { Batch } from '../src/data/batch.js'
 import { Dataset } from '../src/data/dataset.js'
 import { Gpt2LM } from '../src/models/lm.js'
 import { BIG_MODEL, BIG_TOKENS } from '../src/test-support/big-model-child.js'
-import { DataParallelEngine } from '../src/parallel/data-parallel.js'
 import { MeshEngine } from '../src/parallel/mesh-engine.js'
-import type { MeshStepPhases } from '../src/parallel/mesh-replica.js'
-import type { StepPhases } from '../src/parallel/replica.js'
+import type { MeshStepPhases } from '../src/parallel/step-record.js'
 import { Pipeline } from '../src/pipeline.js'
 import { MemoryTracker } from '../src/trackers.js'
 import { Trainer } from '../src/trainer.js'
@@ -61,13 +59,7 @@ async function measure(model: Gpt2LM, layout: Layout['config'], steps: number, b
   const out: Omit<Measured, 'losses' | 'tokensPerSec'> = { peakRssMiB: 0, ownedMiB: null, collectivesMs: {} }
   trainer.addHook(steps + 1, async () => {
     const e = pipeline.engine
-    if (e instanceof DataParallelEngine) {
-      out.peakRssMiB = Math.max(...(await e.group.broadcast.memory()).map((m) => m.peakRssMiB))
-      const phases = (await e.group.broadcast.phases()).map((ps) => ps.slice(1))
-      const med = (k: keyof StepPhases) => Math.max(...phases.map((ps) => median(ps.map((p) => p[k]))))
-      out.collectivesMs = { all_reduce_data: med('allReduce') }
-      out.ownedMiB = (12 * model.numParams()) / 2 ** 20
-    } else if (e instanceof MeshEngine) {
+    if (e instanceof MeshEngine) {
       const mem = await e.group.broadcast.memory()
       out.peakRssMiB = Math.max(...mem.map((m) => m.peakRssMiB))
       out.ownedMiB = Math.max(...mem.map((m) => m.ownedBytes)) / 2 ** 20
@@ -75,11 +67,12 @@ async function measure(model: Gpt2LM, layout: Layout['config'], steps: number, b
       const med = (k: keyof MeshStepPhases) => Math.max(...phases.map((ps) => median(ps.map((p) => p[k]))))
       const tp = e.mesh.model > 1,
         dp = e.mesh.data > 1
-      // Under fsdp the gathers and reduce-scatters run stage by stage inside the pass (the overlap lines below).
+      // Under fsdp the gathers and reduce-scatters run stage by stage inside the pass (the overlap lines below);
+      // replicas of the whole model take the norm of the summed gradient each, no collective.
       out.collectivesMs = {
         ...(tp ? { all_reduce_model_stages: med('stageReduce'), all_reduce_model_norms: med('modelReduce') } : {}),
         ...(dp && !layout.fsdp ? { all_reduce_data: med('dataReduce') } : {}),
-        all_reduce_norm: med('norm'),
+        ...(e.replicated ? {} : { all_reduce_norm: med('norm') }),
       }
     } else {
       out.peakRssMiB = process.resourceUsage().maxRSS / 1024
@@ -147,7 +140,7 @@ const dpMs: Record<'overlapped' | 'after', number[]> = { overlapped: [], after: 
 for (let round = 0; round < ROUNDS; round++)
   for (const overlapReduce of [true, false]) {
     const model = new Gpt2LM(REFERENCE, 0)
-    const engine = await DataParallelEngine.create(model, ADAMW, 2, 1, { overlapReduce })
+    const engine = await MeshEngine.create(model, ADAMW, { mesh: { data: 2, model: 1 }, overlapReduce })
     model.dispose()
     try {
       dpMs[overlapReduce ? 'overlapped' : 'after'].push(await medianStepMs(engine))

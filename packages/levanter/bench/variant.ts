@@ -15,8 +15,8 @@ import { unregisterLevanterKernels } from '../src/kernels/register.js'
 import { nativeGemm } from '../src/kernels/native-gemm.js'
 import { selectGemm } from '../src/kernels/wasm-gemm.js'
 import { Gpt2LM } from '../src/models/lm.js'
-import { DataParallelEngine } from '../src/parallel/data-parallel.js'
-import type { StepPhases } from '../src/parallel/replica.js'
+import { MeshEngine } from '../src/parallel/mesh-engine.js'
+import type { MeshStepPhases } from '../src/parallel/step-record.js'
 import { Pipeline } from '../src/pipeline.js'
 import { MemoryTracker } from '../src/trackers.js'
 import { Trainer } from '../src/trainer.js'
@@ -113,15 +113,15 @@ if (variant === 'stock') {
     lastCpu = cpuSeconds()
   })
   trainer.addHook(steps + 1, async () => {
-    if (!(pipeline.engine instanceof DataParallelEngine)) return
+    if (!(pipeline.engine instanceof MeshEngine)) return
     const group = pipeline.engine.group
     out.replicaPeakRssMiB = Math.max(...(await group.broadcast.memory()).map((m) => m.peakRssMiB))
     // Per-step phases (median over the timed steps) of the slowest replica, and what the driver adds on top.
     const phases = (await group.broadcast.phases()).map((ps) => ps.slice(1))
-    const med = (k: keyof StepPhases) => Math.max(...phases.map((ps) => median(ps.map((p) => p[k]))))
-    const replica = { grads: med('grads'), flatten: med('flatten'), allReduce: med('allReduce'), apply: med('apply') }
+    const med = (k: keyof MeshStepPhases) => Math.max(...phases.map((ps) => median(ps.map((p) => p[k]))))
+    const replica = { grads: med('grads'), flatten: med('flatten'), allReduce: med('dataReduce'), apply: med('apply') }
     // The driver's share of a step: the step's wall time less the longest replica's (phases of step i are entry i).
-    const total = (p: StepPhases) => p.grads + p.flatten + p.allReduce + p.apply
+    const total = (p: MeshStepPhases) => p.grads + p.flatten + p.dataReduce + p.apply
     const driver = stepMs.slice(1).map((ms, i) => ms - Math.max(...phases.map((ps) => total(ps[i]!))))
     out.phasesMs = { ...replica, driver: median(driver), replicaCpu: med('cpu') }
     // Per CPU-second of the busiest replica: the rate were each replica to have a core of its own (communication waits

@@ -10,7 +10,6 @@ test('exports', async () => {
       "CausalLM",
       "Checkpointer",
       "ConsoleTracker",
-      "DataParallelEngine",
       "Dataset",
       "Gpt2Config",
       "Gpt2LM",

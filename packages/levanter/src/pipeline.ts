@@ -20,7 +20,6 @@ import { setMatmulPrecision } from './kernels/native-gemm.js'
 import { nativeKernels } from './kernels/native-ops.js'
 import type { CausalLM } from './models/lm.js'
 import { learningRateAt } from './optim/schedule.js'
-import { DataParallelEngine } from './parallel/data-parallel.js'
 import { bounded, FAILED_STOP_MS } from './parallel/failed-members.js'
 import { explainOutOfMemory } from './parallel/heap-limit.js'
 import { checkModelAxis } from './parallel/layout.js'
@@ -59,8 +58,7 @@ export type RunResult = {
  *                      trainer: new Trainer({ learningRate: 1e-4, optimizer: 'adamw' }), maxSteps: 1000 }).run()
  */
 export class Pipeline {
-  /** The step executor while `run` is in progress (a `DataParallelEngine` over `{ data }`, a `MeshEngine` with fsdp or
-   * a model axis). */
+  /** The step executor while `run` is in progress (a `MeshEngine` over more than one process, or with fsdp). */
   engine: Engine | undefined
 
   constructor(readonly options: PipelineOptions) {
@@ -110,15 +108,13 @@ export class Pipeline {
             : `the ${backend.name} backend does not run the native GEMM; use the wasm backend`) +
           ' or precision fp32',
       )
-    // mesh members follow a webgpu driver onto the device (parallel/replica.ts, parallel/mesh-replica.ts)
+    // mesh members follow a webgpu driver onto the device (parallel/mesh-replica.ts)
     const makeEngine = async (): Promise<Engine> =>
       members === 1 && !c.fsdp
         ? isDeviceBackend()
           ? new DeviceEngine(model, adamw, c.microbatches)
           : new LocalEngine(model, adamw, c.microbatches)
-        : c.mesh.model === 1 && !c.fsdp
-          ? await DataParallelEngine.create(model, adamw, c.mesh.data, c.microbatches)
-          : await MeshEngine.create(model, adamw, { mesh: c.mesh, fsdp: c.fsdp, microbatches: c.microbatches })
+        : await MeshEngine.create(model, adamw, { mesh: c.mesh, fsdp: c.fsdp, microbatches: c.microbatches })
     const placement = members > 1 || c.fsdp ? placementClient(c.placement) : undefined
     const engine = placement
       ? await withClient(placement, makeEngine).catch(async (err: unknown) => {

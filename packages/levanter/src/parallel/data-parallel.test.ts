@@ -11,17 +11,18 @@ import { Gpt2LM } from '../models/lm.js'
 import { Pipeline } from '../pipeline.js'
 import { MemoryTracker } from '../trackers.js'
 import { Trainer } from '../trainer.js'
-import { DataParallelEngine } from './data-parallel.js'
-import type { StepPhases } from './replica.js'
+import { MeshEngine } from './mesh-engine.js'
+import type { StepRecord } from './step-record.js'
 
 const cfg = { vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 1, nHeads: 2 }
+const MESH = { data: 2, model: 1 }
 const tokens = Array.from({ length: 1500 }, (_, i) => ((i * 3) % 10) + (i % 23 === 0 ? 1 : 0))
 
 beforeAll(async () => {
   await initBackend()
 })
 
-describe('data-parallel over a fray mesh', () => {
+describe('data parallel: the mesh engine at { data: 2 } (model 1)', () => {
   test('2 replicas match single-process training on the same global batch over 20 steps', async () => {
     const run = async (mesh?: { data: number }) => {
       const model = new Gpt2LM(cfg, 2)
@@ -36,10 +37,10 @@ describe('data-parallel over a fray mesh', () => {
         maxSteps: 20,
       })
       const replicaTensors: number[][] = []
-      let phases: StepPhases[][] = []
+      let phases: StepRecord[][] = []
       trainer.addHook(5, async (info) => {
         if (!mesh) return
-        const group = (pipeline.engine as DataParallelEngine).group
+        const group = (pipeline.engine as MeshEngine).group
         replicaTensors.push((await group.broadcast.memory()).map((m) => m.numTensors))
         if (info.step === 20) phases = await group.broadcast.phases()
       })
@@ -53,7 +54,7 @@ describe('data-parallel over a fray mesh', () => {
     expect(dp.replicaTensors[3]).toEqual(dp.replicaTensors[0])
     expect(dp.phases.map((p) => p.length)).toEqual([20, 20])
     for (const p of dp.phases.flat())
-      expect(Math.min(p.grads, p.flatten, p.allReduce, p.apply, p.cpu)).toBeGreaterThanOrEqual(0)
+      expect(Math.min(p.grads, p.flatten, p.dataReduce, p.apply, p.cpu)).toBeGreaterThanOrEqual(0)
     expect(dp.losses).toHaveLength(20)
     dp.losses.forEach((l, i) => expect(Math.abs(l - single.losses[i]!)).toBeLessThan(1e-4))
     for (const [n, w] of single.weights) {
@@ -82,7 +83,7 @@ describe('data-parallel over a fray mesh', () => {
       maxSteps: 10,
     })
     trainer.addHook(3, () => {
-      process.kill((pipeline.engine as DataParallelEngine).pids[1]!, 'SIGKILL')
+      process.kill((pipeline.engine as MeshEngine).pids[1]!, 'SIGKILL')
     })
     await expect(pipeline.run()).rejects.toSatisfy(
       (e) =>
@@ -103,7 +104,7 @@ describe('data-parallel over a fray mesh', () => {
     const run = async (overlapReduce: boolean) => {
       const model = new Gpt2LM({ ...cfg, nLayers: 3 }, 2)
       // small buckets: several per step
-      const engine = await DataParallelEngine.create(model, adamw, 2, 1, { overlapReduce, bucketBytes: 2048 })
+      const engine = await MeshEngine.create(model, adamw, { mesh: MESH, overlapReduce, bucketBytes: 2048 })
       model.dispose()
       try {
         const results = []
@@ -135,7 +136,7 @@ describe('data-parallel over a fray mesh', () => {
     const run = async (overlapReduce: boolean) => {
       const model = new Gpt2LM({ ...cfg, nLayers: 3 }, 2)
       const engine = await withClient(client, () =>
-        DataParallelEngine.create(model, adamw, 2, 1, { overlapReduce, bucketBytes: 2048 }),
+        MeshEngine.create(model, adamw, { mesh: MESH, overlapReduce, bucketBytes: 2048 }),
       )
       model.dispose()
       try {

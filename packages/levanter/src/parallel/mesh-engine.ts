@@ -1,8 +1,11 @@
 /**
  * @module Mesh engine: data × model members as fray actors over a `{ data, model }` mesh,
  * replicated or fsdp over `data`, tensor-parallel over `model` (layout.ts says what each holds).
- * The driver hands each member its rows of the global batch and, to load and save, cuts full
- * tensors into the members' parts and joins them back, so a state saved on one mesh loads on any.
+ * It is levanter's one engine for more than one process: plain data parallel is `{ data: N }` at
+ * model 1 (each member a replica of the whole model, mesh-replica.ts). The driver hands each
+ * member its rows of the global batch and, to load and save, cuts full tensors into the members'
+ * parts and joins them back, so a state saved on one mesh loads on any. Under a webgpu driver the
+ * members run on webgpu.
  */
 import * as tf from '@tensorflow/tfjs'
 import { actorClass, currentClient, Mesh } from '@marin/fray'
@@ -21,6 +24,7 @@ import { assembleMembers, checkModelAxis, coordsOfRank, cutForMember, localParam
 import type { LocalParam, MeshShape, PartTensors, ShardBlobs, ShardedLayout, StoredShards } from './layout.js'
 import type { MeshReplica } from './mesh-replica.js'
 import { allMembers } from './all-members.js'
+import type { MemberNames } from './all-members.js'
 import { FailedMembers } from './failed-members.js'
 import { copyRows, fromWire, toWire } from './wire.js'
 
@@ -32,16 +36,20 @@ export type MeshEngineOptions = {
   readonly fsdp?: boolean
   /** @default 1 */
   readonly microbatches?: number
-  /** fsdp: reduce-scatter each stage's gradients during the backward pass. @default true */
+  /** Reduce the gradients over data during the backward pass: fsdp reduce-scatters each stage's, replicas
+   * all-reduce buckets (the same bits either way). @default true */
   readonly overlapReduce?: boolean
+  /** Replicas (model 1, not fsdp): bytes of gradients per bucket of the all-reduce (at least). @default 4 MiB */
+  readonly bucketBytes?: number
 }
 
 export class MeshEngine implements Engine, ShardedCheckpoints {
   readonly inPlace = false
   /** Members that failed a call, stopped with a bound at close. */
   readonly #failed = new FailedMembers()
-  /** Its members checkpoint their own parts. */
-  readonly shards: ShardedCheckpoints = this
+  /** Its members checkpoint their own parts; replicas of the whole model (model 1, not fsdp) do not: the driver
+   * saves one copy, as one process does. */
+  readonly shards?: ShardedCheckpoints
   /** Process ids of the members, in rank order (after the first load). */
   pids: number[] = []
   /** The files (and their bytes) each member read at the last {@link loadShards}, in rank order. */
@@ -56,6 +64,12 @@ export class MeshEngine implements Engine, ShardedCheckpoints {
     specs: readonly ParamSpec[],
   ) {
     this.layout = localParams(config, specs, mesh, fsdp)
+    if (!this.replicated) this.shards = this
+  }
+
+  /** Every member holds the whole model (model 1, not fsdp): plain data parallel, its members replicas. */
+  get replicated(): boolean {
+    return this.mesh.model === 1 && !this.fsdp
   }
 
   get size(): number {
@@ -112,6 +126,7 @@ export class MeshEngine implements Engine, ShardedCheckpoints {
       fsdp,
       microbatches: opts.microbatches ?? 1,
       overlapReduce: opts.overlapReduce ?? true,
+      ...(opts.bucketBytes ? { bucketBytes: opts.bucketBytes } : {}),
       // members follow a webgpu driver onto the device (they read tensors asynchronously only)
       ...(tf.getBackend() === 'webgpu' ? { backend: 'webgpu' as const } : {}),
       ...(module ? { architectureModule: module } : {}),
@@ -130,11 +145,14 @@ export class MeshEngine implements Engine, ShardedCheckpoints {
     return new MeshEngine(group, mesh, fsdp, config, specs)
   }
 
+  /** How REPLICA_FAILED names the engine and its members. */
+  get #names(): MemberNames {
+    return this.replicated ? { engine: 'data-parallel', member: 'replica' } : { engine: 'mesh', member: 'member' }
+  }
+
   /** Awaits every call; when one fails, REPLICA_FAILED naming the members that are gone. */
   #all<T>(what: string, calls: Promise<T>[]): Promise<T[]> {
-    return this.#failed.watch(this.group, calls, (c) =>
-      allMembers(this.group, this.size, { engine: 'mesh', member: 'member' }, what, c),
-    )
+    return this.#failed.watch(this.group, calls, (c) => allMembers(this.group, this.size, this.#names, what, c))
   }
 
   /** Cuts full weights and moments into every member's parts and loads them. */

@@ -6,7 +6,10 @@
  * tensor-parallel.ts), sums the parts of replicated parameters over `model`, then over `data`
  * either all-reduces the gradients (replicated) or reduce-scatters them (fsdp: the member keeps only
  * the shard it owns), clips by the global norm (one small all-reduce over every axis), steps AdamW
- * on what it owns and, under fsdp, all-gathers the updated shards back into its parameters.
+ * on what it owns and, under fsdp, all-gathers the updated shards back into its parameters. A
+ * member that holds the whole model (model 1, not fsdp: plain data parallel) steps as
+ * replicated-step.ts says: buckets all-reduced during the backward pass, and on a device one read
+ * of the gradient a step and AdamW on the device.
  */
 import * as tf from '@tensorflow/tfjs'
 import { openStore } from '@marin/finestore'
@@ -40,6 +43,10 @@ import {
 import type { GradSink, ModelAllReduce, Stages, StageWeights } from './tensor-parallel.js'
 import { fromWire, toWire } from './wire.js'
 import type { WireTensors } from './wire.js'
+import { concat, split } from './flat.js'
+import { ReplicatedStep } from './replicated-step.js'
+import { cpuMs, NO_PHASES } from './step-record.js'
+import type { StepRecord } from './step-record.js'
 
 export type MeshReplicaOptions = {
   /** The module that registers the model's architecture, when it is not built in (models/registry.ts `module`). */
@@ -48,12 +55,17 @@ export type MeshReplicaOptions = {
   readonly fsdp: boolean
   readonly microbatches: number
   /**
-   * fsdp: reduce-scatter each stage's gradients as the backward pass produces them (true), or all
-   * of them in one collective after it (false: the baseline the bench compares with). @default true
+   * Reduce the gradients over data during the backward pass (true), or all of them in one
+   * collective after it (false: the baseline the bench compares with; the same bits). fsdp
+   * reduce-scatters each stage's gradients as the pass produces them; a member holding the whole
+   * model all-reduces them in buckets (replicated-step.ts). @default true
    */
   readonly overlapReduce?: boolean
+  /** A member holding the whole model: bytes of gradients per bucket (at least). @default 4 MiB */
+  readonly bucketBytes?: number
   /** The backend the member asks for: `webgpu` when the driver runs on webgpu; @default LEVANTER_BACKEND, else the
-   * default order (backend.ts). A member reads tensors only asynchronously, so any backend runs it. */
+   * default order (backend.ts). A member reads tensors asynchronously wherever a read could be asynchronous only
+   * (a replica of the whole model reads synchronously on the CPU backends alone), so any backend runs it. */
   readonly backend?: 'webgpu'
 }
 
@@ -64,19 +76,6 @@ export type MemberParts = {
   /** `m.<name>`, `v.<name>`: the owned slices (fsdp shards, else the model parts). */
   readonly optimizer: ReadonlyMap<string, Float32Array>
   readonly count: number
-}
-
-/** Where one step's time went (ms). */
-export type MeshStepPhases = {
-  /** Forward and backward, the model-axis all-reduces between stages included. */
-  readonly grads: number
-  /** Of `grads`: waiting on the model-axis all-reduces between stages. */
-  readonly stageReduce: number
-  readonly modelReduce: number
-  readonly dataReduce: number
-  readonly norm: number
-  readonly apply: number
-  readonly gather: number
 }
 
 const KEEP_PHASES = 100
@@ -91,7 +90,9 @@ export class MeshReplica {
   #m = new Map<string, Float32Array>()
   #v = new Map<string, Float32Array>()
   #count = 0
-  readonly #phases: MeshStepPhases[] = []
+  readonly #phases: StepRecord[] = []
+  /** The whole model's step (model 1, not fsdp); it holds the optimizer state then. */
+  #whole: ReplicatedStep | undefined
   #store: { url: string; store: Store } | undefined
   #stageReduceMs = 0
   /** fsdp over more than one member: weights are gathered stage by stage, never held whole. */
@@ -106,7 +107,7 @@ export class MeshReplica {
 
   /** Backend, coordinates, layout and the stages, once. */
   async #setup(): Promise<void> {
-    await initBackend(this.opts.backend) // every read is asynchronous: webgpu runs a member too
+    await initBackend(this.opts.backend) // reads on a device are asynchronous: webgpu runs a member too
     const c = currentMesh().coords()
     this.#coords = { data: c.data ?? 0, model: c.model ?? 0 }
     if (this.#layout.length) return
@@ -115,7 +116,11 @@ export class MeshReplica {
     this.#layout = localParams(this.modelConfig, specsOf(this.modelConfig), shape, fsdp)
     this.#layout.forEach((lp, i) => this.#index.set(lp.name, i))
     this.#gathered = fsdp && shape.data > 1
-    if (shape.model === 1 && !this.#gathered) this.#model = createModel(this.modelConfig)
+    if (shape.model === 1 && !fsdp) {
+      const { microbatches, overlapReduce, bucketBytes } = this.opts
+      this.#model = createModel(this.modelConfig)
+      this.#whole = new ReplicatedStep(this.#model, this.adamw, { microbatches, overlapReduce, bucketBytes })
+    } else if (shape.model === 1 && !this.#gathered) this.#model = createModel(this.modelConfig)
     else this.#stages = stagesOf(this.modelConfig, shape.model, this.#coords.model === 0)
   }
 
@@ -147,11 +152,21 @@ export class MeshReplica {
           `mesh member ${currentMesh().rank}: parameter "${lp.name}" got ${w?.length ?? 0} values, expected ${want}`,
         )
       if (!this.#gathered) this.#setParam(lp, w)
+      if (this.#whole) continue // its optimizer holds the moments
       this.#p.set(lp.name, fsdp && !owned ? fsdpShard(w, shape.data, this.#coords.data) : w.slice())
       this.#m.set(lp.name, optimizer.get(`m.${lp.name}`)?.slice() ?? new Float32Array(lp.owned))
       this.#v.set(lp.name, optimizer.get(`v.${lp.name}`)?.slice() ?? new Float32Array(lp.owned))
     }
-    this.#count = count
+    if (this.#whole) this.#wholeMoments(optimizer, count)
+    else this.#count = count
+  }
+
+  /** The whole model's moments into its optimizer (copied; zeros where absent), and the update count. */
+  #wholeMoments(optimizer: ReadonlyMap<string, Float32Array>, count: number): void {
+    const full = new Map<string, Float32Array>()
+    for (const lp of this.#layout)
+      for (const k of [`m.${lp.name}`, `v.${lp.name}`]) full.set(k, optimizer.get(k) ?? new Float32Array(lp.owned))
+    this.#whole!.opt.load(full, count)
   }
 
   async #openStore(storeUrl: string): Promise<Store> {
@@ -217,11 +232,13 @@ export class MeshReplica {
     this.#layout.forEach((lp, i) => {
       const part = initialPart(specs[i]!, lp, shape, rank, seed, this.#gathered)
       if (!this.#gathered) this.#setParam(lp, part)
+      if (this.#whole) return
       this.#p.set(lp.name, !this.#gathered && fsdp ? fsdpShard(part, shape.data, this.#coords.data) : part)
       this.#m.set(lp.name, new Float32Array(lp.owned))
       this.#v.set(lp.name, new Float32Array(lp.owned))
     })
-    this.#count = 0
+    if (this.#whole) this.#wholeMoments(new Map(), 0)
+    else this.#count = 0
     return process.pid
   }
 
@@ -300,7 +317,10 @@ export class MeshReplica {
    * gradients are reduce-scattered as soon as its backward pass produces them, while the next
    * stage computes; only the owned shards accumulate.
    */
-  async #shardedGrads(slice: Batch, denominator: number): Promise<{ loss: number; owned: Float32Array[] }> {
+  async #shardedGrads(
+    slice: Batch,
+    denominator: number,
+  ): Promise<{ loss: number; owned: Float32Array[]; buckets: number; during: number }> {
     const mesh = currentMesh(),
       data = this.opts.mesh.data
     const owned = this.#layout.map((lp) => new Float32Array(lp.owned))
@@ -344,23 +364,31 @@ export class MeshReplica {
         held.flatMap(([, values]) => values),
       )
     await Promise.all(pending)
-    return { loss, owned }
+    return { loss, owned, buckets: pending.length, during: overlap ? pending.length : 0 }
   }
 
   /** One step on this member's rows of the global batch; returns the global loss and gradient norm. */
   async step(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
+    if (this.#whole) {
+      const { result, record } = await this.#whole.step(slice, denominator, lr)
+      this.#record(record)
+      return result
+    }
     const mesh = currentMesh()
     const { mesh: shape, fsdp } = this.opts
-    const t0 = performance.now()
+    const c0 = cpuMs(),
+      t0 = performance.now()
     this.#stageReduceMs = 0
     let loss: number, owned: Float32Array[], t1: number, t2: number
+    let buckets = shape.data > 1 ? 1 : 0,
+      during = 0
     // Replicated parameters inside split stages: the parts add up over the model axis.
     const partial = this.#layout.filter((lp) => lp.partial)
     const sumPartial = async (of: (lp: LocalParam) => Float32Array, len: (lp: LocalParam) => number) =>
       partial.length ? split(await mesh.allReduce(concat(partial.map(of)), { axis: 'model' }), partial, len) : []
     if (this.#gathered) {
       // Reduce-scattered over data during the backward pass already.
-      ;({ loss, owned } = await this.#shardedGrads(slice, denominator))
+      ;({ loss, owned, buckets, during } = await this.#shardedGrads(slice, denominator))
       t1 = performance.now()
       const sums = await sumPartial(
         (lp) => owned[this.#index.get(lp.name)!]!,
@@ -402,7 +430,8 @@ export class MeshReplica {
     // fsdp gathers the updated shards stage by stage in the next pass.
     if (!this.#gathered) for (const lp of this.#layout) this.#setParam(lp, this.#p.get(lp.name)!)
     const t6 = performance.now()
-    this.#phases.push({
+    this.#record({
+      ...NO_PHASES,
       grads: t1 - t0,
       stageReduce: this.#stageReduceMs,
       modelReduce: t2 - t1,
@@ -410,9 +439,16 @@ export class MeshReplica {
       norm: t4 - t3,
       apply: t5 - t4,
       gather: t6 - t5,
+      cpu: cpuMs() - c0,
+      buckets,
+      bucketsDuringBackward: during,
     })
-    if (this.#phases.length > KEEP_PHASES) this.#phases.shift()
     return { loss: totals[0]!, gradNorm: norm }
+  }
+
+  #record(r: StepRecord): void {
+    this.#phases.push(r)
+    if (this.#phases.length > KEEP_PHASES) this.#phases.shift()
   }
 
   /** The AdamW op (optim/adamw-op.ts) on the owned slices, the gradient clipped by the global norm (as `AdamW`). */
@@ -450,10 +486,13 @@ export class MeshReplica {
     for (const [i, lp] of this.#layout.entries()) {
       const t = gathered ? gathered[i]! : this.#params.get(lp.name)!
       weights.set(lp.name, ((await t.data()) as Float32Array).slice()) // cpu may hand over the tensor's own storage
+      if (this.#whole) continue
       optimizer.set(`m.${lp.name}`, this.#m.get(lp.name)!.slice())
       optimizer.set(`v.${lp.name}`, this.#v.get(lp.name)!.slice())
     }
     if (gathered) tf.dispose(gathered)
+    // the whole model's optimizer holds its moments (copies)
+    if (this.#whole) return { weights, optimizer: await this.#whole.opt.state(), count: this.#whole.opt.count }
     return { weights, optimizer, count: this.#count }
   }
 
@@ -534,27 +573,8 @@ export class MeshReplica {
     return initBackend(this.opts.backend)
   }
 
-  phases(): MeshStepPhases[] {
+  /** The records of this member's latest steps (up to 100), oldest first. */
+  phases(): StepRecord[] {
     return [...this.#phases]
   }
-}
-
-function concat(parts: readonly Float32Array[]): Float32Array {
-  const out = new Float32Array(parts.reduce((a, p) => a + p.length, 0))
-  let o = 0
-  for (const p of parts) {
-    out.set(p, o)
-    o += p.length
-  }
-  return out
-}
-
-/** Consecutive views of `flat`, `len(item)` floats each. */
-function split<T>(flat: Float32Array, items: readonly T[], len: (t: T) => number): Float32Array[] {
-  let o = 0
-  return items.map((t) => {
-    const v = flat.subarray(o, o + len(t))
-    o += len(t)
-    return v
-  })
 }

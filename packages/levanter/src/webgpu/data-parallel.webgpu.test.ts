@@ -1,5 +1,5 @@
 /**
- * Data-parallel replicas under a webgpu driver run on webgpu (SwiftShader where there is no GPU):
+ * Data-parallel replicas (the mesh engine at `{ data: 2 }`) under a webgpu driver run on webgpu (SwiftShader where there is no GPU):
  * each computes its gradients on the device, reads them back as one flat tensor once a step,
  * all-reduces them over the mesh, uploads the sum once, and applies AdamW on the device.
  */
@@ -10,7 +10,7 @@ import { DeviceEngine } from '../device-engine.js'
 import type { StepResult } from '../engine.js'
 import { createModel } from '../models/lm.js'
 import { AdamWConfig } from '../optim/adamw.js'
-import { DataParallelEngine } from '../parallel/data-parallel.js'
+import { MeshEngine } from '../parallel/mesh-engine.js'
 import { TINY_BATCH, TINY_MODELS, TINY_TOKENS } from '../test-support/backend-train.js'
 
 /** The tiny Llama (every matrix dimension 16): SwiftShader is slow, compiling each distinct product most of all, and
@@ -29,7 +29,7 @@ test('2 replicas on webgpu match one webgpu process; each reads its flat gradien
   // The replicas start (their own processes) while this process trains the reference.
   const model = createModel(SMALL, 2)
   const params = model.numParams()
-  const starting = DataParallelEngine.create(model, adamw, 2).finally(() => model.dispose())
+  const starting = MeshEngine.create(model, adamw, { mesh: { data: 2, model: 1 } }).finally(() => model.dispose())
   starting.catch(() => {})
   const single = new DeviceEngine(createModel(SMALL, 2), adamw)
   const one: StepResult[] = []

@@ -11,7 +11,7 @@ import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { Dataset, Gpt2LM, isLevanterError, MemoryTracker, Pipeline, Trainer } from '@marin/levanter'
-import type { DataParallelEngine, MeshEngine, TrainerConfigInput } from '@marin/levanter'
+import type { MeshEngine, TrainerConfigInput } from '@marin/levanter'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 
 const IRIS = join(dirname(createRequire(import.meta.url).resolve('@marin/iris/package.json')), 'bin', 'iris.js')
@@ -119,7 +119,7 @@ test('data 2 on two iris workers: a SIGKILLed worker fails the step naming its m
   let hosts: (string | undefined)[] = []
   let victim = ''
   first.trainer.addHook(3, () => {
-    const pids = (first.pipeline.engine as DataParallelEngine).pids
+    const pids = (first.pipeline.engine as MeshEngine).pids
     hosts = pids.map(workerOf)
     victim = hosts[1]!
     // The host is lost: its worker and the member it runs die at once (a SIGKILLed worker alone
