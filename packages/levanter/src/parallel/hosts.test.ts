@@ -1,21 +1,25 @@
 /**
  * levanter across network hosts: a `{ data: 2 }` training (fsdp, and replicated) whose two members run on hosts B
  * and C (network namespaces with their own addresses and folders, `@marin/rigging/net-hosts`), as iris tasks of
- * workers there, driven from host A through fray's iris backend. The members listen on every interface and give
- * out the address their worker registered by; their collectives go over the link between the hosts. The losses
- * equal the one-process run's within 1e-4.
+ * workers there, driven from host A through fray's iris backend. The cluster (the object store and the controller
+ * on A, a worker on B and on C) is the suite's one fixture for tests across hosts (`@marin/rigging/hosts-cluster`).
+ * The members listen on every interface and give out the address their worker registered by; their collectives go
+ * over the link between the hosts. The losses equal the one-process run's within 1e-4.
  *
  * Partition: an fsdp run checkpointing every 2 steps into the object store on A (s3rver) is held after step 4 while
  * member 1's host is cut. Step 5 fails with REPLICA_FAILED naming member 1 (silent) and its address within
  * FRAY_PEER_TIMEOUT_MS (member 0's collective) plus levanter's MEMBER_GRACE_MS (parallel/all-members.ts), though
  * the controller gives the cut worker up only after a minute. Then what a user does with the host left: run the
- * same training there (in one process: one worker's core cannot hold both members), which resumes from step 4 in
- * the store, and its steps 5..8 equal the uninterrupted run's within 1e-4.
+ * same `{ data: 2 }` fsdp training there, its two members as processes of that host (fray's local backend: the
+ * iris worker there has one core, and the controller still counts the cut one), which resumes from step 4 in the
+ * store, and its steps 5..8 equal the uninterrupted run's within 1e-4.
  */
+import { statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { makeNetHosts, netHostsSupport, type NetHost, type NetHosts } from '@marin/rigging/net-hosts'
+import { type HostsCluster, startHostsCluster } from '@marin/rigging/hosts-cluster'
+import { type HostProcess, type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { Dataset } from '../data/dataset.js'
@@ -43,9 +47,14 @@ const CFG = { vocabSize: 11, seqLen: 8, dModel: 16, nLayers: 1, nHeads: 2 }
 const TOKENS = Array.from({ length: 1500 }, (_, i) => ((i * 3) % 10) + (i % 23 === 0 ? 1 : 0))
 const TRAINER = { learningRate: 1e-2, batchSize: 4, seed: 1 }
 
-// The driver: on host A, the same training as `single` below with its members on the iris workers (mesh.data 2);
-// on a host of its own with mesh.data 1, that training in this one process (the run that resumes after a partition).
-const DRIVER = `
+// The runner: loads everything, prints `ready`, then runs trainings as stdin asks, one at a time, one JSON line each:
+// `{"run":NAME, …config}` runs the training NAME as `single` below would, with mesh.data `data`, its members the
+// iris workers' (or, with `local`, processes of the runner's own host: fray's local backend); `{"go":NAME}` lets
+// NAME on once it paused after step `pauseAt` (its checkpoint written). Every line it prints names its run and its
+// time. One runner serves a host's trainings, so that its start-up is paid once and ahead of the tests.
+const RUNNER = `
+const { readlinkSync } = await import('node:fs')
+const { createInterface } = await import('node:readline')
 const { FrayIrisClient, withClient } = await import(${JSON.stringify(FRAY)})
 const { IrisClient } = await import(${JSON.stringify(IRIS)})
 const { initBackend } = await import(${JSON.stringify(src('backend.ts'))})
@@ -54,51 +63,72 @@ const { Gpt2LM } = await import(${JSON.stringify(src('models/lm.ts'))})
 const { Pipeline } = await import(${JSON.stringify(src('pipeline.ts'))})
 const { MemoryTracker } = await import(${JSON.stringify(src('trackers.ts'))})
 const { Trainer } = await import(${JSON.stringify(src('trainer.ts'))})
-const [controller, driverHost, config] = process.argv.slice(1)
-const { cfg, tokens, trainer: t, steps, data, fsdp, pauseAt } = JSON.parse(config)
-const say = (o) => process.stdout.write(JSON.stringify(o) + '\\n')
+const [controller, driverHost] = process.argv.slice(1)
 await initBackend()
-const iris = { controller, token: process.env.IRIS_TOKEN }
-const client = data > 1 ? new FrayIrisClient({ iris, driverHost, hostListen: '0.0.0.0' }) : undefined
+const held = new Map()
+const stopping = []
 // Where the members ran: each member's actor name and the worker of its job.
-const placement = async (pipeline) => {
+const placement = async (members) => {
   const iris = new IrisClient({ controller, token: process.env.IRIS_TOKEN })
   const jobs = await iris.list({ states: ['RUNNING'] })
-  const workers = await Promise.all(jobs.map(async (j) => [j.name, (await iris.attempts(j.jobId)).at(-1)?.workerId]))
+  const mine = new Set(members.map((m) => ('fray-' + m).replace(/[^A-Za-z0-9._-]/g, '-')))
+  const workers = await Promise.all(
+    jobs.filter((j) => mine.has(j.name)).map(async (j) => [j.name, (await iris.attempts(j.jobId)).at(-1)?.workerId]),
+  )
   iris.close()
-  return { workers: Object.fromEntries(workers), members: pipeline.engine?.group.members.map((m) => m.$actor.name) }
+  return { workers: Object.fromEntries(workers), members }
 }
-const trainer = new Trainer({ ...t, mesh: { data }, fsdp }, { trackers: [new MemoryTracker()] })
-const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
-const pipeline = new Pipeline({ dataset, model: new Gpt2LM(cfg, 2), trainer, maxSteps: steps })
-const losses = []
-trainer.addHook(1, async (info) => {
-  losses.push(info.loss)
-  if (info.step === 2 && client) say({ step: 'placed', ...(await placement(pipeline)) })
-  say({ step: 'progress', n: info.step })
-  // Held here (its checkpoint written) until a line arrives on stdin: the test cuts a host meanwhile.
-  if (info.step === pauseAt) {
-    // When the engine's step rejects, before the run closes its members.
-    const engine = pipeline.engine
-    for (const k of ['step', 'readPending'].filter((k) => typeof engine[k] === 'function')) {
-      const f = engine[k].bind(engine)
-      engine[k] = (...args) =>
-        f(...args).catch((e) => {
-          say({ step: 'stepFailed', code: e && e.code, message: String(e && e.message || e), at: Date.now() })
-          throw e
-        })
+async function train(name, { cfg, tokens, trainer: t, steps, data, fsdp, pauseAt, local }) {
+  const say = (o) => process.stdout.write(JSON.stringify({ run: name, ...o, at: Date.now() }) + '\\n')
+  const iris = { controller, token: process.env.IRIS_TOKEN }
+  const client = data > 1 && !local ? new FrayIrisClient({ iris, driverHost, hostListen: '0.0.0.0' }) : undefined
+  const trainer = new Trainer({ ...t, mesh: { data }, fsdp }, { trackers: [new MemoryTracker()] })
+  const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
+  const pipeline = new Pipeline({ dataset, model: new Gpt2LM(cfg, 2), trainer, maxSteps: steps })
+  const losses = []
+  trainer.addHook(1, async (info) => {
+    losses.push(info.loss)
+    const members = pipeline.engine.group.members
+    if (info.step === 2 && client) say({ step: 'placed', ...(await placement(members.map((m) => m.$actor.name))) })
+    // Each member's process and its network namespace ('net:[inode]'), at the run's first step.
+    if (losses.length === 1 && local) {
+      const pids = members.map((m) => m.$actor.pid())
+      say({ step: 'placed', pids, nets: pids.map((p) => readlinkSync('/proc/' + p + '/ns/net')) })
     }
-    say({ step: 'paused', n: info.step })
-    await new Promise((r) => process.stdin.once('data', r))
+    say({ step: 'progress', n: info.step })
+    if (info.step === pauseAt) {
+      // When the engine's step rejects, before the run closes its members.
+      const engine = pipeline.engine
+      for (const k of ['step', 'readPending'].filter((k) => typeof engine[k] === 'function')) {
+        const f = engine[k].bind(engine)
+        engine[k] = (...args) =>
+          f(...args).catch((e) => {
+            say({ step: 'stepFailed', code: e && e.code, message: String(e && e.message || e) })
+            throw e
+          })
+      }
+      say({ step: 'paused', n: info.step })
+      await new Promise((r) => held.set(name, r))
+    }
+  })
+  try {
+    const r = await (client ? withClient(client, () => pipeline.run()) : pipeline.run())
+    say({ step: 'trained', losses: [...r.losses], resumedFrom: r.resumedFrom })
+  } catch (e) {
+    say({ step: 'failed', code: e && e.code, message: String(e && e.message || e), losses })
   }
-})
-try {
-  const r = await (client ? withClient(client, () => pipeline.run()) : pipeline.run())
-  say({ step: 'trained', losses: [...r.losses], resumedFrom: r.resumedFrom })
-} catch (e) {
-  say({ step: 'failed', code: e && e.code, message: String(e && e.message || e), at: Date.now(), losses })
+  // The next training need not wait for this one's members to stop: its own wait for the workers' cores.
+  if (client) stopping.push(Promise.race([client.shutdown(), new Promise((r) => setTimeout(r, 15000))]))
 }
-if (client) await Promise.race([client.shutdown(), new Promise((r) => setTimeout(r, 15000))])
+let queue = Promise.resolve()
+process.stdout.write(JSON.stringify({ step: 'ready', at: Date.now() }) + '\\n')
+for await (const text of createInterface({ input: process.stdin })) {
+  const { run, go, ...config } = JSON.parse(text)
+  if (go) held.get(go)?.()
+  else queue = queue.then(() => train(run, config))
+}
+await queue
+await Promise.all(stopping)
 process.exit(0)
 `
 
@@ -109,32 +139,29 @@ const PEER_TIMEOUT_MS = 2000
 const WORKER_TIMEOUT_MS = 60_000
 /** The partition must be reported within its bound plus this, for a loaded machine (still far below the worker's). */
 const SLACK_MS = 20_000
-const S3_HOST = resolve(import.meta.dirname, '../../../zephyr/src/fixtures/s3-host.ts')
 const STORE = 's3://marin-test/levanter-hosts/store'
 type Placed = { workers: Record<string, string>; members: string[] }
-type Out = { step: string; code?: string; message?: string; at?: number; losses?: number[]; resumedFrom?: number }
+type Members = { pids: number[]; nets: string[] }
+type Out = { step: string; code?: string; message?: string; at: number; losses?: number[]; resumedFrom?: number }
+type Training = { data: 1 | 2; fsdp: boolean; pauseAt?: number; checkpoints?: boolean; local?: boolean }
+type Runner = {
+  readonly host: NetHost
+  readonly p: HostProcess
+  /** Starts the training `name`. */
+  train(name: string, t: Training): void
+  /** Lets the paused training `name` on. */
+  go(name: string): void
+  /** The first line of the training `name` whose step is one of `steps` (`a|b`), parsed. */
+  line<T = Out>(name: string, steps: string, ms: number): Promise<T>
+}
 
 describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${why})` : ''}`, () => {
-  let a: NetHost
+  let cluster: HostsCluster | undefined
   let hosts: Record<string, NetHost>
-  let controller: string
-  let s3 = ''
-  let net: NetHosts | undefined
-  afterAll(() => net?.close())
-  const hostEnv = (h: NetHost): Record<string, string> => ({
-    MARIN_PREFIX: join(h.dir, '.marin'),
-    IRIS_TOKEN: TOKEN,
-    LOG_LEVEL: 'warn',
-    LOG_FORMAT: 'json',
-    FRAY_PEER_TIMEOUT_MS: String(PEER_TIMEOUT_MS),
-    AWS_ENDPOINT_URL: s3,
-    AWS_ACCESS_KEY_ID: 'S3RVER',
-    AWS_SECRET_ACCESS_KEY: 'S3RVER',
-    AWS_REGION: 'us-east-1',
-    // s3rver predates the SDK's default CRC checksums (aws-chunked uploads).
-    AWS_REQUEST_CHECKSUM_CALCULATION: 'WHEN_REQUIRED',
-    AWS_RESPONSE_CHECKSUM_VALIDATION: 'WHEN_REQUIRED',
-  })
+  /** Host A's runner, and one on B (where iris puts member 0, its first job, when both workers are free). */
+  let onA: Runner
+  let onB: Runner
+  afterAll(() => cluster?.close())
   // The uninterrupted one-process run every cross-host run is held to.
   let single: Promise<readonly number[]> | undefined
   const reference = () =>
@@ -146,60 +173,46 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     })
       .run()
       .then((r) => r.losses))
-  beforeAll(async () => {
-    await initBackend()
-    net = makeNetHosts(3)
-    const [ha, b, c] = net.hosts as [NetHost, NetHost, NetHost]
-    a = ha
-    hosts = { wb: b, wc: c }
-    // The object store (checkpoints) and the controller on A: all the hosts share.
-    const store = a.spawn(process.execPath, ['--import', TSX, S3_HOST, a.address, join(a.dir, 's3')])
-    const listening = await store.waitFor(/^\{"listening".*$/m, 20_000).catch((e) => {
-      throw new Error(`${e}; s3 server stderr: ${store.stderr().slice(-1000)}`)
-    })
-    s3 = (JSON.parse(listening[0]) as { listening: string }).listening
-    controller = `${a.address}:10000`
-    const ctl = a.spawn(
+  const runner = (host: NetHost): Runner => {
+    const c = cluster!
+    const p = host.spawn(
       process.execPath,
-      [IRIS_BIN, 'controller', '--host', a.address, '--port', '10000', '--heartbeat', '500ms'].concat([
-        '--worker-timeout',
-        `${WORKER_TIMEOUT_MS}ms`,
-      ]),
-      { env: hostEnv(a) },
+      ['--import', TSX, '--input-type=module', '-e', RUNNER, c.controller, host.address],
+      { env: c.env(host), stdin: true },
     )
-    await ctl.waitFor(/listening on (\S+)/, 20_000)
-    // One core each: the two members (one core each) run one per host.
-    for (const [h, id] of [
-      [b, 'wb'],
-      [c, 'wc'],
-    ] as const)
-      h.spawn(
-        process.execPath,
-        [IRIS_BIN, 'worker', '--controller', controller, '--worker-id', id, '--resources', 'cpu=1,memory=8G'],
-        { env: hostEnv(h) },
-      )
-  }, 40_000)
-  type Drive = { data: 1 | 2; fsdp: boolean; pauseAt?: number; checkpoints?: boolean }
-  const drive = (on: NetHost, d: Drive) => {
-    const trainer = d.checkpoints
-      ? { ...TRAINER, checkpointStore: STORE, checkpointEvery: 2, runName: 'hosts-fsdp' }
-      : TRAINER
-    const config = { cfg: CFG, tokens: TOKENS, trainer, steps: STEPS, ...d }
-    const p = on.spawn(
-      process.execPath,
-      ['--import', TSX, '--input-type=module', '-e', DRIVER, controller, on.address, JSON.stringify(config)],
-      { env: hostEnv(on), stdin: true },
-    )
+    const send = (o: object) => void p.child.stdin!.write(`${JSON.stringify(o)}\n`)
     return {
+      host,
       p,
-      async line(step: string, ms: number): Promise<Out> {
-        const m = await p.waitFor(new RegExp(`^\\{"step":"(${step})".*$`, 'm'), ms).catch((e: Error) => {
-          throw new Error(`${e.message}; driver stderr: ${p.stderr().slice(-1500)}`)
+      train(name, t) {
+        const trainer = t.checkpoints
+          ? { ...TRAINER, checkpointStore: STORE, checkpointEvery: 2, runName: 'hosts-fsdp' }
+          : TRAINER
+        send({ run: name, cfg: CFG, tokens: TOKENS, trainer, steps: STEPS, ...t })
+      },
+      go: (name) => send({ go: name }),
+      async line<T>(name: string, steps: string, ms: number): Promise<T> {
+        const m = await p.waitFor(new RegExp(`^\\{"run":"${name}","step":"(${steps})".*$`, 'm'), ms).catch((e) => {
+          throw new Error(`${(e as Error).message}; runner stderr: ${p.stderr().slice(-1500)}`)
         })
-        return JSON.parse(m[0]) as Out
+        return JSON.parse(m[0]) as T
       },
     }
   }
+  beforeAll(async () => {
+    await initBackend()
+    // One core a worker: the two members (one core each) run one per host.
+    cluster = await startHostsCluster({
+      irisBin: IRIS_BIN,
+      token: TOKEN,
+      workerResources: 'cpu=1,memory=8G',
+      workerTimeout: `${WORKER_TIMEOUT_MS}ms`,
+      env: { FRAY_PEER_TIMEOUT_MS: String(PEER_TIMEOUT_MS) },
+    })
+    hosts = Object.fromEntries(cluster.workers.map((w) => [w.id, w.host]))
+    onA = runner(cluster.a)
+    onB = runner(hosts.wb!)
+  }, 40_000)
   const near = (got: readonly number[] | undefined, want: readonly number[]) => {
     expect(got).toHaveLength(want.length)
     got!.forEach((l, i) => expect(Math.abs(l - want[i]!), `step ${i + 1}`).toBeLessThan(1e-4))
@@ -211,41 +224,47 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
   ] as const)(
     '{ data: 2 } %s with a member on each of two hosts trains as one process does',
     { timeout: 60_000 },
-    async ([, fsdp]) => {
-      const driver = drive(a, { data: 2, fsdp })
+    async ([name, fsdp]) => {
+      onA.train(name, { data: 2, fsdp })
       const want = await reference()
-      const out = await driver.line('trained|failed', 50_000)
+      const out = await onA.line(name, 'trained|failed', 50_000)
       expect(out.message).toBeUndefined()
-      const placed = JSON.parse((await driver.p.waitFor(/^\{"step":"placed".*$/m, 1000))[0]) as Placed
+      const placed = await onA.line<Placed>(name, 'placed', 1000)
       expect(Object.values(placed.workers).sort()).toEqual(['wb', 'wc'])
       near(out.losses, want)
     },
   )
 
-  test('fsdp, a host cut mid-step: REPLICA_FAILED in bounded time; the host left resumes from step 4', async () => {
+  const title = 'fsdp, a host cut mid-step: REPLICA_FAILED in bounded time; the host left resumes as { data: 2 }'
+  test(title, async () => {
     const want = await reference()
     // Checkpoints every 2 steps into the store on A; held after step 4 (checkpointed) while a host is cut.
     const PAUSE = 4
-    const driver = drive(a, { data: 2, fsdp: true, pauseAt: PAUSE, checkpoints: true })
-    const placed = JSON.parse((await driver.p.waitFor(/^\{"step":"placed".*$/m, 50_000))[0]) as Placed
-    await driver.line('paused', 30_000)
+    onA.train('cut', { data: 2, fsdp: true, pauseAt: PAUSE, checkpoints: true })
+    const placed = await onA.line<Placed>('cut', 'placed', 50_000)
     // The job of an actor is named as fray names it: `fray-<actor name>`, other characters as '-'.
     const hostOf = (member: number) =>
       hosts[placed.workers[`fray-${placed.members[member]}`.replace(/[^A-Za-z0-9._-]/g, '-')] ?? '']
     const [kept, lost] = [hostOf(0), hostOf(1)]
     if (!kept || !lost) throw new Error(`no host for a member in ${JSON.stringify(placed)}`)
+    // The runner of the host left (started ahead on B; on the other host should member 0 have gone there).
+    const left = kept === onB.host ? onB : runner(kept)
+    await onA.line('cut', 'paused', 30_000)
     lost.cut()
     const cutAt = Date.now()
-    driver.p.child.stdin!.write('go\n')
+    onA.go('cut')
+    // The host left runs the same training again at once: the last checkpoint (step 4's) is in the store, and the
+    // run cut off writes none after it. Its two members are processes of that host.
+    left.train('again', { data: 2, fsdp: true, checkpoints: true, local: true })
     try {
       // Step 5 goes out: member 0's collectives hear nothing from member 1 for PEER_TIMEOUT_MS, and the step fails
       // MEMBER_GRACE_MS later at most, though member 1's task is not given up for WORKER_TIMEOUT_MS.
       const bound = PEER_TIMEOUT_MS + MEMBER_GRACE_MS
-      const out = await driver.line('stepFailed|trained', bound + SLACK_MS)
+      const out = await onA.line('cut', 'stepFailed|trained', bound + SLACK_MS)
       // The run then stops its members: the cut one's iris job is not heard from either, which takes longer.
-      const ended = await driver.line('failed', 60_000)
+      const ended = await onA.line('cut', 'failed', 60_000)
       console.log(
-        `partitioned: ${out.code} ${out.at! - cutAt} ms and the run ended ${ended.at! - cutAt} ms after the cut ` +
+        `partitioned: ${out.code} ${out.at - cutAt} ms and the run ended ${ended.at - cutAt} ms after the cut ` +
           `(bound ${bound} ms; worker timeout ${WORKER_TIMEOUT_MS} ms): ${out.message?.slice(0, 400)}`,
       )
       expect(ended.message).toBe(out.message)
@@ -259,11 +278,15 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     } finally {
       lost.restore()
     }
-    // The host left runs the training again, in one process: it resumes from step 4 in the store and the steps
-    // after it are the uninterrupted run's.
-    const resumed = await drive(kept, { data: 1, fsdp: false, checkpoints: true }).line('trained|failed', 50_000)
+    // It resumed from step 4 in the store with its two members on the host left, and the steps after it are the
+    // uninterrupted run's.
+    const resumed = await left.line('again', 'trained|failed', 50_000)
     expect(resumed.message).toBeUndefined()
     expect(resumed.resumedFrom).toBe(PAUSE)
+    // Two member processes, both in the network namespace of the host left.
+    const members = await left.line<Members>('again', 'placed', 1000)
+    expect(new Set(members.pids).size).toBe(2)
+    expect(members.nets).toEqual([0, 1].map(() => `net:[${statSync(`/run/netns/${kept.ns}`).ino}]`))
     near(resumed.losses, want.slice(PAUSE))
   }, 120_000)
 })

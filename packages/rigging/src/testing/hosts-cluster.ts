@@ -79,6 +79,8 @@ export type HostsClusterOptions = {
   readonly workerTimeout?: string
   /** Longest wait for the store, the controller and each worker to come up. @default 20000 */
   readonly startTimeoutMs?: number
+  /** Added to the environment of every process (`env(host)`), e.g. a test's `FRAY_PEER_TIMEOUT_MS`. */
+  readonly env?: Record<string, string>
 }
 
 export type ClusterWorker = { readonly id: string; readonly host: NetHost; process: HostProcess }
@@ -94,7 +96,10 @@ export type HostsCluster = {
   /** The controller, `<A>:10000`. */
   readonly controller: string
   readonly token: string
-  /** The environment of a process on `h`: its own `MARIN_PREFIX`, the token, the store's S3 settings, JSON logs. */
+  /**
+   * The environment of a process on `h`: its own `MARIN_PREFIX`, the token, the store's S3 settings, JSON logs and
+   * the options' `env`.
+   */
   env(h: NetHost): Record<string, string>
   /** Starts the worker of `w` again (after it was killed); resolves once it registered. */
   restartWorker(w: ClusterWorker): Promise<void>
@@ -129,6 +134,7 @@ export async function startHostsCluster(opts: HostsClusterOptions): Promise<Host
       LOG_FORMAT: 'json',
       LOG_LEVEL: 'warn',
       ...s3Env(s3),
+      ...opts.env,
     })
     const ctlArgs = ['controller', '--host', a.address, '--port', String(CONTROLLER_PORT)]
     ctlArgs.push('--heartbeat', opts.heartbeat ?? '500ms')
