@@ -19,72 +19,40 @@
  */
 import * as tf from '@tensorflow/tfjs'
 import { LevanterError } from '../errors.js'
-import type { LayerKv } from './batch-cache.js'
 import { CausalLM } from './causal-lm.js'
 import { MixtralConfig } from './config.js'
 import type { MixtralConfigInput } from './config.js'
-import { lastPosition, linear, rmsNorm, tiedHead } from './layers.js'
+import { linear, rmsNorm } from './layers.js'
 import type { ForwardArgs, ForwardResult } from './layers.js'
-import {
-  attend,
-  attentionNames,
-  attentionSpecs,
-  attentionStage,
-  checkLlamaAttention,
-  llamaRope,
-} from './llama-attention.js'
+import { checkLlamaAttention } from './llama-attention.js'
 import type { LlamaAttention } from './llama-attention.js'
-import { llamaEnds, swiglu } from './llama.js'
-import { mat, ones } from './param-spec.js'
-import type { ParamSpec } from './param-spec.js'
+import { familyAttention, familyHidden, familyModel, familyModelAxis, swiglu } from './llama-family.js'
+import type { FamilyMlpParts } from './llama-family.js'
+import { familyHf } from './llama-family-hf.js'
+import { mat } from './param-spec.js'
 import { defineArchitecture } from './registry.js'
 import { residual } from './stages.js'
-import type { Stage, Stages } from './stages.js'
 
 const TYPE = 'mixtral'
 const CLASS = 'MixtralForCausalLM'
 
-/** Key/value heads. */
-export const mixtralKvHeads = (c: MixtralConfig): number => c.nKvHeads ?? c.nHeads
-/** Each expert's SwiGLU hidden size: round(8/3·dModel) up to a multiple of 32 unless given. */
-export const mixtralHidden = (c: MixtralConfig): number => c.intermediateSize ?? Math.ceil((8 * c.dModel) / 3 / 32) * 32
-
 const expertNames = (l: string, e: number): string[] =>
   ['w1', 'w3', 'w2'].map((n) => `${l}.block_sparse_moe.experts.${e}.${n}.weight`)
+const allExpertNames = (c: MixtralConfig, l: string): string[] =>
+  Array.from({ length: c.nExperts }, (_, e) => expertNames(l, e)).flat()
 
 /** Mixtral's attention: Llama's (heads of dModel / nHeads, rotary θ, no QK-norm). */
-export const mixtralAttention = (c: MixtralConfig): LlamaAttention => ({
-  dModel: c.dModel,
-  nHeads: c.nHeads,
-  nKvHeads: mixtralKvHeads(c),
-  headDim: c.dModel / c.nHeads,
-  rmsNormEps: c.rmsNormEps,
-  rope: c.ropeTheta,
-  qkNorm: false,
-})
+export const mixtralAttention = (c: MixtralConfig): LlamaAttention => familyAttention(c)
 
-/** The parameters, in order, with their sharding rules (each expert splits like a dense MLP). */
-export function mixtralSpecs(c: MixtralConfig): ParamSpec[] {
+/** Layer `l`'s router and experts, with their sharding rules (each expert splits like a dense MLP). */
+const moeSpecs: FamilyMlpParts<MixtralConfig>['specs'] = (c, l, { std, proj }) => {
   const D = c.dModel,
-    F = mixtralHidden(c),
-    a = mixtralAttention(c),
-    s = c.initStd,
-    proj = s / Math.sqrt(2 * c.nLayers)
-  const specs: ParamSpec[] = [mat('model.embed_tokens.weight', [c.vocabSize, D], s)]
-  for (let i = 0; i < c.nLayers; i++) {
-    const l = `model.layers.${i}`
-    specs.push(
-      ...attentionSpecs(a, l, s, proj),
-      ones(`${l}.post_attention_layernorm.weight`, D),
-      mat(`${l}.block_sparse_moe.gate.weight`, [D, c.nExperts], s),
-    )
-    for (let e = 0; e < c.nExperts; e++) {
-      const [w1, w3, w2] = expertNames(l, e) as [string, string, string]
-      specs.push(mat(w1, [D, F], s, 'column'), mat(w3, [D, F], s, 'column'), mat(w2, [F, D], proj, 'row'))
-    }
+    F = familyHidden(c)
+  const specs = [mat(`${l}.block_sparse_moe.gate.weight`, [D, c.nExperts], std)]
+  for (let e = 0; e < c.nExperts; e++) {
+    const [w1, w3, w2] = expertNames(l, e) as [string, string, string]
+    specs.push(mat(w1, [D, F], std, 'column'), mat(w3, [D, F], std, 'column'), mat(w2, [F, D], proj, 'row'))
   }
-  specs.push(ones('model.norm.weight', D))
-  if (!c.tieWordEmbeddings) specs.push(mat('lm_head.weight', [D, c.vocabSize], s))
   return specs
 }
 
@@ -138,59 +106,34 @@ function experts(m: tf.Tensor, weights: tf.Tensor, w: readonly tf.Tensor[]): tf.
   return out!
 }
 
-/** ids [B, T] placed by `at` → logits, each layer's keys/values and (`aux`) each row's load-balancing loss, times
- * routerAuxLossCoef (see {@link ForwardArgs}). */
-export function mixtralForward(c: MixtralConfig, ...[p, ids, at, past, lastOnly = false]: ForwardArgs): ForwardResult {
-  const [B, T] = ids.shape as [number, number]
-  const a = mixtralAttention(c)
-  const rope = llamaRope(a, at, B, T)
-  let x = tf.reshape(tf.gather(p('model.embed_tokens.weight'), tf.reshape(ids, [-1])), [B, T, c.dModel])
-  const kv: LayerKv[] = []
-  let aux: tf.Tensor | undefined // [B]
-  for (let i = 0; i < c.nLayers; i++) {
-    const l = `model.layers.${i}`
-    const w = (n: string) => p(`${l}.${n}.weight`)
-    const attn = attend(a, x, attentionNames(a, l).map(p), rope, at, past?.[i])
-    kv.push(attn.kv)
-    x = attn.x
-    const m = rmsNorm(x, w('post_attention_layernorm'), c.rmsNormEps)
-    const r = route(c, m, w('block_sparse_moe.gate'))
-    const names = Array.from({ length: c.nExperts }, (_, e) => expertNames(l, e)).flat()
-    x = tf.add(x, experts(m, r.weights, names.map(p)))
-    const la = layerAux(c, r.probs, r.chosen)
-    aux = aux ? tf.add(aux, la) : la
-  }
-  x = rmsNorm(lastOnly ? lastPosition(x) : x, p('model.norm.weight'), c.rmsNormEps)
-  const logits = c.tieWordEmbeddings ? tiedHead(x, p('model.embed_tokens.weight')) : linear(x, p('lm_head.weight'))
-  return { logits, kv, aux }
+/** One block's sparse MLP in the forward pass: the routed experts, and the layer's load-balancing loss per row
+ * [B], times routerAuxLossCoef (the forward pass's `aux` is their sum). */
+const moeMlp: FamilyMlpParts<MixtralConfig>['forward'] = (c) => (l, m, p) => {
+  const r = route(c, m, p(`${l}.block_sparse_moe.gate.weight`))
+  return { y: experts(m, r.weights, allExpertNames(c, l).map(p)), aux: layerAux(c, r.probs, r.chosen) }
 }
 
-/** The stages of a Mixtral for a member of `model` (`lead`: its model coordinate is 0, and adds the router loss). */
-export function mixtralStages(c: MixtralConfig, model: number, lead: boolean): Stages {
-  const a = mixtralAttention(c)
-  const blocks: Stage[] = []
-  for (let i = 0; i < c.nLayers; i++) {
-    const l = `model.layers.${i}`
-    const moe = Array.from({ length: c.nExperts }, (_, e) => expertNames(l, e)).flat()
-    blocks.push(attentionStage(a, l, model, lead), {
-      names: [`${l}.post_attention_layernorm.weight`, `${l}.block_sparse_moe.gate.weight`, ...moe],
-      split: true,
-      fn: (x, [g, gate, ...w]) => {
-        const m = rmsNorm(x, g!, c.rmsNormEps)
-        return residual(lead, x, experts(m, route(c, m, gate!).weights, w))
-      },
-      ...(lead && c.routerAuxLossCoef > 0
-        ? {
-            aux: (x: tf.Tensor, [g, gate]: tf.Tensor[]) => {
-              const r = route(c, rmsNorm(x, g!, c.rmsNormEps), gate!)
-              return layerAux(c, r.probs, r.chosen)
-            },
-          }
-        : {}),
-    })
-  }
-  return { ...llamaEnds(c), blocks }
-}
+/** Layer `l`'s sparse MLP as a split stage (its input RMSNorm included; the lead adds the router loss). */
+const moeStage: FamilyMlpParts<MixtralConfig>['stage'] = (c, l, lead) => ({
+  names: [`${l}.post_attention_layernorm.weight`, `${l}.block_sparse_moe.gate.weight`, ...allExpertNames(c, l)],
+  split: true,
+  fn: (x, [g, gate, ...w]) => {
+    const m = rmsNorm(x, g!, c.rmsNormEps)
+    return residual(lead, x, experts(m, route(c, m, gate!).weights, w))
+  },
+  ...(lead && c.routerAuxLossCoef > 0
+    ? {
+        aux: (x: tf.Tensor, [g, gate]: tf.Tensor[]) => {
+          const r = route(c, rmsNorm(x, g!, c.rmsNormEps), gate!)
+          return layerAux(c, r.probs, r.chosen)
+        },
+      }
+    : {}),
+})
+
+/** Mixtral's parameters in order with their sharding rules, its forward pass (`aux`: each row's load-balancing loss)
+ * and its stages (the model axis's first member adds the router loss). */
+const mixtral = familyModel(mixtralAttention, { specs: moeSpecs, forward: moeMlp, stage: moeStage })
 
 /** Mixtral-style mixture-of-experts language model. @example new MixtralLM({ vocabSize: 512, seqLen: 128,
  * dModel: 64, nLayers: 2, nHeads: 4, nKvHeads: 2, nExperts: 4, topK: 2, intermediateSize: 64 }) */
@@ -200,46 +143,10 @@ export class MixtralLM extends CausalLM<MixtralConfig> {
     checkLlamaAttention(mixtralAttention(c), 'head size')
     if (c.topK > c.nExperts)
       throw new LevanterError('BAD_CONFIG', `model: topK ${c.topK} exceeds nExperts ${c.nExperts}; lower topK`)
-    super(c, mixtralSpecs(c), seed)
+    super(c, mixtral.specs(c), seed)
   }
   protected run(...args: ForwardArgs): ForwardResult {
-    return mixtralForward(this.config, ...args)
-  }
-}
-
-function fromHfConfig(j: Record<string, unknown>, file: string): MixtralConfigInput {
-  const n = (k: string) => {
-    if (typeof j[k] !== 'number')
-      throw new LevanterError('BAD_CHECKPOINT', `${file}: field "${k}" is missing or not a number`)
-    return j[k] as number
-  }
-  const opt = (k: string) => (j[k] === undefined || j[k] === null ? undefined : n(k))
-  if (j.tie_word_embeddings !== undefined && typeof j.tie_word_embeddings !== 'boolean')
-    throw new LevanterError('BAD_CHECKPOINT', `${file}: field "tie_word_embeddings" is not true or false`)
-  if (j.sliding_window !== undefined && j.sliding_window !== null)
-    throw new LevanterError('BAD_CHECKPOINT', `${file}: sliding_window is not supported for ${CLASS}; set it null`)
-  if (j.rope_scaling !== undefined && j.rope_scaling !== null)
-    throw new LevanterError('BAD_CHECKPOINT', `${file}: rope_scaling is not supported for ${CLASS}; remove it`)
-  if (j.hidden_act !== undefined && j.hidden_act !== 'silu')
-    throw new LevanterError('BAD_CHECKPOINT', `${file}: hidden_act ${JSON.stringify(j.hidden_act)} is not silu`)
-  const heads = n('num_attention_heads'),
-    kv = opt('num_key_value_heads') ?? heads
-  return {
-    type: TYPE,
-    vocabSize: n('vocab_size'),
-    seqLen: n('max_position_embeddings'),
-    dModel: n('hidden_size'),
-    nLayers: n('num_hidden_layers'),
-    nHeads: heads,
-    intermediateSize: n('intermediate_size'),
-    nExperts: n('num_local_experts'),
-    topK: n('num_experts_per_tok'),
-    routerAuxLossCoef: opt('router_aux_loss_coef') ?? 0.001,
-    rmsNormEps: n('rms_norm_eps'),
-    ropeTheta: opt('rope_theta') ?? 1_000_000,
-    initStd: opt('initializer_range') ?? 0.02,
-    ...(kv !== heads ? { nKvHeads: kv } : {}),
-    ...(j.tie_word_embeddings ? { tieWordEmbeddings: true } : {}),
+    return mixtral.forward(this.config, ...args)
   }
 }
 
@@ -247,62 +154,47 @@ function fromHfConfig(j: Record<string, unknown>, file: string): MixtralConfigIn
 export const mixtralArchitecture = defineArchitecture({
   type: TYPE,
   config: MixtralConfig,
-  specs: mixtralSpecs,
+  specs: mixtral.specs,
   create: (c: MixtralConfig, seed: number) => new MixtralLM(c, seed),
   // as a dense decoder whose MLP is the topK experts a token uses (the dense evaluation here runs all of them):
   // 6 per parameter touched, less the experts not chosen, and attention's 12·layers·dModel·seqLen
   flopsPerToken: (c, seqLen, numParams) => {
-    const idle = c.nLayers * (c.nExperts - c.topK) * 3 * c.dModel * mixtralHidden(c)
+    const idle = c.nLayers * (c.nExperts - c.topK) * 3 * c.dModel * familyHidden(c)
     return 6 * (numParams - idle) + 12 * c.nLayers * c.dModel * seqLen
   },
-  stages: mixtralStages,
-  modelAxis: (c) => [
-    { label: 'nKvHeads', value: mixtralKvHeads(c), what: 'key/value heads are split over it' },
-    { label: "each expert's MLP width", value: mixtralHidden(c), what: 'its columns are split over it' },
-  ],
-  hf: {
-    modelType: TYPE,
+  stages: mixtral.stages,
+  modelAxis: (c) => familyModelAxis(c, "each expert's MLP width", familyHidden(c)),
+  hf: familyHf({
+    type: TYPE,
     className: CLASS,
-    fields: new Map([
-      ['vocabSize', 'vocab_size'],
-      ['seqLen', 'max_position_embeddings'],
-      ['dModel', 'hidden_size'],
-      ['nLayers', 'num_hidden_layers'],
-      ['nHeads', 'num_attention_heads'],
-      ['intermediateSize', 'intermediate_size'],
-      ['nKvHeads', 'num_key_value_heads'],
-      ['nExperts', 'num_local_experts'],
-      ['topK', 'num_experts_per_tok'],
-      ['routerAuxLossCoef', 'router_aux_loss_coef'],
-      ['rmsNormEps', 'rms_norm_eps'],
-      ['ropeTheta', 'rope_theta'],
-      ['tieWordEmbeddings', 'tie_word_embeddings'],
-      ['initStd', 'initializer_range'],
-    ]),
-    toConfig: (c) => ({
-      architectures: [CLASS],
-      model_type: TYPE,
-      vocab_size: c.vocabSize,
-      max_position_embeddings: c.seqLen,
-      hidden_size: c.dModel,
-      intermediate_size: mixtralHidden(c),
-      num_hidden_layers: c.nLayers,
-      num_attention_heads: c.nHeads,
-      num_key_value_heads: mixtralKvHeads(c),
-      num_local_experts: c.nExperts,
-      num_experts_per_tok: c.topK,
-      router_aux_loss_coef: c.routerAuxLossCoef,
-      output_router_logits: c.routerAuxLossCoef > 0,
-      hidden_act: 'silu',
-      rms_norm_eps: c.rmsNormEps,
-      rope_theta: c.ropeTheta,
-      initializer_range: c.initStd,
-      tie_word_embeddings: c.tieWordEmbeddings ?? false,
-      sliding_window: null,
+    mlpWidth: familyHidden,
+    fields: {
+      afterKv: [
+        ['nExperts', 'num_local_experts'],
+        ['topK', 'num_experts_per_tok'],
+        ['routerAuxLossCoef', 'router_aux_loss_coef'],
+      ],
+    },
+    config: (c: MixtralConfig) => ({
+      afterKv: {
+        num_local_experts: c.nExperts,
+        num_experts_per_tok: c.topK,
+        router_aux_loss_coef: c.routerAuxLossCoef,
+        output_router_logits: c.routerAuxLossCoef > 0,
+      },
+      end: { sliding_window: null },
     }),
-    fromConfig: fromHfConfig,
-    // nn.Linear weights: [out, in] in the files, [in, out] here
-    transposed: (name) => /(_proj|lm_head|\.w[123]|\.gate)\.weight$/.test(name),
-    unusedOk: (c, t) => /\.rotary_emb\.inv_freq$/.test(t) || (t === 'lm_head.weight' && !!c.tieWordEmbeddings),
-  },
+    rules: { refused: [], ropeScaling: false, hiddenAct: true, ropeTheta: 1_000_000 },
+    extend: (base, { n, opt }, j, file): MixtralConfigInput => {
+      if (j.sliding_window !== undefined && j.sliding_window !== null)
+        throw new LevanterError('BAD_CHECKPOINT', `${file}: sliding_window is not supported for ${CLASS}; set it null`)
+      return {
+        ...base,
+        nExperts: n('num_local_experts'),
+        topK: n('num_experts_per_tok'),
+        routerAuxLossCoef: opt('router_aux_loss_coef') ?? 0.001,
+      }
+    },
+    transposed: /(_proj|lm_head|\.w[123]|\.gate)\.weight$/,
+  }),
 })
