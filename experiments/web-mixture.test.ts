@@ -96,6 +96,11 @@ describe('the web-mixture experiment, tiny scale', () => {
     expect(page).toContain(`<td class="num">${m.tokensPerSource.web!.toLocaleString('en-US')}</td>`)
     expect(page).toContain('charts/tokens-per-source.svg')
     expect(page).toContain('charts/eval-loss-per-source.svg')
+    // ...and each curation step's counts: pages by language, the quality cut, decontamination per task
+    expect(page).toContain('web: <b>{&quot;pagesRead&quot;:9,&quot;kept&quot;:8,&quot;noMainText&quot;:1,')
+    expect(page).toMatch(/quality: <b>\{&quot;classifier&quot;:&quot;classifiers\/quality-hq@\d+&quot;/)
+    expect(page).toContain('decontamination: <b>{&quot;n&quot;:13,&quot;mode&quot;:&quot;remove&quot;,&quot;documentsIn&quot;:2,')
+    expect(page).toContain('&quot;perTask&quot;:{&quot;brown_cloze&quot;:{&quot;documents&quot;:0,')
     const md = readFileSync(join(site, 'runs', 'web-mixture-tiny', record.run, 'report.md'), 'utf8')
     expect(md).toContain('| web | `token-caches/web-tokens@')
 
