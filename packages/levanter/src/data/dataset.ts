@@ -46,16 +46,42 @@ export class Dataset {
   /**
    * A weighted mixture of datasets: each batch takes rows from the sources in proportion to the
    * weights (which may change by stage), deterministically from (seed, step); see `mixture.ts`.
-   * @example Dataset.mixture({ web, wiki }, { weights: { web: 0.7, wiki: 0.3 } })
+   * A source is a levanter `Dataset` or an opened token cache (what {@link Dataset.fromDatakit} takes),
+   * which is wrapped with `options.sourceOptions`.
+   * @example Dataset.mixture({ web: webCache, wiki: wikiCache }, { weights: { web: 0.7, wiki: 0.3 } })
    */
-  static mixture(sources: Readonly<Record<string, Dataset>>, options: MixtureOptions): MixtureDataset {
-    for (const [name, d] of Object.entries(sources))
-      if (!(d instanceof Dataset))
-        throw new LevanterError(
-          'BAD_DATA',
-          `mixture: source "${name}" is not a levanter Dataset; wrap a token cache with Dataset.fromDatakit(cache)`,
-        )
-    return new MixtureDataset(sources, options)
+  static mixture(
+    sources: Readonly<Record<string, Dataset | TokenSource>>,
+    options: MixtureOptions & {
+      /** How a token cache given as a source is read (held-out fraction, padding and end-of-document ids). */
+      readonly sourceOptions?: DatasetOptions
+    },
+  ): MixtureDataset {
+    const { sourceOptions, ...mixOptions } = options
+    const datasets = Object.fromEntries(
+      Object.entries(sources).map(([name, d]) => [name, Dataset.#component(name, d, sourceOptions)]),
+    )
+    return new MixtureDataset(datasets, mixOptions)
+  }
+
+  static #component(name: string, d: unknown, options: DatasetOptions | undefined): Dataset {
+    if (d instanceof Dataset) return d
+    const src = d as Partial<TokenSource> | null | undefined
+    if (typeof src === 'object' && src !== null && typeof src.read === 'function' && typeof src.numTokens === 'number')
+      return new Dataset(src as TokenSource, options)
+    const what =
+      typeof d === 'string'
+        ? `the string "${d}"`
+        : d instanceof MixtureDataset
+          ? 'a mixture (mixtures do not nest; list its sources here instead)'
+          : d === null || d === undefined
+            ? String(d)
+            : 'neither a levanter Dataset nor a token source'
+    throw new LevanterError(
+      'BAD_DATA',
+      `mixture: source "${name}" is ${what}; pass a levanter Dataset or an opened token cache ` +
+        "(datakit's TokenCache.open(...), anything with numTokens and read(start, length))",
+    )
   }
 
   /** A dataset over ids already in memory. */

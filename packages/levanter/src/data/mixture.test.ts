@@ -101,9 +101,68 @@ describe('composition', () => {
       /weights\[0\]\.untilStep undefined must be an integer above 0/,
     )
     expect(() => Dataset.mixture({ a: 'brown' as never }, { weights: { a: 1 } })).toThrow(
-      /source "a" is not a levanter Dataset; wrap a token cache with Dataset.fromDatakit\(cache\)/,
+      /source "a" is the string "brown"; pass a levanter Dataset or an opened token cache \(datakit's TokenCache/,
+    )
+    expect(() => Dataset.mixture({ a: source(0, 100), b: { numTokens: 5 } as never }, { weights: { a: 1 } })).toThrow(
+      /source "b" is neither a levanter Dataset nor a token source; pass a levanter Dataset or an opened token cache/,
+    )
+    const inner = Dataset.mixture(two(), { weights: { a: 1 } })
+    expect(() => Dataset.mixture({ m: inner as never }, { weights: { m: 1 } })).toThrow(
+      /source "m" is a mixture \(mixtures do not nest/,
     )
     expect(() => Dataset.fromDatakit('brown' as never)).toThrow(/the source is the string "brown"/)
+  })
+})
+
+describe('token caches as sources', () => {
+  /** What a datakit token cache gives levanter: numTokens, numBytes and an async read (no levanter Dataset). */
+  const cache = (s: number, tokens: number) => {
+    const ids = Array.from({ length: tokens }, (_, i) => 10 * s + ((i * 3 + (i >> 4)) % 10))
+    return {
+      numTokens: tokens,
+      numBytes: 2 * tokens,
+      read: async (start: number, length: number) => Int32Array.from(ids.slice(start, start + length)),
+    }
+  }
+
+  test('a cache passed directly reads as Dataset.fromDatakit(cache, sourceOptions) would', async () => {
+    const weights = { web: 0.7, wiki: 0.3 }
+    const direct = Dataset.mixture(
+      { web: cache(0, 5000), wiki: cache(1, 5000) },
+      { weights, sourceOptions: { evalFraction: 0.1, eosId: 7 } },
+    )
+    const opts = { evalFraction: 0.1, eosId: 7 }
+    const wrapped = Dataset.mixture(
+      { web: Dataset.fromDatakit(cache(0, 5000), opts), wiki: Dataset.fromDatakit(cache(1, 5000), opts) },
+      { weights },
+    )
+    for (const step of [0, 17, 120]) {
+      const [a, b] = [await direct.trainBatch(step, 8, 4, 5), await wrapped.trainBatch(step, 8, 4, 5)]
+      expect(a.inputs).toEqual(b.inputs)
+      expect(a.mask).toEqual(b.mask)
+    }
+    // eosId 7 reached the wrapped caches: inputs equal to 7 are masked
+    const batch = await direct.trainBatch(3, 8, 4, 5)
+    expect(batch.inputs.some((x, i) => x === 7 && batch.mask[i] === 0)).toBe(true)
+    expect(batch.mask.some((m) => m === 1)).toBe(true)
+    // evalFraction 0.1 of 1,249 sequences of 4: 124 held out by each cache
+    expect(direct.evalSets().map(({ name, dataset }) => [name, dataset.sequences(4).eval])).toEqual([
+      ['web', 124],
+      ['wiki', 124],
+    ])
+    expect(direct.bytesPerToken).toBe(2)
+  })
+
+  test('caches and Datasets mix; a Dataset keeps its own options', async () => {
+    const mix = Dataset.mixture(
+      { web: cache(0, 4000), wiki: source(1, 4000, 0.2) },
+      { weights: { web: 0.5, wiki: 0.5 }, blockSize: 32 },
+    )
+    const seen = new Set<number>()
+    for (let s = 0; s < 20; s++) for (const k of sourcesOf(await mix.trainBatch(s, 8, 4, 2))) seen.add(k)
+    expect(seen).toEqual(new Set([0, 1]))
+    // the cache takes levanter's default held-out fraction (0.05); the Dataset its own 0.2
+    expect(mix.evalSets().map(({ dataset }) => dataset.sequences(4).eval)).toEqual([49, 199])
   })
 })
 

@@ -13,7 +13,7 @@
  * any step (a resume at step 100,000 included) costs one pass over the blocks before it, then O(1).
  *
  * @example
- * const data = Dataset.mixture({ web: Dataset.fromDatakit(webCache), wiki: Dataset.fromDatakit(wikiCache) }, {
+ * const data = Dataset.mixture({ web: webCache, wiki: Dataset.fromDatakit(wikiCache, { evalFraction: 0.1 }) }, {
  *   weights: [{ untilStep: 1000, weights: { web: 0.9, wiki: 0.1 } }, { weights: { web: 0.7, wiki: 0.3 } }],
  * })
  */
@@ -21,7 +21,10 @@ import { LevanterError } from '../errors.js'
 import { permutation, Rng, seedFor } from '../rng.js'
 import type { Batch } from './batch.js'
 
-/** What a mixture reads of each source: a levanter `Dataset` (what `Dataset.mixture` takes) has all of it. */
+/**
+ * What a mixture reads of each source: a levanter `Dataset` has all of it (`Dataset.mixture` wraps a token
+ * cache given as a source in one).
+ */
 export type MixtureSource = {
   sequences(seqLen: number): { train: number; eval: number }
   rows(rows: readonly number[], seqLen: number): Promise<Batch>
