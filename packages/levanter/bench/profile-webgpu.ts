@@ -10,7 +10,7 @@ import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../src/backend.js'
 import { printTally, tally, withShapes } from './profile-report.js'
 import { Dataset } from '../src/data/dataset.js'
-import { DeviceEngine } from '../src/device-engine.js'
+import { LocalEngine } from '../src/engine.js'
 import { createModel } from '../src/models/lm.js'
 import { AdamWConfig } from '../src/optim/adamw.js'
 import { WgslKernel } from '../src/webgpu/kernels/dispatch.js'
@@ -30,7 +30,7 @@ const data = Dataset.fromTokens(
   Array.from({ length: batch! * (seqLen! + 1) * 8 }, (_, i) => (i * 7919) % vocabSize!),
   { evalFraction: 0 },
 )
-const engine = new DeviceEngine(model, AdamWConfig.parse({}))
+const engine = new LocalEngine(model, AdamWConfig.parse({}))
 
 // Count the programs the backend dispatches, by program class, and levanter's WGSL kernels by name.
 type Program = { constructor: { name: string }; shaderKey?: string }

@@ -9,7 +9,7 @@ import * as tf from '@tensorflow/tfjs'
 import { emit, median } from '@marin/rigging/bench'
 import { initBackend } from '../src/backend.js'
 import { Dataset } from '../src/data/dataset.js'
-import { DeviceEngine } from '../src/device-engine.js'
+import { LocalEngine } from '../src/engine.js'
 import { createModel } from '../src/models/lm.js'
 import { AdamWConfig } from '../src/optim/adamw.js'
 import { hardwareAdapter } from '../src/webgpu/adapter.js'
@@ -37,7 +37,7 @@ const data = Dataset.fromTokens(
   Array.from({ length: B * (T + 1) * 8 }, (_, i) => (i * 7919) % 512),
   { evalFraction: 0 },
 )
-const engine = new DeviceEngine(model, AdamWConfig.parse({}))
+const engine = new LocalEngine(model, AdamWConfig.parse({}))
 const times: number[] = []
 for (let s = 0; s < steps + 2; s++) {
   const batch = await data.trainBatch(s, B, T, 0)

@@ -17,7 +17,7 @@ import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../src/backend.js'
 import type { BackendInfo } from '../src/backend.js'
 import { Dataset } from '../src/data/dataset.js'
-import { DeviceEngine } from '../src/device-engine.js'
+import { LocalEngine } from '../src/engine.js'
 import { maskedCrossEntropy } from '../src/loss.js'
 import type { ModelConfigInput } from '../src/models/config.js'
 import { columnSum } from '../src/kernels/column-sum.js'
@@ -278,7 +278,7 @@ async function train(
   const vocab = model.config.vocabSize
   const tokens = Array.from({ length: batch * (seqLen + 1) * 4 }, (_, i) => (i * 7919) % vocab)
   const data = Dataset.fromTokens(tokens, { evalFraction: 0 })
-  const engine = new DeviceEngine(model, AdamWConfig.parse({}))
+  const engine = new LocalEngine(model, AdamWConfig.parse({}))
   let peakBytes = 0
   const times: number[] = []
   let loss = NaN

@@ -9,7 +9,7 @@ import path from 'node:path'
 import { LocalClient, withClient } from '@marin/fray'
 import type { BackendInfo } from '../src/backend.js'
 import { Dataset } from '../src/data/dataset.js'
-import { DeviceEngine } from '../src/device-engine.js'
+import { LocalEngine } from '../src/engine.js'
 import type { StepResult, TrainTensors } from '../src/engine.js'
 import { ModelConfig } from '../src/models/config.js'
 import type { ModelConfigInput } from '../src/models/config.js'
@@ -89,7 +89,7 @@ async function reference(
   cfg: ModelConfigInput,
   data: Dataset,
 ): Promise<{ results: StepResult[]; state: TrainTensors }> {
-  const engine = new DeviceEngine(createModel(cfg, 2), AdamWConfig.parse({}))
+  const engine = new LocalEngine(createModel(cfg, 2), AdamWConfig.parse({}))
   try {
     const results: StepResult[] = []
     for (let s = 0; s < STEPS; s++)

@@ -5,13 +5,12 @@
 import { withClient } from '@marin/fray'
 import { localMarinPrefix, logger } from '@marin/rigging'
 import path from 'node:path'
-import { initBackend, isDeviceBackend } from './backend.js'
+import { initBackend } from './backend.js'
 import type { BackendInfo } from './backend.js'
 import { Checkpointer } from './checkpoint/checkpointer.js'
 import type { DamagedCheckpoint } from './checkpoint/checkpointer.js'
 import type { Dataset } from './data/dataset.js'
 import type { MixtureDataset } from './data/mixture.js'
-import { DeviceEngine } from './device-engine.js'
 import { LocalEngine } from './engine.js'
 import type { Engine, StepResult } from './engine.js'
 import { isLevanterError, LevanterError } from './errors.js'
@@ -111,9 +110,7 @@ export class Pipeline {
     // mesh members follow a webgpu driver onto the device (parallel/mesh-replica.ts)
     const makeEngine = async (): Promise<Engine> =>
       members === 1 && !c.fsdp
-        ? isDeviceBackend()
-          ? new DeviceEngine(model, adamw, c.microbatches)
-          : new LocalEngine(model, adamw, c.microbatches)
+        ? new LocalEngine(model, adamw, c.microbatches)
         : await MeshEngine.create(model, adamw, { mesh: c.mesh, fsdp: c.fsdp, microbatches: c.microbatches })
     const placement = members > 1 || c.fsdp ? placementClient(c.placement) : undefined
     const engine = placement

@@ -6,11 +6,12 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { beforeAll, describe, expect, test } from 'vitest'
-import { initBackend } from './backend.js'
+import { initBackend, isDeviceBackend } from './backend.js'
 import { Dataset } from './data/dataset.js'
 import { LocalEngine } from './engine.js'
 import { Gpt2LM } from './models/lm.js'
 import { AdamW, AdamWConfig, globalNorm } from './optim/adamw.js'
+import { DeviceAdamW } from './optim/adamw-device.js'
 import { LrSchedule, learningRateAt } from './optim/schedule.js'
 import { Pipeline } from './pipeline.js'
 import { MemoryTracker } from './trackers.js'
@@ -66,6 +67,22 @@ describe('training', () => {
     e.opt.apply(zeros, 0.1)
     expect(m.param('transformer.h.0.mlp.c_fc.weight').dataSync()[0]!).toBeCloseTo(before * (1 - 0.05), 6)
     expect(m.param('transformer.ln_f.weight').dataSync()[0]!).toBe(ln)
+  })
+
+  test("the one-process engine takes its backend's capabilities: on a CPU one host AdamW, no deferred steps", async () => {
+    const m = new Gpt2LM(cfg, 0)
+    const e = new LocalEngine(m, AdamWConfig.parse({}))
+    const device = isDeviceBackend()
+    expect(e.opt).toBeInstanceOf(device ? DeviceAdamW : AdamW)
+    expect([typeof e.stepDeferred, typeof e.readPending]).toEqual(
+      device ? ['function', 'function'] : ['undefined', 'undefined'],
+    )
+    const r = await e.step(await dataset().trainBatch(0, 4, 8, 0), 1e-2)
+    expect(Number.isFinite(r.loss) && Number.isFinite(r.gradNorm)).toBe(true)
+    // bytes are counted on a device only: the batch up (12 bytes a token), the loss and norm back
+    expect([e.reads, e.transferred.toDevice, e.transferred.toHost]).toEqual(device ? [1, 12 * 4 * 8, 8] : [0, 0, 0])
+    await e.close()
+    m.dispose()
   })
 
   test('AdamW without decay or clipping equals stock tf.train.adam over several steps', () => {

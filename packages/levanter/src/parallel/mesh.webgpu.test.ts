@@ -10,7 +10,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { Dataset } from '../data/dataset.js'
 import type { Batch } from '../data/batch.js'
-import { DeviceEngine } from '../device-engine.js'
+import { LocalEngine } from '../engine.js'
 import type { StepResult, TrainTensors } from '../engine.js'
 import { createModel } from '../models/lm.js'
 import { AdamWConfig } from '../optim/adamw.js'
@@ -28,7 +28,7 @@ beforeAll(async () => {
   await initBackend('webgpu')
   const data = Dataset.fromTokens(TOKENS, { evalFraction: 0 })
   batches = await Promise.all([0, 1, 2].map((s) => data.trainBatch(s, 4, SMALL.seqLen, 0)))
-  const engine = new DeviceEngine(createModel(SMALL, 2), adamw)
+  const engine = new LocalEngine(createModel(SMALL, 2), adamw)
   const results: StepResult[] = []
   for (const b of batches) results.push(await engine.step(b, 1e-2))
   single = { results, state: await engine.state() }

@@ -6,7 +6,7 @@
 import { beforeAll, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { Dataset } from '../data/dataset.js'
-import { DeviceEngine } from '../device-engine.js'
+import { LocalEngine } from '../engine.js'
 import type { StepResult } from '../engine.js'
 import { createModel } from '../models/lm.js'
 import { AdamWConfig } from '../optim/adamw.js'
@@ -31,7 +31,7 @@ test('2 replicas on webgpu match one webgpu process; each reads its flat gradien
   const params = model.numParams()
   const starting = MeshEngine.create(model, adamw, { mesh: { data: 2, model: 1 } }).finally(() => model.dispose())
   starting.catch(() => {})
-  const single = new DeviceEngine(createModel(SMALL, 2), adamw)
+  const single = new LocalEngine(createModel(SMALL, 2), adamw)
   const one: StepResult[] = []
   for (const b of batches) one.push(await single.step(b, 1e-2))
   await single.close()

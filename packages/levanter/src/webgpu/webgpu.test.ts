@@ -13,12 +13,12 @@ import { initBackend } from '../backend.js'
 import type { BackendInfo } from '../backend.js'
 import { Checkpointer } from '../checkpoint/checkpointer.js'
 import { Dataset } from '../data/dataset.js'
-import { DeviceEngine } from '../device-engine.js'
-import { evalLossOf } from '../engine.js'
+import { evalLossOf, LocalEngine } from '../engine.js'
 import type { StepResult } from '../engine.js'
 import { generateAsync } from '../generate.js'
 import { createModel } from '../models/lm.js'
 import { AdamWConfig } from '../optim/adamw.js'
+import { DeviceAdamW } from '../optim/adamw-device.js'
 import { Pipeline } from '../pipeline.js'
 import { TINY_BATCH, TINY_MODELS, TINY_TOKENS, trainSpec } from '../test-support/backend-train.js'
 import { MemoryTracker } from '../trackers.js'
@@ -121,7 +121,7 @@ describe('webgpu backend', () => {
   test('the masked loss and evalLossOf read nothing synchronously: they run on webgpu', async () => {
     const model = createModel(SMALL, 4)
     const batch = await Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 }).trainBatch(0, B, T, 0)
-    const engine = new DeviceEngine(model, AdamWConfig.parse({}))
+    const engine = new LocalEngine(model, AdamWConfig.parse({}))
     const viaEngine = await engine.evalLoss(batch)
     const viaHost = await evalLossOf(model, batch)
     expect(viaHost).toBe(viaEngine)
@@ -133,12 +133,12 @@ describe('webgpu backend', () => {
   test('a second checkpoint of the same engine holds the moments of its own step', async () => {
     const data = Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 })
     const b = await Promise.all([0, 1, 2, 3, 4].map((s) => data.trainBatch(s, B, T, 0)))
-    const a = new DeviceEngine(createModel(SMALL, 3), AdamWConfig.parse({}))
+    const a = new LocalEngine(createModel(SMALL, 3), AdamWConfig.parse({}))
     await a.step(b[0]!, 1e-2)
     await a.state() // the first checkpoint reads the moments once
     await a.step(b[1]!, 1e-2)
     await a.step(b[2]!, 1e-2)
-    const resumed = new DeviceEngine(createModel(SMALL, 3), AdamWConfig.parse({}))
+    const resumed = new LocalEngine(createModel(SMALL, 3), AdamWConfig.parse({}))
     await resumed.load(await a.state())
     const next = [await a.step(b[3]!, 1e-2), await a.step(b[4]!, 1e-2)]
     expect([await resumed.step(b[3]!, 1e-2), await resumed.step(b[4]!, 1e-2)]).toEqual(next)
@@ -153,14 +153,14 @@ describe('webgpu backend', () => {
     const batches = await Promise.all([0, 1, 2, 3].map((s) => data.trainBatch(s, B, T, 0)))
     const run = async (defer: boolean) => {
       const model = createModel(SMALL, 2)
-      const engine = new DeviceEngine(model, AdamWConfig.parse({}))
+      const engine = new LocalEngine(model, AdamWConfig.parse({}))
       const out: StepResult[] = []
       const toHost: number[] = []
       for (const [i, b] of batches.entries()) {
-        if (defer && i < 3) await engine.stepDeferred(b, 1e-2)
+        if (defer && i < 3) await engine.stepDeferred!(b, 1e-2)
         else if (defer) {
-          await engine.stepDeferred(b, 1e-2)
-          out.push(...(await engine.readPending()))
+          await engine.stepDeferred!(b, 1e-2)
+          out.push(...(await engine.readPending!()))
         } else out.push(await engine.step(b, 1e-2))
         toHost.push(engine.lastStep.toHost)
         expect(engine.lastStep.toDevice).toBe(12 * B * T) // ids, targets, mask: 12 bytes a token
@@ -190,11 +190,13 @@ describe('webgpu backend', () => {
       const p = new Pipeline({ dataset: data, model, trainer, maxSteps: 10 })
       const r = await p.run()
       model.dispose()
-      return { r, engine: p.engine as DeviceEngine, tracker }
+      return { r, engine: p.engine as LocalEngine, tracker }
     }
     const eager = await train(1)
     const lazy = await train(5)
-    expect(lazy.engine).toBeInstanceOf(DeviceEngine)
+    expect(lazy.engine).toBeInstanceOf(LocalEngine)
+    expect(lazy.engine.opt).toBeInstanceOf(DeviceAdamW) // the device's capabilities: AdamW there, deferred reads
+    expect(lazy.engine.stepDeferred).toBeDefined()
     expect(eager.engine.reads).toBe(10)
     expect(lazy.engine.reads).toBe(2) // steps 5 and 10
     expect(lazy.engine.transferred.toHost).toBe(10 * 8) // every step's loss and norm, in two reads
@@ -212,18 +214,18 @@ describe('webgpu backend', () => {
     const p = new Pipeline({ dataset: data, model, trainer, maxSteps: 10 })
     await p.run()
     model.dispose()
-    expect((p.engine as DeviceEngine).reads).toBe(3) // steps 4, 8, 10
+    expect((p.engine as LocalEngine).reads).toBe(3) // steps 4, 8, 10
     expect(hooked).toEqual([4, eager.r.losses[3], 8, eager.r.losses[7]])
   }, 240_000)
 
   test('no tensor or GPU-buffer growth over 20 device steps (results read every 5)', async () => {
     const model = createModel(SMALL, 2)
-    const engine = new DeviceEngine(model, AdamWConfig.parse({}))
+    const engine = new LocalEngine(model, AdamWConfig.parse({}))
     const data = Dataset.fromTokens(SMALL_TOKENS, { evalFraction: 0 })
     const steps = async (from: number, n: number) => {
       for (let s = from; s < from + n; s++) {
-        await engine.stepDeferred(await data.trainBatch(s, B, T, 0), 1e-3)
-        if (s % 5 === 4) expect(await engine.readPending()).toHaveLength(5)
+        await engine.stepDeferred!(await data.trainBatch(s, B, T, 0), 1e-3)
+        if (s % 5 === 4) expect(await engine.readPending!()).toHaveLength(5)
       }
     }
     await steps(0, 5) // the loop once, so that every buffer size it uses is in tfjs's pool
