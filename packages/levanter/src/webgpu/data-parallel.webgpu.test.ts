@@ -1,6 +1,6 @@
 /**
- * Data-parallel replicas (the mesh engine at `{ data: 2 }`) under a webgpu driver run on webgpu (SwiftShader where there is no GPU):
- * each computes its gradients on the device, reads them back as one flat tensor once a step,
+ * Data-parallel replicas (the mesh engine at `{ data: 2 }`) under a webgpu driver run on webgpu
+ * (SwiftShader where there is no GPU): each computes its gradients on the device, reads them back as one flat tensor once a step,
  * all-reduces them over the mesh, uploads the sum once, and applies AdamW on the device.
  */
 import { beforeAll, expect, test } from 'vitest'
