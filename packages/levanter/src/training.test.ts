@@ -69,7 +69,7 @@ describe('training', () => {
     expect(m.param('transformer.ln_f.weight').dataSync()[0]!).toBe(ln)
   })
 
-  test("the one-process engine takes its backend's capabilities (on a CPU: host AdamW, no deferred steps)", async () => {
+  test("the one-process engine takes its backend's capabilities (CPU: host AdamW, no deferred steps)", async () => {
     const m = new Gpt2LM(cfg, 0)
     const e = new LocalEngine(m, AdamWConfig.parse({}))
     const device = isDeviceBackend()

@@ -1,7 +1,8 @@
 /**
  * Data-parallel replicas (the mesh engine at `{ data: 2 }`) under a webgpu driver run on webgpu
- * (SwiftShader where there is no GPU): each computes its gradients on the device, reads them back as one flat tensor once a step,
- * all-reduces them over the mesh, uploads the sum once, and applies AdamW on the device.
+ * (SwiftShader where there is no GPU): each computes its gradients on the device, reads them back
+ * as one flat tensor once a step, all-reduces them over the mesh, uploads the sum once, and
+ * applies AdamW on the device.
  */
 import { beforeAll, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
