@@ -1,10 +1,12 @@
 /**
- * @module The driver of the cross-host rows of `pnpm bench levanter` (bench/hosts.bench.ts), run on host A: for each
- * run given, a `{ data: 2 }` mesh engine (data parallel) of the quickstart-sized model whose two replicas are iris
- * tasks of the workers on hosts B and C (or, with `local`, processes on this host), then the median time of its
- * timed steps and what the replicas measured of them. argv[2]: JSON `{ controller, driverHost, local, steps, runs }`, each run
- * `{ label, overlapReduce, bucketBytes? }`. Prints one line `{"label","stepMs","allReduceMs","buckets","during"}`
- * per run: each timed step's time, and the time the slowest replica spent in its all-reduce at each.
+ * @module The driver of the cross-host rows of `pnpm bench levanter` (bench/hosts.bench.ts), run on
+ * host A: for each run given, a `{ data: 2 }` mesh engine (data parallel) of the quickstart-sized
+ * model whose two replicas are iris tasks of the workers on hosts B and C (or, with `local`,
+ * processes on this host), then the median time of its timed steps and what the replicas measured
+ * of them. argv[2]: JSON `{ controller, driverHost, local, steps, runs }`, each run
+ * `{ label, overlapReduce, bucketBytes? }`. Prints one line
+ * `{"label","stepMs","allReduceMs","buckets","during"}` per run: each timed step's time, and the
+ * time the slowest replica spent in its all-reduce at each.
  */
 import { FrayIrisClient, LocalClient, withClient } from '@marin/fray'
 import { initBackend } from '../src/backend.js'
