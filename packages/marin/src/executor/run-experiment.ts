@@ -5,18 +5,11 @@
  * one by default, or a `JobScheduler` of the caller's).
  */
 import { randomBytes } from 'node:crypto'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import type { JobScheduler, KubernetesPlatformOptions } from '@marin/iris'
-import {
-  DEFAULT_MARIN_PREFIX,
-  Lease,
-  MARIN_LAYOUT,
-  experimentRecordPath,
-  marinPrefix,
-  prefixDir,
-  prefixPath,
-} from '@marin/rigging'
+import { Lease, MARIN_LAYOUT, experimentRecordPath, marinPrefix, prefixDir, prefixPath } from '@marin/rigging'
 import { MarinError } from '../errors.js'
+import { prefixScratchDir } from '../eval/remote-files.js'
 import { Executor, type ExecutorOptions, type ExperimentRecord } from './executor.js'
 import type { Experiment } from './experiment.js'
 import { irisRunner } from './iris-runner.js'
@@ -25,8 +18,8 @@ import { openPrefixStorage } from './prefix-storage.js'
 export type RunOptions = Omit<ExecutorOptions, 'runner'> & {
   /** Run steps in this process instead of as iris jobs. */
   readonly local?: boolean
-  /** `'local'` (a cluster started in this process, state in `<prefix>/iris`) or a controller `host:port`. @default
-   * 'local' */
+  /** `'local'` (a cluster started in this process, state in `iris/` of {@link localClusterDir}) or a controller
+   * `host:port`. @default 'local' */
   readonly cluster?: string
   /** Run the steps of the run's own cluster as Kubernetes Pods (`marin run --platform k8s --namespace NS`; the
    * options of iris's `kubernetesPlatform`). Only with `cluster: 'local'`. */
@@ -66,6 +59,20 @@ async function publishReport(experiment: Experiment, record: ExperimentRecord, o
   )
 }
 
+/**
+ * The folder whose `iris/` holds the run's own local cluster (its SQLite state, task folders and token): the prefix's
+ * folder when the prefix is local; for an object store (`s3://…`), this machine's folder of that prefix,
+ * `<tmpdir>/marin-prefix-<hash>` (`prefixScratchDir`: the folder datakit keeps its work and copies of that prefix
+ * in), never the working directory. Scheduler state is this machine's, as a local Ray cluster's is under a remote
+ * prefix in Python Marin; what must outlive the run (step outputs, statuses, the run record) is in the prefix.
+ * @example
+ * localClusterDir('s3://bucket/marin') // '/tmp/marin-prefix-3f0c…'
+ */
+export function localClusterDir(prefix: string): string {
+  const url = marinPrefix({ prefix })
+  return prefixDir(url) ?? prefixScratchDir(url)
+}
+
 async function runSteps(experiment: Experiment, opts: RunOptions): Promise<ExperimentRecord> {
   const prefix = marinPrefix({ prefix: opts.prefix })
   const base = { ...opts, prefix }
@@ -74,7 +81,7 @@ async function runSteps(experiment: Experiment, opts: RunOptions): Promise<Exper
     return new Executor({ ...base, runner: irisRunner(opts.scheduler, experiment.script, experiment.name) }).run(
       experiment,
     )
-  const localPrefix = prefixDir(prefix) ?? resolve(DEFAULT_MARIN_PREFIX)
+  const localPrefix = localClusterDir(prefix)
   const cluster = opts.cluster ?? 'local'
   if (opts.kubernetes && cluster !== 'local')
     throw new MarinError(
