@@ -30,6 +30,7 @@ pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:260px;white-space:pr
 .chart svg{max-width:100%;height:auto}
 .graph{border:1px solid #eee;padding:4px}.muted{color:#666}.warn{color:#a40}
 .lv-warn{color:#a60}.lv-error,.lv-fatal{color:#b00;font-weight:bold}
+table.meta{margin:2px 0;font-size:13px}table.meta th{font-weight:normal}
 details{margin:4px 0}td pre{margin:0;padding:2px 4px}fieldset.xaxis{border:1px solid #ddd;display:inline-block}`
 
 // Shows the x-axis choice (hidden without scripts, where the charts by step show) and switches the charts.
@@ -136,6 +137,62 @@ function rowsTable(r: DatasetRows): string {
       r.rows.map((row) => row.map((c) => x(c))),
     )
   )
+}
+
+/** Rows of a list shown in a metadata cell, and how deep objects nest before the rest shows as text. */
+export const METADATA_ROWS = 20
+const METADATA_DEPTH = 5
+
+const isRecord = (v: unknown): v is Readonly<Record<string, unknown>> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/** A plain value, escaped (a missing one as "none"). */
+function metaScalar(v: unknown): string {
+  return v === null || v === undefined ? '<span class="muted">none</span>' : x(formatValue(v))
+}
+
+/** One metadata value as HTML: objects as nested key/value tables, lists of objects as tables by key. */
+function metaValue(v: unknown, depth: number): string {
+  if (!(typeof v === 'object' && v !== null)) return metaScalar(v)
+  if (depth > METADATA_DEPTH) return `<code>${x(JSON.stringify(v))}</code>`
+  const cell = (e: unknown) => `<td${typeof e === 'number' ? ' class="num"' : ''}>${metaValue(e, depth + 1)}</td>`
+  const more = (n: number, cols: number) =>
+    n > METADATA_ROWS
+      ? `<tr><td colspan="${cols}" class="muted">… ${formatNumber(n - METADATA_ROWS)} more not shown</td></tr>`
+      : ''
+  if (Array.isArray(v)) {
+    if (v.length === 0) return '<span class="muted">none</span>'
+    const shown = v.slice(0, METADATA_ROWS)
+    if (!shown.every(isRecord)) {
+      const text = shown.map((e) => metaValue(e, depth + 1)).join(', ')
+      return v.length > METADATA_ROWS ? `${text}, … ${formatNumber(v.length - METADATA_ROWS)} more` : text
+    }
+    const cols = [...new Set(shown.flatMap((e) => Object.keys(e)))]
+    const head = `<tr>${cols.map((c) => `<th>${x(c)}</th>`).join('')}</tr>`
+    const rows = shown.map((e) => `<tr>${cols.map((c) => cell(e[c])).join('')}</tr>`).join('')
+    return `<table class="meta">${head}${rows}${more(v.length, cols.length)}</table>`
+  }
+  const entries = Object.entries(v)
+  if (entries.length === 0) return '<span class="muted">none</span>'
+  const rows = entries
+    .slice(0, METADATA_ROWS)
+    .map(([k, e]) => `<tr><th>${x(k)}</th>${cell(e)}</tr>`)
+    .join('')
+  return `<table class="meta">${rows}${more(entries.length, 2)}</table>`
+}
+
+/**
+ * An artifact's metadata for a table cell: plain values as `name: value`, objects and lists (a web step's pages
+ * by language, decontamination per task) as nested tables. Every key and value is escaped: metadata is data.
+ */
+export function metadataHtml(metadata: Readonly<Record<string, unknown>>): string {
+  return Object.entries(metadata)
+    .map(([k, v]) =>
+      typeof v === 'object' && v !== null
+        ? `<div>${x(k)}:${metaValue(v, 1)}</div>`
+        : `<div>${x(k)}: <b>${metaScalar(v)}</b></div>`,
+    )
+    .join('')
 }
 
 const GEMM: Readonly<Record<string, string>> = {
@@ -304,9 +361,7 @@ export function renderHtml(p: SiteParts): string {
           x(a.step),
           x(formatNumber(a.files)),
           x(formatBytes(a.bytes)),
-          Object.entries(a.metadata)
-            .map(([k, v]) => `${x(k)}: <b>${x(formatValue(v))}</b>`)
-            .join('<br>'),
+          metadataHtml(a.metadata),
           a.lineage.map((l) => `<code>${x(l)}</code>`).join('<br>'),
         ]),
         new Set([3, 4]),
@@ -339,9 +394,7 @@ export function renderHtml(p: SiteParts): string {
           x(a.step),
           x(formatNumber(a.files)),
           x(formatBytes(a.bytes)),
-          Object.entries(a.metadata)
-            .map(([k, v]) => `${x(k)}: <b>${x(formatValue(v))}</b>`)
-            .join('<br>'),
+          metadataHtml(a.metadata),
         ]),
         new Set([2, 3]),
       ),

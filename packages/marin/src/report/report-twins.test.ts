@@ -1,7 +1,8 @@
 /**
  * Text a run carries (step errors, artifact metadata, dataset rows, eval samples) is data: the Markdown twin
  * escapes it as the HTML page does, links only where the report links, a row of 20,000 keys shows a screen of
- * columns, and a dataset's first rows cost the bytes shown, not the shard.
+ * columns, a dataset's first rows cost the bytes shown, not the shard, and nested metadata (a curation step's
+ * counts) shows as escaped nested tables, not JSON.
  */
 import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { mkdtempSync } from 'node:fs'
@@ -15,10 +16,23 @@ import { Experiment } from '../executor/experiment.js'
 import { step } from '../executor/step.js'
 import { buildReport } from './build.js'
 import { MAX_COLUMNS, ROWS_MAX_BYTES } from './first-rows.js'
+import { METADATA_ROWS } from './html.js'
 import { runFolder } from './site-parts.js'
 
 const HOSTILE = '<script>alert(1)</script> <img src=x onerror=alert(2)> [click](javascript:alert(3)) `x` *y* | z'
 const WIDE = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, i]))
+/** A curation step's counts as its dataset's metadata carries them (nested, with lists and data-made keys). */
+const CURATED = {
+  documentsIn: 9,
+  web: {
+    pagesRead: 9,
+    kept: 8,
+    byLanguage: { en: 7, [HOSTILE]: 1 },
+    skips: Array.from({ length: METADATA_ROWS + 5 }, (_, i) => ({ reason: 'corrupt', file: 'a.warc.gz', offset: i })),
+  },
+  quality: { classifier: 'classifiers/quality-hq@1', threshold: 0.5, kept: 3, tags: ['en', HOSTILE] },
+  decontamination: { n: 13, perTask: { brown_cloze: { documents: 1, ngrams: 4 } }, examples: [] },
+}
 
 let dir: string
 let md: string
@@ -62,6 +76,12 @@ beforeAll(async () => {
       const gz = await commit(prefix, 'datasets/gz', {
         'part-0.jsonl.gz': gzipSync(`${JSON.stringify({ id: 'gz', text: 'from a gzip shard' })}\n`),
       })
+      const curated = await commit(
+        prefix,
+        'datasets/curated',
+        { 'part-0.jsonl': `${JSON.stringify({ id: 'c', text: 'kept' })}\n` },
+        CURATED,
+      )
       const evals = await commit(prefix, 'evals/hostile', {
         'samples/task.jsonl': `${JSON.stringify({ prompt: HOSTILE, completion: HOSTILE, answer: HOSTILE })}\n`,
       })
@@ -71,6 +91,7 @@ beforeAll(async () => {
           `datasets/hostile@${hostile.version}`,
           `datasets/big@${big.version}`,
           `datasets/gz@${gz.version}`,
+          `datasets/curated@${curated.version}`,
           `evals/hostile@${evals.version}`,
         ]),
       )
@@ -134,5 +155,42 @@ describe('dataset rows', () => {
     expect(html).toMatch(/datasets\/big@1[\s\S]*?<td>first<\/td><td>shown<\/td>/)
     expect(html).toMatch(/datasets\/gz@1[\s\S]*?<td>gz<\/td><td>from a gzip shard<\/td>/)
     expect(readdirSync(dir)).toEqual(['prefix'])
+  })
+})
+
+describe('nested metadata', () => {
+  /** The datasets section (the log lines further down keep their raw JSON on purpose, under "raw JSON"). */
+  const section = () => html.slice(html.indexOf('<h2 id="datasets">'), html.indexOf('<h2 id="training">'))
+  const cell = () => {
+    const s = section()
+    const at = s.indexOf('<code>datasets/curated@')
+    return s.slice(at, s.indexOf('</td></tr>\n', at))
+  }
+
+  it('shows as nested tables of escaped keys and values, never as JSON', () => {
+    expect(section()).toContain('<code>datasets/curated@')
+    expect(section()).not.toContain('{"')
+    expect(section()).not.toContain('{&quot;')
+    const c = cell()
+    expect(c).toContain('<div>documentsIn: <b>9</b></div>')
+    expect(c).toContain('<div>web:<table class="meta"><tr><th>pagesRead</th><td class="num">9</td></tr>')
+    expect(c).toContain(
+      '<tr><th>byLanguage</th><td><table class="meta"><tr><th>en</th><td class="num">7</td></tr>' +
+        '<tr><th>&lt;script&gt;alert(1)&lt;/script&gt; &lt;img src=x onerror=alert(2)&gt;',
+    )
+    expect(c).toContain(
+      '<tr><th>skips</th><td><table class="meta"><tr><th>reason</th><th>file</th><th>offset</th></tr>' +
+        '<tr><td>corrupt</td><td>a.warc.gz</td><td class="num">0</td></tr>',
+    )
+    expect(c).toContain(`<td class="num">${METADATA_ROWS - 1}</td></tr><tr><td colspan="3" class="muted">… 5 more`)
+    expect(c).not.toContain(`<td class="num">${METADATA_ROWS}</td>`)
+    expect(c).toContain('<tr><th>tags</th><td>en, &lt;script&gt;alert(1)')
+    expect(c).toContain('<th>classifier</th><td>classifiers/quality-hq@1</td>')
+    expect(c).toContain(
+      '<div>decontamination:<table class="meta"><tr><th>n</th><td class="num">13</td></tr>' +
+        '<tr><th>perTask</th><td><table class="meta"><tr><th>brown_cloze</th><td><table class="meta">' +
+        '<tr><th>documents</th><td class="num">1</td></tr><tr><th>ngrams</th><td class="num">4</td></tr></table>',
+    )
+    expect(c).toContain('<tr><th>examples</th><td><span class="muted">none</span></td></tr>')
   })
 })
