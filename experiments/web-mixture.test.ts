@@ -97,10 +97,20 @@ describe('the web-mixture experiment, tiny scale', () => {
     expect(page).toContain('charts/tokens-per-source.svg')
     expect(page).toContain('charts/eval-loss-per-source.svg')
     // ...and each curation step's counts: pages by language, the quality cut, decontamination per task
-    expect(page).toContain('web: <b>{&quot;pagesRead&quot;:9,&quot;kept&quot;:8,&quot;noMainText&quot;:1,')
-    expect(page).toMatch(/quality: <b>\{&quot;classifier&quot;:&quot;classifiers\/quality-hq@\d+&quot;/)
-    expect(page).toContain('decontamination: <b>{&quot;n&quot;:13,&quot;mode&quot;:&quot;remove&quot;,&quot;documentsIn&quot;:2,')
-    expect(page).toContain('&quot;perTask&quot;:{&quot;brown_cloze&quot;:{&quot;documents&quot;:0,')
+    expect(page).toContain(
+      'web:<table class="meta"><tr><th>pagesRead</th><td class="num">9</td></tr>' +
+        '<tr><th>kept</th><td class="num">8</td></tr><tr><th>noMainText</th><td class="num">1</td></tr>',
+    )
+    expect(page).toMatch(/quality:<table class="meta"><tr><th>classifier<\/th><td>classifiers\/quality-hq@\d+<\/td>/)
+    expect(page).toContain(
+      'decontamination:<table class="meta"><tr><th>n</th><td class="num">13</td></tr>' +
+        '<tr><th>mode</th><td>remove</td></tr><tr><th>documentsIn</th><td class="num">2</td></tr>',
+    )
+    expect(page).toContain(
+      '<tr><th>perTask</th><td><table class="meta"><tr><th>brown_cloze</th><td><table class="meta">' +
+        '<tr><th>documents</th><td class="num">0</td></tr>',
+    )
+    expect(page).not.toContain('{&quot;pagesRead')
     const md = readFileSync(join(site, 'runs', 'web-mixture-tiny', record.run, 'report.md'), 'utf8')
     expect(md).toContain('| web | `token-caches/web-tokens@')
 
