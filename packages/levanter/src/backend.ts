@@ -3,8 +3,8 @@
  * else `webgpu` on a hardware GPU adapter (Dawn over Vulkan), else `wasm` (levanter's CPU kernels,
  * XNNPACK, SIMD), else `cpu`. A software adapter (SwiftShader, from the registry) runs only when
  * asked: `LEVANTER_BACKEND` overrides the order. A process that reads tensors synchronously says
- * so and never gets webgpu: only a plain data-parallel replica off webgpu does (replica.ts's CPU
- * path); mesh members, and replicas under a webgpu driver, read asynchronously and follow it there.
+ * so and never gets webgpu; mesh members (plain data parallel included) read asynchronously and
+ * follow a webgpu driver there.
  */
 import { createRequire } from 'node:module'
 import path from 'node:path'
