@@ -173,12 +173,17 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     })
       .run()
       .then((r) => r.losses))
-  const runner = (host: NetHost): Runner => {
+  /** A runner on `host`; with `local`, one whose trainings' members are its own processes, with fray's default peer
+   * timeout (none): PEER_TIMEOUT_MS is for the members a partition cuts off, not for two processes of one loaded
+   * machine. */
+  const runner = (host: NetHost, local = false): Runner => {
     const c = cluster!
+    const env = c.env(host)
+    if (local) delete env.FRAY_PEER_TIMEOUT_MS
     const p = host.spawn(
       process.execPath,
       ['--import', TSX, '--input-type=module', '-e', RUNNER, c.controller, host.address],
-      { env: c.env(host), stdin: true },
+      { env, stdin: true },
     )
     const send = (o: object) => void p.child.stdin!.write(`${JSON.stringify(o)}\n`)
     return {
@@ -211,7 +216,7 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     })
     hosts = Object.fromEntries(cluster.workers.map((w) => [w.id, w.host]))
     onA = runner(cluster.a)
-    onB = runner(hosts.wb!)
+    onB = runner(hosts.wb!, true)
   }, 40_000)
   const near = (got: readonly number[] | undefined, want: readonly number[]) => {
     expect(got).toHaveLength(want.length)
@@ -248,7 +253,7 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     const [kept, lost] = [hostOf(0), hostOf(1)]
     if (!kept || !lost) throw new Error(`no host for a member in ${JSON.stringify(placed)}`)
     // The runner of the host left (started ahead on B; on the other host should member 0 have gone there).
-    const left = kept === onB.host ? onB : runner(kept)
+    const left = kept === onB.host ? onB : runner(kept, true)
     await onA.line('cut', 'paused', 30_000)
     lost.cut()
     const cutAt = Date.now()
