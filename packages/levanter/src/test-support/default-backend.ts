@@ -2,10 +2,11 @@
  * The default backend selection in a fresh process, with the GPU probe injected:
  * `tsx default-backend.ts <gpu|software|throws|none|gpu-parallel>` hands the selection the real
  * SwiftShader device described as an NVIDIA GPU (`gpu`) or as itself (`software`), a probe that
- * fails, or no adapter; with `gpu` it then trains the tiny GPT-2 (test-support/backend-train.ts) two steps through
- * `Pipeline`, with `gpu-parallel` the same over two data-parallel replicas, then over two fsdp members (`run` is
- * `{ mesh, fsdp }`; each names its members' backends, errors printed). Prints `{ info, backend, run }`
- * as its last stdout line (logs go to stderr).
+ * fails, or no adapter. With `gpu-parallel` it then trains the tiny GPT-2 (test-support/backend-train.ts) two steps
+ * through `Pipeline` over two data-parallel replicas, then over two fsdp members (`run` is `{ mesh, fsdp }`; each
+ * names its members' backends, errors printed); with `gpu` it first trains alone (`run` is `{ single, mesh, fsdp }`).
+ * Prints `{ info, backend, pid, run }` as its last stdout line (logs go to stderr, the members' among them: `pid`
+ * tells this process's own).
  */
 import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../backend.js'
@@ -63,8 +64,11 @@ async function train(mesh: { data: number }, fsdp: boolean): Promise<unknown> {
   }
 }
 
+// One process for the run alone and both layouts: each member process compiles its own shaders, the driver need not
+// start again.
 let run: unknown
-if (mode === 'gpu') run = await train({ data: 1 }, false)
-// One process for both layouts: each member process compiles its own shaders, the driver need not start twice.
-else if (mode === 'gpu-parallel') run = { mesh: await train({ data: 2 }, false), fsdp: await train({ data: 2 }, true) }
-process.stdout.write(`${JSON.stringify({ info, backend: tf.getBackend(), run })}\n`)
+if (mode === 'gpu' || mode === 'gpu-parallel') {
+  const single = mode === 'gpu' ? { single: await train({ data: 1 }, false) } : {}
+  run = { ...single, mesh: await train({ data: 2 }, false), fsdp: await train({ data: 2 }, true) }
+}
+process.stdout.write(`${JSON.stringify({ info, backend: tf.getBackend(), pid: process.pid, run })}\n`)
