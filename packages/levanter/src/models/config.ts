@@ -162,11 +162,6 @@ export type ModelConfigInput =
 /** A checked model config: the shared fields typed, its architecture's own fields beside them. */
 export type ModelConfig = ModelConfigBase & { readonly [field: string]: unknown }
 
-/** Key/value heads of a llama config. */
-export function llamaKvHeads(c: LlamaConfig): number {
-  return c.nKvHeads ?? c.nHeads
-}
-
 /** SwiGLU hidden size of a llama config. */
 export function llamaHidden(c: LlamaConfig): number {
   return c.intermediateSize ?? Math.ceil((8 * c.dModel) / 3 / 32) * 32
