@@ -145,9 +145,10 @@ struct Blocked {
   }
 
   // One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart (buffers() first). Per block of NC
-  // columns and GROUP passes, B and then each MC-row block of A are packed pass by pass; each NR-wide column of the
-  // block's tiles of C then runs the group's passes in order (pass p: its sum from zero, stored, or added to C unless
-  // it is the product's first pass and not accumulating), the same arithmetic as one pass over all of C at a time.
+  // columns and GROUP passes, B and then each MC-row block of A are packed pass by pass; each tile of C then runs
+  // the group's passes in order (pass p: its sum from zero, stored, or added to C unless it is the product's first
+  // pass and not accumulating), the same arithmetic as one pass over all of C at a time. (Running each column of
+  // tiles pass by pass instead, one B panel kept in L1, measured 2-5% slower here.)
   static void gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
                    bool accumulate) {
     alignas(64) float tile[MR * NR];
@@ -174,13 +175,13 @@ struct Blocked {
             const int64_t cols = nb - jr < NR ? nb - jr : NR;
             // pass by pass over the block's column of tiles: one KC×NR panel of B stays in L1 while the A
             // slivers stream from L2, and the MC×NR column of C stays in cache between the passes
-            for (int64_t p = 0; p < passes; p++) {
-              const int64_t kb = depth(p);
-              const bool add = accumulate || pg + p * KC > 0;
-              const float* bp = levanter::packB + p * KC * nbPad + jr * kb;
-              for (int64_t ir = 0; ir < mb; ir += MR) {
-                const int64_t rows = mb - ir < MR ? mb - ir : MR;
-                float* ct = c + (ic + ir) * ldc + jc + jr;
+            for (int64_t ir = 0; ir < mb; ir += MR) {
+              const int64_t rows = mb - ir < MR ? mb - ir : MR;
+              float* ct = c + (ic + ir) * ldc + jc + jr;
+              for (int64_t p = 0; p < passes; p++) {
+                const int64_t kb = depth(p);
+                const bool add = accumulate || pg + p * KC > 0;
+                const float* bp = levanter::packB + p * KC * nbPad + jr * kb;
                 const float* ap = levanter::packA + p * KC * mbPad + ir * kb;
                 if (rows == MR && cols == NR) {
                   kernel(kb, ap, bp, ct, ldc, add);
