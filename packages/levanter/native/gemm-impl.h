@@ -173,8 +173,6 @@ struct Blocked {
             packA(a, ic, mb, pg + p * KC, depth(p), levanter::packA + p * KC * mbPad);
           for (int64_t jr = 0; jr < nb; jr += NR) {
             const int64_t cols = nb - jr < NR ? nb - jr : NR;
-            // pass by pass over the block's column of tiles: one KC×NR panel of B stays in L1 while the A
-            // slivers stream from L2, and the MC×NR column of C stays in cache between the passes
             for (int64_t ir = 0; ir < mb; ir += MR) {
               const int64_t rows = mb - ir < MR ? mb - ir : MR;
               float* ct = c + (ic + ir) * ldc + jc + jr;
