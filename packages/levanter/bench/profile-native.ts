@@ -5,9 +5,9 @@
  * cannot inflate (tf.profile's wall-time scopes can: they counted the fused forward products at about half the rate
  * of the backward products of the same shapes, which CPU time per call does not show).
  * `node --import tsx bench/profile-native.ts [small|small_ctx1024|medium] [steps]` (LEVANTER_THREADS=1 for one
- * thread; the wrapper's own cost is a few microseconds a call).
+ * thread; the wrapper's own cost is a few microseconds a call; LEVANTER_PROFILE_ADDON as below).
  */
-import { createRequire } from 'node:module'
+import { Module, createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 
 const ADDON = fileURLToPath(new URL('../native/build/Release/levanter_gemm.node', import.meta.url))
@@ -17,8 +17,10 @@ if (!Number.isInteger(steps) || steps < 1)
   throw new Error(`profile-native: steps must be a whole number ≥ 1, got ${process.argv[3]}`)
 
 // The addon's exports are read-only: put a timing copy in the require cache before levanter loads it.
+// LEVANTER_PROFILE_ADDON=<path> profiles another build of the addon (a saved copy: before/after in one session).
 const req = createRequire(import.meta.url)
-const real = req(ADDON) as Record<string, unknown>
+const other = process.env.LEVANTER_PROFILE_ADDON
+const real = req(other || ADDON) as Record<string, unknown>
 const stats = new Map<string, { cpu: number; wall: number; n: number }>()
 let active = false
 const floats = (x: unknown) => (x as Float32Array).length
@@ -57,7 +59,11 @@ for (const name of Object.getOwnPropertyNames(real)) {
     }
   }
 }
-req.cache[ADDON]!.exports = timed
+// (not both builds loaded: their inline statics, the thread pool included, would be shared between them)
+const entry = new Module(ADDON)
+entry.exports = timed
+entry.loaded = true
+req.cache[ADDON] = entry
 
 const tf = await import('@tensorflow/tfjs')
 const { initBackend } = await import('../src/backend.js')

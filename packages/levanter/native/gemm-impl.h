@@ -6,11 +6,44 @@
 // bits: MC, NC and GROUP choose the blocks and the loop order, not the arithmetic.
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 namespace levanter {
+
+#if defined(__AVX512F__)
+// r[i] = row i of a 16×16 block of floats in, column i out (packing's transposes, 64 shuffles for 256 floats).
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 4; i++) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; i++) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+  }
+}
+#endif
 
 constexpr int64_t KC = 256;
 constexpr int64_t MC = 144;   // a multiple of both kernels' MR: the packed A block (MC×KC per pass) stays in L2
@@ -51,7 +84,19 @@ struct Blocked {
       const int64_t rows = mb - s < MR ? mb - s : MR;
       if (rows == MR && a.cs == 1) {  // rows of A: MR streams along k
         const float* r = a.x + (m0 + s) * a.rs + k0;
-        for (int64_t k = 0; k < kb; k++)
+        int64_t k = 0;
+#if defined(__AVX512F__)
+        if constexpr (MR <= 16) {  // 16 k at a time: MR rows (and zeros) transposed, MR floats stored per k
+          const __mmask16 keep = static_cast<__mmask16>((1u << MR) - 1);
+          for (; k + 16 <= kb; k += 16) {
+            __m512 t[16];
+            for (int64_t i = 0; i < 16; i++) t[i] = i < MR ? _mm512_loadu_ps(r + i * a.rs + k) : _mm512_setzero_ps();
+            transpose16(t);
+            for (int64_t q = 0; q < 16; q++) _mm512_mask_storeu_ps(dst + (k + q) * MR, keep, t[q]);
+          }
+        }
+#endif
+        for (; k < kb; k++)
           for (int64_t i = 0; i < MR; i++) dst[k * MR + i] = r[i * a.rs + k];
       } else if (rows == MR && a.rs == 1) {  // transposed A: MR contiguous floats per k
         const float* r = a.x + k0 * a.cs + m0 + s;
@@ -73,9 +118,21 @@ struct Blocked {
       if (cols == NR && b.cs == 1) {
         for (int64_t k = 0; k < kb; k++) std::memcpy(dst + k * NR, b.x + (k0 + k) * b.rs + n0 + p, NR * sizeof(float));
       } else if (cols == NR && b.rs == 1) {  // transposed B: read each column along k
+        int64_t k = 0;
+#if defined(__AVX512F__)
+        if constexpr (NR % 16 == 0) {  // 16 columns × 16 k at a time, transposed
+          for (; k + 16 <= kb; k += 16)
+            for (int64_t j0 = 0; j0 < NR; j0 += 16) {
+              __m512 t[16];
+              for (int64_t j = 0; j < 16; j++) t[j] = _mm512_loadu_ps(b.x + (n0 + p + j0 + j) * b.cs + k0 + k);
+              transpose16(t);
+              for (int64_t q = 0; q < 16; q++) _mm512_storeu_ps(dst + (k + q) * NR + j0, t[q]);
+            }
+        }
+#endif
         for (int64_t j = 0; j < NR; j++) {
           const float* src = b.x + (n0 + p + j) * b.cs + k0;
-          for (int64_t k = 0; k < kb; k++) dst[k * NR + j] = src[k];
+          for (int64_t q = k; q < kb; q++) dst[q * NR + j] = src[q];
         }
       } else {
         for (int64_t k = 0; k < kb; k++) {
@@ -90,7 +147,8 @@ struct Blocked {
   // One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart (buffers() first). Per block of NC
   // columns and GROUP passes, B and then each MC-row block of A are packed pass by pass; each tile of C then runs
   // the group's passes in order (pass p: its sum from zero, stored, or added to C unless it is the product's first
-  // pass and not accumulating), the same arithmetic as one pass over all of C at a time.
+  // pass and not accumulating), the same arithmetic as one pass over all of C at a time. (Running each column of
+  // tiles pass by pass instead, one B panel kept in L1, measured 2-5% slower here.)
   static void gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
                    bool accumulate) {
     alignas(64) float tile[MR * NR];

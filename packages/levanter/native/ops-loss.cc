@@ -1,5 +1,5 @@
 // levanter's fused native kernels, loss and optimizer family (native/ops.h): cross-entropy with its
-// gradient in the same pass, AdamW (float64 arithmetic, float32 storage, in the JS version's order:
+// gradient in the same pass, AdamW (float64 arithmetic, four at a time, float32 storage, in the JS version's order:
 // kernels/adamw-update.ts) and the gradient's squared norm.
 #include "ops.h"
 
@@ -60,7 +60,27 @@ double crossEntropy(const float* logits, const int32_t* targets, const float* ma
 void adamw(const float* g, float* m, float* v, const float* p, float* out, int64_t n, double scale, double b1,
            double c1, double b2, double c2, double keep, double step, double rbc2, double eps) {
   parallel_for(n, 8192, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; i++) {
+    // Four at a time in AVX2 float64: the same operations in the same order, each correctly rounded (no
+    // contraction: -ffp-contract=off), so the same bits as the scalar loop (which std::sqrt's errno kept scalar:
+    // its divide and square root were most of the update's time)
+    const __m256d vs = _mm256_set1_pd(scale), vb1 = _mm256_set1_pd(b1), vc1 = _mm256_set1_pd(c1);
+    const __m256d vb2 = _mm256_set1_pd(b2), vc2 = _mm256_set1_pd(c2), vkeep = _mm256_set1_pd(keep);
+    const __m256d vstep = _mm256_set1_pd(step), vrbc2 = _mm256_set1_pd(rbc2), veps = _mm256_set1_pd(eps);
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+      const __m256d gi = _mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(g + i)), vs);
+      const __m256d mi =
+          _mm256_add_pd(_mm256_mul_pd(vb1, _mm256_cvtps_pd(_mm_loadu_ps(m + i))), _mm256_mul_pd(vc1, gi));
+      const __m256d vi = _mm256_add_pd(_mm256_mul_pd(vb2, _mm256_cvtps_pd(_mm_loadu_ps(v + i))),
+                                       _mm256_mul_pd(_mm256_mul_pd(vc2, gi), gi));
+      const __m256d pi = _mm256_cvtps_pd(_mm_loadu_ps(p + i));
+      const __m256d den = _mm256_add_pd(_mm256_sqrt_pd(_mm256_mul_pd(vi, vrbc2)), veps);
+      const __m256d upd = _mm256_sub_pd(_mm256_mul_pd(pi, vkeep), _mm256_div_pd(_mm256_mul_pd(vstep, mi), den));
+      _mm_storeu_ps(m + i, _mm256_cvtpd_ps(mi));
+      _mm_storeu_ps(v + i, _mm256_cvtpd_ps(vi));
+      _mm_storeu_ps(out + i, _mm256_cvtpd_ps(upd));
+    }
+    for (; i < i1; i++) {
       const double gi = g[i] * scale;
       const double mi = b1 * m[i] + c1 * gi;  // the stored moments round to float32, the update does not
       const double vi = b2 * v[i] + c2 * gi * gi;

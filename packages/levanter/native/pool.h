@@ -1,8 +1,10 @@
 // The native kernels' threads: a fixed pool (1 to 64 threads, the caller included) that runs
 // `parallel_for(n, f)` as contiguous chunks of [0, n), one per thread, the caller taking the first.
 // Work is always split by index, never stolen, and every kernel computes each output element on one
-// thread in one fixed order, so results do not depend on the thread count. Idle workers sleep on a
-// condition variable after a short spin; a call from inside a chunk runs inline.
+// thread in one fixed order, so results do not depend on the thread count. Idle workers, and a caller
+// waiting for the other chunks, spin briefly (bounded, with pause) and then sleep on a condition variable,
+// never spin or yield for long: on a shared machine a spinning waiter takes the core its worker needs.
+// A call from inside a chunk runs inline.
 #pragma once
 
 #include <atomic>
@@ -32,7 +34,8 @@ class Pool {
     stop();
     threads_ = n;
     // new workers start at the current job count: they wait for the next job, not a finished one
-    for (int i = 1; i < n; i++) workers_.emplace_back([this, i, g = generation_] { loop(i, g); });
+    const uint64_t g = generation_.load();
+    for (int i = 1; i < n; i++) workers_.emplace_back([this, i, g] { loop(i, g); });
   }
 
   // f(begin, end) over contiguous chunks of [0, n); `grain` is the smallest chunk worth a thread.
@@ -43,25 +46,42 @@ class Pool {
       if (n > 0) f(0, n);
       return;
     }
+    bool sleepers;
     {
       std::lock_guard<std::mutex> lock(mu_);
       job_ = &f;
       n_ = n;
       parts_ = parts;
       pending_.store(static_cast<int>(parts - 1), std::memory_order_relaxed);
-      generation_++;
+      generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      sleepers = sleeping_ > 0;
     }
-    cv_.notify_all();
+    if (sleepers) cv_.notify_all();
     run(f, n, parts, 0);
-    // The caller's chunk is done; wait (spinning briefly, then yielding) for the others.
-    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; spins++)
-      if (spins > 2000) std::this_thread::yield();
+    // The caller's chunk is done: wait for the others, spinning briefly, then asleep (a waiter that spins or
+    // yields for long takes the core from the very worker it waits for when the machine is shared).
+    for (int spins = 0; spins < SPINS; spins++) {
+      if (pending_.load(std::memory_order_acquire) == 0) return;
+      pause();
+    }
+    std::unique_lock<std::mutex> lock(doneMu_);
+    doneCv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
   }
 
   ~Pool() { stop(); }
 
  private:
   Pool() {}
+
+  // About 10 µs of spinning (a pause is ~40 ns here) before sleeping: long enough to catch the next of a run of
+  // small products (decoding), short enough to cost little where the core is wanted elsewhere.
+  static constexpr int SPINS = 256;
+
+  static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
 
   static void run(const std::function<void(int64_t, int64_t)>& job, int64_t n, int64_t parts, int64_t part) {
     const int64_t begin = n * part / parts, end = n * (part + 1) / parts;
@@ -72,13 +92,19 @@ class Pool {
 
   void loop(int part, uint64_t seen) {
     for (;;) {
+      // spin briefly for the next job, then sleep on the condition variable
+      for (int spins = 0; spins < SPINS && generation_.load(std::memory_order_acquire) == seen; spins++) pause();
       const std::function<void(int64_t, int64_t)>* job;
       int64_t n, parts;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
+        if (!quit_ && generation_.load(std::memory_order_relaxed) == seen) {
+          sleeping_++;
+          cv_.wait(lock, [&] { return quit_ || generation_.load(std::memory_order_relaxed) != seen; });
+          sleeping_--;
+        }
         if (quit_) return;
-        seen = generation_;
+        seen = generation_.load(std::memory_order_relaxed);
         job = job_;
         n = n_;
         parts = parts_;
@@ -87,7 +113,11 @@ class Pool {
       // for every part before the next job).
       if (part < parts) {
         run(*job, n, parts, part);
-        pending_.fetch_sub(1, std::memory_order_release);
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          // the last part: wake the caller if it sleeps (taking the lock orders this with its check)
+          { std::lock_guard<std::mutex> lock(doneMu_); }
+          doneCv_.notify_one();
+        }
       }
     }
   }
@@ -105,13 +135,16 @@ class Pool {
 
   int threads_ = 1;
   std::vector<std::thread> workers_;
-  std::mutex mu_;
+  std::mutex mu_;  // guards the job's fields, quit_ and sleeping_; generation_ changes under it
   std::condition_variable cv_;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  int sleeping_ = 0;
   bool quit_ = false;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t n_ = 0, parts_ = 0;
   std::atomic<int> pending_{0};
+  std::mutex doneMu_;  // the caller's sleep until the last part is done
+  std::condition_variable doneCv_;
   static thread_local bool inside_;
 };
 
