@@ -75,9 +75,14 @@ describe('the docs site', () => {
   test('in Chromium: every package page opens, one link from each lands on a page, nothing is fetched', async () => {
     const { default: packagedChromium } = await load('@sparticuz/chromium')
     const { chromium } = await load('playwright-core')
+    // The package's flags but its GPU ones: they draw every page through SwiftShader's GL (about a fifth of the
+    // browser's CPU time); with the GPU off Chromium draws in software, and the pages, their scripts and links are
+    // the same.
+    const gpuFlag = /^--(use-gl|use-angle|enable-unsafe-swiftshader|in-process-gpu|ignore-gpu-blocklist)\b/
+    const args = (packagedChromium.args as string[]).filter((a) => !gpuFlag.test(a))
     const browser: Browser = await chromium.launch({
       executablePath: await packagedChromium.executablePath(),
-      args: [...new Set([...packagedChromium.args, '--no-first-run', '--disable-background-networking'])],
+      args: [...new Set([...args, '--disable-gpu', '--no-first-run', '--disable-background-networking'])],
     })
     const fetched: string[] = []
     try {
