@@ -9,9 +9,11 @@
 #include <cstring>
 #include <vector>
 
+#include "attention-decode.h"
 #include "gemm-impl.h"
 #include "gemm.h"
 #include "gemv-bf16.h"
+#include "norm-sums.h"
 #include "ops.h"
 #include "pool.h"
 
@@ -27,47 +29,14 @@ namespace levanter {
 
 namespace {
 
-inline double sumD(const float* x, int64_t n) {
-  __m256d a0 = _mm256_setzero_pd(), a1 = a0;
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(x + j)));
-    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(x + j + 4)));
-  }
-  alignas(32) double t[4];
-  _mm256_store_pd(t, _mm256_add_pd(a0, a1));
-  double s = (t[0] + t[1]) + (t[2] + t[3]);
-  for (; j < n; j++) s += x[j];
-  return s;
-}
-
-inline double sumSqDevD(const float* x, float mean, int64_t n) {
-  const __m256 mv = _mm256_set1_ps(mean);
-  __m256d a0 = _mm256_setzero_pd(), a1 = a0;
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 c = _mm256_sub_ps(_mm256_loadu_ps(x + j), mv);
-    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(c)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
-    a0 = _mm256_add_pd(a0, _mm256_mul_pd(lo, lo));
-    a1 = _mm256_add_pd(a1, _mm256_mul_pd(hi, hi));
-  }
-  alignas(32) double t[4];
-  _mm256_store_pd(t, _mm256_add_pd(a0, a1));
-  double s = (t[0] + t[1]) + (t[2] + t[3]);
-  for (; j < n; j++) {
-    const float c = x[j] - mean;
-    s += static_cast<double>(c) * c;
-  }
-  return s;
-}
-
-// LayerNorm of rows of D: native/ops-norm.cc's forward arithmetic (float64 moments, then (x − mean)·rstd·g + b).
+// LayerNorm of rows of D: native/ops-norm.cc's forward arithmetic (native/norm-sums.h's float64 moments, then
+// (x − mean)·rstd·g + b).
 void layerNormRows(const float* x, const float* g, const float* b, float eps, float* y, int64_t rows, int64_t D) {
   for (int64_t r = 0; r < rows; r++) {
     const float* xr = x + r * D;
     float* yr = y + r * D;
-    const float mean = static_cast<float>(sumD(xr, D) / D);
-    const float rs = static_cast<float>(1.0 / std::sqrt(sumSqDevD(xr, mean, D) / D + eps));
+    const float mean = static_cast<float>(ops::sumD(xr, D) / D);
+    const float rs = static_cast<float>(1.0 / std::sqrt(ops::sumSqDevD(xr, mean, D) / D + eps));
     const __m256 mv = _mm256_set1_ps(mean), rv = _mm256_set1_ps(rs);
     int64_t j = 0;
     for (; j + 8 <= D; j += 8) {
@@ -78,69 +47,18 @@ void layerNormRows(const float* x, const float* g, const float* b, float eps, fl
   }
 }
 
-// GELU (tanh) in place: native/ops-norm.cc's x·σ(2u).
-inline __m256 geluGate8(__m256 x) {
-  const __m256 x2 = _mm256_mul_ps(x, x);
-  const __m256 u = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_fmadd_ps(x2, _mm256_set1_ps(0.044715f), _mm256_set1_ps(1.0f))),
-                                 _mm256_set1_ps(-2.0f * 0.7978845608028654f));
-  return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), ops::exp8(u)));
-}
-
+// GELU (tanh) in place: native/ops-norm.cc's x·σ(2u) (the gate from native/norm-sums.h).
 void geluInPlace(float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
-    _mm256_storeu_ps(x + i, _mm256_mul_ps(v, geluGate8(v)));
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(v, ops::geluGate8(v)));
   }
   for (; i < n; i++) {
     alignas(32) float t[8] = {x[i]};
-    _mm256_store_ps(t, geluGate8(_mm256_load_ps(t)));
+    _mm256_store_ps(t, ops::geluGate8(_mm256_load_ps(t)));
     x[i] = x[i] * t[0];
   }
-}
-
-inline float dotK(const float* a, const float* b, int64_t K) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 8 <= K; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
-  float s = ops::hsum(acc);
-  for (; j < K; j++) s += a[j] * b[j];
-  return s;
-}
-
-inline void axpyK(float w, const float* x, float* o, int64_t K) {
-  const __m256 wv = _mm256_set1_ps(w);
-  int64_t j = 0;
-  for (; j + 8 <= K; j += 8)
-    _mm256_storeu_ps(o + j, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + j), _mm256_loadu_ps(o + j)));
-  for (; j < K; j++) o[j] += w * x[j];
-}
-
-// native/ops-attention.cc's decode attention (fused q/k/v rows of 3·H·K; the cache grown by one column).
-void attend(const float* qkv, int64_t D, const float* pastK, const float* pastV, const int32_t* lengths, float* outK,
-            float* outV, float* out, int64_t B, int64_t H, int64_t S, float scale) {
-  const int64_t K = D / H, S1 = S + 1;
-  parallel_for(B * H, ops::grainRows(2 * S1 * K), [&](int64_t i0, int64_t i1) {
-    std::vector<float> p(static_cast<size_t>(S1));
-    for (int64_t i = i0; i < i1; i++) {
-      const int64_t b = i / H, h = i % H;
-      float* ck = outK + i * S1 * K;
-      float* cv = outV + i * S1 * K;
-      if (S > 0) {
-        std::memcpy(ck, pastK + i * S * K, S * K * sizeof(float));
-        std::memcpy(cv, pastV + i * S * K, S * K * sizeof(float));
-      }
-      std::memcpy(ck + S * K, qkv + b * 3 * D + D + h * K, K * sizeof(float));
-      std::memcpy(cv + S * K, qkv + b * 3 * D + 2 * D + h * K, K * sizeof(float));
-      const int64_t n = static_cast<int64_t>(lengths[b]) + 1, first = S1 - n;
-      const float* qh = qkv + b * 3 * D + h * K;
-      for (int64_t j = 0; j < n; j++) p[j] = dotK(qh, ck + (first + j) * K, K);
-      ops::softmaxRow(p.data(), nullptr, p.data(), n, n, scale);
-      float* o = out + b * D + h * K;
-      std::memset(o, 0, K * sizeof(float));
-      for (int64_t j = 0; j < n; j++) axpyK(p[j], cv + (first + j) * K, o, K);
-    }
-  });
 }
 
 using Bf16Pack = std::vector<bf16w::Matrix*>;
@@ -268,7 +186,10 @@ napi_value ops::DecodeGpt2(napi_env env, napi_callback_info info) {
     float* const* p = at + 5 + 16 * l;
     layerNormRows(x.data(), p[0], p[1], eps, a.data(), B, D);
     ok = affine(a.data(), p[2], p[3], qkv.data(), B, D, 3 * D, w16(4 * l));
-    attend(qkv.data(), D, p[12], p[13], lengths, p[14], p[15], att.data(), B, H, S, scale);
+    // native/attention-decode.h: q, k and v read in place from the fused projection's rows of 3·D
+    const float* q = qkv.data();
+    ops::decodeAttention(q, 3 * D, q + D, q + 2 * D, 3 * D, p[12], p[13], lengths, p[14], p[15], att.data(), B, H, H,
+                         D / H, S, scale);
     ok = ok && affine(att.data(), p[4], p[5], y.data(), B, D, D, w16(4 * l + 1));
     addTo(x.data(), y.data(), B * D);
     layerNormRows(x.data(), p[6], p[7], eps, a.data(), B, D);
