@@ -21,7 +21,8 @@ inline float dotK(const float* a, const float* b, int64_t K) {
 inline void axpyK(float w, const float* x, float* o, int64_t K) {
   const __m256 wv = _mm256_set1_ps(w);
   int64_t j = 0;
-  for (; j + 8 <= K; j += 8) _mm256_storeu_ps(o + j, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + j), _mm256_loadu_ps(o + j)));
+  for (; j + 8 <= K; j += 8)
+    _mm256_storeu_ps(o + j, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + j), _mm256_loadu_ps(o + j)));
   for (; j < K; j++) o[j] += w * x[j];
 }
 

@@ -15,7 +15,7 @@
     {
       "target_name": "levanter_gemm512",
       "type": "static_library",
-      "sources": ["gemm512.cc"],
+      "sources": ["gemm512.cc", "gemv-batch512.cc"],
       "cflags_cc": ["-O3", "-mavx512f", "-mfma", "-std=c++17", "-ffp-contract=off", "-fPIC"]
     },
     {

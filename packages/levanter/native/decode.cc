@@ -12,6 +12,7 @@
 #include "attention-decode.h"
 #include "gemm-impl.h"
 #include "gemm.h"
+#include "gemv-batch.h"
 #include "gemv-bf16.h"
 #include "norm-sums.h"
 #include "ops.h"
@@ -78,9 +79,12 @@ bool bf16Cpu() {
 // each, so B comes from memory once and from L2 for the other rows: the blocked GEMM packs all of B again each call
 // and pads 16 rows to 24 (GPT-2 small's head at 16 rows, one thread: 77 ms that way, 44 ms this way).
 bool product(const float* a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
-  if (M <= SMALL_M || b.cs == 1 || !smallMHandles(b, SMALL_M, K, N))
+  if (M <= SMALL_M || !smallMHandles(b, SMALL_M, K, N))
     return gemmParallel(a, K, 1, b.x, b.rs, b.cs, c, M, K, N, accumulate);
   if (K * N >= (int64_t{1} << 20)) adviseHugePages(b.x, (K - 1) * b.rs + (N - 1) * b.cs + 1);
+  if (b.cs == 1) {
+    return gemmRowsBatch(a, M, K, b.x, b.rs, c, N, N, accumulate, Pool::get().threads() > 1);
+  }
   int64_t width = ((int64_t{1} << 20) / (4 * K)) & ~int64_t{7};
   width = width < 64 ? 64 : width;
   const int64_t strips = (N + width - 1) / width;
@@ -281,6 +285,22 @@ napi_value ops::GemvBf16(napi_env env, napi_callback_info info) {
   if (!bf16w::gemv(w, a, w.K, c, w.N, M, accumulate, Pool::get().threads() > 1))
     return ops::fail(env, "gemvBf16: out of memory");
 #endif
+  return nullptr;
+}
+
+// gemmRowsBatch(a, b, c, M, K, N, accumulate): C (+)= A·B for M rows of A [M, K] over B [K, N] on the batch kernel
+// (native/gemv-batch.h), on the pool's threads (tests).
+napi_value ops::GemmRowsBatch(napi_env env, napi_callback_info info) {
+  Args args(env, info, "gemmRowsBatch(a, b, c: Float32Array, M, K, N: number, accumulate: boolean)", 7);
+  int64_t na = 0, nb = 0, nc = 0;
+  const float* a = args.f32(0, &na);
+  const float* b = args.f32(1, &nb);
+  float* c = args.f32(2, &nc);
+  const int64_t M = args.integer(3), K = args.integer(4), N = args.integer(5);
+  const bool accumulate = args.flag(6);
+  if (!args.check(M >= 1 && K >= 1 && N >= 1 && na == M * K && nb == K * N && nc == M * N)) return nullptr;
+  if (!gemmRowsBatch(a, M, K, b, N, c, N, N, accumulate, Pool::get().threads() > 1))
+    return ops::fail(env, "gemmRowsBatch: out of memory for its panel buffer");
   return nullptr;
 }
 

@@ -29,6 +29,7 @@
 
 #include "gemm-impl.h"
 #include "gemm.h"
+#include "gemv-batch.h"
 #include "ops.h"
 #include "pool.h"
 
@@ -210,6 +211,76 @@ void columnsAnyM(const float* a, int64_t M, int64_t K, const View& b, float* c, 
   }
 }
 
+// ---- the batch product (native/gemv-batch.h) ----
+
+// A tile of MR rows × 16 columns of C, its sums in registers over a KC-deep pass (one FMA per k, in k order, from
+// zero), stored or added once; bt: the tile's kb × 16 floats of B, in order.
+template <int MR>
+void batchTile(const float* a, int64_t K, const float* bt, int64_t kb, float* c, int64_t ldc, int64_t nw, bool add) {
+  __m256 s0[MR], s1[MR];
+  for (int i = 0; i < MR; i++) s0[i] = s1[i] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kb; k++) {
+    const __m256 b0 = _mm256_load_ps(bt + 16 * k), b1 = _mm256_load_ps(bt + 16 * k + 8);
+    for (int i = 0; i < MR; i++) {
+      const __m256 x = _mm256_broadcast_ss(a + i * K + k);
+      s0[i] = _mm256_fmadd_ps(x, b0, s0[i]);
+      s1[i] = _mm256_fmadd_ps(x, b1, s1[i]);
+    }
+  }
+  alignas(32) float out[16];
+  for (int i = 0; i < MR; i++) {
+    _mm256_store_ps(out, s0[i]);
+    _mm256_store_ps(out + 8, s1[i]);
+    store(c + i * ldc, out, nw, add);
+  }
+}
+
+// Columns [j0, j1) of C for all M rows on AVX2 (a: M rows of K floats); panel: KC × BATCH_PANEL floats.
+void batchColumns(const float* a, int64_t M, int64_t K, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t j0,
+                  int64_t j1, bool accumulate, float* panel) {
+  for (int64_t pc = 0; pc < K; pc += KC) {
+    const int64_t kb = K - pc < KC ? K - pc : KC;
+    const bool add = accumulate || pc > 0;
+    for (int64_t p = j0; p < j1; p += BATCH_PANEL) {
+      const int64_t pw = j1 - p < BATCH_PANEL ? j1 - p : BATCH_PANEL;
+      for (int64_t k = 0; k < kb; k++) {
+        const float* row = b + (pc + k) * ldb + p;
+        for (int64_t t = 0; t < pw; t += 16) {
+          float* dst = panel + t * kb + 16 * k;
+          const int64_t n = pw - t;
+          _mm256_store_ps(dst, _mm256_maskload_ps(row + t, firstLanes(n < 8 ? n : 8)));
+          _mm256_store_ps(dst + 8, _mm256_maskload_ps(row + t + 8, firstLanes(n < 16 ? (n > 8 ? n - 8 : 0) : 8)));
+        }
+      }
+      for (int64_t t = 0; t < pw; t += 16) {
+        const float* bt = panel + t * kb;
+        const int64_t nw = pw - t < 16 ? pw - t : 16;
+        for (int64_t i = 0; i < M; i += 4) {
+          const float* ai = a + i * K + pc;
+          float* ci = c + i * ldc + p + t;
+          switch (M - i < 4 ? M - i : 4) {
+            case 1: batchTile<1>(ai, K, bt, kb, ci, ldc, nw, add); break;
+            case 2: batchTile<2>(ai, K, bt, kb, ci, ldc, nw, add); break;
+            case 3: batchTile<3>(ai, K, bt, kb, ci, ldc, nw, add); break;
+            default: batchTile<4>(ai, K, bt, kb, ci, ldc, nw, add);
+          }
+        }
+      }
+    }
+  }
+}
+
+inline thread_local float* panelBuffer = nullptr;
+
+bool batchAvx512() {
+#ifdef LEVANTER_AVX512
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 bool smallMHandles(const View& b, int64_t M, int64_t K, int64_t N) {
@@ -237,6 +308,30 @@ bool gemmSmallM(const View& a, const View& b, float* c, int64_t ldc, int64_t M, 
   };
   if (threaded) parallel_for(groups, grain, part);
   else part(0, groups);
+  return ok;
+}
+
+bool gemmRowsBatch(const float* a, int64_t M, int64_t K, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t N,
+                   bool accumulate, bool threaded) {
+#ifdef LEVANTER_AVX512
+  static const bool wide = batchAvx512();
+#endif
+  const int64_t panels = (N + BATCH_PANEL - 1) / BATCH_PANEL;
+  std::atomic<bool> ok{true};
+  const auto part = [&](int64_t p0, int64_t p1) {
+    if (!panelBuffer) panelBuffer = static_cast<float*>(std::aligned_alloc(64, KC * BATCH_PANEL * sizeof(float)));
+    if (!panelBuffer) {
+      ok = false;
+      return;
+    }
+    const int64_t j0 = p0 * BATCH_PANEL, j1 = p1 * BATCH_PANEL < N ? p1 * BATCH_PANEL : N;
+#ifdef LEVANTER_AVX512
+    if (wide) return batchColumnsAvx512(a, M, K, b, ldb, c, ldc, j0, j1, accumulate, panelBuffer);
+#endif
+    batchColumns(a, M, K, b, ldb, c, ldc, j0, j1, accumulate, panelBuffer);
+  };
+  if (threaded) parallel_for(panels, 1, part);
+  else part(0, panels);
   return ok;
 }
 

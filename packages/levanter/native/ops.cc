@@ -12,6 +12,7 @@
 // version does (same operations, same order), so switching between the two changes no bit.
 //
 // The kernels live by family in native/ops-*.cc (see native/ops.h); this file registers them.
+#include "gemv-batch.h"
 #include "ops.h"
 
 napi_value RegisterOps(napi_env env, napi_value exports) {
@@ -36,6 +37,7 @@ napi_value RegisterOps(napi_env env, napi_value exports) {
       {"decodeGpt2", nullptr, DecodeGpt2, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"packBf16", nullptr, PackBf16, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"gemvBf16", nullptr, GemvBf16, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"gemmRowsBatch", nullptr, GemmRowsBatch, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"memoryBandwidth", nullptr, MemoryBandwidth, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof(props) / sizeof(props[0]), props);

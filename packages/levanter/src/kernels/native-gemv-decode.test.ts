@@ -45,8 +45,14 @@ describe('the one-call GPT-2 decode step', () => {
         [11, 12, 13, 14],
       ],
     },
-    // more rows than the small-M kernel takes at once: the head over strips of columns, four rows at a time
+    // more rows than the small-M kernel takes at once: the head over strips of columns, four rows at a time; the
+    // block matrices on the batch kernel
     { rows: 6, prompts: [[1, 2, 3], [4], [5, 6, 7, 8, 9, 10, 11, 12], [13, 14], [15, 16, 17, 18, 19], [20, 21, 22]] },
+    // a server's batch: the block matrices on the batch kernel (native/gemv-batch.h), groups of 8 and 4 rows and one
+    {
+      rows: 17,
+      prompts: Array.from({ length: 17 }, (_, r) => Array.from({ length: 1 + ((r * 5) % 9) }, (_, j) => r + j)),
+    },
   ])("answers the tensor-op step's logits and grown cache bit for bit ($rows ragged rows, 5 steps)", (p, ctx) => {
     if (here) return ctx.skip()
     const model = new Gpt2LM(config, 3)
