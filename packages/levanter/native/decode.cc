@@ -288,18 +288,19 @@ napi_value ops::GemvBf16(napi_env env, napi_callback_info info) {
   return nullptr;
 }
 
-// gemmRowsBatch(a, b, c, M, K, N, accumulate): C (+)= A·B for M rows of A [M, K] over B [K, N] on the batch kernel
-// (native/gemv-batch.h), on the pool's threads (tests).
+// gemmRowsBatch(a, b, c, M, K, N, accumulate, avx2?): C (+)= A·B for M rows of A [M, K] over B [K, N] on the batch
+// kernel (native/gemv-batch.h; avx2: its AVX2 form where the CPU has AVX-512 too), on the pool's threads (tests).
 napi_value ops::GemmRowsBatch(napi_env env, napi_callback_info info) {
-  Args args(env, info, "gemmRowsBatch(a, b, c: Float32Array, M, K, N: number, accumulate: boolean)", 7);
+  Args args(env, info, "gemmRowsBatch(a, b, c: Float32Array, M, K, N: number, accumulate, avx2?: boolean)", 8);
+  if (args.argc == 7) args.ok = true;  // avx2 left out
   int64_t na = 0, nb = 0, nc = 0;
   const float* a = args.f32(0, &na);
   const float* b = args.f32(1, &nb);
   float* c = args.f32(2, &nc);
   const int64_t M = args.integer(3), K = args.integer(4), N = args.integer(5);
-  const bool accumulate = args.flag(6);
+  const bool accumulate = args.flag(6), avx2 = args.argc == 8 && args.flag(7);
   if (!args.check(M >= 1 && K >= 1 && N >= 1 && na == M * K && nb == K * N && nc == M * N)) return nullptr;
-  if (!gemmRowsBatch(a, M, K, b, N, c, N, N, accumulate, Pool::get().threads() > 1))
+  if (!gemmRowsBatch(a, M, K, b, N, c, N, N, accumulate, Pool::get().threads() > 1, !avx2))
     return ops::fail(env, "gemmRowsBatch: out of memory for its panel buffer");
   return nullptr;
 }

@@ -19,8 +19,9 @@ constexpr int64_t BATCH_PANEL = 256;
 // blocked GEMM's bits (native/gemm-impl.h: per KC-deep pass from zero, one FMA per k in k order, the pass's sum
 // stored or added in pass order). On the pool's threads (by panels) where `threaded`; false where its buffer cannot
 // be allocated.
+// avx512: false keeps to the AVX2 kernel (tests; the same bits).
 bool gemmRowsBatch(const float* a, int64_t M, int64_t K, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t N,
-                   bool accumulate, bool threaded);
+                   bool accumulate, bool threaded, bool avx512 = true);
 
 // Columns [j0, j1) of gemmRowsBatch on AVX-512 (call only where the CPU has AVX-512F); panel: 64-byte aligned,
 // KC × BATCH_PANEL floats.
@@ -28,7 +29,8 @@ void batchColumnsAvx512(const float* a, int64_t M, int64_t K, const float* b, in
                         int64_t j0, int64_t j1, bool accumulate, float* panel);
 
 namespace ops {
-// gemmRowsBatch(a, b, c: Float32Array, M, K, N: number, accumulate: boolean): C (+)= A·B for tests (native/decode.cc).
+// gemmRowsBatch(a, b, c: Float32Array, M, K, N: number, accumulate, avx2?: boolean): C (+)= A·B for tests
+// (native/decode.cc).
 napi_value GemmRowsBatch(napi_env env, napi_callback_info info);
 }  // namespace ops
 

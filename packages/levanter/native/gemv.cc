@@ -312,9 +312,11 @@ bool gemmSmallM(const View& a, const View& b, float* c, int64_t ldc, int64_t M, 
 }
 
 bool gemmRowsBatch(const float* a, int64_t M, int64_t K, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t N,
-                   bool accumulate, bool threaded) {
+                   bool accumulate, bool threaded, bool avx512) {
 #ifdef LEVANTER_AVX512
   static const bool wide = batchAvx512();
+#else
+  (void)avx512;
 #endif
   const int64_t panels = (N + BATCH_PANEL - 1) / BATCH_PANEL;
   std::atomic<bool> ok{true};
@@ -326,7 +328,7 @@ bool gemmRowsBatch(const float* a, int64_t M, int64_t K, const float* b, int64_t
     }
     const int64_t j0 = p0 * BATCH_PANEL, j1 = p1 * BATCH_PANEL < N ? p1 * BATCH_PANEL : N;
 #ifdef LEVANTER_AVX512
-    if (wide) return batchColumnsAvx512(a, M, K, b, ldb, c, ldc, j0, j1, accumulate, panelBuffer);
+    if (wide && avx512) return batchColumnsAvx512(a, M, K, b, ldb, c, ldc, j0, j1, accumulate, panelBuffer);
 #endif
     batchColumns(a, M, K, b, ldb, c, ldc, j0, j1, accumulate, panelBuffer);
   };

@@ -6,7 +6,16 @@ import { nativeGemm } from './native-gemm.js'
 // vocabulary-wide N included, and bit for bit against the native GEMM (the tensor ops' products), which the
 // one-call decode step's logits must equal.
 type BatchAddon = {
-  gemmRowsBatch?(a: Float32Array, b: Float32Array, c: Float32Array, M: number, K: number, N: number, acc: boolean): void
+  gemmRowsBatch?(
+    a: Float32Array,
+    b: Float32Array,
+    c: Float32Array,
+    M: number,
+    K: number,
+    N: number,
+    acc: boolean,
+    avx2?: boolean,
+  ): void
   setThreads(n: number): void
 }
 const addon = nativeGemm().addon as unknown as (BatchAddon & { gemm: (...args: unknown[]) => void }) | undefined
@@ -62,17 +71,20 @@ describe.skipIf(!here)('the batch product (native/gemv-batch.h)', () => {
       [513, 255],
     ] as const)
       shapes.push([M, K, N])
-  test.each(shapes)('M %i, K %i, N %i: the float64 product, stored and accumulated', (M, K, N) => {
+  // each on the AVX-512 kernel (where the CPU has it) and on the AVX2 one
+  test.each(shapes)('M %i, K %i, N %i: the float64 product, stored and accumulated, both kernels', (M, K, N) => {
     const a = fill(M * K, M + K),
       b = fill(K * N, N + 1)
     const ref = reference(a, b, M, K, N)
-    const c = new Float32Array(M * N).fill(Number.NaN)
-    addon!.gemmRowsBatch!(a, b, c, M, K, N, false)
-    expect(worstError(c, undefined, ref, K)).toBeLessThanOrEqual(1)
-    const start = fill(M * N, 5)
-    c.set(start)
-    addon!.gemmRowsBatch!(a, b, c, M, K, N, true)
-    expect(worstError(c, start, ref, K)).toBeLessThanOrEqual(1)
+    for (const avx2 of [false, true]) {
+      const c = new Float32Array(M * N).fill(Number.NaN)
+      addon!.gemmRowsBatch!(a, b, c, M, K, N, false, avx2)
+      expect(worstError(c, undefined, ref, K)).toBeLessThanOrEqual(1)
+      const start = fill(M * N, 5)
+      c.set(start)
+      addon!.gemmRowsBatch!(a, b, c, M, K, N, true, avx2)
+      expect(worstError(c, start, ref, K)).toBeLessThanOrEqual(1)
+    }
   })
 
   test('16 rows over a vocabulary-wide B (K 96, N 50257): the float64 product', () => {
@@ -107,17 +119,18 @@ describe.skipIf(!here)('the batch product (native/gemv-batch.h)', () => {
     [16, 3072, 768],
     [7, 777, 2309],
     [13, 300, 37],
-  ])('M %i, K %i, N %i: the native GEMM bit for bit, on 1 and 2 threads', (M, K, N) => {
+  ])('M %i, K %i, N %i: the native GEMM bit for bit, both kernels, on 1 and 2 threads', (M, K, N) => {
     const a = fill(M * K, 17),
       b = fill(K * N, 18),
       start = fill(M * N, 19)
     for (const threads of [1, 2]) {
       addon!.setThreads(threads)
-      for (const accumulate of [false, true]) {
-        const c = accumulate ? start.slice() : new Float32Array(M * N)
-        addon!.gemmRowsBatch!(a, b, c, M, K, N, accumulate)
-        expect(c).toEqual(gemmBits(a, b, M, K, N, accumulate ? start : null))
-      }
+      for (const accumulate of [false, true])
+        for (const avx2 of [false, true]) {
+          const c = accumulate ? start.slice() : new Float32Array(M * N)
+          addon!.gemmRowsBatch!(a, b, c, M, K, N, accumulate, avx2)
+          expect(c).toEqual(gemmBits(a, b, M, K, N, accumulate ? start : null))
+        }
     }
     addon!.setThreads(1)
   })
