@@ -74,32 +74,15 @@ bool bf16Cpu() {
 }
 
 // C (+)= A·op(B) for M rows of A (K floats each, contiguous): the native GEMM's bits either way. Up to SMALL_M rows,
-// and for B with contiguous rows, gemmParallel (the small-M path, or the blocked GEMM); more rows over a transposed B
-// (the tied head at a server's batch), the small-M kernel four rows at a time over strips of B's columns of ~1 MiB
-// each, so B comes from memory once and from L2 for the other rows: the blocked GEMM packs all of B again each call
-// and pads 16 rows to 24 (GPT-2 small's head at 16 rows, one thread: 77 ms that way, 44 ms this way).
+// gemmParallel (its small-M path, B streamed once); more (a server's batch), the batch kernel (native/gemv-batch.h:
+// B read in place by panels into L2, sums in registers): the blocked GEMM packs all of B again each call and pads 16
+// rows to 24. GPT-2 small's step at 16 rows, one thread: 137 CPU ms on the blocked GEMM (the head on 4-row strips),
+// 101–118 on the batch kernel (load 5–12).
 bool product(const float* a, const View& b, float* c, int64_t M, int64_t K, int64_t N, bool accumulate) {
   if (M <= SMALL_M || !smallMHandles(b, SMALL_M, K, N))
     return gemmParallel(a, K, 1, b.x, b.rs, b.cs, c, M, K, N, accumulate);
   if (K * N >= (int64_t{1} << 20)) adviseHugePages(b.x, (K - 1) * b.rs + (N - 1) * b.cs + 1);
-  if (b.cs == 1) {
-    return gemmRowsBatch(a, M, K, b.x, b.rs, c, N, N, accumulate, Pool::get().threads() > 1);
-  }
-  int64_t width = ((int64_t{1} << 20) / (4 * K)) & ~int64_t{7};
-  width = width < 64 ? 64 : width;
-  const int64_t strips = (N + width - 1) / width;
-  std::atomic<bool> ok{true};
-  parallel_for(strips, 1, [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; s++) {
-      const int64_t j0 = s * width, n = N - j0 < width ? N - j0 : width;
-      const View bs{b.x + j0 * b.cs, b.rs, b.cs};
-      for (int64_t i = 0; i < M; i += SMALL_M) {
-        const int64_t m = M - i < SMALL_M ? M - i : SMALL_M;
-        if (!gemmSmallM(View{a + i * K, K, 1}, bs, c + i * N + j0, N, m, K, n, accumulate, false)) ok = false;
-      }
-    }
-  });
-  return ok;
+  return gemmRowsBatch(a, M, K, b, c, N, N, accumulate, Pool::get().threads() > 1);
 }
 
 // y = bias rows + x·W (the affine kernel: y starts as the bias, the product is added): W [K, N] in place, or its
@@ -288,19 +271,21 @@ napi_value ops::GemvBf16(napi_env env, napi_callback_info info) {
   return nullptr;
 }
 
-// gemmRowsBatch(a, b, c, M, K, N, accumulate, avx2?): C (+)= A·B for M rows of A [M, K] over B [K, N] on the batch
-// kernel (native/gemv-batch.h; avx2: its AVX2 form where the CPU has AVX-512 too), on the pool's threads (tests).
+// gemmRowsBatch(a, b, c, M, K, N, accumulate, avx2?, tB?): C (+)= A·op(B) for M rows of A [M, K] on the batch
+// kernel (native/gemv-batch.h; avx2: its AVX2 form where the CPU has AVX-512 too; tB: b is [N, K], op(B) its
+// transpose), on the pool's threads (tests).
 napi_value ops::GemmRowsBatch(napi_env env, napi_callback_info info) {
-  Args args(env, info, "gemmRowsBatch(a, b, c: Float32Array, M, K, N: number, accumulate, avx2?: boolean)", 8);
-  if (args.argc == 7) args.ok = true;  // avx2 left out
+  Args args(env, info, "gemmRowsBatch(a, b, c: Float32Array, M, K, N: number, accumulate, avx2?, tB?: boolean)", 9);
+  if (args.argc == 7 || args.argc == 8) args.ok = true;  // avx2, tB left out
   int64_t na = 0, nb = 0, nc = 0;
   const float* a = args.f32(0, &na);
   const float* b = args.f32(1, &nb);
   float* c = args.f32(2, &nc);
   const int64_t M = args.integer(3), K = args.integer(4), N = args.integer(5);
-  const bool accumulate = args.flag(6), avx2 = args.argc == 8 && args.flag(7);
+  const bool accumulate = args.flag(6), avx2 = args.argc >= 8 && args.flag(7), tB = args.argc == 9 && args.flag(8);
   if (!args.check(M >= 1 && K >= 1 && N >= 1 && na == M * K && nb == K * N && nc == M * N)) return nullptr;
-  if (!gemmRowsBatch(a, M, K, b, N, c, N, N, accumulate, Pool::get().threads() > 1, !avx2))
+  const View bv = tB ? View{b, 1, K} : View{b, N, 1};
+  if (!gemmRowsBatch(a, M, K, bv, c, N, N, accumulate, Pool::get().threads() > 1, !avx2))
     return ops::fail(env, "gemmRowsBatch: out of memory for its panel buffer");
   return nullptr;
 }

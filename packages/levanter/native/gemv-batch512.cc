@@ -1,10 +1,11 @@
 // The batch product's AVX-512 kernel (native/gemv-batch.h): tiles of up to 8 rows × 32 columns of C in 16 zmm
-// registers over a panel of B copied to an L2 buffer, the same FMA chain per element as every other product (so
-// the same bits). This file alone is compiled with -mavx512f; native/gemv.cc calls it only where the CPU reports
-// AVX-512F.
+// registers over a panel of B that native/gemv.cc packed into an L2 buffer, the same FMA chain per element as every
+// other product (so the same bits). This file alone is compiled with -mavx512f; native/gemv.cc calls it only where
+// the CPU reports AVX-512F.
 #include <immintrin.h>
 
-#include "gemm-impl.h"
+#include <cstdint>
+
 #include "gemv-batch.h"
 
 namespace levanter {
@@ -42,40 +43,23 @@ void tile(const float* a, int64_t K, const float* bt, int64_t kb, float* c, int6
 
 }  // namespace
 
-void batchColumnsAvx512(const float* a, int64_t M, int64_t K, const float* b, int64_t ldb, float* c, int64_t ldc,
-                        int64_t j0, int64_t j1, bool accumulate, float* panel) {
-  for (int64_t pc = 0; pc < K; pc += KC) {
-    const int64_t kb = K - pc < KC ? K - pc : KC;
-    const bool add = accumulate || pc > 0;
-    for (int64_t p = j0; p < j1; p += BATCH_PANEL) {
-      const int64_t pw = j1 - p < BATCH_PANEL ? j1 - p : BATCH_PANEL;
-      // the panel's kb rows, each read in order, into 32-column tiles of kb × 32 floats (zeros past column pw)
-      for (int64_t k = 0; k < kb; k++) {
-        const float* row = b + (pc + k) * ldb + p;
-        for (int64_t t = 0; t < pw; t += 32) {
-          float* dst = panel + t * kb + 32 * k;
-          const int64_t n = pw - t;
-          _mm512_store_ps(dst, _mm512_maskz_loadu_ps(firstLanes16(n), row + t));
-          _mm512_store_ps(dst + 16, _mm512_maskz_loadu_ps(firstLanes16(n - 16 > 0 ? n - 16 : 0), row + t + 16));
-        }
-      }
-      for (int64_t t = 0; t < pw; t += 32) {
-        const float* bt = panel + t * kb;
-        const int64_t nw = pw - t < 32 ? pw - t : 32;
-        for (int64_t i = 0; i < M; i += 8) {
-          const float* ai = a + i * K + pc;
-          float* ci = c + i * ldc + p + t;
-          switch (M - i < 8 ? M - i : 8) {
-            case 1: tile<1>(ai, K, bt, kb, ci, ldc, nw, add); break;
-            case 2: tile<2>(ai, K, bt, kb, ci, ldc, nw, add); break;
-            case 3: tile<3>(ai, K, bt, kb, ci, ldc, nw, add); break;
-            case 4: tile<4>(ai, K, bt, kb, ci, ldc, nw, add); break;
-            case 5: tile<5>(ai, K, bt, kb, ci, ldc, nw, add); break;
-            case 6: tile<6>(ai, K, bt, kb, ci, ldc, nw, add); break;
-            case 7: tile<7>(ai, K, bt, kb, ci, ldc, nw, add); break;
-            default: tile<8>(ai, K, bt, kb, ci, ldc, nw, add);
-          }
-        }
+void panelAvx512(const float* a, int64_t M, int64_t K, const float* panel, int64_t kb, int64_t pw, float* c,
+                 int64_t ldc, bool add) {
+  for (int64_t t = 0; t < pw; t += 32) {
+    const float* bt = panel + t * kb;
+    const int64_t nw = pw - t < 32 ? pw - t : 32;
+    for (int64_t i = 0; i < M; i += 8) {
+      const float* ai = a + i * K;
+      float* ci = c + i * ldc + t;
+      switch (M - i < 8 ? M - i : 8) {
+        case 1: tile<1>(ai, K, bt, kb, ci, ldc, nw, add); break;
+        case 2: tile<2>(ai, K, bt, kb, ci, ldc, nw, add); break;
+        case 3: tile<3>(ai, K, bt, kb, ci, ldc, nw, add); break;
+        case 4: tile<4>(ai, K, bt, kb, ci, ldc, nw, add); break;
+        case 5: tile<5>(ai, K, bt, kb, ci, ldc, nw, add); break;
+        case 6: tile<6>(ai, K, bt, kb, ci, ldc, nw, add); break;
+        case 7: tile<7>(ai, K, bt, kb, ci, ldc, nw, add); break;
+        default: tile<8>(ai, K, bt, kb, ci, ldc, nw, add);
       }
     }
   }

@@ -235,37 +235,79 @@ void batchTile(const float* a, int64_t K, const float* bt, int64_t kb, float* c,
   }
 }
 
-// Columns [j0, j1) of C for all M rows on AVX2 (a: M rows of K floats); panel: KC × BATCH_PANEL floats.
-void batchColumns(const float* a, int64_t M, int64_t K, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t j0,
-                  int64_t j1, bool accumulate, float* panel) {
+// The panel's pw columns of C for all M rows on AVX2, from its tiles of 16 columns (a: at the block's first k).
+void panelAvx2(const float* a, int64_t M, int64_t K, const float* panel, int64_t kb, int64_t pw, float* c, int64_t ldc,
+               bool add) {
+  for (int64_t t = 0; t < pw; t += 16) {
+    const float* bt = panel + t * kb;
+    const int64_t nw = pw - t < 16 ? pw - t : 16;
+    for (int64_t i = 0; i < M; i += 4) {
+      const float* ai = a + i * K;
+      float* ci = c + i * ldc + t;
+      switch (M - i < 4 ? M - i : 4) {
+        case 1: batchTile<1>(ai, K, bt, kb, ci, ldc, nw, add); break;
+        case 2: batchTile<2>(ai, K, bt, kb, ci, ldc, nw, add); break;
+        case 3: batchTile<3>(ai, K, bt, kb, ci, ldc, nw, add); break;
+        default: batchTile<4>(ai, K, bt, kb, ci, ldc, nw, add);
+      }
+    }
+  }
+}
+
+// op(B)'s rows pc…pc+kb−1, columns p…p+pw−1, into tiles of TW columns (tile t: kb × TW floats, k-major; columns
+// past pw hold zeros or a copy of the last one, never stored). B rows contiguous: each row's run read in order.
+template <int TW>
+void packRows(const float* b, int64_t ldb, int64_t pc, int64_t kb, int64_t p, int64_t pw, float* panel) {
+  for (int64_t k = 0; k < kb; k++) {
+    const float* row = b + (pc + k) * ldb + p;
+    for (int64_t t = 0; t < pw; t += 8) {
+      float* dst = panel + (t / TW) * kb * TW + k * TW + t % TW;
+      const int64_t n = pw - t;
+      _mm256_store_ps(dst, n >= 8 ? _mm256_loadu_ps(row + t) : _mm256_maskload_ps(row + t, firstLanes(n)));
+    }
+  }
+}
+
+// The same from B transposed (op(B)(k, j) = w[j·ldw + k], the tied head's token table): eight of its rows at a time,
+// eight floats along k of each, transposed in registers.
+template <int TW>
+void packColumns(const float* w, int64_t ldw, int64_t pc, int64_t kb, int64_t p, int64_t pw, float* panel) {
+  for (int64_t j = 0; j < pw; j += 8) {
+    const float* r[8];
+    for (int q = 0; q < 8; q++) r[q] = w + (p + (j + q < pw ? j + q : pw - 1)) * ldw + pc;
+    float* dst = panel + (j / TW) * kb * TW + j % TW;
+    int64_t k = 0;
+    for (; k + 8 <= kb; k += 8) {
+      __m256 rows[8], col[8];
+      for (int q = 0; q < 8; q++) rows[q] = _mm256_loadu_ps(r[q] + k);
+      transpose8(rows, col);
+      for (int t = 0; t < 8; t++) _mm256_store_ps(dst + (k + t) * TW, col[t]);
+    }
+    for (; k < kb; k++)
+      _mm256_store_ps(dst + k * TW, _mm256_setr_ps(r[0][k], r[1][k], r[2][k], r[3][k], r[4][k], r[5][k], r[6][k],
+                                                   r[7][k]));
+  }
+}
+
+// Columns [j0, j1) of C for all M rows (a: M rows of K floats): per KC-deep block of k, per panel of BATCH_PANEL
+// columns, the panel packed (TW-wide tiles: 32 for the AVX-512 kernel, 16 for the AVX2 one) and computed.
+template <int TW>
+void batchColumns(const float* a, int64_t M, int64_t K, const View& b, float* c, int64_t ldc, int64_t j0, int64_t j1,
+                  bool accumulate, float* panel) {
   for (int64_t pc = 0; pc < K; pc += KC) {
     const int64_t kb = K - pc < KC ? K - pc : KC;
     const bool add = accumulate || pc > 0;
     for (int64_t p = j0; p < j1; p += BATCH_PANEL) {
       const int64_t pw = j1 - p < BATCH_PANEL ? j1 - p : BATCH_PANEL;
-      for (int64_t k = 0; k < kb; k++) {
-        const float* row = b + (pc + k) * ldb + p;
-        for (int64_t t = 0; t < pw; t += 16) {
-          float* dst = panel + t * kb + 16 * k;
-          const int64_t n = pw - t;
-          _mm256_store_ps(dst, _mm256_maskload_ps(row + t, firstLanes(n < 8 ? n : 8)));
-          _mm256_store_ps(dst + 8, _mm256_maskload_ps(row + t + 8, firstLanes(n < 16 ? (n > 8 ? n - 8 : 0) : 8)));
-        }
+      if (b.cs == 1) packRows<TW>(b.x, b.rs, pc, kb, p, pw, panel);
+      else packColumns<TW>(b.x, b.cs, pc, kb, p, pw, panel);
+#ifdef LEVANTER_AVX512
+      if (TW == 32) {
+        panelAvx512(a + pc, M, K, panel, kb, pw, c + p, ldc, add);
+        continue;
       }
-      for (int64_t t = 0; t < pw; t += 16) {
-        const float* bt = panel + t * kb;
-        const int64_t nw = pw - t < 16 ? pw - t : 16;
-        for (int64_t i = 0; i < M; i += 4) {
-          const float* ai = a + i * K + pc;
-          float* ci = c + i * ldc + p + t;
-          switch (M - i < 4 ? M - i : 4) {
-            case 1: batchTile<1>(ai, K, bt, kb, ci, ldc, nw, add); break;
-            case 2: batchTile<2>(ai, K, bt, kb, ci, ldc, nw, add); break;
-            case 3: batchTile<3>(ai, K, bt, kb, ci, ldc, nw, add); break;
-            default: batchTile<4>(ai, K, bt, kb, ci, ldc, nw, add);
-          }
-        }
-      }
+#endif
+      panelAvx2(a + pc, M, K, panel, kb, pw, c + p, ldc, add);
     }
   }
 }
@@ -311,12 +353,13 @@ bool gemmSmallM(const View& a, const View& b, float* c, int64_t ldc, int64_t M, 
   return ok;
 }
 
-bool gemmRowsBatch(const float* a, int64_t M, int64_t K, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t N,
+bool gemmRowsBatch(const float* a, int64_t M, int64_t K, const View& b, float* c, int64_t ldc, int64_t N,
                    bool accumulate, bool threaded, bool avx512) {
 #ifdef LEVANTER_AVX512
   static const bool wide = batchAvx512();
+  avx512 = avx512 && wide;
 #else
-  (void)avx512;
+  avx512 = false;
 #endif
   const int64_t panels = (N + BATCH_PANEL - 1) / BATCH_PANEL;
   std::atomic<bool> ok{true};
@@ -327,10 +370,8 @@ bool gemmRowsBatch(const float* a, int64_t M, int64_t K, const float* b, int64_t
       return;
     }
     const int64_t j0 = p0 * BATCH_PANEL, j1 = p1 * BATCH_PANEL < N ? p1 * BATCH_PANEL : N;
-#ifdef LEVANTER_AVX512
-    if (wide && avx512) return batchColumnsAvx512(a, M, K, b, ldb, c, ldc, j0, j1, accumulate, panelBuffer);
-#endif
-    batchColumns(a, M, K, b, ldb, c, ldc, j0, j1, accumulate, panelBuffer);
+    if (avx512) batchColumns<32>(a, M, K, b, c, ldc, j0, j1, accumulate, panelBuffer);
+    else batchColumns<16>(a, M, K, b, c, ldc, j0, j1, accumulate, panelBuffer);
   };
   if (threaded) parallel_for(panels, 1, part);
   else part(0, panels);

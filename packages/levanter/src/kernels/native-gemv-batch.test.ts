@@ -15,6 +15,7 @@ type BatchAddon = {
     N: number,
     acc: boolean,
     avx2?: boolean,
+    tB?: boolean,
   ): void
   setThreads(n: number): void
 }
@@ -84,6 +85,23 @@ describe.skipIf(!here)('the batch product (native/gemv-batch.h)', () => {
       c.set(start)
       addon!.gemmRowsBatch!(a, b, c, M, K, N, true, avx2)
       expect(worstError(c, start, ref, K)).toBeLessThanOrEqual(1)
+    }
+  })
+
+  test.each([
+    [16, 96, 50257],
+    [5, 777, 517],
+    [9, 300, 37],
+  ])('M %i, K %i, N %i, B transposed (the tied head): the float64 product, both kernels', (M, K, N) => {
+    const a = fill(M * K, 3),
+      bt = fill(N * K, 4)
+    const b = new Float32Array(K * N)
+    for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) b[k * N + n] = bt[n * K + k]!
+    const ref = reference(a, b, M, K, N)
+    for (const avx2 of [false, true]) {
+      const c = new Float32Array(M * N).fill(Number.NaN)
+      addon!.gemmRowsBatch!(a, bt, c, M, K, N, false, avx2, true)
+      expect(worstError(c, undefined, ref, K)).toBeLessThanOrEqual(1)
     }
   })
 
