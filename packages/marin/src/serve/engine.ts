@@ -137,6 +137,8 @@ export class Engine {
   /** Mean time a sequence runs, admission to finish (exponentially weighted), ms; undefined before the first. */
   private meanRunMs: number | undefined
   private readonly vocabLimit: number
+  /** The log-softmax row `take` reuses (a fresh 400 KB array per row and step at V 50257 cost the collector). */
+  private lp: Float64Array | undefined
   private readonly onStep: ((e: EngineStep) => void) | undefined
   private readonly weights: DecodeWeights
   private readonly m
@@ -443,14 +445,20 @@ export class Engine {
   }
 
   /** Sample from one row of logits, report it, and decide whether the sequence goes on. */
+  private lpRow(n: number): Float64Array {
+    if (this.lp?.length !== n) this.lp = new Float64Array(n)
+    return this.lp
+  }
+
   private take(s: Active, raw: Float32Array): void {
     const { req } = s
-    const logits = this.vocabLimit < raw.length ? raw.slice() : raw
-    if (logits !== raw) logits.fill(-Infinity, this.vocabLimit)
+    // only ids below vocabLimit are ever sampled or reported: the row's first vocabLimit logits (the ids past it
+    // would have probability 0: leaving them out changes no value, and skips their copy, fill and exps)
+    const logits = this.vocabLimit < raw.length ? raw.subarray(0, this.vocabLimit) : raw
     const p = req.processing
     const processed = p && processes(p) ? applyLogitsProcessing(logits, p, s.counts) : undefined
     // the model's own log-probabilities (reported); at temperature 1 without processing, also what is sampled from
-    const lp = logSoftmax(logits)
+    const lp = logSoftmax(logits, this.lpRow(logits.length))
     const token = sampleToken(
       processed ?? logits,
       { temperature: req.temperature, topP: req.topP, ...(req.topK !== undefined ? { topK: req.topK } : {}) },
