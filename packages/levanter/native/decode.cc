@@ -25,8 +25,9 @@ namespace levanter {
 // A decode step on tensor ops is some 260 kernels (LayerNorm, the affine layers, attention, GELU, the residual adds,
 // reshapes), each with its dispatch, its output allocation and its pass over a few KiB; per token that was ~20 ms of
 // a ~70 ms step at GPT-2 small. decodeGpt2 runs the same kernels in the same order on the same C++ code paths
-// (the fused kernels' arithmetic, gemmParallel for every product: the bits of the step on tensor ops), reading
-// the weights and the cache in place on the wasm heap and writing the grown cache and the logits there.
+// (the fused kernels' arithmetic; every product on gemmParallel, or at a server's batch on the batch kernel, which
+// gives its bits: the bits of the step on tensor ops), reading the weights and the cache in place on the wasm heap
+// and writing the grown cache and the logits there.
 
 namespace {
 

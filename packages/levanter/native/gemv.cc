@@ -17,6 +17,9 @@
 //  - B transposed (brs = 1: the tied head reads the token table [V, D] as its [D, V] operand): eight
 //    of its rows (eight output columns) at a time, eight floats of each along k per step, transposed in
 //    registers so that lane j of vector t holds column j at k + t; each row is read in order.
+//
+// Also the decode step's batch product (native/gemv-batch.h: more rows than SMALL_M, a server's batch), the same
+// bits again: B by panels copied into an L2 buffer, tiles of C with their sums in registers.
 #include <immintrin.h>
 #include <sys/mman.h>
 
