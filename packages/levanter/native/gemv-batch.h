@@ -6,6 +6,7 @@
 // GEMM writes a packed copy of all of B and reads it back, and pads 16 rows to 24).
 #pragma once
 
+#include <immintrin.h>
 #include <node_api.h>
 
 #include <cstdint>
@@ -25,10 +26,24 @@ constexpr int64_t BATCH_PANEL = 256;
 bool gemmRowsBatch(const float* a, int64_t M, int64_t K, const View& b, float* c, int64_t ldc, int64_t N,
                    bool accumulate, bool threaded, bool avx512 = true);
 
+// The next panel's cache lines, fetched into L2 a few per k step of the current panel's tiles so that they arrive
+// while it computes (copying a panel whose rows come from memory then finds them there): `runs` runs of `lines` lines
+// each, run r at base + r·ld floats, `per` lines a step.
+struct Ahead {
+  const float* base = nullptr;
+  int64_t ld = 0, lines = 0, runs = 0, per = 0, r = 0, l = 0;
+  void step() {
+    for (int64_t q = 0; q < per && r < runs; q++) {
+      _mm_prefetch(reinterpret_cast<const char*>(base + r * ld + 16 * l), _MM_HINT_T1);
+      if (++l == lines) l = 0, r++;
+    }
+  }
+};
+
 // The pw columns of C a packed panel gives (kb of k from a's columns, tiles of 32 columns, kb × 32 floats each), on
 // AVX-512: call only where the CPU has AVX-512F.
 void panelAvx512(const float* a, int64_t M, int64_t K, const float* panel, int64_t kb, int64_t pw, float* c,
-                 int64_t ldc, bool add);
+                 int64_t ldc, bool add, Ahead& ahead);
 
 namespace ops {
 // gemmRowsBatch(a, b, c: Float32Array, M, K, N: number, accumulate, avx2?: boolean): C (+)= A·B for tests

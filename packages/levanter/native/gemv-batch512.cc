@@ -18,10 +18,12 @@ inline __mmask16 firstLanes16(int64_t n) {
 }
 
 template <int MR>
-void tile(const float* a, int64_t K, const float* bt, int64_t kb, float* c, int64_t ldc, int64_t nw, bool add) {
+void tile(const float* a, int64_t K, const float* bt, int64_t kb, float* c, int64_t ldc, int64_t nw, bool add,
+          Ahead& ahead) {
   __m512 s0[MR], s1[MR];
   for (int i = 0; i < MR; i++) s0[i] = s1[i] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kb; k++) {
+    ahead.step();
     const __m512 b0 = _mm512_load_ps(bt + 32 * k), b1 = _mm512_load_ps(bt + 32 * k + 16);
     for (int i = 0; i < MR; i++) {
       const __m512 x = _mm512_set1_ps(a[i * K + k]);
@@ -44,7 +46,7 @@ void tile(const float* a, int64_t K, const float* bt, int64_t kb, float* c, int6
 }  // namespace
 
 void panelAvx512(const float* a, int64_t M, int64_t K, const float* panel, int64_t kb, int64_t pw, float* c,
-                 int64_t ldc, bool add) {
+                 int64_t ldc, bool add, Ahead& ahead) {
   for (int64_t t = 0; t < pw; t += 32) {
     const float* bt = panel + t * kb;
     const int64_t nw = pw - t < 32 ? pw - t : 32;
@@ -52,14 +54,14 @@ void panelAvx512(const float* a, int64_t M, int64_t K, const float* panel, int64
       const float* ai = a + i * K;
       float* ci = c + i * ldc + t;
       switch (M - i < 8 ? M - i : 8) {
-        case 1: tile<1>(ai, K, bt, kb, ci, ldc, nw, add); break;
-        case 2: tile<2>(ai, K, bt, kb, ci, ldc, nw, add); break;
-        case 3: tile<3>(ai, K, bt, kb, ci, ldc, nw, add); break;
-        case 4: tile<4>(ai, K, bt, kb, ci, ldc, nw, add); break;
-        case 5: tile<5>(ai, K, bt, kb, ci, ldc, nw, add); break;
-        case 6: tile<6>(ai, K, bt, kb, ci, ldc, nw, add); break;
-        case 7: tile<7>(ai, K, bt, kb, ci, ldc, nw, add); break;
-        default: tile<8>(ai, K, bt, kb, ci, ldc, nw, add);
+        case 1: tile<1>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
+        case 2: tile<2>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
+        case 3: tile<3>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
+        case 4: tile<4>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
+        case 5: tile<5>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
+        case 6: tile<6>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
+        case 7: tile<7>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
+        default: tile<8>(ai, K, bt, kb, ci, ldc, nw, add, ahead);
       }
     }
   }

@@ -219,10 +219,12 @@ void columnsAnyM(const float* a, int64_t M, int64_t K, const View& b, float* c, 
 // A tile of MR rows × 16 columns of C, its sums in registers over a KC-deep pass (one FMA per k, in k order, from
 // zero), stored or added once; bt: the tile's kb × 16 floats of B, in order.
 template <int MR>
-void batchTile(const float* a, int64_t K, const float* bt, int64_t kb, float* c, int64_t ldc, int64_t nw, bool add) {
+void batchTile(const float* a, int64_t K, const float* bt, int64_t kb, float* c, int64_t ldc, int64_t nw, bool add,
+               Ahead& ahead) {
   __m256 s0[MR], s1[MR];
   for (int i = 0; i < MR; i++) s0[i] = s1[i] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kb; k++) {
+    ahead.step();
     const __m256 b0 = _mm256_load_ps(bt + 16 * k), b1 = _mm256_load_ps(bt + 16 * k + 8);
     for (int i = 0; i < MR; i++) {
       const __m256 x = _mm256_broadcast_ss(a + i * K + k);
@@ -240,7 +242,7 @@ void batchTile(const float* a, int64_t K, const float* bt, int64_t kb, float* c,
 
 // The panel's pw columns of C for all M rows on AVX2, from its tiles of 16 columns (a: at the block's first k).
 void panelAvx2(const float* a, int64_t M, int64_t K, const float* panel, int64_t kb, int64_t pw, float* c, int64_t ldc,
-               bool add) {
+               bool add, Ahead& ahead) {
   for (int64_t t = 0; t < pw; t += 16) {
     const float* bt = panel + t * kb;
     const int64_t nw = pw - t < 16 ? pw - t : 16;
@@ -248,10 +250,10 @@ void panelAvx2(const float* a, int64_t M, int64_t K, const float* panel, int64_t
       const float* ai = a + i * K;
       float* ci = c + i * ldc + t;
       switch (M - i < 4 ? M - i : 4) {
-        case 1: batchTile<1>(ai, K, bt, kb, ci, ldc, nw, add); break;
-        case 2: batchTile<2>(ai, K, bt, kb, ci, ldc, nw, add); break;
-        case 3: batchTile<3>(ai, K, bt, kb, ci, ldc, nw, add); break;
-        default: batchTile<4>(ai, K, bt, kb, ci, ldc, nw, add);
+        case 1: batchTile<1>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
+        case 2: batchTile<2>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
+        case 3: batchTile<3>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
+        default: batchTile<4>(ai, K, bt, kb, ci, ldc, nw, add, ahead);
       }
     }
   }
@@ -304,13 +306,23 @@ void batchColumns(const float* a, int64_t M, int64_t K, const View& b, float* c,
       const int64_t pw = j1 - p < BATCH_PANEL ? j1 - p : BATCH_PANEL;
       if (b.cs == 1) packRows<TW>(b.x, b.rs, pc, kb, p, pw, panel);
       else packColumns<TW>(b.x, b.cs, pc, kb, p, pw, panel);
+      // the next panel: this block's next columns, else the next block's first
+      Ahead ahead;
+      const int64_t np = p + BATCH_PANEL < j1 ? p + BATCH_PANEL : j0, npc = np == j0 ? pc + KC : pc;
+      if (npc < K) {
+        const int64_t nkb = K - npc < KC ? K - npc : KC, npw = j1 - np < BATCH_PANEL ? j1 - np : BATCH_PANEL;
+        if (b.cs == 1) ahead = Ahead{b.x + npc * b.rs + np, b.rs, (npw + 15) / 16, nkb};
+        else ahead = Ahead{b.x + np * b.cs + npc, b.cs, (nkb + 15) / 16, npw};
+        const int64_t G = TW == 32 ? 8 : 4, steps = (pw + TW - 1) / TW * ((M + G - 1) / G) * kb;
+        ahead.per = (ahead.lines * ahead.runs + steps - 1) / steps;
+      }
 #ifdef LEVANTER_AVX512
       if (TW == 32) {
-        panelAvx512(a + pc, M, K, panel, kb, pw, c + p, ldc, add);
+        panelAvx512(a + pc, M, K, panel, kb, pw, c + p, ldc, add, ahead);
         continue;
       }
 #endif
-      panelAvx2(a + pc, M, K, panel, kb, pw, c + p, ldc, add);
+      panelAvx2(a + pc, M, K, panel, kb, pw, c + p, ldc, add, ahead);
     }
   }
 }
