@@ -138,7 +138,7 @@ export class Engine {
   private meanRunMs: number | undefined
   private readonly vocabLimit: number
   /** The log-softmax row `take` reuses (a fresh 400 KB array per row and step at V 50257 cost the collector). */
-  private lp: Float64Array | undefined
+  private lp: Float64Array<ArrayBuffer> | undefined
   private readonly onStep: ((e: EngineStep) => void) | undefined
   private readonly weights: DecodeWeights
   private readonly m
@@ -445,7 +445,7 @@ export class Engine {
   }
 
   /** Sample from one row of logits, report it, and decide whether the sequence goes on. */
-  private lpRow(n: number): Float64Array {
+  private lpRow(n: number): Float64Array<ArrayBuffer> {
     if (this.lp?.length !== n) this.lp = new Float64Array(n)
     return this.lp
   }
