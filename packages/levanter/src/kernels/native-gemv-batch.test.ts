@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, test } from 'vitest'
+import { lcgFill as fill } from '../test-support/lcg-fill.js'
 import { nativeGemm } from './native-gemm.js'
 
 // The decode step's batch product (native/gemv-batch.h: a server's rows over a weight matrix with contiguous rows,
@@ -21,16 +22,6 @@ type BatchAddon = {
 }
 const addon = nativeGemm().addon as unknown as (BatchAddon & { gemm: (...args: unknown[]) => void }) | undefined
 const here = addon?.gemmRowsBatch !== undefined
-
-function fill(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n)
-  let s = seed >>> 0
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0
-    out[i] = s / 2 ** 31 - 1
-  }
-  return out
-}
 
 /** A·B in float64 and Σ|a·b| per element (the scale of its float32 rounding). */
 function reference(a: Float32Array, b: Float32Array, M: number, K: number, N: number) {

@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, test } from 'vitest'
+import { lcgFill as fill } from '../test-support/lcg-fill.js'
 import { nativeGemm } from './native-gemm.js'
 
 // The native GEMM's small-M path (native/gemv.cc: at most 4 rows of A, B streamed in place) against float64
@@ -13,16 +14,6 @@ const WA = (
 ).WebAssembly
 /** One wasm heap for every case: A at 0, then B, then C. */
 const memory = new WA.Memory({ initial: Math.ceil((4 * (4 * 800 + 800 * 50257 + 16 * 50257)) / PAGE) + 8 })
-
-function fill(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n)
-  let s = seed >>> 0
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0
-    out[i] = s / 2 ** 31 - 1
-  }
-  return out
-}
 
 type Product = { M: number; K: number; N: number; tA: boolean; tB: boolean }
 
