@@ -141,7 +141,7 @@ function rowsTable(r: DatasetRows): string {
 
 /** Rows of a list shown in a metadata cell, and how deep objects nest before the rest shows as text. */
 export const METADATA_ROWS = 20
-const METADATA_DEPTH = 5
+export const METADATA_DEPTH = 5
 
 const isRecord = (v: unknown): v is Readonly<Record<string, unknown>> =>
   typeof v === 'object' && v !== null && !Array.isArray(v)

@@ -14,6 +14,7 @@ import {
   markdownLink as link,
   escapeMarkdown as t,
 } from './format.js'
+import { METADATA_DEPTH, METADATA_ROWS } from './html.js'
 import { mixtureTable } from './mixture.js'
 import { finalMetrics, logFile, provenanceOf, runLink, type SiteParts } from './site-parts.js'
 import type { DatasetRows } from './types.js'
@@ -26,10 +27,65 @@ function table(head: readonly string[], rows: readonly (readonly string[])[]): s
   ].join('\n')
 }
 
+const isNested = (v: unknown): v is object => typeof v === 'object' && v !== null
+const isRecord = (v: unknown): v is Readonly<Record<string, unknown>> => isNested(v) && !Array.isArray(v)
+const scalar = (v: unknown) => (v === null || v === undefined ? 'none' : t(formatValue(v)))
+
+/** An artifact's metadata in its table cell: plain values as `name: value`, nested ones named and shown below. */
 const meta = (m: Readonly<Record<string, unknown>>) =>
   Object.entries(m)
-    .map(([k, v]) => `${t(k)}: ${t(formatValue(v))}`)
+    .map(([k, v]) => (isNested(v) ? `${t(k)}: (below)` : `${t(k)}: ${scalar(v)}`))
     .join(', ')
+
+/** A record of plain values on one line, `a: 1, b: x`; nested values deeper than the page shows stay escaped text. */
+const inline = (r: Readonly<Record<string, unknown>>) =>
+  Object.entries(r)
+    .map(([k, v]) => `${t(k)}: ${scalar(v)}`)
+    .join(', ')
+
+/**
+ * One nested metadata value as Markdown, as the HTML page shows it as nested tables: objects as an indented list by
+ * key, lists of records one record a line, lists of plain values inline (`inline`), each list capped at
+ * `METADATA_ROWS` entries with the rest counted. Every key and value is escaped text.
+ */
+function metaMarkdown(v: object, depth: number): { inline: string } | { lines: string[] } {
+  const pad = '  '.repeat(depth)
+  const more = (n: number) => (n > METADATA_ROWS ? [`${pad}- … ${formatNumber(n - METADATA_ROWS)} more not shown`] : [])
+  if (Array.isArray(v)) {
+    if (v.length === 0) return { inline: 'none' }
+    const shown = v.slice(0, METADATA_ROWS)
+    if (!shown.every(isRecord)) {
+      const text = shown.map((e) => (isNested(e) ? t(JSON.stringify(e)) : scalar(e))).join(', ')
+      return { inline: v.length > METADATA_ROWS ? `${text}, … ${formatNumber(v.length - METADATA_ROWS)} more` : text }
+    }
+    return { lines: [...shown.map((r) => `${pad}- ${inline(r)}`), ...more(v.length)] }
+  }
+  const entries = Object.entries(v)
+  if (entries.length === 0) return { inline: 'none' }
+  return {
+    lines: [...entries.slice(0, METADATA_ROWS).flatMap(([k, e]) => metaItem(k, e, depth)), ...more(entries.length)],
+  }
+}
+
+/** `- key: value` at `depth`, a nested value as its own list below the key. */
+function metaItem(k: string, v: unknown, depth: number): string[] {
+  const pad = '  '.repeat(depth)
+  if (!isNested(v)) return [`${pad}- ${t(k)}: ${scalar(v)}`]
+  if (depth >= METADATA_DEPTH) return [`${pad}- ${t(k)}: ${t(JSON.stringify(v))}`]
+  const m = metaMarkdown(v, depth + 1)
+  return 'inline' in m ? [`${pad}- ${t(k)}: ${m.inline}`] : [`${pad}- ${t(k)}:`, ...m.lines]
+}
+
+/** The nested metadata of each artifact, under a heading naming it (the table's cells say "(below)"). */
+function nestedMeta(artifacts: readonly { ref: string; metadata: Readonly<Record<string, unknown>> }[]): string[] {
+  const out: string[] = []
+  for (const a of artifacts) {
+    const nested = Object.entries(a.metadata).filter(([, v]) => isNested(v))
+    if (nested.length === 0) continue
+    out.push(`#### Statistics of ${code(a.ref)}`, '', ...nested.flatMap(([k, v]) => metaItem(k, v, 0)), '')
+  }
+  return out
+}
 
 /** A dataset's first rows; the columns not shown are counted. */
 function rowsText(a: { readonly ref: string }, r: DatasetRows): string[] {
@@ -97,6 +153,7 @@ export function renderMarkdown(p: SiteParts): string {
         )
       : '_No step listed a finestore artifact (artifacts.json)._',
     '',
+    ...nestedMeta(datasets),
   )
 
   for (const a of datasets) if (a.rows) out.push(...rowsText(a, a.rows))
@@ -124,6 +181,7 @@ export function renderMarkdown(p: SiteParts): string {
         ]),
       ),
       '',
+      ...nestedMeta(checkpoints),
     )
 
   out.push(

@@ -194,3 +194,31 @@ describe('nested metadata', () => {
     expect(c).toContain('<tr><th>examples</th><td><span class="muted">none</span></td></tr>')
   })
 })
+
+describe('nested metadata in report.md', () => {
+  /** The Markdown from the curated artifact's statistics heading to the next heading. */
+  const block = () => {
+    const at = md.indexOf('#### Statistics of `datasets/curated@')
+    return md.slice(at, md.indexOf('\n#', at + 1))
+  }
+
+  it('shows as an indented list of escaped keys and values, never as JSON', () => {
+    const row = md.split('\n').find((l) => l.includes('`datasets/curated@'))!
+    expect(row).toContain('documentsIn: 9, web: (below), quality: (below), decontamination: (below)')
+    const b = block()
+    expect(b).not.toContain('{"')
+    expect(b).not.toMatch(/<[a-z!/]/i)
+    expect(b).toContain('- web:\n  - pagesRead: 9\n  - kept: 8\n  - byLanguage:\n    - en: 7\n    - &lt;script&gt;')
+    expect(b).toContain('  - skips:\n    - reason: corrupt, file: a.warc.gz, offset: 0\n')
+    expect(b).toContain(
+      `    - reason: corrupt, file: a.warc.gz, offset: ${METADATA_ROWS - 1}\n    - … 5 more not shown`,
+    )
+    expect(b).not.toContain(`offset: ${METADATA_ROWS}\n`)
+    expect(b).toContain('  - tags: en, &lt;script&gt;alert\\(1\\)')
+    expect(b).toContain('  - classifier: classifiers/quality-hq@1\n')
+    expect(b).toContain(
+      '- decontamination:\n  - n: 13\n  - perTask:\n    - brown\\_cloze:\n      - documents: 1\n      - ngrams: 4\n' +
+        '  - examples: none',
+    )
+  })
+})
