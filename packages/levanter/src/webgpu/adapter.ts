@@ -88,8 +88,18 @@ export type ProbedAdapter = {
   readonly description: AdapterDescription
 }
 
-async function request(): Promise<ProbedAdapter | undefined> {
-  const gpu = loadDawn().create([])
+/**
+ * Dawn toggles for a SwiftShader device. `disable_workgroup_init`: WebGPU zero-fills a shader's workgroup memory
+ * before it runs, code Dawn adds to every shader with workgroup arrays, and SwiftShader compiles that loop ~10×
+ * slower than the rest: a tfjs packed matrix product took ~450 ms of CPU to compile with it, ~45 ms without. The
+ * shaders levanter runs (tfjs's tiled products and reductions, levanter's row kernels) write every workgroup element
+ * before reading it, so the zero fill never shows in a result (losses are the same bits either way). A GPU driver
+ * zero-fills natively and keeps Dawn's default.
+ */
+export const SOFTWARE_DAWN_FLAGS = ['enable-dawn-features=disable_workgroup_init'] as const
+
+async function request(flags: readonly string[] = []): Promise<ProbedAdapter | undefined> {
+  const gpu = loadDawn().create([...flags])
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' })
   return adapter ? { gpu, adapter, description: adapter.info as AdapterDescription } : undefined
 }
@@ -123,6 +133,6 @@ export async function swiftShaderAdapter(cacheDir?: string): Promise<FoundAdapte
   const ss = unpackSwiftShader(cacheDir)
   process.env.VK_ICD_FILENAMES = ss.icd // read by the loader when Dawn creates its Vulkan instance
   if (!loadVulkanLoader(ss.loader)) return undefined
-  const p = await request()
+  const p = await request(SOFTWARE_DAWN_FLAGS)
   return p && found(p)
 }
