@@ -1,5 +1,6 @@
 /**
- * The device check's run, once scripts/device-check.ts has read its flags: `pnpm device-check [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X] [--mesh L]`.
+ * The device check's run, once scripts/device-check.ts has read its flags: `pnpm device-check
+ * [--software] [--quick] [--steps N] [--batch N] [--peak-tflops X] [--mesh L]`.
  * Finds the GPU adapter (bringing the Vulkan loader from the registry's SwiftShader package when the
  * machine lacks one), checks levanter's ops, its WGSL kernels (src/webgpu/kernels/: softmax,
  * LayerNorm, column sums, AdamW) and a model's loss and gradients on the GPU against the cpu

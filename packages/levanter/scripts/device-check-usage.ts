@@ -33,7 +33,10 @@ function usage(message: string): never {
   process.exit(2)
 }
 
-/** The options `args` ask for; on bad usage, the message and the usage on stderr and exit 2 (`--help`: usage, exit 0). */
+/**
+ * The options `args` ask for; on bad usage, the message and the usage on stderr and exit 2
+ * (`--help`: usage, exit 0).
+ */
 export function parseDeviceCheckArgs(args: string[] = process.argv.slice(2)): DeviceCheckOptions {
   let values
   try {
