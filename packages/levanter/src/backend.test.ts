@@ -25,19 +25,4 @@ test('default order: TensorFlow, webgpu on a hardware adapter, the CPU backends;
   expect(backendOrder('')).toEqual(backendOrder(undefined))
   expect(backendOrder('webgpu')).toEqual([{ name: 'webgpu', software: true }])
   expect(backendOrder('wasm')).toEqual([{ name: 'wasm', software: false }])
-  // processes that read tensors synchronously (data-parallel replicas, mesh members) never default to webgpu
-  expect(backendOrder(undefined, { syncReads: true })).toEqual([
-    { name: 'tensorflow', software: false },
-    { name: 'wasm', software: false },
-    { name: 'cpu', software: false },
-  ])
-})
-
-test('a process that reads tensors synchronously refuses LEVANTER_BACKEND=webgpu, saying why', async () => {
-  await expect(initBackend('webgpu', { syncReads: true })).rejects.toSatisfy(
-    (e) =>
-      isLevanterError(e, 'BACKEND_UNAVAILABLE') &&
-      /reads? tensors synchronously/.test((e as Error).message) &&
-      /LEVANTER_BACKEND=webgpu/.test((e as Error).message),
-  )
 })

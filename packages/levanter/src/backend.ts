@@ -50,10 +50,6 @@ export type BackendCandidate = { readonly name: BackendName; readonly software: 
 
 /** How a process selects its backend. */
 export type BackendOptions = {
-  /** This process reads tensors synchronously (`dataSync`: a plain data-parallel replica whose driver is off webgpu;
-   * mesh members await their reads), which webgpu cannot: webgpu is left out of the default order, and
-   * `LEVANTER_BACKEND=webgpu` is an error saying so. */
-  readonly syncReads?: boolean
   /** Where the default order looks for a hardware GPU adapter (classified by its description); @default Dawn's
    * preferred adapter where the system has a Vulkan loader (webgpu/adapter.ts). */
   readonly probeAdapter?: () => Promise<ProbedAdapter | undefined>
@@ -123,13 +119,9 @@ const TRY: Record<BackendName, (software: boolean, o: BackendOptions) => Promise
 }
 
 /** The candidates {@link initBackend} tries, in order, for a `LEVANTER_BACKEND` value (unchecked). By default webgpu
- * only on a hardware adapter (`software: false`), and never where the process reads tensors synchronously. */
-export function backendOrder(prefer: string | undefined, o: BackendOptions = {}): BackendCandidate[] {
-  if (prefer === undefined || prefer === '')
-    return BACKEND_NAMES.filter((name) => !(o.syncReads && name === 'webgpu')).map((name) => ({
-      name,
-      software: false,
-    }))
+ * only on a hardware adapter (`software: false`). */
+export function backendOrder(prefer: string | undefined): BackendCandidate[] {
+  if (prefer === undefined || prefer === '') return BACKEND_NAMES.map((name) => ({ name, software: false }))
   return [{ name: prefer as BackendName, software: prefer === 'webgpu' }]
 }
 
@@ -143,15 +135,6 @@ export function initBackend(
   prefer: string | undefined = process.env.LEVANTER_BACKEND,
   o: BackendOptions = {},
 ): Promise<BackendInfo> {
-  if (o.syncReads && prefer === 'webgpu')
-    return Promise.reject(
-      new LevanterError(
-        'BACKEND_UNAVAILABLE',
-        'LEVANTER_BACKEND=webgpu: this process (a data-parallel replica of a driver off webgpu) reads tensors ' +
-          'synchronously, which webgpu cannot; unset LEVANTER_BACKEND (replicas then train on the CPU kernels) or ' +
-          'start the driver on webgpu (its replicas and mesh members follow it there)',
-      ),
-    )
   chosen ??= (async () => {
     tf.env().set('IS_NODE', true)
     tf.env().set('PROD', true) // no per-op NaN checks or deprecation chatter
@@ -161,7 +144,7 @@ export function initBackend(
         `LEVANTER_BACKEND=${prefer} is not one of ${BACKEND_NAMES.join(', ')}; unset it or pick one of those`,
       )
     }
-    const order = backendOrder(prefer, o)
+    const order = backendOrder(prefer)
     for (const { name, software } of order) {
       let info = await TRY[name](software, o)
       if (info) {
