@@ -3,7 +3,7 @@
  * past the TTL keeps its lease (renewed off the main thread), and a run frozen until its lease is
  * taken over can neither publish its output nor write the step's status when it resumes.
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -65,12 +65,25 @@ describe('step leases with real processes', () => {
     'dependent sees a complete output', async () => {
     const prefix = join(root, 'blocked')
     const file = join(root, 'blocked.marks')
-    // A 3 s lease and a body that blocks its event loop for 12 s.
-    const env = { MARIN_PREFIX: prefix, FIX_MARKS: file, FIX_BLOCK_MS: '12000', MARIN_LEASE_TTL_MS: '3000' }
+    // A 1 s lease and a body that blocks its event loop for 3 s, and on until the second run has planned the step.
+    const release = join(root, 'blocked.release')
+    const env = {
+      MARIN_PREFIX: prefix,
+      FIX_MARKS: file,
+      FIX_RELEASE: release,
+      FIX_BLOCK_MS: '3000',
+      MARIN_LEASE_TTL_MS: '1000',
+    }
     const a = start([marinBin, 'run', script, '--local'], env)
     await until(() => marks(file).some((m) => m.what === 'start'), 'the first run to start produce')
-    // The second run starts while the first one's body is blocked.
+    // The second run starts while the first one's body is blocked, and plans the step before it ends.
     const b = start([marinBin, 'run', script, '--local'], env)
+    let planned = ''
+    let closed = false
+    b.child.stdout!.on('data', (d: Buffer) => (planned += d))
+    void b.done.then(() => (closed = true))
+    await until(() => /produce_\w+ .*\n/.test(planned) || closed, 'the second run to plan produce')
+    writeFileSync(release, '')
     const [ra, rb] = await Promise.all([a.done, b.done])
     expect(ra.code, `${ra.out}\n${ra.err}`).toBe(0)
     expect(rb.code, `${rb.out}\n${rb.err}`).toBe(0)
@@ -101,16 +114,23 @@ describe('step leases with real processes', () => {
     'publishes its output nor writes a status', async () => {
     const prefix = join(root, 'frozen')
     const file = join(root, 'frozen.marks')
-    const env = { MARIN_PREFIX: prefix, FIX_MARKS: file, MARIN_LEASE_TTL_MS: '2000' }
-    const a = start([marinBin, 'run', script, '--local'], { ...env, FIX_BLOCK_MS: '8000' })
+    const env = { MARIN_PREFIX: prefix, FIX_MARKS: file, MARIN_LEASE_TTL_MS: '1000' }
+    // The first run's body blocks until the second run is done (and the first resumed). The second starts meanwhile
+    // and waits, before it plans anything, to be let go.
+    const release = join(root, 'frozen.release')
+    const go = join(root, 'frozen.go')
+    const a = start([marinBin, 'run', script, '--local'], { ...env, FIX_RELEASE: release })
+    const b = start([marinBin, 'run', script, '--local'], { ...env, FIX_GO: go })
     await until(() => marks(file).some((m) => m.what === 'start'), 'the first run to start produce')
     const pidA = Number(marks(file)[0]!.pid)
-    // Freeze the whole first process (its renewals too), mid-body.
+    // Freeze the whole first process (its renewals too), mid-body; then the second run takes the step over.
     process.kill(pidA, 'SIGSTOP')
     let rb: Done
     try {
-      rb = await start([marinBin, 'run', script, '--local'], { ...env, FIX_BLOCK_MS: '0' }).done
+      writeFileSync(go, '')
+      rb = await b.done
     } finally {
+      writeFileSync(release, '')
       process.kill(pidA, 'SIGCONT')
     }
     expect(rb.code, `${rb.out}\n${rb.err}`).toBe(0)
