@@ -93,20 +93,41 @@ const decodeEntities = (s: string) =>
  * `http(s):`/`mailto:` link nor a path to a file of the site (a folder counts through its
  * `index.html`), or whose `#fragment` names no `id` of the page it points at.
  */
-export function checkSiteLinks(site: string): BrokenLink[] {
+export function checkSiteLinks(folder: string): BrokenLink[] {
+  const site = resolve(folder)
+  // One walk of the site: every path it holds (a folder as its index.html), each page read once.
+  const exists = new Set<string>()
+  const folders = new Set<string>()
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const p = join(dir, entry.name)
+      exists.add(p)
+      if (entry.isDirectory()) {
+        folders.add(p)
+        walk(p)
+      }
+    }
+  }
+  walk(site)
+  const texts = new Map<string, string>()
+  const textOf = (file: string) => {
+    let text = texts.get(file)
+    if (text === undefined) texts.set(file, (text = readFileSync(file, 'utf8')))
+    return text
+  }
   const ids = new Map<string, Set<string>>()
   const idsOf = (file: string) => {
     let set = ids.get(file)
     if (!set) {
-      set = new Set([...readFileSync(file, 'utf8').matchAll(ID)].map((m) => decodeEntities(m[1]!)))
+      set = new Set([...textOf(file).matchAll(ID)].map((m) => decodeEntities(m[1]!)))
       ids.set(file, set)
     }
     return set
   }
   const broken: BrokenLink[] = []
-  for (const file of htmlFiles(site)) {
+  for (const file of [...exists].filter((p) => p.endsWith('.html') && !folders.has(p)).sort()) {
     const page = relative(site, file).split(sep).join('/')
-    for (const m of readFileSync(file, 'utf8').matchAll(ATTR)) {
+    for (const m of textOf(file).matchAll(ATTR)) {
       const link = decodeEntities(m[1]!)
       if (/^(https?|mailto):/i.test(link)) continue
       if (/^[a-z][a-z0-9+.-]*:/i.test(link) || link.startsWith('/')) {
@@ -120,14 +141,16 @@ export function checkSiteLinks(site: string): BrokenLink[] {
         broken.push({ page, link, message: 'points outside the site' })
         continue
       }
-      if (existsSync(target) && statSync(target).isDirectory()) target = join(target, 'index.html')
-      if (!existsSync(target)) {
+      if (folders.has(target) || target === site) target = join(target, 'index.html')
+      if (!exists.has(target)) {
         broken.push({ page, link, message: `no such file ${relative(site, target)}` })
         continue
       }
       if (fragment && target.endsWith('.html') && !idsOf(target).has(decodeURIComponent(fragment)))
         broken.push({ page, link, message: `no id "${fragment}" in ${relative(site, target)}` })
     }
+    // A page's text is kept only while a later page may point into it by #fragment.
+    if (!ids.has(file)) texts.delete(file)
   }
   return broken
 }
