@@ -1,10 +1,10 @@
 /**
  * The default backend selection in a fresh process, with the GPU probe injected:
- * `tsx default-backend.ts <gpu|software|throws|none|gpu-parallel>` hands the selection the real
+ * `tsx default-backend.ts <gpu|software|throws|none>` hands the selection the real
  * SwiftShader device described as an NVIDIA GPU (`gpu`) or as itself (`software`), a probe that
- * fails, or no adapter. With `gpu-parallel` it then trains the tiny GPT-2 (test-support/backend-train.ts) two steps
- * through `Pipeline` over two data-parallel replicas, then over two fsdp members (`run` is `{ mesh, fsdp }`; each
- * names its members' backends, errors printed); with `gpu` it first trains alone (`run` is `{ single, mesh, fsdp }`).
+ * fails, or no adapter. With `gpu` it then trains the tiny GPT-2 (test-support/backend-train.ts) two steps
+ * through `Pipeline` alone, over two data-parallel replicas, then over two fsdp members (`run` is
+ * `{ single, mesh, fsdp }`; each names its members' backends, errors printed).
  * Prints `{ info, backend, pid, run }` as its last stdout line (logs go to stderr, the members' among them: `pid`
  * tells this process's own).
  */
@@ -40,7 +40,7 @@ const probes: Record<string, () => Promise<ProbedAdapter | undefined>> = {
   },
   none: async () => undefined,
 }
-const info = await initBackend(undefined, { probeAdapter: probes[mode!.replace(/-parallel$/, '')]! })
+const info = await initBackend(undefined, { probeAdapter: probes[mode!]! })
 /** Train the tiny GPT-2 two steps through `Pipeline` over `mesh`: its backend and losses, and the backends its
  * replicas or members name; or the error it failed with. */
 async function train(mesh: { data: number }, fsdp: boolean): Promise<unknown> {
@@ -67,8 +67,10 @@ async function train(mesh: { data: number }, fsdp: boolean): Promise<unknown> {
 // One process for the run alone and both layouts: each member process compiles its own shaders, the driver need not
 // start again.
 let run: unknown
-if (mode === 'gpu' || mode === 'gpu-parallel') {
-  const single = mode === 'gpu' ? { single: await train({ data: 1 }, false) } : {}
-  run = { ...single, mesh: await train({ data: 2 }, false), fsdp: await train({ data: 2 }, true) }
-}
+if (mode === 'gpu')
+  run = {
+    single: await train({ data: 1 }, false),
+    mesh: await train({ data: 2 }, false),
+    fsdp: await train({ data: 2 }, true),
+  }
 process.stdout.write(`${JSON.stringify({ info, backend: tf.getBackend(), pid: process.pid, run })}\n`)

@@ -2,9 +2,10 @@
  * Data-parallel replicas (the mesh engine at `{ data: 2 }`) under a webgpu driver run on webgpu
  * (SwiftShader where there is no GPU): each computes its gradients on the device, reads them back
  * as one flat tensor once a step, all-reduces them over the mesh, uploads the sum once, and
- * applies AdamW on the device.
+ * applies AdamW on the device. The driver chooses webgpu as `LEVANTER_BACKEND=webgpu` asks (its replicas inherit the
+ * variable); default-selection.test.ts trains replicas and fsdp members under a driver that chose it by default.
  */
-import { beforeAll, expect, test } from 'vitest'
+import { afterAll, beforeAll, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { Dataset } from '../data/dataset.js'
 import { LocalEngine } from '../engine.js'
@@ -19,9 +20,15 @@ import { TINY_BATCH, TINY_MODELS, TINY_TOKENS } from '../test-support/backend-tr
 const SMALL = TINY_MODELS.llama
 const BATCH = 2 * TINY_BATCH.batchSize
 
+const before = process.env.LEVANTER_BACKEND
 beforeAll(async () => {
-  await initBackend('webgpu')
+  process.env.LEVANTER_BACKEND = 'webgpu'
+  expect((await initBackend()).name).toBe('webgpu')
 }, 120_000)
+afterAll(() => {
+  if (before === undefined) delete process.env.LEVANTER_BACKEND
+  else process.env.LEVANTER_BACKEND = before
+})
 
 test('2 replicas on webgpu match one webgpu process; each reads its flat gradient once a step', async () => {
   const adamw = AdamWConfig.parse({})

@@ -11,13 +11,9 @@ import { expect, test } from 'vitest'
 
 const script = path.join(import.meta.dirname, '..', 'test-support', 'default-backend.ts')
 
-async function select(
-  mode: string,
-  backend?: string,
-): Promise<{ out: Record<string, any>; logs: Record<string, any>[] }> {
+async function select(mode: string): Promise<{ out: Record<string, any>; logs: Record<string, any>[] }> {
   const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'info', LOG_FORMAT: 'json' }
   delete env.LEVANTER_BACKEND
-  if (backend) env.LEVANTER_BACKEND = backend
   const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', script, mode], {
     env,
     maxBuffer: 16 << 20,
@@ -29,15 +25,14 @@ async function select(
   return { out: JSON.parse(stdout.trim().split('\n').at(-1)!), logs }
 }
 
-/** The data-parallel and the fsdp run under one driver process, once for each LEVANTER_BACKEND; with it unset the
- * driver (`gpu`) first trains alone: the first test checks that run, the data-parallel ones compare their losses
- * with it. */
-const parallelRuns = new Map<string | undefined, ReturnType<typeof select>>()
-function selectParallel(backend: string | undefined) {
-  if (!parallelRuns.has(backend)) parallelRuns.set(backend, select(backend ? 'gpu-parallel' : 'gpu', backend))
-  return parallelRuns.get(backend)!
-}
-const selectGpu = () => selectParallel(undefined)
+/** One driver process (`gpu` mode, LEVANTER_BACKEND unset) trains alone, then over data-parallel replicas, then over
+ * fsdp members: the first test checks the run alone, the parallel ones compare their losses with it. The members are
+ * processes of their own, without the injected probe: on webgpu only because the driver put them there. A driver
+ * that chose webgpu by LEVANTER_BACKEND=webgpu hands its members the same `backend` (parallel/mesh-engine.ts reads
+ * `tf.getBackend()`, not how it was chosen): data-parallel.webgpu.test.ts trains such a driver's replica processes,
+ * and parallel/mesh.webgpu.test.ts fsdp members, on webgpu. */
+let gpuRun: ReturnType<typeof select> | undefined
+const selectGpu = () => (gpuRun ??= select('gpu'))
 
 const GPU = { vendor: 'nvidia', architecture: 'hopper', device: '0x2335', description: 'NVIDIA H200', software: false }
 
@@ -67,33 +62,25 @@ test.concurrent.for(['software', 'throws', 'none'])(
   },
 )
 
-test.each([undefined, 'webgpu'])(
-  'under a webgpu driver (LEVANTER_BACKEND=%s), data-parallel replicas train on webgpu, as one process',
-  async (backend) => {
-    const [single, driver] = [await selectGpu(), await selectParallel(backend)]
-    const mesh = driver.out.run.mesh
-    expect(driver.out.backend).toBe('webgpu')
-    expect(mesh.error).toBeUndefined()
-    expect(mesh.replicas).toEqual(['webgpu', 'webgpu'])
-    expect(driver.logs.filter((l) => /CPU kernels/.test(l.msg))).toEqual([])
-    expect(mesh.losses).toHaveLength(2)
-    const alone = single.out.run.single.losses
-    mesh.losses.forEach((l: number, i: number) => expect(Math.abs(l - alone[i])).toBeLessThan(1e-4))
-  },
-  300_000,
-)
+test('under a default-selected webgpu driver, data-parallel replicas train on webgpu, as one process', async () => {
+  const driver = await selectGpu()
+  const mesh = driver.out.run.mesh
+  expect(driver.out.backend).toBe('webgpu')
+  expect(mesh.error).toBeUndefined()
+  expect(mesh.replicas).toEqual(['webgpu', 'webgpu'])
+  expect(driver.logs.filter((l) => /CPU kernels/.test(l.msg))).toEqual([])
+  expect(mesh.losses).toHaveLength(2)
+  const alone = driver.out.run.single.losses
+  mesh.losses.forEach((l: number, i: number) => expect(Math.abs(l - alone[i])).toBeLessThan(1e-4))
+}, 300_000)
 
-test.each([undefined, 'webgpu'])(
-  'under a webgpu driver (LEVANTER_BACKEND=%s), fsdp members train on webgpu, as one process',
-  async (backend) => {
-    const [single, driver] = [await selectGpu(), await selectParallel(backend)]
-    const fsdp = driver.out.run.fsdp
-    expect(driver.out.backend).toBe('webgpu')
-    expect(fsdp.error).toBeUndefined()
-    expect(fsdp.replicas).toEqual(['webgpu', 'webgpu'])
-    expect(fsdp.losses).toHaveLength(2)
-    const alone = single.out.run.single.losses
-    fsdp.losses.forEach((l: number, i: number) => expect(Math.abs(l - alone[i])).toBeLessThan(1e-4))
-  },
-  300_000,
-)
+test('under a default-selected webgpu driver, fsdp members train on webgpu, as one process', async () => {
+  const driver = await selectGpu()
+  const fsdp = driver.out.run.fsdp
+  expect(driver.out.backend).toBe('webgpu')
+  expect(fsdp.error).toBeUndefined()
+  expect(fsdp.replicas).toEqual(['webgpu', 'webgpu'])
+  expect(fsdp.losses).toHaveLength(2)
+  const alone = driver.out.run.single.losses
+  fsdp.losses.forEach((l: number, i: number) => expect(Math.abs(l - alone[i])).toBeLessThan(1e-4))
+}, 300_000)
