@@ -7,15 +7,17 @@
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import type { Command } from 'commander'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { IrisClient } from './client.js'
 import { buildProgram, runCli } from './cli.js'
 import { isIrisError } from './errors.js'
 import { grpcLink } from './grpc-link.js'
-import { IRIS_BIN, runIris, startIris } from './internal/test-processes.js'
+import { IRIS_BIN, startIris } from './internal/test-processes.js'
 import { LocalCluster } from './local-cluster.js'
 
 let dir: string
@@ -37,6 +39,40 @@ function capture(env: NodeJS.ProcessEnv) {
 }
 
 const everyCommand = await buildProgram(capture({}).io)
+
+const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href
+/** A child job's command: it leaves its token where the test reads it. */
+const CHILD = 'printf %s "$IRIS_TOKEN" > "$IRIS_TASK_DIR/../../child-token.txt"'
+/**
+ * `iris ARGV` for each `[NAME, ARGV]` of argv[2] (JSON), one after another in one process, each as the binary runs
+ * it (`cli-main.ts`: `runCli` with this process's I/O and environment); prints `NAME=EXIT_CODE` after each.
+ */
+const CALLS = `
+const { runCli } = await import(${JSON.stringify(pathToFileURL(join(import.meta.dirname, 'cli.ts')).href)})
+const io = {
+  out: (l) => process.stdout.write(l + '\\n'),
+  err: (l) => process.stderr.write(l + '\\n'),
+  env: process.env,
+  stopped: new Promise(() => {}),
+}
+for (const [name, argv] of JSON.parse(process.argv[2]))
+  process.stdout.write(name + '=' + (await runCli(argv, io)) + '\\n')
+process.stdout.write('', () => process.exit(0))
+`
+
+/**
+ * `iris ...argv` as the binary runs it (`cli-main.ts`: the same `runCli`, this environment plus `env`), in this
+ * process: the CLI's own code without a process start (most of a short command's cost). The binary itself is
+ * started by the tests where a process matters (clusters, workers, calls from inside tasks).
+ */
+async function irisHere(
+  argv: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const c = capture({ ...process.env, LOG_FORMAT: 'json', ...env })
+  const code = await runCli(argv, c.io)
+  return { code, stdout: c.out.join('\n'), stderr: c.err.join('\n') }
+}
 
 /** Every `--flag` a message names must be an option of `iris <command>`. */
 function expectFlagsExist(message: string, command: string): void {
@@ -87,20 +123,15 @@ test('a local cluster is private: without its credential every call ' +
     link.close()
 
     // Another prefix, no token: refused, and the message names flags that exist.
-    const denied = await runIris(['list'], {
-      logDir: dir,
-      name: 'cli-denied',
-      env: { IRIS_CONTROLLER: address, MARIN_PREFIX: join(dir, 'elsewhere') },
-    })
+    const denied = await irisHere(['list'], { IRIS_CONTROLLER: address, MARIN_PREFIX: join(dir, 'elsewhere') })
     expect(denied.code).toBe(1)
     expect(denied.stderr).toMatch(/refused the call/)
     expectFlagsExist(denied.stderr.split('\n').find((l) => /refused/.test(l))!, 'list')
 
     // The same prefix: no flags needed.
-    const sub = await runIris(['submit', '--job-name', 'mine', '--wait', '--', 'true'], {
-      logDir: dir,
-      name: 'cli-ok',
-      env: { IRIS_CONTROLLER: address, MARIN_PREFIX: prefix },
+    const sub = await irisHere(['submit', '--job-name', 'mine', '--wait', '--', 'true'], {
+      IRIS_CONTROLLER: address,
+      MARIN_PREFIX: prefix,
     })
     expect(sub.stderr).toMatch(/SUCCEEDED/)
     expect(sub.code).toBe(0)
@@ -149,6 +180,7 @@ describe('what a task may do with its credential', () => {
   let admin: IrisClient
   const saved = process.env.IRIS_TOKEN
   beforeAll(async () => {
+    writeFileSync(join(dir, 'iris-calls.mjs'), CALLS)
     // The driver's own environment holds the admin token: tasks must not inherit it.
     process.env.IRIS_TOKEN = ADMIN
     cluster = await LocalCluster.start({
@@ -167,6 +199,11 @@ describe('what a task may do with its credential', () => {
   })
 
   const iris = `"${process.execPath}" "${IRIS_BIN}"`
+  // A task's further `iris` calls, in one process (CALLS): a process start is most of a short command's cost.
+  const calls = (list: [string, string[]][]) => {
+    const argv = JSON.stringify(list).replaceAll("'", "'\\''")
+    return `"${process.execPath}" --import ${TSX} "${join(dir, 'iris-calls.mjs')}" '${argv}'`
+  }
   const linesOf = async (jobId: string) => {
     const out: string[] = []
     for await (const l of admin.logs(jobId)) out.push(l.line)
@@ -181,11 +218,12 @@ describe('what a task may do with its credential', () => {
     const probe = [
       `printf %s "$IRIS_TOKEN" > token.txt`,
       `${iris} status "$IRIS_JOB_ID" --json > own.json; echo "own=$?"`,
-      `${iris} status ${other}; echo "status-other=$?"`,
-      `${iris} kill ${other}; echo "kill-other=$?"`,
-      `${iris} workers; echo "workers=$?"`,
-      `${iris} submit --job-name child --wait -- sh -c 'printf %s ` +
-        `"$IRIS_TOKEN" > "$IRIS_TASK_DIR/../../child-token.txt"'; echo "child=$?"`,
+      calls([
+        ['status-other', ['status', other]],
+        ['kill-other', ['kill', other]],
+        ['workers', ['workers']],
+        ['child', ['submit', '--job-name', 'child', '--wait', '--', 'sh', '-c', CHILD]],
+      ]),
       `cp token.txt own.json ../../`,
     ].join('\n')
     const locked = await admin.submit({ name: 'locked', command: ['sh', '-c', probe] })
@@ -370,7 +408,7 @@ test('TLS: a controller with --tls-cert/--tls-key serves workers, the ' +
     await worker.waitFor(/registered with/)
     const env = { IRIS_CONTROLLER: address, IRIS_TOKEN_FILE: tokenFile }
     // The task calls back over TLS with what the worker handed it.
-    const sub = await runIris(
+    const sub = await irisHere(
       [
         'submit',
         '--tls-ca',
@@ -383,15 +421,11 @@ test('TLS: a controller with --tls-cert/--tls-key serves workers, the ' +
         '-c',
         `"${process.execPath}" "${IRIS_BIN}" status "$IRIS_JOB_ID"`,
       ],
-      { logDir: dir, name: 'tls-cli', env },
+      env,
     )
     expect(sub.stderr).toMatch(/SUCCEEDED/)
     expect(sub.code).toBe(0)
-    const viaEnv = await runIris(['list', '--json'], {
-      logDir: dir,
-      name: 'tls-cli-env',
-      env: { ...env, IRIS_TLS_CA: join(tls, 'ca.pem') },
-    })
+    const viaEnv = await irisHere(['list', '--json'], { ...env, IRIS_TLS_CA: join(tls, 'ca.pem') })
     expect(viaEnv.code).toBe(0)
     expect(JSON.parse(viaEnv.stdout).map((j: { name: string }) => j.name)).toEqual(['over-tls'])
 
