@@ -143,11 +143,11 @@ describe.skipIf(why !== undefined)(`iris across hosts${why ? ` (skipped: ${why})
         env: hostEnv(b),
         timeoutMs: 20_000,
       })
-    const other = await run(c.address)
+    // Both at once: each is a process start (most of its time), and neither depends on the other.
+    const [other, loop] = await Promise.all([run(c.address), run('127.0.0.1:7000')])
     expect(other.code).toBe(2)
     expect(other.stderr).toContain(`--advertise ${c.address} is not an address of this host`)
     expect(other.stderr).toContain(b.address)
-    const loop = await run('127.0.0.1:7000')
     expect(loop.code).toBe(2)
     expect(loop.stderr).toContain('--advertise 127.0.0.1:7000 is a loopback address')
   }, 40_000)
