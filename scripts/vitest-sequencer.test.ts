@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest'
-import { ESTIMATES, startKey } from './vitest-sequencer.js'
+import { ESTIMATES, seededShuffle, startKey } from './vitest-sequencer.js'
 
 const order = (files: [string, { duration: number } | undefined, number][]) =>
   files
@@ -28,4 +28,13 @@ test('every estimate names a file that exists, as <project>:<path>', async () =>
     expect(existsSync(resolve(import.meta.dirname, '..', path)), key).toBe(true)
     expect(path.startsWith(`packages/${project}/`) || path.startsWith(`${project}/`), key).toBe(true)
   }
+})
+
+test('--sequence.shuffle: a seed gives one order of the same files, another seed another', () => {
+  const files = Array.from({ length: 20 }, (_, i) => `f${i}`)
+  const a = seededShuffle(files, 7)
+  expect(seededShuffle(files, 7)).toEqual(a)
+  expect([...a].sort()).toEqual([...files].sort())
+  expect(a).not.toEqual(files)
+  expect(seededShuffle(files, 8)).not.toEqual(a)
 })

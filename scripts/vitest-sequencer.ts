@@ -4,7 +4,9 @@
  * webgpu files, short files that train on SwiftShader for a minute, then start late, and with two workers the last
  * slow file to start holds the run's tail alone. Durations come from vitest's cache of earlier runs
  * (node_modules/.vite); files it has not timed take the estimates of `ESTIMATES` (seconds on a quiet 2-core
- * machine: an order, not a limit), else count as quick, larger files first.
+ * machine: an order, not a limit), else count as quick, larger files first. `--sequence.shuffle` orders the files at
+ * random instead, by `--sequence.seed` (as vitest's own sequencer does): how a run shows files that depend on
+ * each other's order.
  */
 import { relative } from 'node:path'
 import { BaseSequencer } from 'vitest/node'
@@ -40,8 +42,22 @@ export function startKey(
   return [seconds ?? 0, size ?? 0]
 }
 
+/** `items` in an order drawn from `seed` (a Fisher-Yates shuffle over a 32-bit LCG): the same seed, the same order. */
+export function seededShuffle<T>(items: readonly T[], seed: number): T[] {
+  const out = [...items]
+  let state = seed >>> 0
+  for (let i = out.length - 1; i > 0; i--) {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0
+    const j = state % (i + 1)
+    ;[out[i], out[j]] = [out[j]!, out[i]!]
+  }
+  return out
+}
+
 export default class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const { shuffle, seed } = this.ctx.config.sequence
+    if (shuffle) return seededShuffle(files, seed)
     const cache = this.ctx.cache
     const keyed = files.map((spec) => {
       const key = `${spec.project.name}:${relative(this.ctx.config.root, spec.moduleId)}`
