@@ -39,30 +39,61 @@ using levanter::View;
 constexpr int64_t MR = 6;
 constexpr int64_t NR = 16;
 
-// The AVX2 6×16 tile in twelve ymm registers.
+// The AVX2 6×16 tile in twelve ymm registers, k unrolled by 4: A's sliver is fetched 32 k ahead and B's panel
+// 2 KiB ahead (they stream from L2: the packed A block of GROUP passes outgrows a 512 KiB L2), and C's tile before
+// the FMAs when it is added to. Prefetches only: each element is the same FMA chain in k order, the same bits
+// (~4-9% more GFLOP/s on GPT-2 small's products here, a Zen 3 VM without AVX-512, median of 5 interleaved runs).
+constexpr int64_t PREFETCH_A = 192, PREFETCH_B = 512;  // floats ahead
+
+#define LEVANTER_AVX2_STEP(u)                                                    \
+  {                                                                              \
+    const __m256 b0 = _mm256_load_ps(b + NR * (u)), b1 = _mm256_load_ps(b + NR * (u) + 8); \
+    const float* au = a + MR * (u);                                              \
+    __m256 x = _mm256_broadcast_ss(au);                                          \
+    c00 = _mm256_fmadd_ps(x, b0, c00);                                           \
+    c01 = _mm256_fmadd_ps(x, b1, c01);                                           \
+    x = _mm256_broadcast_ss(au + 1);                                             \
+    c10 = _mm256_fmadd_ps(x, b0, c10);                                           \
+    c11 = _mm256_fmadd_ps(x, b1, c11);                                           \
+    x = _mm256_broadcast_ss(au + 2);                                             \
+    c20 = _mm256_fmadd_ps(x, b0, c20);                                           \
+    c21 = _mm256_fmadd_ps(x, b1, c21);                                           \
+    x = _mm256_broadcast_ss(au + 3);                                             \
+    c30 = _mm256_fmadd_ps(x, b0, c30);                                           \
+    c31 = _mm256_fmadd_ps(x, b1, c31);                                           \
+    x = _mm256_broadcast_ss(au + 4);                                             \
+    c40 = _mm256_fmadd_ps(x, b0, c40);                                           \
+    c41 = _mm256_fmadd_ps(x, b1, c41);                                           \
+    x = _mm256_broadcast_ss(au + 5);                                             \
+    c50 = _mm256_fmadd_ps(x, b0, c50);                                           \
+    c51 = _mm256_fmadd_ps(x, b1, c51);                                           \
+  }
+
 void kernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, bool add) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (int64_t k = 0; k < kb; k++) {
-    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-    __m256 x = _mm256_broadcast_ss(a);
-    c00 = _mm256_fmadd_ps(x, b0, c00);
-    c01 = _mm256_fmadd_ps(x, b1, c01);
-    x = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(x, b0, c10);
-    c11 = _mm256_fmadd_ps(x, b1, c11);
-    x = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(x, b0, c20);
-    c21 = _mm256_fmadd_ps(x, b1, c21);
-    x = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(x, b0, c30);
-    c31 = _mm256_fmadd_ps(x, b1, c31);
-    x = _mm256_broadcast_ss(a + 4);
-    c40 = _mm256_fmadd_ps(x, b0, c40);
-    c41 = _mm256_fmadd_ps(x, b1, c41);
-    x = _mm256_broadcast_ss(a + 5);
-    c50 = _mm256_fmadd_ps(x, b0, c50);
-    c51 = _mm256_fmadd_ps(x, b1, c51);
+  const auto fetch = [](const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); };
+  if (add)
+    for (int64_t i = 0; i < MR; i++) {
+      fetch(c + i * ldc);
+      fetch(c + i * ldc + NR - 1);
+    }
+  int64_t k = 0;
+  for (; k + 4 <= kb; k += 4) {
+    fetch(a + PREFETCH_A);
+    fetch(b + PREFETCH_B);
+    LEVANTER_AVX2_STEP(0)
+    fetch(b + PREFETCH_B + NR);
+    LEVANTER_AVX2_STEP(1)
+    fetch(b + PREFETCH_B + 2 * NR);
+    LEVANTER_AVX2_STEP(2)
+    fetch(b + PREFETCH_B + 3 * NR);
+    LEVANTER_AVX2_STEP(3)
+    a += 4 * MR;
+    b += 4 * NR;
+  }
+  for (; k < kb; k++) {
+    LEVANTER_AVX2_STEP(0)
     a += MR;
     b += NR;
   }
@@ -78,6 +109,7 @@ void kernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, b
     }
   }
 }
+#undef LEVANTER_AVX2_STEP
 
 bool useAvx512 = false;  // set by Init where the CPU has AVX-512F; setIsa() switches (tests)
 bool useBf16 = false;    // setPrecision("bf16") (where bf16Here()): every product on native/gemm-bf16.cc
