@@ -8,7 +8,8 @@
  * the whole call, prefill included; median of `runs` after one warm-up), the same over the process's CPU time (the
  * rate a core of our own would give: robust to other processes' time slices, not to their memory traffic), the
  * bytes a token reads in float32 and in bf16, the memory bandwidth the native addon measures on one thread (a
- * STREAM-style copy, triad and read-only sum; absent where the addon does not run), the 1-minute load, and the
+ * STREAM-style copy, triad and read-only sum; absent where the addon does not run), on LEVANTER_THREADS > 1 the
+ * same on the pool's threads (`…GBsThreads`: the roofline of a step split over them), the 1-minute load, and the
  * peak RSS of the decoding (before the bandwidth's arrays).
  * `node --import tsx bench/decode-roofline.ts [runs] [--profile]`: --profile also prints where a step goes.
  */
@@ -17,7 +18,7 @@ import { initBackend } from '../src/backend.js'
 import { generate } from '../src/generate.js'
 import type { GenerateOptions } from '../src/generate.js'
 import { useNativeDecodeStep } from '../src/kernels/native-gemv-decode.js'
-import { bf16Unavailable, nativeGemm } from '../src/kernels/native-gemm.js'
+import { bf16Unavailable, nativeGemm, threadCount } from '../src/kernels/native-gemm.js'
 import { Gpt2LM } from '../src/models/lm.js'
 import { profileDecodeStep } from './decode-profile.js'
 
@@ -84,6 +85,10 @@ const addon = nativeGemm().addon
 const bw = addon?.memoryBandwidth
   ? (addon.memoryBandwidth(256, 5) as { copy: number; triad: number; read: number; copyCpu?: number; readCpu?: number })
   : undefined
+// on LEVANTER_THREADS > 1, the same on the pool's threads (the step's products split over them): the roofline of
+// a step on that many threads
+const threads = threadCount()
+const bwThreads = addon?.memoryBandwidth && threads > 1 ? addon.memoryBandwidth(256, 5, threads) : undefined
 console.log(
   JSON.stringify({
     variant: 'decode-gpt2-small',
@@ -110,6 +115,15 @@ console.log(
           triadGBs: bw.triad,
           readGBs: bw.read,
           ...(bw.copyCpu === undefined ? {} : { copyCpuGBs: bw.copyCpu, readCpuGBs: bw.readCpu }),
+        }
+      : {}),
+    threads,
+    ...(bwThreads
+      ? {
+          copyGBsThreads: bwThreads.copy,
+          readGBsThreads: bwThreads.read,
+          copyCpuGBsThreads: bwThreads.copyCpu,
+          readCpuGBsThreads: bwThreads.readCpu,
         }
       : {}),
     load: os.loadavg()[0],

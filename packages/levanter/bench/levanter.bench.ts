@@ -11,7 +11,8 @@
  * Then GPT-2 small's cached greedy decoding at batch 1 on one thread (bench/decode-roofline.ts) against the PyTorch
  * reference's KV-cache loop, rounds interleaved (LEVANTER_BENCH_DECODE_ROUNDS @default 3, 0 skips it), with this
  * machine's one-thread memory bandwidth (the native addon's STREAM-style copy, triad and read) and the roofline
- * fraction: tokens/s ÷ (bandwidth ÷ the weight bytes a token reads). With the rounds, bf16 against fp32 GEMM GFLOP/s
+ * fraction: tokens/s ÷ (bandwidth ÷ the weight bytes a token reads); on two cores also the same decoding on 2 threads
+ * against the 2-thread bandwidth (`…_2_threads` lines). With the rounds, bf16 against fp32 GEMM GFLOP/s
  * at GPT-2 small's MLP and vocab-head shapes (bench/bf16-gemm.ts; skipped, saying why, without AVX512_BF16).
  * Then GPT-2 small training against PyTorch on 1 and 2 cores with peak RSS (bench/gpt2-sizes.ts).
  */
@@ -315,15 +316,45 @@ const torchDecodeRun = (py: string): RunSpec => {
   const flags = ['--vocab', '50257', '--context', '1024', '--prompt', '16', '--decode', '32']
   return { ...spec, label: 'pytorch decode GPT-2 small', args: [...spec.args, ...flags] }
 }
+// the same on two threads (the step's products split over both cores) where the machine has them
+const decodeRun2: RunSpec = {
+  ...decodeRun,
+  label: 'decode GPT-2 small, 2 threads',
+  env: { ...decodeRun.env, LEVANTER_THREADS: '2' },
+}
+const decodeOn2 = os.availableParallelism() >= 2
 const decodes: Result[] = [],
+  decodes2: Result[] = [],
   torchDecodes: Result[] = []
 for (let r = 0; r < decodeRounds; r++) {
   decodes.push(run(decodeRun))
+  if (decodeOn2) decodes2.push(run(decodeRun2))
   if (python) torchDecodes.push(checkBlas(run(torchDecodeRun(python))))
   process.stderr.write(
-    `decode round ${r + 1} tokens/s: levanter ${decodes[r]!.tokensPerSec!.toFixed(2)}, ` +
+    `decode round ${r + 1} tokens/s: levanter ${decodes[r]!.tokensPerSec!.toFixed(2)}` +
+      `${decodeOn2 ? ` (2 threads ${decodes2[r]!.tokensPerSec!.toFixed(2)})` : ''}, ` +
       `PyTorch ${torchDecodes[r]?.tokensPerSec?.toFixed(2) ?? '-'}; load ${os.loadavg()[0]!.toFixed(1)}\n`,
   )
+}
+if (decodeRounds > 0 && decodeOn2) {
+  emit({
+    bench: b,
+    metric: 'decode_tokens_per_s_gpt2_small_2_threads',
+    value: m(decodes2, 'tokensPerSec'),
+    unit: 'tokens/s',
+    baseline: m(decodes, 'tokensPerSec'),
+  })
+  if (decodes2[0]!.readGBsThreads !== undefined) {
+    for (const k of ['copy', 'read'])
+      emit({ bench: b, metric: `memory_bandwidth_${k}_2_threads`, value: m(decodes2, `${k}GBsThreads`), unit: 'GB/s' })
+    // two threads' tokens/s against two threads' bandwidth (the read-only sum: a product's pattern) ÷ bytes per token
+    emit({
+      bench: b,
+      metric: 'decode_roofline_fraction_gpt2_small_2_threads_vs_read',
+      value: median(decodes2.map((x) => x.tokensPerSec! / ((x.readGBsThreads! * 1e9) / x.weightBytesPerToken!))),
+      unit: 'fraction',
+    })
+  }
 }
 if (decodeRounds > 0) {
   const tps = m(decodes, 'tokensPerSec'),

@@ -1,8 +1,11 @@
-// This machine's memory bandwidth on one thread, STREAM-style: three float arrays far larger than
-// the caches, timed over copy (a = b), triad (a = b + s·c) and a read-only sum of a, best of a few
-// passes each, on huge pages where the kernel gives them; each over the wall clock and over the
-// thread's CPU time (copyCpu, triadCpu, readCpu: on a shared machine, what a core of our own gives,
-// to set beside a bench's tokens per CPU second). Bytes are counted as STREAM counts them (the
+// This machine's memory bandwidth on one thread or several, STREAM-style: three float arrays far larger
+// than the caches, timed over copy (a = b), triad (a = b + s·c) and a read-only sum of a, best of a few
+// passes each, on huge pages where the kernel gives them; each over the wall clock and over CPU time
+// (copyCpu, triadCpu, readCpu: on a shared machine, what a core of our own gives, to set beside a bench's
+// tokens per CPU second; with several threads, the bytes over all their CPU seconds, so a per-core rate).
+// With `threads` > 1 (the pool's threads, however many it has) each pass is split in 1 MiB chunks that the
+// pool's threads claim in turn (Pool::parallel_chunks), as a decode step's products are: what that many
+// threads get on this machine as it is, a worker without a core included. Bytes are counted as STREAM counts them (the
 // arrays each pass names: 2, 3 and 1, no write-allocate traffic), in GB/s of 10^9 bytes. The bench
 // divides it by the bytes a decoded token reads (its weights) for generation's roofline; the
 // read-only sum is the pattern of a matrix–vector product.
@@ -10,11 +13,13 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 
 #include "ops.h"
+#include "pool.h"
 
 namespace levanter::ops {
 
@@ -25,9 +30,9 @@ double seconds() {
 }
 
 // This thread's CPU time: on a shared machine the wall clock counts other processes' time slices too.
-double cpuSeconds() {
+double cpuSeconds(bool process) {
   timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  clock_gettime(process ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
@@ -47,12 +52,16 @@ float readSum(const float* a, int64_t n) {
 
 }  // namespace
 
-// memoryBandwidth(megabytes, repeats) → { copy, triad, read } GB/s on the calling thread.
+// memoryBandwidth(megabytes, repeats, threads?) → { copy, triad, read, …Cpu, threads } GB/s on the calling thread,
+// or with threads > 1 on all the pool's threads (answered as `threads`).
 napi_value MemoryBandwidth(napi_env env, napi_callback_info info) {
-  Args args(env, info, "memoryBandwidth(megabytes, repeats: number)", 2);
-  const int64_t mb = args.integer(0), repeats = args.integer(1);
-  if (!args.ok || mb < 1 || mb > 4096 || repeats < 1 || repeats > 100)
-    return fail(env, "memoryBandwidth(megabytes, repeats): megabytes a whole number from 1 to 4096, repeats 1 to 100");
+  Args args(env, info, "memoryBandwidth(megabytes, repeats: number, threads?: number)", 3);
+  if (args.argc == 2) args.ok = true;  // threads left out
+  const int64_t mb = args.integer(0), repeats = args.integer(1), want = args.argc == 3 ? args.integer(2) : 1;
+  if (!args.ok || mb < 1 || mb > 4096 || repeats < 1 || repeats > 100 || want < 1 || want > 64)
+    return fail(env, "memoryBandwidth(megabytes, repeats, threads?): megabytes a whole number from 1 to 4096, "
+                     "repeats 1 to 100, threads 1 to 64");
+  const int64_t threads = want > 1 ? Pool::get().threads() : 1;
   const int64_t n = (mb * 1000000 / 4) & ~int64_t{31};
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   // on 2 MiB pages where the kernel gives them, as the weights decoding streams are (native/gemv.cc)
@@ -71,27 +80,36 @@ napi_value MemoryBandwidth(napi_env env, napi_callback_info info) {
     std::free(c);
     return fail(env, "memoryBandwidth: out of memory for its three arrays; ask for fewer megabytes");
   }
-  for (int64_t i = 0; i < n; i++) a[i] = 1.0f, b[i] = 2.0f, c[i] = 0.5f;
-  // best of the passes, GB/s over the wall clock ([0]) and over this thread's CPU time ([1])
+  // each pass over chunks of whole 32-float blocks, one per thread (the chunks a pass's own threads touch first)
+  const int64_t blocks = n / 32;
+  const auto split = [&](const auto& chunk) {
+    if (threads == 1) chunk(int64_t{0}, n);
+    else parallel_chunks(blocks, 8192, [&](int64_t b0, int64_t b1) { chunk(b0 * 32, b1 * 32); });
+  };
+  split([&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) a[i] = 1.0f, b[i] = 2.0f, c[i] = 0.5f;
+  });
+  // best of the passes, GB/s over the wall clock ([0]) and over CPU time ([1]: this thread's, or with several
+  // threads the process's, which they all add to)
   double copy[2] = {0, 0}, triad[2] = {0, 0}, read[2] = {0, 0};
-  volatile float sink = 0;
+  std::atomic<float> sink{0};
   const __m256 s = _mm256_set1_ps(3.0f);
-  const auto timed = [&](double* best, double count, const auto& pass) {
-    const double t = seconds(), u = cpuSeconds();
-    pass();
-    const double dt = seconds() - t, du = cpuSeconds() - u;
+  const auto timed = [&](double* best, double count, const auto& chunk) {
+    const double t = seconds(), u = cpuSeconds(threads > 1);
+    split(chunk);
+    const double dt = seconds() - t, du = cpuSeconds(threads > 1) - u;
     if (count * bytes / dt > best[0]) best[0] = count * bytes / dt;
     if (du > 0 && count * bytes / du > best[1]) best[1] = count * bytes / du;
   };
   for (int64_t r = 0; r < repeats; r++) {
-    timed(copy, 2.0, [&] {
-      for (int64_t i = 0; i < n; i += 8) _mm256_store_ps(a + i, _mm256_load_ps(b + i));
+    timed(copy, 2.0, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; i += 8) _mm256_store_ps(a + i, _mm256_load_ps(b + i));
     });
-    timed(triad, 3.0, [&] {
-      for (int64_t i = 0; i < n; i += 8)
+    timed(triad, 3.0, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; i += 8)
         _mm256_store_ps(a + i, _mm256_add_ps(_mm256_load_ps(b + i), _mm256_mul_ps(s, _mm256_load_ps(c + i))));
     });
-    timed(read, 1.0, [&] { sink = sink + readSum(a, n); });
+    timed(read, 1.0, [&](int64_t i0, int64_t i1) { sink.store(sink.load() + readSum(a + i0, i1 - i0)); });
   }
   std::free(a);
   std::free(b);
@@ -104,6 +122,7 @@ napi_value MemoryBandwidth(napi_env env, napi_callback_info info) {
   napi_set_named_property(env, out, "copyCpu", number(env, copy[1] / 1e9));
   napi_set_named_property(env, out, "triadCpu", number(env, triad[1] / 1e9));
   napi_set_named_property(env, out, "readCpu", number(env, read[1] / 1e9));
+  napi_set_named_property(env, out, "threads", number(env, static_cast<double>(threads)));
   return out;
 }
 

@@ -140,9 +140,15 @@ export type NativeGemmAddon = NativeOps & {
    * from addons built before it. */
   setSmallM?(on?: boolean): boolean
   /**
-   * This machine's memory bandwidth on the calling thread alone, STREAM-style over arrays of `megabytes` MB each
-   * (far past the caches), best of `repeats`: copy (a = b, 2 arrays' bytes a pass), triad (a = b + s·c, 3) and a
-   * read-only sum (1), in GB/s (10^9 bytes). Absent from addons built before it (callers check).
+   * This machine's memory bandwidth on the calling thread alone, or with `threads` > 1 on all the pool's threads
+   * (each pass in chunks they claim in turn, as the decode step's products are), STREAM-style over arrays of
+   * `megabytes` MB each (far past the caches), best of `repeats`: copy (a = b, 2 arrays' bytes a pass), triad
+   * (a = b + s·c, 3) and a read-only sum (1), in GB/s (10^9 bytes); `…Cpu`: over the CPU time spent, so per core.
+   * Absent from addons built before it (callers check).
    */
-  memoryBandwidth?(megabytes: number, repeats: number): { copy: number; triad: number; read: number }
+  memoryBandwidth?(
+    megabytes: number,
+    repeats: number,
+    threads?: number,
+  ): { copy: number; triad: number; read: number; copyCpu: number; readCpu: number; threads: number }
 }

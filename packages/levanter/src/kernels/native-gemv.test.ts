@@ -166,6 +166,32 @@ describe.skipIf(!addon)('native small-M GEMM (native/gemv.cc)', () => {
     expect(c).toEqual(one)
   })
 
+  // B rows contiguous on several threads splits by 256-deep passes (the passes past the last whole round by columns),
+  // each pass's sums added to C in pass order afterwards: the one-thread bits, accumulating or not
+  test.each([
+    { M: 1, K: 768, N: 2304 },
+    { M: 4, K: 777, N: 1029 },
+    { M: 2, K: 3072, N: 771 },
+    { M: 3, K: 513, N: 13 },
+  ])('the split by passes over 2 and 3 threads changes no bit, M $M, K $K, N $N', (s) => {
+    const p = { ...s, tA: false, tB: false }
+    const { c, pa, pb, pc } = place(p, 41)
+    const start = fill(p.M * p.N, 13)
+    for (const accumulate of [false, true]) {
+      addon!.setThreads(1)
+      c.set(start)
+      gemm(p, pa, pb, pc, accumulate)
+      const one = c.slice()
+      for (const t of [2, 3]) {
+        addon!.setThreads(t)
+        c.set(start)
+        gemm(p, pa, pb, pc, accumulate)
+        expect(c).toEqual(one)
+      }
+    }
+    addon!.setThreads(1)
+  })
+
   test('the affine layer on one row: bias plus the product', () => {
     const [inF, outF] = [777, 61]
     const x = fill(inF, 1),
@@ -183,17 +209,23 @@ describe.skipIf(!addon)('native small-M GEMM (native/gemv.cc)', () => {
 })
 
 describe.skipIf(!addon?.memoryBandwidth)('memoryBandwidth (native/stream.cc)', () => {
-  test('answers positive GB/s for copy, triad and read', () => {
-    const bw = addon!.memoryBandwidth!(8, 1)
-    for (const k of ['copy', 'triad', 'read'] as const) {
-      expect(Number.isFinite(bw[k])).toBe(true)
-      expect(bw[k]).toBeGreaterThan(0)
+  test("answers positive GB/s for copy, triad and read, on one thread or the pool's", () => {
+    for (const threads of [1, 2]) {
+      addon!.setThreads(2)
+      const bw = addon!.memoryBandwidth!(8, 1, threads)
+      addon!.setThreads(1)
+      expect(bw.threads).toBe(threads)
+      for (const k of ['copy', 'triad', 'read'] as const) {
+        expect(Number.isFinite(bw[k])).toBe(true)
+        expect(bw[k]).toBeGreaterThan(0)
+      }
     }
   })
 
   test('bad sizes are a RangeError naming the call', () => {
     expect(() => addon!.memoryBandwidth!(0, 1)).toThrow(/memoryBandwidth\(megabytes, repeats/)
     expect(() => addon!.memoryBandwidth!(8, 1.5)).toThrow(/memoryBandwidth/)
+    expect(() => addon!.memoryBandwidth!(8, 1, 0)).toThrow(/threads 1 to 64/)
   })
 })
 
