@@ -7,7 +7,8 @@
  *
  *   node --import tsx experiments/bf16-curve.ts        (BF16_CURVE_STEPS=100 for a shorter run)
  *
- * Needs a CPU with AVX512_BF16 and levanter's native kernels; elsewhere the bf16 step fails naming why.
+ * Needs levanter's native kernels (elsewhere the bf16 step fails naming why); on a CPU without AVX512_BF16 the bf16
+ * products are emulated (native/gemm-bf16-emu.cc: vdpbf16ps's arithmetic on AVX2 FMAs, no faster than fp32).
  */
 import { Experiment, runIfMain, trainStep } from '@marin/marin'
 import type { ExperimentRecord } from '@marin/marin'

@@ -3,7 +3,7 @@
   "targets": [
     {
       "target_name": "levanter_gemm",
-      "sources": ["gemm.cc", "gemv.cc", "decode.cc", "stream.cc", "ops.cc", "ops-norm.cc", "ops-softmax.cc", "ops-attention.cc", "ops-loss.cc"],
+      "sources": ["gemm.cc", "gemm-bf16-emu.cc", "gemv.cc", "decode.cc", "stream.cc", "ops.cc", "ops-norm.cc", "ops-softmax.cc", "ops-attention.cc", "ops-loss.cc"],
       "cflags_cc": ["-O3", "-mavx2", "-mfma", "-std=c++17", "-ffp-contract=off", "-pthread"],
       "cflags_cc!": ["-fno-exceptions"],
       "ldflags": ["-pthread"],

@@ -22,23 +22,18 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "bf16-pairs.h"
 #include "gemm-impl.h"
 
 namespace {
 
+using levanter::bf16;
+using levanter::packPairsB;
 using levanter::View;
 
 constexpr int64_t MR = 12;
 constexpr int64_t NR = 32;
 constexpr int64_t NCB = 512;  // columns per packed B block: K/2 × 512 words (768 KiB at K = 768) stays in L2
-
-// float → bfloat16 bits, round to nearest even; NaN → a quiet NaN (0x7fc0 with the sign), as PyTorch.
-inline uint32_t bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) & 0x8000u) | 0x7fc0u;
-  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
 
 // A growing per-thread buffer of 32-bit words, 64-byte aligned.
 struct Buffer {
@@ -69,30 +64,6 @@ void packPairsA(const View& a, int64_t M, int64_t K, int64_t Kp, uint32_t* dst) 
       for (int64_t i = rows; i < MR; i++) dst[kp * MR + i] = 0u;
     }
     dst += Kp * MR;
-  }
-}
-
-// dst[p][kp][j] = pair(op(B)(2kp, n0 + p·NR + j), op(B)(2kp + 1, ·)), zero past column n0 + nb and row K.
-void packPairsB(const View& b, int64_t n0, int64_t nb, int64_t K, int64_t Kp, uint32_t* dst) {
-  for (int64_t p = 0; p < nb; p += NR) {
-    const int64_t cols = nb - p < NR ? nb - p : NR;
-    for (int64_t kp = 0; kp < Kp; kp++) {
-      const int64_t k = 2 * kp;
-      uint32_t* d = dst + kp * NR;
-      if (b.cs == 1 && k + 1 < K) {
-        const float* r0 = b.x + k * b.rs + n0 + p;
-        const float* r1 = r0 + b.rs;
-        for (int64_t j = 0; j < cols; j++) d[j] = bf16(r0[j]) | (bf16(r1[j]) << 16);
-      } else {
-        for (int64_t j = 0; j < cols; j++) {
-          const uint32_t lo = k < K ? bf16(b.at(k, n0 + p + j)) : 0u;
-          const uint32_t hi = k + 1 < K ? bf16(b.at(k + 1, n0 + p + j)) : 0u;
-          d[j] = lo | (hi << 16);
-        }
-      }
-      for (int64_t j = cols; j < NR; j++) d[j] = 0u;
-    }
-    dst += Kp * NR;
   }
 }
 
@@ -185,7 +156,7 @@ __attribute__((target("amx-tile,amx-bf16"))) bool gemmAmx(const View& a, const V
   alignas(64) float tile[32 * 32];
   for (int64_t n0 = 0; n0 < N; n0 += NCB) {
     const int64_t nb = N - n0 < NCB ? N - n0 : NCB;
-    packPairsB(b, n0, nb, K, Kp16, pb);
+    packPairsB<NR>(b, n0, nb, K, Kp16, pb);
     for (int64_t m0 = 0; m0 < M; m0 += 32) {
       const int64_t rows = M - m0 < 32 ? M - m0 : 32;
       const uint32_t* a0 = pa + m0 * Kp16;
@@ -235,6 +206,8 @@ __attribute__((target("amx-tile,amx-bf16"))) bool gemmAmx(const View& a, const V
 
 namespace levanter {
 
+bool bf16UsesAmx() { return amxReady(); }
+
 // C (+)= bf16(op(A))·bf16(op(B)) on the calling thread, C row-major M×N with rows ldc floats apart; false
 // when the packing buffers cannot be allocated.
 bool gemmBf16(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N, bool accumulate) {
@@ -253,7 +226,7 @@ bool gemmBf16(const View& a, const View& b, float* c, int64_t ldc, int64_t M, in
   alignas(64) float tile[MR * NR];
   for (int64_t n0 = 0; n0 < N; n0 += NCB) {
     const int64_t nb = N - n0 < NCB ? N - n0 : NCB;
-    packPairsB(b, n0, nb, K, Kp, pb);
+    packPairsB<NR>(b, n0, nb, K, Kp, pb);
     for (int64_t s = 0; s < slivers; s++) {
       const int64_t m0 = s * MR, rows = M - m0 < MR ? M - m0 : MR;
       const uint32_t* as = pa + s * Kp * MR;

@@ -29,6 +29,10 @@ namespace levanter {
 // native/gemm-bf16.cc (compiled with -mavx512bf16): C (+)= bf16(op(A))·bf16(op(B)), float32 sums; false when out of
 // memory for its packing buffers.
 bool gemmBf16(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N, bool accumulate);
+bool bf16UsesAmx();  // native/gemm-bf16.cc: AMX tiles where the CPU has them (and LEVANTER_BF16_AMX is not 0)
+// native/gemm-bf16-emu.cc (AVX2): the same products as gemmBf16's vdpbf16ps kernel, emulated
+bool gemmBf16Emulated(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
+                      bool accumulate);
 }  // namespace levanter
 
 namespace {
@@ -112,14 +116,16 @@ void kernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, b
 #undef LEVANTER_AVX2_STEP
 
 bool useAvx512 = false;  // set by Init where the CPU has AVX-512F; setIsa() switches (tests)
-bool useBf16 = false;    // setPrecision("bf16") (where bf16Here()): every product on native/gemm-bf16.cc
+bool useBf16 = false;    // setPrecision("bf16"): every product on native/gemm-bf16.cc or its emulation
+bool emulateBf16 = true;  // set by setPrecision("bf16"): no AVX512_BF16 here, or LEVANTER_BF16_EMULATE=1
 
 // One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart, on the widest kernel (or the bf16
 // one); false when out of memory for the bf16 kernel's packing buffers.
 bool gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N, bool accumulate) {
 #ifdef LEVANTER_BF16
-  if (useBf16) return levanter::gemmBf16(a, b, c, ldc, M, K, N, accumulate);
+  if (useBf16 && !emulateBf16) return levanter::gemmBf16(a, b, c, ldc, M, K, N, accumulate);
 #endif
+  if (useBf16) return levanter::gemmBf16Emulated(a, b, c, ldc, M, K, N, accumulate);
   // a few rows (decoding): B streamed in place, no packing (native/gemv.cc; the same bits)
   if (levanter::smallMHandles(b, M, K, N) && levanter::gemmSmallM(a, b, c, ldc, M, K, N, accumulate, false))
     return true;
@@ -333,8 +339,26 @@ napi_value HasBf16(napi_env env, napi_callback_info) {
   return r;
 }
 
-// setPrecision(name?): the products' operands, "fp32" (the default) or "bf16" (native/gemm-bf16.cc, where
-// hasBf16()); answers the one in use (no argument: just answers).
+// Whether bf16 products run emulated (native/gemm-bf16-emu.cc): the CPU lacks AVX512_BF16 (or the addon was built
+// without it), or LEVANTER_BF16_EMULATE=1 (read here, on the calling thread, when bf16 is switched on).
+bool bf16EmulatedHere() {
+  const char* env = std::getenv("LEVANTER_BF16_EMULATE");
+  return !bf16Here() || (env && env[0] == '1');
+}
+
+// bf16Kernel(): the kernel setPrecision("bf16") runs the products on here: "amx", "vdpbf16ps" or "emulated".
+napi_value Bf16Kernel(napi_env env, napi_callback_info) {
+  const char* name = "emulated";
+#ifdef LEVANTER_BF16
+  if (!bf16EmulatedHere()) name = levanter::bf16UsesAmx() ? "amx" : "vdpbf16ps";
+#endif
+  napi_value r;
+  napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &r);
+  return r;
+}
+
+// setPrecision(name?): the products' operands, "fp32" (the default) or "bf16" (native/gemm-bf16.cc where hasBf16(),
+// else its emulation, native/gemm-bf16-emu.cc); answers the one in use (no argument: just answers).
 napi_value SetPrecision(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
@@ -345,10 +369,7 @@ napi_value SetPrecision(napi_env env, napi_callback_info info) {
     if (napi_get_value_string_utf8(env, argv[0], name, sizeof(name), &len) != napi_ok)
       return fail(env, "setPrecision takes \"fp32\" or \"bf16\"");
     if (std::strcmp(name, "fp32") == 0) useBf16 = false;
-    else if (std::strcmp(name, "bf16") == 0 && bf16Here()) useBf16 = true;
-    else if (std::strcmp(name, "bf16") == 0)
-      return fail(env,
-                  "setPrecision: bf16 is unavailable (this CPU lacks AVX512_BF16, or the addon was built without it)");
+    else if (std::strcmp(name, "bf16") == 0) useBf16 = true, emulateBf16 = bf16EmulatedHere();
     else return fail(env, "setPrecision takes \"fp32\" or \"bf16\"");
   }
   napi_value r;
@@ -364,9 +385,10 @@ napi_value Init(napi_env env, napi_value exports) {
       {"setIsa", nullptr, SetIsa, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"hasBf16", nullptr, HasBf16, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"setPrecision", nullptr, SetPrecision, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"bf16Kernel", nullptr, Bf16Kernel, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   useAvx512 = avx512Here();
-  napi_define_properties(env, exports, 6, props);
+  napi_define_properties(env, exports, 7, props);
   return RegisterOps(env, exports);
 }
 

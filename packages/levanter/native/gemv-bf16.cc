@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "bf16-pairs.h"
 #include "gemv-bf16.h"
 #include "pool.h"
 
@@ -21,13 +22,6 @@ namespace {
 
 constexpr int64_t PANEL = 64;  // columns per panel: four 16-lane accumulators per row of A
 constexpr int PF_BYTES = 2048;  // software prefetch distance along the stream
-
-inline uint32_t bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) & 0x8000u) | 0x7fc0u;
-  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
 
 // Columns of panels [p0, p1) for rows i0 … i0+M-1 of the bf16 pairs of A (ap: Kp words per row).
 template <int M>

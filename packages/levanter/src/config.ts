@@ -81,8 +81,9 @@ export const TrainerConfig = z.strictObject({
     .enum(['fp32', 'bf16'])
     .default('fp32')
     .describe(
-      "the matrix products' operands: bf16 rounds them to bfloat16 and sums in float32 (the native bf16 GEMM: a CPU " +
-        'with AVX512_BF16, in one process); master weights and AdamW stay float32',
+      "the matrix products' operands: bf16 rounds them to bfloat16 and sums in float32 (the native bf16 GEMM: " +
+        'vdpbf16ps or AMX where the CPU has them, else emulated on AVX2, no faster than fp32; in one process); ' +
+        'master weights and AdamW stay float32',
     ),
   peakFlops: z
     .number()

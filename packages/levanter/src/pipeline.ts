@@ -15,7 +15,7 @@ import { LocalEngine } from './engine.js'
 import type { Engine, StepResult } from './engine.js'
 import { isLevanterError, LevanterError } from './errors.js'
 import { measurePeakFlops } from './flops.js'
-import { setMatmulPrecision } from './kernels/native-gemm.js'
+import { bf16Kernel, setMatmulPrecision } from './kernels/native-gemm.js'
 import { nativeKernels } from './kernels/native-ops.js'
 import type { CausalLM } from './models/lm.js'
 import { learningRateAt } from './optim/schedule.js'
@@ -98,20 +98,29 @@ export class Pipeline {
       : undefined
     const adamw = { beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: c.weightDecay, maxGradNorm: c.maxGradNorm }
     const members = c.mesh.data * c.mesh.model
-    if (c.precision === 'bf16' && (members > 1 || c.fsdp || !nativeKernels()))
+    // a mesh's members set it around their own calls (mesh-replica.ts), each on its own native addon
+    if (c.precision === 'bf16' && !nativeKernels())
       throw new LevanterError(
         'BAD_CONFIG',
-        'trainer config: precision bf16 runs on the native bf16 GEMM in one process: ' +
-          (members > 1 || c.fsdp
-            ? `not under mesh ${JSON.stringify(c.mesh)}${c.fsdp ? ' with fsdp' : ''} yet; train in one process`
-            : `the ${backend.name} backend does not run the native GEMM; use the wasm backend`) +
-          ' or precision fp32',
+        'trainer config: precision bf16 runs on the native bf16 GEMM: ' +
+          `the ${backend.name} backend does not run the native GEMM; use the wasm backend or precision fp32`,
+      )
+    if (c.precision === 'bf16' && bf16Kernel() === 'emulated')
+      log.warn(
+        { precision: 'bf16', kernel: 'emulated' },
+        'precision bf16: this CPU lacks AVX512_BF16, so the products are emulated on AVX2 FMAs ' +
+          "(bf16 operands, float32 sums: vdpbf16ps's numbers, no faster than fp32)",
       )
     // mesh members follow a webgpu driver onto the device (parallel/mesh-replica.ts)
     const makeEngine = async (): Promise<Engine> =>
       members === 1 && !c.fsdp
         ? new LocalEngine(model, adamw, c.microbatches)
-        : await MeshEngine.create(model, adamw, { mesh: c.mesh, fsdp: c.fsdp, microbatches: c.microbatches })
+        : await MeshEngine.create(model, adamw, {
+            mesh: c.mesh,
+            fsdp: c.fsdp,
+            microbatches: c.microbatches,
+            precision: c.precision,
+          })
     const placement = members > 1 || c.fsdp ? placementClient(c.placement) : undefined
     const engine = placement
       ? await withClient(placement, makeEngine).catch(async (err: unknown) => {

@@ -5,7 +5,7 @@
 import { TrainerConfig, trainerConfigIssues } from './config.js'
 import type { TrainerConfigInput } from './config.js'
 import { LevanterError } from './errors.js'
-import { bf16Unavailable } from './kernels/native-gemm.js'
+import { bf16ProductsUnavailable } from './kernels/native-gemm.js'
 import type { Tracker } from './trackers.js'
 
 export { TrainerConfig } from './config.js'
@@ -43,7 +43,7 @@ export class Trainer {
     const issues = trainerConfigIssues(config)
     if (issues.length) throw new LevanterError('BAD_CONFIG', `trainer config: ${issues.join('; ')}`)
     this.config = TrainerConfig.parse(config)
-    const noBf16 = this.config.precision === 'bf16' ? bf16Unavailable() : undefined
+    const noBf16 = this.config.precision === 'bf16' ? bf16ProductsUnavailable() : undefined
     if (noBf16) throw new LevanterError('BAD_CONFIG', `trainer config: precision bf16: ${noBf16}; use fp32`)
     this.trackers = extras.trackers
     this.hooks = [...(extras.hooks ?? [])]

@@ -132,9 +132,14 @@ export type NativeGemmAddon = NativeOps & {
   /** Whether the bf16 GEMM (native/gemm-bf16.cc) runs here: built with it and a CPU with AVX512_BF16. Absent from
    * addons built before it. */
   hasBf16?(): boolean
-  /** Every product's operands: `fp32` (the default) or `bf16` (rounded to bfloat16, float32 sums; throws where
-   * hasBf16() is false); answers the one in use (no argument: only answers). Absent from addons built before it. */
+  /** Every product's operands: `fp32` (the default) or `bf16` (rounded to bfloat16, float32 sums: native/gemm-bf16.cc
+   * where hasBf16(), else its emulation, native/gemm-bf16-emu.cc); answers the one in use (no argument: only
+   * answers). Absent from addons built before it; throws on `bf16` where hasBf16() is false in addons built before
+   * the emulation (those lack bf16Kernel). */
   setPrecision?(precision?: 'fp32' | 'bf16'): 'fp32' | 'bf16'
+  /** The kernel bf16 products run on here: AMX tiles, vdpbf16ps, or the AVX2 emulation (no AVX512_BF16, or
+   * `LEVANTER_BF16_EMULATE=1`, read when bf16 is switched on). Absent from addons built before the emulation. */
+  bf16Kernel?(): 'amx' | 'vdpbf16ps' | 'emulated'
   /** Whether products of at most 4 rows take the small-M path (native/gemv.cc, the default) or the blocked GEMM
    * (`LEVANTER_NATIVE_SMALL_M=0`); answers the setting (no argument: only answers). Both give the same bits. Absent
    * from addons built before it. */

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { LevanterError } from '../errors.js'
-import { bf16Unavailable, gemmBf16, hasBf16 } from './native-gemm.js'
+import { bf16Kernel, bf16ProductsUnavailable, bf16Unavailable, gemmBf16, hasBf16 } from './native-gemm.js'
 
 // The native bf16 GEMM (native/gemm-bf16.cc: operands rounded to bfloat16, vdpbf16ps with float32 sums) at ragged
 // shapes, the vocab head's N = 50257 included: against a float64 product of the bf16-rounded operands (then only the
@@ -66,62 +66,106 @@ function check(M: number, K: number, N: number, tA = false, tB = false): void {
     }
 }
 
-// Both kernels: AMX tiles (tdpbf16ps, where the CPU has them) and vdpbf16ps (LEVANTER_BF16_AMX=0, read per product).
-for (const amx of ['1', '0'])
-  describe.skipIf(why !== undefined)(
-    `native bf16 GEMM, LEVANTER_BF16_AMX=${amx}${why ? ` (skipped: ${why})` : ''}`,
-    () => {
-      beforeAll(() => {
-        process.env.LEVANTER_BF16_AMX = amx
-      })
-      afterAll(() => {
-        delete process.env.LEVANTER_BF16_AMX
-      })
+// Each kernel: AMX tiles (tdpbf16ps, where the CPU has them), vdpbf16ps (LEVANTER_BF16_AMX=0, read per product), and
+// the AVX2 emulation (native/gemm-bf16-emu.cc: the CPU lacks AVX512_BF16, or LEVANTER_BF16_EMULATE=1, read when bf16
+// is switched on), which runs wherever the native GEMM does.
+const products = bf16ProductsUnavailable()
+const kernels = [
+  { name: 'AMX', env: { LEVANTER_BF16_AMX: '1' }, skip: why, kernel: ['amx', 'vdpbf16ps'] },
+  { name: 'vdpbf16ps', env: { LEVANTER_BF16_AMX: '0' }, skip: why, kernel: ['vdpbf16ps'] },
+  { name: 'emulated', env: { LEVANTER_BF16_EMULATE: '1' }, skip: products, kernel: ['emulated'] },
+] as const
+function withEnv<T>(env: Record<string, string>, fn: () => T): T {
+  const before = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]))
+  Object.assign(process.env, env)
+  try {
+    return fn()
+  } finally {
+    for (const [k, v] of Object.entries(before))
+      if (v === undefined) delete process.env[k]
+      else process.env[k] = v
+  }
+}
 
-      test('hasBf16 answers true here', () => expect(hasBf16()).toBe(true))
+for (const { name, env, skip, kernel } of kernels)
+  describe.skipIf(skip !== undefined)(`native bf16 GEMM, ${name}${skip ? ` (skipped: ${skip})` : ''}`, () => {
+    beforeAll(() => {
+      Object.assign(process.env, env)
+    })
+    afterAll(() => {
+      for (const k of Object.keys(env)) delete process.env[k]
+    })
 
-      test('rounds operands to nearest even, as PyTorch', () => {
-        // 1 + 2^-8 is halfway between bf16's 1 and 1 + 2^-7: even is 1; 1 + 3·2^-8 is halfway to 1 + 2^-6 (even)
-        const c = gemmBf16(
-          Float32Array.of(1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20),
-          Float32Array.of(1),
-          3,
-          1,
-          1,
-        )
-        expect(Array.from(c)).toEqual([1, 1 + 2 ** -6, 1 + 2 ** -7])
-        expect(bf16(1 + 2 ** -8)).toBe(1)
-      })
+    test(`bf16Kernel answers ${kernel.join(' or ')}`, () => expect(kernel).toContain(bf16Kernel()))
+    if (name !== 'emulated') test('hasBf16 answers true here', () => expect(hasBf16()).toBe(true))
 
-      for (const M of [1, 2, 3, 4, 5, 17, 64])
-        for (const K of [1, 7, 768, 777])
-          test(`[${M}, ${K}] x [${K}, 1 | 13]`, () => {
-            check(M, K, 1)
-            check(M, K, 13)
-          })
+    test('denormal inputs read as zero, denormal sums flushed (vdpbf16ps and tdpbf16ps, by the SDM)', () => {
+      // 2^-130 is a bfloat16 denormal, read as 0: 2^-130·2^100 is 0, not 2^-30; 2^-70·2^-60 = 2^-130 is a
+      // denormal result, flushed to 0; 2^-70·2^100 = 2^30 is kept
+      const c = gemmBf16(Float32Array.of(2 ** -130, 2 ** -70), Float32Array.of(2 ** 100, 2 ** -60), 2, 1, 2)
+      expect(Array.from(c)).toEqual([0, 0, 2 ** 30, 0])
+    })
 
-      for (const [M, K] of [
-        [1, 768],
-        [5, 7],
-        [17, 777],
-      ] as const)
-        test(`vocab head [${M}, ${K}] x [${K}, 50257]`, () => check(M, K, 50257))
+    test('rounds operands to nearest even, as PyTorch', () => {
+      // 1 + 2^-8 is halfway between bf16's 1 and 1 + 2^-7: even is 1; 1 + 3·2^-8 is halfway to 1 + 2^-6 (even)
+      const c = gemmBf16(
+        Float32Array.of(1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20),
+        Float32Array.of(1),
+        3,
+        1,
+        1,
+      )
+      expect(Array.from(c)).toEqual([1, 1 + 2 ** -6, 1 + 2 ** -7])
+      expect(bf16(1 + 2 ** -8)).toBe(1)
+    })
 
-      test('transposed operands read in place', () => {
-        check(17, 777, 13, true, false)
-        check(5, 768, 50, false, true)
-        check(64, 7, 33, true, true)
-      })
+    for (const M of [1, 2, 3, 4, 5, 17, 64])
+      for (const K of [1, 7, 768, 777])
+        test(`[${M}, ${K}] x [${K}, 1 | 13]`, () => {
+          check(M, K, 1)
+          check(M, K, 13)
+        })
 
-      test('a row alone equals that row inside a larger product, bit for bit', () => {
-        const a = fill(64 * 777, 1),
-          b = fill(777 * 50, 2)
-        const all = gemmBf16(a, b, 64, 777, 50)
-        const row = gemmBf16(a.subarray(37 * 777, 38 * 777), b, 1, 777, 50)
-        expect(Array.from(row)).toEqual(Array.from(all.subarray(37 * 50, 38 * 50)))
-      })
-    },
-  )
+    for (const [M, K] of [
+      [1, 768],
+      [5, 7],
+      [17, 777],
+    ] as const)
+      test(`vocab head [${M}, ${K}] x [${K}, 50257]`, () => check(M, K, 50257), 120_000) // a shared machine: slow
+
+    test('transposed operands read in place', () => {
+      check(17, 777, 13, true, false)
+      check(5, 768, 50, false, true)
+      check(64, 7, 33, true, true)
+    })
+
+    test('a row alone equals that row inside a larger product, bit for bit', () => {
+      const a = fill(64 * 777, 1),
+        b = fill(777 * 50, 2)
+      const all = gemmBf16(a, b, 64, 777, 50)
+      const row = gemmBf16(a.subarray(37 * 777, 38 * 777), b, 1, 777, 50)
+      expect(Array.from(row)).toEqual(Array.from(all.subarray(37 * 50, 38 * 50)))
+    })
+  })
+
+test.skipIf(why !== undefined)(
+  `the emulation gives vdpbf16ps's bits${why ? ` (skipped: ${why})` : ''}`,
+  () => {
+    for (const [M, K, N, tA, tB] of [
+      [17, 777, 13, false, false],
+      [64, 768, 50, true, false],
+      [5, 7, 33, false, true],
+      [3, 768, 50257, false, false],
+    ] as const) {
+      const a = fill(M * K, M + K),
+        b = fill(K * N, N + K)
+      const hw = withEnv({ LEVANTER_BF16_AMX: '0' }, () => gemmBf16(a, b, M, K, N, { tA, tB }))
+      const emu = withEnv({ LEVANTER_BF16_EMULATE: '1' }, () => gemmBf16(a, b, M, K, N, { tA, tB }))
+      expect(emu).toEqual(hw)
+    }
+  },
+  60_000,
+)
 
 test('without the native GEMM, gemmBf16 is a BAD_CONFIG saying why', () => {
   const before = process.env.LEVANTER_NATIVE_DISABLE

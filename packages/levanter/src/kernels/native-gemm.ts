@@ -87,7 +87,8 @@ export function hasBf16(): boolean {
   return nativeGemm().addon?.hasBf16?.() ?? false
 }
 
-/** Why the bf16 GEMM cannot run here, or undefined where it can. */
+/** Why the bf16 instructions (AVX512_BF16: native/gemm-bf16.cc, the bf16 decode weights) cannot run here, or
+ * undefined where they can. bf16 products still run without them, emulated ({@link bf16ProductsUnavailable}). */
 export function bf16Unavailable(): string | undefined {
   const { addon, reason } = nativeGemm()
   if (!addon) return `the native GEMM does not run here: ${reason}`
@@ -98,16 +99,56 @@ export function bf16Unavailable(): string | undefined {
 }
 
 /**
+ * The kernel bf16 products run on here: `amx` or `vdpbf16ps` (native/gemm-bf16.cc), or `emulated` (a CPU without
+ * AVX512_BF16, or `LEVANTER_BF16_EMULATE=1`: native/gemm-bf16-emu.cc, the same arithmetic as vdpbf16ps on AVX2 FMAs,
+ * no faster than fp32); undefined where bf16 products cannot run at all ({@link bf16ProductsUnavailable}).
+ */
+export function bf16Kernel(): 'amx' | 'vdpbf16ps' | 'emulated' | undefined {
+  return bf16ProductsUnavailable() ? undefined : nativeGemm().addon!.bf16Kernel!()
+}
+
+/** Why bf16 products cannot run here (no native GEMM, or an addon built before them), or undefined where they can:
+ * on the bf16 instructions where the CPU has them, else emulated ({@link bf16Kernel}). */
+export function bf16ProductsUnavailable(): string | undefined {
+  const { addon, reason } = nativeGemm()
+  if (!addon) return `the native GEMM does not run here: ${reason}`
+  if (!addon.setPrecision || !addon.bf16Kernel)
+    return 'the native addon was built before its bf16 kernels; run pnpm install to rebuild it'
+  return undefined
+}
+
+/**
  * Run every native matrix product with `precision` operands from now on: `fp32` (the default, bit-exact as always)
- * or `bf16` (operands rounded to bfloat16 like PyTorch's float→bfloat16, float32 accumulation, native/gemm-bf16.cc).
- * Answers the precision before, to put back. `bf16` where {@link bf16Unavailable} is a `BAD_CONFIG` naming why.
+ * or `bf16` (operands rounded to bfloat16 like PyTorch's float→bfloat16, float32 accumulation, native/gemm-bf16.cc,
+ * emulated where the CPU lacks AVX512_BF16: {@link bf16Kernel}). Answers the precision before, to put back. `bf16`
+ * where {@link bf16ProductsUnavailable} is a `BAD_CONFIG` naming why.
  */
 export function setMatmulPrecision(precision: 'fp32' | 'bf16'): 'fp32' | 'bf16' {
   const addon = nativeGemm().addon
   if (precision === 'fp32') return addon?.setPrecision ? swap(addon, 'fp32') : 'fp32'
-  const why = bf16Unavailable()
+  const why = bf16ProductsUnavailable()
   if (why) throw new LevanterError('BAD_CONFIG', `precision bf16 needs the native bf16 GEMM: ${why}; use fp32`)
   return swap(addon!, 'bf16')
+}
+
+let bf16Calls = 0 // calls of withMatmulPrecision('bf16', …) under way
+let beforeBf16Calls: 'fp32' | 'bf16' = 'fp32'
+
+/**
+ * Runs `call` with `precision` products from its start to its end, awaits included (a mesh member's step: its
+ * products run between its collectives), then puts back the precision from before. bf16 calls that overlap (the
+ * members of one mesh, actors in one process) share the setting: it goes back when the last one ends. fp32 runs
+ * `call` as it is. `bf16` where {@link bf16ProductsUnavailable} is a `BAD_CONFIG` naming why.
+ */
+export async function withMatmulPrecision<T>(precision: 'fp32' | 'bf16', call: () => Promise<T>): Promise<T> {
+  if (precision !== 'bf16') return call()
+  if (bf16Calls === 0) beforeBf16Calls = setMatmulPrecision('bf16')
+  bf16Calls++
+  try {
+    return await call()
+  } finally {
+    if (--bf16Calls === 0) setMatmulPrecision(beforeBf16Calls)
+  }
 }
 
 function swap(addon: NativeGemmAddon, to: 'fp32' | 'bf16'): 'fp32' | 'bf16' {
@@ -117,9 +158,9 @@ function swap(addon: NativeGemmAddon, to: 'fp32' | 'bf16'): 'fp32' | 'bf16' {
 }
 
 /**
- * C = bf16(op(A))·bf16(op(B)) with float32 sums on the native bf16 GEMM, for row-major A [M, K] (or [K, M] with
- * `tA`) and B [K, N] (or [N, K] with `tB`). Throws `BAD_CONFIG` where the bf16 GEMM cannot run
- * ({@link bf16Unavailable}).
+ * C = bf16(op(A))·bf16(op(B)) with float32 sums on the native bf16 GEMM ({@link bf16Kernel}), for row-major A
+ * [M, K] (or [K, M] with `tA`) and B [K, N] (or [N, K] with `tB`). Throws `BAD_CONFIG` where bf16 products cannot
+ * run ({@link bf16ProductsUnavailable}).
  */
 export function gemmBf16(
   a: Float32Array,
@@ -131,7 +172,7 @@ export function gemmBf16(
 ): Float32Array {
   if (a.length !== M * K || b.length !== K * N)
     throw new LevanterError('BAD_CONFIG', `gemmBf16: A has ${a.length} and B ${b.length} elements, not M·K and K·N`)
-  const why = bf16Unavailable()
+  const why = bf16ProductsUnavailable()
   if (why) throw new LevanterError('BAD_CONFIG', `gemmBf16: ${why}`)
   const addon = nativeGemm().addon!
   const buffer = new ArrayBuffer((M * K + K * N + M * N) * 4)

@@ -41,6 +41,8 @@ export type MeshEngineOptions = {
   readonly overlapReduce?: boolean
   /** Replicas (model 1, not fsdp): bytes of gradients per bucket of the all-reduce (at least). @default 4 MiB */
   readonly bucketBytes?: number
+  /** The products' operands in the members' steps and evaluations (mesh-replica.ts). @default 'fp32' */
+  readonly precision?: 'fp32' | 'bf16'
 }
 
 export class MeshEngine implements Engine, ShardedCheckpoints {
@@ -127,6 +129,7 @@ export class MeshEngine implements Engine, ShardedCheckpoints {
       microbatches: opts.microbatches ?? 1,
       overlapReduce: opts.overlapReduce ?? true,
       ...(opts.bucketBytes ? { bucketBytes: opts.bucketBytes } : {}),
+      ...(opts.precision === 'bf16' ? { precision: 'bf16' as const } : {}),
       // members follow a webgpu driver onto the device (they read tensors asynchronously only)
       ...(tf.getBackend() === 'webgpu' ? { backend: 'webgpu' as const } : {}),
       ...(module ? { architectureModule: module } : {}),

@@ -15,6 +15,7 @@ import * as tf from '@tensorflow/tfjs'
 import { openStore } from '@marin/finestore'
 import type { BlobInfo, Store } from '@marin/finestore'
 import { currentMesh } from '@marin/fray'
+import { withMatmulPrecision } from '../kernels/native-gemm.js'
 import { initBackend } from '../backend.js'
 import type { BackendInfo } from '../backend.js'
 import type { Batch } from '../data/batch.js'
@@ -67,6 +68,9 @@ export type MeshReplicaOptions = {
    * default order (backend.ts). A member reads tensors asynchronously wherever a read could be asynchronous only
    * (a replica of the whole model reads synchronously on the CPU backends alone), so any backend runs it. */
   readonly backend?: 'webgpu'
+  /** The products' operands in this member's steps and evaluations (the trainer's `precision`: bf16 on the native
+   * bf16 GEMM, set around each call: kernels/native-gemm.ts `withMatmulPrecision`). @default 'fp32' */
+  readonly precision?: 'fp32' | 'bf16'
 }
 
 /** What a member holds and loads: its model part of each parameter (whole over data) and its owned moments. */
@@ -368,7 +372,11 @@ export class MeshReplica {
   }
 
   /** One step on this member's rows of the global batch; returns the global loss and gradient norm. */
-  async step(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
+  step(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
+    return withMatmulPrecision(this.opts.precision ?? 'fp32', () => this.#step(slice, denominator, lr))
+  }
+
+  async #step(slice: Batch, denominator: number, lr: number): Promise<StepResult> {
     if (this.#whole) {
       const { result, record } = await this.#whole.step(slice, denominator, lr)
       this.#record(record)
@@ -465,10 +473,12 @@ export class MeshReplica {
    * Mean masked loss of `batch`; with a model axis every member of this member's model group calls
    * it, under fsdp every member.
    */
-  async evalLoss(batch: Batch): Promise<number> {
-    if (this.#model) return evalLossOf(this.#model, batch)
-    const w = this.#gathered ? this.#gatheredWeights() : heldWeights(this.#params)
-    return tensorParallelLoss(this.#stages!, w, batch, this.#modelAllReduce())
+  evalLoss(batch: Batch): Promise<number> {
+    return withMatmulPrecision(this.opts.precision ?? 'fp32', async () => {
+      if (this.#model) return evalLossOf(this.#model, batch)
+      const w = this.#gathered ? this.#gatheredWeights() : heldWeights(this.#params)
+      return tensorParallelLoss(this.#stages!, w, batch, this.#modelAllReduce())
+    })
   }
 
   /** This member's parts of the weights and its owned moments (what it would checkpoint). */
