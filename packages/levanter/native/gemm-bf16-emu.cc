@@ -4,8 +4,8 @@
 // one float32 chain per element from zero, over the k-pairs in k order, the odd element of a pair first, with
 // denormal inputs read as zero and denormal results flushed (MXCSR's DAZ and FTZ for the chain): vdpbf16ps's
 // arithmetic as the Intel SDM describes it (each product of two bf16 is exact in float32, so the FMA rounds once, as
-// that instruction does). So the bits are those of LEVANTER_BF16_AMX=0 where the CPU has the instruction (tested
-// there), and the split over threads changes none. No faster than float32: the FMAs are float32's, plus the widening.
+// that instruction does). So its bits should be those of LEVANTER_BF16_AMX=0 where the CPU has the instruction
+// (not yet compared on such a CPU), and the split over threads changes none. No faster than float32: the FMAs are float32's, plus the widening.
 #include <immintrin.h>
 
 #include <cstdint>

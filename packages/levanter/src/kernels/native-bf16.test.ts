@@ -75,18 +75,6 @@ const kernels = [
   { name: 'vdpbf16ps', env: { LEVANTER_BF16_AMX: '0' }, skip: why, kernel: ['vdpbf16ps'] },
   { name: 'emulated', env: { LEVANTER_BF16_EMULATE: '1' }, skip: products, kernel: ['emulated'] },
 ] as const
-function withEnv<T>(env: Record<string, string>, fn: () => T): T {
-  const before = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]))
-  Object.assign(process.env, env)
-  try {
-    return fn()
-  } finally {
-    for (const [k, v] of Object.entries(before))
-      if (v === undefined) delete process.env[k]
-      else process.env[k] = v
-  }
-}
-
 for (const { name, env, skip, kernel } of kernels)
   describe.skipIf(skip !== undefined)(`native bf16 GEMM, ${name}${skip ? ` (skipped: ${skip})` : ''}`, () => {
     beforeAll(() => {
@@ -99,7 +87,9 @@ for (const { name, env, skip, kernel } of kernels)
     test(`bf16Kernel answers ${kernel.join(' or ')}`, () => expect(kernel).toContain(bf16Kernel()))
     if (name !== 'emulated') test('hasBf16 answers true here', () => expect(hasBf16()).toBe(true))
 
-    test('denormal inputs read as zero, denormal sums flushed (vdpbf16ps and tdpbf16ps, by the SDM)', () => {
+    // the emulation's denormal handling, as the SDM gives vdpbf16ps's and tdpbf16ps's (the hardware kernels' own
+    // behaviour is not asserted: not yet run on a CPU that has them)
+    test.skipIf(name !== 'emulated')('denormal inputs read as zero, denormal sums flushed (as the SDM says)', () => {
       // 2^-130 is a bfloat16 denormal, read as 0: 2^-130·2^100 is 0, not 2^-30; 2^-70·2^-60 = 2^-130 is a
       // denormal result, flushed to 0; 2^-70·2^100 = 2^30 is kept
       const c = gemmBf16(Float32Array.of(2 ** -130, 2 ** -70), Float32Array.of(2 ** 100, 2 ** -60), 2, 1, 2)
@@ -147,25 +137,6 @@ for (const { name, env, skip, kernel } of kernels)
       expect(Array.from(row)).toEqual(Array.from(all.subarray(37 * 50, 38 * 50)))
     })
   })
-
-test.skipIf(why !== undefined)(
-  `the emulation gives vdpbf16ps's bits${why ? ` (skipped: ${why})` : ''}`,
-  () => {
-    for (const [M, K, N, tA, tB] of [
-      [17, 777, 13, false, false],
-      [64, 768, 50, true, false],
-      [5, 7, 33, false, true],
-      [3, 768, 50257, false, false],
-    ] as const) {
-      const a = fill(M * K, M + K),
-        b = fill(K * N, N + K)
-      const hw = withEnv({ LEVANTER_BF16_AMX: '0' }, () => gemmBf16(a, b, M, K, N, { tA, tB }))
-      const emu = withEnv({ LEVANTER_BF16_EMULATE: '1' }, () => gemmBf16(a, b, M, K, N, { tA, tB }))
-      expect(emu).toEqual(hw)
-    }
-  },
-  60_000,
-)
 
 test('without the native GEMM, gemmBf16 is a BAD_CONFIG saying why', () => {
   const before = process.env.LEVANTER_NATIVE_DISABLE
