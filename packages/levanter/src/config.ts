@@ -82,7 +82,8 @@ export const TrainerConfig = z.strictObject({
     .default('fp32')
     .describe(
       "the matrix products' operands: bf16 rounds them to bfloat16 and sums in float32 (the native bf16 GEMM: " +
-        'vdpbf16ps or AMX where the CPU has them, else emulated on AVX2, no faster than fp32; in one process); ' +
+        'vdpbf16ps or AMX where the CPU has them, else emulated on AVX2, no faster than fp32; on every mesh layout, ' +
+        'each member setting it around its own calls); ' +
         'master weights and AdamW stay float32',
     ),
   peakFlops: z
