@@ -15,8 +15,37 @@
  * that are not text): its words are lost, and it is skipped rather than kept as noise. The caller
  * counts each.
  */
-import { Readability } from '@mozilla/readability'
-import { parseHTML } from 'linkedom'
+import { createRequire } from 'node:module'
+import type * as ReadabilityModule from '@mozilla/readability'
+import type * as Linkedom from 'linkedom'
+
+type Readability = ReadabilityModule.Readability
+type HtmlParser = {
+  readonly parseHTML: typeof Linkedom.parseHTML
+  readonly Readability: typeof ReadabilityModule.Readability
+}
+
+// linkedom and Readability (some 200 modules) load at first use, not with the package: most processes that
+// import datakit parse no HTML. Async callers load them as ES modules first (loadHtmlParser); a direct
+// synchronous call requires them (linkedom's CommonJS build of the same version)
+let parser: HtmlParser | undefined
+
+/** Loads linkedom and Readability for extractMainText, once per process. */
+export async function loadHtmlParser(): Promise<void> {
+  if (parser) return
+  const [linkedom, readability] = await Promise.all([import('linkedom'), import('@mozilla/readability')])
+  parser ??= { parseHTML: linkedom.parseHTML, Readability: readability.Readability }
+}
+
+function htmlParser(): HtmlParser {
+  if (!parser) {
+    const require = createRequire(import.meta.url)
+    const linkedom = require('linkedom') as typeof Linkedom
+    const readability = require('@mozilla/readability') as typeof ReadabilityModule
+    parser = { parseHTML: linkedom.parseHTML, Readability: readability.Readability }
+  }
+  return parser
+}
 
 export type ExtractOptions = {
   /** HTML longer than this (UTF-16 code units, about bytes for markup) is skipped. @default 4 MiB */
@@ -78,6 +107,7 @@ type Node = { nodeType: number; nodeName: string; textContent: string | null; ch
 /** The page's main text and title, or why there is none. */
 export function extractMainText(html: string, opts: ExtractOptions = {}): Extracted | ExtractMiss {
   if (html.length > (opts.maxHtmlBytes ?? DEFAULT_MAX_HTML_BYTES)) return 'tooLarge'
+  const { parseHTML, Readability } = htmlParser()
   let article: ReturnType<Readability['parse']>
   try {
     const { document } = parseHTML(html)

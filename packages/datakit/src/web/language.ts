@@ -11,7 +11,6 @@
  * const lid = await languageIdentifier()
  * lid.identify('Ceci est une phrase en français.') // { language: 'fr', score: 0.99…, reliable: true }
  */
-import { loadModule } from 'cld3-asm'
 
 export type LanguageGuess = {
   /** ISO 639-1 where one exists (`en`, `fr`, `ja`), else CLD3's code; `und` when unknown. */
@@ -33,7 +32,9 @@ const UNKNOWN: LanguageGuess = { language: 'und', score: 0, reliable: false }
 
 /** The process's identifier, loading CLD3 on first use. */
 export function languageIdentifier(): Promise<LanguageIdentifier> {
-  loaded ??= loadModule().then((factory) => {
+  // cld3-asm (its WebAssembly loader) is imported here, at first use, not with the package
+  loaded ??= import('cld3-asm').then(async ({ loadModule }) => {
+    const factory = await loadModule()
     const cld = factory.create(0, LANGUAGE_MAX_BYTES)
     return {
       identify(text: string): LanguageGuess {

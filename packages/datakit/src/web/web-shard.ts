@@ -11,7 +11,7 @@ import { fnRef, formatPattern } from '@marin/zephyr'
 import { atomicWrite } from '../internal/atomic-write.js'
 import { contentId, type DatakitRecord } from '../dataset/record.js'
 import { Tally } from '../dataset/shard-tally.js'
-import { extractMainText } from './extract.js'
+import { extractMainText, loadHtmlParser } from './extract.js'
 import { keepLanguage, languageIdentifier } from './language.js'
 
 /** What one shard of a web step counted. */
@@ -76,6 +76,7 @@ export async function* warcDocuments(
   const stats = emptyStats()
   const tally = new Tally()
   const lid = await languageIdentifier()
+  await loadHtmlParser()
   for await (const r of records) {
     if ('skipped' in r) {
       skip(stats, r.skipped, r.file, r.offset, r.url)
