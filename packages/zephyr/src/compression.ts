@@ -12,7 +12,6 @@
 import { Readable, Transform } from 'node:stream'
 import type { Duplex } from 'node:stream'
 import { createGunzip, createGzip } from 'node:zlib'
-import { compress as zstdCompress, init as zstdInit } from '@bokuweb/zstd-wasm'
 import { ZephyrError } from './errors.js'
 import { Bzip2Decoder } from './internal/bzip2.js'
 import { PullStream, TruncatedInput } from './internal/pull-stream.js'
@@ -136,12 +135,15 @@ export function decompress(raw: Readable, codec: Codec, url: string): Readable {
   return out
 }
 
-let zstdReady: Promise<void> | undefined
+type ZstdCompress = typeof import('@bokuweb/zstd-wasm')['compress']
+
+// @bokuweb/zstd-wasm is imported (and its wasm set up) at the first .zst written, not with zephyr
+let zstdReady: Promise<ZstdCompress> | undefined
 
 /** Frames of at most this much input each. */
 const ZSTD_FRAME = 1 << 20
 
-function zstdEncoder(level: number): Transform {
+function zstdEncoder(zstdCompress: ZstdCompress, level: number): Transform {
   let pending: Buffer[] = []
   let size = 0
   const emit = (t: Transform) => {
@@ -181,9 +183,11 @@ export async function compressor(codec: Codec, path: string): Promise<Transform 
     case 'gzip':
       return createGzip({ level: 6 })
     case 'zstd':
-      zstdReady ??= zstdInit()
-      await zstdReady
-      return zstdEncoder(3)
+      zstdReady ??= import('@bokuweb/zstd-wasm').then(async ({ compress, init }) => {
+        await init()
+        return compress
+      })
+      return zstdEncoder(await zstdReady, 3)
     case 'bzip2':
       throw new ZephyrError('INVALID_PLAN', `${path}: writing .bz2 is not supported; write .gz or .zst instead`)
   }

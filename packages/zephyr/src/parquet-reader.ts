@@ -13,9 +13,7 @@
  * group's chunks are fetched once for that check and handed to hyparquet.
  */
 import { open } from 'node:fs/promises'
-import { parquetReadObjects, parquetSchema } from 'hyparquet'
-import type { AsyncBuffer, FileMetaData, RowGroup } from 'hyparquet'
-import { compressors } from 'hyparquet-compressors'
+import type { AsyncBuffer, FileMetaData, RowGroup, parquetSchema } from 'hyparquet'
 import { isRiggingError } from '@marin/rigging'
 import type { TaskCounters } from './counters.js'
 import { ZephyrError } from './errors.js'
@@ -24,6 +22,7 @@ import type { ColumnStats, Expr, ExprBuilder } from './expr.js'
 import { localCopy } from './internal/cache.js'
 import { notFound } from './internal/byte-streams.js'
 import { locate } from './internal/location.js'
+import { hyparquet } from './internal/hyparquet.js'
 import { checkGroupMemory, checkPages, chunkBytes, readFooter } from './internal/parquet-checks.js'
 
 export type ParquetReaderOptions = {
@@ -150,6 +149,7 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
     const file = await this.file
     try {
       const metadata = await this.metadata()
+      const { parquetReadObjects, parquetSchema, compressors } = await hyparquet()
       const tree = parquetSchema(metadata)
       const names = new Set(tree.children.map((c) => c.element.name))
       for (const c of this.columns ?? []) {
@@ -220,6 +220,7 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
       else ranges.push({ ...r })
     }
     const fetched = await Promise.all(ranges.map(async (r) => ({ ...r, bytes: await file.slice(r.start, r.end) })))
+    const { parquetHeader } = await hyparquet()
     let uncompressed = 0
     let values = 0
     for (const c of chunks) {
@@ -234,6 +235,7 @@ export class ParquetReader implements AsyncIterable<Record<string, unknown>> {
         Number(group.num_rows),
         `row group ${g}, column "${m.path_in_schema.join('.')}"`,
         this.path,
+        parquetHeader,
       )
       uncompressed += totals.uncompressed
       values += totals.values

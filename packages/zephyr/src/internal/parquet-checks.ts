@@ -11,10 +11,10 @@
  * that fails is `CORRUPT_PARQUET` naming it, at once.
  */
 import { getHeapStatistics } from 'node:v8'
-import { parquetMetadata } from 'hyparquet'
 import type { AsyncBuffer, ColumnMetaData, FileMetaData, RowGroup, SchemaElement } from 'hyparquet'
-import { parquetHeader } from 'hyparquet/src/column.js'
+import type { parquetHeader } from 'hyparquet/src/column.js'
 import { ZephyrError } from '../errors.js'
+import { hyparquet } from './hyparquet.js'
 
 const MAGIC = 0x31524150
 const INITIAL_FETCH = 1 << 19
@@ -55,6 +55,7 @@ export async function readFooter(file: AsyncBuffer, path: string): Promise<FileM
     footer.set(new Uint8Array(await file.slice(size - 8 - length, tailStart)))
     footer.set(tail, tailStart - (size - 8 - length))
   }
+  const { parquetMetadata } = await hyparquet()
   let meta: FileMetaData
   try {
     meta = parquetMetadata(footer.subarray(footer.length - 8 - length))
@@ -158,7 +159,10 @@ function readVarint(bytes: Uint8Array, at: number): number {
 /** What a row group's pages say, summed. */
 type PageTotals = { readonly uncompressed: number; readonly values: number }
 
-/** Walks the page headers of one column chunk (its bytes in hand) and checks them against the footer. */
+/**
+ * Walks the page headers of one column chunk (its bytes in hand) and checks them against the footer;
+ * `readHeader` is hyparquet's page-header parser (`hyparquet()` loads it).
+ */
 export function checkPages(
   bytes: Uint8Array,
   m: ColumnMetaData,
@@ -166,6 +170,7 @@ export function checkPages(
   rows: number,
   where: string,
   path: string,
+  readHeader: typeof parquetHeader,
 ): PageTotals {
   const declared = Number(m.num_values)
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
@@ -181,7 +186,7 @@ export function checkPages(
     const at = reader.offset
     let h: ReturnType<typeof parquetHeader>
     try {
-      h = parquetHeader(reader)
+      h = readHeader(reader)
     } catch (err) {
       throw corrupt(path, `${where}: page header at chunk byte ${at} does not parse (${(err as Error).message})`)
     }
