@@ -9,7 +9,8 @@
  * top-level field is not for this schema (`MARIN_PREFIX` serves storage) and is ignored;
  * once the first level matches, every deeper level must match too.
  */
-import { parse } from 'yaml'
+import { createRequire } from 'node:module'
+import type * as Yaml from 'yaml'
 import type { z } from 'zod'
 import { fieldSchema, objectShapes, schemaType, unwrapSchema } from './config-schema.js'
 import { RiggingError } from './errors.js'
@@ -38,6 +39,8 @@ function isTextField(schema: z.ZodType): boolean {
 
 function parseValue(schema: z.ZodType, raw: string): unknown {
   if (isTextField(schema)) return raw
+  // yaml (some 70 modules) is required for the first non-text variable, not when rigging is imported
+  const { parse } = createRequire(import.meta.url)('yaml') as typeof Yaml
   try {
     return parse(raw)
   } catch {

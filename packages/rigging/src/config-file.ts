@@ -3,8 +3,9 @@
  * data, keeping enough of the document to say on which line a field was written.
  */
 import { readFileSync } from 'node:fs'
-import { LineCounter, isDocument, parseDocument } from 'yaml'
-import type { Document } from 'yaml'
+import { createRequire } from 'node:module'
+import type * as Yaml from 'yaml'
+import type { Document, LineCounter } from 'yaml'
 import { RiggingError } from './errors.js'
 
 /** A parsed config file: its data and a way back from a field path to its line. */
@@ -41,6 +42,8 @@ export function readConfigFile(path: string): ConfigFile {
     )
   }
   const isJson = path.toLowerCase().endsWith('.json')
+  // yaml (some 70 modules) is required when a file is read, not when rigging is imported
+  const { LineCounter, isDocument, parseDocument } = createRequire(import.meta.url)('yaml') as typeof Yaml
   const lineCounter = new LineCounter()
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, merge: !isJson, uniqueKeys: true })
   let data: unknown

@@ -6,9 +6,10 @@
  * redaction twice: by key while the object is serialized, and by value (registered
  * secrets) once the line is finished, so a secret in a message or a stack is caught too.
  */
+import { createRequire } from 'node:module'
 import { pino } from 'pino'
 import type { DestinationStream, Logger as PinoLogger } from 'pino'
-import { prettyFactory } from 'pino-pretty'
+import type * as PinoPretty from 'pino-pretty'
 import { RiggingError } from './errors.js'
 import { redactSecrets, scrubSecretValues } from './redaction.js'
 
@@ -93,7 +94,8 @@ function configureOutput(opts: LoggingOptions): Output {
   output = {
     destination,
     prettify: pretty
-      ? prettyFactory({
+      ? // pino-pretty (some 30 modules) is required only when lines are pretty-printed
+        (createRequire(import.meta.url)('pino-pretty') as typeof PinoPretty).prettyFactory({
           colorize,
           translateTime: 'SYS:HH:MM:ss.l',
           ignore: 'pid,hostname,pkg',

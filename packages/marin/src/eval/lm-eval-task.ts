@@ -16,8 +16,9 @@
  */
 import { existsSync, readFileSync, readdirSync, realpathSync, statSync } from 'node:fs'
 import { dirname, extname, join, resolve } from 'node:path'
+import { createRequire } from 'node:module'
 import { ParquetReader } from '@marin/zephyr'
-import { parse as parseYaml } from 'yaml'
+import type * as Yaml from 'yaml'
 import { z } from 'zod'
 import { MarinError } from '../errors.js'
 import type { DocField } from './lm-eval-fields.js'
@@ -222,7 +223,8 @@ function readMerged(file: string, seen: string[] = []): Record<string, unknown> 
   }
   let y: unknown
   try {
-    y = parseYaml(text, { customTags: yamlTags })
+    // yaml (some 70 modules) is required when a task file is read, not with the package
+    y = (createRequire(import.meta.url)('yaml') as typeof Yaml).parse(text, { customTags: yamlTags })
   } catch (err) {
     throw bad(file, `not valid YAML: ${(err as Error).message}`)
   }
