@@ -1,5 +1,5 @@
 /** @module `connect(def, address, opts)`: a client whose methods are typed from the service's schemas. */
-import { Client as GrpcClient, Metadata } from '@grpc/grpc-js'
+import type { Client as GrpcClient, Metadata } from '@grpc/grpc-js'
 import type { ChannelOptions } from '@grpc/grpc-js'
 import type { z } from 'zod'
 import { prepareToken, type TokenSource } from './auth.js'
@@ -12,6 +12,7 @@ import {
   type ResponseStream,
 } from './client-calls.js'
 import { RpcError } from './errors.js'
+import { grpcJs } from './grpc-js.js'
 import { defaultLogger, type DuckyLogger } from './log.js'
 import { retryPolicy, type RetryOptions } from './retry-policy.js'
 import { methodPath, type MethodDef, type ServiceDef } from './service.js'
@@ -77,7 +78,8 @@ export function openChannel(
   opts: Pick<ConnectOptions, 'tls' | 'token' | 'channelOptions'> & TransportOptions,
 ): { grpc: GrpcClient; metadata: (extra?: Readonly<Record<string, string>>) => Metadata | Promise<Metadata> } {
   const { creds, options: tlsOptions } = clientCredentials(opts.tls)
-  const grpc = new GrpcClient(address, creds, {
+  const { Client, Metadata } = grpcJs()
+  const grpc = new Client(address, creds, {
     // Reconnect quickly after a server restart, so retries find it.
     'grpc.initial_reconnect_backoff_ms': 100,
     'grpc.max_reconnect_backoff_ms': 1000,

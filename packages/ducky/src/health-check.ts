@@ -1,6 +1,6 @@
 /** @module A client for the standard health service: is a ducky (or any gRPC) server serving? */
-import { Client as GrpcClient, Metadata } from '@grpc/grpc-js'
 import { fromServiceError } from './errors.js'
+import { grpcJs } from './grpc-js.js'
 import { decodeHealthResponse, encodeHealthRequest, HEALTH_SERVICE, type ServingStatus } from './health.js'
 import { clientCredentials, type ClientTlsOptions } from './transport.js'
 
@@ -20,7 +20,8 @@ export type HealthCheckOptions = {
  */
 export async function checkHealth(address: string, opts: HealthCheckOptions = {}): Promise<ServingStatus> {
   const { creds, options } = clientCredentials(opts.tls)
-  const client = new GrpcClient(address, creds, options)
+  const { Client, Metadata } = grpcJs()
+  const client = new Client(address, creds, options)
   const method = `/${HEALTH_SERVICE}/Check`
   try {
     return await new Promise<ServingStatus>((resolve, reject) =>

@@ -1,9 +1,9 @@
 /** @module `serve(def, impl, opts)`: a gRPC server for ducky services, with health, auth and drain. */
-import { Server as GrpcServer } from '@grpc/grpc-js'
 import type { ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js'
 import { digest, prepareToken, type TokenSource } from './auth.js'
 import { callGate, type Authorize, type MethodGate } from './call-gate.js'
 import { RpcError } from './errors.js'
+import { grpcJs } from './grpc-js.js'
 import { bind, type ServiceBinding, type ServiceImpl } from './handlers.js'
 import { HealthStatus } from './health.js'
 import { defaultLogger, type DuckyLogger } from './log.js'
@@ -144,7 +144,7 @@ export async function serve<S extends ServiceDef>(
     toStatus: (err, method) => toStatus(env, err, method),
   })
   // The gate must be the only interceptor: it bounds the reader of the call grpc-js hands it.
-  const grpc = new GrpcServer({
+  const grpc = new (grpcJs().Server)({
     ...grpcOptions(opts, serverLimits(bindings.flatMap((b) => Object.values(b.def.methods)))),
     interceptors: [gate],
   })

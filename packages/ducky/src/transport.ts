@@ -1,8 +1,8 @@
 /** @module Connection settings shared by servers and clients: keepalive, message size limits, TLS files. */
 import { readFileSync } from 'node:fs'
-import { credentials, ServerCredentials } from '@grpc/grpc-js'
-import type { ChannelCredentials, ChannelOptions } from '@grpc/grpc-js'
+import type { ChannelCredentials, ChannelOptions, ServerCredentials } from '@grpc/grpc-js'
 import { RpcError } from './errors.js'
+import { grpcJs } from './grpc-js.js'
 import { DEFAULT_MAX_MESSAGE_BYTES, type MethodDef, type ServiceDef } from './service.js'
 
 export type KeepaliveOptions = {
@@ -79,6 +79,7 @@ function readPem(path: string, field: string): Buffer {
 }
 
 export function serverCredentials(tls: ServerTlsOptions | undefined): ServerCredentials {
+  const { ServerCredentials } = grpcJs()
   if (tls === undefined) return ServerCredentials.createInsecure()
   return ServerCredentials.createSsl(
     null,
@@ -91,6 +92,7 @@ export function clientCredentials(tls: ClientTlsOptions | true | undefined): {
   creds: ChannelCredentials
   options: ChannelOptions
 } {
+  const { credentials } = grpcJs()
   if (tls === undefined) return { creds: credentials.createInsecure(), options: {} }
   const opts = tls === true ? {} : tls
   const ca = opts.caFile === undefined ? null : readPem(opts.caFile, 'tls.caFile')

@@ -14,11 +14,12 @@
  * so a typed client can still call `open` (the tests do).
  */
 import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net'
-import { Metadata } from '@grpc/grpc-js'
+import type { Metadata } from '@grpc/grpc-js'
 import { z } from 'zod'
 import type { TokenSource } from './auth.js'
 import { connect, openChannel } from './client.js'
 import { fromServiceError, RpcError } from './errors.js'
+import { grpcJs } from './grpc-js.js'
 import { bind, type ServiceBinding } from './handlers.js'
 import { defaultLogger, type DuckyLogger } from './log.js'
 import { bidi, defineService, methodPath, unary } from './service.js'
@@ -202,7 +203,7 @@ export async function openTunnel(opts: OpenTunnelOptions): Promise<Tunnel> {
     sockets.add(sock)
     sock.on('close', () => sockets.delete(sock))
     const md = metadata({ [TARGET_HEADER]: to })
-    if (md instanceof Metadata) return start(sock, md)
+    if (md instanceof grpcJs().Metadata) return start(sock, md)
     // Until the call starts nobody reads the socket, so its bytes wait in the kernel.
     sock.on('error', () => {})
     md.then(

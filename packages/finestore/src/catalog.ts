@@ -4,7 +4,8 @@
  * walks. It is only an index: storage is the source of truth and
  * `rebuildCatalog` recreates it from there.
  */
-import Database from 'better-sqlite3'
+import { createRequire } from 'node:module'
+import type Database from 'better-sqlite3'
 import { FinestoreError } from './errors.js'
 import type { JsonObject, Manifest } from './manifest.js'
 
@@ -104,7 +105,9 @@ export class Catalog {
   readonly db: Database.Database
 
   constructor(readonly path: string) {
-    this.db = new Database(path)
+    // better-sqlite3 is required when a catalog is opened, not when finestore is imported
+    const Sqlite = createRequire(import.meta.url)('better-sqlite3') as typeof Database
+    this.db = new Sqlite(path)
     this.db.pragma('journal_mode = WAL')
     this.db.pragma('busy_timeout = 15000')
     this.db.pragma('synchronous = NORMAL')

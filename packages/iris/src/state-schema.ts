@@ -1,7 +1,8 @@
 /** @module The SQLite schema of the controller's state, and opening the database in WAL mode. */
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs'
 import { dirname } from 'node:path'
-import Database from 'better-sqlite3'
+import { createRequire } from 'node:module'
+import type Database from 'better-sqlite3'
 import { IrisError } from './errors.js'
 
 /**
@@ -96,7 +97,9 @@ export function openStateDb(path: string): Database.Database {
       // Not ours to change (another account's file opened read-write): leave it.
     }
   }
-  const db = new Database(path)
+  // better-sqlite3 is required when the database is opened, not when iris is imported
+  const Sqlite = createRequire(import.meta.url)('better-sqlite3') as typeof Database
+  const db = new Sqlite(path)
   db.pragma('journal_mode = WAL')
   // NORMAL is durable across process crashes in WAL mode; only an OS crash can lose the last commits.
   db.pragma('synchronous = NORMAL')
