@@ -1,6 +1,8 @@
 /**
  * What `marin --help` and `import '@marin/marin'` load: neither the model stack (tfjs),
  * the HTTP server (hono) nor the charts (vega); those load with the command or subpath that uses them.
+ * Nor the dependencies the modules that use them load at first use (HTML parsing, Parquet, zstd writing,
+ * language identification, YAML, pretty logs, gRPC, SQLite): every step process imports `@marin/marin`.
  * Real processes, each recording the modules it resolves.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -11,6 +13,12 @@ import { marinBin, start } from '../fixtures/processes.js'
 
 const recorder = join(import.meta.dirname, '..', 'fixtures', 'record-modules.mjs')
 const HEAVY = /\/node_modules\/(?:\.pnpm\/[^/]+\/node_modules\/)?(@tensorflow\/tfjs[^/]*|hono|@hono\/[^/]+|vega[^/]*)\//
+const pkgOf = (re: RegExp) => (modules: string[]) => [...new Set(modules.flatMap((m) => re.exec(m)?.[1] ?? []))]
+const LAZY = [
+  ...['linkedom', '@mozilla/readability', 'hyparquet[^/]*', 'cld3-asm', '@bokuweb/zstd-wasm'],
+  ...['yaml', 'pino-pretty', '@grpc/grpc-js', 'better-sqlite3'],
+].join('|')
+const lazy = pkgOf(new RegExp(`/node_modules/(?:\\.pnpm/[^/]+/node_modules/)?(${LAZY})/`))
 let dir: string
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'marin-light-'))
@@ -20,9 +28,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 /** Runs node with `args` and returns its exit, output and the module URLs it resolved. */
 async function modulesOf(name: string, args: string[]) {
   const log = join(dir, `${name}.modules`)
-  const r = await start(['--import', recorder, ...args], { MODULE_LOG: log, MARIN_PREFIX: join(dir, 'prefix') }).done
+  const env = { MODULE_LOG: log, MARIN_PREFIX: join(dir, 'prefix'), LOG_FORMAT: 'json' }
+  const r = await start(['--import', recorder, ...args], env).done
   const modules = readFileSync(log, 'utf8').trim().split('\n')
-  return { ...r, modules, heavy: [...new Set(modules.flatMap((m) => HEAVY.exec(m)?.[1] ?? []))] }
+  return { ...r, modules, heavy: pkgOf(HEAVY)(modules), lazy: lazy(modules) }
 }
 
 describe('light entry points', () => {
@@ -34,6 +43,7 @@ describe('light entry points', () => {
     // The recorder works: the CLI's own modules are in the list.
     expect(r.modules.some((m) => m.endsWith('/src/cli/program.ts'))).toBe(true)
     expect(r.heavy).toEqual([])
+    expect(r.lazy).toEqual([])
   }, 60_000)
 
   test('marin serve --help loads the server (the recorder sees heavy modules when they load)', async () => {
@@ -53,7 +63,7 @@ describe('light entry points', () => {
     expect(iris.filter((m) => !m.endsWith('/packages/iris/src/submit-to.ts'))).toEqual([])
   }, 60_000)
 
-  test("import '@marin/marin' loads the experiment API and steps without tfjs, hono or vega", async () => {
+  test("import '@marin/marin' loads the experiment API, not tfjs, hono, vega or first-use dependencies", async () => {
     const code =
       "const m = await import('@marin/marin'); for (const n of " +
       "['Experiment', 'runExperiment', 'trainStep', 'evalStep']) if " +
@@ -62,5 +72,6 @@ describe('light entry points', () => {
     expect(r.code, r.err).toBe(0)
     expect(r.modules.some((m) => m.endsWith('/marin/src/index.ts'))).toBe(true)
     expect(r.heavy).toEqual([])
+    expect(r.lazy).toEqual([])
   }, 60_000)
 })
