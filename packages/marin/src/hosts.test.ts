@@ -12,7 +12,7 @@ import { createRequire } from 'node:module'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type HostsCluster, startHostsCluster } from '@marin/rigging/hosts-cluster'
-import { type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
+import { machineSlowdown, type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { HostsDriverConfig, HostsDriverDone } from './fixtures/hosts-driver.js'
 import type { HostsMerged, HostsShard } from './fixtures/hosts-experiment.js'
@@ -25,6 +25,11 @@ const DRIVER = resolve(import.meta.dirname, 'fixtures/hosts-driver.ts')
 const IRIS_BIN = resolve(import.meta.dirname, '../../iris/bin/iris.js')
 const TOKEN = 'marin-hosts-token-0123456789'
 const PREFIX = 's3://marin-test/marin-hosts'
+/** Every time limit here is for an idle machine times this (the load when the file starts: see machineSlowdown). */
+const SLOW = machineSlowdown()
+/** The store, the controller, then the workers, each within its start limit (20 s times SLOW). */
+const START_MS = 70_000 * SLOW
+const [STEPS_TEST_MS, DATA_TEST_MS] = [110_000 * SLOW, 200_000 * SLOW]
 
 /** Files under a host's own folder that look like step outputs (none should: they belong in the store). */
 const stepFiles = (dir: string): string[] =>
@@ -44,65 +49,74 @@ describe.skipIf(why !== undefined)(`marin executor across hosts${why ? ` (skippe
     cluster = await startHostsCluster({ irisBin: IRIS_BIN, token: TOKEN })
     a = cluster.a
     ;[b, c] = cluster.workers.map((w) => w.host) as [NetHost, NetHost]
-  }, 45_000)
+  }, START_MS)
 
   /** Runs the driver on host `h` to its `done` line. */
   const drive = (h: NetHost, o: Partial<HostsDriverConfig> = {}): Promise<HostsDriverDone> => {
-    const config: HostsDriverConfig = { prefix: PREFIX, controller: cluster!.controller, token: TOKEN, ...o }
-    const timeoutMs = o.experiment === 'data' ? 150_000 : 50_000
+    const runMs = (o.experiment === 'data' ? 120_000 : 45_000) * SLOW
+    const config: HostsDriverConfig = { prefix: PREFIX, controller: cluster!.controller, token: TOKEN, runMs, ...o }
+    const timeoutMs = runMs + 30_000 * SLOW
     return cluster!.drive<HostsDriverDone>(h, ['--import', TSX, DRIVER, JSON.stringify(config)], { timeoutMs })
   }
 
-  test('driven from A, steps run as iris jobs on B and C, prefix in the store; a run from B skips all', async () => {
-    const first = await drive(a)
-    expect(first.status, JSON.stringify(first.steps)).toBe('SUCCESS')
-    expect(first.steps.map((s) => [s.name, s.status]).sort()).toEqual(
-      ['merge', 'shard-0', 'shard-1'].map((n) => [n, 'SUCCESS']),
-    )
-    // Every output is a URL in the store, not a local folder.
-    for (const s of first.steps) expect(s.outputPath.startsWith(`${PREFIX}/`)).toBe(true)
-    const shards = Object.entries(first.outputs)
-      .filter(([k]) => /^shard-\d\/shard\.json$/.test(k))
-      .map(([, t]) => JSON.parse(t) as HostsShard)
-    expect(shards.map((s) => s.shard).sort()).toEqual([0, 1])
-    // The parallel steps ran one on B and one on C; none on the driver's host.
-    expect(shards.map((s) => s.hosts).sort()).toEqual([[b.address], [c.address]].sort())
-    const merged = JSON.parse(first.outputs['merge/merged.json'] ?? 'null') as HostsMerged
-    expect(merged).toEqual({ count: 100, sum: Array.from({ length: 100 }, (_, k) => k).reduce((x, y) => x + y, 0) })
-    // Step outputs are in the object store only: no host's own folder holds one.
-    for (const h of [a, b, c]) expect(stepFiles(h.dir)).toEqual([])
-    expect(stepFiles(join(a.dir, 's3')).length).toBeGreaterThanOrEqual(3)
-
-    const again = await drive(b)
-    expect(again.status, JSON.stringify(again.steps)).toBe('SUCCESS')
-    expect(again.steps.map((s) => s.status)).toEqual(first.steps.map(() => 'SKIPPED'))
-    expect(again.outputs).toEqual(first.outputs)
-  }, 110_000)
-
-  test('quickstart data steps and a training as iris jobs, prefix in the store; B reruns, skipping all', async () => {
-    const prefix = 's3://marin-test/marin-hosts-data'
-    const first = await drive(a, { prefix, experiment: 'data' })
-    expect(first.status, JSON.stringify(first.steps)).toBe('SUCCESS')
-    const names = ['brown-text', 'brown', 'brown-dedup', 'brown-bpe', 'gpt-brown']
-    expect(first.steps.map((s) => [s.name, s.status]).sort()).toEqual(names.map((n) => [n, 'SUCCESS']).sort())
-    for (const s of first.steps) expect(s.outputPath.startsWith(`${prefix}/`)).toBe(true)
-    const refs = Object.fromEntries(
-      Object.entries(first.outputs).map(([k, t]) => [
-        k,
-        (JSON.parse(t) as { artifacts: { name: string }[] }).artifacts,
-      ]),
-    )
-    expect(refs['brown-bpe/artifacts.json']?.[0]).toMatchObject({ name: 'token-caches/brown-bpe', version: 1 })
-    expect(refs['gpt-brown/artifacts.json']?.[0]).toMatchObject({ name: 'models/gpt-brown', version: 1 })
-    // No host's own folder holds a step's output or the store: both are in the object store only.
-    const stored = (dir: string) =>
-      (readdirSync(dir, { recursive: true }) as string[]).filter(
-        (f) => /artifacts\.json$|(^|\/)store\/artifacts\//.test(f) && !f.startsWith('s3/'),
+  test(
+    'driven from A, steps run as iris jobs on B and C, prefix in the store; a run from B skips all',
+    async () => {
+      const first = await drive(a)
+      expect(first.status, JSON.stringify(first.steps)).toBe('SUCCESS')
+      expect(first.steps.map((s) => [s.name, s.status]).sort()).toEqual(
+        ['merge', 'shard-0', 'shard-1'].map((n) => [n, 'SUCCESS']),
       )
-    for (const h of [a, b, c]) expect(stored(h.dir)).toEqual([])
+      // Every output is a URL in the store, not a local folder.
+      for (const s of first.steps) expect(s.outputPath.startsWith(`${PREFIX}/`)).toBe(true)
+      const shards = Object.entries(first.outputs)
+        .filter(([k]) => /^shard-\d\/shard\.json$/.test(k))
+        .map(([, t]) => JSON.parse(t) as HostsShard)
+      expect(shards.map((s) => s.shard).sort()).toEqual([0, 1])
+      // The parallel steps ran one on B and one on C; none on the driver's host.
+      expect(shards.map((s) => s.hosts).sort()).toEqual([[b.address], [c.address]].sort())
+      const merged = JSON.parse(first.outputs['merge/merged.json'] ?? 'null') as HostsMerged
+      expect(merged).toEqual({ count: 100, sum: Array.from({ length: 100 }, (_, k) => k).reduce((x, y) => x + y, 0) })
+      // Step outputs are in the object store only: no host's own folder holds one.
+      for (const h of [a, b, c]) expect(stepFiles(h.dir)).toEqual([])
+      expect(stepFiles(join(a.dir, 's3')).length).toBeGreaterThanOrEqual(3)
 
-    const again = await drive(b, { prefix, experiment: 'data' })
-    expect(again.steps.map((s) => s.status)).toEqual(first.steps.map(() => 'SKIPPED'))
-    expect(again.outputs).toEqual(first.outputs)
-  }, 200_000)
+      const again = await drive(b)
+      expect(again.status, JSON.stringify(again.steps)).toBe('SUCCESS')
+      expect(again.steps.map((s) => s.status)).toEqual(first.steps.map(() => 'SKIPPED'))
+      expect(again.outputs).toEqual(first.outputs)
+    },
+    STEPS_TEST_MS,
+  )
+
+  test(
+    'quickstart data steps and a training as iris jobs, prefix in the store; B reruns, skipping all',
+    async () => {
+      const prefix = 's3://marin-test/marin-hosts-data'
+      const first = await drive(a, { prefix, experiment: 'data' })
+      expect(first.status, JSON.stringify(first.steps)).toBe('SUCCESS')
+      const names = ['brown-text', 'brown', 'brown-dedup', 'brown-bpe', 'gpt-brown']
+      expect(first.steps.map((s) => [s.name, s.status]).sort()).toEqual(names.map((n) => [n, 'SUCCESS']).sort())
+      for (const s of first.steps) expect(s.outputPath.startsWith(`${prefix}/`)).toBe(true)
+      const refs = Object.fromEntries(
+        Object.entries(first.outputs).map(([k, t]) => [
+          k,
+          (JSON.parse(t) as { artifacts: { name: string }[] }).artifacts,
+        ]),
+      )
+      expect(refs['brown-bpe/artifacts.json']?.[0]).toMatchObject({ name: 'token-caches/brown-bpe', version: 1 })
+      expect(refs['gpt-brown/artifacts.json']?.[0]).toMatchObject({ name: 'models/gpt-brown', version: 1 })
+      // No host's own folder holds a step's output or the store: both are in the object store only.
+      const stored = (dir: string) =>
+        (readdirSync(dir, { recursive: true }) as string[]).filter(
+          (f) => /artifacts\.json$|(^|\/)store\/artifacts\//.test(f) && !f.startsWith('s3/'),
+        )
+      for (const h of [a, b, c]) expect(stored(h.dir)).toEqual([])
+
+      const again = await drive(b, { prefix, experiment: 'data' })
+      expect(again.steps.map((s) => s.status)).toEqual(first.steps.map(() => 'SKIPPED'))
+      expect(again.outputs).toEqual(first.outputs)
+    },
+    DATA_TEST_MS,
+  )
 })

@@ -19,7 +19,7 @@ import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type HostsCluster, startHostsCluster } from '@marin/rigging/hosts-cluster'
-import { type HostProcess, type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
+import { type HostProcess, machineSlowdown, type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { Dataset } from '../data/dataset.js'
@@ -132,13 +132,19 @@ await Promise.all(stopping)
 process.exit(0)
 `
 
+/** Every time limit here is for an idle machine times this (the load when the file starts: see machineSlowdown): a
+ * member starved of the CPU for 2 s is no partition. */
+const SLOW = machineSlowdown()
 // Members (iris tasks, which inherit their worker's environment) give up on a peer silent for PEER_TIMEOUT_MS, and
 // levanter fails the step MEMBER_GRACE_MS after the first member's error whatever the others do: the controller gives
 // up on a worker only after WORKER_TIMEOUT_MS, far later, so a partition reported in time is levanter's own bound.
-const PEER_TIMEOUT_MS = 2000
-const WORKER_TIMEOUT_MS = 60_000
+const PEER_TIMEOUT_MS = Math.round(2000 * SLOW)
+const WORKER_TIMEOUT_MS = Math.round(60_000 * SLOW)
 /** The partition must be reported within its bound plus this, for a loaded machine (still far below the worker's). */
-const SLACK_MS = 20_000
+const SLACK_MS = Math.round(20_000 * SLOW)
+/** initBackend, then the store, the controller and the workers (each within its start limit, 20 s times SLOW). */
+const START_MS = 70_000 * SLOW
+const [TRAIN_TEST_MS, CUT_TEST_MS] = [60_000 * SLOW, 120_000 * SLOW]
 const STORE = 's3://marin-test/levanter-hosts/store'
 type Placed = { workers: Record<string, string>; members: string[] }
 type Members = { pids: number[]; nets: string[] }
@@ -217,7 +223,7 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     hosts = Object.fromEntries(cluster.workers.map((w) => [w.id, w.host]))
     onA = runner(cluster.a)
     onB = runner(hosts.wb!, true)
-  }, 40_000)
+  }, START_MS)
   const near = (got: readonly number[] | undefined, want: readonly number[]) => {
     expect(got).toHaveLength(want.length)
     got!.forEach((l, i) => expect(Math.abs(l - want[i]!), `step ${i + 1}`).toBeLessThan(1e-4))
@@ -228,11 +234,11 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     ['replicated', false],
   ] as const)(
     '{ data: 2 } %s with a member on each of two hosts trains as one process does',
-    { timeout: 60_000 },
+    { timeout: TRAIN_TEST_MS },
     async ([name, fsdp]) => {
       onA.train(name, { data: 2, fsdp })
       const want = await reference()
-      const out = await onA.line(name, 'trained|failed', 50_000)
+      const out = await onA.line(name, 'trained|failed', 50_000 * SLOW)
       expect(out.message).toBeUndefined()
       const placed = await onA.line<Placed>(name, 'placed', 1000)
       expect(Object.values(placed.workers).sort()).toEqual(['wb', 'wc'])
@@ -241,57 +247,62 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
   )
 
   const title = 'fsdp, a host cut mid-step: REPLICA_FAILED in bounded time; the host left resumes as { data: 2 }'
-  test(title, async () => {
-    const want = await reference()
-    // Checkpoints every 2 steps into the store on A; held after step 4 (checkpointed) while a host is cut.
-    const PAUSE = 4
-    onA.train('cut', { data: 2, fsdp: true, pauseAt: PAUSE, checkpoints: true })
-    const placed = await onA.line<Placed>('cut', 'placed', 50_000)
-    // The job of an actor is named as fray names it: `fray-<actor name>`, other characters as '-'.
-    const hostOf = (member: number) =>
-      hosts[placed.workers[`fray-${placed.members[member]}`.replace(/[^A-Za-z0-9._-]/g, '-')] ?? '']
-    const [kept, lost] = [hostOf(0), hostOf(1)]
-    if (!kept || !lost) throw new Error(`no host for a member in ${JSON.stringify(placed)}`)
-    // The runner of the host left (started ahead on B; on the other host should member 0 have gone there).
-    const left = kept === onB.host ? onB : runner(kept, true)
-    await onA.line('cut', 'paused', 30_000)
-    lost.cut()
-    const cutAt = Date.now()
-    onA.go('cut')
-    // The host left runs the same training again at once: the last checkpoint (step 4's) is in the store, and the
-    // run cut off writes none after it. Its two members are processes of that host.
-    left.train('again', { data: 2, fsdp: true, checkpoints: true, local: true })
-    try {
-      // Step 5 goes out: member 0's collectives hear nothing from member 1 for PEER_TIMEOUT_MS, and the step fails
-      // MEMBER_GRACE_MS later at most, though member 1's task is not given up for WORKER_TIMEOUT_MS.
-      const bound = PEER_TIMEOUT_MS + MEMBER_GRACE_MS
-      const out = await onA.line('cut', 'stepFailed|trained', bound + SLACK_MS)
-      // The run then stops its members: the cut one's iris job is not heard from either, which takes longer.
-      const ended = await onA.line('cut', 'failed', 60_000)
-      console.log(
-        `partitioned: ${out.code} ${out.at - cutAt} ms and the run ended ${ended.at - cutAt} ms after the cut ` +
-          `(bound ${bound} ms; worker timeout ${WORKER_TIMEOUT_MS} ms): ${out.message?.slice(0, 400)}`,
-      )
-      expect(ended.message).toBe(out.message)
-      expect(out.code).toBe('REPLICA_FAILED')
-      expect(out.message).toMatch(/^mesh step: member 1 of 2 failed \(/)
-      // Named as silent (behind the partition) with member 0's error, which names it and its address.
-      expect(out.message).toContain(`member 1 did not answer within ${MEMBER_GRACE_MS} ms of member 0's error`)
-      expect(out.message).toContain(`mesh member 1 (at ${lost.address}:`)
-      expect(out.message).toContain('resume from the last checkpoint')
-      near(ended.losses, want.slice(0, PAUSE))
-    } finally {
-      lost.restore()
-    }
-    // It resumed from step 4 in the store with its two members on the host left, and the steps after it are the
-    // uninterrupted run's.
-    const resumed = await left.line('again', 'trained|failed', 50_000)
-    expect(resumed.message).toBeUndefined()
-    expect(resumed.resumedFrom).toBe(PAUSE)
-    // Two member processes, both in the network namespace of the host left.
-    const members = await left.line<Members>('again', 'placed', 1000)
-    expect(new Set(members.pids).size).toBe(2)
-    expect(members.nets).toEqual([0, 1].map(() => `net:[${statSync(`/run/netns/${kept.ns}`).ino}]`))
-    near(resumed.losses, want.slice(PAUSE))
-  }, 120_000)
+  test(
+    title,
+    async () => {
+      const want = await reference()
+      // Checkpoints every 2 steps into the store on A; held after step 4 (checkpointed) while a host is cut.
+      const PAUSE = 4
+      onA.train('cut', { data: 2, fsdp: true, pauseAt: PAUSE, checkpoints: true })
+      const placed = await onA.line<Placed>('cut', 'placed', 50_000 * SLOW)
+      // The job of an actor is named as fray names it: `fray-<actor name>`, other characters as '-'.
+      const hostOf = (member: number) =>
+        hosts[placed.workers[`fray-${placed.members[member]}`.replace(/[^A-Za-z0-9._-]/g, '-')] ?? '']
+      const [kept, lost] = [hostOf(0), hostOf(1)]
+      if (!kept || !lost) throw new Error(`no host for a member in ${JSON.stringify(placed)}`)
+      // The runner of the host left (started ahead on B; on the other host should member 0 have gone there).
+      const left = kept === onB.host ? onB : runner(kept, true)
+      await onA.line('cut', 'paused', 30_000 * SLOW)
+      lost.cut()
+      const cutAt = Date.now()
+      onA.go('cut')
+      // The host left runs the same training again at once: the last checkpoint (step 4's) is in the store, and the
+      // run cut off writes none after it. Its two members are processes of that host.
+      left.train('again', { data: 2, fsdp: true, checkpoints: true, local: true })
+      try {
+        // Step 5 goes out: member 0's collectives hear nothing from member 1 for PEER_TIMEOUT_MS, and the step fails
+        // MEMBER_GRACE_MS later at most, though member 1's task is not given up for WORKER_TIMEOUT_MS.
+        const bound = PEER_TIMEOUT_MS + MEMBER_GRACE_MS
+        expect(bound + SLACK_MS).toBeLessThan(WORKER_TIMEOUT_MS / 2)
+        const out = await onA.line('cut', 'stepFailed|trained', bound + SLACK_MS)
+        // The run then stops its members: the cut one's iris job is not heard from either, which takes longer.
+        const ended = await onA.line('cut', 'failed', 60_000 * SLOW)
+        console.log(
+          `partitioned: ${out.code} ${out.at - cutAt} ms and the run ended ${ended.at - cutAt} ms after the cut ` +
+            `(bound ${bound} ms; worker timeout ${WORKER_TIMEOUT_MS} ms): ${out.message?.slice(0, 400)}`,
+        )
+        expect(ended.message).toBe(out.message)
+        expect(out.code).toBe('REPLICA_FAILED')
+        expect(out.message).toMatch(/^mesh step: member 1 of 2 failed \(/)
+        // Named as silent (behind the partition) with member 0's error, which names it and its address.
+        expect(out.message).toContain(`member 1 did not answer within ${MEMBER_GRACE_MS} ms of member 0's error`)
+        expect(out.message).toContain(`mesh member 1 (at ${lost.address}:`)
+        expect(out.message).toContain('resume from the last checkpoint')
+        near(ended.losses, want.slice(0, PAUSE))
+      } finally {
+        lost.restore()
+      }
+      // It resumed from step 4 in the store with its two members on the host left, and the steps after it are the
+      // uninterrupted run's.
+      const resumed = await left.line('again', 'trained|failed', 50_000 * SLOW)
+      expect(resumed.message).toBeUndefined()
+      expect(resumed.resumedFrom).toBe(PAUSE)
+      // Two member processes, both in the network namespace of the host left.
+      const members = await left.line<Members>('again', 'placed', 1000)
+      expect(new Set(members.pids).size).toBe(2)
+      expect(members.nets).toEqual([0, 1].map(() => `net:[${statSync(`/run/netns/${kept.ns}`).ino}]`))
+      near(resumed.losses, want.slice(PAUSE))
+    },
+    CUT_TEST_MS,
+  )
 })

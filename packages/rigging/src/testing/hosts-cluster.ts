@@ -13,7 +13,7 @@
  */
 import { spawn } from 'node:child_process'
 import { join, resolve } from 'node:path'
-import { type HostProcess, makeNetHosts, type NetHost, type NetHosts } from './net-hosts.js'
+import { type HostProcess, machineSlowdown, makeNetHosts, type NetHost, type NetHosts } from './net-hosts.js'
 
 /** The object store's script (`node S3_HOST_SCRIPT ADDRESS DIR`): s3rver with the bucket `marin-test`. */
 export const S3_HOST_SCRIPT = resolve(import.meta.dirname, 'fixtures', 's3-host.mjs')
@@ -38,7 +38,7 @@ export function s3Env(endpoint: string): Record<string, string> {
  */
 export function startLoopbackS3(
   dir: string,
-  timeoutMs = 20_000,
+  timeoutMs = 20_000 * machineSlowdown(),
 ): Promise<{ endpoint: string; env: Record<string, string>; close(): void }> {
   const p = spawn(process.execPath, [S3_HOST_SCRIPT, '127.0.0.1', dir], { stdio: ['ignore', 'pipe', 'pipe'] })
   const close = () => void p.kill('SIGKILL')
@@ -77,7 +77,10 @@ export type HostsClusterOptions = {
   readonly heartbeat?: string
   /** The controller's `--worker-timeout` (how long a silent worker stays alive). @default iris's */
   readonly workerTimeout?: string
-  /** Longest wait for the store, the controller and each worker to come up. @default 20000 */
+  /**
+   * Longest wait for the store, the controller and each worker to come up (each in turn; the workers at once).
+   * @default 20000 times `machineSlowdown()` when the cluster starts
+   */
   readonly startTimeoutMs?: number
   /** Added to the environment of every process (`env(host)`), e.g. a test's `FRAY_PEER_TIMEOUT_MS`. */
   readonly env?: Record<string, string>
@@ -105,7 +108,8 @@ export type HostsCluster = {
   restartWorker(w: ClusterWorker): Promise<void>
   /**
    * Runs `node argv` on `h` until it prints a `{"step":"done", …}` line (resolved with it, parsed) or a
-   * `{"step":"error","message"}` line (thrown, with the driver's stderr). @default timeoutMs 50000
+   * `{"step":"error","message"}` line (thrown, with the driver's stderr). @default timeoutMs 50000 times
+   * `machineSlowdown()`
    */
   drive<T>(h: NetHost, argv: readonly string[], opts?: { timeoutMs?: number }): Promise<T>
   /** Kills every process and removes the hosts. Idempotent. */
@@ -120,7 +124,7 @@ const withStderr = (what: string, p: HostProcess) => (e: unknown) => {
 /** Makes hosts A and one per worker, and starts the store, the controller and the workers on them. */
 export async function startHostsCluster(opts: HostsClusterOptions): Promise<HostsCluster> {
   const n = opts.workers ?? 2
-  const startMs = opts.startTimeoutMs ?? 20_000
+  const startMs = opts.startTimeoutMs ?? 20_000 * machineSlowdown()
   const net = makeNetHosts(n + 1)
   try {
     const [a, ...rest] = net.hosts as [NetHost, ...NetHost[]]
@@ -169,7 +173,7 @@ export async function startHostsCluster(opts: HostsClusterOptions): Promise<Host
       async drive<T>(h: NetHost, argv: readonly string[], o: { timeoutMs?: number } = {}): Promise<T> {
         const p = h.spawn(process.execPath, argv, { env: env(h) })
         const m = await p
-          .waitFor(/^\{"step":"(done|error)".*$/m, o.timeoutMs ?? 50_000)
+          .waitFor(/^\{"step":"(done|error)".*$/m, o.timeoutMs ?? 50_000 * machineSlowdown())
           .catch(withStderr(`driver on ${h.address}`, p))
         const s = JSON.parse(m[0]) as { step: string; message?: string }
         if (s.step === 'error') throw new Error(`driver failed: ${s.message}; stderr: ${p.stderr().slice(-2000)}`)

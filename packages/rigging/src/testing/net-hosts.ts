@@ -21,7 +21,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import { tmpdir, userInfo } from 'node:os'
+import { availableParallelism, loadavg, tmpdir, userInfo } from 'node:os'
 import { join } from 'node:path'
 
 /** Where run numbers are claimed: one file `<run>.pid` per run alive, holding its owner's pid. */
@@ -89,6 +89,19 @@ function ip(args: readonly string[]): string {
   const r = ipCmd(args)
   if (!r.ok) throw new Error(`net-hosts: "ip ${args.join(' ')}" failed: ${r.out}`)
   return r.out
+}
+
+/** The most {@link machineSlowdown} says: a limit scaled by it fails a hang at this many times the limit at most. */
+export const MAX_SLOWDOWN = 8
+
+/**
+ * How many times slower than an idle machine this one runs a process now: the last minute's load average over the
+ * cores, at least 1 and at most {@link MAX_SLOWDOWN}. Tests across hosts multiply their time limits by it (a
+ * process's start-up, a peer's silence), so that a machine loaded with other work does not fail them, while a
+ * process that hangs still fails them, later.
+ */
+export function machineSlowdown(): number {
+  return Math.min(MAX_SLOWDOWN, Math.max(1, (loadavg()[0] ?? 0) / availableParallelism()))
 }
 
 /** Why network namespaces cannot be made here, or undefined when they can. */
