@@ -2,9 +2,9 @@
  * A model one process cannot train (its parameters and gradients alone overflow its wasm heap)
  * fails there with OUT_OF_MEMORY, and trains sharded over 2 and 4 processes, the members drawing
  * only their parts of the initial weights (the driver never holds the model). Every process the
- * tests start is held to a 128 MiB wasm heap (test-support/held-heap.ts, parallel/heap-limit.ts), so
- * a 19.0 M-parameter model shows what a 554 M-parameter one shows against the whole 4 GiB heap, at a
- * thirtieth of the compute and memory. The references: one process's forward pass (which fits) for
+ * tests start is held to a 64 MiB wasm heap (test-support/held-heap.ts, parallel/heap-limit.ts), so
+ * a 10.7 M-parameter model shows what a 554 M-parameter one shows against the whole 4 GiB heap, at a
+ * fiftieth of the compute and memory. The references: one process's forward pass (which fits) for
  * the first loss, and the 4-process layout (other code: heads and MLP split, all-reduces between
  * stages) for the loss after the update and the gradient norm.
  */
@@ -102,7 +102,7 @@ describe('a model one process cannot train', () => {
   }
 
   test('it trains under fsdp on { data: 2 } and { data: 2, model: 2 }: equal losses, gradient norms', async () => {
-    const params = 18_952_192
+    const params = 10_675_200
     const dp = await train({ data: 2, model: 1 })
     // Each member owns half of every parameter and of its moments, and its heap holds one stage at a time:
     // under 3/8 of the heap limit the one process overflowed (1.5 GiB of 4 GiB at full size).
@@ -123,10 +123,10 @@ describe('a model one process cannot train', () => {
     const line = await oneProcess
     expect(line.ok).toBe(false)
     expect(line.code).toBe('OUT_OF_MEMORY')
-    expect(line.message).toMatch(/19\.0M parameters/)
-    expect(line.message).toMatch(/more than one process's 128 MiB wasm heap holds at any batch size/)
+    expect(line.message).toMatch(/10\.7M parameters/)
+    expect(line.message).toMatch(/more than one process's 64 MiB wasm heap holds at any batch size/)
     // the heap guard's own words name the held limit too, not wasm32's 4 GiB
-    expect(line.message).toMatch(/MiB of the 128 MiB wasm heap in use/)
+    expect(line.message).toMatch(/MiB of the 64 MiB wasm heap in use/)
     expect(line.message).toMatch(/fsdp: true/)
     expect(line.message).toMatch(/mesh: \{ model: 2 \}/)
   }, 120_000)
