@@ -124,38 +124,45 @@ export const guideArchitecture = defineArchitecture({
 registerArchitecture(guideArchitecture)
 
 // 6. From here on it is a model config like any other: build it, train it, read its loss, export it. Only when
-// this file is the program: processes that import it for the definition above must not train.
-async function main([layout, flag, dir] = process.argv.slice(2)) {
+// this file is the program: processes that import it for the definition above must not train. The layouts named
+// train in turn, each from the same seed (`one data fsdp model`: all four); `--export DIR` exports the first's model.
+async function main(args = process.argv.slice(2)) {
   const layouts = {
     one: {},
     data: { mesh: { data: 2 } },
     fsdp: { mesh: { data: 2 }, fsdp: true },
     model: { mesh: { model: 2 } },
   }
-  if (layout !== undefined && !(layout in layouts))
-    throw new Error(`add-an-architecture: layout "${layout}" is not one of ${Object.keys(layouts).join(', ')}`)
-  if (flag !== undefined && (flag !== '--export' || dir === undefined))
-    throw new Error('add-an-architecture: after the layout, only --export DIR (the folder to write)')
+  const at = args.indexOf('--export')
+  const named = at < 0 ? args : args.slice(0, at)
+  const dir = at < 0 ? undefined : args[at + 1]
+  for (const layout of named)
+    if (!(layout in layouts))
+      throw new Error(`add-an-architecture: layout "${layout}" is not one of ${Object.keys(layouts).join(', ')}`)
+  if (at >= 0 && (dir === undefined || args.length !== at + 2))
+    throw new Error('add-an-architecture: after the layouts, only --export DIR (the folder to write)')
   await initBackend()
   // Text, in bytes: a byte-level tokenizer (256 ids, no merges) is what `marin serve` reads and writes it with.
   const text = 'the quick brown fox jumps over the lazy dog. '.repeat(100)
   const tokenizer = trainBpe([text], { vocabSize: 256 })
   const tokens = tokenizer.encode(text)
-  const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
-  const model = createModel({ type: TYPE, vocabSize: 256, seqLen: 16, dModel: tiny ? 16 : 64, nLayers: 2, nHeads: 2 })
-  const trainer = new Trainer(
-    { learningRate: 3e-2, batchSize: 8, logEvery: 100, ...layouts[(layout ?? 'one') as keyof typeof layouts] },
-    { trackers: [] },
-  )
-  const { losses } = await new Pipeline({ dataset, model, trainer, maxSteps: tiny ? 20 : 200 }).run()
-  console.log(`${TYPE}: ${model.numParams()} parameters, ${model.flopsPerToken(16)} FLOPs per token`)
-  console.log(`loss ${losses[0]!.toFixed(3)} → ${losses.at(-1)!.toFixed(3)} in ${losses.length} steps`)
-  if (dir !== undefined) {
-    await exportHf(model, dir) // config.json and model.safetensors, through `hf` above
-    writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON()))
-    const { tokens: next } = generate(model, tokenizer.encode('the quick'), { maxNewTokens: 6, temperature: 0 })
-    console.log(`exported to ${dir}; generate: "the quick" → ${JSON.stringify(tokenizer.decode(next))}`)
+  for (const [i, layout] of (named.length > 0 ? named : ['one']).entries()) {
+    const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
+    const model = createModel({ type: TYPE, vocabSize: 256, seqLen: 16, dModel: tiny ? 16 : 64, nLayers: 2, nHeads: 2 })
+    const trainer = new Trainer(
+      { learningRate: 3e-2, batchSize: 8, logEvery: 100, ...layouts[layout as keyof typeof layouts] },
+      { trackers: [] },
+    )
+    const { losses } = await new Pipeline({ dataset, model, trainer, maxSteps: tiny ? 20 : 200 }).run()
+    if (i === 0) console.log(`${TYPE}: ${model.numParams()} parameters, ${model.flopsPerToken(16)} FLOPs per token`)
+    console.log(`${layout}: loss ${losses[0]!.toFixed(3)} → ${losses.at(-1)!.toFixed(3)} in ${losses.length} steps`)
+    if (i === 0 && dir !== undefined) {
+      await exportHf(model, dir) // config.json and model.safetensors, through `hf` above
+      writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer.toJSON()))
+      const { tokens: next } = generate(model, tokenizer.encode('the quick'), { maxNewTokens: 6, temperature: 0 })
+      console.log(`exported to ${dir}; generate: "the quick" → ${JSON.stringify(tokenizer.decode(next))}`)
+    }
+    model.dispose()
   }
-  model.dispose()
 }
 if (process.argv[1] === fileURLToPath(import.meta.url)) await main()
