@@ -6,15 +6,16 @@
  * parallel steps ran one on B and one on C, and the outputs are in the store; a second run, driven from host B,
  * skips every step. The same for the quickstart's data steps (Brown text, ingest, dedup, BPE token cache) and a
  * small training (`fixtures/s3-prefix-experiment.ts`): datasets, caches and the model in the store under `s3://`.
+ * One driver process a host serves both of its runs (`fixtures/hosts-driver.ts`), B's each once A's is done.
  */
 import { readdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type HostsCluster, startHostsCluster } from '@marin/rigging/hosts-cluster'
-import { machineSlowdown, type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
+import { type HostProcess, machineSlowdown, type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { HostsDriverConfig, HostsDriverDone } from './fixtures/hosts-driver.js'
+import type { HostsDriverConfig, HostsDriverDone, HostsDriverRun } from './fixtures/hosts-driver.js'
 import type { HostsMerged, HostsShard } from './fixtures/hosts-experiment.js'
 
 const why = netHostsSupport()
@@ -25,6 +26,7 @@ const DRIVER = resolve(import.meta.dirname, 'fixtures/hosts-driver.ts')
 const IRIS_BIN = resolve(import.meta.dirname, '../../iris/bin/iris.js')
 const TOKEN = 'marin-hosts-token-0123456789'
 const PREFIX = 's3://marin-test/marin-hosts'
+const DATA_PREFIX = 's3://marin-test/marin-hosts-data'
 /** Every time limit here is for an idle machine times this (the load when the file starts: see machineSlowdown). */
 const SLOW = machineSlowdown()
 /** The store, the controller, then the workers, each within its start limit (20 s times SLOW). */
@@ -49,20 +51,45 @@ describe.skipIf(why !== undefined)(`marin executor across hosts${why ? ` (skippe
     cluster = await startHostsCluster({ irisBin: IRIS_BIN, token: TOKEN })
     a = cluster.a
     ;[b, c] = cluster.workers.map((w) => w.host) as [NetHost, NetHost]
+    fromA = driver(a, false)
+    fromB = driver(b, true)
   }, START_MS)
 
-  /** Runs the driver on host `h` to its `done` line. */
-  const drive = (h: NetHost, o: Partial<HostsDriverConfig> = {}): Promise<HostsDriverDone> => {
-    const runMs = (o.experiment === 'data' ? 120_000 : 45_000) * SLOW
-    const config: HostsDriverConfig = { prefix: PREFIX, controller: cluster!.controller, token: TOKEN, runMs, ...o }
-    const timeoutMs = runMs + 30_000 * SLOW
-    return cluster!.drive<HostsDriverDone>(h, ['--import', TSX, DRIVER, JSON.stringify(config)], { timeoutMs })
+  /** A driver process on `h` (one for all its runs, in turn); each of a gated one's runs waits for `go()`. */
+  type Driver = { go(): void; result(experiment: HostsDriverRun['experiment']): Promise<HostsDriverDone> }
+  const RUNS: HostsDriverRun[] = [
+    { experiment: 'hosts', prefix: PREFIX, runMs: 45_000 * SLOW },
+    { experiment: 'data', prefix: DATA_PREFIX, runMs: 120_000 * SLOW },
+  ]
+  const driver = (h: NetHost, gated: boolean): Driver => {
+    const config: HostsDriverConfig = { controller: cluster!.controller, token: TOKEN, runs: RUNS, gated }
+    const argv = ['--import', TSX, DRIVER, JSON.stringify(config)]
+    const p: HostProcess = h.spawn(process.execPath, argv, { env: cluster!.env(h), stdin: gated })
+    const failed = (why: string) => new Error(`driver on ${h.address}: ${why}; stderr: ${p.stderr().slice(-2000)}`)
+    return {
+      go: () => void p.child.stdin!.write('go\n'),
+      async result(experiment) {
+        // At most the runs before it and its own.
+        const upTo = RUNS.findIndex((r) => r.experiment === experiment) + 1
+        const ms = RUNS.slice(0, upTo).reduce((t, r) => t + r.runMs, 30_000 * SLOW)
+        const line = new RegExp(`^\\{"step":"(done|error)","experiment":"${experiment}".*$`, 'm')
+        const m = await p.waitFor(line, ms).catch((e: Error) => {
+          throw failed(e.message)
+        })
+        const out = JSON.parse(m[0]) as HostsDriverDone | { step: 'error'; message: string }
+        if (out.step === 'error') throw failed(out.message)
+        return out
+      },
+    }
   }
+  /** Driven from A, then the same runs from B, each once A's is done. */
+  let fromA: Driver
+  let fromB: Driver
 
   test(
     'driven from A, steps run as iris jobs on B and C, prefix in the store; a run from B skips all',
     async () => {
-      const first = await drive(a)
+      const first = await fromA.result('hosts')
       expect(first.status, JSON.stringify(first.steps)).toBe('SUCCESS')
       expect(first.steps.map((s) => [s.name, s.status]).sort()).toEqual(
         ['merge', 'shard-0', 'shard-1'].map((n) => [n, 'SUCCESS']),
@@ -81,7 +108,8 @@ describe.skipIf(why !== undefined)(`marin executor across hosts${why ? ` (skippe
       for (const h of [a, b, c]) expect(stepFiles(h.dir)).toEqual([])
       expect(stepFiles(join(a.dir, 's3')).length).toBeGreaterThanOrEqual(3)
 
-      const again = await drive(b)
+      fromB.go()
+      const again = await fromB.result('hosts')
       expect(again.status, JSON.stringify(again.steps)).toBe('SUCCESS')
       expect(again.steps.map((s) => s.status)).toEqual(first.steps.map(() => 'SKIPPED'))
       expect(again.outputs).toEqual(first.outputs)
@@ -92,8 +120,8 @@ describe.skipIf(why !== undefined)(`marin executor across hosts${why ? ` (skippe
   test(
     'quickstart data steps and a training as iris jobs, prefix in the store; B reruns, skipping all',
     async () => {
-      const prefix = 's3://marin-test/marin-hosts-data'
-      const first = await drive(a, { prefix, experiment: 'data' })
+      const prefix = DATA_PREFIX
+      const first = await fromA.result('data')
       expect(first.status, JSON.stringify(first.steps)).toBe('SUCCESS')
       const names = ['brown-text', 'brown', 'brown-dedup', 'brown-bpe', 'gpt-brown']
       expect(first.steps.map((s) => [s.name, s.status]).sort()).toEqual(names.map((n) => [n, 'SUCCESS']).sort())
@@ -113,7 +141,8 @@ describe.skipIf(why !== undefined)(`marin executor across hosts${why ? ` (skippe
         )
       for (const h of [a, b, c]) expect(stored(h.dir)).toEqual([])
 
-      const again = await drive(b, { prefix, experiment: 'data' })
+      fromB.go()
+      const again = await fromB.result('data')
       expect(again.steps.map((s) => s.status)).toEqual(first.steps.map(() => 'SKIPPED'))
       expect(again.outputs).toEqual(first.outputs)
     },
