@@ -41,7 +41,9 @@ type Artifacts = Record<string, unknown> & { artifacts: { name: string; version:
 
 describe('the web-mixture experiment, tiny scale', () => {
   test('WARC pages → English → quality → dedup → decontamination → { web, brown } mixture, published', () => {
-    const out = run()
+    // One step at a time: the local cluster keeps one warm runner (and one pool of zephyr workers) for all 15
+    // steps, not one on each of its two workers for the two branches (6 processes, not 10).
+    const out = run('--max-concurrent', '1')
     for (const s of STEPS) expect(out).toMatch(new RegExp(`SUCCESS ${s}_[0-9a-f]{8} `))
     const dir = join(prefix, 'experiments/web-mixture-tiny')
     const record = JSON.parse(readFileSync(join(dir, readdirSync(dir)[0]!), 'utf8'))
