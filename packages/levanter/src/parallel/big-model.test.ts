@@ -12,6 +12,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { LocalClient, withClient } from '@marin/fray'
+import { machineSlowdown } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { Dataset } from '../data/dataset.js'
@@ -30,6 +31,8 @@ const ADAMW = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNor
 const HEAP = BIG_MODEL_HEAP_MIB * 2 ** 20
 /** What test-support/held-heap.ts reads. */
 const HELD_HEAP_ENV = 'LEVANTER_TEST_WASM_HEAP_MIB'
+/** The in-process draws below take seconds on an idle machine; at load 25 one took 38 s. */
+const DRAWS = { timeout: 30_000 * machineSlowdown() }
 // Members as real processes: each has its own wasm heap.
 const client = new LocalClient()
 type Attempt = { initialLoss: number; ok: boolean; code?: string; message?: string }
@@ -144,7 +147,7 @@ test.each([
   { mesh: { data: 1, model: 2 }, fsdp: false },
   { mesh: { data: 3, model: 2 }, fsdp: true },
   { mesh: { data: 2, model: 2 }, fsdp: false },
-])('members draw exactly their parts of createModel(config, seed): $mesh fsdp $fsdp', ({ mesh, fsdp }) => {
+])('members draw exactly their parts of createModel(config, seed): $mesh fsdp $fsdp', DRAWS, ({ mesh, fsdp }) => {
   for (const config of [
     { type: 'gpt2', vocabSize: 13, seqLen: 8, dModel: 16, nLayers: 2, nHeads: 4 },
     { type: 'llama', vocabSize: 13, seqLen: 8, dModel: 16, nLayers: 1, nHeads: 4, nKvHeads: 2 },
