@@ -1,9 +1,10 @@
 // The blocked GEMM shared by the micro-kernels (native/gemm.cc: AVX2 6×16; native/gemm512.cc:
 // AVX-512 12×32), as templates over the tile size and the micro-kernel so each instantiation is
-// compiled with its own instruction set. KC, MC and NC are common to all: every element of C is
-// the FMA chain over one KC-deep pass at a time, from zero, added to C in pass order, so the two
-// kernels give the same bits, and so do the row and column splits over threads. Only KC fixes the
-// bits: MC, NC and GROUP choose the blocks and the loop order, not the arithmetic.
+// compiled with its own instruction set. KC is common to all: every element of C is the FMA chain
+// over one KC-deep pass at a time, from zero, added to C in pass order, so the two kernels give the
+// same bits, and so do the row and column splits over threads. Only KC fixes the bits: the blocks
+// (Blocking: mc, nc, group, the order of a group's passes) and the packing choose the memory traffic
+// and the loop order, not the arithmetic.
 #pragma once
 
 #include <immintrin.h>
@@ -43,25 +44,63 @@ inline void transpose16(__m512 r[16]) {
     r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
   }
 }
+#elif defined(__AVX2__)
+// r[i] = row i of an 8×8 block of floats in, column i out (the AVX2 kernel's packing transposes, 24 shuffles).
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; i++) {
+    const __m256 a = t[4 * i], b = t[4 * i + 1], c = t[4 * i + 2], d = t[4 * i + 3];
+    r[4 * i] = _mm256_shuffle_ps(a, c, 0x44);
+    r[4 * i + 1] = _mm256_shuffle_ps(a, c, 0xee);
+    r[4 * i + 2] = _mm256_shuffle_ps(b, d, 0x44);
+    r[4 * i + 3] = _mm256_shuffle_ps(b, d, 0xee);
+  }
+  for (int i = 0; i < 4; i++) {
+    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+  }
+  for (int i = 0; i < 8; i++) r[i] = t[i];
+}
 #endif
 
 constexpr int64_t KC = 256;
-constexpr int64_t MC = 144;   // a multiple of both kernels' MR: the packed A block (MC×KC per pass) stays in L2
-constexpr int64_t NC = 1024;  // a multiple of both kernels' NR: the packed B block (KC×NC per pass, 1 MiB)
-// Passes packed together: a tile of C takes up to GROUP passes back to back while it sits in L1, so a product
-// K ≤ GROUP·KC deep writes C once instead of reading and writing it once per pass (the head's 50257-wide C
-// is 206 MB at GPT-2 small's 1024 rows).
-constexpr int64_t GROUP = 4;
+
+// The blocks, chosen per kernel and per machine (native/gemm.cc): mc rows of A (a multiple of the kernel's MR) and
+// nc columns of B (a multiple of its NR) per packed block, `group` passes packed together; with tilePasses a tile of
+// C takes the group's passes back to back while it sits in L1, so a product K ≤ group·KC deep writes C once instead
+// of reading and writing it once per pass (the head's 50257-wide C is 206 MB at GPT-2 small's 1024 rows); else each
+// pass runs over the whole mc×nc block before the next (one B panel kept in L1 across the block's slivers).
+struct Blocking {
+  int64_t mc, nc, group;
+  bool tilePasses;
+};
+// Tuned on an AVX-512 machine with 2 MiB of L2 a core (the AVX-512 kernel's, and the AVX2 one's there).
+constexpr Blocking WIDE_L2{144, 1024, 4, true};
+constexpr int64_t MC = WIDE_L2.mc, NC = WIDE_L2.nc, GROUP = WIDE_L2.group;
+// The packing buffers' sizes: every Blocking keeps group·mc and group·nc within these.
+constexpr int64_t PACK_A_ROWS = 576, PACK_B_COLS = 4096;
 
 // Per thread (worker threads share the loaded library), allocated on first use and kept.
 inline thread_local float* packA = nullptr;
 inline thread_local float* packB = nullptr;
 
 inline bool buffers() {
-  if (!packA) packA = static_cast<float*>(std::aligned_alloc(64, GROUP * MC * KC * sizeof(float)));
-  if (!packB) packB = static_cast<float*>(std::aligned_alloc(64, GROUP * KC * NC * sizeof(float)));
+  if (!packA) packA = static_cast<float*>(std::aligned_alloc(64, PACK_A_ROWS * KC * sizeof(float)));
+  if (!packB) packB = static_cast<float*>(std::aligned_alloc(64, PACK_B_COLS * KC * sizeof(float)));
   return packA && packB;
 }
+
+// Packing contiguous rows of op(A)ᵀ and op(B) a whole k row at a time (one run of memory per k, not one
+// sliver or panel down all k at a time): the AVX2 build (the AVX-512 one keeps its measured packing).
+#if defined(__AVX512F__)
+constexpr bool ROW_PACKING = false;
+#else
+constexpr bool ROW_PACKING = true;
+#endif
 
 // A view of one operand: element (r, c) of op(X) is at x[r·rs + c·cs].
 struct View {
@@ -80,7 +119,17 @@ struct Blocked {
 
   // dst[sliver][k][i] = op(A)(m0 + s·MR + i, k0 + k), zero past row mb.
   static void packA(const View& a, int64_t m0, int64_t mb, int64_t k0, int64_t kb, float* dst) {
-    for (int64_t s = 0; s < mb; s += MR) {
+    int64_t s = 0;
+    if (ROW_PACKING && a.rs == 1 && mb >= MR) {  // transposed A, whole slivers: each k's mb floats read in one run
+      const int64_t whole = mb / MR * MR;
+      const float* r = a.x + k0 * a.cs + m0;
+      for (int64_t k = 0; k < kb; k++)
+        for (int64_t q = 0; q < whole; q += MR)
+          std::memcpy(dst + q * kb + k * MR, r + k * a.cs + q, MR * sizeof(float));
+      s = whole;
+      dst += whole * kb;
+    }
+    for (; s < mb; s += MR) {
       const int64_t rows = mb - s < MR ? mb - s : MR;
       if (rows == MR && a.cs == 1) {  // rows of A: MR streams along k
         const float* r = a.x + (m0 + s) * a.rs + k0;
@@ -93,6 +142,19 @@ struct Blocked {
             for (int64_t i = 0; i < 16; i++) t[i] = i < MR ? _mm512_loadu_ps(r + i * a.rs + k) : _mm512_setzero_ps();
             transpose16(t);
             for (int64_t q = 0; q < 16; q++) _mm512_mask_storeu_ps(dst + (k + q) * MR, keep, t[q]);
+          }
+        }
+#elif defined(__AVX2__)
+        if constexpr (MR >= 4 && MR <= 8) {  // 8 k at a time: MR rows (and zeros) transposed, MR floats stored per k
+          // (8 floats stored per k, the next k's store overwriting the overflow; the last k's MR through a copy)
+          for (; k + 8 <= kb; k += 8) {
+            __m256 t[8];
+            for (int64_t i = 0; i < 8; i++) t[i] = i < MR ? _mm256_loadu_ps(r + i * a.rs + k) : _mm256_setzero_ps();
+            transpose8(t);
+            for (int64_t q = 0; q < 7; q++) _mm256_storeu_ps(dst + (k + q) * MR, t[q]);
+            alignas(32) float last[8];
+            _mm256_store_ps(last, t[7]);
+            std::memcpy(dst + (k + 7) * MR, last, MR * sizeof(float));
           }
         }
 #endif
@@ -113,7 +175,17 @@ struct Blocked {
 
   // dst[panel][k][j] = op(B)(k0 + k, n0 + p·NR + j), zero past column nb.
   static void packB(const View& b, int64_t k0, int64_t kb, int64_t n0, int64_t nb, float* dst) {
-    for (int64_t p = 0; p < nb; p += NR) {
+    int64_t p = 0;
+    if (ROW_PACKING && b.cs == 1 && nb >= NR) {  // B's rows, whole panels: each k's nb floats read in one run
+      const int64_t whole = nb / NR * NR;
+      for (int64_t k = 0; k < kb; k++) {
+        const float* r = b.x + (k0 + k) * b.rs + n0;
+        for (int64_t q = 0; q < whole; q += NR) std::memcpy(dst + q * kb + k * NR, r + q, NR * sizeof(float));
+      }
+      p = whole;
+      dst += whole * kb;
+    }
+    for (; p < nb; p += NR) {
       const int64_t cols = nb - p < NR ? nb - p : NR;
       if (cols == NR && b.cs == 1) {
         for (int64_t k = 0; k < kb; k++) std::memcpy(dst + k * NR, b.x + (k0 + k) * b.rs + n0 + p, NR * sizeof(float));
@@ -127,6 +199,16 @@ struct Blocked {
               for (int64_t j = 0; j < 16; j++) t[j] = _mm512_loadu_ps(b.x + (n0 + p + j0 + j) * b.cs + k0 + k);
               transpose16(t);
               for (int64_t q = 0; q < 16; q++) _mm512_storeu_ps(dst + (k + q) * NR + j0, t[q]);
+            }
+        }
+#elif defined(__AVX2__)
+        if constexpr (NR % 8 == 0) {  // 8 columns × 8 k at a time, transposed
+          for (; k + 8 <= kb; k += 8)
+            for (int64_t j0 = 0; j0 < NR; j0 += 8) {
+              __m256 t[8];
+              for (int64_t j = 0; j < 8; j++) t[j] = _mm256_loadu_ps(b.x + (n0 + p + j0 + j) * b.cs + k0 + k);
+              transpose8(t);
+              for (int64_t q = 0; q < 8; q++) _mm256_storeu_ps(dst + (k + q) * NR + j0, t[q]);
             }
         }
 #endif
@@ -144,13 +226,14 @@ struct Blocked {
     }
   }
 
-  // One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart (buffers() first). Per block of NC
-  // columns and GROUP passes, B and then each MC-row block of A are packed pass by pass; each tile of C then runs
-  // the group's passes in order (pass p: its sum from zero, stored, or added to C unless it is the product's first
-  // pass and not accumulating), the same arithmetic as one pass over all of C at a time. (Running each column of
-  // tiles pass by pass instead, one B panel kept in L1, measured 2-5% slower here.)
+  // One product C (+)= op(A)·op(B), C row-major M×N with rows ldc floats apart (buffers() first), blocked by bl
+  // (mc a multiple of MR, nc of NR, group·mc ≤ PACK_A_ROWS, group·nc ≤ PACK_B_COLS). Per block of nc columns and
+  // group passes, B and then each mc-row block of A are packed pass by pass; each tile of C then runs the group's
+  // passes in order (pass p: its sum from zero, stored, or added to C unless it is the product's first pass and not
+  // accumulating), back to back (tilePasses) or one pass over the block at a time: the same arithmetic as one pass
+  // over all of C at a time, whatever the blocking.
   static void gemm(const View& a, const View& b, float* c, int64_t ldc, int64_t M, int64_t K, int64_t N,
-                   bool accumulate) {
+                   bool accumulate, const Blocking& bl = WIDE_L2) {
     alignas(64) float tile[MR * NR];
     if (K == 0) {
       if (!accumulate)
@@ -158,39 +241,45 @@ struct Blocked {
           for (int64_t j = 0; j < N; j++) c[i * ldc + j] = 0.0f;
       return;
     }
-    for (int64_t jc = 0; jc < N; jc += NC) {
-      const int64_t nb = N - jc < NC ? N - jc : NC;
+    const int64_t MCb = bl.mc, NCb = bl.nc, G = bl.group;
+    for (int64_t jc = 0; jc < N; jc += NCb) {
+      const int64_t nb = N - jc < NCb ? N - jc : NCb;
       const int64_t nbPad = (nb + NR - 1) / NR * NR;  // pass p's panels start at p·KC·nbPad
-      for (int64_t pg = 0; pg < K; pg += GROUP * KC) {
-        const int64_t kg = K - pg < GROUP * KC ? K - pg : GROUP * KC;
+      for (int64_t pg = 0; pg < K; pg += G * KC) {
+        const int64_t kg = K - pg < G * KC ? K - pg : G * KC;
         const int64_t passes = (kg + KC - 1) / KC;
         const auto depth = [&](int64_t p) { return kg - p * KC < KC ? kg - p * KC : KC; };
         for (int64_t p = 0; p < passes; p++) packB(b, pg + p * KC, depth(p), jc, nb, levanter::packB + p * KC * nbPad);
-        for (int64_t ic = 0; ic < M; ic += MC) {
-          const int64_t mb = M - ic < MC ? M - ic : MC;
+        for (int64_t ic = 0; ic < M; ic += MCb) {
+          const int64_t mb = M - ic < MCb ? M - ic : MCb;
           const int64_t mbPad = (mb + MR - 1) / MR * MR;
           for (int64_t p = 0; p < passes; p++)
             packA(a, ic, mb, pg + p * KC, depth(p), levanter::packA + p * KC * mbPad);
-          for (int64_t jr = 0; jr < nb; jr += NR) {
-            const int64_t cols = nb - jr < NR ? nb - jr : NR;
-            for (int64_t ir = 0; ir < mb; ir += MR) {
-              const int64_t rows = mb - ir < MR ? mb - ir : MR;
-              float* ct = c + (ic + ir) * ldc + jc + jr;
-              for (int64_t p = 0; p < passes; p++) {
-                const int64_t kb = depth(p);
-                const bool add = accumulate || pg + p * KC > 0;
-                const float* bp = levanter::packB + p * KC * nbPad + jr * kb;
-                const float* ap = levanter::packA + p * KC * mbPad + ir * kb;
-                if (rows == MR && cols == NR) {
-                  kernel(kb, ap, bp, ct, ldc, add);
-                } else {
-                  kernel(kb, ap, bp, tile, NR, false);
-                  for (int64_t i = 0; i < rows; i++)
-                    for (int64_t j = 0; j < cols; j++)
-                      ct[i * ldc + j] = add ? ct[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
-                }
-              }
+          // pass p on the tile at (ir, jr) of this block
+          const auto run = [&](int64_t p, int64_t ir, int64_t jr) {
+            const int64_t rows = mb - ir < MR ? mb - ir : MR, cols = nb - jr < NR ? nb - jr : NR;
+            float* ct = c + (ic + ir) * ldc + jc + jr;
+            const int64_t kb = depth(p);
+            const bool add = accumulate || pg + p * KC > 0;
+            const float* bp = levanter::packB + p * KC * nbPad + jr * kb;
+            const float* ap = levanter::packA + p * KC * mbPad + ir * kb;
+            if (rows == MR && cols == NR) {
+              kernel(kb, ap, bp, ct, ldc, add);
+            } else {
+              kernel(kb, ap, bp, tile, NR, false);
+              for (int64_t i = 0; i < rows; i++)
+                for (int64_t j = 0; j < cols; j++)
+                  ct[i * ldc + j] = add ? ct[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
             }
+          };
+          if (bl.tilePasses) {
+            for (int64_t jr = 0; jr < nb; jr += NR)
+              for (int64_t ir = 0; ir < mb; ir += MR)
+                for (int64_t p = 0; p < passes; p++) run(p, ir, jr);
+          } else {
+            for (int64_t p = 0; p < passes; p++)
+              for (int64_t jr = 0; jr < nb; jr += NR)
+                for (int64_t ir = 0; ir < mb; ir += MR) run(p, ir, jr);
           }
         }
       }

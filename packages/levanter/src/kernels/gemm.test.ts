@@ -68,11 +68,17 @@ const CASES: [string, Case][] = [
 ]
 
 // The native GEMM's own edges (native/gemm.cc: 6×16 tiles, MC rows of A and NC columns of B per packed block).
-const { MR: NMR, MC: NMC, NC: NNC, KC: NKC, GROUP: NGROUP } = NATIVE_BLOCKING
+const { MR: NMR, MC: NMC, NC: NNC, KC: NKC, GROUP: NGROUP, SMALL_L2 } = NATIVE_BLOCKING
 const NATIVE_CASES: [string, Case][] = [
   ['one tile of rows and one more', { sa: [NMR + 1, 19], sb: [19, 33], tA: false, tB: false }],
   ['more rows than a packed block', { sa: [NMC + 7, 20], sb: [20, 17], tA: false, tB: false }],
   ['wider than a native block', { sa: [7, 5], sb: [5, NNC + 19], tA: false, tB: false }],
+  // the AVX2 kernel's blocks on a small L2: past its wider block of B (transposed and not), past a group of its passes
+  ['wider than a small-L2 block, b transposed', { sa: [7, 9], sb: [SMALL_L2.NC + 19, 9], tA: false, tB: true }],
+  [
+    'past a small-L2 group of passes and its rows, a transposed',
+    { sa: [SMALL_L2.GROUP * NKC + 37, SMALL_L2.MC + 11], sb: [SMALL_L2.GROUP * NKC + 37, 21], tA: true, tB: false },
+  ],
   ['deeper than a native pass, both transposed', { sa: [NKC + 21, 14], sb: [35, NKC + 21], tA: true, tB: true }],
   // a tile of C runs a group of passes back to back: past one group, ragged in every dimension
   [

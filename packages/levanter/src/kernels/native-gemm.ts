@@ -35,8 +35,19 @@ export function replicaThreadsEnv(replicas: number): { LEVANTER_THREADS: string 
   return { LEVANTER_THREADS: set ? set : String(Math.max(1, Math.floor(availableParallelism() / replicas))) }
 }
 
-/** native/gemm-impl.h's blocking and the tiles of its AVX2 and AVX-512 kernels (tests aim their edge cases at them). */
-export const NATIVE_BLOCKING = { MR: 6, NR: 16, MR512: 12, NR512: 32, KC: 256, MC: 144, NC: 1024, GROUP: 4 } as const
+/** native/gemm-impl.h's blocking and the tiles of its AVX2 and AVX-512 kernels (tests aim their edge cases at them);
+ * SMALL_L2 is the AVX2 kernel's blocks where a core's L2 is under 1 MiB (native/gemm.cc). */
+export const NATIVE_BLOCKING = {
+  MR: 6,
+  NR: 16,
+  MR512: 12,
+  NR512: 32,
+  KC: 256,
+  MC: 144,
+  NC: 1024,
+  GROUP: 4,
+  SMALL_L2: { MC: 48, NC: 2048, GROUP: 2 },
+} as const
 
 const ADDON = fileURLToPath(new URL('../../native/build/Release/levanter_gemm.node', import.meta.url))
 let loaded: { addon?: NativeGemmAddon; reason?: string } | undefined
