@@ -1,8 +1,10 @@
 /**
  * Where a GPT-2 decode step goes (bench/decode-roofline.ts --profile), in CPU milliseconds of this process
  * (medians of 8): the whole step on tensor ops and as one native call, and the matrix products alone at the same
- * shapes on the same weights (the 48 block matrices, then the [1, 768]·[768, 50257] head), so what is left of a step
- * is attention, LayerNorm, GELU, the adds and the dispatch between kernels. Printed to stderr.
+ * shapes on the same weights (the 48 block matrices by kind, then the [1, 768]·[768, 50257] head), so what is left of a
+ * step is attention, LayerNorm, GELU, the adds and the dispatch between kernels; each kind of product also as GB/s of
+ * weights read (over CPU time, per thread), beside the addon's one-thread read-only sum (its roofline). Printed to
+ * stderr.
  */
 import * as tf from '@tensorflow/tfjs'
 import { useNativeDecodeStep } from '../src/kernels/native-gemv-decode.js'
@@ -43,46 +45,60 @@ export function profileDecodeStep(model: CausalLM, prompt: readonly number[]): v
   const heap = new WasmHeap(tf.backend() as unknown as WasmBackendLike)
   const x = tf.zeros([4 * D]),
     y = tf.zeros([V])
-  const mats: [string, number, number][] = []
-  for (let i = 0; i < L; i++) {
-    const h = `transformer.h.${i}`
-    mats.push([`${h}.attn.c_attn.weight`, D, 3 * D], [`${h}.attn.c_proj.weight`, D, D])
-    mats.push([`${h}.mlp.c_fc.weight`, D, 4 * D], [`${h}.mlp.c_proj.weight`, 4 * D, D])
-  }
+  // the four kinds of block matrix: [parameter, K, N]
+  const kinds: [string, number, number][] = [
+    ['attn.c_attn.weight', D, 3 * D],
+    ['attn.c_proj.weight', D, D],
+    ['mlp.c_fc.weight', D, 4 * D],
+    ['mlp.c_proj.weight', 4 * D, D],
+  ]
+  const gemm = (b: number, K: number, N: number, tB: boolean) =>
+    addon.gemm(
+      heap.f32().buffer as ArrayBuffer,
+      heap.offset(x),
+      b,
+      heap.offset(y),
+      1,
+      K,
+      N,
+      false,
+      tB,
+      1,
+      0,
+      0,
+      0,
+      false,
+    )
+  // CPU ms of each kind over the L layers, then of the head
   const products = () => {
-    const buf = heap.f32().buffer as ArrayBuffer
-    const t0 = cpuMs()
-    for (const [n, K, N] of mats)
-      addon.gemm(
-        buf,
-        heap.offset(x),
-        heap.offset(model.param(n)),
-        heap.offset(y),
-        1,
-        K,
-        N,
-        false,
-        false,
-        1,
-        0,
-        0,
-        0,
-        false,
-      )
-    const t1 = cpuMs()
-    const wte = heap.offset(model.param('transformer.wte.weight'))
-    addon.gemm(buf, heap.offset(x), wte, heap.offset(y), 1, D, V, false, true, 1, 0, 0, 0, false)
-    return [t1 - t0, cpuMs() - t1]
+    const out: number[] = []
+    for (const [n, K, N] of kinds) {
+      const t = cpuMs()
+      for (let i = 0; i < L; i++) gemm(heap.offset(model.param(`transformer.h.${i}.${n}`)), K, N, false)
+      out.push(cpuMs() - t)
+    }
+    const t = cpuMs()
+    gemm(heap.offset(model.param('transformer.wte.weight')), D, V, true)
+    return [...out, cpuMs() - t]
   }
   for (let i = 0; i < 2; i++) step(true), step(false), products()
   const rows: number[][] = []
   for (let r = 0; r < 8; r++) rows.push([step(false), step(true), ...products()])
-  const [ops, one, blocks, head] = [0, 1, 2, 3].map((k) => median(rows.map((r) => r[k]!)))
+  const [ops, one, ...parts] = rows[0]!.map((_, k) => median(rows.map((r) => r[k]!)))
+  const blocks = parts.slice(0, 4).reduce((a, b) => a + b, 0),
+    head = parts[4]!
   const f = (v: number) => `${v!.toFixed(1)} ms`
+  // GB/s of weights read over CPU time: bytes ÷ CPU seconds (per thread where the pool splits a product)
+  const gbs = (floats: number, ms: number) => `${((4 * floats) / (ms * 1e6)).toFixed(1)} GB/s`
+  const each = kinds.map(
+    ([n, K, N], i) => `${n.split('.')[1]} [${K}, ${N}] ${f(parts[i]!)} ${gbs(L * K * N, parts[i]!)}`,
+  )
+  const read = addon.memoryBandwidth ? (addon.memoryBandwidth(256, 3) as { read: number }).read : undefined
   process.stderr.write(
     `decode profile (CPU ms per step at cache length ~${cache.lengths[0]}): tensor ops ${f(ops!)}, one native call ` +
-      `${f(one!)}; its products: ${L * 4} block matrices ${f(blocks!)} + head ${f(head!)}; ` +
-      `the rest ${f(one! - blocks! - head!)} (tensor ops: ${f(ops! - blocks! - head!)})\n`,
+      `${f(one!)}; its products: ${L * 4} block matrices ${f(blocks)} (${gbs(L * 12 * D * D, blocks)}: ` +
+      `${each.join(', ')}) + head ${f(head)} (${gbs(V * D, head)}); the rest ${f(one! - blocks - head)} ` +
+      `(tensor ops: ${f(ops! - blocks - head)})${read === undefined ? '' : `; one-thread read-only sum ${read.toFixed(1)} GB/s`}\n`,
   )
   tf.dispose([x, y])
   cache.dispose()

@@ -39,7 +39,9 @@ inline void decodeAttention(const float* q, int64_t qStride, const float* k, con
                             const float* pastK, const float* pastV, const int32_t* lengths, float* outK, float* outV,
                             float* out, int64_t B, int64_t H, int64_t Hkv, int64_t K, int64_t S, float scale) {
   const int64_t g = H / Hkv, S1 = S + 1;
-  parallel_for(B * Hkv, grainRows(2 * S1 * K), [&](int64_t i0, int64_t i1) {
+  // chunks claimed in turn (Pool::parallel_chunks): at batch 1 a decode step's attention is a few µs a layer, and a
+  // static split waits for a worker to wake (on a shared machine, up to a time slice) for its half of it
+  parallel_chunks(B * Hkv, grainRows(2 * S1 * K), [&](int64_t i0, int64_t i1) {
     std::vector<float> p(static_cast<size_t>(S1));
     for (int64_t i = i0; i < i1; i++) {
       const int64_t b = i / Hkv, hk = i % Hkv;
