@@ -346,48 +346,7 @@ bool passesThreaded(const float* a, int64_t M, int64_t K, const View& b, float* 
 
 // ---- the batch product (native/gemv-batch.h) ----
 
-// A tile of MR rows × 16 columns of C, its sums in registers over a KC-deep pass (one FMA per k, in k order, from
-// zero), stored or added once; bt: the tile's kb × 16 floats of B, in order.
-template <int MR>
-void batchTile(const float* a, int64_t K, const float* bt, int64_t kb, float* c, int64_t ldc, int64_t nw, bool add,
-               Ahead& ahead) {
-  __m256 s0[MR], s1[MR];
-  for (int i = 0; i < MR; i++) s0[i] = s1[i] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kb; k++) {
-    ahead.step();
-    const __m256 b0 = _mm256_load_ps(bt + 16 * k), b1 = _mm256_load_ps(bt + 16 * k + 8);
-    for (int i = 0; i < MR; i++) {
-      const __m256 x = _mm256_broadcast_ss(a + i * K + k);
-      s0[i] = _mm256_fmadd_ps(x, b0, s0[i]);
-      s1[i] = _mm256_fmadd_ps(x, b1, s1[i]);
-    }
-  }
-  alignas(32) float out[16];
-  for (int i = 0; i < MR; i++) {
-    _mm256_store_ps(out, s0[i]);
-    _mm256_store_ps(out + 8, s1[i]);
-    store(c + i * ldc, out, nw, add);
-  }
-}
-
-// The panel's pw columns of C for all M rows on AVX2, from its tiles of 16 columns (a: at the block's first k).
-void panelAvx2(const float* a, int64_t M, int64_t K, const float* panel, int64_t kb, int64_t pw, float* c, int64_t ldc,
-               bool add, Ahead& ahead) {
-  for (int64_t t = 0; t < pw; t += 16) {
-    const float* bt = panel + t * kb;
-    const int64_t nw = pw - t < 16 ? pw - t : 16;
-    for (int64_t i = 0; i < M; i += 4) {
-      const float* ai = a + i * K;
-      float* ci = c + i * ldc + t;
-      switch (M - i < 4 ? M - i : 4) {
-        case 1: batchTile<1>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
-        case 2: batchTile<2>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
-        case 3: batchTile<3>(ai, K, bt, kb, ci, ldc, nw, add, ahead); break;
-        default: batchTile<4>(ai, K, bt, kb, ci, ldc, nw, add, ahead);
-      }
-    }
-  }
-}
+// The AVX2 kernel over a packed panel (panelAvx2) is in native/gemv-batch.h.
 
 // op(B)'s rows pc…pc+kb−1, columns p…p+pw−1, into tiles of TW columns (tile t: kb × TW floats, k-major; columns
 // past pw hold zeros or a copy of the last one, never stored). B rows contiguous: each row's run read in order.
@@ -424,23 +383,25 @@ void packColumns(const float* w, int64_t ldw, int64_t pc, int64_t kb, int64_t p,
   }
 }
 
-// Columns [j0, j1) of C for all M rows (a: M rows of K floats): per KC-deep block of k, per panel of BATCH_PANEL
-// columns, the panel packed (TW-wide tiles: 32 for the AVX-512 kernel, 16 for the AVX2 one) and computed.
+// Columns [j0, j1) of C for all M rows (a: M rows of K floats): per KC-deep block of k, per panel of W columns
+// (BATCH_PANEL; BATCH_PANEL_AVX2 for the AVX2 kernel), the panel packed (TW-wide tiles: 32 for the AVX-512 kernel,
+// 16 for the AVX2 one) and computed.
 template <int TW>
 void batchColumns(const float* a, int64_t M, int64_t K, const View& b, float* c, int64_t ldc, int64_t j0, int64_t j1,
                   bool accumulate, float* panel) {
+  constexpr int64_t W = TW == 32 ? BATCH_PANEL : BATCH_PANEL_AVX2;
   for (int64_t pc = 0; pc < K; pc += KC) {
     const int64_t kb = K - pc < KC ? K - pc : KC;
     const bool add = accumulate || pc > 0;
-    for (int64_t p = j0; p < j1; p += BATCH_PANEL) {
-      const int64_t pw = j1 - p < BATCH_PANEL ? j1 - p : BATCH_PANEL;
+    for (int64_t p = j0; p < j1; p += W) {
+      const int64_t pw = j1 - p < W ? j1 - p : W;
       if (b.cs == 1) packRows<TW>(b.x, b.rs, pc, kb, p, pw, panel);
       else packColumns<TW>(b.x, b.cs, pc, kb, p, pw, panel);
       // the next panel: this block's next columns, else the next block's first
       Ahead ahead;
-      const int64_t np = p + BATCH_PANEL < j1 ? p + BATCH_PANEL : j0, npc = np == j0 ? pc + KC : pc;
+      const int64_t np = p + W < j1 ? p + W : j0, npc = np == j0 ? pc + KC : pc;
       if (npc < K) {
-        const int64_t nkb = K - npc < KC ? K - npc : KC, npw = j1 - np < BATCH_PANEL ? j1 - np : BATCH_PANEL;
+        const int64_t nkb = K - npc < KC ? K - npc : KC, npw = j1 - np < W ? j1 - np : W;
         if (b.cs == 1) ahead = Ahead{b.x + npc * b.rs + np, b.rs, (npw + 15) / 16, nkb};
         else ahead = Ahead{b.x + np * b.cs + npc, b.cs, (nkb + 15) / 16, npw};
         const int64_t G = TW == 32 ? 8 : 4, steps = (pw + TW - 1) / TW * ((M + G - 1) / G) * kb;

@@ -79,6 +79,27 @@ describe.skipIf(!here)('the batch product (native/gemv-batch.h)', () => {
     }
   })
 
+  // the AVX2 kernel's row groups of 1, 2 and 3 rows, and more rows than it takes at a time (48: 8 groups of 6, then 2)
+  test.each([
+    [1, 300, 130],
+    [2, 300, 130],
+    [3, 257, 130],
+    [50, 300, 130],
+  ])('M %i, K %i, N %i: the float64 product, stored and accumulated, both kernels', (M, K, N) => {
+    const a = fill(M * K, M + 7),
+      b = fill(K * N, 11)
+    const ref = reference(a, b, M, K, N)
+    for (const avx2 of [false, true]) {
+      const c = new Float32Array(M * N).fill(Number.NaN)
+      addon!.gemmRowsBatch!(a, b, c, M, K, N, false, avx2)
+      expect(worstError(c, undefined, ref, K)).toBeLessThanOrEqual(1)
+      const start = fill(M * N, 5)
+      c.set(start)
+      addon!.gemmRowsBatch!(a, b, c, M, K, N, true, avx2)
+      expect(worstError(c, start, ref, K)).toBeLessThanOrEqual(1)
+    }
+  })
+
   test.each([
     [16, 96, 50257],
     [5, 777, 517],
@@ -128,6 +149,7 @@ describe.skipIf(!here)('the batch product (native/gemv-batch.h)', () => {
     [16, 3072, 768],
     [7, 777, 2309],
     [13, 300, 37],
+    [50, 300, 261],
   ])('M %i, K %i, N %i: the native GEMM bit for bit, both kernels, on 1 and 2 threads', (M, K, N) => {
     const a = fill(M * K, 17),
       b = fill(K * N, 18),

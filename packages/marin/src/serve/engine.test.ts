@@ -49,6 +49,38 @@ describe.each(['gpt2', 'llama', 'qwen3', 'mixtral'] as const)('%s engine', (type
     model.dispose()
   })
 
+  test('16 greedy streams decoded together (the batch product) match levanter generate one by one', async () => {
+    const model = createModel(configOf(type), 6)
+    const steps: number[] = []
+    const engine = new Engine(model, { onStep: (e) => void (e.kind === 'decode' && steps.push(e.rows)) })
+    const prompts = Array.from({ length: 16 }, (_, i) =>
+      Array.from({ length: 1 + (i % 5) }, (_, j) => (i * 7 + j * 3) % 40),
+    )
+    const runs = await Promise.all(
+      prompts.map(async (prompt, i) => {
+        const ev: TokenEvent[] = []
+        await engine.submit({
+          prompt,
+          maxTokens: 6,
+          temperature: 0,
+          topP: 1,
+          seed: i,
+          topLogprobs: 0,
+          onToken: (e) => void ev.push(e),
+        })
+        return ev
+      }),
+    )
+    // the prompts fit one prefill pass: every decode step ran all 16 rows
+    expect(steps).toEqual(new Array<number>(5).fill(16))
+    prompts.forEach((prompt, i) => {
+      const want = generate(model, prompt, { maxNewTokens: 6, temperature: 0 })
+      expect(runs[i]!.map((e) => e.token)).toEqual(want.tokens)
+      runs[i]!.forEach((e, j) => expect(e.logprob).toBeCloseTo(want.logprobs[j]!, 4))
+    })
+    model.dispose()
+  })
+
   test('prompt log-probs from a batched prefill of different lengths equal levanter score', async () => {
     const model = createModel(configOf(type), 5)
     const engine = new Engine(model)
