@@ -98,7 +98,8 @@ export function profileDecodeStep(model: CausalLM, prompt: readonly number[]): v
     `decode profile (CPU ms per step at cache length ~${cache.lengths[0]}): tensor ops ${f(ops!)}, one native call ` +
       `${f(one!)}; its products: ${L * 4} block matrices ${f(blocks)} (${gbs(L * 12 * D * D, blocks)}: ` +
       `${each.join(', ')}) + head ${f(head)} (${gbs(V * D, head)}); the rest ${f(one! - blocks - head)} ` +
-      `(tensor ops: ${f(ops! - blocks - head)})${read === undefined ? '' : `; one-thread read-only sum ${read.toFixed(1)} GB/s`}\n`,
+      `(tensor ops: ${f(ops! - blocks - head)})` +
+      `${read === undefined ? '' : `; one-thread read-only sum ${read.toFixed(1)} GB/s`}\n`,
   )
   tf.dispose([x, y])
   cache.dispose()
