@@ -50,6 +50,21 @@ function worstError(c: Float32Array, start: Float32Array | undefined, ref: Retur
   return worst
 }
 
+/** The product on the AVX-512 kernel (where the CPU has it) and on the AVX2 one, stored and accumulated, within
+ * float32's rounding of the float64 reference. */
+function expectBothKernels(a: Float32Array, b: Float32Array, M: number, K: number, N: number) {
+  const ref = reference(a, b, M, K, N)
+  for (const avx2 of [false, true]) {
+    const c = new Float32Array(M * N).fill(Number.NaN)
+    addon!.gemmRowsBatch!(a, b, c, M, K, N, false, avx2)
+    expect(worstError(c, undefined, ref, K)).toBeLessThanOrEqual(1)
+    const start = fill(M * N, 5)
+    c.set(start)
+    addon!.gemmRowsBatch!(a, b, c, M, K, N, true, avx2)
+    expect(worstError(c, start, ref, K)).toBeLessThanOrEqual(1)
+  }
+}
+
 describe.skipIf(!here)('the batch product (native/gemv-batch.h)', () => {
   afterAll(() => addon?.setThreads(1))
   const shapes: [number, number, number][] = []
@@ -65,18 +80,7 @@ describe.skipIf(!here)('the batch product (native/gemv-batch.h)', () => {
       shapes.push([M, K, N])
   // each on the AVX-512 kernel (where the CPU has it) and on the AVX2 one
   test.each(shapes)('M %i, K %i, N %i: the float64 product, stored and accumulated, both kernels', (M, K, N) => {
-    const a = fill(M * K, M + K),
-      b = fill(K * N, N + 1)
-    const ref = reference(a, b, M, K, N)
-    for (const avx2 of [false, true]) {
-      const c = new Float32Array(M * N).fill(Number.NaN)
-      addon!.gemmRowsBatch!(a, b, c, M, K, N, false, avx2)
-      expect(worstError(c, undefined, ref, K)).toBeLessThanOrEqual(1)
-      const start = fill(M * N, 5)
-      c.set(start)
-      addon!.gemmRowsBatch!(a, b, c, M, K, N, true, avx2)
-      expect(worstError(c, start, ref, K)).toBeLessThanOrEqual(1)
-    }
+    expectBothKernels(fill(M * K, M + K), fill(K * N, N + 1), M, K, N)
   })
 
   // the AVX2 kernel's row groups of 1, 2 and 3 rows, and more rows than it takes at a time (48: 8 groups of 6, then 2)
@@ -86,18 +90,7 @@ describe.skipIf(!here)('the batch product (native/gemv-batch.h)', () => {
     [3, 257, 130],
     [50, 300, 130],
   ])('M %i, K %i, N %i: the float64 product, stored and accumulated, both kernels', (M, K, N) => {
-    const a = fill(M * K, M + 7),
-      b = fill(K * N, 11)
-    const ref = reference(a, b, M, K, N)
-    for (const avx2 of [false, true]) {
-      const c = new Float32Array(M * N).fill(Number.NaN)
-      addon!.gemmRowsBatch!(a, b, c, M, K, N, false, avx2)
-      expect(worstError(c, undefined, ref, K)).toBeLessThanOrEqual(1)
-      const start = fill(M * N, 5)
-      c.set(start)
-      addon!.gemmRowsBatch!(a, b, c, M, K, N, true, avx2)
-      expect(worstError(c, start, ref, K)).toBeLessThanOrEqual(1)
-    }
+    expectBothKernels(fill(M * K, M + 7), fill(K * N, 11), M, K, N)
   })
 
   test.each([

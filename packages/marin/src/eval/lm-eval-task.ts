@@ -221,10 +221,11 @@ function readMerged(file: string, seen: string[] = []): Record<string, unknown> 
   } catch (err) {
     throw new MarinError('BAD_CONFIG', `task file ${file}: cannot read it; check the path`, { cause: err })
   }
+  // yaml (some 70 modules) is required when a task file is read, not with the package
+  const yaml = createRequire(import.meta.url)('yaml') as typeof Yaml
   let y: unknown
   try {
-    // yaml (some 70 modules) is required when a task file is read, not with the package
-    y = (createRequire(import.meta.url)('yaml') as typeof Yaml).parse(text, { customTags: yamlTags })
+    y = yaml.parse(text, { customTags: yamlTags })
   } catch (err) {
     throw bad(file, `not valid YAML: ${(err as Error).message}`)
   }
