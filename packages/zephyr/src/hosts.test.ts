@@ -13,7 +13,7 @@ import { createRequire } from 'node:module'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { type HostsCluster, startHostsCluster } from '@marin/rigging/hosts-cluster'
-import { type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
+import { machineSlowdown, type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { HostsDriverConfig } from './fixtures/hosts-driver.js'
 import { type HostsGroup, hostsExpected } from './fixtures/hosts-data.js'
@@ -112,13 +112,14 @@ describe.skipIf(why !== undefined)(`zephyr across hosts${why ? ` (skipped: ${why
       controller: cluster!.controller,
       token: TOKEN,
       driverHost: a.address,
-      slowMs: 15,
+      // The five paced shards take 1.5 s each (more on a loaded machine, where this process may also wake late).
+      slowMs: Math.round(15 * machineSlowdown()),
     })
     // Mid-pipeline: a first-stage shard has committed (its done marker is in the store) and others still run.
     const started = Date.now()
     while (firstStageDone(a.dir, 'fault') === 0) {
       if (Date.now() - started > 40_000) throw new Error('no first-stage shard finished within 40 s')
-      await new Promise((r) => setTimeout(r, 100))
+      await new Promise((r) => setTimeout(r, 20))
     }
     expect(firstStageDone(a.dir, 'fault')).toBeLessThan(6)
     b.cut()
