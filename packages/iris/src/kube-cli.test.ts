@@ -1,6 +1,7 @@
 /**
  * `iris cluster start --platform k8s` as a real process against the loopback Kubernetes API; `iris logs` shows
- * the Pod's output.
+ * the Pod's output. Short commands (submit, logs, bad usage) run the CLI's own code in this process
+ * (`runIrisHere`); the controllers are processes, since the tests stop them with signals.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -8,7 +9,7 @@ import { join } from 'node:path'
 import { expect, test } from 'vitest'
 import { IrisClient } from './client.js'
 import { FakeKubeApi } from './internal/kube-api.js'
-import { runIris, startIris } from './internal/test-processes.js'
+import { runIrisHere, startIris } from './internal/test-processes.js'
 import { ATTEMPT_ANNOTATION } from './kube-pod-spec.js'
 
 test('iris cluster start --platform k8s runs a submitted job as a Pod and iris logs shows its output', async () => {
@@ -43,9 +44,9 @@ test('iris cluster start --platform k8s runs a submitted job as a Pod and iris l
     const m = await cluster.waitFor(/k8s cluster \(namespace ml\) on (\S+) /)
     const env = { IRIS_CONTROLLER: m[1]!, IRIS_TOKEN_FILE: join(prefix, 'iris', 'token') }
     client = new IrisClient({ controller: m[1]!, token: readFileSync(env.IRIS_TOKEN_FILE, 'utf8').trim() })
-    const sub = await runIris(
+    const sub = await runIrisHere(
       ['submit', '--job-name', 'hello', '--resources', 'cpu=1,memory=1Gi', '--', 'echo', 'hi'],
-      { logDir: dir, name: 'submit', env },
+      { env },
     )
     expect(sub.code, sub.stderr).toBe(0)
     const jobId = /hello-[0-9a-f]{8}/.exec(sub.stdout)![0]
@@ -60,7 +61,7 @@ test('iris cluster start --platform k8s runs a submitted job as a Pod and iris l
     api.appendLog('ml', pod.metadata!.name!, 'hi')
     api.exit('ml', pod.metadata!.name!, 0)
     expect((await client.wait(jobId, { timeoutMs: 30_000 })).state).toBe('SUCCEEDED')
-    const logs = await runIris(['logs', jobId], { logDir: dir, name: 'logs', env })
+    const logs = await runIrisHere(['logs', jobId], { env })
     expect(logs.code, logs.stderr).toBe(0)
     expect(logs.stdout).toContain('hi')
   } finally {
@@ -72,11 +73,10 @@ test('iris cluster start --platform k8s runs a submitted job as a Pod and iris l
 })
 
 test('cluster start: a bad platform, or k8s without a namespace, is bad usage (exit 2) naming the flag', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'iris-k8scli-'))
-  const bad = await runIris(['cluster', 'start', '--platform', 'nomad'], { logDir: dir, name: 'bad' })
+  const bad = await runIrisHere(['cluster', 'start', '--platform', 'nomad'])
   expect(bad.code).toBe(2)
   expect(bad.stderr).toMatch(/--platform/)
-  const noNs = await runIris(['cluster', 'start', '--platform', 'k8s'], { logDir: dir, name: 'nons' })
+  const noNs = await runIrisHere(['cluster', 'start', '--platform', 'k8s'])
   expect(noNs.code).toBe(2)
   expect(noNs.stderr).toMatch(/--namespace/)
 })

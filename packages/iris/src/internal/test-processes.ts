@@ -85,6 +85,24 @@ export async function runIris(
   return { code, stdout, stderr }
 }
 
+/**
+ * `iris ...args` as the binary runs it (`cli-main.ts`: the same `runCli`, this process's environment plus `env`),
+ * in this process: the CLI's own code without a process start, which is most of a short command's cost. Tests
+ * start the binary itself where a process matters (a cluster, a worker, a signal).
+ */
+export async function runIrisHere(
+  args: readonly string[],
+  opts: { env?: Record<string, string> } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { runCli } = await import('../cli.js')
+  const out: string[] = []
+  const err: string[] = []
+  const env = { ...process.env, LOG_FORMAT: 'json', ...(opts.env ?? {}) }
+  const io = { out: (l: string) => out.push(l), err: (l: string) => err.push(l), env, stopped: Promise.resolve() }
+  const code = await runCli(args, io)
+  return { code, stdout: out.map((l) => `${l}\n`).join(''), stderr: err.map((l) => `${l}\n`).join('') }
+}
+
 /** Processes alive now (zombies excluded) whose environment holds `IRIS_TEST_TAG=<tag>`: what a test started. */
 export function taggedProcesses(tag: string): number[] {
   const want = `IRIS_TEST_TAG=${tag}`
