@@ -221,16 +221,23 @@ const scatter10: Call = { name: 'reduceScatter', op: 'sum', n: 10 }
 
 describe('mesh axes and failures', () => {
   let client: LocalClient
+  /** Two members in a mesh of their own (`pairMesh`); the last test kills one. */
   let pair: ActorGroup<Reducer>
+  let pairMesh: Mesh<Reducer>
+  /** Four members, for the 2×2 meshes: each test makes its mesh over them and closes it. */
+  let four: ActorGroup<Reducer>
   beforeAll(async () => {
     client = new LocalClient()
-    pair = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)])
-    await Mesh.create(pair)
+    ;[pair, four] = await Promise.all([
+      client.createActorGroup(ReducerClass, 2, (i) => [seed(i)]),
+      client.createActorGroup(ReducerClass, 4, (i) => [seed(i)]),
+    ])
+    pairMesh = await Mesh.create(pair)
   }, 60_000)
   afterAll(() => client.shutdown())
 
   test('collectives over one axis of a 2×2 mesh stay within their sub-groups', async () => {
-    const g = await client.createActorGroup(ReducerClass, 4, (i) => [seed(i)])
+    const g = four
     const mesh = await Mesh.create(g, { data: -1, model: 2 })
     expect(mesh.shape()).toEqual({ data: 2, model: 2 })
     expect(await g.broadcast.coords()).toEqual([
@@ -254,11 +261,11 @@ describe('mesh axes and failures', () => {
     expect(b).toEqual([d0, d0, d2, d2])
     await mesh.close()
     await expect(g.member(0).coords()).rejects.toMatchObject({ code: 'NOT_IN_MESH' })
-    await g.shutdown()
   })
 
   test('reduceScatter and allGather over one axis of a 2×2 mesh stay within their sub-groups', async () => {
-    const g = await client.createActorGroup(ReducerClass, 4, (i) => [seed(i)])
+    // The same four members in a new mesh (the last one closed).
+    const g = four
     const mesh = await Mesh.create(g, { data: -1, model: 2 })
     const parts = Array.from({ length: 4 }, (_, i) => testData(seed(i), 5001, 'ints'))
     // Over `data`: ranks {0, 2} (model 0) and {1, 3} (model 1); the data coordinate picks the shard.
@@ -288,7 +295,6 @@ describe('mesh axes and failures', () => {
       { digest: d23, length: 7 },
     ])
     await mesh.close()
-    await g.shutdown()
   })
 
   test('allGather concatenates shards of different lengths, empty ones included, in rank order', async () => {
@@ -371,9 +377,13 @@ describe('mesh axes and failures', () => {
     },
   )
 
+  test('axes that do not fit the group are refused', async () => {
+    await expect(Mesh.create(pair, { data: 3 })).rejects.toThrow(/do not fit 2 members/)
+  })
+
+  // Last: it kills a member of the pair (no restarts).
   test('a member dying fails reduceScatter and allGather on the others with COLLECTIVE_PEER_LOST', async () => {
-    const g = await client.createActorGroup(ReducerClass, 2, (i) => [seed(i)])
-    const mesh = await Mesh.create(g)
+    const [g, mesh] = [pair, pairMesh]
     const waiting = g.member(0).scatterGiven(new Float32Array(100), 'sum')
     g.member(1).$actor.kill('SIGKILL')
     await expect(waiting).rejects.toMatchObject({
@@ -387,10 +397,5 @@ describe('mesh axes and failures', () => {
     // The survivor is still up: the failed collectives left no unhandled rejection behind.
     expect(await g.member(0).coords()).toEqual({ data: 0 })
     await mesh.close()
-    await g.shutdown()
-  })
-
-  test('axes that do not fit the group are refused', async () => {
-    await expect(Mesh.create(pair, { data: 3 })).rejects.toThrow(/do not fit 2 members/)
   })
 })

@@ -4,7 +4,8 @@
  * workers there, driven from host A through fray's iris backend. The cluster (the object store and the controller
  * on A, a worker on B and on C) is the suite's one fixture for tests across hosts (`@marin/rigging/hosts-cluster`).
  * The members listen on every interface and give out the address their worker registered by; their collectives go
- * over the link between the hosts. The losses equal the one-process run's within 1e-4.
+ * over the link between the hosts. The losses equal the one-process run's within 1e-4 (the same training with
+ * mesh.data 1, run ahead on B's runner while A's first training starts: this process loads no training of its own).
  *
  * Partition: an fsdp run checkpointing every 2 steps into the object store on A (s3rver) is held after step 4 while
  * member 1's host is cut. Step 5 fails with REPLICA_FAILED naming member 1 (silent) and its address within
@@ -21,12 +22,6 @@ import { pathToFileURL } from 'node:url'
 import { type HostsCluster, startHostsCluster } from '@marin/rigging/hosts-cluster'
 import { type HostProcess, machineSlowdown, type NetHost, netHostsSupport } from '@marin/rigging/net-hosts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { initBackend } from '../backend.js'
-import { Dataset } from '../data/dataset.js'
-import { Gpt2LM } from '../models/lm.js'
-import { Pipeline } from '../pipeline.js'
-import { MemoryTracker } from '../trackers.js'
-import { Trainer } from '../trainer.js'
 import { MEMBER_GRACE_MS } from './all-members.js'
 
 const why = netHostsSupport()
@@ -48,8 +43,9 @@ const TOKENS = Array.from({ length: 1500 }, (_, i) => ((i * 3) % 10) + (i % 23 =
 const TRAINER = { learningRate: 1e-2, batchSize: 4, seed: 1 }
 
 // The runner: loads everything, prints `ready`, then runs trainings as stdin asks, one at a time, one JSON line each:
-// `{"run":NAME, …config}` runs the training NAME as `single` below would, with mesh.data `data`, its members the
-// iris workers' (or, with `local`, processes of the runner's own host: fray's local backend); `{"go":NAME}` lets
+// `{"run":NAME, …config}` runs the training NAME: with `data` 1 in the runner's own process (the one-process run),
+// else with mesh.data `data`, its members the iris workers' (or, with `local`, processes of the runner's own host:
+// fray's local backend); `{"go":NAME}` lets
 // NAME on once it paused after step `pauseAt` (its checkpoint written). Every line it prints names its run and its
 // time. One runner serves a host's trainings, so that its start-up is paid once and ahead of the tests.
 const RUNNER = `
@@ -82,17 +78,18 @@ async function train(name, { cfg, tokens, trainer: t, steps, data, fsdp, pauseAt
   const say = (o) => process.stdout.write(JSON.stringify({ run: name, ...o, at: Date.now() }) + '\\n')
   const iris = { controller, token: process.env.IRIS_TOKEN }
   const client = data > 1 && !local ? new FrayIrisClient({ iris, driverHost, hostListen: '0.0.0.0' }) : undefined
-  const trainer = new Trainer({ ...t, mesh: { data }, fsdp }, { trackers: [new MemoryTracker()] })
+  const trainer = new Trainer(data > 1 ? { ...t, mesh: { data }, fsdp } : t, { trackers: [new MemoryTracker()] })
   const dataset = Dataset.fromTokens(tokens, { evalFraction: 0 })
   const pipeline = new Pipeline({ dataset, model: new Gpt2LM(cfg, 2), trainer, maxSteps: steps })
   const losses = []
   trainer.addHook(1, async (info) => {
     losses.push(info.loss)
-    const members = pipeline.engine.group.members
-    if (info.step === 2 && client) say({ step: 'placed', ...(await placement(members.map((m) => m.$actor.name))) })
+    // A mesh's members (the one-process run has none).
+    const members = () => pipeline.engine.group.members
+    if (info.step === 2 && client) say({ step: 'placed', ...(await placement(members().map((m) => m.$actor.name))) })
     // Each member's process and its network namespace ('net:[inode]'), at the run's first step.
     if (losses.length === 1 && local) {
-      const pids = members.map((m) => m.$actor.pid())
+      const pids = members().map((m) => m.$actor.pid())
       say({ step: 'placed', pids, nets: pids.map((p) => readlinkSync('/proc/' + p + '/ns/net')) })
     }
     say({ step: 'progress', n: info.step })
@@ -142,7 +139,7 @@ const PEER_TIMEOUT_MS = Math.round(2000 * SLOW)
 const WORKER_TIMEOUT_MS = Math.round(60_000 * SLOW)
 /** The partition must be reported within its bound plus this, for a loaded machine (still far below the worker's). */
 const SLACK_MS = Math.round(20_000 * SLOW)
-/** initBackend, then the store, the controller and the workers (each within its start limit, 20 s times SLOW). */
+/** The store, the controller and the workers (each within its start limit, 20 s times SLOW). */
 const START_MS = 70_000 * SLOW
 const [TRAIN_TEST_MS, CUT_TEST_MS] = [60_000 * SLOW, 120_000 * SLOW]
 const STORE = 's3://marin-test/levanter-hosts/store'
@@ -168,17 +165,14 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
   let onA: Runner
   let onB: Runner
   afterAll(() => cluster?.close())
-  // The uninterrupted one-process run every cross-host run is held to.
+  // The uninterrupted one-process run every cross-host run is held to: B's runner trains it (mesh.data 1, in the
+  // runner's process), started in beforeAll.
   let single: Promise<readonly number[]> | undefined
   const reference = () =>
-    (single ??= new Pipeline({
-      dataset: Dataset.fromTokens(TOKENS, { evalFraction: 0 }),
-      model: new Gpt2LM(CFG, 2),
-      trainer: new Trainer(TRAINER, { trackers: [new MemoryTracker()] }),
-      maxSteps: STEPS,
-    })
-      .run()
-      .then((r) => r.losses))
+    (single ??= onB.line('single', 'trained|failed', 50_000 * SLOW).then((out) => {
+      if (out.message !== undefined || !out.losses) throw new Error(`the one-process run failed: ${out.message}`)
+      return out.losses
+    }))
   /** A runner on `host`; with `local`, one whose trainings' members are its own processes, with fray's default peer
    * timeout (none): PEER_TIMEOUT_MS is for the members a partition cuts off, not for two processes of one loaded
    * machine. */
@@ -211,7 +205,6 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     }
   }
   beforeAll(async () => {
-    await initBackend()
     // One core a worker: the two members (one core each) run one per host.
     cluster = await startHostsCluster({
       irisBin: IRIS_BIN,
@@ -223,6 +216,7 @@ describe.skipIf(why !== undefined)(`levanter across hosts${why ? ` (skipped: ${w
     hosts = Object.fromEntries(cluster.workers.map((w) => [w.id, w.host]))
     onA = runner(cluster.a)
     onB = runner(hosts.wb!, true)
+    onB.train('single', { data: 1, fsdp: false })
   }, START_MS)
   const near = (got: readonly number[] | undefined, want: readonly number[]) => {
     expect(got).toHaveLength(want.length)

@@ -6,18 +6,13 @@
  * through `Pipeline` alone, over two data-parallel replicas, then over two fsdp members (`run` is
  * `{ single, mesh, fsdp }`; each names its members' backends, errors printed).
  * Prints `{ info, backend, pid, run }` as its last stdout line (logs go to stderr, the members' among them: `pid`
- * tells this process's own).
+ * tells this process's own). The modules of training are loaded in `gpu` mode only: a process that only selects
+ * loads what the selection does (backend.ts), not the models, the pipeline and their schemas.
  */
 import * as tf from '@tensorflow/tfjs'
 import { initBackend } from '../backend.js'
-import { Dataset } from '../data/dataset.js'
-import { createModel } from '../models/lm.js'
-import { Pipeline } from '../pipeline.js'
-import { MemoryTracker } from '../trackers.js'
-import { Trainer } from '../trainer.js'
 import type { ProbedAdapter } from '../webgpu/adapter.js'
 import { swiftShaderAdapter } from '../webgpu/adapter.js'
-import { TINY_MODELS, TINY_TOKENS } from './backend-train.js'
 
 export const INJECTED_GPU = {
   vendor: 'nvidia',
@@ -44,9 +39,18 @@ const info = await initBackend(undefined, { probeAdapter: probes[mode!]! })
 /** Train the tiny GPT-2 two steps through `Pipeline` over `mesh`: its backend and losses, and the backends its
  * replicas or members name; or the error it failed with. */
 async function train(mesh: { data: number }, fsdp: boolean): Promise<unknown> {
+  const [{ Dataset }, { createModel }, { Pipeline }, { MemoryTracker }, { Trainer }, { TINY_MODELS, TINY_TOKENS }] =
+    await Promise.all([
+      import('../data/dataset.js'),
+      import('../models/lm.js'),
+      import('../pipeline.js'),
+      import('../trackers.js'),
+      import('../trainer.js'),
+      import('./backend-train.js'),
+    ])
   const model = createModel(TINY_MODELS.gpt2, 1)
   const trainer = new Trainer({ batchSize: 2, logEvery: 1, mesh, fsdp }, { trackers: [new MemoryTracker()] })
-  let pipeline: Pipeline | undefined
+  let pipeline: InstanceType<typeof Pipeline> | undefined
   let replicas: string[] | undefined
   trainer.addHook(2, async () => {
     const engine = pipeline?.engine as { group?: { broadcast: { backend(): Promise<string[]> } } } | undefined

@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import { expect, test } from 'vitest'
+import { beforeAll, expect, test } from 'vitest'
 
 const script = path.join(import.meta.dirname, '..', 'test-support', 'default-backend.ts')
 
@@ -31,8 +31,21 @@ async function select(mode: string): Promise<{ out: Record<string, any>; logs: R
  * that chose webgpu by LEVANTER_BACKEND=webgpu hands its members the same `backend` (parallel/mesh-engine.ts reads
  * `tf.getBackend()`, not how it was chosen): data-parallel.webgpu.test.ts trains such a driver's replica processes,
  * and parallel/mesh.webgpu.test.ts fsdp members, on webgpu. */
-let gpuRun: ReturnType<typeof select> | undefined
-const selectGpu = () => (gpuRun ??= select('gpu'))
+type Selected = ReturnType<typeof select>
+const runs = new Map<string, Selected>()
+const selected = (mode: string): Selected => {
+  let run = runs.get(mode)
+  if (!run) {
+    runs.set(mode, (run = select(mode)))
+    run.catch(() => {}) // its test reports a failure: not an unhandled rejection before that test awaits it
+  }
+  return run
+}
+const selectGpu = () => selected('gpu')
+// The four processes start side by side, the long `gpu` one first: each test awaits its own.
+beforeAll(() => {
+  for (const mode of ['gpu', 'software', 'throws', 'none']) selected(mode)
+})
 
 const GPU = { vendor: 'nvidia', architecture: 'hopper', device: '0x2335', description: 'NVIDIA H200', software: false }
 
@@ -49,12 +62,12 @@ test('with a hardware adapter the default is webgpu: one log line and the run na
   for (const l of out.run.single.losses) expect(Number.isFinite(l)).toBe(true)
 }, 300_000)
 
-// Three short processes, side by side.
+// Three short processes, started with the `gpu` one.
 test.concurrent.for(['software', 'throws', 'none'])(
   'a %s probe falls through to the CPU kernels, quietly',
   { timeout: 120_000 },
   async (mode, { expect }) => {
-    const { out, logs } = await select(mode)
+    const { out, logs } = await selected(mode)
     expect(out.backend).toBe('wasm')
     expect(out.info.name).toBe('wasm')
     expect(out.info.adapter).toBeUndefined()
