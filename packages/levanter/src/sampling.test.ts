@@ -97,7 +97,7 @@ describe('sampleToken: the draw of a sort over the vocabulary, without sorting i
     }
   })
 
-  test('a flat distribution over 50,257 ids (a random model): the draw walks far, bucket by bucket, in sort order', () => {
+  test('a flat distribution over 50,257 ids (a random model): the draw walks far, in sort order', () => {
     // flat logits as a randomly initialised model gives, some quantised (exact ties across bucket edges), some
     // -Infinity (a logit bias that bans ids), one far outlier stretching the range; draws from 0 to just below 1
     const cases: Float32Array[] = []

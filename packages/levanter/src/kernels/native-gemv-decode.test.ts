@@ -77,7 +77,7 @@ describe('the one-call GPT-2 decode step', () => {
     model.dispose()
   })
 
-  test('grows the cache in place: rows joining, leaving, a prefill chunk and an absorbed cache between steps', async (ctx) => {
+  test('grows the cache in place: rows join and leave, a prefill chunk, an absorbed cache', async (ctx) => {
     if (here) return ctx.skip()
     const model = new Gpt2LM(config, 6)
     const before = tf.memory().numTensors
