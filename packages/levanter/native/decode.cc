@@ -106,7 +106,10 @@ inline void addTo(float* x, const float* y, int64_t n) {
 // decodeGpt2(buffer, offsets, ints, dims, pack?): one decode step of a GPT-2 whose tensors lie on `buffer` at the
 // byte `offsets` [wte, wpe, ln_f.g, ln_f.b, logits, then per layer ln_1.g, ln_1.b, c_attn.w, c_attn.b, c_proj.w,
 // c_proj.b, ln_2.g, ln_2.b, c_fc.w, c_fc.b, mlp.c_proj.w, mlp.c_proj.b, pastK, pastV, outK, outV]; ints = the B
-// tokens then the B cached lengths; dims = [B, S, D, H, L, F, V, eps]; pack: packBf16's weights, or undefined.
+// tokens then the B cached lengths; dims = [B, S, D, H, L, F, V, eps] (each layer's past cache [B, H, S, K], the grown
+// one [B, H, S + 1, K]) or [B, S, D, H, L, F, V, eps, capPast, capOut] (their columns a row and head: capPast ≥ S,
+// capOut > S; outK, outV at pastK's and pastV's offsets where the cache grows in place, then capOut = capPast); pack:
+// packBf16's weights, or undefined.
 napi_value ops::DecodeGpt2(napi_env env, napi_callback_info info) {
   size_t argc = 5;
   napi_value argv[5];
@@ -125,7 +128,7 @@ napi_value ops::DecodeGpt2(napi_env env, napi_callback_info info) {
       napi_get_typedarray_info(env, argv[1], &t1, &no, &p1, &ab, &o) != napi_ok || t1 != napi_float64_array ||
       napi_get_typedarray_info(env, argv[2], &t2, &ni, &p2, &ab, &o) != napi_ok || t2 != napi_int32_array ||
       napi_get_typedarray_info(env, argv[3], &t3, &nd, &p3, &ab, &o) != napi_ok || t3 != napi_float64_array ||
-      nd != 8)
+      (nd != 8 && nd != 10))
     return ops::fail(env, usage);
   off = static_cast<double*>(p1);
   ints = static_cast<int32_t*>(p2);
@@ -134,6 +137,9 @@ napi_value ops::DecodeGpt2(napi_env env, napi_callback_info info) {
                 H = static_cast<int64_t>(dims[3]), L = static_cast<int64_t>(dims[4]), F = static_cast<int64_t>(dims[5]),
                 V = static_cast<int64_t>(dims[6]);
   const float eps = static_cast<float>(dims[7]);
+  // dims[8], dims[9] where given: the columns a (row, head) of the past and the grown cache hold (else S and S + 1)
+  const int64_t capPast = nd == 10 ? static_cast<int64_t>(dims[8]) : S,
+                capOut = nd == 10 ? static_cast<int64_t>(dims[9]) : S + 1;
   const Bf16Pack* pack = nullptr;
   napi_valuetype pt = napi_undefined;
   if (argc == 5) napi_typeof(env, argv[4], &pt);
@@ -145,8 +151,10 @@ napi_value ops::DecodeGpt2(napi_env env, napi_callback_info info) {
   bool ok = B >= 1 && S >= 0 && D >= 1 && H >= 1 && D % H == 0 && L >= 1 && F >= 1 && V >= 1 &&
             no == static_cast<size_t>(5 + 16 * L) && ni == static_cast<size_t>(2 * B) &&
             (!pack || pack->size() == static_cast<size_t>(4 * L + 1));
+  ok = ok && capPast >= S && capOut > S && (nd == 8 || (dims[8] == static_cast<double>(capPast) &&
+                                                        dims[9] == static_cast<double>(capOut)));
   for (int64_t b = 0; ok && b < B; b++) ok = ints[b] >= 0 && ints[b] < V && ints[B + b] >= 0 && ints[B + b] <= S;
-  const int64_t KV = B * H * S * (D / H), KV1 = B * H * (S + 1) * (D / H);
+  const int64_t KV = B * H * capPast * (D / H), KV1 = B * H * capOut * (D / H);
   // floats of each tensor, in the offsets' order (wpe: rows up to the largest position asked for)
   int64_t maxPos = 0;
   for (int64_t b = 0; ok && b < B; b++) maxPos = ints[B + b] > maxPos ? ints[B + b] : maxPos;
@@ -160,6 +168,14 @@ napi_value ops::DecodeGpt2(napi_env env, napi_callback_info info) {
     ok = d >= 0 && d == std::floor(d) && static_cast<int64_t>(d) % 4 == 0 &&
          static_cast<uint64_t>(d) + static_cast<uint64_t>(n) * 4 <= bytes;
     if (ok) at[i] = reinterpret_cast<float*>(static_cast<char*>(base) + static_cast<int64_t>(d));
+  }
+  // a cache grown in place is its own past (then at one stride), else the grown cache lies apart from it: a range
+  // of KV floats and one of KV1 that meet nowhere
+  for (int64_t l = 0; ok && l < L; l++) {
+    const double* o = off + 5 + 16 * l;
+    for (int i = 0; ok && i < 2; i++)
+      ok = o[14 + i] == o[12 + i] ? capOut == capPast
+                                  : o[14 + i] + 4.0 * KV1 <= o[12 + i] || o[12 + i] + 4.0 * KV <= o[14 + i];
   }
   if (!ok) return ops::fail(env, usage);
   std::vector<float> x(B * D), a(B * D), qkv(B * 3 * D), att(B * D), y(B * D), h(B * F);
@@ -176,8 +192,8 @@ napi_value ops::DecodeGpt2(napi_env env, napi_callback_info info) {
     ok = affine(a.data(), p[2], p[3], qkv.data(), B, D, 3 * D, w16(4 * l));
     // native/attention-decode.h: q, k and v read in place from the fused projection's rows of 3·D
     const float* q = qkv.data();
-    ops::decodeAttention(q, 3 * D, q + D, q + 2 * D, 3 * D, p[12], p[13], lengths, p[14], p[15], att.data(), B, H, H,
-                         D / H, S, scale);
+    ops::decodeAttentionInto(q, 3 * D, q + D, q + 2 * D, 3 * D, p[12], p[13], capPast, lengths, p[14], p[15], capOut,
+                             att.data(), B, H, H, D / H, S, scale);
     ok = ok && affine(att.data(), p[4], p[5], y.data(), B, D, D, w16(4 * l + 1));
     addTo(x.data(), y.data(), B * D);
     layerNormRows(x.data(), p[6], p[7], eps, a.data(), B, D);

@@ -59,6 +59,7 @@ describe('sampleToken: the draw of a sort over the vocabulary, without sorting i
       [300, 0],
       [300, 4],
       [8000, 6],
+      [8000, 0],
       [50257, 8],
     ] as const) {
       for (let seed = 0; seed < (V > 10000 ? 4 : 25); seed++) {
@@ -94,6 +95,40 @@ describe('sampleToken: the draw of a sort over the vocabulary, without sorting i
       expect(got).toBe(sortedDraw(x, { temperature: 1 }, rng))
       if (u > 0.5) expect(got).not.toBe(123)
     }
+  })
+
+  test('a flat distribution over 50,257 ids (a random model): the draw walks far, in sort order', () => {
+    // flat logits as a randomly initialised model gives, some quantised (exact ties across bucket edges), some
+    // -Infinity (a logit bias that bans ids), one far outlier stretching the range; draws from 0 to just below 1
+    const cases: Float32Array[] = []
+    for (let seed = 0; seed < 3; seed++) cases.push(logits(50257, seed, 0))
+    // ties by the thousand (a few levels), and in pairs and threes among other values (a fine grid)
+    const ties = logits(50257, 9, 0).map((v) => Math.round(v * 4) / 4)
+    const fineTies = logits(50257, 12, 0).map((v) => Math.round(v * 2048) / 2048)
+    const banned = logits(50257, 10, 0)
+    for (let i = 0; i < banned.length; i += 97) banned[i] = -Infinity
+    const outlier = logits(20000, 11, 0)
+    outlier[7] = -300
+    cases.push(ties, fineTies, banned, outlier)
+    for (const [c, x] of cases.entries()) {
+      // the walk of a sort (stable: lower id first on ties) at temperature 1, made once for the case's draws, the
+      // draw unscaled (as sampleToken's over the whole distribution)
+      const lp = logSoftmax(x)
+      const order = [...lp.keys()].sort((a, b) => lp[b]! - lp[a]!)
+      for (const draw of [0, 1e-6, 0.3, 0.5, 0.77, 0.999, 1 - 1e-9]) {
+        let u = draw,
+          want = order[order.length - 1]!
+        for (const i of order)
+          if ((u -= Math.exp(lp[i]!)) <= 0) {
+            want = i
+            break
+          }
+        expect(sampleToken(x, { temperature: 1 }, { next: () => draw }, lp), `case ${c}, draw ${draw}`).toBe(want)
+      }
+    }
+    // another temperature: the row's own log-softmax, the same walk
+    const x = cases[1]!
+    expect(sampleToken(x, { temperature: 0.8 }, new Rng(3))).toBe(sortedDraw(x, { temperature: 0.8 }, new Rng(3)))
   })
 
   test('ties keep the lower id first, as a stable sort does', () => {

@@ -86,32 +86,134 @@ function bestFirst(l: Float64Array, ids: Int32Array): () => number {
 /** Ids this many nats or less below the most likely are the head of a draw over the whole distribution. */
 const HEAD_NATS = 16
 
+/** Ids of a bucket sorted by insertion (best first, lower id on ties) rather than split further. */
+const SMALL_BUCKET = 16
+
+/** Scratch for {@link walkBestFirst}'s bucket passes, reused (a draw per row and step): ids, bucket keys, counts. */
+let scratch = new Int32Array(0),
+  keys = new Int32Array(0),
+  counts = new Int32Array(0)
+
+/** A draw in progress: `u` what is left of it, `last` the last id walked. */
+type Walk = { u: number; last: number }
+
+/** Walks a[from, to), already best first: answers true where the draw is used up there. */
+function walkRun(l: Float64Array, a: Int32Array, from: number, to: number, s: Walk): boolean {
+  for (let j = from; j < to; j++) {
+    const t = a[j]!
+    s.last = t
+    s.u -= Math.exp(l[t]!)
+    if (s.u <= 0) return true
+  }
+  return false
+}
+
+/** Sorts a[from, to) (ascending ids) best first by insertion: an id moves only past worse ones, so equal ones keep
+ * their ascending ids (a stable sort's order). */
+function insertionSort(l: Float64Array, a: Int32Array, from: number, to: number): void {
+  for (let i = from + 1; i < to; i++) {
+    const t = a[i]!,
+      v = l[t]!
+    let j = i
+    for (; j > from && l[a[j - 1]!]! < v; j--) a[j] = a[j - 1]!
+    a[j] = t
+  }
+}
+
+/**
+ * Walks `a[from, to)` (a draw's candidates, ascending ids) best first, lower id first on ties, subtracting each one's
+ * probability from `s.u` until it is used up (answers true, `s.last` the id that used it up); else answers false
+ * with `s.last` the last id walked. Not a heap over all of them: a bucket pass (the ids spread by log-probability
+ * over about one equal-width bucket per id, highest first, -Infinity in the last; a counting sort into `b`, so each
+ * bucket keeps its ids ascending) and each bucket walked in turn, only as far as the draw goes: a few ids sorted by
+ * insertion, more split the same way over their own range (a comparison sort past a few levels). A
+ * log-probability's bucket is a monotone function of it, so the walk visits the ids in exactly a full sort's order
+ * and subtracts the same numbers in the same order: the same token. At a flat distribution over 50,257 ids (a
+ * randomly initialised model's) that is a fraction of the heap's time. `a` and `b` swap roles a level down.
+ */
+function walkBestFirst(l: Float64Array, a: Int32Array, b: Int32Array, from: number, to: number, s: Walk, depth = 0) {
+  const n = to - from
+  let hi = -Infinity,
+    lo = Infinity,
+    finiteLo = Infinity
+  for (let i = from; i < to; i++) {
+    const v = l[a[i]!]!
+    if (v > hi) hi = v
+    if (v < lo) lo = v
+    if (v < finiteLo && v > -Infinity) finiteLo = v
+  }
+  if (!(hi > lo)) return walkRun(l, a, from, to, s) // all equal: ascending ids are the order
+  if (n <= SMALL_BUCKET) {
+    insertionSort(l, a, from, to)
+    return walkRun(l, a, from, to, s)
+  }
+  if (depth >= 4 || !(hi > finiteLo && hi - finiteLo < Infinity)) {
+    a.subarray(from, to).sort((x, y) => l[y]! - l[x]! || x - y)
+    return walkRun(l, a, from, to, s)
+  }
+  const nb = n,
+    inv = nb / (hi - finiteLo)
+  if (keys.length < n) keys = new Int32Array(n)
+  const start =
+    depth === 0 ? (counts.length < nb + 1 ? (counts = new Int32Array(nb + 1)) : counts) : new Int32Array(nb + 1)
+  start.fill(0, 0, nb + 1)
+  for (let i = from; i < to; i++) {
+    const k = Math.min(nb - 1, Math.floor((hi - l[a[i]!]!) * inv))
+    keys[i - from] = k
+    start[k + 1]!++
+  }
+  for (let k = 0; k < nb; k++) start[k + 1]! += start[k]!
+  // placed from the end of each bucket backwards, ids taken in descending order: each bucket ascending again
+  for (let i = to - 1; i >= from; i--) b[from + --start[keys[i - from]! + 1]!] = a[i]!
+  // start[k + 1] is now bucket k's first: bucket k spans [start[k + 1], start[k + 2]) (the last ends at n)
+  for (let k = 0; k < nb; k++) {
+    const b0 = from + start[k + 1]!,
+      b1 = k + 1 < nb ? from + start[k + 2]! : to
+    const m = b1 - b0
+    if (m === 0) continue
+    if (m === 1) {
+      const t = b[b0]!
+      s.last = t
+      s.u -= Math.exp(l[t]!)
+      if (s.u <= 0) return true
+      continue
+    }
+    if (walkBestFirst(l, b, a, b0, b1, s, depth + 1)) return true
+  }
+  return false
+}
+
 /**
  * One draw over the whole distribution `l` (a log-softmax: its probabilities sum to 1, so the draw is a uniform
  * number in [0, 1)), walking the ids best first until the draw is used up. The head — the ids within
  * {@link HEAD_NATS} of the most likely, found in one pass without an exp — is sorted and walked first: all of it
  * comes before the rest in that order, and a trained model's draw ends inside it. Only when the draw gets past it
- * (or the head is a large part of the vocabulary: a flat distribution) are the rest popped from a heap. So a
- * peaked distribution over 50,257 ids costs one comparison per id and a few exps, not a heap over all of them and
- * an exp per id.
+ * (or the head is a large part of the vocabulary: a flat distribution) are the rest walked, bucket by bucket
+ * ({@link walkBestFirst}). So a peaked distribution over 50,257 ids costs one comparison per id and a few exps, not
+ * a sort of all of them and an exp per id. A log-probability that is NaN has no place in that order: such a row
+ * takes the heap ({@link bestFirst}), whatever order it gives.
  */
 function drawWhole(l: Float64Array, rng: Pick<Rng, 'next'>): number {
   const V = l.length
-  let max = -Infinity
-  for (let i = 0; i < V; i++) if (l[i]! > max) max = l[i]!
+  let max = -Infinity,
+    nan = false
+  for (let i = 0; i < V; i++) {
+    const v = l[i]!
+    if (v > max) max = v
+    else if (Number.isNaN(v)) nan = true
+  }
   const cut = max - HEAD_NATS,
     cap = Math.max(16, V >> 4)
   const head: number[] = []
   for (let i = 0; i < V && head.length <= cap; i++) if (l[i]! >= cut) head.push(i)
-  let u = rng.next(),
-    last = 0
+  const s = { u: rng.next(), last: 0 }
   let rest: Int32Array
   if (head.length <= cap) {
     head.sort((a, b) => l[b]! - l[a]! || a - b)
     for (const t of head) {
-      last = t
-      u -= Math.exp(l[t]!)
-      if (u <= 0) return t
+      s.last = t
+      s.u -= Math.exp(l[t]!)
+      if (s.u <= 0) return t
     }
     rest = new Int32Array(V - head.length)
     let j = 0
@@ -120,13 +222,18 @@ function drawWhole(l: Float64Array, rng: Pick<Rng, 'next'>): number {
     rest = new Int32Array(V)
     for (let i = 0; i < V; i++) rest[i] = i
   }
+  if (!nan) {
+    if (scratch.length < rest.length) scratch = new Int32Array(rest.length)
+    walkBestFirst(l, rest, scratch, 0, rest.length, s)
+    return s.last
+  }
   const pop = bestFirst(l, rest)
   for (let t = pop(); t >= 0; t = pop()) {
-    last = t
-    u -= Math.exp(l[t]!)
-    if (u <= 0) return t
+    s.last = t
+    s.u -= Math.exp(l[t]!)
+    if (s.u <= 0) return t
   }
-  return last
+  return s.last
 }
 
 /**

@@ -20,7 +20,9 @@
  * context 1024, 12 × 768, made here, no download; the same prompts and 32 new tokens): generated tokens/s of 16
  * streams against one, and time to first token p50 and p95 of each way, in interleaved rounds
  * (SERVE_BENCH_GPT2_ROUNDS @default 3, 0 skips them), each way also per second of the process's CPU time (robust to
- * other processes' time slices on a shared machine).
+ * other processes' time slices on a shared machine). The random weights do shape one cost: their logits are nearly
+ * flat (a range of ~±2.4), so each row's draw at temperature 1 walks about half the 50257 ids (a trained model's
+ * draw ends within a few); levanter's bench/decode-batch-profile.ts shows where a 1- and a 16-row step go.
  */
 import { trainBpe } from '@marin/datakit'
 import * as os from 'node:os'

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, test } from 'vitest'
 import { initBackend } from '../backend.js'
 import { decodeStepFastOnDevice, generate } from '../generate.js'
 import { BatchCache } from '../models/batch-cache.js'
-import { decodeStep, decodeStepOnDevice, prefillOnDevice } from '../models/decode.js'
+import { decodeStep, decodeStepOnDevice, prefillChunk, prefillOnDevice } from '../models/decode.js'
 import { createModel, Gpt2LM } from '../models/lm.js'
 import { bf16Unavailable } from './native-gemm.js'
 import { nativeDecodeStep, nativeDecodeUnavailable, useNativeDecodeStep } from './native-gemv-decode.js'
@@ -74,6 +74,71 @@ describe('the one-call GPT-2 decode step', () => {
     }
     ops.dispose()
     one.dispose()
+    model.dispose()
+  })
+
+  test('grows the cache in place: rows join and leave, a prefill chunk, an absorbed cache', async (ctx) => {
+    if (here) return ctx.skip()
+    const model = new Gpt2LM(config, 6)
+    const before = tf.memory().numTensors
+    const prompts = [[1, 2, 3, 4, 5, 6], [7], [8, 9, 10], [11, 12], [13, 14, 15, 16, 17]]
+    const ops = cacheOf(model, prompts),
+      one = cacheOf(model, prompts)
+    const same = () => {
+      expect(one.lengths).toEqual(ops.lengths)
+      expect(one.width).toBe(ops.width)
+      for (let l = 0; l < config.nLayers; l++) {
+        expect(one.layers[l]!.k.shape).toEqual(ops.layers[l]!.k.shape)
+        expect(one.layers[l]!.k.dataSync()).toEqual(ops.layers[l]!.k.dataSync())
+        expect(one.layers[l]!.v.dataSync()).toEqual(ops.layers[l]!.v.dataSync())
+      }
+    }
+    const capacities = new Set<number>()
+    let inPlace = 0
+    for (let s = 0; s < 20; s++) {
+      if (s === 4)
+        for (const c of [ops, one]) {
+          const p = prefillOnDevice(model, [[20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30]], false)
+          p.logits.dispose()
+          c.add(p.kv, [11])
+        }
+      if (s === 8) for (const c of [ops, one]) c.keep([3, 0, 5, 1])
+      if (s === 12) {
+        const chunk = ops.lengths.map((_, r) => [r + 40, r + 41])
+        expect(await prefillChunk(model, one, chunk, true)).toEqual(await prefillChunk(model, ops, chunk, true))
+        same()
+      }
+      if (s === 15) {
+        // a sequence prefilled and stepped in a cache of its own (grown in place there too) joins both
+        for (const c of [ops, one]) {
+          const own = cacheOf(model, [[50, 51, 52]])
+          for (let t = 0; t < 3; t++) {
+            const l = c === one ? nativeDecodeStep(model, own, [60 + t]) : decodeStepOnDevice(model, own, [60 + t])
+            l!.dispose()
+          }
+          c.absorb(own)
+          expect(own.rows).toBe(0)
+        }
+      }
+      const toks = ops.lengths.map((_, r) => (r * 211 + s * 29) % config.vocabSize)
+      const cap = one.capacity,
+        store = one.storage[0]!.k
+      const a = read(decodeStepOnDevice(model, ops, toks))
+      expect(read(nativeDecodeStep(model, one, toks)!)).toEqual(a)
+      if (one.storage[0]!.k === store) inPlace++
+      else expect(one.capacity).toBe(Math.max(one.width, Math.min(config.seqLen, Math.max(2 * (one.width - 1), 16))))
+      if (one.capacity === cap) expect(one.storage[0]!.k).toBe(store)
+      capacities.add(one.capacity)
+      expect(one.capacity).toBeGreaterThanOrEqual(one.width)
+      if (s % 4 === 3) same()
+    }
+    same()
+    // most steps wrote their column in place; the capacity doubled where it ran out
+    expect(inPlace).toBeGreaterThan(12)
+    expect(capacities.size).toBeGreaterThan(1)
+    ops.dispose()
+    one.dispose()
+    expect(tf.memory().numTensors).toBe(before)
     model.dispose()
   })
 

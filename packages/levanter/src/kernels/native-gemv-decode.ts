@@ -37,11 +37,16 @@ export type DecodeModel = {
   param(name: string): tf.Tensor
 }
 
-/** The parts of a KV cache (models/batch-cache.ts) the step reads and grows. */
+/** The parts of a KV cache (models/batch-cache.ts) the step reads and grows: by new tensors a layer (`advance`), or,
+ * where the cache brings `storage` ([B, H, capacity, K] a layer, its `width` columns first) and `grew`, in place while
+ * there is room (the new column written after the S; a copy into twice the width where there is none). */
 export type DecodeCache = {
   readonly layers: readonly { readonly k: tf.Tensor; readonly v: tf.Tensor }[]
   readonly lengths: readonly number[]
   advance(next: { k: tf.Tensor; v: tf.Tensor }[], n?: number): void
+  readonly width?: number
+  readonly storage?: readonly { readonly k: tf.Tensor; readonly v: tf.Tensor }[]
+  grew?(n: number): void
 }
 
 type DecodeAddon = {
@@ -152,7 +157,7 @@ export function nativeDecodeStep(
   const addon = addonHere()
   const c = model.config
   const B = cache.lengths.length
-  if (!addon || B === 0 || tokens.length !== B || cache.layers.length !== c.nLayers) return
+  if (!addon || B === 0 || tokens.length !== B) return
   if (
     cache.lengths.some((l) => l + 1 > c.seqLen) ||
     tokens.some((t) => !Number.isInteger(t) || t < 0 || t >= c.vocabSize)
@@ -162,35 +167,44 @@ export function nativeDecodeStep(
     H = c.nHeads,
     L = c.nLayers,
     V = c.vocabSize,
-    S = cache.layers[0]!.k.shape[2]!,
     K = D / H,
     F = (c.mlpRatio ?? 4) * D
   const p = (n: string) => model.param(n)
   const inputs = [p('transformer.wte.weight'), p('transformer.wpe.weight'), p('transformer.ln_f.weight')]
   inputs.push(p('transformer.ln_f.bias'))
   for (let l = 0; l < L; l++) inputs.push(...layerNames(l).map(p))
-  const past = cache.layers.flatMap((kv) => [kv.k, kv.v])
   const backend = tf.backend() as unknown as WasmBackendLike
+  const onHeap = (t: tf.Tensor) => t.dtype === 'float32' && backend.dataIdMap.get(t.dataId) !== undefined
   // float32 and on this backend's heap (a tensor made under another backend is not, until tfjs moves it)
-  if ([...inputs, ...past].some((t) => t.dtype !== 'float32' || !backend.dataIdMap.get(t.dataId))) return
+  if (!inputs.every(onHeap)) return
+  // a cache that grows in place: the new column written after its S where there is room, else the S columns copied
+  // into twice the width (at most seqLen) with the new one after them; other caches into S + 1
+  const grows = cache.storage !== undefined && cache.grew !== undefined && cache.width !== undefined
+  const past = grows ? cache.storage! : cache.layers
+  const S = grows ? cache.width! : past[0]?.k.shape[2]
+  if (S === undefined || past.length !== L || !past.every((kv) => onHeap(kv.k) && onHeap(kv.v))) return
+  const capPast = past[0]!.k.shape[2]!,
+    inPlace = grows && capPast > S
+  const capOut = inPlace ? capPast : grows ? Math.max(S + 1, Math.min(c.seqLen, Math.max(2 * S, 16))) : S + 1
   const pack = bf16 ? bf16DecodeWeights(model) : undefined
   const heap = heapOf()
   const make = (shape: number[]) => tf.engine().makeTensorFromTensorInfo(backend.makeOutput(shape, 'float32'))
   const logits = make([B, 1, V])
-  const grown = cache.layers.map(() => ({ k: make([B, H, S + 1, K]), v: make([B, H, S + 1, K]) }))
+  const grown = inPlace ? [] : past.map(() => ({ k: make([B, H, capOut, K]), v: make([B, H, capOut, K]) }))
   const offsets = new Float64Array(5 + 16 * L)
   for (let i = 0; i < 4; i++) offsets[i] = heap.offset(inputs[i]!)
   offsets[4] = heap.offset(logits)
   for (let l = 0; l < L; l++) {
     const at = 5 + 16 * l
     for (let i = 0; i < 12; i++) offsets[at + i] = heap.offset(inputs[4 + 12 * l + i]!)
-    offsets[at + 12] = heap.offset(cache.layers[l]!.k)
-    offsets[at + 13] = heap.offset(cache.layers[l]!.v)
-    offsets[at + 14] = heap.offset(grown[l]!.k)
-    offsets[at + 15] = heap.offset(grown[l]!.v)
+    offsets[at + 12] = heap.offset(past[l]!.k)
+    offsets[at + 13] = heap.offset(past[l]!.v)
+    offsets[at + 14] = heap.offset(inPlace ? past[l]!.k : grown[l]!.k)
+    offsets[at + 15] = heap.offset(inPlace ? past[l]!.v : grown[l]!.v)
   }
   const ints = Int32Array.from([...tokens, ...cache.lengths])
-  const dims = Float64Array.from([B, S, D, H, L, F, V, c.layerNormEps ?? 1e-5])
+  const eps = c.layerNormEps ?? 1e-5
+  const dims = Float64Array.from(grows ? [B, S, D, H, L, F, V, eps, capPast, capOut] : [B, S, D, H, L, F, V, eps])
   try {
     // the heap's buffer after the allocations above (they may have grown it)
     addon.decodeGpt2!(heap.f32().buffer as ArrayBuffer, offsets, ints, dims, pack)
@@ -198,6 +212,7 @@ export function nativeDecodeStep(
     tf.dispose([logits, ...grown.flatMap((g) => [g.k, g.v])])
     throw err
   }
-  cache.advance(grown, 1)
+  if (inPlace) cache.grew!(1)
+  else cache.advance(grown, 1)
   return logits
 }
