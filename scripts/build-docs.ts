@@ -155,10 +155,14 @@ export function checkSiteLinks(folder: string): BrokenLink[] {
   return broken
 }
 
-/** What a build made: its HTML pages, and the seconds each phase took. */
-export type DocsBuild = { pages: number; seconds: { convert: number; render: number; links: number } }
+/** What a build made: its HTML pages, the site's broken links (none, for a good build), and each phase's seconds. */
+export type DocsBuild = {
+  pages: number
+  broken: BrokenLink[]
+  seconds: { convert: number; render: number; links: number }
+}
 
-/** Builds the site into `out`. Throws on a TypeDoc error or a broken link. */
+/** Builds the site into `out` and checks its links (`checkSiteLinks`). Throws on a TypeDoc error. */
 export async function buildDocs(out: string, root: string = ROOT): Promise<DocsBuild> {
   const clock = () => performance.now() / 1000
   const t0 = clock()
@@ -200,6 +204,21 @@ export async function buildDocs(out: string, root: string = ROOT): Promise<DocsB
       validation: { notExported: false, invalidLink: true, notDocumented: false, rewrittenLink: true },
       plugin: [],
     })
+    // A code block is highlighted once, however many pages show it (an `@example` appears on its member's page
+    // and wherever that member's comment is repeated): the same text in the same language is the same HTML. Text
+    // that comes back as it went in (a language TypeDoc did not load, which it warns about) is not kept.
+    const marked = app.renderer.markedPlugin
+    const highlight = marked.getHighlighted.bind(marked)
+    const highlighted = new Map<string, string>()
+    marked.getHighlighted = (text, lang) => {
+      const key = `${lang ?? ''}\n${text}`
+      let html = highlighted.get(key)
+      if (html === undefined) {
+        html = highlight(text, lang)
+        if (html !== text) highlighted.set(key, html)
+      }
+      return html
+    }
     // A module is named for the package entry it documents (`@marin/marin/eval`), not for its
     // path; its summary is the text of the file's `@module` comment (which TypeDoc reads as a name).
     const byFile = new Map(entries.map((e) => [resolve(e.file), e.name]))
@@ -229,21 +248,21 @@ export async function buildDocs(out: string, root: string = ROOT): Promise<DocsB
     rmSync(tmp, { recursive: true, force: true })
   }
   const broken = checkSiteLinks(resolve(out))
-  if (broken.length > 0)
-    throw new Error(
-      `build-docs: ${broken.length} broken link(s) in ${out}; fix the Markdown or doc comment they come from:\n` +
-        broken.map((b) => `  ${b.page}: ${b.link} (${b.message})`).join('\n'),
-    )
   const pages = [...htmlFiles(resolve(out))].length
   const round = (s: number) => Math.round(s * 10) / 10
-  return { pages, seconds: { convert: round(t1 - t0), render: round(t2 - t1), links: round(clock() - t2) } }
+  return { pages, broken, seconds: { convert: round(t1 - t0), render: round(t2 - t1), links: round(clock() - t2) } }
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const at = process.argv.indexOf('--out')
   const out = resolve(at > 0 ? process.argv[at + 1]! : join(ROOT, 'site-docs'))
   try {
-    const { pages, seconds: s } = await buildDocs(out)
+    const { pages, broken, seconds: s } = await buildDocs(out)
+    if (broken.length > 0)
+      throw new Error(
+        `build-docs: ${broken.length} broken link(s) in ${out}; fix the Markdown or doc comment they come from:\n` +
+          broken.map((b) => `  ${b.page}: ${b.link} (${b.message})`).join('\n'),
+      )
     console.log(
       `docs: ${pages} pages in ${relative(process.cwd(), out) || '.'}, links checked ` +
         `(convert ${s.convert} s, render ${s.render} s, link check ${s.links} s)`,
