@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, test } from 'vitest'
 import { z } from 'zod'
 import { initBackend } from '../backend.js'
 import { Dataset } from '../data/dataset.js'
+import { generate } from '../generate.js'
 import { maskCount } from '../data/batch.js'
 import { isLevanterError } from '../errors.js'
 import { checkModelAxis, cutForMember, joinModelParts, localParams } from '../parallel/layout.js'
@@ -107,6 +108,15 @@ describe('an architecture is a value', () => {
     const r = await new Pipeline({ dataset, model, trainer, maxSteps: 30 }).run()
     expect(r.losses).toHaveLength(30)
     expect(r.losses.at(-1)!).toBeLessThan(r.losses[0]! * 0.7)
+    model.dispose()
+  })
+
+  test('a user architecture without attention (its forward caches no layers) generates with the cache', () => {
+    const model = createModel(config, 2)
+    const prompt = [1, 4, 7]
+    const cached = generate(model, prompt, { maxNewTokens: 4 })
+    expect(cached.tokens).toHaveLength(4)
+    expect(cached).toEqual(generate(model, prompt, { maxNewTokens: 4, useCache: false }))
     model.dispose()
   })
 

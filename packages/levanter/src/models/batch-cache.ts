@@ -57,7 +57,8 @@ export class BatchCache {
   /** Add rows from a prefill ([R, H, W, K] per layer, right-aligned, `lengths` valid positions each); takes ownership
    * of `kv`. */
   add(kv: readonly LayerKv[], lengths: readonly number[]): void {
-    const width = kv[0]!.k.shape[2]!
+    // A model without attention caches no layers (kv is []): the rows still advance, the width is their longest.
+    const width = kv[0]?.k.shape[2] ?? Math.max(0, ...lengths)
     if (this.rows === 0) {
       this.install([...kv], width)
       this.lengths = [...lengths]
