@@ -46,7 +46,7 @@ test('iris cluster start --platform k8s runs a submitted job as a Pod and iris l
     client = new IrisClient({ controller: m[1]!, token: readFileSync(env.IRIS_TOKEN_FILE, 'utf8').trim() })
     const sub = await runIrisHere(
       ['submit', '--job-name', 'hello', '--resources', 'cpu=1,memory=1Gi', '--', 'echo', 'hi'],
-      { env },
+      env,
     )
     expect(sub.code, sub.stderr).toBe(0)
     const jobId = /hello-[0-9a-f]{8}/.exec(sub.stdout)![0]
@@ -61,7 +61,7 @@ test('iris cluster start --platform k8s runs a submitted job as a Pod and iris l
     api.appendLog('ml', pod.metadata!.name!, 'hi')
     api.exit('ml', pod.metadata!.name!, 0)
     expect((await client.wait(jobId, { timeoutMs: 30_000 })).state).toBe('SUCCEEDED')
-    const logs = await runIrisHere(['logs', jobId], { env })
+    const logs = await runIrisHere(['logs', jobId], env)
     expect(logs.code, logs.stderr).toBe(0)
     expect(logs.stdout).toContain('hi')
   } finally {

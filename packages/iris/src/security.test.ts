@@ -17,7 +17,7 @@ import { IrisClient } from './client.js'
 import { buildProgram, runCli } from './cli.js'
 import { isIrisError } from './errors.js'
 import { grpcLink } from './grpc-link.js'
-import { IRIS_BIN, startIris } from './internal/test-processes.js'
+import { IRIS_BIN, runIrisHere, startIris } from './internal/test-processes.js'
 import { LocalCluster } from './local-cluster.js'
 
 let dir: string
@@ -59,20 +59,6 @@ for (const [name, argv] of JSON.parse(process.argv[2]))
   process.stdout.write(name + '=' + (await runCli(argv, io)) + '\\n')
 process.stdout.write('', () => process.exit(0))
 `
-
-/**
- * `iris ...argv` as the binary runs it (`cli-main.ts`: the same `runCli`, this environment plus `env`), in this
- * process: the CLI's own code without a process start (most of a short command's cost). The binary itself is
- * started by the tests where a process matters (clusters, workers, calls from inside tasks).
- */
-async function irisHere(
-  argv: string[],
-  env: Record<string, string>,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const c = capture({ ...process.env, LOG_FORMAT: 'json', ...env })
-  const code = await runCli(argv, c.io)
-  return { code, stdout: c.out.join('\n'), stderr: c.err.join('\n') }
-}
 
 /** Every `--flag` a message names must be an option of `iris <command>`. */
 function expectFlagsExist(message: string, command: string): void {
@@ -123,13 +109,13 @@ test('a local cluster is private: without its credential every call ' +
     link.close()
 
     // Another prefix, no token: refused, and the message names flags that exist.
-    const denied = await irisHere(['list'], { IRIS_CONTROLLER: address, MARIN_PREFIX: join(dir, 'elsewhere') })
+    const denied = await runIrisHere(['list'], { IRIS_CONTROLLER: address, MARIN_PREFIX: join(dir, 'elsewhere') })
     expect(denied.code).toBe(1)
     expect(denied.stderr).toMatch(/refused the call/)
     expectFlagsExist(denied.stderr.split('\n').find((l) => /refused/.test(l))!, 'list')
 
     // The same prefix: no flags needed.
-    const sub = await irisHere(['submit', '--job-name', 'mine', '--wait', '--', 'true'], {
+    const sub = await runIrisHere(['submit', '--job-name', 'mine', '--wait', '--', 'true'], {
       IRIS_CONTROLLER: address,
       MARIN_PREFIX: prefix,
     })
@@ -408,7 +394,7 @@ test('TLS: a controller with --tls-cert/--tls-key serves workers, the ' +
     await worker.waitFor(/registered with/)
     const env = { IRIS_CONTROLLER: address, IRIS_TOKEN_FILE: tokenFile }
     // The task calls back over TLS with what the worker handed it.
-    const sub = await irisHere(
+    const sub = await runIrisHere(
       [
         'submit',
         '--tls-ca',
@@ -425,7 +411,7 @@ test('TLS: a controller with --tls-cert/--tls-key serves workers, the ' +
     )
     expect(sub.stderr).toMatch(/SUCCEEDED/)
     expect(sub.code).toBe(0)
-    const viaEnv = await irisHere(['list', '--json'], { ...env, IRIS_TLS_CA: join(tls, 'ca.pem') })
+    const viaEnv = await runIrisHere(['list', '--json'], { ...env, IRIS_TLS_CA: join(tls, 'ca.pem') })
     expect(viaEnv.code).toBe(0)
     expect(JSON.parse(viaEnv.stdout).map((j: { name: string }) => j.name)).toEqual(['over-tls'])
 

@@ -22,20 +22,12 @@ const rounds = Number(process.argv[2] ?? '7')
 await initBackend()
 const C = { vocabSize: 50257, seqLen: 1024, dModel: 768, nLayers: 12, nHeads: 12 }
 const model = new Gpt2LM(C, 0)
-const addon = nativeGemm().addon as unknown as {
-  gemmRowsBatch(
-    a: Float32Array,
-    b: Float32Array,
-    c: Float32Array,
-    M: number,
-    K: number,
-    N: number,
-    acc: boolean,
-    avx2?: boolean,
-    tB?: boolean,
-  ): void
-  decodeAttention(...args: unknown[]): void
-}
+const native = nativeGemm().addon
+if (!native?.gemmRowsBatch || !native.decodeAttention)
+  throw new Error(
+    `decode-batch-profile: the native batch kernel and decode attention do not run here (${nativeGemm().reason ?? 'an addon built before them'})`,
+  )
+const addon = native as typeof native & Required<Pick<typeof native, 'gemmRowsBatch' | 'decodeAttention'>>
 const cpuMs = () => {
   const u = process.cpuUsage()
   return (u.user + u.system) / 1000

@@ -171,14 +171,8 @@ function walkBestFirst(l: Float64Array, a: Int32Array, b: Int32Array, from: numb
       b1 = k + 1 < nb ? from + start[k + 2]! : to
     const m = b1 - b0
     if (m === 0) continue
-    if (m === 1) {
-      const t = b[b0]!
-      s.last = t
-      s.u -= Math.exp(l[t]!)
-      if (s.u <= 0) return true
-      continue
-    }
-    if (walkBestFirst(l, b, a, b0, b1, s, depth + 1)) return true
+    // one id is its own order; more are ordered a level down
+    if (m === 1 ? walkRun(l, b, b0, b1, s) : walkBestFirst(l, b, a, b0, b1, s, depth + 1)) return true
   }
   return false
 }

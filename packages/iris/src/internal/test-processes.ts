@@ -92,13 +92,17 @@ export async function runIris(
  */
 export async function runIrisHere(
   args: readonly string[],
-  opts: { env?: Record<string, string> } = {},
+  env: Record<string, string> = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const { runCli } = await import('../cli.js')
   const out: string[] = []
   const err: string[] = []
-  const env = { ...process.env, LOG_FORMAT: 'json', ...(opts.env ?? {}) }
-  const io = { out: (l: string) => out.push(l), err: (l: string) => err.push(l), env, stopped: Promise.resolve() }
+  const io = {
+    out: (l: string) => out.push(l),
+    err: (l: string) => err.push(l),
+    env: { ...process.env, LOG_FORMAT: 'json', ...env },
+    stopped: Promise.resolve(),
+  }
   const code = await runCli(args, io)
   return { code, stdout: out.map((l) => `${l}\n`).join(''), stderr: err.map((l) => `${l}\n`).join('') }
 }

@@ -144,6 +144,20 @@ export type NativeGemmAddon = NativeOps & {
    * (`LEVANTER_NATIVE_SMALL_M=0`); answers the setting (no argument: only answers). Both give the same bits. Absent
    * from addons built before it. */
   setSmallM?(on?: boolean): boolean
+  /** C (+)= A·op(B) for M rows of A [M, K] on the decode step's batch kernel (native/gemv-batch.h), on the pool's
+   * threads: `avx2` its AVX2 form where the CPU has AVX-512 too, `tB` B given as [N, K] (op(B) its transpose).
+   * For tests and benches. Absent from addons built before it. */
+  gemmRowsBatch?(
+    a: Float32Array,
+    b: Float32Array,
+    c: Float32Array,
+    M: number,
+    K: number,
+    N: number,
+    accumulate: boolean,
+    avx2?: boolean,
+    tB?: boolean,
+  ): void
   /**
    * This machine's memory bandwidth on the calling thread alone, or with `threads` > 1 on all the pool's threads
    * (each pass in chunks they claim in turn, as the decode step's products are), STREAM-style over arrays of

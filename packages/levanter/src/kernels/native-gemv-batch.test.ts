@@ -6,21 +6,7 @@ import { nativeGemm } from './native-gemm.js'
 // B read in place) against float64 references at ragged shapes, GPT-2 small's block shapes at 16 rows and a
 // vocabulary-wide N included, and bit for bit against the native GEMM (the tensor ops' products), which the
 // one-call decode step's logits must equal.
-type BatchAddon = {
-  gemmRowsBatch?(
-    a: Float32Array,
-    b: Float32Array,
-    c: Float32Array,
-    M: number,
-    K: number,
-    N: number,
-    acc: boolean,
-    avx2?: boolean,
-    tB?: boolean,
-  ): void
-  setThreads(n: number): void
-}
-const addon = nativeGemm().addon as unknown as (BatchAddon & { gemm: (...args: unknown[]) => void }) | undefined
+const addon = nativeGemm().addon
 const here = addon?.gemmRowsBatch !== undefined
 
 /** A·B in float64 and Σ|a·b| per element (the scale of its float32 rounding). */

@@ -40,7 +40,7 @@ export class BatchCache {
     return this.cols
   }
 
-  /** Columns the tensors hold (S, or more after {@link reserve}). */
+  /** Columns the tensors hold: S, or more where the native step grew them with room ({@link storage}). */
   get capacity(): number {
     return this.store[0]?.k.shape[2] ?? 0
   }
