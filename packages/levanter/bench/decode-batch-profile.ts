@@ -25,7 +25,8 @@ const model = new Gpt2LM(C, 0)
 const native = nativeGemm().addon
 if (!native?.gemmRowsBatch || !native.decodeAttention)
   throw new Error(
-    `decode-batch-profile: the native batch kernel and decode attention do not run here (${nativeGemm().reason ?? 'an addon built before them'})`,
+    'decode-batch-profile: the native batch kernel and decode attention do not run here ' +
+      `(${nativeGemm().reason ?? 'an addon built before them'})`,
   )
 const addon = native as typeof native & Required<Pick<typeof native, 'gemmRowsBatch' | 'decodeAttention'>>
 const cpuMs = () => {
